@@ -1,0 +1,35 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', 'dist/**', 'data/**', '.tools/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/consistent-type-imports': 'error',
+      'no-restricted-imports': 'off',
+    },
+  },
+  {
+    files: ['core/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: ['**/proxy/**', '**/control-plane/**', '**/standalone/**'] }],
+    },
+  },
+  {
+    files: ['proxy/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: ['**/control-plane/**', '**/standalone/**'] }] },
+  },
+  {
+    files: ['control-plane/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: ['**/proxy/**', '**/standalone/**'] }] },
+  },
+  { files: ['eslint.config.js', 'vitest.config.ts'], ...tseslint.configs.disableTypeChecked },
+);
