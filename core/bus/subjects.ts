@@ -1,0 +1,28 @@
+/** Subjects of spec 6.2, namespaced by tenant. */
+export const subjects = {
+  envelopeCreated: (tenant: string) => `svc.${tenant}.envelopes.created`,
+  envelopeStarted: (tenant: string) => `svc.${tenant}.envelopes.started`,
+  envelopeCompleted: (tenant: string) => `svc.${tenant}.envelopes.completed`,
+  envelopeFailed: (tenant: string) => `svc.${tenant}.envelopes.failed`,
+  envelopeTerminated: (tenant: string) => `svc.${tenant}.envelopes.terminated`,
+  /** `eventType` is the dotted event type of the record (`llm.call`, `tool.invoke`, `checkpoint.saved`). */
+  event: (tenant: string, eventType: string) => `svc.${tenant}.events.${eventType}`,
+  budgetWarning: (tenant: string) => `svc.${tenant}.budgets.warning`,
+  budgetExceeded: (tenant: string) => `svc.${tenant}.budgets.exceeded`,
+  policyViolation: (tenant: string) => `svc.${tenant}.policies.violation`,
+  systemHealth: 'svc.system.health',
+  systemMetrics: 'svc.system.metrics',
+} as const;
+
+/** NATS-style subject matching: `*` matches one token, `>` one or more trailing tokens. */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    const token = p[i];
+    if (token === '>') return s.length > i;
+    if (i >= s.length) return false;
+    if (token !== '*' && token !== s[i]) return false;
+  }
+  return p.length === s.length;
+}

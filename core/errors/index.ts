@@ -1,0 +1,3 @@
+export * from './catalogue.ts';
+export * from './svc-error.ts';
+export * from './validation.ts';
