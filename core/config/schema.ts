@@ -1,0 +1,64 @@
+import { z } from 'zod';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const bool = z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]);
+const optionalString = z.string().min(1).optional();
+
+/**
+ * Every setting of both processes. Each key is settable in the config file (JSON, path in
+ * SVC_CONFIG_FILE) and by an environment variable `SVC_<KEY>` (the key upper-cased), which wins.
+ */
+export const ConfigSchema = z.object({
+  mode: z.enum(['standalone', 'control-plane', 'proxy']).default('standalone'),
+  data_dir: z.string().min(1).default('./data'),
+  log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  version: z.string().default('1.0.0'),
+
+  http_host: z.string().default('0.0.0.0'),
+  http_port: port.default(8080),
+  grpc_port: port.default(50051),
+  body_limit_bytes: z.coerce.number().int().positive().default(1_048_576),
+
+  nats_url: optionalString,
+  nats_user: optionalString,
+  nats_password: optionalString,
+  nats_token: optionalString,
+  nats_creds_file: optionalString,
+  nats_tls_ca_file: optionalString,
+  nats_tls_cert_file: optionalString,
+  nats_tls_key_file: optionalString,
+
+  bootstrap_admin_key: z.string().min(24, 'must be at least 24 characters').optional(),
+  jwt_jwks_url: z.url().optional(),
+  jwt_issuer: optionalString,
+  jwt_audience: optionalString,
+  jwt_tenant_claim: z.string().default('tenant_id'),
+  rate_limit_per_minute: z.coerce.number().int().positive().default(600),
+  dev_mode: bool.default(false),
+
+  webhook_secret: optionalString,
+  webhook_max_attempts: z.coerce.number().int().min(1).max(20).default(5),
+  webhook_timeout_ms: z.coerce.number().int().positive().default(5000),
+
+  price_overrides_file: optionalString,
+
+  proxy_host: z.string().default('0.0.0.0'),
+  proxy_port: port.default(3128),
+  proxy_admin_port: port.default(9464),
+  tenant_id: optionalString,
+  api_key: optionalString,
+  budget_id: optionalString,
+  ca_cert_file: optionalString,
+  ca_key_file: optionalString,
+  upstream_overrides: z.string().default(''),
+  upstream_ca_file: optionalString,
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+export type ConfigKey = keyof Config;
+
+export const CONFIG_KEYS = Object.keys(ConfigSchema.shape) as ConfigKey[];
+
+export function envName(key: ConfigKey): string {
+  return `SVC_${key.toUpperCase()}`;
+}

@@ -1,0 +1,30 @@
+import { z } from 'zod';
+import { MetadataSchema, TimestampSchema } from './common.ts';
+
+export const ActorSchema = z.object({ type: z.enum(['api_key', 'jwt', 'bootstrap', 'system', 'proxy']), id: z.string() });
+export type Actor = z.infer<typeof ActorSchema>;
+
+/** Audit record of spec 2.10 plus its place in the tenant's hash chain. */
+export const AuditRecordSchema = z.object({
+  audit_id: z.string(),
+  seq: z.number().int().positive(),
+  timestamp: TimestampSchema,
+  tenant_id: z.string(),
+  actor: ActorSchema,
+  action: z.string(),
+  resource: z.object({ type: z.string(), id: z.string() }),
+  result: z.string(),
+  metadata: MetadataSchema,
+  prev_hash: z.string(),
+  hash: z.string(),
+});
+export type AuditRecord = z.infer<typeof AuditRecordSchema>;
+
+export const AuditQuerySchema = z.object({
+  action: z.string().optional(),
+  resource_type: z.string().optional(),
+  resourceType: z.string().optional(),
+  actor_id: z.string().optional(),
+  actorId: z.string().optional(),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+});

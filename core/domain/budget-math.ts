@@ -1,0 +1,139 @@
+import { microsToUsd, usdToMicros } from './common.ts';
+import type { Budget, BudgetStatus, PeriodUsage } from './budget.ts';
+import { periodBounds } from './period.ts';
+
+export interface UsageDelta {
+  tokens_input: number;
+  tokens_output: number;
+  cost_micros: number;
+  executions: number;
+  llm_calls: number;
+  tool_calls: number;
+}
+
+export const ZERO_DELTA: UsageDelta = { tokens_input: 0, tokens_output: 0, cost_micros: 0, executions: 0, llm_calls: 0, tool_calls: 0 };
+
+export function freshUsage(budget: Pick<Budget, 'period' | 'created_at'>, now: Date): PeriodUsage {
+  const bounds = periodBounds(budget.period, now, new Date(budget.created_at));
+  return {
+    period_start: bounds.start.toISOString(),
+    period_end: bounds.end?.toISOString() ?? null,
+    tokens_input: 0, tokens_output: 0, cost_micros: 0, executions: 0, llm_calls: 0, tool_calls: 0,
+    alerts_fired: [],
+  };
+}
+
+/** The budget with its usage moved to the period `now` falls in (usage and fired alerts reset). */
+export function rollOver(budget: Budget, now: Date): Budget {
+  const end = budget.usage.period_end;
+  if (end === null || now.getTime() < Date.parse(end)) return budget;
+  return { ...budget, usage: freshUsage(budget, now) };
+}
+
+export function addUsage(usage: PeriodUsage, delta: UsageDelta): PeriodUsage {
+  return {
+    ...usage,
+    tokens_input: usage.tokens_input + delta.tokens_input,
+    tokens_output: usage.tokens_output + delta.tokens_output,
+    cost_micros: usage.cost_micros + delta.cost_micros,
+    executions: usage.executions + delta.executions,
+    llm_calls: usage.llm_calls + delta.llm_calls,
+    tool_calls: usage.tool_calls + delta.tool_calls,
+  };
+}
+
+function percent(used: number, limit: number | null): number | null {
+  return limit === null ? null : (used / limit) * 100;
+}
+
+/** Percent used of each limit that is set (null when unlimited). */
+export function percents(budget: Budget): { tokens: number | null; cost: number | null; executions: number | null; highest: number } {
+  const { limits, usage } = budget;
+  const tokens = percent(usage.tokens_input + usage.tokens_output, limits.max_tokens);
+  const cost = percent(usage.cost_micros, limits.max_cost_usd === null ? null : usdToMicros(limits.max_cost_usd));
+  const executions = percent(usage.executions, limits.max_executions);
+  const extras = [
+    percent(usage.tokens_input, limits.max_input_tokens),
+    percent(usage.tokens_output, limits.max_output_tokens),
+    percent(usage.llm_calls, limits.max_llm_calls),
+    percent(usage.tool_calls, limits.max_tool_calls),
+  ];
+  const highest = Math.max(0, ...[tokens, cost, executions, ...extras].filter((p): p is number => p !== null));
+  return { tokens, cost, executions, highest };
+}
+
+export function isExpired(budget: Budget, now: Date): boolean {
+  return budget.expires_at !== null && now.getTime() >= Date.parse(budget.expires_at);
+}
+
+/** Exhausted when any usage limit (not the execution count alone) has been reached this period. */
+export function isExhausted(budget: Budget): boolean {
+  const { limits, usage } = budget;
+  const reached = (used: number, limit: number | null) => limit !== null && used >= limit;
+  return (
+    reached(usage.tokens_input + usage.tokens_output, limits.max_tokens) ||
+    reached(usage.cost_micros, limits.max_cost_usd === null ? null : usdToMicros(limits.max_cost_usd)) ||
+    reached(usage.tokens_input, limits.max_input_tokens) ||
+    reached(usage.tokens_output, limits.max_output_tokens) ||
+    reached(usage.llm_calls, limits.max_llm_calls) ||
+    reached(usage.tool_calls, limits.max_tool_calls)
+  );
+}
+
+export function budgetStatus(budget: Budget, now: Date): BudgetStatus {
+  if (isExpired(budget, now)) return 'expired';
+  return isExhausted(budget) ? 'exhausted' : 'active';
+}
+
+export interface Remaining {
+  tokens: number | null;
+  cost_micros: number | null;
+  executions: number | null;
+}
+
+export function remaining(budget: Budget): Remaining {
+  const { limits, usage } = budget;
+  return {
+    tokens: limits.max_tokens === null ? null : Math.max(0, limits.max_tokens - usage.tokens_input - usage.tokens_output),
+    cost_micros: limits.max_cost_usd === null ? null : Math.max(0, usdToMicros(limits.max_cost_usd) - usage.cost_micros),
+    executions: limits.max_executions === null ? null : Math.max(0, limits.max_executions - usage.executions),
+  };
+}
+
+/** Alert thresholds the usage has reached and that have not fired yet this period. */
+export function newlyCrossedAlerts(after: Budget): number[] {
+  const { highest } = percents(after);
+  return after.alerts
+    .map((a) => a.percent)
+    .filter((p) => highest >= p && !after.usage.alerts_fired.includes(p))
+    .sort((a, b) => a - b);
+}
+
+export interface CheckOutcome {
+  allowed: boolean;
+  reason: string;
+  remaining_tokens: number | null;
+  remaining_cost_usd: number | null;
+  warnings: string[];
+}
+
+/** Whether a call of the given estimate fits the budget now (spec 2.3 BudgetCheckResult). */
+export function checkBudget(budget: Budget, estimate: { tokens: number; cost_micros: number }, now: Date): CheckOutcome {
+  const left = remaining(budget);
+  const base = {
+    remaining_tokens: left.tokens,
+    remaining_cost_usd: left.cost_micros === null ? null : microsToUsd(left.cost_micros),
+  };
+  if (isExpired(budget, now)) return { ...base, allowed: false, reason: 'budget expired', warnings: [] };
+  if (isExhausted(budget)) return { ...base, allowed: false, reason: 'budget exhausted', warnings: [] };
+  if (left.tokens !== null && estimate.tokens > left.tokens) {
+    return { ...base, allowed: false, reason: `estimated ${estimate.tokens} tokens exceed the ${left.tokens} remaining`, warnings: [] };
+  }
+  if (left.cost_micros !== null && estimate.cost_micros > left.cost_micros) {
+    return { ...base, allowed: false, reason: `estimated cost ${microsToUsd(estimate.cost_micros)} USD exceeds the ${microsToUsd(left.cost_micros)} USD remaining`, warnings: [] };
+  }
+  const warnings = budget.alerts
+    .filter((a) => percents(budget).highest >= a.percent)
+    .map((a) => `usage at or above the ${a.percent}% threshold`);
+  return { ...base, allowed: true, reason: 'within budget', warnings };
+}

@@ -1,0 +1,114 @@
+import { z } from 'zod';
+import { microsToUsd, MetadataSchema, TimestampSchema, UuidSchema } from './common.ts';
+import { GovernanceContextSchema, RestEnvelopeStateSchema, TerminationReasonSchema, isTerminated, type Envelope, type RestEnvelopeState } from './envelope.ts';
+
+const AdapterTypeSchema = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,63}$/, 'must be a lower-case adapter name such as langchain, a2a_proxy or custom');
+
+/**
+ * POST /v1/envelopes. Accepts the REST contract (spec 2.1) and the gRPC shape (spec 2.2): tenant_id
+ * may be left out (it comes from the credential), budget_id is optional for gRPC-style callers.
+ * Extensions: execution_id, governance_context limits.
+ */
+export const CreateEnvelopeRequestSchema = z.strictObject({
+  tenant_id: z.string().min(1).optional(),
+  budget_id: UuidSchema.optional(),
+  adapter_type: AdapterTypeSchema,
+  execution_id: z.string().min(1).max(200).optional(),
+  policy_set: z.array(z.string().min(1)).optional(),
+  metadata: MetadataSchema.optional(),
+  governance_context: GovernanceContextSchema.partial().omit({ policy_set: true }).optional(),
+  native_ref: z.string().optional(),
+});
+export type CreateEnvelopeRequest = z.infer<typeof CreateEnvelopeRequestSchema>;
+
+const EventTypeSchema = z.string().regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'must be dotted words such as llm.call or tool.invoke');
+
+/**
+ * EventRecord (spec 2.1). The spec leaves the nesting of model, cost_usd and payload open: they sit
+ * beside tokens at the top level. event_id is an optional idempotency key (a replay counts once).
+ */
+export const EventRecordSchema = z.strictObject({
+  event_id: z.string().min(1).max(200).optional(),
+  event_type: EventTypeSchema,
+  timestamp: TimestampSchema,
+  tokens: z.strictObject({ input: z.number().int().nonnegative().default(0), output: z.number().int().nonnegative().default(0) }).optional(),
+  model: z.string().min(1).optional(),
+  cost_usd: z.number().nonnegative().optional(),
+  payload: MetadataSchema.optional(),
+});
+export type EventRecord = z.infer<typeof EventRecordSchema>;
+
+export const TerminateRequestSchema = z.strictObject({
+  reason: z.string().max(1000).optional(),
+  force: z.boolean().default(false),
+});
+
+/** Status-transition route, the HTTP face of gRPC UpdateEnvelopeStatus. */
+export const UpdateEnvelopeStatusRequestSchema = z.strictObject({
+  status: z.string().transform((s) => s.replace(/^ENVELOPE_STATUS_/, '').toUpperCase()),
+  reason: z.string().max(1000).optional(),
+});
+
+export const CostSummarySchema = z.object({
+  tokens_input: z.number().int(),
+  tokens_output: z.number().int(),
+  tokens_total: z.number().int(),
+  cost_usd: z.number(),
+  llm_calls: z.number().int(),
+  tool_calls: z.number().int(),
+});
+
+export const RestEnvelopeSchema = z.object({
+  envelope_id: UuidSchema,
+  tenant_id: z.string(),
+  budget_id: z.string().nullable(),
+  execution_id: z.string(),
+  adapter_type: z.string(),
+  state: RestEnvelopeStateSchema,
+  termination_reason: TerminationReasonSchema.nullable(),
+  status_reason: z.string().nullable(),
+  governance_context: GovernanceContextSchema,
+  cost_summary: CostSummarySchema,
+  framework_context: z.object({ adapter_type: z.string(), native_ref: z.string().nullable(), checkpoint_id: z.string().nullable() }),
+  metadata: MetadataSchema,
+  created_at: TimestampSchema,
+  updated_at: TimestampSchema,
+  completed_at: TimestampSchema.nullable(),
+});
+export type RestEnvelope = z.infer<typeof RestEnvelopeSchema>;
+
+const TERMINATION_REASON = {
+  TERMINATED: 'manual',
+  BUDGET_EXCEEDED: 'budget_exceeded',
+  POLICY_VIOLATION: 'policy_violation',
+  TIMEOUT: 'timeout',
+} as const;
+
+export function toRestEnvelope(e: Envelope): RestEnvelope {
+  const terminated = isTerminated(e.status);
+  const state: RestEnvelopeState = terminated ? 'TERMINATED' : (e.status as RestEnvelopeState);
+  return {
+    envelope_id: e.envelope_id,
+    tenant_id: e.tenant_id,
+    budget_id: e.budget_id,
+    execution_id: e.execution_id,
+    adapter_type: e.adapter_type,
+    state,
+    termination_reason: terminated ? TERMINATION_REASON[e.status as keyof typeof TERMINATION_REASON] : null,
+    status_reason: e.status_reason,
+    governance_context: e.governance,
+    cost_summary: {
+      tokens_input: e.cost.tokens_input,
+      tokens_output: e.cost.tokens_output,
+      tokens_total: e.cost.tokens_input + e.cost.tokens_output,
+      cost_usd: microsToUsd(e.cost.cost_micros),
+      llm_calls: e.cost.llm_calls,
+      tool_calls: e.cost.tool_calls,
+    },
+    framework_context: { adapter_type: e.adapter_type, native_ref: e.native_ref, checkpoint_id: e.checkpoint_id },
+    metadata: e.metadata,
+    created_at: e.created_at,
+    updated_at: e.updated_at,
+    completed_at: e.completed_at,
+  };
+}
