@@ -1,0 +1,107 @@
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer, type Server } from 'node:net';
+import { connect, TLSSocket } from 'node:tls';
+import { X509Certificate } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isSvcError } from '../../core/errors/index.ts';
+import { generateCa, LeafCertificateCache, loadOrCreateCa } from '../../proxy/tls/index.ts';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'proxy-ca-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('loadOrCreateCa', () => {
+  it('generates a CA once, writes the key with mode 0600, and reloads the same CA afterwards', async () => {
+    const files = { certFile: join(dir, 'ca.crt'), keyFile: join(dir, 'sub', 'ca.key'), allowGenerate: true };
+    const first = await loadOrCreateCa(files);
+    expect(first.generated).toBe(true);
+    expect((await stat(files.keyFile)).mode & 0o777).toBe(0o600);
+    const cert = new X509Certificate(first.certPem);
+    expect(cert.ca).toBe(true);
+    expect(cert.publicKey.asymmetricKeyDetails?.namedCurve).toBe('prime256v1');
+    const years = (Date.parse(cert.validTo) - Date.parse(cert.validFrom)) / (365 * 24 * 3600 * 1000);
+    expect(years).toBeGreaterThan(9.9);
+
+    const second = await loadOrCreateCa(files);
+    expect(second.generated).toBe(false);
+    expect(second.certPem).toBe(first.certPem);
+    expect(second.keyPem).toBe(await readFile(files.keyFile, 'utf8'));
+  });
+
+  it('fails with SVC-SYS-9001 naming the missing file when generation is not allowed', async () => {
+    const certFile = join(dir, 'absent.crt');
+    const error: unknown = await loadOrCreateCa({ certFile, keyFile: join(dir, 'absent.key'), allowGenerate: false }).catch((e: unknown) => e);
+    expect(isSvcError(error) && error.code).toBe('SVC-SYS-9001');
+    expect((error as Error).message).toContain(certFile);
+  });
+});
+
+async function servedCertificate(context: Awaited<ReturnType<LeafCertificateCache['secureContextFor']>>, caPem: string, host: string) {
+  // Served the way the listener serves an intercepted CONNECT: a TLS socket around a plain one.
+  const server: Server = createServer((plain) => {
+    new TLSSocket(plain, { isServer: true, secureContext: context }).on('error', () => plain.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  try {
+    const socket: TLSSocket = connect({ host: '127.0.0.1', port, ca: caPem, servername: host === '127.0.0.1' ? undefined : host, checkServerIdentity: () => undefined });
+    await new Promise<void>((resolve, reject) => socket.once('secureConnect', resolve).once('error', reject));
+    const peer = socket.getPeerX509Certificate();
+    socket.destroy();
+    return { authorized: socket.authorized, peer };
+  } finally {
+    server.close();
+  }
+}
+
+describe('LeafCertificateCache', () => {
+  it('serves a leaf for a DNS name and an IP address that verifies against the CA', async () => {
+    const ca = await generateCa();
+    const cache = await LeafCertificateCache.create({ caCertPem: ca.certPem, caKeyPem: ca.keyPem });
+    const dns = await servedCertificate(await cache.secureContextFor('api.openai.com'), ca.certPem, 'api.openai.com');
+    expect(dns.authorized).toBe(true);
+    expect(dns.peer?.checkHost('api.openai.com')).toBe('api.openai.com');
+    expect(dns.peer?.keyUsage).toContain('1.3.6.1.5.5.7.3.1');
+    const ip = await servedCertificate(await cache.secureContextFor('127.0.0.1'), ca.certPem, '127.0.0.1');
+    expect(ip.authorized).toBe(true);
+    expect(ip.peer?.checkIP('127.0.0.1')).toBe('127.0.0.1');
+    // One process-wide key: both leaves carry the same public key.
+    expect(dns.peer?.publicKey.export({ format: 'jwk' })).toEqual(ip.peer?.publicKey.export({ format: 'jwk' }));
+  });
+
+  it('reuses a cached leaf, shares one minting between concurrent callers, and stays within its bound', async () => {
+    const ca = await generateCa();
+    const cache = await LeafCertificateCache.create({ caCertPem: ca.certPem, caKeyPem: ca.keyPem, maxEntries: 2 });
+    const [a1, a2] = await Promise.all([cache.secureContextFor('a.example'), cache.secureContextFor('A.example')]);
+    expect(a1).toBe(a2);
+    expect(cache.stats.minted).toBe(1);
+    expect(await cache.secureContextFor('a.example')).toBe(a1);
+    await cache.secureContextFor('b.example');
+    await cache.secureContextFor('c.example');
+    expect(cache.stats).toEqual({ size: 2, minted: 3 });
+    // a.example was the least recently used, so it was evicted and is minted anew.
+    expect(await cache.secureContextFor('a.example')).not.toBe(a1);
+    expect(cache.stats.minted).toBe(4);
+  });
+
+  it('accepts a CA whose key openssl wrote in SEC1 form', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const keyFile = join(dir, 'ec.key');
+    const certFile = join(dir, 'ec.crt');
+    execFileSync('openssl', ['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', keyFile]);
+    execFileSync('openssl', ['req', '-x509', '-new', '-key', keyFile, '-subj', '/CN=Openssl CA', '-days', '30', '-out', certFile,
+      '-addext', 'basicConstraints=critical,CA:true', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+    const loaded = await loadOrCreateCa({ certFile, keyFile, allowGenerate: false });
+    const cache = await LeafCertificateCache.create({ caCertPem: loaded.certPem, caKeyPem: loaded.keyPem });
+    const served = await servedCertificate(await cache.secureContextFor('example.test'), loaded.certPem, 'example.test');
+    expect(served.authorized).toBe(true);
+    // The leaf never outlives its CA.
+    expect(Date.parse(served.peer?.validTo ?? '')).toBeLessThanOrEqual(Date.parse(new X509Certificate(loaded.certPem).validTo));
+  });
+});
