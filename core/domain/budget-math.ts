@@ -46,7 +46,11 @@ function percent(used: number, limit: number | null): number | null {
   return limit === null ? null : (used / limit) * 100;
 }
 
-/** Percent used of each limit that is set (null when unlimited). */
+/**
+ * Percent used of each limit that is set (null when unlimited). `highest` drives alerts and
+ * exhaustion; the execution count is left out of it because reaching the envelope count stops new
+ * envelopes but must not end the ones already running.
+ */
 export function percents(budget: Budget): { tokens: number | null; cost: number | null; executions: number | null; highest: number } {
   const { limits, usage } = budget;
   const tokens = percent(usage.tokens_input + usage.tokens_output, limits.max_tokens);
@@ -58,7 +62,7 @@ export function percents(budget: Budget): { tokens: number | null; cost: number 
     percent(usage.llm_calls, limits.max_llm_calls),
     percent(usage.tool_calls, limits.max_tool_calls),
   ];
-  const highest = Math.max(0, ...[tokens, cost, executions, ...extras].filter((p): p is number => p !== null));
+  const highest = Math.max(0, ...[tokens, cost, ...extras].filter((p): p is number => p !== null));
   return { tokens, cost, executions, highest };
 }
 

@@ -30,7 +30,7 @@ export const ERROR_CATALOGUE = {
   'SVC-ENV-1001': spec(404, GRPC.NOT_FOUND, JSONRPC_APPLICATION, false, 'envelope not found'),
   'SVC-ENV-1002': spec(409, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'illegal envelope status transition'),
   'SVC-ENV-1003': spec(409, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'envelope already terminated'),
-  'SVC-ENV-1004': spec(409, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'envelope already completed'),
+  'SVC-ENV-1004': spec(409, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'envelope already completed or failed'),
   'SVC-ENV-1005': spec(422, GRPC.RESOURCE_EXHAUSTED, JSONRPC_APPLICATION, false, 'envelope limit exceeded'),
 
   'SVC-POL-2001': spec(403, GRPC.PERMISSION_DENIED, JSONRPC_APPLICATION, false, 'policy denied'),
@@ -44,6 +44,7 @@ export const ERROR_CATALOGUE = {
   'SVC-BUD-3002': spec(404, GRPC.NOT_FOUND, JSONRPC_APPLICATION, false, 'budget not found'),
   'SVC-BUD-3003': spec(422, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'budget expired'),
   'SVC-BUD-3004': spec(422, GRPC.RESOURCE_EXHAUSTED, JSONRPC_APPLICATION, false, 'budget execution limit reached'),
+  'SVC-BUD-3005': spec(422, GRPC.FAILED_PRECONDITION, JSONRPC_INVALID_PARAMS, false, 'budget invalid for this request'),
 
   'SVC-EVT-4001': spec(503, GRPC.UNAVAILABLE, JSONRPC_APPLICATION, true, 'event delivery failed'),
   'SVC-EVT-4002': spec(400, GRPC.INVALID_ARGUMENT, JSONRPC_INVALID_PARAMS, false, 'invalid event'),

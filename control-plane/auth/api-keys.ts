@@ -1,0 +1,91 @@
+import { z } from 'zod';
+import { SvcError } from '../../core/errors/index.ts';
+import { SYSTEM_TENANT, type ApiKeyRecord, type ApiKeyView, type CreateApiKeyRequestSchema, type Principal } from '../../core/domain/index.ts';
+import type { Store } from '../store/store.ts';
+import { generateApiKey, hashKey, keyHint, parseKeyId, sameHash } from './key-format.ts';
+
+type CreateApiKeyRequest = z.infer<typeof CreateApiKeyRequestSchema>;
+
+export function keyStatus(record: ApiKeyRecord, now: Date): ApiKeyView['status'] {
+  if (record.revoked_at !== null) return 'revoked';
+  if (record.expires_at !== null && now.getTime() >= Date.parse(record.expires_at)) return 'expired';
+  return 'active';
+}
+
+export function toKeyView(record: ApiKeyRecord, now: Date): ApiKeyView {
+  return {
+    id: record.id,
+    name: record.name,
+    key_hint: record.key_hint,
+    prefix: record.key_hint.slice(0, 8),
+    scopes: record.scopes,
+    status: keyStatus(record, now),
+    expires_at: record.expires_at,
+    created_at: record.created_at,
+    last_used_at: record.last_used_at,
+  };
+}
+
+/** API keys of TenantService: create (secret shown once), list, revoke, and authentication. */
+export class ApiKeys {
+  private readonly store: Store;
+
+  constructor(store: Store) {
+    this.store = store;
+  }
+
+  /** Stages the key in the current transaction and returns the record with the one-time secret. */
+  create(tenant: string, request: CreateApiKeyRequest, now: Date): { record: ApiKeyRecord; secret: string } {
+    const { id, secret } = generateApiKey();
+    const record: ApiKeyRecord = {
+      id,
+      tenant_id: tenant,
+      name: request.name,
+      key_hint: keyHint(secret),
+      key_hash: hashKey(secret),
+      scopes: request.scopes,
+      expires_at: request.expires_in_seconds > 0 ? new Date(now.getTime() + request.expires_in_seconds * 1000).toISOString() : null,
+      created_at: now.toISOString(),
+      revoked_at: null,
+      last_used_at: null,
+    };
+    this.store.put(tenant, 'api_key', id, record);
+    this.store.putGlobal(tenant, 'api_key', id);
+    return { record, secret };
+  }
+
+  list(tenant: string): ApiKeyRecord[] {
+    return [...this.store.list<ApiKeyRecord>(tenant, 'api_key')];
+  }
+
+  get(tenant: string, id: string): ApiKeyRecord {
+    const record = this.store.get<ApiKeyRecord>(tenant, 'api_key', id);
+    if (record === undefined) throw new SvcError('SVC-SYS-9006', `API key ${id} not found`, { key_id: id });
+    return record;
+  }
+
+  revoke(tenant: string, id: string, now: Date): ApiKeyRecord {
+    const record = this.get(tenant, id);
+    if (record.revoked_at !== null) return record;
+    const revoked = { ...record, revoked_at: now.toISOString() };
+    this.store.put(tenant, 'api_key', id, revoked);
+    return revoked;
+  }
+
+  /** The principal of a presented key, or null when it is unknown, revoked or expired. */
+  authenticate(secret: string, now: Date): Principal | null {
+    const id = parseKeyId(secret);
+    if (id === null) return null;
+    const tenant = this.store.getGlobal<string>('api_key', id);
+    if (tenant === undefined) return null;
+    const record = this.store.get<ApiKeyRecord>(tenant, 'api_key', id);
+    if (record === undefined || !sameHash(record.key_hash, hashKey(secret)) || keyStatus(record, now) !== 'active') return null;
+    return {
+      type: 'api_key',
+      id: record.id,
+      tenant_id: tenant,
+      scopes: new Set(record.scopes),
+      administrator: tenant === SYSTEM_TENANT && record.scopes.includes('admin'),
+    };
+  }
+}

@@ -1,0 +1,53 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { SvcError } from '../../core/errors/index.ts';
+import { ALL_SCOPES, SYSTEM_TENANT, type Principal } from '../../core/domain/index.ts';
+import type { ApiKeys } from './api-keys.ts';
+import { looksLikeJwt, type JwtVerifier } from './jwt.ts';
+
+export interface CredentialHeaders {
+  'x-api-key'?: string | string[] | undefined;
+  authorization?: string | undefined;
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+/**
+ * Turns the credential of a request into a principal: `X-Api-Key`, or `Authorization: Bearer`
+ * carrying an API key or (when a JWKS is configured) a JWT. The bootstrap administrator key from
+ * SVC_BOOTSTRAP_ADMIN_KEY is a root credential of the system tenant.
+ */
+export class Authenticator {
+  private readonly bootstrapDigest: Buffer | null;
+
+  private readonly keys: ApiKeys;
+  private readonly jwt: JwtVerifier | null;
+  private readonly clock: () => Date;
+
+  constructor(keys: ApiKeys, jwt: JwtVerifier | null, bootstrapAdminKey: string | undefined, clock: () => Date) {
+    this.keys = keys;
+    this.jwt = jwt;
+    this.clock = clock;
+    this.bootstrapDigest = bootstrapAdminKey === undefined ? null : digest(bootstrapAdminKey);
+  }
+
+  async authenticate(headers: CredentialHeaders): Promise<Principal> {
+    const token = this.credentialOf(headers);
+    if (token === null) throw new SvcError('SVC-SYS-9003', 'missing credentials: send X-Api-Key or Authorization: Bearer');
+    if (this.bootstrapDigest !== null && timingSafeEqual(digest(token), this.bootstrapDigest)) {
+      return { type: 'bootstrap', id: 'bootstrap-admin', tenant_id: SYSTEM_TENANT, scopes: new Set(ALL_SCOPES), administrator: true };
+    }
+    const principal = this.jwt !== null && looksLikeJwt(token) ? await this.jwt.verify(token) : this.keys.authenticate(token, this.clock());
+    if (principal === null) throw new SvcError('SVC-SYS-9003', 'invalid, expired or revoked credentials');
+    return principal;
+  }
+
+  private credentialOf(headers: CredentialHeaders): string | null {
+    const apiKey = headers['x-api-key'];
+    const key = Array.isArray(apiKey) ? apiKey[0] : apiKey;
+    if (key !== undefined && key.length > 0) return key;
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(headers.authorization ?? '');
+    return match?.[1] ?? null;
+  }
+}
