@@ -1,0 +1,241 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { parseOrThrow, SvcError } from '../errors/index.ts';
+
+/**
+ * Prices are USD per million tokens in the file. Internally every price becomes an integer
+ * number of pico-dollars per token (USD per million × 10^6), so a call's cost is an exact
+ * integer (tokens × pico-dollars) and sums over any number of calls stay exact when they are
+ * added as integers (see `createCostTotal`). Floating-point sums of per-call USD drift by
+ * fractions of a cent over many small calls; integer pico-dollars never do. Six decimals of
+ * a per-million price (0.000001 USD per million) is finer than any published list price.
+ */
+const PICO_PER_USD_PER_MILLION = 1_000_000;
+const PICO_PER_USD = 1e12;
+
+const perMillionUsd = z
+  .number()
+  .nonnegative()
+  .refine((v) => Math.abs(v * PICO_PER_USD_PER_MILLION - Math.round(v * PICO_PER_USD_PER_MILLION)) < 1e-6, {
+    message: 'at most 6 decimal places (USD per million tokens)',
+  });
+
+const isoDate = z.iso.date();
+
+export const PriceEntrySchema = z.strictObject({
+  provider: z.string().min(1).optional(),
+  input: perMillionUsd,
+  output: perMillionUsd,
+  /** Price of input tokens served from the provider's prompt cache; absent means billed as input. */
+  cached_input: perMillionUsd.optional(),
+  /** The model's largest answer, used to bound a request that sets no max tokens. */
+  max_output_tokens: z.number().int().nonnegative().optional(),
+  /** Overrides the file's `as_of` for this entry. */
+  as_of: isoDate.optional(),
+});
+
+export const PriceFileSchema = z.strictObject({
+  as_of: isoDate,
+  currency: z.literal('USD').default('USD'),
+  unit: z.literal('per_million_tokens').default('per_million_tokens'),
+  models: z.record(z.string().min(1), PriceEntrySchema),
+});
+
+/** An override file may leave `as_of` out when every entry carries its own. */
+export const PriceOverrideFileSchema = PriceFileSchema.extend({ as_of: isoDate.optional() });
+
+export const UnknownModelRuleSchema = z.discriminatedUnion('mode', [
+  z.strictObject({ mode: z.literal('zero') }),
+  z.strictObject({ mode: z.literal('fixed'), input: perMillionUsd, output: perMillionUsd }),
+]);
+
+export const TokenUsageSchema = z.object({
+  input: z.number().int().nonnegative(),
+  output: z.number().int().nonnegative(),
+  /** The part of `input` read from the provider's prompt cache (included in `input`). */
+  cachedInput: z.number().int().nonnegative(),
+});
+
+export type PriceEntry = z.infer<typeof PriceEntrySchema>;
+export type PriceFile = z.infer<typeof PriceFileSchema>;
+export type PriceOverrideFile = z.infer<typeof PriceOverrideFileSchema>;
+export type UnknownModelRule = z.infer<typeof UnknownModelRuleSchema>;
+export type TokenUsage = z.infer<typeof TokenUsageSchema>;
+
+/** A price entry compiled for arithmetic: integer pico-dollars per token. */
+export interface ModelPrice {
+  readonly key: string;
+  readonly inputPico: number;
+  readonly outputPico: number;
+  readonly cachedInputPico: number;
+  readonly maxOutputTokens: number | undefined;
+  readonly asOf: string;
+}
+
+export interface PriceTable {
+  /** Exact id first, then the longest listed id the model starts with (at a `-`, `@` or `:`). */
+  lookup(model: string): ModelPrice | undefined;
+  readonly unknownModel: UnknownModelRule;
+  readonly keys: readonly string[];
+}
+
+export interface CostResult {
+  costUsd: number;
+  /** Exact integer cost; add these up (see `createCostTotal`) rather than `costUsd`. */
+  costPicoUsd: number;
+  /** False when the model is not in the table and the unknown-model rule priced it. */
+  known: boolean;
+  /** The table entry used, or `null` for an unknown model. */
+  priceKey: string | null;
+}
+
+const LOOKUP_MEMO_LIMIT = 1024;
+const PREFIX_BOUNDARIES = new Set(['-', '@', ':']);
+
+function toPico(perMillion: number): number {
+  return Math.round(perMillion * PICO_PER_USD_PER_MILLION);
+}
+
+/** Lower-cases and drops path-like prefixes (`models/gemini-2.0-flash`, `openai/gpt-4o`). */
+export function normalizeModelId(model: string): string {
+  const slash = model.lastIndexOf('/');
+  return (slash >= 0 ? model.slice(slash + 1) : model).trim().toLowerCase();
+}
+
+/** Merges price files in order, later entries replacing earlier ones, into a lookup table. */
+export function buildPriceTable(files: readonly (PriceFile | PriceOverrideFile)[], unknownModel: UnknownModelRule = { mode: 'zero' }): PriceTable {
+  const prices = new Map<string, ModelPrice>();
+  for (const file of files) {
+    for (const [id, entry] of Object.entries(file.models)) {
+      const key = normalizeModelId(id);
+      const asOf = entry.as_of ?? file.as_of;
+      if (asOf === undefined) {
+        throw new SvcError('SVC-SYS-9002', `price entry ${id} has no as_of date and its file has none`, {}, [
+          { field: `models.${id}.as_of`, description: 'required when the file has no as_of' },
+        ]);
+      }
+      prices.set(key, {
+        key,
+        inputPico: toPico(entry.input),
+        outputPico: toPico(entry.output),
+        cachedInputPico: toPico(entry.cached_input ?? entry.input),
+        maxOutputTokens: entry.max_output_tokens,
+        asOf,
+      });
+    }
+  }
+  const byLengthDesc = [...prices.keys()].sort((a, b) => b.length - a.length);
+  // Per-table memo: agents use few model ids, and prefix scans are then paid once per id.
+  const memo = new Map<string, ModelPrice | null>();
+
+  function resolve(model: string): ModelPrice | undefined {
+    const id = normalizeModelId(model);
+    const exact = prices.get(id);
+    if (exact) return exact;
+    for (const key of byLengthDesc) {
+      if (id.length > key.length && id.startsWith(key) && PREFIX_BOUNDARIES.has(id.charAt(key.length))) return prices.get(key);
+    }
+    return undefined;
+  }
+
+  return {
+    unknownModel,
+    keys: byLengthDesc,
+    lookup(model) {
+      const hit = memo.get(model);
+      if (hit !== undefined) return hit ?? undefined;
+      const found = resolve(model);
+      if (memo.size >= LOOKUP_MEMO_LIMIT) memo.clear();
+      memo.set(model, found ?? null);
+      return found;
+    },
+  };
+}
+
+function readJson(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new SvcError('SVC-SYS-9002', `cannot read price table ${path}: ${(err as Error).message}`, { path });
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new SvcError('SVC-SYS-9002', `price table ${path} is not JSON: ${(err as Error).message}`, { path });
+  }
+}
+
+export const DEFAULT_PRICES_PATH = new URL('../../config/prices.json', import.meta.url).pathname;
+
+export interface LoadPriceTableOptions {
+  /** The shipped table; defaults to config/prices.json. */
+  defaultPath?: string;
+  /** A second file merged over the default, entry by entry. */
+  overridePath?: string;
+  unknownModel?: UnknownModelRule;
+}
+
+/** Reads and validates the price files (start-up work: synchronous, throws SVC-SYS-9002 naming the field). */
+export function loadPriceTable(options: LoadPriceTableOptions = {}): PriceTable {
+  const base = parseOrThrow(PriceFileSchema, readJson(options.defaultPath ?? DEFAULT_PRICES_PATH), 'price table');
+  const files: (PriceFile | PriceOverrideFile)[] = [base];
+  if (options.overridePath !== undefined) {
+    files.push(parseOrThrow(PriceOverrideFileSchema, readJson(options.overridePath), 'price override table'));
+  }
+  return buildPriceTable(files, options.unknownModel);
+}
+
+function multiply(tokens: number, pico: number): number {
+  const product = tokens * pico;
+  return Number.isSafeInteger(product) ? product : Number(BigInt(tokens) * BigInt(pico));
+}
+
+/** Prices one call. Cached input is a part of `input` billed at the cached price. */
+export function cost(table: PriceTable, model: string, usage: TokenUsage): CostResult {
+  const price = table.lookup(model);
+  const cached = Math.min(usage.cachedInput, usage.input);
+  let pico: number;
+  if (price) {
+    pico = multiply(usage.input - cached, price.inputPico) + multiply(cached, price.cachedInputPico) + multiply(usage.output, price.outputPico);
+  } else if (table.unknownModel.mode === 'fixed') {
+    pico = multiply(usage.input, toPico(table.unknownModel.input)) + multiply(usage.output, toPico(table.unknownModel.output));
+  } else {
+    pico = 0;
+  }
+  return { costUsd: pico / PICO_PER_USD, costPicoUsd: pico, known: price !== undefined, priceKey: price?.key ?? null };
+}
+
+/** The answer bound for a request that sets none: the table's value for the model, else `fallback`. */
+export function maxOutputTokens(table: PriceTable, model: string, fallback: number): number {
+  return table.lookup(model)?.maxOutputTokens ?? fallback;
+}
+
+export function picoToUsd(pico: number | bigint): number {
+  if (typeof pico === 'number') return pico / PICO_PER_USD;
+  // Whole dollars and the remainder separately, so totals beyond 2^53 pico-dollars stay cent-exact.
+  const whole = pico / 1_000_000_000_000n;
+  return Number(whole) + Number(pico - whole * 1_000_000_000_000n) / PICO_PER_USD;
+}
+
+/** An exact running total of call costs (BigInt pico-dollars, so it cannot overflow or drift). */
+export interface CostTotal {
+  add(costPicoUsd: number): void;
+  readonly picoUsd: bigint;
+  readonly usd: number;
+}
+
+export function createCostTotal(): CostTotal {
+  let total = 0n;
+  return {
+    add(costPicoUsd) {
+      total += BigInt(costPicoUsd);
+    },
+    get picoUsd() {
+      return total;
+    },
+    get usd() {
+      return picoToUsd(total);
+    },
+  };
+}

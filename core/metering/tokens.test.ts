@@ -1,0 +1,66 @@
+import { get_encoding, Tiktoken } from 'tiktoken';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { createTokenCounter, encodingForModel } from './tokens.ts';
+
+const counter = createTokenCounter({ memoMinChars: 1000 });
+afterAll(() => counter.free());
+
+describe('encoding per model family', () => {
+  it.each([
+    ['gpt-4o-2024-08-06', 'o200k_base'],
+    ['gpt-4.1-mini', 'o200k_base'],
+    ['o3-mini', 'o200k_base'],
+    ['o4-mini', 'o200k_base'],
+    ['gpt-4-turbo', 'cl100k_base'],
+    ['gpt-3.5-turbo', 'cl100k_base'],
+    ['text-embedding-3-small', 'cl100k_base'],
+    ['claude-sonnet-4-20250514', 'cl100k_base'],
+    ['models/gemini-2.5-flash', 'cl100k_base'],
+  ])('%s uses %s', (model, encoding) => {
+    expect(encodingForModel(model)).toBe(encoding);
+  });
+});
+
+describe('countText', () => {
+  it('matches tiktoken for known strings', () => {
+    const o200k = get_encoding('o200k_base');
+    const cl100k = get_encoding('cl100k_base');
+    for (const text of ['hello world', 'Ünïcödé ✓ 漢字 and emoji 🎉', 'function add(a, b) { return a + b; }']) {
+      expect(counter.countText('gpt-4o', text)).toBe(o200k.encode(text).length);
+      expect(counter.countText('gpt-4', text)).toBe(cl100k.encode(text).length);
+    }
+    o200k.free();
+    cl100k.free();
+  });
+
+  it('counts the well-known example', () => {
+    expect(counter.countText('gpt-4', 'tiktoken is great!')).toBe(6);
+    expect(counter.countText('gpt-4o', '')).toBe(0);
+  });
+
+  it('treats special-token text in user input as plain text', () => {
+    expect(counter.countText('gpt-4o', 'a <|endoftext|> b')).toBeGreaterThan(3);
+  });
+
+  it('does not tokenize the same large text twice', () => {
+    const spy = vi.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const big = 'lorem ipsum dolor sit amet '.repeat(200);
+    const first = counter.countText('gpt-4o', big);
+    const second = counter.countText('gpt-4o', big);
+    expect(second).toBe(first);
+    expect(spy).toHaveBeenCalledTimes(1);
+    spy.mockRestore();
+  });
+});
+
+describe('countChatMessages', () => {
+  it('adds OpenAI per-message framing', () => {
+    const messages = [
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: 'Say hi', name: 'bob' },
+    ];
+    const text = (s: string) => counter.countText('gpt-4o', s);
+    const expected = 3 + (3 + text('system') + text('You are terse.')) + (3 + text('user') + text('Say hi') + 1 + text('bob'));
+    expect(counter.countChatMessages('gpt-4o', messages)).toBe(expected);
+  });
+});

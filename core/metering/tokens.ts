@@ -1,0 +1,97 @@
+import { get_encoding, type Tiktoken } from 'tiktoken';
+import { normalizeModelId } from './prices.ts';
+
+export type EncodingName = 'o200k_base' | 'cl100k_base';
+
+/** One chat turn reduced to the text that is tokenized. */
+export interface ChatMessageText {
+  role: string;
+  content: string;
+  name?: string | undefined;
+}
+
+export interface TokenCounter {
+  encodingFor(model: string): EncodingName;
+  countText(model: string, text: string): number;
+  /** Prompt tokens of a chat request, with OpenAI's per-message framing overhead. */
+  countChatMessages(model: string, messages: readonly ChatMessageText[]): number;
+  /** Releases the WASM encoders (they are created again on next use). */
+  free(): void;
+}
+
+export interface TokenCounterOptions {
+  /** Texts at least this long are remembered, so one large prompt is never tokenized twice. */
+  memoMinChars?: number;
+  memoEntries?: number;
+}
+
+// OpenAI's documented framing: every message costs 3 tokens, a name 1 more, and the reply is primed with 3.
+const TOKENS_PER_MESSAGE = 3;
+const TOKENS_PER_NAME = 1;
+const REPLY_PRIMER = 3;
+
+const O200K_FAMILIES = /^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o\d)/;
+
+/**
+ * o200k_base for the GPT-4o, GPT-4.1, GPT-5 and o-series families; cl100k_base for GPT-4,
+ * GPT-3.5 and the embedding models. Anthropic, Gemini and open models publish no tokenizer
+ * usable here, so cl100k_base stands in as an approximation for them: it is only used for
+ * estimates before a call and when a provider reports no usage, never over reported usage.
+ */
+export function encodingForModel(model: string): EncodingName {
+  return O200K_FAMILIES.test(normalizeModelId(model)) ? 'o200k_base' : 'cl100k_base';
+}
+
+export function createTokenCounter(options: TokenCounterOptions = {}): TokenCounter {
+  const memoMinChars = options.memoMinChars ?? 4096;
+  const memoEntries = options.memoEntries ?? 64;
+  // Building an encoder parses its whole vocabulary, so each is made once, on first use.
+  const encoders = new Map<EncodingName, Tiktoken>();
+  const memos: Record<EncodingName, Map<string, number>> = { o200k_base: new Map(), cl100k_base: new Map() };
+
+  function encoder(name: EncodingName): Tiktoken {
+    let enc = encoders.get(name);
+    if (!enc) {
+      enc = get_encoding(name);
+      encoders.set(name, enc);
+    }
+    return enc;
+  }
+
+  function count(name: EncodingName, text: string): number {
+    if (text.length === 0) return 0;
+    if (text.length < memoMinChars) return encoder(name).encode_ordinary(text).length;
+    const memo = memos[name];
+    const known = memo.get(text);
+    if (known !== undefined) return known;
+    const n = encoder(name).encode_ordinary(text).length;
+    if (memo.size >= memoEntries) {
+      const oldest = memo.keys().next();
+      if (!oldest.done) memo.delete(oldest.value);
+    }
+    memo.set(text, n);
+    return n;
+  }
+
+  return {
+    encodingFor: encodingForModel,
+    countText(model, text) {
+      return count(encodingForModel(model), text);
+    },
+    countChatMessages(model, messages) {
+      const name = encodingForModel(model);
+      let total = REPLY_PRIMER;
+      for (const m of messages) {
+        total += TOKENS_PER_MESSAGE + count(name, m.role) + count(name, m.content);
+        if (m.name) total += TOKENS_PER_NAME + count(name, m.name);
+      }
+      return total;
+    },
+    free() {
+      for (const enc of encoders.values()) enc.free();
+      encoders.clear();
+      memos.o200k_base.clear();
+      memos.cl100k_base.clear();
+    },
+  };
+}
