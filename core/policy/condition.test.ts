@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import { compileCondition, type CompiledCheck } from './condition.ts';
+import type { PolicyCondition } from './model.ts';
+
+function check(operator: PolicyCondition['operator'], value: unknown, field = 'x'): (context: Record<string, unknown>) => boolean {
+  const compiled = compileCondition({ field, operator, value });
+  if (!compiled.ok) throw new Error(compiled.fault.description);
+  const condition = compiled.condition as CompiledCheck;
+  return (context) => {
+    const actual = condition.read(context);
+    return actual !== undefined && condition.test(actual);
+  };
+}
+
+function faultOf(operator: PolicyCondition['operator'], value: unknown, field = 'x') {
+  const compiled = compileCondition({ field, operator, value });
+  return compiled.ok ? null : compiled.fault;
+}
+
+describe('compileCondition', () => {
+  it('eq and neq compare scalars, tolerating string-typed context values', () => {
+    expect(check('eq', 'gpt-4o')({ x: 'gpt-4o' })).toBe(true);
+    expect(check('eq', 'gpt-4o')({ x: 'gpt-4' })).toBe(false);
+    expect(check('eq', 5)({ x: '5' })).toBe(true);
+    expect(check('eq', '5')({ x: 5 })).toBe(true);
+    expect(check('eq', true)({ x: 'true' })).toBe(true);
+    expect(check('eq', true)({ x: false })).toBe(false);
+    expect(check('eq', null)({ x: null })).toBe(true);
+    expect(check('neq', 'prod')({ x: 'dev' })).toBe(true);
+    expect(check('neq', 'prod')({ x: 'prod' })).toBe(false);
+  });
+
+  it('in and not_in test membership, of any element for array values', () => {
+    const isAdmin = check('in', ['admin', 'owner']);
+    expect(isAdmin({ x: 'owner' })).toBe(true);
+    expect(isAdmin({ x: 'viewer' })).toBe(false);
+    expect(isAdmin({ x: ['viewer', 'admin'] })).toBe(true);
+    const notBlocked = check('not_in', ['shell', 'exec']);
+    expect(notBlocked({ x: 'search' })).toBe(true);
+    expect(notBlocked({ x: 'shell' })).toBe(false);
+    expect(notBlocked({ x: ['search', 'exec'] })).toBe(false);
+    expect(check('in', [1, 2, 3])({ x: '2' })).toBe(true);
+    expect(check('in', [])({ x: 'a' })).toBe(false);
+  });
+
+  it('gt, gte, lt, lte compare numbers, numeric strings and dates', () => {
+    expect(check('gt', 80)({ x: 80.5 })).toBe(true);
+    expect(check('gt', 80)({ x: 80 })).toBe(false);
+    expect(check('gte', 80)({ x: 80 })).toBe(true);
+    expect(check('lt', '1000')({ x: '999' })).toBe(true);
+    expect(check('lte', 0.5)({ x: 0.5 })).toBe(true);
+    expect(check('lt', 0.5)({ x: 'not a number' })).toBe(false);
+    expect(check('gt', 1)({ x: true })).toBe(false);
+    expect(check('gt', 0)({ x: '' })).toBe(false);
+    const afterNewYear = check('gte', '2026-01-01T00:00:00Z');
+    expect(afterNewYear({ x: '2026-03-01T12:00:00Z' })).toBe(true);
+    expect(afterNewYear({ x: '2025-12-31T23:59:59Z' })).toBe(false);
+    expect(afterNewYear({ x: new Date('2026-02-01T00:00:00Z') })).toBe(true);
+    expect(check('lt', '2026-01-01')({ x: Date.parse('2025-06-01') })).toBe(true);
+  });
+
+  it('matches searches with a linear-time regex, (?i) for case-insensitive', () => {
+    const sql = check('matches', String.raw`(?i)\bdrop\s+table\b`);
+    expect(sql({ x: 'please DROP  TABLE users' })).toBe(true);
+    expect(sql({ x: 'dropped tables' })).toBe(false);
+    expect(check('matches', '^gpt-4')({ x: ['claude', 'gpt-4o'] })).toBe(true);
+    expect(check('matches', '^\\d+$')({ x: 42 })).toBe(true);
+    expect(check('matches', 'a')({ x: { a: 1 } })).toBe(false);
+  });
+
+  it('contains finds substrings in strings and elements in arrays', () => {
+    expect(check('contains', 'password')({ x: 'my password is' })).toBe(true);
+    expect(check('contains', 'password')({ x: 'nothing here' })).toBe(false);
+    expect(check('contains', 'shell')({ x: ['search', 'shell'] })).toBe(true);
+    expect(check('contains', 3)({ x: [1, '3'] })).toBe(true);
+    expect(check('contains', 3)({ x: 'abc3' })).toBe(false);
+  });
+
+  it('refuses values that do not suit the operator, naming the value', () => {
+    expect(faultOf('in', 'admin')).toEqual({ part: 'value', description: 'in needs an array value' });
+    expect(faultOf('not_in', [1, { a: 1 }])?.description).toMatch(/element 1/);
+    expect(faultOf('eq', ['a'])?.part).toBe('value');
+    expect(faultOf('eq', undefined)?.part).toBe('value');
+    expect(faultOf('gt', 'soon')?.description).toMatch(/number or an ISO-8601 date/);
+    expect(faultOf('gt', '1 apple')?.part).toBe('value');
+    expect(faultOf('lt', Number.POSITIVE_INFINITY)?.part).toBe('value');
+    expect(faultOf('matches', '(unclosed')?.description).toMatch(/regular expression/);
+    expect(faultOf('matches', String.raw`(a)\1`)?.description).toMatch(/regular expression/);
+    expect(faultOf('matches', '(?=lookahead)')?.description).toMatch(/regular expression/);
+    expect(faultOf('matches', 5)?.part).toBe('value');
+    expect(faultOf('contains', { a: 1 })?.part).toBe('value');
+    expect(faultOf('semantic', '')?.part).toBe('value');
+    expect(faultOf('semantic', { intent: 'DESTRUCTIVE', min_confidence: 2 })?.description).toMatch(/min_confidence/);
+  });
+
+  it('refuses a malformed field path', () => {
+    expect(faultOf('eq', 'a', 'request..model')?.part).toBe('field');
+  });
+
+  it('compiles semantic conditions for the judge', () => {
+    const plain = compileCondition({ field: 'input_text', operator: 'semantic', value: 'DESTRUCTIVE' });
+    expect(plain.ok && plain.condition).toMatchObject({ kind: 'semantic', intent: 'DESTRUCTIVE', minConfidence: 0.5 });
+    const tuned = compileCondition({ field: 'input_text', operator: 'semantic', value: { intent: 'SUSPICIOUS', min_confidence: 0.8 } });
+    expect(tuned.ok && tuned.condition).toMatchObject({ kind: 'semantic', intent: 'SUSPICIOUS', minConfidence: 0.8 });
+  });
+});

@@ -1,0 +1,167 @@
+import { RE2JS } from 're2js';
+import { compileFieldPath, type FieldReader } from './field-path.ts';
+import type { PolicyCondition } from './model.ts';
+import { isScalar, scalarMembership, type Scalar } from './scalar-set.ts';
+
+type ValueTest = (actual: unknown) => boolean;
+
+/** A condition checked synchronously against a context value. */
+export interface CompiledCheck {
+  readonly kind: 'check';
+  readonly read: FieldReader;
+  readonly test: ValueTest;
+}
+
+/** A condition answered by the Semantic Judge: does the text at `field` show `intent`? */
+export interface CompiledSemantic {
+  readonly kind: 'semantic';
+  readonly field: string;
+  readonly read: FieldReader;
+  readonly intent: string;
+  /** A verdict below this confidence does not count as a violation. */
+  readonly minConfidence: number;
+}
+
+export type CompiledCondition = CompiledCheck | CompiledSemantic;
+
+/** Why a condition cannot be compiled, and which of its parts is at fault. */
+export interface ConditionFault {
+  readonly part: 'field' | 'operator' | 'value';
+  readonly description: string;
+}
+
+export type ConditionCompilation = { ok: true; condition: CompiledCondition } | { ok: false; fault: ConditionFault };
+
+const DEFAULT_MIN_CONFIDENCE = 0.5;
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+
+/** Compiles a condition once (regex, sets, numbers) so evaluation does no parsing. */
+export function compileCondition(condition: PolicyCondition): ConditionCompilation {
+  let read: FieldReader;
+  try {
+    read = compileFieldPath(condition.field);
+  } catch (error) {
+    return fault('field', (error as Error).message);
+  }
+  if (condition.operator === 'semantic') return compileSemantic(condition.field, read, condition.value);
+  const test = compileValueTest(condition.operator, condition.value);
+  if (typeof test === 'string') return fault('value', test);
+  return { ok: true, condition: { kind: 'check', read, test } };
+}
+
+/** Returns the test, or a description of why the value does not suit the operator. */
+function compileValueTest(operator: Exclude<PolicyCondition['operator'], 'semantic'>, value: unknown): ValueTest | string {
+  switch (operator) {
+    case 'eq':
+    case 'neq': {
+      if (!isScalar(value)) return `${operator} compares a string, number, boolean or null (use in/not_in for lists)`;
+      return membershipTest(operator === 'eq', [value]);
+    }
+    case 'in':
+    case 'not_in': {
+      if (!Array.isArray(value)) return `${operator} needs an array value`;
+      const bad = value.findIndex((v) => !isScalar(v));
+      if (bad >= 0) return `${operator} list element ${bad} is not a string, number, boolean or null`;
+      return membershipTest(operator === 'in', value as Scalar[]);
+    }
+    case 'gt':
+    case 'gte':
+    case 'lt':
+    case 'lte':
+      return compileComparison(operator, value);
+    case 'matches':
+      return compileRegex(value);
+    case 'contains':
+      return compileContains(value);
+  }
+}
+
+/** Positive: some value (or some element of an array value) is a member. Negative: none is. */
+function membershipTest(positive: boolean, values: readonly Scalar[]): ValueTest {
+  const member = scalarMembership(values);
+  return (actual) => (Array.isArray(actual) ? actual.some(member) : member(actual)) === positive;
+}
+
+function compileComparison(operator: 'gt' | 'gte' | 'lt' | 'lte', value: unknown): ValueTest | string {
+  let bound: number;
+  let asDate = false;
+  if (typeof value === 'number' && Number.isFinite(value)) {
+    bound = value;
+  } else if (typeof value === 'string' && value.trim() !== '' && Number.isFinite(Number(value))) {
+    bound = Number(value);
+  } else if (typeof value === 'string' && ISO_DATE.test(value) && Number.isFinite(Date.parse(value))) {
+    bound = Date.parse(value);
+    asDate = true;
+  } else {
+    return `${operator} needs a number or an ISO-8601 date`;
+  }
+  const toNumber = asDate ? dateOf : numberOf;
+  switch (operator) {
+    case 'gt':
+      return (actual) => toNumber(actual) > bound;
+    case 'gte':
+      return (actual) => toNumber(actual) >= bound;
+    case 'lt':
+      return (actual) => toNumber(actual) < bound;
+    case 'lte':
+      return (actual) => toNumber(actual) <= bound;
+  }
+}
+
+/** NaN for anything that is not a number, so every comparison with it is false. */
+function numberOf(actual: unknown): number {
+  if (typeof actual === 'number') return actual;
+  if (typeof actual === 'string' && actual !== '') return Number(actual);
+  return Number.NaN;
+}
+
+function dateOf(actual: unknown): number {
+  if (typeof actual === 'string') return Date.parse(actual);
+  if (typeof actual === 'number') return actual;
+  if (actual instanceof Date) return actual.getTime();
+  return Number.NaN;
+}
+
+function compileRegex(value: unknown): ValueTest | string {
+  if (typeof value !== 'string') return 'matches needs a regular expression string';
+  let regex: RE2JS;
+  try {
+    // RE2 matches in linear time, so no pattern can stall the hot path (no backtracking).
+    regex = RE2JS.compile(value);
+  } catch (error) {
+    return `invalid or unsupported regular expression (linear-time RE2 syntax; no backreferences or lookaround): ${(error as Error).message}`;
+  }
+  const test = (actual: unknown): boolean =>
+    typeof actual === 'string' ? regex.test(actual) : typeof actual === 'number' && regex.test(String(actual));
+  return (actual) => (Array.isArray(actual) ? actual.some(test) : test(actual));
+}
+
+function compileContains(value: unknown): ValueTest | string {
+  if (!isScalar(value)) return 'contains needs a string (substring) or a scalar (array element)';
+  const element = scalarMembership([value]);
+  const needle = typeof value === 'string' ? value : null;
+  return (actual) => {
+    if (typeof actual === 'string') return needle !== null && actual.includes(needle);
+    return Array.isArray(actual) && actual.some(element);
+  };
+}
+
+function compileSemantic(field: string, read: FieldReader, value: unknown): ConditionCompilation {
+  if (typeof value === 'string') {
+    if (value.trim() === '') return fault('value', 'semantic needs a non-empty intent');
+    return { ok: true, condition: { kind: 'semantic', field, read, intent: value, minConfidence: DEFAULT_MIN_CONFIDENCE } };
+  }
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    const { intent, min_confidence: minConfidence = DEFAULT_MIN_CONFIDENCE } = value as Record<string, unknown>;
+    if (typeof intent !== 'string' || intent.trim() === '') return fault('value', 'semantic needs value.intent, a non-empty string');
+    if (typeof minConfidence !== 'number' || !(minConfidence >= 0 && minConfidence <= 1)) {
+      return fault('value', 'semantic value.min_confidence must be a number from 0 to 1');
+    }
+    return { ok: true, condition: { kind: 'semantic', field, read, intent, minConfidence } };
+  }
+  return fault('value', 'semantic needs an intent string or { intent, min_confidence }');
+}
+
+function fault(part: ConditionFault['part'], description: string): ConditionCompilation {
+  return { ok: false, fault: { part, description } };
+}

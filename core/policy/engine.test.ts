@@ -1,0 +1,295 @@
+import { describe, expect, it } from 'vitest';
+import { SvcError } from '../errors/index.ts';
+import { compileRuleset, evaluate, evaluateAsync } from './engine.ts';
+import { createKeywordJudge } from './keyword-judge.ts';
+import type { Policy, PolicyRule } from './model.ts';
+import type { JudgeInput, SemanticJudge } from './semantic-judge.ts';
+
+let counter = 0;
+function policy(overrides: Partial<Policy> & { rules: PolicyRule[] }): Policy {
+  counter++;
+  return {
+    policy_id: `00000000-0000-4000-8000-${String(counter).padStart(12, '0')}`,
+    tenant_id: 'tenant-a',
+    name: `policy-${counter}`,
+    description: '',
+    priority: 100,
+    status: 'ACTIVE',
+    enforcement: 'BLOCK',
+    tags: {},
+    version: 1,
+    created_at: '2026-01-01T00:00:00.000Z',
+    updated_at: '2026-01-01T00:00:00.000Z',
+    ...overrides,
+  };
+}
+
+function rule(ruleId: string, action: string, decision: PolicyRule['decision'], conditions: PolicyRule['conditions'] = [], message?: string): PolicyRule {
+  return { rule_id: ruleId, name: ruleId, action, decision, conditions, ...(message === undefined ? {} : { message }) };
+}
+
+describe('compileRuleset', () => {
+  it('keeps only ACTIVE policies, highest priority first, stable on created_at then policy_id', () => {
+    const low = policy({ name: 'low', priority: 10, rules: [rule('r', '*', 'ALLOW')] });
+    const high = policy({ name: 'high', priority: 900, rules: [rule('r', '*', 'ALLOW')] });
+    const tieLater = policy({ name: 'tie-later', priority: 500, created_at: '2026-02-01T00:00:00.000Z', rules: [rule('r', '*', 'ALLOW')] });
+    const tieEarlierB = policy({ name: 'tie-earlier-b', priority: 500, policy_id: '00000000-0000-4000-8000-bbbbbbbbbbbb', rules: [rule('r', '*', 'ALLOW')] });
+    const tieEarlierA = policy({ name: 'tie-earlier-a', priority: 500, policy_id: '00000000-0000-4000-8000-aaaaaaaaaaaa', rules: [rule('r', '*', 'ALLOW')] });
+    const draft = policy({ name: 'draft', priority: 1000, status: 'DRAFT', rules: [rule('r', '*', 'DENY')] });
+    const disabled = policy({ name: 'disabled', priority: 1000, status: 'DISABLED', rules: [rule('r', '*', 'DENY')] });
+    const ruleset = compileRuleset([low, draft, tieLater, high, tieEarlierB, disabled, tieEarlierA], 7);
+    expect(ruleset.version).toBe(7);
+    expect(ruleset.policies.map((p) => p.name)).toEqual(['high', 'tie-earlier-a', 'tie-earlier-b', 'tie-later', 'low']);
+    expect(ruleset.needsJudge).toBe(false);
+  });
+
+  it('refuses a policy that cannot compile with SVC-POL-2003 naming the field', () => {
+    const bad = policy({ rules: [rule('r1', 'tool:*', 'DENY'), rule('r2', 'tool:*', 'DENY', [{ field: 'a', operator: 'eq', value: 1 }, { field: 'b', operator: 'matches', value: '(' }])] });
+    try {
+      compileRuleset([bad], 1);
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(SvcError);
+      const svc = error as SvcError;
+      expect(svc.code).toBe('SVC-POL-2003');
+      expect(svc.fieldViolations.map((v) => v.field)).toEqual(['rules.1.conditions.1.value']);
+      expect(svc.details['policy_id']).toBe(bad.policy_id);
+    }
+  });
+
+  it('refuses empty action patterns and duplicate rule ids', () => {
+    const bad = policy({ rules: [rule('r1', ' ', 'DENY'), rule('r1', 'tool:*', 'DENY')] });
+    expect(() => compileRuleset([bad], 1)).toThrow(
+      expect.objectContaining({ code: 'SVC-POL-2003', fieldViolations: [expect.objectContaining({ field: 'rules.0.action' }), expect.objectContaining({ field: 'rules.1.rule_id' })] }),
+    );
+  });
+});
+
+describe('evaluate', () => {
+  it('gives ALLOW with effect no_match when nothing matches', () => {
+    const ruleset = compileRuleset([policy({ rules: [rule('r', 'tool:shell', 'DENY')] })], 1);
+    const result = evaluate(ruleset, { action: 'tool:search', context: {} });
+    expect(result).toMatchObject({ decision: 'ALLOW', allowed: true, effect: 'no_match', matched_policy: null, matched_rule: null, enforcement: null, warnings: [], shadow: [] });
+    expect(result.reason).toBe('no policy rule matched');
+    expect(result.evaluation_time_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('denies on a matching DENY with the policy, rule and message', () => {
+    const p = policy({ name: 'no-shell', rules: [rule('block-shell', 'tool:*', 'DENY', [{ field: 'tool_name', operator: 'eq', value: 'shell' }], 'shell is not allowed')] });
+    const result = evaluate(compileRuleset([p], 1), { action: 'tool:invoke', context: { tool_name: 'shell' } });
+    expect(result).toMatchObject({
+      decision: 'DENY', allowed: false, effect: 'deny', matched_policy: p.policy_id, matched_policy_name: 'no-shell',
+      matched_rule: 'block-shell', enforcement: 'BLOCK', message: 'shell is not allowed',
+    });
+    expect(result.reason).toBe('denied by policy "no-shell" rule "block-shell": shell is not allowed');
+  });
+
+  it('requires all conditions of a rule to match', () => {
+    const p = policy({
+      rules: [rule('r', 'llm:*', 'DENY', [
+        { field: 'request.model', operator: 'matches', value: '^gpt-4' },
+        { field: 'budget.percent_used', operator: 'gte', value: 90 },
+      ])],
+    });
+    const ruleset = compileRuleset([p], 1);
+    expect(evaluate(ruleset, { action: 'llm:chat', context: { request: { model: 'gpt-4o' }, budget: { percent_used: 95 } } }).decision).toBe('DENY');
+    expect(evaluate(ruleset, { action: 'llm:chat', context: { request: { model: 'gpt-4o' }, budget: { percent_used: 50 } } }).decision).toBe('ALLOW');
+    expect(evaluate(ruleset, { action: 'llm:chat', context: { request: { model: 'claude' }, budget: { percent_used: 95 } } }).decision).toBe('ALLOW');
+  });
+
+  it('does not match a condition on a missing field, whatever the operator', () => {
+    const p = policy({
+      rules: [
+        rule('neq', '*', 'DENY', [{ field: 'env', operator: 'neq', value: 'prod' }]),
+        rule('not-in', '*', 'DENY', [{ field: 'role', operator: 'not_in', value: ['admin'] }]),
+        rule('lt', '*', 'DENY', [{ field: 'score', operator: 'lt', value: 5 }]),
+      ],
+    });
+    const result = evaluate(compileRuleset([p], 1), { action: 'x', context: { other: 1 } });
+    expect(result.effect).toBe('no_match');
+  });
+
+  it('walks rules in order within a policy and stops at the first decision', () => {
+    const p = policy({ rules: [rule('first', 'tool:*', 'ALLOW', [{ field: 'tool_name', operator: 'eq', value: 'search' }]), rule('second', 'tool:*', 'DENY')] });
+    const ruleset = compileRuleset([p], 1);
+    expect(evaluate(ruleset, { action: 'tool:call', context: { tool_name: 'search' } }).matched_rule).toBe('first');
+    expect(evaluate(ruleset, { action: 'tool:call', context: { tool_name: 'shell' } }).matched_rule).toBe('second');
+  });
+
+  it('lets an ALLOW at higher priority override a lower-priority DENY', () => {
+    const deny = policy({ name: 'deny-tools', priority: 100, rules: [rule('deny', 'tool:*', 'DENY')] });
+    const allow = policy({ name: 'allow-search', priority: 500, rules: [rule('allow', 'tool:search', 'ALLOW')] });
+    const ruleset = compileRuleset([deny, allow], 1);
+    expect(evaluate(ruleset, { action: 'tool:search', context: {} })).toMatchObject({ decision: 'ALLOW', effect: 'allow', matched_policy_name: 'allow-search' });
+    expect(evaluate(ruleset, { action: 'tool:shell', context: {} })).toMatchObject({ decision: 'DENY', matched_policy_name: 'deny-tools' });
+  });
+
+  it('lets a higher-priority DENY win over a lower-priority ALLOW', () => {
+    const allow = policy({ priority: 100, rules: [rule('allow', '*', 'ALLOW')] });
+    const deny = policy({ priority: 200, rules: [rule('deny', 'tool:*', 'DENY')] });
+    expect(evaluate(compileRuleset([allow, deny], 1), { action: 'tool:x', context: {} }).decision).toBe('DENY');
+  });
+
+  it('records WARN rules and continues to the deciding rule', () => {
+    const warn = policy({ name: 'cost-watch', priority: 900, rules: [rule('expensive', 'llm:*', 'WARN', [{ field: 'estimated_cost', operator: 'gt', value: 1 }], 'expensive call')] });
+    const deny = policy({ name: 'no-gpt4', priority: 100, rules: [rule('gpt4', 'llm:gpt-4*', 'DENY')] });
+    const ruleset = compileRuleset([warn, deny], 1);
+    const denied = evaluate(ruleset, { action: 'llm:gpt-4o', context: { estimated_cost: 2 } });
+    expect(denied).toMatchObject({ decision: 'DENY', matched_rule: 'gpt4', warnings: [{ policy_id: warn.policy_id, rule_id: 'expensive', message: 'expensive call' }] });
+    const warned = evaluate(ruleset, { action: 'llm:claude', context: { estimated_cost: 2 } });
+    expect(warned).toMatchObject({ decision: 'WARN', allowed: true, effect: 'allow', matched_policy: warn.policy_id, matched_rule: 'expensive', enforcement: null });
+    expect(warned.warnings).toHaveLength(1);
+  });
+
+  it('stops at REQUIRE_APPROVAL, not allowed, effect deny', () => {
+    const p = policy({ name: 'hitl', rules: [rule('approve-payments', 'tool:payment*', 'REQUIRE_APPROVAL', [{ field: 'amount', operator: 'gt', value: 100 }])] });
+    const lowerAllow = policy({ priority: 1, rules: [rule('allow', '*', 'ALLOW')] });
+    const result = evaluate(compileRuleset([p, lowerAllow], 1), { action: 'tool:payment.send', context: { amount: 250 } });
+    expect(result).toMatchObject({ decision: 'REQUIRE_APPROVAL', allowed: false, effect: 'deny', matched_rule: 'approve-payments' });
+    expect(result.reason).toMatch(/^approval required by policy "hitl"/);
+  });
+
+  it('runs AUDIT policies in shadow mode: recorded, never deciding', () => {
+    const audit = policy({ name: 'shadow', priority: 900, enforcement: 'AUDIT', rules: [rule('would-deny', 'tool:*', 'DENY'), rule('never-reached', 'tool:*', 'DENY')] });
+    const auditWarn = policy({ priority: 800, enforcement: 'AUDIT', rules: [rule('would-warn', 'tool:*', 'WARN'), rule('would-allow', 'tool:*', 'ALLOW')] });
+    const ruleset = compileRuleset([audit, auditWarn], 1);
+    const result = evaluate(ruleset, { action: 'tool:shell', context: {} });
+    expect(result).toMatchObject({ decision: 'ALLOW', allowed: true, effect: 'no_match', warnings: [] });
+    expect(result.shadow).toEqual([
+      { policy_id: audit.policy_id, rule_id: 'would-deny', decision: 'DENY' },
+      { policy_id: auditWarn.policy_id, rule_id: 'would-warn', decision: 'WARN' },
+      { policy_id: auditWarn.policy_id, rule_id: 'would-allow', decision: 'ALLOW' },
+    ]);
+  });
+
+  it('downgrades DENY and REQUIRE_APPROVAL of a WARN-enforcement policy to warnings', () => {
+    const soft = policy({ name: 'soft', priority: 900, enforcement: 'WARN', rules: [rule('soft-deny', 'tool:*', 'DENY', [], 'risky tool'), rule('skipped', 'tool:*', 'DENY')] });
+    const softApproval = policy({ name: 'soft-approval', priority: 800, enforcement: 'WARN', rules: [rule('soft-approve', 'tool:*', 'REQUIRE_APPROVAL')] });
+    const hard = policy({ name: 'hard', priority: 100, rules: [rule('hard-deny', 'tool:shell', 'DENY')] });
+    const ruleset = compileRuleset([soft, softApproval, hard], 1);
+    const allowed = evaluate(ruleset, { action: 'tool:search', context: {} });
+    expect(allowed).toMatchObject({ decision: 'WARN', allowed: true });
+    expect(allowed.warnings.map((w) => w.rule_id)).toEqual(['soft-deny', 'soft-approve']);
+    expect(allowed.warnings[0]?.message).toBe('would deny (soft: soft-deny): risky tool');
+    expect(allowed.warnings[1]?.message).toMatch(/^would require approval/);
+    const denied = evaluate(ruleset, { action: 'tool:shell', context: {} });
+    expect(denied).toMatchObject({ decision: 'DENY', matched_rule: 'hard-deny' });
+    expect(denied.warnings).toHaveLength(2);
+  });
+
+  it('reports TERMINATE enforcement so the caller can end the envelope', () => {
+    const p = policy({ enforcement: 'TERMINATE', rules: [rule('kill', 'tool:*', 'DENY', [{ field: 'tool_name', operator: 'in', value: ['rm', 'dd'] }])] });
+    const result = evaluate(compileRuleset([p], 1), { action: 'tool:exec', context: { tool_name: 'rm' } });
+    expect(result).toMatchObject({ decision: 'DENY', allowed: false, enforcement: 'TERMINATE' });
+  });
+
+  it('restricts evaluation to the policy set, by id or by name', () => {
+    const a = policy({ name: 'a', priority: 300, rules: [rule('a', '*', 'DENY')] });
+    const b = policy({ name: 'b', priority: 200, rules: [rule('b1', 'tool:*', 'WARN'), rule('b2', '*', 'REQUIRE_APPROVAL')] });
+    const c = policy({ name: 'c', priority: 100, rules: [rule('c', '*', 'ALLOW')] });
+    const ruleset = compileRuleset([a, b, c], 1);
+    expect(evaluate(ruleset, { action: 'tool:x', context: {}, policySet: [] }).matched_rule).toBe('a');
+    expect(evaluate(ruleset, { action: 'tool:x', context: {}, policySet: [c.policy_id] }).matched_rule).toBe('c');
+    const onlyB = evaluate(ruleset, { action: 'tool:x', context: {}, policySet: ['b'] });
+    expect(onlyB).toMatchObject({ decision: 'REQUIRE_APPROVAL', matched_rule: 'b2' });
+    expect(onlyB.warnings.map((w) => w.rule_id)).toEqual(['b1']);
+    expect(evaluate(ruleset, { action: 'tool:x', context: {}, policySet: ['c', b.policy_id] }).matched_rule).toBe('b2');
+    expect(evaluate(ruleset, { action: 'tool:x', context: {}, policySet: ['unknown'] }).effect).toBe('no_match');
+  });
+
+  it('evaluates a catastrophically backtracking pattern against a long adversarial string fast', () => {
+    const p = policy({ rules: [rule('redos', '*', 'DENY', [{ field: 'input_text', operator: 'matches', value: '(a+)+$' }, { field: 'input_text', operator: 'matches', value: '^(a|aa)+b' }])] });
+    const ruleset = compileRuleset([p], 1);
+    const adversarial = 'a'.repeat(50_000) + '!';
+    const started = performance.now();
+    const result = evaluate(ruleset, { action: 'llm:chat', context: { input_text: adversarial } });
+    const elapsed = performance.now() - started;
+    expect(result.effect).toBe('no_match');
+    expect(elapsed).toBeLessThan(1000);
+  });
+});
+
+describe('semantic conditions', () => {
+  const destructive = (decision: PolicyRule['decision']) =>
+    policy({ name: `semantic-${decision}`, rules: [rule('intent', 'tool:*', decision, [{ field: 'input_text', operator: 'semantic', value: 'DESTRUCTIVE' }])] });
+
+  it('marks rulesets that need the judge', () => {
+    expect(compileRuleset([destructive('DENY')], 1).needsJudge).toBe(true);
+  });
+
+  it('denies a destructive command with the keyword judge and allows a benign one', async () => {
+    const ruleset = compileRuleset([destructive('DENY')], 1);
+    const judge = createKeywordJudge();
+    const denied = await evaluateAsync(ruleset, { action: 'tool:shell', context: { input_text: 'sudo rm -rf /var/lib/postgres' } }, judge);
+    expect(denied).toMatchObject({ decision: 'DENY', matched_rule: 'intent' });
+    expect(denied.reason).not.toMatch(/fail-closed/);
+    const allowed = await evaluateAsync(ruleset, { action: 'tool:shell', context: { input_text: 'ls -la /tmp' } }, judge);
+    expect(allowed.effect).toBe('no_match');
+  });
+
+  it('asks the judge only for rules whose action and other conditions match, and only until a decision', async () => {
+    const asked: JudgeInput[] = [];
+    const judge: SemanticJudge = {
+      judge: (input) => {
+        asked.push(input);
+        return Promise.resolve({ violated: true, category: 'DESTRUCTIVE', confidence: 0.9 });
+      },
+    };
+    const decider = policy({ priority: 900, rules: [rule('decides', 'tool:shell', 'DENY')] });
+    const semanticOther = policy({ priority: 800, rules: [rule('other-action', 'llm:*', 'DENY', [{ field: 'input_text', operator: 'semantic', value: 'SUSPICIOUS' }])] });
+    const semanticLater = policy({ priority: 100, rules: [rule('later', 'tool:*', 'DENY', [{ field: 'input_text', operator: 'semantic', value: 'DESTRUCTIVE' }])] });
+    const ruleset = compileRuleset([decider, semanticOther, semanticLater], 1);
+    await evaluateAsync(ruleset, { action: 'tool:shell', context: { input_text: 'x' } }, judge);
+    expect(asked).toHaveLength(0);
+    const result = await evaluateAsync(ruleset, { action: 'tool:fs', context: { input_text: 'wipe it' } }, judge);
+    expect(result.matched_rule).toBe('later');
+    expect(asked).toEqual([{ text: 'wipe it', intent: 'DESTRUCTIVE', context: { input_text: 'wipe it' } }]);
+  });
+
+  it('treats a verdict below min_confidence as not violated', async () => {
+    const p = policy({ rules: [rule('strict', '*', 'DENY', [{ field: 't', operator: 'semantic', value: { intent: 'DESTRUCTIVE', min_confidence: 0.9 } }])] });
+    const judge: SemanticJudge = { judge: () => Promise.resolve({ violated: true, confidence: 0.6 }) };
+    expect((await evaluateAsync(compileRuleset([p], 1), { action: 'a', context: { t: 'x' } }, judge)).effect).toBe('no_match');
+  });
+
+  it('fails closed in synchronous evaluation and says so', () => {
+    const ruleset = compileRuleset([destructive('DENY')], 1);
+    const result = evaluate(ruleset, { action: 'tool:shell', context: { input_text: 'ls' } });
+    expect(result).toMatchObject({ decision: 'DENY', allowed: false });
+    expect(result.reason).toMatch(/not judged.*fail-closed/);
+  });
+
+  it('does not let an unjudged semantic condition allow', () => {
+    const allow = policy({ priority: 900, rules: [rule('safe', 'tool:*', 'ALLOW', [{ field: 'input_text', operator: 'semantic', value: 'benign maintenance' }])] });
+    const deny = policy({ priority: 100, rules: [rule('deny', 'tool:*', 'DENY')] });
+    const result = evaluate(compileRuleset([allow, deny], 1), { action: 'tool:x', context: { input_text: 'anything' } });
+    expect(result).toMatchObject({ decision: 'DENY', matched_rule: 'deny' });
+  });
+
+  it('does not match a semantic condition on a missing field', async () => {
+    const ruleset = compileRuleset([destructive('DENY')], 1);
+    expect(evaluate(ruleset, { action: 'tool:shell', context: {} }).effect).toBe('no_match');
+    expect((await evaluateAsync(ruleset, { action: 'tool:shell', context: { input_text: 42 } }, createKeywordJudge())).effect).toBe('no_match');
+  });
+
+  it('fails closed when the judge throws, returns garbage, or is too slow', async () => {
+    const ruleset = compileRuleset([destructive('REQUIRE_APPROVAL')], 1);
+    const input = { action: 'tool:shell', context: { input_text: 'ls' } };
+    const throwing: SemanticJudge = { judge: () => Promise.reject(new Error('judge offline')) };
+    const thrown = await evaluateAsync(ruleset, input, throwing);
+    expect(thrown).toMatchObject({ decision: 'REQUIRE_APPROVAL', allowed: false });
+    expect(thrown.reason).toMatch(/judge failed \(judge offline\)/);
+    const garbage = { judge: () => Promise.resolve({ violated: 'no' }) } as unknown as SemanticJudge;
+    expect((await evaluateAsync(ruleset, input, garbage)).decision).toBe('REQUIRE_APPROVAL');
+    const slow: SemanticJudge = { judge: () => new Promise(() => undefined) };
+    const timedOut = await evaluateAsync(ruleset, input, slow, { judgeTimeoutMs: 20 });
+    expect(timedOut.decision).toBe('REQUIRE_APPROVAL');
+    expect(timedOut.reason).toMatch(/timed out/);
+  });
+
+  it('answers rulesets without semantic conditions the same through evaluateAsync', async () => {
+    const ruleset = compileRuleset([policy({ rules: [rule('d', 'tool:*', 'DENY')] })], 1);
+    const judge: SemanticJudge = { judge: () => Promise.reject(new Error('must not be called')) };
+    expect((await evaluateAsync(ruleset, { action: 'tool:a', context: {} }, judge)).decision).toBe('DENY');
+  });
+});

@@ -1,0 +1,300 @@
+import { compilePolicy, type CompiledPolicy, type CompiledRule } from './compile-policy.ts';
+import type { CompiledCheck, CompiledSemantic } from './condition.ts';
+import type { Policy } from './model.ts';
+import type { EvaluationResult, PolicyWarning, ShadowDecision } from './result.ts';
+import { JudgeVerdictSchema, type SemanticJudge } from './semantic-judge.ts';
+
+/** One rule in evaluation order, with the index where its policy's rules end. */
+interface RuleStep {
+  readonly policy: CompiledPolicy;
+  readonly rule: CompiledRule;
+  readonly policyEnd: number;
+}
+
+export interface CompiledRuleset {
+  readonly version: number | string;
+  /** ACTIVE policies, highest priority first. */
+  readonly policies: readonly CompiledPolicy[];
+  readonly steps: readonly RuleStep[];
+  /** True when some rule has a SEMANTIC condition: use `evaluateAsync` with a judge. */
+  readonly needsJudge: boolean;
+}
+
+export interface EvaluationInput {
+  readonly action: string;
+  readonly context: Readonly<Record<string, unknown>>;
+  /** Policy ids or names that take part; empty or absent means all. */
+  readonly policySet?: readonly string[] | undefined;
+}
+
+export interface AsyncEvaluationOptions {
+  /** A judge slower than this counts as failed, and its conditions resolve fail-closed. */
+  readonly judgeTimeoutMs?: number;
+}
+
+const DEFAULT_JUDGE_TIMEOUT_MS = 5000;
+
+/**
+ * Compiles a ruleset once per version: only ACTIVE policies, ordered by priority (highest
+ * first), then created_at and policy_id so the order is stable across processes.
+ * Throws SVC-POL-2003 if a policy cannot be compiled.
+ */
+export function compileRuleset(policies: readonly Policy[], version: number | string): CompiledRuleset {
+  const ordered = policies
+    .filter((p) => p.status === 'ACTIVE')
+    .sort((a, b) => b.priority - a.priority || compareText(a.created_at, b.created_at) || compareText(a.policy_id, b.policy_id));
+  const compiled = ordered.map(compilePolicy);
+  const steps: RuleStep[] = [];
+  for (const policy of compiled) {
+    const policyEnd = steps.length + policy.rules.length;
+    for (const rule of policy.rules) steps.push({ policy, rule, policyEnd });
+  }
+  return { version, policies: compiled, steps, needsJudge: steps.some((s) => s.rule.semantic.length > 0) };
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Per-call evaluation state. */
+interface WalkState {
+  readonly warnings: PolicyWarning[];
+  readonly shadow: ShadowDecision[];
+  firstWarning: RuleStep | null;
+  decidedBy: RuleStep | null;
+  unjudged: boolean;
+  judgeFailure: string | null;
+}
+
+/** Answers a rule's SEMANTIC conditions: true/false, or undefined to pause the walk there. */
+type SemanticAnswer = (step: RuleStep, index: number, context: Readonly<Record<string, unknown>>, state: WalkState) => boolean | undefined;
+
+const DONE = -1;
+const CONTINUE = 0;
+const NEXT_POLICY = 1;
+const DECIDED = 2;
+
+/**
+ * Evaluates synchronously. A ruleset that needs the judge is still answered, never silently
+ * allowed: an unjudged SEMANTIC condition counts as violated for DENY, WARN and
+ * REQUIRE_APPROVAL rules and as not violated for ALLOW rules (fail closed), and `reason` says so.
+ */
+export function evaluate(ruleset: CompiledRuleset, input: EvaluationInput): EvaluationResult {
+  const started = performance.now();
+  const state = newState();
+  walk(ruleset, input, state, 0, resolveFailClosed);
+  return finish(state, started);
+}
+
+/** Evaluates, asking the judge only for rules whose action and other conditions already match. */
+export async function evaluateAsync(
+  ruleset: CompiledRuleset,
+  input: EvaluationInput,
+  judge: SemanticJudge,
+  options: AsyncEvaluationOptions = {},
+): Promise<EvaluationResult> {
+  if (!ruleset.needsJudge) return evaluate(ruleset, input);
+  const started = performance.now();
+  const state = newState();
+  const timeoutMs = options.judgeTimeoutMs ?? DEFAULT_JUDGE_TIMEOUT_MS;
+  let judgedIndex = DONE;
+  let judgedVerdict = false;
+  const answer: SemanticAnswer = (_step, index) => (index === judgedIndex ? judgedVerdict : undefined);
+  for (let from = 0; ; ) {
+    const pausedAt = walk(ruleset, input, state, from, answer);
+    if (pausedAt === DONE) break;
+    const step = ruleset.steps[pausedAt];
+    if (step === undefined) break;
+    judgedVerdict = await judgeRule(step, input.context, judge, timeoutMs, state);
+    judgedIndex = pausedAt;
+    from = pausedAt;
+  }
+  return finish(state, started);
+}
+
+function newState(): WalkState {
+  return { warnings: [], shadow: [], firstWarning: null, decidedBy: null, unjudged: false, judgeFailure: null };
+}
+
+/** Walks rules from `from` until one decides (DONE) or a semantic answer is needed (its index). */
+function walk(ruleset: CompiledRuleset, input: EvaluationInput, state: WalkState, from: number, answer: SemanticAnswer): number {
+  const { steps } = ruleset;
+  const { action, context, policySet } = input;
+  const restricted = policySet !== undefined && policySet.length > 0;
+  let selectedUntil = from;
+  let i = from;
+  while (i < steps.length) {
+    const step = steps[i] as RuleStep;
+    if (restricted && i >= selectedUntil) {
+      if (!policySet.includes(step.policy.policyId) && !policySet.includes(step.policy.name)) {
+        i = step.policyEnd;
+        continue;
+      }
+      selectedUntil = step.policyEnd;
+    }
+    const { rule } = step;
+    if (!rule.matchesAction(action) || !checksPass(rule.checks, context)) {
+      i++;
+      continue;
+    }
+    if (rule.semantic.length > 0) {
+      const verdict = answer(step, i, context, state);
+      if (verdict === undefined) return i;
+      if (!verdict) {
+        i++;
+        continue;
+      }
+    }
+    const next = apply(state, step);
+    if (next === DECIDED) return DONE;
+    i = next === NEXT_POLICY ? step.policyEnd : i + 1;
+  }
+  return DONE;
+}
+
+function checksPass(checks: readonly CompiledCheck[], context: Readonly<Record<string, unknown>>): boolean {
+  for (const check of checks) {
+    const value = check.read(context);
+    // A condition on a missing field does not match, whatever its operator.
+    if (value === undefined || !check.test(value)) return false;
+  }
+  return true;
+}
+
+/** Records what a matching rule means under its policy's enforcement. */
+function apply(state: WalkState, step: RuleStep): number {
+  const { policy, rule } = step;
+  if (policy.enforcement === 'AUDIT') {
+    state.shadow.push({ policy_id: policy.policyId, rule_id: rule.ruleId, decision: rule.decision });
+    return rule.decision === 'WARN' ? CONTINUE : NEXT_POLICY;
+  }
+  if (rule.decision === 'WARN') {
+    addWarning(state, step, rule.message ?? `${policy.name}: ${ruleLabel(rule)}`);
+    return CONTINUE;
+  }
+  if (policy.enforcement === 'WARN' && rule.decision !== 'ALLOW') {
+    const verb = rule.decision === 'DENY' ? 'would deny' : 'would require approval';
+    addWarning(state, step, `${verb} (${policy.name}: ${ruleLabel(rule)})${rule.message === undefined ? '' : `: ${rule.message}`}`);
+    return NEXT_POLICY;
+  }
+  state.decidedBy = step;
+  return DECIDED;
+}
+
+function addWarning(state: WalkState, step: RuleStep, message: string): void {
+  state.firstWarning ??= step;
+  state.warnings.push({ policy_id: step.policy.policyId, rule_id: step.rule.ruleId, message });
+}
+
+function ruleLabel(rule: CompiledRule): string {
+  return rule.name === '' ? rule.ruleId : rule.name;
+}
+
+function finish(state: WalkState, started: number): EvaluationResult {
+  const { decidedBy, firstWarning, warnings, shadow } = state;
+  const note = failClosedNote(state);
+  const base = { warnings, shadow, evaluation_time_ms: 0 };
+  let result: EvaluationResult;
+  if (decidedBy !== null) {
+    const { policy, rule } = decidedBy;
+    const allowed = rule.decision === 'ALLOW';
+    const verb = allowed ? 'allowed' : rule.decision === 'DENY' ? 'denied' : 'approval required';
+    result = {
+      ...base,
+      decision: rule.decision,
+      allowed,
+      effect: allowed ? 'allow' : 'deny',
+      matched_policy: policy.policyId,
+      matched_policy_name: policy.name,
+      matched_rule: rule.ruleId,
+      enforcement: policy.enforcement,
+      reason: `${verb} by policy "${policy.name}" rule "${ruleLabel(rule)}"${rule.message === undefined ? '' : `: ${rule.message}`}${note}`,
+      ...(rule.message === undefined ? {} : { message: rule.message }),
+    };
+  } else if (firstWarning !== null) {
+    result = {
+      ...base,
+      decision: 'WARN',
+      allowed: true,
+      effect: 'allow',
+      matched_policy: firstWarning.policy.policyId,
+      matched_policy_name: firstWarning.policy.name,
+      matched_rule: firstWarning.rule.ruleId,
+      enforcement: null,
+      reason: `allowed with ${warnings.length} warning(s), first from policy "${firstWarning.policy.name}" rule "${ruleLabel(firstWarning.rule)}"${note}`,
+    };
+  } else {
+    result = {
+      ...base,
+      decision: 'ALLOW',
+      allowed: true,
+      effect: 'no_match',
+      matched_policy: null,
+      matched_policy_name: null,
+      matched_rule: null,
+      enforcement: null,
+      reason: `no policy rule matched${note}`,
+    };
+  }
+  result.evaluation_time_ms = performance.now() - started;
+  return result;
+}
+
+function failClosedNote(state: WalkState): string {
+  if (state.judgeFailure !== null) return `; semantic judge failed (${state.judgeFailure}), semantic conditions resolved fail-closed`;
+  if (state.unjudged) return '; semantic conditions not judged (no judge), resolved fail-closed';
+  return '';
+}
+
+/** The text a semantic condition judges, or undefined when its field is missing. */
+function semanticText(condition: CompiledSemantic, context: Readonly<Record<string, unknown>>): string | undefined {
+  const value = condition.read(context);
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value.join('\n');
+  return undefined;
+}
+
+/** Fail closed: restrictive rules apply, ALLOW rules do not. */
+function failClosedVerdict(rule: CompiledRule): boolean {
+  return rule.decision !== 'ALLOW';
+}
+
+const resolveFailClosed: SemanticAnswer = (step, _index, context, state) => {
+  if (step.rule.semantic.some((c) => semanticText(c, context) === undefined)) return false;
+  state.unjudged = true;
+  return failClosedVerdict(step.rule);
+};
+
+/** All of a rule's SEMANTIC conditions must be judged violated (with enough confidence). */
+async function judgeRule(
+  step: RuleStep,
+  context: Readonly<Record<string, unknown>>,
+  judge: SemanticJudge,
+  timeoutMs: number,
+  state: WalkState,
+): Promise<boolean> {
+  for (const condition of step.rule.semantic) {
+    const text = semanticText(condition, context);
+    if (text === undefined) return false;
+    try {
+      const verdict = JudgeVerdictSchema.parse(await withTimeout(judge.judge({ text, intent: condition.intent, context: { ...context } }), timeoutMs));
+      if (!verdict.violated || verdict.confidence < condition.minConfidence) return false;
+    } catch (error) {
+      state.judgeFailure = error instanceof Error ? error.message : String(error);
+      return failClosedVerdict(step.rule);
+    }
+  }
+  return true;
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`judge timed out after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,33 @@
+import { z } from 'zod';
+
+interface EnumInputOptions {
+  /** Wire prefixes to strip, e.g. `CONDITION_OPERATOR_` for gRPC enum names. */
+  readonly prefixes?: readonly string[];
+  /** Other surfaces' names for the same value, keyed by their upper-case form. */
+  readonly aliases?: Readonly<Record<string, string>>;
+  /** Canonical values are upper case unless stated; operators are lower case. */
+  readonly lowerCase?: boolean;
+}
+
+/**
+ * An input schema for a canonical enum that accepts every surface's spelling of it
+ * (case-insensitive, gRPC prefixes, concept names) and yields the canonical value.
+ */
+export function enumInput<const T extends readonly [string, ...string[]]>(canonical: T, options: EnumInputOptions = {}) {
+  const prefixes = (options.prefixes ?? []).map((p) => p.toUpperCase());
+  const aliases = options.aliases ?? {};
+  return z
+    .string()
+    .transform((raw) => {
+      let name = raw.trim().toUpperCase();
+      for (const prefix of prefixes) {
+        if (name.startsWith(prefix)) {
+          name = name.slice(prefix.length);
+          break;
+        }
+      }
+      name = aliases[name] ?? name;
+      return options.lowerCase === true ? name.toLowerCase() : name;
+    })
+    .pipe(z.enum(canonical));
+}

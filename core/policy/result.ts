@@ -1,0 +1,39 @@
+import { z } from 'zod';
+import { DecisionSchema, EnforcementSchema } from './model.ts';
+
+export const EffectSchema = z.enum(['allow', 'deny', 'no_match']);
+export type Effect = z.infer<typeof EffectSchema>;
+
+export const PolicyWarningSchema = z.object({
+  policy_id: z.string(),
+  rule_id: z.string(),
+  message: z.string(),
+});
+export type PolicyWarning = z.infer<typeof PolicyWarningSchema>;
+
+/** What an AUDIT (shadow-mode) policy would have decided, had it been enforced. */
+export const ShadowDecisionSchema = z.object({
+  policy_id: z.string(),
+  rule_id: z.string(),
+  decision: DecisionSchema,
+});
+export type ShadowDecision = z.infer<typeof ShadowDecisionSchema>;
+
+export const EvaluationResultSchema = z.object({
+  decision: DecisionSchema,
+  allowed: z.boolean(),
+  effect: EffectSchema,
+  /** policy_id of the deciding policy (or of the first warning when only warnings matched). */
+  matched_policy: z.string().nullable(),
+  matched_policy_name: z.string().nullable(),
+  /** rule_id of the deciding rule. */
+  matched_rule: z.string().nullable(),
+  /** Enforcement of the deciding policy; TERMINATE tells the caller to end the envelope. */
+  enforcement: EnforcementSchema.nullable(),
+  reason: z.string(),
+  message: z.string().optional(),
+  warnings: z.array(PolicyWarningSchema),
+  shadow: z.array(ShadowDecisionSchema),
+  evaluation_time_ms: z.number().nonnegative(),
+});
+export type EvaluationResult = z.infer<typeof EvaluationResultSchema>;
