@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { parseOrThrow, SvcError } from '../errors/index.ts';
+
+export const ApprovalStatusSchema = z.enum(['PENDING', 'APPROVED', 'REJECTED']);
+export type ApprovalStatus = z.infer<typeof ApprovalStatusSchema>;
+
+/** A request for a human decision, created when a rule decides REQUIRE_APPROVAL (spec 3.4). */
+export const ApprovalSchema = z.object({
+  approval_id: z.string().min(1),
+  tenant_id: z.string().min(1),
+  status: ApprovalStatusSchema,
+  policy_id: z.string(),
+  rule_id: z.string(),
+  action: z.string(),
+  context: z.record(z.string(), z.unknown()),
+  envelope_id: z.string().optional(),
+  created_at: z.iso.datetime(),
+  decided_at: z.iso.datetime().optional(),
+  reviewer_id: z.string().optional(),
+  review_note: z.string().optional(),
+});
+export type Approval = z.infer<typeof ApprovalSchema>;
+
+export const ApprovalDecisionSchema = z.object({
+  status: z.enum(['APPROVED', 'REJECTED']),
+  reviewer_id: z.string().trim().min(1),
+  review_note: z.string().optional(),
+});
+export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema> & { readonly now: Date };
+
+/**
+ * The decided approval. Refuses a second decision with SVC-POL-2006, and a bad decision
+ * (status PENDING, no reviewer) with SVC-SYS-9002 naming the field.
+ */
+export function decideApproval(approval: Approval, decision: ApprovalDecision): Approval {
+  if (approval.status !== 'PENDING') {
+    throw new SvcError('SVC-POL-2006', `approval ${approval.approval_id} was already ${approval.status.toLowerCase()}`, {
+      approval_id: approval.approval_id,
+      status: approval.status,
+      decided_at: approval.decided_at,
+    });
+  }
+  const { status, reviewer_id, review_note } = parseOrThrow(ApprovalDecisionSchema, decision, 'approval decision');
+  return {
+    ...approval,
+    status,
+    decided_at: decision.now.toISOString(),
+    reviewer_id,
+    ...(review_note === undefined ? {} : { review_note }),
+  };
+}
