@@ -1,0 +1,2 @@
+export { AdminServer, type AdminServerOptions, type Readiness } from './admin-server.ts';
+export { createProxyNetMetrics, type ConnectionMode, type ProxyNetMetrics, type TunnelDirection } from './net-metrics.ts';

@@ -1,0 +1,44 @@
+import { connect, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { SvcError } from '../../core/errors/index.ts';
+import type { ProxyNetMetrics } from '../admin/index.ts';
+import type { ConnectTarget } from './connect-target.ts';
+import { rawErrorResponse } from './error-response.ts';
+
+export const CONNECT_ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n';
+
+/**
+ * Relays bytes untouched between the client and `target`. Either side closing or failing
+ * destroys the other, so no half-dead socket is left behind.
+ */
+export function openBlindTunnel(client: Duplex, head: Buffer, target: ConnectTarget, requestId: string, metrics: ProxyNetMetrics | undefined, connectTimeoutMs: number): void {
+  const upstream: Socket = connect({ host: target.host, port: target.port });
+  let established = false;
+  const timer = setTimeout(() => upstream.destroy(new Error(`connect timeout after ${connectTimeoutMs} ms`)), connectTimeoutMs);
+
+  upstream.once('connect', () => {
+    clearTimeout(timer);
+    established = true;
+    client.write(CONNECT_ESTABLISHED);
+    if (head.length > 0) upstream.write(head);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  upstream.on('error', (error: Error & { code?: string }) => {
+    clearTimeout(timer);
+    if (!established && client.writable) {
+      const failure = new SvcError('SVC-ADP-5001', `cannot reach ${target.host}:${target.port}: ${error.code ?? error.message}`, { upstream: `${target.host}:${target.port}` });
+      client.end(rawErrorResponse(failure, requestId));
+    } else {
+      client.destroy();
+    }
+  });
+  upstream.once('close', () => {
+    clearTimeout(timer);
+    client.destroy();
+    metrics?.tunnelBytes.inc({ direction: 'client_to_upstream' }, upstream.bytesWritten);
+    metrics?.tunnelBytes.inc({ direction: 'upstream_to_client' }, upstream.bytesRead);
+  });
+  client.on('error', () => upstream.destroy());
+  client.once('close', () => upstream.destroy());
+}

@@ -1,0 +1,26 @@
+import { SvcError } from '../../core/errors/index.ts';
+
+export interface ConnectTarget {
+  /** Host name or IP literal, IPv6 without brackets. */
+  host: string;
+  port: number;
+}
+
+/** Parses a CONNECT request target (`host:port`, `[::1]:443`). */
+export function parseConnectTarget(authority: string | undefined): ConnectTarget {
+  // https: so that an omitted or default port reads as 443, the CONNECT default.
+  const url = URL.parse(`https://${authority ?? ''}`);
+  if (url === null || url.hostname === '' || url.pathname !== '/' || url.username !== '' || url.search !== '') {
+    throw new SvcError('SVC-SYS-9002', `invalid CONNECT target: ${authority ?? '(none)'}`, { fields: 'authority' }, [
+      { field: 'authority', description: 'must be host:port' },
+    ]);
+  }
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  return { host, port: url.port === '' ? 443 : Number(url.port) };
+}
+
+/** The origin a decrypted request on an intercepted CONNECT was meant for. */
+export function interceptedOrigin({ host, port }: ConnectTarget): string {
+  const hostPart = host.includes(':') ? `[${host}]` : host;
+  return port === 443 ? `https://${hostPart}` : `https://${hostPart}:${port}`;
+}

@@ -1,0 +1,211 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { TLSSocket } from 'node:tls';
+import type { Logger } from 'pino';
+import { SvcError } from '../../core/errors/index.ts';
+import type { ConnectionMode, ProxyNetMetrics } from '../admin/index.ts';
+import type { LeafCertificateCache } from '../tls/index.ts';
+import { redactHeaders } from '../upstream/index.ts';
+import { CONNECT_ESTABLISHED, openBlindTunnel } from './blind-tunnel.ts';
+import { interceptedOrigin, parseConnectTarget, type ConnectTarget } from './connect-target.ts';
+import { asSvcError, rawErrorResponse, sendError } from './error-response.ts';
+import { requestHasBody, type ListenerMode, type ProxiedRequest, type ProxyHandler } from './proxied-request.ts';
+import { compileReverseRoutes, type ReverseRouter, type ReverseRoutes } from './reverse-routes.ts';
+
+export type EgressDecision = 'allow' | 'deny';
+
+export interface ProxyListenerOptions {
+  handler: ProxyHandler;
+  /** Hosts whose CONNECT tunnels are decrypted and governed; all others are tunnelled blind. */
+  interceptHost: (host: string, port: number) => boolean;
+  /** Egress policy for CONNECT and forward requests; must answer fast. Allows everything when absent. */
+  egressCheck?: (host: string, port: number) => EgressDecision | Promise<EgressDecision>;
+  leafCertificates: LeafCertificateCache;
+  reverseRoutes?: ReverseRoutes;
+  metrics?: ProxyNetMetrics;
+  logger?: Pick<Logger, 'warn' | 'debug'>;
+  port?: number;
+  host?: string;
+  tunnelConnectTimeoutMs?: number;
+}
+
+/**
+ * The proxy's traffic port: absolute-URI forward requests, CONNECT (intercepted or blind) and
+ * reverse-mode paths, all normalised into ProxiedRequest and given to one handler.
+ */
+export class ProxyListener {
+  readonly server: Server;
+  /** Serves the decrypted side of intercepted CONNECT tunnels; it never listens itself. */
+  readonly #interceptServer: Server;
+  readonly #interceptTargets = new WeakMap<Socket, ConnectTarget>();
+  readonly #tunnels = new Set<Duplex>();
+  readonly #options: ProxyListenerOptions;
+  readonly #reverse: ReverseRouter;
+
+  constructor(options: ProxyListenerOptions) {
+    this.#options = options;
+    this.#reverse = compileReverseRoutes(options.reverseRoutes ?? {});
+    this.server = createServer((req, res) => this.#onRequest(req, res, false));
+    this.#interceptServer = createServer((req, res) => this.#onRequest(req, res, true));
+    this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      void this.#onConnect(req, socket, head);
+    });
+    for (const server of [this.server, this.#interceptServer]) {
+      server.on('clientError', (_error, socket: Duplex) => socket.destroy());
+    }
+  }
+
+  async listen(): Promise<AddressInfo> {
+    const { port = 3128, host = '127.0.0.1' } = this.#options;
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    return this.server.address() as AddressInfo;
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.#tunnels) socket.destroy();
+    this.#interceptServer.closeAllConnections();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeAllConnections();
+    await closed;
+  }
+
+  #count(mode: ConnectionMode): void {
+    this.#options.metrics?.connections.inc({ mode });
+  }
+
+  async #allowed(host: string, port: number): Promise<boolean> {
+    const check = this.#options.egressCheck;
+    if (check === undefined) return true;
+    try {
+      return (await check(host, port)) === 'allow';
+    } catch (error) {
+      // An egress check that cannot decide refuses: egress control fails closed.
+      this.#options.logger?.warn({ host, port, err: error }, 'egress check failed; refusing');
+      return false;
+    }
+  }
+
+  #onRequest(clientReq: IncomingMessage, clientRes: ServerResponse, intercepted: boolean): void {
+    const receivedAt = process.hrtime.bigint();
+    const requestId = headerValue(clientReq.headers['x-request-id']) ?? randomUUID();
+    void this.#route(clientReq, clientRes, intercepted, requestId, receivedAt).catch((error: unknown) => {
+      const failure = asSvcError(error);
+      this.#options.logger?.warn(
+        { request_id: requestId, method: clientReq.method, url: clientReq.url, headers: redactHeaders(clientReq.headers), code: failure.code, err: failure.message },
+        'proxied request failed',
+      );
+      sendError(clientRes, failure, requestId);
+    });
+  }
+
+  async #route(clientReq: IncomingMessage, clientRes: ServerResponse, intercepted: boolean, id: string, receivedAt: bigint): Promise<void> {
+    const rawUrl = clientReq.url ?? '/';
+    let mode: ListenerMode;
+    let targetUrl: URL;
+    let route: string | undefined;
+    if (intercepted) {
+      const target = this.#interceptTargets.get(clientReq.socket);
+      if (target === undefined) throw new SvcError('SVC-SYS-9007', 'intercepted request without its CONNECT target');
+      mode = 'intercept';
+      targetUrl = new URL(rawUrl.startsWith('/') ? rawUrl : new URL(rawUrl).pathname, interceptedOrigin(target));
+    } else if (rawUrl.startsWith('/')) {
+      const reverse = this.#reverse(rawUrl);
+      if (reverse === undefined) throw new SvcError('SVC-SYS-9006', `no upstream route for path ${rawUrl.split('?')[0] ?? rawUrl}`, { path: rawUrl });
+      mode = 'reverse';
+      targetUrl = reverse.url;
+      route = reverse.route;
+      this.#count('reverse');
+    } else {
+      const absolute = URL.parse(rawUrl);
+      if (absolute === null || (absolute.protocol !== 'http:' && absolute.protocol !== 'https:')) {
+        throw new SvcError('SVC-SYS-9002', `invalid request target: ${rawUrl}`, { fields: 'url' }, [{ field: 'url', description: 'must be an absolute http(s) URL or a path' }]);
+      }
+      const port = absolute.port === '' ? (absolute.protocol === 'https:' ? 443 : 80) : Number(absolute.port);
+      if (!(await this.#allowed(absolute.hostname, port))) {
+        this.#count('refused');
+        throw egressDenied(absolute.hostname, port);
+      }
+      mode = 'forward';
+      targetUrl = absolute;
+      this.#count('forward');
+    }
+
+    const abort = new AbortController();
+    clientRes.once('close', () => {
+      if (!clientRes.writableFinished) abort.abort();
+    });
+    const proxied: ProxiedRequest = {
+      id,
+      mode,
+      targetUrl,
+      route,
+      method: clientReq.method ?? 'GET',
+      headers: clientReq.headers,
+      body: clientReq,
+      hasBody: requestHasBody(clientReq.headers),
+      clientReq,
+      clientRes,
+      signal: abort.signal,
+      receivedAt,
+    };
+    await this.#options.handler(proxied);
+  }
+
+  async #onConnect(req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
+    this.#tunnels.add(client);
+    client.once('close', () => this.#tunnels.delete(client));
+    client.on('error', (error) => this.#options.logger?.debug({ err: error.message }, 'client socket error'));
+    const requestId = headerValue(req.headers['x-request-id']) ?? randomUUID();
+    try {
+      const target = parseConnectTarget(req.url);
+      if (!(await this.#allowed(target.host, target.port))) {
+        this.#count('refused');
+        client.end(rawErrorResponse(egressDenied(target.host, target.port), requestId));
+        return;
+      }
+      if (this.#options.interceptHost(target.host, target.port)) {
+        await this.#intercept(client, head, target);
+      } else {
+        this.#count('tunnel');
+        openBlindTunnel(client, head, target, requestId, this.#options.metrics, this.#options.tunnelConnectTimeoutMs ?? 10_000);
+      }
+    } catch (error) {
+      const failure = asSvcError(error);
+      this.#options.logger?.warn({ request_id: requestId, target: req.url, code: failure.code, err: failure.message }, 'CONNECT failed');
+      if (client.writable) client.end(rawErrorResponse(failure, requestId));
+      else client.destroy();
+    }
+  }
+
+  async #intercept(client: Duplex, head: Buffer, target: ConnectTarget): Promise<void> {
+    const secureContext = await this.#options.leafCertificates.secureContextFor(target.host);
+    if (client.destroyed) return;
+    this.#count('intercept');
+    client.write(CONNECT_ESTABLISHED);
+    if (head.length > 0) client.unshift(head);
+    const tls = new TLSSocket(client, { isServer: true, secureContext, ALPNProtocols: ['http/1.1'] });
+    tls.on('error', (error: Error) => {
+      this.#options.logger?.debug({ host: target.host, err: error.message }, 'intercepted TLS error');
+      client.destroy();
+    });
+    this.#interceptTargets.set(tls, target);
+    this.#interceptServer.emit('connection', tls);
+  }
+}
+
+function egressDenied(host: string, port: number): SvcError {
+  return new SvcError('SVC-ADP-5003', `egress to ${host}:${port} denied by policy`, { host, port });
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  const first = Array.isArray(value) ? value[0] : value;
+  return first === undefined || first === '' ? undefined : first;
+}

@@ -1,0 +1,6 @@
+export { clientResponseHeaders, upstreamRequestHeaders } from './header-filter.ts';
+export { applyOverride, parseUpstreamOverrides, type UpstreamOverrides } from './overrides.ts';
+export { redactHeaders } from './redact-headers.ts';
+export { relayResponse } from './relay-response.ts';
+export { upstreamTrust } from './upstream-ca.ts';
+export { UpstreamClient, type UpstreamClientOptions, type UpstreamRequest, type UpstreamResponse } from './upstream-client.ts';

@@ -1,0 +1,97 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import { Agent } from 'undici';
+import { SvcError } from '../../core/errors/index.ts';
+import type { ProxyNetMetrics } from '../admin/index.ts';
+import { clientResponseHeaders, upstreamRequestHeaders } from './header-filter.ts';
+import { applyOverride, type UpstreamOverrides } from './overrides.ts';
+
+export interface UpstreamClientOptions {
+  overrides?: UpstreamOverrides;
+  /** PEM CAs for upstream TLS; when given they replace Node's default set (see upstreamTrust). */
+  ca?: string[];
+  metrics?: ProxyNetMetrics;
+  /** Idle keep-alive connections per origin are kept this long. */
+  keepAliveTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  /** A model may think for minutes before the first byte, so these are generous. */
+  headersTimeoutMs?: number;
+  bodyTimeoutMs?: number;
+}
+
+export interface UpstreamRequest {
+  /** The real upstream URL, before overrides. */
+  url: URL;
+  method: string;
+  /** The client's headers; hop-by-hop and `x-svc-*` fields are removed here. */
+  headers: IncomingHttpHeaders;
+  /** A stream is relayed as it arrives; a buffer or string is sent whole. */
+  body?: Readable | Buffer | string | null;
+  signal?: AbortSignal;
+  /** Metric label for upstream latency: a provider name from a small fixed set. */
+  provider?: string;
+  /** `process.hrtime.bigint()` when the proxy received the request, for the added-latency metric. */
+  receivedAt?: bigint;
+}
+
+export interface UpstreamResponse {
+  statusCode: number;
+  /** Response headers with hop-by-hop fields removed. */
+  headers: Record<string, string | string[]>;
+  /** The body as it arrives, chunk by chunk; consume it or destroy it. */
+  body: Readable;
+}
+
+const NS_PER_S = 1e9;
+
+/** Sends requests upstream over keep-alive connection pools, one per origin. */
+export class UpstreamClient {
+  readonly #agent: Agent;
+  readonly #overrides: UpstreamOverrides;
+  readonly #metrics: ProxyNetMetrics | undefined;
+
+  constructor(options: UpstreamClientOptions = {}) {
+    this.#overrides = options.overrides ?? new Map();
+    this.#metrics = options.metrics;
+    this.#agent = new Agent({
+      keepAliveTimeout: options.keepAliveTimeoutMs ?? 30_000,
+      headersTimeout: options.headersTimeoutMs ?? 600_000,
+      bodyTimeout: options.bodyTimeoutMs ?? 300_000,
+      connect: { timeout: options.connectTimeoutMs ?? 10_000, ...(options.ca === undefined ? {} : { ca: options.ca }) },
+    });
+  }
+
+  /** Where a request for `url` is sent once overrides are applied. */
+  resolve(url: URL): URL {
+    return applyOverride(url, this.#overrides);
+  }
+
+  async request(req: UpstreamRequest): Promise<UpstreamResponse> {
+    const target = this.resolve(req.url);
+    const streamed = req.body !== undefined && req.body !== null && typeof req.body !== 'string' && !Buffer.isBuffer(req.body);
+    const sentAt = process.hrtime.bigint();
+    if (req.receivedAt !== undefined) this.#metrics?.addedLatency.observe(Number(sentAt - req.receivedAt) / NS_PER_S);
+    try {
+      const res = await this.#agent.request({
+        origin: target.origin,
+        path: `${target.pathname}${target.search}`,
+        method: req.method,
+        headers: upstreamRequestHeaders(req.headers, streamed),
+        body: req.body ?? null,
+        signal: req.signal,
+      });
+      this.#metrics?.upstreamLatency.observe({ provider: req.provider ?? 'unknown' }, Number(process.hrtime.bigint() - sentAt) / NS_PER_S);
+      return { statusCode: res.statusCode, headers: clientResponseHeaders(res.headers), body: res.body };
+    } catch (error) {
+      const cause = error as Error & { code?: string };
+      throw new SvcError('SVC-ADP-5001', `upstream ${target.origin} unreachable: ${cause.code ?? cause.name}: ${cause.message}`, {
+        upstream: target.origin,
+        cause: cause.code ?? cause.name,
+      });
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#agent.close();
+  }
+}
