@@ -64,5 +64,6 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
       checks.push(compiled.condition);
     }
   });
+  checks.sort((a, b) => a.cost - b.cost);
   return { ruleId: rule.rule_id, name: rule.name, decision: rule.decision, message: rule.message, matchesAction, checks, semantic };
 }

@@ -10,6 +10,8 @@ export interface CompiledCheck {
   readonly kind: 'check';
   readonly read: FieldReader;
   readonly test: ValueTest;
+  /** Relative cost (0 cheapest): conditions are ANDed, so cheap ones run first. */
+  readonly cost: number;
 }
 
 /** A condition answered by the Semantic Judge: does the text at `field` show `intent`? */
@@ -46,7 +48,8 @@ export function compileCondition(condition: PolicyCondition): ConditionCompilati
   if (condition.operator === 'semantic') return compileSemantic(condition.field, read, condition.value);
   const test = compileValueTest(condition.operator, condition.value);
   if (typeof test === 'string') return fault('value', test);
-  return { ok: true, condition: { kind: 'check', read, test } };
+  const cost = condition.operator === 'matches' ? 2 : condition.operator === 'contains' ? 1 : 0;
+  return { ok: true, condition: { kind: 'check', read, test, cost } };
 }
 
 /** Returns the test, or a description of why the value does not suit the operator. */
