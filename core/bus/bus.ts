@@ -7,6 +7,8 @@
  *   or the in-process log append); it rejects with SVC-EVT-4001 when it cannot.
  * - Messages with the same `msgId` are accepted once (de-duplication window).
  * - Delivery to a subscriber is ordered per subject.
+ * - A handler that rejects gets the message again (bounded attempts, with backoff); a subscriber
+ *   does not move past a message it has not acknowledged.
  */
 export interface BusMessage {
   subject: string;
@@ -22,14 +24,89 @@ export interface Subscription {
   unsubscribe(): Promise<void>;
 }
 
+export interface BatchOptions {
+  /** Most messages handed to the handler at once. */
+  batchSize: number;
+  /** How long to wait for a batch to fill before handing over what arrived. */
+  maxWaitMs: number;
+}
+
 export interface Bus {
   publish(subject: string, data: unknown, options?: { msgId?: string }): Promise<void>;
   /**
    * Subscribe with a NATS-style pattern (`*` one token, `>` the rest). The handler's promise
-   * acknowledges the message; a rejected handler leads to redelivery (durable buses) or is logged.
+   * acknowledges the message; a rejected handler leads to redelivery.
+   * With `durable`, the position survives unsubscribe and a new durable starts at the oldest
+   * retained message; without it, delivery starts with messages published after subscribing.
    */
   subscribe(pattern: string, handler: (message: BusMessage) => Promise<void>, options?: { durable?: string }): Promise<Subscription>;
+  /**
+   * Durable batch consumption: the handler gets up to `batchSize` messages in order, and the
+   * whole batch is acknowledged only after it resolved (a rejection redelivers the whole batch).
+   */
+  consumeBatches(pattern: string, durable: string, options: BatchOptions, handler: (messages: BusMessage[]) => Promise<void>): Promise<Subscription>;
   close(): Promise<void>;
   /** For /health: whether the bus is connected right now. */
   healthy(): boolean;
+}
+
+/** One key of a key-value bucket; `value` is undefined when the key was deleted. */
+export interface KeyValueEntry {
+  key: string;
+  value: unknown;
+  revision: number;
+  operation: 'PUT' | 'DEL';
+}
+
+/**
+ * The last value per key (history 1). Keys are `.`-separated tokens of letters, digits, `-`, `_`
+ * and `=` (no `:` or spaces), so that a watch filter like `ruleset.<tenant>.>` selects them.
+ */
+export interface KeyValueStore {
+  get(key: string): Promise<KeyValueEntry | undefined>;
+  /** Returns the revision the value was stored under. */
+  put(key: string, value: unknown): Promise<number>;
+  delete(key: string): Promise<void>;
+  /**
+   * Delivers the current value of every key matching `filter` first, then every change.
+   * Resolves once the current values have been delivered, so a caller is up to date at once.
+   */
+  watch(filter: string, callback: (entry: KeyValueEntry) => void | Promise<void>): Promise<Subscription>;
+}
+
+export interface KeyValueStores {
+  /** Opens the bucket, creating it when it does not exist. */
+  open(bucket: string): Promise<KeyValueStore>;
+}
+
+/**
+ * Request-reply over plain subjects (budget leases). A handler's result is the reply; a handler
+ * that throws an SvcError makes `request` reject with that same code. No responder or no
+ * answer within `timeoutMs` rejects with SVC-SYS-9001.
+ */
+export interface RequestReply {
+  request(subject: string, data: unknown, timeoutMs: number): Promise<unknown>;
+  reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription>;
+}
+
+/** Fire-and-forget signals (envelope terminate): not stored, delivered to whoever listens now. */
+export interface Signals {
+  publishSignal(subject: string, data: unknown): Promise<void>;
+  subscribeSignals(pattern: string, handler: (data: unknown, subject: string) => void | Promise<void>): Promise<Subscription>;
+}
+
+/** Everything a process needs from messaging, from one connection. */
+export interface Messaging {
+  bus: Bus;
+  keyValue: KeyValueStores;
+  requests: RequestReply;
+  signals: Signals;
+  healthy(): boolean;
+  close(): Promise<void>;
+}
+
+/** Where a failure in delivery goes when nobody is waiting for it. */
+export interface BusLogger {
+  warn(object: Record<string, unknown>, message: string): void;
+  error(object: Record<string, unknown>, message: string): void;
 }

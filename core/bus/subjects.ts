@@ -26,3 +26,27 @@ export function subjectMatches(pattern: string, subject: string): boolean {
   }
   return p.length === s.length;
 }
+
+/**
+ * The families of spec 6.2 that the event stream stores. Leases (`svc.<tenant>.leases.…`) and
+ * signals (`svc.<tenant>.signals.…`) are plain subjects outside it.
+ */
+export const STREAM_SUBJECTS = ['svc.*.envelopes.>', 'svc.*.events.>', 'svc.*.budgets.>', 'svc.*.policies.>'] as const;
+
+/** Whether every subject matching `pattern` also matches `filter` (both NATS-style). */
+export function patternWithin(pattern: string, filter: string): boolean {
+  const p = pattern.split('.');
+  const f = filter.split('.');
+  for (let i = 0; i < f.length; i++) {
+    const token = p[i];
+    if (f[i] === '>') return token !== undefined;
+    if (token === undefined || token === '>') return false;
+    if (f[i] !== '*' && token !== f[i]) return false;
+  }
+  return p.length === f.length;
+}
+
+/** Whether a subject or pattern lies inside one family of the event stream. */
+export function inEventStream(pattern: string): boolean {
+  return STREAM_SUBJECTS.some((family) => patternWithin(pattern, family));
+}

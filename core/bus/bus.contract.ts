@@ -1,0 +1,231 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SvcError } from '../errors/index.ts';
+import type { BusMessage, KeyValueEntry, Messaging } from './bus.ts';
+
+/** Polls until `check` stops throwing, so tests wait for asynchronous delivery without fixed sleeps. */
+async function eventually(check: () => void, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      check();
+      return;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await sleep(20);
+    }
+  }
+}
+
+/** A handler that records synchronously and acknowledges. */
+export function acked(_recorded?: unknown): Promise<void> {
+  return Promise.resolve();
+}
+
+/** A fresh tenant token per test keeps tests apart on a shared stream. */
+function tenant(): string {
+  return `t${randomUUID().slice(0, 8)}`;
+}
+
+function durableName(): string {
+  return `d${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+}
+
+/**
+ * The behaviour every Messaging implementation promises. `makeMessaging` must configure short
+ * redelivery backoffs (well under a second) so the redelivery cases finish quickly.
+ */
+export function busContract(name: string, makeMessaging: () => Promise<Messaging>): void {
+  describe(`bus contract: ${name}`, () => {
+    const opened: Messaging[] = [];
+    async function open(): Promise<Messaging> {
+      const messaging = await makeMessaging();
+      opened.push(messaging);
+      return messaging;
+    }
+    afterEach(async () => {
+      await Promise.all(opened.splice(0).map((m) => m.close()));
+    });
+
+    it('delivers a published message to a subscriber with subject, data, msgId and first attempt', async () => {
+      const { bus } = await open();
+      const t = tenant();
+      const got: BusMessage[] = [];
+      await bus.subscribe(`svc.${t}.events.>`, (m) => acked(got.push(m)));
+      await bus.publish(`svc.${t}.events.llm.call`, { tokens: 12, at: new Date(0) }, { msgId: 'e-1' });
+      await eventually(() => expect(got).toHaveLength(1));
+      expect(got[0]).toEqual({ subject: `svc.${t}.events.llm.call`, data: { tokens: 12, at: '1970-01-01T00:00:00.000Z' }, msgId: 'e-1', deliveryCount: 1 });
+      expect(bus.healthy()).toBe(true);
+    });
+
+    it('matches `*` to one token and `>` to the rest', async () => {
+      const { bus } = await open();
+      const t = tenant();
+      const star: string[] = [];
+      const rest: string[] = [];
+      await bus.subscribe(`svc.${t}.envelopes.*`, (m) => acked(star.push(m.subject)));
+      await bus.subscribe(`svc.*.events.>`, (m) => acked(m.subject.startsWith(`svc.${t}.`) && rest.push(m.subject)));
+      await bus.publish(`svc.${t}.envelopes.created`, {});
+      await bus.publish(`svc.${t}.envelopes.started.late`, {});
+      await bus.publish(`svc.${t}.events.tool.invoke`, {});
+      await bus.publish(`svc.${t}.events.llm.call`, {});
+      await bus.publish(`svc.${t}.budgets.exceeded`, {});
+      await eventually(() => expect(rest).toHaveLength(2));
+      await sleep(100);
+      expect(star).toEqual([`svc.${t}.envelopes.created`]);
+      expect(rest).toEqual([`svc.${t}.events.tool.invoke`, `svc.${t}.events.llm.call`]);
+    });
+
+    it('accepts a msgId once', async () => {
+      const { bus } = await open();
+      const t = tenant();
+      await bus.publish(`svc.${t}.events.llm.call`, { n: 1 }, { msgId: 'same' });
+      await bus.publish(`svc.${t}.events.llm.call`, { n: 2 }, { msgId: 'same' });
+      await bus.publish(`svc.${t}.events.llm.call`, { n: 3 }, { msgId: 'other' });
+      const got: unknown[] = [];
+      await bus.subscribe(`svc.${t}.events.>`, (m) => acked(got.push(m.data)), { durable: durableName() });
+      await eventually(() => expect(got).toHaveLength(2));
+      await sleep(100);
+      expect(got).toEqual([{ n: 1 }, { n: 3 }]);
+    });
+
+    it('keeps per-subject order under concurrent publishes', async () => {
+      const { bus } = await open();
+      const t = tenant();
+      const got = new Map<string, number[]>();
+      await bus.subscribe(`svc.${t}.envelopes.*`, (m) => acked(got.set(m.subject, [...(got.get(m.subject) ?? []), (m.data as { i: number }).i])));
+      const count = 40;
+      await Promise.all(
+        Array.from({ length: count }, (_, i) => bus.publish(`svc.${t}.envelopes.${i % 2 === 0 ? 'started' : 'completed'}`, { i })),
+      );
+      await eventually(() => expect([...got.values()].flat()).toHaveLength(count));
+      const expected = Array.from({ length: count }, (_, i) => i);
+      expect(got.get(`svc.${t}.envelopes.started`)).toEqual(expected.filter((i) => i % 2 === 0));
+      expect(got.get(`svc.${t}.envelopes.completed`)).toEqual(expected.filter((i) => i % 2 === 1));
+    });
+
+    it('redelivers a message whose handler rejected, before moving on', async () => {
+      const { bus } = await open();
+      const t = tenant();
+      const seen: string[] = [];
+      let failed = false;
+      await bus.subscribe(
+        `svc.${t}.events.>`,
+        (m) => {
+          seen.push(`${(m.data as { n: number }).n}#${m.deliveryCount}`);
+          if (failed) return acked();
+          failed = true;
+          return Promise.reject(new Error('store unavailable'));
+        },
+        { durable: durableName() },
+      );
+      await bus.publish(`svc.${t}.events.llm.call`, { n: 1 });
+      await bus.publish(`svc.${t}.events.llm.call`, { n: 2 });
+      await eventually(() => expect(seen).toHaveLength(3));
+      expect(seen).toEqual(['1#1', '1#2', '2#1']);
+    });
+
+    it('resumes a durable subscription where it left off', async () => {
+      const { bus } = await open();
+      const t = tenant();
+      const durable = durableName();
+      const first: unknown[] = [];
+      const sub = await bus.subscribe(`svc.${t}.events.>`, (m) => acked(first.push(m.data)), { durable });
+      for (const n of [1, 2, 3]) await bus.publish(`svc.${t}.events.llm.call`, { n });
+      await eventually(() => expect(first).toHaveLength(3));
+      await sub.unsubscribe();
+      for (const n of [4, 5]) await bus.publish(`svc.${t}.events.llm.call`, { n });
+      const second: unknown[] = [];
+      await bus.subscribe(`svc.${t}.events.>`, (m) => acked(second.push(m.data)), { durable });
+      await eventually(() => expect(second).toHaveLength(2));
+      await sleep(100);
+      expect(second).toEqual([{ n: 4 }, { n: 5 }]);
+    });
+
+    it('consumes in ordered batches and redelivers a whole batch whose handler rejected', async () => {
+      const { bus } = await open();
+      const t = tenant();
+      for (let n = 0; n < 10; n++) await bus.publish(`svc.${t}.events.llm.call`, { n }, { msgId: `${t}-${n}` });
+      const applied: number[] = [];
+      const sizes: number[] = [];
+      let failures = 0;
+      await bus.consumeBatches(`svc.${t}.events.>`, durableName(), { batchSize: 4, maxWaitMs: 100 }, (messages) => {
+        sizes.push(messages.length);
+        if (failures === 0 && messages.length > 0) {
+          failures++;
+          return Promise.reject(new Error('transaction aborted'));
+        }
+        return acked(applied.push(...messages.map((m) => (m.data as { n: number }).n)));
+      });
+      await eventually(() => expect(applied).toHaveLength(10));
+      expect(applied).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(Math.max(...sizes)).toBeLessThanOrEqual(4);
+      expect(failures).toBe(1);
+    });
+
+    it('rejects a wildcard or out-of-stream subject, a pattern across families and a durable with a dot', async () => {
+      const { bus } = await open();
+      await expect(bus.publish('svc.*.events.llm.call', {})).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'subject' }] });
+      await expect(bus.publish('svc.a.leases.request', {})).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'subject' }] });
+      await expect(bus.subscribe('svc.a.>', () => acked())).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'pattern' }] });
+      await expect(bus.subscribe('svc.a.events.>', () => acked(), { durable: 'a.b' })).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'durable' }] });
+    });
+
+    it('keeps the last value per key and watches current values first, then changes', async () => {
+      const { keyValue } = await open();
+      const kv = await keyValue.open('svc_contract');
+      const t = tenant();
+      const other = tenant();
+      await kv.put(`ruleset.${t}.v`, { version: 1 });
+      await kv.put(`ruleset.${t}.v`, { version: 2 });
+      await kv.put(`ruleset.${other}.v`, { version: 9 });
+      expect(await kv.get(`ruleset.${t}.v`)).toMatchObject({ key: `ruleset.${t}.v`, value: { version: 2 }, operation: 'PUT' });
+      expect(await kv.get(`ruleset.${t}.missing`)).toBeUndefined();
+
+      const seen: KeyValueEntry[] = [];
+      const watch = await kv.watch(`ruleset.${t}.>`, (entry) => void seen.push(entry));
+      expect(seen.map((e) => e.value)).toEqual([{ version: 2 }]);
+      const revision = await kv.put(`ruleset.${t}.v`, { version: 3 });
+      await kv.delete(`ruleset.${t}.v`);
+      await kv.put(`ruleset.${other}.v`, { version: 10 });
+      await eventually(() => expect(seen).toHaveLength(3));
+      expect(seen[1]).toMatchObject({ value: { version: 3 }, revision, operation: 'PUT' });
+      expect(seen[2]).toMatchObject({ key: `ruleset.${t}.v`, operation: 'DEL' });
+      expect(await kv.get(`ruleset.${t}.v`)).toBeUndefined();
+      await watch.unsubscribe();
+      await expect(kv.put('bad:key', 1)).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'key' }] });
+    });
+
+    it('answers a request, carries a replier SvcError back, and times out without a responder', async () => {
+      const { requests } = await open();
+      const t = tenant();
+      await requests.reply(`svc.${t}.leases.request`, (data) => {
+        const { tokens } = data as { tokens: number };
+        if (tokens > 100) return Promise.reject(new SvcError('SVC-BUD-3001', 'budget exhausted', { budget_id: 'b1' }));
+        return Promise.resolve({ granted: tokens });
+      });
+      expect(await requests.request(`svc.${t}.leases.request`, { tokens: 40 }, 2_000)).toEqual({ granted: 40 });
+      await expect(requests.request(`svc.${t}.leases.request`, { tokens: 400 }, 2_000)).rejects.toMatchObject({
+        code: 'SVC-BUD-3001',
+        details: { budget_id: 'b1' },
+      });
+      await expect(requests.request(`svc.${t}.leases.nobody`, {}, 300)).rejects.toMatchObject({ code: 'SVC-SYS-9001' });
+    });
+
+    it('delivers signals to current listeners by pattern', async () => {
+      const { signals } = await open();
+      const t = tenant();
+      const got: Array<[string, unknown]> = [];
+      const sub = await signals.subscribeSignals(`svc.${t}.signals.*`, (data, subject) => void got.push([subject, data]));
+      await signals.publishSignal(`svc.${t}.signals.terminate`, { envelope_id: 'e1' });
+      await signals.publishSignal(`svc.${t}.other.terminate`, { envelope_id: 'e2' });
+      await eventually(() => expect(got).toHaveLength(1));
+      expect(got[0]).toEqual([`svc.${t}.signals.terminate`, { envelope_id: 'e1' }]);
+      await sub.unsubscribe();
+      await signals.publishSignal(`svc.${t}.signals.terminate`, { envelope_id: 'e3' });
+      await sleep(100);
+      expect(got).toHaveLength(1);
+    });
+  });
+}

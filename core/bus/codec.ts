@@ -1,0 +1,28 @@
+import { SvcError } from '../errors/index.ts';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * Payloads travel as JSON on every implementation, so the in-process bus hands a subscriber the
+ * same shapes NATS would (a Date becomes a string) and a payload JSON cannot carry fails early.
+ */
+export function encodePayload(data: unknown): Uint8Array {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(data);
+  } catch (error) {
+    throw new SvcError('SVC-EVT-4002', `payload is not JSON-serialisable: ${(error as Error).message}`, { field: 'data' }, [
+      { field: 'data', description: 'must be JSON-serialisable' },
+    ]);
+  }
+  if (text === undefined) {
+    throw new SvcError('SVC-EVT-4002', 'payload is not JSON-serialisable', { field: 'data' }, [{ field: 'data', description: 'must be JSON-serialisable' }]);
+  }
+  return encoder.encode(text);
+}
+
+export function decodePayload(bytes: Uint8Array): unknown {
+  if (bytes.length === 0) return undefined;
+  return JSON.parse(decoder.decode(bytes)) as unknown;
+}

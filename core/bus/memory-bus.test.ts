@@ -1,0 +1,70 @@
+import { describe, expect, it } from 'vitest';
+import { acked, busContract } from './bus.contract.ts';
+import type { BusLogger } from './bus.ts';
+import { MemoryBus } from './memory-bus.ts';
+import { createMemoryMessaging } from './memory-messaging.ts';
+
+function recordingLogger(): BusLogger & { errors: string[]; warnings: string[] } {
+  const errors: string[] = [];
+  const warnings: string[] = [];
+  return { errors, warnings, error: (_o, message) => void errors.push(message), warn: (_o, message) => void warnings.push(message) };
+}
+
+busContract('memory', () => Promise.resolve(createMemoryMessaging({ logger: recordingLogger(), retryBackoffMs: 10 })));
+
+describe('MemoryBus', () => {
+  it('gives up after maxDeliver attempts, logs, and moves on to the next message', async () => {
+    const logger = recordingLogger();
+    const bus = new MemoryBus({ logger, maxDeliver: 3, retryBackoffMs: 1 });
+    const attempts: string[] = [];
+    await bus.subscribe('svc.a.events.>', (m) => {
+      attempts.push(`${m.msgId}#${m.deliveryCount}`);
+      return m.msgId === 'bad' ? Promise.reject(new Error('poison')) : Promise.resolve();
+    });
+    await bus.publish('svc.a.events.x', {}, { msgId: 'bad' });
+    await bus.publish('svc.a.events.x', {}, { msgId: 'good' });
+    await bus.close();
+    expect(attempts).toEqual(['bad#1', 'bad#2', 'bad#3', 'good#1']);
+    expect(logger.warnings).toHaveLength(2);
+    expect(logger.errors).toEqual(['bus handler kept failing; message skipped']);
+  });
+
+  it('close drains what was appended and refuses new messages with SVC-EVT-4001', async () => {
+    const bus = new MemoryBus({ logger: recordingLogger() });
+    const got: number[] = [];
+    await bus.subscribe('svc.a.events.>', async (m) => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      got.push((m.data as { n: number }).n);
+    });
+    for (let n = 0; n < 5; n++) await bus.publish('svc.a.events.x', { n });
+    await bus.close();
+    expect(got).toEqual([0, 1, 2, 3, 4]);
+    expect(bus.healthy()).toBe(false);
+    await expect(bus.publish('svc.a.events.x', {})).rejects.toMatchObject({ code: 'SVC-EVT-4001' });
+  });
+
+  it('forgets a msgId after the duplicate window, and bounds the window by size', async () => {
+    let now = 0;
+    const bus = new MemoryBus({ logger: recordingLogger(), duplicateWindowMs: 1_000, duplicateWindowSize: 2, now: () => now });
+    const got: string[] = [];
+    await bus.subscribe('svc.a.events.>', (m) => acked(got.push(m.msgId)), { durable: 'all' });
+    await bus.publish('svc.a.events.x', {}, { msgId: 'a' });
+    now = 500;
+    await bus.publish('svc.a.events.x', {}, { msgId: 'a' });
+    now = 1_600;
+    await bus.publish('svc.a.events.x', {}, { msgId: 'a' });
+    await bus.publish('svc.a.events.x', {}, { msgId: 'b' });
+    await bus.publish('svc.a.events.x', {}, { msgId: 'c' });
+    await bus.publish('svc.a.events.x', {}, { msgId: 'a' });
+    await bus.close();
+    expect(got).toEqual(['a', 'a', 'b', 'c', 'a']);
+  });
+
+  it('refuses a second active subscriber on one durable and a payload JSON cannot carry', async () => {
+    const bus = new MemoryBus({ logger: recordingLogger() });
+    await bus.subscribe('svc.a.events.>', () => acked(), { durable: 'one' });
+    await expect(bus.subscribe('svc.a.events.>', () => acked(), { durable: 'one' })).rejects.toMatchObject({ code: 'SVC-SYS-9008' });
+    await expect(bus.publish('svc.a.events.x', { n: 1n })).rejects.toMatchObject({ code: 'SVC-EVT-4002' });
+    await bus.close();
+  });
+});

@@ -1,0 +1,184 @@
+import { randomUUID } from 'node:crypto';
+import { SvcError } from '../errors/index.ts';
+import type { BatchOptions, Bus, BusLogger, BusMessage, Subscription } from './bus.ts';
+import { asPromise } from './as-promise.ts';
+import { decodePayload, encodePayload } from './codec.ts';
+import { assertEventSubject, assertName } from './names.ts';
+import { deliverWithRetries, type RetryPolicy } from './retry-delivery.ts';
+import { subjectMatches } from './subjects.ts';
+
+export interface MemoryBusOptions {
+  logger: BusLogger;
+  /** msgIds remembered for de-duplication: for this long… */
+  duplicateWindowMs?: number;
+  /** …and at most this many. */
+  duplicateWindowSize?: number;
+  /** Messages kept for durable subscribers; the oldest go first. */
+  maxMessages?: number;
+  /** Delivery attempts of one message (or batch) before it is logged and skipped. */
+  maxDeliver?: number;
+  /** Backoff before the second attempt; it doubles per attempt. */
+  retryBackoffMs?: number;
+  now?: () => number;
+}
+
+interface StoredMessage {
+  seq: number;
+  subject: string;
+  msgId: string;
+  payload: Uint8Array;
+}
+
+/** A durable's position; a plain subscription has one too, it is just not kept by name. */
+interface Cursor {
+  nextSeq: number;
+  active: boolean;
+}
+
+/**
+ * The in-process bus of standalone mode: an append-only log in memory with the guarantees of
+ * the Bus interface. Each subscriber walks the log in order with its own cursor, so delivery is
+ * ordered (per subject and overall) and a rejected handler holds its subscriber back until the
+ * message is acknowledged or its attempts are used up.
+ */
+export class MemoryBus implements Bus {
+  readonly #logger: BusLogger;
+  readonly #duplicateWindowMs: number;
+  readonly #duplicateWindowSize: number;
+  readonly #maxMessages: number;
+  readonly #retry: RetryPolicy;
+  readonly #now: () => number;
+
+  readonly #log: StoredMessage[] = [];
+  #nextSeq = 1;
+  readonly #seen = new Map<string, number>();
+  readonly #durables = new Map<string, Cursor>();
+  readonly #loops = new Set<Promise<void>>();
+  readonly #wakers = new Set<() => void>();
+  #closing = false;
+
+  constructor(options: MemoryBusOptions) {
+    this.#logger = options.logger;
+    this.#duplicateWindowMs = options.duplicateWindowMs ?? 120_000;
+    this.#duplicateWindowSize = options.duplicateWindowSize ?? 100_000;
+    this.#maxMessages = options.maxMessages ?? 100_000;
+    this.#retry = { maxDeliver: options.maxDeliver ?? 5, backoffMs: options.retryBackoffMs ?? 100, maxBackoffMs: 5_000 };
+    this.#now = options.now ?? Date.now;
+  }
+
+  publish(subject: string, data: unknown, options: { msgId?: string } = {}): Promise<void> {
+    return asPromise(() => this.#append(subject, data, options.msgId));
+  }
+
+  #append(subject: string, data: unknown, id: string | undefined): void {
+    if (this.#closing) throw new SvcError('SVC-EVT-4001', 'bus is closed', { subject });
+    assertEventSubject('subject', subject);
+    const payload = encodePayload(data);
+    const msgId = id ?? randomUUID();
+    this.#forgetExpiredIds();
+    if (this.#seen.has(msgId)) return;
+    this.#seen.set(msgId, this.#now());
+    this.#log.push({ seq: this.#nextSeq++, subject, msgId, payload });
+    this.#trimLog();
+    for (const wake of this.#wakers) wake();
+  }
+
+  subscribe(pattern: string, handler: (message: BusMessage) => Promise<void>, options: { durable?: string } = {}): Promise<Subscription> {
+    return asPromise(() => {
+      assertEventSubject('pattern', pattern);
+      const cursor = options.durable === undefined ? { nextSeq: this.#nextSeq, active: false } : this.#claimDurable(options.durable);
+      return this.#run(cursor, pattern, 1, async (batch) => {
+        const [message] = batch;
+        if (message) await handler(message);
+      });
+    });
+  }
+
+  consumeBatches(pattern: string, durable: string, options: BatchOptions, handler: (messages: BusMessage[]) => Promise<void>): Promise<Subscription> {
+    return asPromise(() => {
+      assertEventSubject('pattern', pattern);
+      return this.#run(this.#claimDurable(durable), pattern, Math.max(1, options.batchSize), handler);
+    });
+  }
+
+  /** Stops taking messages, lets every subscriber deliver what was already appended, then ends. */
+  async close(): Promise<void> {
+    this.#closing = true;
+    for (const wake of this.#wakers) wake();
+    await Promise.all(this.#loops);
+  }
+
+  healthy(): boolean {
+    return !this.#closing;
+  }
+
+  #claimDurable(durable: string): Cursor {
+    assertName('durable', durable);
+    const existing = this.#durables.get(durable);
+    if (existing?.active) throw new SvcError('SVC-SYS-9008', `durable '${durable}' already has a subscriber in this process`, { durable });
+    // A new durable starts at the oldest retained message, as a JetStream durable with deliver-all does.
+    const cursor = existing ?? { nextSeq: this.#log[0]?.seq ?? this.#nextSeq, active: false };
+    cursor.active = true;
+    this.#durables.set(durable, cursor);
+    return cursor;
+  }
+
+  #run(cursor: Cursor, pattern: string, batchSize: number, deliver: (batch: BusMessage[]) => Promise<void>): Subscription {
+    let stopped = false;
+    let wake: () => void = () => undefined;
+    const waker = (): void => wake();
+    this.#wakers.add(waker);
+    const loop = (async () => {
+      while (!stopped) {
+        const batch = this.#pending(cursor.nextSeq, pattern, batchSize);
+        const last = batch.at(-1);
+        if (last === undefined) {
+          if (this.#closing) break;
+          await new Promise<void>((resolve) => (wake = resolve));
+          continue;
+        }
+        const outcome = await deliverWithRetries(this.#retry, this.#logger, { msgIds: batch.map((m) => m.msgId) }, 1, () => stopped, (count) =>
+          deliver(batch.map((m) => ({ subject: m.subject, msgId: m.msgId, data: decodePayload(m.payload), deliveryCount: count }))),
+        );
+        if (outcome === 'stopped') break;
+        cursor.nextSeq = last.seq + 1;
+      }
+    })().finally(() => {
+      cursor.active = false;
+      this.#wakers.delete(waker);
+      this.#loops.delete(loop);
+    });
+    this.#loops.add(loop);
+    return {
+      unsubscribe: async () => {
+        stopped = true;
+        wake();
+        await loop;
+      },
+    };
+  }
+
+  #pending(fromSeq: number, pattern: string, max: number): StoredMessage[] {
+    const out: StoredMessage[] = [];
+    const base = this.#log[0]?.seq ?? this.#nextSeq;
+    for (let i = Math.max(0, fromSeq - base); i < this.#log.length && out.length < max; i++) {
+      const message = this.#log[i];
+      if (message && subjectMatches(pattern, message.subject)) out.push(message);
+    }
+    return out;
+  }
+
+  #forgetExpiredIds(): void {
+    const horizon = this.#now() - this.#duplicateWindowMs;
+    for (const [id, at] of this.#seen) {
+      if (at > horizon && this.#seen.size < this.#duplicateWindowSize) break;
+      this.#seen.delete(id);
+    }
+  }
+
+  #trimLog(): void {
+    // Trim in slices so the append path stays amortised O(1).
+    const excess = this.#log.length - this.#maxMessages;
+    if (excess > Math.max(1, this.#maxMessages / 10)) this.#log.splice(0, excess);
+  }
+}

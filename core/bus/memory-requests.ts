@@ -1,0 +1,75 @@
+import type { BusLogger, RequestReply, Signals, Subscription } from './bus.ts';
+import { asPromise } from './as-promise.ts';
+import { decodePayload, encodePayload } from './codec.ts';
+import { assertPattern, assertSubject } from './names.ts';
+import { noResponder, runReplyHandler, unwrapReply } from './reply-envelope.ts';
+import { subjectMatches } from './subjects.ts';
+
+type Handler = (payload: Uint8Array, subject: string) => Promise<unknown>;
+
+/**
+ * In-process plain subjects for standalone mode: request-reply and signals. Payloads go through
+ * the same JSON codec and reply envelope as on NATS, so callers see identical values and errors.
+ */
+export class MemoryRequests implements RequestReply, Signals {
+  readonly #repliers = new Map<symbol, { subject: string; handler: Handler }>();
+  readonly #listeners = new Map<symbol, { pattern: string; handler: Handler }>();
+  readonly #logger: BusLogger;
+  /** Round-robin over repliers of one subject, as a NATS queue group spreads requests. */
+  #turn = 0;
+
+  constructor(logger: BusLogger) {
+    this.#logger = logger;
+  }
+
+  async request(subject: string, data: unknown, timeoutMs: number): Promise<unknown> {
+    assertSubject(subject);
+    const payload = encodePayload(data);
+    const repliers = [...this.#repliers.values()].filter((r) => r.subject === subject);
+    const replier = repliers[this.#turn++ % Math.max(1, repliers.length)];
+    if (!replier) throw noResponder(subject, timeoutMs);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(noResponder(subject, timeoutMs)), timeoutMs);
+    });
+    try {
+      const reply = await Promise.race([replier.handler(payload, subject), timeout]);
+      return unwrapReply(subject, reply);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription> {
+    return asPromise(() => {
+      assertSubject(subject);
+      const id = Symbol(subject);
+      this.#repliers.set(id, {
+        subject,
+        handler: async (payload, actual) => decodePayload(encodePayload(await runReplyHandler(() => handler(decodePayload(payload), actual)))),
+      });
+      return { unsubscribe: () => asPromise(() => void this.#repliers.delete(id)) };
+    });
+  }
+
+  publishSignal(subject: string, data: unknown): Promise<void> {
+    return asPromise(() => {
+      assertSubject(subject);
+      const payload = encodePayload(data);
+      for (const listener of this.#listeners.values()) {
+        if (!subjectMatches(listener.pattern, subject)) continue;
+        // Fire and forget: the publisher never waits for, nor fails with, a listener.
+        listener.handler(payload, subject).catch((error: unknown) => this.#logger.error({ err: error, subject }, 'signal handler failed'));
+      }
+    });
+  }
+
+  subscribeSignals(pattern: string, handler: (data: unknown, subject: string) => void | Promise<void>): Promise<Subscription> {
+    return asPromise(() => {
+      assertPattern(pattern);
+      const id = Symbol(pattern);
+      this.#listeners.set(id, { pattern, handler: async (payload, subject) => handler(decodePayload(payload), subject) });
+      return { unsubscribe: () => asPromise(() => void this.#listeners.delete(id)) };
+    });
+  }
+}
