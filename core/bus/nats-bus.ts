@@ -1,0 +1,201 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AckPolicy, DeliverPolicy, nanos, type JetStreamClient, type JetStreamManager, type JsMsg } from 'nats';
+import { z } from 'zod';
+import { parseOrThrow, SvcError } from '../errors/index.ts';
+import { asPromise } from './as-promise.ts';
+import type { BatchOptions, Bus, BusLogger, BusMessage, Subscription } from './bus.ts';
+import { decodePayload, encodePayload } from './codec.ts';
+import { assertEventSubject, assertName } from './names.ts';
+import type { NatsLink } from './nats-connection.ts';
+import { deliverWithRetries, type RetryPolicy } from './retry-delivery.ts';
+import { ensureStream, natsStreamOptionsSchema } from './nats-stream.ts';
+
+export const natsBusOptionsSchema = z.object({
+  stream: natsStreamOptionsSchema.default(natsStreamOptionsSchema.parse({})),
+  /** Create or update the stream at start; off for proxies, whose credentials may only publish. */
+  manageStream: z.boolean().default(true),
+  /** How long `publish` waits for the JetStream ack before failing with SVC-EVT-4001. */
+  publishTimeoutMs: z.number().int().positive().default(5_000),
+  /** Time a delivered message may stay unacknowledged before JetStream redelivers it. */
+  ackWaitMs: z.number().int().positive().default(30_000),
+  maxAckPending: z.number().int().positive().default(1_000),
+  /** Delivery attempts before a message is terminated and logged. */
+  maxDeliver: z.number().int().positive().default(5),
+  /** Backoff before retrying a rejected message (or batch); doubles per attempt up to the cap. */
+  retryBackoffMs: z.number().int().positive().default(500),
+  maxRetryBackoffMs: z.number().int().positive().default(8_000),
+  /** Messages pulled per request by `subscribe`. */
+  fetchBatch: z.number().int().positive().default(100),
+});
+export type NatsBusOptions = z.input<typeof natsBusOptionsSchema>;
+type Options = z.output<typeof natsBusOptionsSchema>;
+
+/** The shortest pull expiry the client accepts. */
+const MIN_FETCH_EXPIRES_MS = 1_000;
+
+/** `deliveryCount` overrides the server's count while the message is retried in place. */
+function toBusMessage(msg: JsMsg, deliveryCount?: number): BusMessage {
+  return {
+    subject: msg.subject,
+    data: decodePayload(msg.data),
+    msgId: msg.headers?.get('Nats-Msg-Id') ?? `${msg.info.stream}:${msg.seq}`,
+    deliveryCount: deliveryCount ?? msg.info.redeliveryCount,
+  };
+}
+
+/**
+ * The Bus on JetStream: one stream, durable pull consumers with explicit acks.
+ * A subscriber handles its messages one at a time and retries a rejected one in place (extending
+ * the ack wait meanwhile), so it never moves past an unacknowledged message; a redelivery by the
+ * server only happens when a subscriber went away (crash: after the ack wait; unsubscribe: at once).
+ */
+export class NatsBus implements Bus {
+  readonly #link: NatsLink;
+  readonly #js: JetStreamClient;
+  readonly #jsm: JetStreamManager;
+  readonly #options: Options;
+  readonly #logger: BusLogger;
+  readonly #stops = new Set<() => Promise<void>>();
+  readonly #retry: RetryPolicy;
+
+  private constructor(link: NatsLink, jsm: JetStreamManager, options: Options, logger: BusLogger) {
+    this.#link = link;
+    this.#js = link.nc.jetstream();
+    this.#jsm = jsm;
+    this.#options = options;
+    this.#logger = logger;
+    this.#retry = { maxDeliver: options.maxDeliver, backoffMs: options.retryBackoffMs, maxBackoffMs: options.maxRetryBackoffMs };
+  }
+
+  static async open(link: NatsLink, input: NatsBusOptions, logger: BusLogger): Promise<NatsBus> {
+    const options = parseOrThrow(natsBusOptionsSchema, input, 'NATS bus options');
+    const jsm = await link.nc.jetstreamManager({ checkAPI: false });
+    if (options.manageStream) {
+      await ensureStream(jsm, options.stream).catch((error: unknown) => {
+        throw new SvcError('SVC-SYS-9001', `cannot set up stream ${options.stream.name}: ${(error as Error).message}`, { stream: options.stream.name });
+      });
+    }
+    return new NatsBus(link, jsm, options, logger);
+  }
+
+  async publish(subject: string, data: unknown, options: { msgId?: string } = {}): Promise<void> {
+    assertEventSubject('subject', subject);
+    const payload = encodePayload(data);
+    const msgID = options.msgId ?? randomUUID();
+    try {
+      await this.#js.publish(subject, payload, { msgID, timeout: this.#options.publishTimeoutMs });
+    } catch (error) {
+      throw new SvcError('SVC-EVT-4001', `event delivery failed on ${subject}: ${(error as Error).message}`, { subject, msg_id: msgID });
+    }
+  }
+
+  subscribe(pattern: string, handler: (message: BusMessage) => Promise<void>, options: { durable?: string } = {}): Promise<Subscription> {
+    // Each message is handled as it arrives, one at a time, in stream order.
+    return this.#consume(pattern, options.durable, this.#options.fetchBatch, MIN_FETCH_EXPIRES_MS, async (pulled, stopped) => {
+      for await (const msg of pulled) {
+        if (stopped()) msg.nak();
+        else await this.#settle([msg], stopped, (count) => handler(toBusMessage(msg, count)));
+      }
+    });
+  }
+
+  consumeBatches(pattern: string, durable: string, options: BatchOptions, handler: (messages: BusMessage[]) => Promise<void>): Promise<Subscription> {
+    const expires = Math.max(MIN_FETCH_EXPIRES_MS, options.maxWaitMs);
+    return this.#consume(pattern, durable, Math.max(1, options.batchSize), expires, async (pulled, stopped) => {
+      const messages: JsMsg[] = [];
+      for await (const msg of pulled) messages.push(msg);
+      if (messages.length === 0) return;
+      if (stopped()) for (const msg of messages) msg.nak();
+      else await this.#settle(messages, stopped, (count) => handler(messages.map((msg, i) => toBusMessage(msg, i === 0 ? count : undefined))));
+    });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#stops].map((stop) => stop()));
+  }
+
+  healthy(): boolean {
+    return this.#link.healthy();
+  }
+
+  /**
+   * Delivers with in-place retries, then acknowledges: ack when handled, term when given up (the
+   * server must not bring it back), nak when the subscriber stopped meanwhile (the next one gets it).
+   */
+  async #settle(messages: JsMsg[], stopped: () => boolean, attempt: (deliveryCount: number) => Promise<void>): Promise<void> {
+    const [first] = messages;
+    if (!first) return;
+    const context = { subject: first.subject, seqs: messages.map((m) => m.seq) };
+    const outcome = await deliverWithRetries(this.#retry, this.#logger, context, first.info.redeliveryCount, stopped, (count) => {
+      // Retrying takes time the server would otherwise count against the ack wait.
+      for (const msg of messages) msg.working();
+      return attempt(count);
+    });
+    for (const msg of messages) {
+      if (outcome === 'delivered') msg.ack();
+      else if (outcome === 'gave-up') msg.term();
+      else msg.nak();
+    }
+  }
+
+  /**
+   * Creates the consumer and runs the pull loop: `handle` gets each pull's messages and returns
+   * whether to wait the redelivery delay before pulling again.
+   */
+  async #consume(
+    pattern: string,
+    durable: string | undefined,
+    batchSize: number,
+    expiresMs: number,
+    handle: (pulled: AsyncIterable<JsMsg>, stopped: () => boolean) => Promise<void>,
+  ): Promise<Subscription> {
+    await asPromise(() => {
+      assertEventSubject('pattern', pattern);
+      if (durable !== undefined) assertName('durable', durable);
+    });
+    const stream = this.#options.stream.name;
+    const name = durable ?? `eph_${randomUUID().replaceAll('-', '')}`;
+    await this.#jsm.consumers
+      .add(stream, {
+        durable_name: durable,
+        name: durable === undefined ? name : undefined,
+        ack_policy: AckPolicy.Explicit,
+        // A new durable reads everything retained; a plain subscription only what comes next.
+        deliver_policy: durable === undefined ? DeliverPolicy.New : DeliverPolicy.All,
+        filter_subject: pattern,
+        ack_wait: nanos(this.#options.ackWaitMs),
+        max_ack_pending: this.#options.maxAckPending,
+        max_deliver: this.#options.maxDeliver,
+        inactive_threshold: durable === undefined ? nanos(60_000) : undefined,
+      })
+      .catch((error: unknown) => {
+        throw new SvcError('SVC-SYS-9001', `cannot create consumer ${name} on ${stream}: ${(error as Error).message}`, { consumer: name, pattern });
+      });
+    const consumer = await this.#js.consumers.get(stream, name);
+
+    let stopped = false;
+    const isStopped = (): boolean => stopped;
+    const loop = (async () => {
+      while (!stopped) {
+        try {
+          const pulled = await consumer.fetch({ max_messages: batchSize, expires: expiresMs });
+          await handle(pulled, isStopped);
+        } catch (error) {
+          if (stopped) break;
+          this.#logger.warn({ err: error, consumer: name }, 'pull from JetStream failed; retrying');
+          await sleep(MIN_FETCH_EXPIRES_MS);
+        }
+      }
+    })();
+    // Unsubscribing lets the open pull run out (at most its expiry), handing back what it brings.
+    const stop = async (): Promise<void> => {
+      stopped = true;
+      await loop;
+      this.#stops.delete(stop);
+      if (durable === undefined) await consumer.delete().catch(() => undefined);
+    };
+    this.#stops.add(stop);
+    return { unsubscribe: stop };
+  }
+}

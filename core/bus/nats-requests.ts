@@ -1,0 +1,75 @@
+import type { NatsConnection } from 'nats';
+import { asPromise } from './as-promise.ts';
+import type { BusLogger, RequestReply, Signals, Subscription } from './bus.ts';
+import { decodePayload, encodePayload } from './codec.ts';
+import { assertPattern, assertSubject } from './names.ts';
+import { noResponder, runReplyHandler, unwrapReply } from './reply-envelope.ts';
+
+/** Repliers of one subject share a queue group, so each request is answered once. */
+const REPLY_QUEUE = 'svc-replies';
+
+function subscription(unsubscribe: () => void): Subscription {
+  return { unsubscribe: () => asPromise(unsubscribe) };
+}
+
+/** Request-reply and fire-and-forget signals over core NATS subjects (not stored). */
+export class NatsRequests implements RequestReply, Signals {
+  readonly #nc: NatsConnection;
+  readonly #logger: BusLogger;
+
+  constructor(nc: NatsConnection, logger: BusLogger) {
+    this.#nc = nc;
+    this.#logger = logger;
+  }
+
+  async request(subject: string, data: unknown, timeoutMs: number): Promise<unknown> {
+    const payload = await asPromise(() => {
+      assertSubject(subject);
+      return encodePayload(data);
+    });
+    let reply: Uint8Array;
+    try {
+      reply = (await this.#nc.request(subject, payload, { timeout: timeoutMs })).data;
+    } catch {
+      // No responders, timeout and a dropped connection all mean the same to the caller: retry later.
+      throw noResponder(subject, timeoutMs);
+    }
+    return unwrapReply(subject, decodePayload(reply));
+  }
+
+  reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription> {
+    return asPromise(() => {
+      assertSubject(subject);
+      const sub = this.#nc.subscribe(subject, {
+        queue: REPLY_QUEUE,
+        callback: (error, msg) => {
+          if (error) return this.#logger.error({ err: error, subject }, 'reply subscription failed');
+          void runReplyHandler(() => handler(decodePayload(msg.data), msg.subject)).then((envelope) => msg.respond(encodePayload(envelope)));
+        },
+      });
+      return subscription(() => sub.unsubscribe());
+    });
+  }
+
+  publishSignal(subject: string, data: unknown): Promise<void> {
+    return asPromise(() => {
+      assertSubject(subject);
+      this.#nc.publish(subject, encodePayload(data));
+    });
+  }
+
+  subscribeSignals(pattern: string, handler: (data: unknown, subject: string) => void | Promise<void>): Promise<Subscription> {
+    return asPromise(() => {
+      assertPattern(pattern);
+      const sub = this.#nc.subscribe(pattern, {
+        callback: (error, msg) => {
+          if (error) return this.#logger.error({ err: error, pattern }, 'signal subscription failed');
+          void asPromise(() => handler(decodePayload(msg.data), msg.subject)).catch((failure: unknown) =>
+            this.#logger.error({ err: failure, subject: msg.subject }, 'signal handler failed'),
+          );
+        },
+      });
+      return subscription(() => sub.unsubscribe());
+    });
+  }
+}
