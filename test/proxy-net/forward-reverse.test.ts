@@ -1,0 +1,81 @@
+import { request } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHAT_COMPLETION, metricValue, startRig, type Rig } from './harness.ts';
+
+let rig: Rig;
+beforeAll(async () => {
+  rig = await startRig({ egressCheck: (host) => (host === 'blocked.test' ? 'deny' : 'allow') });
+});
+afterAll(async () => {
+  await rig.close();
+});
+
+/** A forward-proxy request as an HTTP_PROXY client sends it: absolute URI on the proxy's port. */
+async function viaForwardProxy(target: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: rig.proxyPort, method: 'GET', path: target, headers: { host: new URL(target).host, ...headers } }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('reverse mode', () => {
+  it('routes /openai/... to api.openai.com (here overridden to the fake provider) and returns the answer unchanged', async () => {
+    const res = await fetch(`${rig.proxyUrl}/openai/v1/chat/completions?trace=1`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-rev', 'x-svc-envelope-id': 'e-9', 'x-request-id': 'req-rev' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [] }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-upstream')).toBe('fake-provider');
+    expect(await res.json()).toEqual(CHAT_COMPLETION);
+    const seen = rig.provider.seen.find((r) => r.headers['x-request-id'] === 'req-rev');
+    expect(seen?.url).toBe('/v1/chat/completions?trace=1');
+    expect(seen?.headers.authorization).toBe('Bearer sk-rev');
+    expect(seen?.headers['x-svc-envelope-id']).toBeUndefined();
+    expect(JSON.parse(seen?.body ?? '')).toEqual({ model: 'gpt-4o-mini', messages: [] });
+  });
+
+  it('answers 404 with SVC-SYS-9006 for a path no route serves', async () => {
+    const res = await fetch(`${rig.proxyUrl}/nowhere/v1/x`);
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('SVC-SYS-9006');
+  });
+});
+
+describe('forward mode', () => {
+  it('forwards an absolute-URI http request, without proxy or x-svc headers', async () => {
+    const res = await viaForwardProxy(`http://127.0.0.1:${rig.httpPort}/status?x=1`, {
+      'proxy-authorization': 'Basic c2VjcmV0',
+      'X-Svc-Tenant-Id': 't-1',
+      'x-request-id': 'req-fwd',
+    });
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.body)).toEqual({ path: '/status?x=1', method: 'GET' });
+    const seen = rig.provider.seen.find((r) => r.headers['x-request-id'] === 'req-fwd');
+    expect(seen?.headers['proxy-authorization']).toBeUndefined();
+    expect(seen?.headers['x-svc-tenant-id']).toBeUndefined();
+    expect(await metricValue(rig.registry, 'svc_proxy_connections_total', { mode: 'forward' })).toBeGreaterThanOrEqual(1);
+  });
+
+  it('applies upstream overrides to forward requests too', async () => {
+    const res = await viaForwardProxy('http://plain.test/models');
+    expect(JSON.parse(res.body)).toEqual({ path: '/models', method: 'GET' });
+  });
+
+  it('refuses a forward request the egress check denies with 403 SVC-ADP-5003', async () => {
+    const res = await viaForwardProxy('http://blocked.test/');
+    expect(res.status).toBe(403);
+    expect((JSON.parse(res.body) as { error: { code: string } }).error.code).toBe('SVC-ADP-5003');
+  });
+
+  it('answers 502 SVC-ADP-5001 when the upstream is unreachable', async () => {
+    const res = await viaForwardProxy('http://127.0.0.1:1/');
+    expect(res.status).toBe(502);
+    expect((JSON.parse(res.body) as { error: { code: string; request_id: string } }).error.code).toBe('SVC-ADP-5001');
+  });
+});

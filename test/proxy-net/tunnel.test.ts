@@ -1,0 +1,82 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { metricValue, startRig, type Rig } from './harness.ts';
+
+const run = promisify(execFile);
+let rig: Rig;
+
+beforeAll(async () => {
+  rig = await startRig({ egressCheck: (host) => (host.endsWith('.denied.test') ? 'deny' : 'allow') });
+});
+afterAll(async () => {
+  await rig.close();
+});
+
+/** Sends one raw CONNECT and returns everything the proxy answers until it closes or 2 s pass. */
+async function rawConnect(authority: string): Promise<string> {
+  const socket = connect(rig.proxyPort, '127.0.0.1');
+  socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`);
+  let answer = '';
+  socket.on('data', (chunk: Buffer) => (answer += chunk.toString('utf8')));
+  await new Promise<void>((resolve) => {
+    socket.once('close', () => resolve());
+    setTimeout(() => {
+      socket.destroy();
+      resolve();
+    }, 2000).unref();
+  });
+  return answer;
+}
+
+const sha256 = (data: Buffer): string => createHash('sha256').update(data).digest('hex');
+
+describe('blind CONNECT tunnel', () => {
+  it('relays the bytes of a host that is not intercepted untouched (curl through the proxy, end-to-end TLS to the origin)', async () => {
+    const caFile = join(rig.dir, 'upstream-ca.pem');
+    await writeFile(caFile, rig.upstreamCaPem);
+    const { stdout } = await run(
+      'curl',
+      ['-sS', '--fail', '--noproxy', '', '-x', rig.proxyUrl, '--cacert', caFile, `https://127.0.0.1:${rig.httpsPort}/binary`],
+      { encoding: 'buffer', maxBuffer: 4 * 1024 * 1024, timeout: 20_000 },
+    );
+    expect(stdout.length).toBe(rig.provider.binary.length);
+    expect(sha256(stdout)).toBe(sha256(rig.provider.binary));
+    // The origin's own certificate was accepted, so the proxy did not terminate TLS.
+    expect(await metricValue(rig.registry, 'svc_proxy_connections_total', { mode: 'tunnel' })).toBe(1);
+    expect(await metricValue(rig.registry, 'svc_proxy_tunnel_bytes_total', { direction: 'upstream_to_client' })).toBeGreaterThan(rig.provider.binary.length);
+    expect(await metricValue(rig.registry, 'svc_proxy_tunnel_bytes_total', { direction: 'client_to_upstream' })).toBeGreaterThan(0);
+  });
+
+  it('refuses a CONNECT denied by the egress check with 403 naming SVC-ADP-5003', async () => {
+    const answer = await rawConnect('exfil.denied.test:443');
+    expect(answer).toMatch(/^HTTP\/1\.1 403 /);
+    expect(answer).toContain('"code":"SVC-ADP-5003"');
+    expect(await metricValue(rig.registry, 'svc_proxy_connections_total', { mode: 'refused' })).toBeGreaterThanOrEqual(1);
+  });
+
+  it('answers 502 with SVC-ADP-5001 when the tunnel target does not accept the connection', async () => {
+    const answer = await rawConnect('127.0.0.1:1');
+    expect(answer).toMatch(/^HTTP\/1\.1 502 /);
+    expect(answer).toContain('SVC-ADP-5001');
+  });
+
+  it('answers 400 with SVC-SYS-9002 for a malformed CONNECT target', async () => {
+    const answer = await rawConnect('user@host:443');
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer).toContain('SVC-SYS-9002');
+  });
+
+  it('keeps serving after a client drops a tunnel mid-way', async () => {
+    const socket = connect(rig.proxyPort, '127.0.0.1');
+    socket.write(`CONNECT 127.0.0.1:${rig.httpsPort} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    await new Promise<void>((resolve) => socket.once('data', () => resolve()));
+    socket.write(Buffer.from([0x16, 0x03, 0x01, 0x00, 0x05, 1, 2])); // a truncated TLS record
+    socket.destroy();
+    expect(await rawConnect('exfil.denied.test:443')).toMatch(/^HTTP\/1\.1 403 /);
+  });
+});
