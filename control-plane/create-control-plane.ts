@@ -1,0 +1,108 @@
+import { mkdirSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Messaging } from '../core/bus/bus.ts';
+import type { Config } from '../core/config/schema.ts';
+import { createKeywordJudge } from '../core/policy/index.ts';
+import { ApiKeys } from './auth/api-keys.ts';
+import { Authenticator } from './auth/authenticator.ts';
+import { JwtVerifier } from './auth/jwt.ts';
+import { AuditLog } from './audit/audit-log.ts';
+import { Budgets } from './budgets/budgets.ts';
+import { EffectDispatcher } from './effects/dispatcher.ts';
+import { WebhookSender } from './effects/webhooks.ts';
+import { Envelopes } from './envelopes/envelopes.ts';
+import { ControlPlaneMetrics } from './observability/metrics.ts';
+import { Policies } from './policies/policies.ts';
+import { createApp } from './rest/app.ts';
+import { apiKeyRoutes } from './rest/routes/api-keys.ts';
+import { auditRoutes } from './rest/routes/audit.ts';
+import { budgetRoutes } from './rest/routes/budgets.ts';
+import { envelopeRoutes } from './rest/routes/envelopes.ts';
+import { operationalRoutes } from './rest/routes/operational.ts';
+import { policyRoutes } from './rest/routes/policies.ts';
+import { tenantRoutes } from './rest/routes/tenants.ts';
+import { migrate, schemaVersion } from './store/migrations.ts';
+import { Store } from './store/store.ts';
+import { Tenants } from './tenants/tenants.ts';
+import type { Pricer } from './usage/pricer.ts';
+
+export interface ControlPlaneDeps {
+  config: Config;
+  logger: Logger;
+  messaging: Messaging;
+  pricer: Pricer;
+  clock?: () => Date;
+}
+
+export interface ControlPlane {
+  app: FastifyInstance;
+  store: Store;
+  services: { envelopes: Envelopes; budgets: Budgets; policies: Policies; keys: ApiKeys; tenants: Tenants; audit: AuditLog };
+  webhooks: WebhookSender;
+  metrics: ControlPlaneMetrics;
+  /** Listens on the configured host and port; resolves with the bound address. */
+  listen(): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** Wires the control plane's services and REST surface from its dependencies. */
+export async function createControlPlane(deps: ControlPlaneDeps): Promise<ControlPlane> {
+  const { config, logger, messaging } = deps;
+  const clock = deps.clock ?? (() => new Date());
+  mkdirSync(config.data_dir, { recursive: true });
+  const store = new Store(`${config.data_dir}/control-plane`);
+  const applied = migrate(store);
+  if (applied.length > 0) logger.info({ applied, schema_version: schemaVersion(store) }, 'storage migrated');
+
+  const metrics = new ControlPlaneMetrics();
+  const audit = new AuditLog(store, clock);
+  const tenants = new Tenants(store);
+  const keys = new ApiKeys(store);
+  const webhooks = new WebhookSender({ secret: config.webhook_secret, maxAttempts: config.webhook_max_attempts, timeoutMs: config.webhook_timeout_ms }, logger.child({ component: 'webhooks' }));
+  const effects = new EffectDispatcher(messaging.bus, webhooks, logger.child({ component: 'effects' }));
+  const budgets = new Budgets({ store, audit, clock });
+  const policies = new Policies({ store, audit, effects, judge: createKeywordJudge(), clock, observe: (r) => metrics.observePolicy(r) });
+  const envelopes = new Envelopes({ store, audit, budgets, policies, effects, clock, pricer: deps.pricer });
+
+  const jwt = config.jwt_jwks_url === undefined ? null : new JwtVerifier({ jwksUrl: config.jwt_jwks_url, issuer: config.jwt_issuer, audience: config.jwt_audience, tenantClaim: config.jwt_tenant_claim });
+  const authenticator = new Authenticator(keys, jwt, config.bootstrap_admin_key, clock);
+  const { app, routes } = await createApp({ logger, authenticator, tenants, metrics, bodyLimitBytes: config.body_limit_bytes, rateLimitPerMinute: config.rate_limit_per_minute });
+
+  envelopeRoutes(routes, envelopes);
+  budgetRoutes(routes, budgets, clock);
+  policyRoutes(routes, policies);
+  apiKeyRoutes(routes, { keys, store, audit, clock });
+  tenantRoutes(routes, { tenants, store, audit, clock });
+  auditRoutes(routes, audit);
+  operationalRoutes(routes, {
+    version: config.version,
+    schemaVersion: () => schemaVersion(store),
+    metrics,
+    checks: {
+      database: () => {
+        try {
+          schemaVersion(store);
+          return { status: 'ok' };
+        } catch (error) {
+          return { status: 'down', detail: (error as Error).message };
+        }
+      },
+      event_bus: () => (messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
+    },
+  });
+
+  return {
+    app,
+    store,
+    services: { envelopes, budgets, policies, keys, tenants, audit },
+    webhooks,
+    metrics,
+    listen: () => app.listen({ host: config.http_host, port: config.http_port }),
+    async close() {
+      await app.close();
+      await webhooks.idle();
+      await store.close();
+    },
+  };
+}

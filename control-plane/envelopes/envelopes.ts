@@ -1,0 +1,175 @@
+import { randomUUID } from 'node:crypto';
+import { subjects } from '../../core/bus/subjects.ts';
+import { SvcError } from '../../core/errors/index.ts';
+import {
+  canTransition, emptyCostTotals, EnvelopeStatusSchema, isFinal, isTerminated, percents,
+  type CreateEnvelopeRequest, type Envelope, type EnvelopeStatus, type EventRecord,
+} from '../../core/domain/index.ts';
+import { UsageEventMessageSchema } from '../../core/events/messages.ts';
+import type { AuditLog } from '../audit/audit-log.ts';
+import type { Budgets } from '../budgets/budgets.ts';
+import { actorOf, type Caller } from '../caller.ts';
+import type { EffectDispatcher } from '../effects/dispatcher.ts';
+import { noEffects } from '../effects/effects.ts';
+import type { Store } from '../store/store.ts';
+import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
+import { applyTransition, budgetIndexId, lifecycleMessage } from './lifecycle.ts';
+import type { PolicyGate } from './policy-gate.ts';
+
+export interface EnvelopeDeps extends UsageDeps {
+  store: Store;
+  audit: AuditLog;
+  budgets: Budgets;
+  policies: PolicyGate;
+  effects: EffectDispatcher;
+  clock: () => Date;
+}
+
+/** Execution envelopes: flows 1 to 3 of spec section 1 and the transitions of 3.1. */
+export class Envelopes {
+  private readonly deps: EnvelopeDeps;
+
+  constructor(deps: EnvelopeDeps) {
+    this.deps = deps;
+  }
+
+  /** Policy check (`execution:start`), then budget validation, then the AUTHORIZED envelope. */
+  async create(caller: Caller, request: CreateEnvelopeRequest): Promise<Envelope> {
+    const { store, audit, budgets, clock } = this.deps;
+    const budget = request.budget_id === undefined ? undefined : budgets.find(caller.tenant, request.budget_id);
+    const context = {
+      tenant_id: caller.tenant,
+      adapter_type: request.adapter_type,
+      budget_id: request.budget_id ?? null,
+      execution_id: request.execution_id ?? null,
+      metadata: request.metadata ?? {},
+      tool_name: request.metadata?.tool_name,
+      model_id: request.metadata?.model_name ?? request.metadata?.model_id,
+      request: { adapter_type: request.adapter_type, metadata: request.metadata ?? {} },
+      budget: budget === undefined ? undefined : { percent_used: percents(budget).highest },
+    };
+    const decision = await this.deps.policies.decide(caller, { action: 'execution:start', context, policySet: request.policy_set });
+    const { result } = decision;
+    if (!result.allowed) {
+      if (decision.approvalId !== null) {
+        throw new SvcError('SVC-POL-2004', `execution:start requires approval ${decision.approvalId}`, { approval_id: decision.approvalId, policy_id: result.matched_policy ?? '', denied_action: 'execution:start' });
+      }
+      throw new SvcError('SVC-POL-2001', result.message ?? result.reason, { policy_id: result.matched_policy ?? '', rule_id: result.matched_rule, denied_action: 'execution:start' });
+    }
+
+    const effects = noEffects();
+    const envelope = store.transaction(() => {
+      const now = clock();
+      if (request.execution_id !== undefined && store.get(caller.tenant, 'execution', request.execution_id) !== undefined) {
+        throw new SvcError('SVC-SYS-9008', `execution ${request.execution_id} already has an envelope`, { execution_id: request.execution_id }, [{ field: 'execution_id', description: 'already has an envelope' }]);
+      }
+      if (request.budget_id !== undefined) budgets.reserveExecution(caller.tenant, request.budget_id);
+      const envelopeId = randomUUID();
+      const created: Envelope = {
+        envelope_id: envelopeId,
+        tenant_id: caller.tenant,
+        budget_id: request.budget_id ?? null,
+        execution_id: request.execution_id ?? envelopeId,
+        adapter_type: request.adapter_type,
+        native_ref: request.native_ref ?? null,
+        checkpoint_id: null,
+        status: 'AUTHORIZED',
+        status_reason: null,
+        governance: {
+          token_limit: request.governance_context?.token_limit ?? null,
+          cost_limit_usd: request.governance_context?.cost_limit_usd ?? null,
+          timeout_seconds: request.governance_context?.timeout_seconds ?? null,
+          policy_set: request.policy_set ?? [],
+        },
+        metadata: request.metadata ?? {},
+        cost: emptyCostTotals(),
+        created_at: now.toISOString(),
+        updated_at: now.toISOString(),
+        completed_at: null,
+      };
+      store.put(caller.tenant, 'envelope', envelopeId, created);
+      store.put(caller.tenant, 'execution', created.execution_id, envelopeId);
+      if (created.budget_id !== null) store.put(caller.tenant, 'budget_envelope', budgetIndexId(created.budget_id, envelopeId), envelopeId);
+      audit.append(caller.tenant, { actor: actorOf(caller.principal), action: 'envelope.create', resource: { type: 'envelope', id: envelopeId }, result: 'authorized', metadata: { budget_id: created.budget_id, adapter_type: created.adapter_type } });
+      effects.publications.push({ subject: subjects.envelopeCreated(caller.tenant), data: lifecycleMessage(created), msgId: `env-${envelopeId}-CREATED` });
+      return created;
+    });
+    await this.deps.effects.dispatch(effects);
+    return envelope;
+  }
+
+  get(tenant: string, envelopeId: string): Envelope {
+    const envelope = this.deps.store.get<Envelope>(tenant, 'envelope', envelopeId);
+    if (envelope === undefined) throw new SvcError('SVC-ENV-1001', `envelope ${envelopeId} not found`, { envelope_id: envelopeId });
+    return envelope;
+  }
+
+  list(tenant: string, filter: { status?: EnvelopeStatus; budget_id?: string; limit: number }): Envelope[] {
+    const out: Envelope[] = [];
+    for (const e of this.deps.store.list<Envelope>(tenant, 'envelope')) {
+      if (filter.status !== undefined && e.status !== filter.status) continue;
+      if (filter.budget_id !== undefined && e.budget_id !== filter.budget_id) continue;
+      out.push(e);
+      if (out.length >= filter.limit) break;
+    }
+    return out;
+  }
+
+  /** Records an event (202): updates the cost summary and budget usage, fires alerts. */
+  async recordEvent(caller: Caller, envelopeId: string, record: EventRecord): Promise<{ event_id: string; duplicate: boolean; envelope: Envelope }> {
+    const effects = noEffects();
+    const message = UsageEventMessageSchema.parse({
+      event_id: record.event_id ?? randomUUID(),
+      tenant_id: caller.tenant,
+      envelope_id: envelopeId,
+      event_type: record.event_type,
+      timestamp: record.timestamp,
+      tokens: { input: record.tokens?.input ?? 0, output: record.tokens?.output ?? 0 },
+      model: record.model ?? null,
+      cost_usd: record.cost_usd ?? null,
+      payload: record.payload ?? {},
+      source: 'rest',
+    });
+    const outcome = this.deps.store.transaction(() => {
+      const envelope = this.get(caller.tenant, envelopeId);
+      const applied = applyUsage(this.deps, { ...message, budget_id: envelope.budget_id }, this.deps.clock(), effects, true);
+      return { ...applied, envelope: applied.envelope ?? this.get(caller.tenant, envelopeId) };
+    });
+    if (!outcome.duplicate) {
+      effects.publications.unshift({ subject: subjects.event(caller.tenant, message.event_type), data: message, msgId: message.event_id });
+    }
+    await this.deps.effects.dispatch(effects);
+    return { event_id: message.event_id, duplicate: outcome.duplicate, envelope: outcome.envelope };
+  }
+
+  /** POST /terminate: any non-final envelope becomes TERMINATED; an ended one is 409. */
+  async terminate(caller: Caller, envelopeId: string, request: { reason?: string | undefined; force: boolean }): Promise<Envelope> {
+    return this.move(caller, envelopeId, 'TERMINATED', request.reason ?? 'terminated by request', request.force);
+  }
+
+  /** The HTTP face of gRPC UpdateEnvelopeStatus: only the moves of spec 3.1. */
+  async updateStatus(caller: Caller, envelopeId: string, request: { status: string; reason?: string | undefined }): Promise<Envelope> {
+    const parsed = EnvelopeStatusSchema.safeParse(request.status);
+    if (!parsed.success) {
+      throw new SvcError('SVC-SYS-9002', `invalid request: status: unknown status ${request.status}`, {}, [{ field: 'status', description: `one of ${EnvelopeStatusSchema.options.join(', ')}` }]);
+    }
+    return this.move(caller, envelopeId, parsed.data, request.reason ?? null, false);
+  }
+
+  private async move(caller: Caller, envelopeId: string, to: EnvelopeStatus, reason: string | null, force: boolean): Promise<Envelope> {
+    const effects = noEffects();
+    const envelope = this.deps.store.transaction(() => {
+      const current = this.get(caller.tenant, envelopeId);
+      if (isFinal(current.status)) {
+        const code = isTerminated(current.status) ? 'SVC-ENV-1003' : 'SVC-ENV-1004';
+        throw new SvcError(code, `envelope ${envelopeId} is already ${current.status}`, { envelope_id: envelopeId, state: current.status });
+      }
+      if (!canTransition(current.status, to)) {
+        throw new SvcError('SVC-ENV-1002', `envelope ${envelopeId} cannot move from ${current.status} to ${to}`, { envelope_id: envelopeId, from: current.status, to });
+      }
+      return applyTransition(this.deps, current, to, { reason, actor: actorOf(caller.principal), now: this.deps.clock(), force }, effects);
+    });
+    await this.deps.effects.dispatch(effects);
+    return envelope;
+  }
+}

@@ -1,0 +1,27 @@
+import { loadConfig } from '../core/config/load.ts';
+import { messagingFromConfig } from '../core/config/messaging.ts';
+import { loadPriceTable } from '../core/metering/prices.ts';
+import { createLogger } from '../core/observability/logger.ts';
+import { createControlPlane } from './create-control-plane.ts';
+import { createPricer } from './usage/pricer.ts';
+import { onShutdown } from '../core/observability/shutdown.ts';
+
+/** The control plane process: REST on SVC_HTTP_PORT, events over SVC_NATS_URL or in process. */
+async function main(): Promise<void> {
+  const config = loadConfig(process.env, { mode: 'control-plane' });
+  const logger = createLogger({ level: config.log_level, service: 'control-plane' });
+  const messaging = await messagingFromConfig(config, logger, { name: 'control-plane', manage: true });
+  const prices = loadPriceTable(config.price_overrides_file !== undefined ? { overridePath: config.price_overrides_file } : {});
+  const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(prices) });
+  const address = await plane.listen();
+  logger.info({ address, nats: config.nats_url ?? 'in-process' }, 'control plane listening');
+  onShutdown(logger, async () => {
+    await plane.close();
+    await messaging.close();
+  });
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`control plane failed to start: ${(error as Error).message}\n`);
+  process.exit(1);
+});

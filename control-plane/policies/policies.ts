@@ -1,0 +1,131 @@
+import { randomUUID } from 'node:crypto';
+import { subjects } from '../../core/bus/subjects.ts';
+import { SvcError } from '../../core/errors/index.ts';
+import type { PolicyViolationMessage } from '../../core/events/messages.ts';
+import {
+  compileRuleset, evaluate, evaluateAsync, policyFromRestCreate,
+  type Approval, type CompiledRuleset, type EvaluationResult, type Policy, type PolicyStatus, type RestCreatePolicyRequest, type SemanticJudge,
+} from '../../core/policy/index.ts';
+import type { AuditLog } from '../audit/audit-log.ts';
+import { actorOf, type Caller } from '../caller.ts';
+import type { EffectDispatcher } from '../effects/dispatcher.ts';
+import { noEffects } from '../effects/effects.ts';
+import type { PolicyDecision, PolicyGate, PolicyQuestion } from '../envelopes/policy-gate.ts';
+import type { Store } from '../store/store.ts';
+
+export interface PolicyDeps {
+  store: Store;
+  audit: AuditLog;
+  effects: EffectDispatcher;
+  judge: SemanticJudge;
+  clock: () => Date;
+  /** Called after every evaluation, for metrics. */
+  observe?: (result: EvaluationResult) => void;
+}
+
+/**
+ * Policies: authoring, and evaluation with the one engine of core/policy. Each tenant's ruleset is
+ * compiled once per version (the version is bumped by every policy write) and reused until then.
+ */
+export class Policies implements PolicyGate {
+  private readonly deps: PolicyDeps;
+  private readonly compiled = new Map<string, CompiledRuleset>();
+
+  constructor(deps: PolicyDeps) {
+    this.deps = deps;
+  }
+
+  create(caller: Caller, request: RestCreatePolicyRequest): Policy {
+    const now = this.deps.clock();
+    const policy = policyFromRestCreate(request, { tenantId: caller.tenant, policyId: randomUUID(), now });
+    this.deps.store.transaction(() => {
+      this.deps.store.put(caller.tenant, 'policy', policy.policy_id, policy);
+      this.bumpVersion(caller.tenant);
+      this.deps.audit.append(caller.tenant, { actor: actorOf(caller.principal), action: 'policy.create', resource: { type: 'policy', id: policy.policy_id }, result: 'created', metadata: { name: policy.name, priority: policy.priority, status: policy.status } });
+    });
+    return policy;
+  }
+
+  get(tenant: string, policyId: string): Policy {
+    const policy = this.deps.store.get<Policy>(tenant, 'policy', policyId);
+    if (policy === undefined) throw new SvcError('SVC-POL-2002', `policy ${policyId} not found`, { policy_id: policyId });
+    return policy;
+  }
+
+  list(tenant: string, filter: { status?: PolicyStatus | undefined } = {}): Policy[] {
+    const all = [...this.deps.store.list<Policy>(tenant, 'policy')];
+    const kept = filter.status === undefined ? all : all.filter((p) => p.status === filter.status);
+    return kept.sort((a, b) => b.priority - a.priority || a.created_at.localeCompare(b.created_at));
+  }
+
+  /** The tenant's current ruleset version; proxies compare it with what they hold. */
+  version(tenant: string): number {
+    return this.deps.store.get<number>(tenant, 'meta', 'ruleset_version') ?? 0;
+  }
+
+  ruleset(tenant: string): CompiledRuleset {
+    const version = this.version(tenant);
+    const cached = this.compiled.get(tenant);
+    if (cached !== undefined && cached.version === version) return cached;
+    const ruleset = compileRuleset(this.list(tenant), version);
+    this.compiled.set(tenant, ruleset);
+    return ruleset;
+  }
+
+  /**
+   * Evaluates and records: the audit record, a violation event on DENY, a pending approval on
+   * REQUIRE_APPROVAL. Used by POST /v1/policies/evaluate and by envelope creation alike.
+   */
+  async decide(caller: Caller, question: PolicyQuestion): Promise<PolicyDecision> {
+    const ruleset = this.ruleset(caller.tenant);
+    const input = { action: question.action, context: question.context, policySet: question.policySet };
+    const result = ruleset.needsJudge ? await evaluateAsync(ruleset, input, this.deps.judge) : evaluate(ruleset, input);
+    this.deps.observe?.(result);
+    const now = this.deps.clock();
+    const effects = noEffects();
+    const approvalId = this.deps.store.transaction(() => {
+      let approval: Approval | null = null;
+      if (result.decision === 'REQUIRE_APPROVAL') {
+        approval = {
+          approval_id: randomUUID(),
+          tenant_id: caller.tenant,
+          status: 'PENDING',
+          policy_id: result.matched_policy ?? '',
+          rule_id: result.matched_rule ?? '',
+          action: question.action,
+          context: question.context,
+          ...(question.envelopeId !== undefined ? { envelope_id: question.envelopeId } : {}),
+          created_at: now.toISOString(),
+        };
+        this.deps.store.put(caller.tenant, 'approval', approval.approval_id, approval);
+      }
+      this.deps.audit.append(caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'policy.evaluate',
+        resource: question.envelopeId !== undefined ? { type: 'envelope', id: question.envelopeId } : { type: 'action', id: question.action },
+        result: result.decision.toLowerCase(),
+        metadata: { action: question.action, matched_policy: result.matched_policy, matched_rule: result.matched_rule, shadow: result.shadow, approval_id: approval?.approval_id ?? null },
+      });
+      if (!result.allowed) {
+        const violation: PolicyViolationMessage = {
+          tenant_id: caller.tenant,
+          policy_id: result.matched_policy ?? '',
+          rule_id: result.matched_rule,
+          denied_action: question.action,
+          decision: result.decision,
+          envelope_id: question.envelopeId ?? null,
+          message: result.message ?? result.reason,
+          occurred_at: now.toISOString(),
+        };
+        effects.publications.push({ subject: subjects.policyViolation(caller.tenant), data: violation, msgId: `violation-${randomUUID()}` });
+      }
+      return approval?.approval_id ?? null;
+    });
+    await this.deps.effects.dispatch(effects);
+    return { result, approvalId };
+  }
+
+  private bumpVersion(tenant: string): void {
+    this.deps.store.put(tenant, 'meta', 'ruleset_version', this.version(tenant) + 1);
+  }
+}

@@ -1,0 +1,71 @@
+import { randomUUID } from 'node:crypto';
+import rateLimit from '@fastify/rate-limit';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { SvcError } from '../../core/errors/index.ts';
+import type { Authenticator } from '../auth/authenticator.ts';
+import type { ControlPlaneMetrics } from '../observability/metrics.ts';
+import type { Tenants } from '../tenants/tenants.ts';
+import { asSvcError, renderError } from './render-error.ts';
+import { createRouteTable, type RouteTable } from './route.ts';
+
+export interface AppOptions {
+  logger: Logger;
+  authenticator: Authenticator;
+  tenants: Tenants;
+  metrics: ControlPlaneMetrics;
+  bodyLimitBytes: number;
+  rateLimitPerMinute: number;
+}
+
+/**
+ * The HTTP server of the control plane. Requests carry `x-request-id` (taken from the caller or
+ * generated) into every log line and error body; every failure is rendered as an SVC error.
+ */
+export async function createApp(options: AppOptions): Promise<{ app: FastifyInstance; routes: RouteTable }> {
+  const app = Fastify({
+    loggerInstance: options.logger as FastifyBaseLogger,
+    requestIdHeader: 'x-request-id',
+    requestIdLogLabel: 'request_id',
+    genReqId: () => randomUUID(),
+    bodyLimit: options.bodyLimitBytes,
+    disableRequestLogging: true,
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const svc = asSvcError(error);
+    if (svc.code === 'SVC-SYS-9007') request.log.error({ err: error }, 'request failed');
+    const rendered = renderError(svc, request.id, new Date());
+    return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const rendered = renderError(new SvcError('SVC-SYS-9006', `no route ${request.method} ${request.url.split('?')[0]}`), request.id, new Date());
+    return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
+  });
+
+  app.addHook('onSend', async (request, reply) => {
+    void reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    options.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    options.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    request.log.info({ method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100, principal: request.principal?.id }, 'request');
+  });
+
+  await app.register(rateLimit, {
+    global: true,
+    hook: 'preHandler',
+    max: options.rateLimitPerMinute,
+    timeWindow: 60_000,
+    keyGenerator: (request: FastifyRequest) => request.principal?.id ?? request.ip,
+    errorResponseBuilder: (_request, context) =>
+      new SvcError('SVC-SYS-9005', `rate limit of ${context.max} requests per minute exceeded; retry after ${Math.ceil(context.ttl / 1000)} s`, { limit: context.max, retry_after_seconds: Math.ceil(context.ttl / 1000) }),
+  });
+
+  const authenticate = async (request: FastifyRequest): Promise<void> => {
+    request.principal = await options.authenticator.authenticate(request.headers);
+  };
+  const routes = createRouteTable(app, { tenants: options.tenants, authenticate });
+  return { app, routes };
+}

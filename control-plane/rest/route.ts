@@ -1,0 +1,128 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import type { ZodOpenApiOperationObject, ZodOpenApiResponsesObject } from 'zod-openapi';
+import { parseOrThrow, SvcError } from '../../core/errors/index.ts';
+import type { Principal, Scope } from '../../core/domain/index.ts';
+import { requireAdministrator, requireScope } from '../auth/scopes.ts';
+import { resolveTenant } from '../auth/tenancy.ts';
+import type { Caller } from '../caller.ts';
+import type { Tenants } from '../tenants/tenants.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+}
+
+/** Who may call a route: a scope, any platform administrator, any valid credential, or anyone. */
+export type Access = Scope | 'administrator' | 'authenticated' | 'public';
+
+export interface Reply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  contentType?: string;
+}
+
+export interface RouteContext<B, Q, P> {
+  body: B;
+  query: Q;
+  params: P;
+  /** Present on every route but public ones. */
+  caller: Caller;
+  request: FastifyRequest;
+}
+
+type Out<T> = T extends z.ZodType ? z.output<T> : undefined;
+
+export interface RouteSpec<B extends z.ZodType | undefined, Q extends z.ZodType | undefined, P extends z.ZodType | undefined> {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** OpenAPI form: `/v1/envelopes/{envelope_id}`. */
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: string;
+  access: Access;
+  body?: B;
+  /** The body may be left out entirely (spec: TerminateRequest, BudgetCheckRequest). */
+  bodyOptional?: boolean;
+  query?: Q;
+  params?: P;
+  responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string }>;
+  handler: (ctx: RouteContext<Out<B>, Out<Q>, Out<P>>) => Promise<Reply> | Reply;
+}
+
+export interface RouteTable {
+  add<B extends z.ZodType | undefined, Q extends z.ZodType | undefined, P extends z.ZodType | undefined>(spec: RouteSpec<B, Q, P>): void;
+  /** What the OpenAPI document is made of. */
+  operations(): Array<{ path: string; method: string; operation: ZodOpenApiOperationObject }>;
+}
+
+function tenantField(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const record = value as Record<string, unknown>;
+  const field = record.tenant_id ?? record.tenantId;
+  return typeof field === 'string' ? field : undefined;
+}
+
+/**
+ * Registers routes with fastify and records each for the OpenAPI document, so the document is
+ * made of the very schemas that validate requests. Every route validates with zod (errors name
+ * the field), resolves the caller's tenant and checks its scope before the handler runs.
+ */
+export function createRouteTable(app: FastifyInstance, deps: { tenants: Tenants; authenticate: (request: FastifyRequest) => Promise<void> }): RouteTable {
+  const operations: Array<{ path: string; method: string; operation: ZodOpenApiOperationObject }> = [];
+  return {
+    operations: () => operations,
+    add(spec) {
+      const fastifyPath = spec.path.replace(/\{(\w+)\}/g, ':$1');
+      app.route({
+        method: spec.method,
+        url: fastifyPath,
+        config: { rateLimit: spec.access === 'public' ? false : undefined },
+        ...(spec.access === 'public' ? {} : { onRequest: deps.authenticate }),
+        handler: async (request: FastifyRequest, reply: FastifyReply) => {
+          const rawBody = request.body === undefined || request.body === null ? (spec.bodyOptional ? {} : undefined) : request.body;
+          if (spec.body !== undefined && rawBody === undefined) {
+            throw new SvcError('SVC-SYS-9002', 'invalid request: a JSON body is required', {}, [{ field: '(body)', description: 'required' }]);
+          }
+          const body = spec.body === undefined ? undefined : parseOrThrow(spec.body, rawBody, 'body');
+          const query = spec.query === undefined ? undefined : parseOrThrow(spec.query, request.query, 'query');
+          const params = spec.params === undefined ? undefined : parseOrThrow(spec.params, request.params, 'path');
+          let caller = undefined as unknown as Caller;
+          const principal = request.principal;
+          if (principal !== undefined) {
+            if (spec.access === 'administrator') requireAdministrator(principal);
+            else if (spec.access !== 'authenticated' && spec.access !== 'public') requireScope(principal, spec.access);
+            const header = request.headers['x-tenant-id'];
+            const tenant = resolveTenant(principal, deps.tenants, {
+              header: Array.isArray(header) ? header[0] : header,
+              field: tenantField(rawBody) ?? tenantField(request.query),
+            });
+            caller = { principal, tenant, requestId: request.id };
+          }
+          const result = await spec.handler({ body, query, params, caller, request } as Parameters<typeof spec.handler>[0]);
+          void reply.code(result.status).headers(result.headers ?? {});
+          if (result.contentType !== undefined) void reply.type(result.contentType);
+          return reply.send(result.body ?? null);
+        },
+      });
+      const responses: ZodOpenApiResponsesObject = {};
+      for (const [status, r] of Object.entries(spec.responses)) {
+        responses[status as `${1 | 2 | 3 | 4 | 5}${string}`] = r.schema === undefined ? { description: r.description } : { description: r.description, content: { [r.contentType ?? 'application/json']: { schema: r.schema } } };
+      }
+      const operation: ZodOpenApiOperationObject = {
+        operationId: spec.operationId,
+        summary: spec.summary,
+        tags: [spec.tag],
+        ...(spec.access === 'public' ? { security: [] } : {}),
+        ...(spec.query !== undefined || spec.params !== undefined
+          ? { requestParams: { ...(spec.query !== undefined ? { query: spec.query as never } : {}), ...(spec.params !== undefined ? { path: spec.params as never } : {}) } }
+          : {}),
+        ...(spec.body !== undefined ? { requestBody: { required: !spec.bodyOptional, content: { 'application/json': { schema: spec.body } } } } : {}),
+        responses,
+      };
+      operations.push({ path: spec.path, method: spec.method.toLowerCase(), operation });
+    },
+  };
+}

@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { EnvelopeStatusSchema } from '../domain/envelope.ts';
+import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
+
+/**
+ * Payloads of the bus subjects of spec 6.2 (the spec leaves them open). Both processes parse
+ * what they receive with these schemas, so a proxy and a control plane of different builds fail
+ * loudly on a mismatch instead of misreading each other.
+ */
+export const EnvelopeLifecycleMessageSchema = z.object({
+  tenant_id: z.string(),
+  envelope_id: z.string(),
+  execution_id: z.string(),
+  budget_id: z.string().nullable(),
+  status: EnvelopeStatusSchema,
+  reason: z.string().nullable(),
+  /** Terminations only: cut in-flight calls at once rather than letting the current one finish. */
+  force: z.boolean().default(false),
+  occurred_at: TimestampSchema,
+});
+export type EnvelopeLifecycleMessage = z.infer<typeof EnvelopeLifecycleMessageSchema>;
+
+/** events.llm.*, events.tool.*, events.checkpoint.*: one metered call or step. */
+export const UsageEventMessageSchema = z.object({
+  event_id: z.string().min(1),
+  tenant_id: z.string(),
+  envelope_id: z.string(),
+  budget_id: z.string().nullable().default(null),
+  event_type: z.string(),
+  timestamp: TimestampSchema,
+  tokens: z.object({ input: z.number().int().nonnegative(), output: z.number().int().nonnegative() }),
+  model: z.string().nullable().default(null),
+  cost_usd: z.number().nonnegative().nullable().default(null),
+  payload: MetadataSchema.default({}),
+  /** Where it was observed: `rest` for recorded events, `proxy:<pod>` for metered calls. */
+  source: z.string().default('rest'),
+});
+export type UsageEventMessage = z.infer<typeof UsageEventMessageSchema>;
+
+export const BudgetAlertMessageSchema = z.object({
+  tenant_id: z.string(),
+  budget_id: z.string(),
+  budget_name: z.string(),
+  level: z.enum(['warning', 'exceeded']),
+  threshold_percent: z.number().int(),
+  action: z.enum(['notify', 'warn', 'terminate']),
+  percent_used: z.number(),
+  tokens_used: z.number().int(),
+  cost_usd: z.number(),
+  limits: z.object({ max_tokens: z.number().nullable(), max_cost_usd: z.number().nullable() }),
+  period_start: TimestampSchema,
+  period_end: TimestampSchema.nullable(),
+  envelope_id: z.string().nullable(),
+  occurred_at: TimestampSchema,
+});
+export type BudgetAlertMessage = z.infer<typeof BudgetAlertMessageSchema>;
+
+export const PolicyViolationMessageSchema = z.object({
+  tenant_id: z.string(),
+  policy_id: z.string(),
+  rule_id: z.string().nullable(),
+  denied_action: z.string(),
+  decision: z.string(),
+  envelope_id: z.string().nullable(),
+  message: z.string(),
+  occurred_at: TimestampSchema,
+});
+export type PolicyViolationMessage = z.infer<typeof PolicyViolationMessageSchema>;
