@@ -6,3 +6,4 @@ export * from './engine.ts';
 export * from './keyword-judge.ts';
 export * from './rest.ts';
 export * from './approvals.ts';
+export * from './revise-policy.ts';
