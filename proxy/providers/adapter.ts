@@ -1,0 +1,102 @@
+import { z } from 'zod';
+import type { SvcCode } from '../../core/errors/index.ts';
+import { TokenUsageSchema, type TokenUsage } from '../../core/metering/prices.ts';
+import type { TokenCounter } from '../../core/metering/tokens.ts';
+
+export const ProviderIdSchema = z.enum(['openai', 'anthropic', 'gemini', 'azure-openai', 'openai-compatible']);
+export type ProviderId = z.infer<typeof ProviderIdSchema>;
+
+export const OperationSchema = z.enum(['chat', 'responses', 'embeddings', 'messages', 'generate', 'stream_generate']);
+export type Operation = z.infer<typeof OperationSchema>;
+
+/** What the governance pipeline needs to know about a call before it is sent. */
+export const ParsedRequestSchema = z.object({
+  model: z.string(),
+  stream: z.boolean(),
+  /** Prompt tokens counted with tiktoken (an approximation for non-OpenAI models). */
+  estimatedInputTokens: z.number().int().nonnegative(),
+  /** The most the answer can cost: the request's own limit, else the model's default. */
+  maxOutputTokens: z.number().int().nonnegative(),
+  /** Names of the tools the request offers the model. */
+  declaredTools: z.array(z.string()),
+});
+export type ParsedRequest = z.infer<typeof ParsedRequestSchema>;
+
+export const UsageSourceSchema = z.enum(['provider', 'estimated']);
+export type UsageSource = z.infer<typeof UsageSourceSchema>;
+
+export const ResponseReadingSchema = z.object({
+  usage: TokenUsageSchema,
+  /** `estimated` when the provider reported no usage and tiktoken counted the answer. */
+  usageSource: UsageSourceSchema,
+  /** Tool (function) names the model asked to call. */
+  toolCalls: z.array(z.string()),
+  model: z.string(),
+});
+export type ResponseReading = z.infer<typeof ResponseReadingSchema>;
+
+export interface PreparedRequest {
+  /** The body to send upstream; the same object when nothing changed. */
+  body: unknown;
+  modified: boolean;
+  /** The proxy asked for stream usage the client did not: the stream meter hides that chunk. */
+  hideStreamUsage: boolean;
+}
+
+export interface StreamProgress {
+  /** Running totals: provider-reported where known, else tiktoken on the deltas so far. */
+  usage: TokenUsage;
+  usageSource: UsageSource;
+  /** Tool names seen so far (a live list; copy it to keep a snapshot). */
+  toolCalls: readonly string[];
+  /** The provider signalled the end of the answer. */
+  done: boolean;
+  /** Bytes to pass to the client now: whole events only; the incomplete tail is held back. */
+  forward: Uint8Array;
+}
+
+export interface StreamMeter {
+  push(chunk: Uint8Array): StreamProgress;
+  /** Upstream closed: releases any unterminated last event. */
+  end(): StreamProgress;
+  /** Bytes that end the stream with an error the client's SDK raises; send after the last `forward`. */
+  errorEvent(svcCode: SvcCode, message: string): Uint8Array;
+}
+
+export interface StreamMeterOptions {
+  estimatedInputTokens?: number;
+  hideStreamUsage?: boolean;
+}
+
+export interface ErrorReply {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface ProviderAdapter {
+  readonly id: ProviderId;
+  /** Hosts intercepted by default; `*.` matches any subdomain. */
+  readonly hosts: readonly string[];
+  /** Path prefix that selects this provider in reverse-proxy mode. */
+  readonly reversePrefix: string;
+  /** The metered operation of a request, or null for paths passed through unmetered. */
+  classify(method: string, path: string): Operation | null;
+  /** Throws SvcError SVC-SYS-9002 naming the field when the body is not a valid request. */
+  parseRequest(op: Operation, body: unknown, path: string): ParsedRequest;
+  prepareRequest(op: Operation, body: unknown): PreparedRequest;
+  /** Reads a non-streamed answer; `estimatedInputTokens` stands in if it reports no usage. */
+  readResponse(op: Operation, json: unknown, estimatedInputTokens?: number): ResponseReading;
+  createStreamMeter(op: Operation, model: string, options?: StreamMeterOptions): StreamMeter;
+  /** A refusal in the provider's error format, with the SVC code in message and code fields. */
+  errorResponse(svcCode: SvcCode, message: string, status?: number): ErrorReply;
+  /** An SSE error event in the provider's format that ends a stream. */
+  streamErrorEvent(svcCode: SvcCode, message: string): Uint8Array;
+}
+
+/** What adapters are built from: a shared token counter and the per-model answer bound. */
+export interface AdapterDeps {
+  tokens: TokenCounter;
+  /** Output bound for a request that sets none (e.g. the price table's max_output_tokens). */
+  defaultMaxOutputTokens(model: string): number;
+}

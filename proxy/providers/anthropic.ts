@@ -1,0 +1,162 @@
+import { z } from 'zod';
+import { parseOrThrow, type SvcCode } from '../../core/errors/index.ts';
+import type { TokenUsage } from '../../core/metering/prices.ts';
+import type { ChatMessageText } from '../../core/metering/tokens.ts';
+import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
+import { codedMessage, errorHeaders, errorStatus } from './error-format.ts';
+import { asArray, asCount, asObject, asString, parseJson, pathOnly, textOf, type JsonObject } from './json-access.ts';
+import { createStreamMeter, streamErrorBytes, type StreamDialect, type StreamErrorEvent } from './stream-meter.ts';
+
+export const AnthropicMessagesRequestSchema = z.looseObject({
+  model: z.string().min(1),
+  max_tokens: z.number().int().nonnegative(),
+  messages: z.array(z.looseObject({ role: z.string(), content: z.unknown() })),
+  system: z.union([z.string(), z.array(z.unknown())]).optional(),
+  stream: z.boolean().optional(),
+  tools: z.array(z.looseObject({ name: z.string() })).optional(),
+});
+
+function blocksText(content: unknown): string {
+  let out = textOf(content);
+  for (const block of asArray(content)) {
+    const b = asObject(block);
+    if (b?.type === 'tool_use') out += (asString(b.name) ?? '') + JSON.stringify(b.input ?? {});
+  }
+  return out;
+}
+
+/** Anthropic's `input_tokens` excludes cache reads and writes; the canonical input includes both. */
+function anthropicUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undefined {
+  if (!usage) return undefined;
+  const input = asCount(usage.input_tokens);
+  const cacheWrite = asCount(usage.cache_creation_input_tokens) ?? 0;
+  const cacheRead = asCount(usage.cache_read_input_tokens) ?? 0;
+  const result: Partial<TokenUsage> = {};
+  if (input !== undefined) {
+    result.input = input + cacheWrite + cacheRead;
+    result.cachedInput = cacheRead;
+  }
+  const output = asCount(usage.output_tokens);
+  if (output !== undefined) result.output = output;
+  return result;
+}
+
+function anthropicErrorType(status: number): string {
+  switch (status) {
+    case 401:
+      return 'authentication_error';
+    case 403:
+      return 'permission_error';
+    case 404:
+      return 'not_found_error';
+    case 413:
+      return 'request_too_large';
+    case 429:
+      return 'rate_limit_error';
+    case 529:
+      return 'overloaded_error';
+    default:
+      return status >= 500 ? 'api_error' : 'invalid_request_error';
+  }
+}
+
+function anthropicErrorPayload(svcCode: SvcCode, message: string, status: number): unknown {
+  return { type: 'error', error: { type: anthropicErrorType(status), message: codedMessage(svcCode, message), code: svcCode } };
+}
+
+/** The SDK raises `event: error` as an APIError whose message is `error.message`. */
+const ANTHROPIC_STREAM_ERROR: StreamErrorEvent = {
+  name: 'error',
+  payload: (svcCode, message) => anthropicErrorPayload(svcCode, message, errorStatus(svcCode)),
+};
+
+const messagesStreamDialect: StreamDialect = {
+  framing: 'sse',
+  errorEvent: ANTHROPIC_STREAM_ERROR,
+  onEvent(event, acc) {
+    const json = asObject(parseJson(event.data));
+    if (!json) return true;
+    switch (asString(json.type) ?? event.event) {
+      case 'message_start': {
+        const usage = anthropicUsage(asObject(asObject(json.message)?.usage));
+        if (usage) acc.reportUsage(usage, false);
+        break;
+      }
+      case 'content_block_start': {
+        const block = asObject(json.content_block);
+        const name = block?.type === 'tool_use' ? asString(block.name) : undefined;
+        if (name) acc.toolCall(name);
+        break;
+      }
+      case 'content_block_delta': {
+        const delta = asObject(json.delta);
+        const text = asString(delta?.text) ?? asString(delta?.partial_json) ?? asString(delta?.thinking);
+        if (text) acc.text(text);
+        break;
+      }
+      case 'message_delta': {
+        // Cumulative totals of the whole answer.
+        const usage = anthropicUsage(asObject(json.usage));
+        if (usage) acc.reportUsage(usage, true);
+        break;
+      }
+      case 'message_stop':
+      case 'error':
+        acc.finish();
+        break;
+    }
+    return true;
+  },
+};
+
+export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
+  return {
+    id: 'anthropic',
+    hosts: ['api.anthropic.com'],
+    reversePrefix: '/anthropic',
+    classify(method, path) {
+      return method.toUpperCase() === 'POST' && pathOnly(path).endsWith('/v1/messages') ? 'messages' : null;
+    },
+    parseRequest(_op, body) {
+      const req = parseOrThrow(AnthropicMessagesRequestSchema, body);
+      const messages: ChatMessageText[] = req.messages.map((m) => ({ role: m.role, content: blocksText(m.content) }));
+      if (req.system !== undefined) messages.unshift({ role: 'system', content: textOf(req.system) });
+      const tools = req.tools && req.tools.length > 0 ? deps.tokens.countText(req.model, JSON.stringify(req.tools)) : 0;
+      return {
+        model: req.model,
+        stream: req.stream === true,
+        estimatedInputTokens: deps.tokens.countChatMessages(req.model, messages) + tools,
+        maxOutputTokens: req.max_tokens,
+        declaredTools: (req.tools ?? []).map((t) => t.name),
+      };
+    },
+    prepareRequest(_op, body) {
+      return { body, modified: false, hideStreamUsage: false };
+    },
+    readResponse(_op, body, estimatedInputTokens = 0) {
+      const json = asObject(body) ?? {};
+      const model = asString(json.model) ?? '';
+      const toolCalls: string[] = [];
+      for (const block of asArray(json.content)) {
+        const b = asObject(block);
+        const name = b?.type === 'tool_use' ? asString(b.name) : undefined;
+        if (name !== undefined) toolCalls.push(name);
+      }
+      const usage = anthropicUsage(asObject(json.usage));
+      if (usage?.input !== undefined) {
+        return { usage: { input: usage.input, output: usage.output ?? 0, cachedInput: usage.cachedInput ?? 0 }, usageSource: 'provider', toolCalls, model };
+      }
+      return { usage: { input: estimatedInputTokens, output: deps.tokens.countText(model, blocksText(json.content)), cachedInput: 0 }, usageSource: 'estimated', toolCalls, model };
+    },
+    createStreamMeter(_op, model, options = {}) {
+      return createStreamMeter(messagesStreamDialect, { model, tokens: deps.tokens, estimatedInputTokens: options.estimatedInputTokens ?? 0 });
+    },
+    errorResponse(svcCode, message, status) {
+      const s = errorStatus(svcCode, status);
+      return { status: s, headers: errorHeaders(svcCode), body: JSON.stringify(anthropicErrorPayload(svcCode, message, s)) };
+    },
+    streamErrorEvent(svcCode, message) {
+      return streamErrorBytes(ANTHROPIC_STREAM_ERROR, svcCode, message);
+    },
+  };
+}

@@ -1,0 +1,169 @@
+import { z } from 'zod';
+import { parseOrThrow, SvcError, type SvcCode } from '../../core/errors/index.ts';
+import type { TokenUsage } from '../../core/metering/prices.ts';
+import type { ChatMessageText } from '../../core/metering/tokens.ts';
+import type { AdapterDeps, Operation, ProviderAdapter } from './adapter.ts';
+import { codedMessage, errorHeaders, errorStatus, grpcStatusName } from './error-format.ts';
+import { asArray, asCount, asObject, asString, parseJson, pathOnly, textOf, type JsonObject } from './json-access.ts';
+import { createStreamMeter, streamErrorBytes, type StreamDialect, type StreamErrorEvent } from './stream-meter.ts';
+
+const count = z.number().int().nonnegative();
+const FunctionDeclarations = z.array(z.looseObject({ name: z.string() }));
+const GenerationConfig = z.looseObject({
+  maxOutputTokens: count.optional(),
+  max_output_tokens: count.optional(),
+  candidateCount: z.number().int().positive().optional(),
+  candidate_count: z.number().int().positive().optional(),
+});
+
+/** Gemini's REST surface accepts proto JSON, so both camelCase and snake_case names are read. */
+export const GeminiGenerateRequestSchema = z.looseObject({
+  contents: z.array(z.looseObject({ role: z.string().optional(), parts: z.array(z.unknown()).optional() })),
+  systemInstruction: z.looseObject({ parts: z.array(z.unknown()).optional() }).optional(),
+  system_instruction: z.looseObject({ parts: z.array(z.unknown()).optional() }).optional(),
+  generationConfig: GenerationConfig.optional(),
+  generation_config: GenerationConfig.optional(),
+  tools: z.array(z.looseObject({ functionDeclarations: FunctionDeclarations.optional(), function_declarations: FunctionDeclarations.optional() })).optional(),
+});
+
+const MODEL_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
+
+export function geminiModelFromPath(path: string): string | undefined {
+  return MODEL_PATH.exec(pathOnly(path))?.[1];
+}
+
+function geminiUsage(meta: JsonObject | undefined): Partial<TokenUsage> | undefined {
+  if (!meta) return undefined;
+  const prompt = asCount(meta.promptTokenCount);
+  const candidates = asCount(meta.candidatesTokenCount);
+  const thoughts = asCount(meta.thoughtsTokenCount) ?? 0;
+  const result: Partial<TokenUsage> = {};
+  if (prompt !== undefined) {
+    result.input = prompt + (asCount(meta.toolUsePromptTokenCount) ?? 0);
+    result.cachedInput = asCount(meta.cachedContentTokenCount) ?? 0;
+  }
+  if (candidates !== undefined || thoughts > 0) result.output = (candidates ?? 0) + thoughts;
+  return result;
+}
+
+interface CandidateReading {
+  text: string;
+  toolCalls: string[];
+  finished: boolean;
+}
+
+function readCandidates(json: JsonObject): CandidateReading {
+  const reading: CandidateReading = { text: '', toolCalls: [], finished: false };
+  for (const candidate of asArray(json.candidates)) {
+    const c = asObject(candidate);
+    if (!c) continue;
+    if (asString(c.finishReason) !== undefined) reading.finished = true;
+    for (const part of asArray(asObject(c.content)?.parts)) {
+      const p = asObject(part);
+      if (!p) continue;
+      const text = asString(p.text);
+      if (text) reading.text += text;
+      const call = asObject(p.functionCall);
+      const name = asString(call?.name);
+      if (name !== undefined) {
+        reading.toolCalls.push(name);
+        reading.text += name + JSON.stringify(call?.args ?? {});
+      }
+    }
+  }
+  return reading;
+}
+
+function geminiErrorPayload(svcCode: SvcCode, message: string, status: number): unknown {
+  return {
+    error: {
+      code: status,
+      message: codedMessage(svcCode, message),
+      status: grpcStatusName(svcCode),
+      details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: svcCode, domain: 'svc' }],
+    },
+  };
+}
+
+const GEMINI_STREAM_ERROR: StreamErrorEvent = {
+  name: undefined,
+  payload: (svcCode, message) => geminiErrorPayload(svcCode, message, errorStatus(svcCode)),
+};
+
+const generateStreamDialect: StreamDialect = {
+  framing: 'auto',
+  errorEvent: GEMINI_STREAM_ERROR,
+  onEvent(event, acc) {
+    const json = asObject(parseJson(event.data));
+    if (!json) return true;
+    if (json.error !== undefined) {
+      acc.finish();
+      return true;
+    }
+    const reading = readCandidates(json);
+    if (reading.text) acc.text(reading.text);
+    for (const name of reading.toolCalls) acc.toolCall(name);
+    const usage = geminiUsage(asObject(json.usageMetadata));
+    if (usage) acc.reportUsage(usage, reading.finished);
+    if (reading.finished) acc.finish();
+    return true;
+  },
+};
+
+export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
+  return {
+    id: 'gemini',
+    hosts: ['generativelanguage.googleapis.com'],
+    reversePrefix: '/gemini',
+    classify(method, path): Operation | null {
+      if (method.toUpperCase() !== 'POST') return null;
+      const verb = MODEL_PATH.exec(pathOnly(path))?.[2];
+      return verb === 'generateContent' ? 'generate' : verb === 'streamGenerateContent' ? 'stream_generate' : null;
+    },
+    parseRequest(op, body, path) {
+      const model = geminiModelFromPath(path);
+      if (model === undefined) {
+        throw new SvcError('SVC-SYS-9002', 'invalid request: path: expected /models/{model}:generateContent', { fields: 'path' }, [
+          { field: 'path', description: 'expected /models/{model}:generateContent or :streamGenerateContent' },
+        ]);
+      }
+      const req = parseOrThrow(GeminiGenerateRequestSchema, body);
+      const messages: ChatMessageText[] = req.contents.map((c) => ({ role: c.role ?? 'user', content: textOf(c.parts) }));
+      const system = req.systemInstruction ?? req.system_instruction;
+      if (system) messages.unshift({ role: 'system', content: textOf(system.parts) });
+      const config = req.generationConfig ?? req.generation_config;
+      const perCandidate = config?.maxOutputTokens ?? config?.max_output_tokens ?? deps.defaultMaxOutputTokens(model);
+      const declared = (req.tools ?? []).flatMap((t) => (t.functionDeclarations ?? t.function_declarations ?? []).map((f) => f.name));
+      return {
+        model,
+        stream: op === 'stream_generate',
+        estimatedInputTokens: deps.tokens.countChatMessages(model, messages) + (req.tools ? deps.tokens.countText(model, JSON.stringify(req.tools)) : 0),
+        maxOutputTokens: perCandidate * (config?.candidateCount ?? config?.candidate_count ?? 1),
+        declaredTools: declared,
+      };
+    },
+    prepareRequest(_op, body) {
+      return { body, modified: false, hideStreamUsage: false };
+    },
+    readResponse(_op, body, estimatedInputTokens = 0) {
+      const json = asObject(body) ?? {};
+      const model = asString(json.modelVersion) ?? '';
+      const reading = readCandidates(json);
+      const usage = geminiUsage(asObject(json.usageMetadata));
+      if (usage?.input !== undefined) {
+        return { usage: { input: usage.input, output: usage.output ?? 0, cachedInput: usage.cachedInput ?? 0 }, usageSource: 'provider', toolCalls: reading.toolCalls, model };
+      }
+      return { usage: { input: estimatedInputTokens, output: deps.tokens.countText(model, reading.text), cachedInput: 0 }, usageSource: 'estimated', toolCalls: reading.toolCalls, model };
+    },
+    createStreamMeter(_op, model, options = {}) {
+      return createStreamMeter(generateStreamDialect, { model, tokens: deps.tokens, estimatedInputTokens: options.estimatedInputTokens ?? 0 });
+    },
+    errorResponse(svcCode, message, status) {
+      const s = errorStatus(svcCode, status);
+      return { status: s, headers: errorHeaders(svcCode), body: JSON.stringify(geminiErrorPayload(svcCode, message, s)) };
+    },
+    streamErrorEvent(svcCode, message) {
+      return streamErrorBytes(GEMINI_STREAM_ERROR, svcCode, message);
+    },
+  };
+}

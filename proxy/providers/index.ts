@@ -1,0 +1,7 @@
+export * from './adapter.ts';
+export { createAnthropicAdapter } from './anthropic.ts';
+export { createAzureOpenAiAdapter, azureDeploymentFromPath } from './azure-openai.ts';
+export { createGeminiAdapter, geminiModelFromPath } from './gemini.ts';
+export { createOpenAiAdapter, OPENAI_FLAVOUR, type OpenAiFlavour } from './openai.ts';
+export { createOpenAiCompatibleAdapter } from './openai-compatible.ts';
+export { createDefaultAdapters, createProviderRegistry, type DefaultAdaptersOptions, type ProviderRegistry, type ReverseMatch } from './registry.ts';

@@ -1,0 +1,19 @@
+import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
+import { createOpenAiAdapter } from './openai.ts';
+
+export interface OpenAiCompatibleOptions {
+  /** Hosts (`host` or `host:port`) of the servers, e.g. a vLLM or Ollama service. */
+  hosts: readonly string[];
+  /** vLLM supports `stream_options`; some servers do not, so it is opt-in. */
+  injectStreamUsage?: boolean;
+}
+
+/** Self-hosted servers speaking the OpenAI wire format (vLLM, Ollama, LM Studio, llama.cpp). */
+export function createOpenAiCompatibleAdapter(deps: AdapterDeps, options: OpenAiCompatibleOptions): ProviderAdapter {
+  return createOpenAiAdapter(deps, {
+    id: 'openai-compatible',
+    hosts: options.hosts,
+    reversePrefix: '/compat',
+    injectStreamUsage: options.injectStreamUsage ?? false,
+  });
+}

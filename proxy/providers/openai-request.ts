@@ -1,0 +1,108 @@
+import { z } from 'zod';
+import { parseOrThrow, SvcError } from '../../core/errors/index.ts';
+import type { ChatMessageText } from '../../core/metering/tokens.ts';
+import type { AdapterDeps, Operation, ParsedRequest } from './adapter.ts';
+import { textOf } from './json-access.ts';
+
+const count = z.number().int().nonnegative();
+
+const ChatToolSchema = z.looseObject({
+  type: z.string().optional(),
+  function: z.looseObject({ name: z.string() }).optional(),
+  name: z.string().optional(),
+});
+
+const ChatMessageSchema = z.looseObject({
+  role: z.string(),
+  content: z.unknown().optional(),
+  name: z.string().optional(),
+  tool_calls: z.array(z.looseObject({ function: z.looseObject({ name: z.string().optional(), arguments: z.string().optional() }).optional() })).optional(),
+});
+
+export const OpenAiChatRequestSchema = z.looseObject({
+  model: z.string().min(1).optional(),
+  messages: z.array(ChatMessageSchema),
+  stream: z.boolean().nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+  max_tokens: count.nullish(),
+  max_completion_tokens: count.nullish(),
+  n: z.number().int().positive().nullish(),
+  tools: z.array(ChatToolSchema).optional(),
+  functions: z.array(z.looseObject({ name: z.string() })).optional(),
+});
+
+export const OpenAiResponsesRequestSchema = z.looseObject({
+  model: z.string().min(1).optional(),
+  input: z.union([z.string(), z.array(z.unknown())]).optional(),
+  instructions: z.string().nullish(),
+  stream: z.boolean().nullish(),
+  max_output_tokens: count.nullish(),
+  tools: z.array(ChatToolSchema).optional(),
+});
+
+export const OpenAiEmbeddingsRequestSchema = z.looseObject({
+  model: z.string().min(1).optional(),
+  input: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
+});
+
+export type OpenAiChatRequest = z.infer<typeof OpenAiChatRequestSchema>;
+
+function toolNames(tools: readonly z.infer<typeof ChatToolSchema>[] | undefined): string[] {
+  return (tools ?? []).map((t) => t.function?.name ?? t.name ?? t.type ?? 'unknown');
+}
+
+function requireModel(model: string | undefined, pathModel: string | undefined): string {
+  const resolved = model ?? pathModel;
+  if (resolved === undefined) {
+    throw new SvcError('SVC-SYS-9002', 'invalid request: model: required', { fields: 'model' }, [{ field: 'model', description: 'required' }]);
+  }
+  return resolved;
+}
+
+function chatMessageText(m: z.infer<typeof ChatMessageSchema>): ChatMessageText {
+  let content = textOf(m.content);
+  for (const call of m.tool_calls ?? []) content += (call.function?.name ?? '') + (call.function?.arguments ?? '');
+  return { role: m.role, content, name: m.name };
+}
+
+function toolsTokens(deps: AdapterDeps, model: string, tools: readonly unknown[] | undefined): number {
+  return tools && tools.length > 0 ? deps.tokens.countText(model, JSON.stringify(tools)) : 0;
+}
+
+/** Reads an OpenAI-format request; `pathModel` is the model a URL names (Azure deployments). */
+export function parseOpenAiRequest(deps: AdapterDeps, op: Operation, body: unknown, pathModel: string | undefined): ParsedRequest {
+  if (op === 'embeddings') {
+    const req = parseOrThrow(OpenAiEmbeddingsRequestSchema, body);
+    const model = requireModel(req.model, pathModel);
+    const inputs: readonly unknown[] = typeof req.input === 'string' ? [req.input] : req.input;
+    let tokens = 0;
+    if (typeof inputs[0] === 'number') tokens = inputs.length;
+    else for (const item of inputs) tokens += typeof item === 'string' ? deps.tokens.countText(model, item) : (item as number[]).length;
+    return { model, stream: false, estimatedInputTokens: tokens, maxOutputTokens: 0, declaredTools: [] };
+  }
+  if (op === 'responses') {
+    const req = parseOrThrow(OpenAiResponsesRequestSchema, body);
+    const model = requireModel(req.model, pathModel);
+    const messages: ChatMessageText[] = [];
+    if (req.instructions) messages.push({ role: 'system', content: req.instructions });
+    if (typeof req.input === 'string') messages.push({ role: 'user', content: req.input });
+    else for (const item of req.input ?? []) messages.push({ role: 'user', content: textOf([item]) });
+    return {
+      model,
+      stream: req.stream === true,
+      estimatedInputTokens: deps.tokens.countChatMessages(model, messages) + toolsTokens(deps, model, req.tools),
+      maxOutputTokens: req.max_output_tokens ?? deps.defaultMaxOutputTokens(model),
+      declaredTools: toolNames(req.tools),
+    };
+  }
+  const req = parseOrThrow(OpenAiChatRequestSchema, body);
+  const model = requireModel(req.model, pathModel);
+  const perChoice = req.max_completion_tokens ?? req.max_tokens ?? deps.defaultMaxOutputTokens(model);
+  return {
+    model,
+    stream: req.stream === true,
+    estimatedInputTokens: deps.tokens.countChatMessages(model, req.messages.map(chatMessageText)) + toolsTokens(deps, model, req.tools ?? req.functions),
+    maxOutputTokens: perChoice * (req.n ?? 1),
+    declaredTools: [...toolNames(req.tools), ...(req.functions ?? []).map((f) => f.name)],
+  };
+}

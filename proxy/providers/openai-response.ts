@@ -1,0 +1,164 @@
+import type { SvcCode } from '../../core/errors/index.ts';
+import type { TokenUsage } from '../../core/metering/prices.ts';
+import type { AdapterDeps, Operation, ResponseReading } from './adapter.ts';
+import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
+import { codedMessage, errorStatus } from './error-format.ts';
+import type { StreamDialect, StreamErrorEvent } from './stream-meter.ts';
+
+/** Chat and embeddings report prompt/completion tokens; the Responses API input/output tokens. */
+export function openAiUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undefined {
+  if (!usage) return undefined;
+  const input = asCount(usage.prompt_tokens) ?? asCount(usage.input_tokens);
+  const output = asCount(usage.completion_tokens) ?? asCount(usage.output_tokens) ?? 0;
+  const details = asObject(usage.prompt_tokens_details) ?? asObject(usage.input_tokens_details);
+  if (input === undefined) return undefined;
+  return { input, output, cachedInput: asCount(details?.cached_tokens) ?? 0 };
+}
+
+function chatToolCalls(json: JsonObject): { names: string[]; text: string } {
+  const names: string[] = [];
+  let text = '';
+  for (const choice of asArray(json.choices)) {
+    const message = asObject(asObject(choice)?.message);
+    if (!message) continue;
+    text += textOf(message.content) + (asString(message.refusal) ?? '');
+    for (const call of asArray(message.tool_calls)) {
+      const fn = asObject(asObject(call)?.function);
+      const name = asString(fn?.name);
+      if (name !== undefined) names.push(name);
+      text += asString(fn?.arguments) ?? '';
+    }
+    const legacy = asString(asObject(message.function_call)?.name);
+    if (legacy !== undefined) names.push(legacy);
+  }
+  return { names, text };
+}
+
+function responsesToolCalls(json: JsonObject): { names: string[]; text: string } {
+  const names: string[] = [];
+  let text = '';
+  for (const item of asArray(json.output)) {
+    const it = asObject(item);
+    if (!it) continue;
+    if (it.type === 'function_call') {
+      const name = asString(it.name);
+      if (name !== undefined) names.push(name);
+      text += asString(it.arguments) ?? '';
+    } else {
+      text += textOf(it.content);
+    }
+  }
+  return { names, text };
+}
+
+export function readOpenAiResponse(deps: AdapterDeps, op: Operation, body: unknown, estimatedInputTokens = 0, fallbackModel = ''): ResponseReading {
+  const json = asObject(body) ?? {};
+  const model = asString(json.model) ?? fallbackModel;
+  const { names, text } = op === 'responses' ? responsesToolCalls(json) : op === 'chat' ? chatToolCalls(json) : { names: [], text: '' };
+  const reported = openAiUsage(asObject(json.usage));
+  if (reported) {
+    return { usage: { input: reported.input ?? 0, output: reported.output ?? 0, cachedInput: reported.cachedInput ?? 0 }, usageSource: 'provider', toolCalls: names, model };
+  }
+  return {
+    usage: { input: estimatedInputTokens, output: deps.tokens.countText(model, text), cachedInput: 0 },
+    usageSource: 'estimated',
+    toolCalls: names,
+    model,
+  };
+}
+
+export function openAiErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 429) return 'rate_limit_error';
+  if (status >= 500) return 'server_error';
+  return 'invalid_request_error';
+}
+
+export function openAiErrorPayload(svcCode: SvcCode, message: string, status: number): { error: { message: string; type: string; code: string; param: null } } {
+  return { error: { message: codedMessage(svcCode, message), type: openAiErrorType(status), code: svcCode, param: null } };
+}
+
+/**
+ * The SDK raises an `event: error` frame (and any data with an `error` member) as an APIError
+ * carrying `error.message`, in both chat and Responses streams.
+ */
+export const OPENAI_STREAM_ERROR: StreamErrorEvent = {
+  name: 'error',
+  payload: (svcCode, message) => openAiErrorPayload(svcCode, message, errorStatus(svcCode)),
+};
+
+export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
+  return {
+    framing: 'sse',
+    errorEvent: OPENAI_STREAM_ERROR,
+    onEvent(event, acc) {
+      if (event.data === '[DONE]') {
+        acc.finish();
+        return true;
+      }
+      const json = asObject(parseJson(event.data));
+      if (!json) return true;
+      if (json.error !== undefined) {
+        acc.finish();
+        return true;
+      }
+      const choices = asArray(json.choices);
+      for (const choice of choices) {
+        const delta = asObject(asObject(choice)?.delta);
+        if (!delta) continue;
+        const content = asString(delta.content) ?? asString(delta.refusal) ?? asString(delta.reasoning_content);
+        if (content) acc.text(content);
+        for (const call of asArray(delta.tool_calls)) {
+          const fn = asObject(asObject(call)?.function);
+          const name = asString(fn?.name);
+          if (name) acc.toolCall(name);
+          const args = asString(fn?.arguments);
+          if (args) acc.text(args);
+        }
+      }
+      const usage = openAiUsage(asObject(json.usage));
+      if (!usage) return true;
+      acc.reportUsage(usage, true);
+      // The usage-only chunk exists because the proxy asked for it: a client that did not ask never sees it.
+      return !(hideStreamUsage && choices.length === 0);
+    },
+  };
+}
+
+export const responsesStreamDialect: StreamDialect = {
+  framing: 'sse',
+  errorEvent: OPENAI_STREAM_ERROR,
+  onEvent(event, acc) {
+    const json = asObject(parseJson(event.data));
+    if (!json) return true;
+    const type = asString(json.type) ?? event.event;
+    switch (type) {
+      case 'response.output_text.delta':
+      case 'response.refusal.delta':
+      case 'response.function_call_arguments.delta': {
+        const delta = asString(json.delta);
+        if (delta) acc.text(delta);
+        break;
+      }
+      case 'response.output_item.added': {
+        const item = asObject(json.item);
+        const name = item?.type === 'function_call' ? asString(item.name) : undefined;
+        if (name) acc.toolCall(name);
+        break;
+      }
+      case 'response.completed':
+      case 'response.incomplete':
+      case 'response.failed': {
+        const usage = openAiUsage(asObject(asObject(json.response)?.usage));
+        if (usage) acc.reportUsage(usage, true);
+        acc.finish();
+        break;
+      }
+      case 'error':
+        acc.finish();
+        break;
+    }
+    return true;
+  },
+};

@@ -1,0 +1,89 @@
+import type { AdapterDeps, ProviderAdapter, ProviderId } from './adapter.ts';
+import { createAnthropicAdapter } from './anthropic.ts';
+import { createAzureOpenAiAdapter } from './azure-openai.ts';
+import { createGeminiAdapter } from './gemini.ts';
+import { createOpenAiCompatibleAdapter } from './openai-compatible.ts';
+import { createOpenAiAdapter } from './openai.ts';
+
+export interface ReverseMatch {
+  adapter: ProviderAdapter;
+  /** The request path with the provider prefix removed, as the upstream expects it. */
+  upstreamPath: string;
+}
+
+export interface ProviderRegistry {
+  readonly adapters: readonly ProviderAdapter[];
+  get(id: ProviderId): ProviderAdapter | undefined;
+  /** The adapter for an intercepted host (`host` or `host:port`), or undefined to pass through. */
+  forHost(host: string): ProviderAdapter | undefined;
+  /** The adapter selected by a reverse-mode path prefix (`/openai/v1/chat/completions`). */
+  forPath(path: string): ReverseMatch | undefined;
+}
+
+export interface DefaultAdaptersOptions {
+  /** Hosts of OpenAI-compatible servers; without any, that adapter is not registered. */
+  compatibleHosts?: readonly string[];
+  compatibleInjectStreamUsage?: boolean;
+  azureInjectStreamUsage?: boolean;
+}
+
+export function createDefaultAdapters(deps: AdapterDeps, options: DefaultAdaptersOptions = {}): ProviderAdapter[] {
+  const adapters = [
+    createOpenAiAdapter(deps),
+    createAnthropicAdapter(deps),
+    createGeminiAdapter(deps),
+    createAzureOpenAiAdapter(deps, { injectStreamUsage: options.azureInjectStreamUsage ?? false }),
+  ];
+  if (options.compatibleHosts && options.compatibleHosts.length > 0) {
+    adapters.push(createOpenAiCompatibleAdapter(deps, { hosts: options.compatibleHosts, injectStreamUsage: options.compatibleInjectStreamUsage ?? false }));
+  }
+  return adapters;
+}
+
+function stripPort(host: string): string {
+  if (host.startsWith('[')) return host.slice(0, host.indexOf(']') + 1);
+  const colon = host.lastIndexOf(':');
+  return colon < 0 ? host : host.slice(0, colon);
+}
+
+/**
+ * Builds the lookup once: exact hosts in a map, `*.domain` patterns as suffixes. `extraHosts`
+ * adds configured hosts to an adapter (a private gateway in front of a provider, say).
+ */
+export function createProviderRegistry(adapters: readonly ProviderAdapter[], extraHosts: Partial<Record<ProviderId, readonly string[]>> = {}): ProviderRegistry {
+  const exact = new Map<string, ProviderAdapter>();
+  const suffixes: { suffix: string; adapter: ProviderAdapter }[] = [];
+  for (const adapter of adapters) {
+    for (const pattern of [...adapter.hosts, ...(extraHosts[adapter.id] ?? [])]) {
+      const host = pattern.toLowerCase();
+      if (host.startsWith('*.')) suffixes.push({ suffix: host.slice(1), adapter });
+      else exact.set(host, adapter);
+    }
+  }
+  const byId = new Map(adapters.map((a) => [a.id, a]));
+  const prefixes = adapters.map((adapter) => ({ prefix: adapter.reversePrefix, adapter })).sort((a, b) => b.prefix.length - a.prefix.length);
+
+  return {
+    adapters,
+    get: (id) => byId.get(id),
+    forHost(host) {
+      const h = host.toLowerCase();
+      const hit = exact.get(h);
+      if (hit) return hit;
+      const bare = stripPort(h);
+      const bareHit = exact.get(bare);
+      if (bareHit) return bareHit;
+      return suffixes.find((s) => bare.endsWith(s.suffix) && bare.length > s.suffix.length)?.adapter;
+    },
+    forPath(path) {
+      for (const { prefix, adapter } of prefixes) {
+        if (!path.startsWith(prefix)) continue;
+        const rest = path.slice(prefix.length);
+        if (rest === '') return { adapter, upstreamPath: '/' };
+        if (rest.startsWith('/')) return { adapter, upstreamPath: rest };
+        if (rest.startsWith('?')) return { adapter, upstreamPath: '/' + rest };
+      }
+      return undefined;
+    },
+  };
+}

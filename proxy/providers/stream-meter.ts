@@ -1,0 +1,114 @@
+import type { SvcCode } from '../../core/errors/index.ts';
+import type { TokenUsage } from '../../core/metering/prices.ts';
+import type { TokenCounter } from '../../core/metering/tokens.ts';
+import { createJsonArrayFramer } from './json-array-framer.ts';
+import { createSseFramer, EMPTY, sseErrorFrame, type Framer, type SseEvent } from './sse-framer.ts';
+import type { StreamMeter, StreamProgress } from './adapter.ts';
+
+/** What a provider's stream events tell the meter. */
+export interface StreamAccumulator {
+  /** Usage as the provider reports it; `final` marks the totals of the whole answer. */
+  reportUsage(usage: Partial<TokenUsage>, final: boolean): void;
+  /** Generated text (or tool arguments), counted with tiktoken while no final usage is known. */
+  text(delta: string): void;
+  toolCall(name: string): void;
+  finish(): void;
+}
+
+/** How a provider ends a stream with an error: the SSE event name and the JSON payload. */
+export interface StreamErrorEvent {
+  name: string | undefined;
+  payload(svcCode: SvcCode, message: string): unknown;
+}
+
+export function streamErrorBytes(errorEvent: StreamErrorEvent, svcCode: SvcCode, message: string): Uint8Array {
+  return sseErrorFrame(errorEvent.name, errorEvent.payload(svcCode, message));
+}
+
+/** One provider's reading of its stream events; returns false to hide an event from the client. */
+export interface StreamDialect {
+  framing: 'sse' | 'json-array' | 'auto';
+  onEvent(event: SseEvent, acc: StreamAccumulator): boolean;
+  errorEvent: StreamErrorEvent;
+}
+
+export interface StreamMeterContext {
+  model: string;
+  tokens: TokenCounter;
+  /** Input tokens estimated from the request, used until the provider reports its own count. */
+  estimatedInputTokens: number;
+}
+
+const OPEN_BRACKET = 0x5b;
+
+function isWhitespace(b: number): boolean {
+  return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+}
+
+export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContext): StreamMeter {
+  let reportedInput: number | undefined;
+  let reportedOutput: number | undefined;
+  let reportedCached: number | undefined;
+  let finalUsage = false;
+  let estimatedOutput = 0;
+  let done = false;
+  const toolCalls: string[] = [];
+
+  const acc: StreamAccumulator = {
+    reportUsage(usage, final) {
+      if (usage.input !== undefined) reportedInput = usage.input;
+      if (usage.cachedInput !== undefined) reportedCached = usage.cachedInput;
+      if (usage.output !== undefined) reportedOutput = usage.output;
+      if (final) finalUsage = true;
+    },
+    text(delta) {
+      if (!finalUsage) estimatedOutput += ctx.tokens.countText(ctx.model, delta);
+    },
+    toolCall(name) {
+      toolCalls.push(name);
+    },
+    finish() {
+      done = true;
+    },
+  };
+
+  const visit = (event: SseEvent): boolean => dialect.onEvent(event, acc);
+  let framer: Framer | null = dialect.framing === 'sse' ? createSseFramer(visit) : dialect.framing === 'json-array' ? createJsonArrayFramer(visit) : null;
+
+  // Gemini answers a JSON array unless `alt=sse` was asked for; the first byte tells which.
+  function sniff(chunk: Uint8Array): Framer | null {
+    for (const b of chunk) {
+      if (isWhitespace(b)) continue;
+      return b === OPEN_BRACKET ? createJsonArrayFramer(visit) : createSseFramer(visit);
+    }
+    return null;
+  }
+
+  function progress(forward: Uint8Array): StreamProgress {
+    const output = finalUsage ? (reportedOutput ?? estimatedOutput) : Math.max(reportedOutput ?? 0, estimatedOutput);
+    const input = reportedInput ?? ctx.estimatedInputTokens;
+    return {
+      usage: { input, output, cachedInput: Math.min(reportedCached ?? 0, input) },
+      usageSource: finalUsage ? 'provider' : 'estimated',
+      toolCalls,
+      done,
+      forward,
+    };
+  }
+
+  return {
+    push(chunk) {
+      framer ??= sniff(chunk);
+      return progress(framer ? framer.push(chunk) : chunk);
+    },
+    end() {
+      const rest = framer ? framer.end() : EMPTY;
+      done = true;
+      return progress(rest);
+    },
+    errorEvent(svcCode, message) {
+      const payload = dialect.errorEvent.payload(svcCode, message);
+      return (framer ?? createSseFramer(visit)).errorFrame(dialect.errorEvent.name, payload);
+    },
+  };
+}

@@ -1,0 +1,2 @@
+export { startSimulator, type RecordedRequest, type Simulator, type SimulatorOptions } from './server.ts';
+export { DEFAULT_OUTPUT_TOKENS, replyWords } from './plan.ts';

@@ -1,0 +1,69 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { SvcCode } from '../../core/errors/index.ts';
+
+/**
+ * Every word is one token in both o200k_base and cl100k_base, and so is any run of them, so
+ * an answer of N words is N tokens whichever way it is counted.
+ */
+const WORDS = [' one', ' two', ' three', ' four', ' five', ' six', ' seven', ' eight', ' nine', ' ten', ' red', ' blue', ' green', ' cat', ' dog', ' sun', ' sky', ' sea', ' tree', ' book'];
+
+export const DEFAULT_OUTPUT_TOKENS = 8;
+
+/** Everything a simulated answer is derived from; the same request always gets the same answer. */
+export interface ReplyPlan {
+  model: string;
+  words: string[];
+  inputTokens: number;
+  cachedTokens: number;
+  toolCall: string | undefined;
+  delayMs: number;
+  errorCode: SvcCode | undefined;
+  /** With `errorCode`: the stream fails after this many deltas instead of the call being refused. */
+  streamErrorAfter: number | undefined;
+}
+
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function intHeader(headers: IncomingHttpHeaders, name: string): number | undefined {
+  const v = header(headers, name);
+  if (v === undefined) return undefined;
+  const n = Number.parseInt(v, 10);
+  return Number.isInteger(n) && n >= 0 ? n : undefined;
+}
+
+export function replyWords(count: number): string[] {
+  return Array.from({ length: count }, (_, i) => WORDS[i % WORDS.length] ?? ' one');
+}
+
+export interface PlanInput {
+  headers: IncomingHttpHeaders;
+  bodyBytes: number;
+  model: string;
+  /** The request's own answer limit, if it set one. */
+  maxTokens: number | undefined;
+  defaultDelayMs: number;
+}
+
+/**
+ * Output: `x-sim-output-tokens`, else the request's max tokens, else 8. Input: `x-sim-input-tokens`,
+ * else a quarter of the body's bytes, deliberately not a tiktoken count, so tests can tell the
+ * provider's reported usage from the proxy's own estimate.
+ */
+export function planReply(input: PlanInput): ReplyPlan {
+  const { headers } = input;
+  const outputTokens = intHeader(headers, 'x-sim-output-tokens') ?? input.maxTokens ?? DEFAULT_OUTPUT_TOKENS;
+  const inputTokens = intHeader(headers, 'x-sim-input-tokens') ?? Math.ceil(input.bodyBytes / 4);
+  return {
+    model: input.model,
+    words: replyWords(outputTokens),
+    inputTokens,
+    cachedTokens: Math.min(intHeader(headers, 'x-sim-cached-tokens') ?? 0, inputTokens),
+    toolCall: header(headers, 'x-sim-tool-call'),
+    delayMs: intHeader(headers, 'x-sim-chunk-delay-ms') ?? input.defaultDelayMs,
+    errorCode: header(headers, 'x-sim-error-code') as SvcCode | undefined,
+    streamErrorAfter: intHeader(headers, 'x-sim-stream-error-after'),
+  };
+}

@@ -1,0 +1,161 @@
+import { createServer as createHttpServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { TokenUsage } from '../../core/metering/prices.ts';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
+import type { Operation, ProviderAdapter, ProviderId } from '../../proxy/providers/adapter.ts';
+import { azureDeploymentFromPath } from '../../proxy/providers/azure-openai.ts';
+import { createAnthropicAdapter } from '../../proxy/providers/anthropic.ts';
+import { createGeminiAdapter, geminiModelFromPath } from '../../proxy/providers/gemini.ts';
+import { createOpenAiAdapter } from '../../proxy/providers/openai.ts';
+import { anthropicMessages } from './anthropic-sim.ts';
+import type { SimHandler } from './context.ts';
+import { geminiGenerate } from './gemini-sim.ts';
+import { openAiChat, openAiEmbeddings, openAiResponses } from './openai-sim.ts';
+import { planReply } from './plan.ts';
+import { sendJson } from './sse-writer.ts';
+
+export interface SimulatorOptions {
+  port?: number;
+  host?: string;
+  /** Serve HTTPS with this certificate and key (PEM). */
+  tls?: { cert: string | Buffer; key: string | Buffer };
+  /** Pause between stream events; `x-sim-chunk-delay-ms` overrides it per request. */
+  chunkDelayMs?: number;
+}
+
+export interface RecordedRequest {
+  method: string;
+  /** Path and query as received. */
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+  json: unknown;
+  provider: ProviderId | null;
+  operation: Operation | null;
+  /** The usage the simulator put in its answer; set once the answer is complete. */
+  usageSent: TokenUsage | undefined;
+  /** The status it answered with. */
+  status: number | undefined;
+}
+
+export interface Simulator {
+  url: string;
+  port: number;
+  requests: RecordedRequest[];
+  close(): Promise<void>;
+}
+
+interface Route {
+  adapter: ProviderAdapter;
+  provider: ProviderId;
+  operation: Operation;
+}
+
+const HANDLERS: Record<Operation, SimHandler> = {
+  chat: openAiChat,
+  responses: openAiResponses,
+  embeddings: openAiEmbeddings,
+  messages: anthropicMessages,
+  generate: geminiGenerate,
+  stream_generate: geminiGenerate,
+};
+
+function maxTokensOf(body: Record<string, unknown>): number | undefined {
+  const config = (body.generationConfig ?? body.generation_config) as Record<string, unknown> | undefined;
+  for (const v of [body.max_completion_tokens, body.max_tokens, body.max_output_tokens, config?.maxOutputTokens, config?.max_output_tokens]) {
+    if (typeof v === 'number' && Number.isInteger(v) && v >= 0) return v;
+  }
+  return undefined;
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * A provider stand-in speaking the OpenAI (also under Azure deployment paths and any prefix,
+ * for OpenAI-compatible servers), Anthropic and Gemini wire formats. Answers are derived from
+ * the request (see plan.ts); headers `x-sim-error-code` (with `x-sim-stream-error-after`)
+ * make it answer the adapters' own refusal formats.
+ */
+export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
+  const tokens = createTokenCounter();
+  const deps = { tokens, defaultMaxOutputTokens: () => 4096 };
+  const openai = createOpenAiAdapter(deps);
+  const anthropic = createAnthropicAdapter(deps);
+  const gemini = createGeminiAdapter(deps);
+  const requests: RecordedRequest[] = [];
+
+  function route(method: string, path: string): Route | null {
+    for (const adapter of [gemini, anthropic, openai]) {
+      const operation = adapter.classify(method, path);
+      if (operation) return { adapter, provider: path.includes('/openai/deployments/') ? 'azure-openai' : adapter.id, operation };
+    }
+    return null;
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = req.url ?? '/';
+    const method = req.method ?? 'GET';
+    const body = await readBody(req);
+    let json: unknown;
+    try {
+      json = body.length > 0 ? JSON.parse(body) : undefined;
+    } catch {
+      json = undefined;
+    }
+    const found = route(method, path);
+    const record: RecordedRequest = { method, path, headers: req.headers, body, json, provider: found?.provider ?? null, operation: found?.operation ?? null, usageSent: undefined, status: undefined };
+    requests.push(record);
+    res.on('finish', () => {
+      record.status = res.statusCode;
+    });
+    if (!found) {
+      sendJson(res, 404, { error: { message: `simulator: no route for ${method} ${path}`, type: 'invalid_request_error', code: null, param: null } });
+      return;
+    }
+    const bodyObject = typeof json === 'object' && json !== null ? (json as Record<string, unknown>) : {};
+    const url = new URL(path, 'http://simulator');
+    const model =
+      typeof bodyObject.model === 'string' ? bodyObject.model : (geminiModelFromPath(path) ?? azureDeploymentFromPath(path) ?? 'unknown-model');
+    const plan = planReply({ headers: req.headers, bodyBytes: Buffer.byteLength(body), model, maxTokens: maxTokensOf(bodyObject), defaultDelayMs: options.chunkDelayMs ?? 0 });
+    if (plan.errorCode !== undefined && plan.streamErrorAfter === undefined) {
+      const reply = found.adapter.errorResponse(plan.errorCode, 'simulated refusal');
+      res.writeHead(reply.status, reply.headers);
+      res.end(reply.body);
+      return;
+    }
+    const stream = found.operation === 'stream_generate' || bodyObject.stream === true;
+    record.usageSent = await HANDLERS[found.operation]({ res, plan, body: bodyObject, adapter: found.adapter, stream, query: url.searchParams });
+  }
+
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
+    handle(req, res).catch((err: unknown) => {
+      if (!res.headersSent) sendJson(res, 500, { error: { message: `simulator: ${(err as Error).message}`, type: 'server_error' } });
+      else res.destroy();
+    });
+  };
+  const server: Server = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, listener) : createHttpServer(listener);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = options.host ?? '127.0.0.1';
+  return {
+    url: `${options.tls ? 'https' : 'http'}://${host}:${port}`,
+    port,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => {
+          tokens.free();
+          resolve();
+        });
+      }),
+  };
+}
