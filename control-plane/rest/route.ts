@@ -46,6 +46,8 @@ export interface RouteSpec<B extends z.ZodType | undefined, Q extends z.ZodType 
   body?: B;
   /** The body may be left out entirely (spec: TerminateRequest, BudgetCheckRequest). */
   bodyOptional?: boolean;
+  /** Whether a `tenant_id` in the body or query names the tenant acted for (default true). */
+  tenantFromInput?: boolean;
   query?: Q;
   params?: P;
   responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string }>;
@@ -97,7 +99,7 @@ export function createRouteTable(app: FastifyInstance, deps: { tenants: Tenants;
             const header = request.headers['x-tenant-id'];
             const tenant = resolveTenant(principal, deps.tenants, {
               header: Array.isArray(header) ? header[0] : header,
-              field: tenantField(rawBody) ?? tenantField(request.query),
+              field: spec.tenantFromInput === false ? undefined : (tenantField(rawBody) ?? tenantField(request.query)),
             });
             caller = { principal, tenant, requestId: request.id };
           }

@@ -12,7 +12,7 @@ export function tenantRoutes(routes: RouteTable, deps: { tenants: Tenants; store
   const { tenants, store, audit, clock } = deps;
   routes.add({
     method: 'POST', path: '/v1/tenants', operationId: 'createTenant', tag: 'tenancy', access: 'administrator',
-    summary: 'Create a tenant (platform administrators only)', body: CreateTenantRequestSchema,
+    summary: 'Create a tenant (platform administrators only)', body: CreateTenantRequestSchema, tenantFromInput: false,
     responses: { 201: { description: 'created', schema: TenantSchema }, 409: { description: 'tenant id taken (SVC-SYS-9008)', schema: ErrorBodySchema } },
     handler: ({ caller, body }) => {
       const tenant = store.transaction(() => {

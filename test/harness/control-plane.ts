@@ -1,0 +1,91 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import type { BusMessage, Messaging } from '../../core/bus/bus.ts';
+import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
+import { loadConfig } from '../../core/config/load.ts';
+import type { Config } from '../../core/config/schema.ts';
+import { loadPriceTable } from '../../core/metering/prices.ts';
+import { createControlPlane, type ControlPlane } from '../../control-plane/create-control-plane.ts';
+import { createPricer } from '../../control-plane/usage/pricer.ts';
+
+export const ROOT_KEY = 'root-administrator-key-for-tests-0001';
+
+export interface RunningControlPlane {
+  url: string;
+  plane: ControlPlane;
+  messaging: Messaging;
+  dataDir: string;
+  /** Everything published on the bus since start, in order. */
+  published: BusMessage[];
+  /** Sends a request as `key` (default: the root administrator) and parses the JSON answer. */
+  call(method: string, path: string, options?: { key?: string | null; body?: unknown; headers?: Record<string, string>; raw?: string }): Promise<{ status: number; body: any; headers: Headers }>;
+  /** Closes and opens again on the same data directory. */
+  restart(): Promise<RunningControlPlane>;
+  close(): Promise<void>;
+}
+
+/** A real control plane on a free port with its own LMDB directory and in-process messaging. */
+export async function startControlPlane(overrides: Partial<Record<keyof Config, unknown>> = {}, dataDir = mkdtempSync(join(tmpdir(), 'cp-'))): Promise<RunningControlPlane> {
+  const config = loadConfig({}, { data_dir: dataDir, http_host: '127.0.0.1', http_port: 0, bootstrap_admin_key: ROOT_KEY, log_level: 'silent', ...overrides });
+  const logger = pino({ level: 'silent' });
+  const messaging = createMemoryMessaging({ logger });
+  const published: BusMessage[] = [];
+  for (const family of ['envelopes', 'events', 'budgets', 'policies']) {
+    await messaging.bus.subscribe(`svc.*.${family}.>`, async (m) => {
+      published.push(m);
+    });
+  }
+  const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
+  const url = await plane.listen();
+  const running: RunningControlPlane = {
+    url, plane, messaging, dataDir, published,
+    async call(method, path, options = {}) {
+      const headers: Record<string, string> = { ...options.headers };
+      const key = options.key === undefined ? ROOT_KEY : options.key;
+      if (key !== null) headers['x-api-key'] = key;
+      let payload: string | undefined = options.raw;
+      if (options.body !== undefined) payload = JSON.stringify(options.body);
+      if (payload !== undefined) headers['content-type'] ??= 'application/json';
+      const response = await fetch(url + path, { method, headers, ...(payload !== undefined ? { body: payload } : {}) });
+      const text = await response.text();
+      let body: unknown = text;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // Prometheus text and other non-JSON bodies stay as text.
+      }
+      return { status: response.status, body, headers: response.headers };
+    },
+    async restart() {
+      await running.close();
+      return startControlPlane(overrides, dataDir);
+    },
+    async close() {
+      await plane.close();
+      await messaging.close();
+    },
+  };
+  return running;
+}
+
+/** Creates a tenant and an admin key for it as the root administrator; returns the key. */
+export async function tenantWithKey(cp: RunningControlPlane, tenantId: string, scopes: string[] = ['admin']): Promise<string> {
+  const tenant = await cp.call('POST', '/v1/tenants', { body: { tenant_id: tenantId, name: tenantId } });
+  if (tenant.status !== 201 && tenant.status !== 409) throw new Error(`tenant ${tenantId}: ${JSON.stringify(tenant.body)}`);
+  const key = await cp.call('POST', '/v1/api-keys', { body: { name: `${tenantId}-key`, scopes }, headers: { 'x-tenant-id': tenantId } });
+  if (key.status !== 201) throw new Error(`key for ${tenantId}: ${JSON.stringify(key.body)}`);
+  return key.body.key_secret as string;
+}
+
+/** Waits until `predicate` holds, polling; fails after `timeoutMs`. */
+export async function eventually<T>(probe: () => T | Promise<T>, predicate: (value: T) => boolean, timeoutMs = 3000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (predicate(value)) return value;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
