@@ -9,6 +9,8 @@ import type { UpstreamResponse } from './upstream-client.ts';
  */
 export async function relayResponse(res: ServerResponse, upstream: UpstreamResponse): Promise<void> {
   res.writeHead(upstream.statusCode, upstream.headers);
-  res.flushHeaders();
+  // A stream may pause long before its first chunk, so its headers go out at once; a sized body
+  // goes out with its headers in one write.
+  if (upstream.headers['content-length'] === undefined) res.flushHeaders();
   await pipeline(upstream.body, res);
 }
