@@ -139,6 +139,13 @@ describe('evaluate', () => {
     const warned = evaluate(ruleset, { action: 'llm:claude', context: { estimated_cost: 2 } });
     expect(warned).toMatchObject({ decision: 'WARN', allowed: true, effect: 'allow', matched_policy: warn.policy_id, matched_rule: 'expensive', enforcement: null });
     expect(warned.warnings).toHaveLength(1);
+    expect(warned.reason).toBe('allowed with 1 warning(s), first: warned by policy "cost-watch" rule "expensive": expensive call');
+  });
+
+  it('names the policy and rule in a warning without a message', () => {
+    const p = policy({ name: 'quiet', rules: [rule('no-message', '*', 'WARN')] });
+    const result = evaluate(compileRuleset([p], 1), { action: 'x', context: {} });
+    expect(result.warnings).toEqual([{ policy_id: p.policy_id, rule_id: 'no-message', message: 'warned by policy "quiet" rule "no-message"' }]);
   });
 
   it('stops at REQUIRE_APPROVAL, not allowed, effect deny', () => {
@@ -170,7 +177,7 @@ describe('evaluate', () => {
     const allowed = evaluate(ruleset, { action: 'tool:search', context: {} });
     expect(allowed).toMatchObject({ decision: 'WARN', allowed: true });
     expect(allowed.warnings.map((w) => w.rule_id)).toEqual(['soft-deny', 'soft-approve']);
-    expect(allowed.warnings[0]?.message).toBe('would deny (soft: soft-deny): risky tool');
+    expect(allowed.warnings[0]?.message).toBe('would deny (policy "soft" rule "soft-deny"): risky tool');
     expect(allowed.warnings[1]?.message).toMatch(/^would require approval/);
     const denied = evaluate(ruleset, { action: 'tool:shell', context: {} });
     expect(denied).toMatchObject({ decision: 'DENY', matched_rule: 'hard-deny' });

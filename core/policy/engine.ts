@@ -9,6 +9,9 @@ interface RuleStep {
   readonly policy: CompiledPolicy;
   readonly rule: CompiledRule;
   readonly policyEnd: number;
+  /** Texts built at compile time, so evaluation does not format strings. */
+  readonly reason: string;
+  readonly warning: string;
 }
 
 export interface CompiledRuleset {
@@ -47,9 +50,24 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
   const steps: RuleStep[] = [];
   for (const policy of compiled) {
     const policyEnd = steps.length + policy.rules.length;
-    for (const rule of policy.rules) steps.push({ policy, rule, policyEnd });
+    for (const rule of policy.rules) steps.push({ policy, rule, policyEnd, ...describe(policy, rule) });
   }
   return { version, policies: compiled, steps, needsJudge: steps.some((s) => s.rule.semantic.length > 0) };
+}
+
+function describe(policy: CompiledPolicy, rule: CompiledRule): Pick<RuleStep, 'reason' | 'warning'> {
+  const label = `policy "${policy.name}" rule "${rule.name === '' ? rule.ruleId : rule.name}"`;
+  const suffix = rule.message === undefined ? '' : `: ${rule.message}`;
+  switch (rule.decision) {
+    case 'ALLOW':
+      return { reason: `allowed by ${label}${suffix}`, warning: '' };
+    case 'WARN':
+      return { reason: `warned by ${label}${suffix}`, warning: rule.message ?? `warned by ${label}` };
+    case 'DENY':
+      return { reason: `denied by ${label}${suffix}`, warning: `would deny (${label})${suffix}` };
+    case 'REQUIRE_APPROVAL':
+      return { reason: `approval required by ${label}${suffix}`, warning: `would require approval (${label})${suffix}` };
+  }
 }
 
 function compareText(a: string, b: string): number {
@@ -169,25 +187,20 @@ function apply(state: WalkState, step: RuleStep): number {
     return rule.decision === 'WARN' ? CONTINUE : NEXT_POLICY;
   }
   if (rule.decision === 'WARN') {
-    addWarning(state, step, rule.message ?? `${policy.name}: ${ruleLabel(rule)}`);
+    addWarning(state, step);
     return CONTINUE;
   }
   if (policy.enforcement === 'WARN' && rule.decision !== 'ALLOW') {
-    const verb = rule.decision === 'DENY' ? 'would deny' : 'would require approval';
-    addWarning(state, step, `${verb} (${policy.name}: ${ruleLabel(rule)})${rule.message === undefined ? '' : `: ${rule.message}`}`);
+    addWarning(state, step);
     return NEXT_POLICY;
   }
   state.decidedBy = step;
   return DECIDED;
 }
 
-function addWarning(state: WalkState, step: RuleStep, message: string): void {
+function addWarning(state: WalkState, step: RuleStep): void {
   state.firstWarning ??= step;
-  state.warnings.push({ policy_id: step.policy.policyId, rule_id: step.rule.ruleId, message });
-}
-
-function ruleLabel(rule: CompiledRule): string {
-  return rule.name === '' ? rule.ruleId : rule.name;
+  state.warnings.push({ policy_id: step.policy.policyId, rule_id: step.rule.ruleId, message: step.warning });
 }
 
 function finish(state: WalkState, started: number): EvaluationResult {
@@ -198,7 +211,6 @@ function finish(state: WalkState, started: number): EvaluationResult {
   if (decidedBy !== null) {
     const { policy, rule } = decidedBy;
     const allowed = rule.decision === 'ALLOW';
-    const verb = allowed ? 'allowed' : rule.decision === 'DENY' ? 'denied' : 'approval required';
     result = {
       ...base,
       decision: rule.decision,
@@ -208,7 +220,7 @@ function finish(state: WalkState, started: number): EvaluationResult {
       matched_policy_name: policy.name,
       matched_rule: rule.ruleId,
       enforcement: policy.enforcement,
-      reason: `${verb} by policy "${policy.name}" rule "${ruleLabel(rule)}"${rule.message === undefined ? '' : `: ${rule.message}`}${note}`,
+      reason: note === '' ? decidedBy.reason : decidedBy.reason + note,
       ...(rule.message === undefined ? {} : { message: rule.message }),
     };
   } else if (firstWarning !== null) {
@@ -221,7 +233,7 @@ function finish(state: WalkState, started: number): EvaluationResult {
       matched_policy_name: firstWarning.policy.name,
       matched_rule: firstWarning.rule.ruleId,
       enforcement: null,
-      reason: `allowed with ${warnings.length} warning(s), first from policy "${firstWarning.policy.name}" rule "${ruleLabel(firstWarning.rule)}"${note}`,
+      reason: `allowed with ${warnings.length} warning(s), first: ${firstWarning.reason}${note}`,
     };
   } else {
     result = {
@@ -233,7 +245,7 @@ function finish(state: WalkState, started: number): EvaluationResult {
       matched_policy_name: null,
       matched_rule: null,
       enforcement: null,
-      reason: `no policy rule matched${note}`,
+      reason: note === '' ? 'no policy rule matched' : `no policy rule matched${note}`,
     };
   }
   result.evaluation_time_ms = performance.now() - started;
