@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { BudgetLimitsSchema, BudgetStatusSchema } from '../domain/budget.ts';
+import { TimestampSchema } from '../domain/common.ts';
+import { PolicySchema } from '../policy/model.ts';
+
+/**
+ * What passes between the control plane and its proxies besides the events of spec 6.2.
+ * Rulesets and budget state travel in key-value buckets (the last value per key, so a proxy that
+ * starts or reconnects is current at once); leases are request-reply; terminations are signals.
+ * Every subject and key starts with the tenant, so per-tenant credentials can fence them.
+ */
+export const BUCKETS = { rulesets: 'svc_rulesets', budgets: 'svc_budgets' } as const;
+
+export const keys = {
+  ruleset: (tenant: string) => `ruleset.${tenant}`,
+  budget: (tenant: string, budgetId: string) => `budget.${tenant}.${budgetId}`,
+  budgetFilter: (tenant: string) => `budget.${tenant}.>`,
+} as const;
+
+export const syncSubjects = {
+  /** Request-reply: a proxy asks for, renews or returns a budget lease. */
+  lease: (tenant: string) => `svc.${tenant}.leases.request`,
+  /** Signal: end the named envelope's in-flight calls wherever they run. */
+  terminate: (tenant: string) => `svc.${tenant}.signals.terminate`,
+} as const;
+
+/** A tenant's policies as of one version; each proxy compiles them with core/policy. */
+export const RulesetSnapshotSchema = z.object({
+  tenant_id: z.string(),
+  version: z.number().int().nonnegative(),
+  policies: z.array(PolicySchema),
+  published_at: TimestampSchema,
+});
+export type RulesetSnapshot = z.infer<typeof RulesetSnapshotSchema>;
+
+/** A budget's state as proxies need it to refuse work early; money in micro-dollars. */
+export const BudgetStateSchema = z.object({
+  tenant_id: z.string(),
+  budget_id: z.string(),
+  status: BudgetStatusSchema,
+  limits: BudgetLimitsSchema,
+  period_start: TimestampSchema,
+  period_end: TimestampSchema.nullable(),
+  used_tokens: z.number().int().nonnegative(),
+  used_micros: z.number().int().nonnegative(),
+  /** What is neither spent nor leased out; null when unlimited. */
+  unleased_tokens: z.number().int().nullable(),
+  unleased_micros: z.number().int().nullable(),
+  updated_at: TimestampSchema,
+});
+export type BudgetState = z.infer<typeof BudgetStateSchema>;
+
+export const LeaseRequestSchema = z.object({
+  tenant_id: z.string(),
+  budget_id: z.string(),
+  /** Stable per proxy process; leases of a vanished holder expire. */
+  holder: z.string(),
+  /** The lease being renewed or returned, if any. */
+  lease_id: z.string().nullable().default(null),
+  want_tokens: z.number().int().nonnegative(),
+  want_micros: z.number().int().nonnegative(),
+  /** What the holder has settled out of its current lease since the last request. */
+  spent_tokens: z.number().int().nonnegative().default(0),
+  spent_micros: z.number().int().nonnegative().default(0),
+  /** Give everything back (shutdown). */
+  release: z.boolean().default(false),
+});
+export type LeaseRequest = z.infer<typeof LeaseRequestSchema>;
+
+export const LeaseGrantSchema = z.object({
+  lease_id: z.string(),
+  budget_id: z.string(),
+  /** The whole lease now held (not the increment); null for an unlimited dimension. */
+  tokens: z.number().int().nonnegative().nullable(),
+  micros: z.number().int().nonnegative().nullable(),
+  expires_at: TimestampSchema,
+  status: BudgetStatusSchema,
+});
+export type LeaseGrant = z.infer<typeof LeaseGrantSchema>;
+
+export const TerminateSignalSchema = z.object({
+  tenant_id: z.string(),
+  envelope_id: z.string(),
+  execution_id: z.string().nullable(),
+  budget_id: z.string().nullable(),
+  reason: z.string(),
+  force: z.boolean(),
+});
+export type TerminateSignal = z.infer<typeof TerminateSignalSchema>;
+
+/**
+ * A proxy opened an envelope for an execution it saw first (published on
+ * `svc.<tenant>.envelopes.created`); the control plane stores it if it does not know it yet.
+ */
+export const EnvelopeOpenedSchema = z.object({
+  tenant_id: z.string(),
+  envelope_id: z.string(),
+  execution_id: z.string(),
+  budget_id: z.string().nullable(),
+  status: z.literal('AUTHORIZED'),
+  adapter_type: z.string().default('proxy'),
+  source: z.string(),
+  occurred_at: TimestampSchema,
+});
+export type EnvelopeOpened = z.infer<typeof EnvelopeOpenedSchema>;
