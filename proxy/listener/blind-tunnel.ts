@@ -20,6 +20,14 @@ export function openBlindTunnel(client: Duplex, head: Buffer, target: ConnectTar
     clearTimeout(timer);
     established = true;
     client.write(CONNECT_ESTABLISHED);
+    if (metrics !== undefined) {
+      // Counted as the bytes pass, so a long-lived tunnel shows its traffic before it closes.
+      const toUpstream = metrics.tunnelBytes.labels({ direction: 'client_to_upstream' });
+      const toClient = metrics.tunnelBytes.labels({ direction: 'upstream_to_client' });
+      toUpstream.inc(head.length);
+      client.on('data', (chunk: Buffer) => toUpstream.inc(chunk.length));
+      upstream.on('data', (chunk: Buffer) => toClient.inc(chunk.length));
+    }
     if (head.length > 0) upstream.write(head);
     client.pipe(upstream);
     upstream.pipe(client);
@@ -36,8 +44,6 @@ export function openBlindTunnel(client: Duplex, head: Buffer, target: ConnectTar
   upstream.once('close', () => {
     clearTimeout(timer);
     client.destroy();
-    metrics?.tunnelBytes.inc({ direction: 'client_to_upstream' }, upstream.bytesWritten);
-    metrics?.tunnelBytes.inc({ direction: 'upstream_to_client' }, upstream.bytesRead);
   });
   client.on('error', () => upstream.destroy());
   client.once('close', () => upstream.destroy());

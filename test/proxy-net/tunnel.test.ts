@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -50,6 +50,61 @@ describe('blind CONNECT tunnel', () => {
     expect(await metricValue(rig.registry, 'svc_proxy_connections_total', { mode: 'tunnel' })).toBe(1);
     expect(await metricValue(rig.registry, 'svc_proxy_tunnel_bytes_total', { direction: 'upstream_to_client' })).toBeGreaterThan(rig.provider.binary.length);
     expect(await metricValue(rig.registry, 'svc_proxy_tunnel_bytes_total', { direction: 'client_to_upstream' })).toBeGreaterThan(0);
+  });
+
+  it('relays a binary payload to a plain TCP echo untouched, and closes the client when the origin closes', async () => {
+    const originSockets: Socket[] = [];
+    const echo = createServer((socket) => {
+      originSockets.push(socket);
+      socket.pipe(socket);
+    });
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = echo.address() as AddressInfo;
+      const payload = randomBytes(200_000);
+      const client = connect(rig.proxyPort, '127.0.0.1');
+      client.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+      let received = Buffer.alloc(0);
+      const established = 'HTTP/1.1 200 Connection Established\r\n\r\n';
+      const echoed = new Promise<void>((resolve) => {
+        client.on('data', (chunk: Buffer) => {
+          received = Buffer.concat([received, chunk]);
+          if (received.length >= established.length + payload.length) resolve();
+        });
+      });
+      client.write(payload);
+      await echoed;
+      expect(received.subarray(0, established.length).toString()).toBe(established);
+      expect(sha256(received.subarray(established.length))).toBe(sha256(payload));
+
+      const clientClosed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+      originSockets[0]?.destroy();
+      await clientClosed;
+      expect(client.destroyed).toBe(true);
+    } finally {
+      await new Promise<void>((resolve) => echo.close(() => resolve()));
+    }
+  });
+
+  it('closes the origin side when the client goes away', async () => {
+    let originClosed!: () => void;
+    const closedAtOrigin = new Promise<void>((resolve) => (originClosed = resolve));
+    const origin = createServer((socket) => {
+      socket.resume();
+      socket.once('close', () => originClosed());
+    });
+    await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = origin.address() as AddressInfo;
+      const client = connect(rig.proxyPort, '127.0.0.1');
+      client.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      await new Promise<void>((resolve) => client.once('data', () => resolve()));
+      client.destroy();
+      // Resolves only if the proxy tore down its upstream socket; the test times out otherwise.
+      await closedAtOrigin;
+    } finally {
+      await new Promise<void>((resolve) => origin.close(() => resolve()));
+    }
   });
 
   it('refuses a CONNECT denied by the egress check with 403 naming SVC-ADP-5003', async () => {
