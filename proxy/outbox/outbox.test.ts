@@ -1,0 +1,162 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { open } from 'lmdb';
+import { Registry } from 'prom-client';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Bus, BusLogger } from '../../core/bus/bus.ts';
+import { MemoryBus } from '../../core/bus/memory-bus.ts';
+import { SvcError } from '../../core/errors/index.ts';
+import { Outbox, type OutboxOptions } from './outbox.ts';
+
+const quiet: BusLogger = { warn: () => undefined, error: () => undefined };
+
+/** A bus in front of the in-process one that fails while `down` is set, and records what it took. */
+function flakyBus(): { bus: Bus; accepted: string[]; attempts: () => number; setDown(down: boolean): void } {
+  const inner = new MemoryBus({ logger: quiet });
+  const accepted: string[] = [];
+  let down = false;
+  let attempts = 0;
+  const bus: Bus = {
+    publish: async (subject, data, options) => {
+      attempts++;
+      if (down) throw new SvcError('SVC-EVT-4001', 'bus unreachable');
+      await inner.publish(subject, data, options);
+      accepted.push(options?.msgId ?? '');
+    },
+    subscribe: (...args) => inner.subscribe(...args),
+    consumeBatches: (...args) => inner.consumeBatches(...args),
+    close: () => inner.close(),
+    healthy: () => !down,
+  };
+  return { bus, accepted, attempts: () => attempts, setDown: (value) => void (down = value) };
+}
+
+async function metric(registry: Registry, name: string): Promise<number> {
+  const found = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+  return Number(found?.values[0]?.value ?? Number.NaN);
+}
+
+const event = (n: number) => ({ id: `evt-${n}`, subject: 'svc.acme.events.llm.call', data: { n } });
+const fast: OutboxOptions = { initialBackoffMs: 5, maxBackoffMs: 20 };
+
+describe('Outbox', () => {
+  let dir: string;
+  const opened: Outbox[] = [];
+  function outbox(bus: Bus, options: OutboxOptions = fast, registry = new Registry()): Outbox {
+    const box = new Outbox({ bus, store: { path: dir }, registry, logger: quiet }, options);
+    opened.push(box);
+    return box;
+  }
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'svc-outbox-'));
+  });
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((box) => box.close()));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('publishes appended events in order with the event id as msgId, and counts them', async () => {
+    const flaky = flakyBus();
+    const registry = new Registry();
+    const box = outbox(flaky.bus, fast, registry);
+    for (let n = 1; n <= 5; n++) await box.append(event(n));
+    await box.flush(2_000);
+    expect(flaky.accepted).toEqual(['evt-1', 'evt-2', 'evt-3', 'evt-4', 'evt-5']);
+    expect(box.depth()).toBe(0);
+    expect(await metric(registry, 'svc_proxy_outbox_published_total')).toBe(5);
+    expect(await metric(registry, 'svc_proxy_outbox_depth')).toBe(0);
+  });
+
+  it('keeps events while the bus fails, backs off, and sends them in order once it is back', async () => {
+    const flaky = flakyBus();
+    flaky.setDown(true);
+    const registry = new Registry();
+    const box = outbox(flaky.bus, fast, registry);
+    for (let n = 1; n <= 4; n++) await box.append(event(n));
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(box.depth()).toBe(4);
+    expect(await metric(registry, 'svc_proxy_outbox_depth')).toBe(4);
+    // backoff: far fewer attempts than a busy loop would make in 150 ms
+    expect(flaky.attempts()).toBeGreaterThan(1);
+    expect(flaky.attempts()).toBeLessThan(30);
+    flaky.setDown(false);
+    await box.flush(2_000);
+    expect(flaky.accepted).toEqual(['evt-1', 'evt-2', 'evt-3', 'evt-4']);
+  });
+
+  it('refuses events beyond maxEntries with SVC-EVT-4001 and counts them as dropped', async () => {
+    const flaky = flakyBus();
+    flaky.setDown(true);
+    const registry = new Registry();
+    const box = outbox(flaky.bus, { ...fast, maxEntries: 3 }, registry);
+    for (let n = 1; n <= 3; n++) await box.append(event(n));
+    await expect(box.append(event(4))).rejects.toMatchObject({ code: 'SVC-EVT-4001', details: { event_id: 'evt-4', max_entries: 3 } });
+    expect(await metric(registry, 'svc_proxy_outbox_dropped_total')).toBe(1);
+    expect(box.depth()).toBe(3);
+    flaky.setDown(false);
+    await box.flush(2_000);
+    expect(flaky.accepted).toEqual(['evt-1', 'evt-2', 'evt-3']);
+  });
+
+  it('refuses events beyond maxBytes', async () => {
+    const flaky = flakyBus();
+    flaky.setDown(true);
+    const box = outbox(flaky.bus, { ...fast, maxBytes: 200 });
+    await box.append({ ...event(1), data: { text: 'x'.repeat(100) } });
+    await expect(box.append({ ...event(2), data: { text: 'x'.repeat(100) } })).rejects.toMatchObject({ code: 'SVC-EVT-4001' });
+  });
+
+  it('sends what was pending at a crash exactly once after reopening, and continues the sequence', async () => {
+    const flaky = flakyBus();
+    flaky.setDown(true);
+    const first = outbox(flaky.bus);
+    for (let n = 1; n <= 3; n++) await first.append(event(n));
+    await first.close();
+
+    flaky.setDown(false);
+    const second = outbox(flaky.bus);
+    expect(second.depth()).toBe(3);
+    await second.append(event(4));
+    await second.flush(2_000);
+    expect(flaky.accepted).toEqual(['evt-1', 'evt-2', 'evt-3', 'evt-4']);
+    await second.close();
+
+    const third = outbox(flaky.bus);
+    expect(third.depth()).toBe(0);
+  });
+
+  it('rejects an invalid event naming the field and writes nothing', async () => {
+    const flaky = flakyBus();
+    flaky.setDown(true);
+    const box = outbox(flaky.bus);
+    await expect(box.append({ id: '', subject: 'svc.acme.events.llm.call', data: {} })).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'id' }] });
+    await expect(box.append({ id: 'e', subject: 'svc.acme.leases.x', data: {} })).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'subject' }] });
+    expect(box.depth()).toBe(0);
+  });
+
+  it('drops an event the bus refuses as invalid instead of blocking the ones behind it', async () => {
+    const flaky = flakyBus();
+    const registry = new Registry();
+    const bus: Bus = { ...flaky.bus, publish: (subject, data, options) => (options?.msgId === 'evt-2' ? Promise.reject(new SvcError('SVC-EVT-4002', 'invalid')) : flaky.bus.publish(subject, data, options)) };
+    const box = outbox(bus, fast, registry);
+    for (let n = 1; n <= 3; n++) await box.append(event(n));
+    await box.flush(2_000);
+    expect(flaky.accepted).toEqual(['evt-1', 'evt-3']);
+    expect(await metric(registry, 'svc_proxy_outbox_dropped_total')).toBe(1);
+  });
+
+  it('leaves a store passed in open on close', async () => {
+    const root = open({ path: join(dir, 'shared') });
+    const flaky = flakyBus();
+    flaky.setDown(true);
+    const box = new Outbox({ bus: flaky.bus, store: { root }, registry: new Registry(), logger: quiet });
+    await box.append(event(1));
+    await box.close();
+    await expect(box.append(event(2))).rejects.toMatchObject({ code: 'SVC-EVT-4001' });
+    expect(root.openDB({ name: 'outbox', encoding: 'msgpack' }).getCount()).toBe(1);
+    await root.put('still', 'open');
+    expect(root.get('still')).toBe('open');
+    await root.close();
+  });
+});
