@@ -1,3 +1,5 @@
+import { maxOutputTokens, type PriceTable } from '../../core/metering/prices.ts';
+import type { TokenCounter } from '../../core/metering/tokens.ts';
 import type { AdapterDeps, ProviderAdapter, ProviderId } from './adapter.ts';
 import { createAnthropicAdapter } from './anthropic.ts';
 import { createAzureOpenAiAdapter } from './azure-openai.ts';
@@ -25,6 +27,11 @@ export interface DefaultAdaptersOptions {
   compatibleHosts?: readonly string[];
   compatibleInjectStreamUsage?: boolean;
   azureInjectStreamUsage?: boolean;
+}
+
+/** Adapter dependencies from the shared token counter and price table (its max_output_tokens bound requests). */
+export function createAdapterDeps(tokens: TokenCounter, prices: PriceTable, fallbackMaxOutputTokens = 4096): AdapterDeps {
+  return { tokens, defaultMaxOutputTokens: (model) => maxOutputTokens(prices, model, fallbackMaxOutputTokens) };
 }
 
 export function createDefaultAdapters(deps: AdapterDeps, options: DefaultAdaptersOptions = {}): ProviderAdapter[] {

@@ -1,0 +1,128 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SvcError } from '../../core/errors/index.ts';
+import { loadPriceTable } from '../../core/metering/prices.ts';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
+import { captureRaw, runMeter, splitAt, startSimulator, type Simulator } from '../../test/simulator/index.ts';
+import { createAnthropicAdapter } from './anthropic.ts';
+import { createAdapterDeps } from './registry.ts';
+
+const tokens = createTokenCounter();
+const anthropic = createAnthropicAdapter(createAdapterDeps(tokens, loadPriceTable()));
+let sim: Simulator;
+
+beforeAll(async () => {
+  sim = await startSimulator();
+});
+afterAll(async () => {
+  await sim.close();
+  tokens.free();
+});
+
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+const body = { model: 'claude-3-5-haiku-20241022', max_tokens: 6, messages: [{ role: 'user', content: 'Hello' }] };
+
+describe('Anthropic classify and parseRequest', () => {
+  it('meters only message creation', () => {
+    expect(anthropic.classify('POST', '/v1/messages')).toBe('messages');
+    expect(anthropic.classify('POST', '/v1/messages/count_tokens')).toBeNull();
+    expect(anthropic.classify('POST', '/v1/messages/batches')).toBeNull();
+    expect(anthropic.classify('GET', '/v1/messages')).toBeNull();
+  });
+
+  it('reads model, limit, tools and estimates input with system and blocks', () => {
+    const parsed = anthropic.parseRequest(
+      'messages',
+      {
+        ...body,
+        system: [{ type: 'text', text: 'You are terse.' }],
+        stream: true,
+        messages: [
+          { role: 'user', content: [{ type: 'text', text: 'Find it' }] },
+          { role: 'assistant', content: [{ type: 'tool_use', id: 't', name: 'search', input: { q: 'x' } }] },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'found' }] },
+        ],
+        tools: [{ name: 'search', input_schema: { type: 'object' } }],
+      },
+      '/v1/messages',
+    );
+    expect(parsed).toMatchObject({ model: body.model, stream: true, maxOutputTokens: 6, declaredTools: ['search'] });
+    const withoutTools = tokens.countChatMessages(body.model, [
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: 'Find it' },
+      { role: 'assistant', content: 'search{"q":"x"}' },
+      { role: 'user', content: 'found' },
+    ]);
+    expect(parsed.estimatedInputTokens).toBe(withoutTools + tokens.countText(body.model, JSON.stringify([{ name: 'search', input_schema: { type: 'object' } }])));
+  });
+
+  it('requires max_tokens, naming it', () => {
+    try {
+      anthropic.parseRequest('messages', { model: 'claude-sonnet-4', messages: [] }, '/v1/messages');
+      expect.unreachable();
+    } catch (err) {
+      expect((err as SvcError).code).toBe('SVC-SYS-9002');
+      expect((err as SvcError).fieldViolations.map((v) => v.field)).toEqual(['max_tokens']);
+    }
+  });
+});
+
+describe('Anthropic readResponse', () => {
+  it('counts cache reads into input and reads tool_use', async () => {
+    const raw = await captureRaw(sim, '/v1/messages', body, { 'x-sim-cached-tokens': '5', 'x-sim-input-tokens': '20', 'x-sim-tool-call': 'search' });
+    const reading = anthropic.readResponse('messages', JSON.parse(dec(raw)));
+    expect(reading).toEqual({ usage: { input: 20, output: 6, cachedInput: 5 }, usageSource: 'provider', toolCalls: ['search'], model: body.model });
+    expect(sim.requests.at(-1)?.usageSent).toEqual(reading.usage);
+  });
+
+  it('falls back to tiktoken on the content without usage', () => {
+    const reading = anthropic.readResponse('messages', { model: 'claude-sonnet-4', content: [{ type: 'text', text: ' one two' }] }, 9);
+    expect(reading).toMatchObject({ usage: { input: 9, output: 2, cachedInput: 0 }, usageSource: 'estimated' });
+  });
+});
+
+describe('Anthropic stream meter', () => {
+  it.each([
+    ['text', {}],
+    ['tool use', { 'x-sim-tool-call': 'search' }],
+    ['cached', { 'x-sim-cached-tokens': '3' }],
+  ])('%s: the same usage split anywhere as unsplit, equal to what was sent', async (_name, headers: Record<string, string>) => {
+    const raw = await captureRaw(sim, '/v1/messages', { ...body, stream: true }, headers);
+    const sent = sim.requests.at(-1)?.usageSent;
+    const whole = runMeter(anthropic.createStreamMeter('messages', body.model), [raw]);
+    expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
+    expect(whole.last.toolCalls).toEqual(headers['x-sim-tool-call'] ? ['search'] : []);
+    for (const seed of [2, 3, 5, 8, 13]) {
+      const split = runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(raw, seed));
+      expect(split.last.usage).toEqual(whole.last.usage);
+      expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
+      expect(dec(split.forwarded)).toBe(dec(raw));
+    }
+  });
+
+  it('takes input from message_start and estimates output until message_delta', async () => {
+    const raw = await captureRaw(sim, '/v1/messages', { ...body, max_tokens: 4, stream: true }, { 'x-sim-input-tokens': '30' });
+    const events = dec(raw).split('\n\n').filter((e) => e.length > 0);
+    const meter = anthropic.createStreamMeter('messages', body.model, { estimatedInputTokens: 99 });
+    const untilDeltas = events.filter((e) => !e.startsWith('event: message_delta') && !e.startsWith('event: message_stop'));
+    const p = meter.push(new TextEncoder().encode(untilDeltas.map((e) => e + '\n\n').join('')));
+    expect(p.usage).toEqual({ input: 30, output: 4, cachedInput: 0 });
+    expect(p.usageSource).toBe('estimated');
+    expect(p.done).toBe(false);
+  });
+});
+
+describe('Anthropic error formats', () => {
+  it('answers in Anthropic format with the code in the message', () => {
+    const reply = anthropic.errorResponse('SVC-BUD-3001', 'budget exhausted');
+    expect(reply.status).toBe(422);
+    expect(reply.headers['x-should-retry']).toBe('false');
+    expect(JSON.parse(reply.body)).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: 'SVC-BUD-3001: budget exhausted', code: 'SVC-BUD-3001' } });
+    expect(JSON.parse(anthropic.errorResponse('SVC-POL-2001', 'no').body)).toMatchObject({ error: { type: 'permission_error' } });
+  });
+
+  it('ends a stream with event: error', () => {
+    const text = dec(anthropic.streamErrorEvent('SVC-BUD-3001', 'budget exhausted'));
+    expect(text).toMatch(/^event: error\ndata: /);
+    expect(JSON.parse(text.split('data: ')[1] ?? '')).toMatchObject({ type: 'error', error: { message: 'SVC-BUD-3001: budget exhausted' } });
+  });
+});

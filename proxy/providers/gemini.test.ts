@@ -1,0 +1,123 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SvcError } from '../../core/errors/index.ts';
+import { loadPriceTable } from '../../core/metering/prices.ts';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
+import { captureRaw, runMeter, splitAt, startSimulator, type Simulator } from '../../test/simulator/index.ts';
+import { createGeminiAdapter } from './gemini.ts';
+import { createAdapterDeps } from './registry.ts';
+
+const tokens = createTokenCounter();
+const gemini = createGeminiAdapter(createAdapterDeps(tokens, loadPriceTable()));
+let sim: Simulator;
+
+beforeAll(async () => {
+  sim = await startSimulator();
+});
+afterAll(async () => {
+  await sim.close();
+  tokens.free();
+});
+
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+const body = { contents: [{ role: 'user', parts: [{ text: 'Hi' }] }], generationConfig: { maxOutputTokens: 5 } };
+const generatePath = '/v1beta/models/gemini-2.0-flash:generateContent';
+const streamPath = '/v1beta/models/gemini-2.0-flash:streamGenerateContent';
+
+describe('Gemini classify and parseRequest', () => {
+  it('classifies by the method in the path', () => {
+    expect(gemini.classify('POST', generatePath)).toBe('generate');
+    expect(gemini.classify('POST', streamPath + '?alt=sse')).toBe('stream_generate');
+    expect(gemini.classify('POST', '/v1beta/models/gemini-2.0-flash:countTokens')).toBeNull();
+    expect(gemini.classify('GET', '/v1beta/models')).toBeNull();
+  });
+
+  it('takes the model from the path', () => {
+    const parsed = gemini.parseRequest(
+      'stream_generate',
+      { ...body, systemInstruction: { parts: [{ text: 'Be brief' }] }, tools: [{ functionDeclarations: [{ name: 'lookup' }] }] },
+      streamPath + '?alt=sse',
+    );
+    expect(parsed).toMatchObject({ model: 'gemini-2.0-flash', stream: true, maxOutputTokens: 5, declaredTools: ['lookup'] });
+    expect(parsed.estimatedInputTokens).toBeGreaterThan(tokens.countChatMessages('gemini-2.0-flash', [{ role: 'user', content: 'Hi' }]));
+  });
+
+  it('reads snake_case fields and defaults the bound per model', () => {
+    const parsed = gemini.parseRequest('generate', { contents: [], generation_config: { max_output_tokens: 7, candidate_count: 2 } }, generatePath);
+    expect(parsed.maxOutputTokens).toBe(14);
+    expect(gemini.parseRequest('generate', { contents: [] }, '/v1beta/models/gemini-2.5-pro:generateContent').maxOutputTokens).toBe(65536);
+  });
+
+  it('rejects a body without contents and a path without a model', () => {
+    try {
+      gemini.parseRequest('generate', {}, generatePath);
+      expect.unreachable();
+    } catch (err) {
+      expect((err as SvcError).fieldViolations.map((v) => v.field)).toEqual(['contents']);
+    }
+    expect(() => gemini.parseRequest('generate', body, '/v1beta/models')).toThrow(/path/);
+  });
+});
+
+describe('Gemini readResponse', () => {
+  it('reads usage and function calls', async () => {
+    const raw = await captureRaw(sim, generatePath, body, { 'x-sim-tool-call': 'lookup', 'x-sim-cached-tokens': '2' });
+    const reading = gemini.readResponse('generate', JSON.parse(dec(raw)));
+    expect(reading).toEqual({ usage: sim.requests.at(-1)?.usageSent, usageSource: 'provider', toolCalls: ['lookup'], model: 'gemini-2.0-flash' });
+    expect(reading.usage.cachedInput).toBe(2);
+  });
+
+  it('counts thoughts as output', () => {
+    const reading = gemini.readResponse('generate', { usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 4, thoughtsTokenCount: 6 } });
+    expect(reading.usage).toEqual({ input: 10, output: 10, cachedInput: 0 });
+  });
+});
+
+describe('Gemini stream meter', () => {
+  it.each([
+    ['JSON array', streamPath, {}],
+    ['SSE', streamPath + '?alt=sse', {}],
+    ['SSE tool call', streamPath + '?alt=sse', { 'x-sim-tool-call': 'lookup' }],
+    ['JSON array tool call', streamPath, { 'x-sim-tool-call': 'lookup' }],
+  ])('%s: the same usage split anywhere as unsplit, equal to what was sent', async (_name, path, headers: Record<string, string>) => {
+    const raw = await captureRaw(sim, path, body, headers);
+    const sent = sim.requests.at(-1)?.usageSent;
+    const whole = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), [raw]);
+    expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
+    expect(whole.last.toolCalls).toEqual(headers['x-sim-tool-call'] ? ['lookup'] : []);
+    for (const seed of [4, 9, 16, 25, 36]) {
+      const split = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(raw, seed));
+      expect(split.last.usage).toEqual(whole.last.usage);
+      expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
+      expect(dec(split.forwarded)).toBe(dec(raw));
+    }
+  });
+
+  it('cuts a JSON-array stream into a valid array ending in the error', async () => {
+    const raw = await captureRaw(sim, streamPath, body);
+    const meter = gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash');
+    const first = dec(meter.push(raw.subarray(0, Math.floor(raw.length / 2))).forward);
+    const parsed = JSON.parse(first + dec(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'))) as unknown[];
+    expect(parsed.at(-1)).toMatchObject({ error: { code: 422, status: 'RESOURCE_EXHAUSTED', message: 'SVC-BUD-3001: budget exhausted' } });
+    expect(parsed.length).toBeGreaterThan(1);
+  });
+});
+
+describe('Gemini error formats', () => {
+  it('answers in Google error format with the code as ErrorInfo reason', () => {
+    const reply = gemini.errorResponse('SVC-POL-2001', 'denied');
+    expect(reply.status).toBe(403);
+    expect(JSON.parse(reply.body)).toEqual({
+      error: {
+        code: 403,
+        message: 'SVC-POL-2001: denied',
+        status: 'PERMISSION_DENIED',
+        details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'SVC-POL-2001', domain: 'svc' }],
+      },
+    });
+  });
+
+  it('ends an SSE stream with a data error event', () => {
+    const text = dec(gemini.streamErrorEvent('SVC-BUD-3001', 'x'));
+    expect(text).toMatch(/^data: \{"error"/);
+  });
+});

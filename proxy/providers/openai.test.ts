@@ -1,0 +1,233 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SvcError } from '../../core/errors/index.ts';
+import { loadPriceTable } from '../../core/metering/prices.ts';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
+import { captureRaw, runMeter, splitAt, startSimulator, type Simulator } from '../../test/simulator/index.ts';
+import { createOpenAiAdapter } from './openai.ts';
+import { createAdapterDeps } from './registry.ts';
+
+const tokens = createTokenCounter();
+const deps = createAdapterDeps(tokens, loadPriceTable());
+const openai = createOpenAiAdapter(deps);
+let sim: Simulator;
+
+beforeAll(async () => {
+  sim = await startSimulator();
+});
+afterAll(async () => {
+  await sim.close();
+  tokens.free();
+});
+
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+const chatBody = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Count to five.' }], max_tokens: 5 };
+
+describe('OpenAI classify', () => {
+  it.each([
+    ['POST', '/v1/chat/completions', 'chat'],
+    ['POST', '/v1/chat/completions?x=1', 'chat'],
+    ['POST', '/v1/responses', 'responses'],
+    ['POST', '/v1/embeddings', 'embeddings'],
+    ['GET', '/v1/responses', null],
+    ['GET', '/v1/models', null],
+    ['POST', '/v1/files', null],
+  ])('%s %s → %s', (method, path, op) => {
+    expect(openai.classify(method, path)).toBe(op);
+  });
+});
+
+describe('OpenAI parseRequest', () => {
+  it('reads a chat request', () => {
+    const parsed = openai.parseRequest(
+      'chat',
+      {
+        model: 'gpt-4o',
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: [{ type: 'text', text: 'Weather in Paris?' }] },
+        ],
+        max_completion_tokens: 100,
+        n: 2,
+        stream: true,
+        tools: [{ type: 'function', function: { name: 'get_weather', parameters: {} } }],
+      },
+      '/v1/chat/completions',
+    );
+    const framing = tokens.countChatMessages('gpt-4o', [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Weather in Paris?' },
+    ]);
+    expect(parsed).toMatchObject({ model: 'gpt-4o', stream: true, maxOutputTokens: 200, declaredTools: ['get_weather'] });
+    expect(parsed.estimatedInputTokens).toBeGreaterThan(framing);
+  });
+
+  it('bounds the answer by the model default when the request sets none', () => {
+    const parsed = openai.parseRequest('chat', { model: 'gpt-4o-mini-2024-07-18', messages: [] }, '/v1/chat/completions');
+    expect(parsed.maxOutputTokens).toBe(16384);
+    expect(parsed.stream).toBe(false);
+  });
+
+  it('reads a Responses request', () => {
+    const parsed = openai.parseRequest(
+      'responses',
+      { model: 'o4-mini', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hello there' }] }], instructions: 'x', max_output_tokens: 50, tools: [{ type: 'function', name: 'lookup' }, { type: 'web_search_preview' }] },
+      '/v1/responses',
+    );
+    expect(parsed).toMatchObject({ model: 'o4-mini', maxOutputTokens: 50, declaredTools: ['lookup', 'web_search_preview'] });
+    expect(parsed.estimatedInputTokens).toBe(
+      tokens.countChatMessages('o4-mini', [
+        { role: 'system', content: 'x' },
+        { role: 'user', content: 'hello there' },
+      ]) + tokens.countText('o4-mini', JSON.stringify([{ type: 'function', name: 'lookup' }, { type: 'web_search_preview' }])),
+    );
+  });
+
+  it('counts embedding inputs', () => {
+    const parsed = openai.parseRequest('embeddings', { model: 'text-embedding-3-small', input: ['hello world', 'tiktoken is great!'] }, '/v1/embeddings');
+    expect(parsed.estimatedInputTokens).toBe(2 + 6);
+    expect(parsed.maxOutputTokens).toBe(0);
+    expect(openai.parseRequest('embeddings', { model: 'text-embedding-3-small', input: [[1, 2, 3], [4]] }, '/v1/embeddings').estimatedInputTokens).toBe(4);
+  });
+
+  it('rejects a bad body with SVC-SYS-9002 naming the fields', () => {
+    try {
+      openai.parseRequest('chat', { model: 'gpt-4o', messages: 'hi', max_tokens: -1 }, '/v1/chat/completions');
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(SvcError);
+      expect((err as SvcError).code).toBe('SVC-SYS-9002');
+      expect((err as SvcError).fieldViolations.map((v) => v.field).sort()).toEqual(['max_tokens', 'messages']);
+    }
+    expect(() => openai.parseRequest('chat', { messages: [] }, '/v1/chat/completions')).toThrow(/model/);
+    expect(() => openai.parseRequest('chat', null, '/v1/chat/completions')).toThrow(SvcError);
+  });
+});
+
+describe('OpenAI prepareRequest', () => {
+  it('asks for stream usage the client did not request, and says so', () => {
+    const body = { ...chatBody, stream: true, stream_options: { foo: 1 } };
+    const prepared = openai.prepareRequest('chat', body);
+    expect(prepared).toMatchObject({ modified: true, hideStreamUsage: true, body: { stream_options: { foo: 1, include_usage: true } } });
+    expect(body.stream_options).toEqual({ foo: 1 });
+  });
+
+  it('leaves requests alone that need nothing', () => {
+    const withUsage = { ...chatBody, stream: true, stream_options: { include_usage: true } };
+    expect(openai.prepareRequest('chat', withUsage)).toEqual({ body: withUsage, modified: false, hideStreamUsage: false });
+    expect(openai.prepareRequest('chat', chatBody).body).toBe(chatBody);
+    expect(openai.prepareRequest('responses', { stream: true }).modified).toBe(false);
+  });
+});
+
+describe('OpenAI readResponse', () => {
+  it('reads usage and tool calls of a chat answer from the simulator', async () => {
+    const raw = await captureRaw(sim, '/v1/chat/completions', chatBody, { 'x-sim-tool-call': 'get_weather', 'x-sim-cached-tokens': '4' });
+    const reading = openai.readResponse('chat', JSON.parse(dec(raw)));
+    expect(reading).toEqual({ usage: sim.requests.at(-1)?.usageSent, usageSource: 'provider', toolCalls: ['get_weather'], model: 'gpt-4o-mini' });
+    expect(reading.usage.cachedInput).toBe(4);
+  });
+
+  it('reads a Responses answer with a function call', async () => {
+    const raw = await captureRaw(sim, '/v1/responses', { model: 'gpt-4.1', input: 'hi', max_output_tokens: 3 }, { 'x-sim-tool-call': 'lookup' });
+    const reading = openai.readResponse('responses', JSON.parse(dec(raw)));
+    expect(reading.usage).toEqual(sim.requests.at(-1)?.usageSent);
+    expect(reading.toolCalls).toEqual(['lookup']);
+  });
+
+  it('reads embeddings usage', async () => {
+    const raw = await captureRaw(sim, '/v1/embeddings', { model: 'text-embedding-3-small', input: 'abc' });
+    expect(openai.readResponse('embeddings', JSON.parse(dec(raw))).usage).toEqual({ input: sim.requests.at(-1)?.usageSent?.input, output: 0, cachedInput: 0 });
+  });
+
+  it('counts the answer with tiktoken when no usage is reported', () => {
+    const reading = openai.readResponse('chat', { model: 'gpt-4o', choices: [{ message: { content: ' one two three' } }] }, 42);
+    expect(reading).toEqual({ usage: { input: 42, output: 3, cachedInput: 0 }, usageSource: 'estimated', toolCalls: [], model: 'gpt-4o' });
+    expect(openai.readResponse('chat', 'garbage').usage.output).toBe(0);
+  });
+});
+
+describe('OpenAI stream meter', () => {
+  const streams = [
+    ['chat with include_usage', '/v1/chat/completions', { ...chatBody, stream: true, stream_options: { include_usage: true } }, {}],
+    ['chat tool call', '/v1/chat/completions', { ...chatBody, stream: true, stream_options: { include_usage: true } }, { 'x-sim-tool-call': 'search' }],
+    ['responses', '/v1/responses', { model: 'gpt-4o', input: 'hi', max_output_tokens: 6, stream: true }, {}],
+    ['responses tool call', '/v1/responses', { model: 'gpt-4o', input: 'hi', max_output_tokens: 6, stream: true }, { 'x-sim-tool-call': 'lookup' }],
+  ] as const;
+
+  it.each(streams)('%s: split anywhere gives the same usage as unsplit, equal to what the provider sent', async (_name, path, body, headers) => {
+    const raw = await captureRaw(sim, path, body, headers);
+    const sent = sim.requests.at(-1)?.usageSent;
+    const op = path.endsWith('responses') ? 'responses' : 'chat';
+    const whole = runMeter(openai.createStreamMeter(op, body.model), [raw]);
+    expect(whole.last.usage).toEqual(sent);
+    expect(whole.last.usageSource).toBe('provider');
+    expect(whole.last.done).toBe(true);
+    expect(dec(whole.forwarded)).toBe(dec(raw));
+    for (const seed of [1, 7, 42, 1234, 99991]) {
+      const split = runMeter(openai.createStreamMeter(op, body.model), splitAt(raw, seed));
+      expect(split.last.usage).toEqual(whole.last.usage);
+      expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
+      expect(split.forwarded).toEqual(raw);
+    }
+    const expectedTool = 'x-sim-tool-call' in headers ? [headers['x-sim-tool-call']] : [];
+    expect(whole.last.toolCalls).toEqual(expectedTool);
+  });
+
+  it('meters a stream without provider usage by counting the deltas', async () => {
+    const raw = await captureRaw(sim, '/v1/chat/completions', { ...chatBody, max_tokens: 7, stream: true });
+    const run = runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 11 }), splitAt(raw, 5));
+    expect(run.last.usage).toEqual({ input: 11, output: 7, cachedInput: 0 });
+    expect(run.last.usageSource).toBe('estimated');
+    expect(run.last.done).toBe(true);
+  });
+
+  it('reports running usage while the stream flows', async () => {
+    const raw = await captureRaw(sim, '/v1/chat/completions', { ...chatBody, max_tokens: 6, stream: true, stream_options: { include_usage: true } });
+    const run = runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 3 }), splitAt(raw, 3, 40));
+    const outputs = run.progress.map((p) => p.usage.output);
+    expect(outputs).toEqual([...outputs].sort((a, b) => a - b));
+    expect(outputs.some((o) => o > 0 && o < 6)).toBe(true);
+    expect(run.progress.find((p) => p.usage.output > 0)?.usage.input).toBe(3);
+  });
+
+  it('hides the usage chunk it asked for from a client that did not', async () => {
+    const prepared = openai.prepareRequest('chat', { ...chatBody, stream: true });
+    const raw = await captureRaw(sim, '/v1/chat/completions', prepared.body);
+    expect(dec(raw)).toContain('"choices":[],"usage":{');
+    const run = runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { hideStreamUsage: prepared.hideStreamUsage }), splitAt(raw, 11));
+    expect(run.last.usage).toEqual(sim.requests.at(-1)?.usageSent);
+    const forwarded = dec(run.forwarded);
+    expect(forwarded).not.toContain('"choices":[],"usage":{');
+    expect(forwarded.endsWith('data: [DONE]\n\n')).toBe(true);
+    expect(forwarded.split('\n\n').filter((e) => e.startsWith('data: {')).length).toBe(dec(raw).split('\n\n').filter((e) => e.startsWith('data: {')).length - 1);
+  });
+
+  it('ends a stream cleanly with an error event after whole events only', async () => {
+    const raw = await captureRaw(sim, '/v1/chat/completions', { ...chatBody, stream: true });
+    const meter = openai.createStreamMeter('chat', 'gpt-4o-mini');
+    const forwarded = dec(meter.push(raw.subarray(0, 200)).forward) + dec(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'));
+    const events = forwarded.split('\n\n').filter((e) => e.length > 0);
+    for (const e of events) expect(() => JSON.parse(e.slice(e.indexOf('data: ') + 6)) as unknown).not.toThrow();
+    expect(events.at(-1)).toContain('SVC-BUD-3001');
+  });
+});
+
+describe('OpenAI error formats', () => {
+  it('answers a refusal in OpenAI format with the code inside', () => {
+    const reply = openai.errorResponse('SVC-POL-2001', 'tool not allowed');
+    expect(reply.status).toBe(403);
+    expect(reply.headers['x-should-retry']).toBe('false');
+    expect(JSON.parse(reply.body)).toEqual({ error: { message: 'SVC-POL-2001: tool not allowed', type: 'permission_error', code: 'SVC-POL-2001', param: null } });
+    expect(openai.errorResponse('SVC-BUD-3001', 'x', 429).status).toBe(429);
+  });
+
+  it('lets the SDK decide retries of recoverable errors', () => {
+    expect(openai.errorResponse('SVC-ADP-5001', 'upstream down').headers['x-should-retry']).toBeUndefined();
+  });
+
+  it('ends a stream with an error event', () => {
+    const text = dec(openai.streamErrorEvent('SVC-BUD-3001', 'budget exhausted'));
+    expect(text.startsWith('event: error\ndata: ')).toBe(true);
+    expect(JSON.parse(text.slice(text.indexOf('data: ') + 6))).toMatchObject({ error: { code: 'SVC-BUD-3001', message: 'SVC-BUD-3001: budget exhausted' } });
+  });
+});

@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadPriceTable } from '../../core/metering/prices.ts';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
+import { captureRaw, runMeter, splitAt, startSimulator, type Simulator } from '../../test/simulator/index.ts';
+import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './registry.ts';
+
+const tokens = createTokenCounter();
+const deps = createAdapterDeps(tokens, loadPriceTable());
+const registry = createProviderRegistry(createDefaultAdapters(deps, { compatibleHosts: ['vllm.internal:8000', 'ollama'] }), { openai: ['llm-gateway.corp'] });
+let sim: Simulator;
+
+beforeAll(async () => {
+  sim = await startSimulator();
+});
+afterAll(async () => {
+  await sim.close();
+  tokens.free();
+});
+
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+
+describe('registry', () => {
+  it.each([
+    ['api.openai.com', 'openai'],
+    ['API.OpenAI.com:443', 'openai'],
+    ['api.anthropic.com', 'anthropic'],
+    ['generativelanguage.googleapis.com', 'gemini'],
+    ['my-res.openai.azure.com', 'azure-openai'],
+    ['vllm.internal:8000', 'openai-compatible'],
+    ['ollama:11434', 'openai-compatible'],
+    ['llm-gateway.corp', 'openai'],
+  ])('%s → %s', (host, id) => {
+    expect(registry.forHost(host)?.id).toBe(id);
+  });
+
+  it('passes other hosts through', () => {
+    expect(registry.forHost('example.com')).toBeUndefined();
+    expect(registry.forHost('openai.azure.com')).toBeUndefined();
+    expect(registry.forHost('vllm.internal:9000')).toBeUndefined();
+  });
+
+  it('selects by reverse-mode prefix and strips it', () => {
+    expect(registry.forPath('/openai/v1/chat/completions')).toMatchObject({ adapter: { id: 'openai' }, upstreamPath: '/v1/chat/completions' });
+    expect(registry.forPath('/anthropic/v1/messages')?.adapter.id).toBe('anthropic');
+    expect(registry.forPath('/gemini/v1beta/models/x:generateContent')?.upstreamPath).toBe('/v1beta/models/x:generateContent');
+    expect(registry.forPath('/azure/openai/deployments/d/chat/completions?api-version=1')).toMatchObject({
+      adapter: { id: 'azure-openai' },
+      upstreamPath: '/openai/deployments/d/chat/completions?api-version=1',
+    });
+    expect(registry.forPath('/compat/v1/embeddings')?.adapter.id).toBe('openai-compatible');
+    expect(registry.forPath('/openaix/v1')).toBeUndefined();
+  });
+
+  it('leaves the compatible adapter out without configured hosts', () => {
+    expect(createDefaultAdapters(deps).map((a) => a.id)).toEqual(['openai', 'anthropic', 'gemini', 'azure-openai']);
+  });
+});
+
+describe('Azure OpenAI', () => {
+  const azure = registry.get('azure-openai');
+  const path = '/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21';
+
+  it('takes the model from the deployment when the body has none', () => {
+    expect(azure?.classify('POST', path)).toBe('chat');
+    expect(azure?.parseRequest('chat', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }, path)).toMatchObject({ model: 'gpt-4o-prod', maxOutputTokens: 3 });
+    expect(azure?.classify('POST', '/openai/deployments/emb/embeddings?api-version=2024-10-21')).toBe('embeddings');
+  });
+
+  it('does not inject stream options by default, metering the deltas instead', async () => {
+    const body = { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true };
+    expect(azure?.prepareRequest('chat', body).modified).toBe(false);
+    const raw = await captureRaw(sim, path, body);
+    expect(sim.requests.at(-1)?.provider).toBe('azure-openai');
+    const run = runMeter(azure!.createStreamMeter('chat', 'gpt-4o-prod', { estimatedInputTokens: 8 }), splitAt(raw, 77));
+    expect(run.last).toMatchObject({ usage: { input: 8, output: 4, cachedInput: 0 }, usageSource: 'estimated', done: true });
+    expect(azure?.readResponse('chat', JSON.parse(dec(await captureRaw(sim, path, { ...body, stream: false })))).model).toBe('gpt-4o-prod');
+  });
+});
+
+describe('OpenAI-compatible', () => {
+  it('speaks the OpenAI format on its own hosts', async () => {
+    const compat = registry.forHost('vllm.internal:8000');
+    const raw = await captureRaw(sim, '/v1/chat/completions', { model: 'meta-llama/Llama-3.1-8B-Instruct', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+    expect(compat?.readResponse('chat', JSON.parse(dec(raw)))).toMatchObject({ usage: sim.requests.at(-1)?.usageSent, usageSource: 'provider' });
+    expect(compat?.prepareRequest('chat', { model: 'x', messages: [], stream: true }).modified).toBe(false);
+  });
+});
