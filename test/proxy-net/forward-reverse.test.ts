@@ -40,6 +40,18 @@ describe('reverse mode', () => {
     expect(JSON.parse(seen?.body ?? '')).toEqual({ model: 'gpt-4o-mini', messages: [] });
   });
 
+  it('aborts the upstream request when the client goes away mid-stream', async () => {
+    rig.provider.holdStream();
+    const controller = new AbortController();
+    const res = await fetch(`${rig.proxyUrl}/openai/stream`, { signal: controller.signal });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('"first"');
+    controller.abort();
+    // The upstream response closes before its last chunk: the proxy dropped the upstream request.
+    expect(await rig.provider.streamClosed).toBe(false);
+    rig.provider.releaseStream();
+  });
+
   it('answers 404 with SVC-SYS-9006 for a path no route serves', async () => {
     const res = await fetch(`${rig.proxyUrl}/nowhere/v1/x`);
     expect(res.status).toBe(404);

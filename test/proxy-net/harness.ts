@@ -41,11 +41,14 @@ export class FakeProvider {
   readonly binary = randomBytes(256 * 1024);
   /** Set when the last streamed chunk is written. */
   lastChunkSent = false;
+  /** Resolves with whether the last chunk had been sent when a `/stream` response closed. */
+  streamClosed: Promise<boolean> = Promise.resolve(false);
   #releaseStream: (() => void) | undefined;
   #streamGate: Promise<void> = Promise.resolve();
 
   /** Holds `/stream` after its first chunk until `releaseStream()` (or 5 s pass). */
   holdStream(): void {
+    this.lastChunkSent = false;
     this.#streamGate = new Promise<void>((resolve) => {
       this.#releaseStream = resolve;
       setTimeout(resolve, 5000).unref();
@@ -74,6 +77,7 @@ export class FakeProvider {
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': this.binary.length });
       res.end(this.binary);
     } else if (path === '/stream') {
+      this.streamClosed = new Promise((resolve) => res.once('close', () => resolve(this.lastChunkSent)));
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write('data: {"delta":"first"}\n\n');
       await this.#streamGate;
