@@ -96,7 +96,8 @@ export class NatsKeyValueStores implements KeyValueStores {
     await asPromise(() => assertName('bucket', bucket));
     const kv = await this.#nc
       .jetstream()
-      .views.kv(bucket, { history: 1, bindOnly: !this.#create })
+      // Direct get names the key in the request subject, so permissions can limit reads per tenant.
+      .views.kv(bucket, this.#create ? { history: 1 } : { bindOnly: true, allow_direct: true })
       .catch((error: unknown) => {
         throw unavailable(`cannot open key-value bucket ${bucket}`, error);
       });
