@@ -16,8 +16,11 @@ interface EnumInputOptions {
 export function enumInput<const T extends readonly [string, ...string[]]>(canonical: T, options: EnumInputOptions = {}) {
   const prefixes = (options.prefixes ?? []).map((p) => p.toUpperCase());
   const aliases = options.aliases ?? {};
+  const also = [...Object.keys(aliases), ...prefixes.map((p) => `${p}*`)];
+  const description = `One of ${canonical.join(', ')}, case-insensitive${also.length > 0 ? `; also accepted: ${also.join(', ')}` : ''}.`;
   return z
     .string()
+    .meta({ description })
     .transform((raw) => {
       let name = raw.trim().toUpperCase();
       for (const prefix of prefixes) {

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import { createDocument } from 'zod-openapi';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
 import { compileRuleset, evaluate } from './engine.ts';
 import { PolicySchema } from './model.ts';
@@ -164,5 +166,23 @@ describe('REST evaluation', () => {
     expect(RestPolicyEvaluationResultSchema.parse(rest)).toEqual(rest);
     expect(rest).toMatchObject({ allowed: false, effect: 'deny', decision: 'DENY', matched_policy: POLICY_ID, matched_rule: 'rule-1', warnings: [] });
     expect(Object.keys(rest).sort()).toEqual(['allowed', 'decision', 'effect', 'evaluation_time_ms', 'matched_policy', 'matched_rule', 'reason', 'warnings']);
+  });
+});
+
+describe('OpenAPI rendering', () => {
+  it('renders the REST policy schemas, documenting the accepted enum spellings', () => {
+    const json = (schema: z.ZodType) => ({ content: { 'application/json': { schema } } });
+    const doc = createDocument({
+      openapi: '3.1.0',
+      info: { title: 'policies', version: '1.0.0' },
+      paths: {
+        '/v1/policies': { post: { requestBody: json(RestCreatePolicyRequestSchema), responses: { '201': { description: 'created', ...json(RestPolicySchema) } } } },
+        '/v1/policies/evaluate': { post: { requestBody: json(RestPolicyEvaluationRequestSchema), responses: { '200': { description: 'result', ...json(RestPolicyEvaluationResultSchema) } } } },
+      },
+    });
+    const text = JSON.stringify(doc);
+    expect(text).toContain('CONDITION_OPERATOR_*');
+    expect(text).toContain('"required":["name","rules"]');
+    expect(text).toContain('"enum":["allow","deny","no_match"]');
   });
 });
