@@ -2,6 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
+import { expect } from 'vitest';
 import type { BusMessage, Messaging } from '../../core/bus/bus.ts';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
 import { loadConfig } from '../../core/config/load.ts';
@@ -88,4 +89,47 @@ export async function eventually<T>(probe: () => T | Promise<T>, predicate: (val
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(value)}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** One of each resource a tenant owns, made over REST; suites read them back or attack them. */
+export interface TenantResources {
+  budgetId: string;
+  policyId: string;
+  envelopeId: string;
+  /** A second key of the tenant (not the one that made these). */
+  keyId: string;
+}
+
+/**
+ * Creates a budget, a policy (denying `tool:shell`), an envelope with one priced event, and a
+ * second API key, all as `key`. Fails loudly if any step is refused, so a suite never runs on
+ * half a fixture.
+ */
+export async function seedTenant(cp: RunningControlPlane, key: string): Promise<TenantResources> {
+  const ok = async (method: string, path: string, body: unknown, status: number) => {
+    const res = await cp.call(method, path, { key, body });
+    if (res.status !== status) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body as Record<string, unknown>;
+  };
+  const budget = await ok('POST', '/v1/budgets', { name: 'seed', type: 'hybrid', limits: { max_cost_usd: 10, max_tokens: 100_000 } }, 201);
+  const policy = await ok('POST', '/v1/policies', { name: 'no-shell', rules: [{ action: 'tool:shell', effect: 'deny' }], priority: 300 }, 201);
+  const envelope = await ok('POST', '/v1/envelopes', { budget_id: budget.budget_id, adapter_type: 'custom' }, 201);
+  await ok('POST', `/v1/envelopes/${String(envelope.envelope_id)}/events`, { event_type: 'llm.call', timestamp: new Date().toISOString(), model: 'gpt-4o', tokens: { input: 120, output: 30 }, cost_usd: 0.25 }, 202);
+  const apiKey = await ok('POST', '/v1/api-keys', { name: 'seed-reader', scopes: ['envelopes:read'] }, 201);
+  return { budgetId: String(budget.budget_id), policyId: String(policy.policy_id), envelopeId: String(envelope.envelope_id), keyId: String(apiKey.id) };
+}
+
+/**
+ * Asserts an error answer: the status, and the structured error of spec 7.1 with `code`
+ * (message, details, request_id echoed in `x-request-id`, timestamp, documentation_url).
+ * Returns the `error` object for further checks.
+ */
+export function expectSvcError(res: { status: number; body: unknown; headers: Headers }, status: number, code: string): Record<string, unknown> {
+  const error = (res.body as { error?: Record<string, unknown> } | null)?.error;
+  expect({ status: res.status, code: error?.code }, JSON.stringify(res.body)).toEqual({ status, code });
+  expect({ message: typeof error?.message, details: typeof error?.details, request_id: typeof error?.request_id }).toEqual({ message: 'string', details: 'object', request_id: 'string' });
+  expect(String(error?.documentation_url)).toContain(code);
+  expect(Number.isNaN(Date.parse(String(error?.timestamp)))).toBe(false);
+  expect(res.headers.get('x-request-id')).toBe(error?.request_id);
+  return error ?? {};
 }
