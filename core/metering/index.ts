@@ -1,0 +1,2 @@
+export * from './prices.ts';
+export * from './tokens.ts';
