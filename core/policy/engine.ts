@@ -5,7 +5,7 @@ import type { EvaluationResult, PolicyWarning, ShadowDecision } from './result.t
 import { JudgeVerdictSchema, type SemanticJudge } from './semantic-judge.ts';
 
 /** One rule in evaluation order, with the index where its policy's rules end. */
-interface RuleStep {
+export interface RuleStep {
   readonly policy: CompiledPolicy;
   readonly rule: CompiledRule;
   readonly policyEnd: number;
