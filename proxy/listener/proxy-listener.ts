@@ -3,7 +3,6 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
-import type { Logger } from 'pino';
 import { SvcError } from '../../core/errors/index.ts';
 import type { ConnectionMode, ProxyNetMetrics } from '../admin/index.ts';
 import type { LeafCertificateCache } from '../tls/index.ts';
@@ -16,6 +15,12 @@ import { compileReverseRoutes, type ReverseRouter, type ReverseRoutes } from './
 
 export type EgressDecision = 'allow' | 'deny';
 
+/** The slice of a pino logger the listener uses. */
+export interface ListenerLogger {
+  warn(fields: object, message: string): void;
+  debug(fields: object, message: string): void;
+}
+
 export interface ProxyListenerOptions {
   handler: ProxyHandler;
   /** Hosts whose CONNECT tunnels are decrypted and governed; all others are tunnelled blind. */
@@ -25,10 +30,15 @@ export interface ProxyListenerOptions {
   leafCertificates: LeafCertificateCache;
   reverseRoutes?: ReverseRoutes;
   metrics?: ProxyNetMetrics;
-  logger?: Pick<Logger, 'warn' | 'debug'>;
+  logger?: ListenerLogger;
   port?: number;
   host?: string;
   tunnelConnectTimeoutMs?: number;
+  /**
+   * How long an idle client connection stays open. Longer than Node's 5 s default, so that an
+   * agent's pooled connection is not closed under a request it is just sending.
+   */
+  keepAliveTimeoutMs?: number;
 }
 
 /**
@@ -53,6 +63,7 @@ export class ProxyListener {
       void this.#onConnect(req, socket, head);
     });
     for (const server of [this.server, this.#interceptServer]) {
+      server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 65_000;
       server.on('clientError', (_error, socket: Duplex) => socket.destroy());
     }
   }
@@ -70,8 +81,8 @@ export class ProxyListener {
   }
 
   async close(): Promise<void> {
+    // Tunnels include intercepted CONNECT sockets, which the intercept server does not track.
     for (const socket of this.#tunnels) socket.destroy();
-    this.#interceptServer.closeAllConnections();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeAllConnections();
     await closed;

@@ -3,8 +3,11 @@ import { SvcError } from '../../core/errors/index.ts';
 import { startRig, type Rig } from './harness.ts';
 
 let rig: Rig;
+const logged: unknown[] = [];
 beforeAll(async () => {
+  const record = (entry: unknown): void => void logged.push(entry);
   rig = await startRig({
+    logger: { warn: record, debug: record },
     handler: (passThrough) => async (req) => {
       const path = req.targetUrl.pathname;
       if (path === '/boom') throw new Error('handler bug');
@@ -25,7 +28,7 @@ afterAll(async () => {
 describe('a failing handler', () => {
   it('fails its own request with 502 and the SVC code in the body while others succeed', async () => {
     const [boom, fine] = await Promise.all([
-      fetch(`${rig.proxyUrl}/plain/boom`, { headers: { 'x-request-id': 'req-boom' } }),
+      fetch(`${rig.proxyUrl}/plain/boom`, { headers: { 'x-request-id': 'req-boom', authorization: 'Bearer sk-live-secret', 'x-api-key': 'sk-ant-secret' } }),
       fetch(`${rig.proxyUrl}/plain/ok`),
     ]);
     expect(boom.status).toBe(502);
@@ -34,6 +37,11 @@ describe('a failing handler', () => {
     expect(body.error.request_id).toBe('req-boom');
     expect(fine.status).toBe(200);
     expect(await fine.json()).toEqual({ path: '/ok', method: 'GET' });
+
+    // The failure is logged with the request's headers, its credentials redacted.
+    const line = JSON.stringify(logged.find((entry) => JSON.stringify(entry).includes('req-boom')));
+    expect(line).toContain('"authorization":"[redacted]"');
+    expect(line).not.toContain('secret');
   });
 
   it('renders an SvcError with its own status and code', async () => {

@@ -132,6 +132,7 @@ export interface RigOptions {
   /** Wraps the pass-through handler, e.g. to make some requests fail. */
   handler?: (passThrough: ProxyHandler) => ProxyHandler;
   egressCheck?: ProxyListenerOptions['egressCheck'];
+  logger?: ProxyListenerOptions['logger'];
 }
 
 /**
@@ -164,6 +165,7 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
     handler: options.handler?.(passThrough) ?? passThrough,
     interceptHost: (host) => host === 'api.openai.com',
     egressCheck: options.egressCheck,
+    logger: options.logger,
     leafCertificates,
     reverseRoutes: { '/openai': 'https://api.openai.com', '/plain': `http://127.0.0.1:${httpPort}` },
     metrics,
