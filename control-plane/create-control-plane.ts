@@ -12,6 +12,10 @@ import { Budgets } from './budgets/budgets.ts';
 import { EffectDispatcher } from './effects/dispatcher.ts';
 import { WebhookSender } from './effects/webhooks.ts';
 import { Envelopes } from './envelopes/envelopes.ts';
+import { LeaseLedger } from './leases/lease-ledger.ts';
+import { EventProcessor } from './processor/event-processor.ts';
+import { serveLeases } from './sync/lease-responder.ts';
+import { StatePublisher } from './sync/state-publisher.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { Policies } from './policies/policies.ts';
 import { createApp } from './rest/app.ts';
@@ -38,7 +42,8 @@ export interface ControlPlaneDeps {
 export interface ControlPlane {
   app: FastifyInstance;
   store: Store;
-  services: { envelopes: Envelopes; budgets: Budgets; policies: Policies; keys: ApiKeys; tenants: Tenants; audit: AuditLog };
+  services: { envelopes: Envelopes; budgets: Budgets; policies: Policies; keys: ApiKeys; tenants: Tenants; audit: AuditLog; leases: LeaseLedger };
+  processor: EventProcessor;
   webhooks: WebhookSender;
   metrics: ControlPlaneMetrics;
   /** Listens on the configured host and port; resolves with the bound address. */
@@ -61,9 +66,17 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const keys = new ApiKeys(store);
   const webhooks = new WebhookSender({ secret: config.webhook_secret, maxAttempts: config.webhook_max_attempts, timeoutMs: config.webhook_timeout_ms }, logger.child({ component: 'webhooks' }));
   const effects = new EffectDispatcher(messaging.bus, webhooks, logger.child({ component: 'effects' }));
-  const budgets = new Budgets({ store, audit, clock });
+  const budgets = new Budgets({ store, audit, effects, clock });
   const policies = new Policies({ store, audit, effects, judge: createKeywordJudge(), clock, observe: (r) => metrics.observePolicy(r) });
   const envelopes = new Envelopes({ store, audit, budgets, policies, effects, clock, pricer: deps.pricer });
+  const leases = new LeaseLedger(store, budgets, clock, config.lease_ttl_seconds * 1000);
+
+  const publisher = new StatePublisher({ messaging, policies, budgets, leases, tenants, clock });
+  await publisher.start();
+  effects.attach(publisher);
+  const leaseService = await serveLeases({ messaging, store, leases, effects });
+  const processor = new EventProcessor({ store, audit, pricer: deps.pricer, messaging, effects, logger: logger.child({ component: 'event-processor' }), clock });
+  await processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
 
   const jwt = config.jwt_jwks_url === undefined ? null : new JwtVerifier({ jwksUrl: config.jwt_jwks_url, issuer: config.jwt_issuer, audience: config.jwt_audience, tenantClaim: config.jwt_tenant_claim });
   const authenticator = new Authenticator(keys, jwt, config.bootstrap_admin_key, clock);
@@ -73,7 +86,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
   apiKeyRoutes(routes, { keys, store, audit, clock });
-  tenantRoutes(routes, { tenants, store, audit, clock });
+  tenantRoutes(routes, { tenants, store, audit, effects, clock });
   auditRoutes(routes, audit);
   operationalRoutes(routes, {
     version: config.version,
@@ -95,12 +108,15 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   return {
     app,
     store,
-    services: { envelopes, budgets, policies, keys, tenants, audit },
+    services: { envelopes, budgets, policies, keys, tenants, audit, leases },
+    processor,
     webhooks,
     metrics,
     listen: () => app.listen({ host: config.http_host, port: config.http_port }),
     async close() {
       await app.close();
+      await processor.stop();
+      await leaseService.unsubscribe();
       await webhooks.idle();
       await store.close();
     },

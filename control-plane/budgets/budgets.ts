@@ -6,12 +6,15 @@ import {
 } from '../../core/domain/index.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
+import type { EffectDispatcher } from '../effects/dispatcher.ts';
+import { noEffects } from '../effects/effects.ts';
 import type { Store } from '../store/store.ts';
 import { budgetError } from './budget-errors.ts';
 
 export interface BudgetDeps {
   store: Store;
   audit: AuditLog;
+  effects: EffectDispatcher;
   clock: () => Date;
 }
 
@@ -23,7 +26,7 @@ export class Budgets {
     this.deps = deps;
   }
 
-  create(caller: Caller, request: CreateBudgetRequest): Budget {
+  async create(caller: Caller, request: CreateBudgetRequest): Promise<Budget> {
     const now = this.deps.clock();
     if (request.expires_at !== undefined && Date.parse(request.expires_at) <= now.getTime()) {
       throw new SvcError('SVC-SYS-9002', 'invalid request: expires_at: must lie in the future', {}, [{ field: 'expires_at', description: 'must lie in the future' }]);
@@ -49,6 +52,7 @@ export class Budgets {
       this.deps.store.put(caller.tenant, 'budget', budget.budget_id, budget);
       this.deps.audit.append(caller.tenant, { actor: actorOf(caller.principal), action: 'budget.create', resource: { type: 'budget', id: budget.budget_id }, result: 'created', metadata: { name: budget.name, limits: budget.limits } });
     });
+    await this.deps.effects.dispatch({ ...noEffects(), changes: [{ kind: 'budget', tenant: caller.tenant, budgetId: budget.budget_id }] });
     return budget;
   }
 

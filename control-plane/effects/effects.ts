@@ -1,3 +1,4 @@
+import type { TerminateSignal } from '../../core/sync/contract.ts';
 
 /** A bus message to publish once the transaction that produced it has committed. */
 export interface Publication {
@@ -13,6 +14,9 @@ export interface WebhookCall {
   deliveryId: string;
 }
 
+/** State the proxies hold a copy of, changed by the transaction. */
+export type StateChange = { kind: 'ruleset'; tenant: string } | { kind: 'budget'; tenant: string; budgetId: string };
+
 /**
  * What a committed change asks the outside world to learn. Services return these instead of
  * publishing inside a transaction, so a rolled-back change announces nothing.
@@ -20,15 +24,10 @@ export interface WebhookCall {
 export interface Effects {
   publications: Publication[];
   webhooks: WebhookCall[];
+  changes: StateChange[];
+  signals: TerminateSignal[];
 }
 
 export function noEffects(): Effects {
-  return { publications: [], webhooks: [] };
+  return { publications: [], webhooks: [], changes: [], signals: [] };
 }
-
-export function mergeEffects(into: Effects, from: Effects): Effects {
-  into.publications.push(...from.publications);
-  into.webhooks.push(...from.webhooks);
-  return into;
-}
-

@@ -63,7 +63,10 @@ export class Envelopes {
       if (request.execution_id !== undefined && store.get(caller.tenant, 'execution', request.execution_id) !== undefined) {
         throw new SvcError('SVC-SYS-9008', `execution ${request.execution_id} already has an envelope`, { execution_id: request.execution_id }, [{ field: 'execution_id', description: 'already has an envelope' }]);
       }
-      if (request.budget_id !== undefined) budgets.reserveExecution(caller.tenant, request.budget_id);
+      if (request.budget_id !== undefined) {
+        budgets.reserveExecution(caller.tenant, request.budget_id);
+        effects.changes.push({ kind: 'budget', tenant: caller.tenant, budgetId: request.budget_id });
+      }
       const envelopeId = randomUUID();
       const created: Envelope = {
         envelope_id: envelopeId,

@@ -1,6 +1,6 @@
 import { subjects } from '../../core/bus/subjects.ts';
 import type { Actor, Envelope, EnvelopeStatus } from '../../core/domain/index.ts';
-import { isFinal } from '../../core/domain/index.ts';
+import { isFinal, isTerminated } from '../../core/domain/index.ts';
 import type { EnvelopeLifecycleMessage } from '../../core/events/messages.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import type { Effects } from '../effects/effects.ts';
@@ -67,6 +67,9 @@ export function applyTransition(
   const subject = SUBJECT_OF[to];
   if (subject !== undefined) {
     effects.publications.push({ subject: subject(tenant), data: lifecycleMessage(next, change.force ?? false), msgId: `env-${next.envelope_id}-${to}` });
+  }
+  if (isTerminated(to)) {
+    effects.signals.push({ tenant_id: tenant, envelope_id: next.envelope_id, execution_id: next.execution_id, budget_id: next.budget_id, reason: change.reason ?? to.toLowerCase(), force: change.force ?? false });
   }
   return next;
 }

@@ -35,7 +35,7 @@ export class Policies implements PolicyGate {
     this.deps = deps;
   }
 
-  create(caller: Caller, request: RestCreatePolicyRequest): Policy {
+  async create(caller: Caller, request: RestCreatePolicyRequest): Promise<Policy> {
     const now = this.deps.clock();
     const policy = policyFromRestCreate(request, { tenantId: caller.tenant, policyId: randomUUID(), now });
     this.deps.store.transaction(() => {
@@ -43,6 +43,7 @@ export class Policies implements PolicyGate {
       this.bumpVersion(caller.tenant);
       this.deps.audit.append(caller.tenant, { actor: actorOf(caller.principal), action: 'policy.create', resource: { type: 'policy', id: policy.policy_id }, result: 'created', metadata: { name: policy.name, priority: policy.priority, status: policy.status } });
     });
+    await this.deps.effects.dispatch({ ...noEffects(), changes: [{ kind: 'ruleset', tenant: caller.tenant }] });
     return policy;
   }
 

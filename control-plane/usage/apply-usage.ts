@@ -75,6 +75,7 @@ export function applyUsage(deps: UsageDeps, event: UsageEventMessage, now: Date,
       });
       const alerts = fireAlerts({ ...charged, usage, updated_at: now.toISOString() }, event.envelope_id, now, effects);
       deps.store.put(tenant, 'budget', budgetId, alerts.budget);
+      effects.changes.push({ kind: 'budget', tenant, budgetId });
       if (alerts.terminate) {
         for (const id of deps.store.list<string>(tenant, 'budget_envelope', { prefix: `${budgetId}/` })) {
           const live = deps.store.get<Envelope>(tenant, 'envelope', id);

@@ -86,6 +86,7 @@ export interface KeyValueStores {
  */
 export interface RequestReply {
   request(subject: string, data: unknown, timeoutMs: number): Promise<unknown>;
+  /** `subject` may be a pattern (`svc.*.leases.request`); the handler gets the actual subject. */
   reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription>;
 }
 

@@ -25,7 +25,7 @@ export class MemoryRequests implements RequestReply, Signals {
   async request(subject: string, data: unknown, timeoutMs: number): Promise<unknown> {
     assertSubject(subject);
     const payload = encodePayload(data);
-    const repliers = [...this.#repliers.values()].filter((r) => r.subject === subject);
+    const repliers = [...this.#repliers.values()].filter((r) => subjectMatches(r.subject, subject));
     const replier = repliers[this.#turn++ % Math.max(1, repliers.length)];
     if (!replier) throw noResponder(subject, timeoutMs);
     let timer: NodeJS.Timeout | undefined;
@@ -42,7 +42,7 @@ export class MemoryRequests implements RequestReply, Signals {
 
   reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription> {
     return asPromise(() => {
-      assertSubject(subject);
+      assertPattern(subject);
       const id = Symbol(subject);
       this.#repliers.set(id, {
         subject,

@@ -39,7 +39,7 @@ export class NatsRequests implements RequestReply, Signals {
 
   reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription> {
     return asPromise(() => {
-      assertSubject(subject);
+      assertPattern(subject);
       const sub = this.#nc.subscribe(subject, {
         queue: REPLY_QUEUE,
         callback: (error, msg) => {

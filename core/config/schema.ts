@@ -41,6 +41,9 @@ export const ConfigSchema = z.object({
   webhook_timeout_ms: z.coerce.number().int().positive().default(5000),
 
   price_overrides_file: optionalString,
+  lease_ttl_seconds: z.coerce.number().int().min(5).max(3600).default(60),
+  processor_batch_size: z.coerce.number().int().min(1).max(10_000).default(512),
+  processor_max_wait_ms: z.coerce.number().int().min(1).max(10_000).default(20),
 
   proxy_host: z.string().default('0.0.0.0'),
   proxy_port: port.default(3128),
@@ -52,6 +55,32 @@ export const ConfigSchema = z.object({
   ca_key_file: optionalString,
   upstream_overrides: z.string().default(''),
   upstream_ca_file: optionalString,
+
+  /** Extra hosts whose CONNECT tunnels are intercepted (tool APIs); comma-separated `host` or `*.domain`. */
+  proxy_intercept_hosts: z.string().default(''),
+  /** Hosts of OpenAI-compatible servers (vLLM, Ollama), metered with the OpenAI format; comma-separated. */
+  proxy_compatible_hosts: z.string().default(''),
+  /** MCP servers governed by the proxy, `name=url` comma-separated: reverse route `/mcp/<name>`, host intercepted. */
+  proxy_mcp_servers: z.string().default(''),
+  /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
+  proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
+  /** What one budget may spend through this proxy while the control plane cannot grant a lease. */
+  proxy_soft_limit_usd: z.coerce.number().nonnegative().default(1),
+  proxy_soft_limit_tokens: z.coerce.number().int().nonnegative().default(200_000),
+  /** The slice of a budget asked for per lease request. */
+  proxy_lease_usd: z.coerce.number().positive().default(1),
+  proxy_lease_tokens: z.coerce.number().int().positive().default(200_000),
+  /** Renew in the background once less than this fraction of the lease is left. */
+  proxy_lease_renew_below: z.coerce.number().gt(0).lt(1).default(0.5),
+  proxy_lease_timeout_ms: z.coerce.number().int().positive().default(2000),
+  /** How long the first call on a budget never seen before may wait for its first lease. */
+  proxy_lease_first_wait_ms: z.coerce.number().int().nonnegative().default(500),
+  /** Largest request body the proxy reads to govern a call. */
+  proxy_body_limit_bytes: z.coerce.number().int().positive().default(32 * 1024 * 1024),
+  /** Distinct model labels per metric before further models are counted as `other`. */
+  proxy_model_label_cap: z.coerce.number().int().positive().default(50),
+  /** Price of a model missing from the table: `zero`, or `fixed:<input>:<output>` USD per million tokens. */
+  unknown_model_price: z.string().regex(/^(zero|fixed:\d+(\.\d+)?:\d+(\.\d+)?)$/, 'must be zero or fixed:<input>:<output>').default('zero'),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

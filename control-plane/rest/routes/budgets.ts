@@ -12,7 +12,7 @@ export function budgetRoutes(routes: RouteTable, budgets: Budgets, clock: () => 
     method: 'POST', path: '/v1/budgets', operationId: 'createBudget', tag: 'budgets', access: 'budgets:write',
     summary: 'Create a budget', body: CreateBudgetRequestSchema,
     responses: { 201: { description: 'created', schema: RestBudgetSchema }, 400: { description: 'invalid request (SVC-SYS-9002)', schema: ErrorBodySchema } },
-    handler: ({ caller, body }) => ({ status: 201, body: toRestBudget(budgets.create(caller, body), clock()) }),
+    handler: async ({ caller, body }) => ({ status: 201, body: toRestBudget(await budgets.create(caller, body), clock()) }),
   });
   routes.add({
     method: 'GET', path: '/v1/budgets', operationId: 'listBudgets', tag: 'budgets', access: 'budgets:read',

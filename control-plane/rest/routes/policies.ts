@@ -22,7 +22,7 @@ export function policyRoutes(routes: RouteTable, policies: Policies): void {
       201: { description: 'created', schema: RestPolicySchema },
       400: { description: 'invalid request (SVC-SYS-9002) or uncompilable rule (SVC-POL-2003), naming the field', schema: ErrorBodySchema },
     },
-    handler: ({ caller, body }) => ({ status: 201, body: toRestPolicy(policies.create(caller, body)) }),
+    handler: async ({ caller, body }) => ({ status: 201, body: toRestPolicy(await policies.create(caller, body)) }),
   });
   routes.add({
     method: 'GET', path: '/v1/policies', operationId: 'listPolicies', tag: 'policies', access: 'policies:read',

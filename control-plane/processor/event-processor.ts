@@ -1,0 +1,104 @@
+import type { Logger } from 'pino';
+import type { BusMessage, Messaging, Subscription } from '../../core/bus/bus.ts';
+import { emptyCostTotals, type Envelope } from '../../core/domain/index.ts';
+import { UsageEventMessageSchema } from '../../core/events/messages.ts';
+import { EnvelopeOpenedSchema } from '../../core/sync/contract.ts';
+import type { EffectDispatcher } from '../effects/dispatcher.ts';
+import { noEffects, type Effects } from '../effects/effects.ts';
+import { budgetIndexId } from '../envelopes/lifecycle.ts';
+import type { Store } from '../store/store.ts';
+import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
+
+export interface ProcessorOptions {
+  batchSize: number;
+  maxWaitMs: number;
+}
+
+export interface ProcessorStats {
+  applied: number;
+  duplicates: number;
+  rejected: number;
+}
+
+/**
+ * The event processor: a durable consumer of every tenant's usage events and proxy-opened
+ * envelopes. Each batch is applied to LMDB in one transaction and acknowledged after it commits,
+ * so a crash redelivers the batch and the event-id de-duplication makes the replay count once.
+ * A message that does not parse is logged and skipped rather than blocking the stream forever.
+ */
+export class EventProcessor {
+  readonly stats: ProcessorStats = { applied: 0, duplicates: 0, rejected: 0 };
+  private readonly deps: UsageDeps & { store: Store; messaging: Messaging; effects: EffectDispatcher; logger: Logger; clock: () => Date };
+  private readonly subscriptions: Subscription[] = [];
+
+  constructor(deps: EventProcessor['deps']) {
+    this.deps = deps;
+  }
+
+  async start(options: ProcessorOptions): Promise<void> {
+    const { bus } = this.deps.messaging;
+    this.subscriptions.push(await bus.consumeBatches('svc.*.envelopes.created', 'envelope-opener', options, (batch) => this.apply(batch)));
+    this.subscriptions.push(await bus.consumeBatches('svc.*.events.>', 'event-processor', options, (batch) => this.apply(batch)));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.subscriptions.splice(0).map((s) => s.unsubscribe()));
+  }
+
+  private async apply(batch: BusMessage[]): Promise<void> {
+    const effects = noEffects();
+    const now = this.deps.clock();
+    this.deps.store.transaction(() => {
+      for (const message of batch) this.applyOne(message, now, effects);
+    });
+    await this.deps.effects.dispatch(effects);
+  }
+
+  private applyOne(message: BusMessage, now: Date, effects: Effects): void {
+    const tenant = message.subject.split('.')[1] ?? '';
+    if (message.subject.endsWith('.envelopes.created')) {
+      const opened = EnvelopeOpenedSchema.safeParse(message.data);
+      if (opened.success && opened.data.tenant_id === tenant) this.openEnvelope(opened.data, now);
+      return;
+    }
+    const parsed = UsageEventMessageSchema.safeParse(message.data);
+    if (!parsed.success || parsed.data.tenant_id !== tenant) {
+      this.stats.rejected += 1;
+      this.deps.logger.warn({ subject: message.subject, msg_id: message.msgId }, 'event skipped: not a usage event of this tenant');
+      return;
+    }
+    const event = parsed.data;
+    if (this.deps.store.get(tenant, 'envelope', event.envelope_id) === undefined && event.budget_id !== null) {
+      this.openEnvelope({ tenant_id: tenant, envelope_id: event.envelope_id, execution_id: String(event.payload.execution_id ?? event.envelope_id), budget_id: event.budget_id, adapter_type: 'proxy', source: event.source, occurred_at: event.timestamp }, now);
+    }
+    const result = applyUsage(this.deps, event, now, effects, false);
+    if (result.duplicate) this.stats.duplicates += 1;
+    else this.stats.applied += 1;
+  }
+
+  /** Stores an envelope a proxy opened, unless it is known already (the control plane's own, or a replay). */
+  private openEnvelope(opened: { tenant_id: string; envelope_id: string; execution_id: string; budget_id: string | null; adapter_type: string; source: string; occurred_at: string }, now: Date): void {
+    const { store } = this.deps;
+    if (store.get(opened.tenant_id, 'envelope', opened.envelope_id) !== undefined) return;
+    const envelope: Envelope = {
+      envelope_id: opened.envelope_id,
+      tenant_id: opened.tenant_id,
+      budget_id: opened.budget_id,
+      execution_id: opened.execution_id,
+      adapter_type: opened.adapter_type,
+      native_ref: null,
+      checkpoint_id: null,
+      status: 'AUTHORIZED',
+      status_reason: null,
+      governance: { token_limit: null, cost_limit_usd: null, timeout_seconds: null, policy_set: [] },
+      metadata: { source: opened.source },
+      cost: emptyCostTotals(),
+      created_at: opened.occurred_at,
+      updated_at: now.toISOString(),
+      completed_at: null,
+    };
+    store.put(opened.tenant_id, 'envelope', envelope.envelope_id, envelope);
+    if (store.get(opened.tenant_id, 'execution', envelope.execution_id) === undefined) store.put(opened.tenant_id, 'execution', envelope.execution_id, envelope.envelope_id);
+    if (envelope.budget_id !== null) store.put(opened.tenant_id, 'budget_envelope', budgetIndexId(envelope.budget_id, envelope.envelope_id), envelope.envelope_id);
+  }
+}

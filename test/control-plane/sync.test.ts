@@ -1,0 +1,110 @@
+import { randomUUID } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { BudgetStateSchema, keys, LeaseGrantSchema, RulesetSnapshotSchema, syncSubjects, TerminateSignalSchema, type TerminateSignal } from '../../core/sync/contract.ts';
+import { subjects } from '../../core/bus/subjects.ts';
+import { eventually, startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
+
+let cp: RunningControlPlane;
+let key: string;
+beforeEach(async () => {
+  cp = await startControlPlane();
+  key = await tenantWithKey(cp, 'acme');
+});
+afterEach(async () => cp.close());
+
+async function costBudget(max: number): Promise<string> {
+  const res = await cp.call('POST', '/v1/budgets', { key, body: { name: 'b', type: 'cost', limits: { max_cost_usd: max } } });
+  return res.body.budget_id as string;
+}
+
+function usageEvent(budgetId: string, envelopeId: string, costUsd: number, eventId = randomUUID()) {
+  return {
+    event_id: eventId, tenant_id: 'acme', envelope_id: envelopeId, budget_id: budgetId, event_type: 'llm.call', timestamp: new Date().toISOString(),
+    tokens: { input: 10, output: 5 }, model: 'gpt-4o', cost_usd: costUsd, payload: { execution_id: 'exec-1' }, source: 'proxy:pod-a',
+  };
+}
+
+describe('state pushed to proxies', () => {
+  it('writes the ruleset snapshot when a policy is created', async () => {
+    const bucket = await cp.messaging.keyValue.open('svc_rulesets');
+    const before = RulesetSnapshotSchema.parse((await bucket.get(keys.ruleset('acme')))!.value);
+    expect(before.policies).toHaveLength(0);
+    const policy = await cp.call('POST', '/v1/policies', { key, body: { name: 'deny-gpt4', rules: [{ action: 'llm:gpt-4*', effect: 'deny' }] } });
+    const after = RulesetSnapshotSchema.parse((await bucket.get(keys.ruleset('acme')))!.value);
+    expect(after.version).toBe(before.version + 1);
+    expect(after.policies.map((p) => p.policy_id)).toEqual([policy.body.policy_id]);
+  });
+
+  it('writes budget state on creation and after usage', async () => {
+    const budgetId = await costBudget(2);
+    const bucket = await cp.messaging.keyValue.open('svc_budgets');
+    expect(BudgetStateSchema.parse((await bucket.get(keys.budget('acme', budgetId)))!.value)).toMatchObject({ status: 'active', used_micros: 0, unleased_micros: 2_000_000 });
+    const env = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'custom' } });
+    await cp.call('POST', `/v1/envelopes/${env.body.envelope_id}/events`, { key, body: { event_type: 'llm.call', timestamp: new Date().toISOString(), cost_usd: 0.5 } });
+    expect(BudgetStateSchema.parse((await bucket.get(keys.budget('acme', budgetId)))!.value)).toMatchObject({ used_micros: 500_000, unleased_micros: 1_500_000 });
+  });
+});
+
+describe('leases over request-reply', () => {
+  it('grants from the remainder and refuses a body naming another tenant', async () => {
+    const budgetId = await costBudget(1);
+    const ask = (tenant: string, holder: string) =>
+      cp.messaging.requests.request(syncSubjects.lease('acme'), { tenant_id: tenant, budget_id: budgetId, holder, want_tokens: 0, want_micros: 700_000 }, 1000);
+    expect(LeaseGrantSchema.parse(await ask('acme', 'a')).micros).toBe(700_000);
+    expect(LeaseGrantSchema.parse(await ask('acme', 'b')).micros).toBe(300_000);
+    await expect(ask('other', 'c')).rejects.toMatchObject({ code: 'SVC-SYS-9004' });
+  });
+});
+
+describe('event processor', () => {
+  it('applies proxy events once, opening the envelope it has not seen', async () => {
+    const budgetId = await costBudget(10);
+    const envelopeId = randomUUID();
+    const event = usageEvent(budgetId, envelopeId, 0.25);
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), { ...event }, { msgId: `${event.event_id}-replay` });
+    const env = await eventually(() => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }), (r) => r.status === 200 && r.body.cost_summary.llm_calls === 1);
+    expect(env.body).toMatchObject({ execution_id: 'exec-1', budget_id: budgetId, state: 'RUNNING', cost_summary: { cost_usd: 0.25, tokens_total: 15 } });
+    await eventually(() => cp.plane.processor.stats, (s) => s.duplicates === 1);
+    const usage = await cp.call('GET', `/v1/budgets/${budgetId}/usage`, { key });
+    expect(usage.body.cost_usd).toBe(0.25);
+  });
+
+  it('stores an envelope a proxy announces', async () => {
+    const budgetId = await costBudget(10);
+    const envelopeId = randomUUID();
+    await cp.messaging.bus.publish(subjects.envelopeCreated('acme'), { tenant_id: 'acme', envelope_id: envelopeId, execution_id: 'exec-9', budget_id: budgetId, status: 'AUTHORIZED', source: 'proxy:pod-a', occurred_at: new Date().toISOString() }, { msgId: `open-${envelopeId}` });
+    const env = await eventually(() => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }), (r) => r.status === 200);
+    expect(env.body).toMatchObject({ state: 'AUTHORIZED', execution_id: 'exec-9', adapter_type: 'proxy' });
+  });
+
+  it('signals the termination of every envelope on a budget the proxies exhaust', async () => {
+    const signals: TerminateSignal[] = [];
+    await cp.messaging.signals.subscribeSignals(syncSubjects.terminate('acme'), (data) => {
+      signals.push(TerminateSignalSchema.parse(data));
+    });
+    const budgetId = await costBudget(1);
+    const [a, b] = [randomUUID(), randomUUID()];
+    for (const [envelopeId, cost] of [[a, 0.6], [b, 0.6]] as const) {
+      const event = usageEvent(budgetId, envelopeId, cost);
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    }
+    await eventually(() => signals.map((s) => s.envelope_id).sort(), (ids) => ids.length === 2);
+    expect(signals.map((s) => s.envelope_id).sort()).toEqual([a, b].sort());
+    expect(signals.every((s) => s.force && s.budget_id === budgetId)).toBe(true);
+    const env = await cp.call('GET', `/v1/envelopes/${a}`, { key });
+    expect(env.body).toMatchObject({ state: 'TERMINATED', termination_reason: 'budget_exceeded' });
+  });
+
+  it('signals a termination made over REST', async () => {
+    const signals: TerminateSignal[] = [];
+    await cp.messaging.signals.subscribeSignals(syncSubjects.terminate('acme'), (data) => {
+      signals.push(TerminateSignalSchema.parse(data));
+    });
+    const budgetId = await costBudget(1);
+    const env = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'custom' } });
+    await cp.call('POST', `/v1/envelopes/${env.body.envelope_id}/terminate`, { key, body: { reason: 'stop', force: true } });
+    await eventually(() => signals, (s) => s.length === 1);
+    expect(signals[0]).toMatchObject({ envelope_id: env.body.envelope_id, reason: 'stop', force: true });
+  });
+});
