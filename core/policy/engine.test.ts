@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { RE2JS } from 're2js';
+import { describe, expect, it, vi } from 'vitest';
 import { SvcError } from '../errors/index.ts';
 import { compileRuleset, evaluate, evaluateAsync } from './engine.ts';
 import { createKeywordJudge } from './keyword-judge.ts';
@@ -202,6 +203,18 @@ describe('evaluate', () => {
     expect(onlyB.warnings.map((w) => w.rule_id)).toEqual(['b1']);
     expect(evaluate(ruleset, { action: 'tool:x', context: {}, policySet: ['c', b.policy_id] }).matched_rule).toBe('b2');
     expect(evaluate(ruleset, { action: 'tool:x', context: {}, policySet: ['unknown'] }).effect).toBe('no_match');
+  });
+
+  it('compiles regexes once per ruleset, never per evaluation', () => {
+    const compile = vi.spyOn(RE2JS, 'compile');
+    try {
+      const ruleset = compileRuleset([policy({ rules: [rule('r', '*', 'DENY', [{ field: 't', operator: 'matches', value: '^secret' }])] })], 1);
+      expect(compile).toHaveBeenCalledTimes(1);
+      for (let i = 0; i < 100; i++) evaluate(ruleset, { action: 'a', context: { t: i % 2 === 0 ? 'secret' : 'public' } });
+      expect(compile).toHaveBeenCalledTimes(1);
+    } finally {
+      compile.mockRestore();
+    }
   });
 
   it('evaluates a catastrophically backtracking pattern against a long adversarial string fast', () => {
