@@ -126,7 +126,7 @@ export class ProxyListener {
       const target = this.#interceptTargets.get(clientReq.socket);
       if (target === undefined) throw new SvcError('SVC-SYS-9007', 'intercepted request without its CONNECT target');
       mode = 'intercept';
-      targetUrl = new URL(rawUrl.startsWith('/') ? rawUrl : new URL(rawUrl).pathname, interceptedOrigin(target));
+      targetUrl = new URL(interceptedOrigin(target) + originForm(rawUrl));
     } else if (rawUrl.startsWith('/')) {
       const reverse = this.#reverse(rawUrl);
       if (reverse === undefined) throw new SvcError('SVC-SYS-9006', `no upstream route for path ${rawUrl.split('?')[0] ?? rawUrl}`, { path: rawUrl });
@@ -214,6 +214,19 @@ export class ProxyListener {
 
 function egressDenied(host: string, port: number): SvcError {
   return new SvcError('SVC-ADP-5003', `egress to ${host}:${port} denied by policy`, { host, port });
+}
+
+/**
+ * The path and query of a request target. Joined to an origin by concatenation, never resolved
+ * against it: resolving would let a path such as `//elsewhere.test/x` change the host.
+ */
+function originForm(rawUrl: string): string {
+  if (rawUrl.startsWith('/')) return rawUrl;
+  const absolute = URL.parse(rawUrl);
+  if (absolute === null) {
+    throw new SvcError('SVC-SYS-9002', `invalid request target: ${rawUrl}`, { fields: 'url' }, [{ field: 'url', description: 'must be a path or an absolute URL' }]);
+  }
+  return `${absolute.pathname}${absolute.search}`;
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {

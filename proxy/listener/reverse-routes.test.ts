@@ -14,6 +14,12 @@ describe('compileReverseRoutes', () => {
     expect(route('/openai/azure/deployments/x')?.url.href).toBe('https://example.openai.azure.com/base/deployments/x');
   });
 
+  it('keeps a path starting with // on the route host', () => {
+    const target = route('/openai//evil.test/steal?x=1');
+    expect(target?.url.host).toBe('api.openai.com');
+    expect(target?.url.pathname).toBe('//evil.test/steal');
+  });
+
   it('matches whole segments only', () => {
     expect(route('/openaix/v1')).toBeUndefined();
     expect(route('/other')).toBeUndefined();

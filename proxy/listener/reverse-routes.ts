@@ -33,7 +33,8 @@ export function compileReverseRoutes(routes: ReverseRoutes): ReverseRouter {
       if (rest !== '' && rest[0] !== '/' && rest[0] !== '?') continue;
       const basePath = base.pathname === '/' ? '' : base.pathname.replace(/\/$/, '');
       const suffix = rest === '' || rest[0] === '?' ? `/${rest}` : rest;
-      return { route, url: new URL(`${basePath}${suffix}`, base.origin) };
+      // Concatenated, not resolved: `/openai//elsewhere.test/x` must stay on the route's host.
+      return { route, url: new URL(`${base.origin}${basePath}${suffix}`) };
     }
     return undefined;
   };

@@ -33,6 +33,10 @@ describe('applyOverride', () => {
     expect(applyOverride(new URL('https://api.anthropic.com/v1/messages'), overrides).href).toBe('http://sim:8080/anthropic/v1/messages');
   });
 
+  it('keeps a path starting with // on the override host', () => {
+    expect(applyOverride(new URL('https://api.openai.com//evil.test/x'), overrides).host).toBe('127.0.0.1:9443');
+  });
+
   it('leaves other hosts alone', () => {
     const url = new URL('https://example.com/a');
     expect(applyOverride(url, overrides)).toBe(url);

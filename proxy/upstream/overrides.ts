@@ -27,5 +27,6 @@ export function applyOverride(url: URL, overrides: UpstreamOverrides): URL {
   const target = overrides.get(url.hostname.toLowerCase());
   if (target === undefined) return url;
   const basePath = target.pathname.endsWith('/') ? target.pathname.slice(0, -1) : target.pathname;
-  return new URL(`${basePath}${url.pathname}${url.search}`, target.origin);
+  // Concatenated, not resolved, so that a path starting `//` cannot name another host.
+  return new URL(`${target.origin}${basePath}${url.pathname}${url.search}`);
 }

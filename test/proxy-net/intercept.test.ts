@@ -71,6 +71,12 @@ describe('CONNECT interception of api.openai.com', () => {
     expect(seen?.headers['x-svc-budget-id']).toBeUndefined();
   });
 
+  it('keeps an intercepted request on the CONNECT host even when its path starts with //', async () => {
+    const res = await fetch('https://api.openai.com//evil.test/models?x=1', { dispatcher, headers: { 'x-request-id': 'req-slashes' } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ path: '//evil.test/models?x=1', method: 'GET' });
+  });
+
   it('relays a streamed answer chunk by chunk: the first chunk arrives before the upstream sends the last', async () => {
     rig.provider.holdStream();
     const res = await fetch('https://api.openai.com/stream', { dispatcher });
