@@ -45,8 +45,6 @@ export const OpenAiEmbeddingsRequestSchema = z.looseObject({
   input: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
 });
 
-export type OpenAiChatRequest = z.infer<typeof OpenAiChatRequestSchema>;
-
 function toolNames(tools: readonly z.infer<typeof ChatToolSchema>[] | undefined): string[] {
   return (tools ?? []).map((t) => t.function?.name ?? t.name ?? t.type ?? 'unknown');
 }

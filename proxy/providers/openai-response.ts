@@ -6,7 +6,7 @@ import { codedMessage, errorStatus } from './error-format.ts';
 import type { StreamDialect, StreamErrorEvent } from './stream-meter.ts';
 
 /** Chat and embeddings report prompt/completion tokens; the Responses API input/output tokens. */
-export function openAiUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undefined {
+function openAiUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undefined {
   if (!usage) return undefined;
   const input = asCount(usage.prompt_tokens) ?? asCount(usage.input_tokens);
   const output = asCount(usage.completion_tokens) ?? asCount(usage.output_tokens) ?? 0;
@@ -67,7 +67,7 @@ export function readOpenAiResponse(deps: AdapterDeps, op: Operation, body: unkno
   };
 }
 
-export function openAiErrorType(status: number): string {
+function openAiErrorType(status: number): string {
   if (status === 401) return 'authentication_error';
   if (status === 403) return 'permission_error';
   if (status === 429) return 'rate_limit_error';

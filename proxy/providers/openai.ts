@@ -1,7 +1,7 @@
 import type { AdapterDeps, Operation, ProviderAdapter, ProviderId } from './adapter.ts';
 import { errorHeaders, errorStatus } from './error-format.ts';
-import { pathOnly } from './json-access.ts';
-import { OpenAiChatRequestSchema, parseOpenAiRequest } from './openai-request.ts';
+import { asObject, pathOnly } from './json-access.ts';
+import { parseOpenAiRequest } from './openai-request.ts';
 import { chatStreamDialect, OPENAI_STREAM_ERROR, openAiErrorPayload, readOpenAiResponse, responsesStreamDialect } from './openai-response.ts';
 import { createStreamMeter, streamErrorBytes } from './stream-meter.ts';
 
@@ -28,7 +28,7 @@ export const OPENAI_FLAVOUR: OpenAiFlavour = {
   injectStreamUsage: true,
 };
 
-export function classifyOpenAiPath(method: string, path: string): Operation | null {
+function classifyOpenAiPath(method: string, path: string): Operation | null {
   if (method.toUpperCase() !== 'POST') return null;
   const p = pathOnly(path);
   if (p.endsWith('/chat/completions')) return 'chat';
@@ -47,14 +47,13 @@ export function createOpenAiAdapter(deps: AdapterDeps, flavour: OpenAiFlavour = 
       return parseOpenAiRequest(deps, op, body, flavour.modelFromPath?.(path));
     },
     prepareRequest(op, body) {
-      if (op !== 'chat' || !flavour.injectStreamUsage) return { body, modified: false, hideStreamUsage: false };
-      const parsed = OpenAiChatRequestSchema.safeParse(body);
-      if (!parsed.success || parsed.data.stream !== true || parsed.data.stream_options?.include_usage === true) {
+      // The body was validated by parseRequest; only the two fields that matter are read here.
+      const request = asObject(body);
+      const streamOptions = asObject(request?.stream_options);
+      if (op !== 'chat' || !flavour.injectStreamUsage || request?.stream !== true || streamOptions?.include_usage === true) {
         return { body, modified: false, hideStreamUsage: false };
       }
-      const original = body as Record<string, unknown>;
-      const streamOptions = { ...(parsed.data.stream_options ?? {}), include_usage: true };
-      return { body: { ...original, stream_options: streamOptions }, modified: true, hideStreamUsage: true };
+      return { body: { ...request, stream_options: { ...streamOptions, include_usage: true } }, modified: true, hideStreamUsage: true };
     },
     readResponse(op, json, estimatedInputTokens) {
       return readOpenAiResponse(deps, op, json, estimatedInputTokens);

@@ -40,7 +40,7 @@ export function encodeText(text: string): Uint8Array {
   return encoder.encode(text);
 }
 
-export function parseSseEvent(text: string): SseEvent | null {
+function parseSseEvent(text: string): SseEvent | null {
   let event: string | undefined;
   let data: string | null = null;
   for (const line of text.split(/\r\n|\r|\n/)) {
