@@ -26,6 +26,7 @@ describe('compileCondition', () => {
     expect(check('eq', true)({ x: 'true' })).toBe(true);
     expect(check('eq', true)({ x: false })).toBe(false);
     expect(check('eq', null)({ x: null })).toBe(true);
+    expect(check('eq', 0)({ x: '  ' })).toBe(false);
     expect(check('neq', 'prod')({ x: 'dev' })).toBe(true);
     expect(check('neq', 'prod')({ x: 'prod' })).toBe(false);
   });
@@ -52,6 +53,7 @@ describe('compileCondition', () => {
     expect(check('lt', 0.5)({ x: 'not a number' })).toBe(false);
     expect(check('gt', 1)({ x: true })).toBe(false);
     expect(check('gt', 0)({ x: '' })).toBe(false);
+    expect(check('gte', 0)({ x: ' ' })).toBe(false);
     const afterNewYear = check('gte', '2026-01-01T00:00:00Z');
     expect(afterNewYear({ x: '2026-03-01T12:00:00Z' })).toBe(true);
     expect(afterNewYear({ x: '2025-12-31T23:59:59Z' })).toBe(false);

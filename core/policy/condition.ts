@@ -114,7 +114,7 @@ function compileComparison(operator: 'gt' | 'gte' | 'lt' | 'lte', value: unknown
 /** NaN for anything that is not a number, so every comparison with it is false. */
 function numberOf(actual: unknown): number {
   if (typeof actual === 'number') return actual;
-  if (typeof actual === 'string' && actual !== '') return Number(actual);
+  if (typeof actual === 'string' && actual.trim() !== '') return Number(actual);
   return Number.NaN;
 }
 

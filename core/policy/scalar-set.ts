@@ -17,7 +17,7 @@ export function scalarMembership(values: readonly Scalar[]): (actual: unknown) =
   return (actual) => {
     if (set.has(actual)) return true;
     if (typeof actual === 'string') {
-      if (hasNumbers && actual !== '' && set.has(Number(actual))) return true;
+      if (hasNumbers && actual.trim() !== '' && set.has(Number(actual))) return true;
       return hasBooleans && (actual === 'true' || actual === 'false') && set.has(actual === 'true');
     }
     return hasStrings && (typeof actual === 'number' || typeof actual === 'boolean') && set.has(String(actual));
