@@ -33,6 +33,8 @@ export type NatsConnectionOptions = z.input<typeof natsConnectionOptionsSchema>;
 export interface NatsLink {
   readonly nc: NatsConnection;
   healthy(): boolean;
+  /** Calls `listener` after every reconnect; returns a function that removes it. */
+  onReconnect(listener: () => void): () => void;
   close(): Promise<void>;
 }
 
@@ -66,6 +68,7 @@ export async function connectNats(input: NatsConnectionOptions, logger: BusLogge
     throw new SvcError('SVC-SYS-9001', `cannot connect to NATS at ${String(options.servers)}: ${(error as Error).message}`, { servers: options.servers });
   }
   let connected = true;
+  const reconnectListeners = new Set<() => void>();
   void (async () => {
     for await (const status of nc.status()) {
       if (status.type === Events.Disconnect) {
@@ -74,6 +77,7 @@ export async function connectNats(input: NatsConnectionOptions, logger: BusLogge
       } else if (status.type === Events.Reconnect) {
         connected = true;
         logger.warn({ server: status.data }, 'NATS reconnected');
+        for (const listener of reconnectListeners) listener();
       } else if (status.type === Events.Error) {
         logger.error({ err: status.data }, 'NATS error');
       }
@@ -82,6 +86,10 @@ export async function connectNats(input: NatsConnectionOptions, logger: BusLogge
   return {
     nc,
     healthy: () => connected && !nc.isClosed(),
+    onReconnect(listener) {
+      reconnectListeners.add(listener);
+      return () => void reconnectListeners.delete(listener);
+    },
     async close() {
       connected = false;
       if (nc.isClosed()) return;

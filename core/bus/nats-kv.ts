@@ -1,9 +1,11 @@
-import type { KV, KvEntry, NatsConnection } from 'nats';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { KV, KvEntry } from 'nats';
 import { SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
 import type { BusLogger, KeyValueEntry, KeyValueStore, KeyValueStores, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertKey, assertName, assertPattern } from './names.ts';
+import type { NatsLink } from './nats-connection.ts';
 
 function toEntry(entry: KvEntry): KeyValueEntry {
   const deleted = entry.operation !== 'PUT';
@@ -16,11 +18,13 @@ function unavailable(what: string, error: unknown): SvcError {
 
 class NatsKeyValueStore implements KeyValueStore {
   readonly #kv: KV;
+  readonly #link: NatsLink;
   readonly #bucket: string;
   readonly #logger: BusLogger;
 
-  constructor(kv: KV, bucket: string, logger: BusLogger) {
+  constructor(kv: KV, link: NatsLink, bucket: string, logger: BusLogger) {
     this.#kv = kv;
+    this.#link = link;
     this.#bucket = bucket;
     this.#logger = logger;
   }
@@ -50,28 +54,63 @@ class NatsKeyValueStore implements KeyValueStore {
     });
   }
 
+  /**
+   * A watch that outlives server restarts: after every reconnect it starts over (current values,
+   * then changes) and passes on only what is newer than the last revision it delivered.
+   */
   async watch(filter: string, callback: (entry: KeyValueEntry) => void | Promise<void>): Promise<Subscription> {
     await asPromise(() => assertPattern(filter, 'filter'));
-    let initialized!: () => void;
-    const ready = new Promise<void>((resolve) => (initialized = resolve));
-    // An ordered consumer underneath: it re-creates itself after a reconnect, so the watch survives outages.
-    const iterator = await this.#kv.watch({ key: filter, initializedFn: () => initialized() }).catch((error: unknown) => {
-      throw unavailable(`cannot watch ${this.#bucket}/${filter}`, error);
-    });
-    const done = (async () => {
-      for await (const entry of iterator) {
+    let lastRevision = 0;
+    let delivered: Promise<void> = Promise.resolve();
+    const deliver = (entry: KvEntry): Promise<void> =>
+      (delivered = delivered.then(async () => {
+        if (entry.revision <= lastRevision) return;
+        lastRevision = entry.revision;
         try {
           await callback(toEntry(entry));
         } catch (error) {
           this.#logger.error({ err: error, bucket: this.#bucket, key: entry.key }, 'key-value watch callback failed');
         }
+      }));
+
+    let stopCurrent: () => void = () => undefined;
+    const start = async (): Promise<void> => {
+      let initialized!: () => void;
+      const ready = new Promise<void>((resolve) => (initialized = resolve));
+      const iterator = await this.#kv.watch({ key: filter, initializedFn: () => initialized() }).catch((error: unknown) => {
+        throw unavailable(`cannot watch ${this.#bucket}/${filter}`, error);
+      });
+      stopCurrent = () => iterator.stop();
+      void (async () => {
+        for await (const entry of iterator) await deliver(entry);
+      })().catch((error: unknown) => this.#logger.warn({ err: error, bucket: this.#bucket, filter }, 'key-value watch ended; it restarts on reconnect'));
+      await ready;
+      await delivered;
+    };
+
+    await start();
+    let closed = false;
+    let restarting = Promise.resolve();
+    // JetStream may need a moment after a reconnect; keep trying until the watch is back.
+    const restart = async (): Promise<void> => {
+      stopCurrent();
+      for (let attempt = 0; !closed; attempt++) {
+        try {
+          return await start();
+        } catch (error) {
+          this.#logger.warn({ err: error, bucket: this.#bucket, filter, attempt }, 'key-value watch could not restart; retrying');
+          await sleep(Math.min(5_000, 250 * 2 ** attempt));
+        }
       }
-    })();
-    await ready;
+    };
+    const removeListener = this.#link.onReconnect(() => void (restarting = restarting.then(restart)));
     return {
       unsubscribe: async () => {
-        iterator.stop();
-        await done;
+        closed = true;
+        removeListener();
+        await restarting;
+        stopCurrent();
+        await delivered;
       },
     };
   }
@@ -82,25 +121,25 @@ class NatsKeyValueStore implements KeyValueStore {
  * must exist already, so credentials that may not manage streams can still read and watch.
  */
 export class NatsKeyValueStores implements KeyValueStores {
-  readonly #nc: NatsConnection;
+  readonly #link: NatsLink;
   readonly #logger: BusLogger;
   readonly #create: boolean;
 
-  constructor(nc: NatsConnection, logger: BusLogger, options: { create?: boolean } = {}) {
-    this.#nc = nc;
+  constructor(link: NatsLink, logger: BusLogger, options: { create?: boolean } = {}) {
+    this.#link = link;
     this.#logger = logger;
     this.#create = options.create ?? true;
   }
 
   async open(bucket: string): Promise<KeyValueStore> {
     await asPromise(() => assertName('bucket', bucket));
-    const kv = await this.#nc
+    const kv = await this.#link.nc
       .jetstream()
       // Direct get names the key in the request subject, so permissions can limit reads per tenant.
       .views.kv(bucket, this.#create ? { history: 1 } : { bindOnly: true, allow_direct: true })
       .catch((error: unknown) => {
         throw unavailable(`cannot open key-value bucket ${bucket}`, error);
       });
-    return new NatsKeyValueStore(kv, bucket, this.#logger);
+    return new NatsKeyValueStore(kv, this.#link, bucket, this.#logger);
   }
 }

@@ -20,7 +20,7 @@ export async function openNatsMessaging(options: NatsMessagingOptions, logger: B
     const requests = new NatsRequests(link.nc, logger);
     return {
       bus,
-      keyValue: new NatsKeyValueStores(link.nc, logger, { create: manage }),
+      keyValue: new NatsKeyValueStores(link, logger, { create: manage }),
       requests,
       signals: requests,
       healthy: () => link.healthy(),

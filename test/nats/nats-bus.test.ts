@@ -1,0 +1,116 @@
+import { connect, nanos, RetentionPolicy, StorageType } from 'nats';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BusLogger, KeyValueEntry, Messaging } from '../../core/bus/bus.ts';
+import { connectNats } from '../../core/bus/nats-connection.ts';
+import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
+import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+
+function recordingLogger(): BusLogger & { errors: string[] } {
+  const errors: string[] = [];
+  return { errors, warn: () => undefined, error: (_o, message) => void errors.push(message) };
+}
+
+async function until(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not reached');
+    await sleep(20);
+  }
+}
+
+describe('NATS bus specifics', () => {
+  let server: NatsServer;
+  beforeAll(async () => {
+    server = await startNatsServer();
+  });
+  afterAll(async () => {
+    await server.dispose();
+  });
+
+  const open = (logger: BusLogger, bus: object = {}): Promise<Messaging> =>
+    openNatsMessaging({ connection: { servers: server.url, reconnectTimeWaitMs: 100, reconnectJitterMs: 50 }, bus: { retryBackoffMs: 20, ...bus } }, logger);
+
+  it('creates the event stream with file storage, limits retention, 7 day age and the de-dup window, and updates its limits', async () => {
+    const messaging = await open(recordingLogger(), { stream: { maxBytes: 1024 ** 3 } });
+    await messaging.close();
+    const again = await open(recordingLogger(), { stream: { maxBytes: 2 * 1024 ** 3, duplicateWindowMs: 300_000 } });
+    await again.close();
+    const nc = await connect({ servers: server.url });
+    const info = await (await nc.jetstreamManager()).streams.info('SVC_EVENTS');
+    await nc.close();
+    expect(info.config).toMatchObject({
+      subjects: ['svc.*.envelopes.>', 'svc.*.events.>', 'svc.*.budgets.>', 'svc.*.policies.>'],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      max_age: nanos(7 * 24 * 3_600_000),
+      max_bytes: 2 * 1024 ** 3,
+      duplicate_window: nanos(300_000),
+    });
+  });
+
+  it('terminates a message whose handler keeps failing after maxDeliver attempts, logs it, and goes on', async () => {
+    const logger = recordingLogger();
+    const messaging = await open(logger, { maxDeliver: 3 });
+    const attempts: string[] = [];
+    await messaging.bus.subscribe(
+      'svc.poison.events.>',
+      (m) => {
+        attempts.push(`${m.msgId}#${m.deliveryCount}`);
+        return m.msgId === 'bad' ? Promise.reject(new Error('cannot apply')) : Promise.resolve();
+      },
+      { durable: 'poison' },
+    );
+    await messaging.bus.publish('svc.poison.events.x', {}, { msgId: 'bad' });
+    await messaging.bus.publish('svc.poison.events.x', {}, { msgId: 'good' });
+    await until(() => attempts.includes('good#1'));
+    expect(attempts).toEqual(['bad#1', 'bad#2', 'bad#3', 'good#1']);
+    expect(logger.errors).toContain('bus handler kept failing; message skipped');
+    await messaging.close();
+  });
+
+  it('removes the consumer of a plain subscription when it unsubscribes, and keeps a durable one', async () => {
+    const messaging = await open(recordingLogger());
+    const plain = await messaging.bus.subscribe('svc.cons.events.>', () => Promise.resolve());
+    await messaging.bus.subscribe('svc.cons.events.>', () => Promise.resolve(), { durable: 'kept' });
+    await plain.unsubscribe();
+    await messaging.close();
+    const nc = await connect({ servers: server.url });
+    const consumers = await (await nc.jetstreamManager()).consumers.list('SVC_EVENTS').next();
+    await nc.close();
+    const names = consumers.map((c) => c.name);
+    expect(names).toContain('kept');
+    expect(names.filter((n) => n.startsWith('eph_'))).toEqual([]);
+  });
+
+  it('reports health, and a durable subscriber and a key-value watch carry on after a server restart', async () => {
+    const messaging = await open(recordingLogger());
+    const got: unknown[] = [];
+    await messaging.bus.subscribe('svc.restart.events.>', (m) => Promise.resolve(void got.push(m.data)), { durable: 'restart' });
+    const kv = await messaging.keyValue.open('svc_restart');
+    const seen: KeyValueEntry[] = [];
+    await kv.watch('ruleset.restart.>', (entry) => void seen.push(entry));
+    await messaging.bus.publish('svc.restart.events.x', { n: 1 });
+    await kv.put('ruleset.restart.v', { version: 1 });
+    await until(() => got.length === 1 && seen.length === 1);
+    expect(messaging.healthy()).toBe(true);
+
+    await server.stop();
+    await until(() => !messaging.healthy());
+    await server.restart();
+    await until(() => messaging.healthy());
+
+    await messaging.bus.publish('svc.restart.events.x', { n: 2 });
+    await kv.put('ruleset.restart.v', { version: 2 });
+    await until(() => got.length === 2 && seen.length === 2);
+    expect(got).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(seen.map((e) => e.value)).toEqual([{ version: 1 }, { version: 2 }]);
+    await messaging.close();
+  });
+
+  it('rejects bad connection options naming the field, and an unreachable server with SVC-SYS-9001', async () => {
+    await expect(connectNats({ servers: [] }, recordingLogger())).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'servers' }] });
+    await expect(connectNats({ servers: server.url, user: 'a', token: 't' }, recordingLogger())).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'user' }] });
+    await expect(connectNats({ servers: 'nats://127.0.0.1:1', connectTimeoutMs: 500 }, recordingLogger())).rejects.toMatchObject({ code: 'SVC-SYS-9001' });
+  });
+});
