@@ -45,6 +45,7 @@ export interface ControlPlane {
   services: { envelopes: Envelopes; budgets: Budgets; policies: Policies; keys: ApiKeys; tenants: Tenants; audit: AuditLog; leases: LeaseLedger };
   processor: EventProcessor;
   webhooks: WebhookSender;
+  effects: EffectDispatcher;
   metrics: ControlPlaneMetrics;
   /** Listens on the configured host and port; resolves with the bound address. */
   listen(): Promise<string>;
@@ -111,6 +112,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     services: { envelopes, budgets, policies, keys, tenants, audit, leases },
     processor,
     webhooks,
+    effects,
     metrics,
     listen: () => app.listen({ host: config.http_host, port: config.http_port }),
     async close() {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { SvcError } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
@@ -26,10 +26,9 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
   const app = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     requestIdHeader: 'x-request-id',
-    requestIdLogLabel: 'request_id',
+    logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     genReqId: () => randomUUID(),
     bodyLimit: options.bodyLimitBytes,
-    disableRequestLogging: true,
   });
 
   app.setErrorHandler((error, request, reply) => {
