@@ -30,6 +30,7 @@ const TOKENS_PER_MESSAGE = 3;
 const TOKENS_PER_NAME = 1;
 const REPLY_PRIMER = 3;
 
+const ENCODING_MEMO_LIMIT = 256;
 const O200K_FAMILIES = /^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o\d)/;
 
 /**
@@ -48,6 +49,18 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   // Building an encoder parses its whole vocabulary, so each is made once, on first use.
   const encoders = new Map<EncodingName, Tiktoken>();
   const memos: Record<EncodingName, Map<string, number>> = { o200k_base: new Map(), cl100k_base: new Map() };
+  // Stream deltas are counted one by one, so the model's encoding is resolved once per model id.
+  const encodingByModel = new Map<string, EncodingName>();
+
+  function encodingOf(model: string): EncodingName {
+    let name = encodingByModel.get(model);
+    if (name === undefined) {
+      name = encodingForModel(model);
+      if (encodingByModel.size >= ENCODING_MEMO_LIMIT) encodingByModel.clear();
+      encodingByModel.set(model, name);
+    }
+    return name;
+  }
 
   function encoder(name: EncodingName): Tiktoken {
     let enc = encoders.get(name);
@@ -74,12 +87,12 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   }
 
   return {
-    encodingFor: encodingForModel,
+    encodingFor: encodingOf,
     countText(model, text) {
-      return count(encodingForModel(model), text);
+      return count(encodingOf(model), text);
     },
     countChatMessages(model, messages) {
-      const name = encodingForModel(model);
+      const name = encodingOf(model);
       let total = REPLY_PRIMER;
       for (const m of messages) {
         total += TOKENS_PER_MESSAGE + count(name, m.role) + count(name, m.content);

@@ -231,3 +231,19 @@ describe('OpenAI error formats', () => {
     expect(JSON.parse(text.slice(text.indexOf('data: ') + 6))).toMatchObject({ error: { code: 'SVC-BUD-3001', message: 'SVC-BUD-3001: budget exhausted' } });
   });
 });
+
+describe('OpenAI stream meter memory', () => {
+  it('never holds more than the current incomplete event', async () => {
+    const raw = await captureRaw(sim, '/v1/chat/completions', { ...chatBody, max_tokens: 200, stream: true, stream_options: { include_usage: true } });
+    const longestEvent = Math.max(...dec(raw).split('\n\n').map((e) => Buffer.byteLength(e) + 2));
+    const meter = openai.createStreamMeter('chat', 'gpt-4o-mini');
+    let pushed = 0;
+    let forwarded = 0;
+    for (const piece of splitAt(raw, 31, 64)) {
+      pushed += piece.length;
+      forwarded += meter.push(piece).forward.length;
+      expect(pushed - forwarded).toBeLessThan(longestEvent);
+    }
+    expect(forwarded).toBe(raw.length);
+  });
+});
