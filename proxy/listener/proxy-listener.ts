@@ -177,7 +177,10 @@ export class ProxyListener {
     const requestId = headerValue(req.headers['x-request-id']) ?? randomUUID();
     try {
       const target = parseConnectTarget(req.url);
-      if (!(await this.#allowed(target.host, target.port))) {
+      const allowed = await this.#allowed(target.host, target.port);
+      // The client may have given up while the egress check ran; open nothing for it then.
+      if (client.destroyed) return;
+      if (!allowed) {
         this.#count('refused');
         client.end(rawErrorResponse(egressDenied(target.host, target.port), requestId));
         return;

@@ -9,9 +9,16 @@ import { metricValue, startRig, type Rig } from './harness.ts';
 
 const run = promisify(execFile);
 let rig: Rig;
+/** A port whose egress check takes 200 ms, as a remote policy lookup might. */
+let slowCheckPort = -1;
 
 beforeAll(async () => {
-  rig = await startRig({ egressCheck: (host) => (host.endsWith('.denied.test') ? 'deny' : 'allow') });
+  rig = await startRig({
+    egressCheck: async (host, port) => {
+      if (port === slowCheckPort) await new Promise((resolve) => setTimeout(resolve, 200));
+      return host.endsWith('.denied.test') ? 'deny' : 'allow';
+    },
+  });
 });
 afterAll(async () => {
   await rig.close();
@@ -103,6 +110,27 @@ describe('blind CONNECT tunnel', () => {
       // Resolves only if the proxy tore down its upstream socket; the test times out otherwise.
       await closedAtOrigin;
     } finally {
+      await new Promise<void>((resolve) => origin.close(() => resolve()));
+    }
+  });
+
+  it('leaves no upstream connection open for a client that left while the egress check ran', async () => {
+    const origin = createServer((socket) => socket.resume());
+    await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
+    const openAtOrigin = (): Promise<number> => new Promise((resolve, reject) => origin.getConnections((error, n) => (error ? reject(error) : resolve(n))));
+    try {
+      slowCheckPort = (origin.address() as AddressInfo).port;
+      const client = connect(rig.proxyPort, '127.0.0.1');
+      client.write(`CONNECT 127.0.0.1:${slowCheckPort} HTTP/1.1\r\nHost: x\r\n\r\n`, () => client.destroy());
+      await new Promise((resolve) => setTimeout(resolve, 300)); // the egress check has answered by now
+      let open = await openAtOrigin();
+      for (let waited = 0; open > 0 && waited < 2000; waited += 20) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        open = await openAtOrigin();
+      }
+      expect(open).toBe(0);
+    } finally {
+      slowCheckPort = -1;
       await new Promise<void>((resolve) => origin.close(() => resolve()));
     }
   });
