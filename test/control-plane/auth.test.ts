@@ -1,0 +1,164 @@
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment -- response bodies are parsed JSON that the assertions check */
+import { createHash } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { expectSvcError, startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
+
+let cp: RunningControlPlane;
+afterEach(async () => cp.close());
+
+const budgetBody = { name: 'b', type: 'cost', limits: { max_cost_usd: 1 } };
+
+describe('API key lifecycle', () => {
+  it('shows the secret once, keeps only a hash, lists masked hints, and honours revocation and expiry', async () => {
+    cp = await startControlPlane();
+    const admin = await tenantWithKey(cp, 'acme');
+    const created = await cp.call('POST', '/v1/api-keys', { key: admin, body: { name: 'ci', scopes: ['budgets:read'], expires_in_seconds: 1 } });
+    expect(created.status).toBe(201);
+    const { id, key_secret: secret, key_hint: hint, prefix } = created.body as { id: string; key_secret: string; key_hint: string; prefix: string };
+    expect(secret.length).toBeGreaterThan(40);
+    expect(secret.startsWith(prefix)).toBe(true);
+    expect(secret.endsWith(hint.slice(-4))).toBe(true);
+    expect(Date.parse(created.body.expires_at as string) - Date.parse(created.body.created_at as string)).toBe(1000);
+
+    const hash = createHash('sha256').update(secret).digest('hex');
+    const listed = await cp.call('GET', '/v1/api-keys', { key: admin });
+    const view = (listed.body as Array<Record<string, unknown>>).find((k) => k.id === id);
+    expect(view).toMatchObject({ name: 'ci', key_hint: hint, prefix, scopes: ['budgets:read'], status: 'active' });
+    expect(view).not.toHaveProperty('key_secret');
+    expect(view).not.toHaveProperty('key_hash');
+    expect(JSON.stringify(listed.body)).not.toContain(secret.slice(prefix.length));
+    expect(JSON.stringify(listed.body)).not.toContain(hash);
+    const stored = cp.plane.store.get<Record<string, unknown>>('acme', 'api_key', id);
+    expect(stored?.key_hash).toBe(hash);
+    expect(JSON.stringify(stored)).not.toContain(secret);
+
+    expect((await cp.call('GET', '/v1/budgets', { key: secret })).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 1100));
+    expectSvcError(await cp.call('GET', '/v1/budgets', { key: secret }), 401, 'SVC-SYS-9003');
+    const later = (await cp.call('GET', '/v1/api-keys', { key: admin })).body as Array<Record<string, unknown>>;
+    expect(later.find((k) => k.id === id)?.status).toBe('expired');
+
+    const other = (await cp.call('POST', '/v1/api-keys', { key: admin, body: { name: 'doomed', scopes: ['budgets:read'] } })).body as { id: string; key_secret: string; expires_at: unknown };
+    expect(other.expires_at).toBeNull();
+    expect((await cp.call('GET', '/v1/budgets', { key: other.key_secret })).status).toBe(200);
+    const revoked = await cp.call('DELETE', `/v1/api-keys/${other.id}`, { key: admin });
+    expect(revoked.body).toMatchObject({ id: other.id, status: 'revoked' });
+    expect(revoked.body).not.toHaveProperty('key_secret');
+    expectSvcError(await cp.call('GET', '/v1/budgets', { key: other.key_secret }), 401, 'SVC-SYS-9003');
+    expect((await cp.call('GET', '/v1/budgets', { key: admin })).status).toBe(200);
+  });
+
+  it('accepts an API key as Authorization: Bearer just like X-Api-Key', async () => {
+    cp = await startControlPlane();
+    const admin = await tenantWithKey(cp, 'acme');
+    const bearer = (key: string) => ({ key: null, headers: { authorization: `Bearer ${key}` } });
+    const created = await cp.call('POST', '/v1/budgets', { ...bearer(admin), body: budgetBody });
+    expect(created.status).toBe(201);
+    expect(created.body.tenant_id).toBe('acme');
+    const listed = await cp.call('GET', '/v1/budgets', bearer(admin));
+    expect(listed.body).toEqual((await cp.call('GET', '/v1/budgets', { key: admin })).body);
+    expectSvcError(await cp.call('GET', '/v1/budgets', bearer(`${admin}x`)), 401, 'SVC-SYS-9003');
+    expectSvcError(await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Basic ${admin}` } }), 401, 'SVC-SYS-9003');
+  });
+});
+
+describe('only a platform administrator creates tenants', () => {
+  it("refuses a tenant's admin key and accepts the root key", async () => {
+    cp = await startControlPlane();
+    const admin = await tenantWithKey(cp, 'acme');
+    expectSvcError(await cp.call('POST', '/v1/tenants', { key: admin, body: { tenant_id: 'rogue', name: 'rogue' } }), 403, 'SVC-SYS-9004');
+    expectSvcError(await cp.call('GET', '/v1/tenants', { key: admin }), 403, 'SVC-SYS-9004');
+    expect((await cp.call('GET', '/v1/tenants')).body.map((t: { tenant_id: string }) => t.tenant_id)).toEqual(['acme']);
+    const created = await cp.call('POST', '/v1/tenants', { body: { tenant_id: 'initech', name: 'Initech' } });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ tenant_id: 'initech', name: 'Initech' });
+    expectSvcError(await cp.call('POST', '/v1/tenants', { body: { tenant_id: 'initech', name: 'again' } }), 409, 'SVC-SYS-9008');
+  });
+});
+
+describe('JWTs from an identity provider', () => {
+  const issuer = 'https://idp.test/';
+  const audience = 'governance-api';
+  let jwks: Server;
+  let jwksUrl: string;
+  let signingKey: CryptoKey;
+  let strangerKey: CryptoKey;
+
+  beforeAll(async () => {
+    const pair = await generateKeyPair('RS256', { extractable: true });
+    signingKey = pair.privateKey;
+    strangerKey = (await generateKeyPair('RS256')).privateKey;
+    const jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    jwks = createServer((_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ keys: [jwk] }));
+    });
+    await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
+    jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/.well-known/jwks.json`;
+  });
+  afterAll(async () => new Promise<void>((r) => jwks.close(() => r())));
+
+  interface TokenOptions { tenant?: string; scope?: string; iss?: string; aud?: string; exp?: number | string; key?: CryptoKey }
+  const token = (o: TokenOptions = {}) =>
+    new SignJWT({ tenant_id: o.tenant ?? 'acme', scope: o.scope ?? 'budgets:read budgets:write' })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setSubject('alice@acme')
+      .setIssuer(o.iss ?? issuer)
+      .setAudience(o.aud ?? audience)
+      .setIssuedAt()
+      .setExpirationTime(o.exp ?? '5m')
+      .sign(o.key ?? signingKey);
+  const asJwt = async (o: TokenOptions = {}) => ({ key: null, headers: { authorization: `Bearer ${await token(o)}` } });
+
+  async function start(): Promise<void> {
+    cp = await startControlPlane({ jwt_jwks_url: jwksUrl, jwt_issuer: issuer, jwt_audience: audience });
+    await tenantWithKey(cp, 'acme');
+    await tenantWithKey(cp, 'globex');
+  }
+
+  it('acts for the tenant of its tenant_id claim with the scopes of its scope claim', async () => {
+    await start();
+    const created = await cp.call('POST', '/v1/budgets', { ...(await asJwt()), body: budgetBody });
+    expect(created.status).toBe(201);
+    expect(created.body.tenant_id).toBe('acme');
+    expect((await cp.call('GET', `/v1/budgets/${created.body.budget_id}`, await asJwt())).status).toBe(200);
+    expectSvcError(await cp.call('POST', '/v1/policies', { ...(await asJwt()), body: { name: 'p', rules: [{ action: '*', effect: 'deny' }] } }), 403, 'SVC-SYS-9004');
+    const readOnly = await cp.call('POST', '/v1/budgets', { ...(await asJwt({ scope: 'budgets:read' })), body: budgetBody });
+    expectSvcError(readOnly, 403, 'SVC-SYS-9004');
+    const audit = await cp.call('GET', '/v1/audit?action=budget.create', { headers: { 'x-tenant-id': 'acme' } });
+    expect(audit.body.map((r: { actor: unknown }) => r.actor)).toEqual([{ type: 'jwt', id: 'alice@acme' }]);
+  });
+
+  it('refuses a wrong issuer, wrong audience, expired or foreign-signed token with 401', async () => {
+    await start();
+    const past = Math.floor(Date.now() / 1000) - 60;
+    for (const [what, options] of [['issuer', { iss: 'https://evil.test/' }], ['audience', { aud: 'other-api' }], ['expired', { exp: past }], ['signature', { key: strangerKey }]] as const) {
+      const res = await cp.call('GET', '/v1/budgets', await asJwt(options));
+      expect(res.status, what).toBe(401);
+      expectSvcError(res, 401, 'SVC-SYS-9003');
+    }
+    const good = await token();
+    const [header, payload] = good.split('.');
+    const unsigned = `${Buffer.from(JSON.stringify({ alg: 'none' })).toString('base64url')}.${payload}.`;
+    expectSvcError(await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Bearer ${unsigned}` } }), 401, 'SVC-SYS-9003');
+    const forged = `${header}.${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(payload!, 'base64url').toString()), tenant_id: 'globex' })).toString('base64url')}.${good.split('.')[2]}`;
+    expectSvcError(await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Bearer ${forged}` } }), 401, 'SVC-SYS-9003');
+  });
+
+  it("keeps a tenant's token out of another tenant, and only a system administrator token creates tenants", async () => {
+    await start();
+    const globexKey = await tenantWithKey(cp, 'globex');
+    const theirs = await cp.call('POST', '/v1/budgets', { key: globexKey, body: budgetBody });
+    expectSvcError(await cp.call('GET', `/v1/budgets/${theirs.body.budget_id}`, await asJwt()), 404, 'SVC-BUD-3002');
+    expectSvcError(await cp.call('GET', '/v1/budgets?tenant_id=globex', await asJwt()), 403, 'SVC-SYS-9004');
+    expectSvcError(await cp.call('GET', '/v1/budgets', { ...(await asJwt()), headers: { ...(await asJwt()).headers, 'x-tenant-id': 'globex' } }), 403, 'SVC-SYS-9004');
+    expect((await cp.call('GET', '/v1/budgets', await asJwt())).body).toEqual([]);
+
+    expectSvcError(await cp.call('POST', '/v1/tenants', { ...(await asJwt({ scope: 'admin' })), body: { name: 'rogue' } }), 403, 'SVC-SYS-9004');
+    const platform = await cp.call('POST', '/v1/tenants', { ...(await asJwt({ tenant: 'system', scope: 'admin' })), body: { tenant_id: 'initech', name: 'Initech' } });
+    expect(platform.status).toBe(201);
+  });
+});
