@@ -57,7 +57,7 @@ export interface StreamProgress {
 
 export interface StreamMeter {
   push(chunk: Uint8Array): StreamProgress;
-  /** Upstream closed: releases any unterminated last event. */
+  /** Upstream closed: releases any unterminated last event. `done` still false means the answer was cut short. */
   end(): StreamProgress;
   /** Bytes that end the stream with an error the client's SDK raises; send after the last `forward`. */
   errorEvent(svcCode: SvcCode, message: string): Uint8Array;

@@ -126,3 +126,15 @@ describe('Anthropic error formats', () => {
     expect(JSON.parse(text.split('data: ')[1] ?? '')).toMatchObject({ type: 'error', error: { message: 'SVC-BUD-3001: budget exhausted' } });
   });
 });
+
+describe('Anthropic truncated stream', () => {
+  it('reports a stream that closed before message_stop as not done, with estimated usage', async () => {
+    const raw = await captureRaw(sim, '/v1/messages', { ...body, max_tokens: 4, stream: true });
+    const text = dec(raw);
+    const cut = new TextEncoder().encode(text.slice(0, text.indexOf('event: message_delta')));
+    const run = runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(cut, 6));
+    expect(run.last.done).toBe(false);
+    expect(run.last.usageSource).toBe('estimated');
+    expect(run.last.usage.output).toBe(4);
+  });
+});

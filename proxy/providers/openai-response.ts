@@ -51,9 +51,9 @@ function responsesToolCalls(json: JsonObject): { names: string[]; text: string }
   return { names, text };
 }
 
-export function readOpenAiResponse(deps: AdapterDeps, op: Operation, body: unknown, estimatedInputTokens = 0, fallbackModel = ''): ResponseReading {
+export function readOpenAiResponse(deps: AdapterDeps, op: Operation, body: unknown, estimatedInputTokens = 0): ResponseReading {
   const json = asObject(body) ?? {};
-  const model = asString(json.model) ?? fallbackModel;
+  const model = asString(json.model) ?? '';
   const { names, text } = op === 'responses' ? responsesToolCalls(json) : op === 'chat' ? chatToolCalls(json) : { names: [], text: '' };
   const reported = openAiUsage(asObject(json.usage));
   if (reported) {

@@ -27,7 +27,8 @@ export function streamErrorBytes(errorEvent: StreamErrorEvent, svcCode: SvcCode,
 
 /** One provider's reading of its stream events; returns false to hide an event from the client. */
 export interface StreamDialect {
-  framing: 'sse' | 'json-array' | 'auto';
+  /** `auto`: SSE, or a streamed JSON array when the first byte is `[` (Gemini without `alt=sse`). */
+  framing: 'sse' | 'auto';
   onEvent(event: SseEvent, acc: StreamAccumulator): boolean;
   errorEvent: StreamErrorEvent;
 }
@@ -73,9 +74,8 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   };
 
   const visit = (event: SseEvent): boolean => dialect.onEvent(event, acc);
-  let framer: Framer | null = dialect.framing === 'sse' ? createSseFramer(visit) : dialect.framing === 'json-array' ? createJsonArrayFramer(visit) : null;
+  let framer: Framer | null = dialect.framing === 'sse' ? createSseFramer(visit) : null;
 
-  // Gemini answers a JSON array unless `alt=sse` was asked for; the first byte tells which.
   function sniff(chunk: Uint8Array): Framer | null {
     for (const b of chunk) {
       if (isWhitespace(b)) continue;
@@ -102,9 +102,7 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
       return progress(framer ? framer.push(chunk) : chunk);
     },
     end() {
-      const rest = framer ? framer.end() : EMPTY;
-      done = true;
-      return progress(rest);
+      return progress(framer ? framer.end() : EMPTY);
     },
     errorEvent(svcCode, message) {
       const payload = dialect.errorEvent.payload(svcCode, message);
