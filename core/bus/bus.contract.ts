@@ -200,12 +200,12 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
     it('answers a request, carries a replier SvcError back, and times out without a responder', async () => {
       const { requests } = await open();
       const t = tenant();
-      await requests.reply(`svc.${t}.leases.request`, (data) => {
+      await requests.reply(`svc.${t}.*.request`, (data, subject) => {
         const { tokens } = data as { tokens: number };
         if (tokens > 100) return Promise.reject(new SvcError('SVC-BUD-3001', 'budget exhausted', { budget_id: 'b1' }));
-        return Promise.resolve({ granted: tokens });
+        return Promise.resolve({ granted: tokens, subject });
       });
-      expect(await requests.request(`svc.${t}.leases.request`, { tokens: 40 }, 2_000)).toEqual({ granted: 40 });
+      expect(await requests.request(`svc.${t}.leases.request`, { tokens: 40 }, 2_000)).toEqual({ granted: 40, subject: `svc.${t}.leases.request` });
       await expect(requests.request(`svc.${t}.leases.request`, { tokens: 400 }, 2_000)).rejects.toMatchObject({
         code: 'SVC-BUD-3001',
         details: { budget_id: 'b1' },

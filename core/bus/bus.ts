@@ -87,6 +87,7 @@ export interface KeyValueStores {
 export interface RequestReply {
   request(subject: string, data: unknown, timeoutMs: number): Promise<unknown>;
   /** `subject` may be a pattern (`svc.*.leases.request`); the handler gets the actual subject. */
+  /** `subject` may be a pattern (`svc.*.leases.request`); the handler gets the concrete subject. */
   reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription>;
 }
 
