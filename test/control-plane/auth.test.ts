@@ -1,4 +1,4 @@
-/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment -- response bodies are parsed JSON that the assertions check */
+/* eslint-disable @typescript-eslint/no-unsafe-member-access -- response bodies are parsed JSON that the assertions check */
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -71,7 +71,7 @@ describe('only a platform administrator creates tenants', () => {
     const admin = await tenantWithKey(cp, 'acme');
     expectSvcError(await cp.call('POST', '/v1/tenants', { key: admin, body: { tenant_id: 'rogue', name: 'rogue' } }), 403, 'SVC-SYS-9004');
     expectSvcError(await cp.call('GET', '/v1/tenants', { key: admin }), 403, 'SVC-SYS-9004');
-    expect((await cp.call('GET', '/v1/tenants')).body.map((t: { tenant_id: string }) => t.tenant_id)).toEqual(['acme']);
+    expect(((await cp.call('GET', '/v1/tenants')).body as Array<{ tenant_id: string }>).map((t) => t.tenant_id)).toEqual(['acme']);
     const created = await cp.call('POST', '/v1/tenants', { body: { tenant_id: 'initech', name: 'Initech' } });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ tenant_id: 'initech', name: 'Initech' });
@@ -129,7 +129,7 @@ describe('JWTs from an identity provider', () => {
     const readOnly = await cp.call('POST', '/v1/budgets', { ...(await asJwt({ scope: 'budgets:read' })), body: budgetBody });
     expectSvcError(readOnly, 403, 'SVC-SYS-9004');
     const audit = await cp.call('GET', '/v1/audit?action=budget.create', { headers: { 'x-tenant-id': 'acme' } });
-    expect(audit.body.map((r: { actor: unknown }) => r.actor)).toEqual([{ type: 'jwt', id: 'alice@acme' }]);
+    expect((audit.body as Array<{ actor: unknown }>).map((r) => r.actor)).toEqual([{ type: 'jwt', id: 'alice@acme' }]);
   });
 
   it('refuses a wrong issuer, wrong audience, expired or foreign-signed token with 401', async () => {
