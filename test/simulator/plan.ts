@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { SvcCode } from '../../core/errors/index.ts';
+import { ERROR_CATALOGUE, type SvcCode } from '../../core/errors/index.ts';
 
 /**
  * Every word is one token in both o200k_base and cl100k_base, and so is any run of them, so
@@ -34,6 +34,13 @@ function intHeader(headers: IncomingHttpHeaders, name: string): number | undefin
   return Number.isInteger(n) && n >= 0 ? n : undefined;
 }
 
+function svcCodeHeader(headers: IncomingHttpHeaders): SvcCode | undefined {
+  const code = header(headers, 'x-sim-error-code');
+  if (code === undefined) return undefined;
+  if (!Object.hasOwn(ERROR_CATALOGUE, code)) throw new Error(`x-sim-error-code: unknown SVC code ${code}`);
+  return code as SvcCode;
+}
+
 export function replyWords(count: number): string[] {
   return Array.from({ length: count }, (_, i) => WORDS[i % WORDS.length] ?? ' one');
 }
@@ -63,7 +70,7 @@ export function planReply(input: PlanInput): ReplyPlan {
     cachedTokens: Math.min(intHeader(headers, 'x-sim-cached-tokens') ?? 0, inputTokens),
     toolCall: header(headers, 'x-sim-tool-call'),
     delayMs: intHeader(headers, 'x-sim-chunk-delay-ms') ?? input.defaultDelayMs,
-    errorCode: header(headers, 'x-sim-error-code') as SvcCode | undefined,
+    errorCode: svcCodeHeader(headers),
     streamErrorAfter: intHeader(headers, 'x-sim-stream-error-after'),
   };
 }

@@ -81,3 +81,18 @@ describe('provider simulator', () => {
     await dispatcher.close();
   });
 });
+
+describe('provider simulator routes', () => {
+  it('serves the OpenAI format under any prefix, as OpenAI-compatible servers do', async () => {
+    sim = await startSimulator();
+    const res = await fetch(`${sim.url}/compat/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...chat, stream: false, model: 'llama3.1:8b' }) });
+    expect(await res.json()).toMatchObject({ model: 'llama3.1:8b', usage: { completion_tokens: 5 } });
+  });
+
+  it('answers 500 naming the header for an unknown injected error code', async () => {
+    sim = await startSimulator();
+    const res = await fetch(`${sim.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chat), headers: { 'x-sim-error-code': 'SVC-NOPE-1' } });
+    expect(res.status).toBe(500);
+    expect(await res.text()).toContain('x-sim-error-code');
+  });
+});
