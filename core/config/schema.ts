@@ -1,7 +1,6 @@
 import { z } from 'zod';
 
 const port = z.coerce.number().int().min(0).max(65535);
-const bool = z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]);
 const optionalString = z.string().min(1).optional();
 
 /**
@@ -34,7 +33,6 @@ export const ConfigSchema = z.object({
   jwt_audience: optionalString,
   jwt_tenant_claim: z.string().default('tenant_id'),
   rate_limit_per_minute: z.coerce.number().int().positive().default(600),
-  dev_mode: bool.default(false),
 
   webhook_secret: optionalString,
   webhook_max_attempts: z.coerce.number().int().min(1).max(20).default(5),

@@ -1,0 +1,70 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { emptyCostTotals, toRestEnvelope, UpdateEnvelopeStatusRequestSchema, type Envelope, type EnvelopeStatus } from '../../core/domain/index.ts';
+import {
+  compileRuleset, DecisionInputSchema, evaluate, OperatorInputSchema, policyFromRestCreate, PolicyStatusInputSchema, RestCreatePolicyRequestSchema, toRestEvaluationResult, toRestPolicy,
+} from '../../core/policy/index.ts';
+
+const doc = readFileSync(new URL('../../docs/surfaces.md', import.meta.url), 'utf8');
+
+/** The rows of the table under `## heading`, as arrays of trimmed cells. */
+function table(heading: string): string[][] {
+  const section = doc.split(`## ${heading}\n`)[1]?.split('\n## ')[0] ?? '';
+  return section
+    .split('\n')
+    .filter((line) => line.startsWith('|') && !line.startsWith('|---'))
+    .slice(1)
+    .map((line) => line.split('|').slice(1, -1).map((cell) => cell.trim()));
+}
+
+const now = new Date('2026-11-22T10:00:00Z');
+
+function envelope(status: EnvelopeStatus): Envelope {
+  return {
+    envelope_id: '00000000-0000-4000-8000-000000000001', tenant_id: 't', budget_id: null, execution_id: 'e', adapter_type: 'custom', native_ref: null, checkpoint_id: null,
+    status, status_reason: null, governance: { token_limit: null, cost_limit_usd: null, timeout_seconds: null, policy_set: [] }, metadata: {}, cost: emptyCostTotals(),
+    created_at: now.toISOString(), updated_at: now.toISOString(), completed_at: null,
+  };
+}
+
+function onePolicy(effect: string, status = 'ACTIVE') {
+  return policyFromRestCreate(RestCreatePolicyRequestSchema.parse({ name: 'p', status, rules: [{ action: 'tool:*', effect }] }), { tenantId: 't', policyId: '00000000-0000-4000-8000-000000000002', now });
+}
+
+describe('docs/surfaces.md', () => {
+  it('envelope status rows match the REST codec and the status route', () => {
+    const rows = table('Envelope status');
+    expect(rows).toHaveLength(10);
+    for (const [canonical, state, reason, grpc] of rows) {
+      const rest = toRestEnvelope(envelope(canonical as EnvelopeStatus));
+      expect([rest.state, String(rest.termination_reason)], canonical).toEqual([state, reason]);
+      expect(UpdateEnvelopeStatusRequestSchema.parse({ status: grpc }).status).toBe(canonical);
+    }
+  });
+
+  it('policy status rows match the REST codec and every surface spelling', () => {
+    for (const [canonical, enabled, mcp, grpc] of table('Policy status and enforcement')) {
+      expect(PolicyStatusInputSchema.parse(mcp)).toBe(canonical);
+      expect(PolicyStatusInputSchema.parse(grpc)).toBe(canonical);
+      expect(String(toRestPolicy(onePolicy('deny', canonical!)).enabled), canonical).toBe(enabled);
+    }
+  });
+
+  it('decision rows match the rule codec and the evaluation result', () => {
+    for (const [canonical, ruleEffect, resultEffect, grpc] of table('Policy decision')) {
+      const policy = onePolicy(ruleEffect!);
+      expect(policy.rules[0]!.decision).toBe(canonical);
+      for (const spelling of grpc!.split(', ')) expect(DecisionInputSchema.parse(spelling)).toBe(canonical);
+      const result = evaluate(compileRuleset([policy], 1), { action: 'tool:x', context: {} });
+      expect(toRestEvaluationResult(result).effect, canonical).toBe(resultEffect);
+    }
+  });
+
+  it('operator rows parse to the canonical operator from every surface', () => {
+    for (const [canonical, rest, concept, grpc] of table('Condition operators')) {
+      for (const spelling of [rest, concept, grpc]) {
+        if (spelling !== '—') expect(OperatorInputSchema.parse(spelling), spelling).toBe(canonical);
+      }
+    }
+  });
+});
