@@ -20,8 +20,13 @@ export const natsConnectionOptionsSchema = z
     inboxPrefix: z.string().min(1).optional(),
     reconnectTimeWaitMs: z.number().int().positive().default(1_000),
     reconnectJitterMs: z.number().int().nonnegative().default(500),
-    /** How long `connect` keeps trying before the first connection is established. */
+    /** How long one connection attempt may take. */
     connectTimeoutMs: z.number().int().positive().default(5_000),
+    /**
+     * Keep retrying (forever, with jitter) when no server answers at start instead of failing;
+     * `connectNats` then resolves once a server is reached.
+     */
+    waitOnFirstConnect: z.boolean().default(false),
   })
   .refine((o) => [o.user, o.token, o.credsFile].filter((v) => v !== undefined).length <= 1, {
     message: 'give at most one of user/pass, token or credsFile',
@@ -50,6 +55,7 @@ function clientOptions(options: z.output<typeof natsConnectionOptionsSchema>): C
     reconnectJitter: options.reconnectJitterMs,
     reconnectJitterTLS: options.reconnectJitterMs,
     timeout: options.connectTimeoutMs,
+    waitOnFirstConnect: options.waitOnFirstConnect,
   };
   if (options.user !== undefined) Object.assign(base, { user: options.user, pass: options.pass });
   if (options.token !== undefined) base.token = options.token;

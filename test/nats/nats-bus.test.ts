@@ -113,4 +113,19 @@ describe('NATS bus specifics', () => {
     await expect(connectNats({ servers: server.url, user: 'a', token: 't' }, recordingLogger())).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'user' }] });
     await expect(connectNats({ servers: 'nats://127.0.0.1:1', connectTimeoutMs: 500 }, recordingLogger())).rejects.toMatchObject({ code: 'SVC-SYS-9001' });
   });
+
+  it('with waitOnFirstConnect, keeps trying until the server comes up', async () => {
+    await server.stop();
+    let connected = false;
+    const pending = connectNats({ servers: server.url, waitOnFirstConnect: true, reconnectTimeWaitMs: 100, reconnectJitterMs: 10 }, recordingLogger()).then((link) => {
+      connected = true;
+      return link;
+    });
+    await sleep(500);
+    expect(connected).toBe(false);
+    await server.restart();
+    const link = await pending;
+    expect(link.healthy()).toBe(true);
+    await link.close();
+  });
 });
