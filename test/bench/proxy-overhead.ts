@@ -1,15 +1,17 @@
 /**
  * Proxy overhead benchmark: sequential keep-alive requests to a local origin, direct and through
  * the proxy (reverse mode over HTTP, intercept mode over CONNECT + TLS), printing the latency the
- * proxy adds at p50 and p99 in microseconds. The proxy runs in its own process, as a sidecar does.
+ * proxy adds at p50 and p99 in microseconds, beside a bare node:http + undici relay as the floor.
+ * The proxy runs in its own process, as a sidecar does.
  *
- *   node test/bench/proxy-overhead.ts [requests=5000]
+ *   node test/bench/proxy-overhead.ts [request pairs=5000]
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { pipeline } from 'node:stream/promises';
 import { Registry } from 'prom-client';
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
 import { createProxyNetMetrics } from '../../proxy/admin/index.ts';
@@ -26,6 +28,7 @@ interface ProxyConfig {
 
 interface ProxyReady {
   port: number;
+  barePort: number;
   caPem: string;
 }
 
@@ -59,7 +62,20 @@ async function serveProxy(config: ProxyConfig): Promise<void> {
     host: '127.0.0.1',
   });
   const { port } = await listener.listen();
-  process.send?.({ port, caPem: ca.certPem } satisfies ProxyReady);
+  // The floor: the least any Node relay costs (node:http in, undici out, no proxy logic at all).
+  const bareAgent = new Agent();
+  const bare = createHttpServer((req, res) => {
+    void bareAgent
+      .request({ origin: `http://127.0.0.1:${config.httpPort}`, path: req.url ?? '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: req })
+      .then(async (up) => {
+        res.writeHead(up.statusCode, { 'content-type': 'application/json' });
+        await pipeline(up.body, res);
+      })
+      .catch(() => res.destroy());
+  }).listen(0, '127.0.0.1');
+  await once(bare, 'listening');
+  const barePort = (bare.address() as AddressInfo).port;
+  process.send?.({ port, barePort, caPem: ca.certPem } satisfies ProxyReady);
   process.on('message', () => {
     void registry.metrics().then((text) => {
       const read = (suffix: string): number => Number(new RegExp(`^svc_proxy_added_latency_seconds_${suffix} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
@@ -106,6 +122,7 @@ async function main(): Promise<void> {
   const viaProxy = new ProxyAgent({ uri: `http://127.0.0.1:${ready.port}`, requestTls: { ca: ready.caPem } });
   const reverseUrl = `http://127.0.0.1:${ready.port}/bench/v1/chat/completions`;
   const cases: [string, Dispatcher, string, Dispatcher, string][] = [
+    ['bare Node relay, for reference', direct, `http://127.0.0.1:${httpPort}/v1/chat/completions`, direct, `http://127.0.0.1:${ready.barePort}/v1/chat/completions`],
     ['reverse (HTTP)', direct, `http://127.0.0.1:${httpPort}/v1/chat/completions`, direct, reverseUrl],
     ['intercept (CONNECT + TLS)', direct, `https://127.0.0.1:${httpsPort}/v1/chat/completions`, viaProxy, 'https://bench.test/v1/chat/completions'],
   ];
