@@ -1,0 +1,106 @@
+/* eslint-disable @typescript-eslint/no-unsafe-member-access -- response bodies are parsed JSON that the assertions check */
+import { createHash } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { canonicalJson } from '../../control-plane/audit/canonical-json.ts';
+import type { AuditRecord } from '../../core/domain/index.ts';
+import { seedTenant, startControlPlane, tenantWithKey, type RunningControlPlane, type TenantResources } from '../harness/control-plane.ts';
+
+let cp: RunningControlPlane;
+let key: string;
+let keyId: string;
+let seed: TenantResources;
+
+const ROOT_ACTOR = { type: 'bootstrap', id: 'bootstrap-admin' };
+
+async function audit(query = ''): Promise<AuditRecord[]> {
+  const res = await cp.call('GET', `/v1/audit${query}`, { key });
+  expect(res.status).toBe(200);
+  return res.body as AuditRecord[];
+}
+
+beforeEach(async () => {
+  cp = await startControlPlane();
+  key = await tenantWithKey(cp, 'acme');
+  // A key is `svc_<id>_<secret>`; the id is what audit records name as the actor.
+  keyId = key.split('_')[1]!;
+  seed = await seedTenant(cp, key);
+  await cp.call('POST', '/v1/policies/evaluate', { key, body: { action: 'tool:shell', context: {} } });
+  await cp.call('POST', `/v1/envelopes/${seed.envelopeId}/terminate`, { key, body: { reason: 'done' } });
+  await cp.call('DELETE', `/v1/api-keys/${seed.keyId}`, { key });
+});
+afterEach(async () => cp.close());
+
+describe('every governance action leaves an audit record naming its actor', () => {
+  it('records tenant, key, budget, policy, evaluation and envelope actions', async () => {
+    const records = await audit('?limit=1000');
+    const me = { type: 'api_key', id: keyId };
+    const expected: Array<[string, { type: string; id: string }, string, string?]> = [
+      ['tenant.create', ROOT_ACTOR, 'tenant', 'acme'],
+      ['api_key.create', ROOT_ACTOR, 'api_key', keyId],
+      ['budget.create', me, 'budget', seed.budgetId],
+      ['policy.create', me, 'policy', seed.policyId],
+      ['envelope.create', me, 'envelope', seed.envelopeId],
+      ['api_key.create', me, 'api_key', seed.keyId],
+      ['policy.evaluate', me, 'action', 'tool:shell'],
+      ['envelope.terminate', me, 'envelope', seed.envelopeId],
+      ['api_key.revoke', me, 'api_key', seed.keyId],
+    ];
+    for (const [action, actor, type, id] of expected) {
+      const found = records.find((r) => r.action === action && r.resource.type === type && r.resource.id === id);
+      expect(found, `${action} ${id}`).toBeDefined();
+      expect(found!.actor, action).toEqual(actor);
+      expect(found!.tenant_id).toBe('acme');
+    }
+    expect(records.find((r) => r.action === 'policy.evaluate' && r.resource.id === 'tool:shell')?.result).toBe('deny');
+    // The policy check that authorized the envelope is on record too.
+    expect(records.filter((r) => r.action === 'policy.evaluate' && r.resource.id === 'execution:start').map((r) => r.result)).toEqual(['allow']);
+  });
+
+  it('filters by action, resource type and actor, newest first, up to the limit', async () => {
+    const all = await audit('?limit=1000');
+    expect(all.map((r) => r.seq)).toEqual([...all.map((r) => r.seq)].sort((a, b) => b - a));
+    expect(all.at(-1)!.seq).toBe(1);
+
+    const creates = await audit('?action=api_key.create');
+    expect(creates.map((r) => r.resource.id)).toEqual([seed.keyId, keyId]);
+    const policies = await audit('?resource_type=policy');
+    expect(policies.map((r) => r.action)).toEqual(['policy.create']);
+    expect((await audit('?resourceType=policy')).map((r) => r.audit_id)).toEqual(policies.map((r) => r.audit_id));
+    const byRoot = await audit('?actor_id=bootstrap-admin');
+    expect(byRoot.map((r) => r.action)).toEqual(['api_key.create', 'tenant.create']);
+    const mine = await audit(`?actor_id=${keyId}`);
+    expect(mine.length + byRoot.length + all.filter((r) => r.actor.type === 'system').length).toBe(all.length);
+    const latest = await audit('?limit=2');
+    expect(latest).toEqual(all.slice(0, 2));
+    expect(await audit('?action=no.such.action')).toEqual([]);
+  });
+});
+
+describe('the hash chain', () => {
+  const verify = async () => (await cp.call('GET', '/v1/audit/verify', { key })).body as { valid: boolean; checked: number; first_invalid_seq: number | null; reason: string | null };
+  const stored = (seq: number) => cp.plane.store.get<AuditRecord>('acme', 'audit', seq)!;
+  const overwrite = (record: AuditRecord) => cp.plane.store.transaction(() => cp.plane.store.put('acme', 'audit', record.seq, record));
+
+  it('verifies an untouched log', async () => {
+    const count = (await audit('?limit=1000')).length;
+    expect(await verify()).toEqual({ valid: true, checked: count, first_invalid_seq: null, reason: null });
+  });
+
+  it('reports the seq of a record altered in storage', async () => {
+    const target = stored(4);
+    overwrite({ ...target, result: 'deny' });
+    expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: 4, checked: 3 });
+  });
+
+  it('reports the next record when an altered record is re-hashed to hide it', async () => {
+    const { hash: _old, ...body } = { ...stored(3), actor: { type: 'api_key' as const, id: 'someone-else' } };
+    overwrite({ ...body, hash: createHash('sha256').update(canonicalJson(body)).digest('hex') });
+    expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: 4 });
+  });
+
+  it('reports records removed from the end', async () => {
+    const all = await audit('?limit=1000');
+    cp.plane.store.transaction(() => cp.plane.store.remove('acme', 'audit', all[0]!.seq));
+    expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: all[0]!.seq });
+  });
+});
