@@ -1,0 +1,261 @@
+import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
+import { LeaseGrantSchema, syncSubjects, type LeaseGrant } from '../../core/sync/contract.ts';
+import type { RequestReply } from '../../core/bus/bus.ts';
+import { microsToPico, PICO_PER_MICRO, type Allowance, type Amount } from './amounts.ts';
+
+export interface LeaseSettings {
+  tenantId: string;
+  holder: string;
+  /** Asked for per request. */
+  want: Amount;
+  /** Granted locally when the control plane cannot be reached (fail open, bounded). */
+  softLimit: Amount;
+  /** Renew once less than this fraction of the grant is left. */
+  renewBelow: number;
+  timeoutMs: number;
+}
+
+export interface LeaseObserver {
+  outcome(outcome: 'granted' | 'refused' | 'unreachable'): void;
+  warn(object: Record<string, unknown>, message: string): void;
+}
+
+/** Why a budget cannot pay for a call. */
+export interface LeaseRefusal {
+  code: SvcCode;
+  message: string;
+  available: Allowance;
+}
+
+/** What one call holds of the lease until it settles. */
+export interface Reservation {
+  readonly budgetId: string;
+  readonly held: Amount;
+  /** Holds more for a call whose answer outgrew its reservation; false when the lease cannot. */
+  extend(more: Amount): boolean;
+  /** Releases the hold and records what the call really used (it may exceed the hold). */
+  settle(used: Amount): void;
+}
+
+export type LeaseMode = 'pending' | 'granted' | 'soft' | 'refused';
+
+/**
+ * One budget's lease held by this proxy. Calls reserve from it synchronously, never waiting on
+ * the control plane; renewals (reporting what was spent, asking for a new whole lease) run in
+ * the background once the grant runs low or nears expiry. All sums are integers: tokens and
+ * pico-dollars (the grant comes in micro-dollars).
+ */
+export class BudgetLease {
+  readonly budgetId: string;
+  readonly #settings: LeaseSettings;
+  readonly #requests: RequestReply;
+  readonly #observer: LeaseObserver;
+  #mode: LeaseMode = 'pending';
+  #refusal: { code: SvcCode; message: string } | null = null;
+  #leaseId: string | null = null;
+  #grant: Allowance = { tokens: 0, pico: 0 };
+  /** Settled against the current grant. */
+  #consumed: Amount = { tokens: 0, pico: 0 };
+  #reserved: Amount = { tokens: 0, pico: 0 };
+  /** Settled and not yet reported to the control plane. */
+  #unreported: Amount = { tokens: 0, pico: 0 };
+  #renewal: Promise<void> | null = null;
+  #expiryTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(budgetId: string, settings: LeaseSettings, requests: RequestReply, observer: LeaseObserver) {
+    this.budgetId = budgetId;
+    this.#settings = settings;
+    this.#requests = requests;
+    this.#observer = observer;
+  }
+
+  get mode(): LeaseMode {
+    return this.#mode;
+  }
+
+  /** What can still be reserved; null per unlimited dimension. */
+  available(): Allowance {
+    return {
+      tokens: this.#grant.tokens === null ? null : this.#grant.tokens - this.#consumed.tokens - this.#reserved.tokens,
+      pico: this.#grant.pico === null ? null : this.#grant.pico - this.#consumed.pico - this.#reserved.pico,
+    };
+  }
+
+  /** Asks for (or renews) the lease now; resolves when the answer, or its failure, is applied. */
+  renew(): Promise<void> {
+    this.#renewal ??= this.#request(false).finally(() => {
+      this.#renewal = null;
+    });
+    return this.#renewal;
+  }
+
+  /**
+   * Holds `estimate` (or as much of it as the lease has, when that still covers `minimum`) for
+   * one call. Refuses when the lease cannot cover `minimum`.
+   */
+  reserve(estimate: Amount, minimum: Amount): Reservation | LeaseRefusal {
+    if (this.#mode === 'refused' && this.#refusal !== null) return { ...this.#refusal, available: this.available() };
+    const available = this.available();
+    if (!covers(available, minimum) || isEmpty(available)) {
+      this.#maybeRenew();
+      return { code: 'SVC-BUD-3001', message: `budget ${this.budgetId} exhausted: the lease cannot cover this call`, available };
+    }
+    const held: Amount = { tokens: capped(estimate.tokens, available.tokens), pico: capped(estimate.pico, available.pico) };
+    this.#add(this.#reserved, held, 1);
+    this.#maybeRenew();
+    let settled = false;
+    return {
+      budgetId: this.budgetId,
+      held,
+      extend: (more) => {
+        if (settled || this.#mode === 'refused' || !covers(this.available(), more)) {
+          this.#maybeRenew();
+          return false;
+        }
+        this.#add(this.#reserved, more, 1);
+        held.tokens += more.tokens;
+        held.pico += more.pico;
+        this.#maybeRenew();
+        return true;
+      },
+      settle: (used) => {
+        if (settled) return;
+        settled = true;
+        this.#add(this.#reserved, held, -1);
+        this.#add(this.#consumed, used, 1);
+        this.#add(this.#unreported, used, 1);
+        this.#maybeRenew();
+      },
+    };
+  }
+
+  /** The first grant did not arrive in time: serve from the soft limit until it does. */
+  failOpenWhilePending(): void {
+    if (this.#mode === 'pending') this.#applySoftLimit('first lease not granted in time');
+  }
+
+  /** Returns what is left to the control plane (shutdown); failures are only logged. */
+  async release(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#expiryTimer);
+    await this.#renewal;
+    if (this.#leaseId !== null) await this.#request(true);
+  }
+
+  #maybeRenew(): void {
+    if (this.#closed || this.#renewal !== null || this.#mode === 'pending') return;
+    const available = this.available();
+    const low = (have: number | null, grant: number | null, want: number) => have !== null && have < Math.max(grant ?? 0, want) * this.#settings.renewBelow;
+    const { want } = this.#settings;
+    if (low(available.tokens, this.#grant.tokens, want.tokens) || low(available.pico, this.#grant.pico, want.pico) || this.#mode !== 'granted') void this.renew();
+  }
+
+  async #request(release: boolean): Promise<void> {
+    const { tenantId, holder, want, timeoutMs } = this.#settings;
+    const reportedMicros = Math.floor(this.#unreported.pico / PICO_PER_MICRO);
+    const report: Amount = { tokens: this.#unreported.tokens, pico: reportedMicros * PICO_PER_MICRO };
+    const consumedAtSend: Amount = { ...this.#consumed };
+    this.#add(this.#unreported, report, -1);
+    let grant: LeaseGrant;
+    try {
+      const reply = await this.#requests.request(
+        syncSubjects.lease(tenantId),
+        {
+          tenant_id: tenantId,
+          budget_id: this.budgetId,
+          holder,
+          lease_id: this.#leaseId,
+          want_tokens: release ? 0 : want.tokens,
+          want_micros: release ? 0 : Math.ceil(want.pico / PICO_PER_MICRO),
+          spent_tokens: report.tokens,
+          spent_micros: reportedMicros,
+          release,
+        },
+        timeoutMs,
+      );
+      grant = LeaseGrantSchema.parse(reply);
+    } catch (error) {
+      this.#add(this.#unreported, report, 1);
+      this.#failed(error);
+      return;
+    }
+    if (release) return;
+    this.#leaseId = grant.lease_id;
+    this.#grant = { tokens: grant.tokens, pico: microsToPico(grant.micros) };
+    // Spending settled while the request was on its way counts against the new grant.
+    this.#consumed = { tokens: this.#consumed.tokens - consumedAtSend.tokens, pico: this.#consumed.pico - consumedAtSend.pico };
+    if (grant.status !== 'active') {
+      this.#mode = 'refused';
+      this.#refusal = { code: grant.status === 'expired' ? 'SVC-BUD-3003' : 'SVC-BUD-3001', message: `budget ${this.budgetId} is ${grant.status}` };
+    } else {
+      this.#mode = 'granted';
+      this.#refusal = null;
+    }
+    this.#observer.outcome('granted');
+    this.#scheduleExpiry(grant.expires_at);
+  }
+
+  #failed(error: unknown): void {
+    const code = isSvcError(error) ? error.code : 'SVC-SYS-9001';
+    const message = error instanceof Error ? error.message : String(error);
+    if (isSvcError(error) && !error.spec.retryable) {
+      // The control plane answered: this budget cannot be leased (exhausted, unknown, expired).
+      this.#observer.outcome('refused');
+      this.#mode = 'refused';
+      this.#refusal = { code: code.startsWith('SVC-BUD-') ? code : 'SVC-BUD-3001', message: `budget ${this.budgetId}: ${message}` };
+      return;
+    }
+    this.#observer.outcome('unreachable');
+    if (this.#mode !== 'soft' && this.#mode !== 'refused') this.#applySoftLimit(message);
+    this.#scheduleRetry();
+  }
+
+  /** Fail open, once per outage: the soft limit is added to whatever the last grant left. */
+  #applySoftLimit(reason: string): void {
+    const { softLimit } = this.#settings;
+    this.#grant = {
+      tokens: this.#grant.tokens === null ? null : this.#grant.tokens + softLimit.tokens,
+      pico: this.#grant.pico === null ? null : this.#grant.pico + softLimit.pico,
+    };
+    this.#mode = 'soft';
+    this.#observer.warn({ budget_id: this.budgetId, reason }, 'control plane unreachable; budget runs on the soft limit');
+  }
+
+  #scheduleRetry(): void {
+    if (this.#closed) return;
+    clearTimeout(this.#expiryTimer);
+    this.#expiryTimer = setTimeout(() => void this.renew(), Math.max(250, this.#settings.timeoutMs));
+    this.#expiryTimer.unref();
+  }
+
+  #scheduleExpiry(expiresAt: string): void {
+    if (this.#closed) return;
+    clearTimeout(this.#expiryTimer);
+    const ttl = Date.parse(expiresAt) - Date.now();
+    this.#expiryTimer = setTimeout(() => void this.renew(), Math.max(250, ttl * 0.8));
+    this.#expiryTimer.unref();
+  }
+
+  #add(target: Amount, amount: Amount, sign: 1 | -1): void {
+    target.tokens += sign * amount.tokens;
+    target.pico += sign * amount.pico;
+  }
+}
+
+function capped(want: number, have: number | null): number {
+  return have === null ? want : Math.max(0, Math.min(want, have));
+}
+
+function covers(available: Allowance, need: Amount): boolean {
+  return (available.tokens === null || available.tokens >= need.tokens) && (available.pico === null || available.pico >= need.pico);
+}
+
+function isEmpty(available: Allowance): boolean {
+  return (available.tokens !== null && available.tokens <= 0) || (available.pico !== null && available.pico <= 0);
+}
+
+export function isRefusal(value: Reservation | LeaseRefusal): value is LeaseRefusal {
+  return 'code' in value;
+}
+

@@ -1,0 +1,3 @@
+export { ZERO, PICO_PER_MICRO, type Allowance, type Amount } from './amounts.ts';
+export { BudgetLease, isRefusal, type LeaseMode, type LeaseObserver, type LeaseRefusal, type LeaseSettings, type Reservation } from './budget-lease.ts';
+export { LeaseBook } from './lease-book.ts';

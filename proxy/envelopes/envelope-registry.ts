@@ -1,0 +1,114 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { EnvelopeStatus } from '../../core/domain/envelope.ts';
+
+export const ENVELOPE_HEADER = 'x-svc-envelope-id';
+export const EXECUTION_HEADER = 'x-svc-execution-id';
+export const BUDGET_HEADER = 'x-svc-budget-id';
+
+/** Ends one in-flight call of an envelope (a stream is cut with an error event). */
+export type Cutter = (ending: Ending) => void;
+
+export interface Ending {
+  status: EnvelopeStatus;
+  reason: string;
+}
+
+/** What this proxy knows of one envelope it serves calls for. */
+export interface LocalEnvelope {
+  readonly envelopeId: string;
+  readonly executionId: string;
+  readonly budgetId: string;
+  /** Set once the envelope ended here or was terminated elsewhere; further calls are refused. */
+  ending: Ending | null;
+  readonly inflight: Set<Cutter>;
+}
+
+export interface Resolution {
+  envelope: LocalEnvelope;
+  /** True when this request opened the envelope (publish EnvelopeOpened). */
+  opened: boolean;
+}
+
+export interface EnvelopeRegistryOptions {
+  defaultBudgetId: string;
+  /** The execution every request without envelope or execution header belongs to. */
+  podExecutionId: string;
+  /** Envelopes remembered; the oldest idle ones are forgotten beyond it. */
+  maxEntries?: number;
+}
+
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  const first = Array.isArray(value) ? value[0] : value;
+  const trimmed = first?.trim();
+  return trimmed === undefined || trimmed === '' ? undefined : trimmed;
+}
+
+/**
+ * Chooses the envelope of each request: `X-Svc-Envelope-Id` names one directly (made through
+ * the REST API), `X-Svc-Execution-Id` opens one on first sight and reuses it after, and anything
+ * else belongs to the pod's own execution. `X-Svc-Budget-Id` picks the budget of a new one.
+ */
+export class EnvelopeRegistry {
+  readonly #byEnvelope = new Map<string, LocalEnvelope>();
+  readonly #byExecution = new Map<string, LocalEnvelope>();
+  readonly #options: Required<EnvelopeRegistryOptions>;
+
+  constructor(options: EnvelopeRegistryOptions) {
+    this.#options = { maxEntries: 10_000, ...options };
+  }
+
+  resolve(headers: IncomingHttpHeaders): Resolution {
+    const envelopeId = header(headers, ENVELOPE_HEADER);
+    const executionId = header(headers, EXECUTION_HEADER);
+    const budgetId = header(headers, BUDGET_HEADER) ?? this.#options.defaultBudgetId;
+    if (envelopeId !== undefined) {
+      const known = this.#byEnvelope.get(envelopeId);
+      if (known !== undefined) return { envelope: known, opened: false };
+      // Made elsewhere (REST): the control plane already has it, so nothing is announced.
+      return { envelope: this.#add(envelopeId, executionId ?? envelopeId, budgetId), opened: false };
+    }
+    const execution = executionId ?? this.#options.podExecutionId;
+    const known = this.#byExecution.get(execution);
+    if (known !== undefined) return { envelope: known, opened: false };
+    return { envelope: this.#add(randomUUID(), execution, executionId === undefined ? this.#options.defaultBudgetId : budgetId), opened: true };
+  }
+
+  get(envelopeId: string): LocalEnvelope | undefined {
+    return this.#byEnvelope.get(envelopeId);
+  }
+
+  /** Marks the envelope ended and cuts its in-flight calls; false when it was unknown or already ended. */
+  end(envelopeId: string, ending: Ending): boolean {
+    const envelope = this.#byEnvelope.get(envelopeId);
+    if (envelope === undefined || envelope.ending !== null) return false;
+    envelope.ending = ending;
+    for (const cut of [...envelope.inflight]) cut(ending);
+    return true;
+  }
+
+  /** Records an envelope terminated elsewhere even if this proxy has not served it yet. */
+  endRemote(envelopeId: string, executionId: string | null, budgetId: string | null, ending: Ending): void {
+    if (!this.#byEnvelope.has(envelopeId)) this.#add(envelopeId, executionId ?? envelopeId, budgetId ?? this.#options.defaultBudgetId);
+    this.end(envelopeId, ending);
+  }
+
+  #add(envelopeId: string, executionId: string, budgetId: string): LocalEnvelope {
+    const envelope: LocalEnvelope = { envelopeId, executionId, budgetId, ending: null, inflight: new Set() };
+    this.#byEnvelope.set(envelopeId, envelope);
+    this.#byExecution.set(executionId, envelope);
+    this.#evict();
+    return envelope;
+  }
+
+  #evict(): void {
+    if (this.#byEnvelope.size <= this.#options.maxEntries) return;
+    for (const [id, envelope] of this.#byEnvelope) {
+      if (this.#byEnvelope.size <= this.#options.maxEntries) break;
+      if (envelope.inflight.size > 0 || envelope.executionId === this.#options.podExecutionId) continue;
+      this.#byEnvelope.delete(id);
+      if (this.#byExecution.get(envelope.executionId) === envelope) this.#byExecution.delete(envelope.executionId);
+    }
+  }
+}

@@ -1,0 +1,109 @@
+import { randomUUID } from 'node:crypto';
+import { subjects } from '../../core/bus/subjects.ts';
+import type { EnvelopeLifecycleMessage, PolicyViolationMessage, UsageEventMessage } from '../../core/events/messages.ts';
+import type { EnvelopeOpened } from '../../core/sync/contract.ts';
+import type { OutboxEvent } from '../outbox/outbox.ts';
+import type { LocalEnvelope } from '../envelopes/index.ts';
+
+export interface EventSink {
+  append(event: OutboxEvent): Promise<void>;
+}
+
+export interface UsageRecord {
+  eventType: string;
+  model: string | null;
+  tokens: { input: number; output: number };
+  costUsd: number | null;
+  payload: Record<string, unknown>;
+}
+
+export interface RecorderLogger {
+  error(object: Record<string, unknown>, message: string): void;
+}
+
+/**
+ * Turns what the proxy observed into bus messages written to the durable outbox; the outbox
+ * publishes them in order, so the hot path never waits on the control plane. An outbox that
+ * refuses an event (full) is logged: the call it describes has already happened.
+ */
+export class EventRecorder {
+  readonly #tenantId: string;
+  readonly #source: string;
+  readonly #sink: EventSink;
+  readonly #logger: RecorderLogger;
+  readonly #clock: () => Date;
+
+  constructor(tenantId: string, source: string, sink: EventSink, logger: RecorderLogger, clock: () => Date = () => new Date()) {
+    this.#tenantId = tenantId;
+    this.#source = source;
+    this.#sink = sink;
+    this.#logger = logger;
+    this.#clock = clock;
+  }
+
+  async opened(envelope: LocalEnvelope): Promise<void> {
+    const data: EnvelopeOpened = {
+      tenant_id: this.#tenantId,
+      envelope_id: envelope.envelopeId,
+      execution_id: envelope.executionId,
+      budget_id: envelope.budgetId,
+      status: 'AUTHORIZED',
+      adapter_type: 'proxy',
+      source: this.#source,
+      occurred_at: this.#clock().toISOString(),
+    };
+    await this.#append(`opened-${envelope.envelopeId}`, subjects.envelopeCreated(this.#tenantId), data);
+  }
+
+  async usage(envelope: LocalEnvelope, record: UsageRecord): Promise<string> {
+    const eventId = randomUUID();
+    const data: UsageEventMessage = {
+      event_id: eventId,
+      tenant_id: this.#tenantId,
+      envelope_id: envelope.envelopeId,
+      budget_id: envelope.budgetId,
+      event_type: record.eventType,
+      timestamp: this.#clock().toISOString(),
+      tokens: record.tokens,
+      model: record.model,
+      cost_usd: record.costUsd,
+      payload: { ...record.payload, execution_id: envelope.executionId },
+      source: this.#source,
+    };
+    await this.#append(eventId, subjects.event(this.#tenantId, record.eventType), data);
+    return eventId;
+  }
+
+  async violation(envelope: LocalEnvelope | null, violation: Omit<PolicyViolationMessage, 'tenant_id' | 'envelope_id' | 'occurred_at'>): Promise<void> {
+    const data: PolicyViolationMessage = {
+      ...violation,
+      tenant_id: this.#tenantId,
+      envelope_id: envelope?.envelopeId ?? null,
+      occurred_at: this.#clock().toISOString(),
+    };
+    await this.#append(randomUUID(), subjects.policyViolation(this.#tenantId), data);
+  }
+
+  /** The envelope ended here (budget cut-off, TERMINATE policy): the control plane applies it. */
+  async ended(envelope: LocalEnvelope, status: EnvelopeLifecycleMessage['status'], reason: string): Promise<void> {
+    const data: EnvelopeLifecycleMessage = {
+      tenant_id: this.#tenantId,
+      envelope_id: envelope.envelopeId,
+      execution_id: envelope.executionId,
+      budget_id: envelope.budgetId,
+      status,
+      reason,
+      force: true,
+      occurred_at: this.#clock().toISOString(),
+    };
+    await this.#append(`ended-${envelope.envelopeId}`, subjects.envelopeTerminated(this.#tenantId), data);
+  }
+
+  async #append(id: string, subject: string, data: unknown): Promise<void> {
+    try {
+      await this.#sink.append({ id, subject, data });
+    } catch (error) {
+      this.#logger.error({ event_id: id, subject, err: (error as Error).message }, 'event not recorded');
+    }
+  }
+}

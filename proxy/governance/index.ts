@@ -1,0 +1,6 @@
+export { estimate, price, type PricedUsage } from './call-pricing.ts';
+export { EventRecorder, type EventSink, type UsageRecord } from './event-recorder.ts';
+export { createGovernedHandler } from './governed-handler.ts';
+export type { GovernanceDeps } from './governance-deps.ts';
+export { PolicyGate, type GateVerdict, type PolicyFailMode } from './policy-gate.ts';
+export { parseUnknownModelRule } from './unknown-model-rule.ts';

@@ -1,0 +1,191 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
+import { ZERO, isRefusal, type Reservation } from '../enforcement/index.ts';
+import { ENVELOPE_HEADER, type LocalEnvelope } from '../envelopes/index.ts';
+import type { ProxiedRequest } from '../listener/index.ts';
+import type { Operation, ParsedRequest, ProviderAdapter, ResponseReading } from '../providers/index.ts';
+import type { UpstreamResponse } from '../upstream/index.ts';
+import { estimate, price, type PricedUsage } from './call-pricing.ts';
+import type { GovernanceDeps } from './governance-deps.ts';
+import { sendProviderRefusal } from './provider-refusal.ts';
+import { parseJsonBody, readBody } from './read-body.ts';
+import { relayMeteredStream } from './metered-stream.ts';
+import { governToolCall, refused } from './tool-calls.ts';
+
+/** One governed LLM call as the later stages see it. */
+export interface LlmCall {
+  req: ProxiedRequest;
+  adapter: ProviderAdapter;
+  op: Operation;
+  parsed: ParsedRequest;
+  envelope: LocalEnvelope;
+  reservation: Reservation;
+  /** Policy context shared by the call's own and its tool-call evaluations. */
+  context: Record<string, unknown>;
+  hideStreamUsage: boolean;
+}
+
+/**
+ * The governed path of one provider call: parse, choose the envelope, evaluate `llm:<model>`,
+ * reserve from the budget lease, forward, meter the answer (whole or as it streams), settle,
+ * and record the events. Refusals answer in the provider's own error format.
+ */
+export async function governLlmCall(deps: GovernanceDeps, req: ProxiedRequest, adapter: ProviderAdapter, op: Operation): Promise<void> {
+  const refuse = (code: SvcCode, message: string, envelopeId: string | null) => sendProviderRefusal(req.clientRes, adapter, code, message, req.id, envelopeId);
+  let bytes: Buffer;
+  let json: unknown;
+  let parsed: ParsedRequest;
+  try {
+    bytes = await readBody(req.body, deps.bodyLimitBytes);
+    json = parseJsonBody(bytes);
+    parsed = adapter.parseRequest(op, json, req.targetUrl.pathname);
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    deps.metrics.requests.inc({ provider: adapter.id, model: 'unparsed', decision: 'invalid' });
+    refuse(error.code, error.message, null);
+    return;
+  }
+  const model = deps.metrics.models.label(parsed.model);
+  const count = (decision: string) => deps.metrics.requests.inc({ provider: adapter.id, model, decision });
+
+  const { envelope, opened } = deps.envelopes.resolve(req.headers);
+  if (opened) void deps.recorder.opened(envelope);
+  if (envelope.ending !== null) {
+    count('terminated');
+    refuse('SVC-ENV-1003', `envelope ${envelope.envelopeId} already ended (${envelope.ending.status}): ${envelope.ending.reason}`, envelope.envelopeId);
+    return;
+  }
+
+  const context: Record<string, unknown> = {
+    model: parsed.model,
+    model_name: parsed.model,
+    provider: adapter.id,
+    operation: op,
+    stream: parsed.stream,
+    host: req.targetUrl.hostname,
+    envelope_id: envelope.envelopeId,
+    execution_id: envelope.executionId,
+    budget_id: envelope.budgetId,
+    estimated_input_tokens: parsed.estimatedInputTokens,
+    max_output_tokens: parsed.maxOutputTokens,
+    declared_tools: parsed.declaredTools,
+  };
+  const action = `llm:${parsed.model}`;
+  const verdict = deps.gate.check(action, context);
+  if (!verdict.allowed) {
+    count('denied');
+    refused(deps, envelope, action, verdict);
+    refuse(verdict.code, verdict.message, envelope.envelopeId);
+    return;
+  }
+
+  const lease = await deps.leases.lease(envelope.budgetId);
+  const { most, least } = estimate(deps.prices, parsed);
+  const reservation = lease.reserve(most, least);
+  if (isRefusal(reservation)) {
+    count('budget_exceeded');
+    refuse(reservation.code, reservation.message, envelope.envelopeId);
+    return;
+  }
+
+  const prepared = adapter.prepareRequest(op, json);
+  const body = prepared.modified ? Buffer.from(JSON.stringify(prepared.body)) : bytes;
+  const call: LlmCall = { req, adapter, op, parsed, envelope, reservation, context, hideStreamUsage: prepared.hideStreamUsage };
+  let response: UpstreamResponse;
+  try {
+    response = await deps.upstream.request({
+      url: req.targetUrl,
+      method: req.method,
+      headers: governedHeaders(req.headers, body.length),
+      body,
+      signal: req.signal,
+      provider: adapter.id,
+      receivedAt: req.receivedAt,
+    });
+  } catch (error) {
+    reservation.settle(ZERO);
+    count('upstream_error');
+    const failure = isSvcError(error) ? error : undefined;
+    refuse(failure?.code ?? 'SVC-ADP-5001', failure?.message ?? String(error), envelope.envelopeId);
+    return;
+  }
+  count('allowed');
+  response.headers[ENVELOPE_HEADER] = envelope.envelopeId;
+  if (response.statusCode >= 400) {
+    // The provider refused the call itself: nothing was generated, so nothing is charged.
+    reservation.settle(ZERO);
+    relayWhole(req, response, await readBody(response.body, Number.MAX_SAFE_INTEGER));
+    return;
+  }
+  if (parsed.stream) await relayMeteredStream(deps, call, response);
+  else await finishWhole(deps, call, response);
+}
+
+/** The client's headers for a governed call: the answer must arrive unencoded to be metered. */
+function governedHeaders(headers: IncomingHttpHeaders, length: number): IncomingHttpHeaders {
+  return { ...headers, 'accept-encoding': 'identity', 'content-length': String(length) };
+}
+
+function relayWhole(req: ProxiedRequest, response: UpstreamResponse, bytes: Buffer): void {
+  const headers = { ...response.headers, 'content-length': String(bytes.length) };
+  req.clientRes.writeHead(response.statusCode, headers);
+  req.clientRes.end(bytes);
+}
+
+/** A whole (non-streamed) answer: metered from its usage field, tool calls judged, then relayed or refused. */
+async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: UpstreamResponse): Promise<void> {
+  const bytes = await readBody(response.body, Number.MAX_SAFE_INTEGER);
+  let answer: unknown;
+  try {
+    answer = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    answer = undefined;
+  }
+  const reading = call.adapter.readResponse(call.op, answer, call.parsed.estimatedInputTokens);
+  const priced = settle(deps, call, reading, null);
+  let blocked: { code: SvcCode; message: string } | null = null;
+  for (const name of reading.toolCalls) {
+    const verdict = governToolCall(deps, call.envelope, name, 'model', call.context);
+    if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
+  }
+  deps.logger.debug({ request_id: call.req.id, envelope_id: call.envelope.envelopeId, model: reading.model, cost_usd: priced.usd }, 'llm call metered');
+  if (blocked !== null) {
+    sendProviderRefusal(call.req.clientRes, call.adapter, blocked.code, blocked.message, call.req.id, call.envelope.envelopeId);
+    return;
+  }
+  relayWhole(call.req, response, bytes);
+}
+
+/**
+ * Settles the reservation with what the answer really used, counts it, and records the
+ * `llm.call` event. `cutOff` names why a stream was ended early.
+ */
+export function settle(deps: GovernanceDeps, call: LlmCall, reading: ResponseReading, cutOff: string | null): PricedUsage {
+  const model = reading.model === '' ? call.parsed.model : reading.model;
+  const priced = price(deps.prices, model, reading.usage);
+  call.reservation.settle(priced);
+  const labels = { provider: call.adapter.id, model: deps.metrics.models.label(model) };
+  deps.metrics.tokens.inc({ ...labels, direction: 'input' }, reading.usage.input);
+  deps.metrics.tokens.inc({ ...labels, direction: 'output' }, reading.usage.output);
+  deps.metrics.cost.inc(labels, priced.usd);
+  if (!priced.known) deps.metrics.unknownModels.inc({ provider: call.adapter.id });
+  void deps.recorder.usage(call.envelope, {
+    eventType: 'llm.call',
+    model,
+    tokens: { input: reading.usage.input, output: reading.usage.output },
+    costUsd: priced.usd,
+    payload: {
+      provider: call.adapter.id,
+      operation: call.op,
+      stream: call.parsed.stream,
+      usage_source: reading.usageSource,
+      cached_input_tokens: reading.usage.cachedInput,
+      cost_pico_usd: priced.pico,
+      priced: priced.known,
+      tool_calls: [...reading.toolCalls],
+      request_id: call.req.id,
+      cut_off: cutOff,
+    },
+  });
+  return priced;
+}

@@ -1,0 +1,46 @@
+import type { SvcCode } from '../../core/errors/index.ts';
+import { evaluate, type CompiledRuleset, type EvaluationResult } from '../../core/policy/index.ts';
+import type { GovernanceMetrics } from '../metrics/index.ts';
+
+export type PolicyFailMode = 'closed' | 'open';
+
+export interface GateVerdict {
+  allowed: boolean;
+  /** Null when there was no ruleset to evaluate. */
+  result: EvaluationResult | null;
+  /** The refusal code when not allowed. */
+  code: SvcCode;
+  message: string;
+  /** The deciding policy asks for the envelope to end (enforcement TERMINATE). */
+  terminate: boolean;
+}
+
+/**
+ * Evaluates actions (`llm:<model>`, `tool:<name>`, `network:connect`) against the locally held
+ * ruleset: synchronous, no I/O. Without any ruleset the configured fail mode decides.
+ */
+export class PolicyGate {
+  readonly #rulesets: { readonly current: CompiledRuleset | null };
+  readonly #failMode: PolicyFailMode;
+  readonly #metrics: GovernanceMetrics;
+
+  constructor(rulesets: { readonly current: CompiledRuleset | null }, failMode: PolicyFailMode, metrics: GovernanceMetrics) {
+    this.#rulesets = rulesets;
+    this.#failMode = failMode;
+    this.#metrics = metrics;
+  }
+
+  check(action: string, context: Readonly<Record<string, unknown>>): GateVerdict {
+    const ruleset = this.#rulesets.current;
+    if (ruleset === null) {
+      const allowed = this.#failMode === 'open';
+      this.#metrics.policyEvaluations.inc({ decision: allowed ? 'ALLOW' : 'DENY' });
+      return { allowed, result: null, code: 'SVC-POL-2001', message: `no policy ruleset available; ${action} refused (policy fail mode closed)`, terminate: false };
+    }
+    const result = evaluate(ruleset, { action, context });
+    this.#metrics.policyEvaluations.inc({ decision: result.decision });
+    this.#metrics.policyLatency.observe(result.evaluation_time_ms / 1000);
+    const code: SvcCode = result.decision === 'REQUIRE_APPROVAL' ? 'SVC-POL-2004' : 'SVC-POL-2001';
+    return { allowed: result.allowed, result, code, message: `${action}: ${result.reason}`, terminate: !result.allowed && result.enforcement === 'TERMINATE' };
+  }
+}

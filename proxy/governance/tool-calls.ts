@@ -1,0 +1,37 @@
+import type { LocalEnvelope } from '../envelopes/index.ts';
+import type { GovernanceDeps } from './governance-deps.ts';
+import type { GateVerdict } from './policy-gate.ts';
+
+export type ToolSource = 'model' | 'mcp';
+
+/**
+ * Evaluates one tool call as `tool:<name>`, records it as a `tool.call` event whatever the
+ * verdict, and on a refusal publishes the violation (and ends the envelope for TERMINATE).
+ */
+export function governToolCall(deps: GovernanceDeps, envelope: LocalEnvelope, name: string, source: ToolSource, context: Record<string, unknown>): GateVerdict {
+  const verdict = deps.gate.check(`tool:${name}`, { ...context, tool_name: name, tool: name, source });
+  deps.metrics.toolCalls.inc({ source, decision: verdict.allowed ? 'allowed' : 'blocked' });
+  void deps.recorder.usage(envelope, {
+    eventType: 'tool.call',
+    model: null,
+    tokens: { input: 0, output: 0 },
+    costUsd: 0,
+    payload: { tool: name, source, decision: verdict.result?.decision ?? 'DENY', blocked: !verdict.allowed },
+  });
+  if (!verdict.allowed) refused(deps, envelope, `tool:${name}`, verdict);
+  return verdict;
+}
+
+/** Publishes a policy refusal; a TERMINATE policy also ends the envelope. */
+export function refused(deps: GovernanceDeps, envelope: LocalEnvelope, action: string, verdict: GateVerdict): void {
+  void deps.recorder.violation(envelope, {
+    policy_id: verdict.result?.matched_policy ?? 'none',
+    rule_id: verdict.result?.matched_rule ?? null,
+    denied_action: action,
+    decision: verdict.result?.decision ?? 'DENY',
+    message: verdict.message,
+  });
+  if (verdict.terminate && deps.envelopes.end(envelope.envelopeId, { status: 'POLICY_VIOLATION', reason: verdict.message })) {
+    void deps.recorder.ended(envelope, 'POLICY_VIOLATION', verdict.message);
+  }
+}

@@ -1,0 +1,40 @@
+import { loadConfig } from '../core/config/load.ts';
+import { messagingFromConfig } from '../core/config/messaging.ts';
+import { SvcError } from '../core/errors/index.ts';
+import { loadPriceTable } from '../core/metering/prices.ts';
+import { createLogger } from '../core/observability/logger.ts';
+import { onShutdown } from '../core/observability/shutdown.ts';
+import { createProxy } from './create-proxy.ts';
+import { parseUnknownModelRule } from './governance/index.ts';
+
+function required(value: string | undefined, key: string): string {
+  if (value !== undefined) return value;
+  throw new SvcError('SVC-SYS-9002', `invalid configuration: ${key}: required for the proxy`, {}, [{ field: key, description: 'required for the proxy' }]);
+}
+
+/** The sidecar process: traffic on SVC_PROXY_PORT, admin on SVC_PROXY_ADMIN_PORT, state over SVC_NATS_URL. */
+async function main(): Promise<void> {
+  const config = loadConfig(process.env, { mode: 'proxy' });
+  const logger = createLogger({ level: config.log_level, service: 'proxy' });
+  const bootstrap = {
+    tenantId: required(config.tenant_id, 'SVC_TENANT_ID'),
+    apiKey: required(config.api_key, 'SVC_API_KEY'),
+    budgetId: required(config.budget_id, 'SVC_BUDGET_ID'),
+  };
+  const messaging = await messagingFromConfig(config, logger, { name: `proxy-${bootstrap.tenantId}`, manage: false });
+  const prices = loadPriceTable({
+    unknownModel: parseUnknownModelRule(config.unknown_model_price),
+    ...(config.price_overrides_file !== undefined ? { overridePath: config.price_overrides_file } : {}),
+  });
+  const proxy = await createProxy({ config, logger, messaging, prices, bootstrap });
+  await proxy.listen();
+  onShutdown(logger, async () => {
+    await proxy.close();
+    await messaging.close();
+  });
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`proxy failed to start: ${(error as Error).message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,2 @@
+export { RulesetSource, type RulesetOrigin, type RulesetSourceDeps } from './ruleset-source.ts';
+export { listenForTerminations } from './terminate-listener.ts';

@@ -1,0 +1,119 @@
+import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { ProxyAgent } from 'undici';
+import { ensureSidecarIdentity } from '../../control-plane/bootstrap/sidecar-identity.ts';
+import { loadConfig } from '../../core/config/load.ts';
+import type { Config } from '../../core/config/schema.ts';
+import { cost, loadPriceTable, type PriceTable, type TokenUsage } from '../../core/metering/prices.ts';
+import { createProxy, type Proxy, type ProxyAddresses } from '../../proxy/create-proxy.ts';
+import { eventually, ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
+import { startSimulator, type Simulator } from '../simulator/index.ts';
+
+export const TENANT = 'acme';
+
+/** The REST envelope fields the suites read. */
+export interface EnvelopeView {
+  envelope_id: string;
+  execution_id: string;
+  budget_id: string;
+  state: string;
+  termination_reason?: string | null;
+  cost_summary: { tokens_input: number; tokens_output: number; cost_usd: number; llm_calls: number; tool_calls: number };
+}
+
+export interface RestAnswer {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+export interface ProxyRig {
+  sim: Simulator;
+  cp: RunningControlPlane;
+  proxy: Proxy;
+  addresses: ProxyAddresses;
+  prices: PriceTable;
+  budgetId: string;
+  /** An undici ProxyAgent trusting the proxy CA: what HTTPS_PROXY means to an undici-based SDK. */
+  agent: ProxyAgent;
+  /** REST call to the control plane as the root administrator of the rig's tenant. */
+  admin(method: string, path: string, body?: unknown): Promise<RestAnswer>;
+  /** Creates a policy over REST and waits until the proxy has installed the new ruleset. */
+  addPolicy(body: Record<string, unknown>): Promise<string>;
+  /** Creates a budget over REST (cost limit in USD) and returns its id. */
+  addBudget(maxCostUsd: number): Promise<string>;
+  envelope(envelopeId: string): Promise<EnvelopeView | undefined>;
+  priced(model: string, usage: TokenUsage | undefined): number;
+  close(): Promise<void>;
+}
+
+/**
+ * A real control plane (REST, sync publisher, lease responder, event processor) and a real
+ * proxy sharing one in-process Messaging, with the provider simulator standing in for every
+ * provider host through upstream overrides.
+ */
+export async function startProxyRig(configOverrides: Partial<Record<keyof Config, unknown>> = {}): Promise<ProxyRig> {
+  const sim = await startSimulator();
+  const cp = await startControlPlane();
+  const { identity } = await ensureSidecarIdentity(cp.plane, { dataDir: cp.dataDir, tenantId: TENANT });
+  const dataDir = mkdtempSync(join(tmpdir(), 'proxy-'));
+  const simHost = `127.0.0.1:${sim.port}`;
+  const config = loadConfig({}, {
+    mode: 'standalone',
+    data_dir: dataDir,
+    log_level: 'silent',
+    proxy_host: '127.0.0.1',
+    proxy_port: 0,
+    proxy_admin_port: 0,
+    upstream_overrides: ['api.openai.com', 'api.anthropic.com', 'generativelanguage.googleapis.com', 'compat.local'].map((h) => `${h}=http://${simHost}`).join(','),
+    proxy_compatible_hosts: 'compat.local:8000',
+    ...configOverrides,
+  });
+  const prices = loadPriceTable();
+  const proxy = await createProxy({ config, logger: pino({ level: 'silent' }), messaging: cp.messaging, prices, bootstrap: { tenantId: TENANT, apiKey: identity.api_key, budgetId: identity.budget_id } });
+  const addresses = await proxy.listen();
+  const agent = new ProxyAgent({ uri: addresses.proxyUrl, requestTls: { ca: proxy.caCertPem } });
+  const admin = async (method: string, path: string, body?: unknown): Promise<RestAnswer> => {
+    const res = await cp.call(method, path, { key: ROOT_KEY, body, headers: { 'x-tenant-id': TENANT } });
+    return { status: res.status, body: res.body as Record<string, unknown> };
+  };
+  return {
+    sim,
+    cp,
+    proxy,
+    addresses,
+    prices,
+    budgetId: identity.budget_id,
+    agent,
+    admin,
+    async addPolicy(body) {
+      const before = proxy.rulesets.current?.version;
+      const res = await admin('POST', '/v1/policies', body);
+      if (res.status !== 201) throw new Error(`policy: ${res.status} ${JSON.stringify(res.body)}`);
+      await eventually(() => proxy.rulesets.current?.version, (v) => v !== before);
+      return String(res.body.policy_id);
+    },
+    async addBudget(maxCostUsd) {
+      const res = await admin('POST', '/v1/budgets', { name: `b-${maxCostUsd}`, type: 'cost', limits: { max_cost_usd: maxCostUsd } });
+      if (res.status !== 201) throw new Error(`budget: ${res.status} ${JSON.stringify(res.body)}`);
+      return String(res.body.budget_id);
+    },
+    async envelope(envelopeId) {
+      const res = await admin('GET', `/v1/envelopes/${envelopeId}`);
+      return res.status === 200 ? (res.body as unknown as EnvelopeView) : undefined;
+    },
+    priced(model, usage) {
+      if (usage === undefined) throw new Error('simulator sent no usage');
+      return cost(prices, model, usage).costUsd;
+    },
+    async close() {
+      await agent.close();
+      await proxy.close();
+      await cp.close();
+      await sim.close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,61 @@
+import OpenAI from 'openai';
+// Node's built-in fetch bundles its own undici; a dispatcher from the undici package needs that package's fetch.
+import { fetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../harness/control-plane.ts';
+import { startProxyRig, type ProxyRig } from './harness.ts';
+
+type ClientOptions = NonNullable<ConstructorParameters<typeof OpenAI>[0]>;
+let rig: ProxyRig;
+
+beforeAll(async () => {
+  rig = await startProxyRig();
+});
+afterAll(async () => {
+  await rig.close();
+});
+
+function client(headers: Record<string, string> = {}): OpenAI {
+  return new OpenAI({
+    apiKey: 'sk-test-key',
+    fetch: fetch as unknown as ClientOptions['fetch'],
+    fetchOptions: { dispatcher: rig.agent } as unknown as ClientOptions['fetchOptions'],
+    defaultHeaders: headers,
+  });
+}
+
+describe('official OpenAI SDK through CONNECT interception', () => {
+  it('gets the answer unchanged and the envelope cost equals the simulator usage priced from the table', async () => {
+    const { data: completion, response } = await client({ 'X-Svc-Execution-Id': 'exec-openai-1' })
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 12 })
+      .withResponse();
+    const seen = rig.sim.requests.at(-1);
+    expect(seen?.path).toBe('/v1/chat/completions');
+    expect(seen?.headers.authorization).toBe('Bearer sk-test-key');
+    expect(Object.keys(seen?.headers ?? {}).filter((h) => h.startsWith('x-svc-'))).toEqual([]);
+    expect(completion.usage?.prompt_tokens).toBe(seen?.usageSent?.input);
+    expect(completion.usage?.completion_tokens).toBe(12);
+
+    const envelopeId = response.headers.get('x-svc-envelope-id');
+    expect(envelopeId).toMatch(/^[0-9a-f-]{36}$/);
+    const expected = rig.priced('gpt-4o-mini', seen?.usageSent);
+    expect(expected).toBeGreaterThan(0);
+    const envelope = await eventually(() => rig.envelope(String(envelopeId)), (e) => e?.cost_summary.llm_calls === 1);
+    expect(envelope?.execution_id).toBe('exec-openai-1');
+    expect(envelope?.state).toBe('RUNNING');
+    expect(envelope?.cost_summary.tokens_input).toBe(seen?.usageSent?.input);
+    expect(envelope?.cost_summary.tokens_output).toBe(12);
+    expect(envelope?.cost_summary.cost_usd).toBeCloseTo(expected, 6);
+  });
+
+  it('reuses the envelope of an execution and keeps the pod execution apart', async () => {
+    const first = await client({ 'X-Svc-Execution-Id': 'exec-reuse' }).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'a' }], max_tokens: 3 }).withResponse();
+    const second = await client({ 'X-Svc-Execution-Id': 'exec-reuse' }).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'b' }], max_tokens: 3 }).withResponse();
+    const pod = await client().chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'c' }], max_tokens: 3 }).withResponse();
+    const id = first.response.headers.get('x-svc-envelope-id');
+    expect(second.response.headers.get('x-svc-envelope-id')).toBe(id);
+    expect(pod.response.headers.get('x-svc-envelope-id')).not.toBe(id);
+    const envelope = await eventually(() => rig.envelope(String(id)), (e) => e?.cost_summary.llm_calls === 2);
+    expect(envelope?.cost_summary.tokens_output).toBe(6);
+  });
+});
