@@ -41,9 +41,17 @@ export async function loadOrCreateCa(options: CaFileOptions): Promise<LoadedCa> 
     throw new SvcError('SVC-SYS-9001', `proxy CA file missing: ${missing}`, { file: missing });
   }
   const ca = await generateCa();
-  await mkdir(dirname(keyFile), { recursive: true });
-  await mkdir(dirname(certFile), { recursive: true });
-  await writeFile(keyFile, ca.keyPem, { mode: 0o600, flag: 'wx' });
-  await writeFile(certFile, ca.certPem, { mode: 0o644, flag: 'wx' });
+  await writeNew(keyFile, ca.keyPem, 0o600);
+  await writeNew(certFile, ca.certPem, 0o644);
   return { certFile, keyFile, ...ca, generated: true };
+}
+
+/** Writes a file that must not exist yet, so two processes starting at once never mix two CAs. */
+async function writeNew(file: string, content: string, mode: number): Promise<void> {
+  try {
+    await mkdir(dirname(file), { recursive: true });
+    await writeFile(file, content, { mode, flag: 'wx' });
+  } catch (error) {
+    throw new SvcError('SVC-SYS-9001', `cannot write proxy CA file ${file}: ${(error as Error).message}`, { file });
+  }
 }

@@ -34,6 +34,15 @@ describe('loadOrCreateCa', () => {
     expect(second.keyPem).toBe(await readFile(files.keyFile, 'utf8'));
   });
 
+  it('refuses to regenerate half a CA: a lone certificate without its key fails with SVC-SYS-9001 naming the key file', async () => {
+    const files = { certFile: join(dir, 'ca.crt'), keyFile: join(dir, 'ca.key'), allowGenerate: true };
+    await loadOrCreateCa(files);
+    await rm(files.keyFile);
+    const error: unknown = await loadOrCreateCa(files).catch((e: unknown) => e);
+    expect(isSvcError(error) && error.code).toBe('SVC-SYS-9001');
+    expect((error as Error).message).toContain(files.keyFile);
+  });
+
   it('fails with SVC-SYS-9001 naming the missing file when generation is not allowed', async () => {
     const certFile = join(dir, 'absent.crt');
     const error: unknown = await loadOrCreateCa({ certFile, keyFile: join(dir, 'absent.key'), allowGenerate: false }).catch((e: unknown) => e);
