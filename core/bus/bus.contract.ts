@@ -149,9 +149,11 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       for (let n = 0; n < 10; n++) await bus.publish(`svc.${t}.events.llm.call`, { n }, { msgId: `${t}-${n}` });
       const applied: number[] = [];
       const sizes: number[] = [];
+      const counts: number[][] = [];
       let failures = 0;
       await bus.consumeBatches(`svc.${t}.events.>`, durableName(), { batchSize: 4, maxWaitMs: 100 }, (messages) => {
         sizes.push(messages.length);
+        counts.push(messages.map((m) => m.deliveryCount));
         if (failures === 0 && messages.length > 0) {
           failures++;
           return Promise.reject(new Error('transaction aborted'));
@@ -162,6 +164,9 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       expect(applied).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
       expect(Math.max(...sizes)).toBeLessThanOrEqual(4);
       expect(failures).toBe(1);
+      // the retried batch is the failed one, every message of it on its second delivery
+      expect(counts[1]).toEqual(counts[0]?.map(() => 2));
+      expect(counts[0]?.every((c) => c === 1)).toBe(true);
     });
 
     it('rejects a wildcard or out-of-stream subject, a pattern across families and a durable with a dot', async () => {

@@ -34,13 +34,13 @@ type Options = z.output<typeof natsBusOptionsSchema>;
 /** The shortest pull expiry the client accepts. */
 const MIN_FETCH_EXPIRES_MS = 1_000;
 
-/** `deliveryCount` overrides the server's count while the message is retried in place. */
-function toBusMessage(msg: JsMsg, deliveryCount?: number): BusMessage {
+/** `retries` adds the in-place retries to the server's delivery count. */
+function toBusMessage(msg: JsMsg, retries: number): BusMessage {
   return {
     subject: msg.subject,
     data: decodePayload(msg.data),
     msgId: msg.headers?.get('Nats-Msg-Id') ?? `${msg.info.stream}:${msg.seq}`,
-    deliveryCount: deliveryCount ?? msg.info.redeliveryCount,
+    deliveryCount: msg.info.redeliveryCount + retries,
   };
 }
 
@@ -95,7 +95,7 @@ export class NatsBus implements Bus {
     return this.#consume(pattern, options.durable, this.#options.fetchBatch, MIN_FETCH_EXPIRES_MS, async (pulled, stopped) => {
       for await (const msg of pulled) {
         if (stopped()) msg.nak();
-        else await this.#settle([msg], stopped, (count) => handler(toBusMessage(msg, count)));
+        else await this.#settle([msg], stopped, (retries) => handler(toBusMessage(msg, retries)));
       }
     });
   }
@@ -107,7 +107,7 @@ export class NatsBus implements Bus {
       for await (const msg of pulled) messages.push(msg);
       if (messages.length === 0) return;
       if (stopped()) for (const msg of messages) msg.nak();
-      else await this.#settle(messages, stopped, (count) => handler(messages.map((msg, i) => toBusMessage(msg, i === 0 ? count : undefined))));
+      else await this.#settle(messages, stopped, (retries) => handler(messages.map((msg) => toBusMessage(msg, retries))));
     });
   }
 
@@ -123,14 +123,15 @@ export class NatsBus implements Bus {
    * Delivers with in-place retries, then acknowledges: ack when handled, term when given up (the
    * server must not bring it back), nak when the subscriber stopped meanwhile (the next one gets it).
    */
-  async #settle(messages: JsMsg[], stopped: () => boolean, attempt: (deliveryCount: number) => Promise<void>): Promise<void> {
+  async #settle(messages: JsMsg[], stopped: () => boolean, attempt: (retries: number) => Promise<void>): Promise<void> {
     const [first] = messages;
     if (!first) return;
     const context = { subject: first.subject, seqs: messages.map((m) => m.seq) };
-    const outcome = await deliverWithRetries(this.#retry, this.#logger, context, first.info.redeliveryCount, stopped, (count) => {
+    const delivered = first.info.redeliveryCount;
+    const outcome = await deliverWithRetries(this.#retry, this.#logger, context, delivered, stopped, (count) => {
       // Retrying takes time the server would otherwise count against the ack wait.
       for (const msg of messages) msg.working();
-      return attempt(count);
+      return attempt(count - delivered);
     });
     for (const msg of messages) {
       if (outcome === 'delivered') msg.ack();
