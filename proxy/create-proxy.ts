@@ -18,7 +18,7 @@ import { parseMcpServers } from './mcp/index.ts';
 import { createGovernanceMetrics } from './metrics/index.ts';
 import { Outbox } from './outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
-import { listenForTerminations, RulesetSource } from './sync/index.ts';
+import { listenForTerminations, RulesetSource, watchBudgetStates } from './sync/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
 import { parseUpstreamOverrides, UpstreamClient, upstreamTrust } from './upstream/index.ts';
 
@@ -141,7 +141,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const readiness = (): Readiness =>
     rulesets.current !== null || config.proxy_policy_fail_mode === 'open' ? { ready: true, reasons: [] } : { ready: false, reasons: ['no policy ruleset synced or cached'] };
   const admin = new AdminServer({ registry, readiness, port: config.proxy_admin_port, host: config.proxy_host });
-  let terminations: Subscription | undefined;
+  const subscriptions: Subscription[] = [];
 
   return {
     caCertFile: ca.certFile,
@@ -156,11 +156,14 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     readiness,
     async listen() {
       await rulesets.start();
-      terminations = await listenForTerminations(
-        messaging.signals,
-        tenantId,
-        (signal) => envelopes.endRemote(signal.envelope_id, signal.execution_id, signal.budget_id, { status: 'TERMINATED', reason: signal.reason }),
-        logger,
+      subscriptions.push(
+        await listenForTerminations(
+          messaging.signals,
+          tenantId,
+          (signal) => envelopes.endRemote(signal.envelope_id, signal.execution_id, signal.budget_id, { status: 'TERMINATED', reason: signal.reason }),
+          logger,
+        ),
+        await watchBudgetStates(messaging.keyValue, tenantId, (state) => leases.peek(state.budget_id)?.applyStatus(state.status), logger),
       );
       await leases.lease(bootstrap.budgetId);
       const { port: proxyPort } = await listener.listen();
@@ -171,7 +174,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     async close() {
       await listener.close();
       await admin.close();
-      await terminations?.unsubscribe();
+      await Promise.all(subscriptions.splice(0).map((s) => s.unsubscribe()));
       await rulesets.stop();
       await leases.releaseAll();
       await outbox.close();

@@ -1,6 +1,7 @@
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { LeaseGrantSchema, syncSubjects, type LeaseGrant } from '../../core/sync/contract.ts';
 import type { RequestReply } from '../../core/bus/bus.ts';
+import type { BudgetStatus } from '../../core/domain/budget.ts';
 import { microsToPico, PICO_PER_MICRO, type Allowance, type Amount } from './amounts.ts';
 
 export interface LeaseSettings {
@@ -130,6 +131,19 @@ export class BudgetLease {
     };
   }
 
+  /**
+   * The control plane published the budget's status: a budget no longer active is refused at
+   * once; one active again (new period, raised limit) is asked for a fresh lease.
+   */
+  applyStatus(status: BudgetStatus): void {
+    if (status !== 'active') {
+      this.#mode = 'refused';
+      this.#refusal = { code: status === 'expired' ? 'SVC-BUD-3003' : 'SVC-BUD-3001', message: `budget ${this.budgetId} is ${status}` };
+    } else if (this.#mode === 'refused') {
+      void this.renew();
+    }
+  }
+
   /** The first grant did not arrive in time: serve from the soft limit until it does. */
   failOpenWhilePending(): void {
     if (this.#mode === 'pending') this.#applySoftLimit('first lease not granted in time');
@@ -186,8 +200,7 @@ export class BudgetLease {
     // Spending settled while the request was on its way counts against the new grant.
     this.#consumed = { tokens: this.#consumed.tokens - consumedAtSend.tokens, pico: this.#consumed.pico - consumedAtSend.pico };
     if (grant.status !== 'active') {
-      this.#mode = 'refused';
-      this.#refusal = { code: grant.status === 'expired' ? 'SVC-BUD-3003' : 'SVC-BUD-3001', message: `budget ${this.budgetId} is ${grant.status}` };
+      this.applyStatus(grant.status);
     } else {
       this.#mode = 'granted';
       this.#refusal = null;

@@ -1,2 +1,3 @@
 export { RulesetSource, type RulesetOrigin, type RulesetSourceDeps } from './ruleset-source.ts';
 export { listenForTerminations } from './terminate-listener.ts';
+export { watchBudgetStates } from './budget-states.ts';

@@ -1,11 +1,9 @@
-import OpenAI from 'openai';
-// Node's built-in fetch bundles its own undici; a dispatcher from the undici package needs that package's fetch.
-import { fetch } from 'undici';
+import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../harness/control-plane.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
+import { openAiClient } from './sdk-options.ts';
 
-type ClientOptions = NonNullable<ConstructorParameters<typeof OpenAI>[0]>;
 let rig: ProxyRig;
 
 beforeAll(async () => {
@@ -16,12 +14,7 @@ afterAll(async () => {
 });
 
 function client(headers: Record<string, string> = {}): OpenAI {
-  return new OpenAI({
-    apiKey: 'sk-test-key',
-    fetch: fetch as unknown as ClientOptions['fetch'],
-    fetchOptions: { dispatcher: rig.agent } as unknown as ClientOptions['fetchOptions'],
-    defaultHeaders: headers,
-  });
+  return openAiClient(rig.agent, headers);
 }
 
 describe('official OpenAI SDK through CONNECT interception', () => {

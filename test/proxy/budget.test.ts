@@ -1,0 +1,75 @@
+import { APIError } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../harness/control-plane.ts';
+import { metricValue } from '../proxy-net/harness.ts';
+import { startProxyRig, type ProxyRig } from './harness.ts';
+import { openAiClient } from './sdk-options.ts';
+
+let rig: ProxyRig;
+
+beforeAll(async () => {
+  rig = await startProxyRig();
+});
+afterAll(async () => {
+  await rig.close();
+});
+
+async function refusal(promise: Promise<unknown>): Promise<APIError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof APIError) return error;
+    throw error;
+  }
+  throw new Error('the call was not refused');
+}
+
+describe('a small cost budget', () => {
+  it('refuses a later call at once with 422 SVC-BUD-3001, and the SDK does not retry it', async () => {
+    const budgetId = await rig.addBudget(0.001);
+    // 2000 input + 2000 output tokens of gpt-4o-mini cost $0.0015: more than the whole budget.
+    const spender = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-spender', 'X-Svc-Budget-Id': budgetId, 'x-sim-input-tokens': '2000' });
+    await spender.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 2000, messages: [{ role: 'user', content: 'spend' }] });
+    // The control plane applies the usage event and publishes the budget as exhausted; the proxy's watch sees it.
+    await eventually(() => rig.proxy.leases.peek(budgetId)?.mode, (mode) => mode === 'refused');
+
+    const before = rig.sim.requests.length;
+    const later = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-later', 'X-Svc-Budget-Id': budgetId });
+    const started = Date.now();
+    const error = await refusal(later.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: 'again' }] }));
+    expect(error.status).toBe(422);
+    expect(error.code).toBe('SVC-BUD-3001');
+    expect(error.message).toContain('SVC-BUD-3001');
+    expect(error.headers?.get('x-should-retry')).toBe('false');
+    // Refused by the local lease: no upstream request, no retry with backoff.
+    expect(rig.sim.requests.length).toBe(before);
+    expect(Date.now() - started).toBeLessThan(400);
+    expect(await metricValue(rig.proxy.registry, 'svc_proxy_requests_total', { decision: 'budget_exceeded' })).toBe(1);
+  });
+
+  it('cuts a streamed answer that crosses the limit with an error event, and the envelope ends BUDGET_EXCEEDED', async () => {
+    const budgetId = await rig.addBudget(0.001);
+    const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-stream-cut', 'X-Svc-Budget-Id': budgetId, 'x-sim-input-tokens': '10' });
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: 'gpt-4o-mini', max_tokens: 4000, stream: true, messages: [{ role: 'user', content: 'long answer' }] })
+      .withResponse();
+    let received = 0;
+    const error = await refusal(
+      (async () => {
+        for await (const chunk of stream) if (chunk.choices[0]?.delta.content) received++;
+      })(),
+    );
+    expect(error.message).toContain('SVC-BUD-3001');
+    // $0.001 buys about 1660 output tokens of gpt-4o-mini: cut well before the 4000 the simulator would send.
+    expect(received).toBeGreaterThan(1000);
+    expect(received).toBeLessThan(1700);
+    expect(await metricValue(rig.proxy.registry, 'svc_proxy_cutoffs_total', { reason: 'budget' })).toBe(1);
+
+    const envelopeId = String(response.headers.get('x-svc-envelope-id'));
+    const envelope = await eventually(() => rig.envelope(envelopeId), (e) => e?.state === 'TERMINATED');
+    expect(envelope?.termination_reason).toBe('budget_exceeded');
+    expect(envelope?.cost_summary.cost_usd).toBeGreaterThanOrEqual(0.001);
+    // The overshoot is bounded by what one upstream read carried beyond the limit.
+    expect(envelope?.cost_summary.cost_usd).toBeLessThan(0.0012);
+  });
+});
