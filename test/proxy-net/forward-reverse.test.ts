@@ -1,6 +1,7 @@
 import { request } from 'node:http';
+import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHAT_COMPLETION, metricValue, startRig, type Rig } from './harness.ts';
+import { ANTHROPIC_MESSAGE, CHAT_COMPLETION, metricValue, startRig, type Rig } from './harness.ts';
 
 let rig: Rig;
 beforeAll(async () => {
@@ -50,6 +51,18 @@ describe('reverse mode', () => {
     // The upstream response closes before its last chunk: the proxy dropped the upstream request.
     expect(await rig.provider.streamClosed).toBe(false);
     rig.provider.releaseStream();
+  });
+
+  it('serves the official Anthropic SDK pointed at the proxy by its base URL', async () => {
+    const client = new Anthropic({ apiKey: 'sk-ant-test', baseURL: `${rig.proxyUrl}/anthropic`, maxRetries: 0, defaultHeaders: { 'x-svc-envelope-id': 'e-7', 'x-request-id': 'req-ant' } });
+    const message = await client.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] });
+    expect(message).toEqual(ANTHROPIC_MESSAGE);
+    const seen = rig.provider.seen.find((r) => r.headers['x-request-id'] === 'req-ant');
+    expect(seen?.url).toBe('/v1/messages');
+    // This SDK version sends its key as a bearer token.
+    expect(seen?.headers.authorization ?? seen?.headers['x-api-key']).toMatch(/sk-ant-test$/);
+    expect(seen?.headers['x-svc-envelope-id']).toBeUndefined();
+    expect(await rig.registry.metrics()).toMatch(/svc_proxy_upstream_latency_seconds_count\{provider="anthropic"\} 1/);
   });
 
   it('answers 404 with SVC-SYS-9006 for a path no route serves', async () => {

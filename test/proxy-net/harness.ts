@@ -31,6 +31,17 @@ export const CHAT_COMPLETION = {
   usage: { prompt_tokens: 9, completion_tokens: 5, total_tokens: 14 },
 };
 
+export const ANTHROPIC_MESSAGE = {
+  id: 'msg_test_1',
+  type: 'message',
+  role: 'assistant',
+  model: 'claude-sonnet-4-5',
+  content: [{ type: 'text', text: 'Hello from the fake provider.' }],
+  stop_reason: 'end_turn',
+  stop_sequence: null,
+  usage: { input_tokens: 7, output_tokens: 6 },
+};
+
 /**
  * A local server posing as a provider. It records every request, answers chat completions,
  * serves a fixed binary payload, and streams two chunks with a gate between them so that a test
@@ -73,6 +84,9 @@ export class FakeProvider {
     if (path?.endsWith('/chat/completions')) {
       res.writeHead(200, { 'content-type': 'application/json', 'x-upstream': 'fake-provider' });
       res.end(JSON.stringify(CHAT_COMPLETION));
+    } else if (path === '/v1/messages') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(ANTHROPIC_MESSAGE));
     } else if (path === '/binary') {
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': this.binary.length });
       res.end(this.binary);
@@ -156,7 +170,7 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
   const registry = new Registry();
   const metrics = createProxyNetMetrics(registry);
   const upstream = new UpstreamClient({
-    overrides: parseUpstreamOverrides(`api.openai.com=https://127.0.0.1:${httpsPort},plain.test=http://127.0.0.1:${httpPort}`),
+    overrides: parseUpstreamOverrides(`api.openai.com=https://127.0.0.1:${httpsPort},api.anthropic.com=https://127.0.0.1:${httpsPort},plain.test=http://127.0.0.1:${httpPort}`),
     ca: [creds.ca.certPem],
     metrics,
   });
@@ -167,7 +181,7 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
     egressCheck: options.egressCheck,
     logger: options.logger,
     leafCertificates,
-    reverseRoutes: { '/openai': 'https://api.openai.com', '/plain': `http://127.0.0.1:${httpPort}` },
+    reverseRoutes: { '/openai': 'https://api.openai.com', '/anthropic': 'https://api.anthropic.com', '/plain': `http://127.0.0.1:${httpPort}` },
     metrics,
     port: 0,
     host: '127.0.0.1',
