@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Messaging } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
+import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { createKeywordJudge } from '../core/policy/index.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { Authenticator } from './auth/authenticator.ts';
@@ -69,6 +70,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const effects = new EffectDispatcher(messaging.bus, webhooks, logger.child({ component: 'effects' }));
   const budgets = new Budgets({ store, audit, effects, clock });
   const policies = new Policies({ store, audit, effects, judge: createKeywordJudge(), clock, observe: (r) => metrics.observePolicy(r) });
+  metrics.reportBudgetSpend(() => budgets.spendByBudget([SYSTEM_TENANT, ...tenants.list().map((t) => t.tenant_id)]));
   const envelopes = new Envelopes({ store, audit, budgets, policies, effects, clock, pricer: deps.pricer });
   const leases = new LeaseLedger(store, budgets, clock, config.lease_ttl_seconds * 1000);
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { SvcError } from '../../core/errors/index.ts';
 import {
-  budgetStatus, checkBudget, DEFAULT_ALERTS, freshUsage, rollOver, usdToMicros,
+  budgetStatus, checkBudget, DEFAULT_ALERTS, freshUsage, microsToUsd, rollOver, usdToMicros,
   type Budget, type BudgetStatus, type CheckOutcome, type CreateBudgetRequest,
 } from '../../core/domain/index.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
@@ -76,6 +76,13 @@ export class Budgets {
       if (status === 'all' || budgetStatus(budget, now) === status) out.push(budget);
     }
     return out;
+  }
+
+  /** Current-period spend of every budget of these tenants, for the budget usage gauge. */
+  *spendByBudget(tenants: Iterable<string>): Generator<{ tenant_id: string; budget_id: string; usd: number }> {
+    for (const tenant of tenants) {
+      for (const budget of this.list(tenant, 'all')) yield { tenant_id: tenant, budget_id: budget.budget_id, usd: microsToUsd(budget.usage.cost_micros) };
+    }
   }
 
   check(tenant: string, budgetId: string, estimate: { estimated_tokens: number; estimated_cost_usd: number }): CheckOutcome {

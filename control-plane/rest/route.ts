@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { ZodOpenApiOperationObject, ZodOpenApiResponsesObject } from 'zod-openapi';
-import { parseOrThrow, SvcError } from '../../core/errors/index.ts';
+import { ErrorBodySchema, parseOrThrow, SvcError } from '../../core/errors/index.ts';
 import type { Principal, Scope } from '../../core/domain/index.ts';
 import { requireAdministrator, requireScope } from '../auth/scopes.ts';
 import { resolveTenant } from '../auth/tenancy.ts';
@@ -60,6 +60,23 @@ export interface RouteTable {
   operations(): Array<{ path: string; method: string; operation: ZodOpenApiOperationObject }>;
 }
 
+/**
+ * The errors every authenticated route can answer with, whatever its own responses say, so the
+ * document shows clients all the statuses they must handle. A route's own entry wins.
+ */
+function commonResponses(spec: { access: Access; body?: unknown; query?: unknown; params?: unknown }): Record<number, { description: string; schema?: z.ZodType; contentType?: string }> {
+  if (spec.access === 'public') return {};
+  const responses: Record<number, { description: string; schema?: z.ZodType }> = {
+    401: { description: 'missing, invalid, expired or revoked credentials (SVC-SYS-9003)', schema: ErrorBodySchema },
+    403: { description: 'the credential lacks the scope or names another tenant (SVC-SYS-9004)', schema: ErrorBodySchema },
+    429: { description: 'rate limit of the API key exceeded (SVC-SYS-9005); see retry-after', schema: ErrorBodySchema },
+  };
+  if (spec.body !== undefined || spec.query !== undefined || spec.params !== undefined) {
+    responses[400] = { description: 'invalid request (SVC-SYS-9002), naming the field', schema: ErrorBodySchema };
+  }
+  return responses;
+}
+
 function tenantField(value: unknown): string | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const record = value as Record<string, unknown>;
@@ -110,7 +127,7 @@ export function createRouteTable(app: FastifyInstance, deps: { tenants: Tenants;
         },
       });
       const responses: ZodOpenApiResponsesObject = {};
-      for (const [status, r] of Object.entries(spec.responses)) {
+      for (const [status, r] of Object.entries({ ...commonResponses(spec), ...spec.responses })) {
         responses[status as `${1 | 2 | 3 | 4 | 5}${string}`] = r.schema === undefined ? { description: r.description } : { description: r.description, content: { [r.contentType ?? 'application/json']: { schema: r.schema } } };
       }
       const operation: ZodOpenApiOperationObject = {
