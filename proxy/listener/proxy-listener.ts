@@ -64,7 +64,7 @@ export class ProxyListener {
     });
     for (const server of [this.server, this.#interceptServer]) {
       server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 65_000;
-      server.on('clientError', (_error, socket: Duplex) => socket.destroy());
+      server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => this.#onClientError(error, socket));
     }
   }
 
@@ -86,6 +86,18 @@ export class ProxyListener {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeAllConnections();
     await closed;
+  }
+
+  /** A request the HTTP parser rejects gets a 400 naming SVC-SYS-9002, then the connection closes. */
+  #onClientError(error: Error & { code?: string }, socket: Duplex): void {
+    if (!socket.writable || error.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    const failure = new SvcError('SVC-SYS-9002', `malformed HTTP request: ${error.code ?? error.message}`, { fields: 'request' }, [
+      { field: 'request', description: error.message },
+    ]);
+    socket.end(rawErrorResponse(failure, randomUUID()));
   }
 
   #count(mode: ConnectionMode): void {

@@ -148,6 +148,17 @@ describe('blind CONNECT tunnel', () => {
     expect(answer).toContain('SVC-ADP-5001');
   });
 
+  it('answers 400 with SVC-SYS-9002 to bytes that are not HTTP, and keeps serving', async () => {
+    const socket = connect(rig.proxyPort, '127.0.0.1');
+    let answer = '';
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString('utf8')));
+    socket.write('\x00\x01 not http at all\r\n\r\n');
+    await new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer).toContain('SVC-SYS-9002');
+    expect(await rawConnect('exfil.denied.test:443')).toMatch(/^HTTP\/1\.1 403 /);
+  });
+
   it('answers 400 with SVC-SYS-9002 for a malformed CONNECT target', async () => {
     const answer = await rawConnect('user@host:443');
     expect(answer).toMatch(/^HTTP\/1\.1 400 /);
