@@ -141,6 +141,11 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       await eventually(() => expect(second).toHaveLength(2));
       await sleep(100);
       expect(second).toEqual([{ n: 4 }, { n: 5 }]);
+      await expect(bus.subscribe(`svc.${t}.budgets.>`, () => acked(), { durable: `${durable}x` })).resolves.toBeDefined();
+      await expect(bus.consumeBatches(`svc.${t}.budgets.>`, durable, { batchSize: 10, maxWaitMs: 100 }, () => acked())).rejects.toMatchObject({
+        code: 'SVC-SYS-9008',
+        fieldViolations: [{ field: 'durable' }],
+      });
     });
 
     it('consumes in ordered batches and redelivers a whole batch whose handler rejected', async () => {

@@ -33,6 +33,7 @@ interface StoredMessage {
 interface Cursor {
   nextSeq: number;
   active: boolean;
+  pattern: string;
 }
 
 /**
@@ -86,7 +87,7 @@ export class MemoryBus implements Bus {
   subscribe(pattern: string, handler: (message: BusMessage) => Promise<void>, options: { durable?: string } = {}): Promise<Subscription> {
     return asPromise(() => {
       assertEventSubject('pattern', pattern);
-      const cursor = options.durable === undefined ? { nextSeq: this.#nextSeq, active: false } : this.#claimDurable(options.durable);
+      const cursor = options.durable === undefined ? { nextSeq: this.#nextSeq, active: false, pattern } : this.#claimDurable(options.durable, pattern);
       return this.#run(cursor, pattern, 1, async (batch) => {
         const [message] = batch;
         if (message) await handler(message);
@@ -97,7 +98,7 @@ export class MemoryBus implements Bus {
   consumeBatches(pattern: string, durable: string, options: BatchOptions, handler: (messages: BusMessage[]) => Promise<void>): Promise<Subscription> {
     return asPromise(() => {
       assertEventSubject('pattern', pattern);
-      return this.#run(this.#claimDurable(durable), pattern, Math.max(1, options.batchSize), handler);
+      return this.#run(this.#claimDurable(durable, pattern), pattern, Math.max(1, options.batchSize), handler);
     });
   }
 
@@ -112,12 +113,17 @@ export class MemoryBus implements Bus {
     return !this.#closing;
   }
 
-  #claimDurable(durable: string): Cursor {
+  #claimDurable(durable: string, pattern: string): Cursor {
     assertName('durable', durable);
     const existing = this.#durables.get(durable);
+    if (existing && existing.pattern !== pattern) {
+      throw new SvcError('SVC-SYS-9008', `durable '${durable}' already follows ${existing.pattern}`, { durable, pattern }, [
+        { field: 'durable', description: `already used for ${existing.pattern}` },
+      ]);
+    }
     if (existing?.active) throw new SvcError('SVC-SYS-9008', `durable '${durable}' already has a subscriber in this process`, { durable });
     // A new durable starts at the oldest retained message, as a JetStream durable with deliver-all does.
-    const cursor = existing ?? { nextSeq: this.#log[0]?.seq ?? this.#nextSeq, active: false };
+    const cursor = existing ?? { nextSeq: this.#log[0]?.seq ?? this.#nextSeq, active: false, pattern };
     cursor.active = true;
     this.#durables.set(durable, cursor);
     return cursor;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AckPolicy, DeliverPolicy, nanos, type JetStreamClient, type JetStreamManager, type JsMsg } from 'nats';
+import { AckPolicy, DeliverPolicy, nanos, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type JsMsg } from 'nats';
 import { z } from 'zod';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
@@ -141,6 +141,32 @@ export class NatsBus implements Bus {
   }
 
   /**
+   * A durable keeps its position across restarts of this process and of the server: an existing
+   * one is reused with its limits brought up to date; one bound to another pattern is refused.
+   */
+  async #ensureDurable(stream: string, durable: string, pattern: string, limits: Partial<ConsumerConfig>): Promise<void> {
+    const existing = await this.#jsm.consumers.info(stream, durable).catch(() => undefined);
+    if (existing && existing.config.filter_subject !== pattern) {
+      throw new SvcError('SVC-SYS-9008', `durable '${durable}' already follows ${existing.config.filter_subject ?? 'another pattern'}`, { durable, pattern }, [
+        { field: 'durable', description: `already used for ${existing.config.filter_subject ?? 'another pattern'}` },
+      ]);
+    }
+    const request = existing
+      ? this.#jsm.consumers.update(stream, durable, limits)
+      : this.#jsm.consumers.add(stream, {
+          durable_name: durable,
+          ack_policy: AckPolicy.Explicit,
+          // A new durable reads everything retained.
+          deliver_policy: DeliverPolicy.All,
+          filter_subject: pattern,
+          ...limits,
+        });
+    await request.catch((error: unknown) => {
+      throw new SvcError('SVC-SYS-9001', `cannot set up consumer ${durable} on ${stream}: ${(error as Error).message}`, { durable, pattern });
+    });
+  }
+
+  /**
    * Creates the consumer and runs the pull loop: `handle` gets each pull's messages and returns
    * whether to wait the redelivery delay before pulling again.
    */
@@ -157,22 +183,23 @@ export class NatsBus implements Bus {
     });
     const stream = this.#options.stream.name;
     const name = durable ?? `eph_${randomUUID().replaceAll('-', '')}`;
-    await this.#jsm.consumers
-      .add(stream, {
-        durable_name: durable,
-        name: durable === undefined ? name : undefined,
-        ack_policy: AckPolicy.Explicit,
-        // A new durable reads everything retained; a plain subscription only what comes next.
-        deliver_policy: durable === undefined ? DeliverPolicy.New : DeliverPolicy.All,
-        filter_subject: pattern,
-        ack_wait: nanos(this.#options.ackWaitMs),
-        max_ack_pending: this.#options.maxAckPending,
-        max_deliver: this.#options.maxDeliver,
-        inactive_threshold: durable === undefined ? nanos(60_000) : undefined,
-      })
-      .catch((error: unknown) => {
-        throw new SvcError('SVC-SYS-9001', `cannot create consumer ${name} on ${stream}: ${(error as Error).message}`, { consumer: name, pattern });
-      });
+    const limits = { ack_wait: nanos(this.#options.ackWaitMs), max_ack_pending: this.#options.maxAckPending, max_deliver: this.#options.maxDeliver };
+    if (durable === undefined) {
+      await this.#jsm.consumers
+        .add(stream, {
+          name,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.New,
+          filter_subject: pattern,
+          inactive_threshold: nanos(60_000),
+          ...limits,
+        })
+        .catch((error: unknown) => {
+          throw new SvcError('SVC-SYS-9001', `cannot create consumer on ${stream}: ${(error as Error).message}`, { pattern });
+        });
+    } else {
+      await this.#ensureDurable(stream, durable, pattern, limits);
+    }
     const consumer = await this.#js.consumers.get(stream, name);
 
     let stopped = false;

@@ -69,6 +69,19 @@ describe('NATS bus specifics', () => {
     await messaging.close();
   });
 
+  it('reuses an existing durable and brings its limits up to date', async () => {
+    const first = await open(recordingLogger(), { maxDeliver: 3 });
+    await (await first.bus.subscribe('svc.limits.events.>', () => Promise.resolve(), { durable: 'limits' })).unsubscribe();
+    await first.close();
+    const second = await open(recordingLogger(), { maxDeliver: 7, ackWaitMs: 12_000 });
+    await second.bus.subscribe('svc.limits.events.>', () => Promise.resolve(), { durable: 'limits' });
+    await second.close();
+    const nc = await connect({ servers: server.url });
+    const info = await (await nc.jetstreamManager()).consumers.info('SVC_EVENTS', 'limits');
+    await nc.close();
+    expect(info.config).toMatchObject({ max_deliver: 7, ack_wait: nanos(12_000), filter_subject: 'svc.limits.events.>' });
+  });
+
   it('removes the consumer of a plain subscription when it unsubscribes, and keeps a durable one', async () => {
     const messaging = await open(recordingLogger());
     const plain = await messaging.bus.subscribe('svc.cons.events.>', () => Promise.resolve());
