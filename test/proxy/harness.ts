@@ -7,6 +7,7 @@ import { ProxyAgent } from 'undici';
 import { ensureSidecarIdentity } from '../../control-plane/bootstrap/sidecar-identity.ts';
 import { loadConfig } from '../../core/config/load.ts';
 import type { Config } from '../../core/config/schema.ts';
+import type { UsageEventMessage } from '../../core/events/messages.ts';
 import { cost, loadPriceTable, type PriceTable, type TokenUsage } from '../../core/metering/prices.ts';
 import { createProxy, type Proxy, type ProxyAddresses } from '../../proxy/create-proxy.ts';
 import { eventually, ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
@@ -46,6 +47,8 @@ export interface ProxyRig {
   addBudget(maxCostUsd: number): Promise<string>;
   envelope(envelopeId: string): Promise<EnvelopeView | undefined>;
   priced(model: string, usage: TokenUsage | undefined): number;
+  /** The `llm.call` usage event the proxy published for the request with this x-request-id. */
+  usageEvent(requestId: string): Promise<UsageEventMessage>;
   close(): Promise<void>;
 }
 
@@ -107,6 +110,13 @@ export async function startProxyRig(configOverrides: Partial<Record<keyof Config
     priced(model, usage) {
       if (usage === undefined) throw new Error('simulator sent no usage');
       return cost(prices, model, usage).costUsd;
+    },
+    async usageEvent(requestId) {
+      const found = await eventually(
+        () => cp.published.find((m) => m.subject === `svc.${TENANT}.events.llm.call` && (m.data as UsageEventMessage).payload.request_id === requestId),
+        (m) => m !== undefined,
+      );
+      return found?.data as UsageEventMessage;
     },
     async close() {
       await agent.close();

@@ -1,0 +1,94 @@
+import { request } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { metricValue } from '../proxy-net/harness.ts';
+import { startProxyRig, type ProxyRig } from './harness.ts';
+
+let rig: ProxyRig;
+
+beforeAll(async () => {
+  rig = await startProxyRig();
+});
+afterAll(async () => {
+  await rig.close();
+});
+
+/** A forward-mode request (absolute URI to the proxy), as an HTTP_PROXY client sends it. */
+async function forwardPost(url: string, body: unknown, headers: Record<string, string>): Promise<{ status: number; text: string; envelope: string | undefined }> {
+  const target = new URL(url);
+  const payload = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: '127.0.0.1', port: rig.addresses.proxyPort, method: 'POST', path: url, headers: { host: target.host, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...headers } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, envelope: res.headers['x-svc-envelope-id'] as string | undefined }));
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+const geminiBody = { contents: [{ role: 'user', parts: [{ text: 'Name some colours' }] }], generationConfig: { maxOutputTokens: 6 } };
+
+describe('Gemini and OpenAI-compatible servers are metered', () => {
+  it('Gemini generateContent through reverse mode, priced from the table', async () => {
+    const res = await fetch(`${rig.addresses.proxyUrl}/gemini/v1beta/models/gemini-2.0-flash:generateContent`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-goog-api-key': 'g-key', 'x-request-id': 'gem-1' },
+      body: JSON.stringify(geminiBody),
+    });
+    expect(res.status).toBe(200);
+    const answer = (await res.json()) as { usageMetadata: { promptTokenCount: number; candidatesTokenCount: number } };
+    const sent = rig.sim.requests.at(-1)?.usageSent;
+    expect(answer.usageMetadata.candidatesTokenCount).toBe(6);
+    const event = await rig.usageEvent('gem-1');
+    expect(event.tokens).toEqual({ input: sent?.input, output: 6 });
+    expect(event.model).toBe('gemini-2.0-flash');
+    expect(event.cost_usd).toBeCloseTo(rig.priced('gemini-2.0-flash', sent), 12);
+    expect(event.payload).toMatchObject({ provider: 'gemini', stream: false, usage_source: 'provider' });
+  });
+
+  it('Gemini streamGenerateContent (SSE) metered from the stream', async () => {
+    const res = await fetch(`${rig.addresses.proxyUrl}/gemini/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-goog-api-key': 'g-key', 'x-request-id': 'gem-2' },
+      body: JSON.stringify(geminiBody),
+    });
+    const text = await res.text();
+    expect(text.match(/^data:/gm)?.length).toBeGreaterThan(1);
+    const sent = rig.sim.requests.at(-1)?.usageSent;
+    const event = await rig.usageEvent('gem-2');
+    expect(event.tokens).toEqual({ input: sent?.input, output: 6 });
+    expect(event.cost_usd).toBeCloseTo(rig.priced('gemini-2.0-flash', sent), 12);
+    expect(event.payload).toMatchObject({ stream: true, usage_source: 'provider' });
+  });
+
+  it('an OpenAI-compatible server reached as a forward proxy, whole and streamed; an unknown model is priced by the rule and counted', async () => {
+    const whole = await forwardPost('http://compat.local:8000/v1/chat/completions', { model: 'llama-3-8b-instruct', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, { 'x-request-id': 'compat-1' });
+    expect(whole.status).toBe(200);
+    expect(whole.envelope).toBeDefined();
+    const wholeSent = rig.sim.requests.at(-1)?.usageSent;
+    const first = await rig.usageEvent('compat-1');
+    expect(first.tokens).toEqual({ input: wholeSent?.input, output: 5 });
+    expect(first.cost_usd).toBe(0);
+    expect(first.payload).toMatchObject({ provider: 'openai-compatible', priced: false });
+
+    const streamed = await forwardPost('http://compat.local:8000/v1/chat/completions', { model: 'llama-3-8b-instruct', max_tokens: 7, stream: true, messages: [{ role: 'user', content: 'hi' }] }, { 'x-request-id': 'compat-2' });
+    expect(streamed.text).toContain('data: [DONE]');
+    const second = await rig.usageEvent('compat-2');
+    // Stream usage is not injected for compatible servers: the answer is counted with tiktoken.
+    expect(second.tokens.output).toBe(7);
+    expect(second.payload).toMatchObject({ stream: true, usage_source: 'estimated' });
+    expect(await metricValue(rig.proxy.registry, 'svc_proxy_unknown_model_calls_total', { provider: 'openai-compatible' })).toBe(2);
+  });
+
+  it('passes an unknown path on a provider host through, metered as zero and counted', async () => {
+    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/models`, { headers: { authorization: 'Bearer sk' } });
+    expect(res.status).toBe(404);
+    expect(rig.sim.requests.at(-1)?.path).toBe('/v1/models');
+    expect(await metricValue(rig.proxy.registry, 'svc_proxy_unmetered_requests_total', { provider: 'openai' })).toBe(1);
+  });
+});
