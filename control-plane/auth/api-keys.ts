@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import type { z } from 'zod';
 import { SvcError } from '../../core/errors/index.ts';
 import { SYSTEM_TENANT, type ApiKeyRecord, type ApiKeyView, type CreateApiKeyRequestSchema, type Principal } from '../../core/domain/index.ts';
 import type { Store } from '../store/store.ts';

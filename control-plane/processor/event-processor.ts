@@ -69,7 +69,7 @@ export class EventProcessor {
     }
     const event = parsed.data;
     if (this.deps.store.get(tenant, 'envelope', event.envelope_id) === undefined && event.budget_id !== null) {
-      this.openEnvelope({ tenant_id: tenant, envelope_id: event.envelope_id, execution_id: String(event.payload.execution_id ?? event.envelope_id), budget_id: event.budget_id, adapter_type: 'proxy', source: event.source, occurred_at: event.timestamp }, now);
+      this.openEnvelope({ tenant_id: tenant, envelope_id: event.envelope_id, execution_id: typeof event.payload.execution_id === 'string' ? event.payload.execution_id : event.envelope_id, budget_id: event.budget_id, adapter_type: 'proxy', source: event.source, occurred_at: event.timestamp }, now);
     }
     const result = applyUsage(this.deps, event, now, effects, false);
     if (result.duplicate) this.stats.duplicates += 1;

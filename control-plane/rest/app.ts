@@ -23,8 +23,9 @@ export interface AppOptions {
  * generated) into every log line and error body; every failure is rendered as an SVC error.
  */
 export async function createApp(options: AppOptions): Promise<{ app: FastifyInstance; routes: RouteTable }> {
+  const loggerInstance: FastifyBaseLogger = options.logger;
   const app = Fastify({
-    loggerInstance: options.logger as FastifyBaseLogger,
+    loggerInstance,
     requestIdHeader: 'x-request-id',
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     genReqId: () => randomUUID(),

@@ -138,7 +138,7 @@ describe('alert webhooks', () => {
     const [failed, delivered] = received;
     expect(failed!.headers['x-svc-delivery']).toBe(delivered!.headers['x-svc-delivery']);
     expect(delivered!.headers['x-svc-attempt']).toBe('2');
-    const expected = `sha256=${createHmac('sha256', 'hook-secret').update(`${delivered!.headers['x-svc-timestamp']}.${delivered!.body}`).digest('hex')}`;
+    const expected = `sha256=${createHmac('sha256', 'hook-secret').update(`${String(delivered!.headers['x-svc-timestamp'])}.${delivered!.body}`).digest('hex')}`;
     expect(delivered!.headers['x-svc-signature']).toBe(expected);
     expect(JSON.parse(delivered!.body)).toMatchObject({ type: 'budget.warning', budget_id: budgetId, threshold_percent: 50, action: 'notify' });
   });

@@ -46,7 +46,7 @@ describe('docs/surfaces.md', () => {
     for (const [canonical, enabled, mcp, grpc] of table('Policy status and enforcement')) {
       expect(PolicyStatusInputSchema.parse(mcp)).toBe(canonical);
       expect(PolicyStatusInputSchema.parse(grpc)).toBe(canonical);
-      expect(String(toRestPolicy(onePolicy('deny', canonical!)).enabled), canonical).toBe(enabled);
+      expect(String(toRestPolicy(onePolicy('deny', canonical)).enabled), canonical).toBe(enabled);
     }
   });
 

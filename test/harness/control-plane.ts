@@ -34,8 +34,9 @@ export async function startControlPlane(overrides: Partial<Record<keyof Config, 
   const messaging = createMemoryMessaging({ logger });
   const published: BusMessage[] = [];
   for (const family of ['envelopes', 'events', 'budgets', 'policies']) {
-    await messaging.bus.subscribe(`svc.*.${family}.>`, async (m) => {
+    await messaging.bus.subscribe(`svc.*.${family}.>`, (m) => {
       published.push(m);
+      return Promise.resolve();
     });
   }
   const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
