@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AckPolicy, DeliverPolicy, nanos, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type JsMsg } from 'nats';
+import { AckPolicy, DeliverPolicy, nanos, type Consumer, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type JsMsg } from 'nats';
 import { z } from 'zod';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
@@ -184,33 +184,39 @@ export class NatsBus implements Bus {
     const stream = this.#options.stream.name;
     const name = durable ?? `eph_${randomUUID().replaceAll('-', '')}`;
     const limits = { ack_wait: nanos(this.#options.ackWaitMs), max_ack_pending: this.#options.maxAckPending, max_deliver: this.#options.maxDeliver };
-    if (durable === undefined) {
-      await this.#jsm.consumers
-        .add(stream, {
-          name,
-          ack_policy: AckPolicy.Explicit,
-          deliver_policy: DeliverPolicy.New,
-          filter_subject: pattern,
-          inactive_threshold: nanos(60_000),
-          ...limits,
-        })
-        .catch((error: unknown) => {
-          throw new SvcError('SVC-SYS-9001', `cannot create consumer on ${stream}: ${(error as Error).message}`, { pattern });
-        });
-    } else {
-      await this.#ensureDurable(stream, durable, pattern, limits);
-    }
-    const consumer = await this.#js.consumers.get(stream, name);
+    const setup = async (): Promise<Consumer> => {
+      if (durable === undefined) {
+        await this.#jsm.consumers
+          .add(stream, {
+            name,
+            ack_policy: AckPolicy.Explicit,
+            deliver_policy: DeliverPolicy.New,
+            filter_subject: pattern,
+            inactive_threshold: nanos(60_000),
+            ...limits,
+          })
+          .catch((error: unknown) => {
+            throw new SvcError('SVC-SYS-9001', `cannot create consumer on ${stream}: ${(error as Error).message}`, { pattern });
+          });
+      } else {
+        await this.#ensureDurable(stream, durable, pattern, limits);
+      }
+      return this.#js.consumers.get(stream, name);
+    };
+    let consumer: Consumer | undefined = await setup();
 
     let stopped = false;
     const isStopped = (): boolean => stopped;
     const loop = (async () => {
       while (!stopped) {
         try {
+          // After a failed pull the consumer is set up again: it may have been deleted meanwhile.
+          consumer ??= await setup();
           const pulled = await consumer.fetch({ max_messages: batchSize, expires: expiresMs });
           await handle(pulled, isStopped);
         } catch (error) {
           if (stopped) break;
+          consumer = undefined;
           this.#logger.warn({ err: error, consumer: name }, 'pull from JetStream failed; retrying');
           await sleep(MIN_FETCH_EXPIRES_MS);
         }
@@ -221,7 +227,7 @@ export class NatsBus implements Bus {
       stopped = true;
       await loop;
       this.#stops.delete(stop);
-      if (durable === undefined) await consumer.delete().catch(() => undefined);
+      if (durable === undefined) await this.#jsm.consumers.delete(stream, name).catch(() => undefined);
     };
     this.#stops.add(stop);
     return { unsubscribe: stop };

@@ -82,6 +82,20 @@ describe('NATS bus specifics', () => {
     expect(info.config).toMatchObject({ max_deliver: 7, ack_wait: nanos(12_000), filter_subject: 'svc.limits.events.>' });
   });
 
+  it('sets a durable up again when it was deleted under a running subscriber', async () => {
+    const messaging = await open(recordingLogger());
+    const got: unknown[] = [];
+    await messaging.bus.subscribe('svc.gone.events.>', (m) => Promise.resolve(void got.push(m.data)), { durable: 'gone' });
+    const nc = await connect({ servers: server.url });
+    await (await nc.jetstreamManager()).consumers.delete('SVC_EVENTS', 'gone');
+    await nc.close();
+    await sleep(200);
+    await messaging.bus.publish('svc.gone.events.x', { n: 1 });
+    await until(() => got.length === 1);
+    expect(got).toEqual([{ n: 1 }]);
+    await messaging.close();
+  });
+
   it('removes the consumer of a plain subscription when it unsubscribes, and keeps a durable one', async () => {
     const messaging = await open(recordingLogger());
     const plain = await messaging.bus.subscribe('svc.cons.events.>', () => Promise.resolve());
@@ -99,7 +113,9 @@ describe('NATS bus specifics', () => {
   it('reports health, and a durable subscriber and a key-value watch carry on after a server restart', async () => {
     const messaging = await open(recordingLogger());
     const got: unknown[] = [];
+    const plain: unknown[] = [];
     await messaging.bus.subscribe('svc.restart.events.>', (m) => Promise.resolve(void got.push(m.data)), { durable: 'restart' });
+    await messaging.bus.subscribe('svc.restart.events.>', (m) => Promise.resolve(void plain.push(m.data)));
     const kv = await messaging.keyValue.open('svc_restart');
     const seen: KeyValueEntry[] = [];
     await kv.watch('ruleset.restart.>', (entry) => void seen.push(entry));
@@ -115,8 +131,9 @@ describe('NATS bus specifics', () => {
 
     await messaging.bus.publish('svc.restart.events.x', { n: 2 });
     await kv.put('ruleset.restart.v', { version: 2 });
-    await until(() => got.length === 2 && seen.length === 2);
+    await until(() => got.length === 2 && seen.length === 2 && plain.length === 2);
     expect(got).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(plain).toEqual([{ n: 1 }, { n: 2 }]);
     expect(seen.map((e) => e.value)).toEqual([{ version: 1 }, { version: 2 }]);
     await messaging.close();
   });
