@@ -10,10 +10,12 @@ import { redactHeaders } from '../upstream/index.ts';
 import { CONNECT_ESTABLISHED, openBlindTunnel } from './blind-tunnel.ts';
 import { interceptedOrigin, parseConnectTarget, type ConnectTarget } from './connect-target.ts';
 import { asSvcError, rawErrorResponse, sendError } from './error-response.ts';
-import { requestHasBody, type ListenerMode, type ProxiedRequest, type ProxyHandler } from './proxied-request.ts';
+import { requestHasBody, type ProxiedRequest, type ProxyHandler } from './proxied-request.ts';
 import { compileReverseRoutes, type ReverseRouter, type ReverseRoutes } from './reverse-routes.ts';
 
 export type EgressDecision = 'allow' | 'deny';
+
+type RoutedTarget = Pick<ProxiedRequest, 'mode' | 'targetUrl' | 'route'>;
 
 /** The slice of a pino logger the listener uses. */
 export interface ListenerLogger {
@@ -118,54 +120,24 @@ export class ProxyListener {
 
   #onRequest(clientReq: IncomingMessage, clientRes: ServerResponse, intercepted: boolean): void {
     const receivedAt = process.hrtime.bigint();
-    const requestId = headerValue(clientReq.headers['x-request-id']) ?? randomUUID();
-    void this.#route(clientReq, clientRes, intercepted, requestId, receivedAt).catch((error: unknown) => {
-      const failure = asSvcError(error);
-      this.#options.logger?.warn(
-        { request_id: requestId, method: clientReq.method, url: clientReq.url, headers: redactHeaders(clientReq.headers), code: failure.code, err: failure.message },
-        'proxied request failed',
-      );
-      sendError(clientRes, failure, requestId);
-    });
-  }
-
-  async #route(clientReq: IncomingMessage, clientRes: ServerResponse, intercepted: boolean, id: string, receivedAt: bigint): Promise<void> {
-    const rawUrl = clientReq.url ?? '/';
-    let mode: ListenerMode;
-    let targetUrl: URL;
-    let route: string | undefined;
-    if (intercepted) {
-      const target = this.#interceptTargets.get(clientReq.socket);
-      if (target === undefined) throw new SvcError('SVC-SYS-9007', 'intercepted request without its CONNECT target');
-      mode = 'intercept';
-      targetUrl = new URL(interceptedOrigin(target) + originForm(rawUrl));
-    } else if (rawUrl.startsWith('/')) {
-      const reverse = this.#reverse(rawUrl);
-      if (reverse === undefined) throw new SvcError('SVC-SYS-9006', `no upstream route for path ${rawUrl.split('?')[0] ?? rawUrl}`, { path: rawUrl });
-      mode = 'reverse';
-      targetUrl = reverse.url;
-      route = reverse.route;
-      this.#count('reverse');
-    } else {
-      const absolute = URL.parse(rawUrl);
-      if (absolute === null || (absolute.protocol !== 'http:' && absolute.protocol !== 'https:')) {
-        throw new SvcError('SVC-SYS-9002', `invalid request target: ${rawUrl}`, { fields: 'url' }, [{ field: 'url', description: 'must be an absolute http(s) URL or a path' }]);
-      }
-      const port = absolute.port === '' ? (absolute.protocol === 'https:' ? 443 : 80) : Number(absolute.port);
-      if (!(await this.#allowed(absolute.hostname, port))) {
-        this.#count('refused');
-        throw egressDenied(absolute.hostname, port);
-      }
-      mode = 'forward';
-      targetUrl = absolute;
-      this.#count('forward');
-    }
-
+    const id = headerValue(clientReq.headers['x-request-id']) ?? randomUUID();
     const abort = new AbortController();
     clientRes.once('close', () => {
       if (!clientRes.writableFinished) abort.abort();
     });
-    const proxied: ProxiedRequest = {
+    void this.#serve(clientReq, clientRes, intercepted, id, receivedAt, abort.signal).catch((error: unknown) => {
+      const failure = asSvcError(error);
+      // A client that hung up mid-answer is routine; anything else is worth a warning.
+      const fields = { request_id: id, method: clientReq.method, url: clientReq.url, headers: redactHeaders(clientReq.headers), code: failure.code, err: failure.message };
+      if (abort.signal.aborted) this.#options.logger?.debug(fields, 'client left before its answer was complete');
+      else this.#options.logger?.warn(fields, 'proxied request failed');
+      sendError(clientRes, failure, id);
+    });
+  }
+
+  async #serve(clientReq: IncomingMessage, clientRes: ServerResponse, intercepted: boolean, id: string, receivedAt: bigint, signal: AbortSignal): Promise<void> {
+    const { mode, targetUrl, route } = intercepted ? this.#interceptedTarget(clientReq) : await this.#plainTarget(clientReq.url ?? '/');
+    await this.#options.handler({
       id,
       mode,
       targetUrl,
@@ -176,10 +148,37 @@ export class ProxyListener {
       hasBody: requestHasBody(clientReq.headers),
       clientReq,
       clientRes,
-      signal: abort.signal,
+      signal,
       receivedAt,
-    };
-    await this.#options.handler(proxied);
+    });
+  }
+
+  #interceptedTarget(clientReq: IncomingMessage): RoutedTarget {
+    const target = this.#interceptTargets.get(clientReq.socket);
+    if (target === undefined) throw new SvcError('SVC-SYS-9007', 'intercepted request without its CONNECT target');
+    return { mode: 'intercept', targetUrl: new URL(interceptedOrigin(target) + originForm(clientReq.url ?? '/')), route: undefined };
+  }
+
+  /** A request on the listening port itself: a reverse-mode path or a forward-proxy absolute URI. */
+  async #plainTarget(rawUrl: string): Promise<RoutedTarget> {
+    if (rawUrl.startsWith('/')) {
+      const reverse = this.#reverse(rawUrl);
+      if (reverse === undefined) throw new SvcError('SVC-SYS-9006', `no upstream route for path ${rawUrl.split('?')[0] ?? rawUrl}`, { path: rawUrl });
+      this.#count('reverse');
+      return { mode: 'reverse', targetUrl: reverse.url, route: reverse.route };
+    }
+    const absolute = URL.parse(rawUrl);
+    if (absolute === null || (absolute.protocol !== 'http:' && absolute.protocol !== 'https:')) {
+      throw new SvcError('SVC-SYS-9002', `invalid request target: ${rawUrl}`, { fields: 'url' }, [{ field: 'url', description: 'must be an absolute http(s) URL or a path' }]);
+    }
+    const host = absolute.hostname.startsWith('[') ? absolute.hostname.slice(1, -1) : absolute.hostname;
+    const port = absolute.port === '' ? (absolute.protocol === 'https:' ? 443 : 80) : Number(absolute.port);
+    if (!(await this.#allowed(host, port))) {
+      this.#count('refused');
+      throw egressDenied(host, port);
+    }
+    this.#count('forward');
+    return { mode: 'forward', targetUrl: absolute, route: undefined };
   }
 
   async #onConnect(req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
