@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { assertEventSubject, assertKey, assertName, assertPattern } from './names.ts';
+import { inEventStream, patternWithin } from './subjects.ts';
+
+describe('patternWithin', () => {
+  it.each([
+    ['svc.acme.events.llm.call', 'svc.*.events.>', true],
+    ['svc.*.events.>', 'svc.*.events.>', true],
+    ['svc.acme.events.*', 'svc.*.events.>', true],
+    ['svc.*.envelopes.created', 'svc.*.envelopes.>', true],
+    ['svc.acme.events', 'svc.*.events.>', false],
+    ['svc.acme.>', 'svc.*.events.>', false],
+    ['svc.*.*.x', 'svc.*.events.>', false],
+    ['svc.acme.leases.request', 'svc.*.events.>', false],
+    ['a.b', 'a.b', true],
+    ['a.b.c', 'a.b', false],
+  ])('%s within %s is %s', (pattern, filter, expected) => {
+    expect(patternWithin(pattern, filter)).toBe(expected);
+  });
+
+  it('places the spec 6.2 families in the event stream and leases, signals and system subjects outside', () => {
+    expect(inEventStream('svc.acme.budgets.exceeded')).toBe(true);
+    expect(inEventStream('svc.acme.policies.violation')).toBe(true);
+    expect(inEventStream('svc.acme.signals.terminate')).toBe(false);
+    expect(inEventStream('svc.system.health')).toBe(false);
+  });
+});
+
+describe('name checks', () => {
+  it('accepts well-formed keys, patterns and names', () => {
+    expect(() => assertKey('budget.acme.b-1')).not.toThrow();
+    expect(() => assertPattern('svc.*.events.>')).not.toThrow();
+    expect(() => assertName('durable', 'event-processor_1')).not.toThrow();
+    expect(() => assertEventSubject('subject', 'svc.acme.events.llm.call')).not.toThrow();
+  });
+
+  it.each([
+    [() => assertKey('budget:acme'), 'key'],
+    [() => assertKey('budget..acme'), 'key'],
+    [() => assertKey('budget.acme.'), 'key'],
+    [() => assertPattern('svc.>.events'), 'pattern'],
+    [() => assertPattern('svc. .x', 'filter'), 'filter'],
+    [() => assertName('bucket', 'svc.rulesets'), 'bucket'],
+    [() => assertEventSubject('subject', 'svc.acme.events.>'), 'subject'],
+    [() => assertEventSubject('pattern', 'svc.>'), 'pattern'],
+  ])('refuses a bad value with SVC-SYS-9002 naming %#', (check, field) => {
+    expect(check).toThrow(expect.objectContaining({ code: 'SVC-SYS-9002', fieldViolations: [expect.objectContaining({ field })] }) as Error);
+  });
+});
