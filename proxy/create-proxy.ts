@@ -130,7 +130,12 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const listener = new ProxyListener({
     handler: createGovernedHandler(governance, providers, mcp),
     interceptHost,
-    egressCheck: (host, port) => (gate.check('network:connect', { host, port }).allowed ? 'allow' : 'deny'),
+    egressCheck: (host, port) => {
+      // Without a ruleset a governed host stays reachable: its calls are refused in the provider's
+      // own format by the handler, which an agent's SDK reports better than a refused tunnel.
+      if (rulesets.current === null && interceptHost(host, port)) return 'allow';
+      return gate.check('network:connect', { host, port }).allowed ? 'allow' : 'deny';
+    },
     leafCertificates,
     reverseRoutes: { ...DEFAULT_REVERSE_ROUTES, ...mcp.reverseRoutes },
     metrics: netMetrics,

@@ -1,0 +1,120 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { APIError } from 'openai';
+import { pino } from 'pino';
+import { ProxyAgent } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Messaging } from '../../core/bus/bus.ts';
+import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
+import { loadConfig } from '../../core/config/load.ts';
+import { loadPriceTable } from '../../core/metering/prices.ts';
+import type { Policy } from '../../core/policy/index.ts';
+import { BUCKETS, keys, type RulesetSnapshot } from '../../core/sync/contract.ts';
+import { createProxy, type Proxy, type ProxyAddresses } from '../../proxy/create-proxy.ts';
+import { startSimulator, type Simulator } from '../simulator/index.ts';
+import { openAiClient } from './sdk-options.ts';
+
+const logger = pino({ level: 'silent' });
+let sim: Simulator;
+let dataDir: string;
+
+beforeAll(async () => {
+  sim = await startSimulator();
+  dataDir = mkdtempSync(join(tmpdir(), 'proxy-resilience-'));
+});
+afterAll(async () => {
+  await sim.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+/** A proxy with no control plane at all: nobody answers leases, the ruleset bucket starts empty. */
+async function lonelyProxy(messaging: Messaging): Promise<{ proxy: Proxy; addresses: ProxyAddresses; agent: ProxyAgent }> {
+  const config = loadConfig({}, {
+    mode: 'standalone',
+    data_dir: dataDir,
+    log_level: 'silent',
+    proxy_host: '127.0.0.1',
+    proxy_port: 0,
+    proxy_admin_port: 0,
+    upstream_overrides: `api.openai.com=http://127.0.0.1:${sim.port}`,
+    proxy_soft_limit_usd: 0.002,
+    proxy_lease_first_wait_ms: 50,
+  });
+  const proxy = await createProxy({ config, logger, messaging, prices: loadPriceTable(), bootstrap: { tenantId: 'solo', apiKey: 'k', budgetId: 'budget-solo' } });
+  const addresses = await proxy.listen();
+  return { proxy, addresses, agent: new ProxyAgent({ uri: addresses.proxyUrl, requestTls: { ca: proxy.caCertPem } }) };
+}
+
+function denyPolicy(action: string): Policy {
+  const now = new Date().toISOString();
+  return {
+    policy_id: randomUUID(), tenant_id: 'solo', name: `deny ${action}`, description: '', priority: 100, status: 'ACTIVE', enforcement: 'BLOCK',
+    rules: [{ rule_id: 'r1', name: 'deny', action, decision: 'DENY', conditions: [] }], tags: {}, version: 1, created_at: now, updated_at: now,
+  };
+}
+
+async function status(promise: Promise<unknown>): Promise<{ status: number | undefined; code: string | null | undefined }> {
+  try {
+    await promise;
+    return { status: 200, code: null };
+  } catch (error) {
+    if (error instanceof APIError) return { status: error.status, code: error.code };
+    throw error;
+  }
+}
+
+describe('the proxy without its control plane', () => {
+  it('fails closed without a ruleset, enforces a synced one, and runs the budget on the soft limit', async () => {
+    const messaging = createMemoryMessaging({ logger });
+    const { proxy, addresses, agent } = await lonelyProxy(messaging);
+    try {
+      const ready = await fetch(`http://127.0.0.1:${addresses.adminPort}/health/ready`);
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as { reasons: string[] }).reasons).toEqual(['no policy ruleset synced or cached']);
+      const client = openAiClient(agent, { 'x-sim-input-tokens': '1000' });
+      const ask = (model: string) => status(client.chat.completions.create({ model, max_tokens: 1000, messages: [{ role: 'user', content: 'x' }] }));
+      expect(await ask('gpt-4o-mini')).toEqual({ status: 403, code: 'SVC-POL-2001' });
+
+      const snapshot: RulesetSnapshot = { tenant_id: 'solo', version: 7, policies: [denyPolicy('llm:gpt-4o')], published_at: new Date().toISOString() };
+      await (await messaging.keyValue.open(BUCKETS.rulesets)).put(keys.ruleset('solo'), snapshot);
+      expect(proxy.rulesets.current?.version).toBe(7);
+      expect((await fetch(`http://127.0.0.1:${addresses.adminPort}/health/ready`)).status).toBe(200);
+
+      expect(await ask('gpt-4o')).toEqual({ status: 403, code: 'SVC-POL-2001' });
+      // Each call costs $0.00075 (1000 in, 1000 out at gpt-4o-mini prices); the soft limit is $0.002.
+      expect(await ask('gpt-4o-mini')).toEqual({ status: 200, code: null });
+      expect(proxy.leases.peek('budget-solo')?.mode).toBe('soft');
+      expect(await ask('gpt-4o-mini')).toEqual({ status: 200, code: null });
+      expect(await ask('gpt-4o-mini')).toEqual({ status: 200, code: null });
+      expect(await ask('gpt-4o-mini')).toEqual({ status: 422, code: 'SVC-BUD-3001' });
+
+      const metrics = await (await fetch(`http://127.0.0.1:${addresses.adminPort}/metrics`)).text();
+      expect(metrics).toMatch(/svc_proxy_requests_total\{provider="openai",model="gpt-4o-mini",decision="allowed"\} 3/);
+      expect(metrics).toMatch(/svc_proxy_lease_requests_total\{outcome="unreachable"\} [1-9]/);
+      expect(metrics).toMatch(/svc_proxy_tokens_total\{provider="openai",model="gpt-4o-mini",direction="output"\} 3000/);
+    } finally {
+      await agent.close();
+      await proxy.close();
+      await messaging.close();
+    }
+  });
+
+  it('after a restart with nothing to sync from, enforces the cached ruleset at once', async () => {
+    const messaging = createMemoryMessaging({ logger });
+    const { proxy, addresses, agent } = await lonelyProxy(messaging);
+    try {
+      expect(proxy.rulesets.origin).toBe('cache');
+      expect(proxy.rulesets.current?.version).toBe(7);
+      expect((await fetch(`http://127.0.0.1:${addresses.adminPort}/health/ready`)).status).toBe(200);
+      const denied = await status(openAiClient(agent).chat.completions.create({ model: 'gpt-4o', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }));
+      expect(denied).toEqual({ status: 403, code: 'SVC-POL-2001' });
+    } finally {
+      await agent.close();
+      await proxy.close();
+      await messaging.close();
+    }
+  });
+});
