@@ -24,6 +24,7 @@ import { apiKeyRoutes } from './rest/routes/api-keys.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
 import { budgetRoutes } from './rest/routes/budgets.ts';
 import { envelopeRoutes } from './rest/routes/envelopes.ts';
+import { eventRoutes } from './rest/routes/events.ts';
 import { operationalRoutes } from './rest/routes/operational.ts';
 import { policyRoutes } from './rest/routes/policies.ts';
 import { tenantRoutes } from './rest/routes/tenants.ts';
@@ -91,6 +92,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   apiKeyRoutes(routes, { keys, store, audit, clock });
   tenantRoutes(routes, { tenants, store, audit, effects, clock });
   auditRoutes(routes, audit);
+  eventRoutes(routes, store);
   operationalRoutes(routes, {
     version: config.version,
     schemaVersion: () => schemaVersion(store),

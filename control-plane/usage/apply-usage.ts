@@ -51,6 +51,13 @@ export function applyUsage(deps: UsageDeps, event: UsageEventMessage, now: Date,
   const isTool = event.event_type.startsWith('tool.');
   const stored: StoredEvent = { ...event, cost_micros: costMicros, received_at: now.toISOString() };
   deps.store.put(tenant, 'event', event.event_id, stored);
+  // Arrival-ordered indexes for GET /v1/events: the whole tenant, and one envelope. The sequence
+  // is zero-padded so that key order is arrival order.
+  const seq = (deps.store.get<number>(tenant, 'meta', 'event_seq') ?? 0) + 1;
+  deps.store.put(tenant, 'meta', 'event_seq', seq);
+  const position = String(seq).padStart(15, '0');
+  deps.store.put(tenant, 'event_log', position, event.event_id);
+  deps.store.put(tenant, 'envelope_event', `${event.envelope_id}/${position}`, event.event_id);
 
   let current = envelope === undefined ? null : chargeEnvelope(envelope, event, costMicros, isLlm, isTool, now);
   if (current !== null) {

@@ -108,3 +108,22 @@ describe('event processor', () => {
     expect(signals[0]).toMatchObject({ envelope_id: env.body.envelope_id, reason: 'stop', force: true });
   });
 });
+
+describe('GET /v1/events', () => {
+  it('lists stored events newest first, by envelope and event type, within the tenant', async () => {
+    const budgetId = await costBudget(10);
+    const [a, b] = [randomUUID(), randomUUID()];
+    for (const [envelopeId, type] of [[a, 'llm.call'], [a, 'tool.search'], [b, 'llm.call']] as const) {
+      const event = { ...usageEvent(budgetId, envelopeId, 0.01), event_type: type };
+      await cp.messaging.bus.publish(subjects.event('acme', type), event, { msgId: event.event_id });
+    }
+    await eventually(() => cp.plane.processor.stats.applied, (n) => n === 3);
+    const all = await cp.call('GET', '/v1/events', { key });
+    expect(all.body.map((e: { envelope_id: string; event_type: string }) => `${e.envelope_id === a ? 'a' : 'b'}:${e.event_type}`)).toEqual(['b:llm.call', 'a:tool.search', 'a:llm.call']);
+    const ofA = await cp.call('GET', `/v1/events?envelopeId=${a}&eventType=llm.*`, { key });
+    expect(ofA.body).toHaveLength(1);
+    expect(ofA.body[0]).toMatchObject({ envelope_id: a, event_type: 'llm.call', cost_usd: 0.01, source: 'proxy:pod-a' });
+    const otherKey = await tenantWithKey(cp, 'other');
+    expect((await cp.call('GET', '/v1/events', { key: otherKey })).body).toEqual([]);
+  });
+});
