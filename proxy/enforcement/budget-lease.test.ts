@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import type { RequestReply } from '../../core/bus/bus.ts';
+import { SvcError } from '../../core/errors/index.ts';
+import type { LeaseRequest } from '../../core/sync/contract.ts';
+import { BudgetLease, isRefusal, type LeaseSettings, type Reservation } from './budget-lease.ts';
+
+const PICO = 1_000_000; // per micro-dollar
+const settings: LeaseSettings = { tenantId: 't', holder: 'h', want: { tokens: 1000, pico: 1000 * PICO }, softLimit: { tokens: 50, pico: 50 * PICO }, renewBelow: 0.5, timeoutMs: 100 };
+const observer = { outcome: () => undefined, warn: () => undefined };
+
+/** A lease responder granting up to `left` micro-dollars (tokens unlimited), recording each request. */
+function responder(left: { micros: number }, fail?: () => Error): RequestReply & { seen: LeaseRequest[] } {
+  const seen: LeaseRequest[] = [];
+  return {
+    seen,
+    request(_subject, data) {
+      const req = data as LeaseRequest;
+      seen.push(req);
+      if (fail) return Promise.reject(fail());
+      left.micros -= req.spent_micros;
+      return Promise.resolve({ lease_id: 'L1', budget_id: req.budget_id, tokens: null, micros: Math.min(req.want_micros, left.micros), expires_at: new Date(Date.now() + 60_000).toISOString(), status: 'active' });
+    },
+    reply: () => Promise.reject(new Error('not used')),
+  };
+}
+
+describe('BudgetLease', () => {
+  it('reserves from the grant, settles actual usage, and reports what was spent on renewal', async () => {
+    const rr = responder({ micros: 10_000 });
+    const lease = new BudgetLease('b', settings, rr, observer);
+    await lease.renew();
+    expect(lease.available()).toEqual({ tokens: null, pico: 1000 * PICO });
+    const held = lease.reserve({ tokens: 100, pico: 300 * PICO }, { tokens: 10, pico: 10 * PICO }) as Reservation;
+    expect(lease.available().pico).toBe(700 * PICO);
+    held.settle({ tokens: 80, pico: 600 * PICO + 5 });
+    expect(lease.available().pico).toBe(400 * PICO - 5);
+    await lease.renew();
+    // Whole micro-dollars are reported; the 5 pico-dollar remainder waits for the next report.
+    expect(rr.seen.at(-1)).toMatchObject({ spent_micros: 600, spent_tokens: 80, lease_id: 'L1' });
+    expect(lease.available().pico).toBe(1000 * PICO);
+  });
+
+  it('holds what is left when it covers the minimum, refuses below it, and lets an answer extend only while the lease can pay', async () => {
+    const lease = new BudgetLease('b', settings, responder({ micros: 100 }), observer);
+    await lease.renew();
+    const first = lease.reserve({ tokens: 10, pico: 500 * PICO }, { tokens: 1, pico: 10 * PICO }) as Reservation;
+    expect(first.held.pico).toBe(100 * PICO);
+    const refused = lease.reserve({ tokens: 10, pico: 5 * PICO }, { tokens: 1, pico: 1 });
+    expect(isRefusal(refused) && refused.code).toBe('SVC-BUD-3001');
+    expect(first.extend({ tokens: 0, pico: 1 })).toBe(false);
+    first.settle({ tokens: 5, pico: 40 * PICO });
+    const second = lease.reserve({ tokens: 1, pico: 20 * PICO }, { tokens: 1, pico: 20 * PICO }) as Reservation;
+    expect(second.extend({ tokens: 0, pico: 40 * PICO })).toBe(true);
+    expect(second.extend({ tokens: 0, pico: 1 })).toBe(false);
+  });
+
+  it('fails open on the soft limit when the control plane cannot be reached', async () => {
+    const lease = new BudgetLease('b', settings, responder({ micros: 0 }, () => new SvcError('SVC-SYS-9001', 'no responder')), observer);
+    await lease.renew();
+    expect(lease.mode).toBe('soft');
+    expect(lease.available()).toEqual({ tokens: 50, pico: 50 * PICO });
+    expect(isRefusal(lease.reserve({ tokens: 10, pico: 10 * PICO }, { tokens: 10, pico: 10 * PICO }))).toBe(false);
+    await lease.release();
+  });
+
+  it('refuses with the control plane\'s own code when it answers that the budget cannot be leased', async () => {
+    const lease = new BudgetLease('b', settings, responder({ micros: 0 }, () => new SvcError('SVC-BUD-3002', 'budget b not found')), observer);
+    await lease.renew();
+    const refusal = lease.reserve({ tokens: 1, pico: 1 }, { tokens: 1, pico: 1 });
+    expect(isRefusal(refusal) && refusal.code).toBe('SVC-BUD-3002');
+  });
+
+  it('follows the published budget status: exhausted refuses at once, active again renews', async () => {
+    const rr = responder({ micros: 1000 });
+    const lease = new BudgetLease('b', settings, rr, observer);
+    await lease.renew();
+    lease.applyStatus('exhausted');
+    const refusal = lease.reserve({ tokens: 1, pico: 1 }, { tokens: 1, pico: 1 });
+    expect(isRefusal(refusal) && refusal.code).toBe('SVC-BUD-3001');
+    lease.applyStatus('active');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(lease.mode).toBe('granted');
+    expect(isRefusal(lease.reserve({ tokens: 1, pico: 1 }, { tokens: 1, pico: 1 }))).toBe(false);
+  });
+});

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { EnvelopeRegistry } from './envelope-registry.ts';
+
+const registry = () => new EnvelopeRegistry({ defaultBudgetId: 'default-budget', podExecutionId: 'pod-1', maxEntries: 3 });
+
+describe('EnvelopeRegistry', () => {
+  it('opens one envelope per execution on first sight and reuses it; the budget header picks the budget of a new one only', () => {
+    const r = registry();
+    const first = r.resolve({ 'x-svc-execution-id': 'e1', 'x-svc-budget-id': 'b2' });
+    expect(first.opened).toBe(true);
+    expect(first.envelope.budgetId).toBe('b2');
+    const again = r.resolve({ 'x-svc-execution-id': 'e1', 'x-svc-budget-id': 'b3' });
+    expect(again).toEqual({ envelope: first.envelope, opened: false });
+    expect(again.envelope.budgetId).toBe('b2');
+  });
+
+  it('uses a named envelope as is without announcing it, and the pod execution for bare requests', () => {
+    const r = registry();
+    const named = r.resolve({ 'x-svc-envelope-id': 'env-rest', 'x-svc-execution-id': 'e9' });
+    expect(named.opened).toBe(false);
+    expect(named.envelope.envelopeId).toBe('env-rest');
+    const pod = r.resolve({});
+    expect(pod.envelope.executionId).toBe('pod-1');
+    expect(pod.envelope.budgetId).toBe('default-budget');
+    expect(r.resolve({ 'x-svc-budget-id': 'ignored' }).envelope).toBe(pod.envelope);
+  });
+
+  it('ends an envelope once, cutting its in-flight calls, and records remote terminations of unseen envelopes', () => {
+    const r = registry();
+    const { envelope } = r.resolve({ 'x-svc-execution-id': 'e1' });
+    const cuts: string[] = [];
+    envelope.inflight.add((ending) => cuts.push(ending.status));
+    expect(r.end(envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: 'limit' })).toBe(true);
+    expect(r.end(envelope.envelopeId, { status: 'TERMINATED', reason: 'again' })).toBe(false);
+    expect(cuts).toEqual(['BUDGET_EXCEEDED']);
+    r.endRemote('env-x', 'exec-x', null, { status: 'TERMINATED', reason: 'operator' });
+    expect(r.resolve({ 'x-svc-execution-id': 'exec-x' }).envelope.ending?.status).toBe('TERMINATED');
+  });
+
+  it('forgets the oldest idle envelopes beyond its bound but never the pod execution or one in flight', () => {
+    const r = registry();
+    const pod = r.resolve({}).envelope;
+    const busy = r.resolve({ 'x-svc-execution-id': 'busy' }).envelope;
+    busy.inflight.add(() => undefined);
+    r.resolve({ 'x-svc-execution-id': 'idle' });
+    r.resolve({ 'x-svc-execution-id': 'newer' });
+    expect(r.get(pod.envelopeId)).toBe(pod);
+    expect(r.get(busy.envelopeId)).toBe(busy);
+    expect(r.resolve({ 'x-svc-execution-id': 'idle' }).opened).toBe(true);
+  });
+});
