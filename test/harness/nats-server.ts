@@ -93,7 +93,13 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   const storeDir = options.storeDir ?? (await mkdtemp(join(tmpdir(), 'svc-nats-')));
   const args = [...(options.configFile ? ['-c', options.configFile] : []), '-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir];
   const timeoutMs = options.startTimeoutMs ?? 10_000;
-  let child: ChildProcess | undefined = await launch(binary, args, timeoutMs);
+  let child: ChildProcess | undefined = await launch(binary, args, timeoutMs).catch(async (error: unknown) => {
+    if (ownsStore) await rm(storeDir, { recursive: true, force: true });
+    throw error;
+  });
+  // A test run that dies without dispose() must not leave a server behind.
+  const killOnExit = (): void => void child?.kill('SIGKILL');
+  process.once('exit', killOnExit);
 
   async function end(signal: NodeJS.Signals): Promise<void> {
     const running = child;
@@ -115,6 +121,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
       child = await launch(binary, args, timeoutMs);
     },
     async dispose() {
+      process.off('exit', killOnExit);
       await end('SIGTERM');
       if (ownsStore) await rm(storeDir, { recursive: true, force: true });
     },
