@@ -43,6 +43,19 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
   });
 
+  // An empty body is an absent body whatever its content-type: optional bodies (TerminateRequest,
+  // BudgetCheckRequest) are often sent as `Content-Type: application/json` with nothing after it.
+  // Routes that need a body still refuse its absence, naming it.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') {
+      done(null, undefined);
+      return;
+    }
+    void parseJson(request, body as string, done);
+  });
+
   app.addHook('onSend', async (request, reply) => {
     void reply.header('x-request-id', request.id);
   });

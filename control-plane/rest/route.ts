@@ -77,6 +77,22 @@ function commonResponses(spec: { access: Access; body?: unknown; query?: unknown
   return responses;
 }
 
+/** The onRequest hook that refuses a principal lacking the route's scope or administrator role. */
+function authorizeFor(access: Access) {
+  return (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void => {
+    const principal = request.principal;
+    try {
+      if (principal !== undefined) {
+        if (access === 'administrator') requireAdministrator(principal);
+        else if (access !== 'authenticated' && access !== 'public') requireScope(principal, access);
+      }
+      done();
+    } catch (error) {
+      done(error as Error);
+    }
+  };
+}
+
 function tenantField(value: unknown): string | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const record = value as Record<string, unknown>;
@@ -99,7 +115,9 @@ export function createRouteTable(app: FastifyInstance, deps: { tenants: Tenants;
         method: spec.method,
         url: fastifyPath,
         config: { rateLimit: spec.access === 'public' ? false : undefined },
-        ...(spec.access === 'public' ? {} : { onRequest: deps.authenticate }),
+        // Credential and permission are checked before the body is even parsed: a caller that may
+        // not use the route learns nothing about what it would have accepted.
+        ...(spec.access === 'public' ? {} : { onRequest: [deps.authenticate, authorizeFor(spec.access)] }),
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const rawBody = request.body === undefined || request.body === null ? (spec.bodyOptional ? {} : undefined) : request.body;
           if (spec.body !== undefined && rawBody === undefined) {
@@ -111,8 +129,6 @@ export function createRouteTable(app: FastifyInstance, deps: { tenants: Tenants;
           let caller = undefined as unknown as Caller;
           const principal = request.principal;
           if (principal !== undefined) {
-            if (spec.access === 'administrator') requireAdministrator(principal);
-            else if (spec.access !== 'authenticated' && spec.access !== 'public') requireScope(principal, spec.access);
             const header = request.headers['x-tenant-id'];
             const tenant = resolveTenant(principal, deps.tenants, {
               header: Array.isArray(header) ? header[0] : header,
