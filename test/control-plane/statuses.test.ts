@@ -111,6 +111,9 @@ describe('403 SVC-SYS-9004 for a missing scope', () => {
     expect(expectSvcError(res, 403, 'SVC-SYS-9004').details).toMatchObject({ required_scope: 'budgets:write' });
     expectTerminal(res);
     expectSvcError(await cp.call('POST', '/v1/envelopes', { key: reader, body: { adapter_type: 'custom' } }), 403, 'SVC-SYS-9004');
+    // Permission comes before validation: a caller that may not write learns nothing of the schema.
+    expectSvcError(await cp.call('POST', '/v1/budgets', { key: reader, body: { name: 5 } }), 403, 'SVC-SYS-9004');
+    expectSvcError(await cp.call('POST', '/v1/budgets', { key: reader, raw: '{"name":' }), 403, 'SVC-SYS-9004');
     expectSvcError(await cp.call('GET', '/v1/audit', { key: reader }), 403, 'SVC-SYS-9004');
     expect((await cp.call('GET', '/v1/budgets', { key: admin })).body).toEqual([]);
   });

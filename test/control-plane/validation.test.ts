@@ -142,6 +142,25 @@ describe('every POST route refuses a bad body with 400, names the field, and wri
   });
 });
 
+describe('an empty body is an absent body', () => {
+  it('refuses it where a body is required and takes it as no body where the body is optional', async () => {
+    const before = await snapshot();
+    for (const path of ['/v1/budgets', '/v1/policies', `/v1/envelopes/${seed.envelopeId}/events`]) {
+      const res = await cp.call('POST', path, { key, raw: '' });
+      const error = expectSvcError(res, 400, 'SVC-SYS-9002');
+      expect((error.details as { field_violations: unknown[] }).field_violations).toEqual([{ field: '(body)', description: 'required' }]);
+    }
+    expect(await snapshot()).toEqual(before);
+    // TerminateRequest and BudgetCheckRequest are optional: a JSON content-type with nothing after it is fine.
+    const check = await cp.call('POST', `/v1/budgets/${seed.budgetId}/check`, { key, raw: '' });
+    expect(check.status).toBe(200);
+    expect(check.body).toMatchObject({ allowed: true, remaining_cost_usd: 9.75 });
+    const terminated = await cp.call('POST', `/v1/envelopes/${seed.envelopeId}/terminate`, { key, raw: '' });
+    expect(terminated.status).toBe(200);
+    expect(terminated.body.state).toBe('TERMINATED');
+  });
+});
+
 describe('regular expressions in policies run in linear time', () => {
   it('accepts a pattern that backtracks catastrophically elsewhere and evaluates it at once', async () => {
     const pattern = '^(a+)+$';
