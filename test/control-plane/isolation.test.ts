@@ -1,4 +1,3 @@
-/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-argument -- response bodies are parsed JSON that the assertions check */
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { expectSvcError, seedTenant, startControlPlane, tenantWithKey, type RunningControlPlane, type TenantResources } from '../harness/control-plane.ts';

@@ -1,4 +1,3 @@
-/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment -- response bodies are parsed JSON that the assertions check */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectSvcError, seedTenant, startControlPlane, tenantWithKey, type RunningControlPlane, type TenantResources } from '../harness/control-plane.ts';
 
