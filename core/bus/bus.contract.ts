@@ -174,6 +174,14 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       expect(counts[0]?.every((c) => c === 1)).toBe(true);
     });
 
+    it('refuses a payload above the message limit as terminal SVC-SYS-9009', async () => {
+      const { bus } = await open();
+      await expect(bus.publish(`svc.${tenant()}.events.llm.call`, { text: 'x'.repeat(2 * 1024 * 1024) })).rejects.toMatchObject({
+        code: 'SVC-SYS-9009',
+        fieldViolations: [{ field: 'data' }],
+      });
+    });
+
     it('rejects a wildcard or out-of-stream subject, a pattern across families and a durable with a dot', async () => {
       const { bus } = await open();
       await expect(bus.publish('svc.*.events.llm.call', {})).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'subject' }] });

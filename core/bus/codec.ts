@@ -7,7 +7,7 @@ const decoder = new TextDecoder();
  * Payloads travel as JSON on every implementation, so the in-process bus hands a subscriber the
  * same shapes NATS would (a Date becomes a string) and a payload JSON cannot carry fails early.
  */
-export function encodePayload(data: unknown): Uint8Array {
+export function encodePayload(data: unknown, maxBytes = Number.POSITIVE_INFINITY): Uint8Array {
   let text: string | undefined;
   try {
     text = JSON.stringify(data);
@@ -19,7 +19,14 @@ export function encodePayload(data: unknown): Uint8Array {
   if (text === undefined) {
     throw new SvcError('SVC-EVT-4002', 'payload is not JSON-serialisable', { field: 'data' }, [{ field: 'data', description: 'must be JSON-serialisable' }]);
   }
-  return encoder.encode(text);
+  const bytes = encoder.encode(text);
+  // Too large is terminal: retrying the same payload can never succeed.
+  if (bytes.length > maxBytes) {
+    throw new SvcError('SVC-SYS-9009', `payload of ${bytes.length} bytes exceeds the ${maxBytes}-byte message limit`, { field: 'data', bytes: bytes.length, max_bytes: maxBytes }, [
+      { field: 'data', description: `must encode to at most ${maxBytes} bytes` },
+    ]);
+  }
+  return bytes;
 }
 
 export function decodePayload(bytes: Uint8Array): unknown {

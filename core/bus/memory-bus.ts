@@ -15,6 +15,8 @@ export interface MemoryBusOptions {
   duplicateWindowSize?: number;
   /** Messages kept for durable subscribers; the oldest go first. */
   maxMessages?: number;
+  /** Largest encoded payload accepted, as nats-server's `max_payload` (default 1 MiB). */
+  maxPayloadBytes?: number;
   /** Delivery attempts of one message (or batch) before it is logged and skipped. */
   maxDeliver?: number;
   /** Backoff before the second attempt; it doubles per attempt. */
@@ -48,6 +50,7 @@ export class MemoryBus implements Bus {
   readonly #duplicateWindowSize: number;
   readonly #maxMessages: number;
   readonly #retry: RetryPolicy;
+  readonly #maxPayloadBytes: number;
   readonly #now: () => number;
 
   readonly #log: StoredMessage[] = [];
@@ -63,6 +66,7 @@ export class MemoryBus implements Bus {
     this.#duplicateWindowMs = options.duplicateWindowMs ?? 120_000;
     this.#duplicateWindowSize = options.duplicateWindowSize ?? 100_000;
     this.#maxMessages = options.maxMessages ?? 100_000;
+    this.#maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
     this.#retry = { maxDeliver: options.maxDeliver ?? 5, backoffMs: options.retryBackoffMs ?? 100, maxBackoffMs: 5_000 };
     this.#now = options.now ?? Date.now;
   }
@@ -74,7 +78,7 @@ export class MemoryBus implements Bus {
   #append(subject: string, data: unknown, id: string | undefined): void {
     if (this.#closing) throw new SvcError('SVC-EVT-4001', 'bus is closed', { subject });
     assertEventSubject('subject', subject);
-    const payload = encodePayload(data);
+    const payload = encodePayload(data, this.#maxPayloadBytes);
     const msgId = id ?? randomUUID();
     this.#forgetExpiredIds();
     if (this.#seen.has(msgId)) return;

@@ -81,7 +81,7 @@ export class NatsBus implements Bus {
 
   async publish(subject: string, data: unknown, options: { msgId?: string } = {}): Promise<void> {
     assertEventSubject('subject', subject);
-    const payload = encodePayload(data);
+    const payload = encodePayload(data, this.#link.nc.info?.max_payload);
     const msgID = options.msgId ?? randomUUID();
     try {
       await this.#js.publish(subject, payload, { msgID, timeout: this.#options.publishTimeoutMs });

@@ -107,6 +107,15 @@ describe('Outbox', () => {
     await expect(box.append({ ...event(2), data: { text: 'x'.repeat(100) } })).rejects.toMatchObject({ code: 'SVC-EVT-4001' });
   });
 
+  it('refuses an event above maxEventBytes as terminal SVC-SYS-9009, without counting it as dropped', async () => {
+    const flaky = flakyBus();
+    const registry = new Registry();
+    const box = outbox(flaky.bus, { ...fast, maxEventBytes: 100 }, registry);
+    await expect(box.append({ ...event(1), data: { text: 'x'.repeat(200) } })).rejects.toMatchObject({ code: 'SVC-SYS-9009', fieldViolations: [{ field: 'data' }] });
+    expect(box.depth()).toBe(0);
+    expect(await metric(registry, 'svc_proxy_outbox_dropped_total')).toBe(0);
+  });
+
   it('sends what was pending at a crash exactly once after reopening, and continues the sequence', async () => {
     const flaky = flakyBus();
     flaky.setDown(true);

@@ -19,6 +19,8 @@ export const outboxOptionsSchema = z.object({
   maxEntries: z.number().int().positive().default(100_000),
   /** Most bytes held (JSON size of the events), refused beyond as for `maxEntries`. */
   maxBytes: z.number().int().positive().default(256 * 1024 * 1024),
+  /** Largest event taken (JSON size); keep it at or below the server's max_payload. */
+  maxEventBytes: z.number().int().positive().default(1024 * 1024),
   /** First backoff after a failed publish; it doubles per failure up to `maxBackoffMs`. */
   initialBackoffMs: z.number().int().positive().default(250),
   maxBackoffMs: z.number().int().positive().default(30_000),
@@ -105,6 +107,11 @@ export class Outbox {
     assertEventSubject('subject', event.subject);
     if (this.#closed) throw new SvcError('SVC-EVT-4001', 'outbox is closed', { event_id: event.id });
     const size = sizeOf(event);
+    if (size > this.#options.maxEventBytes) {
+      throw new SvcError('SVC-SYS-9009', `event of ${size} bytes exceeds the ${this.#options.maxEventBytes}-byte limit`, { event_id: event.id, bytes: size }, [
+        { field: 'data', description: `must encode to at most ${this.#options.maxEventBytes} bytes` },
+      ]);
+    }
     if (this.#entries + 1 > this.#options.maxEntries || this.#bytes + size > this.#options.maxBytes) {
       this.#dropped.inc();
       throw new SvcError('SVC-EVT-4001', 'event outbox is full; event not recorded', {
