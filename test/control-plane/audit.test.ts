@@ -85,6 +85,19 @@ describe('the hash chain', () => {
     expect(await verify()).toEqual({ valid: true, checked: count, first_invalid_seq: null, reason: null });
   });
 
+  it('stays one unbroken chain under concurrent writes', async () => {
+    const before = (await audit('?limit=1'))[0]!.seq;
+    const writes = Array.from({ length: 20 }, (_, i) =>
+      i % 2 === 0
+        ? cp.call('POST', '/v1/budgets', { key, body: { name: `b${i}`, type: 'cost', limits: { max_cost_usd: 1 } } })
+        : cp.call('POST', '/v1/policies/evaluate', { key, body: { action: `tool:t${i}`, context: {} } }),
+    );
+    expect((await Promise.all(writes)).map((r) => r.status)).toEqual(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? 201 : 200)));
+    const seqs = (await audit('?limit=1000')).map((r) => r.seq);
+    expect(seqs).toEqual(Array.from({ length: before + 20 }, (_, i) => before + 20 - i));
+    expect(await verify()).toEqual({ valid: true, checked: before + 20, first_invalid_seq: null, reason: null });
+  });
+
   it('reports the seq of a record altered in storage', async () => {
     const target = stored(4);
     overwrite({ ...target, result: 'deny' });

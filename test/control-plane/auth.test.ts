@@ -75,6 +75,8 @@ describe('only a platform administrator creates tenants', () => {
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ tenant_id: 'initech', name: 'Initech' });
     expectSvcError(await cp.call('POST', '/v1/tenants', { body: { tenant_id: 'initech', name: 'again' } }), 409, 'SVC-SYS-9008');
+    // The platform administrators' own tenant cannot be claimed.
+    expectSvcError(await cp.call('POST', '/v1/tenants', { body: { tenant_id: 'system', name: 'mine now' } }), 409, 'SVC-SYS-9008');
   });
 });
 

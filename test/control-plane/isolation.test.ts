@@ -55,6 +55,9 @@ describe("a tenant's key cannot reach another tenant's resources", () => {
     expectSvcError(await asA('POST', `${e}/events`, { event_type: 'llm.call', timestamp: new Date().toISOString(), tokens: { input: 5, output: 5 }, cost_usd: 1 }), 404, 'SVC-ENV-1001');
     expectSvcError(await asA('POST', `${e}/terminate`, { reason: 'hostile' }), 404, 'SVC-ENV-1001');
     expectSvcError(await asA('POST', `${e}/status`, { status: 'PAUSED' }), 404, 'SVC-ENV-1001');
+    // Naming B's budget without naming B: the budget is simply not one of A's.
+    const charged = await asA('POST', '/v1/envelopes', { budget_id: b.budgetId, adapter_type: 'custom' });
+    expect(expectSvcError(charged, 422, 'SVC-BUD-3005').details).toMatchObject({ budget_id: b.budgetId });
     const listed = await asA('GET', '/v1/envelopes');
     expect(listed.status).toBe(200);
     expect(listed.body).toHaveLength(1);
@@ -114,6 +117,7 @@ describe("naming another tenant is refused unless the caller is a platform admin
       ['POST', '/v1/budgets', { tenant_id: tenantB, name: 'planted', type: 'cost', limits: { max_cost_usd: 1 } }],
       ['POST', '/v1/policies', { tenant_id: tenantB, name: 'planted', rules: [{ action: '*', effect: 'allow' }], priority: 1000 }],
       ['POST', '/v1/policies/evaluate', { tenant_id: tenantB, action: 'tool:shell', context: {} }],
+      ['POST', `/v1/budgets?tenant_id=${tenantB}`, { name: 'planted', type: 'cost', limits: { max_cost_usd: 1 } }],
       ['GET', `/v1/budgets?tenant_id=${tenantB}`],
       ['GET', `/v1/policies?tenantId=${tenantB}`],
       ['GET', `/v1/envelopes?tenant_id=${tenantB}`],
