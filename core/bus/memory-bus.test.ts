@@ -60,6 +60,17 @@ describe('MemoryBus', () => {
     expect(got).toEqual(['a', 'a', 'b', 'c', 'a']);
   });
 
+  it('keeps at most about maxMessages for new durables, dropping the oldest first', async () => {
+    const bus = new MemoryBus({ logger: recordingLogger(), maxMessages: 10 });
+    for (let n = 0; n < 30; n++) await bus.publish('svc.a.events.x', { n });
+    const got: number[] = [];
+    await bus.subscribe('svc.a.events.>', (m) => acked(got.push((m.data as { n: number }).n)), { durable: 'late' });
+    await bus.close();
+    expect(got.length).toBeGreaterThanOrEqual(10);
+    expect(got.length).toBeLessThanOrEqual(11);
+    expect(got).toEqual(Array.from({ length: got.length }, (_, i) => 30 - got.length + i));
+  });
+
   it('refuses a second active subscriber on one durable and a payload JSON cannot carry', async () => {
     const bus = new MemoryBus({ logger: recordingLogger() });
     await bus.subscribe('svc.a.events.>', () => acked(), { durable: 'one' });

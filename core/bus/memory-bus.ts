@@ -31,7 +31,7 @@ interface StoredMessage {
   payload: Uint8Array;
 }
 
-/** A durable's position; a plain subscription has one too, it is just not kept by name. */
+/** A subscriber's position in the log; a durable's is kept by name across subscriptions. */
 interface Cursor {
   nextSeq: number;
   active: boolean;
@@ -92,7 +92,7 @@ export class MemoryBus implements Bus {
     return asPromise(() => {
       assertEventSubject('pattern', pattern);
       const cursor = options.durable === undefined ? { nextSeq: this.#nextSeq, active: false, pattern } : this.#claimDurable(options.durable, pattern);
-      return this.#run(cursor, pattern, 1, async (batch) => {
+      return this.#run(cursor, 1, async (batch) => {
         const [message] = batch;
         if (message) await handler(message);
       });
@@ -102,7 +102,7 @@ export class MemoryBus implements Bus {
   consumeBatches(pattern: string, durable: string, options: BatchOptions, handler: (messages: BusMessage[]) => Promise<void>): Promise<Subscription> {
     return asPromise(() => {
       assertEventSubject('pattern', pattern);
-      return this.#run(this.#claimDurable(durable, pattern), pattern, Math.max(1, options.batchSize), handler);
+      return this.#run(this.#claimDurable(durable, pattern), Math.max(1, options.batchSize), handler);
     });
   }
 
@@ -133,16 +133,18 @@ export class MemoryBus implements Bus {
     return cursor;
   }
 
-  #run(cursor: Cursor, pattern: string, batchSize: number, deliver: (batch: BusMessage[]) => Promise<void>): Subscription {
+  #run(cursor: Cursor, batchSize: number, deliver: (batch: BusMessage[]) => Promise<void>): Subscription {
     let stopped = false;
     let wake: () => void = () => undefined;
     const waker = (): void => wake();
     this.#wakers.add(waker);
     const loop = (async () => {
       while (!stopped) {
-        const batch = this.#pending(cursor.nextSeq, pattern, batchSize);
+        const batch = this.#pending(cursor.nextSeq, cursor.pattern, batchSize);
         const last = batch.at(-1);
         if (last === undefined) {
+          // Nothing up to the end of the log matches: later scans can start from there.
+          cursor.nextSeq = this.#nextSeq;
           if (this.#closing) break;
           await new Promise<void>((resolve) => (wake = resolve));
           continue;
