@@ -15,6 +15,7 @@ export interface ProcessorOptions {
 }
 
 export interface ProcessorStats {
+  batches: number;
   applied: number;
   duplicates: number;
   rejected: number;
@@ -27,7 +28,7 @@ export interface ProcessorStats {
  * A message that does not parse is logged and skipped rather than blocking the stream forever.
  */
 export class EventProcessor {
-  readonly stats: ProcessorStats = { applied: 0, duplicates: 0, rejected: 0 };
+  readonly stats: ProcessorStats = { batches: 0, applied: 0, duplicates: 0, rejected: 0 };
   private readonly deps: UsageDeps & { store: Store; messaging: Messaging; effects: EffectDispatcher; logger: Logger; clock: () => Date };
   private readonly subscriptions: Subscription[] = [];
 
@@ -48,7 +49,8 @@ export class EventProcessor {
   private async apply(batch: BusMessage[]): Promise<void> {
     const effects = noEffects();
     const now = this.deps.clock();
-    this.deps.store.transaction(() => {
+    this.stats.batches += 1;
+    this.deps.store.batch(() => {
       for (const message of batch) this.applyOne(message, now, effects);
     });
     await this.deps.effects.dispatch(effects);

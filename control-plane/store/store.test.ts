@@ -78,3 +78,29 @@ describe('migrate', () => {
     expect(schemaVersion(store)).toBe(SCHEMA_VERSION);
   });
 });
+
+describe('Store.batch', () => {
+  it('lets reads see pending write-back records and writes them once at commit', () => {
+    const store = openStore();
+    store.batch(() => {
+      for (let i = 1; i <= 100; i++) store.put('a', 'budget', 'b', { n: i });
+      expect(store.get('a', 'budget', 'b')).toEqual({ n: 100 });
+      expect([...store.list('a', 'budget')]).toEqual([{ n: 100 }]);
+      store.put('a', 'budget', 'b', { n: 101 });
+    });
+    expect(store.get('a', 'budget', 'b')).toEqual({ n: 101 });
+  });
+
+  it('writes nothing, pending or not, when the batch throws', () => {
+    const store = openStore();
+    expect(() =>
+      store.batch(() => {
+        store.put('a', 'envelope', 'e', { x: 1 });
+        store.put('a', 'event', 'v', { y: 1 });
+        throw new Error('half way');
+      }),
+    ).toThrow('half way');
+    expect(store.get('a', 'envelope', 'e')).toBeUndefined();
+    expect(store.get('a', 'event', 'v')).toBeUndefined();
+  });
+});

@@ -3,6 +3,9 @@ import type { Kind } from './kinds.ts';
 
 type Key = [string, Kind, string | number] | [string, Kind, string, string];
 
+/** Records rewritten many times within one batch: written back once, when the batch commits. */
+const WRITE_BACK: ReadonlySet<Kind> = new Set(['envelope', 'budget', 'meta']);
+
 /**
  * The control plane's durable state in LMDB. Every read and write names the tenant, and every
  * key starts with it, so no code path can reach across tenants (row-level security by key).
@@ -13,6 +16,8 @@ export class Store {
   private readonly data: Database<unknown, Key>;
   /** Lookups that must happen before the tenant is known: API key id → tenant, tenant registry. */
   private readonly global: Database<unknown, string[]>;
+  /** During `batch`: the latest value of each write-back record touched, by key. */
+  private pending: Map<string, { key: Key; value: unknown }> | null = null;
 
   constructor(path: string) {
     this.root = open({ path, maxDbs: 8, compression: false });
@@ -21,12 +26,16 @@ export class Store {
   }
 
   get<T>(tenant: string, kind: Kind, id: string | number): T | undefined {
-    return this.data.get([tenant, kind, id]) as T | undefined;
+    const key: Key = [tenant, kind, id];
+    const staged = this.pending?.get(JSON.stringify(key));
+    return (staged !== undefined ? staged.value : this.data.get(key)) as T | undefined;
   }
 
   /** Stages a write; call inside `transaction` (or it commits on its own, asynchronously). */
   put(tenant: string, kind: Kind, id: string | number, value: unknown): void {
-    void this.data.put([tenant, kind, id], value);
+    const key: Key = [tenant, kind, id];
+    if (this.pending !== null && WRITE_BACK.has(kind)) this.pending.set(JSON.stringify(key), { key, value });
+    else void this.data.put(key, value);
   }
 
   remove(tenant: string, kind: Kind, id: string | number): void {
@@ -35,6 +44,7 @@ export class Store {
 
   /** Records of one kind of one tenant in key order; `reverse` starts from the newest key. */
   *list<T>(tenant: string, kind: Kind, options: { reverse?: boolean; limit?: number; prefix?: string } = {}): Generator<T> {
+    if (WRITE_BACK.has(kind)) this.flushPending();
     const low: Key = [tenant, kind, options.prefix ?? ''];
     const high = [tenant, kind, options.prefix === undefined ? '\uffff' : options.prefix + '\uffff'] as Key;
     const range = this.data.getRange(options.reverse ? { start: high, end: low, reverse: true, limit: options.limit } : { start: low, end: high, limit: options.limit });
@@ -68,6 +78,30 @@ export class Store {
    */
   transaction<T>(fn: () => T): T {
     return this.root.transactionSync(fn);
+  }
+
+  /**
+   * A transaction for many small changes to the same records (the event processor's batches):
+   * envelopes, budgets and counters are kept in memory while `fn` runs and each is serialised
+   * and written once at the end, instead of once per change. Reads see the pending values.
+   */
+  batch<T>(fn: () => T): T {
+    return this.root.transactionSync(() => {
+      this.pending = new Map();
+      try {
+        const result = fn();
+        this.flushPending();
+        return result;
+      } finally {
+        this.pending = null;
+      }
+    });
+  }
+
+  private flushPending(): void {
+    if (this.pending === null) return;
+    for (const { key, value } of this.pending.values()) void this.data.put(key, value);
+    this.pending.clear();
   }
 
   async close(): Promise<void> {

@@ -40,7 +40,8 @@ export const ConfigSchema = z.object({
 
   price_overrides_file: optionalString,
   lease_ttl_seconds: z.coerce.number().int().min(5).max(3600).default(60),
-  processor_batch_size: z.coerce.number().int().min(1).max(10_000).default(512),
+  /** At most the consumer's max_ack_pending (1000): a larger batch could never fill and would stall. */
+  processor_batch_size: z.coerce.number().int().min(1).max(1000).default(512),
   processor_max_wait_ms: z.coerce.number().int().min(1).max(10_000).default(20),
 
   proxy_host: z.string().default('0.0.0.0'),

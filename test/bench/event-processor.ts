@@ -1,0 +1,76 @@
+/**
+ * Sustained rate of the control plane's event processor: N usage events are published to a real
+ * nats-server (JetStream, de-duplicated by id) while the processor is stopped; then the processor
+ * starts and drains the backlog, applying it to LMDB in batches. The drain time is the processor's
+ * own rate; the publish time is the producers' side. Prints figures; not a test.
+ *
+ *   node test/bench/event-processor.ts [events=20000] [envelopes=50]
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import type { Messaging } from '../../core/bus/bus.ts';
+import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
+import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
+import { subjects } from '../../core/bus/subjects.ts';
+import { loadConfig } from '../../core/config/load.ts';
+import { loadPriceTable } from '../../core/metering/prices.ts';
+import { createControlPlane } from '../../control-plane/create-control-plane.ts';
+import { createPricer } from '../../control-plane/usage/pricer.ts';
+import { startNatsServer } from '../harness/nats-server.ts';
+
+const total = Number(process.argv[2] ?? 20_000);
+const envelopes = Number(process.argv[3] ?? 50);
+const IN_FLIGHT = 1_000;
+const logger = pino({ level: 'silent' });
+
+async function run(label: string, messaging: Messaging, publisher: Messaging): Promise<void> {
+  const config = loadConfig(process.env, { data_dir: mkdtempSync(join(tmpdir(), 'bench-cp-')), http_port: 0, log_level: 'silent' });
+  const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
+  const caller = { principal: { type: 'bootstrap' as const, id: 'bench', tenant_id: 'system', scopes: new Set(['admin' as const]), administrator: true }, tenant: 'bench', requestId: 'bench' };
+  plane.store.transaction(() => plane.services.tenants.create({ tenant_id: 'bench', name: 'bench', created_at: new Date().toISOString() }));
+  const budget = await plane.services.budgets.create(caller, { name: 'bench', type: 'cost', period: 'monthly', limits: { max_cost_usd: 1e9, max_tokens: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null } });
+  const envelopeIds = Array.from({ length: envelopes }, () => randomUUID());
+
+  await plane.processor.stop();
+  const started = performance.now();
+  let next = 0;
+  const publishOne = async (): Promise<void> => {
+    while (next < total) {
+      const i = next++;
+      const event = {
+        event_id: randomUUID(), tenant_id: 'bench', envelope_id: envelopeIds[i % envelopes], budget_id: budget.budget_id, event_type: 'llm.call',
+        timestamp: new Date().toISOString(), tokens: { input: 120, output: 40 }, model: 'gpt-4o-mini', cost_usd: 0.000042, payload: {}, source: 'proxy:bench',
+      };
+      await publisher.bus.publish(subjects.event('bench', 'llm.call'), event, { msgId: event.event_id });
+    }
+  };
+  await Promise.all(Array.from({ length: IN_FLIGHT }, publishOne));
+  const published = performance.now();
+  await plane.processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
+  while (plane.processor.stats.applied + plane.processor.stats.duplicates < total) await new Promise((r) => setTimeout(r, 5));
+  const applied = performance.now();
+
+  const usage = plane.services.budgets.get('bench', budget.budget_id).usage;
+  const seconds = (applied - published) / 1000;
+  console.log(`${label}: ${total} events over ${envelopes} envelopes`);
+  console.log(`  published in      ${((published - started) / 1000).toFixed(2)} s  (${Math.round(total / ((published - started) / 1000))} events/s, ${IN_FLIGHT} publishes in flight)`);
+  console.log(`  drained in        ${seconds.toFixed(2)} s  (${Math.round(total / seconds)} events/s sustained by the processor)`);
+  console.log(`  batches           ${plane.processor.stats.batches} (mean ${(total / plane.processor.stats.batches).toFixed(1)} events per LMDB transaction)`);
+  console.log(`  budget llm_calls  ${usage.llm_calls} (expected ${total}), cost ${(usage.cost_micros / 1e6).toFixed(6)} USD`);
+  await plane.close();
+}
+
+const memory = createMemoryMessaging({ logger });
+await run('in-process bus', memory, memory);
+await memory.close();
+
+const nats = await startNatsServer();
+const cpMessaging = await openNatsMessaging({ connection: { servers: nats.url, name: 'bench-cp' } }, logger);
+const pubMessaging = await openNatsMessaging({ connection: { servers: nats.url, name: 'bench-proxy' }, manage: false }, logger);
+await run(`nats-server (${nats.url})`, cpMessaging, pubMessaging);
+await pubMessaging.close();
+await cpMessaging.close();
+await nats.dispose();
