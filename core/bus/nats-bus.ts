@@ -25,8 +25,11 @@ export const natsBusOptionsSchema = z.object({
   /** Backoff before retrying a rejected message (or batch); doubles per attempt up to the cap. */
   retryBackoffMs: z.number().int().positive().default(500),
   maxRetryBackoffMs: z.number().int().positive().default(8_000),
-  /** Messages pulled per request by `subscribe`. */
-  fetchBatch: z.number().int().positive().default(100),
+  /**
+   * Messages pulled per request by `subscribe`. Pulled messages wait their turn under the ack
+   * wait, so a pull should be handled well within `ackWaitMs`.
+   */
+  fetchBatch: z.number().int().positive().default(20),
 });
 export type NatsBusOptions = z.input<typeof natsBusOptionsSchema>;
 type Options = z.output<typeof natsBusOptionsSchema>;
