@@ -7,6 +7,7 @@ import type { StreamProgress } from '../providers/index.ts';
 import type { UpstreamResponse } from '../upstream/index.ts';
 import { price } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
+import { sliceAfterEvents } from './event-slices.ts';
 import { settle, type LlmCall } from './llm-call.ts';
 import { governToolCall } from './tool-calls.ts';
 
@@ -17,8 +18,8 @@ interface Cut {
 }
 
 /**
- * Relays a streamed answer as it arrives, metering every chunk. Before a chunk is forwarded
- * its running cost must be covered by the reservation (extended from the lease as needed);
+ * Relays a streamed answer as it arrives, metering it event by event. Before an event is
+ * forwarded its running cost must be covered by the reservation (extended from the lease as needed);
  * when it cannot be, or a tool call the model starts is blocked, or the envelope is ended
  * elsewhere, forwarding stops, the provider's own stream error event is written and the
  * response ends. Only whole events are forwarded, so the error event lands cleanly.
@@ -43,25 +44,27 @@ export async function relayMeteredStream(deps: GovernanceDeps, call: LlmCall, re
   let failed = false;
   let gone = false;
   try {
-    for await (const chunk of response.body) {
-      const step = meter.push(chunk as Uint8Array);
-      progress = step;
-      for (; toolsSeen < step.toolCalls.length; toolsSeen++) {
-        const name = step.toolCalls[toolsSeen] as string;
-        const verdict = governToolCall(deps, envelope, name, 'model', call.context);
-        if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
-      }
-      if (state.cut === null) {
-        const running = price(deps.prices, parsed.model, step.usage);
-        const more = { tokens: Math.max(0, running.tokens - reservation.held.tokens), pico: Math.max(0, running.pico - reservation.held.pico) };
-        if ((more.tokens > 0 || more.pico > 0) && !reservation.extend(more)) {
-          state.cut = { reason: 'budget', code: 'SVC-BUD-3001', message: `budget ${envelope.budgetId} exhausted mid-stream` };
+    reads: for await (const chunk of response.body) {
+      for (const slice of sliceAfterEvents(chunk as Uint8Array)) {
+        const step = meter.push(slice);
+        progress = step;
+        for (; toolsSeen < step.toolCalls.length; toolsSeen++) {
+          const name = step.toolCalls[toolsSeen] as string;
+          const verdict = governToolCall(deps, envelope, name, 'model', call.context);
+          if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
         }
-      }
-      if (state.cut !== null) break;
-      if (!(await write(res, step.forward, req.signal))) {
-        gone = true;
-        break;
+        if (state.cut === null) {
+          const running = price(deps.prices, parsed.model, step.usage);
+          const more = { tokens: Math.max(0, running.tokens - reservation.held.tokens), pico: Math.max(0, running.pico - reservation.held.pico) };
+          if ((more.tokens > 0 || more.pico > 0) && !reservation.extend(more)) {
+            state.cut = { reason: 'budget', code: 'SVC-BUD-3001', message: `budget ${envelope.budgetId} exhausted mid-stream` };
+          }
+        }
+        if (state.cut !== null) break reads;
+        if (!(await write(res, step.forward, req.signal))) {
+          gone = true;
+          break reads;
+        }
       }
     }
   } catch (error) {
