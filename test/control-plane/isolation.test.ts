@@ -65,6 +65,16 @@ describe("a tenant's key cannot reach another tenant's resources", () => {
     expect(ids(listed.body, 'tenant_id')).toEqual([tenantA]);
   });
 
+  it("events: A's event query never returns B's events", async () => {
+    const mine = await asA('GET', '/v1/events');
+    expect(mine.status).toBe(200);
+    expect(mine.body.length).toBeGreaterThan(0);
+    expect(new Set(mine.body.map((e: { tenant_id: string }) => e.tenant_id))).toEqual(new Set([tenantA]));
+    expect((await asA('GET', `/v1/events?envelope_id=${b.envelopeId}`)).body).toEqual([]);
+    expect((await cp.call('GET', `/v1/events?envelope_id=${b.envelopeId}`, { key: keyB })).body).toHaveLength(1);
+    expectSvcError(await asA('GET', `/v1/events?tenantId=${tenantB}`), 403, 'SVC-SYS-9004');
+  });
+
   it('budgets: get, usage, check and list', async () => {
     expectSvcError(await asA('GET', `/v1/budgets/${b.budgetId}`), 404, 'SVC-BUD-3002');
     expectSvcError(await asA('GET', `/v1/budgets/${b.budgetId}/usage`), 404, 'SVC-BUD-3002');
