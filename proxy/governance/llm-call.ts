@@ -88,9 +88,20 @@ export async function governLlmCall(deps: GovernanceDeps, req: ProxiedRequest, a
     return;
   }
 
+  try {
+    await forwardAndMeter(deps, { req, adapter, op, parsed, envelope, reservation, context, hideStreamUsage: false }, json, bytes, count);
+  } finally {
+    // Whatever ended the call early (client gone, upstream failure), its hold goes back to the
+    // lease; a call already settled ignores this.
+    reservation.settle(ZERO);
+  }
+}
+
+async function forwardAndMeter(deps: GovernanceDeps, call: LlmCall, json: unknown, bytes: Buffer, count: (decision: string) => void): Promise<void> {
+  const { req, adapter, op, envelope } = call;
   const prepared = adapter.prepareRequest(op, json);
   const body = prepared.modified ? Buffer.from(JSON.stringify(prepared.body)) : bytes;
-  const call: LlmCall = { req, adapter, op, parsed, envelope, reservation, context, hideStreamUsage: prepared.hideStreamUsage };
+  call.hideStreamUsage = prepared.hideStreamUsage;
   let response: UpstreamResponse;
   try {
     response = await deps.upstream.request({
@@ -103,21 +114,19 @@ export async function governLlmCall(deps: GovernanceDeps, req: ProxiedRequest, a
       receivedAt: req.receivedAt,
     });
   } catch (error) {
-    reservation.settle(ZERO);
     count('upstream_error');
     const failure = isSvcError(error) ? error : undefined;
-    refuse(failure?.code ?? 'SVC-ADP-5001', failure?.message ?? String(error), envelope.envelopeId);
+    sendProviderRefusal(req.clientRes, adapter, failure?.code ?? 'SVC-ADP-5001', failure?.message ?? String(error), req.id, envelope.envelopeId);
     return;
   }
   count('allowed');
   response.headers[ENVELOPE_HEADER] = envelope.envelopeId;
   if (response.statusCode >= 400) {
     // The provider refused the call itself: nothing was generated, so nothing is charged.
-    reservation.settle(ZERO);
     relayWhole(req, response, await readBody(response.body, Number.MAX_SAFE_INTEGER));
     return;
   }
-  if (parsed.stream) await relayMeteredStream(deps, call, response);
+  if (call.parsed.stream) await relayMeteredStream(deps, call, response);
   else await finishWhole(deps, call, response);
 }
 
