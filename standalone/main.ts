@@ -6,32 +6,59 @@ import { messagingFromConfig } from '../core/config/messaging.ts';
 import { loadPriceTable } from '../core/metering/prices.ts';
 import { createLogger } from '../core/observability/logger.ts';
 import { onShutdown } from '../core/observability/shutdown.ts';
+import { createProxy } from '../proxy/create-proxy.ts';
+import { parseUnknownModelRule } from '../proxy/governance/index.ts';
+import { writeTrustBundle } from '../proxy/tls/index.ts';
+import { dirname, join } from 'node:path';
 
 /**
- * Standalone mode (`npm start`): the control plane with embedded LMDB and in-process messaging,
- * and the sidecar's identity created at first start. No external service is needed.
+ * Standalone mode (`npm start`): the control plane and the sidecar proxy in one process, with
+ * embedded LMDB and in-process messaging. At first start the sidecar's tenant, unlimited default
+ * budget and key are created, and the proxy's CA is generated; all of it is printed.
  */
 async function main(): Promise<void> {
   const config = loadConfig(process.env, { mode: 'standalone' });
   const logger = createLogger({ level: config.log_level, service: 'standalone' });
   const messaging = await messagingFromConfig(config, logger, { name: 'standalone', manage: true });
-  const prices = loadPriceTable(config.price_overrides_file !== undefined ? { overridePath: config.price_overrides_file } : {});
+  const prices = loadPriceTable({
+    unknownModel: parseUnknownModelRule(config.unknown_model_price),
+    ...(config.price_overrides_file !== undefined ? { overridePath: config.price_overrides_file } : {}),
+  });
   const plane = await createControlPlane({ config, logger: logger.child({ component: 'control-plane' }), messaging, pricer: createPricer(prices) });
-  const address = await plane.listen();
-  const { identity, created } = await ensureSidecarIdentity(plane, { dataDir: config.data_dir, tenantId: config.tenant_id, budgetId: config.budget_id });
-  logger.info({ control_plane: address, tenant_id: identity.tenant_id, budget_id: identity.budget_id, created }, 'standalone ready');
+  const controlPlane = await plane.listen();
+  const { identity } = await ensureSidecarIdentity(plane, { dataDir: config.data_dir, tenantId: config.tenant_id, budgetId: config.budget_id });
+  const proxy = await createProxy({
+    config,
+    logger: logger.child({ component: 'proxy' }),
+    messaging,
+    prices,
+    bootstrap: { tenantId: identity.tenant_id, apiKey: identity.api_key, budgetId: identity.budget_id },
+  });
+  const addresses = await proxy.listen();
+  const bundle = writeTrustBundle(join(dirname(proxy.caCertFile), 'ca-bundle.pem'), proxy.caCertPem);
+  logger.info({ control_plane: controlPlane, proxy: addresses.proxyUrl, tenant_id: identity.tenant_id, budget_id: identity.budget_id }, 'standalone ready');
+  const line = (label: string, value: string) => `${label.padEnd(17)}${value}`;
   process.stdout.write(
     [
       '',
-      `control plane   ${address}  (REST /v1, OpenAPI /openapi.json, metrics /metrics)`,
-      `tenant          ${identity.tenant_id}`,
-      `default budget  ${identity.budget_id} (unlimited)`,
-      `sidecar API key ${identity.api_key}`,
-      config.bootstrap_admin_key === undefined ? 'administrator   set SVC_BOOTSTRAP_ADMIN_KEY to enable the root administrator key' : 'administrator   SVC_BOOTSTRAP_ADMIN_KEY is the root administrator key',
+      line('control plane', `${controlPlane}  (REST /v1, OpenAPI /openapi.json, metrics /metrics)`),
+      line('proxy', `${addresses.proxyUrl}  (admin: http://127.0.0.1:${addresses.adminPort}/metrics)`),
+      line('proxy CA', `${proxy.caCertFile}${proxy.caGenerated ? '  (generated now)' : ''}`),
+      line('trust bundle', `${bundle}  (public roots + proxy CA)`),
+      line('tenant', identity.tenant_id),
+      line('default budget', `${identity.budget_id}  (unlimited)`),
+      line('sidecar API key', identity.api_key),
+      line('administrator', config.bootstrap_admin_key === undefined ? 'set SVC_BOOTSTRAP_ADMIN_KEY to enable the root administrator key' : 'SVC_BOOTSTRAP_ADMIN_KEY is the root administrator key'),
+      '',
+      'Point an agent at the proxy:',
+      `  export HTTPS_PROXY=${addresses.proxyUrl} NODE_USE_ENV_PROXY=1`,
+      `  export NODE_EXTRA_CA_CERTS=${proxy.caCertFile} SSL_CERT_FILE=${bundle} REQUESTS_CA_BUNDLE=${bundle}`,
+      `  or set the SDK's base URL to ${addresses.proxyUrl}/openai/v1 (or /anthropic, /gemini)`,
       '',
     ].join('\n'),
   );
   onShutdown(logger, async () => {
+    await proxy.close();
     await plane.close();
     await messaging.close();
   });
