@@ -1,4 +1,6 @@
 import type OpenAI from 'openai';
+// Node's built-in fetch bundles its own undici; a dispatcher from the undici package needs that package's fetch.
+import { fetch, type ProxyAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../harness/control-plane.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
@@ -39,6 +41,15 @@ describe('official OpenAI SDK through CONNECT interception', () => {
     expect(envelope?.cost_summary.tokens_input).toBe(seen?.usageSent?.input);
     expect(envelope?.cost_summary.tokens_output).toBe(12);
     expect(envelope?.cost_summary.cost_usd).toBeCloseTo(expected, 6);
+  });
+
+  it('relays the answer byte for byte: the same request straight to the simulator gets the same body', async () => {
+    const request = { model: 'gpt-4o-mini', max_tokens: 6, messages: [{ role: 'user', content: 'same' }] };
+    const init = (dispatcher?: ProxyAgent) => ({ method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk' }, body: JSON.stringify(request), ...(dispatcher ? { dispatcher } : {}) });
+    const proxied = await fetch('https://api.openai.com/v1/chat/completions', init(rig.agent));
+    const direct = await fetch(`${rig.sim.url}/v1/chat/completions`, init());
+    expect(proxied.status).toBe(200);
+    expect(await proxied.text()).toBe(await direct.text());
   });
 
   it('reuses the envelope of an execution and keeps the pod execution apart', async () => {
