@@ -22,13 +22,24 @@ export interface AppOptions {
  * The HTTP server of the control plane. Requests carry `x-request-id` (taken from the caller or
  * generated) into every log line and error body; every failure is rendered as an SVC error.
  */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The caller's `x-request-id` when it is a sensible correlation id, else a new one: the id is
+ * echoed in headers, bodies and every log line, so an arbitrary value must not pass through.
+ */
+export function requestIdOf(header: string | string[] | undefined): string {
+  const value = Array.isArray(header) ? header[0] : header;
+  return value !== undefined && REQUEST_ID.test(value) ? value : randomUUID();
+}
+
 export async function createApp(options: AppOptions): Promise<{ app: FastifyInstance; routes: RouteTable }> {
   const loggerInstance: FastifyBaseLogger = options.logger;
   const app = Fastify({
     loggerInstance,
-    requestIdHeader: 'x-request-id',
+    requestIdHeader: false,
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
-    genReqId: () => randomUUID(),
+    genReqId: (raw) => requestIdOf(raw.headers['x-request-id']),
     bodyLimit: options.bodyLimitBytes,
   });
 

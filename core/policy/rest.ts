@@ -54,7 +54,7 @@ export const RestPolicyRuleInputSchema = z
 export const RestCreatePolicyRequestSchema = z
   .strictObject({
     /** Optional here: the server takes the tenant from the credential. */
-    tenant_id: z.uuid().optional(),
+    tenant_id: z.string().min(1).optional(),
     name: z.string().trim().min(1).max(200),
     description: z.string().max(4000).default(''),
     rules: z.array(RestPolicyRuleInputSchema).min(1),
@@ -167,7 +167,7 @@ export function toRestPolicy(p: Policy): RestPolicy {
 
 export const RestPolicyEvaluationRequestSchema = z.strictObject({
   /** Optional here: the server takes the tenant from the credential. */
-  tenant_id: z.uuid().optional(),
+  tenant_id: z.string().min(1).optional(),
   action: z.string().min(1),
   envelope_id: z.uuid().optional(),
   /** Policy ids or names; empty means all the tenant's policies. */

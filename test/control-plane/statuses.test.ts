@@ -134,3 +134,21 @@ describe('429 SVC-SYS-9005 per API key', () => {
     expect((await cp.call('POST', '/v1/budgets', { key: second, body: { name: 'b', type: 'cost', limits: { max_cost_usd: 1 } } })).status).toBe(201);
   });
 });
+
+describe('request ids', () => {
+  it('echoes a sensible x-request-id and replaces an oversized or odd one', async () => {
+    const cp = await startControlPlane();
+    try {
+      const kept = await cp.call('GET', '/v1/nowhere', { headers: { 'x-request-id': 'trace-42.a:b' } });
+      expect(kept.headers.get('x-request-id')).toBe('trace-42.a:b');
+      expect(kept.body.error.request_id).toBe('trace-42.a:b');
+      for (const odd of ['x'.repeat(5000), 'has space', '<script>']) {
+        const replaced = await cp.call('GET', '/v1/nowhere', { headers: { 'x-request-id': odd } });
+        expect(replaced.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+        expect(replaced.body.error.request_id).toBe(replaced.headers.get('x-request-id'));
+      }
+    } finally {
+      await cp.close();
+    }
+  });
+});

@@ -71,7 +71,7 @@ async function agentCall(proxyUrl: string, caFile: string): Promise<{ envelopeId
   child.stderr.on('data', (c: Buffer) => (err += c.toString()));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   if (code !== 0) throw new Error(`agent failed (${code}): ${err}`);
-  return JSON.parse(out.trim().split('\n').at(-1)!);
+  return JSON.parse(out.trim().split('\n').at(-1)!) as { envelopeId: string; usage: { prompt_tokens: number; completion_tokens: number }; content: string };
 }
 
 describe('standalone mode (npm start)', () => {
