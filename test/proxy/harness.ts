@@ -70,7 +70,7 @@ export async function startProxyRig(configOverrides: Partial<Record<keyof Config
     proxy_host: '127.0.0.1',
     proxy_port: 0,
     proxy_admin_port: 0,
-    upstream_overrides: ['api.openai.com', 'api.anthropic.com', 'generativelanguage.googleapis.com', 'compat.local'].map((h) => `${h}=http://${simHost}`).join(','),
+    upstream_overrides: ['api.openai.com', 'api.anthropic.com', 'generativelanguage.googleapis.com', 'compat.local', 'myres.openai.azure.com'].map((h) => `${h}=http://${simHost}`).join(','),
     proxy_compatible_hosts: 'compat.local:8000',
     ...configOverrides,
   });
