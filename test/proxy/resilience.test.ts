@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { APIError } from 'openai';
 import { pino } from 'pino';
-import { ProxyAgent } from 'undici';
+// Node's built-in fetch bundles its own undici; a dispatcher from the undici package needs that package's fetch.
+import { fetch, ProxyAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Messaging } from '../../core/bus/bus.ts';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
@@ -14,6 +15,7 @@ import { loadPriceTable } from '../../core/metering/prices.ts';
 import type { Policy } from '../../core/policy/index.ts';
 import { BUCKETS, keys, type RulesetSnapshot } from '../../core/sync/contract.ts';
 import { createProxy, type Proxy, type ProxyAddresses } from '../../proxy/create-proxy.ts';
+import { eventually } from '../harness/control-plane.ts';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
 import { openAiClient } from './sdk-options.ts';
 
@@ -117,4 +119,34 @@ describe('the proxy without its control plane', () => {
       await messaging.close();
     }
   });
+
+  it('returns the budget hold of a stream whose client went away, keeping only what was used', async () => {
+    const messaging = createMemoryMessaging({ logger });
+    const { proxy, agent } = await lonelyProxy(messaging);
+    try {
+      await openAiClient(agent).chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 1, messages: [{ role: 'user', content: 'warm up' }] });
+      const lease = proxy.leases.peek('budget-solo');
+      const before = lease?.available().pico ?? 0;
+      const abort = new AbortController();
+      const res = await fetch('https://api.openai.com/v1/chat/completions', {
+        method: 'POST',
+        dispatcher: agent,
+        signal: abort.signal,
+        headers: { 'content-type': 'application/json', authorization: 'Bearer sk', 'x-sim-chunk-delay-ms': '50' },
+        body: JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 2000, stream: true, messages: [{ role: 'user', content: 'long' }] }),
+      });
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      await reader.read();
+      // While the stream runs, the lease holds its estimate (2000 answer tokens, about $0.0012).
+      expect(before - (lease?.available().pico ?? 0)).toBeGreaterThan(1_000_000_000);
+      abort.abort();
+      // Once the proxy sees the client gone, only the few tokens streamed so far stay spent.
+      await eventually(() => before - (lease?.available().pico ?? 0), (spent) => spent < 50_000_000);
+    } finally {
+      await agent.close();
+      await proxy.close();
+      await messaging.close();
+    }
+  });
 });
+
