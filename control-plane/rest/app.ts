@@ -82,7 +82,7 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
     hook: 'preHandler',
     max: options.rateLimitPerMinute,
     timeWindow: 60_000,
-    keyGenerator: (request: FastifyRequest) => request.principal?.id ?? request.ip,
+    keyGenerator: (request: FastifyRequest) => (request.principal === undefined ? request.ip : `${request.principal.type}:${request.principal.tenant_id}:${request.principal.id}`),
     errorResponseBuilder: (_request, context) =>
       new SvcError('SVC-SYS-9005', `rate limit of ${context.max} requests per minute exceeded; retry after ${Math.ceil(context.ttl / 1000)} s`, { limit: context.max, retry_after_seconds: Math.ceil(context.ttl / 1000) }),
   });

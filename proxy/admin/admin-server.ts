@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import { listenOn } from '../listener/listen-on.ts';
 
 export interface Readiness {
   ready: boolean;
@@ -29,14 +30,7 @@ export class AdminServer {
 
   async listen(): Promise<AddressInfo> {
     const { port = 9464, host = '0.0.0.0' } = this.#options;
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
-    return this.server.address() as AddressInfo;
+    return listenOn(this.server, port, host);
   }
 
   async close(): Promise<void> {

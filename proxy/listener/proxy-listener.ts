@@ -12,6 +12,7 @@ import { interceptedOrigin, parseConnectTarget, type ConnectTarget } from './con
 import { asSvcError, rawErrorResponse, sendError } from './error-response.ts';
 import { requestHasBody, type ProxiedRequest, type ProxyHandler } from './proxied-request.ts';
 import { compileReverseRoutes, type ReverseRouter, type ReverseRoutes } from './reverse-routes.ts';
+import { listenOn } from './listen-on.ts';
 
 export type EgressDecision = 'allow' | 'deny';
 
@@ -72,14 +73,7 @@ export class ProxyListener {
 
   async listen(): Promise<AddressInfo> {
     const { port = 3128, host = '127.0.0.1' } = this.#options;
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
-    return this.server.address() as AddressInfo;
+    return listenOn(this.server, port, host);
   }
 
   async close(): Promise<void> {
