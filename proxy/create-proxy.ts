@@ -10,7 +10,7 @@ import type { Config } from '../core/config/schema.ts';
 import type { PriceTable } from '../core/metering/prices.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
 import { AdminServer, createProxyNetMetrics, type Readiness } from './admin/index.ts';
-import { LeaseBook, PICO_PER_MICRO } from './enforcement/index.ts';
+import { createControlPlaneCircuit, LeaseBook, PICO_PER_MICRO } from './enforcement/index.ts';
 import { EnvelopeRegistry } from './envelopes/index.ts';
 import { createGovernedHandler, EventRecorder, PolicyGate, type GovernanceDeps } from './governance/index.ts';
 import { DEFAULT_REVERSE_ROUTES, ProxyListener } from './listener/index.ts';
@@ -104,6 +104,12 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const recorder = new EventRecorder(tenantId, source, outbox, logger);
   const envelopes = new EnvelopeRegistry({ defaultBudgetId: bootstrap.budgetId, podExecutionId });
   const leaseLogger = logger.child({ component: 'lease' });
+  // Spec 3.5 breaker on every request to the control plane; OPEN sends leases onto the soft limit at once.
+  const controlPlane = createControlPlaneCircuit({
+    requests: messaging.requests,
+    registry,
+    onStateChange: (to, from) => leaseLogger.warn({ dependency: 'control_plane', from, to }, 'control plane circuit changed state'),
+  });
   const leases = new LeaseBook(
     {
       tenantId,
@@ -113,7 +119,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       renewBelow: config.proxy_lease_renew_below,
       timeoutMs: config.proxy_lease_timeout_ms,
     },
-    messaging.requests,
+    controlPlane.requests,
     { outcome: (outcome) => metrics.leaseRequests.inc({ outcome }), warn: (o, m) => leaseLogger.warn(o, m) },
     config.proxy_lease_first_wait_ms,
   );
