@@ -58,6 +58,7 @@ export class Outbox {
   #entries = 0;
   #bytes = 0;
   #closed = false;
+  #removals: Promise<void> = Promise.resolve();
   #wake: () => void = () => undefined;
   readonly #abort = new AbortController();
   readonly #loop: Promise<void>;
@@ -156,8 +157,10 @@ export class Outbox {
 
   async #run(): Promise<void> {
     let failures = 0;
+    // The last key handed over for good; removals commit in the background, so reads start after it.
+    let done = 0;
     while (!this.#closed) {
-      const [next] = [...this.#db.getRange({ limit: 1 })];
+      const [next] = [...this.#db.getRange({ start: done + 1, limit: 1 })];
       if (!next) {
         await new Promise<void>((resolve) => (this.#wake = resolve));
         continue;
@@ -165,14 +168,16 @@ export class Outbox {
       try {
         await this.#bus.publish(next.value.subject, next.value.data, { msgId: next.value.id });
         failures = 0;
-        await this.#remove(next.key, next.value);
+        done = next.key;
+        this.#remove(next.key, next.value);
         this.#published.inc();
       } catch (error) {
         if (isSvcError(error) && !error.spec.retryable) {
           // The bus will never take this event; keeping it would block every event behind it.
           this.#logger.error({ err: error, event_id: next.value.id }, 'bus refused an outbox event as invalid; dropped');
           this.#dropped.inc();
-          await this.#remove(next.key, next.value);
+          done = next.key;
+          this.#remove(next.key, next.value);
           continue;
         }
         failures++;
@@ -180,12 +185,22 @@ export class Outbox {
         await sleep(this.#backoff(failures), undefined, { signal: this.#abort.signal }).catch(() => undefined);
       }
     }
+    await this.#removals;
   }
 
-  async #remove(key: number, event: OutboxEvent): Promise<void> {
-    await this.#db.remove(key);
+  /**
+   * Removal is not awaited before the next publish: LMDB batches the removals into few commits.
+   * Should the process die before one commits, the event is sent again at the next start and the
+   * stream drops it by msgId.
+   */
+  #remove(key: number, event: OutboxEvent): void {
     this.#entries--;
     this.#bytes -= sizeOf(event);
+    const removal = this.#db.remove(key).then(
+      () => undefined,
+      (error: unknown) => this.#logger.warn({ err: error, event_id: event.id }, 'outbox could not remove a sent event; it will be sent again'),
+    );
+    this.#removals = Promise.all([this.#removals, removal]).then(() => undefined);
   }
 
   /** Exponential backoff with a cap and equal jitter, so many proxies do not retry in step. */
