@@ -2,7 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { APIError } from 'openai';
+import type { APIError } from 'openai';
 import { pino } from 'pino';
 import { ProxyAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
