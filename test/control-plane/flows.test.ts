@@ -204,3 +204,20 @@ describe('envelope status transitions', () => {
     expect(second.body.error.code).toBe('SVC-ENV-1003');
   });
 });
+
+describe('alert action terminate below 100 %', () => {
+  it('ends the budget envelopes at the threshold, before the budget is exhausted', async () => {
+    const budgetId = await budget({ max_cost_usd: 1 }, { alerts: [{ percent: 90, action: 'terminate' }] });
+    const first = (await envelope(budgetId)).body.envelope_id as string;
+    const second = (await envelope(budgetId)).body.envelope_id as string;
+    const res = await cp.call('POST', `/v1/envelopes/${first}/events`, { key, body: { event_type: 'llm.call', timestamp: now(), cost_usd: 0.92 } });
+    expect(res.body.state).toBe('TERMINATED');
+    const other = await cp.call('GET', `/v1/envelopes/${second}`, { key });
+    expect(other.body).toMatchObject({ state: 'TERMINATED', termination_reason: 'budget_exceeded' });
+    expect(other.body.status_reason).toContain('90%');
+    await eventually(() => subjectsOf(cp), (s) => s.includes('svc.acme.budgets.warning'));
+    expect(subjectsOf(cp)).not.toContain('svc.acme.budgets.exceeded');
+    const budgetNow = await cp.call('GET', `/v1/budgets/${budgetId}`, { key });
+    expect(budgetNow.body.status).toBe('active');
+  });
+});
