@@ -72,4 +72,13 @@ describe('a small cost budget', () => {
     // Metered event by event: the overshoot is the one event that crossed the limit.
     expect(envelope?.cost_summary.cost_usd).toBeLessThan(0.001005);
   });
+
+  it('refuses a budget the control plane does not know with SVC-BUD-3002', async () => {
+    const before = rig.sim.requests.length;
+    const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-unknown-budget', 'X-Svc-Budget-Id': 'no-such-budget' });
+    const error = await refusal(client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }));
+    expect(error.code).toBe('SVC-BUD-3002');
+    expect(error.status).toBe(404);
+    expect(rig.sim.requests.length).toBe(before);
+  });
 });
