@@ -1,6 +1,6 @@
 import { loadConfig } from '../core/config/load.ts';
 import { messagingFromConfig } from '../core/config/messaging.ts';
-import { loadPriceTable } from '../core/metering/prices.ts';
+import { priceTableFromConfig } from '../core/metering/price-table-from-config.ts';
 import { createLogger } from '../core/observability/logger.ts';
 import { createControlPlane } from './create-control-plane.ts';
 import { createPricer } from './usage/pricer.ts';
@@ -11,7 +11,7 @@ async function main(): Promise<void> {
   const config = loadConfig(process.env, { mode: 'control-plane' });
   const logger = createLogger({ level: config.log_level, service: 'control-plane' });
   const messaging = await messagingFromConfig(config, logger, { name: 'control-plane', manage: true });
-  const prices = loadPriceTable(config.price_overrides_file !== undefined ? { overridePath: config.price_overrides_file } : {});
+  const prices = priceTableFromConfig(config);
   const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(prices) });
   const address = await plane.listen();
   logger.info({ address, nats: config.nats_url ?? 'in-process' }, 'control plane listening');

@@ -1,11 +1,10 @@
 import { loadConfig } from '../core/config/load.ts';
 import { messagingFromConfig } from '../core/config/messaging.ts';
 import { SvcError } from '../core/errors/index.ts';
-import { loadPriceTable } from '../core/metering/prices.ts';
+import { priceTableFromConfig } from '../core/metering/price-table-from-config.ts';
 import { createLogger } from '../core/observability/logger.ts';
 import { onShutdown } from '../core/observability/shutdown.ts';
 import { createProxy } from './create-proxy.ts';
-import { parseUnknownModelRule } from './governance/index.ts';
 
 function required(value: string | undefined, key: string): string {
   if (value !== undefined) return value;
@@ -22,10 +21,7 @@ async function main(): Promise<void> {
     budgetId: required(config.budget_id, 'SVC_BUDGET_ID'),
   };
   const messaging = await messagingFromConfig(config, logger, { name: `proxy-${bootstrap.tenantId}`, manage: false });
-  const prices = loadPriceTable({
-    unknownModel: parseUnknownModelRule(config.unknown_model_price),
-    ...(config.price_overrides_file !== undefined ? { overridePath: config.price_overrides_file } : {}),
-  });
+  const prices = priceTableFromConfig(config);
   const proxy = await createProxy({ config, logger, messaging, prices, bootstrap });
   await proxy.listen();
   onShutdown(logger, async () => {

@@ -3,11 +3,10 @@ import { createControlPlane } from '../control-plane/create-control-plane.ts';
 import { createPricer } from '../control-plane/usage/pricer.ts';
 import { loadConfig } from '../core/config/load.ts';
 import { messagingFromConfig } from '../core/config/messaging.ts';
-import { loadPriceTable } from '../core/metering/prices.ts';
+import { priceTableFromConfig } from '../core/metering/price-table-from-config.ts';
 import { createLogger } from '../core/observability/logger.ts';
 import { onShutdown } from '../core/observability/shutdown.ts';
 import { createProxy } from '../proxy/create-proxy.ts';
-import { parseUnknownModelRule } from '../proxy/governance/index.ts';
 import { writeTrustBundle } from '../proxy/tls/index.ts';
 import { dirname, join } from 'node:path';
 
@@ -20,10 +19,7 @@ async function main(): Promise<void> {
   const config = loadConfig(process.env, { mode: 'standalone' });
   const logger = createLogger({ level: config.log_level, service: 'standalone' });
   const messaging = await messagingFromConfig(config, logger, { name: 'standalone', manage: true });
-  const prices = loadPriceTable({
-    unknownModel: parseUnknownModelRule(config.unknown_model_price),
-    ...(config.price_overrides_file !== undefined ? { overridePath: config.price_overrides_file } : {}),
-  });
+  const prices = priceTableFromConfig(config);
   const plane = await createControlPlane({ config, logger: logger.child({ component: 'control-plane' }), messaging, pricer: createPricer(prices) });
   const controlPlane = await plane.listen();
   const { identity } = await ensureSidecarIdentity(plane, { dataDir: config.data_dir, tenantId: config.tenant_id, budgetId: config.budget_id });
