@@ -1,0 +1,74 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { APIError } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+import { controlPlaneProcess, killAllProcesses, proxyCa, proxyProcess, removeDirs, seedFleetTenant, type ControlPlaneProcess, type ProxyProcess } from '../harness/processes.ts';
+import { openAiClient } from '../proxy/sdk-options.ts';
+import { startSimulator, type Simulator } from '../simulator/index.ts';
+
+let nats: NatsServer;
+let sim: Simulator;
+let cp: ControlPlaneProcess;
+let proxy: ProxyProcess;
+const caDir = mkdtempSync(join(tmpdir(), 'fleet-ca-'));
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  sim = await startSimulator();
+  cp = await controlPlaneProcess(nats.url);
+  await cp.start();
+  const tenant = await seedFleetTenant(cp, 'rules', { max_cost_usd: 100, max_tokens: 10_000_000 });
+  proxy = await proxyProcess({ natsUrl: nats.url, tenant, ca: await proxyCa(caDir), openAiUpstream: sim.url });
+  await proxy.start();
+}, 60_000);
+
+afterAll(async () => {
+  await killAllProcesses();
+  await sim?.close();
+  await nats?.dispose();
+  await removeDirs([caDir, cp?.dataDir, proxy?.dataDir]);
+});
+
+/** One chat call through the proxy process; the HTTP status and SVC code it ended with. */
+async function ask(model: string): Promise<{ status: number | undefined; code: string | null | undefined }> {
+  const agent = proxy.agent();
+  try {
+    await openAiClient(agent).chat.completions.create({ model, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, { maxRetries: 0 });
+    return { status: 200, code: null };
+  } catch (error) {
+    if (error instanceof APIError) return { status: error.status, code: error.code };
+    throw error;
+  } finally {
+    await agent.close();
+  }
+}
+
+describe('rulesets pushed to a proxy process over NATS', () => {
+  it('enforces a policy created over REST within one second', async () => {
+    expect(await ask('gpt-4o-mini')).toEqual({ status: 200, code: null });
+    const created = await cp.rest('POST', '/v1/policies', { tenant: 'rules', body: { name: 'no-mini', rules: [{ action: 'llm:gpt-4o-mini', effect: 'deny' }], priority: 500 } });
+    expect(created.status).toBe(201);
+    const createdAt = Date.now();
+    let answer = await ask('gpt-4o-mini');
+    while (answer.status === 200 && Date.now() - createdAt < 5000) answer = await ask('gpt-4o-mini');
+    const enforcedAfterMs = Date.now() - createdAt;
+    expect(answer).toEqual({ status: 403, code: 'SVC-POL-2001' });
+    expect(enforcedAfterMs).toBeLessThan(1000);
+    expect(await ask('gpt-4o')).toEqual({ status: 200, code: null });
+  }, 30_000);
+
+  it('a proxy started while the control plane is down enforces the ruleset cached in its LMDB', async () => {
+    await proxy.stop();
+    await cp.stop();
+    const sentBefore = sim.requests.length;
+    // Ready (200) only because the cached ruleset is there: without one it would fail closed (503).
+    await proxy.start();
+    expect(await ask('gpt-4o-mini')).toEqual({ status: 403, code: 'SVC-POL-2001' });
+    expect(sim.requests.length).toBe(sentBefore);
+    // The budget runs on the soft limit meanwhile; allowed models are served.
+    expect(await ask('gpt-4o')).toEqual({ status: 200, code: null });
+    expect(sim.requests.length).toBe(sentBefore + 1);
+  }, 40_000);
+});
