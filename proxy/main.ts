@@ -20,7 +20,7 @@ async function main(): Promise<void> {
     apiKey: required(config.api_key, 'SVC_API_KEY'),
     budgetId: required(config.budget_id, 'SVC_BUDGET_ID'),
   };
-  const messaging = await messagingFromConfig(config, logger, { name: `proxy-${bootstrap.tenantId}`, manage: false });
+  const messaging = await messagingFromConfig(config, logger, { name: `proxy-${bootstrap.tenantId}`, manage: false, tenant: bootstrap.tenantId });
   const prices = priceTableFromConfig(config);
   const proxy = await createProxy({ config, logger, messaging, prices, bootstrap });
   await proxy.listen();

@@ -4,9 +4,14 @@ import { openNatsMessaging } from '../bus/nats-messaging.ts';
 import type { BusLogger } from '../bus/bus.ts';
 import type { Config } from './schema.ts';
 
-/** In-process messaging in standalone mode; NATS as soon as SVC_NATS_URL is set. */
-export async function messagingFromConfig(config: Config, logger: BusLogger, role: { name: string; manage: boolean }): Promise<Messaging> {
+/**
+ * In-process messaging in standalone mode; NATS as soon as SVC_NATS_URL is set. A proxy passes
+ * its tenant: it then takes replies on `_INBOX_<tenant>` (or SVC_NATS_INBOX_PREFIX), the inbox its
+ * credentials are confined to under the isolation configuration of docs/nats.md.
+ */
+export async function messagingFromConfig(config: Config, logger: BusLogger, role: { name: string; manage: boolean; tenant?: string }): Promise<Messaging> {
   if (config.nats_url === undefined) return createMemoryMessaging({ logger });
+  const prefix = config.nats_inbox_prefix ?? (role.tenant === undefined ? undefined : `_INBOX_${role.tenant}`);
   const tls = config.nats_tls_ca_file ?? config.nats_tls_cert_file ?? config.nats_tls_key_file;
   return openNatsMessaging(
     {
@@ -14,6 +19,7 @@ export async function messagingFromConfig(config: Config, logger: BusLogger, rol
       connection: {
         servers: config.nats_url.split(',').map((s) => s.trim()),
         name: role.name,
+        ...(prefix !== undefined ? { inboxPrefix: prefix } : {}),
         ...(config.nats_user !== undefined ? { user: config.nats_user, pass: config.nats_password } : {}),
         ...(config.nats_token !== undefined ? { token: config.nats_token } : {}),
         ...(config.nats_creds_file !== undefined ? { credsFile: config.nats_creds_file } : {}),
@@ -23,3 +29,4 @@ export async function messagingFromConfig(config: Config, logger: BusLogger, rol
     logger,
   );
 }
+

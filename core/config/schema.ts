@@ -26,6 +26,8 @@ export const ConfigSchema = z.object({
   nats_tls_ca_file: optionalString,
   nats_tls_cert_file: optionalString,
   nats_tls_key_file: optionalString,
+  /** Reply inbox prefix; a proxy defaults to `_INBOX_<tenant>`, the prefix its credentials allow. */
+  nats_inbox_prefix: optionalString,
 
   bootstrap_admin_key: z.string().min(24, 'must be at least 24 characters').optional(),
   jwt_jwks_url: z.url().optional(),
