@@ -1,12 +1,11 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
 import { controlPlaneProcess, killAllProcesses, proxyCa, proxyProcess, removeDirs, seedFleetTenant, type ControlPlaneProcess, type ProxyProcess } from '../harness/processes.ts';
-import { openAiClient } from '../proxy/sdk-options.ts';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
+import { chat } from './agent-calls.ts';
 
 let nats: NatsServer;
 let sim: Simulator;
@@ -31,19 +30,7 @@ afterAll(async () => {
   await removeDirs([caDir, cp?.dataDir, proxy?.dataDir]);
 });
 
-/** One chat call through the proxy process; the HTTP status and SVC code it ended with. */
-async function ask(model: string): Promise<{ status: number | undefined; code: string | null | undefined }> {
-  const agent = proxy.agent();
-  try {
-    await openAiClient(agent).chat.completions.create({ model, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, { maxRetries: 0 });
-    return { status: 200, code: null };
-  } catch (error) {
-    if (error instanceof APIError) return { status: error.status, code: error.code };
-    throw error;
-  } finally {
-    await agent.close();
-  }
-}
+const ask = (model: string) => chat(proxy, model);
 
 describe('rulesets pushed to a proxy process over NATS', () => {
   it('enforces a policy created over REST within one second', async () => {

@@ -1,0 +1,104 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cost, loadPriceTable } from '../../core/metering/prices.ts';
+import { eventually } from '../harness/control-plane.ts';
+import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+import { controlPlaneProcess, killAllProcesses, metricValue, proxyCa, proxyProcess, removeDirs, seedFleetTenant, type ControlPlaneProcess, type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
+import { startSimulator, type Simulator } from '../simulator/index.ts';
+import { chat } from './agent-calls.ts';
+
+const MODELS = ['gpt-4o-mini', 'gpt-4o'];
+const prices = loadPriceTable();
+let nats: NatsServer;
+let sim: Simulator;
+let cp: ControlPlaneProcess;
+let proxy: ProxyProcess;
+let tenant: FleetTenant;
+const caDir = mkdtempSync(join(tmpdir(), 'fleet-ca-'));
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  sim = await startSimulator();
+  cp = await controlPlaneProcess(nats.url);
+  await cp.start();
+  tenant = await seedFleetTenant(cp, 'meter', { max_cost_usd: 100, max_tokens: 10_000_000 });
+  proxy = await proxyProcess({ natsUrl: nats.url, tenant, ca: await proxyCa(caDir), openAiUpstream: sim.url });
+  await proxy.start();
+}, 60_000);
+
+afterAll(async () => {
+  await killAllProcesses();
+  await sim?.close();
+  await nats?.dispose();
+  await removeDirs([caDir, cp?.dataDir, proxy?.dataDir]);
+});
+
+/** Call number `i`: sizes vary so that a lost or doubled call shows in every total. */
+async function meteredCall(i: number): Promise<void> {
+  const outcome = await chat(proxy, MODELS[i % MODELS.length]!, { maxTokens: 3 + (i % 7), headers: { 'x-sim-input-tokens': String(40 + 13 * i) } });
+  expect(outcome, `call ${i}`).toEqual({ status: 200, code: null });
+}
+
+/** What the simulator reported for every answered chat call: the truth the control plane must match. */
+function simulatorTotals(): { input: number; output: number; costUsd: number; calls: number } {
+  const sum = { input: 0, output: 0, costUsd: 0, calls: 0 };
+  for (const r of sim.requests) {
+    if (r.path !== '/v1/chat/completions' || r.status !== 200 || r.usageSent === undefined) continue;
+    sum.input += r.usageSent.input;
+    sum.output += r.usageSent.output;
+    sum.costUsd += cost(prices, String((r.json as { model: string }).model), r.usageSent).costUsd;
+    sum.calls++;
+  }
+  return sum;
+}
+
+async function controlPlaneTotals(): Promise<{ input: number; output: number; costUsd: number; calls: number }> {
+  const res = await cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId });
+  return { input: res.body.tokens_input, output: res.body.tokens_output, costUsd: res.body.cost_usd, calls: res.body.llm_calls };
+}
+
+/** Waits until the control plane has applied every call, then checks nothing was counted twice. */
+async function expectTotalsMatch(expectedCalls: number): Promise<void> {
+  const truth = simulatorTotals();
+  expect(truth.calls).toBe(expectedCalls);
+  const applied = await eventually(controlPlaneTotals, (t) => t.calls >= truth.calls, 20_000);
+  // A moment more, so that a late duplicate would have been applied too.
+  await new Promise((r) => setTimeout(r, 500));
+  const settled = await controlPlaneTotals();
+  expect(settled).toEqual(applied);
+  expect({ input: settled.input, output: settled.output, calls: settled.calls }).toEqual({ input: truth.input, output: truth.output, calls: truth.calls });
+  // Each event's cost is stored in whole micro-dollars: at most half a micro-dollar of rounding per call.
+  expect(Math.abs(settled.costUsd - truth.costUsd)).toBeLessThanOrEqual(truth.calls * 0.5e-6 + 1e-9);
+  expect(Math.round(settled.costUsd * 100)).toBe(Math.round(truth.costUsd * 100));
+}
+
+const outboxDepth = async () => metricValue(await proxy.metrics(), 'svc_proxy_outbox_depth') ?? -1;
+
+describe('metered events between a proxy process and the control plane over NATS', () => {
+  it('NATS killed in the middle of a run: the proxy keeps serving, buffers, replays; totals equal the simulator to the token and the cent', async () => {
+    let i = 0;
+    for (; i < 8; i++) await meteredCall(i);
+    await nats.kill();
+    for (; i < 20; i++) await meteredCall(i);
+    expect(await outboxDepth()).toBeGreaterThan(0);
+    await nats.restart();
+    for (; i < 28; i++) await meteredCall(i);
+    await expectTotalsMatch(28);
+    await eventually(outboxDepth, (d) => d === 0, 10_000);
+  }, 60_000);
+
+  it('the proxy process killed with SIGKILL while events are buffered, restarted: nothing lost, nothing counted twice', async () => {
+    await nats.stop();
+    for (let i = 100; i < 110; i++) await meteredCall(i);
+    expect(await outboxDepth()).toBeGreaterThanOrEqual(10);
+    await proxy.kill();
+    await nats.restart();
+    await proxy.start();
+    await expectTotalsMatch(38);
+    // The restarted proxy serves and meters as before.
+    for (let i = 200; i < 203; i++) await meteredCall(i);
+    await expectTotalsMatch(41);
+  }, 60_000);
+});
