@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
 import type { BusMessage, Messaging, Subscription } from '../../core/bus/bus.ts';
-import { emptyCostTotals, type Envelope } from '../../core/domain/index.ts';
-import { UsageEventMessageSchema } from '../../core/events/messages.ts';
+import { emptyCostTotals, isFinal, isTerminated, type Envelope } from '../../core/domain/index.ts';
+import { EnvelopeLifecycleMessageSchema, UsageEventMessageSchema, type EnvelopeLifecycleMessage } from '../../core/events/messages.ts';
 import { EnvelopeOpenedSchema } from '../../core/sync/contract.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import { noEffects, type Effects } from '../effects/effects.ts';
-import { budgetIndexId } from '../envelopes/lifecycle.ts';
+import { applyTransition, budgetIndexId } from '../envelopes/lifecycle.ts';
 import type { Store } from '../store/store.ts';
 import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
 
@@ -40,6 +40,7 @@ export class EventProcessor {
     const { bus } = this.deps.messaging;
     this.subscriptions.push(await bus.consumeBatches('svc.*.envelopes.created', 'envelope-opener', options, (batch) => this.apply(batch)));
     this.subscriptions.push(await bus.consumeBatches('svc.*.events.>', 'event-processor', options, (batch) => this.apply(batch)));
+    this.subscriptions.push(await bus.consumeBatches('svc.*.envelopes.terminated', 'envelope-terminator', options, (batch) => this.apply(batch)));
   }
 
   async stop(): Promise<void> {
@@ -63,6 +64,11 @@ export class EventProcessor {
       if (opened.success && opened.data.tenant_id === tenant) this.openEnvelope(opened.data, now);
       return;
     }
+    if (message.subject.endsWith('.envelopes.terminated')) {
+      const ended = EnvelopeLifecycleMessageSchema.safeParse(message.data);
+      if (ended.success && ended.data.tenant_id === tenant) this.endEnvelope(ended.data, now, effects);
+      return;
+    }
     const parsed = UsageEventMessageSchema.safeParse(message.data);
     if (!parsed.success || parsed.data.tenant_id !== tenant) {
       this.stats.rejected += 1;
@@ -76,6 +82,21 @@ export class EventProcessor {
     const result = applyUsage(this.deps, event, now, effects, false);
     if (result.duplicate) this.stats.duplicates += 1;
     else this.stats.applied += 1;
+  }
+
+  /**
+   * A proxy ended an envelope (a budget cut-off mid-stream, a TERMINATE policy): end it here too,
+   * so that every other proxy carrying it is signalled. The control plane's own announcements of
+   * terminations come back on this subject as well and find the envelope already ended.
+   */
+  private endEnvelope(ended: EnvelopeLifecycleMessage, now: Date, effects: Effects): void {
+    if (!isTerminated(ended.status)) return;
+    if (this.deps.store.get(ended.tenant_id, 'envelope', ended.envelope_id) === undefined) {
+      this.openEnvelope({ ...ended, adapter_type: 'proxy', source: 'proxy' }, now);
+    }
+    const envelope = this.deps.store.get<Envelope>(ended.tenant_id, 'envelope', ended.envelope_id);
+    if (envelope === undefined || isFinal(envelope.status)) return;
+    applyTransition(this.deps, envelope, ended.status, { reason: ended.reason, actor: { type: 'proxy', id: 'sidecar' }, now, force: ended.force }, effects);
   }
 
   /** Stores an envelope a proxy opened, unless it is known already (the control plane's own, or a replay). */

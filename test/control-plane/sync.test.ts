@@ -127,3 +127,26 @@ describe('GET /v1/events', () => {
     expect((await cp.call('GET', '/v1/events', { key: otherKey })).body).toEqual([]);
   });
 });
+
+describe('terminations announced by a proxy', () => {
+  it('ends the envelope centrally and signals every proxy, once', async () => {
+    const signals: TerminateSignal[] = [];
+    await cp.messaging.signals.subscribeSignals(syncSubjects.terminate('acme'), (data) => {
+      signals.push(TerminateSignalSchema.parse(data));
+    });
+    const budgetId = await costBudget(10);
+    const envelopeId = randomUUID();
+    const event = usageEvent(budgetId, envelopeId, 0.01);
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    await eventually(() => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }), (r) => r.status === 200 && r.body.state === 'RUNNING');
+    const ended = { tenant_id: 'acme', envelope_id: envelopeId, execution_id: 'exec-1', budget_id: budgetId, status: 'BUDGET_EXCEEDED', reason: 'lease exhausted mid-stream', force: true, occurred_at: new Date().toISOString() };
+    await cp.messaging.bus.publish(subjects.envelopeTerminated('acme'), ended, { msgId: `ended-${envelopeId}` });
+    const env = await eventually(() => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }), (r) => r.body.state === 'TERMINATED');
+    expect(env.body).toMatchObject({ termination_reason: 'budget_exceeded', status_reason: 'lease exhausted mid-stream' });
+    await eventually(() => signals.length, (n) => n >= 1);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(signals.filter((s) => s.envelope_id === envelopeId)).toHaveLength(1);
+    const audit = await cp.call('GET', '/v1/audit?action=envelope.terminate', { key });
+    expect(audit.body[0]).toMatchObject({ actor: { type: 'proxy' }, resource: { id: envelopeId } });
+  });
+});
