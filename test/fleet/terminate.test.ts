@@ -1,0 +1,86 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../harness/control-plane.ts';
+import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+import { controlPlaneProcess, killAllProcesses, proxyCa, proxyProcess, removeDirs, seedFleetTenant, type ControlPlaneProcess, type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
+import { openAiClient } from '../proxy/sdk-options.ts';
+import { startSimulator, type Simulator } from '../simulator/index.ts';
+import { chat } from './agent-calls.ts';
+
+let nats: NatsServer;
+let sim: Simulator;
+let cp: ControlPlaneProcess;
+let streaming: ProxyProcess;
+let other: ProxyProcess;
+let tenant: FleetTenant;
+const caDir = mkdtempSync(join(tmpdir(), 'fleet-ca-'));
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  sim = await startSimulator();
+  cp = await controlPlaneProcess(nats.url);
+  await cp.start();
+  tenant = await seedFleetTenant(cp, 'cutoff', { max_cost_usd: 10, max_tokens: 10_000_000 });
+  const ca = await proxyCa(caDir);
+  // Slices well below the budget, so both proxies hold a lease.
+  const env = { SVC_PROXY_LEASE_USD: '0.5' };
+  streaming = await proxyProcess({ natsUrl: nats.url, tenant, ca, openAiUpstream: sim.url, env });
+  other = await proxyProcess({ natsUrl: nats.url, tenant, ca, openAiUpstream: sim.url, env });
+  await Promise.all([streaming.start(), other.start()]);
+}, 60_000);
+
+afterAll(async () => {
+  await killAllProcesses();
+  await sim?.close();
+  await nats?.dispose();
+  await removeDirs([caDir, cp?.dataDir, streaming?.dataDir, other?.dataDir]);
+});
+
+async function newEnvelope(): Promise<string> {
+  const res = await cp.rest('POST', '/v1/envelopes', { tenant: tenant.tenantId, body: { budget_id: tenant.budgetId, adapter_type: 'custom' } });
+  expect(res.status).toBe(201);
+  return String(res.body.envelope_id);
+}
+
+describe('a budget exceeded at the control plane', () => {
+  it('cuts an in-flight stream carried by a proxy process within one second, and every proxy refuses further calls', async () => {
+    const streamed = await newEnvelope();
+    const spender = await newEnvelope();
+    const agent = streaming.agent();
+    // 400 chunks 50 ms apart: 20 s of answer, far longer than the cut may take.
+    const client = openAiClient(agent, { 'X-Svc-Envelope-Id': streamed, 'x-sim-chunk-delay-ms': '50' });
+    const stream = await client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 400, stream: true, messages: [{ role: 'user', content: 'talk' }] }, { maxRetries: 0 });
+    let received = 0;
+    let exceededAt = 0;
+    let failure: unknown = null;
+    try {
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.delta.content && ++received === 3) {
+          exceededAt = Date.now();
+          // Spec 6.1: an event recorded over REST charges the budget; $20 on a $10 budget exceeds it.
+          const charged = await cp.rest('POST', `/v1/envelopes/${spender}/events`, {
+            tenant: tenant.tenantId,
+            body: { event_type: 'llm.call', timestamp: new Date().toISOString(), model: 'gpt-4o', tokens: { input: 10, output: 10 }, cost_usd: 20 },
+          });
+          expect(charged.status).toBe(202);
+        }
+      }
+    } catch (error) {
+      failure = error;
+    }
+    const cutAfterMs = Date.now() - exceededAt;
+    await agent.close();
+    expect(exceededAt).toBeGreaterThan(0);
+    expect(String((failure as Error | null)?.message)).toMatch(/SVC-ENV-1003|SVC-BUD-3001/);
+    expect(received).toBeLessThan(400);
+    expect(cutAfterMs).toBeLessThan(1000);
+
+    const envelope = await eventually(() => cp.rest('GET', `/v1/envelopes/${streamed}`, { tenant: tenant.tenantId }), (r) => r.body.state !== 'RUNNING' && r.body.state !== 'AUTHORIZED', 5000);
+    expect(envelope.body.state).toBe('TERMINATED');
+    // The budget's state reached the other proxy too: a new execution there is refused at once.
+    const refused = await eventually(() => chat(other, 'gpt-4o-mini', { headers: { 'X-Svc-Execution-Id': 'after-exceeded' } }), (o) => o.status !== 200, 2000);
+    expect(refused).toEqual({ status: 422, code: 'SVC-BUD-3001' });
+  }, 40_000);
+});
