@@ -103,14 +103,41 @@ export class NatsBus implements Bus {
     });
   }
 
+  /**
+   * A pull stays open up to its expiry (at least 1 s, the client's minimum), but a batch is handed
+   * over as soon as it is full or `maxWaitMs` after its first message, and the rest of the pull
+   * forms the next batch: a lone event waits milliseconds, not the pull's expiry.
+   */
   consumeBatches(pattern: string, durable: string, options: BatchOptions, handler: (messages: BusMessage[]) => Promise<void>): Promise<Subscription> {
+    const batchSize = Math.max(1, options.batchSize);
     const expires = Math.max(MIN_FETCH_EXPIRES_MS, options.maxWaitMs);
-    return this.#consume(pattern, durable, Math.max(1, options.batchSize), expires, async (pulled, stopped) => {
-      const messages: JsMsg[] = [];
-      for await (const msg of pulled) messages.push(msg);
-      if (messages.length === 0) return;
+    const deliver = async (messages: JsMsg[], stopped: () => boolean): Promise<void> => {
       if (stopped()) for (const msg of messages) msg.nak();
       else await this.#settle(messages, stopped, (retries) => handler(messages.map((msg) => toBusMessage(msg, retries))));
+    };
+    return this.#consume(pattern, durable, batchSize, expires, async (pulled, stopped) => {
+      const iterator = pulled[Symbol.asyncIterator]();
+      let next = iterator.next();
+      for (;;) {
+        const first = await next;
+        if (first.done === true) return;
+        const batch: JsMsg[] = [first.value];
+        next = iterator.next();
+        const deadline = Date.now() + options.maxWaitMs;
+        let ended = false;
+        while (batch.length < batchSize) {
+          const result = await within(next, deadline - Date.now());
+          if (result === undefined) break;
+          if (result.done === true) {
+            ended = true;
+            break;
+          }
+          batch.push(result.value);
+          next = iterator.next();
+        }
+        await deliver(batch, stopped);
+        if (ended) return;
+      }
     });
   }
 
@@ -234,5 +261,19 @@ export class NatsBus implements Bus {
     };
     this.#stops.add(stop);
     return { unsubscribe: stop };
+  }
+}
+
+/** The promise's result if it settles within `ms`, else undefined (the promise stays usable). */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  if (ms <= 0) return Promise.race([promise, Promise.resolve(undefined)]);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -31,6 +31,24 @@ describe('NATS bus specifics', () => {
   const open = (logger: BusLogger, bus: object = {}): Promise<Messaging> =>
     openNatsMessaging({ connection: { servers: server.url, reconnectTimeWaitMs: 100, reconnectJitterMs: 50 }, bus: { retryBackoffMs: 20, ...bus } }, logger);
 
+  it('hands a lone event to a batch consumer within maxWaitMs, not at the pull expiry, and keeps batches whole under load', async () => {
+    const messaging = await open(recordingLogger());
+    const batches: Array<{ size: number; at: number }> = [];
+    await messaging.bus.consumeBatches('svc.*.events.>', 'latency-probe', { batchSize: 100, maxWaitMs: 30 }, (messages) => {
+      batches.push({ size: messages.length, at: Date.now() });
+      return Promise.resolve();
+    });
+    await sleep(300);
+    const sent = Date.now();
+    await messaging.bus.publish('svc.t.events.llm.call', { n: 0 }, { msgId: 'lone-0' });
+    await until(() => batches.length === 1, 5_000);
+    expect(batches[0]!.at - sent).toBeLessThan(500);
+    await Promise.all(Array.from({ length: 250 }, (_, i) => messaging.bus.publish('svc.t.events.llm.call', { n: i + 1 }, { msgId: `burst-${i}` })));
+    await until(() => batches.reduce((sum, b) => sum + b.size, 0) === 251, 10_000);
+    expect(Math.max(...batches.map((b) => b.size))).toBeLessThanOrEqual(100);
+    await messaging.close();
+  });
+
   it('creates the event stream with file storage, limits retention, 7 day age and the de-dup window, and updates its limits', async () => {
     const messaging = await open(recordingLogger(), { stream: { maxBytes: 1024 ** 3 } });
     await messaging.close();
