@@ -8,7 +8,7 @@ import { createLogger } from '../core/observability/logger.ts';
 import { onShutdown } from '../core/observability/shutdown.ts';
 import { createProxy } from '../proxy/create-proxy.ts';
 import { writeTrustBundle } from '../proxy/tls/index.ts';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 /**
  * Standalone mode (`npm start`): the control plane and the sidecar proxy in one process, with
@@ -31,7 +31,9 @@ async function main(): Promise<void> {
     bootstrap: { tenantId: identity.tenant_id, apiKey: identity.api_key, budgetId: identity.budget_id },
   });
   const addresses = await proxy.listen();
-  const bundle = writeTrustBundle(join(dirname(proxy.caCertFile), 'ca-bundle.pem'), proxy.caCertPem);
+  // Absolute paths: the agent that uses them runs from another directory.
+  const caFile = resolve(proxy.caCertFile);
+  const bundle = writeTrustBundle(join(dirname(caFile), 'ca-bundle.pem'), proxy.caCertPem);
   logger.info({ control_plane: controlPlane, proxy: addresses.proxyUrl, tenant_id: identity.tenant_id, budget_id: identity.budget_id }, 'standalone ready');
   const line = (label: string, value: string) => `${label.padEnd(17)}${value}`;
   process.stdout.write(
@@ -39,7 +41,7 @@ async function main(): Promise<void> {
       '',
       line('control plane', `${controlPlane}  (REST /v1, OpenAPI /openapi.json, metrics /metrics)`),
       line('proxy', `${addresses.proxyUrl}  (admin: http://127.0.0.1:${addresses.adminPort}/metrics)`),
-      line('proxy CA', `${proxy.caCertFile}${proxy.caGenerated ? '  (generated now)' : ''}`),
+      line('proxy CA', `${caFile}${proxy.caGenerated ? '  (generated now)' : ''}`),
       line('trust bundle', `${bundle}  (public roots + proxy CA)`),
       line('tenant', identity.tenant_id),
       line('default budget', `${identity.budget_id}  (unlimited)`),
@@ -48,7 +50,7 @@ async function main(): Promise<void> {
       '',
       'Point an agent at the proxy:',
       `  export HTTPS_PROXY=${addresses.proxyUrl} NODE_USE_ENV_PROXY=1`,
-      `  export NODE_EXTRA_CA_CERTS=${proxy.caCertFile} SSL_CERT_FILE=${bundle} REQUESTS_CA_BUNDLE=${bundle}`,
+      `  export NODE_EXTRA_CA_CERTS=${caFile} SSL_CERT_FILE=${bundle} REQUESTS_CA_BUNDLE=${bundle}`,
       `  or set the SDK's base URL to ${addresses.proxyUrl}/openai/v1 (or /anthropic, /gemini)`,
       '',
     ].join('\n'),
