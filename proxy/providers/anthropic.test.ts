@@ -1,24 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SvcError } from '../../core/errors/index.ts';
-import { loadPriceTable } from '../../core/metering/prices.ts';
-import { createTokenCounter } from '../../core/metering/tokens.ts';
-import { captureRaw, runMeter, splitAt, startSimulator, type Simulator } from '../../test/simulator/index.ts';
+import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
+import { captureRaw, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createAnthropicAdapter } from './anthropic.ts';
-import { createAdapterDeps } from './registry.ts';
 
-const tokens = createTokenCounter();
-const anthropic = createAnthropicAdapter(createAdapterDeps(tokens, loadPriceTable()));
-let sim: Simulator;
-
-beforeAll(async () => {
-  sim = await startSimulator();
-});
-afterAll(async () => {
-  await sim.close();
-  tokens.free();
-});
-
-const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+const fx = useAdapterFixture();
+const anthropic = createAnthropicAdapter(fx.deps);
 const body = { model: 'claude-3-5-haiku-20241022', max_tokens: 6, messages: [{ role: 'user', content: 'Hello' }] };
 
 describe('Anthropic classify and parseRequest', () => {
@@ -46,13 +33,13 @@ describe('Anthropic classify and parseRequest', () => {
       '/v1/messages',
     );
     expect(parsed).toMatchObject({ model: body.model, stream: true, maxOutputTokens: 6, declaredTools: ['search'] });
-    const withoutTools = tokens.countChatMessages(body.model, [
+    const withoutTools = fx.tokens.countChatMessages(body.model, [
       { role: 'system', content: 'You are terse.' },
       { role: 'user', content: 'Find it' },
       { role: 'assistant', content: 'search{"q":"x"}' },
       { role: 'user', content: 'found' },
     ]);
-    expect(parsed.estimatedInputTokens).toBe(withoutTools + tokens.countText(body.model, JSON.stringify([{ name: 'search', input_schema: { type: 'object' } }])));
+    expect(parsed.estimatedInputTokens).toBe(withoutTools + fx.tokens.countText(body.model, JSON.stringify([{ name: 'search', input_schema: { type: 'object' } }])));
   });
 
   it('requires max_tokens, naming it', () => {
@@ -68,10 +55,10 @@ describe('Anthropic classify and parseRequest', () => {
 
 describe('Anthropic readResponse', () => {
   it('counts cache reads into input and reads tool_use', async () => {
-    const raw = await captureRaw(sim, '/v1/messages', body, { 'x-sim-cached-tokens': '5', 'x-sim-input-tokens': '20', 'x-sim-tool-call': 'search' });
-    const reading = anthropic.readResponse('messages', JSON.parse(dec(raw)));
+    const raw = await captureRaw(fx.sim, '/v1/messages', body, { 'x-sim-cached-tokens': '5', 'x-sim-input-tokens': '20', 'x-sim-tool-call': 'search' });
+    const reading = anthropic.readResponse('messages', JSON.parse(decodeText(raw)));
     expect(reading).toEqual({ usage: { input: 20, output: 6, cachedInput: 5 }, usageSource: 'provider', toolCalls: ['search'], model: body.model });
-    expect(sim.requests.at(-1)?.usageSent).toEqual(reading.usage);
+    expect(fx.sim.requests.at(-1)?.usageSent).toEqual(reading.usage);
   });
 
   it('falls back to tiktoken on the content without usage', () => {
@@ -86,8 +73,8 @@ describe('Anthropic stream meter', () => {
     ['tool use', { 'x-sim-tool-call': 'search' }],
     ['cached', { 'x-sim-cached-tokens': '3' }],
   ])('%s: the same usage split anywhere as unsplit, equal to what was sent', async (_name, headers: Record<string, string>) => {
-    const raw = await captureRaw(sim, '/v1/messages', { ...body, stream: true }, headers);
-    const sent = sim.requests.at(-1)?.usageSent;
+    const raw = await captureRaw(fx.sim, '/v1/messages', { ...body, stream: true }, headers);
+    const sent = fx.sim.requests.at(-1)?.usageSent;
     const whole = runMeter(anthropic.createStreamMeter('messages', body.model), [raw]);
     expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
     expect(whole.last.toolCalls).toEqual(headers['x-sim-tool-call'] ? ['search'] : []);
@@ -95,13 +82,13 @@ describe('Anthropic stream meter', () => {
       const split = runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(raw, seed));
       expect(split.last.usage).toEqual(whole.last.usage);
       expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
-      expect(dec(split.forwarded)).toBe(dec(raw));
+      expect(decodeText(split.forwarded)).toBe(decodeText(raw));
     }
   });
 
   it('takes input from message_start and estimates output until message_delta', async () => {
-    const raw = await captureRaw(sim, '/v1/messages', { ...body, max_tokens: 4, stream: true }, { 'x-sim-input-tokens': '30' });
-    const events = dec(raw).split('\n\n').filter((e) => e.length > 0);
+    const raw = await captureRaw(fx.sim, '/v1/messages', { ...body, max_tokens: 4, stream: true }, { 'x-sim-input-tokens': '30' });
+    const events = decodeText(raw).split('\n\n').filter((e) => e.length > 0);
     const meter = anthropic.createStreamMeter('messages', body.model, { estimatedInputTokens: 99 });
     const untilDeltas = events.filter((e) => !e.startsWith('event: message_delta') && !e.startsWith('event: message_stop'));
     const p = meter.push(new TextEncoder().encode(untilDeltas.map((e) => e + '\n\n').join('')));
@@ -121,7 +108,7 @@ describe('Anthropic error formats', () => {
   });
 
   it('ends a stream with event: error', () => {
-    const text = dec(anthropic.streamErrorEvent('SVC-BUD-3001', 'budget exhausted'));
+    const text = decodeText(anthropic.streamErrorEvent('SVC-BUD-3001', 'budget exhausted'));
     expect(text).toMatch(/^event: error\ndata: /);
     expect(JSON.parse(text.split('data: ')[1] ?? '')).toMatchObject({ type: 'error', error: { message: 'SVC-BUD-3001: budget exhausted' } });
   });
@@ -129,8 +116,8 @@ describe('Anthropic error formats', () => {
 
 describe('Anthropic truncated stream', () => {
   it('reports a stream that closed before message_stop as not done, with estimated usage', async () => {
-    const raw = await captureRaw(sim, '/v1/messages', { ...body, max_tokens: 4, stream: true });
-    const text = dec(raw);
+    const raw = await captureRaw(fx.sim, '/v1/messages', { ...body, max_tokens: 4, stream: true });
+    const text = decodeText(raw);
     const cut = new TextEncoder().encode(text.slice(0, text.indexOf('event: message_delta')));
     const run = runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(cut, 6));
     expect(run.last.done).toBe(false);

@@ -1,24 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SvcError } from '../../core/errors/index.ts';
-import { loadPriceTable } from '../../core/metering/prices.ts';
-import { createTokenCounter } from '../../core/metering/tokens.ts';
-import { captureRaw, runMeter, splitAt, startSimulator, type Simulator } from '../../test/simulator/index.ts';
+import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
+import { captureRaw, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createGeminiAdapter } from './gemini.ts';
-import { createAdapterDeps } from './registry.ts';
 
-const tokens = createTokenCounter();
-const gemini = createGeminiAdapter(createAdapterDeps(tokens, loadPriceTable()));
-let sim: Simulator;
-
-beforeAll(async () => {
-  sim = await startSimulator();
-});
-afterAll(async () => {
-  await sim.close();
-  tokens.free();
-});
-
-const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+const fx = useAdapterFixture();
+const gemini = createGeminiAdapter(fx.deps);
 const body = { contents: [{ role: 'user', parts: [{ text: 'Hi' }] }], generationConfig: { maxOutputTokens: 5 } };
 const generatePath = '/v1beta/models/gemini-2.0-flash:generateContent';
 const streamPath = '/v1beta/models/gemini-2.0-flash:streamGenerateContent';
@@ -38,7 +25,7 @@ describe('Gemini classify and parseRequest', () => {
       streamPath + '?alt=sse',
     );
     expect(parsed).toMatchObject({ model: 'gemini-2.0-flash', stream: true, maxOutputTokens: 5, declaredTools: ['lookup'] });
-    expect(parsed.estimatedInputTokens).toBeGreaterThan(tokens.countChatMessages('gemini-2.0-flash', [{ role: 'user', content: 'Hi' }]));
+    expect(parsed.estimatedInputTokens).toBeGreaterThan(fx.tokens.countChatMessages('gemini-2.0-flash', [{ role: 'user', content: 'Hi' }]));
   });
 
   it('reads snake_case fields and defaults the bound per model', () => {
@@ -60,9 +47,9 @@ describe('Gemini classify and parseRequest', () => {
 
 describe('Gemini readResponse', () => {
   it('reads usage and function calls', async () => {
-    const raw = await captureRaw(sim, generatePath, body, { 'x-sim-tool-call': 'lookup', 'x-sim-cached-tokens': '2' });
-    const reading = gemini.readResponse('generate', JSON.parse(dec(raw)));
-    expect(reading).toEqual({ usage: sim.requests.at(-1)?.usageSent, usageSource: 'provider', toolCalls: ['lookup'], model: 'gemini-2.0-flash' });
+    const raw = await captureRaw(fx.sim, generatePath, body, { 'x-sim-tool-call': 'lookup', 'x-sim-cached-tokens': '2' });
+    const reading = gemini.readResponse('generate', JSON.parse(decodeText(raw)));
+    expect(reading).toEqual({ usage: fx.sim.requests.at(-1)?.usageSent, usageSource: 'provider', toolCalls: ['lookup'], model: 'gemini-2.0-flash' });
     expect(reading.usage.cachedInput).toBe(2);
   });
 
@@ -79,8 +66,8 @@ describe('Gemini stream meter', () => {
     ['SSE tool call', streamPath + '?alt=sse', { 'x-sim-tool-call': 'lookup' }],
     ['JSON array tool call', streamPath, { 'x-sim-tool-call': 'lookup' }],
   ])('%s: the same usage split anywhere as unsplit, equal to what was sent', async (_name, path, headers: Record<string, string>) => {
-    const raw = await captureRaw(sim, path, body, headers);
-    const sent = sim.requests.at(-1)?.usageSent;
+    const raw = await captureRaw(fx.sim, path, body, headers);
+    const sent = fx.sim.requests.at(-1)?.usageSent;
     const whole = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), [raw]);
     expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
     expect(whole.last.toolCalls).toEqual(headers['x-sim-tool-call'] ? ['lookup'] : []);
@@ -88,15 +75,15 @@ describe('Gemini stream meter', () => {
       const split = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(raw, seed));
       expect(split.last.usage).toEqual(whole.last.usage);
       expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
-      expect(dec(split.forwarded)).toBe(dec(raw));
+      expect(decodeText(split.forwarded)).toBe(decodeText(raw));
     }
   });
 
   it('cuts a JSON-array stream into a valid array ending in the error', async () => {
-    const raw = await captureRaw(sim, streamPath, body);
+    const raw = await captureRaw(fx.sim, streamPath, body);
     const meter = gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash');
-    const first = dec(meter.push(raw.subarray(0, Math.floor(raw.length / 2))).forward);
-    const parsed = JSON.parse(first + dec(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'))) as unknown[];
+    const first = decodeText(meter.push(raw.subarray(0, Math.floor(raw.length / 2))).forward);
+    const parsed = JSON.parse(first + decodeText(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'))) as unknown[];
     expect(parsed.at(-1)).toMatchObject({ error: { code: 422, status: 'RESOURCE_EXHAUSTED', message: 'SVC-BUD-3001: budget exhausted' } });
     expect(parsed.length).toBeGreaterThan(1);
   });
@@ -117,7 +104,7 @@ describe('Gemini error formats', () => {
   });
 
   it('ends an SSE stream with a data error event', () => {
-    const text = dec(gemini.streamErrorEvent('SVC-BUD-3001', 'x'));
+    const text = decodeText(gemini.streamErrorEvent('SVC-BUD-3001', 'x'));
     expect(text).toMatch(/^data: \{"error"/);
   });
 });

@@ -1,25 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SvcError } from '../../core/errors/index.ts';
-import { loadPriceTable } from '../../core/metering/prices.ts';
-import { createTokenCounter } from '../../core/metering/tokens.ts';
-import { captureRaw, runMeter, splitAt, startSimulator, type Simulator } from '../../test/simulator/index.ts';
+import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
+import { captureRaw, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createOpenAiAdapter } from './openai.ts';
-import { createAdapterDeps } from './registry.ts';
 
-const tokens = createTokenCounter();
-const deps = createAdapterDeps(tokens, loadPriceTable());
+const fx = useAdapterFixture();
+const { deps } = fx;
 const openai = createOpenAiAdapter(deps);
-let sim: Simulator;
-
-beforeAll(async () => {
-  sim = await startSimulator();
-});
-afterAll(async () => {
-  await sim.close();
-  tokens.free();
-});
-
-const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 const chatBody = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Count to five.' }], max_tokens: 5 };
 
 describe('OpenAI classify', () => {
@@ -53,7 +40,7 @@ describe('OpenAI parseRequest', () => {
       },
       '/v1/chat/completions',
     );
-    const framing = tokens.countChatMessages('gpt-4o', [
+    const framing = fx.tokens.countChatMessages('gpt-4o', [
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'Weather in Paris?' },
     ]);
@@ -75,10 +62,10 @@ describe('OpenAI parseRequest', () => {
     );
     expect(parsed).toMatchObject({ model: 'o4-mini', maxOutputTokens: 50, declaredTools: ['lookup', 'web_search_preview'] });
     expect(parsed.estimatedInputTokens).toBe(
-      tokens.countChatMessages('o4-mini', [
+      fx.tokens.countChatMessages('o4-mini', [
         { role: 'system', content: 'x' },
         { role: 'user', content: 'hello there' },
-      ]) + tokens.countText('o4-mini', JSON.stringify([{ type: 'function', name: 'lookup' }, { type: 'web_search_preview' }])),
+      ]) + fx.tokens.countText('o4-mini', JSON.stringify([{ type: 'function', name: 'lookup' }, { type: 'web_search_preview' }])),
     );
   });
 
@@ -121,22 +108,22 @@ describe('OpenAI prepareRequest', () => {
 
 describe('OpenAI readResponse', () => {
   it('reads usage and tool calls of a chat answer from the simulator', async () => {
-    const raw = await captureRaw(sim, '/v1/chat/completions', chatBody, { 'x-sim-tool-call': 'get_weather', 'x-sim-cached-tokens': '4' });
-    const reading = openai.readResponse('chat', JSON.parse(dec(raw)));
-    expect(reading).toEqual({ usage: sim.requests.at(-1)?.usageSent, usageSource: 'provider', toolCalls: ['get_weather'], model: 'gpt-4o-mini' });
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', chatBody, { 'x-sim-tool-call': 'get_weather', 'x-sim-cached-tokens': '4' });
+    const reading = openai.readResponse('chat', JSON.parse(decodeText(raw)));
+    expect(reading).toEqual({ usage: fx.sim.requests.at(-1)?.usageSent, usageSource: 'provider', toolCalls: ['get_weather'], model: 'gpt-4o-mini' });
     expect(reading.usage.cachedInput).toBe(4);
   });
 
   it('reads a Responses answer with a function call', async () => {
-    const raw = await captureRaw(sim, '/v1/responses', { model: 'gpt-4.1', input: 'hi', max_output_tokens: 3 }, { 'x-sim-tool-call': 'lookup' });
-    const reading = openai.readResponse('responses', JSON.parse(dec(raw)));
-    expect(reading.usage).toEqual(sim.requests.at(-1)?.usageSent);
+    const raw = await captureRaw(fx.sim, '/v1/responses', { model: 'gpt-4.1', input: 'hi', max_output_tokens: 3 }, { 'x-sim-tool-call': 'lookup' });
+    const reading = openai.readResponse('responses', JSON.parse(decodeText(raw)));
+    expect(reading.usage).toEqual(fx.sim.requests.at(-1)?.usageSent);
     expect(reading.toolCalls).toEqual(['lookup']);
   });
 
   it('reads embeddings usage', async () => {
-    const raw = await captureRaw(sim, '/v1/embeddings', { model: 'text-embedding-3-small', input: 'abc' });
-    expect(openai.readResponse('embeddings', JSON.parse(dec(raw))).usage).toEqual({ input: sim.requests.at(-1)?.usageSent?.input, output: 0, cachedInput: 0 });
+    const raw = await captureRaw(fx.sim, '/v1/embeddings', { model: 'text-embedding-3-small', input: 'abc' });
+    expect(openai.readResponse('embeddings', JSON.parse(decodeText(raw))).usage).toEqual({ input: fx.sim.requests.at(-1)?.usageSent?.input, output: 0, cachedInput: 0 });
   });
 
   it('counts the answer with tiktoken when no usage is reported', () => {
@@ -155,14 +142,14 @@ describe('OpenAI stream meter', () => {
   ] as const;
 
   it.each(streams)('%s: split anywhere gives the same usage as unsplit, equal to what the provider sent', async (_name, path, body, headers) => {
-    const raw = await captureRaw(sim, path, body, headers);
-    const sent = sim.requests.at(-1)?.usageSent;
+    const raw = await captureRaw(fx.sim, path, body, headers);
+    const sent = fx.sim.requests.at(-1)?.usageSent;
     const op = path.endsWith('responses') ? 'responses' : 'chat';
     const whole = runMeter(openai.createStreamMeter(op, body.model), [raw]);
     expect(whole.last.usage).toEqual(sent);
     expect(whole.last.usageSource).toBe('provider');
     expect(whole.last.done).toBe(true);
-    expect(dec(whole.forwarded)).toBe(dec(raw));
+    expect(decodeText(whole.forwarded)).toBe(decodeText(raw));
     for (const seed of [1, 7, 42, 1234, 99991]) {
       const split = runMeter(openai.createStreamMeter(op, body.model), splitAt(raw, seed));
       expect(split.last.usage).toEqual(whole.last.usage);
@@ -174,7 +161,7 @@ describe('OpenAI stream meter', () => {
   });
 
   it('meters a stream without provider usage by counting the deltas', async () => {
-    const raw = await captureRaw(sim, '/v1/chat/completions', { ...chatBody, max_tokens: 7, stream: true });
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, max_tokens: 7, stream: true });
     const run = runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 11 }), splitAt(raw, 5));
     expect(run.last.usage).toEqual({ input: 11, output: 7, cachedInput: 0 });
     expect(run.last.usageSource).toBe('estimated');
@@ -182,7 +169,7 @@ describe('OpenAI stream meter', () => {
   });
 
   it('reports running usage while the stream flows', async () => {
-    const raw = await captureRaw(sim, '/v1/chat/completions', { ...chatBody, max_tokens: 6, stream: true, stream_options: { include_usage: true } });
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, max_tokens: 6, stream: true, stream_options: { include_usage: true } });
     const run = runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 3 }), splitAt(raw, 3, 40));
     const outputs = run.progress.map((p) => p.usage.output);
     expect(outputs).toEqual([...outputs].sort((a, b) => a - b));
@@ -192,20 +179,20 @@ describe('OpenAI stream meter', () => {
 
   it('hides the usage chunk it asked for from a client that did not', async () => {
     const prepared = openai.prepareRequest('chat', { ...chatBody, stream: true });
-    const raw = await captureRaw(sim, '/v1/chat/completions', prepared.body);
-    expect(dec(raw)).toContain('"choices":[],"usage":{');
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', prepared.body);
+    expect(decodeText(raw)).toContain('"choices":[],"usage":{');
     const run = runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { hideStreamUsage: prepared.hideStreamUsage }), splitAt(raw, 11));
-    expect(run.last.usage).toEqual(sim.requests.at(-1)?.usageSent);
-    const forwarded = dec(run.forwarded);
+    expect(run.last.usage).toEqual(fx.sim.requests.at(-1)?.usageSent);
+    const forwarded = decodeText(run.forwarded);
     expect(forwarded).not.toContain('"choices":[],"usage":{');
     expect(forwarded.endsWith('data: [DONE]\n\n')).toBe(true);
-    expect(forwarded.split('\n\n').filter((e) => e.startsWith('data: {')).length).toBe(dec(raw).split('\n\n').filter((e) => e.startsWith('data: {')).length - 1);
+    expect(forwarded.split('\n\n').filter((e) => e.startsWith('data: {')).length).toBe(decodeText(raw).split('\n\n').filter((e) => e.startsWith('data: {')).length - 1);
   });
 
   it('ends a stream cleanly with an error event after whole events only', async () => {
-    const raw = await captureRaw(sim, '/v1/chat/completions', { ...chatBody, stream: true });
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, stream: true });
     const meter = openai.createStreamMeter('chat', 'gpt-4o-mini');
-    const forwarded = dec(meter.push(raw.subarray(0, 200)).forward) + dec(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'));
+    const forwarded = decodeText(meter.push(raw.subarray(0, 200)).forward) + decodeText(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'));
     const events = forwarded.split('\n\n').filter((e) => e.length > 0);
     for (const e of events) expect(() => JSON.parse(e.slice(e.indexOf('data: ') + 6)) as unknown).not.toThrow();
     expect(events.at(-1)).toContain('SVC-BUD-3001');
@@ -226,7 +213,7 @@ describe('OpenAI error formats', () => {
   });
 
   it('ends a stream with an error event', () => {
-    const text = dec(openai.streamErrorEvent('SVC-BUD-3001', 'budget exhausted'));
+    const text = decodeText(openai.streamErrorEvent('SVC-BUD-3001', 'budget exhausted'));
     expect(text.startsWith('event: error\ndata: ')).toBe(true);
     expect(JSON.parse(text.slice(text.indexOf('data: ') + 6))).toMatchObject({ error: { code: 'SVC-BUD-3001', message: 'SVC-BUD-3001: budget exhausted' } });
   });
@@ -234,8 +221,8 @@ describe('OpenAI error formats', () => {
 
 describe('OpenAI stream meter memory', () => {
   it('never holds more than the current incomplete event', async () => {
-    const raw = await captureRaw(sim, '/v1/chat/completions', { ...chatBody, max_tokens: 200, stream: true, stream_options: { include_usage: true } });
-    const longestEvent = Math.max(...dec(raw).split('\n\n').map((e) => Buffer.byteLength(e) + 2));
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, max_tokens: 200, stream: true, stream_options: { include_usage: true } });
+    const longestEvent = Math.max(...decodeText(raw).split('\n\n').map((e) => Buffer.byteLength(e) + 2));
     const meter = openai.createStreamMeter('chat', 'gpt-4o-mini');
     let pushed = 0;
     let forwarded = 0;

@@ -1,23 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadPriceTable } from '../../core/metering/prices.ts';
-import { createTokenCounter } from '../../core/metering/tokens.ts';
-import { captureRaw, runMeter, splitAt, startSimulator, type Simulator } from '../../test/simulator/index.ts';
-import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './registry.ts';
+import { describe, expect, it } from 'vitest';
+import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
+import { captureRaw, runMeter, splitAt } from '../../test/simulator/index.ts';
+import { createDefaultAdapters, createProviderRegistry } from './registry.ts';
 
-const tokens = createTokenCounter();
-const deps = createAdapterDeps(tokens, loadPriceTable());
+const fx = useAdapterFixture();
+const { deps } = fx;
 const registry = createProviderRegistry(createDefaultAdapters(deps, { compatibleHosts: ['vllm.internal:8000', 'ollama'] }), { openai: ['llm-gateway.corp'] });
-let sim: Simulator;
-
-beforeAll(async () => {
-  sim = await startSimulator();
-});
-afterAll(async () => {
-  await sim.close();
-  tokens.free();
-});
-
-const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 
 describe('registry', () => {
   it.each([
@@ -69,19 +57,19 @@ describe('Azure OpenAI', () => {
   it('does not inject stream options by default, metering the deltas instead', async () => {
     const body = { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true };
     expect(azure?.prepareRequest('chat', body).modified).toBe(false);
-    const raw = await captureRaw(sim, path, body);
-    expect(sim.requests.at(-1)?.provider).toBe('azure-openai');
+    const raw = await captureRaw(fx.sim, path, body);
+    expect(fx.sim.requests.at(-1)?.provider).toBe('azure-openai');
     const run = runMeter(azure!.createStreamMeter('chat', 'gpt-4o-prod', { estimatedInputTokens: 8 }), splitAt(raw, 77));
     expect(run.last).toMatchObject({ usage: { input: 8, output: 4, cachedInput: 0 }, usageSource: 'estimated', done: true });
-    expect(azure?.readResponse('chat', JSON.parse(dec(await captureRaw(sim, path, { ...body, stream: false })))).model).toBe('gpt-4o-prod');
+    expect(azure?.readResponse('chat', JSON.parse(decodeText(await captureRaw(fx.sim, path, { ...body, stream: false })))).model).toBe('gpt-4o-prod');
   });
 });
 
 describe('OpenAI-compatible', () => {
   it('speaks the OpenAI format on its own hosts', async () => {
     const compat = registry.forHost('vllm.internal:8000');
-    const raw = await captureRaw(sim, '/v1/chat/completions', { model: 'meta-llama/Llama-3.1-8B-Instruct', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
-    expect(compat?.readResponse('chat', JSON.parse(dec(raw)))).toMatchObject({ usage: sim.requests.at(-1)?.usageSent, usageSource: 'provider' });
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', { model: 'meta-llama/Llama-3.1-8B-Instruct', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+    expect(compat?.readResponse('chat', JSON.parse(decodeText(raw)))).toMatchObject({ usage: fx.sim.requests.at(-1)?.usageSent, usageSource: 'provider' });
     expect(compat?.prepareRequest('chat', { model: 'x', messages: [], stream: true }).modified).toBe(false);
   });
 });
