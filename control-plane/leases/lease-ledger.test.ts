@@ -12,6 +12,7 @@ import { EffectDispatcher } from '../effects/dispatcher.ts';
 import { WebhookSender } from '../effects/webhooks.ts';
 import { Store } from '../store/store.ts';
 import { LeaseLedger } from './lease-ledger.ts';
+import { recordApplied } from './unapplied-spend.ts';
 
 let store: Store;
 let now: Date;
@@ -29,6 +30,16 @@ beforeEach(() => {
   ledger = new LeaseLedger(store, budgets, clock, 60_000);
 });
 afterEach(async () => store.close());
+
+/** What the event processor does with a proxy's usage event: the budget's usage grows and the ledger learns it was applied. */
+function applyProxySpend(budgetId: string, micros: number): void {
+  store.transaction(() => {
+    const stored = budgets.find('t', budgetId)!;
+    const charged = { ...stored, usage: { ...stored.usage, cost_micros: stored.usage.cost_micros + micros } };
+    budgets.save('t', charged);
+    recordApplied(store, 't', charged, { tokens: 0, micros });
+  });
+}
 
 const request = (budgetId: string, holder: string, extra: Record<string, unknown> = {}) =>
   LeaseRequestSchema.parse({ tenant_id: 't', budget_id: budgetId, holder, want_tokens: 0, want_micros: 400_000, ...extra });
@@ -51,6 +62,31 @@ describe('LeaseLedger', () => {
     expect(ledger.outstanding('t', budget.budget_id).micros).toBe(500_000);
     store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: first.lease_id, release: true })));
     expect(ledger.outstanding('t', budget.budget_id).micros).toBe(0);
+  });
+
+  it('holds back spend reported in a renewal until the event processor has applied it, so it is never leased twice', async () => {
+    const budget = await budgets.create(caller, { name: 'b', type: 'cost', period: 'monthly', limits: { max_cost_usd: 1, max_tokens: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null } });
+    const [a, , c] = ['a', 'b', 'c'].map((holder) => store.transaction(() => ledger.handle('t', request(budget.budget_id, holder))));
+    // a spent its whole 400k; the usage events have not been applied yet.
+    const renewed = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id, spent_micros: 400_000 })));
+    expect(renewed.micros).toBe(0);
+    expect(ledger.unleased('t', budgets.find('t', budget.budget_id)!).micros).toBe(0);
+    // The processor applies them: still nothing to lease, and nothing held back twice.
+    applyProxySpend(budget.budget_id, 400_000);
+    expect(store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id }))).micros).toBe(0);
+    // c returns its 200k unspent: exactly that becomes leasable again.
+    store.transaction(() => ledger.handle('t', request(budget.budget_id, 'c', { lease_id: c!.lease_id, release: true })));
+    expect(store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id }))).micros).toBe(200_000);
+  });
+
+  it('does not hold back reported spend the processor applied before the renewal reported it', async () => {
+    const budget = await budgets.create(caller, { name: 'b', type: 'cost', period: 'monthly', limits: { max_cost_usd: 1, max_tokens: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null } });
+    const a = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a')));
+    applyProxySpend(budget.budget_id, 300_000);
+    const renewed = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a.lease_id, spent_micros: 300_000 })));
+    // 100k left of the lease plus a new 400k out of the 600k neither spent nor leased.
+    expect(renewed.micros).toBe(500_000);
+    expect(ledger.unleased('t', budgets.find('t', budget.budget_id)!).micros).toBe(200_000);
   });
 
   it('lets the slice of a holder that stopped renewing return to the budget', async () => {

@@ -4,6 +4,7 @@ import { budgetStatus, remaining, type Budget } from '../../core/domain/index.ts
 import type { LeaseGrant, LeaseRequest } from '../../core/sync/contract.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import type { Store } from '../store/store.ts';
+import { pendingSpend, recordReported } from './unapplied-spend.ts';
 
 interface LeaseRecord {
   lease_id: string;
@@ -52,13 +53,14 @@ export class LeaseLedger {
     return sum;
   }
 
-  /** What the budget has neither spent nor leased out; null when unlimited. */
+  /** What the budget has neither spent nor leased out (nor had reported spent); null when unlimited. */
   unleased(tenant: string, budget: Budget): { tokens: number | null; micros: number | null } {
     const left = remaining(budget);
     const out = this.outstanding(tenant, budget.budget_id);
+    const pending = pendingSpend(this.store, tenant, budget);
     return {
-      tokens: left.tokens === null ? null : Math.max(0, left.tokens - out.tokens),
-      micros: left.cost_micros === null ? null : Math.max(0, left.cost_micros - out.micros),
+      tokens: left.tokens === null ? null : Math.max(0, left.tokens - out.tokens - pending.tokens),
+      micros: left.cost_micros === null ? null : Math.max(0, left.cost_micros - out.micros - pending.micros),
     };
   }
 
@@ -72,6 +74,10 @@ export class LeaseLedger {
     const held = existing !== undefined && existing.holder === request.holder && Date.parse(existing.expires_at) > now.getTime() ? existing : undefined;
     const leaseId = held?.lease_id ?? randomUUID();
     const status = budgetStatus(budget, now);
+
+    // The reported spend leaves the lease now but reaches the usage only with its events: hold it back meanwhile.
+    recordReported(this.store, tenant, budget, { tokens: request.spent_tokens, micros: request.spent_micros });
+    const pending = pendingSpend(this.store, tenant, budget);
 
     if (request.release || status !== 'active') {
       if (existing !== undefined) this.store.remove(tenant, 'lease', id(existing.lease_id));
@@ -88,8 +94,8 @@ export class LeaseLedger {
       lease_id: leaseId,
       holder: request.holder,
       budget_id: budget.budget_id,
-      tokens: grant(left.tokens, selfTokens, others.tokens, request.want_tokens),
-      micros: grant(left.cost_micros, selfMicros, others.micros, request.want_micros),
+      tokens: grant(left.tokens, selfTokens, others.tokens + pending.tokens, request.want_tokens),
+      micros: grant(left.cost_micros, selfMicros, others.micros + pending.micros, request.want_micros),
       expires_at: new Date(now.getTime() + this.ttlMs).toISOString(),
     };
     if (existing !== undefined && existing.lease_id !== leaseId) this.store.remove(tenant, 'lease', id(existing.lease_id));
@@ -97,3 +103,4 @@ export class LeaseLedger {
     return { lease_id: leaseId, budget_id: budget.budget_id, tokens: record.tokens, micros: record.micros, expires_at: record.expires_at, status };
   }
 }
+

@@ -2,6 +2,7 @@ import { SvcError } from '../../core/errors/index.ts';
 import { addUsage, isFinal, isTerminated, rollOver, usdToMicros, type Budget, type Envelope } from '../../core/domain/index.ts';
 import type { UsageEventMessage } from '../../core/events/messages.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
+import { recordApplied } from '../leases/unapplied-spend.ts';
 import { SYSTEM_ACTOR } from '../caller.ts';
 import type { Effects } from '../effects/effects.ts';
 import { applyTransition } from '../envelopes/lifecycle.ts';
@@ -82,6 +83,8 @@ export function applyUsage(deps: UsageDeps, event: UsageEventMessage, now: Date,
       });
       const alerts = fireAlerts({ ...charged, usage, updated_at: now.toISOString() }, event.envelope_id, now, effects);
       deps.store.put(tenant, 'budget', budgetId, alerts.budget);
+      // A proxy's spend is also reported to the lease ledger; it stops holding it back once applied here.
+      if (event.source.startsWith('proxy:')) recordApplied(deps.store, tenant, alerts.budget, { tokens: event.tokens.input + event.tokens.output, micros: costMicros });
       effects.changes.push({ kind: 'budget', tenant, budgetId });
       if (alerts.terminate) {
         for (const id of deps.store.list<string>(tenant, 'budget_envelope', { prefix: `${budgetId}/` })) {
