@@ -117,6 +117,7 @@ export class Policies implements PolicyGate {
           envelope_id: question.envelopeId ?? null,
           message: result.message ?? result.reason,
           occurred_at: now.toISOString(),
+          source: 'control-plane',
         };
         effects.publications.push({ subject: subjects.policyViolation(caller.tenant), data: violation, msgId: `violation-${randomUUID()}` });
       }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { BusMessage, Messaging, Subscription } from '../../core/bus/bus.ts';
 import { emptyCostTotals, isFinal, isTerminated, type Envelope } from '../../core/domain/index.ts';
-import { EnvelopeLifecycleMessageSchema, UsageEventMessageSchema, type EnvelopeLifecycleMessage } from '../../core/events/messages.ts';
+import { EnvelopeLifecycleMessageSchema, PolicyViolationMessageSchema, UsageEventMessageSchema, type EnvelopeLifecycleMessage, type PolicyViolationMessage } from '../../core/events/messages.ts';
 import { EnvelopeOpenedSchema } from '../../core/sync/contract.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import { noEffects, type Effects } from '../effects/effects.ts';
@@ -41,6 +41,7 @@ export class EventProcessor {
     this.subscriptions.push(await bus.consumeBatches('svc.*.envelopes.created', 'envelope-opener', options, (batch) => this.apply(batch)));
     this.subscriptions.push(await bus.consumeBatches('svc.*.events.>', 'event-processor', options, (batch) => this.apply(batch)));
     this.subscriptions.push(await bus.consumeBatches('svc.*.envelopes.terminated', 'envelope-terminator', options, (batch) => this.apply(batch)));
+    this.subscriptions.push(await bus.consumeBatches('svc.*.policies.violation', 'violation-auditor', options, (batch) => this.apply(batch)));
   }
 
   async stop(): Promise<void> {
@@ -64,6 +65,11 @@ export class EventProcessor {
       if (opened.success && opened.data.tenant_id === tenant) this.openEnvelope(opened.data, now);
       return;
     }
+    if (message.subject.endsWith('.policies.violation')) {
+      const violation = PolicyViolationMessageSchema.safeParse(message.data);
+      if (violation.success && violation.data.tenant_id === tenant) this.auditViolation(violation.data, message.msgId);
+      return;
+    }
     if (message.subject.endsWith('.envelopes.terminated')) {
       const ended = EnvelopeLifecycleMessageSchema.safeParse(message.data);
       if (ended.success && ended.data.tenant_id === tenant) this.endEnvelope(ended.data, now, effects);
@@ -82,6 +88,24 @@ export class EventProcessor {
     const result = applyUsage(this.deps, event, now, effects, false);
     if (result.duplicate) this.stats.duplicates += 1;
     else this.stats.applied += 1;
+  }
+
+  /**
+   * A denial at a proxy enters the tenant's audit log here; the control plane audits its own
+   * evaluations when it makes them. The message id guards against auditing a redelivery twice.
+   */
+  private auditViolation(violation: PolicyViolationMessage, msgId: string): void {
+    if (violation.source === 'control-plane') return;
+    const { store, audit } = this.deps;
+    if (store.get(violation.tenant_id, 'meta', `violation/${msgId}`) !== undefined) return;
+    store.put(violation.tenant_id, 'meta', `violation/${msgId}`, true);
+    audit.append(violation.tenant_id, {
+      actor: { type: 'proxy', id: violation.source },
+      action: 'policy.evaluate',
+      resource: violation.envelope_id !== null ? { type: 'envelope', id: violation.envelope_id } : { type: 'action', id: violation.denied_action },
+      result: violation.decision.toLowerCase(),
+      metadata: { action: violation.denied_action, matched_policy: violation.policy_id, matched_rule: violation.rule_id, message: violation.message, observed_at: violation.occurred_at },
+    });
   }
 
   /**

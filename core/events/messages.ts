@@ -64,5 +64,7 @@ export const PolicyViolationMessageSchema = z.object({
   envelope_id: z.string().nullable(),
   message: z.string(),
   occurred_at: TimestampSchema,
+  /** `control-plane`, or `proxy:<pod>` for a denial at a sidecar (the control plane audits those). */
+  source: z.string().default('control-plane'),
 });
 export type PolicyViolationMessage = z.infer<typeof PolicyViolationMessageSchema>;

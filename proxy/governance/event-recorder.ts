@@ -74,9 +74,10 @@ export class EventRecorder {
     return eventId;
   }
 
-  async violation(envelope: LocalEnvelope | null, violation: Omit<PolicyViolationMessage, 'tenant_id' | 'envelope_id' | 'occurred_at'>): Promise<void> {
+  async violation(envelope: LocalEnvelope | null, violation: Omit<PolicyViolationMessage, 'tenant_id' | 'envelope_id' | 'occurred_at' | 'source'>): Promise<void> {
     const data: PolicyViolationMessage = {
       ...violation,
+      source: this.#source,
       tenant_id: this.#tenantId,
       envelope_id: envelope?.envelopeId ?? null,
       occurred_at: this.#clock().toISOString(),

@@ -150,3 +150,19 @@ describe('terminations announced by a proxy', () => {
     expect(audit.body[0]).toMatchObject({ actor: { type: 'proxy' }, resource: { id: envelopeId } });
   });
 });
+
+describe('policy denials at proxies', () => {
+  it('enter the audit log once, and the control plane does not audit its own denials twice', async () => {
+    const violation = { tenant_id: 'acme', policy_id: 'p1', rule_id: 'rule-1', denied_action: 'llm:gpt-4o', decision: 'DENY', envelope_id: 'e1', message: 'denied', occurred_at: new Date().toISOString(), source: 'proxy:pod-a' };
+    await cp.messaging.bus.publish(subjects.policyViolation('acme'), violation, { msgId: 'v-1' });
+    const audited = await eventually(() => cp.call('GET', '/v1/audit?action=policy.evaluate', { key }), (r) => r.body.length === 1);
+    expect(audited.body[0]).toMatchObject({ actor: { type: 'proxy', id: 'proxy:pod-a' }, resource: { type: 'envelope', id: 'e1' }, result: 'deny', metadata: { action: 'llm:gpt-4o' } });
+
+    await cp.call('POST', '/v1/policies', { key, body: { name: 'no-tools', rules: [{ action: 'tool:*', effect: 'deny' }] } });
+    await cp.call('POST', '/v1/policies/evaluate', { key, body: { action: 'tool:shell', context: {} } });
+    await eventually(() => cp.published.filter((m) => m.subject === 'svc.acme.policies.violation').length, (n) => n === 2);
+    await new Promise((r) => setTimeout(r, 200));
+    const all = await cp.call('GET', '/v1/audit?action=policy.evaluate', { key });
+    expect(all.body.map((r: { actor: { type: string } }) => r.actor.type)).toEqual(['api_key', 'proxy']);
+  });
+});
