@@ -166,16 +166,22 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     envelopes,
     readiness,
     async listen() {
-      await rulesets.start();
-      subscriptions.push(
-        await listenForTerminations(
-          messaging.signals,
-          tenantId,
-          (signal) => envelopes.endRemote(signal.envelope_id, signal.execution_id, signal.budget_id, { status: 'TERMINATED', reason: signal.reason }),
-          logger,
-        ),
-        await watchBudgetStates(messaging.keyValue, tenantId, (state) => leases.peek(state.budget_id)?.applyStatus(state.status), logger),
-      );
+      const sync = (async () => {
+        await rulesets.start();
+        subscriptions.push(
+          await listenForTerminations(
+            messaging.signals,
+            tenantId,
+            (signal) => envelopes.endRemote(signal.envelope_id, signal.execution_id, signal.budget_id, { status: 'TERMINATED', reason: signal.reason }),
+            logger,
+          ),
+          await watchBudgetStates(messaging.keyValue, tenantId, (state) => leases.peek(state.budget_id)?.applyStatus(state.status), logger),
+        );
+      })();
+      // Messaging not connected yet (NATS away at start): serve from the cached ruleset and the
+      // soft limit now; the watches start once NATS is reached.
+      if (messaging.healthy()) await sync;
+      else sync.catch((error: unknown) => logger.warn({ err: (error as Error).message }, 'state sync not started'));
       await leases.lease(bootstrap.budgetId);
       const { port: proxyPort } = await listener.listen();
       const { port: adminPort } = await admin.listen();

@@ -1,4 +1,5 @@
 import { loadConfig } from '../core/config/load.ts';
+import { deferMessaging } from '../core/bus/deferred-messaging.ts';
 import { messagingFromConfig } from '../core/config/messaging.ts';
 import { SvcError } from '../core/errors/index.ts';
 import { priceTableFromConfig } from '../core/metering/price-table-from-config.ts';
@@ -20,7 +21,18 @@ async function main(): Promise<void> {
     apiKey: required(config.api_key, 'SVC_API_KEY'),
     budgetId: required(config.budget_id, 'SVC_BUDGET_ID'),
   };
-  const messaging = await messagingFromConfig(config, logger, { name: `proxy-${bootstrap.tenantId}`, manage: false, tenant: bootstrap.tenantId });
+  // A sidecar starts even while NATS is away: it enforces its cached ruleset, runs budgets on the
+  // soft limit and buffers events until the connection is made (spec 7.4b).
+  const messaging = deferMessaging({
+    open: () => messagingFromConfig(config, logger, { name: `proxy-${bootstrap.tenantId}`, manage: false, tenant: bootstrap.tenantId }),
+    logger,
+    onFatal: (error) => {
+      process.stderr.write(`proxy cannot open messaging: ${(error as Error).message}\n`);
+      process.exit(1);
+    },
+  });
+  // With NATS up, start as current as a direct connection would; without it, go on after a moment.
+  await Promise.race([messaging.ready.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
   const prices = priceTableFromConfig(config);
   const proxy = await createProxy({ config, logger, messaging, prices, bootstrap });
   await proxy.listen();
