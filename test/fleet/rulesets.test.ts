@@ -2,8 +2,9 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../harness/control-plane.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
-import { controlPlaneProcess, killAllProcesses, proxyCa, proxyProcess, removeDirs, seedFleetTenant, type ControlPlaneProcess, type ProxyProcess } from '../harness/processes.ts';
+import { controlPlaneProcess, killAllProcesses, metricValue, proxyCa, proxyProcess, removeDirs, seedFleetTenant, type ControlPlaneProcess, type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
 import { chat } from './agent-calls.ts';
 
@@ -11,6 +12,7 @@ let nats: NatsServer;
 let sim: Simulator;
 let cp: ControlPlaneProcess;
 let proxy: ProxyProcess;
+let tenant: FleetTenant;
 const caDir = mkdtempSync(join(tmpdir(), 'fleet-ca-'));
 
 beforeAll(async () => {
@@ -18,7 +20,7 @@ beforeAll(async () => {
   sim = await startSimulator();
   cp = await controlPlaneProcess(nats.url);
   await cp.start();
-  const tenant = await seedFleetTenant(cp, 'rules', { max_cost_usd: 100, max_tokens: 10_000_000 });
+  tenant = await seedFleetTenant(cp, 'rules', { max_cost_usd: 100, max_tokens: 10_000_000 });
   proxy = await proxyProcess({ natsUrl: nats.url, tenant, ca: await proxyCa(caDir), openAiUpstream: sim.url });
   await proxy.start();
 }, 60_000);
@@ -58,4 +60,23 @@ describe('rulesets pushed to a proxy process over NATS', () => {
     expect(await ask('gpt-4o')).toEqual({ status: 200, code: null });
     expect(sim.requests.length).toBe(sentBefore + 1);
   }, 40_000);
+  it('a proxy started while NATS is down enforces the cached ruleset, and delivers its events once NATS is back', async () => {
+    await proxy.stop();
+    await cp.start();
+    await nats.stop();
+    await proxy.start();
+    expect(await ask('gpt-4o-mini')).toEqual({ status: 403, code: 'SVC-POL-2001' });
+    expect(await ask('gpt-4o')).toEqual({ status: 200, code: null });
+    expect(metricValue(await proxy.metrics(), 'svc_proxy_outbox_depth')).toBeGreaterThan(0);
+
+    await nats.restart();
+    const served = sim.requests.filter((r) => r.path === '/v1/chat/completions' && r.status === 200).length;
+    const usage = () => cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId });
+    await eventually(usage, (r) => r.body.llm_calls === served, 20_000);
+    await eventually(async () => metricValue(await proxy.metrics(), 'svc_proxy_outbox_depth'), (d) => d === 0, 10_000);
+    // Connected now: a policy change reaches it again.
+    const created = await cp.rest('POST', '/v1/policies', { tenant: 'rules', body: { name: 'no-4o', rules: [{ action: 'llm:gpt-4o', effect: 'deny' }], priority: 500 } });
+    expect(created.status).toBe(201);
+    expect(await eventually(() => ask('gpt-4o'), (a) => a.status === 403, 5000)).toEqual({ status: 403, code: 'SVC-POL-2001' });
+  }, 50_000);
 });
