@@ -21,7 +21,8 @@ beforeAll(async () => {
   cp = await controlPlaneProcess(nats.url);
   await cp.start();
   tenant = await seedFleetTenant(cp, 'rules', { max_cost_usd: 100, max_tokens: 10_000_000 });
-  proxy = await proxyProcess({ natsUrl: nats.url, tenant, ca: await proxyCa(caDir), openAiUpstream: sim.url });
+  // Short lease timeouts, so that retries against an absent control plane open the circuit quickly.
+  proxy = await proxyProcess({ natsUrl: nats.url, tenant, ca: await proxyCa(caDir), openAiUpstream: sim.url, env: { SVC_PROXY_LEASE_TIMEOUT_MS: '300' } });
   await proxy.start();
 }, 60_000);
 
@@ -59,6 +60,13 @@ describe('rulesets pushed to a proxy process over NATS', () => {
     // The budget runs on the soft limit meanwhile; allowed models are served.
     expect(await ask('gpt-4o')).toEqual({ status: 200, code: null });
     expect(sim.requests.length).toBe(sentBefore + 1);
+    // Lease requests nobody answers open the control-plane circuit (spec 3.5): later renewals fail
+    // fast without being sent, and calls are still served on the soft limit.
+    const circuit = (text: string) => metricValue(text, 'svc_proxy_circuit_state', 'dependency="control_plane"');
+    const open = await eventually(() => proxy.metrics(), (text) => circuit(text) === 2, 10_000);
+    await eventually(() => proxy.metrics(), (text) => (metricValue(text, 'svc_proxy_circuit_fast_failures_total', 'dependency="control_plane"') ?? 0) > 0, 5000);
+    expect(metricValue(open, 'svc_proxy_lease_requests_total', 'outcome="unreachable"')).toBeGreaterThanOrEqual(5);
+    expect(await ask('gpt-4o')).toEqual({ status: 200, code: null });
   }, 40_000);
   it('a proxy started while NATS is down enforces the cached ruleset, and delivers its events once NATS is back', async () => {
     await proxy.stop();
