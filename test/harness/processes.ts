@@ -39,7 +39,7 @@ export interface ServiceProcess {
   readonly running: boolean;
   /** stdout and stderr so far (across restarts), for failure messages. */
   output(): string;
-  /** Spawns the process and waits until `readyUrl` answers 200 (or, with `live`, answers at all). */
+  /** Spawns the process and waits until `readyUrl` answers 200. */
   start(): Promise<void>;
   /** SIGTERM (graceful shutdown) and wait for the exit. */
   stop(): Promise<void>;
@@ -54,8 +54,6 @@ interface ServiceSpec {
   env: Record<string, string>;
   /** Answers 200 once the process is ready. */
   readyUrl: string;
-  /** Wait only until the URL answers with any status (a proxy that is deliberately not ready). */
-  live?: boolean;
   startTimeoutMs?: number;
 }
 
@@ -93,7 +91,7 @@ function service(spec: ServiceSpec): ServiceProcess {
           throw new Error(`${spec.name} exited (${started.exitCode}) before it was ready:\n${log}`);
         }
         const status = await fetch(spec.readyUrl).then((r) => r.status, () => 0);
-        if (status === 200 || (spec.live === true && status !== 0)) return;
+        if (status === 200) return;
         if (Date.now() > deadline) {
           await end('SIGKILL');
           throw new Error(`${spec.name} not ready within the start timeout (last status ${status}):\n${log}`);
@@ -224,8 +222,6 @@ export interface ProxyProcessOptions {
   /** Where api.openai.com goes (the simulator). */
   openAiUpstream: string;
   env?: Record<string, string>;
-  /** Wait for the admin port to answer rather than for readiness. */
-  live?: boolean;
 }
 
 /** `node proxy/main.ts` (`npm run proxy`) bound to one tenant and budget, on free ports. */
@@ -238,7 +234,6 @@ export async function proxyProcess(options: ProxyProcessOptions): Promise<ProxyP
     name: `proxy-${options.tenant.tenantId}`,
     script: 'proxy/main.ts',
     readyUrl: `${adminUrl}/health/ready`,
-    ...(options.live !== undefined ? { live: options.live } : {}),
     env: {
       SVC_NATS_URL: options.natsUrl,
       SVC_TENANT_ID: options.tenant.tenantId,
