@@ -16,6 +16,8 @@ let sim: Simulator;
 let cp: ControlPlaneProcess;
 let proxy: ProxyProcess;
 let tenant: FleetTenant;
+/** Calls the agents saw answered, counted on the client side. */
+let served = 0;
 const caDir = mkdtempSync(join(tmpdir(), 'fleet-ca-'));
 
 beforeAll(async () => {
@@ -39,6 +41,7 @@ afterAll(async () => {
 async function meteredCall(i: number): Promise<void> {
   const outcome = await chat(proxy, MODELS[i % MODELS.length]!, { maxTokens: 3 + (i % 7), headers: { 'x-sim-input-tokens': String(40 + 13 * i) } });
   expect(outcome, `call ${i}`).toEqual({ status: 200, code: null });
+  served++;
 }
 
 /** What the simulator reported for every answered chat call: the truth the control plane must match. */
@@ -78,14 +81,22 @@ const outboxDepth = async () => metricValue(await proxy.metrics(), 'svc_proxy_ou
 
 describe('metered events between a proxy process and the control plane over NATS', () => {
   it('NATS killed in the middle of a run: the proxy keeps serving, buffers, replays; totals equal the simulator to the token and the cent', async () => {
-    let i = 0;
-    for (; i < 8; i++) await meteredCall(i);
+    // Three agents call without pause while NATS is killed under them and brought back.
+    let running = true;
+    const agent = async (first: number) => {
+      for (let i = first; running; i += 3) await meteredCall(i);
+    };
+    const agents = [agent(0), agent(1), agent(2)];
+    const after = (calls: number) => eventually(() => served, (d) => d >= calls, 20_000);
+    await after(8);
     await nats.kill();
-    for (; i < 20; i++) await meteredCall(i);
+    await after(served + 12);
     expect(await outboxDepth()).toBeGreaterThan(0);
     await nats.restart();
-    for (; i < 28; i++) await meteredCall(i);
-    await expectTotalsMatch(28);
+    await after(served + 8);
+    running = false;
+    await Promise.all(agents);
+    await expectTotalsMatch(served);
     await eventually(outboxDepth, (d) => d === 0, 10_000);
   }, 60_000);
 
@@ -96,9 +107,9 @@ describe('metered events between a proxy process and the control plane over NATS
     await proxy.kill();
     await nats.restart();
     await proxy.start();
-    await expectTotalsMatch(38);
+    await expectTotalsMatch(served);
     // The restarted proxy serves and meters as before.
     for (let i = 200; i < 203; i++) await meteredCall(i);
-    await expectTotalsMatch(41);
+    await expectTotalsMatch(served);
   }, 60_000);
 });
