@@ -85,6 +85,20 @@ describe('Outbox', () => {
     expect(flaky.accepted).toEqual(['evt-1', 'evt-2', 'evt-3', 'evt-4']);
   });
 
+  it('replays within a moment of the bus coming back, without waiting out a long backoff', async () => {
+    const flaky = flakyBus();
+    flaky.setDown(true);
+    const box = outbox(flaky.bus, { initialBackoffMs: 60_000, maxBackoffMs: 60_000 });
+    await box.append(event(1));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(flaky.attempts()).toBe(1);
+    flaky.setDown(false);
+    const backAt = Date.now();
+    await box.flush(2_000);
+    expect(flaky.accepted).toEqual(['evt-1']);
+    expect(Date.now() - backAt).toBeLessThan(1000);
+  });
+
   it('refuses events beyond maxEntries with SVC-EVT-4001 and counts them as dropped', async () => {
     const flaky = flakyBus();
     flaky.setDown(true);

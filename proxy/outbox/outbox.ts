@@ -6,6 +6,9 @@ import type { Bus, BusLogger } from '../../core/bus/bus.ts';
 import { assertEventSubject } from '../../core/bus/names.ts';
 import { isSvcError, parseOrThrow, SvcError } from '../../core/errors/index.ts';
 
+/** How often a backoff looks whether a bus that was down is back. */
+const RECONNECT_CHECK_MS = 250;
+
 /** One event waiting for the bus: `id` is the msgId, so a replay is dropped by JetStream de-dup. */
 export const outboxEventSchema = z.object({
   id: z.string().min(1).max(256),
@@ -182,10 +185,24 @@ export class Outbox {
         }
         failures++;
         this.#logger.warn({ err: error, event_id: next.value.id, depth: this.#entries, failures }, 'outbox publish failed; backing off');
-        await sleep(this.#backoff(failures), undefined, { signal: this.#abort.signal }).catch(() => undefined);
+        await this.#pause(this.#backoff(failures));
       }
     }
     await this.#removals;
+  }
+
+  /**
+   * Waits out a backoff, but when the bus was down and comes back meanwhile, goes on at once: a
+   * replay after a long NATS outage starts within a moment of the reconnect, not after a backoff
+   * of up to `maxBackoffMs`.
+   */
+  async #pause(ms: number): Promise<void> {
+    const wasDown = !this.#bus.healthy();
+    const until = Date.now() + ms;
+    while (!this.#closed && Date.now() < until) {
+      await sleep(Math.min(RECONNECT_CHECK_MS, until - Date.now()), undefined, { signal: this.#abort.signal }).catch(() => undefined);
+      if (wasDown && this.#bus.healthy()) return;
+    }
   }
 
   /**

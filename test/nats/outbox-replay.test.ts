@@ -77,7 +77,7 @@ describe('outbox over NATS', () => {
     const { bus } = await messaging();
     // The crash happened after evt-1 reached NATS but before the outbox removed it.
     await bus.publish(event(1).subject, event(1).data, { msgId: event(1).id });
-    const down: Bus = { ...bus, publish: () => Promise.reject(new SvcError('SVC-EVT-4001', 'unreachable')) };
+    const down: Bus = { ...bus, publish: () => Promise.reject(new SvcError('SVC-EVT-4001', 'unreachable')), healthy: () => false };
     const crashed = new Outbox({ bus: down, store: { path: dir }, registry: new Registry(), logger: quiet }, { initialBackoffMs: 20 });
     for (let n = 1; n <= 5; n++) await crashed.append(event(n));
     await crashed.close();
