@@ -1,26 +1,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cost, loadPriceTable } from '../../core/metering/prices.ts';
 import { eventually } from '../harness/control-plane.ts';
+import { freePort } from '../harness/processes.ts';
 import { startSimulator, type Simulator } from '../simulator/server.ts';
 
 const ROOT = 'standalone-root-administrator-key-0001';
 const ROOT_DIR = new URL('../..', import.meta.url).pathname;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Running {
   child: ChildProcess;
