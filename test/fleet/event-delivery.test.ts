@@ -1,41 +1,23 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { cost, loadPriceTable } from '../../core/metering/prices.ts';
 import { eventually } from '../harness/control-plane.ts';
-import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
-import { controlPlaneProcess, killAllProcesses, metricValue, proxyCa, proxyProcess, removeDirs, seedFleetTenant, type ControlPlaneProcess, type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
-import { startSimulator, type Simulator } from '../simulator/index.ts';
+import { useFleet } from '../harness/fleet.ts';
+import { metricValue, type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
 import { chat } from './agent-calls.ts';
 
 const MODELS = ['gpt-4o-mini', 'gpt-4o'];
 const prices = loadPriceTable();
-let nats: NatsServer;
-let sim: Simulator;
-let cp: ControlPlaneProcess;
+const fleet = useFleet({ tenants: { meter: { max_cost_usd: 100, max_tokens: 10_000_000 } } });
 let proxy: ProxyProcess;
 let tenant: FleetTenant;
 /** Calls the agents saw answered, counted on the client side. */
 let served = 0;
-const caDir = mkdtempSync(join(tmpdir(), 'fleet-ca-'));
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  sim = await startSimulator();
-  cp = await controlPlaneProcess(nats.url);
-  await cp.start();
-  tenant = await seedFleetTenant(cp, 'meter', { max_cost_usd: 100, max_tokens: 10_000_000 });
-  proxy = await proxyProcess({ natsUrl: nats.url, tenant, ca: await proxyCa(caDir), openAiUpstream: sim.url });
+  tenant = fleet.tenant('meter');
+  proxy = await fleet.proxy(tenant);
   await proxy.start();
 }, 60_000);
-
-afterAll(async () => {
-  await killAllProcesses();
-  await sim?.close();
-  await nats?.dispose();
-  await removeDirs([caDir, cp?.dataDir, proxy?.dataDir]);
-});
 
 /** Call number `i`: sizes vary so that a lost or doubled call shows in every total. */
 async function meteredCall(i: number): Promise<void> {
@@ -47,7 +29,7 @@ async function meteredCall(i: number): Promise<void> {
 /** What the simulator reported for every answered chat call: the truth the control plane must match. */
 function simulatorTotals(): { input: number; output: number; costUsd: number; calls: number } {
   const sum = { input: 0, output: 0, costUsd: 0, calls: 0 };
-  for (const r of sim.requests) {
+  for (const r of fleet.sim.requests) {
     if (r.path !== '/v1/chat/completions' || r.status !== 200 || r.usageSent === undefined) continue;
     sum.input += r.usageSent.input;
     sum.output += r.usageSent.output;
@@ -58,7 +40,7 @@ function simulatorTotals(): { input: number; output: number; costUsd: number; ca
 }
 
 async function controlPlaneTotals(): Promise<{ input: number; output: number; costUsd: number; calls: number }> {
-  const res = await cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId });
+  const res = await fleet.cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId });
   return { input: res.body.tokens_input, output: res.body.tokens_output, costUsd: res.body.cost_usd, calls: res.body.llm_calls };
 }
 
@@ -89,10 +71,10 @@ describe('metered events between a proxy process and the control plane over NATS
     const agents = [agent(0), agent(1), agent(2)];
     const after = (calls: number) => eventually(() => served, (d) => d >= calls, 20_000);
     await after(8);
-    await nats.kill();
+    await fleet.nats.kill();
     await after(served + 12);
     expect(await outboxDepth()).toBeGreaterThan(0);
-    await nats.restart();
+    await fleet.nats.restart();
     await after(served + 8);
     running = false;
     await Promise.all(agents);
@@ -101,11 +83,11 @@ describe('metered events between a proxy process and the control plane over NATS
   }, 60_000);
 
   it('the proxy process killed with SIGKILL while events are buffered, restarted: nothing lost, nothing counted twice', async () => {
-    await nats.stop();
+    await fleet.nats.stop();
     for (let i = 100; i < 110; i++) await meteredCall(i);
     expect(await outboxDepth()).toBeGreaterThanOrEqual(10);
     await proxy.kill();
-    await nats.restart();
+    await fleet.nats.restart();
     await proxy.start();
     await expectTotalsMatch(served);
     // The restarted proxy serves and meters as before.

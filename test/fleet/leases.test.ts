@@ -1,45 +1,28 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Messaging } from '../../core/bus/bus.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { LeaseGrantSchema, syncSubjects } from '../../core/sync/contract.ts';
 import { eventually } from '../harness/control-plane.ts';
-import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
-import { controlPlaneProcess, killAllProcesses, proxyCa, proxyProcess, removeDirs, seedFleetTenant, type ControlPlaneProcess, type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
-import { startSimulator, type Simulator } from '../simulator/index.ts';
+import { useFleet } from '../harness/fleet.ts';
+import { type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
 
 const LEASE_TTL_S = 5;
-let nats: NatsServer;
-let sim: Simulator;
-let cp: ControlPlaneProcess;
+const fleet = useFleet({ controlPlaneEnv: { SVC_LEASE_TTL_SECONDS: String(LEASE_TTL_S) }, tenants: { leasing: { max_cost_usd: 1, max_tokens: 10_000_000 } } });
 let tenant: FleetTenant;
 let probe: Messaging;
-const proxies: ProxyProcess[] = [];
-const caDir = mkdtempSync(join(tmpdir(), 'fleet-ca-'));
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  sim = await startSimulator();
-  cp = await controlPlaneProcess(nats.url, { SVC_LEASE_TTL_SECONDS: String(LEASE_TTL_S) });
-  await cp.start();
-  tenant = await seedFleetTenant(cp, 'leasing', { max_cost_usd: 1, max_tokens: 10_000_000 });
-  probe = await openNatsMessaging({ connection: { servers: nats.url }, manage: false }, pino({ level: 'silent' }));
+  tenant = fleet.tenant('leasing');
+  probe = await openNatsMessaging({ connection: { servers: fleet.nats.url }, manage: false }, pino({ level: 'silent' }));
 }, 60_000);
 
 afterAll(async () => {
-  await killAllProcesses();
   await probe?.close();
-  await sim?.close();
-  await nats?.dispose();
-  await removeDirs([caDir, cp?.dataDir, ...proxies.map((p) => p.dataDir)]);
 });
 
 async function startProxy(): Promise<ProxyProcess> {
-  const proxy = await proxyProcess({ natsUrl: nats.url, tenant, ca: await proxyCa(caDir), openAiUpstream: sim.url, env: { SVC_PROXY_LEASE_USD: '0.3' } });
-  proxies.push(proxy);
+  const proxy = await fleet.proxy(tenant, { SVC_PROXY_LEASE_USD: '0.3' });
   await proxy.start();
   return proxy;
 }

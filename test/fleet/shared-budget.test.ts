@@ -1,12 +1,8 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { cost, loadPriceTable } from '../../core/metering/prices.ts';
 import { eventually } from '../harness/control-plane.ts';
-import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
-import { controlPlaneProcess, killAllProcesses, proxyCa, proxyProcess, removeDirs, seedFleetTenant, type ControlPlaneProcess, type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
-import { startSimulator, type Simulator } from '../simulator/index.ts';
+import { useFleet } from '../harness/fleet.ts';
+import { type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
 import { chat } from './agent-calls.ts';
 
 const PROXIES = 4;
@@ -16,34 +12,19 @@ const MODEL = 'gpt-4o';
 const MAX_TOKENS = 100;
 const prices = loadPriceTable();
 
-let nats: NatsServer;
-let sim: Simulator;
-let cp: ControlPlaneProcess;
+const fleet = useFleet({ tenants: { shared: { max_cost_usd: LIMIT_USD, max_tokens: 10_000_000 } } });
 let tenant: FleetTenant;
 const proxies: ProxyProcess[] = [];
-const caDir = mkdtempSync(join(tmpdir(), 'fleet-ca-'));
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  sim = await startSimulator();
-  cp = await controlPlaneProcess(nats.url);
-  await cp.start();
-  tenant = await seedFleetTenant(cp, 'shared', { max_cost_usd: LIMIT_USD, max_tokens: 10_000_000 });
-  const ca = await proxyCa(caDir);
+  tenant = fleet.tenant('shared');
   // Slices of a fifth of the budget, so the proxies keep coming back for more; no soft limit, so
   // a slow lease answer on a busy machine cannot add spending beyond the leases (that fail-open
   // allowance is separate from the lease bound and documented with it).
   const env = { SVC_PROXY_LEASE_USD: String(LIMIT_USD / 5), SVC_PROXY_SOFT_LIMIT_USD: '0', SVC_PROXY_SOFT_LIMIT_TOKENS: '0' };
-  for (let i = 0; i < PROXIES; i++) proxies.push(await proxyProcess({ natsUrl: nats.url, tenant, ca, openAiUpstream: sim.url, env }));
+  for (let i = 0; i < PROXIES; i++) proxies.push(await fleet.proxy(tenant, env));
   await Promise.all(proxies.map((p) => p.start()));
 }, 60_000);
-
-afterAll(async () => {
-  await killAllProcesses();
-  await sim?.close();
-  await nats?.dispose();
-  await removeDirs([caDir, cp?.dataDir, ...proxies.map((p) => p.dataDir)]);
-});
 
 /**
  * Calls through one proxy until it has refused for 1.5 s on end: its lease is spent and the
@@ -80,11 +61,11 @@ describe('four proxy processes spending one budget concurrently', () => {
     expect(refusals.has('422 SVC-BUD-3001')).toBe(true);
     expect([...refusals].filter((r) => r !== '422 SVC-BUD-3001' && r !== '409 SVC-ENV-1003')).toEqual([]);
 
-    const answered = sim.requests.filter((r) => r.path === '/v1/chat/completions' && r.status === 200 && r.usageSent !== undefined);
+    const answered = fleet.sim.requests.filter((r) => r.path === '/v1/chat/completions' && r.status === 200 && r.usageSent !== undefined);
     expect(answered.length).toBe(served);
     const truthUsd = answered.reduce((sum, r) => sum + cost(prices, MODEL, r.usageSent!).costUsd, 0);
     const usage = await eventually(
-      () => cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId }),
+      () => fleet.cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId }),
       (r) => r.body.llm_calls === served,
       20_000,
     );

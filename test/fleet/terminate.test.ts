@@ -1,45 +1,26 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../harness/control-plane.ts';
-import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
-import { controlPlaneProcess, killAllProcesses, proxyCa, proxyProcess, removeDirs, seedFleetTenant, type ControlPlaneProcess, type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
+import { useFleet } from '../harness/fleet.ts';
+import { type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
 import { openAiClient } from '../proxy/sdk-options.ts';
-import { startSimulator, type Simulator } from '../simulator/index.ts';
 import { chat } from './agent-calls.ts';
 
-let nats: NatsServer;
-let sim: Simulator;
-let cp: ControlPlaneProcess;
+const fleet = useFleet({ tenants: { cutoff: { max_cost_usd: 10, max_tokens: 10_000_000 } } });
 let streaming: ProxyProcess;
 let other: ProxyProcess;
 let tenant: FleetTenant;
-const caDir = mkdtempSync(join(tmpdir(), 'fleet-ca-'));
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  sim = await startSimulator();
-  cp = await controlPlaneProcess(nats.url);
-  await cp.start();
-  tenant = await seedFleetTenant(cp, 'cutoff', { max_cost_usd: 10, max_tokens: 10_000_000 });
-  const ca = await proxyCa(caDir);
+  tenant = fleet.tenant('cutoff');
   // Slices well below the budget, so both proxies hold a lease.
   const env = { SVC_PROXY_LEASE_USD: '0.5' };
-  streaming = await proxyProcess({ natsUrl: nats.url, tenant, ca, openAiUpstream: sim.url, env });
-  other = await proxyProcess({ natsUrl: nats.url, tenant, ca, openAiUpstream: sim.url, env });
+  streaming = await fleet.proxy(tenant, env);
+  other = await fleet.proxy(tenant, env);
   await Promise.all([streaming.start(), other.start()]);
 }, 60_000);
 
-afterAll(async () => {
-  await killAllProcesses();
-  await sim?.close();
-  await nats?.dispose();
-  await removeDirs([caDir, cp?.dataDir, streaming?.dataDir, other?.dataDir]);
-});
-
 async function newEnvelope(): Promise<string> {
-  const res = await cp.rest('POST', '/v1/envelopes', { tenant: tenant.tenantId, body: { budget_id: tenant.budgetId, adapter_type: 'custom' } });
+  const res = await fleet.cp.rest('POST', '/v1/envelopes', { tenant: tenant.tenantId, body: { budget_id: tenant.budgetId, adapter_type: 'custom' } });
   expect(res.status).toBe(201);
   return String(res.body.envelope_id);
 }
@@ -76,7 +57,7 @@ describe('an envelope terminated over REST', () => {
   it('has its in-flight stream cut at the proxy process carrying it within one second', async () => {
     const envelopeId = await newEnvelope();
     const cut = await streamAndAct(streaming, envelopeId, async () => {
-      const terminated = await cp.rest('POST', `/v1/envelopes/${envelopeId}/terminate`, { tenant: tenant.tenantId, body: { reason: 'operator stop' } });
+      const terminated = await fleet.cp.rest('POST', `/v1/envelopes/${envelopeId}/terminate`, { tenant: tenant.tenantId, body: { reason: 'operator stop' } });
       expect(terminated.status).toBe(200);
     });
     expect(cut.message).toContain('SVC-ENV-1003');
@@ -91,7 +72,7 @@ describe('a budget exceeded at the control plane', () => {
     const spender = await newEnvelope();
     const cut = await streamAndAct(streaming, streamed, async () => {
       // Spec 6.1: an event recorded over REST charges the budget; $20 on a $10 budget exceeds it.
-      const charged = await cp.rest('POST', `/v1/envelopes/${spender}/events`, {
+      const charged = await fleet.cp.rest('POST', `/v1/envelopes/${spender}/events`, {
         tenant: tenant.tenantId,
         body: { event_type: 'llm.call', timestamp: new Date().toISOString(), model: 'gpt-4o', tokens: { input: 10, output: 10 }, cost_usd: 20 },
       });
@@ -101,7 +82,7 @@ describe('a budget exceeded at the control plane', () => {
     expect(cut.received).toBeLessThan(400);
     expect(cut.cutAfterMs).toBeLessThan(1000);
 
-    const envelope = await eventually(() => cp.rest('GET', `/v1/envelopes/${streamed}`, { tenant: tenant.tenantId }), (r) => r.body.state !== 'RUNNING' && r.body.state !== 'AUTHORIZED', 5000);
+    const envelope = await eventually(() => fleet.cp.rest('GET', `/v1/envelopes/${streamed}`, { tenant: tenant.tenantId }), (r) => r.body.state !== 'RUNNING' && r.body.state !== 'AUTHORIZED', 5000);
     expect(envelope.body.state).toBe('TERMINATED');
     // The budget's state reached the other proxy too: a new execution there is refused at once.
     const refused = await eventually(() => chat(other, 'gpt-4o-mini', { headers: { 'X-Svc-Execution-Id': 'after-exceeded' } }), (o) => o.status !== 200, 2000);
