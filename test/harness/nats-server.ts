@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { freePort } from './free-port.ts';
 
 export interface NatsServerOptions {
   /** A nats-server configuration file (accounts, users, permissions). */
@@ -39,18 +39,6 @@ function findBinary(): string {
     }
   }
   throw new Error('nats-server not found on PATH or at /usr/sbin/nats-server');
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function waitForExit(child: ChildProcess): Promise<void> {

@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ProxyAgent } from 'undici';
 import { loadOrCreateCa } from '../../proxy/tls/index.ts';
+import { freePort } from './free-port.ts';
 
 const ROOT_DIR = new URL('../..', import.meta.url).pathname;
 export const FLEET_ROOT_KEY = 'fleet-root-administrator-key-0001';
@@ -16,16 +16,6 @@ process.once('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();

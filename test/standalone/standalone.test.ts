@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cost, loadPriceTable } from '../../core/metering/prices.ts';
 import { eventually } from '../harness/control-plane.ts';
-import { freePort } from '../harness/processes.ts';
+import { freePort } from '../harness/free-port.ts';
 import { startSimulator, type Simulator } from '../simulator/server.ts';
 
 const ROOT = 'standalone-root-administrator-key-0001';
