@@ -1,20 +1,12 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { isSvcError, SvcError } from '../errors/index.ts';
+import { SvcError } from '../errors/index.ts';
 import type { Messaging } from './bus.ts';
 import { deferMessaging } from './deferred-messaging.ts';
 import { createMemoryMessaging } from './memory-messaging.ts';
+import { svcCodeOf } from '../../test/harness/svc-code.ts';
 
 const logger = pino({ level: 'silent' });
-
-async function codeOf(promise: Promise<unknown>): Promise<string | null> {
-  try {
-    await promise;
-    return null;
-  } catch (error) {
-    return isSvcError(error) ? error.code : 'other';
-  }
-}
 
 /** An opener that fails like an unreachable NATS until `reachable` is set. */
 function opener() {
@@ -31,8 +23,8 @@ describe('deferMessaging', () => {
     const { state, open } = opener();
     const messaging = deferMessaging({ open, logger, retryMs: 10, onFatal: () => expect.fail('not fatal') });
     expect(messaging.healthy()).toBe(false);
-    expect(await codeOf(messaging.bus.publish('svc.t.events.llm.call', {}, { msgId: 'e1' }))).toBe('SVC-EVT-4001');
-    expect(await codeOf(messaging.requests.request('svc.t.leases.request', {}, 100))).toBe('SVC-SYS-9001');
+    expect(await svcCodeOf(messaging.bus.publish('svc.t.events.llm.call', {}, { msgId: 'e1' }))).toBe('SVC-EVT-4001');
+    expect(await svcCodeOf(messaging.requests.request('svc.t.leases.request', {}, 100))).toBe('SVC-SYS-9001');
     let opened = false;
     const bucket = messaging.keyValue.open('svc_rulesets').then((b) => ((opened = true), b));
     await new Promise((r) => setTimeout(r, 50));
@@ -56,14 +48,14 @@ describe('deferMessaging', () => {
   it('reports a failure retrying cannot cure, and stops retrying when closed', async () => {
     const fatal: unknown[] = [];
     const bad = deferMessaging({ open: () => Promise.reject(new SvcError('SVC-SYS-9002', 'invalid configuration: SVC_NATS_URL')), logger, onFatal: (e) => fatal.push(e) });
-    expect(await codeOf(bad.ready)).toBe('SVC-SYS-9002');
+    expect(await svcCodeOf(bad.ready)).toBe('SVC-SYS-9002');
     expect(fatal).toHaveLength(1);
 
     const { state, open } = opener();
     const closing = deferMessaging({ open, logger, retryMs: 10, onFatal: () => expect.fail('not fatal') });
     await new Promise((r) => setTimeout(r, 30));
     await closing.close();
-    expect(await codeOf(closing.ready)).toBe('SVC-SYS-9001');
+    expect(await svcCodeOf(closing.ready)).toBe('SVC-SYS-9001');
     const attempts = state.attempts;
     await new Promise((r) => setTimeout(r, 50));
     expect(state.attempts).toBe(attempts);
