@@ -57,19 +57,26 @@ export interface ProxyRig {
  * proxy sharing one in-process Messaging, with the provider simulator standing in for every
  * provider host through upstream overrides.
  */
-export async function startProxyRig(configOverrides: Partial<Record<keyof Config, unknown>> = {}): Promise<ProxyRig> {
-  const sim = await startSimulator();
-  const cp = await startControlPlane();
-  const { identity } = await ensureSidecarIdentity(cp.plane, { dataDir: cp.dataDir, tenantId: TENANT });
-  const dataDir = mkdtempSync(join(tmpdir(), 'proxy-'));
-  const simHost = `127.0.0.1:${sim.port}`;
-  const config = loadConfig({}, {
+/** An in-process proxy on free loopback ports, standalone mode (it makes its CA), quiet. */
+export function proxyTestConfig(dataDir: string, overrides: Partial<Record<keyof Config, unknown>>): Config {
+  return loadConfig({}, {
     mode: 'standalone',
     data_dir: dataDir,
     log_level: 'silent',
     proxy_host: '127.0.0.1',
     proxy_port: 0,
     proxy_admin_port: 0,
+    ...overrides,
+  });
+}
+
+export async function startProxyRig(configOverrides: Partial<Record<keyof Config, unknown>> = {}): Promise<ProxyRig> {
+  const sim = await startSimulator();
+  const cp = await startControlPlane();
+  const { identity } = await ensureSidecarIdentity(cp.plane, { dataDir: cp.dataDir, tenantId: TENANT });
+  const dataDir = mkdtempSync(join(tmpdir(), 'proxy-'));
+  const simHost = `127.0.0.1:${sim.port}`;
+  const config = proxyTestConfig(dataDir, {
     upstream_overrides: ['api.openai.com', 'api.anthropic.com', 'generativelanguage.googleapis.com', 'compat.local', 'myres.openai.azure.com'].map((h) => `${h}=http://${simHost}`).join(','),
     proxy_compatible_hosts: 'compat.local:8000',
     ...configOverrides,

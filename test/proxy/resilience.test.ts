@@ -10,13 +10,13 @@ import { fetch, ProxyAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Messaging } from '../../core/bus/bus.ts';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
-import { loadConfig } from '../../core/config/load.ts';
 import { loadPriceTable } from '../../core/metering/prices.ts';
 import type { Policy } from '../../core/policy/index.ts';
 import { BUCKETS, keys, type RulesetSnapshot } from '../../core/sync/contract.ts';
 import { createProxy, type Proxy, type ProxyAddresses } from '../../proxy/create-proxy.ts';
 import { eventually } from '../harness/control-plane.ts';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
+import { proxyTestConfig } from './harness.ts';
 import { openAiClient } from './sdk-options.ts';
 
 const logger = pino({ level: 'silent' });
@@ -34,13 +34,7 @@ afterAll(async () => {
 
 /** A proxy with no control plane at all: nobody answers leases, the ruleset bucket starts empty. */
 async function lonelyProxy(messaging: Messaging): Promise<{ proxy: Proxy; addresses: ProxyAddresses; agent: ProxyAgent }> {
-  const config = loadConfig({}, {
-    mode: 'standalone',
-    data_dir: dataDir,
-    log_level: 'silent',
-    proxy_host: '127.0.0.1',
-    proxy_port: 0,
-    proxy_admin_port: 0,
+  const config = proxyTestConfig(dataDir, {
     upstream_overrides: `api.openai.com=http://127.0.0.1:${sim.port}`,
     proxy_soft_limit_usd: 0.002,
     proxy_lease_first_wait_ms: 50,
