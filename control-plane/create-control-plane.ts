@@ -44,7 +44,15 @@ export interface ControlPlaneDeps {
 export interface ControlPlane {
   app: FastifyInstance;
   store: Store;
-  services: { envelopes: Envelopes; budgets: Budgets; policies: Policies; keys: ApiKeys; tenants: Tenants; audit: AuditLog; leases: LeaseLedger };
+  services: {
+    envelopes: Envelopes;
+    budgets: Budgets;
+    policies: Policies;
+    keys: ApiKeys;
+    tenants: Tenants;
+    audit: AuditLog;
+    leases: LeaseLedger;
+  };
   processor: EventProcessor;
   webhooks: WebhookSender;
   effects: EffectDispatcher;
@@ -67,10 +75,20 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const audit = new AuditLog(store, clock);
   const tenants = new Tenants(store);
   const keys = new ApiKeys(store);
-  const webhooks = new WebhookSender({ secret: config.webhook_secret, maxAttempts: config.webhook_max_attempts, timeoutMs: config.webhook_timeout_ms }, logger.child({ component: 'webhooks' }));
+  const webhooks = new WebhookSender(
+    { secret: config.webhook_secret, maxAttempts: config.webhook_max_attempts, timeoutMs: config.webhook_timeout_ms },
+    logger.child({ component: 'webhooks' }),
+  );
   const effects = new EffectDispatcher(messaging.bus, webhooks, logger.child({ component: 'effects' }));
   const budgets = new Budgets({ store, audit, effects, clock });
-  const policies = new Policies({ store, audit, effects, judge: createKeywordJudge(), clock, observe: (r) => metrics.observePolicy(r) });
+  const policies = new Policies({
+    store,
+    audit,
+    effects,
+    judge: createKeywordJudge(),
+    clock,
+    observe: (r) => metrics.observePolicy(r),
+  });
   metrics.reportBudgetSpend(() => budgets.spendByBudget([SYSTEM_TENANT, ...tenants.list().map((t) => t.tenant_id)]));
   const envelopes = new Envelopes({ store, audit, budgets, policies, effects, clock, pricer: deps.pricer });
   const leases = new LeaseLedger(store, budgets, clock, config.lease_ttl_seconds * 1000);
@@ -79,12 +97,35 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   await publisher.start();
   effects.attach(publisher);
   const leaseService = await serveLeases({ messaging, store, leases, effects });
-  const processor = new EventProcessor({ store, audit, pricer: deps.pricer, messaging, effects, logger: logger.child({ component: 'event-processor' }), clock });
+  const processor = new EventProcessor({
+    store,
+    audit,
+    pricer: deps.pricer,
+    messaging,
+    effects,
+    logger: logger.child({ component: 'event-processor' }),
+    clock,
+  });
   await processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
 
-  const jwt = config.jwt_jwks_url === undefined ? null : new JwtVerifier({ jwksUrl: config.jwt_jwks_url, issuer: config.jwt_issuer, audience: config.jwt_audience, tenantClaim: config.jwt_tenant_claim });
+  const jwt =
+    config.jwt_jwks_url === undefined
+      ? null
+      : new JwtVerifier({
+          jwksUrl: config.jwt_jwks_url,
+          issuer: config.jwt_issuer,
+          audience: config.jwt_audience,
+          tenantClaim: config.jwt_tenant_claim,
+        });
   const authenticator = new Authenticator(keys, jwt, config.bootstrap_admin_key, clock);
-  const { app, routes } = await createApp({ logger, authenticator, tenants, metrics, bodyLimitBytes: config.body_limit_bytes, rateLimitPerMinute: config.rate_limit_per_minute });
+  const { app, routes } = await createApp({
+    logger,
+    authenticator,
+    tenants,
+    metrics,
+    bodyLimitBytes: config.body_limit_bytes,
+    rateLimitPerMinute: config.rate_limit_per_minute,
+  });
 
   envelopeRoutes(routes, envelopes);
   budgetRoutes(routes, budgets, clock);

@@ -65,7 +65,10 @@ export interface Proxy {
 }
 
 function list(value: string): string[] {
-  return value.split(',').map((v) => v.trim().toLowerCase()).filter((v) => v !== '');
+  return value
+    .split(',')
+    .map((v) => v.trim().toLowerCase())
+    .filter((v) => v !== '');
 }
 
 /** Builds the sidecar from its dependencies; nothing listens until `listen()`. */
@@ -88,7 +91,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const metrics = createGovernanceMetrics(registry, config.proxy_model_label_cap);
   const tokens = createTokenCounter();
   const compatibleHosts = list(config.proxy_compatible_hosts);
-  const providers = createProviderRegistry(createDefaultAdapters(createAdapterDeps(tokens, prices), { compatibleHosts }));
+  const providers = createProviderRegistry(
+    createDefaultAdapters(createAdapterDeps(tokens, prices), { compatibleHosts }),
+  );
   const mcp = parseMcpServers(config.proxy_mcp_servers);
   const upstream = new UpstreamClient({
     overrides: parseUpstreamOverrides(config.upstream_overrides),
@@ -96,9 +101,19 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     metrics: netMetrics,
   });
 
-  const rulesets = new RulesetSource({ tenantId, keyValue: messaging.keyValue, store, logger: logger.child({ component: 'ruleset' }) });
+  const rulesets = new RulesetSource({
+    tenantId,
+    keyValue: messaging.keyValue,
+    store,
+    logger: logger.child({ component: 'ruleset' }),
+  });
   const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics);
-  const outbox = new Outbox({ bus: messaging.bus, store: { root: store }, registry, logger: logger.child({ component: 'outbox' }) });
+  const outbox = new Outbox({
+    bus: messaging.bus,
+    store: { root: store },
+    registry,
+    logger: logger.child({ component: 'outbox' }),
+  });
   const podExecutionId = `pod-${hostname()}-${randomUUID().slice(0, 8)}`;
   const source = `proxy:${hostname()}`;
   const recorder = new EventRecorder(tenantId, source, outbox, logger);
@@ -108,14 +123,18 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const controlPlane = createControlPlaneCircuit({
     requests: messaging.requests,
     registry,
-    onStateChange: (to, from) => leaseLogger.warn({ dependency: 'control_plane', from, to }, 'control plane circuit changed state'),
+    onStateChange: (to, from) =>
+      leaseLogger.warn({ dependency: 'control_plane', from, to }, 'control plane circuit changed state'),
   });
   const leases = new LeaseBook(
     {
       tenantId,
       holder: `${source}:${randomUUID()}`,
       want: { tokens: config.proxy_lease_tokens, pico: Math.round(config.proxy_lease_usd * 1e6) * PICO_PER_MICRO },
-      softLimit: { tokens: config.proxy_soft_limit_tokens, pico: Math.round(config.proxy_soft_limit_usd * 1e6) * PICO_PER_MICRO },
+      softLimit: {
+        tokens: config.proxy_soft_limit_tokens,
+        pico: Math.round(config.proxy_soft_limit_usd * 1e6) * PICO_PER_MICRO,
+      },
       renewBelow: config.proxy_lease_renew_below,
       timeoutMs: config.proxy_lease_timeout_ms,
     },
@@ -124,7 +143,17 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     config.proxy_lease_first_wait_ms,
   );
 
-  const governance: GovernanceDeps = { upstream, prices, gate, leases, envelopes, recorder, metrics, logger, bodyLimitBytes: config.proxy_body_limit_bytes };
+  const governance: GovernanceDeps = {
+    upstream,
+    prices,
+    gate,
+    leases,
+    envelopes,
+    recorder,
+    metrics,
+    logger,
+    bodyLimitBytes: config.proxy_body_limit_bytes,
+  };
   const extraIntercept = list(config.proxy_intercept_hosts);
   const interceptHost = (host: string, port: number): boolean => {
     const h = host.toLowerCase();
@@ -150,7 +179,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     host: config.proxy_host,
   });
   const readiness = (): Readiness =>
-    rulesets.current !== null || config.proxy_policy_fail_mode === 'open' ? { ready: true, reasons: [] } : { ready: false, reasons: ['no policy ruleset synced or cached'] };
+    rulesets.current !== null || config.proxy_policy_fail_mode === 'open'
+      ? { ready: true, reasons: [] }
+      : { ready: false, reasons: ['no policy ruleset synced or cached'] };
   const admin = new AdminServer({ registry, readiness, port: config.proxy_admin_port, host: config.proxy_host });
   const subscriptions: Subscription[] = [];
 
@@ -172,10 +203,19 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
           await listenForTerminations(
             messaging.signals,
             tenantId,
-            (signal) => envelopes.endRemote(signal.envelope_id, signal.execution_id, signal.budget_id, { status: 'TERMINATED', reason: signal.reason }),
+            (signal) =>
+              envelopes.endRemote(signal.envelope_id, signal.execution_id, signal.budget_id, {
+                status: 'TERMINATED',
+                reason: signal.reason,
+              }),
             logger,
           ),
-          await watchBudgetStates(messaging.keyValue, tenantId, (state) => leases.peek(state.budget_id)?.applyStatus(state.status), logger),
+          await watchBudgetStates(
+            messaging.keyValue,
+            tenantId,
+            (state) => leases.peek(state.budget_id)?.applyStatus(state.status),
+            logger,
+          ),
         );
       })();
       // Messaging not connected yet (NATS away at start): serve from the cached ruleset and the
@@ -185,8 +225,22 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       await leases.lease(bootstrap.budgetId);
       const { port: proxyPort } = await listener.listen();
       const { port: adminPort } = await admin.listen();
-      logger.info({ proxy_port: proxyPort, admin_port: adminPort, tenant_id: tenantId, budget_id: bootstrap.budgetId, ca_cert_file: ca.certFile, ruleset: rulesets.origin }, 'proxy listening');
-      return { proxyPort, adminPort, proxyUrl: `http://${config.proxy_host === '0.0.0.0' ? '127.0.0.1' : config.proxy_host}:${proxyPort}` };
+      logger.info(
+        {
+          proxy_port: proxyPort,
+          admin_port: adminPort,
+          tenant_id: tenantId,
+          budget_id: bootstrap.budgetId,
+          ca_cert_file: ca.certFile,
+          ruleset: rulesets.origin,
+        },
+        'proxy listening',
+      );
+      return {
+        proxyPort,
+        adminPort,
+        proxyUrl: `http://${config.proxy_host === '0.0.0.0' ? '127.0.0.1' : config.proxy_host}:${proxyPort}`,
+      };
     },
     async close() {
       await listener.close();

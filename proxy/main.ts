@@ -9,7 +9,9 @@ import { createProxy } from './create-proxy.ts';
 
 function required(value: string | undefined, key: string): string {
   if (value !== undefined) return value;
-  throw new SvcError('SVC-SYS-9002', `invalid configuration: ${key}: required for the proxy`, {}, [{ field: key, description: 'required for the proxy' }]);
+  throw new SvcError('SVC-SYS-9002', `invalid configuration: ${key}: required for the proxy`, {}, [
+    { field: key, description: 'required for the proxy' },
+  ]);
 }
 
 /** The sidecar process: traffic on SVC_PROXY_PORT, admin on SVC_PROXY_ADMIN_PORT, state over SVC_NATS_URL. */
@@ -24,7 +26,12 @@ async function main(): Promise<void> {
   // A sidecar starts even while NATS is away: it enforces its cached ruleset, runs budgets on the
   // soft limit and buffers events until the connection is made (spec 7.4b).
   const messaging = deferMessaging({
-    open: () => messagingFromConfig(config, logger, { name: `proxy-${bootstrap.tenantId}`, manage: false, tenant: bootstrap.tenantId }),
+    open: () =>
+      messagingFromConfig(config, logger, {
+        name: `proxy-${bootstrap.tenantId}`,
+        manage: false,
+        tenant: bootstrap.tenantId,
+      }),
     logger,
     onFatal: (error) => {
       process.stderr.write(`proxy cannot open messaging: ${(error as Error).message}\n`);
@@ -32,7 +39,10 @@ async function main(): Promise<void> {
     },
   });
   // With NATS up, start as current as a direct connection would; without it, go on after a moment.
-  await Promise.race([messaging.ready.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+  await Promise.race([
+    messaging.ready.catch(() => undefined),
+    new Promise((resolve) => setTimeout(resolve, 2000).unref()),
+  ]);
   const prices = priceTableFromConfig(config);
   const proxy = await createProxy({ config, logger, messaging, prices, bootstrap });
   await proxy.listen();

@@ -20,9 +20,18 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: config.log_level, service: 'standalone' });
   const messaging = await messagingFromConfig(config, logger, { name: 'standalone', manage: true });
   const prices = priceTableFromConfig(config);
-  const plane = await createControlPlane({ config, logger: logger.child({ component: 'control-plane' }), messaging, pricer: createPricer(prices) });
+  const plane = await createControlPlane({
+    config,
+    logger: logger.child({ component: 'control-plane' }),
+    messaging,
+    pricer: createPricer(prices),
+  });
   const controlPlane = await plane.listen();
-  const { identity } = await ensureSidecarIdentity(plane, { dataDir: config.data_dir, tenantId: config.tenant_id, budgetId: config.budget_id });
+  const { identity } = await ensureSidecarIdentity(plane, {
+    dataDir: config.data_dir,
+    tenantId: config.tenant_id,
+    budgetId: config.budget_id,
+  });
   const proxy = await createProxy({
     config,
     logger: logger.child({ component: 'proxy' }),
@@ -34,7 +43,15 @@ async function main(): Promise<void> {
   // Absolute paths: the agent that uses them runs from another directory.
   const caFile = resolve(proxy.caCertFile);
   const bundle = writeTrustBundle(join(dirname(caFile), 'ca-bundle.pem'), proxy.caCertPem);
-  logger.info({ control_plane: controlPlane, proxy: addresses.proxyUrl, tenant_id: identity.tenant_id, budget_id: identity.budget_id }, 'standalone ready');
+  logger.info(
+    {
+      control_plane: controlPlane,
+      proxy: addresses.proxyUrl,
+      tenant_id: identity.tenant_id,
+      budget_id: identity.budget_id,
+    },
+    'standalone ready',
+  );
   const line = (label: string, value: string) => `${label.padEnd(17)}${value}`;
   process.stdout.write(
     [
@@ -46,7 +63,12 @@ async function main(): Promise<void> {
       line('tenant', identity.tenant_id),
       line('default budget', `${identity.budget_id}  (unlimited)`),
       line('sidecar API key', identity.api_key),
-      line('administrator', config.bootstrap_admin_key === undefined ? 'set SVC_BOOTSTRAP_ADMIN_KEY to enable the root administrator key' : 'SVC_BOOTSTRAP_ADMIN_KEY is the root administrator key'),
+      line(
+        'administrator',
+        config.bootstrap_admin_key === undefined
+          ? 'set SVC_BOOTSTRAP_ADMIN_KEY to enable the root administrator key'
+          : 'SVC_BOOTSTRAP_ADMIN_KEY is the root administrator key',
+      ),
       '',
       'Point an agent at the proxy:',
       `  export HTTPS_PROXY=${addresses.proxyUrl} NODE_USE_ENV_PROXY=1`,

@@ -14,9 +14,19 @@ function setup(): AuditLog {
   const log = new AuditLog(store);
   store.transaction(() => {
     for (const action of ['policy.create', 'envelope.create', 'policy.evaluate']) {
-      log.append('t1', { actor: { type: 'api_key', id: 'k1' }, action, resource: { type: action.split('.')[0]!, id: 'r' }, result: 'ok' });
+      log.append('t1', {
+        actor: { type: 'api_key', id: 'k1' },
+        action,
+        resource: { type: action.split('.')[0]!, id: 'r' },
+        result: 'ok',
+      });
     }
-    log.append('t2', { actor: { type: 'api_key', id: 'k2' }, action: 'budget.create', resource: { type: 'budget', id: 'b' }, result: 'ok' });
+    log.append('t2', {
+      actor: { type: 'api_key', id: 'k2' },
+      action: 'budget.create',
+      resource: { type: 'budget', id: 'b' },
+      result: 'ok',
+    });
   });
   return log;
 }

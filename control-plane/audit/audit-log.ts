@@ -66,7 +66,10 @@ export class AuditLog {
   }
 
   /** Newest first, filtered. */
-  query(tenant: string, filter: { action?: string; resource_type?: string; actor_id?: string; limit: number }): AuditRecord[] {
+  query(
+    tenant: string,
+    filter: { action?: string; resource_type?: string; actor_id?: string; limit: number },
+  ): AuditRecord[] {
     const out: AuditRecord[] = [];
     for (const record of this.store.listNumeric<AuditRecord>(tenant, 'audit', { reverse: true })) {
       if (filter.action !== undefined && record.action !== filter.action) continue;
@@ -94,7 +97,12 @@ export class AuditLog {
     }
     const head = this.store.get<ChainHead>(tenant, 'meta', 'audit_head');
     if (head !== undefined && (head.seq !== checked || head.hash !== prev)) {
-      return { valid: false, checked, first_invalid_seq: checked + 1, reason: 'records after the last one found are missing' };
+      return {
+        valid: false,
+        checked,
+        first_invalid_seq: checked + 1,
+        reason: 'records after the last one found are missing',
+      };
     }
     return { valid: true, checked, first_invalid_seq: null, reason: null };
   }

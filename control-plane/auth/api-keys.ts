@@ -1,6 +1,12 @@
 import type { z } from 'zod';
 import { SvcError } from '../../core/errors/index.ts';
-import { SYSTEM_TENANT, type ApiKeyRecord, type ApiKeyView, type CreateApiKeyRequestSchema, type Principal } from '../../core/domain/index.ts';
+import {
+  SYSTEM_TENANT,
+  type ApiKeyRecord,
+  type ApiKeyView,
+  type CreateApiKeyRequestSchema,
+  type Principal,
+} from '../../core/domain/index.ts';
 import type { Store } from '../store/store.ts';
 import { generateApiKey, hashKey, keyHint, parseKeyId, sameHash } from './key-format.ts';
 
@@ -44,7 +50,10 @@ export class ApiKeys {
       key_hint: keyHint(secret),
       key_hash: hashKey(secret),
       scopes: request.scopes,
-      expires_at: request.expires_in_seconds > 0 ? new Date(now.getTime() + request.expires_in_seconds * 1000).toISOString() : null,
+      expires_at:
+        request.expires_in_seconds > 0
+          ? new Date(now.getTime() + request.expires_in_seconds * 1000).toISOString()
+          : null,
       created_at: now.toISOString(),
       revoked_at: null,
       last_used_at: null,
@@ -79,7 +88,8 @@ export class ApiKeys {
     const tenant = this.store.getGlobal<string>('api_key', id);
     if (tenant === undefined) return null;
     const record = this.store.get<ApiKeyRecord>(tenant, 'api_key', id);
-    if (record === undefined || !sameHash(record.key_hash, hashKey(secret)) || keyStatus(record, now) !== 'active') return null;
+    if (record === undefined || !sameHash(record.key_hash, hashKey(secret)) || keyStatus(record, now) !== 'active')
+      return null;
     return {
       type: 'api_key',
       id: record.id,

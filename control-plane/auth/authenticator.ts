@@ -34,11 +34,21 @@ export class Authenticator {
 
   async authenticate(headers: CredentialHeaders): Promise<Principal> {
     const token = this.credentialOf(headers);
-    if (token === null) throw new SvcError('SVC-SYS-9003', 'missing credentials: send X-Api-Key or Authorization: Bearer');
+    if (token === null)
+      throw new SvcError('SVC-SYS-9003', 'missing credentials: send X-Api-Key or Authorization: Bearer');
     if (this.bootstrapDigest !== null && timingSafeEqual(digest(token), this.bootstrapDigest)) {
-      return { type: 'bootstrap', id: 'bootstrap-admin', tenant_id: SYSTEM_TENANT, scopes: new Set(ALL_SCOPES), administrator: true };
+      return {
+        type: 'bootstrap',
+        id: 'bootstrap-admin',
+        tenant_id: SYSTEM_TENANT,
+        scopes: new Set(ALL_SCOPES),
+        administrator: true,
+      };
     }
-    const principal = this.jwt !== null && looksLikeJwt(token) ? await this.jwt.verify(token) : this.keys.authenticate(token, this.clock());
+    const principal =
+      this.jwt !== null && looksLikeJwt(token)
+        ? await this.jwt.verify(token)
+        : this.keys.authenticate(token, this.clock());
     if (principal === null) throw new SvcError('SVC-SYS-9003', 'invalid, expired or revoked credentials');
     return principal;
   }

@@ -38,7 +38,13 @@ export class JwtVerifier {
       const tenant = payload[this.options.tenantClaim];
       if (typeof tenant !== 'string' || tenant.length === 0 || typeof payload.sub !== 'string') return null;
       const scopes = scopesOf(payload);
-      return { type: 'jwt', id: payload.sub, tenant_id: tenant, scopes, administrator: tenant === SYSTEM_TENANT && scopes.has('admin') };
+      return {
+        type: 'jwt',
+        id: payload.sub,
+        tenant_id: tenant,
+        scopes,
+        administrator: tenant === SYSTEM_TENANT && scopes.has('admin'),
+      };
     } catch {
       return null;
     }

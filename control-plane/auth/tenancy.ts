@@ -7,17 +7,31 @@ import type { Tenants } from '../tenants/tenants.ts';
  * with X-Tenant-ID or a `tenant_id` in the body or query. Anyone else naming a different tenant is
  * refused rather than silently corrected, so a misconfigured client learns of it at once.
  */
-export function resolveTenant(principal: Principal, tenants: Tenants, requested: { header?: string | undefined; field?: string | undefined; fieldName?: string }): string {
+export function resolveTenant(
+  principal: Principal,
+  tenants: Tenants,
+  requested: { header?: string | undefined; field?: string | undefined; fieldName?: string },
+): string {
   const { header, field } = requested;
   if (header !== undefined && field !== undefined && header !== field) {
-    throw new SvcError('SVC-SYS-9002', 'X-Tenant-ID and tenant_id name different tenants', {}, [{ field: requested.fieldName ?? 'tenant_id', description: 'differs from X-Tenant-ID' }]);
+    throw new SvcError('SVC-SYS-9002', 'X-Tenant-ID and tenant_id name different tenants', {}, [
+      { field: requested.fieldName ?? 'tenant_id', description: 'differs from X-Tenant-ID' },
+    ]);
   }
   const wanted = field ?? header;
   if (wanted === undefined || wanted === principal.tenant_id) return principal.tenant_id;
   if (!principal.administrator) {
-    throw new SvcError('SVC-SYS-9004', `this credential belongs to another tenant than ${wanted}`, { tenant_id: wanted }, [
-      { field: field !== undefined ? (requested.fieldName ?? 'tenant_id') : 'X-Tenant-ID', description: 'differs from the credential\'s tenant' },
-    ]);
+    throw new SvcError(
+      'SVC-SYS-9004',
+      `this credential belongs to another tenant than ${wanted}`,
+      { tenant_id: wanted },
+      [
+        {
+          field: field !== undefined ? (requested.fieldName ?? 'tenant_id') : 'X-Tenant-ID',
+          description: "differs from the credential's tenant",
+        },
+      ],
+    );
   }
   if (!tenants.exists(wanted)) throw new SvcError('SVC-SYS-9006', `tenant ${wanted} not found`, { tenant_id: wanted });
   return wanted;

@@ -21,12 +21,19 @@ const SIDECAR_SCOPES = ['envelopes:read', 'envelopes:write', 'budgets:read', 'po
  * default budget and the sidecar's API key, created once and kept in `sidecar-identity.json`
  * (mode 0600) under the data directory so that later starts reuse them. Configured ids win.
  */
-export async function ensureSidecarIdentity(plane: ControlPlane, options: { dataDir: string; tenantId?: string | undefined; budgetId?: string | undefined; clock?: () => Date }): Promise<{ identity: SidecarIdentity; created: boolean }> {
+export async function ensureSidecarIdentity(
+  plane: ControlPlane,
+  options: { dataDir: string; tenantId?: string | undefined; budgetId?: string | undefined; clock?: () => Date },
+): Promise<{ identity: SidecarIdentity; created: boolean }> {
   const file = join(options.dataDir, 'sidecar-identity.json');
   const clock = options.clock ?? (() => new Date());
   const saved = existsSync(file) ? SidecarIdentitySchema.parse(JSON.parse(readFileSync(file, 'utf8'))) : undefined;
   const tenantId = options.tenantId ?? saved?.tenant_id ?? 'default';
-  if (saved !== undefined && saved.tenant_id === tenantId && plane.services.budgets.find(tenantId, options.budgetId ?? saved.budget_id) !== undefined) {
+  if (
+    saved !== undefined &&
+    saved.tenant_id === tenantId &&
+    plane.services.budgets.find(tenantId, options.budgetId ?? saved.budget_id) !== undefined
+  ) {
     return { identity: { ...saved, budget_id: options.budgetId ?? saved.budget_id }, created: false };
   }
   const { store, services } = plane;
@@ -34,26 +41,73 @@ export async function ensureSidecarIdentity(plane: ControlPlane, options: { data
   const identity = store.transaction(() => {
     if (!services.tenants.exists(tenantId)) {
       services.tenants.create({ tenant_id: tenantId, name: tenantId, created_at: now.toISOString() });
-      services.audit.append(tenantId, { actor: SYSTEM_ACTOR, action: 'tenant.create', resource: { type: 'tenant', id: tenantId }, result: 'created', metadata: { reason: 'standalone first start' } });
+      services.audit.append(tenantId, {
+        actor: SYSTEM_ACTOR,
+        action: 'tenant.create',
+        resource: { type: 'tenant', id: tenantId },
+        result: 'created',
+        metadata: { reason: 'standalone first start' },
+      });
     }
     let budgetId = options.budgetId;
     if (budgetId === undefined || services.budgets.find(tenantId, budgetId) === undefined) {
       const base = { period: 'total' as const, created_at: now.toISOString() };
       const budget: Budget = {
-        budget_id: budgetId ?? randomUUID(), tenant_id: tenantId, name: 'default', description: 'unlimited default budget of the sidecar', type: 'hybrid',
-        period: 'total', limits: { max_tokens: null, max_cost_usd: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null },
-        alerts: [], expires_at: null, workflow_id: null, tags: { source: 'standalone' }, usage: freshUsage(base, now), created_at: base.created_at, updated_at: base.created_at,
+        budget_id: budgetId ?? randomUUID(),
+        tenant_id: tenantId,
+        name: 'default',
+        description: 'unlimited default budget of the sidecar',
+        type: 'hybrid',
+        period: 'total',
+        limits: {
+          max_tokens: null,
+          max_cost_usd: null,
+          max_executions: null,
+          max_input_tokens: null,
+          max_output_tokens: null,
+          max_llm_calls: null,
+          max_tool_calls: null,
+        },
+        alerts: [],
+        expires_at: null,
+        workflow_id: null,
+        tags: { source: 'standalone' },
+        usage: freshUsage(base, now),
+        created_at: base.created_at,
+        updated_at: base.created_at,
       };
       services.budgets.save(tenantId, budget);
-      services.audit.append(tenantId, { actor: SYSTEM_ACTOR, action: 'budget.create', resource: { type: 'budget', id: budget.budget_id }, result: 'created', metadata: { reason: 'standalone first start' } });
+      services.audit.append(tenantId, {
+        actor: SYSTEM_ACTOR,
+        action: 'budget.create',
+        resource: { type: 'budget', id: budget.budget_id },
+        result: 'created',
+        metadata: { reason: 'standalone first start' },
+      });
       budgetId = budget.budget_id;
     }
-    const key = services.keys.create(tenantId, { name: 'sidecar', scopes: [...SIDECAR_SCOPES], expires_in_seconds: 0 }, now);
-    services.audit.append(tenantId, { actor: SYSTEM_ACTOR, action: 'api_key.create', resource: { type: 'api_key', id: key.record.id }, result: 'created', metadata: { name: 'sidecar' } });
+    const key = services.keys.create(
+      tenantId,
+      { name: 'sidecar', scopes: [...SIDECAR_SCOPES], expires_in_seconds: 0 },
+      now,
+    );
+    services.audit.append(tenantId, {
+      actor: SYSTEM_ACTOR,
+      action: 'api_key.create',
+      resource: { type: 'api_key', id: key.record.id },
+      result: 'created',
+      metadata: { name: 'sidecar' },
+    });
     return { tenant_id: tenantId, budget_id: budgetId, api_key: key.secret };
   });
   writeFileSync(file, JSON.stringify(identity, null, 2), { mode: 0o600 });
   chmodSync(file, 0o600);
-  await plane.effects.dispatch({ ...noEffects(), changes: [{ kind: 'ruleset', tenant: tenantId }, { kind: 'budget', tenant: tenantId, budgetId: identity.budget_id }] });
+  await plane.effects.dispatch({
+    ...noEffects(),
+    changes: [
+      { kind: 'ruleset', tenant: tenantId },
+      { kind: 'budget', tenant: tenantId, budgetId: identity.budget_id },
+    ],
+  });
   return { identity, created: true };
 }

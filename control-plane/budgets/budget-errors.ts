@@ -13,7 +13,10 @@ export function budgetError(code: SvcCode, budget: Budget, message: string): Svc
   let unit: string;
   if (code === 'SVC-BUD-3004' && limits.max_executions !== null) {
     [current, limit, unit] = [usage.executions, limits.max_executions, 'executions'];
-  } else if (limits.max_cost_usd !== null && (usage.cost_micros >= usdToMicros(limits.max_cost_usd) || limits.max_tokens === null)) {
+  } else if (
+    limits.max_cost_usd !== null &&
+    (usage.cost_micros >= usdToMicros(limits.max_cost_usd) || limits.max_tokens === null)
+  ) {
     [current, limit, unit] = [microsToUsd(usage.cost_micros), limits.max_cost_usd, 'usd'];
   } else {
     [current, limit, unit] = [tokens, limits.max_tokens ?? 0, 'tokens'];

@@ -1,8 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { SvcError } from '../../core/errors/index.ts';
 import {
-  budgetStatus, checkBudget, DEFAULT_ALERTS, freshUsage, microsToUsd, rollOver, usdToMicros,
-  type Budget, type BudgetStatus, type CheckOutcome, type CreateBudgetRequest,
+  budgetStatus,
+  checkBudget,
+  DEFAULT_ALERTS,
+  freshUsage,
+  microsToUsd,
+  rollOver,
+  usdToMicros,
+  type Budget,
+  type BudgetStatus,
+  type CheckOutcome,
+  type CreateBudgetRequest,
 } from '../../core/domain/index.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
@@ -29,7 +38,9 @@ export class Budgets {
   async create(caller: Caller, request: CreateBudgetRequest): Promise<Budget> {
     const now = this.deps.clock();
     if (request.expires_at !== undefined && Date.parse(request.expires_at) <= now.getTime()) {
-      throw new SvcError('SVC-SYS-9002', 'invalid request: expires_at: must lie in the future', {}, [{ field: 'expires_at', description: 'must lie in the future' }]);
+      throw new SvcError('SVC-SYS-9002', 'invalid request: expires_at: must lie in the future', {}, [
+        { field: 'expires_at', description: 'must lie in the future' },
+      ]);
     }
     const base = { period: request.period, created_at: now.toISOString() };
     const budget: Budget = {
@@ -50,16 +61,26 @@ export class Budgets {
     };
     this.deps.store.transaction(() => {
       this.deps.store.put(caller.tenant, 'budget', budget.budget_id, budget);
-      this.deps.audit.append(caller.tenant, { actor: actorOf(caller.principal), action: 'budget.create', resource: { type: 'budget', id: budget.budget_id }, result: 'created', metadata: { name: budget.name, limits: budget.limits } });
+      this.deps.audit.append(caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'budget.create',
+        resource: { type: 'budget', id: budget.budget_id },
+        result: 'created',
+        metadata: { name: budget.name, limits: budget.limits },
+      });
     });
-    await this.deps.effects.dispatch({ ...noEffects(), changes: [{ kind: 'budget', tenant: caller.tenant, budgetId: budget.budget_id }] });
+    await this.deps.effects.dispatch({
+      ...noEffects(),
+      changes: [{ kind: 'budget', tenant: caller.tenant, budgetId: budget.budget_id }],
+    });
     return budget;
   }
 
   /** The budget as of now (usage rolled into the current period), or SVC-BUD-3002. */
   get(tenant: string, budgetId: string): Budget {
     const budget = this.find(tenant, budgetId);
-    if (budget === undefined) throw new SvcError('SVC-BUD-3002', `budget ${budgetId} not found`, { budget_id: budgetId });
+    if (budget === undefined)
+      throw new SvcError('SVC-BUD-3002', `budget ${budgetId} not found`, { budget_id: budgetId });
     return budget;
   }
 
@@ -81,12 +102,21 @@ export class Budgets {
   /** Current-period spend of every budget of these tenants, for the budget usage gauge. */
   *spendByBudget(tenants: Iterable<string>): Generator<{ tenant_id: string; budget_id: string; usd: number }> {
     for (const tenant of tenants) {
-      for (const budget of this.list(tenant, 'all')) yield { tenant_id: tenant, budget_id: budget.budget_id, usd: microsToUsd(budget.usage.cost_micros) };
+      for (const budget of this.list(tenant, 'all'))
+        yield { tenant_id: tenant, budget_id: budget.budget_id, usd: microsToUsd(budget.usage.cost_micros) };
     }
   }
 
-  check(tenant: string, budgetId: string, estimate: { estimated_tokens: number; estimated_cost_usd: number }): CheckOutcome {
-    return checkBudget(this.get(tenant, budgetId), { tokens: estimate.estimated_tokens, cost_micros: usdToMicros(estimate.estimated_cost_usd) }, this.deps.clock());
+  check(
+    tenant: string,
+    budgetId: string,
+    estimate: { estimated_tokens: number; estimated_cost_usd: number },
+  ): CheckOutcome {
+    return checkBudget(
+      this.get(tenant, budgetId),
+      { tokens: estimate.estimated_tokens, cost_micros: usdToMicros(estimate.estimated_cost_usd) },
+      this.deps.clock(),
+    );
   }
 
   /**
@@ -97,18 +127,27 @@ export class Budgets {
     const now = this.deps.clock();
     const budget = this.find(tenant, budgetId);
     if (budget === undefined) {
-      throw new SvcError('SVC-BUD-3005', `budget ${budgetId} is not a budget of this tenant`, { budget_id: budgetId, current_usage: 0, current: 0, limit: 0 }, [
-        { field: 'budget_id', description: 'no such budget in this tenant' },
-      ]);
+      throw new SvcError(
+        'SVC-BUD-3005',
+        `budget ${budgetId} is not a budget of this tenant`,
+        { budget_id: budgetId, current_usage: 0, current: 0, limit: 0 },
+        [{ field: 'budget_id', description: 'no such budget in this tenant' }],
+      );
     }
     const status = budgetStatus(budget, now);
-    if (status === 'expired') throw budgetError('SVC-BUD-3003', budget, `budget ${budgetId} expired at ${budget.expires_at}`);
-    if (status === 'exhausted') throw budgetError('SVC-BUD-3001', budget, `budget ${budgetId} is exhausted for the current period`);
+    if (status === 'expired')
+      throw budgetError('SVC-BUD-3003', budget, `budget ${budgetId} expired at ${budget.expires_at}`);
+    if (status === 'exhausted')
+      throw budgetError('SVC-BUD-3001', budget, `budget ${budgetId} is exhausted for the current period`);
     const { max_executions } = budget.limits;
     if (max_executions !== null && budget.usage.executions >= max_executions) {
       throw budgetError('SVC-BUD-3004', budget, `budget ${budgetId} allows ${max_executions} executions per period`);
     }
-    const updated: Budget = { ...budget, usage: { ...budget.usage, executions: budget.usage.executions + 1 }, updated_at: now.toISOString() };
+    const updated: Budget = {
+      ...budget,
+      usage: { ...budget.usage, executions: budget.usage.executions + 1 },
+      updated_at: now.toISOString(),
+    };
     this.deps.store.put(tenant, 'budget', budgetId, updated);
     return updated;
   }

@@ -35,10 +35,16 @@ export class EffectDispatcher {
   async dispatch(effects: Effects): Promise<void> {
     if (this.sync !== null) {
       for (const signal of effects.signals) {
-        await this.sync.signal(signal).catch((error: unknown) => this.log.error({ err: error, envelope_id: signal.envelope_id }, 'terminate signal failed'));
+        await this.sync
+          .signal(signal)
+          .catch((error: unknown) =>
+            this.log.error({ err: error, envelope_id: signal.envelope_id }, 'terminate signal failed'),
+          );
       }
       if (effects.changes.length > 0) {
-        await this.sync.push(effects.changes).catch((error: unknown) => this.log.error({ err: error }, 'state push failed'));
+        await this.sync
+          .push(effects.changes)
+          .catch((error: unknown) => this.log.error({ err: error }, 'state push failed'));
       }
     }
     for (const p of effects.publications) {

@@ -57,18 +57,33 @@ export class WebhookSender {
         'x-svc-attempt': String(attempt),
         'x-svc-timestamp': timestamp,
       };
-      if (this.options.secret !== undefined) headers['x-svc-signature'] = signWebhook(this.options.secret, timestamp, body);
+      if (this.options.secret !== undefined)
+        headers['x-svc-signature'] = signWebhook(this.options.secret, timestamp, body);
       try {
-        const response = await fetch(call.url, { method: 'POST', headers, body, signal: AbortSignal.timeout(this.options.timeoutMs) });
+        const response = await fetch(call.url, {
+          method: 'POST',
+          headers,
+          body,
+          signal: AbortSignal.timeout(this.options.timeoutMs),
+        });
         await response.body?.cancel();
         if (response.ok) return;
         if (response.status < 500 && response.status !== 429) {
-          this.log.warn({ url: call.url, status: response.status, delivery: call.deliveryId }, 'webhook refused; not retried');
+          this.log.warn(
+            { url: call.url, status: response.status, delivery: call.deliveryId },
+            'webhook refused; not retried',
+          );
           return;
         }
-        this.log.warn({ url: call.url, status: response.status, attempt, delivery: call.deliveryId }, 'webhook failed; will retry');
+        this.log.warn(
+          { url: call.url, status: response.status, attempt, delivery: call.deliveryId },
+          'webhook failed; will retry',
+        );
       } catch (error) {
-        this.log.warn({ url: call.url, err: (error as Error).message, attempt, delivery: call.deliveryId }, 'webhook unreachable; will retry');
+        this.log.warn(
+          { url: call.url, err: (error as Error).message, attempt, delivery: call.deliveryId },
+          'webhook unreachable; will retry',
+        );
       }
     }
     this.log.error({ url: call.url, delivery: call.deliveryId }, 'webhook gave up after the last attempt');

@@ -2,8 +2,16 @@ import { randomUUID } from 'node:crypto';
 import { subjects } from '../../core/bus/subjects.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import {
-  canTransition, emptyCostTotals, EnvelopeStatusSchema, isFinal, isTerminated, percents,
-  type CreateEnvelopeRequest, type Envelope, type EnvelopeStatus, type EventRecord,
+  canTransition,
+  emptyCostTotals,
+  EnvelopeStatusSchema,
+  isFinal,
+  isTerminated,
+  percents,
+  type CreateEnvelopeRequest,
+  type Envelope,
+  type EnvelopeStatus,
+  type EventRecord,
 } from '../../core/domain/index.ts';
 import { UsageEventMessageSchema } from '../../core/events/messages.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
@@ -48,20 +56,40 @@ export class Envelopes {
       request: { adapter_type: request.adapter_type, metadata: request.metadata ?? {} },
       budget: budget === undefined ? undefined : { percent_used: percents(budget).highest },
     };
-    const decision = await this.deps.policies.decide(caller, { action: 'execution:start', context, policySet: request.policy_set });
+    const decision = await this.deps.policies.decide(caller, {
+      action: 'execution:start',
+      context,
+      policySet: request.policy_set,
+    });
     const { result } = decision;
     if (!result.allowed) {
       if (decision.approvalId !== null) {
-        throw new SvcError('SVC-POL-2004', `execution:start requires approval ${decision.approvalId}`, { approval_id: decision.approvalId, policy_id: result.matched_policy ?? '', denied_action: 'execution:start' });
+        throw new SvcError('SVC-POL-2004', `execution:start requires approval ${decision.approvalId}`, {
+          approval_id: decision.approvalId,
+          policy_id: result.matched_policy ?? '',
+          denied_action: 'execution:start',
+        });
       }
-      throw new SvcError('SVC-POL-2001', result.message ?? result.reason, { policy_id: result.matched_policy ?? '', rule_id: result.matched_rule, denied_action: 'execution:start' });
+      throw new SvcError('SVC-POL-2001', result.message ?? result.reason, {
+        policy_id: result.matched_policy ?? '',
+        rule_id: result.matched_rule,
+        denied_action: 'execution:start',
+      });
     }
 
     const effects = noEffects();
     const envelope = store.transaction(() => {
       const now = clock();
-      if (request.execution_id !== undefined && store.get(caller.tenant, 'execution', request.execution_id) !== undefined) {
-        throw new SvcError('SVC-SYS-9008', `execution ${request.execution_id} already has an envelope`, { execution_id: request.execution_id }, [{ field: 'execution_id', description: 'already has an envelope' }]);
+      if (
+        request.execution_id !== undefined &&
+        store.get(caller.tenant, 'execution', request.execution_id) !== undefined
+      ) {
+        throw new SvcError(
+          'SVC-SYS-9008',
+          `execution ${request.execution_id} already has an envelope`,
+          { execution_id: request.execution_id },
+          [{ field: 'execution_id', description: 'already has an envelope' }],
+        );
       }
       if (request.budget_id !== undefined) {
         budgets.reserveExecution(caller.tenant, request.budget_id);
@@ -92,9 +120,20 @@ export class Envelopes {
       };
       store.put(caller.tenant, 'envelope', envelopeId, created);
       store.put(caller.tenant, 'execution', created.execution_id, envelopeId);
-      if (created.budget_id !== null) store.put(caller.tenant, 'budget_envelope', budgetIndexId(created.budget_id, envelopeId), envelopeId);
-      audit.append(caller.tenant, { actor: actorOf(caller.principal), action: 'envelope.create', resource: { type: 'envelope', id: envelopeId }, result: 'authorized', metadata: { budget_id: created.budget_id, adapter_type: created.adapter_type } });
-      effects.publications.push({ subject: subjects.envelopeCreated(caller.tenant), data: lifecycleMessage(created), msgId: `env-${envelopeId}-CREATED` });
+      if (created.budget_id !== null)
+        store.put(caller.tenant, 'budget_envelope', budgetIndexId(created.budget_id, envelopeId), envelopeId);
+      audit.append(caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'envelope.create',
+        resource: { type: 'envelope', id: envelopeId },
+        result: 'authorized',
+        metadata: { budget_id: created.budget_id, adapter_type: created.adapter_type },
+      });
+      effects.publications.push({
+        subject: subjects.envelopeCreated(caller.tenant),
+        data: lifecycleMessage(created),
+        msgId: `env-${envelopeId}-CREATED`,
+      });
       return created;
     });
     await this.deps.effects.dispatch(effects);
@@ -103,7 +142,8 @@ export class Envelopes {
 
   get(tenant: string, envelopeId: string): Envelope {
     const envelope = this.deps.store.get<Envelope>(tenant, 'envelope', envelopeId);
-    if (envelope === undefined) throw new SvcError('SVC-ENV-1001', `envelope ${envelopeId} not found`, { envelope_id: envelopeId });
+    if (envelope === undefined)
+      throw new SvcError('SVC-ENV-1001', `envelope ${envelopeId} not found`, { envelope_id: envelopeId });
     return envelope;
   }
 
@@ -119,7 +159,11 @@ export class Envelopes {
   }
 
   /** Records an event (202): updates the cost summary and budget usage, fires alerts. */
-  async recordEvent(caller: Caller, envelopeId: string, record: EventRecord): Promise<{ event_id: string; duplicate: boolean; envelope: Envelope }> {
+  async recordEvent(
+    caller: Caller,
+    envelopeId: string,
+    record: EventRecord,
+  ): Promise<{ event_id: string; duplicate: boolean; envelope: Envelope }> {
     const effects = noEffects();
     const message = UsageEventMessageSchema.parse({
       event_id: record.event_id ?? randomUUID(),
@@ -135,42 +179,81 @@ export class Envelopes {
     });
     const outcome = this.deps.store.transaction(() => {
       const envelope = this.get(caller.tenant, envelopeId);
-      const applied = applyUsage(this.deps, { ...message, budget_id: envelope.budget_id }, this.deps.clock(), effects, true);
+      const applied = applyUsage(
+        this.deps,
+        { ...message, budget_id: envelope.budget_id },
+        this.deps.clock(),
+        effects,
+        true,
+      );
       return { ...applied, envelope: applied.envelope ?? this.get(caller.tenant, envelopeId) };
     });
     if (!outcome.duplicate) {
-      effects.publications.unshift({ subject: subjects.event(caller.tenant, message.event_type), data: message, msgId: message.event_id });
+      effects.publications.unshift({
+        subject: subjects.event(caller.tenant, message.event_type),
+        data: message,
+        msgId: message.event_id,
+      });
     }
     await this.deps.effects.dispatch(effects);
     return { event_id: message.event_id, duplicate: outcome.duplicate, envelope: outcome.envelope };
   }
 
   /** POST /terminate: any non-final envelope becomes TERMINATED; an ended one is 409. */
-  async terminate(caller: Caller, envelopeId: string, request: { reason?: string | undefined; force: boolean }): Promise<Envelope> {
+  async terminate(
+    caller: Caller,
+    envelopeId: string,
+    request: { reason?: string | undefined; force: boolean },
+  ): Promise<Envelope> {
     return this.move(caller, envelopeId, 'TERMINATED', request.reason ?? 'terminated by request', request.force);
   }
 
   /** The HTTP face of gRPC UpdateEnvelopeStatus: only the moves of spec 3.1. */
-  async updateStatus(caller: Caller, envelopeId: string, request: { status: string; reason?: string | undefined }): Promise<Envelope> {
+  async updateStatus(
+    caller: Caller,
+    envelopeId: string,
+    request: { status: string; reason?: string | undefined },
+  ): Promise<Envelope> {
     const parsed = EnvelopeStatusSchema.safeParse(request.status);
     if (!parsed.success) {
-      throw new SvcError('SVC-SYS-9002', `invalid request: status: unknown status ${request.status}`, {}, [{ field: 'status', description: `one of ${EnvelopeStatusSchema.options.join(', ')}` }]);
+      throw new SvcError('SVC-SYS-9002', `invalid request: status: unknown status ${request.status}`, {}, [
+        { field: 'status', description: `one of ${EnvelopeStatusSchema.options.join(', ')}` },
+      ]);
     }
     return this.move(caller, envelopeId, parsed.data, request.reason ?? null, false);
   }
 
-  private async move(caller: Caller, envelopeId: string, to: EnvelopeStatus, reason: string | null, force: boolean): Promise<Envelope> {
+  private async move(
+    caller: Caller,
+    envelopeId: string,
+    to: EnvelopeStatus,
+    reason: string | null,
+    force: boolean,
+  ): Promise<Envelope> {
     const effects = noEffects();
     const envelope = this.deps.store.transaction(() => {
       const current = this.get(caller.tenant, envelopeId);
       if (isFinal(current.status)) {
         const code = isTerminated(current.status) ? 'SVC-ENV-1003' : 'SVC-ENV-1004';
-        throw new SvcError(code, `envelope ${envelopeId} is already ${current.status}`, { envelope_id: envelopeId, state: current.status });
+        throw new SvcError(code, `envelope ${envelopeId} is already ${current.status}`, {
+          envelope_id: envelopeId,
+          state: current.status,
+        });
       }
       if (!canTransition(current.status, to)) {
-        throw new SvcError('SVC-ENV-1002', `envelope ${envelopeId} cannot move from ${current.status} to ${to}`, { envelope_id: envelopeId, from: current.status, to });
+        throw new SvcError('SVC-ENV-1002', `envelope ${envelopeId} cannot move from ${current.status} to ${to}`, {
+          envelope_id: envelopeId,
+          from: current.status,
+          to,
+        });
       }
-      return applyTransition(this.deps, current, to, { reason, actor: actorOf(caller.principal), now: this.deps.clock(), force }, effects);
+      return applyTransition(
+        this.deps,
+        current,
+        to,
+        { reason, actor: actorOf(caller.principal), now: this.deps.clock(), force },
+        effects,
+      );
     });
     await this.deps.effects.dispatch(effects);
     return envelope;

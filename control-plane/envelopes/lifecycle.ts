@@ -56,7 +56,8 @@ export function applyTransition(
   };
   const tenant = envelope.tenant_id;
   deps.store.put(tenant, 'envelope', next.envelope_id, next);
-  if (isFinal(to) && next.budget_id !== null) deps.store.remove(tenant, 'budget_envelope', budgetIndexId(next.budget_id, next.envelope_id));
+  if (isFinal(to) && next.budget_id !== null)
+    deps.store.remove(tenant, 'budget_envelope', budgetIndexId(next.budget_id, next.envelope_id));
   deps.audit.append(tenant, {
     actor: change.actor,
     action: isFinal(to) && to !== 'COMPLETED' && to !== 'FAILED' ? 'envelope.terminate' : 'envelope.update_status',
@@ -66,10 +67,21 @@ export function applyTransition(
   });
   const subject = SUBJECT_OF[to];
   if (subject !== undefined) {
-    effects.publications.push({ subject: subject(tenant), data: lifecycleMessage(next, change.force ?? false), msgId: `env-${next.envelope_id}-${to}` });
+    effects.publications.push({
+      subject: subject(tenant),
+      data: lifecycleMessage(next, change.force ?? false),
+      msgId: `env-${next.envelope_id}-${to}`,
+    });
   }
   if (isTerminated(to)) {
-    effects.signals.push({ tenant_id: tenant, envelope_id: next.envelope_id, execution_id: next.execution_id, budget_id: next.budget_id, reason: change.reason ?? to.toLowerCase(), force: change.force ?? false });
+    effects.signals.push({
+      tenant_id: tenant,
+      envelope_id: next.envelope_id,
+      execution_id: next.execution_id,
+      budget_id: next.budget_id,
+      reason: change.reason ?? to.toLowerCase(),
+      force: change.force ?? false,
+    });
   }
   return next;
 }

@@ -18,14 +18,22 @@ let store: Store;
 let now: Date;
 let budgets: Budgets;
 let ledger: LeaseLedger;
-const caller: Caller = { principal: { type: 'bootstrap', id: 'root', tenant_id: 't', scopes: new Set(['admin']), administrator: true }, tenant: 't', requestId: 'r' };
+const caller: Caller = {
+  principal: { type: 'bootstrap', id: 'root', tenant_id: 't', scopes: new Set(['admin']), administrator: true },
+  tenant: 't',
+  requestId: 'r',
+};
 
 beforeEach(() => {
   store = new Store(mkdtempSync(join(tmpdir(), 'lease-')));
   now = new Date('2026-11-22T10:00:00Z');
   const clock = () => now;
   const log = pino({ level: 'silent' });
-  const effects = new EffectDispatcher(createMemoryMessaging({ logger: log }).bus, new WebhookSender({ secret: undefined, maxAttempts: 1, timeoutMs: 100 }, log), log);
+  const effects = new EffectDispatcher(
+    createMemoryMessaging({ logger: log }).bus,
+    new WebhookSender({ secret: undefined, maxAttempts: 1, timeoutMs: 100 }, log),
+    log,
+  );
   budgets = new Budgets({ store, audit: new AuditLog(store, clock), effects, clock });
   ledger = new LeaseLedger(store, budgets, clock, 60_000);
 });
@@ -42,55 +50,145 @@ function applyProxySpend(budgetId: string, micros: number): void {
 }
 
 const request = (budgetId: string, holder: string, extra: Record<string, unknown> = {}) =>
-  LeaseRequestSchema.parse({ tenant_id: 't', budget_id: budgetId, holder, want_tokens: 0, want_micros: 400_000, ...extra });
+  LeaseRequestSchema.parse({
+    tenant_id: 't',
+    budget_id: budgetId,
+    holder,
+    want_tokens: 0,
+    want_micros: 400_000,
+    ...extra,
+  });
 
 describe('LeaseLedger', () => {
   it('never leases out more than the budget has left, across holders', async () => {
-    const budget = await budgets.create(caller, { name: 'b', type: 'cost', period: 'monthly', limits: { max_cost_usd: 1, max_tokens: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null } });
-    const grants = ['a', 'b', 'c', 'd'].map((holder) => store.transaction(() => ledger.handle('t', request(budget.budget_id, holder))));
+    const budget = await budgets.create(caller, {
+      name: 'b',
+      type: 'cost',
+      period: 'monthly',
+      limits: {
+        max_cost_usd: 1,
+        max_tokens: null,
+        max_executions: null,
+        max_input_tokens: null,
+        max_output_tokens: null,
+        max_llm_calls: null,
+        max_tool_calls: null,
+      },
+    });
+    const grants = ['a', 'b', 'c', 'd'].map((holder) =>
+      store.transaction(() => ledger.handle('t', request(budget.budget_id, holder))),
+    );
     expect(grants.map((g) => g.micros)).toEqual([400_000, 400_000, 200_000, 0]);
     expect(grants.reduce((sum, g) => sum + (g.micros ?? 0), 0)).toBe(1_000_000);
     expect(grants[0]!.tokens).toBeNull();
   });
 
   it('renews a lease from what was reported spent and returns it on release', async () => {
-    const budget = await budgets.create(caller, { name: 'b', type: 'cost', period: 'monthly', limits: { max_cost_usd: 1, max_tokens: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null } });
+    const budget = await budgets.create(caller, {
+      name: 'b',
+      type: 'cost',
+      period: 'monthly',
+      limits: {
+        max_cost_usd: 1,
+        max_tokens: null,
+        max_executions: null,
+        max_input_tokens: null,
+        max_output_tokens: null,
+        max_llm_calls: null,
+        max_tool_calls: null,
+      },
+    });
     const first = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a')));
-    const renewed = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: first.lease_id, spent_micros: 300_000 })));
+    const renewed = store.transaction(() =>
+      ledger.handle('t', request(budget.budget_id, 'a', { lease_id: first.lease_id, spent_micros: 300_000 })),
+    );
     expect(renewed.lease_id).toBe(first.lease_id);
     expect(renewed.micros).toBe(500_000);
     expect(ledger.outstanding('t', budget.budget_id).micros).toBe(500_000);
-    store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: first.lease_id, release: true })));
+    store.transaction(() =>
+      ledger.handle('t', request(budget.budget_id, 'a', { lease_id: first.lease_id, release: true })),
+    );
     expect(ledger.outstanding('t', budget.budget_id).micros).toBe(0);
   });
 
   it('holds back spend reported in a renewal until the event processor has applied it, so it is never leased twice', async () => {
-    const budget = await budgets.create(caller, { name: 'b', type: 'cost', period: 'monthly', limits: { max_cost_usd: 1, max_tokens: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null } });
-    const [a, , c] = ['a', 'b', 'c'].map((holder) => store.transaction(() => ledger.handle('t', request(budget.budget_id, holder))));
+    const budget = await budgets.create(caller, {
+      name: 'b',
+      type: 'cost',
+      period: 'monthly',
+      limits: {
+        max_cost_usd: 1,
+        max_tokens: null,
+        max_executions: null,
+        max_input_tokens: null,
+        max_output_tokens: null,
+        max_llm_calls: null,
+        max_tool_calls: null,
+      },
+    });
+    const [a, , c] = ['a', 'b', 'c'].map((holder) =>
+      store.transaction(() => ledger.handle('t', request(budget.budget_id, holder))),
+    );
     // a spent its whole 400k; the usage events have not been applied yet.
-    const renewed = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id, spent_micros: 400_000 })));
+    const renewed = store.transaction(() =>
+      ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id, spent_micros: 400_000 })),
+    );
     expect(renewed.micros).toBe(0);
     expect(ledger.unleased('t', budgets.find('t', budget.budget_id)!).micros).toBe(0);
     // The processor applies them: still nothing to lease, and nothing held back twice.
     applyProxySpend(budget.budget_id, 400_000);
-    expect(store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id }))).micros).toBe(0);
+    expect(
+      store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id }))).micros,
+    ).toBe(0);
     // c returns its 200k unspent: exactly that becomes leasable again.
-    store.transaction(() => ledger.handle('t', request(budget.budget_id, 'c', { lease_id: c!.lease_id, release: true })));
-    expect(store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id }))).micros).toBe(200_000);
+    store.transaction(() =>
+      ledger.handle('t', request(budget.budget_id, 'c', { lease_id: c!.lease_id, release: true })),
+    );
+    expect(
+      store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id }))).micros,
+    ).toBe(200_000);
   });
 
   it('does not hold back reported spend the processor applied before the renewal reported it', async () => {
-    const budget = await budgets.create(caller, { name: 'b', type: 'cost', period: 'monthly', limits: { max_cost_usd: 1, max_tokens: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null } });
+    const budget = await budgets.create(caller, {
+      name: 'b',
+      type: 'cost',
+      period: 'monthly',
+      limits: {
+        max_cost_usd: 1,
+        max_tokens: null,
+        max_executions: null,
+        max_input_tokens: null,
+        max_output_tokens: null,
+        max_llm_calls: null,
+        max_tool_calls: null,
+      },
+    });
     const a = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a')));
     applyProxySpend(budget.budget_id, 300_000);
-    const renewed = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a.lease_id, spent_micros: 300_000 })));
+    const renewed = store.transaction(() =>
+      ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a.lease_id, spent_micros: 300_000 })),
+    );
     // 100k left of the lease plus a new 400k out of the 600k neither spent nor leased.
     expect(renewed.micros).toBe(500_000);
     expect(ledger.unleased('t', budgets.find('t', budget.budget_id)!).micros).toBe(200_000);
   });
 
   it('lets the slice of a holder that stopped renewing return to the budget', async () => {
-    const budget = await budgets.create(caller, { name: 'b', type: 'cost', period: 'monthly', limits: { max_cost_usd: 1, max_tokens: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null } });
+    const budget = await budgets.create(caller, {
+      name: 'b',
+      type: 'cost',
+      period: 'monthly',
+      limits: {
+        max_cost_usd: 1,
+        max_tokens: null,
+        max_executions: null,
+        max_input_tokens: null,
+        max_output_tokens: null,
+        max_llm_calls: null,
+        max_tool_calls: null,
+      },
+    });
     store.transaction(() => ledger.handle('t', request(budget.budget_id, 'gone', { want_micros: 1_000_000 })));
     expect(store.transaction(() => ledger.handle('t', request(budget.budget_id, 'b'))).micros).toBe(0);
     now = new Date(now.getTime() + 61_000);
@@ -98,7 +196,20 @@ describe('LeaseLedger', () => {
   });
 
   it('grants nothing on an exhausted or unknown budget', async () => {
-    const budget = await budgets.create(caller, { name: 'b', type: 'token', period: 'monthly', limits: { max_tokens: 10, max_cost_usd: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null } });
+    const budget = await budgets.create(caller, {
+      name: 'b',
+      type: 'token',
+      period: 'monthly',
+      limits: {
+        max_tokens: 10,
+        max_cost_usd: null,
+        max_executions: null,
+        max_input_tokens: null,
+        max_output_tokens: null,
+        max_llm_calls: null,
+        max_tool_calls: null,
+      },
+    });
     store.transaction(() => budgets.save('t', { ...budget, usage: { ...budget.usage, tokens_input: 10 } }));
     const grant = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { want_tokens: 5 })));
     expect(grant).toMatchObject({ status: 'exhausted', tokens: 0 });

@@ -67,11 +67,16 @@ export class LeaseLedger {
   /** Grants, renews or returns a lease; runs inside a store transaction. */
   handle(tenant: string, request: LeaseRequest): LeaseGrant {
     const budget = this.budgets.find(tenant, request.budget_id);
-    if (budget === undefined) throw new SvcError('SVC-BUD-3002', `budget ${request.budget_id} not found`, { budget_id: request.budget_id });
+    if (budget === undefined)
+      throw new SvcError('SVC-BUD-3002', `budget ${request.budget_id} not found`, { budget_id: request.budget_id });
     const now = this.clock();
     const id = (leaseId: string) => `${budget.budget_id}/${leaseId}`;
-    const existing = request.lease_id === null ? undefined : this.store.get<LeaseRecord>(tenant, 'lease', id(request.lease_id));
-    const held = existing !== undefined && existing.holder === request.holder && Date.parse(existing.expires_at) > now.getTime() ? existing : undefined;
+    const existing =
+      request.lease_id === null ? undefined : this.store.get<LeaseRecord>(tenant, 'lease', id(request.lease_id));
+    const held =
+      existing !== undefined && existing.holder === request.holder && Date.parse(existing.expires_at) > now.getTime()
+        ? existing
+        : undefined;
     const leaseId = held?.lease_id ?? randomUUID();
     const status = budgetStatus(budget, now);
 
@@ -81,7 +86,14 @@ export class LeaseLedger {
 
     if (request.release || status !== 'active') {
       if (existing !== undefined) this.store.remove(tenant, 'lease', id(existing.lease_id));
-      return { lease_id: leaseId, budget_id: budget.budget_id, tokens: 0, micros: 0, expires_at: now.toISOString(), status };
+      return {
+        lease_id: leaseId,
+        budget_id: budget.budget_id,
+        tokens: 0,
+        micros: 0,
+        expires_at: now.toISOString(),
+        status,
+      };
     }
 
     const selfTokens = Math.max(0, (held?.tokens ?? 0) - request.spent_tokens);
@@ -98,9 +110,16 @@ export class LeaseLedger {
       micros: grant(left.cost_micros, selfMicros, others.micros + pending.micros, request.want_micros),
       expires_at: new Date(now.getTime() + this.ttlMs).toISOString(),
     };
-    if (existing !== undefined && existing.lease_id !== leaseId) this.store.remove(tenant, 'lease', id(existing.lease_id));
+    if (existing !== undefined && existing.lease_id !== leaseId)
+      this.store.remove(tenant, 'lease', id(existing.lease_id));
     this.store.put(tenant, 'lease', id(leaseId), record);
-    return { lease_id: leaseId, budget_id: budget.budget_id, tokens: record.tokens, micros: record.micros, expires_at: record.expires_at, status };
+    return {
+      lease_id: leaseId,
+      budget_id: budget.budget_id,
+      tokens: record.tokens,
+      micros: record.micros,
+      expires_at: record.expires_at,
+      status,
+    };
   }
 }
-

@@ -11,10 +11,31 @@ export interface BudgetSpend {
 /** The control plane's Prometheus metrics; names of spec 4.5 where it gives them. */
 export class ControlPlaneMetrics {
   readonly registry = new Registry();
-  readonly httpRequests = new Counter({ name: 'svc_http_requests_total', help: 'REST requests by route and status', labelNames: ['method', 'route', 'status'] as const, registers: [this.registry] });
-  readonly httpDuration = new Histogram({ name: 'svc_http_request_duration_seconds', help: 'REST request duration', labelNames: ['method', 'route'] as const, buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1], registers: [this.registry] });
-  readonly policyEvaluations = new Counter({ name: 'svc_policy_evaluations_total', help: 'Policy evaluations by decision', labelNames: ['decision'] as const, registers: [this.registry] });
-  readonly policyLatency = new Histogram({ name: 'svc_policy_latency_seconds', help: 'Policy evaluation latency', buckets: [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01], registers: [this.registry] });
+  readonly httpRequests = new Counter({
+    name: 'svc_http_requests_total',
+    help: 'REST requests by route and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly httpDuration = new Histogram({
+    name: 'svc_http_request_duration_seconds',
+    help: 'REST request duration',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
+  readonly policyEvaluations = new Counter({
+    name: 'svc_policy_evaluations_total',
+    help: 'Policy evaluations by decision',
+    labelNames: ['decision'] as const,
+    registers: [this.registry],
+  });
+  readonly policyLatency = new Histogram({
+    name: 'svc_policy_latency_seconds',
+    help: 'Policy evaluation latency',
+    buckets: [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01],
+    registers: [this.registry],
+  });
   readonly budgetUsage: Gauge<'tenant_id' | 'budget_id'>;
   private budgetSpend: () => Iterable<BudgetSpend> = () => [];
 
@@ -24,7 +45,10 @@ export class ControlPlaneMetrics {
     // Read at scrape time from storage, so a period rollover or a budget written by any path
     // (REST events, the event processor) shows without each path having to remember the gauge.
     this.budgetUsage = new Gauge({
-      name: 'svc_budget_usage_dollars', help: 'Spend of the current period per budget', labelNames: ['tenant_id', 'budget_id'] as const, registers: [this.registry],
+      name: 'svc_budget_usage_dollars',
+      help: 'Spend of the current period per budget',
+      labelNames: ['tenant_id', 'budget_id'] as const,
+      registers: [this.registry],
       collect() {
         this.reset();
         for (const b of spend()) this.set({ tenant_id: b.tenant_id, budget_id: b.budget_id }, b.usd);

@@ -3,8 +3,17 @@ import { subjects } from '../../core/bus/subjects.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { PolicyViolationMessage } from '../../core/events/messages.ts';
 import {
-  compileRuleset, evaluate, evaluateAsync, policyFromRestCreate,
-  type Approval, type CompiledRuleset, type EvaluationResult, type Policy, type PolicyStatus, type RestCreatePolicyRequest, type SemanticJudge,
+  compileRuleset,
+  evaluate,
+  evaluateAsync,
+  policyFromRestCreate,
+  type Approval,
+  type CompiledRuleset,
+  type EvaluationResult,
+  type Policy,
+  type PolicyStatus,
+  type RestCreatePolicyRequest,
+  type SemanticJudge,
 } from '../../core/policy/index.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
@@ -41,7 +50,13 @@ export class Policies implements PolicyGate {
     this.deps.store.transaction(() => {
       this.deps.store.put(caller.tenant, 'policy', policy.policy_id, policy);
       this.bumpVersion(caller.tenant);
-      this.deps.audit.append(caller.tenant, { actor: actorOf(caller.principal), action: 'policy.create', resource: { type: 'policy', id: policy.policy_id }, result: 'created', metadata: { name: policy.name, priority: policy.priority, status: policy.status } });
+      this.deps.audit.append(caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'policy.create',
+        resource: { type: 'policy', id: policy.policy_id },
+        result: 'created',
+        metadata: { name: policy.name, priority: policy.priority, status: policy.status },
+      });
     });
     await this.deps.effects.dispatch({ ...noEffects(), changes: [{ kind: 'ruleset', tenant: caller.tenant }] });
     return policy;
@@ -49,7 +64,8 @@ export class Policies implements PolicyGate {
 
   get(tenant: string, policyId: string): Policy {
     const policy = this.deps.store.get<Policy>(tenant, 'policy', policyId);
-    if (policy === undefined) throw new SvcError('SVC-POL-2002', `policy ${policyId} not found`, { policy_id: policyId });
+    if (policy === undefined)
+      throw new SvcError('SVC-POL-2002', `policy ${policyId} not found`, { policy_id: policyId });
     return policy;
   }
 
@@ -103,9 +119,18 @@ export class Policies implements PolicyGate {
       this.deps.audit.append(caller.tenant, {
         actor: actorOf(caller.principal),
         action: 'policy.evaluate',
-        resource: question.envelopeId !== undefined ? { type: 'envelope', id: question.envelopeId } : { type: 'action', id: question.action },
+        resource:
+          question.envelopeId !== undefined
+            ? { type: 'envelope', id: question.envelopeId }
+            : { type: 'action', id: question.action },
         result: result.decision.toLowerCase(),
-        metadata: { action: question.action, matched_policy: result.matched_policy, matched_rule: result.matched_rule, shadow: result.shadow, approval_id: approval?.approval_id ?? null },
+        metadata: {
+          action: question.action,
+          matched_policy: result.matched_policy,
+          matched_rule: result.matched_rule,
+          shadow: result.shadow,
+          approval_id: approval?.approval_id ?? null,
+        },
       });
       if (!result.allowed) {
         const violation: PolicyViolationMessage = {
@@ -119,7 +144,11 @@ export class Policies implements PolicyGate {
           occurred_at: now.toISOString(),
           source: 'control-plane',
         };
-        effects.publications.push({ subject: subjects.policyViolation(caller.tenant), data: violation, msgId: `violation-${randomUUID()}` });
+        effects.publications.push({
+          subject: subjects.policyViolation(caller.tenant),
+          data: violation,
+          msgId: `violation-${randomUUID()}`,
+        });
       }
       return approval?.approval_id ?? null;
     });

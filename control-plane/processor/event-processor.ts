@@ -1,7 +1,13 @@
 import type { Logger } from 'pino';
 import type { BusMessage, Messaging, Subscription } from '../../core/bus/bus.ts';
 import { emptyCostTotals, isFinal, isTerminated, type Envelope } from '../../core/domain/index.ts';
-import { EnvelopeLifecycleMessageSchema, PolicyViolationMessageSchema, UsageEventMessageSchema, type EnvelopeLifecycleMessage, type PolicyViolationMessage } from '../../core/events/messages.ts';
+import {
+  EnvelopeLifecycleMessageSchema,
+  PolicyViolationMessageSchema,
+  UsageEventMessageSchema,
+  type EnvelopeLifecycleMessage,
+  type PolicyViolationMessage,
+} from '../../core/events/messages.ts';
 import { EnvelopeOpenedSchema } from '../../core/sync/contract.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import { noEffects, type Effects } from '../effects/effects.ts';
@@ -29,7 +35,13 @@ export interface ProcessorStats {
  */
 export class EventProcessor {
   readonly stats: ProcessorStats = { batches: 0, applied: 0, duplicates: 0, rejected: 0 };
-  private readonly deps: UsageDeps & { store: Store; messaging: Messaging; effects: EffectDispatcher; logger: Logger; clock: () => Date };
+  private readonly deps: UsageDeps & {
+    store: Store;
+    messaging: Messaging;
+    effects: EffectDispatcher;
+    logger: Logger;
+    clock: () => Date;
+  };
   private readonly subscriptions: Subscription[] = [];
 
   constructor(deps: EventProcessor['deps']) {
@@ -38,10 +50,20 @@ export class EventProcessor {
 
   async start(options: ProcessorOptions): Promise<void> {
     const { bus } = this.deps.messaging;
-    this.subscriptions.push(await bus.consumeBatches('svc.*.envelopes.created', 'envelope-opener', options, (batch) => this.apply(batch)));
-    this.subscriptions.push(await bus.consumeBatches('svc.*.events.>', 'event-processor', options, (batch) => this.apply(batch)));
-    this.subscriptions.push(await bus.consumeBatches('svc.*.envelopes.terminated', 'envelope-terminator', options, (batch) => this.apply(batch)));
-    this.subscriptions.push(await bus.consumeBatches('svc.*.policies.violation', 'violation-auditor', options, (batch) => this.apply(batch)));
+    this.subscriptions.push(
+      await bus.consumeBatches('svc.*.envelopes.created', 'envelope-opener', options, (batch) => this.apply(batch)),
+    );
+    this.subscriptions.push(
+      await bus.consumeBatches('svc.*.events.>', 'event-processor', options, (batch) => this.apply(batch)),
+    );
+    this.subscriptions.push(
+      await bus.consumeBatches('svc.*.envelopes.terminated', 'envelope-terminator', options, (batch) =>
+        this.apply(batch),
+      ),
+    );
+    this.subscriptions.push(
+      await bus.consumeBatches('svc.*.policies.violation', 'violation-auditor', options, (batch) => this.apply(batch)),
+    );
   }
 
   async stop(): Promise<void> {
@@ -78,12 +100,26 @@ export class EventProcessor {
     const parsed = UsageEventMessageSchema.safeParse(message.data);
     if (!parsed.success || parsed.data.tenant_id !== tenant) {
       this.stats.rejected += 1;
-      this.deps.logger.warn({ subject: message.subject, msg_id: message.msgId }, 'event skipped: not a usage event of this tenant');
+      this.deps.logger.warn(
+        { subject: message.subject, msg_id: message.msgId },
+        'event skipped: not a usage event of this tenant',
+      );
       return;
     }
     const event = parsed.data;
     if (this.deps.store.get(tenant, 'envelope', event.envelope_id) === undefined && event.budget_id !== null) {
-      this.openEnvelope({ tenant_id: tenant, envelope_id: event.envelope_id, execution_id: typeof event.payload.execution_id === 'string' ? event.payload.execution_id : event.envelope_id, budget_id: event.budget_id, adapter_type: 'proxy', source: event.source, occurred_at: event.timestamp }, now);
+      this.openEnvelope(
+        {
+          tenant_id: tenant,
+          envelope_id: event.envelope_id,
+          execution_id: typeof event.payload.execution_id === 'string' ? event.payload.execution_id : event.envelope_id,
+          budget_id: event.budget_id,
+          adapter_type: 'proxy',
+          source: event.source,
+          occurred_at: event.timestamp,
+        },
+        now,
+      );
     }
     const result = applyUsage(this.deps, event, now, effects, false);
     if (result.duplicate) this.stats.duplicates += 1;
@@ -102,9 +138,18 @@ export class EventProcessor {
     audit.append(violation.tenant_id, {
       actor: { type: 'proxy', id: violation.source },
       action: 'policy.evaluate',
-      resource: violation.envelope_id !== null ? { type: 'envelope', id: violation.envelope_id } : { type: 'action', id: violation.denied_action },
+      resource:
+        violation.envelope_id !== null
+          ? { type: 'envelope', id: violation.envelope_id }
+          : { type: 'action', id: violation.denied_action },
       result: violation.decision.toLowerCase(),
-      metadata: { action: violation.denied_action, matched_policy: violation.policy_id, matched_rule: violation.rule_id, message: violation.message, observed_at: violation.occurred_at },
+      metadata: {
+        action: violation.denied_action,
+        matched_policy: violation.policy_id,
+        matched_rule: violation.rule_id,
+        message: violation.message,
+        observed_at: violation.occurred_at,
+      },
     });
   }
 
@@ -120,11 +165,28 @@ export class EventProcessor {
     }
     const envelope = this.deps.store.get<Envelope>(ended.tenant_id, 'envelope', ended.envelope_id);
     if (envelope === undefined || isFinal(envelope.status)) return;
-    applyTransition(this.deps, envelope, ended.status, { reason: ended.reason, actor: { type: 'proxy', id: 'sidecar' }, now, force: ended.force }, effects);
+    applyTransition(
+      this.deps,
+      envelope,
+      ended.status,
+      { reason: ended.reason, actor: { type: 'proxy', id: 'sidecar' }, now, force: ended.force },
+      effects,
+    );
   }
 
   /** Stores an envelope a proxy opened, unless it is known already (the control plane's own, or a replay). */
-  private openEnvelope(opened: { tenant_id: string; envelope_id: string; execution_id: string; budget_id: string | null; adapter_type: string; source: string; occurred_at: string }, now: Date): void {
+  private openEnvelope(
+    opened: {
+      tenant_id: string;
+      envelope_id: string;
+      execution_id: string;
+      budget_id: string | null;
+      adapter_type: string;
+      source: string;
+      occurred_at: string;
+    },
+    now: Date,
+  ): void {
     const { store } = this.deps;
     if (store.get(opened.tenant_id, 'envelope', opened.envelope_id) !== undefined) return;
     const envelope: Envelope = {
@@ -145,7 +207,14 @@ export class EventProcessor {
       completed_at: null,
     };
     store.put(opened.tenant_id, 'envelope', envelope.envelope_id, envelope);
-    if (store.get(opened.tenant_id, 'execution', envelope.execution_id) === undefined) store.put(opened.tenant_id, 'execution', envelope.execution_id, envelope.envelope_id);
-    if (envelope.budget_id !== null) store.put(opened.tenant_id, 'budget_envelope', budgetIndexId(envelope.budget_id, envelope.envelope_id), envelope.envelope_id);
+    if (store.get(opened.tenant_id, 'execution', envelope.execution_id) === undefined)
+      store.put(opened.tenant_id, 'execution', envelope.execution_id, envelope.envelope_id);
+    if (envelope.budget_id !== null)
+      store.put(
+        opened.tenant_id,
+        'budget_envelope',
+        budgetIndexId(envelope.budget_id, envelope.envelope_id),
+        envelope.envelope_id,
+      );
   }
 }

@@ -50,7 +50,11 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
   });
   app.setNotFoundHandler((request, reply) => {
-    const rendered = renderError(new SvcError('SVC-SYS-9006', `no route ${request.method} ${request.url.split('?')[0]}`), request.id, new Date());
+    const rendered = renderError(
+      new SvcError('SVC-SYS-9006', `no route ${request.method} ${request.url.split('?')[0]}`),
+      request.id,
+      new Date(),
+    );
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
   });
 
@@ -74,7 +78,16 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
     const route = request.routeOptions.url ?? 'unmatched';
     options.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
     options.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
-    request.log.info({ method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100, principal: request.principal?.id }, 'request');
+    request.log.info(
+      {
+        method: request.method,
+        route,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 100) / 100,
+        principal: request.principal?.id,
+      },
+      'request',
+    );
   });
 
   await app.register(rateLimit, {
@@ -82,9 +95,16 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
     hook: 'preHandler',
     max: options.rateLimitPerMinute,
     timeWindow: 60_000,
-    keyGenerator: (request: FastifyRequest) => (request.principal === undefined ? request.ip : `${request.principal.type}:${request.principal.tenant_id}:${request.principal.id}`),
+    keyGenerator: (request: FastifyRequest) =>
+      request.principal === undefined
+        ? request.ip
+        : `${request.principal.type}:${request.principal.tenant_id}:${request.principal.id}`,
     errorResponseBuilder: (_request, context) =>
-      new SvcError('SVC-SYS-9005', `rate limit of ${context.max} requests per minute exceeded; retry after ${Math.ceil(context.ttl / 1000)} s`, { limit: context.max, retry_after_seconds: Math.ceil(context.ttl / 1000) }),
+      new SvcError(
+        'SVC-SYS-9005',
+        `rate limit of ${context.max} requests per minute exceeded; retry after ${Math.ceil(context.ttl / 1000)} s`,
+        { limit: context.max, retry_after_seconds: Math.ceil(context.ttl / 1000) },
+      ),
   });
 
   const authenticate = async (request: FastifyRequest): Promise<void> => {

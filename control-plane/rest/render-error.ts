@@ -33,7 +33,13 @@ export function renderError(error: SvcError, requestId: string, now: Date): Rend
   if (!spec.retryable) headers['x-should-retry'] = 'false';
   let body: Record<string, unknown> = { error: structured };
   if (POLICY_BODY.has(error.code)) {
-    body = { code: error.code, policy_id: str(error.details.policy_id), message: error.message, denied_action: str(error.details.denied_action), ...body };
+    body = {
+      code: error.code,
+      policy_id: str(error.details.policy_id),
+      message: error.message,
+      denied_action: str(error.details.denied_action),
+      ...body,
+    };
   } else if (spec.http === 422 && error.code.startsWith('SVC-BUD-')) {
     body = {
       code: error.code,
@@ -51,10 +57,15 @@ export function renderError(error: SvcError, requestId: string, now: Date): Rend
 export function asSvcError(error: unknown): SvcError {
   if (isSvcError(error)) return error;
   const e = error as { statusCode?: number; code?: string; message?: string };
-  if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return new SvcError('SVC-SYS-9002', 'invalid request: send the body as application/json', {}, [{ field: '(body)', description: 'content-type must be application/json' }]);
+  if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+    return new SvcError('SVC-SYS-9002', 'invalid request: send the body as application/json', {}, [
+      { field: '(body)', description: 'content-type must be application/json' },
+    ]);
   if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new SvcError('SVC-SYS-9009', 'request body too large');
   if (e.statusCode === 400 || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || e.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-    return new SvcError('SVC-SYS-9002', `invalid request: body is not valid JSON (${e.message ?? 'parse error'})`, {}, [{ field: '(body)', description: 'not valid JSON' }]);
+    return new SvcError('SVC-SYS-9002', `invalid request: body is not valid JSON (${e.message ?? 'parse error'})`, {}, [
+      { field: '(body)', description: 'not valid JSON' },
+    ]);
   }
   return new SvcError('SVC-SYS-9007', 'internal error');
 }

@@ -35,7 +35,11 @@ export interface RouteContext<B, Q, P> {
 
 type Out<T> = T extends z.ZodType ? z.output<T> : undefined;
 
-export interface RouteSpec<B extends z.ZodType | undefined, Q extends z.ZodType | undefined, P extends z.ZodType | undefined> {
+export interface RouteSpec<
+  B extends z.ZodType | undefined,
+  Q extends z.ZodType | undefined,
+  P extends z.ZodType | undefined,
+> {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** OpenAPI form: `/v1/envelopes/{envelope_id}`. */
   path: string;
@@ -55,7 +59,9 @@ export interface RouteSpec<B extends z.ZodType | undefined, Q extends z.ZodType 
 }
 
 export interface RouteTable {
-  add<B extends z.ZodType | undefined, Q extends z.ZodType | undefined, P extends z.ZodType | undefined>(spec: RouteSpec<B, Q, P>): void;
+  add<B extends z.ZodType | undefined, Q extends z.ZodType | undefined, P extends z.ZodType | undefined>(
+    spec: RouteSpec<B, Q, P>,
+  ): void;
   /** What the OpenAPI document is made of. */
   operations(): Array<{ path: string; method: string; operation: ZodOpenApiOperationObject }>;
 }
@@ -64,11 +70,19 @@ export interface RouteTable {
  * The errors every authenticated route can answer with, whatever its own responses say, so the
  * document shows clients all the statuses they must handle. A route's own entry wins.
  */
-function commonResponses(spec: { access: Access; body?: unknown; query?: unknown; params?: unknown }): Record<number, { description: string; schema?: z.ZodType; contentType?: string }> {
+function commonResponses(spec: {
+  access: Access;
+  body?: unknown;
+  query?: unknown;
+  params?: unknown;
+}): Record<number, { description: string; schema?: z.ZodType; contentType?: string }> {
   if (spec.access === 'public') return {};
   const responses: Record<number, { description: string; schema?: z.ZodType }> = {
     401: { description: 'missing, invalid, expired or revoked credentials (SVC-SYS-9003)', schema: ErrorBodySchema },
-    403: { description: 'the credential lacks the scope or names another tenant (SVC-SYS-9004)', schema: ErrorBodySchema },
+    403: {
+      description: 'the credential lacks the scope or names another tenant (SVC-SYS-9004)',
+      schema: ErrorBodySchema,
+    },
     429: { description: 'rate limit of the API key exceeded (SVC-SYS-9005); see retry-after', schema: ErrorBodySchema },
   };
   if (spec.body !== undefined || spec.query !== undefined || spec.params !== undefined) {
@@ -105,7 +119,10 @@ function tenantField(value: unknown): string | undefined {
  * made of the very schemas that validate requests. Every route validates with zod (errors name
  * the field), resolves the caller's tenant and checks its scope before the handler runs.
  */
-export function createRouteTable(app: FastifyInstance, deps: { tenants: Tenants; authenticate: (request: FastifyRequest) => Promise<void> }): RouteTable {
+export function createRouteTable(
+  app: FastifyInstance,
+  deps: { tenants: Tenants; authenticate: (request: FastifyRequest) => Promise<void> },
+): RouteTable {
   const operations: Array<{ path: string; method: string; operation: ZodOpenApiOperationObject }> = [];
   return {
     operations: () => operations,
@@ -119,9 +136,12 @@ export function createRouteTable(app: FastifyInstance, deps: { tenants: Tenants;
         // not use the route learns nothing about what it would have accepted.
         ...(spec.access === 'public' ? {} : { onRequest: [deps.authenticate, authorizeFor(spec.access)] }),
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
-          const rawBody = request.body === undefined || request.body === null ? (spec.bodyOptional ? {} : undefined) : request.body;
+          const rawBody =
+            request.body === undefined || request.body === null ? (spec.bodyOptional ? {} : undefined) : request.body;
           if (spec.body !== undefined && rawBody === undefined) {
-            throw new SvcError('SVC-SYS-9002', 'invalid request: a JSON body is required', {}, [{ field: '(body)', description: 'required' }]);
+            throw new SvcError('SVC-SYS-9002', 'invalid request: a JSON body is required', {}, [
+              { field: '(body)', description: 'required' },
+            ]);
           }
           const body = spec.body === undefined ? undefined : parseOrThrow(spec.body, rawBody, 'body');
           const query = spec.query === undefined ? undefined : parseOrThrow(spec.query, request.query, 'query');
@@ -136,7 +156,9 @@ export function createRouteTable(app: FastifyInstance, deps: { tenants: Tenants;
             });
             caller = { principal, tenant, requestId: request.id };
           }
-          const result = await spec.handler({ body, query, params, caller, request } as Parameters<typeof spec.handler>[0]);
+          const result = await spec.handler({ body, query, params, caller, request } as Parameters<
+            typeof spec.handler
+          >[0]);
           void reply.code(result.status).headers(result.headers ?? {});
           if (result.contentType !== undefined) void reply.type(result.contentType);
           return reply.send(result.body ?? null);
@@ -144,7 +166,10 @@ export function createRouteTable(app: FastifyInstance, deps: { tenants: Tenants;
       });
       const responses: ZodOpenApiResponsesObject = {};
       for (const [status, r] of Object.entries({ ...commonResponses(spec), ...spec.responses })) {
-        responses[status as `${1 | 2 | 3 | 4 | 5}${string}`] = r.schema === undefined ? { description: r.description } : { description: r.description, content: { [r.contentType ?? 'application/json']: { schema: r.schema } } };
+        responses[status as `${1 | 2 | 3 | 4 | 5}${string}`] =
+          r.schema === undefined
+            ? { description: r.description }
+            : { description: r.description, content: { [r.contentType ?? 'application/json']: { schema: r.schema } } };
       }
       const operation: ZodOpenApiOperationObject = {
         operationId: spec.operationId,
@@ -152,9 +177,16 @@ export function createRouteTable(app: FastifyInstance, deps: { tenants: Tenants;
         tags: [spec.tag],
         ...(spec.access === 'public' ? { security: [] } : {}),
         ...(spec.query !== undefined || spec.params !== undefined
-          ? { requestParams: { ...(spec.query !== undefined ? { query: spec.query as never } : {}), ...(spec.params !== undefined ? { path: spec.params as never } : {}) } }
+          ? {
+              requestParams: {
+                ...(spec.query !== undefined ? { query: spec.query as never } : {}),
+                ...(spec.params !== undefined ? { path: spec.params as never } : {}),
+              },
+            }
           : {}),
-        ...(spec.body !== undefined ? { requestBody: { required: !spec.bodyOptional, content: { 'application/json': { schema: spec.body } } } } : {}),
+        ...(spec.body !== undefined
+          ? { requestBody: { required: !spec.bodyOptional, content: { 'application/json': { schema: spec.body } } } }
+          : {}),
         responses,
       };
       operations.push({ path: spec.path, method: spec.method.toLowerCase(), operation });

@@ -54,7 +54,9 @@ describe('Store', () => {
       for (const seq of [3, 1, 2, 10]) store.put('a', 'audit', seq, { seq });
     });
     expect([...store.listNumeric<{ seq: number }>('a', 'audit')].map((r) => r.seq)).toEqual([1, 2, 3, 10]);
-    expect([...store.listNumeric<{ seq: number }>('a', 'audit', { reverse: true, limit: 2 })].map((r) => r.seq)).toEqual([10, 3]);
+    expect(
+      [...store.listNumeric<{ seq: number }>('a', 'audit', { reverse: true, limit: 2 })].map((r) => r.seq),
+    ).toEqual([10, 3]);
   });
 });
 

@@ -43,11 +43,19 @@ export class Store {
   }
 
   /** Records of one kind of one tenant in key order; `reverse` starts from the newest key. */
-  *list<T>(tenant: string, kind: Kind, options: { reverse?: boolean; limit?: number; prefix?: string } = {}): Generator<T> {
+  *list<T>(
+    tenant: string,
+    kind: Kind,
+    options: { reverse?: boolean; limit?: number; prefix?: string } = {},
+  ): Generator<T> {
     if (WRITE_BACK.has(kind)) this.flushPending();
     const low: Key = [tenant, kind, options.prefix ?? ''];
     const high = [tenant, kind, options.prefix === undefined ? '\uffff' : options.prefix + '\uffff'] as Key;
-    const range = this.data.getRange(options.reverse ? { start: high, end: low, reverse: true, limit: options.limit } : { start: low, end: high, limit: options.limit });
+    const range = this.data.getRange(
+      options.reverse
+        ? { start: high, end: low, reverse: true, limit: options.limit }
+        : { start: low, end: high, limit: options.limit },
+    );
     for (const { value } of range) yield value as T;
   }
 
@@ -55,7 +63,11 @@ export class Store {
   *listNumeric<T>(tenant: string, kind: Kind, options: { reverse?: boolean; limit?: number } = {}): Generator<T> {
     const low: Key = [tenant, kind, 0];
     const high: Key = [tenant, kind, Number.MAX_SAFE_INTEGER];
-    const range = this.data.getRange(options.reverse ? { start: high, end: low, reverse: true, limit: options.limit } : { start: low, end: high, limit: options.limit });
+    const range = this.data.getRange(
+      options.reverse
+        ? { start: high, end: low, reverse: true, limit: options.limit }
+        : { start: low, end: high, limit: options.limit },
+    );
     for (const { value } of range) yield value as T;
   }
 

@@ -1,6 +1,13 @@
 import type { KeyValueStore, Messaging } from '../../core/bus/bus.ts';
 import { budgetStatus, type Budget } from '../../core/domain/index.ts';
-import { BUCKETS, keys, syncSubjects, type BudgetState, type RulesetSnapshot, type TerminateSignal } from '../../core/sync/contract.ts';
+import {
+  BUCKETS,
+  keys,
+  syncSubjects,
+  type BudgetState,
+  type RulesetSnapshot,
+  type TerminateSignal,
+} from '../../core/sync/contract.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import type { StateSync } from '../effects/dispatcher.ts';
 import type { StateChange } from '../effects/effects.ts';
@@ -8,7 +15,11 @@ import type { LeaseLedger } from '../leases/lease-ledger.ts';
 import type { Policies } from '../policies/policies.ts';
 import type { Tenants } from '../tenants/tenants.ts';
 
-export function budgetState(budget: Budget, unleased: { tokens: number | null; micros: number | null }, now: Date): BudgetState {
+export function budgetState(
+  budget: Budget,
+  unleased: { tokens: number | null; micros: number | null },
+  now: Date,
+): BudgetState {
   return {
     tenant_id: budget.tenant_id,
     budget_id: budget.budget_id,
@@ -29,7 +40,14 @@ export function budgetState(budget: Budget, unleased: { tokens: number | null; m
  * state, written after every committed change and in full at start. Terminations go out as signals.
  */
 export class StatePublisher implements StateSync {
-  private readonly deps: { messaging: Messaging; policies: Policies; budgets: Budgets; leases: LeaseLedger; tenants: Tenants; clock: () => Date };
+  private readonly deps: {
+    messaging: Messaging;
+    policies: Policies;
+    budgets: Budgets;
+    leases: LeaseLedger;
+    tenants: Tenants;
+    clock: () => Date;
+  };
   private rulesets: KeyValueStore | null = null;
   private budgetBucket: KeyValueStore | null = null;
 
@@ -43,7 +61,8 @@ export class StatePublisher implements StateSync {
     const changes: StateChange[] = [];
     for (const tenant of ['system', ...this.deps.tenants.list().map((t) => t.tenant_id)]) {
       changes.push({ kind: 'ruleset', tenant });
-      for (const budget of this.deps.budgets.list(tenant, 'all')) changes.push({ kind: 'budget', tenant, budgetId: budget.budget_id });
+      for (const budget of this.deps.budgets.list(tenant, 'all'))
+        changes.push({ kind: 'budget', tenant, budgetId: budget.budget_id });
     }
     await this.push(changes);
   }
@@ -78,6 +97,9 @@ export class StatePublisher implements StateSync {
     if (this.budgetBucket === null) return;
     const budget = this.deps.budgets.find(tenant, budgetId);
     if (budget === undefined) return;
-    await this.budgetBucket.put(keys.budget(tenant, budgetId), budgetState(budget, this.deps.leases.unleased(tenant, budget), this.deps.clock()));
+    await this.budgetBucket.put(
+      keys.budget(tenant, budgetId),
+      budgetState(budget, this.deps.leases.unleased(tenant, budget), this.deps.clock()),
+    );
   }
 }

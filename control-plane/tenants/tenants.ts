@@ -16,7 +16,8 @@ export class Tenants {
 
   get(tenantId: string): Tenant {
     const tenant = this.store.getGlobal<Tenant>('tenant', tenantId);
-    if (tenant === undefined) throw new SvcError('SVC-SYS-9006', `tenant ${tenantId} not found`, { tenant_id: tenantId });
+    if (tenant === undefined)
+      throw new SvcError('SVC-SYS-9006', `tenant ${tenantId} not found`, { tenant_id: tenantId });
     return tenant;
   }
 

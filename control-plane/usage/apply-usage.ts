@@ -1,5 +1,13 @@
 import { SvcError } from '../../core/errors/index.ts';
-import { addUsage, isFinal, isTerminated, rollOver, usdToMicros, type Budget, type Envelope } from '../../core/domain/index.ts';
+import {
+  addUsage,
+  isFinal,
+  isTerminated,
+  rollOver,
+  usdToMicros,
+  type Budget,
+  type Envelope,
+} from '../../core/domain/index.ts';
 import type { UsageEventMessage } from '../../core/events/messages.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { recordApplied } from '../leases/unapplied-spend.ts';
@@ -35,19 +43,34 @@ export interface UsageResult {
  * processor is not strict: tokens a proxy reports after an envelope ended were still spent, so
  * they count toward the budget.
  */
-export function applyUsage(deps: UsageDeps, event: UsageEventMessage, now: Date, effects: Effects, strict: boolean): UsageResult {
+export function applyUsage(
+  deps: UsageDeps,
+  event: UsageEventMessage,
+  now: Date,
+  effects: Effects,
+  strict: boolean,
+): UsageResult {
   const tenant = event.tenant_id;
   if (deps.store.get(tenant, 'event', event.event_id) !== undefined) return { duplicate: true, envelope: null };
   const envelope = deps.store.get<Envelope>(tenant, 'envelope', event.envelope_id);
   if (strict) {
-    if (envelope === undefined) throw new SvcError('SVC-ENV-1001', `envelope ${event.envelope_id} not found`, { envelope_id: event.envelope_id });
+    if (envelope === undefined)
+      throw new SvcError('SVC-ENV-1001', `envelope ${event.envelope_id} not found`, { envelope_id: event.envelope_id });
     if (isFinal(envelope.status)) {
       const code = isTerminated(envelope.status) ? 'SVC-ENV-1003' : 'SVC-ENV-1004';
-      throw new SvcError(code, `envelope ${envelope.envelope_id} is ${envelope.status}; it takes no more events`, { envelope_id: envelope.envelope_id, state: envelope.status });
+      throw new SvcError(code, `envelope ${envelope.envelope_id} is ${envelope.status}; it takes no more events`, {
+        envelope_id: envelope.envelope_id,
+        state: envelope.status,
+      });
     }
   }
 
-  const costMicros = event.cost_usd !== null ? usdToMicros(event.cost_usd) : event.model !== null ? deps.pricer(event.model, event.tokens).costMicros : 0;
+  const costMicros =
+    event.cost_usd !== null
+      ? usdToMicros(event.cost_usd)
+      : event.model !== null
+        ? deps.pricer(event.model, event.tokens).costMicros
+        : 0;
   const isLlm = event.event_type.startsWith('llm.');
   const isTool = event.event_type.startsWith('tool.');
   const stored: StoredEvent = { ...event, cost_micros: costMicros, received_at: now.toISOString() };
@@ -64,11 +87,23 @@ export function applyUsage(deps: UsageDeps, event: UsageEventMessage, now: Date,
   if (current !== null) {
     deps.store.put(tenant, 'envelope', current.envelope_id, current);
     if (current.status === 'AUTHORIZED') {
-      current = applyTransition(deps, current, 'RUNNING', { reason: 'first event recorded', actor: SYSTEM_ACTOR, now }, effects);
+      current = applyTransition(
+        deps,
+        current,
+        'RUNNING',
+        { reason: 'first event recorded', actor: SYSTEM_ACTOR, now },
+        effects,
+      );
     }
     const overLimit = envelopeLimitReached(current);
     if (overLimit !== null && !isFinal(current.status)) {
-      current = applyTransition(deps, current, 'BUDGET_EXCEEDED', { reason: overLimit, actor: SYSTEM_ACTOR, now, force: true }, effects);
+      current = applyTransition(
+        deps,
+        current,
+        'BUDGET_EXCEEDED',
+        { reason: overLimit, actor: SYSTEM_ACTOR, now, force: true },
+        effects,
+      );
     }
   }
 
@@ -78,19 +113,33 @@ export function applyUsage(deps: UsageDeps, event: UsageEventMessage, now: Date,
     if (stored !== undefined) {
       const charged = rollOver(stored, now);
       const usage = addUsage(charged.usage, {
-        tokens_input: event.tokens.input, tokens_output: event.tokens.output, cost_micros: costMicros,
-        executions: 0, llm_calls: isLlm ? 1 : 0, tool_calls: isTool ? 1 : 0,
+        tokens_input: event.tokens.input,
+        tokens_output: event.tokens.output,
+        cost_micros: costMicros,
+        executions: 0,
+        llm_calls: isLlm ? 1 : 0,
+        tool_calls: isTool ? 1 : 0,
       });
       const alerts = fireAlerts({ ...charged, usage, updated_at: now.toISOString() }, event.envelope_id, now, effects);
       deps.store.put(tenant, 'budget', budgetId, alerts.budget);
       // A proxy's spend is also reported to the lease ledger; it stops holding it back once applied here.
-      if (event.source.startsWith('proxy:')) recordApplied(deps.store, tenant, alerts.budget, { tokens: event.tokens.input + event.tokens.output, micros: costMicros });
+      if (event.source.startsWith('proxy:'))
+        recordApplied(deps.store, tenant, alerts.budget, {
+          tokens: event.tokens.input + event.tokens.output,
+          micros: costMicros,
+        });
       effects.changes.push({ kind: 'budget', tenant, budgetId });
       if (alerts.terminate) {
         for (const id of deps.store.list<string>(tenant, 'budget_envelope', { prefix: `${budgetId}/` })) {
           const live = deps.store.get<Envelope>(tenant, 'envelope', id);
           if (live === undefined || isFinal(live.status)) continue;
-          const ended = applyTransition(deps, live, 'BUDGET_EXCEEDED', { reason: alerts.reason, actor: SYSTEM_ACTOR, now, force: true }, effects);
+          const ended = applyTransition(
+            deps,
+            live,
+            'BUDGET_EXCEEDED',
+            { reason: alerts.reason, actor: SYSTEM_ACTOR, now, force: true },
+            effects,
+          );
           if (ended.envelope_id === current?.envelope_id) current = ended;
         }
       }
@@ -99,13 +148,29 @@ export function applyUsage(deps: UsageDeps, event: UsageEventMessage, now: Date,
   return { duplicate: false, envelope: current };
 }
 
-function chargeEnvelope(envelope: Envelope, event: UsageEventMessage, costMicros: number, isLlm: boolean, isTool: boolean, now: Date): Envelope {
+function chargeEnvelope(
+  envelope: Envelope,
+  event: UsageEventMessage,
+  costMicros: number,
+  isLlm: boolean,
+  isTool: boolean,
+  now: Date,
+): Envelope {
   const cost = envelope.cost;
   const model_costs = [...cost.model_costs];
   if (event.model !== null) {
     const i = model_costs.findIndex((m) => m.model_id === event.model);
-    const prev = i >= 0 ? model_costs[i]! : { model_id: event.model, input_tokens: 0, output_tokens: 0, cost_micros: 0, call_count: 0 };
-    const next = { ...prev, input_tokens: prev.input_tokens + event.tokens.input, output_tokens: prev.output_tokens + event.tokens.output, cost_micros: prev.cost_micros + costMicros, call_count: prev.call_count + 1 };
+    const prev =
+      i >= 0
+        ? model_costs[i]!
+        : { model_id: event.model, input_tokens: 0, output_tokens: 0, cost_micros: 0, call_count: 0 };
+    const next = {
+      ...prev,
+      input_tokens: prev.input_tokens + event.tokens.input,
+      output_tokens: prev.output_tokens + event.tokens.output,
+      cost_micros: prev.cost_micros + costMicros,
+      call_count: prev.call_count + 1,
+    };
     if (i >= 0) model_costs[i] = next;
     else model_costs.push(next);
   }
@@ -125,8 +190,9 @@ function chargeEnvelope(envelope: Envelope, event: UsageEventMessage, costMicros
 
 function envelopeLimitReached(envelope: Envelope): string | null {
   const { token_limit, cost_limit_usd } = envelope.governance;
-  if (token_limit !== null && envelope.cost.tokens_input + envelope.cost.tokens_output >= token_limit) return `envelope token_limit ${token_limit} reached`;
-  if (cost_limit_usd !== null && envelope.cost.cost_micros >= usdToMicros(cost_limit_usd)) return `envelope cost_limit_usd ${cost_limit_usd} reached`;
+  if (token_limit !== null && envelope.cost.tokens_input + envelope.cost.tokens_output >= token_limit)
+    return `envelope token_limit ${token_limit} reached`;
+  if (cost_limit_usd !== null && envelope.cost.cost_micros >= usdToMicros(cost_limit_usd))
+    return `envelope cost_limit_usd ${cost_limit_usd} reached`;
   return null;
 }
-

@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { subjects } from '../../core/bus/subjects.ts';
-import { isExhausted, microsToUsd, newlyCrossedAlerts, percents, type AlertThreshold, type Budget } from '../../core/domain/index.ts';
+import {
+  isExhausted,
+  microsToUsd,
+  newlyCrossedAlerts,
+  percents,
+  type AlertThreshold,
+  type Budget,
+} from '../../core/domain/index.ts';
 import type { BudgetAlertMessage } from '../../core/events/messages.ts';
 import type { Effects } from '../effects/effects.ts';
 
@@ -48,10 +55,15 @@ export function fireAlerts(budget: Budget, envelopeId: string | null, now: Date,
       occurred_at: now.toISOString(),
     };
     const msgId = `budget-${budget.budget_id}-${budget.usage.period_start}-${threshold.percent}`;
-    const subject = level === 'exceeded' ? subjects.budgetExceeded(budget.tenant_id) : subjects.budgetWarning(budget.tenant_id);
+    const subject =
+      level === 'exceeded' ? subjects.budgetExceeded(budget.tenant_id) : subjects.budgetWarning(budget.tenant_id);
     effects.publications.push({ subject, data: message, msgId });
     if (threshold.webhook_url !== undefined) {
-      effects.webhooks.push({ url: threshold.webhook_url, body: { type: `budget.${level}`, ...message }, deliveryId: randomUUID() });
+      effects.webhooks.push({
+        url: threshold.webhook_url,
+        body: { type: `budget.${level}`, ...message },
+        deliveryId: randomUUID(),
+      });
     }
     if (threshold.action === 'terminate' && (threshold.percent < 100 || exhausted)) {
       terminate = true;

@@ -1,7 +1,10 @@
 import { cost, type PriceTable } from '../../core/metering/prices.ts';
 
 /** Prices a call whose event carries no cost: micro-dollars for the model and tokens. */
-export type Pricer = (model: string, tokens: { input: number; output: number }) => { costMicros: number; known: boolean };
+export type Pricer = (
+  model: string,
+  tokens: { input: number; output: number },
+) => { costMicros: number; known: boolean };
 
 const PICO_PER_MICRO = 1_000_000;
 

@@ -55,7 +55,12 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       await bus.subscribe(`svc.${t}.events.>`, (m) => acked(got.push(m)));
       await bus.publish(`svc.${t}.events.llm.call`, { tokens: 12, at: new Date(0) }, { msgId: 'e-1' });
       await eventually(() => expect(got).toHaveLength(1));
-      expect(got[0]).toEqual({ subject: `svc.${t}.events.llm.call`, data: { tokens: 12, at: '1970-01-01T00:00:00.000Z' }, msgId: 'e-1', deliveryCount: 1 });
+      expect(got[0]).toEqual({
+        subject: `svc.${t}.events.llm.call`,
+        data: { tokens: 12, at: '1970-01-01T00:00:00.000Z' },
+        msgId: 'e-1',
+        deliveryCount: 1,
+      });
       expect(bus.healthy()).toBe(true);
     });
 
@@ -94,10 +99,14 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       const { bus } = await open();
       const t = tenant();
       const got = new Map<string, number[]>();
-      await bus.subscribe(`svc.${t}.envelopes.*`, (m) => acked(got.set(m.subject, [...(got.get(m.subject) ?? []), (m.data as { i: number }).i])));
+      await bus.subscribe(`svc.${t}.envelopes.*`, (m) =>
+        acked(got.set(m.subject, [...(got.get(m.subject) ?? []), (m.data as { i: number }).i])),
+      );
       const count = 40;
       await Promise.all(
-        Array.from({ length: count }, (_, i) => bus.publish(`svc.${t}.envelopes.${i % 2 === 0 ? 'started' : 'completed'}`, { i })),
+        Array.from({ length: count }, (_, i) =>
+          bus.publish(`svc.${t}.envelopes.${i % 2 === 0 ? 'started' : 'completed'}`, { i }),
+        ),
       );
       await eventually(() => expect([...got.values()].flat()).toHaveLength(count));
       const expected = Array.from({ length: count }, (_, i) => i);
@@ -141,8 +150,12 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       await eventually(() => expect(second).toHaveLength(2));
       await sleep(100);
       expect(second).toEqual([{ n: 4 }, { n: 5 }]);
-      await expect(bus.subscribe(`svc.${t}.budgets.>`, () => acked(), { durable: `${durable}x` })).resolves.toBeDefined();
-      await expect(bus.consumeBatches(`svc.${t}.budgets.>`, durable, { batchSize: 10, maxWaitMs: 100 }, () => acked())).rejects.toMatchObject({
+      await expect(
+        bus.subscribe(`svc.${t}.budgets.>`, () => acked(), { durable: `${durable}x` }),
+      ).resolves.toBeDefined();
+      await expect(
+        bus.consumeBatches(`svc.${t}.budgets.>`, durable, { batchSize: 10, maxWaitMs: 100 }, () => acked()),
+      ).rejects.toMatchObject({
         code: 'SVC-SYS-9008',
         fieldViolations: [{ field: 'durable' }],
       });
@@ -176,7 +189,9 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
 
     it('refuses a payload above the message limit as terminal SVC-SYS-9009', async () => {
       const { bus } = await open();
-      await expect(bus.publish(`svc.${tenant()}.events.llm.call`, { text: 'x'.repeat(2 * 1024 * 1024) })).rejects.toMatchObject({
+      await expect(
+        bus.publish(`svc.${tenant()}.events.llm.call`, { text: 'x'.repeat(2 * 1024 * 1024) }),
+      ).rejects.toMatchObject({
         code: 'SVC-SYS-9009',
         fieldViolations: [{ field: 'data' }],
       });
@@ -184,10 +199,22 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
 
     it('rejects a wildcard or out-of-stream subject, a pattern across families and a durable with a dot', async () => {
       const { bus } = await open();
-      await expect(bus.publish('svc.*.events.llm.call', {})).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'subject' }] });
-      await expect(bus.publish('svc.a.leases.request', {})).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'subject' }] });
-      await expect(bus.subscribe('svc.a.>', () => acked())).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'pattern' }] });
-      await expect(bus.subscribe('svc.a.events.>', () => acked(), { durable: 'a.b' })).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'durable' }] });
+      await expect(bus.publish('svc.*.events.llm.call', {})).rejects.toMatchObject({
+        code: 'SVC-SYS-9002',
+        fieldViolations: [{ field: 'subject' }],
+      });
+      await expect(bus.publish('svc.a.leases.request', {})).rejects.toMatchObject({
+        code: 'SVC-SYS-9002',
+        fieldViolations: [{ field: 'subject' }],
+      });
+      await expect(bus.subscribe('svc.a.>', () => acked())).rejects.toMatchObject({
+        code: 'SVC-SYS-9002',
+        fieldViolations: [{ field: 'pattern' }],
+      });
+      await expect(bus.subscribe('svc.a.events.>', () => acked(), { durable: 'a.b' })).rejects.toMatchObject({
+        code: 'SVC-SYS-9002',
+        fieldViolations: [{ field: 'durable' }],
+      });
     });
 
     it('keeps the last value per key and watches current values first, then changes', async () => {
@@ -198,7 +225,11 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       await kv.put(`ruleset.${t}.v`, { version: 1 });
       await kv.put(`ruleset.${t}.v`, { version: 2 });
       await kv.put(`ruleset.${other}.v`, { version: 9 });
-      expect(await kv.get(`ruleset.${t}.v`)).toMatchObject({ key: `ruleset.${t}.v`, value: { version: 2 }, operation: 'PUT' });
+      expect(await kv.get(`ruleset.${t}.v`)).toMatchObject({
+        key: `ruleset.${t}.v`,
+        value: { version: 2 },
+        operation: 'PUT',
+      });
       expect(await kv.get(`ruleset.${t}.missing`)).toBeUndefined();
 
       const seen: KeyValueEntry[] = [];
@@ -212,7 +243,10 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       expect(seen[2]).toMatchObject({ key: `ruleset.${t}.v`, operation: 'DEL' });
       expect(await kv.get(`ruleset.${t}.v`)).toBeUndefined();
       await watch.unsubscribe();
-      await expect(kv.put('bad:key', 1)).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'key' }] });
+      await expect(kv.put('bad:key', 1)).rejects.toMatchObject({
+        code: 'SVC-SYS-9002',
+        fieldViolations: [{ field: 'key' }],
+      });
     });
 
     it('answers a request, carries a replier SvcError back, and times out without a responder', async () => {
@@ -223,7 +257,10 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
         if (tokens > 100) return Promise.reject(new SvcError('SVC-BUD-3001', 'budget exhausted', { budget_id: 'b1' }));
         return Promise.resolve({ granted: tokens, subject });
       });
-      expect(await requests.request(`svc.${t}.leases.request`, { tokens: 40 }, 2_000)).toEqual({ granted: 40, subject: `svc.${t}.leases.request` });
+      expect(await requests.request(`svc.${t}.leases.request`, { tokens: 40 }, 2_000)).toEqual({
+        granted: 40,
+        subject: `svc.${t}.leases.request`,
+      });
       await expect(requests.request(`svc.${t}.leases.request`, { tokens: 400 }, 2_000)).rejects.toMatchObject({
         code: 'SVC-BUD-3001',
         details: { budget_id: 'b1' },
@@ -235,7 +272,10 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       const { signals } = await open();
       const t = tenant();
       const got: Array<[string, unknown]> = [];
-      const sub = await signals.subscribeSignals(`svc.${t}.signals.*`, (data, subject) => void got.push([subject, data]));
+      const sub = await signals.subscribeSignals(
+        `svc.${t}.signals.*`,
+        (data, subject) => void got.push([subject, data]),
+      );
       await signals.publishSignal(`svc.${t}.signals.terminate`, { envelope_id: 'e1' });
       await signals.publishSignal(`svc.${t}.other.terminate`, { envelope_id: 'e2' });
       await eventually(() => expect(got).toHaveLength(1));

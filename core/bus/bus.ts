@@ -39,12 +39,21 @@ export interface Bus {
    * With `durable`, the position survives unsubscribe and a new durable starts at the oldest
    * retained message; without it, delivery starts with messages published after subscribing.
    */
-  subscribe(pattern: string, handler: (message: BusMessage) => Promise<void>, options?: { durable?: string }): Promise<Subscription>;
+  subscribe(
+    pattern: string,
+    handler: (message: BusMessage) => Promise<void>,
+    options?: { durable?: string },
+  ): Promise<Subscription>;
   /**
    * Durable batch consumption: the handler gets up to `batchSize` messages in order, and the
    * whole batch is acknowledged only after it resolved (a rejection redelivers the whole batch).
    */
-  consumeBatches(pattern: string, durable: string, options: BatchOptions, handler: (messages: BusMessage[]) => Promise<void>): Promise<Subscription>;
+  consumeBatches(
+    pattern: string,
+    durable: string,
+    options: BatchOptions,
+    handler: (messages: BusMessage[]) => Promise<void>,
+  ): Promise<Subscription>;
   close(): Promise<void>;
   /** For /health: whether the bus is connected right now. */
   healthy(): boolean;
@@ -94,7 +103,10 @@ export interface RequestReply {
 /** Fire-and-forget signals (envelope terminate): not stored, delivered to whoever listens now. */
 export interface Signals {
   publishSignal(subject: string, data: unknown): Promise<void>;
-  subscribeSignals(pattern: string, handler: (data: unknown, subject: string) => void | Promise<void>): Promise<Subscription>;
+  subscribeSignals(
+    pattern: string,
+    handler: (data: unknown, subject: string) => void | Promise<void>,
+  ): Promise<Subscription>;
 }
 
 /** Everything a process needs from messaging, from one connection. */

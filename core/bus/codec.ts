@@ -12,19 +12,27 @@ export function encodePayload(data: unknown, maxBytes = Number.POSITIVE_INFINITY
   try {
     text = JSON.stringify(data);
   } catch (error) {
-    throw new SvcError('SVC-EVT-4002', `payload is not JSON-serialisable: ${(error as Error).message}`, { field: 'data' }, [
-      { field: 'data', description: 'must be JSON-serialisable' },
-    ]);
+    throw new SvcError(
+      'SVC-EVT-4002',
+      `payload is not JSON-serialisable: ${(error as Error).message}`,
+      { field: 'data' },
+      [{ field: 'data', description: 'must be JSON-serialisable' }],
+    );
   }
   if (text === undefined) {
-    throw new SvcError('SVC-EVT-4002', 'payload is not JSON-serialisable', { field: 'data' }, [{ field: 'data', description: 'must be JSON-serialisable' }]);
+    throw new SvcError('SVC-EVT-4002', 'payload is not JSON-serialisable', { field: 'data' }, [
+      { field: 'data', description: 'must be JSON-serialisable' },
+    ]);
   }
   const bytes = encoder.encode(text);
   // Too large is terminal: retrying the same payload can never succeed.
   if (bytes.length > maxBytes) {
-    throw new SvcError('SVC-SYS-9009', `payload of ${bytes.length} bytes exceeds the ${maxBytes}-byte message limit`, { field: 'data', bytes: bytes.length, max_bytes: maxBytes }, [
-      { field: 'data', description: `must encode to at most ${maxBytes} bytes` },
-    ]);
+    throw new SvcError(
+      'SVC-SYS-9009',
+      `payload of ${bytes.length} bytes exceeds the ${maxBytes}-byte message limit`,
+      { field: 'data', bytes: bytes.length, max_bytes: maxBytes },
+      [{ field: 'data', description: `must encode to at most ${maxBytes} bytes` }],
+    );
   }
   return bytes;
 }

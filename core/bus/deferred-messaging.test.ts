@@ -13,7 +13,9 @@ function opener() {
   const state = { reachable: false, attempts: 0, inner: createMemoryMessaging({ logger }) };
   const open = (): Promise<Messaging> => {
     state.attempts++;
-    return state.reachable ? Promise.resolve(state.inner) : Promise.reject(new SvcError('SVC-SYS-9001', 'cannot connect to NATS'));
+    return state.reachable
+      ? Promise.resolve(state.inner)
+      : Promise.reject(new SvcError('SVC-SYS-9001', 'cannot connect to NATS'));
   };
   return { state, open };
 }
@@ -47,7 +49,11 @@ describe('deferMessaging', () => {
 
   it('reports a failure retrying cannot cure, and stops retrying when closed', async () => {
     const fatal: unknown[] = [];
-    const bad = deferMessaging({ open: () => Promise.reject(new SvcError('SVC-SYS-9002', 'invalid configuration: SVC_NATS_URL')), logger, onFatal: (e) => fatal.push(e) });
+    const bad = deferMessaging({
+      open: () => Promise.reject(new SvcError('SVC-SYS-9002', 'invalid configuration: SVC_NATS_URL')),
+      logger,
+      onFatal: (e) => fatal.push(e),
+    });
     expect(await svcCodeOf(bad.ready)).toBe('SVC-SYS-9002');
     expect(fatal).toHaveLength(1);
 

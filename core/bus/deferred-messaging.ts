@@ -45,7 +45,11 @@ export function deferMessaging(options: DeferredMessagingOptions): DeferredMessa
           options.onFatal(error);
           throw error;
         }
-        if (attempt === 1) options.logger.warn({ err: error.message }, 'NATS not reachable at start; serving from local state and retrying');
+        if (attempt === 1)
+          options.logger.warn(
+            { err: error.message },
+            'NATS not reachable at start; serving from local state and retrying',
+          );
         await new Promise<void>((resolve) => {
           wake = resolve;
           timer = setTimeout(resolve, options.retryMs ?? 1000);
@@ -61,21 +65,26 @@ export function deferMessaging(options: DeferredMessagingOptions): DeferredMessa
     await ready;
     return inner!;
   };
-  const unreachable = (code: 'SVC-EVT-4001' | 'SVC-SYS-9001') => Promise.reject(new SvcError(code, 'NATS has not been reached yet'));
+  const unreachable = (code: 'SVC-EVT-4001' | 'SVC-SYS-9001') =>
+    Promise.reject(new SvcError(code, 'NATS has not been reached yet'));
 
   return {
     ready,
     bus: {
-      publish: (subject, data, publishOptions) => now()?.bus.publish(subject, data, publishOptions) ?? unreachable('SVC-EVT-4001'),
-      subscribe: async (pattern, handler, subscribeOptions) => (await later()).bus.subscribe(pattern, handler, subscribeOptions),
-      consumeBatches: async (pattern, durable, batchOptions, handler) => (await later()).bus.consumeBatches(pattern, durable, batchOptions, handler),
+      publish: (subject, data, publishOptions) =>
+        now()?.bus.publish(subject, data, publishOptions) ?? unreachable('SVC-EVT-4001'),
+      subscribe: async (pattern, handler, subscribeOptions) =>
+        (await later()).bus.subscribe(pattern, handler, subscribeOptions),
+      consumeBatches: async (pattern, durable, batchOptions, handler) =>
+        (await later()).bus.consumeBatches(pattern, durable, batchOptions, handler),
       // The bus closes with the whole messaging.
       close: () => Promise.resolve(),
       healthy: () => now()?.bus.healthy() ?? false,
     },
     keyValue: { open: async (bucket) => (await later()).keyValue.open(bucket) },
     requests: {
-      request: (subject, data, timeoutMs) => now()?.requests.request(subject, data, timeoutMs) ?? unreachable('SVC-SYS-9001'),
+      request: (subject, data, timeoutMs) =>
+        now()?.requests.request(subject, data, timeoutMs) ?? unreachable('SVC-SYS-9001'),
       reply: async (subject, handler) => (await later()).requests.reply(subject, handler),
     },
     signals: {

@@ -7,7 +7,12 @@ import { createMemoryMessaging } from './memory-messaging.ts';
 function recordingLogger(): BusLogger & { errors: string[]; warnings: string[] } {
   const errors: string[] = [];
   const warnings: string[] = [];
-  return { errors, warnings, error: (_o, message) => void errors.push(message), warn: (_o, message) => void warnings.push(message) };
+  return {
+    errors,
+    warnings,
+    error: (_o, message) => void errors.push(message),
+    warn: (_o, message) => void warnings.push(message),
+  };
 }
 
 busContract('memory', () => Promise.resolve(createMemoryMessaging({ logger: recordingLogger(), retryBackoffMs: 10 })));
@@ -45,7 +50,12 @@ describe('MemoryBus', () => {
 
   it('forgets a msgId after the duplicate window, and bounds the window by size', async () => {
     let now = 0;
-    const bus = new MemoryBus({ logger: recordingLogger(), duplicateWindowMs: 1_000, duplicateWindowSize: 2, now: () => now });
+    const bus = new MemoryBus({
+      logger: recordingLogger(),
+      duplicateWindowMs: 1_000,
+      duplicateWindowSize: 2,
+      now: () => now,
+    });
     const got: string[] = [];
     await bus.subscribe('svc.a.events.>', (m) => acked(got.push(m.msgId)), { durable: 'all' });
     await bus.publish('svc.a.events.x', {}, { msgId: 'a' });
@@ -74,7 +84,9 @@ describe('MemoryBus', () => {
   it('refuses a second active subscriber on one durable and a payload JSON cannot carry', async () => {
     const bus = new MemoryBus({ logger: recordingLogger() });
     await bus.subscribe('svc.a.events.>', () => acked(), { durable: 'one' });
-    await expect(bus.subscribe('svc.a.events.>', () => acked(), { durable: 'one' })).rejects.toMatchObject({ code: 'SVC-SYS-9008' });
+    await expect(bus.subscribe('svc.a.events.>', () => acked(), { durable: 'one' })).rejects.toMatchObject({
+      code: 'SVC-SYS-9008',
+    });
     await expect(bus.publish('svc.a.events.x', { n: 1n })).rejects.toMatchObject({ code: 'SVC-EVT-4002' });
     await bus.close();
   });

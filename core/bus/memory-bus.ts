@@ -67,7 +67,11 @@ export class MemoryBus implements Bus {
     this.#duplicateWindowSize = options.duplicateWindowSize ?? 100_000;
     this.#maxMessages = options.maxMessages ?? 100_000;
     this.#maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
-    this.#retry = { maxDeliver: options.maxDeliver ?? 5, backoffMs: options.retryBackoffMs ?? 100, maxBackoffMs: 5_000 };
+    this.#retry = {
+      maxDeliver: options.maxDeliver ?? 5,
+      backoffMs: options.retryBackoffMs ?? 100,
+      maxBackoffMs: 5_000,
+    };
     this.#now = options.now ?? Date.now;
   }
 
@@ -88,10 +92,17 @@ export class MemoryBus implements Bus {
     for (const wake of this.#wakers) wake();
   }
 
-  subscribe(pattern: string, handler: (message: BusMessage) => Promise<void>, options: { durable?: string } = {}): Promise<Subscription> {
+  subscribe(
+    pattern: string,
+    handler: (message: BusMessage) => Promise<void>,
+    options: { durable?: string } = {},
+  ): Promise<Subscription> {
     return asPromise(() => {
       assertEventSubject('pattern', pattern);
-      const cursor = options.durable === undefined ? { nextSeq: this.#nextSeq, active: false, pattern } : this.#claimDurable(options.durable, pattern);
+      const cursor =
+        options.durable === undefined
+          ? { nextSeq: this.#nextSeq, active: false, pattern }
+          : this.#claimDurable(options.durable, pattern);
       return this.#run(cursor, 1, async (batch) => {
         const [message] = batch;
         if (message) await handler(message);
@@ -99,7 +110,12 @@ export class MemoryBus implements Bus {
     });
   }
 
-  consumeBatches(pattern: string, durable: string, options: BatchOptions, handler: (messages: BusMessage[]) => Promise<void>): Promise<Subscription> {
+  consumeBatches(
+    pattern: string,
+    durable: string,
+    options: BatchOptions,
+    handler: (messages: BusMessage[]) => Promise<void>,
+  ): Promise<Subscription> {
     return asPromise(() => {
       assertEventSubject('pattern', pattern);
       return this.#run(this.#claimDurable(durable, pattern), Math.max(1, options.batchSize), handler);
@@ -121,11 +137,15 @@ export class MemoryBus implements Bus {
     assertName('durable', durable);
     const existing = this.#durables.get(durable);
     if (existing && existing.pattern !== pattern) {
-      throw new SvcError('SVC-SYS-9008', `durable '${durable}' already follows ${existing.pattern}`, { durable, pattern }, [
-        { field: 'durable', description: `already used for ${existing.pattern}` },
-      ]);
+      throw new SvcError(
+        'SVC-SYS-9008',
+        `durable '${durable}' already follows ${existing.pattern}`,
+        { durable, pattern },
+        [{ field: 'durable', description: `already used for ${existing.pattern}` }],
+      );
     }
-    if (existing?.active) throw new SvcError('SVC-SYS-9008', `durable '${durable}' already has a subscriber in this process`, { durable });
+    if (existing?.active)
+      throw new SvcError('SVC-SYS-9008', `durable '${durable}' already has a subscriber in this process`, { durable });
     // A new durable starts at the oldest retained message, as a JetStream durable with deliver-all does.
     const cursor = existing ?? { nextSeq: this.#log[0]?.seq ?? this.#nextSeq, active: false, pattern };
     cursor.active = true;
@@ -149,8 +169,21 @@ export class MemoryBus implements Bus {
           await new Promise<void>((resolve) => (wake = resolve));
           continue;
         }
-        const outcome = await deliverWithRetries(this.#retry, this.#logger, { msgIds: batch.map((m) => m.msgId) }, 1, () => stopped, (count) =>
-          deliver(batch.map((m) => ({ subject: m.subject, msgId: m.msgId, data: decodePayload(m.payload), deliveryCount: count }))),
+        const outcome = await deliverWithRetries(
+          this.#retry,
+          this.#logger,
+          { msgIds: batch.map((m) => m.msgId) },
+          1,
+          () => stopped,
+          (count) =>
+            deliver(
+              batch.map((m) => ({
+                subject: m.subject,
+                msgId: m.msgId,
+                data: decodePayload(m.payload),
+                deliveryCount: count,
+              })),
+            ),
         );
         if (outcome === 'stopped') break;
         cursor.nextSeq = last.seq + 1;

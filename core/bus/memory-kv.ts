@@ -28,7 +28,9 @@ class MemoryKeyValueStore implements KeyValueStore {
     return asPromise(() => {
       assertKey(key);
       const stored = this.#entries.get(key);
-      return stored && { key, value: decodePayload(stored.payload), revision: stored.revision, operation: 'PUT' as const };
+      return (
+        stored && { key, value: decodePayload(stored.payload), revision: stored.revision, operation: 'PUT' as const }
+      );
     });
   }
 
@@ -56,7 +58,13 @@ class MemoryKeyValueStore implements KeyValueStore {
     assertPattern(filter, 'filter');
     const watcher: Watcher = { filter, callback, queue: Promise.resolve() };
     for (const [key, stored] of [...this.#entries].sort((a, b) => a[1].revision - b[1].revision)) {
-      if (subjectMatches(filter, key)) this.#enqueue(watcher, { key, value: decodePayload(stored.payload), revision: stored.revision, operation: 'PUT' });
+      if (subjectMatches(filter, key))
+        this.#enqueue(watcher, {
+          key,
+          value: decodePayload(stored.payload),
+          revision: stored.revision,
+          operation: 'PUT',
+        });
     }
     this.#watchers.add(watcher);
     await watcher.queue;

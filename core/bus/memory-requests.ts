@@ -46,7 +46,8 @@ export class MemoryRequests implements RequestReply, Signals {
       const id = Symbol(subject);
       this.#repliers.set(id, {
         subject,
-        handler: async (payload, actual) => decodePayload(encodePayload(await runReplyHandler(() => handler(decodePayload(payload), actual)))),
+        handler: async (payload, actual) =>
+          decodePayload(encodePayload(await runReplyHandler(() => handler(decodePayload(payload), actual)))),
       });
       return { unsubscribe: () => asPromise(() => void this.#repliers.delete(id)) };
     });
@@ -59,16 +60,24 @@ export class MemoryRequests implements RequestReply, Signals {
       for (const listener of this.#listeners.values()) {
         if (!subjectMatches(listener.pattern, subject)) continue;
         // Fire and forget: the publisher never waits for, nor fails with, a listener.
-        listener.handler(payload, subject).catch((error: unknown) => this.#logger.error({ err: error, subject }, 'signal handler failed'));
+        listener
+          .handler(payload, subject)
+          .catch((error: unknown) => this.#logger.error({ err: error, subject }, 'signal handler failed'));
       }
     });
   }
 
-  subscribeSignals(pattern: string, handler: (data: unknown, subject: string) => void | Promise<void>): Promise<Subscription> {
+  subscribeSignals(
+    pattern: string,
+    handler: (data: unknown, subject: string) => void | Promise<void>,
+  ): Promise<Subscription> {
     return asPromise(() => {
       assertPattern(pattern);
       const id = Symbol(pattern);
-      this.#listeners.set(id, { pattern, handler: async (payload, subject) => handler(decodePayload(payload), subject) });
+      this.#listeners.set(id, {
+        pattern,
+        handler: async (payload, subject) => handler(decodePayload(payload), subject),
+      });
       return { unsubscribe: () => asPromise(() => void this.#listeners.delete(id)) };
     });
   }

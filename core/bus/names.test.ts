@@ -44,6 +44,8 @@ describe('name checks', () => {
     [() => assertEventSubject('subject', 'svc.acme.events.>'), 'subject'],
     [() => assertEventSubject('pattern', 'svc.>'), 'pattern'],
   ])('refuses a bad value with SVC-SYS-9002 naming %#', (check, field) => {
-    expect(check).toThrow(expect.objectContaining({ code: 'SVC-SYS-9002', fieldViolations: [expect.objectContaining({ field })] }) as Error);
+    expect(check).toThrow(
+      expect.objectContaining({ code: 'SVC-SYS-9002', fieldViolations: [expect.objectContaining({ field })] }) as Error,
+    );
   });
 });

@@ -6,7 +6,9 @@ const TOKEN = /^[^.\s*>]+$/;
 const DURABLE = /^[-_a-zA-Z0-9]+$/;
 
 function invalid(field: string, value: string, description: string): SvcError {
-  return new SvcError('SVC-SYS-9002', `invalid ${field} '${value}': ${description}`, { field, value }, [{ field, description }]);
+  return new SvcError('SVC-SYS-9002', `invalid ${field} '${value}': ${description}`, { field, value }, [
+    { field, description },
+  ]);
 }
 
 /** A key-value key: `.`-separated tokens that JetStream accepts as a subject suffix. */
@@ -17,7 +19,9 @@ export function assertKey(key: string): void {
 /** A subscription pattern or key filter: tokens, `*` for one token, `>` only as the last token. */
 export function assertPattern(pattern: string, field = 'pattern'): void {
   const tokens = pattern.split('.');
-  const ok = tokens.every((token, i) => token === '*' || (token === '>' && i === tokens.length - 1) || TOKEN.test(token));
+  const ok = tokens.every(
+    (token, i) => token === '*' || (token === '>' && i === tokens.length - 1) || TOKEN.test(token),
+  );
   if (!ok) throw invalid(field, pattern, "must be '.'-separated tokens, '*' for one token, '>' only last");
 }
 
@@ -40,5 +44,6 @@ export function assertName(field: string, name: string): void {
 export function assertEventSubject(field: 'subject' | 'pattern', value: string): void {
   if (field === 'subject') assertSubject(value);
   else assertPattern(value);
-  if (!inEventStream(value)) throw invalid(field, value, 'must lie within svc.<tenant>.envelopes|events|budgets|policies.>');
+  if (!inEventStream(value))
+    throw invalid(field, value, 'must lie within svc.<tenant>.envelopes|events|budgets|policies.>');
 }

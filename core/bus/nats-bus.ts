@@ -1,6 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AckPolicy, DeliverPolicy, nanos, type Consumer, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type JsMsg } from 'nats';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  nanos,
+  type Consumer,
+  type ConsumerConfig,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from 'nats';
 import { z } from 'zod';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
@@ -68,7 +77,11 @@ export class NatsBus implements Bus {
     this.#jsm = jsm;
     this.#options = options;
     this.#logger = logger;
-    this.#retry = { maxDeliver: options.maxDeliver, backoffMs: options.retryBackoffMs, maxBackoffMs: options.maxRetryBackoffMs };
+    this.#retry = {
+      maxDeliver: options.maxDeliver,
+      backoffMs: options.retryBackoffMs,
+      maxBackoffMs: options.maxRetryBackoffMs,
+    };
   }
 
   static async open(link: NatsLink, input: NatsBusOptions, logger: BusLogger): Promise<NatsBus> {
@@ -76,7 +89,9 @@ export class NatsBus implements Bus {
     const jsm = await link.nc.jetstreamManager({ checkAPI: false });
     if (options.manageStream) {
       await ensureStream(jsm, options.stream).catch((error: unknown) => {
-        throw new SvcError('SVC-SYS-9001', `cannot set up stream ${options.stream.name}: ${(error as Error).message}`, { stream: options.stream.name });
+        throw new SvcError('SVC-SYS-9001', `cannot set up stream ${options.stream.name}: ${(error as Error).message}`, {
+          stream: options.stream.name,
+        });
       });
     }
     return new NatsBus(link, jsm, options, logger);
@@ -89,18 +104,31 @@ export class NatsBus implements Bus {
     try {
       await this.#js.publish(subject, payload, { msgID, timeout: this.#options.publishTimeoutMs });
     } catch (error) {
-      throw new SvcError('SVC-EVT-4001', `event delivery failed on ${subject}: ${(error as Error).message}`, { subject, msg_id: msgID });
+      throw new SvcError('SVC-EVT-4001', `event delivery failed on ${subject}: ${(error as Error).message}`, {
+        subject,
+        msg_id: msgID,
+      });
     }
   }
 
-  subscribe(pattern: string, handler: (message: BusMessage) => Promise<void>, options: { durable?: string } = {}): Promise<Subscription> {
+  subscribe(
+    pattern: string,
+    handler: (message: BusMessage) => Promise<void>,
+    options: { durable?: string } = {},
+  ): Promise<Subscription> {
     // Each message is handled as it arrives, one at a time, in stream order.
-    return this.#consume(pattern, options.durable, this.#options.fetchBatch, MIN_FETCH_EXPIRES_MS, async (pulled, stopped) => {
-      for await (const msg of pulled) {
-        if (stopped()) msg.nak();
-        else await this.#settle([msg], stopped, (retries) => handler(toBusMessage(msg, retries)));
-      }
-    });
+    return this.#consume(
+      pattern,
+      options.durable,
+      this.#options.fetchBatch,
+      MIN_FETCH_EXPIRES_MS,
+      async (pulled, stopped) => {
+        for await (const msg of pulled) {
+          if (stopped()) msg.nak();
+          else await this.#settle([msg], stopped, (retries) => handler(toBusMessage(msg, retries)));
+        }
+      },
+    );
   }
 
   /**
@@ -108,12 +136,18 @@ export class NatsBus implements Bus {
    * over as soon as it is full or `maxWaitMs` after its first message, and the rest of the pull
    * forms the next batch: a lone event waits milliseconds, not the pull's expiry.
    */
-  consumeBatches(pattern: string, durable: string, options: BatchOptions, handler: (messages: BusMessage[]) => Promise<void>): Promise<Subscription> {
+  consumeBatches(
+    pattern: string,
+    durable: string,
+    options: BatchOptions,
+    handler: (messages: BusMessage[]) => Promise<void>,
+  ): Promise<Subscription> {
     const batchSize = Math.max(1, options.batchSize);
     const expires = Math.max(MIN_FETCH_EXPIRES_MS, options.maxWaitMs);
     const deliver = async (messages: JsMsg[], stopped: () => boolean): Promise<void> => {
       if (stopped()) for (const msg of messages) msg.nak();
-      else await this.#settle(messages, stopped, (retries) => handler(messages.map((msg) => toBusMessage(msg, retries))));
+      else
+        await this.#settle(messages, stopped, (retries) => handler(messages.map((msg) => toBusMessage(msg, retries))));
     };
     return this.#consume(pattern, durable, batchSize, expires, async (pulled, stopped) => {
       const iterator = pulled[Symbol.asyncIterator]();
@@ -174,12 +208,20 @@ export class NatsBus implements Bus {
    * A durable keeps its position across restarts of this process and of the server: an existing
    * one is reused with its limits brought up to date; one bound to another pattern is refused.
    */
-  async #ensureDurable(stream: string, durable: string, pattern: string, limits: Partial<ConsumerConfig>): Promise<void> {
+  async #ensureDurable(
+    stream: string,
+    durable: string,
+    pattern: string,
+    limits: Partial<ConsumerConfig>,
+  ): Promise<void> {
     const existing = await this.#jsm.consumers.info(stream, durable).catch(() => undefined);
     if (existing && existing.config.filter_subject !== pattern) {
-      throw new SvcError('SVC-SYS-9008', `durable '${durable}' already follows ${existing.config.filter_subject ?? 'another pattern'}`, { durable, pattern }, [
-        { field: 'durable', description: `already used for ${existing.config.filter_subject ?? 'another pattern'}` },
-      ]);
+      throw new SvcError(
+        'SVC-SYS-9008',
+        `durable '${durable}' already follows ${existing.config.filter_subject ?? 'another pattern'}`,
+        { durable, pattern },
+        [{ field: 'durable', description: `already used for ${existing.config.filter_subject ?? 'another pattern'}` }],
+      );
     }
     const request = existing
       ? this.#jsm.consumers.update(stream, durable, limits)
@@ -192,7 +234,11 @@ export class NatsBus implements Bus {
           ...limits,
         });
     await request.catch((error: unknown) => {
-      throw new SvcError('SVC-SYS-9001', `cannot set up consumer ${durable} on ${stream}: ${(error as Error).message}`, { durable, pattern });
+      throw new SvcError(
+        'SVC-SYS-9001',
+        `cannot set up consumer ${durable} on ${stream}: ${(error as Error).message}`,
+        { durable, pattern },
+      );
     });
   }
 
@@ -213,7 +259,11 @@ export class NatsBus implements Bus {
     });
     const stream = this.#options.stream.name;
     const name = durable ?? `eph_${randomUUID().replaceAll('-', '')}`;
-    const limits = { ack_wait: nanos(this.#options.ackWaitMs), max_ack_pending: this.#options.maxAckPending, max_deliver: this.#options.maxDeliver };
+    const limits = {
+      ack_wait: nanos(this.#options.ackWaitMs),
+      max_ack_pending: this.#options.maxAckPending,
+      max_deliver: this.#options.maxDeliver,
+    };
     const setup = async (): Promise<Consumer> => {
       if (durable === undefined) {
         await this.#jsm.consumers
@@ -226,7 +276,9 @@ export class NatsBus implements Bus {
             ...limits,
           })
           .catch((error: unknown) => {
-            throw new SvcError('SVC-SYS-9001', `cannot create consumer on ${stream}: ${(error as Error).message}`, { pattern });
+            throw new SvcError('SVC-SYS-9001', `cannot create consumer on ${stream}: ${(error as Error).message}`, {
+              pattern,
+            });
           });
       } else {
         await this.#ensureDurable(stream, durable, pattern, limits);

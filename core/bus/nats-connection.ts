@@ -15,7 +15,13 @@ export const natsConnectionOptionsSchema = z
     token: z.string().min(1).optional(),
     /** A `.creds` file (JWT + nkey seed) of a decentralised-auth account. */
     credsFile: z.string().min(1).optional(),
-    tls: z.object({ caFile: z.string().min(1).optional(), certFile: z.string().min(1).optional(), keyFile: z.string().min(1).optional() }).optional(),
+    tls: z
+      .object({
+        caFile: z.string().min(1).optional(),
+        certFile: z.string().min(1).optional(),
+        keyFile: z.string().min(1).optional(),
+      })
+      .optional(),
     /** Inbox prefix for replies; a per-tenant prefix lets permissions keep tenants' replies apart. */
     inboxPrefix: z.string().min(1).optional(),
     reconnectTimeWaitMs: z.number().int().positive().default(1_000),
@@ -71,7 +77,11 @@ export async function connectNats(input: NatsConnectionOptions, logger: BusLogge
   try {
     nc = await connect(clientOptions(options));
   } catch (error) {
-    throw new SvcError('SVC-SYS-9001', `cannot connect to NATS at ${String(options.servers)}: ${(error as Error).message}`, { servers: options.servers });
+    throw new SvcError(
+      'SVC-SYS-9001',
+      `cannot connect to NATS at ${String(options.servers)}: ${(error as Error).message}`,
+      { servers: options.servers },
+    );
   }
   let connected = true;
   const reconnectListeners = new Set<() => void>();

@@ -9,7 +9,12 @@ import type { NatsLink } from './nats-connection.ts';
 
 function toEntry(entry: KvEntry): KeyValueEntry {
   const deleted = entry.operation !== 'PUT';
-  return { key: entry.key, value: deleted ? undefined : decodePayload(entry.value), revision: entry.revision, operation: deleted ? 'DEL' : 'PUT' };
+  return {
+    key: entry.key,
+    value: deleted ? undefined : decodePayload(entry.value),
+    revision: entry.revision,
+    operation: deleted ? 'DEL' : 'PUT',
+  };
 }
 
 function unavailable(what: string, error: unknown): SvcError {
@@ -77,13 +82,20 @@ class NatsKeyValueStore implements KeyValueStore {
     const start = async (): Promise<void> => {
       let initialized!: () => void;
       const ready = new Promise<void>((resolve) => (initialized = resolve));
-      const iterator = await this.#kv.watch({ key: filter, initializedFn: () => initialized() }).catch((error: unknown) => {
-        throw unavailable(`cannot watch ${this.#bucket}/${filter}`, error);
-      });
+      const iterator = await this.#kv
+        .watch({ key: filter, initializedFn: () => initialized() })
+        .catch((error: unknown) => {
+          throw unavailable(`cannot watch ${this.#bucket}/${filter}`, error);
+        });
       stopCurrent = () => iterator.stop();
       void (async () => {
         for await (const entry of iterator) await deliver(entry);
-      })().catch((error: unknown) => this.#logger.warn({ err: error, bucket: this.#bucket, filter }, 'key-value watch ended; it restarts on reconnect'));
+      })().catch((error: unknown) =>
+        this.#logger.warn(
+          { err: error, bucket: this.#bucket, filter },
+          'key-value watch ended; it restarts on reconnect',
+        ),
+      );
       await ready;
       await delivered;
     };
@@ -98,7 +110,10 @@ class NatsKeyValueStore implements KeyValueStore {
         try {
           return await start();
         } catch (error) {
-          this.#logger.warn({ err: error, bucket: this.#bucket, filter, attempt }, 'key-value watch could not restart; retrying');
+          this.#logger.warn(
+            { err: error, bucket: this.#bucket, filter, attempt },
+            'key-value watch could not restart; retrying',
+          );
           await sleep(Math.min(5_000, 250 * 2 ** attempt));
         }
       }

@@ -44,7 +44,9 @@ export class NatsRequests implements RequestReply, Signals {
         queue: REPLY_QUEUE,
         callback: (error, msg) => {
           if (error) return this.#logger.error({ err: error, subject }, 'reply subscription failed');
-          void runReplyHandler(() => handler(decodePayload(msg.data), msg.subject)).then((envelope) => msg.respond(encodePayload(envelope)));
+          void runReplyHandler(() => handler(decodePayload(msg.data), msg.subject)).then((envelope) =>
+            msg.respond(encodePayload(envelope)),
+          );
         },
       });
       return subscription(() => sub.unsubscribe());
@@ -58,7 +60,10 @@ export class NatsRequests implements RequestReply, Signals {
     });
   }
 
-  subscribeSignals(pattern: string, handler: (data: unknown, subject: string) => void | Promise<void>): Promise<Subscription> {
+  subscribeSignals(
+    pattern: string,
+    handler: (data: unknown, subject: string) => void | Promise<void>,
+  ): Promise<Subscription> {
     return asPromise(() => {
       assertPattern(pattern);
       const sub = this.#nc.subscribe(pattern, {

@@ -3,19 +3,31 @@ import { z } from 'zod';
 import { STREAM_SUBJECTS } from './subjects.ts';
 
 export const natsStreamOptionsSchema = z.object({
-  name: z.string().regex(/^[-_a-zA-Z0-9]+$/).default('SVC_EVENTS'),
+  name: z
+    .string()
+    .regex(/^[-_a-zA-Z0-9]+$/)
+    .default('SVC_EVENTS'),
   /** Oldest event kept; the event processor is expected to be far less behind than this. */
-  maxAgeMs: z.number().int().positive().default(7 * 24 * 3_600_000),
+  maxAgeMs: z
+    .number()
+    .int()
+    .positive()
+    .default(7 * 24 * 3_600_000),
   /** Size cap of the stream on disk; at the cap the oldest events go (limits retention). */
-  maxBytes: z.number().int().positive().default(10 * 1024 ** 3),
+  maxBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(10 * 1024 ** 3),
   /** How long a msgId is remembered for de-duplication (an outbox replay inside it is dropped). */
   duplicateWindowMs: z.number().int().positive().default(120_000),
   replicas: z.number().int().min(1).max(5).default(1),
 });
 export type NatsStreamOptions = z.input<typeof natsStreamOptionsSchema>;
 
-
-export function streamConfig(options: z.output<typeof natsStreamOptionsSchema>): Partial<StreamConfig> & { name: string } {
+export function streamConfig(
+  options: z.output<typeof natsStreamOptionsSchema>,
+): Partial<StreamConfig> & { name: string } {
   return {
     name: options.name,
     subjects: [...STREAM_SUBJECTS],
@@ -30,7 +42,10 @@ export function streamConfig(options: z.output<typeof natsStreamOptionsSchema>):
 }
 
 /** Creates the stream, or brings an existing one to the configured limits and subjects. */
-export async function ensureStream(jsm: JetStreamManager, options: z.output<typeof natsStreamOptionsSchema>): Promise<void> {
+export async function ensureStream(
+  jsm: JetStreamManager,
+  options: z.output<typeof natsStreamOptionsSchema>,
+): Promise<void> {
   const config = streamConfig(options);
   const existing = await jsm.streams.info(config.name).catch(() => undefined);
   if (existing) await jsm.streams.update(config.name, { ...existing.config, ...config });

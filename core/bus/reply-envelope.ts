@@ -6,7 +6,10 @@ const codes = Object.keys(ERROR_CATALOGUE) as [SvcCode, ...SvcCode[]];
 /** What a replier sends back: the handler's result, or the SvcError it threw. */
 const replySchema = z.union([
   z.object({ ok: z.literal(true), data: z.unknown() }),
-  z.object({ ok: z.literal(false), error: z.object({ code: z.enum(codes), message: z.string(), details: z.record(z.string(), z.unknown()) }) }),
+  z.object({
+    ok: z.literal(false),
+    error: z.object({ code: z.enum(codes), message: z.string(), details: z.record(z.string(), z.unknown()) }),
+  }),
 ]);
 export type ReplyEnvelope = z.infer<typeof replySchema>;
 
@@ -15,7 +18,9 @@ export async function runReplyHandler(handler: () => Promise<unknown>): Promise<
   try {
     return { ok: true, data: await handler() };
   } catch (error) {
-    const svc = isSvcError(error) ? error : new SvcError('SVC-SYS-9007', 'reply handler failed', { cause: String(error) });
+    const svc = isSvcError(error)
+      ? error
+      : new SvcError('SVC-SYS-9007', 'reply handler failed', { cause: String(error) });
     return { ok: false, error: { code: svc.code, message: svc.message, details: svc.details } };
   }
 }
@@ -30,5 +35,8 @@ export function unwrapReply(subject: string, payload: unknown): unknown {
 }
 
 export function noResponder(subject: string, timeoutMs: number): SvcError {
-  return new SvcError('SVC-SYS-9001', `no reply on ${subject} within ${timeoutMs} ms`, { subject, timeout_ms: timeoutMs });
+  return new SvcError('SVC-SYS-9001', `no reply on ${subject} within ${timeoutMs} ms`, {
+    subject,
+    timeout_ms: timeoutMs,
+  });
 }

@@ -9,7 +9,11 @@ import type { Config } from './schema.ts';
  * its tenant: it then takes replies on `_INBOX_<tenant>` (or SVC_NATS_INBOX_PREFIX), the inbox its
  * credentials are confined to under the isolation configuration of docs/nats.md.
  */
-export async function messagingFromConfig(config: Config, logger: BusLogger, role: { name: string; manage: boolean; tenant?: string }): Promise<Messaging> {
+export async function messagingFromConfig(
+  config: Config,
+  logger: BusLogger,
+  role: { name: string; manage: boolean; tenant?: string },
+): Promise<Messaging> {
   if (config.nats_url === undefined) return createMemoryMessaging({ logger });
   const prefix = config.nats_inbox_prefix ?? (role.tenant === undefined ? undefined : `_INBOX_${role.tenant}`);
   const tls = config.nats_tls_ca_file ?? config.nats_tls_cert_file ?? config.nats_tls_key_file;
@@ -23,10 +27,17 @@ export async function messagingFromConfig(config: Config, logger: BusLogger, rol
         ...(config.nats_user !== undefined ? { user: config.nats_user, pass: config.nats_password } : {}),
         ...(config.nats_token !== undefined ? { token: config.nats_token } : {}),
         ...(config.nats_creds_file !== undefined ? { credsFile: config.nats_creds_file } : {}),
-        ...(tls !== undefined ? { tls: { caFile: config.nats_tls_ca_file, certFile: config.nats_tls_cert_file, keyFile: config.nats_tls_key_file } } : {}),
+        ...(tls !== undefined
+          ? {
+              tls: {
+                caFile: config.nats_tls_ca_file,
+                certFile: config.nats_tls_cert_file,
+                keyFile: config.nats_tls_key_file,
+              },
+            }
+          : {}),
       },
     },
     logger,
   );
 }
-

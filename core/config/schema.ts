@@ -77,11 +77,18 @@ export const ConfigSchema = z.object({
   /** How long the first call on a budget never seen before may wait for its first lease. */
   proxy_lease_first_wait_ms: z.coerce.number().int().nonnegative().default(500),
   /** Largest request body the proxy reads to govern a call. */
-  proxy_body_limit_bytes: z.coerce.number().int().positive().default(32 * 1024 * 1024),
+  proxy_body_limit_bytes: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(32 * 1024 * 1024),
   /** Distinct model labels per metric before further models are counted as `other`. */
   proxy_model_label_cap: z.coerce.number().int().positive().default(50),
   /** Price of a model missing from the table: `zero`, or `fixed:<input>:<output>` USD per million tokens. */
-  unknown_model_price: z.string().regex(/^(zero|fixed:\d+(\.\d+)?:\d+(\.\d+)?)$/, 'must be zero or fixed:<input>:<output>').default('zero'),
+  unknown_model_price: z
+    .string()
+    .regex(/^(zero|fixed:\d+(\.\d+)?:\d+(\.\d+)?)$/, 'must be zero or fixed:<input>:<output>')
+    .default('zero'),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

@@ -1,7 +1,10 @@
 import { z } from 'zod';
 import { MetadataSchema, TimestampSchema } from './common.ts';
 
-export const ActorSchema = z.object({ type: z.enum(['api_key', 'jwt', 'bootstrap', 'system', 'proxy']), id: z.string() });
+export const ActorSchema = z.object({
+  type: z.enum(['api_key', 'jwt', 'bootstrap', 'system', 'proxy']),
+  id: z.string(),
+});
 export type Actor = z.infer<typeof ActorSchema>;
 
 /** Audit record of spec 2.10 plus its place in the tenant's hash chain. */

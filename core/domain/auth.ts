@@ -3,8 +3,16 @@ import { TimestampSchema } from './common.ts';
 
 /** Scopes of spec 2.8. `admin` grants every scope within the key's tenant. */
 export const ScopeSchema = z.enum([
-  'envelopes:read', 'envelopes:write', 'policies:read', 'policies:write', 'budgets:read', 'budgets:write',
-  'checkpoints:read', 'checkpoints:write', 'events:read', 'admin',
+  'envelopes:read',
+  'envelopes:write',
+  'policies:read',
+  'policies:write',
+  'budgets:read',
+  'budgets:write',
+  'checkpoints:read',
+  'checkpoints:write',
+  'events:read',
+  'admin',
 ]);
 export type Scope = z.infer<typeof ScopeSchema>;
 export const ALL_SCOPES = ScopeSchema.options;
@@ -20,7 +28,10 @@ export const TenantSchema = z.object({
 export type Tenant = z.infer<typeof TenantSchema>;
 
 export const CreateTenantRequestSchema = z.strictObject({
-  tenant_id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and -, at most 64').optional(),
+  tenant_id: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and -, at most 64')
+    .optional(),
   name: z.string().min(1).max(200),
 });
 
@@ -41,7 +52,10 @@ export type ApiKeyRecord = z.infer<typeof ApiKeyRecordSchema>;
 
 export const CreateApiKeyRequestSchema = z.strictObject({
   name: z.string().min(1).max(200),
-  scopes: z.array(ScopeSchema).min(1).default(['envelopes:read', 'envelopes:write', 'budgets:read', 'policies:read', 'events:read']),
+  scopes: z
+    .array(ScopeSchema)
+    .min(1)
+    .default(['envelopes:read', 'envelopes:write', 'budgets:read', 'policies:read', 'events:read']),
   expires_in_seconds: z.number().int().nonnegative().default(0),
 });
 

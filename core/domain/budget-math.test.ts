@@ -1,6 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import type { Budget } from './budget.ts';
-import { addUsage, budgetStatus, checkBudget, freshUsage, newlyCrossedAlerts, percents, remaining, rollOver, ZERO_DELTA } from './budget-math.ts';
+import {
+  addUsage,
+  budgetStatus,
+  checkBudget,
+  freshUsage,
+  newlyCrossedAlerts,
+  percents,
+  remaining,
+  rollOver,
+  ZERO_DELTA,
+} from './budget-math.ts';
 import { periodBounds } from './period.ts';
 
 const created = new Date('2026-01-15T08:00:00Z');
@@ -8,10 +18,32 @@ const created = new Date('2026-01-15T08:00:00Z');
 function budget(overrides: Partial<Budget> = {}, at = created): Budget {
   const base = { period: overrides.period ?? 'daily', created_at: created.toISOString() } as const;
   return {
-    budget_id: '00000000-0000-4000-8000-000000000001', tenant_id: 't', name: 'b', description: '', type: 'hybrid', period: base.period,
-    limits: { max_tokens: 1000, max_cost_usd: 2, max_executions: 3, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null },
-    alerts: [{ percent: 50, action: 'notify' }, { percent: 90, action: 'terminate' }], expires_at: null, workflow_id: null, tags: {},
-    usage: freshUsage(base, at), created_at: base.created_at, updated_at: base.created_at, ...overrides,
+    budget_id: '00000000-0000-4000-8000-000000000001',
+    tenant_id: 't',
+    name: 'b',
+    description: '',
+    type: 'hybrid',
+    period: base.period,
+    limits: {
+      max_tokens: 1000,
+      max_cost_usd: 2,
+      max_executions: 3,
+      max_input_tokens: null,
+      max_output_tokens: null,
+      max_llm_calls: null,
+      max_tool_calls: null,
+    },
+    alerts: [
+      { percent: 50, action: 'notify' },
+      { percent: 90, action: 'terminate' },
+    ],
+    expires_at: null,
+    workflow_id: null,
+    tags: {},
+    usage: freshUsage(base, at),
+    created_at: base.created_at,
+    updated_at: base.created_at,
+    ...overrides,
   };
 }
 
@@ -39,10 +71,24 @@ describe('periodBounds', () => {
 
 describe('budget usage', () => {
   it('rolls usage and fired alerts over when the period ends, and not before', () => {
-    const used = budget({ usage: { ...addUsage(freshUsage({ period: 'daily', created_at: created.toISOString() }, created), { ...ZERO_DELTA, tokens_input: 600, cost_micros: 1_500_000 }), alerts_fired: [50] } });
+    const used = budget({
+      usage: {
+        ...addUsage(freshUsage({ period: 'daily', created_at: created.toISOString() }, created), {
+          ...ZERO_DELTA,
+          tokens_input: 600,
+          cost_micros: 1_500_000,
+        }),
+        alerts_fired: [50],
+      },
+    });
     expect(rollOver(used, new Date('2026-01-15T23:59:59Z'))).toBe(used);
     const next = rollOver(used, new Date('2026-01-16T00:00:00Z'));
-    expect(next.usage).toMatchObject({ tokens_input: 0, cost_micros: 0, alerts_fired: [], period_start: '2026-01-16T00:00:00.000Z' });
+    expect(next.usage).toMatchObject({
+      tokens_input: 0,
+      cost_micros: 0,
+      alerts_fired: [],
+      period_start: '2026-01-16T00:00:00.000Z',
+    });
   });
 
   it('takes the highest limit percentage for alerts, leaving the execution count out', () => {
@@ -55,14 +101,26 @@ describe('budget usage', () => {
 
   it('is exhausted at any usage limit, expired after expires_at', () => {
     expect(budgetStatus(budget({ usage: { ...budget().usage, tokens_output: 1000 } }), created)).toBe('exhausted');
-    expect(budgetStatus(budget({ expires_at: '2026-01-15T09:00:00Z' }), new Date('2026-01-15T09:00:00Z'))).toBe('expired');
+    expect(budgetStatus(budget({ expires_at: '2026-01-15T09:00:00Z' }), new Date('2026-01-15T09:00:00Z'))).toBe(
+      'expired',
+    );
   });
 
   it('checks an estimate against what is left', () => {
     const b = budget({ usage: { ...budget().usage, tokens_input: 900, cost_micros: 500_000 } });
     expect(remaining(b)).toEqual({ tokens: 100, cost_micros: 1_500_000, executions: 3 });
-    expect(checkBudget(b, { tokens: 100, cost_micros: 0 }, created)).toMatchObject({ allowed: true, remaining_tokens: 100, remaining_cost_usd: 1.5 });
-    expect(checkBudget(b, { tokens: 101, cost_micros: 0 }, created)).toMatchObject({ allowed: false, reason: expect.stringContaining('101 tokens') });
-    expect(checkBudget(b, { tokens: 0, cost_micros: 1_600_000 }, created)).toMatchObject({ allowed: false, reason: expect.stringContaining('1.6 USD') });
+    expect(checkBudget(b, { tokens: 100, cost_micros: 0 }, created)).toMatchObject({
+      allowed: true,
+      remaining_tokens: 100,
+      remaining_cost_usd: 1.5,
+    });
+    expect(checkBudget(b, { tokens: 101, cost_micros: 0 }, created)).toMatchObject({
+      allowed: false,
+      reason: expect.stringContaining('101 tokens'),
+    });
+    expect(checkBudget(b, { tokens: 0, cost_micros: 1_600_000 }, created)).toMatchObject({
+      allowed: false,
+      reason: expect.stringContaining('1.6 USD'),
+    });
   });
 });

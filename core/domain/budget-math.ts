@@ -11,14 +11,26 @@ export interface UsageDelta {
   tool_calls: number;
 }
 
-export const ZERO_DELTA: UsageDelta = { tokens_input: 0, tokens_output: 0, cost_micros: 0, executions: 0, llm_calls: 0, tool_calls: 0 };
+export const ZERO_DELTA: UsageDelta = {
+  tokens_input: 0,
+  tokens_output: 0,
+  cost_micros: 0,
+  executions: 0,
+  llm_calls: 0,
+  tool_calls: 0,
+};
 
 export function freshUsage(budget: Pick<Budget, 'period' | 'created_at'>, now: Date): PeriodUsage {
   const bounds = periodBounds(budget.period, now, new Date(budget.created_at));
   return {
     period_start: bounds.start.toISOString(),
     period_end: bounds.end?.toISOString() ?? null,
-    tokens_input: 0, tokens_output: 0, cost_micros: 0, executions: 0, llm_calls: 0, tool_calls: 0,
+    tokens_input: 0,
+    tokens_output: 0,
+    cost_micros: 0,
+    executions: 0,
+    llm_calls: 0,
+    tool_calls: 0,
     alerts_fired: [],
   };
 }
@@ -51,7 +63,12 @@ function percent(used: number, limit: number | null): number | null {
  * exhaustion; the execution count is left out of it because reaching the envelope count stops new
  * envelopes but must not end the ones already running.
  */
-export function percents(budget: Budget): { tokens: number | null; cost: number | null; executions: number | null; highest: number } {
+export function percents(budget: Budget): {
+  tokens: number | null;
+  cost: number | null;
+  executions: number | null;
+  highest: number;
+} {
   const { limits, usage } = budget;
   const tokens = percent(usage.tokens_input + usage.tokens_output, limits.max_tokens);
   const cost = percent(usage.cost_micros, limits.max_cost_usd === null ? null : usdToMicros(limits.max_cost_usd));
@@ -98,8 +115,10 @@ export interface Remaining {
 export function remaining(budget: Budget): Remaining {
   const { limits, usage } = budget;
   return {
-    tokens: limits.max_tokens === null ? null : Math.max(0, limits.max_tokens - usage.tokens_input - usage.tokens_output),
-    cost_micros: limits.max_cost_usd === null ? null : Math.max(0, usdToMicros(limits.max_cost_usd) - usage.cost_micros),
+    tokens:
+      limits.max_tokens === null ? null : Math.max(0, limits.max_tokens - usage.tokens_input - usage.tokens_output),
+    cost_micros:
+      limits.max_cost_usd === null ? null : Math.max(0, usdToMicros(limits.max_cost_usd) - usage.cost_micros),
     executions: limits.max_executions === null ? null : Math.max(0, limits.max_executions - usage.executions),
   };
 }
@@ -122,7 +141,11 @@ export interface CheckOutcome {
 }
 
 /** Whether a call of the given estimate fits the budget now (spec 2.3 BudgetCheckResult). */
-export function checkBudget(budget: Budget, estimate: { tokens: number; cost_micros: number }, now: Date): CheckOutcome {
+export function checkBudget(
+  budget: Budget,
+  estimate: { tokens: number; cost_micros: number },
+  now: Date,
+): CheckOutcome {
   const left = remaining(budget);
   const base = {
     remaining_tokens: left.tokens,
@@ -131,10 +154,20 @@ export function checkBudget(budget: Budget, estimate: { tokens: number; cost_mic
   if (isExpired(budget, now)) return { ...base, allowed: false, reason: 'budget expired', warnings: [] };
   if (isExhausted(budget)) return { ...base, allowed: false, reason: 'budget exhausted', warnings: [] };
   if (left.tokens !== null && estimate.tokens > left.tokens) {
-    return { ...base, allowed: false, reason: `estimated ${estimate.tokens} tokens exceed the ${left.tokens} remaining`, warnings: [] };
+    return {
+      ...base,
+      allowed: false,
+      reason: `estimated ${estimate.tokens} tokens exceed the ${left.tokens} remaining`,
+      warnings: [],
+    };
   }
   if (left.cost_micros !== null && estimate.cost_micros > left.cost_micros) {
-    return { ...base, allowed: false, reason: `estimated cost ${microsToUsd(estimate.cost_micros)} USD exceeds the ${microsToUsd(left.cost_micros)} USD remaining`, warnings: [] };
+    return {
+      ...base,
+      allowed: false,
+      reason: `estimated cost ${microsToUsd(estimate.cost_micros)} USD exceeds the ${microsToUsd(left.cost_micros)} USD remaining`,
+      warnings: [],
+    };
   }
   const warnings = budget.alerts
     .filter((a) => percents(budget).highest >= a.percent)

@@ -1,30 +1,43 @@
 import { z } from 'zod';
 import { microsToUsd, TimestampSchema, UuidSchema } from './common.ts';
-import { AlertThresholdSchema, BudgetLimitsSchema, BudgetPeriodSchema, BudgetStatusSchema, BudgetTypeSchema, type Budget } from './budget.ts';
+import {
+  AlertThresholdSchema,
+  BudgetLimitsSchema,
+  BudgetPeriodSchema,
+  BudgetStatusSchema,
+  BudgetTypeSchema,
+  type Budget,
+} from './budget.ts';
 import { budgetStatus, percents } from './budget-math.ts';
 
 /** POST /v1/budgets (spec 2.3), with the gRPC extras name-compatible where they coincide. */
-export const CreateBudgetRequestSchema = z.strictObject({
-  tenant_id: z.string().min(1).optional(),
-  name: z.string().min(1).max(200),
-  description: z.string().max(2000).optional(),
-  type: BudgetTypeSchema,
-  limits: BudgetLimitsSchema.strict().default(BudgetLimitsSchema.parse({})),
-  alerts: z.array(AlertThresholdSchema).max(20).optional(),
-  period: BudgetPeriodSchema.default('monthly'),
-  expires_at: TimestampSchema.optional(),
-  workflow_id: z.string().min(1).optional(),
-  tags: z.record(z.string(), z.string()).optional(),
-}).superRefine((req, ctx) => {
-  const { limits } = req;
-  if (req.type === 'cost' && limits.max_tokens !== null && limits.max_cost_usd === null) {
-    ctx.addIssue({ code: 'custom', path: ['limits', 'max_cost_usd'], message: 'a cost budget limits max_cost_usd; use type hybrid to limit tokens too' });
-  }
-  const percents = (req.alerts ?? []).map((a) => a.percent);
-  if (new Set(percents).size !== percents.length) {
-    ctx.addIssue({ code: 'custom', path: ['alerts'], message: 'alert percents must be distinct' });
-  }
-});
+export const CreateBudgetRequestSchema = z
+  .strictObject({
+    tenant_id: z.string().min(1).optional(),
+    name: z.string().min(1).max(200),
+    description: z.string().max(2000).optional(),
+    type: BudgetTypeSchema,
+    limits: BudgetLimitsSchema.strict().default(BudgetLimitsSchema.parse({})),
+    alerts: z.array(AlertThresholdSchema).max(20).optional(),
+    period: BudgetPeriodSchema.default('monthly'),
+    expires_at: TimestampSchema.optional(),
+    workflow_id: z.string().min(1).optional(),
+    tags: z.record(z.string(), z.string()).optional(),
+  })
+  .superRefine((req, ctx) => {
+    const { limits } = req;
+    if (req.type === 'cost' && limits.max_tokens !== null && limits.max_cost_usd === null) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['limits', 'max_cost_usd'],
+        message: 'a cost budget limits max_cost_usd; use type hybrid to limit tokens too',
+      });
+    }
+    const percents = (req.alerts ?? []).map((a) => a.percent);
+    if (new Set(percents).size !== percents.length) {
+      ctx.addIssue({ code: 'custom', path: ['alerts'], message: 'alert percents must be distinct' });
+    }
+  });
 export type CreateBudgetRequest = z.infer<typeof CreateBudgetRequestSchema>;
 
 export const BudgetListQuerySchema = z.object({

@@ -1,8 +1,17 @@
 import { z } from 'zod';
 import { microsToUsd, MetadataSchema, TimestampSchema, UuidSchema } from './common.ts';
-import { GovernanceContextSchema, RestEnvelopeStateSchema, TerminationReasonSchema, isTerminated, type Envelope, type RestEnvelopeState } from './envelope.ts';
+import {
+  GovernanceContextSchema,
+  RestEnvelopeStateSchema,
+  TerminationReasonSchema,
+  isTerminated,
+  type Envelope,
+  type RestEnvelopeState,
+} from './envelope.ts';
 
-const AdapterTypeSchema = z.string().regex(/^[a-z0-9][a-z0-9_.-]{0,63}$/, 'must be a lower-case adapter name such as langchain, a2a_proxy or custom');
+const AdapterTypeSchema = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_.-]{0,63}$/, 'must be a lower-case adapter name such as langchain, a2a_proxy or custom');
 
 /**
  * POST /v1/envelopes. Accepts the REST contract (spec 2.1) and the gRPC shape (spec 2.2): tenant_id
@@ -21,7 +30,9 @@ export const CreateEnvelopeRequestSchema = z.strictObject({
 });
 export type CreateEnvelopeRequest = z.infer<typeof CreateEnvelopeRequestSchema>;
 
-const EventTypeSchema = z.string().regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'must be dotted words such as llm.call or tool.invoke');
+const EventTypeSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'must be dotted words such as llm.call or tool.invoke');
 
 /**
  * EventRecord (spec 2.1). The spec leaves the nesting of model, cost_usd and payload open: they sit
@@ -31,7 +42,12 @@ export const EventRecordSchema = z.strictObject({
   event_id: z.string().min(1).max(200).optional(),
   event_type: EventTypeSchema,
   timestamp: TimestampSchema,
-  tokens: z.strictObject({ input: z.number().int().nonnegative().default(0), output: z.number().int().nonnegative().default(0) }).optional(),
+  tokens: z
+    .strictObject({
+      input: z.number().int().nonnegative().default(0),
+      output: z.number().int().nonnegative().default(0),
+    })
+    .optional(),
   model: z.string().min(1).optional(),
   cost_usd: z.number().nonnegative().optional(),
   payload: MetadataSchema.optional(),
@@ -69,7 +85,11 @@ export const RestEnvelopeSchema = z.object({
   status_reason: z.string().nullable(),
   governance_context: GovernanceContextSchema,
   cost_summary: CostSummarySchema,
-  framework_context: z.object({ adapter_type: z.string(), native_ref: z.string().nullable(), checkpoint_id: z.string().nullable() }),
+  framework_context: z.object({
+    adapter_type: z.string(),
+    native_ref: z.string().nullable(),
+    checkpoint_id: z.string().nullable(),
+  }),
   metadata: MetadataSchema,
   created_at: TimestampSchema,
   updated_at: TimestampSchema,

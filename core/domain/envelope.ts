@@ -3,16 +3,44 @@ import { MetadataSchema, TimestampSchema, UuidSchema } from './common.ts';
 
 /** Canonical envelope statuses (ARCHITECTURE §4). REST folds the last three into TERMINATED. */
 export const EnvelopeStatusSchema = z.enum([
-  'PENDING', 'AUTHORIZED', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'TERMINATED',
-  'BUDGET_EXCEEDED', 'POLICY_VIOLATION', 'TIMEOUT',
+  'PENDING',
+  'AUTHORIZED',
+  'RUNNING',
+  'PAUSED',
+  'COMPLETED',
+  'FAILED',
+  'TERMINATED',
+  'BUDGET_EXCEEDED',
+  'POLICY_VIOLATION',
+  'TIMEOUT',
 ]);
 export type EnvelopeStatus = z.infer<typeof EnvelopeStatusSchema>;
 
-export const RestEnvelopeStateSchema = z.enum(['PENDING', 'AUTHORIZED', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'TERMINATED']);
+export const RestEnvelopeStateSchema = z.enum([
+  'PENDING',
+  'AUTHORIZED',
+  'RUNNING',
+  'PAUSED',
+  'COMPLETED',
+  'FAILED',
+  'TERMINATED',
+]);
 export type RestEnvelopeState = z.infer<typeof RestEnvelopeStateSchema>;
 
-export const FINAL_STATUSES: ReadonlySet<EnvelopeStatus> = new Set(['COMPLETED', 'FAILED', 'TERMINATED', 'BUDGET_EXCEEDED', 'POLICY_VIOLATION', 'TIMEOUT']);
-const TERMINATED_FAMILY: ReadonlySet<EnvelopeStatus> = new Set(['TERMINATED', 'BUDGET_EXCEEDED', 'POLICY_VIOLATION', 'TIMEOUT']);
+export const FINAL_STATUSES: ReadonlySet<EnvelopeStatus> = new Set([
+  'COMPLETED',
+  'FAILED',
+  'TERMINATED',
+  'BUDGET_EXCEEDED',
+  'POLICY_VIOLATION',
+  'TIMEOUT',
+]);
+const TERMINATED_FAMILY: ReadonlySet<EnvelopeStatus> = new Set([
+  'TERMINATED',
+  'BUDGET_EXCEEDED',
+  'POLICY_VIOLATION',
+  'TIMEOUT',
+]);
 
 export function isFinal(status: EnvelopeStatus): boolean {
   return FINAL_STATUSES.has(status);
@@ -33,7 +61,13 @@ const EXPLICIT_MOVES: Readonly<Partial<Record<EnvelopeStatus, readonly EnvelopeS
   RUNNING: ['COMPLETED', 'PAUSED'],
   PAUSED: ['RUNNING'],
 };
-const FROM_ANY_NON_FINAL: readonly EnvelopeStatus[] = ['FAILED', 'TIMEOUT', 'TERMINATED', 'BUDGET_EXCEEDED', 'POLICY_VIOLATION'];
+const FROM_ANY_NON_FINAL: readonly EnvelopeStatus[] = [
+  'FAILED',
+  'TIMEOUT',
+  'TERMINATED',
+  'BUDGET_EXCEEDED',
+  'POLICY_VIOLATION',
+];
 
 export function canTransition(from: EnvelopeStatus, to: EnvelopeStatus): boolean {
   if (isFinal(from)) return false;

@@ -4,9 +4,22 @@
  * gRPC statuses are the numeric codes of spec 7.3; JSON-RPC codes are those of spec 7.4.
  */
 export const GRPC = {
-  OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5,
-  ALREADY_EXISTS: 6, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9,
-  ABORTED: 10, OUT_OF_RANGE: 11, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14, UNAUTHENTICATED: 16,
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
 } as const;
 
 const JSONRPC_INVALID_PARAMS = -32602;
@@ -30,7 +43,13 @@ export const ERROR_CATALOGUE = {
   'SVC-ENV-1001': spec(404, GRPC.NOT_FOUND, JSONRPC_APPLICATION, false, 'envelope not found'),
   'SVC-ENV-1002': spec(409, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'illegal envelope status transition'),
   'SVC-ENV-1003': spec(409, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'envelope already terminated'),
-  'SVC-ENV-1004': spec(409, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'envelope already completed or failed'),
+  'SVC-ENV-1004': spec(
+    409,
+    GRPC.FAILED_PRECONDITION,
+    JSONRPC_APPLICATION,
+    false,
+    'envelope already completed or failed',
+  ),
   'SVC-ENV-1005': spec(422, GRPC.RESOURCE_EXHAUSTED, JSONRPC_APPLICATION, false, 'envelope limit exceeded'),
 
   'SVC-POL-2001': spec(403, GRPC.PERMISSION_DENIED, JSONRPC_APPLICATION, false, 'policy denied'),

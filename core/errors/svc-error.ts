@@ -15,7 +15,12 @@ export class SvcError extends Error {
   readonly details: Record<string, unknown>;
   readonly fieldViolations: readonly FieldViolation[];
 
-  constructor(code: SvcCode, message: string, details: Record<string, unknown> = {}, fieldViolations: readonly FieldViolation[] = []) {
+  constructor(
+    code: SvcCode,
+    message: string,
+    details: Record<string, unknown> = {},
+    fieldViolations: readonly FieldViolation[] = [],
+  ) {
     super(message);
     this.name = 'SvcError';
     this.code = code;

@@ -15,5 +15,10 @@ export function parseOrThrow<T extends z.ZodType>(schema: T, input: unknown, wha
   if (result.success) return result.data;
   const violations = fieldViolations(result.error);
   const fields = violations.map((v) => v.field).join(', ');
-  throw new SvcError('SVC-SYS-9002', `invalid ${what}: ${violations.map((v) => `${v.field}: ${v.description}`).join('; ')}`, { fields }, violations);
+  throw new SvcError(
+    'SVC-SYS-9002',
+    `invalid ${what}: ${violations.map((v) => `${v.field}: ${v.description}`).join('; ')}`,
+    { fields },
+    violations,
+  );
 }

@@ -126,7 +126,9 @@ describe('price table files', () => {
   });
 
   it('rejects an entry without any as_of date', () => {
-    expect(() => buildPriceTable([{ currency: 'USD', unit: 'per_million_tokens', models: { x: { input: 1, output: 1 } } }])).toThrow(/as_of/);
+    expect(() =>
+      buildPriceTable([{ currency: 'USD', unit: 'per_million_tokens', models: { x: { input: 1, output: 1 } } }]),
+    ).toThrow(/as_of/);
   });
 
   it('rejects a file that is not JSON', () => {

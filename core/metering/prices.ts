@@ -103,7 +103,10 @@ export function normalizeModelId(model: string): string {
 }
 
 /** Merges price files in order, later entries replacing earlier ones, into a lookup table. */
-export function buildPriceTable(files: readonly (PriceFile | PriceOverrideFile)[], unknownModel: UnknownModelRule = { mode: 'zero' }): PriceTable {
+export function buildPriceTable(
+  files: readonly (PriceFile | PriceOverrideFile)[],
+  unknownModel: UnknownModelRule = { mode: 'zero' },
+): PriceTable {
   const prices = new Map<string, ModelPrice>();
   for (const file of files) {
     for (const [id, entry] of Object.entries(file.models)) {
@@ -133,7 +136,8 @@ export function buildPriceTable(files: readonly (PriceFile | PriceOverrideFile)[
     const exact = prices.get(id);
     if (exact) return exact;
     for (const key of byLengthDesc) {
-      if (id.length > key.length && id.startsWith(key) && PREFIX_BOUNDARIES.has(id.charAt(key.length))) return prices.get(key);
+      if (id.length > key.length && id.startsWith(key) && PREFIX_BOUNDARIES.has(id.charAt(key.length)))
+        return prices.get(key);
     }
     return undefined;
   }
@@ -197,9 +201,14 @@ export function cost(table: PriceTable, model: string, usage: TokenUsage): CostR
   const cached = Math.min(usage.cachedInput, usage.input);
   let pico: number;
   if (price) {
-    pico = multiply(usage.input - cached, price.inputPico) + multiply(cached, price.cachedInputPico) + multiply(usage.output, price.outputPico);
+    pico =
+      multiply(usage.input - cached, price.inputPico) +
+      multiply(cached, price.cachedInputPico) +
+      multiply(usage.output, price.outputPico);
   } else if (table.unknownModel.mode === 'fixed') {
-    pico = multiply(usage.input, toPico(table.unknownModel.input)) + multiply(usage.output, toPico(table.unknownModel.output));
+    pico =
+      multiply(usage.input, toPico(table.unknownModel.input)) +
+      multiply(usage.output, toPico(table.unknownModel.output));
   } else {
     pico = 0;
   }

@@ -60,7 +60,8 @@ describe('countChatMessages', () => {
       { role: 'user', content: 'Say hi', name: 'bob' },
     ];
     const text = (s: string) => counter.countText('gpt-4o', s);
-    const expected = 3 + (3 + text('system') + text('You are terse.')) + (3 + text('user') + text('Say hi') + 1 + text('bob'));
+    const expected =
+      3 + (3 + text('system') + text('You are terse.')) + (3 + text('user') + text('Say hi') + 1 + text('bob'));
     expect(counter.countChatMessages('gpt-4o', messages)).toBe(expected);
   });
 });

@@ -18,7 +18,13 @@ const now = new Date('2026-01-01T00:05:00.000Z');
 describe('decideApproval', () => {
   it('approves a pending approval, recording reviewer, note and time', () => {
     const decided = decideApproval(pending, { status: 'APPROVED', reviewer_id: 'alice', review_note: 'ok', now });
-    expect(decided).toEqual({ ...pending, status: 'APPROVED', reviewer_id: 'alice', review_note: 'ok', decided_at: '2026-01-01T00:05:00.000Z' });
+    expect(decided).toEqual({
+      ...pending,
+      status: 'APPROVED',
+      reviewer_id: 'alice',
+      review_note: 'ok',
+      decided_at: '2026-01-01T00:05:00.000Z',
+    });
     expect(pending.status).toBe('PENDING');
   });
 
@@ -31,7 +37,10 @@ describe('decideApproval', () => {
   it('refuses to decide twice with SVC-POL-2006', () => {
     const decided = decideApproval(pending, { status: 'APPROVED', reviewer_id: 'alice', now });
     expect(() => decideApproval(decided, { status: 'REJECTED', reviewer_id: 'bob', now })).toThrow(
-      expect.objectContaining({ code: 'SVC-POL-2006', details: { approval_id: 'ap-1', status: 'APPROVED', decided_at: '2026-01-01T00:05:00.000Z' } }),
+      expect.objectContaining({
+        code: 'SVC-POL-2006',
+        details: { approval_id: 'ap-1', status: 'APPROVED', decided_at: '2026-01-01T00:05:00.000Z' },
+      }),
     );
   });
 
@@ -47,6 +56,8 @@ describe('decideApproval', () => {
     const pendingAgain = attempt({ status: 'PENDING' as 'APPROVED', reviewer_id: 'alice', now });
     expect(pendingAgain.code).toBe('SVC-SYS-9002');
     expect(pendingAgain.fieldViolations.map((v) => v.field)).toEqual(['status']);
-    expect(attempt({ status: 'APPROVED', reviewer_id: '  ', now }).fieldViolations.map((v) => v.field)).toEqual(['reviewer_id']);
+    expect(attempt({ status: 'APPROVED', reviewer_id: '  ', now }).fieldViolations.map((v) => v.field)).toEqual([
+      'reviewer_id',
+    ]);
   });
 });

@@ -34,11 +34,15 @@ export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema> & { readon
  */
 export function decideApproval(approval: Approval, decision: ApprovalDecision): Approval {
   if (approval.status !== 'PENDING') {
-    throw new SvcError('SVC-POL-2006', `approval ${approval.approval_id} was already ${approval.status.toLowerCase()}`, {
-      approval_id: approval.approval_id,
-      status: approval.status,
-      decided_at: approval.decided_at,
-    });
+    throw new SvcError(
+      'SVC-POL-2006',
+      `approval ${approval.approval_id} was already ${approval.status.toLowerCase()}`,
+      {
+        approval_id: approval.approval_id,
+        status: approval.status,
+        decided_at: approval.decided_at,
+      },
+    );
   }
   const { status, reviewer_id, review_note } = parseOrThrow(ApprovalDecisionSchema, decision, 'approval decision');
   return {

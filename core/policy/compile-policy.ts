@@ -26,11 +26,14 @@ export interface CompiledPolicy {
  * (`rules.0.action`, `rules.1.conditions.2.value`). Used both to refuse a bad policy
  * when it is written and to build rulesets.
  */
-export function compilePolicy(policy: Pick<Policy, 'policy_id' | 'name' | 'priority' | 'enforcement' | 'rules'>): CompiledPolicy {
+export function compilePolicy(
+  policy: Pick<Policy, 'policy_id' | 'name' | 'priority' | 'enforcement' | 'rules'>,
+): CompiledPolicy {
   const violations: FieldViolation[] = [];
   const seenRuleIds = new Set<string>();
   const rules = policy.rules.map((rule, r) => {
-    if (seenRuleIds.has(rule.rule_id)) violations.push({ field: `rules.${r}.rule_id`, description: `duplicate rule_id "${rule.rule_id}"` });
+    if (seenRuleIds.has(rule.rule_id))
+      violations.push({ field: `rules.${r}.rule_id`, description: `duplicate rule_id "${rule.rule_id}"` });
     seenRuleIds.add(rule.rule_id);
     return compileRule(rule, `rules.${r}`, violations);
   });
@@ -42,7 +45,13 @@ export function compilePolicy(policy: Pick<Policy, 'policy_id' | 'name' | 'prior
       violations,
     );
   }
-  return { policyId: policy.policy_id, name: policy.name, priority: policy.priority, enforcement: policy.enforcement, rules };
+  return {
+    policyId: policy.policy_id,
+    name: policy.name,
+    priority: policy.priority,
+    enforcement: policy.enforcement,
+    rules,
+  };
 }
 
 function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[]): CompiledRule {
@@ -57,7 +66,10 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
   rule.conditions.forEach((condition, c) => {
     const compiled = compileCondition(condition);
     if (!compiled.ok) {
-      violations.push({ field: `${path}.conditions.${c}.${compiled.fault.part}`, description: compiled.fault.description });
+      violations.push({
+        field: `${path}.conditions.${c}.${compiled.fault.part}`,
+        description: compiled.fault.description,
+      });
     } else if (compiled.condition.kind === 'semantic') {
       semantic.push(compiled.condition);
     } else {
@@ -65,5 +77,13 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
     }
   });
   checks.sort((a, b) => a.cost - b.cost);
-  return { ruleId: rule.rule_id, name: rule.name, decision: rule.decision, message: rule.message, matchesAction, checks, semantic };
+  return {
+    ruleId: rule.rule_id,
+    name: rule.name,
+    decision: rule.decision,
+    message: rule.message,
+    matchesAction,
+    checks,
+    semantic,
+  };
 }

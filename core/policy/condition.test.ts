@@ -2,7 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { compileCondition, type CompiledCheck } from './condition.ts';
 import type { PolicyCondition } from './model.ts';
 
-function check(operator: PolicyCondition['operator'], value: unknown, field = 'x'): (context: Record<string, unknown>) => boolean {
+function check(
+  operator: PolicyCondition['operator'],
+  value: unknown,
+  field = 'x',
+): (context: Record<string, unknown>) => boolean {
   const compiled = compileCondition({ field, operator, value });
   if (!compiled.ok) throw new Error(compiled.fault.description);
   const condition = compiled.condition as CompiledCheck;
@@ -102,7 +106,11 @@ describe('compileCondition', () => {
   it('compiles semantic conditions for the judge', () => {
     const plain = compileCondition({ field: 'input_text', operator: 'semantic', value: 'DESTRUCTIVE' });
     expect(plain.ok && plain.condition).toMatchObject({ kind: 'semantic', intent: 'DESTRUCTIVE', minConfidence: 0.5 });
-    const tuned = compileCondition({ field: 'input_text', operator: 'semantic', value: { intent: 'SUSPICIOUS', min_confidence: 0.8 } });
+    const tuned = compileCondition({
+      field: 'input_text',
+      operator: 'semantic',
+      value: { intent: 'SUSPICIOUS', min_confidence: 0.8 },
+    });
     expect(tuned.ok && tuned.condition).toMatchObject({ kind: 'semantic', intent: 'SUSPICIOUS', minConfidence: 0.8 });
   });
 });

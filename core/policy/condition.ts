@@ -53,7 +53,10 @@ export function compileCondition(condition: PolicyCondition): ConditionCompilati
 }
 
 /** Returns the test, or a description of why the value does not suit the operator. */
-function compileValueTest(operator: Exclude<PolicyCondition['operator'], 'semantic'>, value: unknown): ValueTest | string {
+function compileValueTest(
+  operator: Exclude<PolicyCondition['operator'], 'semantic'>,
+  value: unknown,
+): ValueTest | string {
   switch (operator) {
     case 'eq':
     case 'neq': {
@@ -152,11 +155,15 @@ function compileContains(value: unknown): ValueTest | string {
 function compileSemantic(field: string, read: FieldReader, value: unknown): ConditionCompilation {
   if (typeof value === 'string') {
     if (value.trim() === '') return fault('value', 'semantic needs a non-empty intent');
-    return { ok: true, condition: { kind: 'semantic', field, read, intent: value, minConfidence: DEFAULT_MIN_CONFIDENCE } };
+    return {
+      ok: true,
+      condition: { kind: 'semantic', field, read, intent: value, minConfidence: DEFAULT_MIN_CONFIDENCE },
+    };
   }
   if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
     const { intent, min_confidence: minConfidence = DEFAULT_MIN_CONFIDENCE } = value as Record<string, unknown>;
-    if (typeof intent !== 'string' || intent.trim() === '') return fault('value', 'semantic needs value.intent, a non-empty string');
+    if (typeof intent !== 'string' || intent.trim() === '')
+      return fault('value', 'semantic needs value.intent, a non-empty string');
     if (typeof minConfidence !== 'number' || !(minConfidence >= 0 && minConfidence <= 1)) {
       return fault('value', 'semantic value.min_confidence must be a number from 0 to 1');
     }

@@ -25,7 +25,13 @@ function policy(overrides: Partial<Policy> & { rules: PolicyRule[] }): Policy {
   };
 }
 
-function rule(ruleId: string, action: string, decision: PolicyRule['decision'], conditions: PolicyRule['conditions'] = [], message?: string): PolicyRule {
+function rule(
+  ruleId: string,
+  action: string,
+  decision: PolicyRule['decision'],
+  conditions: PolicyRule['conditions'] = [],
+  message?: string,
+): PolicyRule {
   return { rule_id: ruleId, name: ruleId, action, decision, conditions, ...(message === undefined ? {} : { message }) };
 }
 
@@ -33,9 +39,24 @@ describe('compileRuleset', () => {
   it('keeps only ACTIVE policies, highest priority first, stable on created_at then policy_id', () => {
     const low = policy({ name: 'low', priority: 10, rules: [rule('r', '*', 'ALLOW')] });
     const high = policy({ name: 'high', priority: 900, rules: [rule('r', '*', 'ALLOW')] });
-    const tieLater = policy({ name: 'tie-later', priority: 500, created_at: '2026-02-01T00:00:00.000Z', rules: [rule('r', '*', 'ALLOW')] });
-    const tieEarlierB = policy({ name: 'tie-earlier-b', priority: 500, policy_id: '00000000-0000-4000-8000-bbbbbbbbbbbb', rules: [rule('r', '*', 'ALLOW')] });
-    const tieEarlierA = policy({ name: 'tie-earlier-a', priority: 500, policy_id: '00000000-0000-4000-8000-aaaaaaaaaaaa', rules: [rule('r', '*', 'ALLOW')] });
+    const tieLater = policy({
+      name: 'tie-later',
+      priority: 500,
+      created_at: '2026-02-01T00:00:00.000Z',
+      rules: [rule('r', '*', 'ALLOW')],
+    });
+    const tieEarlierB = policy({
+      name: 'tie-earlier-b',
+      priority: 500,
+      policy_id: '00000000-0000-4000-8000-bbbbbbbbbbbb',
+      rules: [rule('r', '*', 'ALLOW')],
+    });
+    const tieEarlierA = policy({
+      name: 'tie-earlier-a',
+      priority: 500,
+      policy_id: '00000000-0000-4000-8000-aaaaaaaaaaaa',
+      rules: [rule('r', '*', 'ALLOW')],
+    });
     const draft = policy({ name: 'draft', priority: 1000, status: 'DRAFT', rules: [rule('r', '*', 'DENY')] });
     const disabled = policy({ name: 'disabled', priority: 1000, status: 'DISABLED', rules: [rule('r', '*', 'DENY')] });
     const ruleset = compileRuleset([low, draft, tieLater, high, tieEarlierB, disabled, tieEarlierA], 7);
@@ -45,7 +66,15 @@ describe('compileRuleset', () => {
   });
 
   it('refuses a policy that cannot compile with SVC-POL-2003 naming the field', () => {
-    const bad = policy({ rules: [rule('r1', 'tool:*', 'DENY'), rule('r2', 'tool:*', 'DENY', [{ field: 'a', operator: 'eq', value: 1 }, { field: 'b', operator: 'matches', value: '(' }])] });
+    const bad = policy({
+      rules: [
+        rule('r1', 'tool:*', 'DENY'),
+        rule('r2', 'tool:*', 'DENY', [
+          { field: 'a', operator: 'eq', value: 1 },
+          { field: 'b', operator: 'matches', value: '(' },
+        ]),
+      ],
+    });
     try {
       compileRuleset([bad], 1);
       expect.unreachable();
@@ -61,7 +90,13 @@ describe('compileRuleset', () => {
   it('refuses empty action patterns and duplicate rule ids', () => {
     const bad = policy({ rules: [rule('r1', ' ', 'DENY'), rule('r1', 'tool:*', 'DENY')] });
     expect(() => compileRuleset([bad], 1)).toThrow(
-      expect.objectContaining({ code: 'SVC-POL-2003', fieldViolations: [expect.objectContaining({ field: 'rules.0.action' }), expect.objectContaining({ field: 'rules.1.rule_id' })] }),
+      expect.objectContaining({
+        code: 'SVC-POL-2003',
+        fieldViolations: [
+          expect.objectContaining({ field: 'rules.0.action' }),
+          expect.objectContaining({ field: 'rules.1.rule_id' }),
+        ],
+      }),
     );
   });
 });
@@ -70,32 +105,69 @@ describe('evaluate', () => {
   it('gives ALLOW with effect no_match when nothing matches', () => {
     const ruleset = compileRuleset([policy({ rules: [rule('r', 'tool:shell', 'DENY')] })], 1);
     const result = evaluate(ruleset, { action: 'tool:search', context: {} });
-    expect(result).toMatchObject({ decision: 'ALLOW', allowed: true, effect: 'no_match', matched_policy: null, matched_rule: null, enforcement: null, warnings: [], shadow: [] });
+    expect(result).toMatchObject({
+      decision: 'ALLOW',
+      allowed: true,
+      effect: 'no_match',
+      matched_policy: null,
+      matched_rule: null,
+      enforcement: null,
+      warnings: [],
+      shadow: [],
+    });
     expect(result.reason).toBe('no policy rule matched');
     expect(result.evaluation_time_ms).toBeGreaterThanOrEqual(0);
   });
 
   it('denies on a matching DENY with the policy, rule and message', () => {
-    const p = policy({ name: 'no-shell', rules: [rule('block-shell', 'tool:*', 'DENY', [{ field: 'tool_name', operator: 'eq', value: 'shell' }], 'shell is not allowed')] });
+    const p = policy({
+      name: 'no-shell',
+      rules: [
+        rule(
+          'block-shell',
+          'tool:*',
+          'DENY',
+          [{ field: 'tool_name', operator: 'eq', value: 'shell' }],
+          'shell is not allowed',
+        ),
+      ],
+    });
     const result = evaluate(compileRuleset([p], 1), { action: 'tool:invoke', context: { tool_name: 'shell' } });
     expect(result).toMatchObject({
-      decision: 'DENY', allowed: false, effect: 'deny', matched_policy: p.policy_id, matched_policy_name: 'no-shell',
-      matched_rule: 'block-shell', enforcement: 'BLOCK', message: 'shell is not allowed',
+      decision: 'DENY',
+      allowed: false,
+      effect: 'deny',
+      matched_policy: p.policy_id,
+      matched_policy_name: 'no-shell',
+      matched_rule: 'block-shell',
+      enforcement: 'BLOCK',
+      message: 'shell is not allowed',
     });
     expect(result.reason).toBe('denied by policy "no-shell" rule "block-shell": shell is not allowed');
   });
 
   it('requires all conditions of a rule to match', () => {
     const p = policy({
-      rules: [rule('r', 'llm:*', 'DENY', [
-        { field: 'request.model', operator: 'matches', value: '^gpt-4' },
-        { field: 'budget.percent_used', operator: 'gte', value: 90 },
-      ])],
+      rules: [
+        rule('r', 'llm:*', 'DENY', [
+          { field: 'request.model', operator: 'matches', value: '^gpt-4' },
+          { field: 'budget.percent_used', operator: 'gte', value: 90 },
+        ]),
+      ],
     });
     const ruleset = compileRuleset([p], 1);
-    expect(evaluate(ruleset, { action: 'llm:chat', context: { request: { model: 'gpt-4o' }, budget: { percent_used: 95 } } }).decision).toBe('DENY');
-    expect(evaluate(ruleset, { action: 'llm:chat', context: { request: { model: 'gpt-4o' }, budget: { percent_used: 50 } } }).decision).toBe('ALLOW');
-    expect(evaluate(ruleset, { action: 'llm:chat', context: { request: { model: 'claude' }, budget: { percent_used: 95 } } }).decision).toBe('ALLOW');
+    expect(
+      evaluate(ruleset, { action: 'llm:chat', context: { request: { model: 'gpt-4o' }, budget: { percent_used: 95 } } })
+        .decision,
+    ).toBe('DENY');
+    expect(
+      evaluate(ruleset, { action: 'llm:chat', context: { request: { model: 'gpt-4o' }, budget: { percent_used: 50 } } })
+        .decision,
+    ).toBe('ALLOW');
+    expect(
+      evaluate(ruleset, { action: 'llm:chat', context: { request: { model: 'claude' }, budget: { percent_used: 95 } } })
+        .decision,
+    ).toBe('ALLOW');
   });
 
   it('does not match a condition on a missing field, whatever the operator', () => {
@@ -111,7 +183,12 @@ describe('evaluate', () => {
   });
 
   it('walks rules in order within a policy and stops at the first decision', () => {
-    const p = policy({ rules: [rule('first', 'tool:*', 'ALLOW', [{ field: 'tool_name', operator: 'eq', value: 'search' }]), rule('second', 'tool:*', 'DENY')] });
+    const p = policy({
+      rules: [
+        rule('first', 'tool:*', 'ALLOW', [{ field: 'tool_name', operator: 'eq', value: 'search' }]),
+        rule('second', 'tool:*', 'DENY'),
+      ],
+    });
     const ruleset = compileRuleset([p], 1);
     expect(evaluate(ruleset, { action: 'tool:call', context: { tool_name: 'search' } }).matched_rule).toBe('first');
     expect(evaluate(ruleset, { action: 'tool:call', context: { tool_name: 'shell' } }).matched_rule).toBe('second');
@@ -121,8 +198,15 @@ describe('evaluate', () => {
     const deny = policy({ name: 'deny-tools', priority: 100, rules: [rule('deny', 'tool:*', 'DENY')] });
     const allow = policy({ name: 'allow-search', priority: 500, rules: [rule('allow', 'tool:search', 'ALLOW')] });
     const ruleset = compileRuleset([deny, allow], 1);
-    expect(evaluate(ruleset, { action: 'tool:search', context: {} })).toMatchObject({ decision: 'ALLOW', effect: 'allow', matched_policy_name: 'allow-search' });
-    expect(evaluate(ruleset, { action: 'tool:shell', context: {} })).toMatchObject({ decision: 'DENY', matched_policy_name: 'deny-tools' });
+    expect(evaluate(ruleset, { action: 'tool:search', context: {} })).toMatchObject({
+      decision: 'ALLOW',
+      effect: 'allow',
+      matched_policy_name: 'allow-search',
+    });
+    expect(evaluate(ruleset, { action: 'tool:shell', context: {} })).toMatchObject({
+      decision: 'DENY',
+      matched_policy_name: 'deny-tools',
+    });
   });
 
   it('lets a higher-priority DENY win over a lower-priority ALLOW', () => {
@@ -132,34 +216,79 @@ describe('evaluate', () => {
   });
 
   it('records WARN rules and continues to the deciding rule', () => {
-    const warn = policy({ name: 'cost-watch', priority: 900, rules: [rule('expensive', 'llm:*', 'WARN', [{ field: 'estimated_cost', operator: 'gt', value: 1 }], 'expensive call')] });
+    const warn = policy({
+      name: 'cost-watch',
+      priority: 900,
+      rules: [
+        rule('expensive', 'llm:*', 'WARN', [{ field: 'estimated_cost', operator: 'gt', value: 1 }], 'expensive call'),
+      ],
+    });
     const deny = policy({ name: 'no-gpt4', priority: 100, rules: [rule('gpt4', 'llm:gpt-4*', 'DENY')] });
     const ruleset = compileRuleset([warn, deny], 1);
     const denied = evaluate(ruleset, { action: 'llm:gpt-4o', context: { estimated_cost: 2 } });
-    expect(denied).toMatchObject({ decision: 'DENY', matched_rule: 'gpt4', warnings: [{ policy_id: warn.policy_id, rule_id: 'expensive', message: 'expensive call' }] });
+    expect(denied).toMatchObject({
+      decision: 'DENY',
+      matched_rule: 'gpt4',
+      warnings: [{ policy_id: warn.policy_id, rule_id: 'expensive', message: 'expensive call' }],
+    });
     const warned = evaluate(ruleset, { action: 'llm:claude', context: { estimated_cost: 2 } });
-    expect(warned).toMatchObject({ decision: 'WARN', allowed: true, effect: 'allow', matched_policy: warn.policy_id, matched_rule: 'expensive', enforcement: null });
+    expect(warned).toMatchObject({
+      decision: 'WARN',
+      allowed: true,
+      effect: 'allow',
+      matched_policy: warn.policy_id,
+      matched_rule: 'expensive',
+      enforcement: null,
+    });
     expect(warned.warnings).toHaveLength(1);
-    expect(warned.reason).toBe('allowed with 1 warning(s), first: warned by policy "cost-watch" rule "expensive": expensive call');
+    expect(warned.reason).toBe(
+      'allowed with 1 warning(s), first: warned by policy "cost-watch" rule "expensive": expensive call',
+    );
   });
 
   it('names the policy and rule in a warning without a message', () => {
     const p = policy({ name: 'quiet', rules: [rule('no-message', '*', 'WARN')] });
     const result = evaluate(compileRuleset([p], 1), { action: 'x', context: {} });
-    expect(result.warnings).toEqual([{ policy_id: p.policy_id, rule_id: 'no-message', message: 'warned by policy "quiet" rule "no-message"' }]);
+    expect(result.warnings).toEqual([
+      { policy_id: p.policy_id, rule_id: 'no-message', message: 'warned by policy "quiet" rule "no-message"' },
+    ]);
   });
 
   it('stops at REQUIRE_APPROVAL, not allowed, effect deny', () => {
-    const p = policy({ name: 'hitl', rules: [rule('approve-payments', 'tool:payment*', 'REQUIRE_APPROVAL', [{ field: 'amount', operator: 'gt', value: 100 }])] });
+    const p = policy({
+      name: 'hitl',
+      rules: [
+        rule('approve-payments', 'tool:payment*', 'REQUIRE_APPROVAL', [
+          { field: 'amount', operator: 'gt', value: 100 },
+        ]),
+      ],
+    });
     const lowerAllow = policy({ priority: 1, rules: [rule('allow', '*', 'ALLOW')] });
-    const result = evaluate(compileRuleset([p, lowerAllow], 1), { action: 'tool:payment.send', context: { amount: 250 } });
-    expect(result).toMatchObject({ decision: 'REQUIRE_APPROVAL', allowed: false, effect: 'deny', matched_rule: 'approve-payments' });
+    const result = evaluate(compileRuleset([p, lowerAllow], 1), {
+      action: 'tool:payment.send',
+      context: { amount: 250 },
+    });
+    expect(result).toMatchObject({
+      decision: 'REQUIRE_APPROVAL',
+      allowed: false,
+      effect: 'deny',
+      matched_rule: 'approve-payments',
+    });
     expect(result.reason).toMatch(/^approval required by policy "hitl"/);
   });
 
   it('runs AUDIT policies in shadow mode: recorded, never deciding', () => {
-    const audit = policy({ name: 'shadow', priority: 900, enforcement: 'AUDIT', rules: [rule('would-deny', 'tool:*', 'DENY'), rule('never-reached', 'tool:*', 'DENY')] });
-    const auditWarn = policy({ priority: 800, enforcement: 'AUDIT', rules: [rule('would-warn', 'tool:*', 'WARN'), rule('would-allow', 'tool:*', 'ALLOW')] });
+    const audit = policy({
+      name: 'shadow',
+      priority: 900,
+      enforcement: 'AUDIT',
+      rules: [rule('would-deny', 'tool:*', 'DENY'), rule('never-reached', 'tool:*', 'DENY')],
+    });
+    const auditWarn = policy({
+      priority: 800,
+      enforcement: 'AUDIT',
+      rules: [rule('would-warn', 'tool:*', 'WARN'), rule('would-allow', 'tool:*', 'ALLOW')],
+    });
     const ruleset = compileRuleset([audit, auditWarn], 1);
     const result = evaluate(ruleset, { action: 'tool:shell', context: {} });
     expect(result).toMatchObject({ decision: 'ALLOW', allowed: true, effect: 'no_match', warnings: [] });
@@ -171,8 +300,18 @@ describe('evaluate', () => {
   });
 
   it('downgrades DENY and REQUIRE_APPROVAL of a WARN-enforcement policy to warnings', () => {
-    const soft = policy({ name: 'soft', priority: 900, enforcement: 'WARN', rules: [rule('soft-deny', 'tool:*', 'DENY', [], 'risky tool'), rule('skipped', 'tool:*', 'DENY')] });
-    const softApproval = policy({ name: 'soft-approval', priority: 800, enforcement: 'WARN', rules: [rule('soft-approve', 'tool:*', 'REQUIRE_APPROVAL')] });
+    const soft = policy({
+      name: 'soft',
+      priority: 900,
+      enforcement: 'WARN',
+      rules: [rule('soft-deny', 'tool:*', 'DENY', [], 'risky tool'), rule('skipped', 'tool:*', 'DENY')],
+    });
+    const softApproval = policy({
+      name: 'soft-approval',
+      priority: 800,
+      enforcement: 'WARN',
+      rules: [rule('soft-approve', 'tool:*', 'REQUIRE_APPROVAL')],
+    });
     const hard = policy({ name: 'hard', priority: 100, rules: [rule('hard-deny', 'tool:shell', 'DENY')] });
     const ruleset = compileRuleset([soft, softApproval, hard], 1);
     const allowed = evaluate(ruleset, { action: 'tool:search', context: {} });
@@ -186,14 +325,21 @@ describe('evaluate', () => {
   });
 
   it('reports TERMINATE enforcement so the caller can end the envelope', () => {
-    const p = policy({ enforcement: 'TERMINATE', rules: [rule('kill', 'tool:*', 'DENY', [{ field: 'tool_name', operator: 'in', value: ['rm', 'dd'] }])] });
+    const p = policy({
+      enforcement: 'TERMINATE',
+      rules: [rule('kill', 'tool:*', 'DENY', [{ field: 'tool_name', operator: 'in', value: ['rm', 'dd'] }])],
+    });
     const result = evaluate(compileRuleset([p], 1), { action: 'tool:exec', context: { tool_name: 'rm' } });
     expect(result).toMatchObject({ decision: 'DENY', allowed: false, enforcement: 'TERMINATE' });
   });
 
   it('restricts evaluation to the policy set, by id or by name', () => {
     const a = policy({ name: 'a', priority: 300, rules: [rule('a', '*', 'DENY')] });
-    const b = policy({ name: 'b', priority: 200, rules: [rule('b1', 'tool:*', 'WARN'), rule('b2', '*', 'REQUIRE_APPROVAL')] });
+    const b = policy({
+      name: 'b',
+      priority: 200,
+      rules: [rule('b1', 'tool:*', 'WARN'), rule('b2', '*', 'REQUIRE_APPROVAL')],
+    });
     const c = policy({ name: 'c', priority: 100, rules: [rule('c', '*', 'ALLOW')] });
     const ruleset = compileRuleset([a, b, c], 1);
     expect(evaluate(ruleset, { action: 'tool:x', context: {}, policySet: [] }).matched_rule).toBe('a');
@@ -208,9 +354,13 @@ describe('evaluate', () => {
   it('compiles regexes once per ruleset, never per evaluation', () => {
     const compile = vi.spyOn(RE2JS, 'compile');
     try {
-      const ruleset = compileRuleset([policy({ rules: [rule('r', '*', 'DENY', [{ field: 't', operator: 'matches', value: '^secret' }])] })], 1);
+      const ruleset = compileRuleset(
+        [policy({ rules: [rule('r', '*', 'DENY', [{ field: 't', operator: 'matches', value: '^secret' }])] })],
+        1,
+      );
       expect(compile).toHaveBeenCalledTimes(1);
-      for (let i = 0; i < 100; i++) evaluate(ruleset, { action: 'a', context: { t: i % 2 === 0 ? 'secret' : 'public' } });
+      for (let i = 0; i < 100; i++)
+        evaluate(ruleset, { action: 'a', context: { t: i % 2 === 0 ? 'secret' : 'public' } });
       expect(compile).toHaveBeenCalledTimes(1);
     } finally {
       compile.mockRestore();
@@ -218,7 +368,14 @@ describe('evaluate', () => {
   });
 
   it('evaluates a catastrophically backtracking pattern against a long adversarial string fast', () => {
-    const p = policy({ rules: [rule('redos', '*', 'DENY', [{ field: 'input_text', operator: 'matches', value: '(a+)+$' }, { field: 'input_text', operator: 'matches', value: '^(a|aa)+b' }])] });
+    const p = policy({
+      rules: [
+        rule('redos', '*', 'DENY', [
+          { field: 'input_text', operator: 'matches', value: '(a+)+$' },
+          { field: 'input_text', operator: 'matches', value: '^(a|aa)+b' },
+        ]),
+      ],
+    });
     const ruleset = compileRuleset([p], 1);
     const adversarial = 'a'.repeat(50_000) + '!';
     const started = performance.now();
@@ -231,7 +388,12 @@ describe('evaluate', () => {
 
 describe('semantic conditions', () => {
   const destructive = (decision: PolicyRule['decision']) =>
-    policy({ name: `semantic-${decision}`, rules: [rule('intent', 'tool:*', decision, [{ field: 'input_text', operator: 'semantic', value: 'DESTRUCTIVE' }])] });
+    policy({
+      name: `semantic-${decision}`,
+      rules: [
+        rule('intent', 'tool:*', decision, [{ field: 'input_text', operator: 'semantic', value: 'DESTRUCTIVE' }]),
+      ],
+    });
 
   it('marks rulesets that need the judge', () => {
     expect(compileRuleset([destructive('DENY')], 1).needsJudge).toBe(true);
@@ -240,10 +402,18 @@ describe('semantic conditions', () => {
   it('denies a destructive command with the keyword judge and allows a benign one', async () => {
     const ruleset = compileRuleset([destructive('DENY')], 1);
     const judge = createKeywordJudge();
-    const denied = await evaluateAsync(ruleset, { action: 'tool:shell', context: { input_text: 'sudo rm -rf /var/lib/postgres' } }, judge);
+    const denied = await evaluateAsync(
+      ruleset,
+      { action: 'tool:shell', context: { input_text: 'sudo rm -rf /var/lib/postgres' } },
+      judge,
+    );
     expect(denied).toMatchObject({ decision: 'DENY', matched_rule: 'intent' });
     expect(denied.reason).not.toMatch(/fail-closed/);
-    const allowed = await evaluateAsync(ruleset, { action: 'tool:shell', context: { input_text: 'ls -la /tmp' } }, judge);
+    const allowed = await evaluateAsync(
+      ruleset,
+      { action: 'tool:shell', context: { input_text: 'ls -la /tmp' } },
+      judge,
+    );
     expect(allowed.effect).toBe('no_match');
   });
 
@@ -256,8 +426,16 @@ describe('semantic conditions', () => {
       },
     };
     const decider = policy({ priority: 900, rules: [rule('decides', 'tool:shell', 'DENY')] });
-    const semanticOther = policy({ priority: 800, rules: [rule('other-action', 'llm:*', 'DENY', [{ field: 'input_text', operator: 'semantic', value: 'SUSPICIOUS' }])] });
-    const semanticLater = policy({ priority: 100, rules: [rule('later', 'tool:*', 'DENY', [{ field: 'input_text', operator: 'semantic', value: 'DESTRUCTIVE' }])] });
+    const semanticOther = policy({
+      priority: 800,
+      rules: [
+        rule('other-action', 'llm:*', 'DENY', [{ field: 'input_text', operator: 'semantic', value: 'SUSPICIOUS' }]),
+      ],
+    });
+    const semanticLater = policy({
+      priority: 100,
+      rules: [rule('later', 'tool:*', 'DENY', [{ field: 'input_text', operator: 'semantic', value: 'DESTRUCTIVE' }])],
+    });
     const ruleset = compileRuleset([decider, semanticOther, semanticLater], 1);
     await evaluateAsync(ruleset, { action: 'tool:shell', context: { input_text: 'x' } }, judge);
     expect(asked).toHaveLength(0);
@@ -267,9 +445,17 @@ describe('semantic conditions', () => {
   });
 
   it('treats a verdict below min_confidence as not violated', async () => {
-    const p = policy({ rules: [rule('strict', '*', 'DENY', [{ field: 't', operator: 'semantic', value: { intent: 'DESTRUCTIVE', min_confidence: 0.9 } }])] });
+    const p = policy({
+      rules: [
+        rule('strict', '*', 'DENY', [
+          { field: 't', operator: 'semantic', value: { intent: 'DESTRUCTIVE', min_confidence: 0.9 } },
+        ]),
+      ],
+    });
     const judge: SemanticJudge = { judge: () => Promise.resolve({ violated: true, confidence: 0.6 }) };
-    expect((await evaluateAsync(compileRuleset([p], 1), { action: 'a', context: { t: 'x' } }, judge)).effect).toBe('no_match');
+    expect((await evaluateAsync(compileRuleset([p], 1), { action: 'a', context: { t: 'x' } }, judge)).effect).toBe(
+      'no_match',
+    );
   });
 
   it('fails closed in synchronous evaluation and says so', () => {
@@ -280,16 +466,27 @@ describe('semantic conditions', () => {
   });
 
   it('does not let an unjudged semantic condition allow', () => {
-    const allow = policy({ priority: 900, rules: [rule('safe', 'tool:*', 'ALLOW', [{ field: 'input_text', operator: 'semantic', value: 'benign maintenance' }])] });
+    const allow = policy({
+      priority: 900,
+      rules: [
+        rule('safe', 'tool:*', 'ALLOW', [{ field: 'input_text', operator: 'semantic', value: 'benign maintenance' }]),
+      ],
+    });
     const deny = policy({ priority: 100, rules: [rule('deny', 'tool:*', 'DENY')] });
-    const result = evaluate(compileRuleset([allow, deny], 1), { action: 'tool:x', context: { input_text: 'anything' } });
+    const result = evaluate(compileRuleset([allow, deny], 1), {
+      action: 'tool:x',
+      context: { input_text: 'anything' },
+    });
     expect(result).toMatchObject({ decision: 'DENY', matched_rule: 'deny' });
   });
 
   it('does not match a semantic condition on a missing field', async () => {
     const ruleset = compileRuleset([destructive('DENY')], 1);
     expect(evaluate(ruleset, { action: 'tool:shell', context: {} }).effect).toBe('no_match');
-    expect((await evaluateAsync(ruleset, { action: 'tool:shell', context: { input_text: 42 } }, createKeywordJudge())).effect).toBe('no_match');
+    expect(
+      (await evaluateAsync(ruleset, { action: 'tool:shell', context: { input_text: 42 } }, createKeywordJudge()))
+        .effect,
+    ).toBe('no_match');
   });
 
   it('fails closed when the judge throws, returns garbage, or is too slow', async () => {

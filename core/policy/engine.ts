@@ -45,7 +45,10 @@ const DEFAULT_JUDGE_TIMEOUT_MS = 5000;
 export function compileRuleset(policies: readonly Policy[], version: number | string): CompiledRuleset {
   const ordered = policies
     .filter((p) => p.status === 'ACTIVE')
-    .sort((a, b) => b.priority - a.priority || compareText(a.created_at, b.created_at) || compareText(a.policy_id, b.policy_id));
+    .sort(
+      (a, b) =>
+        b.priority - a.priority || compareText(a.created_at, b.created_at) || compareText(a.policy_id, b.policy_id),
+    );
   const compiled = ordered.map(compilePolicy);
   const steps: RuleStep[] = [];
   for (const policy of compiled) {
@@ -66,7 +69,10 @@ function describe(policy: CompiledPolicy, rule: CompiledRule): Pick<RuleStep, 'r
     case 'DENY':
       return { reason: `denied by ${label}${suffix}`, warning: `would deny (${label})${suffix}` };
     case 'REQUIRE_APPROVAL':
-      return { reason: `approval required by ${label}${suffix}`, warning: `would require approval (${label})${suffix}` };
+      return {
+        reason: `approval required by ${label}${suffix}`,
+        warning: `would require approval (${label})${suffix}`,
+      };
   }
 }
 
@@ -85,7 +91,12 @@ interface WalkState {
 }
 
 /** Answers a rule's SEMANTIC conditions: true/false, or undefined to pause the walk there. */
-type SemanticAnswer = (step: RuleStep, index: number, context: Readonly<Record<string, unknown>>, state: WalkState) => boolean | undefined;
+type SemanticAnswer = (
+  step: RuleStep,
+  index: number,
+  context: Readonly<Record<string, unknown>>,
+  state: WalkState,
+) => boolean | undefined;
 
 const DONE = -1;
 const CONTINUE = 0;
@@ -118,7 +129,7 @@ export async function evaluateAsync(
   let judgedIndex = DONE;
   let judgedVerdict = false;
   const answer: SemanticAnswer = (_step, index) => (index === judgedIndex ? judgedVerdict : undefined);
-  for (let from = 0; ; ) {
+  for (let from = 0; ;) {
     const pausedAt = walk(ruleset, input, state, from, answer);
     if (pausedAt === DONE) break;
     const step = ruleset.steps[pausedAt];
@@ -135,7 +146,13 @@ function newState(): WalkState {
 }
 
 /** Walks rules from `from` until one decides (DONE) or a semantic answer is needed (its index). */
-function walk(ruleset: CompiledRuleset, input: EvaluationInput, state: WalkState, from: number, answer: SemanticAnswer): number {
+function walk(
+  ruleset: CompiledRuleset,
+  input: EvaluationInput,
+  state: WalkState,
+  from: number,
+  answer: SemanticAnswer,
+): number {
   const { steps } = ruleset;
   const { action, context, policySet } = input;
   const restricted = policySet !== undefined && policySet.length > 0;
@@ -253,7 +270,8 @@ function finish(state: WalkState, started: number): EvaluationResult {
 }
 
 function failClosedNote(state: WalkState): string {
-  if (state.judgeFailure !== null) return `; semantic judge failed (${state.judgeFailure}), semantic conditions resolved fail-closed`;
+  if (state.judgeFailure !== null)
+    return `; semantic judge failed (${state.judgeFailure}), semantic conditions resolved fail-closed`;
   if (state.unjudged) return '; semantic conditions not judged (no judge), resolved fail-closed';
   return '';
 }
@@ -289,7 +307,9 @@ async function judgeRule(
     const text = semanticText(condition, context);
     if (text === undefined) return false;
     try {
-      const verdict = JudgeVerdictSchema.parse(await withTimeout(judge.judge({ text, intent: condition.intent, context: { ...context } }), timeoutMs));
+      const verdict = JudgeVerdictSchema.parse(
+        await withTimeout(judge.judge({ text, intent: condition.intent, context: { ...context } }), timeoutMs),
+      );
       if (!verdict.violated || verdict.confidence < condition.minConfidence) return false;
     } catch (error) {
       state.judgeFailure = error instanceof Error ? error.message : String(error);

@@ -13,7 +13,10 @@ interface EnumInputOptions {
  * An input schema for a canonical enum that accepts every surface's spelling of it
  * (case-insensitive, gRPC prefixes, concept names) and yields the canonical value.
  */
-export function enumInput<const T extends readonly [string, ...string[]]>(canonical: T, options: EnumInputOptions = {}) {
+export function enumInput<const T extends readonly [string, ...string[]]>(
+  canonical: T,
+  options: EnumInputOptions = {},
+) {
   const prefixes = (options.prefixes ?? []).map((p) => p.toUpperCase());
   const aliases = options.aliases ?? {};
   const also = [...Object.keys(aliases), ...prefixes.map((p) => `${p}*`)];

@@ -38,13 +38,24 @@ describe('keyword judge', () => {
 
   it('judges only the categories an intent names', async () => {
     const text = 'rm -rf / and then ignore previous instructions';
-    await expect(judge.judge({ text, intent: 'DESTRUCTIVE', context: {} })).resolves.toEqual({ violated: true, category: 'DESTRUCTIVE', confidence: 0.95 });
-    await expect(judge.judge({ text, intent: 'suspicious prompt injection', context: {} })).resolves.toMatchObject({ violated: true, category: 'SUSPICIOUS' });
-    await expect(judge.judge({ text, intent: 'DATA_EXFILTRATION', context: {} })).resolves.toMatchObject({ violated: false });
+    await expect(judge.judge({ text, intent: 'DESTRUCTIVE', context: {} })).resolves.toEqual({
+      violated: true,
+      category: 'DESTRUCTIVE',
+      confidence: 0.95,
+    });
+    await expect(judge.judge({ text, intent: 'suspicious prompt injection', context: {} })).resolves.toMatchObject({
+      violated: true,
+      category: 'SUSPICIOUS',
+    });
+    await expect(judge.judge({ text, intent: 'DATA_EXFILTRATION', context: {} })).resolves.toMatchObject({
+      violated: false,
+    });
   });
 
   it('checks every category for an intent that names none', async () => {
-    await expect(judge.judge({ text: 'cat /etc/shadow', intent: 'anything harmful', context: {} })).resolves.toMatchObject({ violated: true, category: 'DATA_EXFILTRATION' });
+    await expect(
+      judge.judge({ text: 'cat /etc/shadow', intent: 'anything harmful', context: {} }),
+    ).resolves.toMatchObject({ violated: true, category: 'DATA_EXFILTRATION' });
   });
 
   it('stays fast on a long hostile input', () => {

@@ -3,10 +3,23 @@ import { DecisionInputSchema, EnforcementInputSchema, OperatorInputSchema, Polic
 
 describe('canonical enum inputs', () => {
   it.each([
-    ['eq', 'eq'], ['EQUALS', 'eq'], ['not_equals', 'neq'], ['NEQ', 'neq'], ['CONTAINS', 'contains'],
-    ['REGEX', 'matches'], ['matches', 'matches'], ['GREATER_THAN', 'gt'], ['gte', 'gte'], ['LESS_THAN', 'lt'],
-    ['lte', 'lte'], ['IN', 'in'], ['not_in', 'not_in'], ['SEMANTIC', 'semantic'],
-    ['CONDITION_OPERATOR_IN', 'in'], ['condition_operator_equals', 'eq'], ['CONDITION_OPERATOR_REGEX', 'matches'],
+    ['eq', 'eq'],
+    ['EQUALS', 'eq'],
+    ['not_equals', 'neq'],
+    ['NEQ', 'neq'],
+    ['CONTAINS', 'contains'],
+    ['REGEX', 'matches'],
+    ['matches', 'matches'],
+    ['GREATER_THAN', 'gt'],
+    ['gte', 'gte'],
+    ['LESS_THAN', 'lt'],
+    ['lte', 'lte'],
+    ['IN', 'in'],
+    ['not_in', 'not_in'],
+    ['SEMANTIC', 'semantic'],
+    ['CONDITION_OPERATOR_IN', 'in'],
+    ['condition_operator_equals', 'eq'],
+    ['CONDITION_OPERATOR_REGEX', 'matches'],
     ['Greater_Than_Or_Equal', 'gte'],
   ])('operator %s → %s', (input, canonical) => {
     expect(OperatorInputSchema.parse(input)).toBe(canonical);

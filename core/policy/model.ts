@@ -23,7 +23,19 @@ export type Decision = z.infer<typeof DecisionSchema>;
 /** Accepts REST effects (`allow`), gRPC decisions (`EVALUATION_DECISION_DENY`) and action types (`ACTION_TYPE_DENY`). */
 export const DecisionInputSchema = enumInput(DECISIONS, { prefixes: ['EVALUATION_DECISION_', 'ACTION_TYPE_'] });
 
-export const OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'not_in', 'matches', 'contains', 'semantic'] as const;
+export const OPERATORS = [
+  'eq',
+  'neq',
+  'gt',
+  'gte',
+  'lt',
+  'lte',
+  'in',
+  'not_in',
+  'matches',
+  'contains',
+  'semantic',
+] as const;
 export const OperatorSchema = z.enum(OPERATORS);
 export type Operator = z.infer<typeof OperatorSchema>;
 /** Accepts the REST names, the concept names (EQUALS, REGEX, ...) and `CONDITION_OPERATOR_*`. */

@@ -38,8 +38,16 @@ const restBody = {
   description: 'keeps agents on approved models',
   priority: 300,
   rules: [
-    { action: 'llm:gpt-4*', effect: 'deny', conditions: [{ field: 'budget.percent_used', operator: 'gte', value: 90 }] },
-    { action: 'tool:*', effect: 'allow', conditions: [{ field: 'tool_name', operator: 'in', value: ['search', 'calculator'] }] },
+    {
+      action: 'llm:gpt-4*',
+      effect: 'deny',
+      conditions: [{ field: 'budget.percent_used', operator: 'gte', value: 90 }],
+    },
+    {
+      action: 'tool:*',
+      effect: 'allow',
+      conditions: [{ field: 'tool_name', operator: 'in', value: ['search', 'calculator'] }],
+    },
   ],
 };
 
@@ -48,14 +56,29 @@ describe('REST policy creation', () => {
     const policy = create(restBody);
     expect(PolicySchema.parse(policy)).toEqual(policy);
     expect(policy).toMatchObject({
-      policy_id: POLICY_ID, tenant_id: TENANT, name: 'model-guard', priority: 300, status: 'ACTIVE', enforcement: 'BLOCK',
-      version: 1, tags: {}, created_at: '2026-03-01T10:00:00.000Z', updated_at: '2026-03-01T10:00:00.000Z',
+      policy_id: POLICY_ID,
+      tenant_id: TENANT,
+      name: 'model-guard',
+      priority: 300,
+      status: 'ACTIVE',
+      enforcement: 'BLOCK',
+      version: 1,
+      tags: {},
+      created_at: '2026-03-01T10:00:00.000Z',
+      updated_at: '2026-03-01T10:00:00.000Z',
     });
     expect(policy.rules[0]).toEqual({
-      rule_id: 'rule-1', name: 'deny llm:gpt-4*', action: 'llm:gpt-4*', decision: 'DENY',
+      rule_id: 'rule-1',
+      name: 'deny llm:gpt-4*',
+      action: 'llm:gpt-4*',
+      decision: 'DENY',
       conditions: [{ field: 'budget.percent_used', operator: 'gte', value: 90 }],
     });
-    expect(create({ name: 'minimal', rules: [{ action: '*', effect: 'allow' }] })).toMatchObject({ priority: 100, description: '', rules: [{ conditions: [] }] });
+    expect(create({ name: 'minimal', rules: [{ action: '*', effect: 'allow' }] })).toMatchObject({
+      priority: 100,
+      description: '',
+      rules: [{ conditions: [] }],
+    });
   });
 
   it('maps enabled, status and enforcement extensions', () => {
@@ -64,27 +87,44 @@ describe('REST policy creation', () => {
     expect(create({ ...base, status: 'POLICY_STATUS_DRAFT' }).status).toBe('DRAFT');
     expect(create({ ...base, status: 'INACTIVE' }).status).toBe('DISABLED');
     expect(create({ ...base, enforcement: 'ENFORCEMENT_LEVEL_AUDIT' }).enforcement).toBe('AUDIT');
-    expect(refusal({ ...base, enabled: true, status: 'DRAFT' }).fieldViolations.map((v) => v.field)).toEqual(['enabled']);
+    expect(refusal({ ...base, enabled: true, status: 'DRAFT' }).fieldViolations.map((v) => v.field)).toEqual([
+      'enabled',
+    ]);
   });
 
   it('accepts concept and gRPC operator names and canonical rules with decision', () => {
     const policy = create({
       name: 'concepts',
-      rules: [{
-        rule_id: 'c1', name: 'concept names', action: 'tool:*', decision: 'REQUIRE_APPROVAL', message: 'needs a human',
-        conditions: [
-          { field: 'a', operator: 'EQUALS', value: 'x' },
-          { field: 'b', operator: 'NOT_EQUALS', value: 'y' },
-          { field: 'c', operator: 'CONTAINS', value: 'z' },
-          { field: 'd', operator: 'REGEX', value: '^q' },
-          { field: 'e', operator: 'GREATER_THAN', value: 1 },
-          { field: 'f', operator: 'LESS_THAN', value: 9 },
-          { field: 'g', operator: 'CONDITION_OPERATOR_IN', value: ['k'] },
-          { field: 'h', operator: 'SEMANTIC', value: 'DESTRUCTIVE' },
-        ],
-      }],
+      rules: [
+        {
+          rule_id: 'c1',
+          name: 'concept names',
+          action: 'tool:*',
+          decision: 'REQUIRE_APPROVAL',
+          message: 'needs a human',
+          conditions: [
+            { field: 'a', operator: 'EQUALS', value: 'x' },
+            { field: 'b', operator: 'NOT_EQUALS', value: 'y' },
+            { field: 'c', operator: 'CONTAINS', value: 'z' },
+            { field: 'd', operator: 'REGEX', value: '^q' },
+            { field: 'e', operator: 'GREATER_THAN', value: 1 },
+            { field: 'f', operator: 'LESS_THAN', value: 9 },
+            { field: 'g', operator: 'CONDITION_OPERATOR_IN', value: ['k'] },
+            { field: 'h', operator: 'SEMANTIC', value: 'DESTRUCTIVE' },
+          ],
+        },
+      ],
     });
-    expect(policy.rules[0]?.conditions.map((c) => c.operator)).toEqual(['eq', 'neq', 'contains', 'matches', 'gt', 'lt', 'in', 'semantic']);
+    expect(policy.rules[0]?.conditions.map((c) => c.operator)).toEqual([
+      'eq',
+      'neq',
+      'contains',
+      'matches',
+      'gt',
+      'lt',
+      'in',
+      'semantic',
+    ]);
     expect(policy.rules[0]).toMatchObject({ rule_id: 'c1', decision: 'REQUIRE_APPROVAL', message: 'needs a human' });
     expect(create({ name: 'w', rules: [{ action: '*', effect: 'warn' }] }).rules[0]?.decision).toBe('WARN');
   });
@@ -101,13 +141,25 @@ describe('REST policy creation', () => {
       [{ name: 'p', rules: [{ action: '*' }] }, 'rules.0.effect'],
       [{ name: 'p', rules: [{ action: '*', effect: 'maybe' }] }, 'rules.0.effect'],
       [{ name: 'p', rules: [{ action: '*', effect: 'allow', decision: 'DENY' }] }, 'rules.0.decision'],
-      [{ name: 'p', rules: [{ action: '*', effect: 'deny', conditions: [{ field: 'a', operator: 'like', value: 1 }] }] }, 'rules.0.conditions.0.operator'],
-      [{ name: 'p', rules: [{ action: '*', effect: 'deny', conditions: [{ field: 'a', op: 'eq', value: 1 }] }] }, 'rules.0.conditions.0'],
+      [
+        {
+          name: 'p',
+          rules: [{ action: '*', effect: 'deny', conditions: [{ field: 'a', operator: 'like', value: 1 }] }],
+        },
+        'rules.0.conditions.0.operator',
+      ],
+      [
+        { name: 'p', rules: [{ action: '*', effect: 'deny', conditions: [{ field: 'a', op: 'eq', value: 1 }] }] },
+        'rules.0.conditions.0',
+      ],
     ];
     for (const [body, field] of cases) {
       const error = refusal(body);
       expect(error.code, JSON.stringify(body)).toBe('SVC-SYS-9002');
-      expect(error.fieldViolations.map((v) => v.field), JSON.stringify(body)).toContain(field);
+      expect(
+        error.fieldViolations.map((v) => v.field),
+        JSON.stringify(body),
+      ).toContain(field);
     }
   });
 
@@ -115,10 +167,31 @@ describe('REST policy creation', () => {
     const error = refusal({
       name: 'broken',
       rules: [
-        { action: 'tool:*', effect: 'deny', conditions: [{ field: 'a', operator: 'eq', value: 1 }, { field: 'b', operator: 'matches', value: '(unclosed' }] },
+        {
+          action: 'tool:*',
+          effect: 'deny',
+          conditions: [
+            { field: 'a', operator: 'eq', value: 1 },
+            { field: 'b', operator: 'matches', value: '(unclosed' },
+          ],
+        },
         { action: '', effect: 'deny' },
-        { action: 'tool:*', effect: 'deny', conditions: [{ field: 'c', operator: 'in', value: 'shell' }, { field: 'd', operator: 'gt', value: 'lots' }] },
-        { action: 'tool:*', effect: 'deny', conditions: [{ field: 'e', operator: 'matches', value: String.raw`(\w)\1` }, { field: 'f', operator: 'not_in', value: 3 }] },
+        {
+          action: 'tool:*',
+          effect: 'deny',
+          conditions: [
+            { field: 'c', operator: 'in', value: 'shell' },
+            { field: 'd', operator: 'gt', value: 'lots' },
+          ],
+        },
+        {
+          action: 'tool:*',
+          effect: 'deny',
+          conditions: [
+            { field: 'e', operator: 'matches', value: String.raw`(\w)\1` },
+            { field: 'f', operator: 'not_in', value: 3 },
+          ],
+        },
       ],
     });
     expect(error.code).toBe('SVC-POL-2003');
@@ -136,9 +209,18 @@ describe('REST policy creation', () => {
 
 describe('REST policy shape', () => {
   it('renders the REST Policy with effects and extensions', () => {
-    const rest = toRestPolicy(create({ ...restBody, rules: [...restBody.rules, { action: 'x', decision: 'REQUIRE_APPROVAL' }] }));
+    const rest = toRestPolicy(
+      create({ ...restBody, rules: [...restBody.rules, { action: 'x', decision: 'REQUIRE_APPROVAL' }] }),
+    );
     expect(RestPolicySchema.parse(rest)).toEqual(rest);
-    expect(rest).toMatchObject({ policy_id: POLICY_ID, tenant_id: TENANT, enabled: true, status: 'ACTIVE', enforcement: 'BLOCK', version: 1 });
+    expect(rest).toMatchObject({
+      policy_id: POLICY_ID,
+      tenant_id: TENANT,
+      enabled: true,
+      status: 'ACTIVE',
+      enforcement: 'BLOCK',
+      version: 1,
+    });
     expect(rest.rules.map((r) => r.effect)).toEqual(['deny', 'allow', 'require_approval']);
     expect(toRestPolicy(create({ ...restBody, enabled: false })).enabled).toBe(false);
   });
@@ -153,19 +235,45 @@ describe('REST policy shape', () => {
 
 describe('REST evaluation', () => {
   it('parses evaluation requests, defaulting context and refusing unknown keys', () => {
-    expect(parseOrThrow(RestPolicyEvaluationRequestSchema, { action: 'tool:search' })).toEqual({ action: 'tool:search', context: {} });
-    expect(() => parseOrThrow(RestPolicyEvaluationRequestSchema, { context: {} })).toThrow(expect.objectContaining({ fieldViolations: [expect.objectContaining({ field: 'action' })] }));
-    expect(() => parseOrThrow(RestPolicyEvaluationRequestSchema, { action: 'a', envelope_id: 'x' })).toThrow(/envelope_id/);
+    expect(parseOrThrow(RestPolicyEvaluationRequestSchema, { action: 'tool:search' })).toEqual({
+      action: 'tool:search',
+      context: {},
+    });
+    expect(() => parseOrThrow(RestPolicyEvaluationRequestSchema, { context: {} })).toThrow(
+      expect.objectContaining({ fieldViolations: [expect.objectContaining({ field: 'action' })] }),
+    );
+    expect(() => parseOrThrow(RestPolicyEvaluationRequestSchema, { action: 'a', envelope_id: 'x' })).toThrow(
+      /envelope_id/,
+    );
     expect(() => parseOrThrow(RestPolicyEvaluationRequestSchema, { action: 'a', extra: 1 })).toThrow(/extra/);
   });
 
   it('renders the evaluation result in the REST shape', () => {
     const policy = create(restBody);
-    const result = evaluate(compileRuleset([policy], 1), { action: 'llm:gpt-4o', context: { budget: { percent_used: 95 } } });
+    const result = evaluate(compileRuleset([policy], 1), {
+      action: 'llm:gpt-4o',
+      context: { budget: { percent_used: 95 } },
+    });
     const rest = toRestEvaluationResult(result);
     expect(RestPolicyEvaluationResultSchema.parse(rest)).toEqual(rest);
-    expect(rest).toMatchObject({ allowed: false, effect: 'deny', decision: 'DENY', matched_policy: POLICY_ID, matched_rule: 'rule-1', warnings: [] });
-    expect(Object.keys(rest).sort()).toEqual(['allowed', 'decision', 'effect', 'evaluation_time_ms', 'matched_policy', 'matched_rule', 'reason', 'warnings']);
+    expect(rest).toMatchObject({
+      allowed: false,
+      effect: 'deny',
+      decision: 'DENY',
+      matched_policy: POLICY_ID,
+      matched_rule: 'rule-1',
+      warnings: [],
+    });
+    expect(Object.keys(rest).sort()).toEqual([
+      'allowed',
+      'decision',
+      'effect',
+      'evaluation_time_ms',
+      'matched_policy',
+      'matched_rule',
+      'reason',
+      'warnings',
+    ]);
   });
 });
 
@@ -176,8 +284,18 @@ describe('OpenAPI rendering', () => {
       openapi: '3.1.0',
       info: { title: 'policies', version: '1.0.0' },
       paths: {
-        '/v1/policies': { post: { requestBody: json(RestCreatePolicyRequestSchema), responses: { '201': { description: 'created', ...json(RestPolicySchema) } } } },
-        '/v1/policies/evaluate': { post: { requestBody: json(RestPolicyEvaluationRequestSchema), responses: { '200': { description: 'result', ...json(RestPolicyEvaluationResultSchema) } } } },
+        '/v1/policies': {
+          post: {
+            requestBody: json(RestCreatePolicyRequestSchema),
+            responses: { '201': { description: 'created', ...json(RestPolicySchema) } },
+          },
+        },
+        '/v1/policies/evaluate': {
+          post: {
+            requestBody: json(RestPolicyEvaluationRequestSchema),
+            responses: { '200': { description: 'result', ...json(RestPolicyEvaluationResultSchema) } },
+          },
+        },
       },
     });
     const text = JSON.stringify(doc);

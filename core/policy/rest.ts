@@ -69,7 +69,11 @@ export const RestCreatePolicyRequestSchema = z
   })
   .superRefine((req, ctx) => {
     if (req.enabled !== undefined && req.status !== undefined && req.enabled !== (req.status === 'ACTIVE')) {
-      ctx.addIssue({ code: 'custom', path: ['enabled'], message: `enabled=${String(req.enabled)} contradicts status ${req.status}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['enabled'],
+        message: `enabled=${String(req.enabled)} contradicts status ${req.status}`,
+      });
     }
   });
 export type RestCreatePolicyRequest = z.infer<typeof RestCreatePolicyRequestSchema>;

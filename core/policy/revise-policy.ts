@@ -1,7 +1,9 @@
 import { compilePolicy } from './compile-policy.ts';
 import type { Policy } from './model.ts';
 
-export type PolicyChanges = Partial<Pick<Policy, 'name' | 'description' | 'priority' | 'status' | 'enforcement' | 'rules' | 'tags'>>;
+export type PolicyChanges = Partial<
+  Pick<Policy, 'name' | 'description' | 'priority' | 'status' | 'enforcement' | 'rules' | 'tags'>
+>;
 
 /**
  * Applies changes to a policy: identity, tenant and creation time stay, `version` goes up by

@@ -1,7 +1,12 @@
 export type Scalar = string | number | boolean | null;
 
 export function isScalar(value: unknown): value is Scalar {
-  return value === null || typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
+  return (
+    value === null ||
+    typeof value === 'string' ||
+    typeof value === 'boolean' ||
+    (typeof value === 'number' && Number.isFinite(value))
+  );
 }
 
 /**

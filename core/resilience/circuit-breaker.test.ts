@@ -2,13 +2,24 @@ import { describe, expect, it } from 'vitest';
 import { SvcError } from '../errors/index.ts';
 import { CircuitBreaker, type CircuitState } from './circuit-breaker.ts';
 
-function setup(options: Partial<{ failureThreshold: number; failureWindowMs: number; openDurationMs: number; successThreshold: number }> = {}) {
+function setup(
+  options: Partial<{
+    failureThreshold: number;
+    failureWindowMs: number;
+    openDurationMs: number;
+    successThreshold: number;
+  }> = {},
+) {
   const clock = { now: 0 };
   const changes: Array<[CircuitState, CircuitState]> = [];
-  const breaker = new CircuitBreaker({ name: 'control-plane', ...options }, { now: () => clock.now, onStateChange: (to, from) => changes.push([from, to]) });
+  const breaker = new CircuitBreaker(
+    { name: 'control-plane', ...options },
+    { now: () => clock.now, onStateChange: (to, from) => changes.push([from, to]) },
+  );
   let calls = 0;
   const ok = () => breaker.execute(() => Promise.resolve(++calls));
-  const fail = () => breaker.execute(() => Promise.reject(new Error(`down ${++calls}`))).catch((error: unknown) => error);
+  const fail = () =>
+    breaker.execute(() => Promise.reject(new Error(`down ${++calls}`))).catch((error: unknown) => error);
   return { clock, changes, breaker, ok, fail, calls: () => calls };
 }
 
@@ -48,7 +59,10 @@ describe('CircuitBreaker', () => {
     s.clock.now += 10_000;
     const error = await s.fail();
     expect(error).toBeInstanceOf(SvcError);
-    expect(error).toMatchObject({ code: 'SVC-SYS-9001', details: { circuit: 'control-plane', state: 'OPEN', retry_after_ms: 20_000 } });
+    expect(error).toMatchObject({
+      code: 'SVC-SYS-9001',
+      details: { circuit: 'control-plane', state: 'OPEN', retry_after_ms: 20_000 },
+    });
     expect(s.calls()).toBe(before);
   });
 
@@ -72,7 +86,11 @@ describe('CircuitBreaker', () => {
     expect(s.breaker.state).toBe('HALF_OPEN');
     await s.ok();
     expect(s.breaker.state).toBe('CLOSED');
-    expect(s.changes).toEqual([['CLOSED', 'OPEN'], ['OPEN', 'HALF_OPEN'], ['HALF_OPEN', 'CLOSED']]);
+    expect(s.changes).toEqual([
+      ['CLOSED', 'OPEN'],
+      ['OPEN', 'HALF_OPEN'],
+      ['HALF_OPEN', 'CLOSED'],
+    ]);
     // a closed circuit starts counting failures afresh
     for (let i = 0; i < 4; i++) await s.fail();
     expect(s.breaker.state).toBe('CLOSED');
@@ -97,7 +115,10 @@ describe('CircuitBreaker', () => {
     s.clock.now += 30_000;
     const release: Array<() => void> = [];
     const probes = [1, 2, 3].map(() => s.breaker.execute(() => new Promise<void>((resolve) => release.push(resolve))));
-    await expect(s.breaker.execute(() => Promise.resolve())).rejects.toMatchObject({ code: 'SVC-SYS-9001', details: { state: 'HALF_OPEN' } });
+    await expect(s.breaker.execute(() => Promise.resolve())).rejects.toMatchObject({
+      code: 'SVC-SYS-9001',
+      details: { state: 'HALF_OPEN' },
+    });
     release.forEach((r) => r());
     await Promise.all(probes);
     expect(s.breaker.state).toBe('CLOSED');
@@ -121,7 +142,8 @@ describe('CircuitBreaker', () => {
       await s.breaker.execute(() => Promise.reject(new SvcError('SVC-POL-2001', 'denied'))).catch(() => undefined);
     }
     expect(s.breaker.state).toBe('CLOSED');
-    for (let i = 0; i < 5; i++) await s.breaker.execute(() => Promise.reject(new SvcError('SVC-SYS-9001', 'busy'))).catch(() => undefined);
+    for (let i = 0; i < 5; i++)
+      await s.breaker.execute(() => Promise.reject(new SvcError('SVC-SYS-9001', 'busy'))).catch(() => undefined);
     expect(s.breaker.state).toBe('OPEN');
   });
 
@@ -133,6 +155,11 @@ describe('CircuitBreaker', () => {
     s.clock.now += 1_000;
     await s.ok();
     expect(s.breaker.state).toBe('CLOSED');
-    expect(() => new CircuitBreaker({ name: 'x', failureThreshold: 0 })).toThrow(expect.objectContaining({ code: 'SVC-SYS-9002', fieldViolations: [expect.objectContaining({ field: 'failureThreshold' })] }) as Error);
+    expect(() => new CircuitBreaker({ name: 'x', failureThreshold: 0 })).toThrow(
+      expect.objectContaining({
+        code: 'SVC-SYS-9002',
+        fieldViolations: [expect.objectContaining({ field: 'failureThreshold' })],
+      }) as Error,
+    );
   });
 });

@@ -55,7 +55,8 @@ export class CircuitBreaker {
 
   /** The current state; an OPEN circuit whose open time has passed reads as HALF_OPEN. */
   get state(): CircuitState {
-    if (this.#state === 'OPEN' && this.#now() - this.#openedAt >= this.#options.openDurationMs) this.#transition('HALF_OPEN');
+    if (this.#state === 'OPEN' && this.#now() - this.#openedAt >= this.#options.openDurationMs)
+      this.#transition('HALF_OPEN');
     return this.#state;
   }
 

@@ -57,7 +57,10 @@ export class AdminServer {
       } catch (error) {
         readiness = { ready: false, reasons: [`readiness check failed: ${(error as Error).message}`] };
       }
-      return json(res, readiness.ready ? 200 : 503, { status: readiness.ready ? 'ready' : 'not_ready', reasons: readiness.reasons });
+      return json(res, readiness.ready ? 200 : 503, {
+        status: readiness.ready ? 'ready' : 'not_ready',
+        reasons: readiness.reasons,
+      });
     }
     json(res, 404, { error: `not found: ${path}` });
   }

@@ -1,2 +1,7 @@
 export { AdminServer, type AdminServerOptions, type Readiness } from './admin-server.ts';
-export { createProxyNetMetrics, type ConnectionMode, type ProxyNetMetrics, type TunnelDirection } from './net-metrics.ts';
+export {
+  createProxyNetMetrics,
+  type ConnectionMode,
+  type ProxyNetMetrics,
+  type TunnelDirection,
+} from './net-metrics.ts';

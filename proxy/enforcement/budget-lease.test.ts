@@ -5,7 +5,14 @@ import type { LeaseRequest } from '../../core/sync/contract.ts';
 import { BudgetLease, isRefusal, type LeaseSettings, type Reservation } from './budget-lease.ts';
 
 const PICO = 1_000_000; // per micro-dollar
-const settings: LeaseSettings = { tenantId: 't', holder: 'h', want: { tokens: 1000, pico: 1000 * PICO }, softLimit: { tokens: 50, pico: 50 * PICO }, renewBelow: 0.5, timeoutMs: 100 };
+const settings: LeaseSettings = {
+  tenantId: 't',
+  holder: 'h',
+  want: { tokens: 1000, pico: 1000 * PICO },
+  softLimit: { tokens: 50, pico: 50 * PICO },
+  renewBelow: 0.5,
+  timeoutMs: 100,
+};
 const observer = { outcome: () => undefined, warn: () => undefined };
 
 /** A lease responder granting up to `left` micro-dollars (tokens unlimited), recording each request. */
@@ -18,7 +25,14 @@ function responder(left: { micros: number }, fail?: () => Error): RequestReply &
       seen.push(req);
       if (fail) return Promise.reject(fail());
       left.micros -= req.spent_micros;
-      return Promise.resolve({ lease_id: 'L1', budget_id: req.budget_id, tokens: null, micros: Math.min(req.want_micros, left.micros), expires_at: new Date(Date.now() + 60_000).toISOString(), status: 'active' });
+      return Promise.resolve({
+        lease_id: 'L1',
+        budget_id: req.budget_id,
+        tokens: null,
+        micros: Math.min(req.want_micros, left.micros),
+        expires_at: new Date(Date.now() + 60_000).toISOString(),
+        status: 'active',
+      });
     },
     reply: () => Promise.reject(new Error('not used')),
   };
@@ -55,7 +69,12 @@ describe('BudgetLease', () => {
   });
 
   it('fails open on the soft limit when the control plane cannot be reached', async () => {
-    const lease = new BudgetLease('b', settings, responder({ micros: 0 }, () => new SvcError('SVC-SYS-9001', 'no responder')), observer);
+    const lease = new BudgetLease(
+      'b',
+      settings,
+      responder({ micros: 0 }, () => new SvcError('SVC-SYS-9001', 'no responder')),
+      observer,
+    );
     await lease.renew();
     expect(lease.mode).toBe('soft');
     expect(lease.available()).toEqual({ tokens: 50, pico: 50 * PICO });
@@ -63,8 +82,13 @@ describe('BudgetLease', () => {
     await lease.release();
   });
 
-  it('refuses with the control plane\'s own code when it answers that the budget cannot be leased', async () => {
-    const lease = new BudgetLease('b', settings, responder({ micros: 0 }, () => new SvcError('SVC-BUD-3002', 'budget b not found')), observer);
+  it("refuses with the control plane's own code when it answers that the budget cannot be leased", async () => {
+    const lease = new BudgetLease(
+      'b',
+      settings,
+      responder({ micros: 0 }, () => new SvcError('SVC-BUD-3002', 'budget b not found')),
+      observer,
+    );
     await lease.renew();
     const refusal = lease.reserve({ tokens: 1, pico: 1 }, { tokens: 1, pico: 1 });
     expect(isRefusal(refusal) && refusal.code).toBe('SVC-BUD-3002');

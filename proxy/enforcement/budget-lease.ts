@@ -100,9 +100,16 @@ export class BudgetLease {
     const available = this.available();
     if (!covers(available, minimum) || isEmpty(available)) {
       this.#maybeRenew();
-      return { code: 'SVC-BUD-3001', message: `budget ${this.budgetId} exhausted: the lease cannot cover this call`, available };
+      return {
+        code: 'SVC-BUD-3001',
+        message: `budget ${this.budgetId} exhausted: the lease cannot cover this call`,
+        available,
+      };
     }
-    const held: Amount = { tokens: capped(estimate.tokens, available.tokens), pico: capped(estimate.pico, available.pico) };
+    const held: Amount = {
+      tokens: capped(estimate.tokens, available.tokens),
+      pico: capped(estimate.pico, available.pico),
+    };
     this.#add(this.#reserved, held, 1);
     this.#maybeRenew();
     let settled = false;
@@ -138,7 +145,10 @@ export class BudgetLease {
   applyStatus(status: BudgetStatus): void {
     if (status !== 'active') {
       this.#mode = 'refused';
-      this.#refusal = { code: status === 'expired' ? 'SVC-BUD-3003' : 'SVC-BUD-3001', message: `budget ${this.budgetId} is ${status}` };
+      this.#refusal = {
+        code: status === 'expired' ? 'SVC-BUD-3003' : 'SVC-BUD-3001',
+        message: `budget ${this.budgetId} is ${status}`,
+      };
     } else if (this.#mode === 'refused') {
       void this.renew();
     }
@@ -160,9 +170,15 @@ export class BudgetLease {
   #maybeRenew(): void {
     if (this.#closed || this.#renewal !== null || this.#mode === 'pending') return;
     const available = this.available();
-    const low = (have: number | null, grant: number | null, want: number) => have !== null && have < Math.max(grant ?? 0, want) * this.#settings.renewBelow;
+    const low = (have: number | null, grant: number | null, want: number) =>
+      have !== null && have < Math.max(grant ?? 0, want) * this.#settings.renewBelow;
     const { want } = this.#settings;
-    if (low(available.tokens, this.#grant.tokens, want.tokens) || low(available.pico, this.#grant.pico, want.pico) || this.#mode !== 'granted') void this.renew();
+    if (
+      low(available.tokens, this.#grant.tokens, want.tokens) ||
+      low(available.pico, this.#grant.pico, want.pico) ||
+      this.#mode !== 'granted'
+    )
+      void this.renew();
   }
 
   async #request(release: boolean): Promise<void> {
@@ -198,7 +214,10 @@ export class BudgetLease {
     this.#leaseId = grant.lease_id;
     this.#grant = { tokens: grant.tokens, pico: microsToPico(grant.micros) };
     // Spending settled while the request was on its way counts against the new grant.
-    this.#consumed = { tokens: this.#consumed.tokens - consumedAtSend.tokens, pico: this.#consumed.pico - consumedAtSend.pico };
+    this.#consumed = {
+      tokens: this.#consumed.tokens - consumedAtSend.tokens,
+      pico: this.#consumed.pico - consumedAtSend.pico,
+    };
     if (grant.status !== 'active') {
       this.applyStatus(grant.status);
     } else {
@@ -216,7 +235,10 @@ export class BudgetLease {
       // The control plane answered: this budget cannot be leased (exhausted, unknown, expired).
       this.#observer.outcome('refused');
       this.#mode = 'refused';
-      this.#refusal = { code: code.startsWith('SVC-BUD-') ? code : 'SVC-BUD-3001', message: `budget ${this.budgetId}: ${message}` };
+      this.#refusal = {
+        code: code.startsWith('SVC-BUD-') ? code : 'SVC-BUD-3001',
+        message: `budget ${this.budgetId}: ${message}`,
+      };
       return;
     }
     this.#observer.outcome('unreachable');
@@ -232,7 +254,10 @@ export class BudgetLease {
       pico: this.#grant.pico === null ? null : this.#grant.pico + softLimit.pico,
     };
     this.#mode = 'soft';
-    this.#observer.warn({ budget_id: this.budgetId, reason }, 'control plane unreachable; budget runs on the soft limit');
+    this.#observer.warn(
+      { budget_id: this.budgetId, reason },
+      'control plane unreachable; budget runs on the soft limit',
+    );
   }
 
   #scheduleRetry(): void {
@@ -261,7 +286,10 @@ function capped(want: number, have: number | null): number {
 }
 
 function covers(available: Allowance, need: Amount): boolean {
-  return (available.tokens === null || available.tokens >= need.tokens) && (available.pico === null || available.pico >= need.pico);
+  return (
+    (available.tokens === null || available.tokens >= need.tokens) &&
+    (available.pico === null || available.pico >= need.pico)
+  );
 }
 
 function isEmpty(available: Allowance): boolean {
@@ -271,4 +299,3 @@ function isEmpty(available: Allowance): boolean {
 export function isRefusal(value: Reservation | LeaseRefusal): value is LeaseRefusal {
   return 'code' in value;
 }
-

@@ -16,7 +16,14 @@ function controlPlane(): RequestReply & { sent: number; down: boolean } {
       cp.sent++;
       if (cp.down) return Promise.reject(new SvcError('SVC-SYS-9001', 'no answer in time'));
       const req = data as LeaseRequest;
-      return Promise.resolve({ lease_id: 'L1', budget_id: req.budget_id, tokens: null, micros: req.want_micros, expires_at: new Date(Date.now() + 60_000).toISOString(), status: 'active' });
+      return Promise.resolve({
+        lease_id: 'L1',
+        budget_id: req.budget_id,
+        tokens: null,
+        micros: req.want_micros,
+        expires_at: new Date(Date.now() + 60_000).toISOString(),
+        status: 'active',
+      });
     },
     reply: () => Promise.reject(new Error('not used')),
   };
@@ -28,11 +35,13 @@ function rig() {
   const cp = controlPlane();
   const registry = new Registry();
   const circuit = createControlPlaneCircuit({ requests: cp, registry, now: () => now });
-  const metric = async (name: string) => (await registry.getSingleMetric(name)?.get())?.values.find((v) => v.labels.dependency === 'control_plane')?.value;
+  const metric = async (name: string) =>
+    (await registry.getSingleMetric(name)?.get())?.values.find((v) => v.labels.dependency === 'control_plane')?.value;
   return { cp, circuit, metric, advance: (ms: number) => (now += ms) };
 }
 
-const ask = (requests: RequestReply) => requests.request('svc.t.leases.request', { budget_id: 'b', want_micros: 10 }, 100);
+const ask = (requests: RequestReply) =>
+  requests.request('svc.t.leases.request', { budget_id: 'b', want_micros: 10 }, 100);
 
 describe('the circuit in front of the control plane', () => {
   it('opens after 5 failures within 10 s, then fails fast without sending and counts it', async () => {
@@ -90,7 +99,10 @@ describe('the circuit in front of the control plane', () => {
   });
 
   it('does not count a refusal from the control plane as a failure', async () => {
-    const refusing: RequestReply = { request: () => Promise.reject(new SvcError('SVC-BUD-3002', 'budget not found')), reply: () => Promise.reject(new Error('not used')) };
+    const refusing: RequestReply = {
+      request: () => Promise.reject(new SvcError('SVC-BUD-3002', 'budget not found')),
+      reply: () => Promise.reject(new Error('not used')),
+    };
     const guarded = createControlPlaneCircuit({ requests: refusing, registry: new Registry() });
     for (let i = 0; i < 10; i++) expect(await svcCodeOf(ask(guarded.requests))).toBe('SVC-BUD-3002');
     expect(guarded.breaker.state).toBe('CLOSED');
@@ -99,13 +111,23 @@ describe('the circuit in front of the control plane', () => {
   it('sends the budget lease onto its soft limit without a request while open', async () => {
     const { cp, circuit, advance } = rig();
     const PICO = 1_000_000;
-    const settings: LeaseSettings = { tenantId: 't', holder: 'h', want: { tokens: 1000, pico: 1000 * PICO }, softLimit: { tokens: 50, pico: 50 * PICO }, renewBelow: 0.5, timeoutMs: 100 };
+    const settings: LeaseSettings = {
+      tenantId: 't',
+      holder: 'h',
+      want: { tokens: 1000, pico: 1000 * PICO },
+      softLimit: { tokens: 50, pico: 50 * PICO },
+      renewBelow: 0.5,
+      timeoutMs: 100,
+    };
     const outcomes: string[] = [];
     cp.down = true;
     for (let i = 0; i < 5; i++) await svcCodeOf(ask(circuit.requests));
     advance(1000);
     const sentBefore = cp.sent;
-    const lease = new BudgetLease('b', settings, circuit.requests, { outcome: (o) => outcomes.push(o), warn: () => undefined });
+    const lease = new BudgetLease('b', settings, circuit.requests, {
+      outcome: (o) => outcomes.push(o),
+      warn: () => undefined,
+    });
     await lease.renew();
     expect(cp.sent).toBe(sentBefore);
     expect(lease.mode).toBe('soft');

@@ -1,6 +1,10 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { RequestReply } from '../../core/bus/bus.ts';
-import { CircuitBreaker, type CircuitBreakerOptions, type CircuitState } from '../../core/resilience/circuit-breaker.ts';
+import {
+  CircuitBreaker,
+  type CircuitBreakerOptions,
+  type CircuitState,
+} from '../../core/resilience/circuit-breaker.ts';
 
 /** Gauge values of `svc_proxy_circuit_state`: the order of recovery, so "higher is worse". */
 export const CIRCUIT_STATE_VALUE: Record<CircuitState, number> = { CLOSED: 0, HALF_OPEN: 1, OPEN: 2 };
@@ -32,7 +36,10 @@ export interface ControlPlaneCircuitDeps {
 export function createControlPlaneCircuit(deps: ControlPlaneCircuitDeps): ControlPlaneCircuit {
   const breaker = new CircuitBreaker(
     { name: 'control-plane', ...deps.options },
-    { ...(deps.now !== undefined ? { now: deps.now } : {}), ...(deps.onStateChange !== undefined ? { onStateChange: deps.onStateChange } : {}) },
+    {
+      ...(deps.now !== undefined ? { now: deps.now } : {}),
+      ...(deps.onStateChange !== undefined ? { onStateChange: deps.onStateChange } : {}),
+    },
   );
   new Gauge({
     name: 'svc_proxy_circuit_state',

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { EnvelopeRegistry } from './envelope-registry.ts';
 
-const registry = () => new EnvelopeRegistry({ defaultBudgetId: 'default-budget', podExecutionId: 'pod-1', maxEntries: 3 });
+const registry = () =>
+  new EnvelopeRegistry({ defaultBudgetId: 'default-budget', podExecutionId: 'pod-1', maxEntries: 3 });
 
 describe('EnvelopeRegistry', () => {
   it('opens one envelope per execution on first sight and reuses it; the budget header picks the budget of a new one only', () => {

@@ -72,7 +72,14 @@ export class EnvelopeRegistry {
     const execution = executionId ?? this.#options.podExecutionId;
     const known = this.#byExecution.get(execution);
     if (known !== undefined) return { envelope: known, opened: false };
-    return { envelope: this.#add(randomUUID(), execution, executionId === undefined ? this.#options.defaultBudgetId : budgetId), opened: true };
+    return {
+      envelope: this.#add(
+        randomUUID(),
+        execution,
+        executionId === undefined ? this.#options.defaultBudgetId : budgetId,
+      ),
+      opened: true,
+    };
   }
 
   get(envelopeId: string): LocalEnvelope | undefined {
@@ -90,7 +97,8 @@ export class EnvelopeRegistry {
 
   /** Records an envelope terminated elsewhere even if this proxy has not served it yet. */
   endRemote(envelopeId: string, executionId: string | null, budgetId: string | null, ending: Ending): void {
-    if (!this.#byEnvelope.has(envelopeId)) this.#add(envelopeId, executionId ?? envelopeId, budgetId ?? this.#options.defaultBudgetId);
+    if (!this.#byEnvelope.has(envelopeId))
+      this.#add(envelopeId, executionId ?? envelopeId, budgetId ?? this.#options.defaultBudgetId);
     this.end(envelopeId, ending);
   }
 

@@ -1,1 +1,11 @@
-export { BUDGET_HEADER, ENVELOPE_HEADER, EXECUTION_HEADER, EnvelopeRegistry, type Cutter, type Ending, type EnvelopeRegistryOptions, type LocalEnvelope, type Resolution } from './envelope-registry.ts';
+export {
+  BUDGET_HEADER,
+  ENVELOPE_HEADER,
+  EXECUTION_HEADER,
+  EnvelopeRegistry,
+  type Cutter,
+  type Ending,
+  type EnvelopeRegistryOptions,
+  type LocalEnvelope,
+  type Resolution,
+} from './envelope-registry.ts';

@@ -15,7 +15,15 @@ export function price(prices: PriceTable, model: string, usage: TokenUsage): Pri
 
 /** The most a call can cost (prompt as counted, answer at its bound) and the least it will. */
 export function estimate(prices: PriceTable, parsed: ParsedRequest): { most: Amount; least: Amount } {
-  const most = price(prices, parsed.model, { input: parsed.estimatedInputTokens, output: parsed.maxOutputTokens, cachedInput: 0 });
-  const least = price(prices, parsed.model, { input: parsed.estimatedInputTokens, output: parsed.maxOutputTokens > 0 ? 1 : 0, cachedInput: 0 });
+  const most = price(prices, parsed.model, {
+    input: parsed.estimatedInputTokens,
+    output: parsed.maxOutputTokens,
+    cachedInput: 0,
+  });
+  const least = price(prices, parsed.model, {
+    input: parsed.estimatedInputTokens,
+    output: parsed.maxOutputTokens > 0 ? 1 : 0,
+    cachedInput: 0,
+  });
   return { most: { tokens: most.tokens, pico: most.pico }, least: { tokens: least.tokens, pico: least.pico } };
 }

@@ -1,6 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { subjects } from '../../core/bus/subjects.ts';
-import type { EnvelopeLifecycleMessage, PolicyViolationMessage, UsageEventMessage } from '../../core/events/messages.ts';
+import type {
+  EnvelopeLifecycleMessage,
+  PolicyViolationMessage,
+  UsageEventMessage,
+} from '../../core/events/messages.ts';
 import type { EnvelopeOpened } from '../../core/sync/contract.ts';
 import type { OutboxEvent } from '../outbox/outbox.ts';
 import type { LocalEnvelope } from '../envelopes/index.ts';
@@ -33,7 +37,13 @@ export class EventRecorder {
   readonly #logger: RecorderLogger;
   readonly #clock: () => Date;
 
-  constructor(tenantId: string, source: string, sink: EventSink, logger: RecorderLogger, clock: () => Date = () => new Date()) {
+  constructor(
+    tenantId: string,
+    source: string,
+    sink: EventSink,
+    logger: RecorderLogger,
+    clock: () => Date = () => new Date(),
+  ) {
     this.#tenantId = tenantId;
     this.#source = source;
     this.#sink = sink;
@@ -74,7 +84,10 @@ export class EventRecorder {
     return eventId;
   }
 
-  async violation(envelope: LocalEnvelope | null, violation: Omit<PolicyViolationMessage, 'tenant_id' | 'envelope_id' | 'occurred_at' | 'source'>): Promise<void> {
+  async violation(
+    envelope: LocalEnvelope | null,
+    violation: Omit<PolicyViolationMessage, 'tenant_id' | 'envelope_id' | 'occurred_at' | 'source'>,
+  ): Promise<void> {
     const data: PolicyViolationMessage = {
       ...violation,
       source: this.#source,

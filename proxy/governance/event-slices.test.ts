@@ -5,7 +5,11 @@ const text = (slices: Uint8Array[]) => slices.map((s) => Buffer.from(s).toString
 
 describe('sliceAfterEvents', () => {
   it('cuts after every blank line and keeps the tail', () => {
-    expect(text(sliceAfterEvents(Buffer.from('data: a\n\ndata: b\n\ndata: c')))).toEqual(['data: a\n\n', 'data: b\n\n', 'data: c']);
+    expect(text(sliceAfterEvents(Buffer.from('data: a\n\ndata: b\n\ndata: c')))).toEqual([
+      'data: a\n\n',
+      'data: b\n\n',
+      'data: c',
+    ]);
   });
 
   it('leaves a read without a blank line whole, and an empty read empty', () => {

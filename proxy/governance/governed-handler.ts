@@ -10,9 +10,14 @@ import { governLlmCall } from './llm-call.ts';
  * servers through the MCP path; other paths on a provider host, and every other host, pass
  * through unchanged (governance headers stripped), the provider case metered as zero and counted.
  */
-export function createGovernedHandler(deps: GovernanceDeps, providers: ProviderRegistry, mcp: McpServers): ProxyHandler {
+export function createGovernedHandler(
+  deps: GovernanceDeps,
+  providers: ProviderRegistry,
+  mcp: McpServers,
+): ProxyHandler {
   const byRoute = new Map(providers.adapters.map((a) => [a.reversePrefix.slice(1), a]));
-  const adapterOf = (req: ProxiedRequest): ProviderAdapter | undefined => (req.route !== undefined ? byRoute.get(req.route) : providers.forHost(req.targetUrl.host));
+  const adapterOf = (req: ProxiedRequest): ProviderAdapter | undefined =>
+    req.route !== undefined ? byRoute.get(req.route) : providers.forHost(req.targetUrl.host);
 
   return async (req) => {
     if (mcp.matches(req)) return governMcp(deps, req);

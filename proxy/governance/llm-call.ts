@@ -30,8 +30,14 @@ export interface LlmCall {
  * reserve from the budget lease, forward, meter the answer (whole or as it streams), settle,
  * and record the events. Refusals answer in the provider's own error format.
  */
-export async function governLlmCall(deps: GovernanceDeps, req: ProxiedRequest, adapter: ProviderAdapter, op: Operation): Promise<void> {
-  const refuse = (code: SvcCode, message: string, envelopeId: string | null) => sendProviderRefusal(req.clientRes, adapter, code, message, req.id, envelopeId);
+export async function governLlmCall(
+  deps: GovernanceDeps,
+  req: ProxiedRequest,
+  adapter: ProviderAdapter,
+  op: Operation,
+): Promise<void> {
+  const refuse = (code: SvcCode, message: string, envelopeId: string | null) =>
+    sendProviderRefusal(req.clientRes, adapter, code, message, req.id, envelopeId);
   let bytes: Buffer;
   let json: unknown;
   let parsed: ParsedRequest;
@@ -52,7 +58,11 @@ export async function governLlmCall(deps: GovernanceDeps, req: ProxiedRequest, a
   if (opened) void deps.recorder.opened(envelope);
   if (envelope.ending !== null) {
     count('terminated');
-    refuse('SVC-ENV-1003', `envelope ${envelope.envelopeId} already ended (${envelope.ending.status}): ${envelope.ending.reason}`, envelope.envelopeId);
+    refuse(
+      'SVC-ENV-1003',
+      `envelope ${envelope.envelopeId} already ended (${envelope.ending.status}): ${envelope.ending.reason}`,
+      envelope.envelopeId,
+    );
     return;
   }
 
@@ -89,7 +99,13 @@ export async function governLlmCall(deps: GovernanceDeps, req: ProxiedRequest, a
   }
 
   try {
-    await forwardAndMeter(deps, { req, adapter, op, parsed, envelope, reservation, context, hideStreamUsage: false }, json, bytes, count);
+    await forwardAndMeter(
+      deps,
+      { req, adapter, op, parsed, envelope, reservation, context, hideStreamUsage: false },
+      json,
+      bytes,
+      count,
+    );
   } finally {
     // Whatever ended the call early (client gone, upstream failure), its hold goes back to the
     // lease; a call already settled ignores this.
@@ -97,7 +113,13 @@ export async function governLlmCall(deps: GovernanceDeps, req: ProxiedRequest, a
   }
 }
 
-async function forwardAndMeter(deps: GovernanceDeps, call: LlmCall, json: unknown, bytes: Buffer, count: (decision: string) => void): Promise<void> {
+async function forwardAndMeter(
+  deps: GovernanceDeps,
+  call: LlmCall,
+  json: unknown,
+  bytes: Buffer,
+  count: (decision: string) => void,
+): Promise<void> {
   const { req, adapter, op, envelope } = call;
   const prepared = adapter.prepareRequest(op, json);
   const body = prepared.modified ? Buffer.from(JSON.stringify(prepared.body)) : bytes;
@@ -116,7 +138,14 @@ async function forwardAndMeter(deps: GovernanceDeps, call: LlmCall, json: unknow
   } catch (error) {
     count('upstream_error');
     const failure = isSvcError(error) ? error : undefined;
-    sendProviderRefusal(req.clientRes, adapter, failure?.code ?? 'SVC-ADP-5001', failure?.message ?? String(error), req.id, envelope.envelopeId);
+    sendProviderRefusal(
+      req.clientRes,
+      adapter,
+      failure?.code ?? 'SVC-ADP-5001',
+      failure?.message ?? String(error),
+      req.id,
+      envelope.envelopeId,
+    );
     return;
   }
   count('allowed');
@@ -157,9 +186,19 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
     const verdict = governToolCall(deps, call.envelope, name, 'model', call.context);
     if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
   }
-  deps.logger.debug({ request_id: call.req.id, envelope_id: call.envelope.envelopeId, model: reading.model, cost_usd: priced.usd }, 'llm call metered');
+  deps.logger.debug(
+    { request_id: call.req.id, envelope_id: call.envelope.envelopeId, model: reading.model, cost_usd: priced.usd },
+    'llm call metered',
+  );
   if (blocked !== null) {
-    sendProviderRefusal(call.req.clientRes, call.adapter, blocked.code, blocked.message, call.req.id, call.envelope.envelopeId);
+    sendProviderRefusal(
+      call.req.clientRes,
+      call.adapter,
+      blocked.code,
+      blocked.message,
+      call.req.id,
+      call.envelope.envelopeId,
+    );
     return;
   }
   relayWhole(call.req, response, bytes);
@@ -169,7 +208,12 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
  * Settles the reservation with what the answer really used, counts it, and records the
  * `llm.call` event. `cutOff` names why a stream was ended early.
  */
-export function settle(deps: GovernanceDeps, call: LlmCall, reading: ResponseReading, cutOff: string | null): PricedUsage {
+export function settle(
+  deps: GovernanceDeps,
+  call: LlmCall,
+  reading: ResponseReading,
+  cutOff: string | null,
+): PricedUsage {
   const model = reading.model === '' ? call.parsed.model : reading.model;
   const priced = price(deps.prices, model, reading.usage);
   call.reservation.settle(priced);

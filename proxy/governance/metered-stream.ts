@@ -24,10 +24,17 @@ interface Cut {
  * elsewhere, forwarding stops, the provider's own stream error event is written and the
  * response ends. Only whole events are forwarded, so the error event lands cleanly.
  */
-export async function relayMeteredStream(deps: GovernanceDeps, call: LlmCall, response: UpstreamResponse): Promise<void> {
+export async function relayMeteredStream(
+  deps: GovernanceDeps,
+  call: LlmCall,
+  response: UpstreamResponse,
+): Promise<void> {
   const { req, adapter, parsed, envelope, reservation } = call;
   const res = req.clientRes;
-  const meter = adapter.createStreamMeter(call.op, parsed.model, { estimatedInputTokens: parsed.estimatedInputTokens, hideStreamUsage: call.hideStreamUsage });
+  const meter = adapter.createStreamMeter(call.op, parsed.model, {
+    estimatedInputTokens: parsed.estimatedInputTokens,
+    hideStreamUsage: call.hideStreamUsage,
+  });
   const headers = { ...response.headers };
   delete headers['content-length'];
   res.writeHead(response.statusCode, headers);
@@ -35,7 +42,11 @@ export async function relayMeteredStream(deps: GovernanceDeps, call: LlmCall, re
 
   const state: { cut: Cut | null } = { cut: null };
   const cutter = (ending: Ending) => {
-    state.cut ??= { reason: 'terminated', code: 'SVC-ENV-1003', message: `envelope ${envelope.envelopeId} ended (${ending.status}): ${ending.reason}` };
+    state.cut ??= {
+      reason: 'terminated',
+      code: 'SVC-ENV-1003',
+      message: `envelope ${envelope.envelopeId} ended (${ending.status}): ${ending.reason}`,
+    };
     response.body.destroy();
   };
   envelope.inflight.add(cutter);
@@ -55,9 +66,16 @@ export async function relayMeteredStream(deps: GovernanceDeps, call: LlmCall, re
         }
         if (state.cut === null) {
           const running = price(deps.prices, parsed.model, step.usage);
-          const more = { tokens: Math.max(0, running.tokens - reservation.held.tokens), pico: Math.max(0, running.pico - reservation.held.pico) };
+          const more = {
+            tokens: Math.max(0, running.tokens - reservation.held.tokens),
+            pico: Math.max(0, running.pico - reservation.held.pico),
+          };
           if ((more.tokens > 0 || more.pico > 0) && !reservation.extend(more)) {
-            state.cut = { reason: 'budget', code: 'SVC-BUD-3001', message: `budget ${envelope.budgetId} exhausted mid-stream` };
+            state.cut = {
+              reason: 'budget',
+              code: 'SVC-BUD-3001',
+              message: `budget ${envelope.budgetId} exhausted mid-stream`,
+            };
           }
         }
         if (state.cut !== null) break reads;
@@ -82,12 +100,25 @@ export async function relayMeteredStream(deps: GovernanceDeps, call: LlmCall, re
   }
   const usage = progress?.usage ?? { input: parsed.estimatedInputTokens, output: 0, cachedInput: 0 };
   const cut = state.cut;
-  settle(deps, call, { usage, usageSource: progress?.usageSource ?? 'estimated', toolCalls: [...(progress?.toolCalls ?? [])], model: parsed.model }, cut?.reason ?? (failed ? 'upstream_failed' : gone ? 'client_gone' : null));
+  settle(
+    deps,
+    call,
+    {
+      usage,
+      usageSource: progress?.usageSource ?? 'estimated',
+      toolCalls: [...(progress?.toolCalls ?? [])],
+      model: parsed.model,
+    },
+    cut?.reason ?? (failed ? 'upstream_failed' : gone ? 'client_gone' : null),
+  );
   if (cut !== null) {
     response.body.destroy();
     deps.metrics.cutoffs.inc({ provider: adapter.id, reason: cut.reason });
     res.end(meter.errorEvent(cut.code, cut.message));
-    if (cut.reason === 'budget' && deps.envelopes.end(envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: cut.message })) {
+    if (
+      cut.reason === 'budget' &&
+      deps.envelopes.end(envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: cut.message })
+    ) {
       void deps.recorder.ended(envelope, 'BUDGET_EXCEEDED', cut.message);
     }
     return;

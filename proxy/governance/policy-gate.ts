@@ -24,7 +24,11 @@ export class PolicyGate {
   readonly #failMode: PolicyFailMode;
   readonly #metrics: GovernanceMetrics;
 
-  constructor(rulesets: { readonly current: CompiledRuleset | null }, failMode: PolicyFailMode, metrics: GovernanceMetrics) {
+  constructor(
+    rulesets: { readonly current: CompiledRuleset | null },
+    failMode: PolicyFailMode,
+    metrics: GovernanceMetrics,
+  ) {
     this.#rulesets = rulesets;
     this.#failMode = failMode;
     this.#metrics = metrics;
@@ -35,12 +39,24 @@ export class PolicyGate {
     if (ruleset === null) {
       const allowed = this.#failMode === 'open';
       this.#metrics.policyEvaluations.inc({ decision: allowed ? 'ALLOW' : 'DENY' });
-      return { allowed, result: null, code: 'SVC-POL-2001', message: `no policy ruleset available; ${action} refused (policy fail mode closed)`, terminate: false };
+      return {
+        allowed,
+        result: null,
+        code: 'SVC-POL-2001',
+        message: `no policy ruleset available; ${action} refused (policy fail mode closed)`,
+        terminate: false,
+      };
     }
     const result = evaluate(ruleset, { action, context });
     this.#metrics.policyEvaluations.inc({ decision: result.decision });
     this.#metrics.policyLatency.observe(result.evaluation_time_ms / 1000);
     const code: SvcCode = result.decision === 'REQUIRE_APPROVAL' ? 'SVC-POL-2004' : 'SVC-POL-2001';
-    return { allowed: result.allowed, result, code, message: `${action}: ${result.reason}`, terminate: !result.allowed && result.enforcement === 'TERMINATE' };
+    return {
+      allowed: result.allowed,
+      result,
+      code,
+      message: `${action}: ${result.reason}`,
+      terminate: !result.allowed && result.enforcement === 'TERMINATE',
+    };
   }
 }

@@ -21,6 +21,8 @@ export function parseJsonBody(bytes: Buffer): unknown {
   try {
     return JSON.parse(bytes.toString('utf8'));
   } catch (error) {
-    throw new SvcError('SVC-SYS-9002', `request body is not JSON: ${(error as Error).message}`, { fields: 'body' }, [{ field: 'body', description: 'must be JSON' }]);
+    throw new SvcError('SVC-SYS-9002', `request body is not JSON: ${(error as Error).message}`, { fields: 'body' }, [
+      { field: 'body', description: 'must be JSON' },
+    ]);
   }
 }

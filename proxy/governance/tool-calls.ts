@@ -8,7 +8,13 @@ export type ToolSource = 'model' | 'mcp';
  * Evaluates one tool call as `tool:<name>`, records it as a `tool.call` event whatever the
  * verdict, and on a refusal publishes the violation (and ends the envelope for TERMINATE).
  */
-export function governToolCall(deps: GovernanceDeps, envelope: LocalEnvelope, name: string, source: ToolSource, context: Record<string, unknown>): GateVerdict {
+export function governToolCall(
+  deps: GovernanceDeps,
+  envelope: LocalEnvelope,
+  name: string,
+  source: ToolSource,
+  context: Record<string, unknown>,
+): GateVerdict {
   const verdict = deps.gate.check(`tool:${name}`, { ...context, tool_name: name, tool: name, source });
   deps.metrics.toolCalls.inc({ source, decision: verdict.allowed ? 'allowed' : 'blocked' });
   void deps.recorder.usage(envelope, {
@@ -31,7 +37,10 @@ export function refused(deps: GovernanceDeps, envelope: LocalEnvelope, action: s
     decision: verdict.result?.decision ?? 'DENY',
     message: verdict.message,
   });
-  if (verdict.terminate && deps.envelopes.end(envelope.envelopeId, { status: 'POLICY_VIOLATION', reason: verdict.message })) {
+  if (
+    verdict.terminate &&
+    deps.envelopes.end(envelope.envelopeId, { status: 'POLICY_VIOLATION', reason: verdict.message })
+  ) {
     void deps.recorder.ended(envelope, 'POLICY_VIOLATION', verdict.message);
   }
 }

@@ -11,10 +11,20 @@ export const CONNECT_ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n'
  * Relays bytes untouched between the client and `target`. Either side closing or failing
  * destroys the other, so no half-dead socket is left behind.
  */
-export function openBlindTunnel(client: Duplex, head: Buffer, target: ConnectTarget, requestId: string, metrics: ProxyNetMetrics | undefined, connectTimeoutMs: number): void {
+export function openBlindTunnel(
+  client: Duplex,
+  head: Buffer,
+  target: ConnectTarget,
+  requestId: string,
+  metrics: ProxyNetMetrics | undefined,
+  connectTimeoutMs: number,
+): void {
   const upstream: Socket = connect({ host: target.host, port: target.port });
   let established = false;
-  const timer = setTimeout(() => upstream.destroy(new Error(`connect timeout after ${connectTimeoutMs} ms`)), connectTimeoutMs);
+  const timer = setTimeout(
+    () => upstream.destroy(new Error(`connect timeout after ${connectTimeoutMs} ms`)),
+    connectTimeoutMs,
+  );
 
   upstream.once('connect', () => {
     clearTimeout(timer);
@@ -35,7 +45,11 @@ export function openBlindTunnel(client: Duplex, head: Buffer, target: ConnectTar
   upstream.on('error', (error: Error & { code?: string }) => {
     clearTimeout(timer);
     if (!established && client.writable) {
-      const failure = new SvcError('SVC-ADP-5001', `cannot reach ${target.host}:${target.port}: ${error.code ?? error.message}`, { upstream: `${target.host}:${target.port}` });
+      const failure = new SvcError(
+        'SVC-ADP-5001',
+        `cannot reach ${target.host}:${target.port}: ${error.code ?? error.message}`,
+        { upstream: `${target.host}:${target.port}` },
+      );
       client.end(rawErrorResponse(failure, requestId));
     } else {
       client.destroy();

@@ -21,7 +21,10 @@ export function errorBody(error: SvcError, requestId: string): ErrorBody {
 /** Anything a handler throws that is not an SvcError is an upstream-side failure of this request. */
 export function asSvcError(error: unknown): SvcError {
   if (isSvcError(error)) return error;
-  return new SvcError('SVC-ADP-5001', `request failed in the proxy: ${(error as Error | undefined)?.message ?? String(error)}`);
+  return new SvcError(
+    'SVC-ADP-5001',
+    `request failed in the proxy: ${(error as Error | undefined)?.message ?? String(error)}`,
+  );
 }
 
 /** Answers with the error, or cuts the response when its headers are already on the wire. */
@@ -31,7 +34,11 @@ export function sendError(res: ServerResponse, error: SvcError, requestId: strin
     return;
   }
   const body = JSON.stringify(errorBody(error, requestId));
-  res.writeHead(error.spec.http, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId });
+  res.writeHead(error.spec.http, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    'x-request-id': requestId,
+  });
   res.end(body);
 }
 

@@ -67,7 +67,9 @@ export class ProxyListener {
     });
     for (const server of [this.server, this.#interceptServer]) {
       server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 65_000;
-      server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => this.#onClientError(error, socket));
+      server.on('clientError', (error: Error & { code?: string }, socket: Duplex) =>
+        this.#onClientError(error, socket),
+      );
     }
   }
 
@@ -90,9 +92,12 @@ export class ProxyListener {
       socket.destroy();
       return;
     }
-    const failure = new SvcError('SVC-SYS-9002', `malformed HTTP request: ${error.code ?? error.message}`, { fields: 'request' }, [
-      { field: 'request', description: error.message },
-    ]);
+    const failure = new SvcError(
+      'SVC-SYS-9002',
+      `malformed HTTP request: ${error.code ?? error.message}`,
+      { fields: 'request' },
+      [{ field: 'request', description: error.message }],
+    );
     socket.end(rawErrorResponse(failure, randomUUID()));
   }
 
@@ -122,15 +127,31 @@ export class ProxyListener {
     void this.#serve(clientReq, clientRes, intercepted, id, receivedAt, abort.signal).catch((error: unknown) => {
       const failure = asSvcError(error);
       // A client that hung up mid-answer is routine; anything else is worth a warning.
-      const fields = { request_id: id, method: clientReq.method, url: clientReq.url, headers: redactHeaders(clientReq.headers), code: failure.code, err: failure.message };
+      const fields = {
+        request_id: id,
+        method: clientReq.method,
+        url: clientReq.url,
+        headers: redactHeaders(clientReq.headers),
+        code: failure.code,
+        err: failure.message,
+      };
       if (abort.signal.aborted) this.#options.logger?.debug(fields, 'client left before its answer was complete');
       else this.#options.logger?.warn(fields, 'proxied request failed');
       sendError(clientRes, failure, id);
     });
   }
 
-  async #serve(clientReq: IncomingMessage, clientRes: ServerResponse, intercepted: boolean, id: string, receivedAt: bigint, signal: AbortSignal): Promise<void> {
-    const { mode, targetUrl, route } = intercepted ? this.#interceptedTarget(clientReq) : await this.#plainTarget(clientReq.url ?? '/');
+  async #serve(
+    clientReq: IncomingMessage,
+    clientRes: ServerResponse,
+    intercepted: boolean,
+    id: string,
+    receivedAt: bigint,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { mode, targetUrl, route } = intercepted
+      ? this.#interceptedTarget(clientReq)
+      : await this.#plainTarget(clientReq.url ?? '/');
     await this.#options.handler({
       id,
       mode,
@@ -150,20 +171,29 @@ export class ProxyListener {
   #interceptedTarget(clientReq: IncomingMessage): RoutedTarget {
     const target = this.#interceptTargets.get(clientReq.socket);
     if (target === undefined) throw new SvcError('SVC-SYS-9007', 'intercepted request without its CONNECT target');
-    return { mode: 'intercept', targetUrl: new URL(interceptedOrigin(target) + originForm(clientReq.url ?? '/')), route: undefined };
+    return {
+      mode: 'intercept',
+      targetUrl: new URL(interceptedOrigin(target) + originForm(clientReq.url ?? '/')),
+      route: undefined,
+    };
   }
 
   /** A request on the listening port itself: a reverse-mode path or a forward-proxy absolute URI. */
   async #plainTarget(rawUrl: string): Promise<RoutedTarget> {
     if (rawUrl.startsWith('/')) {
       const reverse = this.#reverse(rawUrl);
-      if (reverse === undefined) throw new SvcError('SVC-SYS-9006', `no upstream route for path ${rawUrl.split('?')[0] ?? rawUrl}`, { path: rawUrl });
+      if (reverse === undefined)
+        throw new SvcError('SVC-SYS-9006', `no upstream route for path ${rawUrl.split('?')[0] ?? rawUrl}`, {
+          path: rawUrl,
+        });
       this.#count('reverse');
       return { mode: 'reverse', targetUrl: reverse.url, route: reverse.route };
     }
     const absolute = URL.parse(rawUrl);
     if (absolute === null || (absolute.protocol !== 'http:' && absolute.protocol !== 'https:')) {
-      throw new SvcError('SVC-SYS-9002', `invalid request target: ${rawUrl}`, { fields: 'url' }, [{ field: 'url', description: 'must be an absolute http(s) URL or a path' }]);
+      throw new SvcError('SVC-SYS-9002', `invalid request target: ${rawUrl}`, { fields: 'url' }, [
+        { field: 'url', description: 'must be an absolute http(s) URL or a path' },
+      ]);
     }
     const host = absolute.hostname.startsWith('[') ? absolute.hostname.slice(1, -1) : absolute.hostname;
     const port = absolute.port === '' ? (absolute.protocol === 'https:' ? 443 : 80) : Number(absolute.port);
@@ -194,11 +224,21 @@ export class ProxyListener {
         await this.#intercept(client, head, target);
       } else {
         this.#count('tunnel');
-        openBlindTunnel(client, head, target, requestId, this.#options.metrics, this.#options.tunnelConnectTimeoutMs ?? 10_000);
+        openBlindTunnel(
+          client,
+          head,
+          target,
+          requestId,
+          this.#options.metrics,
+          this.#options.tunnelConnectTimeoutMs ?? 10_000,
+        );
       }
     } catch (error) {
       const failure = asSvcError(error);
-      this.#options.logger?.warn({ request_id: requestId, target: req.url, code: failure.code, err: failure.message }, 'CONNECT failed');
+      this.#options.logger?.warn(
+        { request_id: requestId, target: req.url, code: failure.code, err: failure.message },
+        'CONNECT failed',
+      );
       if (client.writable) client.end(rawErrorResponse(failure, requestId));
       else client.destroy();
     }
@@ -232,7 +272,9 @@ function originForm(rawUrl: string): string {
   if (rawUrl.startsWith('/')) return rawUrl;
   const absolute = URL.parse(rawUrl);
   if (absolute === null) {
-    throw new SvcError('SVC-SYS-9002', `invalid request target: ${rawUrl}`, { fields: 'url' }, [{ field: 'url', description: 'must be a path or an absolute URL' }]);
+    throw new SvcError('SVC-SYS-9002', `invalid request target: ${rawUrl}`, { fields: 'url' }, [
+      { field: 'url', description: 'must be a path or an absolute URL' },
+    ]);
   }
   return `${absolute.pathname}${absolute.search}`;
 }

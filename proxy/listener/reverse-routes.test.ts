@@ -3,10 +3,16 @@ import { isSvcError } from '../../core/errors/index.ts';
 import { compileReverseRoutes, DEFAULT_REVERSE_ROUTES } from './reverse-routes.ts';
 
 describe('compileReverseRoutes', () => {
-  const route = compileReverseRoutes({ ...DEFAULT_REVERSE_ROUTES, '/openai/azure': 'https://example.openai.azure.com/base' });
+  const route = compileReverseRoutes({
+    ...DEFAULT_REVERSE_ROUTES,
+    '/openai/azure': 'https://example.openai.azure.com/base',
+  });
 
   it('maps a prefixed path to the upstream origin with the rest of the path and the query', () => {
-    expect(route('/openai/v1/chat/completions?x=1')).toEqual({ route: 'openai', url: new URL('https://api.openai.com/v1/chat/completions?x=1') });
+    expect(route('/openai/v1/chat/completions?x=1')).toEqual({
+      route: 'openai',
+      url: new URL('https://api.openai.com/v1/chat/completions?x=1'),
+    });
     expect(route('/gemini/v1beta/models')?.url.href).toBe('https://generativelanguage.googleapis.com/v1beta/models');
   });
 

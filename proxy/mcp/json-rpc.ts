@@ -9,7 +9,9 @@ export interface RpcRequest {
 }
 
 function asRecord(value: unknown): Record<string, unknown> | undefined {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
 }
 
 /** The requests in a JSON-RPC body (one message or a batch); anything else yields none. */
@@ -26,12 +28,25 @@ export function rpcRequests(body: unknown): RpcRequest[] {
 }
 
 /** A JSON-RPC error answer carrying the SVC code (spec 7.4: -32000 application error with data). */
-export function rpcError(id: RpcId | undefined, code: SvcCode, message: string, data: Record<string, unknown>): Record<string, unknown> {
-  return { jsonrpc: '2.0', id: id ?? null, error: { code: ERROR_CATALOGUE[code].jsonrpc, message: `${code}: ${message}`, data: { code, ...data } } };
+export function rpcError(
+  id: RpcId | undefined,
+  code: SvcCode,
+  message: string,
+  data: Record<string, unknown>,
+): Record<string, unknown> {
+  return {
+    jsonrpc: '2.0',
+    id: id ?? null,
+    error: { code: ERROR_CATALOGUE[code].jsonrpc, message: `${code}: ${message}`, data: { code, ...data } },
+  };
 }
 
 /** Drops the tools `allowed` refuses from every result carrying a tools list whose id is in `ids`. */
-export function filterToolsInMessage(message: unknown, ids: ReadonlySet<RpcId>, allowed: (tool: string) => boolean): { message: unknown; changed: boolean } {
+export function filterToolsInMessage(
+  message: unknown,
+  ids: ReadonlySet<RpcId>,
+  allowed: (tool: string) => boolean,
+): { message: unknown; changed: boolean } {
   if (Array.isArray(message)) {
     let changed = false;
     const out = message.map((m) => {
@@ -43,7 +58,8 @@ export function filterToolsInMessage(message: unknown, ids: ReadonlySet<RpcId>, 
   }
   const m = asRecord(message);
   const result = asRecord(m?.result);
-  if (m === undefined || result === undefined || !Array.isArray(result.tools) || !ids.has(m.id as RpcId)) return { message, changed: false };
+  if (m === undefined || result === undefined || !Array.isArray(result.tools) || !ids.has(m.id as RpcId))
+    return { message, changed: false };
   const tools = result.tools.filter((tool) => {
     const name = asRecord(tool)?.name;
     return typeof name !== 'string' || allowed(name);

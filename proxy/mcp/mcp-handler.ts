@@ -34,36 +34,73 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
     const name = typeof call.params?.name === 'string' ? call.params.name : '';
     const server = req.route ?? req.targetUrl.host;
     if (envelope.ending !== null) {
-      refusals.push(rpcError(call.id, 'SVC-ENV-1003', `envelope ${envelope.envelopeId} already ended (${envelope.ending.status})`, { envelope_id: envelope.envelopeId }));
+      refusals.push(
+        rpcError(call.id, 'SVC-ENV-1003', `envelope ${envelope.envelopeId} already ended (${envelope.ending.status})`, {
+          envelope_id: envelope.envelopeId,
+        }),
+      );
       continue;
     }
-    const verdict = governToolCall(deps, envelope, name, 'mcp', { mcp_server: server, envelope_id: envelope.envelopeId, execution_id: envelope.executionId, budget_id: envelope.budgetId, arguments: call.params?.arguments });
+    const verdict = governToolCall(deps, envelope, name, 'mcp', {
+      mcp_server: server,
+      envelope_id: envelope.envelopeId,
+      execution_id: envelope.executionId,
+      budget_id: envelope.budgetId,
+      arguments: call.params?.arguments,
+    });
     if (!verdict.allowed) {
-      refusals.push(rpcError(call.id, verdict.code, verdict.message, { policy_id: verdict.result?.matched_policy ?? null, denied_action: `tool:${name}` }));
+      refusals.push(
+        rpcError(call.id, verdict.code, verdict.message, {
+          policy_id: verdict.result?.matched_policy ?? null,
+          denied_action: `tool:${name}`,
+        }),
+      );
     }
   }
   if (refusals.length > 0) {
     // A batch with a refused call is refused whole: forwarding part of it would answer out of step.
     const text = JSON.stringify(Array.isArray(message) ? refusals : refusals[0]);
-    req.clientRes.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), [ENVELOPE_HEADER]: envelope.envelopeId, 'x-request-id': req.id });
+    req.clientRes.writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(text),
+      [ENVELOPE_HEADER]: envelope.envelopeId,
+      'x-request-id': req.id,
+    });
     req.clientRes.end(text);
     return;
   }
-  const listIds = new Set<RpcId>(requests.filter((r) => r.method === 'tools/list' && r.id !== undefined).map((r) => r.id as RpcId));
+  const listIds = new Set<RpcId>(
+    requests.filter((r) => r.method === 'tools/list' && r.id !== undefined).map((r) => r.id as RpcId),
+  );
   await forward(deps, req, bytes, listIds, envelope.envelopeId);
 }
 
-async function forward(deps: GovernanceDeps, req: ProxiedRequest, body: ProxiedRequest['body'] | Buffer | null, listIds: ReadonlySet<RpcId>, envelopeId?: string): Promise<void> {
+async function forward(
+  deps: GovernanceDeps,
+  req: ProxiedRequest,
+  body: ProxiedRequest['body'] | Buffer | null,
+  listIds: ReadonlySet<RpcId>,
+  envelopeId?: string,
+): Promise<void> {
   const headers = { ...req.headers };
   if (listIds.size > 0) headers['accept-encoding'] = 'identity';
   if (Buffer.isBuffer(body)) headers['content-length'] = String(body.length);
-  const response = await deps.upstream.request({ url: req.targetUrl, method: req.method, headers, body, signal: req.signal, provider: 'mcp', receivedAt: req.receivedAt });
+  const response = await deps.upstream.request({
+    url: req.targetUrl,
+    method: req.method,
+    headers,
+    body,
+    signal: req.signal,
+    provider: 'mcp',
+    receivedAt: req.receivedAt,
+  });
   if (envelopeId !== undefined) response.headers[ENVELOPE_HEADER] = envelopeId;
   if (listIds.size === 0 || response.statusCode >= 400) {
     await relayResponse(req.clientRes, response);
     return;
   }
-  const allowed = (tool: string) => deps.gate.check(`tool:${tool}`, { tool_name: tool, tool, source: 'mcp', listing: true }).allowed;
+  const allowed = (tool: string) =>
+    deps.gate.check(`tool:${tool}`, { tool_name: tool, tool, source: 'mcp', listing: true }).allowed;
   const contentType = String(response.headers['content-type'] ?? '');
   if (contentType.includes('text/event-stream')) {
     await relayFilteredEvents(req, response, listIds, allowed);
@@ -77,11 +114,19 @@ async function forward(deps: GovernanceDeps, req: ProxiedRequest, body: ProxiedR
   } catch {
     // Not JSON: relayed as received.
   }
-  req.clientRes.writeHead(response.statusCode, { ...response.headers, 'content-length': String(Buffer.byteLength(text)) });
+  req.clientRes.writeHead(response.statusCode, {
+    ...response.headers,
+    'content-length': String(Buffer.byteLength(text)),
+  });
   req.clientRes.end(text);
 }
 
-async function relayFilteredEvents(req: ProxiedRequest, response: UpstreamResponse, listIds: ReadonlySet<RpcId>, allowed: (tool: string) => boolean): Promise<void> {
+async function relayFilteredEvents(
+  req: ProxiedRequest,
+  response: UpstreamResponse,
+  listIds: ReadonlySet<RpcId>,
+  allowed: (tool: string) => boolean,
+): Promise<void> {
   const headers = { ...response.headers };
   delete headers['content-length'];
   const res = req.clientRes;

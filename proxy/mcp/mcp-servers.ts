@@ -18,13 +18,18 @@ export interface McpServers {
 /** Parses `name=url,name=url` (config key proxy_mcp_servers). */
 export function parseMcpServers(value: string, key = 'proxy_mcp_servers'): McpServers {
   const servers: McpServer[] = [];
-  for (const entry of value.split(',').map((e) => e.trim()).filter((e) => e !== '')) {
+  for (const entry of value
+    .split(',')
+    .map((e) => e.trim())
+    .filter((e) => e !== '')) {
     const at = entry.indexOf('=');
     const name = at > 0 ? entry.slice(0, at).trim() : '';
     const url = URL.parse(at > 0 ? entry.slice(at + 1).trim() : '');
     if (!/^[A-Za-z0-9._~-]+$/.test(name) || url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
       const description = `entry "${entry}" must be name=http(s)://server`;
-      throw new SvcError('SVC-SYS-9002', `invalid ${key}: ${description}`, { fields: key }, [{ field: key, description }]);
+      throw new SvcError('SVC-SYS-9002', `invalid ${key}: ${description}`, { fields: key }, [
+        { field: key, description },
+      ]);
     }
     servers.push({ name, url });
   }

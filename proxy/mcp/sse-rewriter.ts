@@ -4,7 +4,10 @@ const BLANK_LINE = /\r\n\r\n|\n\n|\r\r/;
  * Rewrites the data of each server-sent event as it completes, passing the rest of the event
  * (its `event:` and `id:` lines) unchanged. Holds only the current incomplete event.
  */
-export function createSseRewriter(rewriteData: (data: string) => string): { push(chunk: Buffer): string; end(): string } {
+export function createSseRewriter(rewriteData: (data: string) => string): {
+  push(chunk: Buffer): string;
+  end(): string;
+} {
   const decoder = new TextDecoder();
   let pending = '';
 

@@ -7,14 +7,23 @@ const allowed = (tool: string) => tool !== 'delete_repo';
 
 describe('MCP message handling', () => {
   it('reads requests from one message or a batch', () => {
-    expect(rpcRequests([{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x' } }, { jsonrpc: '2.0', method: 'notifications/initialized' }, { jsonrpc: '2.0', id: 3, result: {} }])).toEqual([
+    expect(
+      rpcRequests([
+        { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x' } },
+        { jsonrpc: '2.0', method: 'notifications/initialized' },
+        { jsonrpc: '2.0', id: 3, result: {} },
+      ]),
+    ).toEqual([
       { id: 1, method: 'tools/call', params: { name: 'x' } },
       { id: undefined, method: 'notifications/initialized', params: undefined },
     ]);
   });
 
   it('filters the tools list of the answer to a tools/list request only', () => {
-    expect(filterToolsInMessage(list, new Set([2]), allowed)).toEqual({ message: { ...list, result: { tools: [{ name: 'search' }] } }, changed: true });
+    expect(filterToolsInMessage(list, new Set([2]), allowed)).toEqual({
+      message: { ...list, result: { tools: [{ name: 'search' }] } },
+      changed: true,
+    });
     expect(filterToolsInMessage(list, new Set([9]), allowed).changed).toBe(false);
   });
 
@@ -28,11 +37,15 @@ describe('MCP message handling', () => {
 
   it('rewrites SSE event data as events complete, whatever the chunk boundaries, keeping event and id lines', () => {
     const text = `event: message\nid: 7\ndata: ${JSON.stringify(list)}\n\n: keep-alive\n\n`;
-    const rewriter = createSseRewriter((data) => JSON.stringify(filterToolsInMessage(JSON.parse(data), new Set([2]), allowed).message));
+    const rewriter = createSseRewriter((data) =>
+      JSON.stringify(filterToolsInMessage(JSON.parse(data), new Set([2]), allowed).message),
+    );
     const bytes = Buffer.from(text);
     let out = '';
     for (let i = 0; i < bytes.length; i += 7) out += rewriter.push(bytes.subarray(i, i + 7));
     out += rewriter.end();
-    expect(out).toBe(`event: message\nid: 7\ndata: ${JSON.stringify({ ...list, result: { tools: [{ name: 'search' }] } })}\n\n: keep-alive\n\n`);
+    expect(out).toBe(
+      `event: message\nid: 7\ndata: ${JSON.stringify({ ...list, result: { tools: [{ name: 'search' }] } })}\n\n: keep-alive\n\n`,
+    );
   });
 });

@@ -23,15 +23,65 @@ export function createGovernanceMetrics(registry: Registry, modelLabelCap: numbe
   const registers = [registry];
   return {
     models: createModelLabels(modelLabelCap),
-    requests: new Counter({ name: 'svc_proxy_requests_total', help: 'Governed LLM calls by provider, model and decision', labelNames: ['provider', 'model', 'decision'], registers }),
-    tokens: new Counter({ name: 'svc_proxy_tokens_total', help: 'Tokens metered, input and output', labelNames: ['provider', 'model', 'direction'], registers }),
-    cost: new Counter({ name: 'svc_proxy_cost_usd_total', help: 'Cost metered in USD', labelNames: ['provider', 'model'], registers }),
-    cutoffs: new Counter({ name: 'svc_proxy_cutoffs_total', help: 'Streamed answers cut before their end, by reason', labelNames: ['provider', 'reason'], registers }),
-    unmetered: new Counter({ name: 'svc_proxy_unmetered_requests_total', help: 'Requests to a provider host on a path the adapter does not meter (passed through, metered as zero)', labelNames: ['provider'], registers }),
-    unknownModels: new Counter({ name: 'svc_proxy_unknown_model_calls_total', help: 'Calls to a model missing from the price table (priced by the unknown-model rule)', labelNames: ['provider'], registers }),
-    toolCalls: new Counter({ name: 'svc_proxy_tool_calls_total', help: 'Tool calls seen (asked for by a model, or MCP tools/call), by decision', labelNames: ['source', 'decision'], registers }),
-    policyEvaluations: new Counter({ name: 'svc_policy_evaluations_total', help: 'Policy evaluations in this proxy by decision', labelNames: ['decision'], registers }),
-    policyLatency: new Histogram({ name: 'svc_policy_latency_seconds', help: 'Local policy evaluation time', buckets: [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01], registers }),
-    leaseRequests: new Counter({ name: 'svc_proxy_lease_requests_total', help: 'Budget lease requests to the control plane by outcome', labelNames: ['outcome'], registers }),
+    requests: new Counter({
+      name: 'svc_proxy_requests_total',
+      help: 'Governed LLM calls by provider, model and decision',
+      labelNames: ['provider', 'model', 'decision'],
+      registers,
+    }),
+    tokens: new Counter({
+      name: 'svc_proxy_tokens_total',
+      help: 'Tokens metered, input and output',
+      labelNames: ['provider', 'model', 'direction'],
+      registers,
+    }),
+    cost: new Counter({
+      name: 'svc_proxy_cost_usd_total',
+      help: 'Cost metered in USD',
+      labelNames: ['provider', 'model'],
+      registers,
+    }),
+    cutoffs: new Counter({
+      name: 'svc_proxy_cutoffs_total',
+      help: 'Streamed answers cut before their end, by reason',
+      labelNames: ['provider', 'reason'],
+      registers,
+    }),
+    unmetered: new Counter({
+      name: 'svc_proxy_unmetered_requests_total',
+      help: 'Requests to a provider host on a path the adapter does not meter (passed through, metered as zero)',
+      labelNames: ['provider'],
+      registers,
+    }),
+    unknownModels: new Counter({
+      name: 'svc_proxy_unknown_model_calls_total',
+      help: 'Calls to a model missing from the price table (priced by the unknown-model rule)',
+      labelNames: ['provider'],
+      registers,
+    }),
+    toolCalls: new Counter({
+      name: 'svc_proxy_tool_calls_total',
+      help: 'Tool calls seen (asked for by a model, or MCP tools/call), by decision',
+      labelNames: ['source', 'decision'],
+      registers,
+    }),
+    policyEvaluations: new Counter({
+      name: 'svc_policy_evaluations_total',
+      help: 'Policy evaluations in this proxy by decision',
+      labelNames: ['decision'],
+      registers,
+    }),
+    policyLatency: new Histogram({
+      name: 'svc_policy_latency_seconds',
+      help: 'Local policy evaluation time',
+      buckets: [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01],
+      registers,
+    }),
+    leaseRequests: new Counter({
+      name: 'svc_proxy_lease_requests_total',
+      help: 'Budget lease requests to the control plane by outcome',
+      labelNames: ['outcome'],
+      registers,
+    }),
   };
 }

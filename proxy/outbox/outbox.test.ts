@@ -105,7 +105,10 @@ describe('Outbox', () => {
     const registry = new Registry();
     const box = outbox(flaky.bus, { ...fast, maxEntries: 3 }, registry);
     for (let n = 1; n <= 3; n++) await box.append(event(n));
-    await expect(box.append(event(4))).rejects.toMatchObject({ code: 'SVC-EVT-4001', details: { event_id: 'evt-4', max_entries: 3 } });
+    await expect(box.append(event(4))).rejects.toMatchObject({
+      code: 'SVC-EVT-4001',
+      details: { event_id: 'evt-4', max_entries: 3 },
+    });
     expect(await metric(registry, 'svc_proxy_outbox_dropped_total')).toBe(1);
     expect(box.depth()).toBe(3);
     flaky.setDown(false);
@@ -118,14 +121,19 @@ describe('Outbox', () => {
     flaky.setDown(true);
     const box = outbox(flaky.bus, { ...fast, maxBytes: 200 });
     await box.append({ ...event(1), data: { text: 'x'.repeat(100) } });
-    await expect(box.append({ ...event(2), data: { text: 'x'.repeat(100) } })).rejects.toMatchObject({ code: 'SVC-EVT-4001' });
+    await expect(box.append({ ...event(2), data: { text: 'x'.repeat(100) } })).rejects.toMatchObject({
+      code: 'SVC-EVT-4001',
+    });
   });
 
   it('refuses an event above maxEventBytes as terminal SVC-SYS-9009, without counting it as dropped', async () => {
     const flaky = flakyBus();
     const registry = new Registry();
     const box = outbox(flaky.bus, { ...fast, maxEventBytes: 100 }, registry);
-    await expect(box.append({ ...event(1), data: { text: 'x'.repeat(200) } })).rejects.toMatchObject({ code: 'SVC-SYS-9009', fieldViolations: [{ field: 'data' }] });
+    await expect(box.append({ ...event(1), data: { text: 'x'.repeat(200) } })).rejects.toMatchObject({
+      code: 'SVC-SYS-9009',
+      fieldViolations: [{ field: 'data' }],
+    });
     expect(box.depth()).toBe(0);
     expect(await metric(registry, 'svc_proxy_outbox_dropped_total')).toBe(0);
   });
@@ -153,15 +161,27 @@ describe('Outbox', () => {
     const flaky = flakyBus();
     flaky.setDown(true);
     const box = outbox(flaky.bus);
-    await expect(box.append({ id: '', subject: 'svc.acme.events.llm.call', data: {} })).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'id' }] });
-    await expect(box.append({ id: 'e', subject: 'svc.acme.leases.x', data: {} })).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'subject' }] });
+    await expect(box.append({ id: '', subject: 'svc.acme.events.llm.call', data: {} })).rejects.toMatchObject({
+      code: 'SVC-SYS-9002',
+      fieldViolations: [{ field: 'id' }],
+    });
+    await expect(box.append({ id: 'e', subject: 'svc.acme.leases.x', data: {} })).rejects.toMatchObject({
+      code: 'SVC-SYS-9002',
+      fieldViolations: [{ field: 'subject' }],
+    });
     expect(box.depth()).toBe(0);
   });
 
   it('drops an event the bus refuses as invalid instead of blocking the ones behind it', async () => {
     const flaky = flakyBus();
     const registry = new Registry();
-    const bus: Bus = { ...flaky.bus, publish: (subject, data, options) => (options?.msgId === 'evt-2' ? Promise.reject(new SvcError('SVC-EVT-4002', 'invalid')) : flaky.bus.publish(subject, data, options)) };
+    const bus: Bus = {
+      ...flaky.bus,
+      publish: (subject, data, options) =>
+        options?.msgId === 'evt-2'
+          ? Promise.reject(new SvcError('SVC-EVT-4002', 'invalid'))
+          : flaky.bus.publish(subject, data, options),
+    };
     const box = outbox(bus, fast, registry);
     for (let n = 1; n <= 3; n++) await box.append(event(n));
     await box.flush(2_000);

@@ -21,9 +21,17 @@ export const outboxOptionsSchema = z.object({
   /** Most events held; beyond it new events are refused (see docs/nats.md, outbox policy). */
   maxEntries: z.number().int().positive().default(100_000),
   /** Most bytes held (JSON size of the events), refused beyond as for `maxEntries`. */
-  maxBytes: z.number().int().positive().default(256 * 1024 * 1024),
+  maxBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(256 * 1024 * 1024),
   /** Largest event taken (JSON size); keep it at or below the server's max_payload. */
-  maxEventBytes: z.number().int().positive().default(1024 * 1024),
+  maxEventBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(1024 * 1024),
   /** First backoff after a failed publish; it doubles per failure up to `maxBackoffMs`. */
   initialBackoffMs: z.number().int().positive().default(250),
   maxBackoffMs: z.number().int().positive().default(30_000),
@@ -92,8 +100,16 @@ export class Outbox {
         this.set(depth());
       },
     });
-    this.#published = new Counter({ name: 'svc_proxy_outbox_published_total', help: 'Events the bus acknowledged and the outbox removed', registers: [deps.registry] });
-    this.#dropped = new Counter({ name: 'svc_proxy_outbox_dropped_total', help: 'Events refused because the outbox was full, or rejected by the bus as invalid', registers: [deps.registry] });
+    this.#published = new Counter({
+      name: 'svc_proxy_outbox_published_total',
+      help: 'Events the bus acknowledged and the outbox removed',
+      registers: [deps.registry],
+    });
+    this.#dropped = new Counter({
+      name: 'svc_proxy_outbox_dropped_total',
+      help: 'Events refused because the outbox was full, or rejected by the bus as invalid',
+      registers: [deps.registry],
+    });
     this.#loop = this.#run();
   }
 
@@ -112,9 +128,12 @@ export class Outbox {
     if (this.#closed) throw new SvcError('SVC-EVT-4001', 'outbox is closed', { event_id: event.id });
     const size = sizeOf(event);
     if (size > this.#options.maxEventBytes) {
-      throw new SvcError('SVC-SYS-9009', `event of ${size} bytes exceeds the ${this.#options.maxEventBytes}-byte limit`, { event_id: event.id, bytes: size }, [
-        { field: 'data', description: `must encode to at most ${this.#options.maxEventBytes} bytes` },
-      ]);
+      throw new SvcError(
+        'SVC-SYS-9009',
+        `event of ${size} bytes exceeds the ${this.#options.maxEventBytes}-byte limit`,
+        { event_id: event.id, bytes: size },
+        [{ field: 'data', description: `must encode to at most ${this.#options.maxEventBytes} bytes` }],
+      );
     }
     if (this.#entries + 1 > this.#options.maxEntries || this.#bytes + size > this.#options.maxBytes) {
       this.#dropped.inc();
@@ -134,7 +153,9 @@ export class Outbox {
     } catch (error) {
       this.#entries--;
       this.#bytes -= size;
-      throw new SvcError('SVC-EVT-4001', `cannot write event to the outbox: ${(error as Error).message}`, { event_id: event.id });
+      throw new SvcError('SVC-EVT-4001', `cannot write event to the outbox: ${(error as Error).message}`, {
+        event_id: event.id,
+      });
     }
     this.#wake();
   }
@@ -143,7 +164,8 @@ export class Outbox {
   async flush(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (this.#entries > 0) {
-      if (Date.now() > deadline) throw new SvcError('SVC-EVT-4001', `outbox still holds ${this.#entries} events`, { depth: this.#entries });
+      if (Date.now() > deadline)
+        throw new SvcError('SVC-EVT-4001', `outbox still holds ${this.#entries} events`, { depth: this.#entries });
       await sleep(20);
     }
   }
@@ -177,14 +199,20 @@ export class Outbox {
       } catch (error) {
         if (isSvcError(error) && !error.spec.retryable) {
           // The bus will never take this event; keeping it would block every event behind it.
-          this.#logger.error({ err: error, event_id: next.value.id }, 'bus refused an outbox event as invalid; dropped');
+          this.#logger.error(
+            { err: error, event_id: next.value.id },
+            'bus refused an outbox event as invalid; dropped',
+          );
           this.#dropped.inc();
           done = next.key;
           this.#remove(next.key, next.value);
           continue;
         }
         failures++;
-        this.#logger.warn({ err: error, event_id: next.value.id, depth: this.#entries, failures }, 'outbox publish failed; backing off');
+        this.#logger.warn(
+          { err: error, event_id: next.value.id, depth: this.#entries, failures },
+          'outbox publish failed; backing off',
+        );
         await this.#pause(this.#backoff(failures));
       }
     }
@@ -200,7 +228,9 @@ export class Outbox {
     const wasDown = !this.#bus.healthy();
     const until = Date.now() + ms;
     while (!this.#closed && Date.now() < until) {
-      await sleep(Math.min(RECONNECT_CHECK_MS, until - Date.now()), undefined, { signal: this.#abort.signal }).catch(() => undefined);
+      await sleep(Math.min(RECONNECT_CHECK_MS, until - Date.now()), undefined, { signal: this.#abort.signal }).catch(
+        () => undefined,
+      );
       if (wasDown && this.#bus.healthy()) return;
     }
   }
@@ -215,7 +245,11 @@ export class Outbox {
     this.#bytes -= sizeOf(event);
     const removal = this.#db.remove(key).then(
       () => undefined,
-      (error: unknown) => this.#logger.warn({ err: error, event_id: event.id }, 'outbox could not remove a sent event; it will be sent again'),
+      (error: unknown) =>
+        this.#logger.warn(
+          { err: error, event_id: event.id },
+          'outbox could not remove a sent event; it will be sent again',
+        ),
     );
     this.#removals = Promise.all([this.#removals, removal]).then(() => undefined);
   }

@@ -39,7 +39,10 @@ describe('Anthropic classify and parseRequest', () => {
       { role: 'assistant', content: 'search{"q":"x"}' },
       { role: 'user', content: 'found' },
     ]);
-    expect(parsed.estimatedInputTokens).toBe(withoutTools + fx.tokens.countText(body.model, JSON.stringify([{ name: 'search', input_schema: { type: 'object' } }])));
+    expect(parsed.estimatedInputTokens).toBe(
+      withoutTools +
+        fx.tokens.countText(body.model, JSON.stringify([{ name: 'search', input_schema: { type: 'object' } }])),
+    );
   });
 
   it('requires max_tokens, naming it', () => {
@@ -55,14 +58,27 @@ describe('Anthropic classify and parseRequest', () => {
 
 describe('Anthropic readResponse', () => {
   it('counts cache reads into input and reads tool_use', async () => {
-    const raw = await captureRaw(fx.sim, '/v1/messages', body, { 'x-sim-cached-tokens': '5', 'x-sim-input-tokens': '20', 'x-sim-tool-call': 'search' });
+    const raw = await captureRaw(fx.sim, '/v1/messages', body, {
+      'x-sim-cached-tokens': '5',
+      'x-sim-input-tokens': '20',
+      'x-sim-tool-call': 'search',
+    });
     const reading = anthropic.readResponse('messages', JSON.parse(decodeText(raw)));
-    expect(reading).toEqual({ usage: { input: 20, output: 6, cachedInput: 5 }, usageSource: 'provider', toolCalls: ['search'], model: body.model });
+    expect(reading).toEqual({
+      usage: { input: 20, output: 6, cachedInput: 5 },
+      usageSource: 'provider',
+      toolCalls: ['search'],
+      model: body.model,
+    });
     expect(fx.sim.requests.at(-1)?.usageSent).toEqual(reading.usage);
   });
 
   it('falls back to tiktoken on the content without usage', () => {
-    const reading = anthropic.readResponse('messages', { model: 'claude-sonnet-4', content: [{ type: 'text', text: ' one two' }] }, 9);
+    const reading = anthropic.readResponse(
+      'messages',
+      { model: 'claude-sonnet-4', content: [{ type: 'text', text: ' one two' }] },
+      9,
+    );
     expect(reading).toMatchObject({ usage: { input: 9, output: 2, cachedInput: 0 }, usageSource: 'estimated' });
   });
 });
@@ -72,25 +88,37 @@ describe('Anthropic stream meter', () => {
     ['text', {}],
     ['tool use', { 'x-sim-tool-call': 'search' }],
     ['cached', { 'x-sim-cached-tokens': '3' }],
-  ])('%s: the same usage split anywhere as unsplit, equal to what was sent', async (_name, headers: Record<string, string>) => {
-    const raw = await captureRaw(fx.sim, '/v1/messages', { ...body, stream: true }, headers);
-    const sent = fx.sim.requests.at(-1)?.usageSent;
-    const whole = runMeter(anthropic.createStreamMeter('messages', body.model), [raw]);
-    expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
-    expect(whole.last.toolCalls).toEqual(headers['x-sim-tool-call'] ? ['search'] : []);
-    for (const seed of [2, 3, 5, 8, 13]) {
-      const split = runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(raw, seed));
-      expect(split.last.usage).toEqual(whole.last.usage);
-      expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
-      expect(decodeText(split.forwarded)).toBe(decodeText(raw));
-    }
-  });
+  ])(
+    '%s: the same usage split anywhere as unsplit, equal to what was sent',
+    async (_name, headers: Record<string, string>) => {
+      const raw = await captureRaw(fx.sim, '/v1/messages', { ...body, stream: true }, headers);
+      const sent = fx.sim.requests.at(-1)?.usageSent;
+      const whole = runMeter(anthropic.createStreamMeter('messages', body.model), [raw]);
+      expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
+      expect(whole.last.toolCalls).toEqual(headers['x-sim-tool-call'] ? ['search'] : []);
+      for (const seed of [2, 3, 5, 8, 13]) {
+        const split = runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(raw, seed));
+        expect(split.last.usage).toEqual(whole.last.usage);
+        expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
+        expect(decodeText(split.forwarded)).toBe(decodeText(raw));
+      }
+    },
+  );
 
   it('takes input from message_start and estimates output until message_delta', async () => {
-    const raw = await captureRaw(fx.sim, '/v1/messages', { ...body, max_tokens: 4, stream: true }, { 'x-sim-input-tokens': '30' });
-    const events = decodeText(raw).split('\n\n').filter((e) => e.length > 0);
+    const raw = await captureRaw(
+      fx.sim,
+      '/v1/messages',
+      { ...body, max_tokens: 4, stream: true },
+      { 'x-sim-input-tokens': '30' },
+    );
+    const events = decodeText(raw)
+      .split('\n\n')
+      .filter((e) => e.length > 0);
     const meter = anthropic.createStreamMeter('messages', body.model, { estimatedInputTokens: 99 });
-    const untilDeltas = events.filter((e) => !e.startsWith('event: message_delta') && !e.startsWith('event: message_stop'));
+    const untilDeltas = events.filter(
+      (e) => !e.startsWith('event: message_delta') && !e.startsWith('event: message_stop'),
+    );
     const p = meter.push(new TextEncoder().encode(untilDeltas.map((e) => e + '\n\n').join('')));
     expect(p.usage).toEqual({ input: 30, output: 4, cachedInput: 0 });
     expect(p.usageSource).toBe('estimated');
@@ -103,14 +131,22 @@ describe('Anthropic error formats', () => {
     const reply = anthropic.errorResponse('SVC-BUD-3001', 'budget exhausted');
     expect(reply.status).toBe(422);
     expect(reply.headers['x-should-retry']).toBe('false');
-    expect(JSON.parse(reply.body)).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: 'SVC-BUD-3001: budget exhausted', code: 'SVC-BUD-3001' } });
-    expect(JSON.parse(anthropic.errorResponse('SVC-POL-2001', 'no').body)).toMatchObject({ error: { type: 'permission_error' } });
+    expect(JSON.parse(reply.body)).toEqual({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'SVC-BUD-3001: budget exhausted', code: 'SVC-BUD-3001' },
+    });
+    expect(JSON.parse(anthropic.errorResponse('SVC-POL-2001', 'no').body)).toMatchObject({
+      error: { type: 'permission_error' },
+    });
   });
 
   it('ends a stream with event: error', () => {
     const text = decodeText(anthropic.streamErrorEvent('SVC-BUD-3001', 'budget exhausted'));
     expect(text).toMatch(/^event: error\ndata: /);
-    expect(JSON.parse(text.split('data: ')[1] ?? '')).toMatchObject({ type: 'error', error: { message: 'SVC-BUD-3001: budget exhausted' } });
+    expect(JSON.parse(text.split('data: ')[1] ?? '')).toMatchObject({
+      type: 'error',
+      error: { message: 'SVC-BUD-3001: budget exhausted' },
+    });
   });
 });
 

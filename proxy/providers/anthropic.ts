@@ -61,7 +61,10 @@ function anthropicErrorType(status: number): string {
 }
 
 function anthropicErrorPayload(svcCode: SvcCode, message: string, status: number): unknown {
-  return { type: 'error', error: { type: anthropicErrorType(status), message: codedMessage(svcCode, message), code: svcCode } };
+  return {
+    type: 'error',
+    error: { type: anthropicErrorType(status), message: codedMessage(svcCode, message), code: svcCode },
+  };
 }
 
 /** The SDK raises `event: error` as an APIError whose message is `error.message`. */
@@ -144,16 +147,38 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
       }
       const usage = anthropicUsage(asObject(json.usage));
       if (usage?.input !== undefined) {
-        return { usage: { input: usage.input, output: usage.output ?? 0, cachedInput: usage.cachedInput ?? 0 }, usageSource: 'provider', toolCalls, model };
+        return {
+          usage: { input: usage.input, output: usage.output ?? 0, cachedInput: usage.cachedInput ?? 0 },
+          usageSource: 'provider',
+          toolCalls,
+          model,
+        };
       }
-      return { usage: { input: estimatedInputTokens, output: deps.tokens.countText(model, blocksText(json.content)), cachedInput: 0 }, usageSource: 'estimated', toolCalls, model };
+      return {
+        usage: {
+          input: estimatedInputTokens,
+          output: deps.tokens.countText(model, blocksText(json.content)),
+          cachedInput: 0,
+        },
+        usageSource: 'estimated',
+        toolCalls,
+        model,
+      };
     },
     createStreamMeter(_op, model, options = {}) {
-      return createStreamMeter(messagesStreamDialect, { model, tokens: deps.tokens, estimatedInputTokens: options.estimatedInputTokens ?? 0 });
+      return createStreamMeter(messagesStreamDialect, {
+        model,
+        tokens: deps.tokens,
+        estimatedInputTokens: options.estimatedInputTokens ?? 0,
+      });
     },
     errorResponse(svcCode, message, status) {
       const s = errorStatus(svcCode, status);
-      return { status: s, headers: errorHeaders(svcCode), body: JSON.stringify(anthropicErrorPayload(svcCode, message, s)) };
+      return {
+        status: s,
+        headers: errorHeaders(svcCode),
+        body: JSON.stringify(anthropicErrorPayload(svcCode, message, s)),
+      };
     },
     streamErrorEvent(svcCode, message) {
       return streamErrorBytes(ANTHROPIC_STREAM_ERROR, svcCode, message);

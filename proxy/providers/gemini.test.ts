@@ -21,17 +21,35 @@ describe('Gemini classify and parseRequest', () => {
   it('takes the model from the path', () => {
     const parsed = gemini.parseRequest(
       'stream_generate',
-      { ...body, systemInstruction: { parts: [{ text: 'Be brief' }] }, tools: [{ functionDeclarations: [{ name: 'lookup' }] }] },
+      {
+        ...body,
+        systemInstruction: { parts: [{ text: 'Be brief' }] },
+        tools: [{ functionDeclarations: [{ name: 'lookup' }] }],
+      },
       streamPath + '?alt=sse',
     );
-    expect(parsed).toMatchObject({ model: 'gemini-2.0-flash', stream: true, maxOutputTokens: 5, declaredTools: ['lookup'] });
-    expect(parsed.estimatedInputTokens).toBeGreaterThan(fx.tokens.countChatMessages('gemini-2.0-flash', [{ role: 'user', content: 'Hi' }]));
+    expect(parsed).toMatchObject({
+      model: 'gemini-2.0-flash',
+      stream: true,
+      maxOutputTokens: 5,
+      declaredTools: ['lookup'],
+    });
+    expect(parsed.estimatedInputTokens).toBeGreaterThan(
+      fx.tokens.countChatMessages('gemini-2.0-flash', [{ role: 'user', content: 'Hi' }]),
+    );
   });
 
   it('reads snake_case fields and defaults the bound per model', () => {
-    const parsed = gemini.parseRequest('generate', { contents: [], generation_config: { max_output_tokens: 7, candidate_count: 2 } }, generatePath);
+    const parsed = gemini.parseRequest(
+      'generate',
+      { contents: [], generation_config: { max_output_tokens: 7, candidate_count: 2 } },
+      generatePath,
+    );
     expect(parsed.maxOutputTokens).toBe(14);
-    expect(gemini.parseRequest('generate', { contents: [] }, '/v1beta/models/gemini-2.5-pro:generateContent').maxOutputTokens).toBe(65536);
+    expect(
+      gemini.parseRequest('generate', { contents: [] }, '/v1beta/models/gemini-2.5-pro:generateContent')
+        .maxOutputTokens,
+    ).toBe(65536);
   });
 
   it('rejects a body without contents and a path without a model', () => {
@@ -47,14 +65,24 @@ describe('Gemini classify and parseRequest', () => {
 
 describe('Gemini readResponse', () => {
   it('reads usage and function calls', async () => {
-    const raw = await captureRaw(fx.sim, generatePath, body, { 'x-sim-tool-call': 'lookup', 'x-sim-cached-tokens': '2' });
+    const raw = await captureRaw(fx.sim, generatePath, body, {
+      'x-sim-tool-call': 'lookup',
+      'x-sim-cached-tokens': '2',
+    });
     const reading = gemini.readResponse('generate', JSON.parse(decodeText(raw)));
-    expect(reading).toEqual({ usage: fx.sim.requests.at(-1)?.usageSent, usageSource: 'provider', toolCalls: ['lookup'], model: 'gemini-2.0-flash' });
+    expect(reading).toEqual({
+      usage: fx.sim.requests.at(-1)?.usageSent,
+      usageSource: 'provider',
+      toolCalls: ['lookup'],
+      model: 'gemini-2.0-flash',
+    });
     expect(reading.usage.cachedInput).toBe(2);
   });
 
   it('counts thoughts as output', () => {
-    const reading = gemini.readResponse('generate', { usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 4, thoughtsTokenCount: 6 } });
+    const reading = gemini.readResponse('generate', {
+      usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 4, thoughtsTokenCount: 6 },
+    });
     expect(reading.usage).toEqual({ input: 10, output: 10, cachedInput: 0 });
   });
 });
@@ -65,26 +93,31 @@ describe('Gemini stream meter', () => {
     ['SSE', streamPath + '?alt=sse', {}],
     ['SSE tool call', streamPath + '?alt=sse', { 'x-sim-tool-call': 'lookup' }],
     ['JSON array tool call', streamPath, { 'x-sim-tool-call': 'lookup' }],
-  ])('%s: the same usage split anywhere as unsplit, equal to what was sent', async (_name, path, headers: Record<string, string>) => {
-    const raw = await captureRaw(fx.sim, path, body, headers);
-    const sent = fx.sim.requests.at(-1)?.usageSent;
-    const whole = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), [raw]);
-    expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
-    expect(whole.last.toolCalls).toEqual(headers['x-sim-tool-call'] ? ['lookup'] : []);
-    for (const seed of [4, 9, 16, 25, 36]) {
-      const split = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(raw, seed));
-      expect(split.last.usage).toEqual(whole.last.usage);
-      expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
-      expect(decodeText(split.forwarded)).toBe(decodeText(raw));
-    }
-  });
+  ])(
+    '%s: the same usage split anywhere as unsplit, equal to what was sent',
+    async (_name, path, headers: Record<string, string>) => {
+      const raw = await captureRaw(fx.sim, path, body, headers);
+      const sent = fx.sim.requests.at(-1)?.usageSent;
+      const whole = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), [raw]);
+      expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
+      expect(whole.last.toolCalls).toEqual(headers['x-sim-tool-call'] ? ['lookup'] : []);
+      for (const seed of [4, 9, 16, 25, 36]) {
+        const split = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(raw, seed));
+        expect(split.last.usage).toEqual(whole.last.usage);
+        expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
+        expect(decodeText(split.forwarded)).toBe(decodeText(raw));
+      }
+    },
+  );
 
   it('cuts a JSON-array stream into a valid array ending in the error', async () => {
     const raw = await captureRaw(fx.sim, streamPath, body);
     const meter = gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash');
     const first = decodeText(meter.push(raw.subarray(0, Math.floor(raw.length / 2))).forward);
     const parsed = JSON.parse(first + decodeText(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'))) as unknown[];
-    expect(parsed.at(-1)).toMatchObject({ error: { code: 422, status: 'RESOURCE_EXHAUSTED', message: 'SVC-BUD-3001: budget exhausted' } });
+    expect(parsed.at(-1)).toMatchObject({
+      error: { code: 422, status: 'RESOURCE_EXHAUSTED', message: 'SVC-BUD-3001: budget exhausted' },
+    });
     expect(parsed.length).toBeGreaterThan(1);
   });
 });

@@ -23,7 +23,14 @@ export const GeminiGenerateRequestSchema = z.looseObject({
   system_instruction: z.looseObject({ parts: z.array(z.unknown()).optional() }).optional(),
   generationConfig: GenerationConfig.optional(),
   generation_config: GenerationConfig.optional(),
-  tools: z.array(z.looseObject({ functionDeclarations: FunctionDeclarations.optional(), function_declarations: FunctionDeclarations.optional() })).optional(),
+  tools: z
+    .array(
+      z.looseObject({
+        functionDeclarations: FunctionDeclarations.optional(),
+        function_declarations: FunctionDeclarations.optional(),
+      }),
+    )
+    .optional(),
 });
 
 const MODEL_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
@@ -123,21 +130,31 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
     parseRequest(op, body, path) {
       const model = geminiModelFromPath(path);
       if (model === undefined) {
-        throw new SvcError('SVC-SYS-9002', 'invalid request: path: expected /models/{model}:generateContent', { fields: 'path' }, [
-          { field: 'path', description: 'expected /models/{model}:generateContent or :streamGenerateContent' },
-        ]);
+        throw new SvcError(
+          'SVC-SYS-9002',
+          'invalid request: path: expected /models/{model}:generateContent',
+          { fields: 'path' },
+          [{ field: 'path', description: 'expected /models/{model}:generateContent or :streamGenerateContent' }],
+        );
       }
       const req = parseOrThrow(GeminiGenerateRequestSchema, body);
-      const messages: ChatMessageText[] = req.contents.map((c) => ({ role: c.role ?? 'user', content: textOf(c.parts) }));
+      const messages: ChatMessageText[] = req.contents.map((c) => ({
+        role: c.role ?? 'user',
+        content: textOf(c.parts),
+      }));
       const system = req.systemInstruction ?? req.system_instruction;
       if (system) messages.unshift({ role: 'system', content: textOf(system.parts) });
       const config = req.generationConfig ?? req.generation_config;
       const perCandidate = config?.maxOutputTokens ?? config?.max_output_tokens ?? deps.defaultMaxOutputTokens(model);
-      const declared = (req.tools ?? []).flatMap((t) => (t.functionDeclarations ?? t.function_declarations ?? []).map((f) => f.name));
+      const declared = (req.tools ?? []).flatMap((t) =>
+        (t.functionDeclarations ?? t.function_declarations ?? []).map((f) => f.name),
+      );
       return {
         model,
         stream: op === 'stream_generate',
-        estimatedInputTokens: deps.tokens.countChatMessages(model, messages) + (req.tools ? deps.tokens.countText(model, JSON.stringify(req.tools)) : 0),
+        estimatedInputTokens:
+          deps.tokens.countChatMessages(model, messages) +
+          (req.tools ? deps.tokens.countText(model, JSON.stringify(req.tools)) : 0),
         maxOutputTokens: perCandidate * (config?.candidateCount ?? config?.candidate_count ?? 1),
         declaredTools: declared,
       };
@@ -151,16 +168,34 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
       const reading = readCandidates(json);
       const usage = geminiUsage(asObject(json.usageMetadata));
       if (usage?.input !== undefined) {
-        return { usage: { input: usage.input, output: usage.output ?? 0, cachedInput: usage.cachedInput ?? 0 }, usageSource: 'provider', toolCalls: reading.toolCalls, model };
+        return {
+          usage: { input: usage.input, output: usage.output ?? 0, cachedInput: usage.cachedInput ?? 0 },
+          usageSource: 'provider',
+          toolCalls: reading.toolCalls,
+          model,
+        };
       }
-      return { usage: { input: estimatedInputTokens, output: deps.tokens.countText(model, reading.text), cachedInput: 0 }, usageSource: 'estimated', toolCalls: reading.toolCalls, model };
+      return {
+        usage: { input: estimatedInputTokens, output: deps.tokens.countText(model, reading.text), cachedInput: 0 },
+        usageSource: 'estimated',
+        toolCalls: reading.toolCalls,
+        model,
+      };
     },
     createStreamMeter(_op, model, options = {}) {
-      return createStreamMeter(generateStreamDialect, { model, tokens: deps.tokens, estimatedInputTokens: options.estimatedInputTokens ?? 0 });
+      return createStreamMeter(generateStreamDialect, {
+        model,
+        tokens: deps.tokens,
+        estimatedInputTokens: options.estimatedInputTokens ?? 0,
+      });
     },
     errorResponse(svcCode, message, status) {
       const s = errorStatus(svcCode, status);
-      return { status: s, headers: errorHeaders(svcCode), body: JSON.stringify(geminiErrorPayload(svcCode, message, s)) };
+      return {
+        status: s,
+        headers: errorHeaders(svcCode),
+        body: JSON.stringify(geminiErrorPayload(svcCode, message, s)),
+      };
     },
     streamErrorEvent(svcCode, message) {
       return streamErrorBytes(GEMINI_STREAM_ERROR, svcCode, message);

@@ -4,4 +4,11 @@ export { createAzureOpenAiAdapter, azureDeploymentFromPath } from './azure-opena
 export { createGeminiAdapter, geminiModelFromPath } from './gemini.ts';
 export { createOpenAiAdapter, OPENAI_FLAVOUR, type OpenAiFlavour } from './openai.ts';
 export { createOpenAiCompatibleAdapter } from './openai-compatible.ts';
-export { createAdapterDeps, createDefaultAdapters, createProviderRegistry, type DefaultAdaptersOptions, type ProviderRegistry, type ReverseMatch } from './registry.ts';
+export {
+  createAdapterDeps,
+  createDefaultAdapters,
+  createProviderRegistry,
+  type DefaultAdaptersOptions,
+  type ProviderRegistry,
+  type ReverseMatch,
+} from './registry.ts';

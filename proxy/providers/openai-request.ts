@@ -16,7 +16,13 @@ const ChatMessageSchema = z.looseObject({
   role: z.string(),
   content: z.unknown().optional(),
   name: z.string().optional(),
-  tool_calls: z.array(z.looseObject({ function: z.looseObject({ name: z.string().optional(), arguments: z.string().optional() }).optional() })).optional(),
+  tool_calls: z
+    .array(
+      z.looseObject({
+        function: z.looseObject({ name: z.string().optional(), arguments: z.string().optional() }).optional(),
+      }),
+    )
+    .optional(),
 });
 
 export const OpenAiChatRequestSchema = z.looseObject({
@@ -52,7 +58,9 @@ function toolNames(tools: readonly z.infer<typeof ChatToolSchema>[] | undefined)
 function requireModel(model: string | undefined, pathModel: string | undefined): string {
   const resolved = model ?? pathModel;
   if (resolved === undefined) {
-    throw new SvcError('SVC-SYS-9002', 'invalid request: model: required', { fields: 'model' }, [{ field: 'model', description: 'required' }]);
+    throw new SvcError('SVC-SYS-9002', 'invalid request: model: required', { fields: 'model' }, [
+      { field: 'model', description: 'required' },
+    ]);
   }
   return resolved;
 }
@@ -68,14 +76,21 @@ function toolsTokens(deps: AdapterDeps, model: string, tools: readonly unknown[]
 }
 
 /** Reads an OpenAI-format request; `pathModel` is the model a URL names (Azure deployments). */
-export function parseOpenAiRequest(deps: AdapterDeps, op: Operation, body: unknown, pathModel: string | undefined): ParsedRequest {
+export function parseOpenAiRequest(
+  deps: AdapterDeps,
+  op: Operation,
+  body: unknown,
+  pathModel: string | undefined,
+): ParsedRequest {
   if (op === 'embeddings') {
     const req = parseOrThrow(OpenAiEmbeddingsRequestSchema, body);
     const model = requireModel(req.model, pathModel);
     const inputs: readonly unknown[] = typeof req.input === 'string' ? [req.input] : req.input;
     let tokens = 0;
     if (typeof inputs[0] === 'number') tokens = inputs.length;
-    else for (const item of inputs) tokens += typeof item === 'string' ? deps.tokens.countText(model, item) : (item as number[]).length;
+    else
+      for (const item of inputs)
+        tokens += typeof item === 'string' ? deps.tokens.countText(model, item) : (item as number[]).length;
     return { model, stream: false, estimatedInputTokens: tokens, maxOutputTokens: 0, declaredTools: [] };
   }
   if (op === 'responses') {
@@ -99,7 +114,9 @@ export function parseOpenAiRequest(deps: AdapterDeps, op: Operation, body: unkno
   return {
     model,
     stream: req.stream === true,
-    estimatedInputTokens: deps.tokens.countChatMessages(model, req.messages.map(chatMessageText)) + toolsTokens(deps, model, req.tools ?? req.functions),
+    estimatedInputTokens:
+      deps.tokens.countChatMessages(model, req.messages.map(chatMessageText)) +
+      toolsTokens(deps, model, req.tools ?? req.functions),
     maxOutputTokens: perChoice * (req.n ?? 1),
     declaredTools: [...toolNames(req.tools), ...(req.functions ?? []).map((f) => f.name)],
   };

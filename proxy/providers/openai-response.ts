@@ -51,13 +51,24 @@ function responsesToolCalls(json: JsonObject): { names: string[]; text: string }
   return { names, text };
 }
 
-export function readOpenAiResponse(deps: AdapterDeps, op: Operation, body: unknown, estimatedInputTokens = 0): ResponseReading {
+export function readOpenAiResponse(
+  deps: AdapterDeps,
+  op: Operation,
+  body: unknown,
+  estimatedInputTokens = 0,
+): ResponseReading {
   const json = asObject(body) ?? {};
   const model = asString(json.model) ?? '';
-  const { names, text } = op === 'responses' ? responsesToolCalls(json) : op === 'chat' ? chatToolCalls(json) : { names: [], text: '' };
+  const { names, text } =
+    op === 'responses' ? responsesToolCalls(json) : op === 'chat' ? chatToolCalls(json) : { names: [], text: '' };
   const reported = openAiUsage(asObject(json.usage));
   if (reported) {
-    return { usage: { input: reported.input ?? 0, output: reported.output ?? 0, cachedInput: reported.cachedInput ?? 0 }, usageSource: 'provider', toolCalls: names, model };
+    return {
+      usage: { input: reported.input ?? 0, output: reported.output ?? 0, cachedInput: reported.cachedInput ?? 0 },
+      usageSource: 'provider',
+      toolCalls: names,
+      model,
+    };
   }
   return {
     usage: { input: estimatedInputTokens, output: deps.tokens.countText(model, text), cachedInput: 0 },
@@ -75,8 +86,14 @@ function openAiErrorType(status: number): string {
   return 'invalid_request_error';
 }
 
-export function openAiErrorPayload(svcCode: SvcCode, message: string, status: number): { error: { message: string; type: string; code: string; param: null } } {
-  return { error: { message: codedMessage(svcCode, message), type: openAiErrorType(status), code: svcCode, param: null } };
+export function openAiErrorPayload(
+  svcCode: SvcCode,
+  message: string,
+  status: number,
+): { error: { message: string; type: string; code: string; param: null } } {
+  return {
+    error: { message: codedMessage(svcCode, message), type: openAiErrorType(status), code: svcCode, param: null },
+  };
 }
 
 /**

@@ -44,12 +44,21 @@ describe('OpenAI parseRequest', () => {
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'Weather in Paris?' },
     ]);
-    expect(parsed).toMatchObject({ model: 'gpt-4o', stream: true, maxOutputTokens: 200, declaredTools: ['get_weather'] });
+    expect(parsed).toMatchObject({
+      model: 'gpt-4o',
+      stream: true,
+      maxOutputTokens: 200,
+      declaredTools: ['get_weather'],
+    });
     expect(parsed.estimatedInputTokens).toBeGreaterThan(framing);
   });
 
   it('bounds the answer by the model default when the request sets none', () => {
-    const parsed = openai.parseRequest('chat', { model: 'gpt-4o-mini-2024-07-18', messages: [] }, '/v1/chat/completions');
+    const parsed = openai.parseRequest(
+      'chat',
+      { model: 'gpt-4o-mini-2024-07-18', messages: [] },
+      '/v1/chat/completions',
+    );
     expect(parsed.maxOutputTokens).toBe(16384);
     expect(parsed.stream).toBe(false);
   });
@@ -57,23 +66,44 @@ describe('OpenAI parseRequest', () => {
   it('reads a Responses request', () => {
     const parsed = openai.parseRequest(
       'responses',
-      { model: 'o4-mini', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hello there' }] }], instructions: 'x', max_output_tokens: 50, tools: [{ type: 'function', name: 'lookup' }, { type: 'web_search_preview' }] },
+      {
+        model: 'o4-mini',
+        input: [{ role: 'user', content: [{ type: 'input_text', text: 'hello there' }] }],
+        instructions: 'x',
+        max_output_tokens: 50,
+        tools: [{ type: 'function', name: 'lookup' }, { type: 'web_search_preview' }],
+      },
       '/v1/responses',
     );
-    expect(parsed).toMatchObject({ model: 'o4-mini', maxOutputTokens: 50, declaredTools: ['lookup', 'web_search_preview'] });
+    expect(parsed).toMatchObject({
+      model: 'o4-mini',
+      maxOutputTokens: 50,
+      declaredTools: ['lookup', 'web_search_preview'],
+    });
     expect(parsed.estimatedInputTokens).toBe(
       fx.tokens.countChatMessages('o4-mini', [
         { role: 'system', content: 'x' },
         { role: 'user', content: 'hello there' },
-      ]) + fx.tokens.countText('o4-mini', JSON.stringify([{ type: 'function', name: 'lookup' }, { type: 'web_search_preview' }])),
+      ]) +
+        fx.tokens.countText(
+          'o4-mini',
+          JSON.stringify([{ type: 'function', name: 'lookup' }, { type: 'web_search_preview' }]),
+        ),
     );
   });
 
   it('counts embedding inputs', () => {
-    const parsed = openai.parseRequest('embeddings', { model: 'text-embedding-3-small', input: ['hello world', 'tiktoken is great!'] }, '/v1/embeddings');
+    const parsed = openai.parseRequest(
+      'embeddings',
+      { model: 'text-embedding-3-small', input: ['hello world', 'tiktoken is great!'] },
+      '/v1/embeddings',
+    );
     expect(parsed.estimatedInputTokens).toBe(2 + 6);
     expect(parsed.maxOutputTokens).toBe(0);
-    expect(openai.parseRequest('embeddings', { model: 'text-embedding-3-small', input: [[1, 2, 3], [4]] }, '/v1/embeddings').estimatedInputTokens).toBe(4);
+    expect(
+      openai.parseRequest('embeddings', { model: 'text-embedding-3-small', input: [[1, 2, 3], [4]] }, '/v1/embeddings')
+        .estimatedInputTokens,
+    ).toBe(4);
   });
 
   it('rejects a bad body with SVC-SYS-9002 naming the fields', () => {
@@ -94,13 +124,21 @@ describe('OpenAI prepareRequest', () => {
   it('asks for stream usage the client did not request, and says so', () => {
     const body = { ...chatBody, stream: true, stream_options: { foo: 1 } };
     const prepared = openai.prepareRequest('chat', body);
-    expect(prepared).toMatchObject({ modified: true, hideStreamUsage: true, body: { stream_options: { foo: 1, include_usage: true } } });
+    expect(prepared).toMatchObject({
+      modified: true,
+      hideStreamUsage: true,
+      body: { stream_options: { foo: 1, include_usage: true } },
+    });
     expect(body.stream_options).toEqual({ foo: 1 });
   });
 
   it('leaves requests alone that need nothing', () => {
     const withUsage = { ...chatBody, stream: true, stream_options: { include_usage: true } };
-    expect(openai.prepareRequest('chat', withUsage)).toEqual({ body: withUsage, modified: false, hideStreamUsage: false });
+    expect(openai.prepareRequest('chat', withUsage)).toEqual({
+      body: withUsage,
+      modified: false,
+      hideStreamUsage: false,
+    });
     expect(openai.prepareRequest('chat', chatBody).body).toBe(chatBody);
     expect(openai.prepareRequest('responses', { stream: true }).modified).toBe(false);
   });
@@ -108,14 +146,27 @@ describe('OpenAI prepareRequest', () => {
 
 describe('OpenAI readResponse', () => {
   it('reads usage and tool calls of a chat answer from the simulator', async () => {
-    const raw = await captureRaw(fx.sim, '/v1/chat/completions', chatBody, { 'x-sim-tool-call': 'get_weather', 'x-sim-cached-tokens': '4' });
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', chatBody, {
+      'x-sim-tool-call': 'get_weather',
+      'x-sim-cached-tokens': '4',
+    });
     const reading = openai.readResponse('chat', JSON.parse(decodeText(raw)));
-    expect(reading).toEqual({ usage: fx.sim.requests.at(-1)?.usageSent, usageSource: 'provider', toolCalls: ['get_weather'], model: 'gpt-4o-mini' });
+    expect(reading).toEqual({
+      usage: fx.sim.requests.at(-1)?.usageSent,
+      usageSource: 'provider',
+      toolCalls: ['get_weather'],
+      model: 'gpt-4o-mini',
+    });
     expect(reading.usage.cachedInput).toBe(4);
   });
 
   it('reads a Responses answer with a function call', async () => {
-    const raw = await captureRaw(fx.sim, '/v1/responses', { model: 'gpt-4.1', input: 'hi', max_output_tokens: 3 }, { 'x-sim-tool-call': 'lookup' });
+    const raw = await captureRaw(
+      fx.sim,
+      '/v1/responses',
+      { model: 'gpt-4.1', input: 'hi', max_output_tokens: 3 },
+      { 'x-sim-tool-call': 'lookup' },
+    );
     const reading = openai.readResponse('responses', JSON.parse(decodeText(raw)));
     expect(reading.usage).toEqual(fx.sim.requests.at(-1)?.usageSent);
     expect(reading.toolCalls).toEqual(['lookup']);
@@ -123,54 +174,96 @@ describe('OpenAI readResponse', () => {
 
   it('reads embeddings usage', async () => {
     const raw = await captureRaw(fx.sim, '/v1/embeddings', { model: 'text-embedding-3-small', input: 'abc' });
-    expect(openai.readResponse('embeddings', JSON.parse(decodeText(raw))).usage).toEqual({ input: fx.sim.requests.at(-1)?.usageSent?.input, output: 0, cachedInput: 0 });
+    expect(openai.readResponse('embeddings', JSON.parse(decodeText(raw))).usage).toEqual({
+      input: fx.sim.requests.at(-1)?.usageSent?.input,
+      output: 0,
+      cachedInput: 0,
+    });
   });
 
   it('counts the answer with tiktoken when no usage is reported', () => {
-    const reading = openai.readResponse('chat', { model: 'gpt-4o', choices: [{ message: { content: ' one two three' } }] }, 42);
-    expect(reading).toEqual({ usage: { input: 42, output: 3, cachedInput: 0 }, usageSource: 'estimated', toolCalls: [], model: 'gpt-4o' });
+    const reading = openai.readResponse(
+      'chat',
+      { model: 'gpt-4o', choices: [{ message: { content: ' one two three' } }] },
+      42,
+    );
+    expect(reading).toEqual({
+      usage: { input: 42, output: 3, cachedInput: 0 },
+      usageSource: 'estimated',
+      toolCalls: [],
+      model: 'gpt-4o',
+    });
     expect(openai.readResponse('chat', 'garbage').usage.output).toBe(0);
   });
 });
 
 describe('OpenAI stream meter', () => {
   const streams = [
-    ['chat with include_usage', '/v1/chat/completions', { ...chatBody, stream: true, stream_options: { include_usage: true } }, {}],
-    ['chat tool call', '/v1/chat/completions', { ...chatBody, stream: true, stream_options: { include_usage: true } }, { 'x-sim-tool-call': 'search' }],
+    [
+      'chat with include_usage',
+      '/v1/chat/completions',
+      { ...chatBody, stream: true, stream_options: { include_usage: true } },
+      {},
+    ],
+    [
+      'chat tool call',
+      '/v1/chat/completions',
+      { ...chatBody, stream: true, stream_options: { include_usage: true } },
+      { 'x-sim-tool-call': 'search' },
+    ],
     ['responses', '/v1/responses', { model: 'gpt-4o', input: 'hi', max_output_tokens: 6, stream: true }, {}],
-    ['responses tool call', '/v1/responses', { model: 'gpt-4o', input: 'hi', max_output_tokens: 6, stream: true }, { 'x-sim-tool-call': 'lookup' }],
+    [
+      'responses tool call',
+      '/v1/responses',
+      { model: 'gpt-4o', input: 'hi', max_output_tokens: 6, stream: true },
+      { 'x-sim-tool-call': 'lookup' },
+    ],
   ] as const;
 
-  it.each(streams)('%s: split anywhere gives the same usage as unsplit, equal to what the provider sent', async (_name, path, body, headers) => {
-    const raw = await captureRaw(fx.sim, path, body, headers);
-    const sent = fx.sim.requests.at(-1)?.usageSent;
-    const op = path.endsWith('responses') ? 'responses' : 'chat';
-    const whole = runMeter(openai.createStreamMeter(op, body.model), [raw]);
-    expect(whole.last.usage).toEqual(sent);
-    expect(whole.last.usageSource).toBe('provider');
-    expect(whole.last.done).toBe(true);
-    expect(decodeText(whole.forwarded)).toBe(decodeText(raw));
-    for (const seed of [1, 7, 42, 1234, 99991]) {
-      const split = runMeter(openai.createStreamMeter(op, body.model), splitAt(raw, seed));
-      expect(split.last.usage).toEqual(whole.last.usage);
-      expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
-      expect(split.forwarded).toEqual(raw);
-    }
-    const expectedTool = 'x-sim-tool-call' in headers ? [headers['x-sim-tool-call']] : [];
-    expect(whole.last.toolCalls).toEqual(expectedTool);
-  });
+  it.each(streams)(
+    '%s: split anywhere gives the same usage as unsplit, equal to what the provider sent',
+    async (_name, path, body, headers) => {
+      const raw = await captureRaw(fx.sim, path, body, headers);
+      const sent = fx.sim.requests.at(-1)?.usageSent;
+      const op = path.endsWith('responses') ? 'responses' : 'chat';
+      const whole = runMeter(openai.createStreamMeter(op, body.model), [raw]);
+      expect(whole.last.usage).toEqual(sent);
+      expect(whole.last.usageSource).toBe('provider');
+      expect(whole.last.done).toBe(true);
+      expect(decodeText(whole.forwarded)).toBe(decodeText(raw));
+      for (const seed of [1, 7, 42, 1234, 99991]) {
+        const split = runMeter(openai.createStreamMeter(op, body.model), splitAt(raw, seed));
+        expect(split.last.usage).toEqual(whole.last.usage);
+        expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
+        expect(split.forwarded).toEqual(raw);
+      }
+      const expectedTool = 'x-sim-tool-call' in headers ? [headers['x-sim-tool-call']] : [];
+      expect(whole.last.toolCalls).toEqual(expectedTool);
+    },
+  );
 
   it('meters a stream without provider usage by counting the deltas', async () => {
     const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, max_tokens: 7, stream: true });
-    const run = runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 11 }), splitAt(raw, 5));
+    const run = runMeter(
+      openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 11 }),
+      splitAt(raw, 5),
+    );
     expect(run.last.usage).toEqual({ input: 11, output: 7, cachedInput: 0 });
     expect(run.last.usageSource).toBe('estimated');
     expect(run.last.done).toBe(true);
   });
 
   it('reports running usage while the stream flows', async () => {
-    const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, max_tokens: 6, stream: true, stream_options: { include_usage: true } });
-    const run = runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 3 }), splitAt(raw, 3, 40));
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', {
+      ...chatBody,
+      max_tokens: 6,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const run = runMeter(
+      openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 3 }),
+      splitAt(raw, 3, 40),
+    );
     const outputs = run.progress.map((p) => p.usage.output);
     expect(outputs).toEqual([...outputs].sort((a, b) => a - b));
     expect(outputs.some((o) => o > 0 && o < 6)).toBe(true);
@@ -181,18 +274,27 @@ describe('OpenAI stream meter', () => {
     const prepared = openai.prepareRequest('chat', { ...chatBody, stream: true });
     const raw = await captureRaw(fx.sim, '/v1/chat/completions', prepared.body);
     expect(decodeText(raw)).toContain('"choices":[],"usage":{');
-    const run = runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { hideStreamUsage: prepared.hideStreamUsage }), splitAt(raw, 11));
+    const run = runMeter(
+      openai.createStreamMeter('chat', 'gpt-4o-mini', { hideStreamUsage: prepared.hideStreamUsage }),
+      splitAt(raw, 11),
+    );
     expect(run.last.usage).toEqual(fx.sim.requests.at(-1)?.usageSent);
     const forwarded = decodeText(run.forwarded);
     expect(forwarded).not.toContain('"choices":[],"usage":{');
     expect(forwarded.endsWith('data: [DONE]\n\n')).toBe(true);
-    expect(forwarded.split('\n\n').filter((e) => e.startsWith('data: {')).length).toBe(decodeText(raw).split('\n\n').filter((e) => e.startsWith('data: {')).length - 1);
+    expect(forwarded.split('\n\n').filter((e) => e.startsWith('data: {')).length).toBe(
+      decodeText(raw)
+        .split('\n\n')
+        .filter((e) => e.startsWith('data: {')).length - 1,
+    );
   });
 
   it('ends a stream cleanly with an error event after whole events only', async () => {
     const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, stream: true });
     const meter = openai.createStreamMeter('chat', 'gpt-4o-mini');
-    const forwarded = decodeText(meter.push(raw.subarray(0, 200)).forward) + decodeText(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'));
+    const forwarded =
+      decodeText(meter.push(raw.subarray(0, 200)).forward) +
+      decodeText(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'));
     const events = forwarded.split('\n\n').filter((e) => e.length > 0);
     for (const e of events) expect(() => JSON.parse(e.slice(e.indexOf('data: ') + 6)) as unknown).not.toThrow();
     expect(events.at(-1)).toContain('SVC-BUD-3001');
@@ -204,7 +306,9 @@ describe('OpenAI error formats', () => {
     const reply = openai.errorResponse('SVC-POL-2001', 'tool not allowed');
     expect(reply.status).toBe(403);
     expect(reply.headers['x-should-retry']).toBe('false');
-    expect(JSON.parse(reply.body)).toEqual({ error: { message: 'SVC-POL-2001: tool not allowed', type: 'permission_error', code: 'SVC-POL-2001', param: null } });
+    expect(JSON.parse(reply.body)).toEqual({
+      error: { message: 'SVC-POL-2001: tool not allowed', type: 'permission_error', code: 'SVC-POL-2001', param: null },
+    });
     expect(openai.errorResponse('SVC-BUD-3001', 'x', 429).status).toBe(429);
   });
 
@@ -215,14 +319,25 @@ describe('OpenAI error formats', () => {
   it('ends a stream with an error event', () => {
     const text = decodeText(openai.streamErrorEvent('SVC-BUD-3001', 'budget exhausted'));
     expect(text.startsWith('event: error\ndata: ')).toBe(true);
-    expect(JSON.parse(text.slice(text.indexOf('data: ') + 6))).toMatchObject({ error: { code: 'SVC-BUD-3001', message: 'SVC-BUD-3001: budget exhausted' } });
+    expect(JSON.parse(text.slice(text.indexOf('data: ') + 6))).toMatchObject({
+      error: { code: 'SVC-BUD-3001', message: 'SVC-BUD-3001: budget exhausted' },
+    });
   });
 });
 
 describe('OpenAI stream meter memory', () => {
   it('never holds more than the current incomplete event', async () => {
-    const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, max_tokens: 200, stream: true, stream_options: { include_usage: true } });
-    const longestEvent = Math.max(...decodeText(raw).split('\n\n').map((e) => Buffer.byteLength(e) + 2));
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', {
+      ...chatBody,
+      max_tokens: 200,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const longestEvent = Math.max(
+      ...decodeText(raw)
+        .split('\n\n')
+        .map((e) => Buffer.byteLength(e) + 2),
+    );
     const meter = openai.createStreamMeter('chat', 'gpt-4o-mini');
     let pushed = 0;
     let forwarded = 0;

@@ -2,7 +2,13 @@ import type { AdapterDeps, Operation, ProviderAdapter, ProviderId } from './adap
 import { errorHeaders, errorStatus } from './error-format.ts';
 import { asObject, pathOnly } from './json-access.ts';
 import { parseOpenAiRequest } from './openai-request.ts';
-import { chatStreamDialect, OPENAI_STREAM_ERROR, openAiErrorPayload, readOpenAiResponse, responsesStreamDialect } from './openai-response.ts';
+import {
+  chatStreamDialect,
+  OPENAI_STREAM_ERROR,
+  openAiErrorPayload,
+  readOpenAiResponse,
+  responsesStreamDialect,
+} from './openai-response.ts';
 import { createStreamMeter, streamErrorBytes } from './stream-meter.ts';
 
 /** The parts that differ between servers speaking the OpenAI wire format. */
@@ -50,21 +56,38 @@ export function createOpenAiAdapter(deps: AdapterDeps, flavour: OpenAiFlavour = 
       // The body was validated by parseRequest; only the two fields that matter are read here.
       const request = asObject(body);
       const streamOptions = asObject(request?.stream_options);
-      if (op !== 'chat' || !flavour.injectStreamUsage || request?.stream !== true || streamOptions?.include_usage === true) {
+      if (
+        op !== 'chat' ||
+        !flavour.injectStreamUsage ||
+        request?.stream !== true ||
+        streamOptions?.include_usage === true
+      ) {
         return { body, modified: false, hideStreamUsage: false };
       }
-      return { body: { ...request, stream_options: { ...streamOptions, include_usage: true } }, modified: true, hideStreamUsage: true };
+      return {
+        body: { ...request, stream_options: { ...streamOptions, include_usage: true } },
+        modified: true,
+        hideStreamUsage: true,
+      };
     },
     readResponse(op, json, estimatedInputTokens) {
       return readOpenAiResponse(deps, op, json, estimatedInputTokens);
     },
     createStreamMeter(op, model, options = {}) {
       const dialect = op === 'responses' ? responsesStreamDialect : chatStreamDialect(options.hideStreamUsage === true);
-      return createStreamMeter(dialect, { model, tokens: deps.tokens, estimatedInputTokens: options.estimatedInputTokens ?? 0 });
+      return createStreamMeter(dialect, {
+        model,
+        tokens: deps.tokens,
+        estimatedInputTokens: options.estimatedInputTokens ?? 0,
+      });
     },
     errorResponse(svcCode, message, status) {
       const s = errorStatus(svcCode, status);
-      return { status: s, headers: errorHeaders(svcCode), body: JSON.stringify(openAiErrorPayload(svcCode, message, s)) };
+      return {
+        status: s,
+        headers: errorHeaders(svcCode),
+        body: JSON.stringify(openAiErrorPayload(svcCode, message, s)),
+      };
     },
     streamErrorEvent(svcCode, message) {
       return streamErrorBytes(OPENAI_STREAM_ERROR, svcCode, message);

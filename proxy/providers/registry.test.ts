@@ -5,7 +5,10 @@ import { createDefaultAdapters, createProviderRegistry } from './registry.ts';
 
 const fx = useAdapterFixture();
 const { deps } = fx;
-const registry = createProviderRegistry(createDefaultAdapters(deps, { compatibleHosts: ['vllm.internal:8000', 'ollama'] }), { openai: ['llm-gateway.corp'] });
+const registry = createProviderRegistry(
+  createDefaultAdapters(deps, { compatibleHosts: ['vllm.internal:8000', 'ollama'] }),
+  { openai: ['llm-gateway.corp'] },
+);
 
 describe('registry', () => {
   it.each([
@@ -28,9 +31,14 @@ describe('registry', () => {
   });
 
   it('selects by reverse-mode prefix and strips it', () => {
-    expect(registry.forPath('/openai/v1/chat/completions')).toMatchObject({ adapter: { id: 'openai' }, upstreamPath: '/v1/chat/completions' });
+    expect(registry.forPath('/openai/v1/chat/completions')).toMatchObject({
+      adapter: { id: 'openai' },
+      upstreamPath: '/v1/chat/completions',
+    });
     expect(registry.forPath('/anthropic/v1/messages')?.adapter.id).toBe('anthropic');
-    expect(registry.forPath('/gemini/v1beta/models/x:generateContent')?.upstreamPath).toBe('/v1beta/models/x:generateContent');
+    expect(registry.forPath('/gemini/v1beta/models/x:generateContent')?.upstreamPath).toBe(
+      '/v1beta/models/x:generateContent',
+    );
     expect(registry.forPath('/azure/openai/deployments/d/chat/completions?api-version=1')).toMatchObject({
       adapter: { id: 'azure-openai' },
       upstreamPath: '/openai/deployments/d/chat/completions?api-version=1',
@@ -50,7 +58,9 @@ describe('Azure OpenAI', () => {
 
   it('takes the model from the deployment when the body has none', () => {
     expect(azure?.classify('POST', path)).toBe('chat');
-    expect(azure?.parseRequest('chat', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }, path)).toMatchObject({ model: 'gpt-4o-prod', maxOutputTokens: 3 });
+    expect(
+      azure?.parseRequest('chat', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }, path),
+    ).toMatchObject({ model: 'gpt-4o-prod', maxOutputTokens: 3 });
     expect(azure?.classify('POST', '/openai/deployments/emb/embeddings?api-version=2024-10-21')).toBe('embeddings');
   });
 
@@ -59,17 +69,34 @@ describe('Azure OpenAI', () => {
     expect(azure?.prepareRequest('chat', body).modified).toBe(false);
     const raw = await captureRaw(fx.sim, path, body);
     expect(fx.sim.requests.at(-1)?.provider).toBe('azure-openai');
-    const run = runMeter(azure!.createStreamMeter('chat', 'gpt-4o-prod', { estimatedInputTokens: 8 }), splitAt(raw, 77));
-    expect(run.last).toMatchObject({ usage: { input: 8, output: 4, cachedInput: 0 }, usageSource: 'estimated', done: true });
-    expect(azure?.readResponse('chat', JSON.parse(decodeText(await captureRaw(fx.sim, path, { ...body, stream: false })))).model).toBe('gpt-4o-prod');
+    const run = runMeter(
+      azure!.createStreamMeter('chat', 'gpt-4o-prod', { estimatedInputTokens: 8 }),
+      splitAt(raw, 77),
+    );
+    expect(run.last).toMatchObject({
+      usage: { input: 8, output: 4, cachedInput: 0 },
+      usageSource: 'estimated',
+      done: true,
+    });
+    expect(
+      azure?.readResponse('chat', JSON.parse(decodeText(await captureRaw(fx.sim, path, { ...body, stream: false }))))
+        .model,
+    ).toBe('gpt-4o-prod');
   });
 });
 
 describe('OpenAI-compatible', () => {
   it('speaks the OpenAI format on its own hosts', async () => {
     const compat = registry.forHost('vllm.internal:8000');
-    const raw = await captureRaw(fx.sim, '/v1/chat/completions', { model: 'meta-llama/Llama-3.1-8B-Instruct', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
-    expect(compat?.readResponse('chat', JSON.parse(decodeText(raw)))).toMatchObject({ usage: fx.sim.requests.at(-1)?.usageSent, usageSource: 'provider' });
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', {
+      model: 'meta-llama/Llama-3.1-8B-Instruct',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 2,
+    });
+    expect(compat?.readResponse('chat', JSON.parse(decodeText(raw)))).toMatchObject({
+      usage: fx.sim.requests.at(-1)?.usageSent,
+      usageSource: 'provider',
+    });
     expect(compat?.prepareRequest('chat', { model: 'x', messages: [], stream: true }).modified).toBe(false);
   });
 });

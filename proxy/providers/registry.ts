@@ -30,7 +30,11 @@ export interface DefaultAdaptersOptions {
 }
 
 /** Adapter dependencies from the shared token counter and price table (its max_output_tokens bound requests). */
-export function createAdapterDeps(tokens: TokenCounter, prices: PriceTable, fallbackMaxOutputTokens = 4096): AdapterDeps {
+export function createAdapterDeps(
+  tokens: TokenCounter,
+  prices: PriceTable,
+  fallbackMaxOutputTokens = 4096,
+): AdapterDeps {
   return { tokens, defaultMaxOutputTokens: (model) => maxOutputTokens(prices, model, fallbackMaxOutputTokens) };
 }
 
@@ -42,7 +46,12 @@ export function createDefaultAdapters(deps: AdapterDeps, options: DefaultAdapter
     createAzureOpenAiAdapter(deps, { injectStreamUsage: options.azureInjectStreamUsage ?? false }),
   ];
   if (options.compatibleHosts && options.compatibleHosts.length > 0) {
-    adapters.push(createOpenAiCompatibleAdapter(deps, { hosts: options.compatibleHosts, injectStreamUsage: options.compatibleInjectStreamUsage ?? false }));
+    adapters.push(
+      createOpenAiCompatibleAdapter(deps, {
+        hosts: options.compatibleHosts,
+        injectStreamUsage: options.compatibleInjectStreamUsage ?? false,
+      }),
+    );
   }
   return adapters;
 }
@@ -57,7 +66,10 @@ function stripPort(host: string): string {
  * Builds the lookup once: exact hosts in a map, `*.domain` patterns as suffixes. `extraHosts`
  * adds configured hosts to an adapter (a private gateway in front of a provider, say).
  */
-export function createProviderRegistry(adapters: readonly ProviderAdapter[], extraHosts: Partial<Record<ProviderId, readonly string[]>> = {}): ProviderRegistry {
+export function createProviderRegistry(
+  adapters: readonly ProviderAdapter[],
+  extraHosts: Partial<Record<ProviderId, readonly string[]>> = {},
+): ProviderRegistry {
   const exact = new Map<string, ProviderAdapter>();
   const suffixes: { suffix: string; adapter: ProviderAdapter }[] = [];
   for (const adapter of adapters) {
@@ -68,7 +80,9 @@ export function createProviderRegistry(adapters: readonly ProviderAdapter[], ext
     }
   }
   const byId = new Map(adapters.map((a) => [a.id, a]));
-  const prefixes = adapters.map((adapter) => ({ prefix: adapter.reversePrefix, adapter })).sort((a, b) => b.prefix.length - a.prefix.length);
+  const prefixes = adapters
+    .map((adapter) => ({ prefix: adapter.reversePrefix, adapter }))
+    .sort((a, b) => b.prefix.length - a.prefix.length);
 
   return {
     adapters,

@@ -57,7 +57,10 @@ export class RulesetSource {
       if (entry.key !== key || entry.operation !== 'PUT') return;
       const parsed = RulesetSnapshotSchema.safeParse(entry.value);
       if (!parsed.success) {
-        this.#deps.logger.warn({ key, issues: parsed.error.issues.length }, 'ruleset snapshot does not parse; keeping the last one');
+        this.#deps.logger.warn(
+          { key, issues: parsed.error.issues.length },
+          'ruleset snapshot does not parse; keeping the last one',
+        );
         return;
       }
       if (this.#install(parsed.data, 'sync')) await this.#cache.put(CACHE_KEY, parsed.data);
@@ -73,10 +76,16 @@ export class RulesetSource {
     try {
       this.#current = compileRuleset(snapshot.policies, snapshot.version);
       this.#origin = origin;
-      this.#deps.logger.info({ version: snapshot.version, policies: snapshot.policies.length, origin }, 'ruleset installed');
+      this.#deps.logger.info(
+        { version: snapshot.version, policies: snapshot.policies.length, origin },
+        'ruleset installed',
+      );
       return true;
     } catch (error) {
-      this.#deps.logger.warn({ version: snapshot.version, err: (error as Error).message }, 'ruleset does not compile; keeping the last one');
+      this.#deps.logger.warn(
+        { version: snapshot.version, err: (error as Error).message },
+        'ruleset does not compile; keeping the last one',
+      );
       return false;
     }
   }

@@ -4,7 +4,8 @@ export class BoundedLru<K, V> {
   readonly #capacity: number;
 
   constructor(capacity: number) {
-    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`capacity must be a positive integer, got ${capacity}`);
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError(`capacity must be a positive integer, got ${capacity}`);
     this.#capacity = capacity;
   }
 

@@ -29,7 +29,9 @@ export async function importCaSigner(certPem: string, keyPem: string): Promise<C
   const pkcs8 = keyObject.export({ type: 'pkcs8', format: 'der' });
   const type = keyObject.asymmetricKeyType;
   if (type === 'ec' && keyObject.asymmetricKeyDetails?.namedCurve === 'prime256v1') {
-    const key = await subtleCrypto.subtle.importKey('pkcs8', pkcs8, { name: 'ECDSA', namedCurve: 'P-256' }, false, ['sign']);
+    const key = await subtleCrypto.subtle.importKey('pkcs8', pkcs8, { name: 'ECDSA', namedCurve: 'P-256' }, false, [
+      'sign',
+    ]);
     return { cert, key, signingAlgorithm: ECDSA_SHA256 };
   }
   if (type === 'rsa') {

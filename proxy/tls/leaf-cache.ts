@@ -29,7 +29,13 @@ export class LeafCertificateCache {
   readonly #contexts: BoundedLru<string, Promise<SecureContext>>;
   #minted = 0;
 
-  private constructor(ca: CaSigner, caCertPem: string, leafPublicKey: CryptoKey, leafKeyPem: string, maxEntries: number) {
+  private constructor(
+    ca: CaSigner,
+    caCertPem: string,
+    leafPublicKey: CryptoKey,
+    leafKeyPem: string,
+    maxEntries: number,
+  ) {
     this.#ca = ca;
     this.#caCertPem = caCertPem;
     this.#leafPublicKey = leafPublicKey;
@@ -71,7 +77,9 @@ export class LeafCertificateCache {
       this.#minted += 1;
       return createSecureContext({ key: this.#leafKeyPem, cert: cert.toString('pem') });
     } catch (error) {
-      throw new SvcError('SVC-SYS-9007', `cannot mint a TLS certificate for ${host}: ${(error as Error).message}`, { host });
+      throw new SvcError('SVC-SYS-9007', `cannot mint a TLS certificate for ${host}: ${(error as Error).message}`, {
+        host,
+      });
     }
   }
 }

@@ -8,7 +8,12 @@ const ONE_HOUR_MS = 3600 * 1000;
 const ONE_YEAR_MS = 365 * 24 * ONE_HOUR_MS;
 
 /** Mints a server certificate for `host` (a DNS name or an IP literal) around a shared public key. */
-export async function mintLeafCertificate(ca: CaSigner, publicKey: CryptoKey, host: string, now = new Date()): Promise<x509.X509Certificate> {
+export async function mintLeafCertificate(
+  ca: CaSigner,
+  publicKey: CryptoKey,
+  host: string,
+  now = new Date(),
+): Promise<x509.X509Certificate> {
   const san = isIP(host) === 0 ? { type: 'dns' as const, value: host } : { type: 'ip' as const, value: host };
   // A leaf must not outlive the CA that signs it, or clients reject the chain.
   const notAfter = new Date(Math.min(now.getTime() + ONE_YEAR_MS, ca.cert.notAfter.getTime()));

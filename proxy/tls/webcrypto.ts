@@ -20,6 +20,8 @@ export function randomSerialNumber(): string {
 }
 
 export function toPem(der: ArrayBuffer, label: 'PRIVATE KEY' | 'CERTIFICATE'): string {
-  const base64 = Buffer.from(der).toString('base64').replace(/.{1,64}/g, '$&\n');
+  const base64 = Buffer.from(der)
+    .toString('base64')
+    .replace(/.{1,64}/g, '$&\n');
   return `-----BEGIN ${label}-----\n${base64}-----END ${label}-----\n`;
 }

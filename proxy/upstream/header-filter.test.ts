@@ -40,6 +40,10 @@ describe('clientResponseHeaders', () => {
       'set-cookie': ['a=1', 'b=2'],
       'x-svc-decision': 'allow',
     });
-    expect(out).toEqual({ 'content-type': 'text/event-stream', 'set-cookie': ['a=1', 'b=2'], 'x-svc-decision': 'allow' });
+    expect(out).toEqual({
+      'content-type': 'text/event-stream',
+      'set-cookie': ['a=1', 'b=2'],
+      'x-svc-decision': 'allow',
+    });
   });
 });

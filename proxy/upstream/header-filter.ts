@@ -21,11 +21,17 @@ type HeaderValue = string | string[] | number | undefined;
 function connectionTokens(value: HeaderValue): Set<string> | undefined {
   if (value === undefined) return undefined;
   const joined = Array.isArray(value) ? value.join(',') : String(value);
-  const tokens = joined.split(',').map((t) => t.trim().toLowerCase()).filter((t) => t.length > 0);
+  const tokens = joined
+    .split(',')
+    .map((t) => t.trim().toLowerCase())
+    .filter((t) => t.length > 0);
   return tokens.length > 0 ? new Set(tokens) : undefined;
 }
 
-function filter(headers: IncomingHttpHeaders | OutgoingHttpHeaders, drop: (name: string) => boolean): Record<string, string | string[]> {
+function filter(
+  headers: IncomingHttpHeaders | OutgoingHttpHeaders,
+  drop: (name: string) => boolean,
+): Record<string, string | string[]> {
   const named = connectionTokens(headers.connection);
   const out: Record<string, string | string[]> = {};
   for (const [rawName, value] of Object.entries(headers)) {
@@ -42,11 +48,20 @@ function filter(headers: IncomingHttpHeaders | OutgoingHttpHeaders, drop: (name:
  * Content-Length is dropped only when the body is re-streamed (`keepContentLength` false),
  * since the upstream client then frames it itself.
  */
-export function upstreamRequestHeaders(headers: IncomingHttpHeaders, keepContentLength = true): Record<string, string | string[]> {
-  return filter(headers, (name) => name.startsWith('x-svc-') || (REQUEST_ONLY.has(name) && !(keepContentLength && name === 'content-length')));
+export function upstreamRequestHeaders(
+  headers: IncomingHttpHeaders,
+  keepContentLength = true,
+): Record<string, string | string[]> {
+  return filter(
+    headers,
+    (name) =>
+      name.startsWith('x-svc-') || (REQUEST_ONLY.has(name) && !(keepContentLength && name === 'content-length')),
+  );
 }
 
 /** Headers to relay back to the client: hop-by-hop fields removed. */
-export function clientResponseHeaders(headers: IncomingHttpHeaders | OutgoingHttpHeaders): Record<string, string | string[]> {
+export function clientResponseHeaders(
+  headers: IncomingHttpHeaders | OutgoingHttpHeaders,
+): Record<string, string | string[]> {
   return filter(headers, () => false);
 }

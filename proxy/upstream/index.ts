@@ -3,4 +3,9 @@ export { applyOverride, parseUpstreamOverrides, type UpstreamOverrides } from '.
 export { redactHeaders } from './redact-headers.ts';
 export { relayResponse } from './relay-response.ts';
 export { upstreamTrust } from './upstream-ca.ts';
-export { UpstreamClient, type UpstreamClientOptions, type UpstreamRequest, type UpstreamResponse } from './upstream-client.ts';
+export {
+  UpstreamClient,
+  type UpstreamClientOptions,
+  type UpstreamRequest,
+  type UpstreamResponse,
+} from './upstream-client.ts';

@@ -9,13 +9,18 @@ export type UpstreamOverrides = ReadonlyMap<string, URL>;
  */
 export function parseUpstreamOverrides(value: string, key = 'upstream_overrides'): UpstreamOverrides {
   const overrides = new Map<string, URL>();
-  for (const entry of value.split(',').map((e) => e.trim()).filter((e) => e.length > 0)) {
+  for (const entry of value
+    .split(',')
+    .map((e) => e.trim())
+    .filter((e) => e.length > 0)) {
     const at = entry.indexOf('=');
     const host = at > 0 ? entry.slice(0, at).trim().toLowerCase() : '';
     const target = URL.parse(at > 0 ? entry.slice(at + 1).trim() : '');
     if (host === '' || target === null || (target.protocol !== 'http:' && target.protocol !== 'https:')) {
       const description = `entry "${entry}" must be host=http(s)://target`;
-      throw new SvcError('SVC-SYS-9002', `invalid ${key}: ${description}`, { fields: key }, [{ field: key, description }]);
+      throw new SvcError('SVC-SYS-9002', `invalid ${key}: ${description}`, { fields: key }, [
+        { field: key, description },
+      ]);
     }
     overrides.set(host, target);
   }

@@ -11,6 +11,8 @@ export async function upstreamTrust(extraCaFile?: string): Promise<string[]> {
   try {
     return [...rootCertificates, await readFile(extraCaFile, 'utf8')];
   } catch (error) {
-    throw new SvcError('SVC-SYS-9001', `cannot read upstream CA file ${extraCaFile}: ${(error as Error).message}`, { file: extraCaFile });
+    throw new SvcError('SVC-SYS-9001', `cannot read upstream CA file ${extraCaFile}: ${(error as Error).message}`, {
+      file: extraCaFile,
+    });
   }
 }

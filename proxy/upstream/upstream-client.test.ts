@@ -33,7 +33,10 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   port = (server.address() as AddressInfo).port;
-  client = new UpstreamClient({ overrides: parseUpstreamOverrides(`api.example.test=http://127.0.0.1:${port}/base`), metrics: createProxyNetMetrics(registry) });
+  client = new UpstreamClient({
+    overrides: parseUpstreamOverrides(`api.example.test=http://127.0.0.1:${port}/base`),
+    metrics: createProxyNetMetrics(registry),
+  });
 });
 afterAll(async () => {
   await client.close();
@@ -45,7 +48,13 @@ describe('UpstreamClient', () => {
     const res = await client.request({
       url: new URL('https://api.example.test/v1/messages?beta=1'),
       method: 'POST',
-      headers: { 'content-length': '999', 'content-type': 'application/json', 'x-svc-envelope-id': 'e', connection: 'close', host: 'api.example.test' },
+      headers: {
+        'content-length': '999',
+        'content-type': 'application/json',
+        'x-svc-envelope-id': 'e',
+        connection: 'close',
+        host: 'api.example.test',
+      },
       body: Buffer.from('{"rewritten":true}'),
       provider: 'anthropic',
       receivedAt: process.hrtime.bigint(),
@@ -68,17 +77,21 @@ describe('UpstreamClient', () => {
   });
 
   it('streams a request body given as a stream', async () => {
-    await client.request({
-      url: new URL(`http://127.0.0.1:${port}/upload`),
-      method: 'POST',
-      headers: { 'transfer-encoding': 'chunked' },
-      body: Readable.from([Buffer.from('part-1;'), Buffer.from('part-2')]),
-    }).then((res) => res.body.resume());
+    await client
+      .request({
+        url: new URL(`http://127.0.0.1:${port}/upload`),
+        method: 'POST',
+        headers: { 'transfer-encoding': 'chunked' },
+        body: Readable.from([Buffer.from('part-1;'), Buffer.from('part-2')]),
+      })
+      .then((res) => res.body.resume());
     expect(seen.at(-1)?.body).toBe('part-1;part-2');
   });
 
   it('maps an unreachable upstream to SVC-ADP-5001 naming the origin', async () => {
-    const error: unknown = await client.request({ url: new URL('http://127.0.0.1:1/x'), method: 'GET', headers: {} }).catch((e: unknown) => e);
+    const error: unknown = await client
+      .request({ url: new URL('http://127.0.0.1:1/x'), method: 'GET', headers: {} })
+      .catch((e: unknown) => e);
     expect(isSvcError(error) && error.code).toBe('SVC-ADP-5001');
     expect(isSvcError(error) && error.details.upstream).toBe('http://127.0.0.1:1');
   });

@@ -68,7 +68,8 @@ export class UpstreamClient {
 
   async request(req: UpstreamRequest): Promise<UpstreamResponse> {
     const target = this.resolve(req.url);
-    const streamed = req.body !== undefined && req.body !== null && typeof req.body !== 'string' && !Buffer.isBuffer(req.body);
+    const streamed =
+      req.body !== undefined && req.body !== null && typeof req.body !== 'string' && !Buffer.isBuffer(req.body);
     const sentAt = process.hrtime.bigint();
     if (req.receivedAt !== undefined) this.#metrics?.addedLatency.observe(Number(sentAt - req.receivedAt) / NS_PER_S);
     try {
@@ -80,14 +81,21 @@ export class UpstreamClient {
         body: req.body ?? null,
         signal: req.signal,
       });
-      this.#metrics?.upstreamLatency.observe({ provider: req.provider ?? 'unknown' }, Number(process.hrtime.bigint() - sentAt) / NS_PER_S);
+      this.#metrics?.upstreamLatency.observe(
+        { provider: req.provider ?? 'unknown' },
+        Number(process.hrtime.bigint() - sentAt) / NS_PER_S,
+      );
       return { statusCode: res.statusCode, headers: clientResponseHeaders(res.headers), body: res.body };
     } catch (error) {
       const cause = error as Error & { code?: string };
-      throw new SvcError('SVC-ADP-5001', `upstream ${target.origin} unreachable: ${cause.code ?? cause.name}: ${cause.message}`, {
-        upstream: target.origin,
-        cause: cause.code ?? cause.name,
-      });
+      throw new SvcError(
+        'SVC-ADP-5001',
+        `upstream ${target.origin} unreachable: ${cause.code ?? cause.name}: ${cause.message}`,
+        {
+          upstream: target.origin,
+          cause: cause.code ?? cause.name,
+        },
+      );
     }
   }
 

@@ -27,11 +27,40 @@ const IN_FLIGHT = 1_000;
 const logger = pino({ level: 'silent' });
 
 async function run(label: string, messaging: Messaging, publisher: Messaging): Promise<void> {
-  const config = loadConfig(process.env, { data_dir: mkdtempSync(join(tmpdir(), 'bench-cp-')), http_port: 0, log_level: 'silent' });
+  const config = loadConfig(process.env, {
+    data_dir: mkdtempSync(join(tmpdir(), 'bench-cp-')),
+    http_port: 0,
+    log_level: 'silent',
+  });
   const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
-  const caller = { principal: { type: 'bootstrap' as const, id: 'bench', tenant_id: 'system', scopes: new Set(['admin' as const]), administrator: true }, tenant: 'bench', requestId: 'bench' };
-  plane.store.transaction(() => plane.services.tenants.create({ tenant_id: 'bench', name: 'bench', created_at: new Date().toISOString() }));
-  const budget = await plane.services.budgets.create(caller, { name: 'bench', type: 'cost', period: 'monthly', limits: { max_cost_usd: 1e9, max_tokens: null, max_executions: null, max_input_tokens: null, max_output_tokens: null, max_llm_calls: null, max_tool_calls: null } });
+  const caller = {
+    principal: {
+      type: 'bootstrap' as const,
+      id: 'bench',
+      tenant_id: 'system',
+      scopes: new Set(['admin' as const]),
+      administrator: true,
+    },
+    tenant: 'bench',
+    requestId: 'bench',
+  };
+  plane.store.transaction(() =>
+    plane.services.tenants.create({ tenant_id: 'bench', name: 'bench', created_at: new Date().toISOString() }),
+  );
+  const budget = await plane.services.budgets.create(caller, {
+    name: 'bench',
+    type: 'cost',
+    period: 'monthly',
+    limits: {
+      max_cost_usd: 1e9,
+      max_tokens: null,
+      max_executions: null,
+      max_input_tokens: null,
+      max_output_tokens: null,
+      max_llm_calls: null,
+      max_tool_calls: null,
+    },
+  });
   const envelopeIds = Array.from({ length: envelopes }, () => randomUUID());
 
   await plane.processor.stop();
@@ -41,8 +70,17 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
     while (next < total) {
       const i = next++;
       const event = {
-        event_id: randomUUID(), tenant_id: 'bench', envelope_id: envelopeIds[i % envelopes], budget_id: budget.budget_id, event_type: 'llm.call',
-        timestamp: new Date().toISOString(), tokens: { input: 120, output: 40 }, model: 'gpt-4o-mini', cost_usd: 0.000042, payload: {}, source: 'proxy:bench',
+        event_id: randomUUID(),
+        tenant_id: 'bench',
+        envelope_id: envelopeIds[i % envelopes],
+        budget_id: budget.budget_id,
+        event_type: 'llm.call',
+        timestamp: new Date().toISOString(),
+        tokens: { input: 120, output: 40 },
+        model: 'gpt-4o-mini',
+        cost_usd: 0.000042,
+        payload: {},
+        source: 'proxy:bench',
       };
       await publisher.bus.publish(subjects.event('bench', 'llm.call'), event, { msgId: event.event_id });
     }
@@ -50,16 +88,25 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
   await Promise.all(Array.from({ length: IN_FLIGHT }, publishOne));
   const published = performance.now();
   await plane.processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
-  while (plane.processor.stats.applied + plane.processor.stats.duplicates < total) await new Promise((r) => setTimeout(r, 5));
+  while (plane.processor.stats.applied + plane.processor.stats.duplicates < total)
+    await new Promise((r) => setTimeout(r, 5));
   const applied = performance.now();
 
   const usage = plane.services.budgets.get('bench', budget.budget_id).usage;
   const seconds = (applied - published) / 1000;
   console.log(`${label}: ${total} events over ${envelopes} envelopes`);
-  console.log(`  published in      ${((published - started) / 1000).toFixed(2)} s  (${Math.round(total / ((published - started) / 1000))} events/s, ${IN_FLIGHT} publishes in flight)`);
-  console.log(`  drained in        ${seconds.toFixed(2)} s  (${Math.round(total / seconds)} events/s sustained by the processor)`);
-  console.log(`  batches           ${plane.processor.stats.batches} (mean ${(total / plane.processor.stats.batches).toFixed(1)} events per LMDB transaction)`);
-  console.log(`  budget llm_calls  ${usage.llm_calls} (expected ${total}), cost ${(usage.cost_micros / 1e6).toFixed(6)} USD`);
+  console.log(
+    `  published in      ${((published - started) / 1000).toFixed(2)} s  (${Math.round(total / ((published - started) / 1000))} events/s, ${IN_FLIGHT} publishes in flight)`,
+  );
+  console.log(
+    `  drained in        ${seconds.toFixed(2)} s  (${Math.round(total / seconds)} events/s sustained by the processor)`,
+  );
+  console.log(
+    `  batches           ${plane.processor.stats.batches} (mean ${(total / plane.processor.stats.batches).toFixed(1)} events per LMDB transaction)`,
+  );
+  console.log(
+    `  budget llm_calls  ${usage.llm_calls} (expected ${total}), cost ${(usage.cost_micros / 1e6).toFixed(6)} USD`,
+  );
   await plane.close();
 }
 
@@ -69,7 +116,10 @@ await memory.close();
 
 const nats = await startNatsServer();
 const cpMessaging = await openNatsMessaging({ connection: { servers: nats.url, name: 'bench-cp' } }, logger);
-const pubMessaging = await openNatsMessaging({ connection: { servers: nats.url, name: 'bench-proxy' }, manage: false }, logger);
+const pubMessaging = await openNatsMessaging(
+  { connection: { servers: nats.url, name: 'bench-proxy' }, manage: false },
+  logger,
+);
 await run(`nats-server (${nats.url})`, cpMessaging, pubMessaging);
 await pubMessaging.close();
 await cpMessaging.close();

@@ -21,12 +21,27 @@ const calls = Number(process.argv[2] ?? 100_000);
 const policyCount = Number(process.argv[3] ?? 100);
 const now = new Date().toISOString();
 const policies: Policy[] = Array.from({ length: policyCount }, (_, i) => ({
-  policy_id: randomUUID(), tenant_id: 'bench', name: `p${i}`, description: '', priority: 1 + (i % 1000), status: 'ACTIVE', enforcement: 'BLOCK',
+  policy_id: randomUUID(),
+  tenant_id: 'bench',
+  name: `p${i}`,
+  description: '',
+  priority: 1 + (i % 1000),
+  status: 'ACTIVE',
+  enforcement: 'BLOCK',
   rules: [
     { rule_id: 'a', name: 'tool', action: `tool:tool_${i}`, decision: 'DENY', conditions: [] },
-    { rule_id: 'b', name: 'model', action: i % 2 === 0 ? `llm:model-${i}*` : 'llm:*', decision: i % 2 === 0 ? 'DENY' : 'WARN', conditions: [{ field: 'max_output_tokens', operator: 'gt', value: 100_000 }] },
+    {
+      rule_id: 'b',
+      name: 'model',
+      action: i % 2 === 0 ? `llm:model-${i}*` : 'llm:*',
+      decision: i % 2 === 0 ? 'DENY' : 'WARN',
+      conditions: [{ field: 'max_output_tokens', operator: 'gt', value: 100_000 }],
+    },
   ],
-  tags: {}, version: 1, created_at: now, updated_at: now,
+  tags: {},
+  version: 1,
+  created_at: now,
+  updated_at: now,
 }));
 
 const prices = loadPriceTable();
@@ -37,13 +52,32 @@ const gate = new PolicyGate({ current: compileRuleset(policies, 1) }, 'closed', 
 /** Answers every lease request with a large slice at once, as an idle control plane would. */
 const requests: RequestReply = {
   request: (_subject, data) =>
-    Promise.resolve({ lease_id: 'bench', budget_id: (data as LeaseRequest).budget_id, tokens: null, micros: 1e12, expires_at: new Date(Date.now() + 3_600_000).toISOString(), status: 'active' }),
+    Promise.resolve({
+      lease_id: 'bench',
+      budget_id: (data as LeaseRequest).budget_id,
+      tokens: null,
+      micros: 1e12,
+      expires_at: new Date(Date.now() + 3_600_000).toISOString(),
+      status: 'active',
+    }),
   reply: () => Promise.reject(new Error('unused')),
 };
-const lease = new BudgetLease('bench-budget', { tenantId: 'bench', holder: 'bench', want: { tokens: 1e9, pico: 1e18 }, softLimit: { tokens: 0, pico: 0 }, renewBelow: 0.5, timeoutMs: 1000 }, requests, {
-  outcome: () => undefined,
-  warn: () => undefined,
-});
+const lease = new BudgetLease(
+  'bench-budget',
+  {
+    tenantId: 'bench',
+    holder: 'bench',
+    want: { tokens: 1e9, pico: 1e18 },
+    softLimit: { tokens: 0, pico: 0 },
+    renewBelow: 0.5,
+    timeoutMs: 1000,
+  },
+  requests,
+  {
+    outcome: () => undefined,
+    warn: () => undefined,
+  },
+);
 await lease.renew();
 
 const prompts = Array.from({ length: 64 }, (_, i) => ({
@@ -51,7 +85,10 @@ const prompts = Array.from({ length: 64 }, (_, i) => ({
   max_tokens: 256,
   messages: [
     { role: 'system', content: 'You are a careful assistant that answers briefly.' },
-    { role: 'user', content: `Question ${i}: ${'summarise the quarterly figures and list the three largest changes '.repeat(4)}` },
+    {
+      role: 'user',
+      content: `Question ${i}: ${'summarise the quarterly figures and list the three largest changes '.repeat(4)}`,
+    },
   ],
 }));
 
@@ -76,7 +113,9 @@ for (let i = 0; i < calls; i++) {
 const totalMs = Number(process.hrtime.bigint() - started) / 1e6;
 samples.sort();
 const at = (q: number) => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))]?.toFixed(1);
-console.log(`governed hot path: ${calls} calls, ${policyCount} policies (${policyCount * 2} rules), node ${process.version}`);
+console.log(
+  `governed hot path: ${calls} calls, ${policyCount} policies (${policyCount * 2} rules), node ${process.version}`,
+);
 console.log(`  p50 ${at(0.5)} µs   p90 ${at(0.9)} µs   p99 ${at(0.99)} µs   p99.9 ${at(0.999)} µs   max ${at(1)} µs`);
 console.log(`  throughput ${Math.round(calls / (totalMs / 1000)).toLocaleString('en')} calls/s on one core`);
 /** Mean time of one stage alone, so the total can be read. */
@@ -87,8 +126,12 @@ function stage(name: string, run: (i: number) => void): void {
   console.log(`  ${name.padEnd(44)} ${(Number(process.hrtime.bigint() - t0) / 1000 / n).toFixed(2)} µs mean`);
 }
 const parsed = adapter.parseRequest('chat', prompts[0], '/v1/chat/completions');
-stage('parse + tiktoken estimate (330-char prompt)', (i) => adapter.parseRequest('chat', prompts[i % prompts.length], '/v1/chat/completions'));
-stage('policy evaluation (llm:<model>)', () => gate.check('llm:gpt-4o-mini', { model: 'gpt-4o-mini', max_output_tokens: 256 }));
+stage('parse + tiktoken estimate (330-char prompt)', (i) =>
+  adapter.parseRequest('chat', prompts[i % prompts.length], '/v1/chat/completions'),
+);
+stage('policy evaluation (llm:<model>)', () =>
+  gate.check('llm:gpt-4o-mini', { model: 'gpt-4o-mini', max_output_tokens: 256 }),
+);
 stage('lease reserve + price + settle', () => {
   const r = lease.reserve(estimate(prices, parsed).most, { tokens: 1, pico: 1 });
   if (!isRefusal(r)) r.settle(price(prices, parsed.model, { input: 90, output: 200, cachedInput: 0 }));

@@ -19,13 +19,28 @@ function seededRandom(seed: number): () => number {
   };
 }
 
-const ACTIONS = ['tool:*', 'tool:shell', 'tool:fs:*', 'llm:gpt-4*', 'llm:claude-*', 'execution:start', '*', 'tool:*:write'];
+const ACTIONS = [
+  'tool:*',
+  'tool:shell',
+  'tool:fs:*',
+  'llm:gpt-4*',
+  'llm:claude-*',
+  'execution:start',
+  '*',
+  'tool:*:write',
+];
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'claude-sonnet-4', 'claude-haiku-4', 'gemini-2.5-pro', 'llama-3.1-70b'];
 const TOOLS = ['search', 'calculator', 'shell', 'fs_write', 'http_get', 'sql_query', 'email_send', 'browser'];
 const ROLES = ['admin', 'developer', 'analyst', 'viewer', 'service'];
 const DECISIONS: PolicyRule['decision'][] = ['DENY', 'DENY', 'DENY', 'WARN', 'ALLOW', 'REQUIRE_APPROVAL'];
 const ENFORCEMENTS: Policy['enforcement'][] = ['BLOCK', 'BLOCK', 'BLOCK', 'BLOCK', 'TERMINATE', 'WARN', 'AUDIT'];
-const PATTERNS = [String.raw`(?i)\bdrop\s+table\b`, String.raw`\b\d{3}-\d{2}-\d{4}\b`, String.raw`(?i)api[_-]?key\s*[:=]`, '(a+)+$', String.raw`^SELECT .* FROM \w+`];
+const PATTERNS = [
+  String.raw`(?i)\bdrop\s+table\b`,
+  String.raw`\b\d{3}-\d{2}-\d{4}\b`,
+  String.raw`(?i)api[_-]?key\s*[:=]`,
+  '(a+)+$',
+  String.raw`^SELECT .* FROM \w+`,
+];
 
 function pick<T>(random: () => number, items: readonly T[]): T {
   return items[Math.floor(random() * items.length)] as T;
@@ -33,14 +48,26 @@ function pick<T>(random: () => number, items: readonly T[]): T {
 
 function condition(random: () => number): PolicyCondition {
   switch (Math.floor(random() * 8)) {
-    case 0: return { field: 'tool_name', operator: 'eq', value: pick(random, TOOLS) };
-    case 1: return { field: 'request.model', operator: 'in', value: [pick(random, MODELS), pick(random, MODELS)] };
-    case 2: return { field: 'estimated_cost', operator: 'gt', value: Math.round(random() * 500) / 100 };
-    case 3: return { field: 'budget.percent_used', operator: 'gte', value: 50 + Math.floor(random() * 50) };
-    case 4: return { field: 'input_text', operator: 'matches', value: pick(random, PATTERNS) };
-    case 5: return { field: 'input_text', operator: 'contains', value: pick(random, ['password', 'rm -rf', 'BEGIN PRIVATE KEY', 'ssn']) };
-    case 6: return { field: 'user_roles', operator: 'not_in', value: [pick(random, ROLES)] };
-    default: return { field: 'token_count', operator: 'lt', value: 100 + Math.floor(random() * 8000) };
+    case 0:
+      return { field: 'tool_name', operator: 'eq', value: pick(random, TOOLS) };
+    case 1:
+      return { field: 'request.model', operator: 'in', value: [pick(random, MODELS), pick(random, MODELS)] };
+    case 2:
+      return { field: 'estimated_cost', operator: 'gt', value: Math.round(random() * 500) / 100 };
+    case 3:
+      return { field: 'budget.percent_used', operator: 'gte', value: 50 + Math.floor(random() * 50) };
+    case 4:
+      return { field: 'input_text', operator: 'matches', value: pick(random, PATTERNS) };
+    case 5:
+      return {
+        field: 'input_text',
+        operator: 'contains',
+        value: pick(random, ['password', 'rm -rf', 'BEGIN PRIVATE KEY', 'ssn']),
+      };
+    case 6:
+      return { field: 'user_roles', operator: 'not_in', value: [pick(random, ROLES)] };
+    default:
+      return { field: 'token_count', operator: 'lt', value: 100 + Math.floor(random() * 8000) };
   }
 }
 
@@ -71,12 +98,20 @@ function buildPolicies(count: number, random: () => number): Policy[] {
 function buildInputs(count: number, random: () => number) {
   const texts = [
     'Summarise the attached quarterly report in five bullet points.',
-    'SELECT id, name FROM customers WHERE region = \'EU\'',
+    "SELECT id, name FROM customers WHERE region = 'EU'",
     'Please run rm -rf ./build and rebuild the project',
     'my api_key: sk-test-123 should be rotated',
     'a'.repeat(2000) + '!',
   ];
-  const actions = ['tool:search', 'tool:shell', 'tool:fs:write', 'llm:gpt-4o', 'llm:claude-sonnet-4', 'execution:start', 'llm:gemini-2.5-pro'];
+  const actions = [
+    'tool:search',
+    'tool:shell',
+    'tool:fs:write',
+    'llm:gpt-4o',
+    'llm:claude-sonnet-4',
+    'execution:start',
+    'llm:gemini-2.5-pro',
+  ];
   return Array.from({ length: count }, () => ({
     action: pick(random, actions),
     context: {
@@ -123,10 +158,16 @@ function main(): void {
   latencies.sort();
 
   const us = (ms: number) => `${(ms * 1000).toFixed(1)} µs`;
-  console.log(`node ${process.version}, ${policyCount} policies / ${ruleCount} rules, compiled in ${compileMs.toFixed(1)} ms`);
+  console.log(
+    `node ${process.version}, ${policyCount} policies / ${ruleCount} rules, compiled in ${compileMs.toFixed(1)} ms`,
+  );
   console.log(`evaluations: ${evaluations}`);
-  console.log(`p50: ${us(percentile(latencies, 0.5))}  p99: ${us(percentile(latencies, 0.99))}  p99.9: ${us(percentile(latencies, 0.999))}  max: ${us(percentile(latencies, 1))}`);
-  console.log(`throughput: ${Math.round(evaluations / (totalMs / 1000)).toLocaleString('en-US')} evaluations/s (one core, timing included)`);
+  console.log(
+    `p50: ${us(percentile(latencies, 0.5))}  p99: ${us(percentile(latencies, 0.99))}  p99.9: ${us(percentile(latencies, 0.999))}  max: ${us(percentile(latencies, 1))}`,
+  );
+  console.log(
+    `throughput: ${Math.round(evaluations / (totalMs / 1000)).toLocaleString('en-US')} evaluations/s (one core, timing included)`,
+  );
   console.log(`decisions: ${JSON.stringify(decisions)}`);
 }
 

@@ -66,7 +66,13 @@ async function serveProxy(config: ProxyConfig): Promise<void> {
   const bareAgent = new Agent();
   const bare = createHttpServer((req, res) => {
     void bareAgent
-      .request({ origin: `http://127.0.0.1:${config.httpPort}`, path: req.url ?? '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: req })
+      .request({
+        origin: `http://127.0.0.1:${config.httpPort}`,
+        path: req.url ?? '/',
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: req,
+      })
       .then(async (up) => {
         res.writeHead(up.statusCode, { 'content-type': 'application/json' });
         await pipeline(up.body, res);
@@ -78,7 +84,8 @@ async function serveProxy(config: ProxyConfig): Promise<void> {
   process.send?.({ port, barePort, caPem: ca.certPem } satisfies ProxyReady);
   process.on('message', () => {
     void registry.metrics().then((text) => {
-      const read = (suffix: string): number => Number(new RegExp(`^svc_proxy_added_latency_seconds_${suffix} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+      const read = (suffix: string): number =>
+        Number(new RegExp(`^svc_proxy_added_latency_seconds_${suffix} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
       process.send?.({ meanAddedUs: (read('sum') / read('count')) * 1e6 }, () => process.exit(0));
     });
   });
@@ -86,13 +93,22 @@ async function serveProxy(config: ProxyConfig): Promise<void> {
 
 async function timeOne(dispatcher: Dispatcher, url: string): Promise<number> {
   const start = process.hrtime.bigint();
-  const res = await request(url, { method: 'POST', body: '{"model":"gpt-4o-mini"}', headers: { 'content-type': 'application/json' }, dispatcher });
+  const res = await request(url, {
+    method: 'POST',
+    body: '{"model":"gpt-4o-mini"}',
+    headers: { 'content-type': 'application/json' },
+    dispatcher,
+  });
   await res.body.arrayBuffer();
   return Number(process.hrtime.bigint() - start) / 1000;
 }
 
 /** Direct and proxied requests alternate, so that load from elsewhere on the machine hits both alike. */
-async function timePairs(direct: [Dispatcher, string], proxied: [Dispatcher, string], n: number): Promise<{ direct: number[]; proxied: number[] }> {
+async function timePairs(
+  direct: [Dispatcher, string],
+  proxied: [Dispatcher, string],
+  n: number,
+): Promise<{ direct: number[]; proxied: number[] }> {
   const samples = { direct: [] as number[], proxied: [] as number[] };
   for (let i = 0; i < n; i += 1) {
     samples.direct.push(await timeOne(...direct));
@@ -103,7 +119,8 @@ async function timePairs(direct: [Dispatcher, string], proxied: [Dispatcher, str
   return samples;
 }
 
-const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+const percentile = (sorted: number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
 async function main(): Promise<void> {
   const n = Number(process.argv[2] ?? 5000);
@@ -115,30 +132,56 @@ async function main(): Promise<void> {
   const httpPort = (httpServer.address() as AddressInfo).port;
   const httpsPort = (httpsServer.address() as AddressInfo).port;
 
-  const child: ChildProcess = fork(import.meta.filename, ['--serve-proxy', JSON.stringify({ httpPort, httpsPort, upstreamCaPem: creds.ca.certPem } satisfies ProxyConfig)]);
+  const child: ChildProcess = fork(import.meta.filename, [
+    '--serve-proxy',
+    JSON.stringify({ httpPort, httpsPort, upstreamCaPem: creds.ca.certPem } satisfies ProxyConfig),
+  ]);
   const [ready] = (await once(child, 'message')) as [ProxyReady];
 
   const direct = new Agent({ connect: { ca: creds.ca.certPem } });
   const viaProxy = new ProxyAgent({ uri: `http://127.0.0.1:${ready.port}`, requestTls: { ca: ready.caPem } });
   const reverseUrl = `http://127.0.0.1:${ready.port}/bench/v1/chat/completions`;
   const cases: [string, Dispatcher, string, Dispatcher, string][] = [
-    ['bare Node relay, for reference', direct, `http://127.0.0.1:${httpPort}/v1/chat/completions`, direct, `http://127.0.0.1:${ready.barePort}/v1/chat/completions`],
+    [
+      'bare Node relay, for reference',
+      direct,
+      `http://127.0.0.1:${httpPort}/v1/chat/completions`,
+      direct,
+      `http://127.0.0.1:${ready.barePort}/v1/chat/completions`,
+    ],
     ['reverse (HTTP)', direct, `http://127.0.0.1:${httpPort}/v1/chat/completions`, direct, reverseUrl],
-    ['intercept (CONNECT + TLS)', direct, `https://127.0.0.1:${httpsPort}/v1/chat/completions`, viaProxy, 'https://bench.test/v1/chat/completions'],
+    [
+      'intercept (CONNECT + TLS)',
+      direct,
+      `https://127.0.0.1:${httpsPort}/v1/chat/completions`,
+      viaProxy,
+      'https://bench.test/v1/chat/completions',
+    ],
   ];
 
-  console.log(`Proxy overhead: ${n} sequential keep-alive request pairs (direct, proxied) per mode after ${warmup} warm-up pairs; µs`);
+  console.log(
+    `Proxy overhead: ${n} sequential keep-alive request pairs (direct, proxied) per mode after ${warmup} warm-up pairs; µs`,
+  );
   console.log('| mode | direct p50 | direct p99 | proxied p50 | proxied p99 | added p50 | added p99 |');
   console.log('|---|---:|---:|---:|---:|---:|---:|');
   for (const [name, directAgent, directUrl, proxyAgent, proxiedUrl] of cases) {
     await timePairs([directAgent, directUrl], [proxyAgent, proxiedUrl], warmup);
     const { direct: d, proxied: p } = await timePairs([directAgent, directUrl], [proxyAgent, proxiedUrl], n);
-    const row = [percentile(d, 50), percentile(d, 99), percentile(p, 50), percentile(p, 99), percentile(p, 50) - percentile(d, 50), percentile(p, 99) - percentile(d, 99)];
+    const row = [
+      percentile(d, 50),
+      percentile(d, 99),
+      percentile(p, 50),
+      percentile(p, 99),
+      percentile(p, 50) - percentile(d, 50),
+      percentile(p, 99) - percentile(d, 99),
+    ];
     console.log(`| ${name} | ${row.map((v) => v.toFixed(0)).join(' | ')} |`);
   }
   child.send('report');
   const [report] = (await once(child, 'message')) as [{ meanAddedUs: number }];
-  console.log(`\nProxy's own time before the upstream send (svc_proxy_added_latency_seconds), mean: ${report.meanAddedUs.toFixed(1)} µs`);
+  console.log(
+    `\nProxy's own time before the upstream send (svc_proxy_added_latency_seconds), mean: ${report.meanAddedUs.toFixed(1)} µs`,
+  );
 
   await Promise.all([direct.close(), viaProxy.close()]);
   httpServer.close();

@@ -2,7 +2,13 @@ import { createHash } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../control-plane/audit/canonical-json.ts';
 import type { AuditRecord } from '../../core/domain/index.ts';
-import { seedTenant, startControlPlane, tenantWithKey, type RunningControlPlane, type TenantResources } from '../harness/control-plane.ts';
+import {
+  seedTenant,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+  type TenantResources,
+} from '../harness/control-plane.ts';
 
 let cp: RunningControlPlane;
 let key: string;
@@ -52,7 +58,9 @@ describe('every governance action leaves an audit record naming its actor', () =
     }
     expect(records.find((r) => r.action === 'policy.evaluate' && r.resource.id === 'tool:shell')?.result).toBe('deny');
     // The policy check that authorized the envelope is on record too.
-    expect(records.filter((r) => r.action === 'policy.evaluate' && r.resource.id === 'execution:start').map((r) => r.result)).toEqual(['allow']);
+    expect(
+      records.filter((r) => r.action === 'policy.evaluate' && r.resource.id === 'execution:start').map((r) => r.result),
+    ).toEqual(['allow']);
   });
 
   it('filters by action, resource type and actor, newest first, up to the limit', async () => {
@@ -76,9 +84,16 @@ describe('every governance action leaves an audit record naming its actor', () =
 });
 
 describe('the hash chain', () => {
-  const verify = async () => (await cp.call('GET', '/v1/audit/verify', { key })).body as { valid: boolean; checked: number; first_invalid_seq: number | null; reason: string | null };
+  const verify = async () =>
+    (await cp.call('GET', '/v1/audit/verify', { key })).body as {
+      valid: boolean;
+      checked: number;
+      first_invalid_seq: number | null;
+      reason: string | null;
+    };
   const stored = (seq: number) => cp.plane.store.get<AuditRecord>('acme', 'audit', seq)!;
-  const overwrite = (record: AuditRecord) => cp.plane.store.transaction(() => cp.plane.store.put('acme', 'audit', record.seq, record));
+  const overwrite = (record: AuditRecord) =>
+    cp.plane.store.transaction(() => cp.plane.store.put('acme', 'audit', record.seq, record));
 
   it('verifies an untouched log', async () => {
     const count = (await audit('?limit=1000')).length;
@@ -92,7 +107,9 @@ describe('the hash chain', () => {
         ? cp.call('POST', '/v1/budgets', { key, body: { name: `b${i}`, type: 'cost', limits: { max_cost_usd: 1 } } })
         : cp.call('POST', '/v1/policies/evaluate', { key, body: { action: `tool:t${i}`, context: {} } }),
     );
-    expect((await Promise.all(writes)).map((r) => r.status)).toEqual(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? 201 : 200)));
+    expect((await Promise.all(writes)).map((r) => r.status)).toEqual(
+      Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? 201 : 200)),
+    );
     const seqs = (await audit('?limit=1000')).map((r) => r.seq);
     expect(seqs).toEqual(Array.from({ length: before + 20 }, (_, i) => before + 20 - i));
     expect(await verify()).toEqual({ valid: true, checked: before + 20, first_invalid_seq: null, reason: null });

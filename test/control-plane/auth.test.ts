@@ -3,7 +3,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { expectSvcError, startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
+import {
+  expectSvcError,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+} from '../harness/control-plane.ts';
 
 let cp: RunningControlPlane;
 afterEach(async () => cp.close());
@@ -14,9 +19,17 @@ describe('API key lifecycle', () => {
   it('shows the secret once, keeps only a hash, lists masked hints, and honours revocation and expiry', async () => {
     cp = await startControlPlane();
     const admin = await tenantWithKey(cp, 'acme');
-    const created = await cp.call('POST', '/v1/api-keys', { key: admin, body: { name: 'ci', scopes: ['budgets:read'], expires_in_seconds: 1 } });
+    const created = await cp.call('POST', '/v1/api-keys', {
+      key: admin,
+      body: { name: 'ci', scopes: ['budgets:read'], expires_in_seconds: 1 },
+    });
     expect(created.status).toBe(201);
-    const { id, key_secret: secret, key_hint: hint, prefix } = created.body as { id: string; key_secret: string; key_hint: string; prefix: string };
+    const {
+      id,
+      key_secret: secret,
+      key_hint: hint,
+      prefix,
+    } = created.body as { id: string; key_secret: string; key_hint: string; prefix: string };
     expect(secret.length).toBeGreaterThan(40);
     expect(secret.startsWith(prefix)).toBe(true);
     expect(secret.endsWith(hint.slice(-4))).toBe(true);
@@ -40,7 +53,9 @@ describe('API key lifecycle', () => {
     const later = (await cp.call('GET', '/v1/api-keys', { key: admin })).body as Array<Record<string, unknown>>;
     expect(later.find((k) => k.id === id)?.status).toBe('expired');
 
-    const other = (await cp.call('POST', '/v1/api-keys', { key: admin, body: { name: 'doomed', scopes: ['budgets:read'] } })).body as { id: string; key_secret: string; expires_at: unknown };
+    const other = (
+      await cp.call('POST', '/v1/api-keys', { key: admin, body: { name: 'doomed', scopes: ['budgets:read'] } })
+    ).body as { id: string; key_secret: string; expires_at: unknown };
     expect(other.expires_at).toBeNull();
     expect((await cp.call('GET', '/v1/budgets', { key: other.key_secret })).status).toBe(200);
     const revoked = await cp.call('DELETE', `/v1/api-keys/${other.id}`, { key: admin });
@@ -60,7 +75,11 @@ describe('API key lifecycle', () => {
     const listed = await cp.call('GET', '/v1/budgets', bearer(admin));
     expect(listed.body).toEqual((await cp.call('GET', '/v1/budgets', { key: admin })).body);
     expectSvcError(await cp.call('GET', '/v1/budgets', bearer(`${admin}x`)), 401, 'SVC-SYS-9003');
-    expectSvcError(await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Basic ${admin}` } }), 401, 'SVC-SYS-9003');
+    expectSvcError(
+      await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Basic ${admin}` } }),
+      401,
+      'SVC-SYS-9003',
+    );
   });
 });
 
@@ -68,15 +87,29 @@ describe('only a platform administrator creates tenants', () => {
   it("refuses a tenant's admin key and accepts the root key", async () => {
     cp = await startControlPlane();
     const admin = await tenantWithKey(cp, 'acme');
-    expectSvcError(await cp.call('POST', '/v1/tenants', { key: admin, body: { tenant_id: 'rogue', name: 'rogue' } }), 403, 'SVC-SYS-9004');
+    expectSvcError(
+      await cp.call('POST', '/v1/tenants', { key: admin, body: { tenant_id: 'rogue', name: 'rogue' } }),
+      403,
+      'SVC-SYS-9004',
+    );
     expectSvcError(await cp.call('GET', '/v1/tenants', { key: admin }), 403, 'SVC-SYS-9004');
-    expect(((await cp.call('GET', '/v1/tenants')).body as Array<{ tenant_id: string }>).map((t) => t.tenant_id)).toEqual(['acme']);
+    expect(
+      ((await cp.call('GET', '/v1/tenants')).body as Array<{ tenant_id: string }>).map((t) => t.tenant_id),
+    ).toEqual(['acme']);
     const created = await cp.call('POST', '/v1/tenants', { body: { tenant_id: 'initech', name: 'Initech' } });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ tenant_id: 'initech', name: 'Initech' });
-    expectSvcError(await cp.call('POST', '/v1/tenants', { body: { tenant_id: 'initech', name: 'again' } }), 409, 'SVC-SYS-9008');
+    expectSvcError(
+      await cp.call('POST', '/v1/tenants', { body: { tenant_id: 'initech', name: 'again' } }),
+      409,
+      'SVC-SYS-9008',
+    );
     // The platform administrators' own tenant cannot be claimed.
-    expectSvcError(await cp.call('POST', '/v1/tenants', { body: { tenant_id: 'system', name: 'mine now' } }), 409, 'SVC-SYS-9008');
+    expectSvcError(
+      await cp.call('POST', '/v1/tenants', { body: { tenant_id: 'system', name: 'mine now' } }),
+      409,
+      'SVC-SYS-9008',
+    );
   });
 });
 
@@ -102,7 +135,14 @@ describe('JWTs from an identity provider', () => {
   });
   afterAll(async () => new Promise<void>((r) => jwks.close(() => r())));
 
-  interface TokenOptions { tenant?: string; scope?: string; iss?: string; aud?: string; exp?: number | string; key?: CryptoKey }
+  interface TokenOptions {
+    tenant?: string;
+    scope?: string;
+    iss?: string;
+    aud?: string;
+    exp?: number | string;
+    key?: CryptoKey;
+  }
   const token = (o: TokenOptions = {}) =>
     new SignJWT({ tenant_id: o.tenant ?? 'acme', scope: o.scope ?? 'budgets:read budgets:write' })
       .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
@@ -126,8 +166,18 @@ describe('JWTs from an identity provider', () => {
     expect(created.status).toBe(201);
     expect(created.body.tenant_id).toBe('acme');
     expect((await cp.call('GET', `/v1/budgets/${created.body.budget_id}`, await asJwt())).status).toBe(200);
-    expectSvcError(await cp.call('POST', '/v1/policies', { ...(await asJwt()), body: { name: 'p', rules: [{ action: '*', effect: 'deny' }] } }), 403, 'SVC-SYS-9004');
-    const readOnly = await cp.call('POST', '/v1/budgets', { ...(await asJwt({ scope: 'budgets:read' })), body: budgetBody });
+    expectSvcError(
+      await cp.call('POST', '/v1/policies', {
+        ...(await asJwt()),
+        body: { name: 'p', rules: [{ action: '*', effect: 'deny' }] },
+      }),
+      403,
+      'SVC-SYS-9004',
+    );
+    const readOnly = await cp.call('POST', '/v1/budgets', {
+      ...(await asJwt({ scope: 'budgets:read' })),
+      body: budgetBody,
+    });
     expectSvcError(readOnly, 403, 'SVC-SYS-9004');
     const audit = await cp.call('GET', '/v1/audit?action=budget.create', { headers: { 'x-tenant-id': 'acme' } });
     expect((audit.body as Array<{ actor: unknown }>).map((r) => r.actor)).toEqual([{ type: 'jwt', id: 'alice@acme' }]);
@@ -136,7 +186,12 @@ describe('JWTs from an identity provider', () => {
   it('refuses a wrong issuer, wrong audience, expired or foreign-signed token with 401', async () => {
     await start();
     const past = Math.floor(Date.now() / 1000) - 60;
-    for (const [what, options] of [['issuer', { iss: 'https://evil.test/' }], ['audience', { aud: 'other-api' }], ['expired', { exp: past }], ['signature', { key: strangerKey }]] as const) {
+    for (const [what, options] of [
+      ['issuer', { iss: 'https://evil.test/' }],
+      ['audience', { aud: 'other-api' }],
+      ['expired', { exp: past }],
+      ['signature', { key: strangerKey }],
+    ] as const) {
       const res = await cp.call('GET', '/v1/budgets', await asJwt(options));
       expect(res.status, what).toBe(401);
       expectSvcError(res, 401, 'SVC-SYS-9003');
@@ -144,9 +199,17 @@ describe('JWTs from an identity provider', () => {
     const good = await token();
     const [header, payload] = good.split('.');
     const unsigned = `${Buffer.from(JSON.stringify({ alg: 'none' })).toString('base64url')}.${payload}.`;
-    expectSvcError(await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Bearer ${unsigned}` } }), 401, 'SVC-SYS-9003');
+    expectSvcError(
+      await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Bearer ${unsigned}` } }),
+      401,
+      'SVC-SYS-9003',
+    );
     const forged = `${header}.${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(payload!, 'base64url').toString()), tenant_id: 'globex' })).toString('base64url')}.${good.split('.')[2]}`;
-    expectSvcError(await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Bearer ${forged}` } }), 401, 'SVC-SYS-9003');
+    expectSvcError(
+      await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Bearer ${forged}` } }),
+      401,
+      'SVC-SYS-9003',
+    );
   });
 
   it("keeps a tenant's token out of another tenant, and only a system administrator token creates tenants", async () => {
@@ -155,11 +218,25 @@ describe('JWTs from an identity provider', () => {
     const theirs = await cp.call('POST', '/v1/budgets', { key: globexKey, body: budgetBody });
     expectSvcError(await cp.call('GET', `/v1/budgets/${theirs.body.budget_id}`, await asJwt()), 404, 'SVC-BUD-3002');
     expectSvcError(await cp.call('GET', '/v1/budgets?tenant_id=globex', await asJwt()), 403, 'SVC-SYS-9004');
-    expectSvcError(await cp.call('GET', '/v1/budgets', { ...(await asJwt()), headers: { ...(await asJwt()).headers, 'x-tenant-id': 'globex' } }), 403, 'SVC-SYS-9004');
+    expectSvcError(
+      await cp.call('GET', '/v1/budgets', {
+        ...(await asJwt()),
+        headers: { ...(await asJwt()).headers, 'x-tenant-id': 'globex' },
+      }),
+      403,
+      'SVC-SYS-9004',
+    );
     expect((await cp.call('GET', '/v1/budgets', await asJwt())).body).toEqual([]);
 
-    expectSvcError(await cp.call('POST', '/v1/tenants', { ...(await asJwt({ scope: 'admin' })), body: { name: 'rogue' } }), 403, 'SVC-SYS-9004');
-    const platform = await cp.call('POST', '/v1/tenants', { ...(await asJwt({ tenant: 'system', scope: 'admin' })), body: { tenant_id: 'initech', name: 'Initech' } });
+    expectSvcError(
+      await cp.call('POST', '/v1/tenants', { ...(await asJwt({ scope: 'admin' })), body: { name: 'rogue' } }),
+      403,
+      'SVC-SYS-9004',
+    );
+    const platform = await cp.call('POST', '/v1/tenants', {
+      ...(await asJwt({ tenant: 'system', scope: 'admin' })),
+      body: { tenant_id: 'initech', name: 'Initech' },
+    });
     expect(platform.status).toBe(201);
   });
 });

@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { expectSvcError, seedTenant, startControlPlane, tenantWithKey, type RunningControlPlane, type TenantResources } from '../harness/control-plane.ts';
+import {
+  expectSvcError,
+  seedTenant,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+  type TenantResources,
+} from '../harness/control-plane.ts';
 
 let cp: RunningControlPlane;
 let tenantA: string;
@@ -30,7 +37,8 @@ async function stateOfB(): Promise<unknown> {
 }
 
 const ids = (list: Array<Record<string, string>>, field: string) => list.map((r) => r[field]);
-const asA = (method: string, path: string, body?: unknown, headers?: Record<string, string>) => cp.call(method, path, { key: keyA, body, ...(headers ? { headers } : {}) });
+const asA = (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
+  cp.call(method, path, { key: keyA, body, ...(headers ? { headers } : {}) });
 
 beforeEach(async () => {
   cp = await startControlPlane();
@@ -52,7 +60,16 @@ describe("a tenant's key cannot reach another tenant's resources", () => {
   it('envelopes: get, events, terminate, status and list', async () => {
     const e = `/v1/envelopes/${b.envelopeId}`;
     expectSvcError(await asA('GET', e), 404, 'SVC-ENV-1001');
-    expectSvcError(await asA('POST', `${e}/events`, { event_type: 'llm.call', timestamp: new Date().toISOString(), tokens: { input: 5, output: 5 }, cost_usd: 1 }), 404, 'SVC-ENV-1001');
+    expectSvcError(
+      await asA('POST', `${e}/events`, {
+        event_type: 'llm.call',
+        timestamp: new Date().toISOString(),
+        tokens: { input: 5, output: 5 },
+        cost_usd: 1,
+      }),
+      404,
+      'SVC-ENV-1001',
+    );
     expectSvcError(await asA('POST', `${e}/terminate`, { reason: 'hostile' }), 404, 'SVC-ENV-1001');
     expectSvcError(await asA('POST', `${e}/status`, { status: 'PAUSED' }), 404, 'SVC-ENV-1001');
     // Naming B's budget without naming B: the budget is simply not one of A's.
@@ -90,15 +107,25 @@ describe("a tenant's key cannot reach another tenant's resources", () => {
     expect(ids(listed.body, 'policy_id')).not.toContain(b.policyId);
     expect(ids(listed.body, 'tenant_id')).toEqual([tenantA]);
     // Only B denies llm:*, so A's evaluation would be denied if it could see B's policies.
-    const deny = await cp.call('POST', '/v1/policies', { key: keyB, body: { name: 'b-only', rules: [{ action: 'llm:*', effect: 'deny' }] } });
+    const deny = await cp.call('POST', '/v1/policies', {
+      key: keyB,
+      body: { name: 'b-only', rules: [{ action: 'llm:*', effect: 'deny' }] },
+    });
     expect(deny.status).toBe(201);
     before = await stateOfB();
     const probe = await asA('POST', '/v1/policies/evaluate', { action: 'llm:gpt-4o', context: {} });
     expect(probe.body).toMatchObject({ allowed: true, effect: 'no_match', matched_policy: null });
-    const named = await asA('POST', '/v1/policies/evaluate', { action: 'llm:gpt-4o', policy_set: [deny.body.policy_id], context: {} });
+    const named = await asA('POST', '/v1/policies/evaluate', {
+      action: 'llm:gpt-4o',
+      policy_set: [deny.body.policy_id],
+      context: {},
+    });
     expect(named.body).toMatchObject({ allowed: true, effect: 'no_match' });
     // The same question asked by B is denied: the probe would have caught a leak.
-    expect((await cp.call('POST', '/v1/policies/evaluate', { key: keyB, body: { action: 'llm:gpt-4o', context: {} } })).body.allowed).toBe(false);
+    expect(
+      (await cp.call('POST', '/v1/policies/evaluate', { key: keyB, body: { action: 'llm:gpt-4o', context: {} } })).body
+        .allowed,
+    ).toBe(false);
     before = await stateOfB();
   });
 
@@ -110,7 +137,10 @@ describe("a tenant's key cannot reach another tenant's resources", () => {
   });
 
   it("audit: query and verify cover A's chain only", async () => {
-    const records = (await asA('GET', '/v1/audit?limit=1000')).body as Array<{ tenant_id: string; resource: { id: string } }>;
+    const records = (await asA('GET', '/v1/audit?limit=1000')).body as Array<{
+      tenant_id: string;
+      resource: { id: string };
+    }>;
     expect(records.length).toBeGreaterThan(0);
     expect(new Set(records.map((r) => r.tenant_id))).toEqual(new Set([tenantA]));
     const bIds = [b.envelopeId, b.budgetId, b.policyId, b.keyId];
@@ -120,12 +150,16 @@ describe("a tenant's key cannot reach another tenant's resources", () => {
   });
 });
 
-describe("naming another tenant is refused unless the caller is a platform administrator", () => {
+describe('naming another tenant is refused unless the caller is a platform administrator', () => {
   it('refuses tenant_id of B in bodies, queries and X-Tenant-ID with SVC-SYS-9004', async () => {
     const attempts: Array<[string, string, unknown?, Record<string, string>?]> = [
       ['POST', '/v1/envelopes', { tenant_id: tenantB, budget_id: b.budgetId, adapter_type: 'custom' }],
       ['POST', '/v1/budgets', { tenant_id: tenantB, name: 'planted', type: 'cost', limits: { max_cost_usd: 1 } }],
-      ['POST', '/v1/policies', { tenant_id: tenantB, name: 'planted', rules: [{ action: '*', effect: 'allow' }], priority: 1000 }],
+      [
+        'POST',
+        '/v1/policies',
+        { tenant_id: tenantB, name: 'planted', rules: [{ action: '*', effect: 'allow' }], priority: 1000 },
+      ],
       ['POST', '/v1/policies/evaluate', { tenant_id: tenantB, action: 'tool:shell', context: {} }],
       ['POST', `/v1/budgets?tenant_id=${tenantB}`, { name: 'planted', type: 'cost', limits: { max_cost_usd: 1 } }],
       ['GET', `/v1/budgets?tenant_id=${tenantB}`],
@@ -149,10 +183,15 @@ describe("naming another tenant is refused unless the caller is a platform admin
     expect(read.status).toBe(200);
     expect(read.body).toEqual((before as { envelope: unknown }).envelope);
 
-    const byBody = await cp.call('POST', '/v1/budgets', { body: { tenant_id: tenantB, name: 'granted', type: 'cost', limits: { max_cost_usd: 2 } } });
+    const byBody = await cp.call('POST', '/v1/budgets', {
+      body: { tenant_id: tenantB, name: 'granted', type: 'cost', limits: { max_cost_usd: 2 } },
+    });
     expect(byBody.status).toBe(201);
     expect(byBody.body.tenant_id).toBe(tenantB);
-    const byHeader = await cp.call('POST', '/v1/policies', { headers: asB, body: { name: 'granted', rules: [{ action: 'tool:rm', effect: 'deny' }] } });
+    const byHeader = await cp.call('POST', '/v1/policies', {
+      headers: asB,
+      body: { name: 'granted', rules: [{ action: 'tool:rm', effect: 'deny' }] },
+    });
     expect(byHeader.status).toBe(201);
     expect(byHeader.body.tenant_id).toBe(tenantB);
 
@@ -162,9 +201,16 @@ describe("naming another tenant is refused unless the caller is a platform admin
     expect(ids(policies.body, 'policy_id')).toContain(byHeader.body.policy_id);
     expect((await cp.call('GET', '/v1/budgets', { key: keyA })).body).toHaveLength(1);
 
-    const conflicting = await cp.call('POST', '/v1/budgets', { headers: asB, body: { tenant_id: tenantA, name: 'x', type: 'cost', limits: { max_cost_usd: 1 } } });
+    const conflicting = await cp.call('POST', '/v1/budgets', {
+      headers: asB,
+      body: { tenant_id: tenantA, name: 'x', type: 'cost', limits: { max_cost_usd: 1 } },
+    });
     expectSvcError(conflicting, 400, 'SVC-SYS-9002');
-    expectSvcError(await cp.call('GET', '/v1/budgets', { headers: { 'x-tenant-id': 'no-such-tenant' } }), 404, 'SVC-SYS-9006');
+    expectSvcError(
+      await cp.call('GET', '/v1/budgets', { headers: { 'x-tenant-id': 'no-such-tenant' } }),
+      404,
+      'SVC-SYS-9006',
+    );
     before = await stateOfB();
   });
 });

@@ -61,7 +61,10 @@ describe('GET /openapi.json', () => {
     // Authenticated routes: every error a client can meet is described with a JSON body.
     const errors = [401, 403, 429, ...(operation!.requestBody !== undefined || path.includes('{') ? [400] : [])];
     for (const status of [...errors, ...statuses.filter((s) => s >= 400)]) {
-      expect(operation!.responses[String(status)]?.content?.['application/json']?.schema, `${method} ${path} ${status}`).toBeDefined();
+      expect(
+        operation!.responses[String(status)]?.content?.['application/json']?.schema,
+        `${method} ${path} ${status}`,
+      ).toBeDefined();
     }
   });
 });
@@ -72,7 +75,11 @@ describe('operational endpoints', () => {
   it('reports health per dependency, liveness and readiness', async () => {
     const health = await get('/health');
     expect(health.status).toBe(200);
-    expect(health.body).toMatchObject({ status: 'ok', version: expect.any(String) as unknown, services: { database: { status: 'ok' }, event_bus: { status: 'ok' } } });
+    expect(health.body).toMatchObject({
+      status: 'ok',
+      version: expect.any(String) as unknown,
+      services: { database: { status: 'ok' }, event_bus: { status: 'ok' } },
+    });
     expect((await get('/health/live')).status).toBe(200);
     const ready = await get('/health/ready');
     expect(ready.status).toBe(200);
@@ -81,17 +88,30 @@ describe('operational endpoints', () => {
 
   it('reports versions with the storage schema version', async () => {
     const version = await get('/version');
-    expect(version.body).toMatchObject({ service: 'control-plane', api_version: 'v1', version: expect.any(String) as unknown });
+    expect(version.body).toMatchObject({
+      service: 'control-plane',
+      api_version: 'v1',
+      version: expect.any(String) as unknown,
+    });
     expect((version.body as { schema_version: number }).schema_version).toBeGreaterThanOrEqual(1);
   });
 
   it('exposes the metrics of spec 4.5 with values from real traffic', async () => {
-    const budget = await cp.call('POST', '/v1/budgets', { key, body: { name: 'b', type: 'cost', limits: { max_cost_usd: 10 } } });
+    const budget = await cp.call('POST', '/v1/budgets', {
+      key,
+      body: { name: 'b', type: 'cost', limits: { max_cost_usd: 10 } },
+    });
     const budgetId = (budget.body as { budget_id: string }).budget_id;
-    const envelope = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'custom' } });
+    const envelope = await cp.call('POST', '/v1/envelopes', {
+      key,
+      body: { budget_id: budgetId, adapter_type: 'custom' },
+    });
     const envelopeId = (envelope.body as { envelope_id: string }).envelope_id;
     for (const cost of [0.25, 0.5]) {
-      await cp.call('POST', `/v1/envelopes/${envelopeId}/events`, { key, body: { event_type: 'llm.call', timestamp: new Date().toISOString(), cost_usd: cost } });
+      await cp.call('POST', `/v1/envelopes/${envelopeId}/events`, {
+        key,
+        body: { event_type: 'llm.call', timestamp: new Date().toISOString(), cost_usd: cost },
+      });
     }
     const metrics = await get('/metrics');
     expect(metrics.status).toBe(200);
@@ -101,6 +121,8 @@ describe('operational endpoints', () => {
     expect(text).toMatch(/^svc_policy_evaluations_total\{decision="ALLOW"\} 1$/m);
     expect(text).toMatch(/^svc_policy_latency_seconds_count 1$/m);
     expect(text).toContain(`svc_budget_usage_dollars{tenant_id="acme",budget_id="${budgetId}"} 0.75`);
-    expect(text).toMatch(/^svc_http_requests_total\{method="POST",route="\/v1\/envelopes\/:envelope_id\/events",status="202"\} 2$/m);
+    expect(text).toMatch(
+      /^svc_http_requests_total\{method="POST",route="\/v1\/envelopes\/:envelope_id\/events",status="202"\} 2$/m,
+    );
   });
 });

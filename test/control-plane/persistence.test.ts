@@ -1,6 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AuditRecord } from '../../core/domain/index.ts';
-import { seedTenant, startControlPlane, tenantWithKey, type RunningControlPlane, type TenantResources } from '../harness/control-plane.ts';
+import {
+  seedTenant,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+  type TenantResources,
+} from '../harness/control-plane.ts';
 
 let cp: RunningControlPlane;
 afterEach(async () => cp.close());
@@ -37,7 +43,13 @@ describe('state survives a restart on the same data directory', () => {
     const event = { event_type: 'tool.invoke', timestamp: new Date().toISOString(), cost_usd: 0.5 };
     expect((await cp.call('POST', `/v1/envelopes/${seed.envelopeId}/events`, { key, body: event })).status).toBe(202);
     const before = await readAll(key, seed);
-    expect(before.usage).toMatchObject({ cost_usd: 0.75, tokens_used: 150, executions: 1, tool_calls: 1, llm_calls: 1 });
+    expect(before.usage).toMatchObject({
+      cost_usd: 0.75,
+      tokens_used: 150,
+      executions: 1,
+      tool_calls: 1,
+      llm_calls: 1,
+    });
 
     cp = await cp.restart();
     expect(await readAll(key, seed)).toEqual(before);
@@ -53,10 +65,16 @@ describe('state survives a restart on the same data directory', () => {
     const previous = (before.audit as AuditRecord[])[0]!;
     const [next] = (await cp.call('GET', '/v1/audit?limit=1', { key })).body as AuditRecord[];
     expect(next).toMatchObject({ seq: previous.seq + 1, prev_hash: previous.hash, action: 'policy.evaluate' });
-    expect((await cp.call('GET', '/v1/audit/verify', { key })).body).toMatchObject({ valid: true, checked: previous.seq + 1 });
+    expect((await cp.call('GET', '/v1/audit/verify', { key })).body).toMatchObject({
+      valid: true,
+      checked: previous.seq + 1,
+    });
 
     // Usage keeps adding up from where it was.
     expect((await cp.call('POST', `/v1/envelopes/${seed.envelopeId}/events`, { key, body: event })).status).toBe(202);
-    expect((await cp.call('GET', `/v1/budgets/${seed.budgetId}/usage`, { key })).body).toMatchObject({ cost_usd: 1.25, tool_calls: 2 });
+    expect((await cp.call('GET', `/v1/budgets/${seed.budgetId}/usage`, { key })).body).toMatchObject({
+      cost_usd: 1.25,
+      tool_calls: 2,
+    });
   });
 });

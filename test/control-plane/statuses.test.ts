@@ -1,10 +1,20 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { expectSvcError, startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
+import {
+  expectSvcError,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+} from '../harness/control-plane.ts';
 
 let cp: RunningControlPlane;
 afterEach(async () => cp.close());
 
-const event = (cost: number) => ({ event_type: 'llm.call', timestamp: new Date().toISOString(), tokens: { input: 10, output: 5 }, cost_usd: cost });
+const event = (cost: number) => ({
+  event_type: 'llm.call',
+  timestamp: new Date().toISOString(),
+  tokens: { input: 10, output: 5 },
+  cost_usd: cost,
+});
 const expectTerminal = (res: { headers: Headers }) => expect(res.headers.get('x-should-retry')).toBe('false');
 
 async function withTenant(overrides: Record<string, unknown> = {}): Promise<string> {
@@ -15,9 +25,15 @@ async function withTenant(overrides: Record<string, unknown> = {}): Promise<stri
 describe('REST statuses of spec 7.2', () => {
   it('201 created, 202 accepted, 200 terminated, 409 already terminated, 404 unknown envelope', async () => {
     const key = await withTenant();
-    const budget = await cp.call('POST', '/v1/budgets', { key, body: { name: 'b', type: 'cost', limits: { max_cost_usd: 5 } } });
+    const budget = await cp.call('POST', '/v1/budgets', {
+      key,
+      body: { name: 'b', type: 'cost', limits: { max_cost_usd: 5 } },
+    });
     expect(budget.status).toBe(201);
-    const created = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budget.body.budget_id, adapter_type: 'custom' } });
+    const created = await cp.call('POST', '/v1/envelopes', {
+      key,
+      body: { budget_id: budget.body.budget_id, adapter_type: 'custom' },
+    });
     expect(created.status).toBe(201);
     expect(created.body.state).toBe('AUTHORIZED');
     const id = created.body.envelope_id as string;
@@ -33,30 +49,55 @@ describe('REST statuses of spec 7.2', () => {
     expectSvcError(late, 409, 'SVC-ENV-1003');
 
     const missing = await cp.call('GET', '/v1/envelopes/5b0c6f8e-7d1a-4c7e-9a51-0c7f0d2b9e11', { key });
-    expect(expectSvcError(missing, 404, 'SVC-ENV-1001').details).toMatchObject({ envelope_id: '5b0c6f8e-7d1a-4c7e-9a51-0c7f0d2b9e11' });
+    expect(expectSvcError(missing, 404, 'SVC-ENV-1001').details).toMatchObject({
+      envelope_id: '5b0c6f8e-7d1a-4c7e-9a51-0c7f0d2b9e11',
+    });
     expectTerminal(missing);
   });
 
   it('403 with a PolicyViolation body when a policy denies the execution', async () => {
     const key = await withTenant();
-    const policy = await cp.call('POST', '/v1/policies', { key, body: { name: 'no-custom', rules: [{ action: 'execution:start', effect: 'deny', message: 'custom adapters are not allowed' }] } });
+    const policy = await cp.call('POST', '/v1/policies', {
+      key,
+      body: {
+        name: 'no-custom',
+        rules: [{ action: 'execution:start', effect: 'deny', message: 'custom adapters are not allowed' }],
+      },
+    });
     const res = await cp.call('POST', '/v1/envelopes', { key, body: { adapter_type: 'custom' } });
     expectSvcError(res, 403, 'SVC-POL-2001');
     expectTerminal(res);
-    expect(res.body).toMatchObject({ code: 'SVC-POL-2001', policy_id: policy.body.policy_id, message: 'custom adapters are not allowed', denied_action: 'execution:start' });
-    for (const field of ['code', 'policy_id', 'message', 'denied_action']) expect(typeof res.body[field], field).toBe('string');
+    expect(res.body).toMatchObject({
+      code: 'SVC-POL-2001',
+      policy_id: policy.body.policy_id,
+      message: 'custom adapters are not allowed',
+      denied_action: 'execution:start',
+    });
+    for (const field of ['code', 'policy_id', 'message', 'denied_action'])
+      expect(typeof res.body[field], field).toBe('string');
     expect((await cp.call('GET', '/v1/envelopes', { key })).body).toEqual([]);
   });
 
   it('422 with a BudgetError body when the budget cannot take the execution', async () => {
     const key = await withTenant();
-    const budget = await cp.call('POST', '/v1/budgets', { key, body: { name: 'one-run', type: 'cost', limits: { max_cost_usd: 5, max_executions: 1 } } });
+    const budget = await cp.call('POST', '/v1/budgets', {
+      key,
+      body: { name: 'one-run', type: 'cost', limits: { max_cost_usd: 5, max_executions: 1 } },
+    });
     const budgetId = budget.body.budget_id as string;
-    expect((await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'custom' } })).status).toBe(201);
+    expect(
+      (await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'custom' } })).status,
+    ).toBe(201);
     const res = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'custom' } });
     const error = expectSvcError(res, 422, 'SVC-BUD-3004');
     expectTerminal(res);
-    expect(res.body).toMatchObject({ code: 'SVC-BUD-3004', budget_id: budgetId, current_usage: 1, limit: 1, message: error.message });
+    expect(res.body).toMatchObject({
+      code: 'SVC-BUD-3004',
+      budget_id: budgetId,
+      current_usage: 1,
+      limit: 1,
+      message: error.message,
+    });
     expect(error.details).toMatchObject({ budget_id: budgetId, limit: 1, current: 1 });
     expect((await cp.call('GET', `/v1/budgets/${budgetId}/usage`, { key })).body.executions).toBe(1);
   });
@@ -83,7 +124,8 @@ describe('the structured error body of spec 7.1', () => {
 describe('401 for missing, bad, revoked and expired credentials', () => {
   it('refuses each with SVC-SYS-9003 and x-should-retry: false', async () => {
     const key = await withTenant();
-    const mint = async (body: Record<string, unknown>) => (await cp.call('POST', '/v1/api-keys', { key, body })).body as { id: string; key_secret: string };
+    const mint = async (body: Record<string, unknown>) =>
+      (await cp.call('POST', '/v1/api-keys', { key, body })).body as { id: string; key_secret: string };
     const revoked = await mint({ name: 'revoked', scopes: ['budgets:read'] });
     const shortLived = await mint({ name: 'short', scopes: ['budgets:read'], expires_in_seconds: 1 });
     expect((await cp.call('GET', '/v1/budgets', { key: shortLived.key_secret })).status).toBe(200);
@@ -91,7 +133,13 @@ describe('401 for missing, bad, revoked and expired credentials', () => {
     await new Promise((r) => setTimeout(r, 1100));
 
     const tampered = `${key.slice(0, -4)}${key.slice(-4) === 'AAAA' ? 'BBBB' : 'AAAA'}`;
-    for (const [what, credential] of [['none', null], ['garbage', 'not-a-key'], ['tampered', tampered], ['revoked', revoked.key_secret], ['expired', shortLived.key_secret]] as const) {
+    for (const [what, credential] of [
+      ['none', null],
+      ['garbage', 'not-a-key'],
+      ['tampered', tampered],
+      ['revoked', revoked.key_secret],
+      ['expired', shortLived.key_secret],
+    ] as const) {
       const res = await cp.call('GET', '/v1/budgets', { key: credential });
       expect(res.status, what).toBe(401);
       expectSvcError(res, 401, 'SVC-SYS-9003');
@@ -104,12 +152,21 @@ describe('401 for missing, bad, revoked and expired credentials', () => {
 describe('403 SVC-SYS-9004 for a missing scope', () => {
   it('lets a budgets:read key read budgets but not create one', async () => {
     const admin = await withTenant();
-    const reader = (await cp.call('POST', '/v1/api-keys', { key: admin, body: { name: 'reader', scopes: ['budgets:read'] } })).body.key_secret as string;
+    const reader = (
+      await cp.call('POST', '/v1/api-keys', { key: admin, body: { name: 'reader', scopes: ['budgets:read'] } })
+    ).body.key_secret as string;
     expect((await cp.call('GET', '/v1/budgets', { key: reader })).status).toBe(200);
-    const res = await cp.call('POST', '/v1/budgets', { key: reader, body: { name: 'b', type: 'cost', limits: { max_cost_usd: 1 } } });
+    const res = await cp.call('POST', '/v1/budgets', {
+      key: reader,
+      body: { name: 'b', type: 'cost', limits: { max_cost_usd: 1 } },
+    });
     expect(expectSvcError(res, 403, 'SVC-SYS-9004').details).toMatchObject({ required_scope: 'budgets:write' });
     expectTerminal(res);
-    expectSvcError(await cp.call('POST', '/v1/envelopes', { key: reader, body: { adapter_type: 'custom' } }), 403, 'SVC-SYS-9004');
+    expectSvcError(
+      await cp.call('POST', '/v1/envelopes', { key: reader, body: { adapter_type: 'custom' } }),
+      403,
+      'SVC-SYS-9004',
+    );
     // Permission comes before validation: a caller that may not write learns nothing of the schema.
     expectSvcError(await cp.call('POST', '/v1/budgets', { key: reader, body: { name: 5 } }), 403, 'SVC-SYS-9004');
     expectSvcError(await cp.call('POST', '/v1/budgets', { key: reader, raw: '{"name":' }), 403, 'SVC-SYS-9004');
@@ -131,7 +188,14 @@ describe('429 SVC-SYS-9005 per API key', () => {
     // Rate limiting is recoverable: clients may retry after the wait.
     expect(limited.headers.get('x-should-retry')).not.toBe('false');
     expect((await cp.call('GET', '/v1/budgets', { key: second })).status).toBe(200);
-    expect((await cp.call('POST', '/v1/budgets', { key: second, body: { name: 'b', type: 'cost', limits: { max_cost_usd: 1 } } })).status).toBe(201);
+    expect(
+      (
+        await cp.call('POST', '/v1/budgets', {
+          key: second,
+          body: { name: 'b', type: 'cost', limits: { max_cost_usd: 1 } },
+        })
+      ).status,
+    ).toBe(201);
   });
 });
 

@@ -1,6 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BudgetStateSchema, keys, LeaseGrantSchema, RulesetSnapshotSchema, syncSubjects, TerminateSignalSchema, type TerminateSignal } from '../../core/sync/contract.ts';
+import {
+  BudgetStateSchema,
+  keys,
+  LeaseGrantSchema,
+  RulesetSnapshotSchema,
+  syncSubjects,
+  TerminateSignalSchema,
+  type TerminateSignal,
+} from '../../core/sync/contract.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { eventually, startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
 
@@ -13,14 +21,26 @@ beforeEach(async () => {
 afterEach(async () => cp.close());
 
 async function costBudget(max: number): Promise<string> {
-  const res = await cp.call('POST', '/v1/budgets', { key, body: { name: 'b', type: 'cost', limits: { max_cost_usd: max } } });
+  const res = await cp.call('POST', '/v1/budgets', {
+    key,
+    body: { name: 'b', type: 'cost', limits: { max_cost_usd: max } },
+  });
   return res.body.budget_id as string;
 }
 
 function usageEvent(budgetId: string, envelopeId: string, costUsd: number, eventId = randomUUID()) {
   return {
-    event_id: eventId, tenant_id: 'acme', envelope_id: envelopeId, budget_id: budgetId, event_type: 'llm.call', timestamp: new Date().toISOString(),
-    tokens: { input: 10, output: 5 }, model: 'gpt-4o', cost_usd: costUsd, payload: { execution_id: 'exec-1' }, source: 'proxy:pod-a',
+    event_id: eventId,
+    tenant_id: 'acme',
+    envelope_id: envelopeId,
+    budget_id: budgetId,
+    event_type: 'llm.call',
+    timestamp: new Date().toISOString(),
+    tokens: { input: 10, output: 5 },
+    model: 'gpt-4o',
+    cost_usd: costUsd,
+    payload: { execution_id: 'exec-1' },
+    source: 'proxy:pod-a',
   };
 }
 
@@ -29,7 +49,10 @@ describe('state pushed to proxies', () => {
     const bucket = await cp.messaging.keyValue.open('svc_rulesets');
     const before = RulesetSnapshotSchema.parse((await bucket.get(keys.ruleset('acme')))!.value);
     expect(before.policies).toHaveLength(0);
-    const policy = await cp.call('POST', '/v1/policies', { key, body: { name: 'deny-gpt4', rules: [{ action: 'llm:gpt-4*', effect: 'deny' }] } });
+    const policy = await cp.call('POST', '/v1/policies', {
+      key,
+      body: { name: 'deny-gpt4', rules: [{ action: 'llm:gpt-4*', effect: 'deny' }] },
+    });
     const after = RulesetSnapshotSchema.parse((await bucket.get(keys.ruleset('acme')))!.value);
     expect(after.version).toBe(before.version + 1);
     expect(after.policies.map((p) => p.policy_id)).toEqual([policy.body.policy_id]);
@@ -38,10 +61,20 @@ describe('state pushed to proxies', () => {
   it('writes budget state on creation and after usage', async () => {
     const budgetId = await costBudget(2);
     const bucket = await cp.messaging.keyValue.open('svc_budgets');
-    expect(BudgetStateSchema.parse((await bucket.get(keys.budget('acme', budgetId)))!.value)).toMatchObject({ status: 'active', used_micros: 0, unleased_micros: 2_000_000 });
+    expect(BudgetStateSchema.parse((await bucket.get(keys.budget('acme', budgetId)))!.value)).toMatchObject({
+      status: 'active',
+      used_micros: 0,
+      unleased_micros: 2_000_000,
+    });
     const env = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'custom' } });
-    await cp.call('POST', `/v1/envelopes/${env.body.envelope_id}/events`, { key, body: { event_type: 'llm.call', timestamp: new Date().toISOString(), cost_usd: 0.5 } });
-    expect(BudgetStateSchema.parse((await bucket.get(keys.budget('acme', budgetId)))!.value)).toMatchObject({ used_micros: 500_000, unleased_micros: 1_500_000 });
+    await cp.call('POST', `/v1/envelopes/${env.body.envelope_id}/events`, {
+      key,
+      body: { event_type: 'llm.call', timestamp: new Date().toISOString(), cost_usd: 0.5 },
+    });
+    expect(BudgetStateSchema.parse((await bucket.get(keys.budget('acme', budgetId)))!.value)).toMatchObject({
+      used_micros: 500_000,
+      unleased_micros: 1_500_000,
+    });
   });
 });
 
@@ -49,7 +82,11 @@ describe('leases over request-reply', () => {
   it('grants from the remainder and refuses a body naming another tenant', async () => {
     const budgetId = await costBudget(1);
     const ask = (tenant: string, holder: string) =>
-      cp.messaging.requests.request(syncSubjects.lease('acme'), { tenant_id: tenant, budget_id: budgetId, holder, want_tokens: 0, want_micros: 700_000 }, 1000);
+      cp.messaging.requests.request(
+        syncSubjects.lease('acme'),
+        { tenant_id: tenant, budget_id: budgetId, holder, want_tokens: 0, want_micros: 700_000 },
+        1000,
+      );
     expect(LeaseGrantSchema.parse(await ask('acme', 'a')).micros).toBe(700_000);
     expect(LeaseGrantSchema.parse(await ask('acme', 'b')).micros).toBe(300_000);
     await expect(ask('other', 'c')).rejects.toMatchObject({ code: 'SVC-SYS-9004' });
@@ -62,10 +99,25 @@ describe('event processor', () => {
     const envelopeId = randomUUID();
     const event = usageEvent(budgetId, envelopeId, 0.25);
     await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
-    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), { ...event }, { msgId: `${event.event_id}-replay` });
-    const env = await eventually(() => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }), (r) => r.status === 200 && r.body.cost_summary.llm_calls === 1);
-    expect(env.body).toMatchObject({ execution_id: 'exec-1', budget_id: budgetId, state: 'RUNNING', cost_summary: { cost_usd: 0.25, tokens_total: 15 } });
-    await eventually(() => cp.plane.processor.stats, (s) => s.duplicates === 1);
+    await cp.messaging.bus.publish(
+      subjects.event('acme', 'llm.call'),
+      { ...event },
+      { msgId: `${event.event_id}-replay` },
+    );
+    const env = await eventually(
+      () => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }),
+      (r) => r.status === 200 && r.body.cost_summary.llm_calls === 1,
+    );
+    expect(env.body).toMatchObject({
+      execution_id: 'exec-1',
+      budget_id: budgetId,
+      state: 'RUNNING',
+      cost_summary: { cost_usd: 0.25, tokens_total: 15 },
+    });
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.duplicates === 1,
+    );
     const usage = await cp.call('GET', `/v1/budgets/${budgetId}/usage`, { key });
     expect(usage.body.cost_usd).toBe(0.25);
   });
@@ -73,8 +125,23 @@ describe('event processor', () => {
   it('stores an envelope a proxy announces', async () => {
     const budgetId = await costBudget(10);
     const envelopeId = randomUUID();
-    await cp.messaging.bus.publish(subjects.envelopeCreated('acme'), { tenant_id: 'acme', envelope_id: envelopeId, execution_id: 'exec-9', budget_id: budgetId, status: 'AUTHORIZED', source: 'proxy:pod-a', occurred_at: new Date().toISOString() }, { msgId: `open-${envelopeId}` });
-    const env = await eventually(() => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }), (r) => r.status === 200);
+    await cp.messaging.bus.publish(
+      subjects.envelopeCreated('acme'),
+      {
+        tenant_id: 'acme',
+        envelope_id: envelopeId,
+        execution_id: 'exec-9',
+        budget_id: budgetId,
+        status: 'AUTHORIZED',
+        source: 'proxy:pod-a',
+        occurred_at: new Date().toISOString(),
+      },
+      { msgId: `open-${envelopeId}` },
+    );
+    const env = await eventually(
+      () => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }),
+      (r) => r.status === 200,
+    );
     expect(env.body).toMatchObject({ state: 'AUTHORIZED', execution_id: 'exec-9', adapter_type: 'proxy' });
   });
 
@@ -85,11 +152,17 @@ describe('event processor', () => {
     });
     const budgetId = await costBudget(1);
     const [a, b] = [randomUUID(), randomUUID()];
-    for (const [envelopeId, cost] of [[a, 0.6], [b, 0.6]] as const) {
+    for (const [envelopeId, cost] of [
+      [a, 0.6],
+      [b, 0.6],
+    ] as const) {
       const event = usageEvent(budgetId, envelopeId, cost);
       await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
     }
-    await eventually(() => signals.map((s) => s.envelope_id).sort(), (ids) => ids.length === 2);
+    await eventually(
+      () => signals.map((s) => s.envelope_id).sort(),
+      (ids) => ids.length === 2,
+    );
     expect(signals.map((s) => s.envelope_id).sort()).toEqual([a, b].sort());
     expect(signals.every((s) => s.force && s.budget_id === budgetId)).toBe(true);
     const env = await cp.call('GET', `/v1/envelopes/${a}`, { key });
@@ -103,8 +176,14 @@ describe('event processor', () => {
     });
     const budgetId = await costBudget(1);
     const env = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'custom' } });
-    await cp.call('POST', `/v1/envelopes/${env.body.envelope_id}/terminate`, { key, body: { reason: 'stop', force: true } });
-    await eventually(() => signals, (s) => s.length === 1);
+    await cp.call('POST', `/v1/envelopes/${env.body.envelope_id}/terminate`, {
+      key,
+      body: { reason: 'stop', force: true },
+    });
+    await eventually(
+      () => signals,
+      (s) => s.length === 1,
+    );
     expect(signals[0]).toMatchObject({ envelope_id: env.body.envelope_id, reason: 'stop', force: true });
   });
 });
@@ -113,16 +192,32 @@ describe('GET /v1/events', () => {
   it('lists stored events newest first, by envelope and event type, within the tenant', async () => {
     const budgetId = await costBudget(10);
     const [a, b] = [randomUUID(), randomUUID()];
-    for (const [envelopeId, type] of [[a, 'llm.call'], [a, 'tool.search'], [b, 'llm.call']] as const) {
+    for (const [envelopeId, type] of [
+      [a, 'llm.call'],
+      [a, 'tool.search'],
+      [b, 'llm.call'],
+    ] as const) {
       const event = { ...usageEvent(budgetId, envelopeId, 0.01), event_type: type };
       await cp.messaging.bus.publish(subjects.event('acme', type), event, { msgId: event.event_id });
     }
-    await eventually(() => cp.plane.processor.stats.applied, (n) => n === 3);
+    await eventually(
+      () => cp.plane.processor.stats.applied,
+      (n) => n === 3,
+    );
     const all = await cp.call('GET', '/v1/events', { key });
-    expect(all.body.map((e: { envelope_id: string; event_type: string }) => `${e.envelope_id === a ? 'a' : 'b'}:${e.event_type}`)).toEqual(['b:llm.call', 'a:tool.search', 'a:llm.call']);
+    expect(
+      all.body.map(
+        (e: { envelope_id: string; event_type: string }) => `${e.envelope_id === a ? 'a' : 'b'}:${e.event_type}`,
+      ),
+    ).toEqual(['b:llm.call', 'a:tool.search', 'a:llm.call']);
     const ofA = await cp.call('GET', `/v1/events?envelopeId=${a}&eventType=llm.*`, { key });
     expect(ofA.body).toHaveLength(1);
-    expect(ofA.body[0]).toMatchObject({ envelope_id: a, event_type: 'llm.call', cost_usd: 0.01, source: 'proxy:pod-a' });
+    expect(ofA.body[0]).toMatchObject({
+      envelope_id: a,
+      event_type: 'llm.call',
+      cost_usd: 0.01,
+      source: 'proxy:pod-a',
+    });
     const otherKey = await tenantWithKey(cp, 'other');
     expect((await cp.call('GET', '/v1/events', { key: otherKey })).body).toEqual([]);
   });
@@ -138,12 +233,33 @@ describe('terminations announced by a proxy', () => {
     const envelopeId = randomUUID();
     const event = usageEvent(budgetId, envelopeId, 0.01);
     await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
-    await eventually(() => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }), (r) => r.status === 200 && r.body.state === 'RUNNING');
-    const ended = { tenant_id: 'acme', envelope_id: envelopeId, execution_id: 'exec-1', budget_id: budgetId, status: 'BUDGET_EXCEEDED', reason: 'lease exhausted mid-stream', force: true, occurred_at: new Date().toISOString() };
+    await eventually(
+      () => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }),
+      (r) => r.status === 200 && r.body.state === 'RUNNING',
+    );
+    const ended = {
+      tenant_id: 'acme',
+      envelope_id: envelopeId,
+      execution_id: 'exec-1',
+      budget_id: budgetId,
+      status: 'BUDGET_EXCEEDED',
+      reason: 'lease exhausted mid-stream',
+      force: true,
+      occurred_at: new Date().toISOString(),
+    };
     await cp.messaging.bus.publish(subjects.envelopeTerminated('acme'), ended, { msgId: `ended-${envelopeId}` });
-    const env = await eventually(() => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }), (r) => r.body.state === 'TERMINATED');
-    expect(env.body).toMatchObject({ termination_reason: 'budget_exceeded', status_reason: 'lease exhausted mid-stream' });
-    await eventually(() => signals.length, (n) => n >= 1);
+    const env = await eventually(
+      () => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }),
+      (r) => r.body.state === 'TERMINATED',
+    );
+    expect(env.body).toMatchObject({
+      termination_reason: 'budget_exceeded',
+      status_reason: 'lease exhausted mid-stream',
+    });
+    await eventually(
+      () => signals.length,
+      (n) => n >= 1,
+    );
     await new Promise((r) => setTimeout(r, 200));
     expect(signals.filter((s) => s.envelope_id === envelopeId)).toHaveLength(1);
     const audit = await cp.call('GET', '/v1/audit?action=envelope.terminate', { key });
@@ -153,14 +269,38 @@ describe('terminations announced by a proxy', () => {
 
 describe('policy denials at proxies', () => {
   it('enter the audit log once, and the control plane does not audit its own denials twice', async () => {
-    const violation = { tenant_id: 'acme', policy_id: 'p1', rule_id: 'rule-1', denied_action: 'llm:gpt-4o', decision: 'DENY', envelope_id: 'e1', message: 'denied', occurred_at: new Date().toISOString(), source: 'proxy:pod-a' };
+    const violation = {
+      tenant_id: 'acme',
+      policy_id: 'p1',
+      rule_id: 'rule-1',
+      denied_action: 'llm:gpt-4o',
+      decision: 'DENY',
+      envelope_id: 'e1',
+      message: 'denied',
+      occurred_at: new Date().toISOString(),
+      source: 'proxy:pod-a',
+    };
     await cp.messaging.bus.publish(subjects.policyViolation('acme'), violation, { msgId: 'v-1' });
-    const audited = await eventually(() => cp.call('GET', '/v1/audit?action=policy.evaluate', { key }), (r) => r.body.length === 1);
-    expect(audited.body[0]).toMatchObject({ actor: { type: 'proxy', id: 'proxy:pod-a' }, resource: { type: 'envelope', id: 'e1' }, result: 'deny', metadata: { action: 'llm:gpt-4o' } });
+    const audited = await eventually(
+      () => cp.call('GET', '/v1/audit?action=policy.evaluate', { key }),
+      (r) => r.body.length === 1,
+    );
+    expect(audited.body[0]).toMatchObject({
+      actor: { type: 'proxy', id: 'proxy:pod-a' },
+      resource: { type: 'envelope', id: 'e1' },
+      result: 'deny',
+      metadata: { action: 'llm:gpt-4o' },
+    });
 
-    await cp.call('POST', '/v1/policies', { key, body: { name: 'no-tools', rules: [{ action: 'tool:*', effect: 'deny' }] } });
+    await cp.call('POST', '/v1/policies', {
+      key,
+      body: { name: 'no-tools', rules: [{ action: 'tool:*', effect: 'deny' }] },
+    });
     await cp.call('POST', '/v1/policies/evaluate', { key, body: { action: 'tool:shell', context: {} } });
-    await eventually(() => cp.published.filter((m) => m.subject === 'svc.acme.policies.violation').length, (n) => n === 2);
+    await eventually(
+      () => cp.published.filter((m) => m.subject === 'svc.acme.policies.violation').length,
+      (n) => n === 2,
+    );
     await new Promise((r) => setTimeout(r, 200));
     const all = await cp.call('GET', '/v1/audit?action=policy.evaluate', { key });
     expect(all.body.map((r: { actor: { type: string } }) => r.actor.type)).toEqual(['api_key', 'proxy']);

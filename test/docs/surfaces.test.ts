@@ -1,8 +1,22 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { emptyCostTotals, toRestEnvelope, UpdateEnvelopeStatusRequestSchema, type Envelope, type EnvelopeStatus } from '../../core/domain/index.ts';
 import {
-  compileRuleset, DecisionInputSchema, evaluate, OperatorInputSchema, policyFromRestCreate, PolicyStatusInputSchema, RestCreatePolicyRequestSchema, toRestEvaluationResult, toRestPolicy,
+  emptyCostTotals,
+  toRestEnvelope,
+  UpdateEnvelopeStatusRequestSchema,
+  type Envelope,
+  type EnvelopeStatus,
+} from '../../core/domain/index.ts';
+import {
+  compileRuleset,
+  DecisionInputSchema,
+  evaluate,
+  OperatorInputSchema,
+  policyFromRestCreate,
+  PolicyStatusInputSchema,
+  RestCreatePolicyRequestSchema,
+  toRestEvaluationResult,
+  toRestPolicy,
 } from '../../core/policy/index.ts';
 
 const doc = readFileSync(new URL('../../docs/surfaces.md', import.meta.url), 'utf8');
@@ -14,21 +28,41 @@ function table(heading: string): string[][] {
     .split('\n')
     .filter((line) => line.startsWith('|') && !line.startsWith('|---'))
     .slice(1)
-    .map((line) => line.split('|').slice(1, -1).map((cell) => cell.trim()));
+    .map((line) =>
+      line
+        .split('|')
+        .slice(1, -1)
+        .map((cell) => cell.trim()),
+    );
 }
 
 const now = new Date('2026-11-22T10:00:00Z');
 
 function envelope(status: EnvelopeStatus): Envelope {
   return {
-    envelope_id: '00000000-0000-4000-8000-000000000001', tenant_id: 't', budget_id: null, execution_id: 'e', adapter_type: 'custom', native_ref: null, checkpoint_id: null,
-    status, status_reason: null, governance: { token_limit: null, cost_limit_usd: null, timeout_seconds: null, policy_set: [] }, metadata: {}, cost: emptyCostTotals(),
-    created_at: now.toISOString(), updated_at: now.toISOString(), completed_at: null,
+    envelope_id: '00000000-0000-4000-8000-000000000001',
+    tenant_id: 't',
+    budget_id: null,
+    execution_id: 'e',
+    adapter_type: 'custom',
+    native_ref: null,
+    checkpoint_id: null,
+    status,
+    status_reason: null,
+    governance: { token_limit: null, cost_limit_usd: null, timeout_seconds: null, policy_set: [] },
+    metadata: {},
+    cost: emptyCostTotals(),
+    created_at: now.toISOString(),
+    updated_at: now.toISOString(),
+    completed_at: null,
   };
 }
 
 function onePolicy(effect: string, status = 'ACTIVE') {
-  return policyFromRestCreate(RestCreatePolicyRequestSchema.parse({ name: 'p', status, rules: [{ action: 'tool:*', effect }] }), { tenantId: 't', policyId: '00000000-0000-4000-8000-000000000002', now });
+  return policyFromRestCreate(
+    RestCreatePolicyRequestSchema.parse({ name: 'p', status, rules: [{ action: 'tool:*', effect }] }),
+    { tenantId: 't', policyId: '00000000-0000-4000-8000-000000000002', now },
+  );
 }
 
 describe('docs/surfaces.md', () => {

@@ -21,7 +21,10 @@ beforeAll(async () => {
 
 /** Call number `i`: sizes vary so that a lost or doubled call shows in every total. */
 async function meteredCall(i: number): Promise<void> {
-  const outcome = await chat(proxy, MODELS[i % MODELS.length]!, { maxTokens: 3 + (i % 7), headers: { 'x-sim-input-tokens': String(40 + 13 * i) } });
+  const outcome = await chat(proxy, MODELS[i % MODELS.length]!, {
+    maxTokens: 3 + (i % 7),
+    headers: { 'x-sim-input-tokens': String(40 + 13 * i) },
+  });
   expect(outcome, `call ${i}`).toEqual({ status: 200, code: null });
   served++;
 }
@@ -41,7 +44,12 @@ function simulatorTotals(): { input: number; output: number; costUsd: number; ca
 
 async function controlPlaneTotals(): Promise<{ input: number; output: number; costUsd: number; calls: number }> {
   const res = await fleet.cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId });
-  return { input: res.body.tokens_input, output: res.body.tokens_output, costUsd: res.body.cost_usd, calls: res.body.llm_calls };
+  return {
+    input: res.body.tokens_input,
+    output: res.body.tokens_output,
+    costUsd: res.body.cost_usd,
+    calls: res.body.llm_calls,
+  };
 }
 
 /** Waits until the control plane has applied every call, then checks nothing was counted twice. */
@@ -53,7 +61,11 @@ async function expectTotalsMatch(expectedCalls: number): Promise<void> {
   await new Promise((r) => setTimeout(r, 500));
   const settled = await controlPlaneTotals();
   expect(settled).toEqual(applied);
-  expect({ input: settled.input, output: settled.output, calls: settled.calls }).toEqual({ input: truth.input, output: truth.output, calls: truth.calls });
+  expect({ input: settled.input, output: settled.output, calls: settled.calls }).toEqual({
+    input: truth.input,
+    output: truth.output,
+    calls: truth.calls,
+  });
   // Each event's cost is stored in whole micro-dollars: at most half a micro-dollar of rounding per call.
   expect(Math.abs(settled.costUsd - truth.costUsd)).toBeLessThanOrEqual(truth.calls * 0.5e-6 + 1e-9);
   expect(Math.round(settled.costUsd * 100)).toBe(Math.round(truth.costUsd * 100));
@@ -69,7 +81,12 @@ describe('metered events between a proxy process and the control plane over NATS
       for (let i = first; running; i += 3) await meteredCall(i);
     };
     const agents = [agent(0), agent(1), agent(2)];
-    const after = (calls: number) => eventually(() => served, (d) => d >= calls, 20_000);
+    const after = (calls: number) =>
+      eventually(
+        () => served,
+        (d) => d >= calls,
+        20_000,
+      );
     await after(8);
     await fleet.nats.kill();
     await after(served + 12);

@@ -25,14 +25,27 @@ async function startProxy(tenant: FleetTenant, env: Record<string, string>): Pro
   return proxy;
 }
 
-const usage = (tenant: FleetTenant) => fleet.cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId });
+const usage = (tenant: FleetTenant) =>
+  fleet.cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId });
 
 describe('processes under the tenant-isolation nats-server configuration (docs/nats.md)', () => {
   it("a proxy with its tenant's credentials gets its ruleset, leases and event delivery", async () => {
-    const proxy = (acmeProxy = await startProxy(acme, { SVC_NATS_USER: 'proxy-acme', SVC_NATS_PASSWORD: 'proxy-acme-secret' }));
-    const created = await fleet.cp.rest('POST', '/v1/policies', { tenant: 'acme', body: { name: 'no-mini', rules: [{ action: 'llm:gpt-4o-mini', effect: 'deny' }], priority: 500 } });
+    const proxy = (acmeProxy = await startProxy(acme, {
+      SVC_NATS_USER: 'proxy-acme',
+      SVC_NATS_PASSWORD: 'proxy-acme-secret',
+    }));
+    const created = await fleet.cp.rest('POST', '/v1/policies', {
+      tenant: 'acme',
+      body: { name: 'no-mini', rules: [{ action: 'llm:gpt-4o-mini', effect: 'deny' }], priority: 500 },
+    });
     expect(created.status).toBe(201);
-    expect(await eventually(() => chat(proxy, 'gpt-4o-mini'), (o) => o.status === 403, 5000)).toEqual({ status: 403, code: 'SVC-POL-2001' });
+    expect(
+      await eventually(
+        () => chat(proxy, 'gpt-4o-mini'),
+        (o) => o.status === 403,
+        5000,
+      ),
+    ).toEqual({ status: 403, code: 'SVC-POL-2001' });
     expect(await chat(proxy, 'gpt-4o')).toEqual({ status: 200, code: null });
     await eventually(usage.bind(null, acme), (r) => r.body.llm_calls === 1, 10_000);
     const metrics = await proxy.metrics();
@@ -42,7 +55,11 @@ describe('processes under the tenant-isolation nats-server configuration (docs/n
 
   it("a proxy holding acme's credentials but claiming tenant globex is refused by the server and stops at start", async () => {
     // It even uses the inbox acme's credentials allow, so replies could reach it if anything answered.
-    const impostor = await fleet.proxy(globex, { SVC_NATS_USER: 'proxy-acme', SVC_NATS_PASSWORD: 'proxy-acme-secret', SVC_NATS_INBOX_PREFIX: '_INBOX_acme' });
+    const impostor = await fleet.proxy(globex, {
+      SVC_NATS_USER: 'proxy-acme',
+      SVC_NATS_PASSWORD: 'proxy-acme-secret',
+      SVC_NATS_INBOX_PREFIX: '_INBOX_acme',
+    });
     const sentBefore = fleet.sim.requests.length;
     await expect(impostor.start()).rejects.toThrow(/exited \(1\)/);
     // The server refused the watch of globex's ruleset key; a misbound sidecar says so and stops

@@ -8,13 +8,19 @@ import { useFleet } from '../harness/fleet.ts';
 import { type FleetTenant, type ProxyProcess } from '../harness/processes.ts';
 
 const LEASE_TTL_S = 5;
-const fleet = useFleet({ controlPlaneEnv: { SVC_LEASE_TTL_SECONDS: String(LEASE_TTL_S) }, tenants: { leasing: { max_cost_usd: 1, max_tokens: 10_000_000 } } });
+const fleet = useFleet({
+  controlPlaneEnv: { SVC_LEASE_TTL_SECONDS: String(LEASE_TTL_S) },
+  tenants: { leasing: { max_cost_usd: 1, max_tokens: 10_000_000 } },
+});
 let tenant: FleetTenant;
 let probe: Messaging;
 
 beforeAll(async () => {
   tenant = fleet.tenant('leasing');
-  probe = await openNatsMessaging({ connection: { servers: fleet.nats.url }, manage: false }, pino({ level: 'silent' }));
+  probe = await openNatsMessaging(
+    { connection: { servers: fleet.nats.url }, manage: false },
+    pino({ level: 'silent' }),
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -33,7 +39,19 @@ async function startProxy(): Promise<ProxyProcess> {
  */
 async function unleasedMicros(): Promise<number> {
   const ask = (release: boolean, leaseId: string | null) =>
-    probe.requests.request(syncSubjects.lease(tenant.tenantId), { tenant_id: tenant.tenantId, budget_id: tenant.budgetId, holder: 'probe', lease_id: leaseId, want_tokens: 0, want_micros: 1_000_000, release }, 2000);
+    probe.requests.request(
+      syncSubjects.lease(tenant.tenantId),
+      {
+        tenant_id: tenant.tenantId,
+        budget_id: tenant.budgetId,
+        holder: 'probe',
+        lease_id: leaseId,
+        want_tokens: 0,
+        want_micros: 1_000_000,
+        release,
+      },
+      2000,
+    );
   const grant = LeaseGrantSchema.parse(await ask(false, null));
   await ask(true, grant.lease_id);
   return grant.micros ?? -1;

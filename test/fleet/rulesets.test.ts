@@ -20,7 +20,10 @@ const ask = (model: string) => chat(proxy, model);
 describe('rulesets pushed to a proxy process over NATS', () => {
   it('enforces a policy created over REST within one second', async () => {
     expect(await ask('gpt-4o-mini')).toEqual({ status: 200, code: null });
-    const created = await fleet.cp.rest('POST', '/v1/policies', { tenant: 'rules', body: { name: 'no-mini', rules: [{ action: 'llm:gpt-4o-mini', effect: 'deny' }], priority: 500 } });
+    const created = await fleet.cp.rest('POST', '/v1/policies', {
+      tenant: 'rules',
+      body: { name: 'no-mini', rules: [{ action: 'llm:gpt-4o-mini', effect: 'deny' }], priority: 500 },
+    });
     expect(created.status).toBe(201);
     const createdAt = Date.now();
     let answer = await ask('gpt-4o-mini');
@@ -45,8 +48,16 @@ describe('rulesets pushed to a proxy process over NATS', () => {
     // Lease requests nobody answers open the control-plane circuit (spec 3.5): later renewals fail
     // fast without being sent, and calls are still served on the soft limit.
     const circuit = (text: string) => metricValue(text, 'svc_proxy_circuit_state', 'dependency="control_plane"');
-    const open = await eventually(() => proxy.metrics(), (text) => circuit(text) === 2, 10_000);
-    await eventually(() => proxy.metrics(), (text) => (metricValue(text, 'svc_proxy_circuit_fast_failures_total', 'dependency="control_plane"') ?? 0) > 0, 5000);
+    const open = await eventually(
+      () => proxy.metrics(),
+      (text) => circuit(text) === 2,
+      10_000,
+    );
+    await eventually(
+      () => proxy.metrics(),
+      (text) => (metricValue(text, 'svc_proxy_circuit_fast_failures_total', 'dependency="control_plane"') ?? 0) > 0,
+      5000,
+    );
     expect(metricValue(open, 'svc_proxy_lease_requests_total', 'outcome="unreachable"')).toBeGreaterThanOrEqual(5);
     expect(await ask('gpt-4o')).toEqual({ status: 200, code: null });
   }, 40_000);
@@ -63,10 +74,23 @@ describe('rulesets pushed to a proxy process over NATS', () => {
     const served = fleet.sim.requests.filter((r) => r.path === '/v1/chat/completions' && r.status === 200).length;
     const usage = () => fleet.cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId });
     await eventually(usage, (r) => r.body.llm_calls === served, 20_000);
-    await eventually(async () => metricValue(await proxy.metrics(), 'svc_proxy_outbox_depth'), (d) => d === 0, 10_000);
+    await eventually(
+      async () => metricValue(await proxy.metrics(), 'svc_proxy_outbox_depth'),
+      (d) => d === 0,
+      10_000,
+    );
     // Connected now: a policy change reaches it again.
-    const created = await fleet.cp.rest('POST', '/v1/policies', { tenant: 'rules', body: { name: 'no-4o', rules: [{ action: 'llm:gpt-4o', effect: 'deny' }], priority: 500 } });
+    const created = await fleet.cp.rest('POST', '/v1/policies', {
+      tenant: 'rules',
+      body: { name: 'no-4o', rules: [{ action: 'llm:gpt-4o', effect: 'deny' }], priority: 500 },
+    });
     expect(created.status).toBe(201);
-    expect(await eventually(() => ask('gpt-4o'), (a) => a.status === 403, 5000)).toEqual({ status: 403, code: 'SVC-POL-2001' });
+    expect(
+      await eventually(
+        () => ask('gpt-4o'),
+        (a) => a.status === 403,
+        5000,
+      ),
+    ).toEqual({ status: 403, code: 'SVC-POL-2001' });
   }, 50_000);
 });

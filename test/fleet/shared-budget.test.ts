@@ -21,7 +21,11 @@ beforeAll(async () => {
   // Slices of a fifth of the budget, so the proxies keep coming back for more; no soft limit, so
   // a slow lease answer on a busy machine cannot add spending beyond the leases (that fail-open
   // allowance is separate from the lease bound and documented with it).
-  const env = { SVC_PROXY_LEASE_USD: String(LIMIT_USD / 5), SVC_PROXY_SOFT_LIMIT_USD: '0', SVC_PROXY_SOFT_LIMIT_TOKENS: '0' };
+  const env = {
+    SVC_PROXY_LEASE_USD: String(LIMIT_USD / 5),
+    SVC_PROXY_SOFT_LIMIT_USD: '0',
+    SVC_PROXY_SOFT_LIMIT_TOKENS: '0',
+  };
   for (let i = 0; i < PROXIES; i++) proxies.push(await fleet.proxy(tenant, env));
   await Promise.all(proxies.map((p) => p.start()));
 }, 60_000);
@@ -38,7 +42,10 @@ async function worker(proxy: ProxyProcess, id: string): Promise<{ served: number
   while (refusedSince === null || Date.now() - refusedSince < 1500) {
     // The simulator reports 1 input token, fewer than the proxy's estimate of the prompt, and
     // exactly max_tokens of output: every call's actual cost is within its estimate.
-    const outcome = await chat(proxy, MODEL, { maxTokens: MAX_TOKENS, headers: { 'x-sim-input-tokens': '1', 'X-Svc-Execution-Id': id } });
+    const outcome = await chat(proxy, MODEL, {
+      maxTokens: MAX_TOKENS,
+      headers: { 'x-sim-input-tokens': '1', 'X-Svc-Execution-Id': id },
+    });
     if (outcome.status === 200) {
       served++;
       refusedSince = null;
@@ -53,7 +60,9 @@ async function worker(proxy: ProxyProcess, id: string): Promise<{ served: number
 
 describe('four proxy processes spending one budget concurrently', () => {
   it('spend no more than the limit plus the documented in-flight bound', async () => {
-    const results = await Promise.all(proxies.flatMap((p, i) => Array.from({ length: WORKERS_PER_PROXY }, (_, w) => worker(p, `shared-${i}-${w}`))));
+    const results = await Promise.all(
+      proxies.flatMap((p, i) => Array.from({ length: WORKERS_PER_PROXY }, (_, w) => worker(p, `shared-${i}-${w}`))),
+    );
     const served = results.reduce((n, r) => n + r.served, 0);
     // Refused by an empty lease, or, once the control plane saw the budget exceeded, by the
     // termination of the executions on it.
@@ -61,7 +70,9 @@ describe('four proxy processes spending one budget concurrently', () => {
     expect(refusals.has('422 SVC-BUD-3001')).toBe(true);
     expect([...refusals].filter((r) => r !== '422 SVC-BUD-3001' && r !== '409 SVC-ENV-1003')).toEqual([]);
 
-    const answered = fleet.sim.requests.filter((r) => r.path === '/v1/chat/completions' && r.status === 200 && r.usageSent !== undefined);
+    const answered = fleet.sim.requests.filter(
+      (r) => r.path === '/v1/chat/completions' && r.status === 200 && r.usageSent !== undefined,
+    );
     expect(answered.length).toBe(served);
     const truthUsd = answered.reduce((sum, r) => sum + cost(prices, MODEL, r.usageSent!).costUsd, 0);
     const usage = await eventually(
@@ -80,7 +91,9 @@ describe('four proxy processes spending one budget concurrently', () => {
     expect(spentUsd).toBeGreaterThan(LIMIT_USD - PROXIES * oneCallEstimateUsd);
     // Every proxy took part.
     for (let i = 0; i < PROXIES; i++) {
-      const ofProxy = results.slice(i * WORKERS_PER_PROXY, (i + 1) * WORKERS_PER_PROXY).reduce((n, r) => n + r.served, 0);
+      const ofProxy = results
+        .slice(i * WORKERS_PER_PROXY, (i + 1) * WORKERS_PER_PROXY)
+        .reduce((n, r) => n + r.served, 0);
       expect(ofProxy, `proxy ${i}`).toBeGreaterThan(0);
     }
   }, 50_000);

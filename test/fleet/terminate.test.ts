@@ -20,7 +20,10 @@ beforeAll(async () => {
 }, 60_000);
 
 async function newEnvelope(): Promise<string> {
-  const res = await fleet.cp.rest('POST', '/v1/envelopes', { tenant: tenant.tenantId, body: { budget_id: tenant.budgetId, adapter_type: 'custom' } });
+  const res = await fleet.cp.rest('POST', '/v1/envelopes', {
+    tenant: tenant.tenantId,
+    body: { budget_id: tenant.budgetId, adapter_type: 'custom' },
+  });
   expect(res.status).toBe(201);
   return String(res.body.envelope_id);
 }
@@ -30,10 +33,17 @@ async function newEnvelope(): Promise<string> {
  * chunk runs `act` (which should end the envelope somewhere else) and measures how long the
  * stream still ran.
  */
-async function streamAndAct(proxy: ProxyProcess, envelopeId: string, act: () => Promise<void>): Promise<{ message: string; received: number; cutAfterMs: number }> {
+async function streamAndAct(
+  proxy: ProxyProcess,
+  envelopeId: string,
+  act: () => Promise<void>,
+): Promise<{ message: string; received: number; cutAfterMs: number }> {
   const agent = proxy.agent();
   const client = openAiClient(agent, { 'X-Svc-Envelope-Id': envelopeId, 'x-sim-chunk-delay-ms': '50' });
-  const stream = await client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 400, stream: true, messages: [{ role: 'user', content: 'talk' }] }, { maxRetries: 0 });
+  const stream = await client.chat.completions.create(
+    { model: 'gpt-4o-mini', max_tokens: 400, stream: true, messages: [{ role: 'user', content: 'talk' }] },
+    { maxRetries: 0 },
+  );
   let received = 0;
   let actedAt = 0;
   let message = 'the stream reached its end';
@@ -57,7 +67,10 @@ describe('an envelope terminated over REST', () => {
   it('has its in-flight stream cut at the proxy process carrying it within one second', async () => {
     const envelopeId = await newEnvelope();
     const cut = await streamAndAct(streaming, envelopeId, async () => {
-      const terminated = await fleet.cp.rest('POST', `/v1/envelopes/${envelopeId}/terminate`, { tenant: tenant.tenantId, body: { reason: 'operator stop' } });
+      const terminated = await fleet.cp.rest('POST', `/v1/envelopes/${envelopeId}/terminate`, {
+        tenant: tenant.tenantId,
+        body: { reason: 'operator stop' },
+      });
       expect(terminated.status).toBe(200);
     });
     expect(cut.message).toContain('SVC-ENV-1003');
@@ -74,7 +87,13 @@ describe('a budget exceeded at the control plane', () => {
       // Spec 6.1: an event recorded over REST charges the budget; $20 on a $10 budget exceeds it.
       const charged = await fleet.cp.rest('POST', `/v1/envelopes/${spender}/events`, {
         tenant: tenant.tenantId,
-        body: { event_type: 'llm.call', timestamp: new Date().toISOString(), model: 'gpt-4o', tokens: { input: 10, output: 10 }, cost_usd: 20 },
+        body: {
+          event_type: 'llm.call',
+          timestamp: new Date().toISOString(),
+          model: 'gpt-4o',
+          tokens: { input: 10, output: 10 },
+          cost_usd: 20,
+        },
       });
       expect(charged.status).toBe(202);
     });
@@ -82,10 +101,18 @@ describe('a budget exceeded at the control plane', () => {
     expect(cut.received).toBeLessThan(400);
     expect(cut.cutAfterMs).toBeLessThan(1000);
 
-    const envelope = await eventually(() => fleet.cp.rest('GET', `/v1/envelopes/${streamed}`, { tenant: tenant.tenantId }), (r) => r.body.state !== 'RUNNING' && r.body.state !== 'AUTHORIZED', 5000);
+    const envelope = await eventually(
+      () => fleet.cp.rest('GET', `/v1/envelopes/${streamed}`, { tenant: tenant.tenantId }),
+      (r) => r.body.state !== 'RUNNING' && r.body.state !== 'AUTHORIZED',
+      5000,
+    );
     expect(envelope.body.state).toBe('TERMINATED');
     // The budget's state reached the other proxy too: a new execution there is refused at once.
-    const refused = await eventually(() => chat(other, 'gpt-4o-mini', { headers: { 'X-Svc-Execution-Id': 'after-exceeded' } }), (o) => o.status !== 200, 2000);
+    const refused = await eventually(
+      () => chat(other, 'gpt-4o-mini', { headers: { 'X-Svc-Execution-Id': 'after-exceeded' } }),
+      (o) => o.status !== 200,
+      2000,
+    );
     expect(refused).toEqual({ status: 422, code: 'SVC-BUD-3001' });
   }, 40_000);
 });

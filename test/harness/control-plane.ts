@@ -21,15 +21,32 @@ export interface RunningControlPlane {
   /** Everything published on the bus since start, in order. */
   published: BusMessage[];
   /** Sends a request as `key` (default: the root administrator) and parses the JSON answer. */
-  call(method: string, path: string, options?: { key?: string | null; body?: unknown; headers?: Record<string, string>; raw?: string }): Promise<{ status: number; body: any; headers: Headers }>;
+  call(
+    method: string,
+    path: string,
+    options?: { key?: string | null; body?: unknown; headers?: Record<string, string>; raw?: string },
+  ): Promise<{ status: number; body: any; headers: Headers }>;
   /** Closes and opens again on the same data directory. */
   restart(): Promise<RunningControlPlane>;
   close(): Promise<void>;
 }
 
 /** A real control plane on a free port with its own LMDB directory and in-process messaging. */
-export async function startControlPlane(overrides: Partial<Record<keyof Config, unknown>> = {}, dataDir = mkdtempSync(join(tmpdir(), 'cp-'))): Promise<RunningControlPlane> {
-  const config = loadConfig({}, { data_dir: dataDir, http_host: '127.0.0.1', http_port: 0, bootstrap_admin_key: ROOT_KEY, log_level: 'silent', ...overrides });
+export async function startControlPlane(
+  overrides: Partial<Record<keyof Config, unknown>> = {},
+  dataDir = mkdtempSync(join(tmpdir(), 'cp-')),
+): Promise<RunningControlPlane> {
+  const config = loadConfig(
+    {},
+    {
+      data_dir: dataDir,
+      http_host: '127.0.0.1',
+      http_port: 0,
+      bootstrap_admin_key: ROOT_KEY,
+      log_level: 'silent',
+      ...overrides,
+    },
+  );
   const logger = pino({ level: 'silent' });
   const messaging = createMemoryMessaging({ logger });
   const published: BusMessage[] = [];
@@ -42,7 +59,11 @@ export async function startControlPlane(overrides: Partial<Record<keyof Config, 
   const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
   const url = await plane.listen();
   const running: RunningControlPlane = {
-    url, plane, messaging, dataDir, published,
+    url,
+    plane,
+    messaging,
+    dataDir,
+    published,
     async call(method, path, options = {}) {
       const headers: Record<string, string> = { ...options.headers };
       const key = options.key === undefined ? ROOT_KEY : options.key;
@@ -50,7 +71,11 @@ export async function startControlPlane(overrides: Partial<Record<keyof Config, 
       let payload: string | undefined = options.raw;
       if (options.body !== undefined) payload = JSON.stringify(options.body);
       if (payload !== undefined) headers['content-type'] ??= 'application/json';
-      const response = await fetch(url + path, { method, headers, ...(payload !== undefined ? { body: payload } : {}) });
+      const response = await fetch(url + path, {
+        method,
+        headers,
+        ...(payload !== undefined ? { body: payload } : {}),
+      });
       const text = await response.text();
       let body: unknown = text;
       try {
@@ -73,21 +98,34 @@ export async function startControlPlane(overrides: Partial<Record<keyof Config, 
 }
 
 /** Creates a tenant and an admin key for it as the root administrator; returns the key. */
-export async function tenantWithKey(cp: RunningControlPlane, tenantId: string, scopes: string[] = ['admin']): Promise<string> {
+export async function tenantWithKey(
+  cp: RunningControlPlane,
+  tenantId: string,
+  scopes: string[] = ['admin'],
+): Promise<string> {
   const tenant = await cp.call('POST', '/v1/tenants', { body: { tenant_id: tenantId, name: tenantId } });
-  if (tenant.status !== 201 && tenant.status !== 409) throw new Error(`tenant ${tenantId}: ${JSON.stringify(tenant.body)}`);
-  const key = await cp.call('POST', '/v1/api-keys', { body: { name: `${tenantId}-key`, scopes }, headers: { 'x-tenant-id': tenantId } });
+  if (tenant.status !== 201 && tenant.status !== 409)
+    throw new Error(`tenant ${tenantId}: ${JSON.stringify(tenant.body)}`);
+  const key = await cp.call('POST', '/v1/api-keys', {
+    body: { name: `${tenantId}-key`, scopes },
+    headers: { 'x-tenant-id': tenantId },
+  });
   if (key.status !== 201) throw new Error(`key for ${tenantId}: ${JSON.stringify(key.body)}`);
   return key.body.key_secret as string;
 }
 
 /** Waits until `predicate` holds, polling; fails after `timeoutMs`. */
-export async function eventually<T>(probe: () => T | Promise<T>, predicate: (value: T) => boolean, timeoutMs = 3000): Promise<T> {
+export async function eventually<T>(
+  probe: () => T | Promise<T>,
+  predicate: (value: T) => boolean,
+  timeoutMs = 3000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (predicate(value)) return value;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(value)}`);
+    if (Date.now() > deadline)
+      throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(value)}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -112,12 +150,38 @@ export async function seedTenant(cp: RunningControlPlane, key: string): Promise<
     if (res.status !== status) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`);
     return res.body as Record<string, unknown>;
   };
-  const budget = await ok('POST', '/v1/budgets', { name: 'seed', type: 'hybrid', limits: { max_cost_usd: 10, max_tokens: 100_000 } }, 201);
-  const policy = await ok('POST', '/v1/policies', { name: 'no-shell', rules: [{ action: 'tool:shell', effect: 'deny' }], priority: 300 }, 201);
+  const budget = await ok(
+    'POST',
+    '/v1/budgets',
+    { name: 'seed', type: 'hybrid', limits: { max_cost_usd: 10, max_tokens: 100_000 } },
+    201,
+  );
+  const policy = await ok(
+    'POST',
+    '/v1/policies',
+    { name: 'no-shell', rules: [{ action: 'tool:shell', effect: 'deny' }], priority: 300 },
+    201,
+  );
   const envelope = await ok('POST', '/v1/envelopes', { budget_id: budget.budget_id, adapter_type: 'custom' }, 201);
-  await ok('POST', `/v1/envelopes/${String(envelope.envelope_id)}/events`, { event_type: 'llm.call', timestamp: new Date().toISOString(), model: 'gpt-4o', tokens: { input: 120, output: 30 }, cost_usd: 0.25 }, 202);
+  await ok(
+    'POST',
+    `/v1/envelopes/${String(envelope.envelope_id)}/events`,
+    {
+      event_type: 'llm.call',
+      timestamp: new Date().toISOString(),
+      model: 'gpt-4o',
+      tokens: { input: 120, output: 30 },
+      cost_usd: 0.25,
+    },
+    202,
+  );
   const apiKey = await ok('POST', '/v1/api-keys', { name: 'seed-reader', scopes: ['envelopes:read'] }, 201);
-  return { budgetId: String(budget.budget_id), policyId: String(policy.policy_id), envelopeId: String(envelope.envelope_id), keyId: String(apiKey.id) };
+  return {
+    budgetId: String(budget.budget_id),
+    policyId: String(policy.policy_id),
+    envelopeId: String(envelope.envelope_id),
+    keyId: String(apiKey.id),
+  };
 }
 
 /**
@@ -125,10 +189,18 @@ export async function seedTenant(cp: RunningControlPlane, key: string): Promise<
  * (message, details, request_id echoed in `x-request-id`, timestamp, documentation_url).
  * Returns the `error` object for further checks.
  */
-export function expectSvcError(res: { status: number; body: unknown; headers: Headers }, status: number, code: string): Record<string, unknown> {
+export function expectSvcError(
+  res: { status: number; body: unknown; headers: Headers },
+  status: number,
+  code: string,
+): Record<string, unknown> {
   const error = (res.body as { error?: Record<string, unknown> } | null)?.error;
   expect({ status: res.status, code: error?.code }, JSON.stringify(res.body)).toEqual({ status, code });
-  expect({ message: typeof error?.message, details: typeof error?.details, request_id: typeof error?.request_id }).toEqual({ message: 'string', details: 'object', request_id: 'string' });
+  expect({
+    message: typeof error?.message,
+    details: typeof error?.details,
+    request_id: typeof error?.request_id,
+  }).toEqual({ message: 'string', details: 'object', request_id: 'string' });
   expect(String(error?.documentation_url)).toContain(code);
   expect(Number.isNaN(Date.parse(String(error?.timestamp)))).toBe(false);
   expect(res.headers.get('x-request-id')).toBe(error?.request_id);

@@ -5,8 +5,16 @@ import { afterAll, beforeAll } from 'vitest';
 import { startSimulator, type Simulator } from '../simulator/server.ts';
 import { startNatsServer, type NatsServer, type NatsServerOptions } from './nats-server.ts';
 import {
-  controlPlaneProcess, killAllProcesses, proxyCa, proxyProcess, removeDirs, seedFleetTenant,
-  type ControlPlaneProcess, type FleetTenant, type ProxyCa, type ProxyProcess,
+  controlPlaneProcess,
+  killAllProcesses,
+  proxyCa,
+  proxyProcess,
+  removeDirs,
+  seedFleetTenant,
+  type ControlPlaneProcess,
+  type FleetTenant,
+  type ProxyCa,
+  type ProxyProcess,
 } from './processes.ts';
 
 export interface FleetOptions {

@@ -27,6 +27,8 @@ describe('nats-server harness', () => {
   });
 
   it('fails clearly when the server cannot start', async () => {
-    await expect(startNatsServer({ configFile: '/nonexistent/svc-nats.conf', startTimeoutMs: 3_000 })).rejects.toThrow(/nats-server exited/);
+    await expect(startNatsServer({ configFile: '/nonexistent/svc-nats.conf', startTimeoutMs: 3_000 })).rejects.toThrow(
+      /nats-server exited/,
+    );
   });
 });

@@ -29,7 +29,13 @@ export interface NatsServer {
 }
 
 function findBinary(): string {
-  const candidates = [...(process.env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, 'nats-server')), '/usr/sbin/nats-server'];
+  const candidates = [
+    ...(process.env.PATH ?? '')
+      .split(delimiter)
+      .filter(Boolean)
+      .map((dir) => join(dir, 'nats-server')),
+    '/usr/sbin/nats-server',
+  ];
   for (const candidate of candidates) {
     try {
       accessSync(candidate, constants.X_OK);
@@ -79,7 +85,16 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   const port = await freePort();
   const ownsStore = options.storeDir === undefined;
   const storeDir = options.storeDir ?? (await mkdtemp(join(tmpdir(), 'svc-nats-')));
-  const args = [...(options.configFile ? ['-c', options.configFile] : []), '-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir];
+  const args = [
+    ...(options.configFile ? ['-c', options.configFile] : []),
+    '-a',
+    '127.0.0.1',
+    '-p',
+    String(port),
+    '-js',
+    '-sd',
+    storeDir,
+  ];
   const timeoutMs = options.startTimeoutMs ?? 10_000;
   let child: ChildProcess | undefined = await launch(binary, args, timeoutMs).catch(async (error: unknown) => {
     if (ownsStore) await rm(storeDir, { recursive: true, force: true });

@@ -16,7 +16,6 @@ process.once('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
 
-
 function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => child.once('exit', () => resolve()));
@@ -68,7 +67,11 @@ function service(spec: ServiceSpec): ServiceProcess {
     output: () => log,
     async start() {
       if (child !== undefined) throw new Error(`${spec.name} is already running`);
-      const started = spawn(process.execPath, [spec.script], { cwd: ROOT_DIR, env: { ...process.env, ...spec.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const started = spawn(process.execPath, [spec.script], {
+        cwd: ROOT_DIR,
+        env: { ...process.env, ...spec.env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       child = started;
       children.add(started);
       started.stdout?.on('data', (c: Buffer) => (log += c.toString()));
@@ -80,7 +83,10 @@ function service(spec: ServiceSpec): ServiceProcess {
           child = undefined;
           throw new Error(`${spec.name} exited (${started.exitCode}) before it was ready:\n${log}`);
         }
-        const status = await fetch(spec.readyUrl).then((r) => r.status, () => 0);
+        const status = await fetch(spec.readyUrl).then(
+          (r) => r.status,
+          () => 0,
+        );
         if (status === 200) return;
         if (Date.now() > deadline) {
           await end('SIGKILL');
@@ -124,7 +130,10 @@ export interface ControlPlaneProcess extends ServiceProcess {
 }
 
 /** `node control-plane/main.ts` on NATS with its own LMDB directory and a free port. */
-export async function controlPlaneProcess(natsUrl: string, env: Record<string, string> = {}): Promise<ControlPlaneProcess> {
+export async function controlPlaneProcess(
+  natsUrl: string,
+  env: Record<string, string> = {},
+): Promise<ControlPlaneProcess> {
   const dataDir = mkdtempSync(join(tmpdir(), 'fleet-cp-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -150,7 +159,11 @@ export async function controlPlaneProcess(natsUrl: string, env: Record<string, s
       const headers: Record<string, string> = { 'x-api-key': FLEET_ROOT_KEY };
       if (options.tenant !== undefined) headers['x-tenant-id'] = options.tenant;
       if (options.body !== undefined) headers['content-type'] = 'application/json';
-      const res = await fetch(url + path, { method, headers, ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}) });
+      const res = await fetch(url + path, {
+        method,
+        headers,
+        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+      });
       const text = await res.text();
       let body: unknown = text;
       try {
@@ -171,7 +184,11 @@ export interface FleetTenant {
 }
 
 /** Creates the tenant, an API key and a budget (limits as given) over REST with the root key. */
-export async function seedFleetTenant(cp: ControlPlaneProcess, tenantId: string, limits: Record<string, number>): Promise<FleetTenant> {
+export async function seedFleetTenant(
+  cp: ControlPlaneProcess,
+  tenantId: string,
+  limits: Record<string, number>,
+): Promise<FleetTenant> {
   const must = async (method: string, path: string, body: unknown, tenant: string | null = tenantId): Promise<any> => {
     const res = await cp.rest(method, path, { ...(tenant !== null ? { tenant } : {}), body });
     if (res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`);
@@ -191,7 +208,11 @@ export interface ProxyCa {
 
 /** A proxy CA shared by the proxies of a suite (a deployment mounts one from a secret). */
 export async function proxyCa(dir: string): Promise<ProxyCa> {
-  const ca = await loadOrCreateCa({ certFile: join(dir, 'ca.pem'), keyFile: join(dir, 'ca-key.pem'), allowGenerate: true });
+  const ca = await loadOrCreateCa({
+    certFile: join(dir, 'ca.pem'),
+    keyFile: join(dir, 'ca-key.pem'),
+    allowGenerate: true,
+  });
   return { certFile: ca.certFile, keyFile: join(dir, 'ca-key.pem'), certPem: ca.certPem };
 }
 

@@ -14,4 +14,6 @@ afterAll(async () => {
   await server.dispose();
 });
 
-busContract('nats', () => openNatsMessaging({ connection: { servers: server.url }, bus: { retryBackoffMs: 50 } }, quiet));
+busContract('nats', () =>
+  openNatsMessaging({ connection: { servers: server.url }, bus: { retryBackoffMs: 50 } }, quiet),
+);

@@ -16,9 +16,14 @@ describe('messagingFromConfig under the tenant isolation configuration', () => {
 
   beforeAll(async () => {
     server = await startNatsServer({ configFile: CONFIG });
-    const config = loadConfig({}, { nats_url: server.url, nats_user: 'control-plane', nats_password: 'control-plane-secret' });
+    const config = loadConfig(
+      {},
+      { nats_url: server.url, nats_user: 'control-plane', nats_password: 'control-plane-secret' },
+    );
     controlPlane = await messagingFromConfig(config, quiet, { name: 'control-plane', manage: true });
-    await controlPlane.requests.reply(syncSubjects.lease('*'), (_data, subject) => Promise.resolve({ answered: subject }));
+    await controlPlane.requests.reply(syncSubjects.lease('*'), (_data, subject) =>
+      Promise.resolve({ answered: subject }),
+    );
   });
   afterAll(async () => {
     await Promise.all(opened.map((m) => m.close()));
@@ -27,7 +32,10 @@ describe('messagingFromConfig under the tenant isolation configuration', () => {
   });
 
   const proxy = async (extra: Record<string, unknown> = {}) => {
-    const config = loadConfig({}, { nats_url: server.url, nats_user: 'proxy-acme', nats_password: 'proxy-acme-secret', ...extra });
+    const config = loadConfig(
+      {},
+      { nats_url: server.url, nats_user: 'proxy-acme', nats_password: 'proxy-acme-secret', ...extra },
+    );
     const messaging = await messagingFromConfig(config, quiet, { name: 'proxy-acme', manage: false, tenant: 'acme' });
     opened.push(messaging);
     return messaging;
@@ -35,11 +43,15 @@ describe('messagingFromConfig under the tenant isolation configuration', () => {
 
   it("gives a proxy its tenant's inbox, so its lease requests get answers", async () => {
     const messaging = await proxy();
-    expect(await messaging.requests.request(syncSubjects.lease('acme'), { ask: 1 }, 2000)).toEqual({ answered: 'svc.acme.leases.request' });
+    expect(await messaging.requests.request(syncSubjects.lease('acme'), { ask: 1 }, 2000)).toEqual({
+      answered: 'svc.acme.leases.request',
+    });
   });
 
   it('gets no answer on the shared inbox the credentials do not allow', async () => {
     const messaging = await proxy({ nats_inbox_prefix: '_INBOX' });
-    await expect(messaging.requests.request(syncSubjects.lease('acme'), { ask: 1 }, 1000)).rejects.toMatchObject({ code: 'SVC-SYS-9001' });
+    await expect(messaging.requests.request(syncSubjects.lease('acme'), { ask: 1 }, 1000)).rejects.toMatchObject({
+      code: 'SVC-SYS-9001',
+    });
   });
 });

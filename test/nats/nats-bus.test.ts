@@ -29,21 +29,36 @@ describe('NATS bus specifics', () => {
   });
 
   const open = (logger: BusLogger, bus: object = {}): Promise<Messaging> =>
-    openNatsMessaging({ connection: { servers: server.url, reconnectTimeWaitMs: 100, reconnectJitterMs: 50 }, bus: { retryBackoffMs: 20, ...bus } }, logger);
+    openNatsMessaging(
+      {
+        connection: { servers: server.url, reconnectTimeWaitMs: 100, reconnectJitterMs: 50 },
+        bus: { retryBackoffMs: 20, ...bus },
+      },
+      logger,
+    );
 
   it('hands a lone event to a batch consumer within maxWaitMs, not at the pull expiry, and keeps batches whole under load', async () => {
     const messaging = await open(recordingLogger());
     const batches: Array<{ size: number; at: number }> = [];
-    await messaging.bus.consumeBatches('svc.*.events.>', 'latency-probe', { batchSize: 100, maxWaitMs: 30 }, (messages) => {
-      batches.push({ size: messages.length, at: Date.now() });
-      return Promise.resolve();
-    });
+    await messaging.bus.consumeBatches(
+      'svc.*.events.>',
+      'latency-probe',
+      { batchSize: 100, maxWaitMs: 30 },
+      (messages) => {
+        batches.push({ size: messages.length, at: Date.now() });
+        return Promise.resolve();
+      },
+    );
     await sleep(300);
     const sent = Date.now();
     await messaging.bus.publish('svc.t.events.llm.call', { n: 0 }, { msgId: 'lone-0' });
     await until(() => batches.length === 1, 5_000);
     expect(batches[0]!.at - sent).toBeLessThan(500);
-    await Promise.all(Array.from({ length: 250 }, (_, i) => messaging.bus.publish('svc.t.events.llm.call', { n: i + 1 }, { msgId: `burst-${i}` })));
+    await Promise.all(
+      Array.from({ length: 250 }, (_, i) =>
+        messaging.bus.publish('svc.t.events.llm.call', { n: i + 1 }, { msgId: `burst-${i}` }),
+      ),
+    );
     await until(() => batches.reduce((sum, b) => sum + b.size, 0) === 251, 10_000);
     expect(Math.max(...batches.map((b) => b.size))).toBeLessThanOrEqual(100);
     await messaging.close();
@@ -89,7 +104,9 @@ describe('NATS bus specifics', () => {
 
   it('reuses an existing durable and brings its limits up to date', async () => {
     const first = await open(recordingLogger(), { maxDeliver: 3 });
-    await (await first.bus.subscribe('svc.limits.events.>', () => Promise.resolve(), { durable: 'limits' })).unsubscribe();
+    await (
+      await first.bus.subscribe('svc.limits.events.>', () => Promise.resolve(), { durable: 'limits' })
+    ).unsubscribe();
     await first.close();
     const second = await open(recordingLogger(), { maxDeliver: 7, ackWaitMs: 12_000 });
     await second.bus.subscribe('svc.limits.events.>', () => Promise.resolve(), { durable: 'limits' });
@@ -97,13 +114,19 @@ describe('NATS bus specifics', () => {
     const nc = await connect({ servers: server.url });
     const info = await (await nc.jetstreamManager()).consumers.info('SVC_EVENTS', 'limits');
     await nc.close();
-    expect(info.config).toMatchObject({ max_deliver: 7, ack_wait: nanos(12_000), filter_subject: 'svc.limits.events.>' });
+    expect(info.config).toMatchObject({
+      max_deliver: 7,
+      ack_wait: nanos(12_000),
+      filter_subject: 'svc.limits.events.>',
+    });
   });
 
   it('sets a durable up again when it was deleted under a running subscriber', async () => {
     const messaging = await open(recordingLogger());
     const got: unknown[] = [];
-    await messaging.bus.subscribe('svc.gone.events.>', (m) => Promise.resolve(void got.push(m.data)), { durable: 'gone' });
+    await messaging.bus.subscribe('svc.gone.events.>', (m) => Promise.resolve(void got.push(m.data)), {
+      durable: 'gone',
+    });
     const nc = await connect({ servers: server.url });
     await (await nc.jetstreamManager()).consumers.delete('SVC_EVENTS', 'gone');
     await nc.close();
@@ -132,7 +155,9 @@ describe('NATS bus specifics', () => {
     const messaging = await open(recordingLogger());
     const got: unknown[] = [];
     const plain: unknown[] = [];
-    await messaging.bus.subscribe('svc.restart.events.>', (m) => Promise.resolve(void got.push(m.data)), { durable: 'restart' });
+    await messaging.bus.subscribe('svc.restart.events.>', (m) => Promise.resolve(void got.push(m.data)), {
+      durable: 'restart',
+    });
     await messaging.bus.subscribe('svc.restart.events.>', (m) => Promise.resolve(void plain.push(m.data)));
     const kv = await messaging.keyValue.open('svc_restart');
     const seen: KeyValueEntry[] = [];
@@ -157,15 +182,26 @@ describe('NATS bus specifics', () => {
   });
 
   it('rejects bad connection options naming the field, and an unreachable server with SVC-SYS-9001', async () => {
-    await expect(connectNats({ servers: [] }, recordingLogger())).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'servers' }] });
-    await expect(connectNats({ servers: server.url, user: 'a', token: 't' }, recordingLogger())).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'user' }] });
-    await expect(connectNats({ servers: 'nats://127.0.0.1:1', connectTimeoutMs: 500 }, recordingLogger())).rejects.toMatchObject({ code: 'SVC-SYS-9001' });
+    await expect(connectNats({ servers: [] }, recordingLogger())).rejects.toMatchObject({
+      code: 'SVC-SYS-9002',
+      fieldViolations: [{ field: 'servers' }],
+    });
+    await expect(connectNats({ servers: server.url, user: 'a', token: 't' }, recordingLogger())).rejects.toMatchObject({
+      code: 'SVC-SYS-9002',
+      fieldViolations: [{ field: 'user' }],
+    });
+    await expect(
+      connectNats({ servers: 'nats://127.0.0.1:1', connectTimeoutMs: 500 }, recordingLogger()),
+    ).rejects.toMatchObject({ code: 'SVC-SYS-9001' });
   });
 
   it('with waitOnFirstConnect, keeps trying until the server comes up', async () => {
     await server.stop();
     let connected = false;
-    const pending = connectNats({ servers: server.url, waitOnFirstConnect: true, reconnectTimeWaitMs: 100, reconnectJitterMs: 10 }, recordingLogger()).then((link) => {
+    const pending = connectNats(
+      { servers: server.url, waitOnFirstConnect: true, reconnectTimeWaitMs: 100, reconnectJitterMs: 10 },
+      recordingLogger(),
+    ).then((link) => {
       connected = true;
       return link;
     });

@@ -25,7 +25,9 @@ async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void>
 /** Everything stored in the stream for the tenant, read back through a fresh durable. */
 async function storedIds(bus: Bus, expected: number): Promise<string[]> {
   const ids: string[] = [];
-  const sub = await bus.subscribe(`svc.${TENANT}.events.>`, (m) => Promise.resolve(void ids.push(m.msgId)), { durable: `check_${Date.now()}` });
+  const sub = await bus.subscribe(`svc.${TENANT}.events.>`, (m) => Promise.resolve(void ids.push(m.msgId)), {
+    durable: `check_${Date.now()}`,
+  });
   const deadline = Date.now() + 10_000;
   while (ids.length < expected && Date.now() < deadline) await sleep(50);
   // a little longer, so a duplicate would have shown up too
@@ -39,7 +41,13 @@ describe('outbox over NATS', () => {
   let dir: string;
   const closers: Array<() => Promise<void>> = [];
   function messaging(): Promise<Messaging> {
-    return openNatsMessaging({ connection: { servers: server.url, reconnectTimeWaitMs: 100, reconnectJitterMs: 50 }, bus: { publishTimeoutMs: 500 } }, quiet).then((m) => {
+    return openNatsMessaging(
+      {
+        connection: { servers: server.url, reconnectTimeWaitMs: 100, reconnectJitterMs: 50 },
+        bus: { publishTimeoutMs: 500 },
+      },
+      quiet,
+    ).then((m) => {
       closers.push(() => m.close());
       return m;
     });
@@ -56,7 +64,10 @@ describe('outbox over NATS', () => {
 
   it('buffers while NATS is down and replays everything in order, without duplicates, after it is back', async () => {
     const { bus } = await messaging();
-    const outbox = new Outbox({ bus, store: { path: dir }, registry: new Registry(), logger: quiet }, { initialBackoffMs: 50, maxBackoffMs: 300 });
+    const outbox = new Outbox(
+      { bus, store: { path: dir }, registry: new Registry(), logger: quiet },
+      { initialBackoffMs: 50, maxBackoffMs: 300 },
+    );
     closers.push(() => outbox.close());
     for (let n = 1; n <= 10; n++) await outbox.append(event(n));
     await outbox.flush(5_000);
@@ -77,8 +88,15 @@ describe('outbox over NATS', () => {
     const { bus } = await messaging();
     // The crash happened after evt-1 reached NATS but before the outbox removed it.
     await bus.publish(event(1).subject, event(1).data, { msgId: event(1).id });
-    const down: Bus = { ...bus, publish: () => Promise.reject(new SvcError('SVC-EVT-4001', 'unreachable')), healthy: () => false };
-    const crashed = new Outbox({ bus: down, store: { path: dir }, registry: new Registry(), logger: quiet }, { initialBackoffMs: 20 });
+    const down: Bus = {
+      ...bus,
+      publish: () => Promise.reject(new SvcError('SVC-EVT-4001', 'unreachable')),
+      healthy: () => false,
+    };
+    const crashed = new Outbox(
+      { bus: down, store: { path: dir }, registry: new Registry(), logger: quiet },
+      { initialBackoffMs: 20 },
+    );
     for (let n = 1; n <= 5; n++) await crashed.append(event(n));
     await crashed.close();
 

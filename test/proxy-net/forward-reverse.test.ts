@@ -12,13 +12,25 @@ afterAll(async () => {
 });
 
 /** A forward-proxy request as an HTTP_PROXY client sends it: absolute URI on the proxy's port. */
-async function viaForwardProxy(target: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+async function viaForwardProxy(
+  target: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: rig.proxyPort, method: 'GET', path: target, headers: { host: new URL(target).host, ...headers } }, (res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: rig.proxyPort,
+        method: 'GET',
+        path: target,
+        headers: { host: new URL(target).host, ...headers },
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -28,7 +40,12 @@ describe('reverse mode', () => {
   it('routes /openai/... to api.openai.com (here overridden to the fake provider) and returns the answer unchanged', async () => {
     const res = await fetch(`${rig.proxyUrl}/openai/v1/chat/completions?trace=1`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-rev', 'x-svc-envelope-id': 'e-9', 'x-request-id': 'req-rev' },
+      headers: {
+        'content-type': 'application/json',
+        authorization: 'Bearer sk-rev',
+        'x-svc-envelope-id': 'e-9',
+        'x-request-id': 'req-rev',
+      },
       body: JSON.stringify({ model: 'gpt-4o-mini', messages: [] }),
     });
     expect(res.status).toBe(200);
@@ -54,8 +71,17 @@ describe('reverse mode', () => {
   });
 
   it('serves the official Anthropic SDK pointed at the proxy by its base URL', async () => {
-    const client = new Anthropic({ apiKey: 'sk-ant-test', baseURL: `${rig.proxyUrl}/anthropic`, maxRetries: 0, defaultHeaders: { 'x-svc-envelope-id': 'e-7', 'x-request-id': 'req-ant' } });
-    const message = await client.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] });
+    const client = new Anthropic({
+      apiKey: 'sk-ant-test',
+      baseURL: `${rig.proxyUrl}/anthropic`,
+      maxRetries: 0,
+      defaultHeaders: { 'x-svc-envelope-id': 'e-7', 'x-request-id': 'req-ant' },
+    });
+    const message = await client.messages.create({
+      model: 'claude-sonnet-4-5',
+      max_tokens: 64,
+      messages: [{ role: 'user', content: 'Hi' }],
+    });
     expect(message).toEqual(ANTHROPIC_MESSAGE);
     const seen = rig.provider.seen.find((r) => r.headers['x-request-id'] === 'req-ant');
     expect(seen?.url).toBe('/v1/messages');
@@ -84,7 +110,9 @@ describe('forward mode', () => {
     const seen = rig.provider.seen.find((r) => r.headers['x-request-id'] === 'req-fwd');
     expect(seen?.headers['proxy-authorization']).toBeUndefined();
     expect(seen?.headers['x-svc-tenant-id']).toBeUndefined();
-    expect(await metricValue(rig.registry, 'svc_proxy_connections_total', { mode: 'forward' })).toBeGreaterThanOrEqual(1);
+    expect(await metricValue(rig.registry, 'svc_proxy_connections_total', { mode: 'forward' })).toBeGreaterThanOrEqual(
+      1,
+    );
   });
 
   it('applies upstream overrides to forward requests too', async () => {

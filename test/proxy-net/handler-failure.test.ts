@@ -28,7 +28,9 @@ afterAll(async () => {
 describe('a failing handler', () => {
   it('fails its own request with 502 and the SVC code in the body while others succeed', async () => {
     const [boom, fine] = await Promise.all([
-      fetch(`${rig.proxyUrl}/plain/boom`, { headers: { 'x-request-id': 'req-boom', authorization: 'Bearer sk-live-secret', 'x-api-key': 'sk-ant-secret' } }),
+      fetch(`${rig.proxyUrl}/plain/boom`, {
+        headers: { 'x-request-id': 'req-boom', authorization: 'Bearer sk-live-secret', 'x-api-key': 'sk-ant-secret' },
+      }),
       fetch(`${rig.proxyUrl}/plain/ok`),
     ]);
     expect(boom.status).toBe(502);

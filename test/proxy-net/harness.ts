@@ -8,7 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { createProxyNetMetrics, type ProxyNetMetrics } from '../../proxy/admin/index.ts';
-import { passThroughHandler, ProxyListener, type ProxyHandler, type ProxyListenerOptions } from '../../proxy/listener/index.ts';
+import {
+  passThroughHandler,
+  ProxyListener,
+  type ProxyHandler,
+  type ProxyListenerOptions,
+} from '../../proxy/listener/index.ts';
 import { importCaSigner } from '../../proxy/tls/ca-signer.ts';
 import { generateCa, LeafCertificateCache, type CaPem } from '../../proxy/tls/index.ts';
 import { mintLeafCertificate } from '../../proxy/tls/leaf-mint.ts';
@@ -27,7 +32,14 @@ export const CHAT_COMPLETION = {
   object: 'chat.completion',
   created: 1_700_000_000,
   model: 'gpt-4o-mini',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'Hello through the proxy.', refusal: null }, finish_reason: 'stop', logprobs: null }],
+  choices: [
+    {
+      index: 0,
+      message: { role: 'assistant', content: 'Hello through the proxy.', refusal: null },
+      finish_reason: 'stop',
+      logprobs: null,
+    },
+  ],
   usage: { prompt_tokens: 9, completion_tokens: 5, total_tokens: 14 },
 };
 
@@ -74,7 +86,12 @@ export class FakeProvider {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      this.seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      this.seen.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+      });
       void this.#answer(req, res);
     });
   };
@@ -110,7 +127,11 @@ export async function upstreamCredentials(): Promise<{ ca: CaPem; key: string; c
   const signer = await importCaSigner(ca.certPem, ca.keyPem);
   const keys = await webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, ['sign', 'verify']);
   const leaf = await mintLeafCertificate(signer, keys.publicKey, '127.0.0.1');
-  return { ca, key: toPem(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY'), cert: leaf.toString('pem') };
+  return {
+    ca,
+    key: toPem(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY'),
+    cert: leaf.toString('pem'),
+  };
 }
 
 export async function listen(server: HttpServer): Promise<number> {
@@ -170,7 +191,9 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
   const registry = new Registry();
   const metrics = createProxyNetMetrics(registry);
   const upstream = new UpstreamClient({
-    overrides: parseUpstreamOverrides(`api.openai.com=https://127.0.0.1:${httpsPort},api.anthropic.com=https://127.0.0.1:${httpsPort},plain.test=http://127.0.0.1:${httpPort}`),
+    overrides: parseUpstreamOverrides(
+      `api.openai.com=https://127.0.0.1:${httpsPort},api.anthropic.com=https://127.0.0.1:${httpsPort},plain.test=http://127.0.0.1:${httpPort}`,
+    ),
     ca: [creds.ca.certPem],
     metrics,
   });
@@ -181,7 +204,11 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
     egressCheck: options.egressCheck,
     logger: options.logger,
     leafCertificates,
-    reverseRoutes: { '/openai': 'https://api.openai.com', '/anthropic': 'https://api.anthropic.com', '/plain': `http://127.0.0.1:${httpPort}` },
+    reverseRoutes: {
+      '/openai': 'https://api.openai.com',
+      '/anthropic': 'https://api.anthropic.com',
+      '/plain': `http://127.0.0.1:${httpPort}`,
+    },
     metrics,
     port: 0,
     host: '127.0.0.1',

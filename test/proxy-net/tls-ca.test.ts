@@ -45,13 +45,21 @@ describe('loadOrCreateCa', () => {
 
   it('fails with SVC-SYS-9001 naming the missing file when generation is not allowed', async () => {
     const certFile = join(dir, 'absent.crt');
-    const error: unknown = await loadOrCreateCa({ certFile, keyFile: join(dir, 'absent.key'), allowGenerate: false }).catch((e: unknown) => e);
+    const error: unknown = await loadOrCreateCa({
+      certFile,
+      keyFile: join(dir, 'absent.key'),
+      allowGenerate: false,
+    }).catch((e: unknown) => e);
     expect(isSvcError(error) && error.code).toBe('SVC-SYS-9001');
     expect((error as Error).message).toContain(certFile);
   });
 });
 
-async function servedCertificate(context: Awaited<ReturnType<LeafCertificateCache['secureContextFor']>>, caPem: string, host: string) {
+async function servedCertificate(
+  context: Awaited<ReturnType<LeafCertificateCache['secureContextFor']>>,
+  caPem: string,
+  host: string,
+) {
   // Served the way the listener serves an intercepted CONNECT: a TLS socket around a plain one.
   const server: Server = createServer((plain) => {
     new TLSSocket(plain, { isServer: true, secureContext: context }).on('error', () => plain.destroy());
@@ -59,7 +67,13 @@ async function servedCertificate(context: Awaited<ReturnType<LeafCertificateCach
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as { port: number }).port;
   try {
-    const socket: TLSSocket = connect({ host: '127.0.0.1', port, ca: caPem, servername: host === '127.0.0.1' ? undefined : host, checkServerIdentity: () => undefined });
+    const socket: TLSSocket = connect({
+      host: '127.0.0.1',
+      port,
+      ca: caPem,
+      servername: host === '127.0.0.1' ? undefined : host,
+      checkServerIdentity: () => undefined,
+    });
     await new Promise<void>((resolve, reject) => socket.once('secureConnect', resolve).once('error', reject));
     const peer = socket.getPeerX509Certificate();
     socket.destroy();
@@ -104,13 +118,34 @@ describe('LeafCertificateCache', () => {
     const keyFile = join(dir, 'ec.key');
     const certFile = join(dir, 'ec.crt');
     execFileSync('openssl', ['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', keyFile]);
-    execFileSync('openssl', ['req', '-x509', '-new', '-key', keyFile, '-subj', '/CN=Openssl CA', '-days', '30', '-out', certFile,
-      '-addext', 'basicConstraints=critical,CA:true', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+    execFileSync('openssl', [
+      'req',
+      '-x509',
+      '-new',
+      '-key',
+      keyFile,
+      '-subj',
+      '/CN=Openssl CA',
+      '-days',
+      '30',
+      '-out',
+      certFile,
+      '-addext',
+      'basicConstraints=critical,CA:true',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ]);
     const loaded = await loadOrCreateCa({ certFile, keyFile, allowGenerate: false });
     const cache = await LeafCertificateCache.create({ caCertPem: loaded.certPem, caKeyPem: loaded.keyPem });
-    const served = await servedCertificate(await cache.secureContextFor('example.test'), loaded.certPem, 'example.test');
+    const served = await servedCertificate(
+      await cache.secureContextFor('example.test'),
+      loaded.certPem,
+      'example.test',
+    );
     expect(served.authorized).toBe(true);
     // The leaf never outlives its CA.
-    expect(Date.parse(served.peer?.validTo ?? '')).toBeLessThanOrEqual(Date.parse(new X509Certificate(loaded.certPem).validTo));
+    expect(Date.parse(served.peer?.validTo ?? '')).toBeLessThanOrEqual(
+      Date.parse(new X509Certificate(loaded.certPem).validTo),
+    );
   });
 });

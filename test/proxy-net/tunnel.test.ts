@@ -48,15 +48,29 @@ describe('blind CONNECT tunnel', () => {
     await writeFile(caFile, rig.upstreamCaPem);
     const { stdout } = await run(
       'curl',
-      ['-sS', '--fail', '--noproxy', '', '-x', rig.proxyUrl, '--cacert', caFile, `https://127.0.0.1:${rig.httpsPort}/binary`],
+      [
+        '-sS',
+        '--fail',
+        '--noproxy',
+        '',
+        '-x',
+        rig.proxyUrl,
+        '--cacert',
+        caFile,
+        `https://127.0.0.1:${rig.httpsPort}/binary`,
+      ],
       { encoding: 'buffer', maxBuffer: 4 * 1024 * 1024, timeout: 20_000 },
     );
     expect(stdout.length).toBe(rig.provider.binary.length);
     expect(sha256(stdout)).toBe(sha256(rig.provider.binary));
     // The origin's own certificate was accepted, so the proxy did not terminate TLS.
     expect(await metricValue(rig.registry, 'svc_proxy_connections_total', { mode: 'tunnel' })).toBe(1);
-    expect(await metricValue(rig.registry, 'svc_proxy_tunnel_bytes_total', { direction: 'upstream_to_client' })).toBeGreaterThan(rig.provider.binary.length);
-    expect(await metricValue(rig.registry, 'svc_proxy_tunnel_bytes_total', { direction: 'client_to_upstream' })).toBeGreaterThan(0);
+    expect(
+      await metricValue(rig.registry, 'svc_proxy_tunnel_bytes_total', { direction: 'upstream_to_client' }),
+    ).toBeGreaterThan(rig.provider.binary.length);
+    expect(
+      await metricValue(rig.registry, 'svc_proxy_tunnel_bytes_total', { direction: 'client_to_upstream' }),
+    ).toBeGreaterThan(0);
   });
 
   it('relays a binary payload to a plain TCP echo untouched, and closes the client when the origin closes', async () => {
@@ -117,7 +131,8 @@ describe('blind CONNECT tunnel', () => {
   it('leaves no upstream connection open for a client that left while the egress check ran', async () => {
     const origin = createServer((socket) => socket.resume());
     await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
-    const openAtOrigin = (): Promise<number> => new Promise((resolve, reject) => origin.getConnections((error, n) => (error ? reject(error) : resolve(n))));
+    const openAtOrigin = (): Promise<number> =>
+      new Promise((resolve, reject) => origin.getConnections((error, n) => (error ? reject(error) : resolve(n))));
     try {
       slowCheckPort = (origin.address() as AddressInfo).port;
       const client = connect(rig.proxyPort, '127.0.0.1');
@@ -139,7 +154,9 @@ describe('blind CONNECT tunnel', () => {
     const answer = await rawConnect('exfil.denied.test:443');
     expect(answer).toMatch(/^HTTP\/1\.1 403 /);
     expect(answer).toContain('"code":"SVC-ADP-5003"');
-    expect(await metricValue(rig.registry, 'svc_proxy_connections_total', { mode: 'refused' })).toBeGreaterThanOrEqual(1);
+    expect(await metricValue(rig.registry, 'svc_proxy_connections_total', { mode: 'refused' })).toBeGreaterThanOrEqual(
+      1,
+    );
   });
 
   it('answers 502 with SVC-ADP-5001 when the tunnel target does not accept the connection', async () => {

@@ -14,9 +14,17 @@ afterAll(async () => {
 
 describe('official Anthropic SDK, streaming, through CONNECT interception', () => {
   it('relays events as they arrive and meters the stream into the envelope', async () => {
-    const client = anthropicClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-claude-stream', 'x-sim-chunk-delay-ms': '40' });
+    const client = anthropicClient(rig.agent, {
+      'X-Svc-Execution-Id': 'exec-claude-stream',
+      'x-sim-chunk-delay-ms': '40',
+    });
     const { data: stream, response } = await client.messages
-      .create({ model: 'claude-3-5-haiku-20241022', max_tokens: 10, stream: true, messages: [{ role: 'user', content: 'Count' }] })
+      .create({
+        model: 'claude-3-5-haiku-20241022',
+        max_tokens: 10,
+        stream: true,
+        messages: [{ role: 'user', content: 'Count' }],
+      })
       .withResponse();
     const seen = rig.sim.requests.at(-1);
     let firstArrivedBeforeLastSent: boolean | undefined;
@@ -34,7 +42,10 @@ describe('official Anthropic SDK, streaming, through CONNECT interception', () =
 
     const envelopeId = String(response.headers.get('x-svc-envelope-id'));
     const expected = rig.priced('claude-3-5-haiku-20241022', seen?.usageSent);
-    const envelope = await eventually(() => rig.envelope(envelopeId), (e) => e?.cost_summary.llm_calls === 1);
+    const envelope = await eventually(
+      () => rig.envelope(envelopeId),
+      (e) => e?.cost_summary.llm_calls === 1,
+    );
     expect(envelope?.cost_summary.tokens_input).toBe(seen?.usageSent?.input);
     expect(envelope?.cost_summary.tokens_output).toBe(10);
     expect(envelope?.cost_summary.cost_usd).toBeCloseTo(expected, 6);

@@ -28,15 +28,32 @@ describe('a small cost budget', () => {
   it('refuses a later call at once with 422 SVC-BUD-3001, and the SDK does not retry it', async () => {
     const budgetId = await rig.addBudget(0.001);
     // 2000 input + 2000 output tokens of gpt-4o-mini cost $0.0015: more than the whole budget.
-    const spender = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-spender', 'X-Svc-Budget-Id': budgetId, 'x-sim-input-tokens': '2000' });
-    await spender.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 2000, messages: [{ role: 'user', content: 'spend' }] });
+    const spender = openAiClient(rig.agent, {
+      'X-Svc-Execution-Id': 'exec-spender',
+      'X-Svc-Budget-Id': budgetId,
+      'x-sim-input-tokens': '2000',
+    });
+    await spender.chat.completions.create({
+      model: 'gpt-4o-mini',
+      max_tokens: 2000,
+      messages: [{ role: 'user', content: 'spend' }],
+    });
     // The control plane applies the usage event and publishes the budget as exhausted; the proxy's watch sees it.
-    await eventually(() => rig.proxy.leases.peek(budgetId)?.mode, (mode) => mode === 'refused');
+    await eventually(
+      () => rig.proxy.leases.peek(budgetId)?.mode,
+      (mode) => mode === 'refused',
+    );
 
     const before = rig.sim.requests.length;
     const later = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-later', 'X-Svc-Budget-Id': budgetId });
     const started = Date.now();
-    const error = await refusal(later.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: 'again' }] }));
+    const error = await refusal(
+      later.chat.completions.create({
+        model: 'gpt-4o-mini',
+        max_tokens: 5,
+        messages: [{ role: 'user', content: 'again' }],
+      }),
+    );
     expect(error.status).toBe(422);
     expect(error.code).toBe('SVC-BUD-3001');
     expect(error.message).toContain('SVC-BUD-3001');
@@ -49,9 +66,18 @@ describe('a small cost budget', () => {
 
   it('cuts a streamed answer that crosses the limit with an error event, and the envelope ends BUDGET_EXCEEDED', async () => {
     const budgetId = await rig.addBudget(0.001);
-    const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-stream-cut', 'X-Svc-Budget-Id': budgetId, 'x-sim-input-tokens': '10' });
+    const client = openAiClient(rig.agent, {
+      'X-Svc-Execution-Id': 'exec-stream-cut',
+      'X-Svc-Budget-Id': budgetId,
+      'x-sim-input-tokens': '10',
+    });
     const { data: stream, response } = await client.chat.completions
-      .create({ model: 'gpt-4o-mini', max_tokens: 4000, stream: true, messages: [{ role: 'user', content: 'long answer' }] })
+      .create({
+        model: 'gpt-4o-mini',
+        max_tokens: 4000,
+        stream: true,
+        messages: [{ role: 'user', content: 'long answer' }],
+      })
       .withResponse();
     let received = 0;
     const error = await refusal(
@@ -66,7 +92,10 @@ describe('a small cost budget', () => {
     expect(await metricValue(rig.proxy.registry, 'svc_proxy_cutoffs_total', { reason: 'budget' })).toBe(1);
 
     const envelopeId = String(response.headers.get('x-svc-envelope-id'));
-    const envelope = await eventually(() => rig.envelope(envelopeId), (e) => e?.state === 'TERMINATED');
+    const envelope = await eventually(
+      () => rig.envelope(envelopeId),
+      (e) => e?.state === 'TERMINATED',
+    );
     expect(envelope?.termination_reason).toBe('budget_exceeded');
     expect(envelope?.cost_summary.cost_usd).toBeGreaterThanOrEqual(0.001);
     // Metered event by event: the overshoot is the one event that crossed the limit.
@@ -75,8 +104,17 @@ describe('a small cost budget', () => {
 
   it('refuses a budget the control plane does not know with SVC-BUD-3002', async () => {
     const before = rig.sim.requests.length;
-    const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-unknown-budget', 'X-Svc-Budget-Id': 'no-such-budget' });
-    const error = await refusal(client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }));
+    const client = openAiClient(rig.agent, {
+      'X-Svc-Execution-Id': 'exec-unknown-budget',
+      'X-Svc-Budget-Id': 'no-such-budget',
+    });
+    const error = await refusal(
+      client.chat.completions.create({
+        model: 'gpt-4o-mini',
+        max_tokens: 5,
+        messages: [{ role: 'user', content: 'x' }],
+      }),
+    );
     expect(error.code).toBe('SVC-BUD-3002');
     expect(error.status).toBe(404);
     expect(rig.sim.requests.length).toBe(before);

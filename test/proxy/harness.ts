@@ -22,7 +22,13 @@ export interface EnvelopeView {
   budget_id: string;
   state: string;
   termination_reason?: string | null;
-  cost_summary: { tokens_input: number; tokens_output: number; cost_usd: number; llm_calls: number; tool_calls: number };
+  cost_summary: {
+    tokens_input: number;
+    tokens_output: number;
+    cost_usd: number;
+    llm_calls: number;
+    tool_calls: number;
+  };
 }
 
 export interface RestAnswer {
@@ -59,15 +65,18 @@ export interface ProxyRig {
  */
 /** An in-process proxy on free loopback ports, standalone mode (it makes its CA), quiet. */
 export function proxyTestConfig(dataDir: string, overrides: Partial<Record<keyof Config, unknown>>): Config {
-  return loadConfig({}, {
-    mode: 'standalone',
-    data_dir: dataDir,
-    log_level: 'silent',
-    proxy_host: '127.0.0.1',
-    proxy_port: 0,
-    proxy_admin_port: 0,
-    ...overrides,
-  });
+  return loadConfig(
+    {},
+    {
+      mode: 'standalone',
+      data_dir: dataDir,
+      log_level: 'silent',
+      proxy_host: '127.0.0.1',
+      proxy_port: 0,
+      proxy_admin_port: 0,
+      ...overrides,
+    },
+  );
 }
 
 export async function startProxyRig(configOverrides: Partial<Record<keyof Config, unknown>> = {}): Promise<ProxyRig> {
@@ -77,12 +86,26 @@ export async function startProxyRig(configOverrides: Partial<Record<keyof Config
   const dataDir = mkdtempSync(join(tmpdir(), 'proxy-'));
   const simHost = `127.0.0.1:${sim.port}`;
   const config = proxyTestConfig(dataDir, {
-    upstream_overrides: ['api.openai.com', 'api.anthropic.com', 'generativelanguage.googleapis.com', 'compat.local', 'myres.openai.azure.com'].map((h) => `${h}=http://${simHost}`).join(','),
+    upstream_overrides: [
+      'api.openai.com',
+      'api.anthropic.com',
+      'generativelanguage.googleapis.com',
+      'compat.local',
+      'myres.openai.azure.com',
+    ]
+      .map((h) => `${h}=http://${simHost}`)
+      .join(','),
     proxy_compatible_hosts: 'compat.local:8000',
     ...configOverrides,
   });
   const prices = loadPriceTable();
-  const proxy = await createProxy({ config, logger: pino({ level: 'silent' }), messaging: cp.messaging, prices, bootstrap: { tenantId: TENANT, apiKey: identity.api_key, budgetId: identity.budget_id } });
+  const proxy = await createProxy({
+    config,
+    logger: pino({ level: 'silent' }),
+    messaging: cp.messaging,
+    prices,
+    bootstrap: { tenantId: TENANT, apiKey: identity.api_key, budgetId: identity.budget_id },
+  });
   const addresses = await proxy.listen();
   const agent = new ProxyAgent({ uri: addresses.proxyUrl, requestTls: { ca: proxy.caCertPem } });
   const admin = async (method: string, path: string, body?: unknown): Promise<RestAnswer> => {
@@ -102,11 +125,18 @@ export async function startProxyRig(configOverrides: Partial<Record<keyof Config
       const before = proxy.rulesets.current?.version;
       const res = await admin('POST', '/v1/policies', body);
       if (res.status !== 201) throw new Error(`policy: ${res.status} ${JSON.stringify(res.body)}`);
-      await eventually(() => proxy.rulesets.current?.version, (v) => v !== before);
+      await eventually(
+        () => proxy.rulesets.current?.version,
+        (v) => v !== before,
+      );
       return String(res.body.policy_id);
     },
     async addBudget(maxCostUsd) {
-      const res = await admin('POST', '/v1/budgets', { name: `b-${maxCostUsd}`, type: 'cost', limits: { max_cost_usd: maxCostUsd } });
+      const res = await admin('POST', '/v1/budgets', {
+        name: `b-${maxCostUsd}`,
+        type: 'cost',
+        limits: { max_cost_usd: maxCostUsd },
+      });
       if (res.status !== 201) throw new Error(`budget: ${res.status} ${JSON.stringify(res.body)}`);
       return String(res.body.budget_id);
     },
@@ -120,7 +150,12 @@ export async function startProxyRig(configOverrides: Partial<Record<keyof Config
     },
     async usageEvent(requestId) {
       const found = await eventually(
-        () => cp.published.find((m) => m.subject === `svc.${TENANT}.events.llm.call` && (m.data as UsageEventMessage).payload.request_id === requestId),
+        () =>
+          cp.published.find(
+            (m) =>
+              m.subject === `svc.${TENANT}.events.llm.call` &&
+              (m.data as UsageEventMessage).payload.request_id === requestId,
+          ),
         (m) => m !== undefined,
       );
       return found?.data as UsageEventMessage;

@@ -34,7 +34,13 @@ beforeAll(async () => {
   rig = await startProxyRig();
   await rig.addPolicy({
     name: 'no-egress-to-evil',
-    rules: [{ action: 'network:connect', effect: 'deny', conditions: [{ field: 'host', operator: 'eq', value: 'evil.test' }] }],
+    rules: [
+      {
+        action: 'network:connect',
+        effect: 'deny',
+        conditions: [{ field: 'host', operator: 'eq', value: 'evil.test' }],
+      },
+    ],
     priority: 900,
   });
 });
@@ -48,21 +54,53 @@ const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 describe('network behaviour of the governed proxy', () => {
   it('tunnels a host not on the intercept list blind: the upstream certificate and bytes arrive untouched', async () => {
-    const { stdout } = await run('curl', ['-sS', '-x', rig.addresses.proxyUrl, '--cacert', upstreamCaFile, '-H', 'X-Svc-Envelope-Id: tunnelled', `https://127.0.0.1:${securePort}/bytes`], {
-      encoding: 'buffer',
-      timeout: 20_000,
-    });
+    const { stdout } = await run(
+      'curl',
+      [
+        '-sS',
+        '-x',
+        rig.addresses.proxyUrl,
+        '--cacert',
+        upstreamCaFile,
+        '-H',
+        'X-Svc-Envelope-Id: tunnelled',
+        `https://127.0.0.1:${securePort}/bytes`,
+      ],
+      {
+        encoding: 'buffer',
+        timeout: 20_000,
+      },
+    );
     // Verified against the upstream's own CA, so the proxy did not terminate TLS.
     expect(sha(stdout)).toBe(sha(payload));
-    expect(await rig.proxy.registry.getSingleMetricAsString('svc_proxy_connections_total')).toMatch(/mode="tunnel"} [1-9]/);
+    expect(await rig.proxy.registry.getSingleMetricAsString('svc_proxy_connections_total')).toMatch(
+      /mode="tunnel"} [1-9]/,
+    );
   });
 
   it('never lets an X-Svc-* header reach a forwarded upstream', async () => {
     seen.length = 0;
-    const { stdout } = await run('curl', ['-sS', '-x', rig.addresses.proxyUrl, '-H', 'X-Svc-Envelope-Id: e', '-H', 'x-svc-budget-id: b', '-H', 'X-SVC-Anything: 1', '-H', 'x-keep: yes', `http://127.0.0.1:${plainPort}/`], {
-      encoding: 'buffer',
-      timeout: 20_000,
-    });
+    const { stdout } = await run(
+      'curl',
+      [
+        '-sS',
+        '-x',
+        rig.addresses.proxyUrl,
+        '-H',
+        'X-Svc-Envelope-Id: e',
+        '-H',
+        'x-svc-budget-id: b',
+        '-H',
+        'X-SVC-Anything: 1',
+        '-H',
+        'x-keep: yes',
+        `http://127.0.0.1:${plainPort}/`,
+      ],
+      {
+        encoding: 'buffer',
+        timeout: 20_000,
+      },
+    );
     expect(sha(stdout)).toBe(sha(payload));
     expect(seen).toHaveLength(1);
     expect(seen[0]?.['x-keep']).toBe('yes');
@@ -70,9 +108,11 @@ describe('network behaviour of the governed proxy', () => {
   });
 
   it('refuses a CONNECT that a network:connect policy denies', async () => {
-    const result = await run('curl', ['-sS', '-o', '/dev/null', '-w', '%{http_connect}', '-x', rig.addresses.proxyUrl, 'https://evil.test/'], { timeout: 20_000 }).catch(
-      (error: { stdout: string }) => error,
-    );
+    const result = await run(
+      'curl',
+      ['-sS', '-o', '/dev/null', '-w', '%{http_connect}', '-x', rig.addresses.proxyUrl, 'https://evil.test/'],
+      { timeout: 20_000 },
+    ).catch((error: { stdout: string }) => error);
     expect(result.stdout).toBe('403');
   });
 });

@@ -22,7 +22,11 @@ function client(headers: Record<string, string> = {}): OpenAI {
 describe('official OpenAI SDK through CONNECT interception', () => {
   it('gets the answer unchanged and the envelope cost equals the simulator usage priced from the table', async () => {
     const { data: completion, response } = await client({ 'X-Svc-Execution-Id': 'exec-openai-1' })
-      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 12 })
+      .chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: 'Say hello' }],
+        max_tokens: 12,
+      })
       .withResponse();
     const seen = rig.sim.requests.at(-1);
     expect(seen?.path).toBe('/v1/chat/completions');
@@ -35,7 +39,10 @@ describe('official OpenAI SDK through CONNECT interception', () => {
     expect(envelopeId).toMatch(/^[0-9a-f-]{36}$/);
     const expected = rig.priced('gpt-4o-mini', seen?.usageSent);
     expect(expected).toBeGreaterThan(0);
-    const envelope = await eventually(() => rig.envelope(String(envelopeId)), (e) => e?.cost_summary.llm_calls === 1);
+    const envelope = await eventually(
+      () => rig.envelope(String(envelopeId)),
+      (e) => e?.cost_summary.llm_calls === 1,
+    );
     expect(envelope?.execution_id).toBe('exec-openai-1');
     expect(envelope?.state).toBe('RUNNING');
     expect(envelope?.cost_summary.tokens_input).toBe(seen?.usageSent?.input);
@@ -45,7 +52,12 @@ describe('official OpenAI SDK through CONNECT interception', () => {
 
   it('relays the answer byte for byte: the same request straight to the simulator gets the same body', async () => {
     const request = { model: 'gpt-4o-mini', max_tokens: 6, messages: [{ role: 'user', content: 'same' }] };
-    const init = (dispatcher?: ProxyAgent) => ({ method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk' }, body: JSON.stringify(request), ...(dispatcher ? { dispatcher } : {}) });
+    const init = (dispatcher?: ProxyAgent) => ({
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk' },
+      body: JSON.stringify(request),
+      ...(dispatcher ? { dispatcher } : {}),
+    });
     const proxied = await fetch('https://api.openai.com/v1/chat/completions', init(rig.agent));
     const direct = await fetch(`${rig.sim.url}/v1/chat/completions`, init());
     expect(proxied.status).toBe(200);
@@ -53,13 +65,22 @@ describe('official OpenAI SDK through CONNECT interception', () => {
   });
 
   it('reuses the envelope of an execution and keeps the pod execution apart', async () => {
-    const first = await client({ 'X-Svc-Execution-Id': 'exec-reuse' }).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'a' }], max_tokens: 3 }).withResponse();
-    const second = await client({ 'X-Svc-Execution-Id': 'exec-reuse' }).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'b' }], max_tokens: 3 }).withResponse();
-    const pod = await client().chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'c' }], max_tokens: 3 }).withResponse();
+    const first = await client({ 'X-Svc-Execution-Id': 'exec-reuse' })
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'a' }], max_tokens: 3 })
+      .withResponse();
+    const second = await client({ 'X-Svc-Execution-Id': 'exec-reuse' })
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'b' }], max_tokens: 3 })
+      .withResponse();
+    const pod = await client()
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'c' }], max_tokens: 3 })
+      .withResponse();
     const id = first.response.headers.get('x-svc-envelope-id');
     expect(second.response.headers.get('x-svc-envelope-id')).toBe(id);
     expect(pod.response.headers.get('x-svc-envelope-id')).not.toBe(id);
-    const envelope = await eventually(() => rig.envelope(String(id)), (e) => e?.cost_summary.llm_calls === 2);
+    const envelope = await eventually(
+      () => rig.envelope(String(id)),
+      (e) => e?.cost_summary.llm_calls === 2,
+    );
     expect(envelope?.cost_summary.tokens_output).toBe(6);
   });
 });

@@ -17,7 +17,12 @@ afterAll(async () => {
 
 describe('other OpenAI surfaces through the proxy', () => {
   it('meters a streamed Responses API answer from its completed event', async () => {
-    const stream = await openAiClient(rig.agent, { 'x-request-id': 'resp-1' }).responses.create({ model: 'gpt-4o-mini', input: 'List colours', max_output_tokens: 9, stream: true });
+    const stream = await openAiClient(rig.agent, { 'x-request-id': 'resp-1' }).responses.create({
+      model: 'gpt-4o-mini',
+      input: 'List colours',
+      max_output_tokens: 9,
+      stream: true,
+    });
     let completed = false;
     for await (const event of stream) if (event.type === 'response.completed') completed = true;
     expect(completed).toBe(true);
@@ -38,7 +43,11 @@ describe('other OpenAI surfaces through the proxy', () => {
       fetchOptions: { dispatcher: rig.agent } as unknown as AzureOptions['fetchOptions'],
       defaultHeaders: { 'x-request-id': 'azure-1' },
     });
-    const answer = await client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] });
+    const answer = await client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      max_tokens: 4,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(answer.usage?.completion_tokens).toBe(4);
     const seen = rig.sim.requests.at(-1);
     expect(seen?.path).toMatch(/^\/openai\/deployments\/gpt-4o-mini\/chat\/completions\?api-version=/);

@@ -42,12 +42,21 @@ describe('policies enforced in the proxy', () => {
     expect(apiError.message).toContain('no-gpt-4');
     expect(rig.sim.requests.length).toBe(before);
     const violation = await eventually(
-      () => rig.cp.published.find((m) => m.subject === 'svc.acme.policies.violation' && (m.data as { denied_action: string }).denied_action === 'llm:gpt-4o'),
+      () =>
+        rig.cp.published.find(
+          (m) =>
+            m.subject === 'svc.acme.policies.violation' &&
+            (m.data as { denied_action: string }).denied_action === 'llm:gpt-4o',
+        ),
       (m) => m !== undefined,
     );
     expect(violation?.data).toMatchObject({ tenant_id: 'acme', decision: 'DENY' });
 
-    const allowed = await client.chat.completions.create({ model: 'gpt-3.5-turbo', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] });
+    const allowed = await client.chat.completions.create({
+      model: 'gpt-3.5-turbo',
+      max_tokens: 4,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(allowed.choices[0]?.message.content?.trim().split(' ')).toHaveLength(4);
   });
 
@@ -80,7 +89,12 @@ describe('policies enforced in the proxy', () => {
         await client.close();
       }
       const toolEvents = await eventually(
-        () => rig.cp.published.filter((m) => m.subject === 'svc.acme.events.tool.call' && (m.data as { payload: { execution_id: string } }).payload.execution_id === `exec-mcp-${form}`),
+        () =>
+          rig.cp.published.filter(
+            (m) =>
+              m.subject === 'svc.acme.events.tool.call' &&
+              (m.data as { payload: { execution_id: string } }).payload.execution_id === `exec-mcp-${form}`,
+          ),
         (list) => list.length === 2,
       );
       expect(toolEvents.map((m) => (m.data as { payload: { tool: string; blocked: boolean } }).payload)).toEqual([

@@ -13,17 +13,38 @@ afterAll(async () => {
 });
 
 /** A forward-mode request (absolute URI to the proxy), as an HTTP_PROXY client sends it. */
-async function forwardPost(url: string, body: unknown, headers: Record<string, string>): Promise<{ status: number; text: string; envelope: string | undefined }> {
+async function forwardPost(
+  url: string,
+  body: unknown,
+  headers: Record<string, string>,
+): Promise<{ status: number; text: string; envelope: string | undefined }> {
   const target = new URL(url);
   const payload = JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port: rig.addresses.proxyPort, method: 'POST', path: url, headers: { host: target.host, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...headers } },
+      {
+        host: '127.0.0.1',
+        port: rig.addresses.proxyPort,
+        method: 'POST',
+        path: url,
+        headers: {
+          host: target.host,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+          ...headers,
+        },
+      },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, envelope: res.headers['x-svc-envelope-id'] as string | undefined }));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            text,
+            envelope: res.headers['x-svc-envelope-id'] as string | undefined,
+          }),
+        );
       },
     );
     req.on('error', reject);
@@ -31,7 +52,10 @@ async function forwardPost(url: string, body: unknown, headers: Record<string, s
   });
 }
 
-const geminiBody = { contents: [{ role: 'user', parts: [{ text: 'Name some colours' }] }], generationConfig: { maxOutputTokens: 6 } };
+const geminiBody = {
+  contents: [{ role: 'user', parts: [{ text: 'Name some colours' }] }],
+  generationConfig: { maxOutputTokens: 6 },
+};
 
 describe('Gemini and OpenAI-compatible servers are metered', () => {
   it('Gemini generateContent through reverse mode, priced from the table', async () => {
@@ -52,11 +76,14 @@ describe('Gemini and OpenAI-compatible servers are metered', () => {
   });
 
   it('Gemini streamGenerateContent (SSE) metered from the stream', async () => {
-    const res = await fetch(`${rig.addresses.proxyUrl}/gemini/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-goog-api-key': 'g-key', 'x-request-id': 'gem-2' },
-      body: JSON.stringify(geminiBody),
-    });
+    const res = await fetch(
+      `${rig.addresses.proxyUrl}/gemini/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse`,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-goog-api-key': 'g-key', 'x-request-id': 'gem-2' },
+        body: JSON.stringify(geminiBody),
+      },
+    );
     const text = await res.text();
     expect(text.match(/^data:/gm)?.length).toBeGreaterThan(1);
     const sent = rig.sim.requests.at(-1)?.usageSent;
@@ -67,7 +94,11 @@ describe('Gemini and OpenAI-compatible servers are metered', () => {
   });
 
   it('an OpenAI-compatible server reached as a forward proxy, whole and streamed; an unknown model is priced by the rule and counted', async () => {
-    const whole = await forwardPost('http://compat.local:8000/v1/chat/completions', { model: 'llama-3-8b-instruct', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, { 'x-request-id': 'compat-1' });
+    const whole = await forwardPost(
+      'http://compat.local:8000/v1/chat/completions',
+      { model: 'llama-3-8b-instruct', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] },
+      { 'x-request-id': 'compat-1' },
+    );
     expect(whole.status).toBe(200);
     expect(whole.envelope).toBeDefined();
     const wholeSent = rig.sim.requests.at(-1)?.usageSent;
@@ -76,13 +107,19 @@ describe('Gemini and OpenAI-compatible servers are metered', () => {
     expect(first.cost_usd).toBe(0);
     expect(first.payload).toMatchObject({ provider: 'openai-compatible', priced: false });
 
-    const streamed = await forwardPost('http://compat.local:8000/v1/chat/completions', { model: 'llama-3-8b-instruct', max_tokens: 7, stream: true, messages: [{ role: 'user', content: 'hi' }] }, { 'x-request-id': 'compat-2' });
+    const streamed = await forwardPost(
+      'http://compat.local:8000/v1/chat/completions',
+      { model: 'llama-3-8b-instruct', max_tokens: 7, stream: true, messages: [{ role: 'user', content: 'hi' }] },
+      { 'x-request-id': 'compat-2' },
+    );
     expect(streamed.text).toContain('data: [DONE]');
     const second = await rig.usageEvent('compat-2');
     // Stream usage is not injected for compatible servers: the answer is counted with tiktoken.
     expect(second.tokens.output).toBe(7);
     expect(second.payload).toMatchObject({ stream: true, usage_source: 'estimated' });
-    expect(await metricValue(rig.proxy.registry, 'svc_proxy_unknown_model_calls_total', { provider: 'openai-compatible' })).toBe(2);
+    expect(
+      await metricValue(rig.proxy.registry, 'svc_proxy_unknown_model_calls_total', { provider: 'openai-compatible' }),
+    ).toBe(2);
   });
 
   it('passes an unknown path on a provider host through, metered as zero and counted', async () => {

@@ -33,13 +33,21 @@ afterAll(async () => {
 });
 
 /** A proxy with no control plane at all: nobody answers leases, the ruleset bucket starts empty. */
-async function lonelyProxy(messaging: Messaging): Promise<{ proxy: Proxy; addresses: ProxyAddresses; agent: ProxyAgent }> {
+async function lonelyProxy(
+  messaging: Messaging,
+): Promise<{ proxy: Proxy; addresses: ProxyAddresses; agent: ProxyAgent }> {
   const config = proxyTestConfig(dataDir, {
     upstream_overrides: `api.openai.com=http://127.0.0.1:${sim.port}`,
     proxy_soft_limit_usd: 0.002,
     proxy_lease_first_wait_ms: 50,
   });
-  const proxy = await createProxy({ config, logger, messaging, prices: loadPriceTable(), bootstrap: { tenantId: 'solo', apiKey: 'k', budgetId: 'budget-solo' } });
+  const proxy = await createProxy({
+    config,
+    logger,
+    messaging,
+    prices: loadPriceTable(),
+    bootstrap: { tenantId: 'solo', apiKey: 'k', budgetId: 'budget-solo' },
+  });
   const addresses = await proxy.listen();
   return { proxy, addresses, agent: new ProxyAgent({ uri: addresses.proxyUrl, requestTls: { ca: proxy.caCertPem } }) };
 }
@@ -47,12 +55,24 @@ async function lonelyProxy(messaging: Messaging): Promise<{ proxy: Proxy; addres
 function denyPolicy(action: string): Policy {
   const now = new Date().toISOString();
   return {
-    policy_id: randomUUID(), tenant_id: 'solo', name: `deny ${action}`, description: '', priority: 100, status: 'ACTIVE', enforcement: 'BLOCK',
-    rules: [{ rule_id: 'r1', name: 'deny', action, decision: 'DENY', conditions: [] }], tags: {}, version: 1, created_at: now, updated_at: now,
+    policy_id: randomUUID(),
+    tenant_id: 'solo',
+    name: `deny ${action}`,
+    description: '',
+    priority: 100,
+    status: 'ACTIVE',
+    enforcement: 'BLOCK',
+    rules: [{ rule_id: 'r1', name: 'deny', action, decision: 'DENY', conditions: [] }],
+    tags: {},
+    version: 1,
+    created_at: now,
+    updated_at: now,
   };
 }
 
-async function status(promise: Promise<unknown>): Promise<{ status: number | undefined; code: string | null | undefined }> {
+async function status(
+  promise: Promise<unknown>,
+): Promise<{ status: number | undefined; code: string | null | undefined }> {
   try {
     await promise;
     return { status: 200, code: null };
@@ -71,10 +91,16 @@ describe('the proxy without its control plane', () => {
       expect(ready.status).toBe(503);
       expect(((await ready.json()) as { reasons: string[] }).reasons).toEqual(['no policy ruleset synced or cached']);
       const client = openAiClient(agent, { 'x-sim-input-tokens': '1000' });
-      const ask = (model: string) => status(client.chat.completions.create({ model, max_tokens: 1000, messages: [{ role: 'user', content: 'x' }] }));
+      const ask = (model: string) =>
+        status(client.chat.completions.create({ model, max_tokens: 1000, messages: [{ role: 'user', content: 'x' }] }));
       expect(await ask('gpt-4o-mini')).toEqual({ status: 403, code: 'SVC-POL-2001' });
 
-      const snapshot: RulesetSnapshot = { tenant_id: 'solo', version: 7, policies: [denyPolicy('llm:gpt-4o')], published_at: new Date().toISOString() };
+      const snapshot: RulesetSnapshot = {
+        tenant_id: 'solo',
+        version: 7,
+        policies: [denyPolicy('llm:gpt-4o')],
+        published_at: new Date().toISOString(),
+      };
       await (await messaging.keyValue.open(BUCKETS.rulesets)).put(keys.ruleset('solo'), snapshot);
       expect(proxy.rulesets.current?.version).toBe(7);
       expect((await fetch(`http://127.0.0.1:${addresses.adminPort}/health/ready`)).status).toBe(200);
@@ -90,7 +116,9 @@ describe('the proxy without its control plane', () => {
       const metrics = await (await fetch(`http://127.0.0.1:${addresses.adminPort}/metrics`)).text();
       expect(metrics).toMatch(/svc_proxy_requests_total\{provider="openai",model="gpt-4o-mini",decision="allowed"\} 3/);
       expect(metrics).toMatch(/svc_proxy_lease_requests_total\{outcome="unreachable"\} [1-9]/);
-      expect(metrics).toMatch(/svc_proxy_tokens_total\{provider="openai",model="gpt-4o-mini",direction="output"\} 3000/);
+      expect(metrics).toMatch(
+        /svc_proxy_tokens_total\{provider="openai",model="gpt-4o-mini",direction="output"\} 3000/,
+      );
     } finally {
       await agent.close();
       await proxy.close();
@@ -105,7 +133,13 @@ describe('the proxy without its control plane', () => {
       expect(proxy.rulesets.origin).toBe('cache');
       expect(proxy.rulesets.current?.version).toBe(7);
       expect((await fetch(`http://127.0.0.1:${addresses.adminPort}/health/ready`)).status).toBe(200);
-      const denied = await status(openAiClient(agent).chat.completions.create({ model: 'gpt-4o', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }));
+      const denied = await status(
+        openAiClient(agent).chat.completions.create({
+          model: 'gpt-4o',
+          max_tokens: 5,
+          messages: [{ role: 'user', content: 'x' }],
+        }),
+      );
       expect(denied).toEqual({ status: 403, code: 'SVC-POL-2001' });
     } finally {
       await agent.close();
@@ -118,7 +152,11 @@ describe('the proxy without its control plane', () => {
     const messaging = createMemoryMessaging({ logger });
     const { proxy, agent } = await lonelyProxy(messaging);
     try {
-      await openAiClient(agent).chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 1, messages: [{ role: 'user', content: 'warm up' }] });
+      await openAiClient(agent).chat.completions.create({
+        model: 'gpt-4o-mini',
+        max_tokens: 1,
+        messages: [{ role: 'user', content: 'warm up' }],
+      });
       const lease = proxy.leases.peek('budget-solo');
       const before = lease?.available().pico ?? 0;
       const abort = new AbortController();
@@ -127,7 +165,12 @@ describe('the proxy without its control plane', () => {
         dispatcher: agent,
         signal: abort.signal,
         headers: { 'content-type': 'application/json', authorization: 'Bearer sk', 'x-sim-chunk-delay-ms': '50' },
-        body: JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 2000, stream: true, messages: [{ role: 'user', content: 'long' }] }),
+        body: JSON.stringify({
+          model: 'gpt-4o-mini',
+          max_tokens: 2000,
+          stream: true,
+          messages: [{ role: 'user', content: 'long' }],
+        }),
       });
       const reader = (res.body as ReadableStream<Uint8Array>).getReader();
       await reader.read();
@@ -135,7 +178,10 @@ describe('the proxy without its control plane', () => {
       expect(before - (lease?.available().pico ?? 0)).toBeGreaterThan(1_000_000_000);
       abort.abort();
       // Once the proxy sees the client gone, only the few tokens streamed so far stay spent.
-      await eventually(() => before - (lease?.available().pico ?? 0), (spent) => spent < 50_000_000);
+      await eventually(
+        () => before - (lease?.available().pico ?? 0),
+        (spent) => spent < 50_000_000,
+      );
     } finally {
       await agent.close();
       await proxy.close();
@@ -143,4 +189,3 @@ describe('the proxy without its control plane', () => {
     }
   });
 });
-

@@ -28,26 +28,38 @@ async function failure(run: () => Promise<unknown>): Promise<unknown> {
 
 function toolEvents(execution: string): Array<{ tool: string; blocked: boolean; source: string }> {
   return rig.cp.published
-    .filter((m) => m.subject === 'svc.acme.events.tool.call' && (m.data as UsageEventMessage).payload.execution_id === execution)
+    .filter(
+      (m) =>
+        m.subject === 'svc.acme.events.tool.call' && (m.data as UsageEventMessage).payload.execution_id === execution,
+    )
     .map((m) => (m.data as UsageEventMessage).payload as { tool: string; blocked: boolean; source: string });
 }
 
 describe('tool calls a model asks for', () => {
   it('records an allowed tool call and relays the answer', async () => {
-    const answer = await openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-tool-ok', 'x-sim-tool-call': 'search' }).chat.completions.create({
+    const answer = await openAiClient(rig.agent, {
+      'X-Svc-Execution-Id': 'exec-tool-ok',
+      'x-sim-tool-call': 'search',
+    }).chat.completions.create({
       model: 'gpt-4o-mini',
       max_tokens: 5,
       messages: [{ role: 'user', content: 'find it' }],
       tools: [{ type: 'function', function: { name: 'search', parameters: { type: 'object' } } }],
     });
     expect(answer.choices[0]?.message.tool_calls?.[0]).toMatchObject({ function: { name: 'search' } });
-    const events = await eventually(() => toolEvents('exec-tool-ok'), (list) => list.length === 1);
+    const events = await eventually(
+      () => toolEvents('exec-tool-ok'),
+      (list) => list.length === 1,
+    );
     expect(events[0]).toMatchObject({ tool: 'search', blocked: false, source: 'model' });
   });
 
   it('blocks a denied tool call in a whole answer with 403 SVC-POL-2001, still recording it', async () => {
     const error = await failure(() =>
-      openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-tool-denied', 'x-sim-tool-call': 'delete_repo' }).chat.completions.create({
+      openAiClient(rig.agent, {
+        'X-Svc-Execution-Id': 'exec-tool-denied',
+        'x-sim-tool-call': 'delete_repo',
+      }).chat.completions.create({
         model: 'gpt-4o-mini',
         max_tokens: 5,
         messages: [{ role: 'user', content: 'delete it' }],
@@ -56,19 +68,33 @@ describe('tool calls a model asks for', () => {
     expect(error).toBeInstanceOf(APIError);
     expect((error as APIError).status).toBe(403);
     expect((error as APIError).code).toBe('SVC-POL-2001');
-    const events = await eventually(() => toolEvents('exec-tool-denied'), (list) => list.length === 1);
+    const events = await eventually(
+      () => toolEvents('exec-tool-denied'),
+      (list) => list.length === 1,
+    );
     expect(events[0]).toMatchObject({ tool: 'delete_repo', blocked: true });
   });
 
   it('cuts an Anthropic stream whose tool_use block names a denied tool', async () => {
-    const client = anthropicClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-tool-stream', 'x-sim-tool-call': 'delete_repo' });
+    const client = anthropicClient(rig.agent, {
+      'X-Svc-Execution-Id': 'exec-tool-stream',
+      'x-sim-tool-call': 'delete_repo',
+    });
     const error = await failure(async () => {
-      const stream = await client.messages.create({ model: 'claude-3-5-haiku-20241022', max_tokens: 20, stream: true, messages: [{ role: 'user', content: 'delete' }] });
-      for await (const event of stream) if (event.type === 'message_stop') throw new Error('the stream reached its end');
+      const stream = await client.messages.create({
+        model: 'claude-3-5-haiku-20241022',
+        max_tokens: 20,
+        stream: true,
+        messages: [{ role: 'user', content: 'delete' }],
+      });
+      for await (const event of stream)
+        if (event.type === 'message_stop') throw new Error('the stream reached its end');
     });
     expect(error).toBeInstanceOf(AnthropicError);
     expect((error as Error).message).toContain('SVC-POL-2001');
-    expect(await metricValue(rig.proxy.registry, 'svc_proxy_cutoffs_total', { provider: 'anthropic', reason: 'policy' })).toBe(1);
+    expect(
+      await metricValue(rig.proxy.registry, 'svc_proxy_cutoffs_total', { provider: 'anthropic', reason: 'policy' }),
+    ).toBe(1);
   });
 });
 
@@ -83,8 +109,13 @@ describe('an envelope terminated elsewhere', () => {
     const error = await failure(async () => {
       for await (const chunk of stream) {
         if (chunk.choices[0]?.delta.content && ++received === 3) {
-          await eventually(() => rig.envelope(envelopeId), (e) => e !== undefined);
-          const terminated = await rig.admin('POST', `/v1/envelopes/${envelopeId}/terminate`, { reason: 'operator stop' });
+          await eventually(
+            () => rig.envelope(envelopeId),
+            (e) => e !== undefined,
+          );
+          const terminated = await rig.admin('POST', `/v1/envelopes/${envelopeId}/terminate`, {
+            reason: 'operator stop',
+          });
           expect(terminated.status).toBe(200);
         }
       }
@@ -92,7 +123,13 @@ describe('an envelope terminated elsewhere', () => {
     expect((error as Error).message).toContain('SVC-ENV-1003');
     expect(received).toBeLessThan(300);
 
-    const later = await failure(() => client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 3, messages: [{ role: 'user', content: 'again' }] }));
+    const later = await failure(() =>
+      client.chat.completions.create({
+        model: 'gpt-4o-mini',
+        max_tokens: 3,
+        messages: [{ role: 'user', content: 'again' }],
+      }),
+    );
     expect((later as APIError).status).toBe(409);
     expect((later as APIError).code).toBe('SVC-ENV-1003');
   });

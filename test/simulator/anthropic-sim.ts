@@ -4,7 +4,12 @@ import { sendJson, sse, startStream } from './sse-writer.ts';
 
 /** Anthropic counts cache reads apart from `input_tokens`. */
 function anthropicUsage(u: TokenUsage): Record<string, unknown> {
-  return { input_tokens: u.input - u.cachedInput, cache_creation_input_tokens: 0, cache_read_input_tokens: u.cachedInput, output_tokens: u.output };
+  return {
+    input_tokens: u.input - u.cachedInput,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: u.cachedInput,
+    output_tokens: u.output,
+  };
 }
 
 export async function anthropicMessages(ctx: SimContext): Promise<TokenUsage> {
@@ -12,25 +17,59 @@ export async function anthropicMessages(ctx: SimContext): Promise<TokenUsage> {
   const usage = usageOf(plan, plan.words.length);
   const text = plan.words.join('');
   const stopReason = plan.toolCall ? 'tool_use' : 'end_turn';
-  const block = plan.toolCall ? { type: 'tool_use', id: 'toolu_sim', name: plan.toolCall, input: { input: text.trim() } } : { type: 'text', text };
+  const block = plan.toolCall
+    ? { type: 'tool_use', id: 'toolu_sim', name: plan.toolCall, input: { input: text.trim() } }
+    : { type: 'text', text };
   const message = { id: 'msg_sim', type: 'message', role: 'assistant', model: plan.model };
   if (!ctx.stream) {
-    sendJson(ctx.res, 200, { ...message, content: [block], stop_reason: stopReason, stop_sequence: null, usage: anthropicUsage(usage) });
+    sendJson(ctx.res, 200, {
+      ...message,
+      content: [block],
+      stop_reason: stopReason,
+      stop_sequence: null,
+      usage: anthropicUsage(usage),
+    });
     return usage;
   }
   const out = startStream(ctx.res, 'text/event-stream; charset=utf-8', plan.delayMs);
-  await out.write(sse({ type: 'message_start', message: { ...message, content: [], stop_reason: null, stop_sequence: null, usage: anthropicUsage(usageOf(plan, 1)) } }, 'message_start'));
+  await out.write(
+    sse(
+      {
+        type: 'message_start',
+        message: {
+          ...message,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: anthropicUsage(usageOf(plan, 1)),
+        },
+      },
+      'message_start',
+    ),
+  );
   const start = plan.toolCall ? { ...block, input: {} } : { type: 'text', text: '' };
   await out.write(sse({ type: 'content_block_start', index: 0, content_block: start }, 'content_block_start'));
   await out.write(sse({ type: 'ping' }, 'ping'));
   const deltas = plan.toolCall
-    ? [...plan.words.map((w, i) => (i === 0 ? `{"input": "${w.trim()}` : w)), '"}'].map((partial) => ({ type: 'input_json_delta', partial_json: partial }))
+    ? [...plan.words.map((w, i) => (i === 0 ? `{"input": "${w.trim()}` : w)), '"}'].map((partial) => ({
+        type: 'input_json_delta',
+        partial_json: partial,
+      }))
     : plan.words.map((w) => ({ type: 'text_delta', text: w }));
   const frames = deltas.map((delta) => sse({ type: 'content_block_delta', index: 0, delta }, 'content_block_delta'));
   const { sent, failed } = await writeDeltas(ctx, out, frames);
   if (failed) return usageOf(plan, sent);
   await out.write(sse({ type: 'content_block_stop', index: 0 }, 'content_block_stop'));
-  await out.write(sse({ type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: null }, usage: { output_tokens: usage.output } }, 'message_delta'));
+  await out.write(
+    sse(
+      {
+        type: 'message_delta',
+        delta: { stop_reason: stopReason, stop_sequence: null },
+        usage: { output_tokens: usage.output },
+      },
+      'message_delta',
+    ),
+  );
   await out.write(sse({ type: 'message_stop' }, 'message_stop'));
   out.end();
   return usage;

@@ -2,8 +2,17 @@ import type { StreamMeter, StreamProgress } from '../../proxy/providers/adapter.
 import type { Simulator } from './server.ts';
 
 /** The raw bytes the simulator answers to one request, exactly as they came off the socket. */
-export async function captureRaw(sim: Simulator, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Uint8Array> {
-  const res = await fetch(sim.url + path, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
+export async function captureRaw(
+  sim: Simulator,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<Uint8Array> {
+  const res = await fetch(sim.url + path, {
+    method: 'POST',
+    body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json', ...headers },
+  });
   return new Uint8Array(await res.arrayBuffer());
 }
 
@@ -17,7 +26,7 @@ export function splitAt(bytes: Uint8Array, seed: number, maxPiece = 17): Uint8Ar
     return (state >>> 0) / 0x1_0000_0000;
   };
   const pieces: Uint8Array[] = [];
-  for (let i = 0; i < bytes.length; ) {
+  for (let i = 0; i < bytes.length;) {
     const len = 1 + Math.floor(next() * maxPiece);
     pieces.push(bytes.subarray(i, i + len));
     i += len;

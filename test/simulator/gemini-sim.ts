@@ -24,19 +24,31 @@ export async function geminiGenerate(ctx: SimContext): Promise<TokenUsage> {
   const { plan } = ctx;
   const usage = usageOf(plan, plan.words.length);
   const base = { modelVersion: plan.model, responseId: 'sim' };
-  const callPart = plan.toolCall ? { functionCall: { name: plan.toolCall, args: { input: plan.words.join('').trim() } } } : undefined;
+  const callPart = plan.toolCall
+    ? { functionCall: { name: plan.toolCall, args: { input: plan.words.join('').trim() } } }
+    : undefined;
   if (!ctx.stream) {
-    sendJson(ctx.res, 200, { candidates: [candidate([callPart ?? { text: plan.words.join('') }], 'STOP')], usageMetadata: usageMetadata(usage, true), ...base });
+    sendJson(ctx.res, 200, {
+      candidates: [candidate([callPart ?? { text: plan.words.join('') }], 'STOP')],
+      usageMetadata: usageMetadata(usage, true),
+      ...base,
+    });
     return usage;
   }
   const sseMode = ctx.query.get('alt') === 'sse';
   const elements = plan.words.map((w, i) => {
     const last = i === plan.words.length - 1;
     const parts = last && callPart ? [{ text: w }, callPart] : [{ text: w }];
-    return JSON.stringify({ candidates: [candidate(parts, last ? 'STOP' : undefined)], usageMetadata: usageMetadata(usage, last), ...base });
+    return JSON.stringify({
+      candidates: [candidate(parts, last ? 'STOP' : undefined)],
+      usageMetadata: usageMetadata(usage, last),
+      ...base,
+    });
   });
   const out = startStream(ctx.res, sseMode ? 'text/event-stream' : 'application/json', plan.delayMs);
-  const frames = sseMode ? elements.map((e) => `data: ${e}\r\n\r\n`) : elements.map((e, i) => (i === 0 ? `[${e}` : `,\r\n${e}`));
+  const frames = sseMode
+    ? elements.map((e) => `data: ${e}\r\n\r\n`)
+    : elements.map((e, i) => (i === 0 ? `[${e}` : `,\r\n${e}`));
   // In a JSON-array stream the error is one more element, closing the array.
   const arrayError = (sent: number) => {
     const payload = ctx.adapter.errorResponse(plan.errorCode ?? 'SVC-SYS-9007', 'simulated refusal mid-stream').body;

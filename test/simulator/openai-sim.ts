@@ -10,7 +10,12 @@ function chatUsage(u: TokenUsage): Record<string, unknown> {
     completion_tokens: u.output,
     total_tokens: u.input + u.output,
     prompt_tokens_details: { cached_tokens: u.cachedInput, audio_tokens: 0 },
-    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: 0,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
   };
 }
 
@@ -25,27 +30,57 @@ export async function openAiChat(ctx: SimContext): Promise<TokenUsage> {
   const finish = plan.toolCall ? 'tool_calls' : 'stop';
   if (!ctx.stream) {
     const message = plan.toolCall
-      ? { role: 'assistant', content: null, refusal: null, tool_calls: [{ id: 'call_sim', type: 'function', function: { name: plan.toolCall, arguments: toolArguments(plan.words) } }] }
+      ? {
+          role: 'assistant',
+          content: null,
+          refusal: null,
+          tool_calls: [
+            {
+              id: 'call_sim',
+              type: 'function',
+              function: { name: plan.toolCall, arguments: toolArguments(plan.words) },
+            },
+          ],
+        }
       : { role: 'assistant', content: plan.words.join(''), refusal: null };
-    sendJson(ctx.res, 200, { ...base, object: 'chat.completion', choices: [{ index: 0, message, logprobs: null, finish_reason: finish }], usage: chatUsage(usage) });
+    sendJson(ctx.res, 200, {
+      ...base,
+      object: 'chat.completion',
+      choices: [{ index: 0, message, logprobs: null, finish_reason: finish }],
+      usage: chatUsage(usage),
+    });
     return usage;
   }
   const streamOptions = ctx.body.stream_options as { include_usage?: boolean } | undefined;
   const includeUsage = streamOptions?.include_usage === true;
   const chunk = (delta: unknown, finishReason: string | null = null) =>
-    sse({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }], ...(includeUsage ? { usage: null } : {}) });
+    sse({
+      ...base,
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+      ...(includeUsage ? { usage: null } : {}),
+    });
   const out = startStream(ctx.res, 'text/event-stream', plan.delayMs);
   const frames = plan.toolCall
     ? [
-        chunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_sim', type: 'function', function: { name: plan.toolCall, arguments: '' } }] }),
-        ...plan.words.map((w, i) => chunk({ tool_calls: [{ index: 0, function: { arguments: i === 0 ? `{"input":"${w.trim()}` : w } }] })),
+        chunk({
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            { index: 0, id: 'call_sim', type: 'function', function: { name: plan.toolCall, arguments: '' } },
+          ],
+        }),
+        ...plan.words.map((w, i) =>
+          chunk({ tool_calls: [{ index: 0, function: { arguments: i === 0 ? `{"input":"${w.trim()}` : w } }] }),
+        ),
         chunk({ tool_calls: [{ index: 0, function: { arguments: '"}' } }] }),
       ]
     : [chunk({ role: 'assistant', content: '', refusal: null }), ...plan.words.map((w) => chunk({ content: w }))];
   const { sent, failed } = await writeDeltas(ctx, out, frames);
   if (failed) return usageOf(plan, Math.max(0, sent - 1));
   await out.write(chunk({}, finish));
-  if (includeUsage) await out.write(sse({ ...base, object: 'chat.completion.chunk', choices: [], usage: chatUsage(usage) }));
+  if (includeUsage)
+    await out.write(sse({ ...base, object: 'chat.completion.chunk', choices: [], usage: chatUsage(usage) }));
   await out.write('data: [DONE]\n\n');
   out.end();
   return usage;
@@ -66,8 +101,21 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
   const usage = usageOf(plan, plan.words.length);
   const text = plan.words.join('');
   const item = plan.toolCall
-    ? { type: 'function_call', id: 'fc_sim', call_id: 'call_sim', name: plan.toolCall, arguments: toolArguments(plan.words), status: 'completed' }
-    : { type: 'message', id: 'msg_sim', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] };
+    ? {
+        type: 'function_call',
+        id: 'fc_sim',
+        call_id: 'call_sim',
+        name: plan.toolCall,
+        arguments: toolArguments(plan.words),
+        status: 'completed',
+      }
+    : {
+        type: 'message',
+        id: 'msg_sim',
+        status: 'completed',
+        role: 'assistant',
+        content: [{ type: 'output_text', text, annotations: [] }],
+      };
   const response = (status: string, output: unknown[], u: unknown) => ({
     id: 'resp_sim',
     object: 'response',
@@ -89,17 +137,32 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
   await out.write(event('response.created', { response: response('in_progress', [], null) }));
   const frames = plan.toolCall
     ? [
-        event('response.output_item.added', { output_index: 0, item: { ...item, arguments: '', status: 'in_progress' } }),
-        ...plan.words.map((w) => event('response.function_call_arguments.delta', { item_id: 'fc_sim', output_index: 0, delta: w })),
+        event('response.output_item.added', {
+          output_index: 0,
+          item: { ...item, arguments: '', status: 'in_progress' },
+        }),
+        ...plan.words.map((w) =>
+          event('response.function_call_arguments.delta', { item_id: 'fc_sim', output_index: 0, delta: w }),
+        ),
       ]
     : [
         event('response.output_item.added', { output_index: 0, item: { ...item, status: 'in_progress', content: [] } }),
-        event('response.content_part.added', { item_id: 'msg_sim', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } }),
-        ...plan.words.map((w) => event('response.output_text.delta', { item_id: 'msg_sim', output_index: 0, content_index: 0, delta: w })),
+        event('response.content_part.added', {
+          item_id: 'msg_sim',
+          output_index: 0,
+          content_index: 0,
+          part: { type: 'output_text', text: '', annotations: [] },
+        }),
+        ...plan.words.map((w) =>
+          event('response.output_text.delta', { item_id: 'msg_sim', output_index: 0, content_index: 0, delta: w }),
+        ),
       ];
   const { sent, failed } = await writeDeltas(ctx, out, frames);
   if (failed) return usageOf(plan, Math.max(0, sent - (plan.toolCall ? 1 : 2)));
-  if (!plan.toolCall) await out.write(event('response.output_text.done', { item_id: 'msg_sim', output_index: 0, content_index: 0, text }));
+  if (!plan.toolCall)
+    await out.write(
+      event('response.output_text.done', { item_id: 'msg_sim', output_index: 0, content_index: 0, text }),
+    );
   await out.write(event('response.output_item.done', { output_index: 0, item }));
   await out.write(event('response.completed', { response: response('completed', [item], responsesUsage(usage)) }));
   out.end();
@@ -115,7 +178,16 @@ export function openAiEmbeddings(ctx: SimContext): Promise<TokenUsage> {
   const { plan, body } = ctx;
   const inputs: unknown[] = Array.isArray(body.input) ? body.input : [body.input];
   const encoding = typeof body.encoding_format === 'string' ? body.encoding_format : 'float';
-  const data = inputs.map((input, index) => ({ object: 'embedding', index, embedding: embeddingOf(JSON.stringify(input), encoding) }));
-  sendJson(ctx.res, 200, { object: 'list', data, model: plan.model, usage: { prompt_tokens: plan.inputTokens, total_tokens: plan.inputTokens } });
+  const data = inputs.map((input, index) => ({
+    object: 'embedding',
+    index,
+    embedding: embeddingOf(JSON.stringify(input), encoding),
+  }));
+  sendJson(ctx.res, 200, {
+    object: 'list',
+    data,
+    model: plan.model,
+    usage: { prompt_tokens: plan.inputTokens, total_tokens: plan.inputTokens },
+  });
   return Promise.resolve({ input: plan.inputTokens, output: 0, cachedInput: 0 });
 }

@@ -5,7 +5,28 @@ import { ERROR_CATALOGUE, type SvcCode } from '../../core/errors/index.ts';
  * Every word is one token in both o200k_base and cl100k_base, and so is any run of them, so
  * an answer of N words is N tokens whichever way it is counted.
  */
-const WORDS = [' one', ' two', ' three', ' four', ' five', ' six', ' seven', ' eight', ' nine', ' ten', ' red', ' blue', ' green', ' cat', ' dog', ' sun', ' sky', ' sea', ' tree', ' book'];
+const WORDS = [
+  ' one',
+  ' two',
+  ' three',
+  ' four',
+  ' five',
+  ' six',
+  ' seven',
+  ' eight',
+  ' nine',
+  ' ten',
+  ' red',
+  ' blue',
+  ' green',
+  ' cat',
+  ' dog',
+  ' sun',
+  ' sky',
+  ' sea',
+  ' tree',
+  ' book',
+];
 
 export const DEFAULT_OUTPUT_TOKENS = 8;
 

@@ -30,14 +30,24 @@ async function rejection(promise: Promise<unknown>): Promise<Error & { status?: 
 
 describe('openai SDK', () => {
   it('parses a chat completion with usage', async () => {
-    const res = await openai.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 });
+    const res = await openai.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 3,
+    });
     expect(res.choices[0]?.message.content).toBe(' one two three');
     expect(res.usage?.completion_tokens).toBe(3);
     expect(res.usage?.prompt_tokens).toBe(sim.requests[0]?.usageSent?.input);
   });
 
   it('streams chat with include_usage', async () => {
-    const stream = await openai.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true, stream_options: { include_usage: true } });
+    const stream = await openai.chat.completions.create({
+      model: 'gpt-4o',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 4,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = '';
     let completionTokens: number | undefined;
     for await (const chunk of stream) {
@@ -53,7 +63,10 @@ describe('openai SDK', () => {
       { model: 'gpt-4o', messages: [{ role: 'user', content: 'weather?' }], max_tokens: 2 },
       { headers: { 'x-sim-tool-call': 'get_weather' } },
     );
-    expect(plain.choices[0]?.message.tool_calls?.[0]).toMatchObject({ type: 'function', function: { name: 'get_weather' } });
+    expect(plain.choices[0]?.message.tool_calls?.[0]).toMatchObject({
+      type: 'function',
+      function: { name: 'get_weather' },
+    });
     const runner = openai.chat.completions.stream(
       { model: 'gpt-4o', messages: [{ role: 'user', content: 'weather?' }], max_tokens: 3 },
       { headers: { 'x-sim-tool-call': 'get_weather' } },
@@ -87,7 +100,12 @@ describe('openai SDK', () => {
     ['SVC-POL-2001', 403, OpenAI.PermissionDeniedError],
     ['SVC-BUD-3001', 422, OpenAI.UnprocessableEntityError],
   ] as const)('raises %s (%i) once, without retrying', async (code, status, type) => {
-    const err = await rejection(openai.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'x-sim-error-code': code } }));
+    const err = await rejection(
+      openai.chat.completions.create(
+        { model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] },
+        { headers: { 'x-sim-error-code': code } },
+      ),
+    );
     expect(err).toBeInstanceOf(type);
     expect(err.status).toBe(status);
     expect(err.message).toContain(code);
@@ -97,7 +115,12 @@ describe('openai SDK', () => {
 
   it('still retries a recoverable error', async () => {
     const client = new OpenAI({ apiKey: 'sk-test', baseURL: `${sim.url}/v1`, maxRetries: 1 });
-    const err = await rejection(client.chat.completions.create({ model: 'gpt-4o', messages: [] }, { headers: { 'x-sim-error-code': 'SVC-SYS-9001' } }));
+    const err = await rejection(
+      client.chat.completions.create(
+        { model: 'gpt-4o', messages: [] },
+        { headers: { 'x-sim-error-code': 'SVC-SYS-9001' } },
+      ),
+    );
     expect(err.message).toContain('SVC-SYS-9001');
     expect(sim.requests).toHaveLength(2);
   });
@@ -119,7 +142,10 @@ describe('openai SDK', () => {
   });
 
   it('raises a mid-stream error in a Responses stream', async () => {
-    const stream = await openai.responses.create({ model: 'gpt-4.1', input: 'hi', max_output_tokens: 5, stream: true }, { headers: { 'x-sim-error-code': 'SVC-BUD-3001', 'x-sim-stream-error-after': '3' } });
+    const stream = await openai.responses.create(
+      { model: 'gpt-4.1', input: 'hi', max_output_tokens: 5, stream: true },
+      { headers: { 'x-sim-error-code': 'SVC-BUD-3001', 'x-sim-stream-error-after': '3' } },
+    );
     const err = await rejection(
       (async () => {
         for await (const _event of stream) {
@@ -131,10 +157,21 @@ describe('openai SDK', () => {
   });
 
   it('reaches Azure deployment paths', async () => {
-    const azure = new AzureOpenAI({ apiKey: 'k', endpoint: sim.url, apiVersion: '2024-10-21', deployment: 'gpt-4o-prod' });
-    const res = await azure.chat.completions.create({ model: 'gpt-4o-prod', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+    const azure = new AzureOpenAI({
+      apiKey: 'k',
+      endpoint: sim.url,
+      apiVersion: '2024-10-21',
+      deployment: 'gpt-4o-prod',
+    });
+    const res = await azure.chat.completions.create({
+      model: 'gpt-4o-prod',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 2,
+    });
     expect(res.choices[0]?.message.content).toBe(' one two');
-    expect(sim.requests[0]?.path).toMatch(/^\/openai\/deployments\/gpt-4o-prod\/chat\/completions\?api-version=2024-10-21/);
+    expect(sim.requests[0]?.path).toMatch(
+      /^\/openai\/deployments\/gpt-4o-prod\/chat\/completions\?api-version=2024-10-21/,
+    );
     expect(sim.requests[0]?.provider).toBe('azure-openai');
   });
 });
@@ -147,12 +184,19 @@ describe('anthropic SDK', () => {
     );
     expect(msg.content[0]).toEqual({ type: 'text', text: ' one two three' });
     expect(msg.usage).toMatchObject({ output_tokens: 3, cache_read_input_tokens: 2 });
-    const tool = await anthropic.messages.create({ model: 'claude-sonnet-4', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'x-sim-tool-call': 'search' } });
+    const tool = await anthropic.messages.create(
+      { model: 'claude-sonnet-4', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] },
+      { headers: { 'x-sim-tool-call': 'search' } },
+    );
     expect(tool.content[0]).toMatchObject({ type: 'tool_use', name: 'search' });
   });
 
   it('streams events and assembles the final message', async () => {
-    const stream = anthropic.messages.stream({ model: 'claude-3-5-haiku-20241022', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] });
+    const stream = anthropic.messages.stream({
+      model: 'claude-3-5-haiku-20241022',
+      max_tokens: 4,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     const final = await stream.finalMessage();
     expect(final.content[0]).toMatchObject({ type: 'text', text: ' one two three four' });
     expect(final.usage.output_tokens).toBe(4);
@@ -160,7 +204,10 @@ describe('anthropic SDK', () => {
   });
 
   it('assembles a streamed tool call', async () => {
-    const stream = anthropic.messages.stream({ model: 'claude-sonnet-4', max_tokens: 3, messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'x-sim-tool-call': 'search' } });
+    const stream = anthropic.messages.stream(
+      { model: 'claude-sonnet-4', max_tokens: 3, messages: [{ role: 'user', content: 'hi' }] },
+      { headers: { 'x-sim-tool-call': 'search' } },
+    );
     const final = await stream.finalMessage();
     expect(final.content[0]).toMatchObject({ type: 'tool_use', name: 'search', input: { input: 'one two three' } });
   });
@@ -169,7 +216,12 @@ describe('anthropic SDK', () => {
     ['SVC-POL-2001', 403, Anthropic.PermissionDeniedError],
     ['SVC-BUD-3001', 422, Anthropic.UnprocessableEntityError],
   ] as const)('raises %s (%i) once, without retrying', async (code, status, type) => {
-    const err = await rejection(anthropic.messages.create({ model: 'claude-sonnet-4', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'x-sim-error-code': code } }));
+    const err = await rejection(
+      anthropic.messages.create(
+        { model: 'claude-sonnet-4', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] },
+        { headers: { 'x-sim-error-code': code } },
+      ),
+    );
     expect(err).toBeInstanceOf(type);
     expect(err.status).toBe(status);
     expect(err.message).toContain(code);
@@ -184,7 +236,8 @@ describe('anthropic SDK', () => {
     let text = '';
     const err = await rejection(
       (async () => {
-        for await (const event of stream) if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') text += event.delta.text;
+        for await (const event of stream)
+          if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') text += event.delta.text;
       })(),
     );
     expect(err).toBeInstanceOf(Anthropic.APIError);

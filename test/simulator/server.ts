@@ -1,4 +1,10 @@
-import { createServer as createHttpServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer as createHttpServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TokenUsage } from '../../core/metering/prices.ts';
@@ -63,7 +69,13 @@ const HANDLERS: Record<Operation, SimHandler> = {
 
 function maxTokensOf(body: Record<string, unknown>): number | undefined {
   const config = (body.generationConfig ?? body.generation_config) as Record<string, unknown> | undefined;
-  for (const v of [body.max_completion_tokens, body.max_tokens, body.max_output_tokens, config?.maxOutputTokens, config?.max_output_tokens]) {
+  for (const v of [
+    body.max_completion_tokens,
+    body.max_tokens,
+    body.max_output_tokens,
+    config?.maxOutputTokens,
+    config?.max_output_tokens,
+  ]) {
     if (typeof v === 'number' && Number.isInteger(v) && v >= 0) return v;
   }
   return undefined;
@@ -92,7 +104,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   function route(method: string, path: string): Route | null {
     for (const adapter of [gemini, anthropic, openai]) {
       const operation = adapter.classify(method, path);
-      if (operation) return { adapter, provider: path.includes('/openai/deployments/') ? 'azure-openai' : adapter.id, operation };
+      if (operation)
+        return { adapter, provider: path.includes('/openai/deployments/') ? 'azure-openai' : adapter.id, operation };
     }
     return null;
   }
@@ -108,20 +121,45 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       json = undefined;
     }
     const found = route(method, path);
-    const record: RecordedRequest = { method, path, headers: req.headers, body, json, provider: found?.provider ?? null, operation: found?.operation ?? null, usageSent: undefined, status: undefined };
+    const record: RecordedRequest = {
+      method,
+      path,
+      headers: req.headers,
+      body,
+      json,
+      provider: found?.provider ?? null,
+      operation: found?.operation ?? null,
+      usageSent: undefined,
+      status: undefined,
+    };
     requests.push(record);
     res.on('finish', () => {
       record.status = res.statusCode;
     });
     if (!found) {
-      sendJson(res, 404, { error: { message: `simulator: no route for ${method} ${path}`, type: 'invalid_request_error', code: null, param: null } });
+      sendJson(res, 404, {
+        error: {
+          message: `simulator: no route for ${method} ${path}`,
+          type: 'invalid_request_error',
+          code: null,
+          param: null,
+        },
+      });
       return;
     }
     const bodyObject = typeof json === 'object' && json !== null ? (json as Record<string, unknown>) : {};
     const url = new URL(path, 'http://simulator');
     const model =
-      typeof bodyObject.model === 'string' ? bodyObject.model : (geminiModelFromPath(path) ?? azureDeploymentFromPath(path) ?? 'unknown-model');
-    const plan = planReply({ headers: req.headers, bodyBytes: Buffer.byteLength(body), model, maxTokens: maxTokensOf(bodyObject), defaultDelayMs: options.chunkDelayMs ?? 0 });
+      typeof bodyObject.model === 'string'
+        ? bodyObject.model
+        : (geminiModelFromPath(path) ?? azureDeploymentFromPath(path) ?? 'unknown-model');
+    const plan = planReply({
+      headers: req.headers,
+      bodyBytes: Buffer.byteLength(body),
+      model,
+      maxTokens: maxTokensOf(bodyObject),
+      defaultDelayMs: options.chunkDelayMs ?? 0,
+    });
     if (plan.errorCode !== undefined && plan.streamErrorAfter === undefined) {
       const reply = found.adapter.errorResponse(plan.errorCode, 'simulated refusal');
       res.writeHead(reply.status, reply.headers);
@@ -129,16 +167,26 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       return;
     }
     const stream = found.operation === 'stream_generate' || bodyObject.stream === true;
-    record.usageSent = await HANDLERS[found.operation]({ res, plan, body: bodyObject, adapter: found.adapter, stream, query: url.searchParams });
+    record.usageSent = await HANDLERS[found.operation]({
+      res,
+      plan,
+      body: bodyObject,
+      adapter: found.adapter,
+      stream,
+      query: url.searchParams,
+    });
   }
 
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent) sendJson(res, 500, { error: { message: `simulator: ${(err as Error).message}`, type: 'server_error' } });
+      if (!res.headersSent)
+        sendJson(res, 500, { error: { message: `simulator: ${(err as Error).message}`, type: 'server_error' } });
       else res.destroy();
     });
   };
-  const server: Server = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, listener) : createHttpServer(listener);
+  const server: Server = options.tls
+    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, listener)
+    : createHttpServer(listener);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());

@@ -18,15 +18,25 @@ interface Running {
 
 /** Runs `node standalone/main.ts` as `npm start` does, and reads what it prints. */
 async function startStandalone(env: Record<string, string>): Promise<Running> {
-  const child = spawn(process.execPath, ['standalone/main.ts'], { cwd: ROOT_DIR, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['standalone/main.ts'], {
+    cwd: ROOT_DIR,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  await eventually(() => out, (text) => text.includes('sidecar API key') || child.exitCode !== null, 30_000);
+  await eventually(
+    () => out,
+    (text) => text.includes('sidecar API key') || child.exitCode !== null,
+    30_000,
+  );
   if (child.exitCode !== null) throw new Error(`standalone exited: ${out}`);
   const printed: Record<string, string> = {};
   for (const line of out.split('\n')) {
-    const match = /^(control plane|proxy CA|trust bundle|tenant|default budget|sidecar API key|proxy)\s+(\S+)/.exec(line);
+    const match = /^(control plane|proxy CA|trust bundle|tenant|default budget|sidecar API key|proxy)\s+(\S+)/.exec(
+      line,
+    );
     if (match) printed[match[1]!] = match[2]!;
   }
   return { child, printed };
@@ -40,7 +50,10 @@ async function stop(running: Running): Promise<void> {
 }
 
 /** The official OpenAI SDK in its own process, reaching api.openai.com through HTTPS_PROXY. */
-async function agentCall(proxyUrl: string, caFile: string): Promise<{ envelopeId: string; usage: { prompt_tokens: number; completion_tokens: number }; content: string }> {
+async function agentCall(
+  proxyUrl: string,
+  caFile: string,
+): Promise<{ envelopeId: string; usage: { prompt_tokens: number; completion_tokens: number }; content: string }> {
   const script = `
     import OpenAI from 'openai';
     const client = new OpenAI({ apiKey: 'sk-test', maxRetries: 0 });
@@ -60,7 +73,11 @@ async function agentCall(proxyUrl: string, caFile: string): Promise<{ envelopeId
   child.stderr.on('data', (c: Buffer) => (err += c.toString()));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   if (code !== 0) throw new Error(`agent failed (${code}): ${err}`);
-  return JSON.parse(out.trim().split('\n').at(-1)!) as { envelopeId: string; usage: { prompt_tokens: number; completion_tokens: number }; content: string };
+  return JSON.parse(out.trim().split('\n').at(-1)!) as {
+    envelopeId: string;
+    usage: { prompt_tokens: number; completion_tokens: number };
+    content: string;
+  };
 }
 
 describe('standalone mode (npm start)', () => {
@@ -92,12 +109,18 @@ describe('standalone mode (npm start)', () => {
   });
 
   const rest = async (path: string) => {
-    const res = await fetch(`${running.printed['control plane']}${path}`, { headers: { 'x-api-key': ROOT, 'x-tenant-id': 'default' } });
+    const res = await fetch(`${running.printed['control plane']}${path}`, {
+      headers: { 'x-api-key': ROOT, 'x-tenant-id': 'default' },
+    });
     return { status: res.status, body: (await res.json()) as any };
   };
 
   it('prints the sidecar identity, the CA and a trust bundle at first start', () => {
-    expect(running.printed).toMatchObject({ tenant: 'default', 'sidecar API key': expect.stringMatching(/^svc_/), 'proxy CA': join(dataDir, 'proxy-ca', 'ca.pem') });
+    expect(running.printed).toMatchObject({
+      tenant: 'default',
+      'sidecar API key': expect.stringMatching(/^svc_/),
+      'proxy CA': join(dataDir, 'proxy-ca', 'ca.pem'),
+    });
     expect(running.printed['trust bundle']).toBe(join(dataDir, 'proxy-ca', 'ca-bundle.pem'));
   });
 
@@ -107,9 +130,21 @@ describe('standalone mode (npm start)', () => {
     const sent = sim.requests.find((r) => r.path === '/v1/chat/completions');
     expect(sent).toBeDefined();
     expect(Object.keys(sent!.headers).filter((h) => h.startsWith('x-svc-'))).toEqual([]);
-    const expected = cost(loadPriceTable(), 'gpt-4o-mini', { input: answer.usage.prompt_tokens, output: answer.usage.completion_tokens, cachedInput: 0 }).costUsd;
-    const envelope = await eventually(() => rest(`/v1/envelopes/${answer.envelopeId}`), (r) => r.status === 200 && r.body.cost_summary.llm_calls === 1, 10_000);
-    expect(envelope.body.cost_summary).toMatchObject({ tokens_input: answer.usage.prompt_tokens, tokens_output: answer.usage.completion_tokens, llm_calls: 1 });
+    const expected = cost(loadPriceTable(), 'gpt-4o-mini', {
+      input: answer.usage.prompt_tokens,
+      output: answer.usage.completion_tokens,
+      cachedInput: 0,
+    }).costUsd;
+    const envelope = await eventually(
+      () => rest(`/v1/envelopes/${answer.envelopeId}`),
+      (r) => r.status === 200 && r.body.cost_summary.llm_calls === 1,
+      10_000,
+    );
+    expect(envelope.body.cost_summary).toMatchObject({
+      tokens_input: answer.usage.prompt_tokens,
+      tokens_output: answer.usage.completion_tokens,
+      llm_calls: 1,
+    });
     expect(envelope.body.cost_summary.cost_usd).toBeCloseTo(expected, 6);
   });
 
@@ -117,7 +152,10 @@ describe('standalone mode (npm start)', () => {
     const before = running.printed;
     await stop(running);
     running = await startStandalone(env);
-    expect(running.printed).toMatchObject({ 'sidecar API key': before['sidecar API key'], 'default budget': before['default budget'] });
+    expect(running.printed).toMatchObject({
+      'sidecar API key': before['sidecar API key'],
+      'default budget': before['default budget'],
+    });
     const envelopes = await rest('/v1/envelopes');
     expect(envelopes.body.length).toBeGreaterThanOrEqual(1);
   }, 60_000);

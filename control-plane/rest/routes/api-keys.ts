@@ -9,37 +9,71 @@ import type { Store } from '../../store/store.ts';
 import type { RouteTable } from '../route.ts';
 
 /** The HTTP face of TenantService's key methods (spec 4.6): the secret is in the create answer only. */
-export function apiKeyRoutes(routes: RouteTable, deps: { keys: ApiKeys; store: Store; audit: AuditLog; clock: () => Date }): void {
+export function apiKeyRoutes(
+  routes: RouteTable,
+  deps: { keys: ApiKeys; store: Store; audit: AuditLog; clock: () => Date },
+): void {
   const { keys, store, audit, clock } = deps;
   routes.add({
-    method: 'POST', path: '/v1/api-keys', operationId: 'createApiKey', tag: 'tenancy', access: 'admin',
-    summary: 'Create an API key; key_secret is returned this once', body: CreateApiKeyRequestSchema,
-    responses: { 201: { description: 'created, with key_secret', schema: CreatedApiKeySchema }, 400: { description: 'invalid request (SVC-SYS-9002)', schema: ErrorBodySchema } },
+    method: 'POST',
+    path: '/v1/api-keys',
+    operationId: 'createApiKey',
+    tag: 'tenancy',
+    access: 'admin',
+    summary: 'Create an API key; key_secret is returned this once',
+    body: CreateApiKeyRequestSchema,
+    responses: {
+      201: { description: 'created, with key_secret', schema: CreatedApiKeySchema },
+      400: { description: 'invalid request (SVC-SYS-9002)', schema: ErrorBodySchema },
+    },
     handler: ({ caller, body }) => {
       const now = clock();
       const { record, secret } = store.transaction(() => {
         const created = keys.create(caller.tenant, body, now);
-        audit.append(caller.tenant, { actor: actorOf(caller.principal), action: 'api_key.create', resource: { type: 'api_key', id: created.record.id }, result: 'created', metadata: { name: body.name, scopes: body.scopes } });
+        audit.append(caller.tenant, {
+          actor: actorOf(caller.principal),
+          action: 'api_key.create',
+          resource: { type: 'api_key', id: created.record.id },
+          result: 'created',
+          metadata: { name: body.name, scopes: body.scopes },
+        });
         return created;
       });
       return { status: 201, body: { ...toKeyView(record, now), key_secret: secret } };
     },
   });
   routes.add({
-    method: 'GET', path: '/v1/api-keys', operationId: 'listApiKeys', tag: 'tenancy', access: 'admin',
+    method: 'GET',
+    path: '/v1/api-keys',
+    operationId: 'listApiKeys',
+    tag: 'tenancy',
+    access: 'admin',
     summary: "List the tenant's API keys (masked)",
     responses: { 200: { description: 'keys', schema: z.array(ApiKeyViewSchema) } },
     handler: ({ caller }) => ({ status: 200, body: keys.list(caller.tenant).map((r) => toKeyView(r, clock())) }),
   });
   routes.add({
-    method: 'DELETE', path: '/v1/api-keys/{key_id}', operationId: 'revokeApiKey', tag: 'tenancy', access: 'admin',
-    summary: 'Revoke an API key', params: z.object({ key_id: z.string().min(1) }),
-    responses: { 200: { description: 'revoked', schema: ApiKeyViewSchema }, 404: { description: 'no such key (SVC-SYS-9006)', schema: ErrorBodySchema } },
+    method: 'DELETE',
+    path: '/v1/api-keys/{key_id}',
+    operationId: 'revokeApiKey',
+    tag: 'tenancy',
+    access: 'admin',
+    summary: 'Revoke an API key',
+    params: z.object({ key_id: z.string().min(1) }),
+    responses: {
+      200: { description: 'revoked', schema: ApiKeyViewSchema },
+      404: { description: 'no such key (SVC-SYS-9006)', schema: ErrorBodySchema },
+    },
     handler: ({ caller, params }) => {
       const now = clock();
       const record = store.transaction(() => {
         const revoked = keys.revoke(caller.tenant, params.key_id, now);
-        audit.append(caller.tenant, { actor: actorOf(caller.principal), action: 'api_key.revoke', resource: { type: 'api_key', id: params.key_id }, result: 'revoked' });
+        audit.append(caller.tenant, {
+          actor: actorOf(caller.principal),
+          action: 'api_key.revoke',
+          resource: { type: 'api_key', id: params.key_id },
+          result: 'revoked',
+        });
         return revoked;
       });
       return { status: 200, body: toKeyView(record, now) };

@@ -3,22 +3,39 @@ import { AuditQuerySchema, AuditRecordSchema } from '../../../core/domain/index.
 import type { AuditLog } from '../../audit/audit-log.ts';
 import type { RouteTable } from '../route.ts';
 
-const VerificationSchema = z.object({ valid: z.boolean(), checked: z.number().int(), first_invalid_seq: z.number().int().nullable(), reason: z.string().nullable() });
+const VerificationSchema = z.object({
+  valid: z.boolean(),
+  checked: z.number().int(),
+  first_invalid_seq: z.number().int().nullable(),
+  reason: z.string().nullable(),
+});
 
 export function auditRoutes(routes: RouteTable, audit: AuditLog): void {
   routes.add({
-    method: 'GET', path: '/v1/audit', operationId: 'queryAudit', tag: 'audit', access: 'admin',
-    summary: "The tenant's audit records, newest first", query: AuditQuerySchema,
+    method: 'GET',
+    path: '/v1/audit',
+    operationId: 'queryAudit',
+    tag: 'audit',
+    access: 'admin',
+    summary: "The tenant's audit records, newest first",
+    query: AuditQuerySchema,
     responses: { 200: { description: 'audit records', schema: z.array(AuditRecordSchema) } },
     handler: ({ caller, query }) => ({
       status: 200,
       body: audit.query(caller.tenant, {
-        action: query.action, resource_type: query.resource_type ?? query.resourceType, actor_id: query.actor_id ?? query.actorId, limit: query.limit,
+        action: query.action,
+        resource_type: query.resource_type ?? query.resourceType,
+        actor_id: query.actor_id ?? query.actorId,
+        limit: query.limit,
       }),
     }),
   });
   routes.add({
-    method: 'GET', path: '/v1/audit/verify', operationId: 'verifyAudit', tag: 'audit', access: 'admin',
+    method: 'GET',
+    path: '/v1/audit/verify',
+    operationId: 'verifyAudit',
+    tag: 'audit',
+    access: 'admin',
     summary: "Check the tenant's audit hash chain end to end",
     responses: { 200: { description: 'verification result', schema: VerificationSchema } },
     handler: ({ caller }) => ({ status: 200, body: audit.verify(caller.tenant) }),

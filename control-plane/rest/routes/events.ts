@@ -20,13 +20,21 @@ const StoredEventSchema = UsageEventMessageSchema.extend({ cost_usd: z.number().
 /** The gateway reference's event query (spec 4.4): the events the event processor stored. */
 export function eventRoutes(routes: RouteTable, store: Store): void {
   routes.add({
-    method: 'GET', path: '/v1/events', operationId: 'listEvents', tag: 'events', access: 'events:read',
-    summary: "The tenant's stored events, newest first, by envelope and event type (`llm.*` selects a family)", query: EventsQuery,
+    method: 'GET',
+    path: '/v1/events',
+    operationId: 'listEvents',
+    tag: 'events',
+    access: 'events:read',
+    summary: "The tenant's stored events, newest first, by envelope and event type (`llm.*` selects a family)",
+    query: EventsQuery,
     responses: { 200: { description: 'events', schema: z.array(StoredEventSchema) } },
     handler: ({ caller, query }) => ({
       status: 200,
-      body: queryEvents(store, caller.tenant, { envelopeId: query.envelope_id ?? query.envelopeId, eventType: query.event_type ?? query.eventType, limit: query.limit })
-        .map(({ cost_micros, ...event }) => ({ ...event, cost_usd: microsToUsd(cost_micros) })),
+      body: queryEvents(store, caller.tenant, {
+        envelopeId: query.envelope_id ?? query.envelopeId,
+        eventType: query.event_type ?? query.eventType,
+        limit: query.limit,
+      }).map(({ cost_micros, ...event }) => ({ ...event, cost_usd: microsToUsd(cost_micros) })),
     }),
   });
 }

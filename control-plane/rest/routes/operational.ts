@@ -6,47 +6,118 @@ import type { RouteTable } from '../route.ts';
 export type DependencyCheck = () => { status: 'ok' | 'down'; detail?: string };
 
 const DependencySchema = z.object({ status: z.enum(['ok', 'down']), detail: z.string().optional() });
-const HealthSchema = z.object({ status: z.enum(['ok', 'degraded']), service: z.string(), version: z.string(), services: z.record(z.string(), DependencySchema) });
-const VersionSchema = z.object({ service: z.string(), version: z.string(), api_version: z.string(), schema_version: z.number().int() });
+const HealthSchema = z.object({
+  status: z.enum(['ok', 'degraded']),
+  service: z.string(),
+  version: z.string(),
+  services: z.record(z.string(), DependencySchema),
+});
+const VersionSchema = z.object({
+  service: z.string(),
+  version: z.string(),
+  api_version: z.string(),
+  schema_version: z.number().int(),
+});
 
-export function operationalRoutes(routes: RouteTable, deps: { version: string; schemaVersion: () => number; checks: Record<string, DependencyCheck>; metrics: ControlPlaneMetrics }): void {
+export function operationalRoutes(
+  routes: RouteTable,
+  deps: {
+    version: string;
+    schemaVersion: () => number;
+    checks: Record<string, DependencyCheck>;
+    metrics: ControlPlaneMetrics;
+  },
+): void {
   const health = () => {
     const services = Object.fromEntries(Object.entries(deps.checks).map(([name, check]) => [name, check()]));
     const ok = Object.values(services).every((s) => s.status === 'ok');
-    return { ok, body: { status: ok ? ('ok' as const) : ('degraded' as const), service: 'control-plane', version: deps.version, services } };
+    return {
+      ok,
+      body: {
+        status: ok ? ('ok' as const) : ('degraded' as const),
+        service: 'control-plane',
+        version: deps.version,
+        services,
+      },
+    };
   };
   routes.add({
-    method: 'GET', path: '/health', operationId: 'health', tag: 'operations', access: 'public',
-    summary: 'Status with per-dependency detail', responses: { 200: { description: 'status', schema: HealthSchema } },
+    method: 'GET',
+    path: '/health',
+    operationId: 'health',
+    tag: 'operations',
+    access: 'public',
+    summary: 'Status with per-dependency detail',
+    responses: { 200: { description: 'status', schema: HealthSchema } },
     handler: () => ({ status: 200, body: health().body }),
   });
   routes.add({
-    method: 'GET', path: '/health/live', operationId: 'live', tag: 'operations', access: 'public',
-    summary: 'Liveness', responses: { 200: { description: 'alive' } },
+    method: 'GET',
+    path: '/health/live',
+    operationId: 'live',
+    tag: 'operations',
+    access: 'public',
+    summary: 'Liveness',
+    responses: { 200: { description: 'alive' } },
     handler: () => ({ status: 200, body: { status: 'ok' } }),
   });
   routes.add({
-    method: 'GET', path: '/health/ready', operationId: 'ready', tag: 'operations', access: 'public',
-    summary: 'Readiness: 200 when every dependency is connected', responses: { 200: { description: 'ready', schema: HealthSchema }, 503: { description: 'not ready', schema: HealthSchema } },
+    method: 'GET',
+    path: '/health/ready',
+    operationId: 'ready',
+    tag: 'operations',
+    access: 'public',
+    summary: 'Readiness: 200 when every dependency is connected',
+    responses: {
+      200: { description: 'ready', schema: HealthSchema },
+      503: { description: 'not ready', schema: HealthSchema },
+    },
     handler: () => {
       const { ok, body } = health();
       return { status: ok ? 200 : 503, body };
     },
   });
   routes.add({
-    method: 'GET', path: '/metrics', operationId: 'metrics', tag: 'operations', access: 'public',
-    summary: 'Prometheus metrics', responses: { 200: { description: 'Prometheus text format', contentType: 'text/plain', schema: z.string() } },
-    handler: async () => ({ status: 200, body: await deps.metrics.registry.metrics(), contentType: deps.metrics.registry.contentType }),
+    method: 'GET',
+    path: '/metrics',
+    operationId: 'metrics',
+    tag: 'operations',
+    access: 'public',
+    summary: 'Prometheus metrics',
+    responses: { 200: { description: 'Prometheus text format', contentType: 'text/plain', schema: z.string() } },
+    handler: async () => ({
+      status: 200,
+      body: await deps.metrics.registry.metrics(),
+      contentType: deps.metrics.registry.contentType,
+    }),
   });
   routes.add({
-    method: 'GET', path: '/version', operationId: 'version', tag: 'operations', access: 'public',
-    summary: 'Service, API and storage schema versions', responses: { 200: { description: 'versions', schema: VersionSchema } },
-    handler: () => ({ status: 200, body: { service: 'control-plane', version: deps.version, api_version: 'v1', schema_version: deps.schemaVersion() } }),
+    method: 'GET',
+    path: '/version',
+    operationId: 'version',
+    tag: 'operations',
+    access: 'public',
+    summary: 'Service, API and storage schema versions',
+    responses: { 200: { description: 'versions', schema: VersionSchema } },
+    handler: () => ({
+      status: 200,
+      body: {
+        service: 'control-plane',
+        version: deps.version,
+        api_version: 'v1',
+        schema_version: deps.schemaVersion(),
+      },
+    }),
   });
   let document: unknown;
   routes.add({
-    method: 'GET', path: '/openapi.json', operationId: 'openapi', tag: 'operations', access: 'public',
-    summary: 'This OpenAPI 3.1 document', responses: { 200: { description: 'OpenAPI document' } },
+    method: 'GET',
+    path: '/openapi.json',
+    operationId: 'openapi',
+    tag: 'operations',
+    access: 'public',
+    summary: 'This OpenAPI 3.1 document',
+    responses: { 200: { description: 'OpenAPI document' } },
     handler: () => {
       document ??= openApiDocument(routes, deps.version);
       return { status: 200, body: document };

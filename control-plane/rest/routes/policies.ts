@@ -1,7 +1,13 @@
 import { z } from 'zod';
 import { ErrorBodySchema } from '../../../core/errors/index.ts';
 import {
-  PolicyStatusInputSchema, RestCreatePolicyRequestSchema, RestPolicyEvaluationRequestSchema, RestPolicyEvaluationResultSchema, RestPolicySchema, toRestEvaluationResult, toRestPolicy,
+  PolicyStatusInputSchema,
+  RestCreatePolicyRequestSchema,
+  RestPolicyEvaluationRequestSchema,
+  RestPolicyEvaluationResultSchema,
+  RestPolicySchema,
+  toRestEvaluationResult,
+  toRestPolicy,
 } from '../../../core/policy/index.ts';
 import type { Policies } from '../../policies/policies.ts';
 import type { RouteTable } from '../route.ts';
@@ -16,36 +22,77 @@ const ListQuery = z.object({
 
 export function policyRoutes(routes: RouteTable, policies: Policies): void {
   routes.add({
-    method: 'POST', path: '/v1/policies', operationId: 'createPolicy', tag: 'policies', access: 'policies:write',
-    summary: 'Create a policy; conditions are compiled now, so a bad one is refused here', body: RestCreatePolicyRequestSchema,
+    method: 'POST',
+    path: '/v1/policies',
+    operationId: 'createPolicy',
+    tag: 'policies',
+    access: 'policies:write',
+    summary: 'Create a policy; conditions are compiled now, so a bad one is refused here',
+    body: RestCreatePolicyRequestSchema,
     responses: {
       201: { description: 'created', schema: RestPolicySchema },
-      400: { description: 'invalid request (SVC-SYS-9002) or uncompilable rule (SVC-POL-2003), naming the field', schema: ErrorBodySchema },
+      400: {
+        description: 'invalid request (SVC-SYS-9002) or uncompilable rule (SVC-POL-2003), naming the field',
+        schema: ErrorBodySchema,
+      },
     },
     handler: async ({ caller, body }) => ({ status: 201, body: toRestPolicy(await policies.create(caller, body)) }),
   });
   routes.add({
-    method: 'GET', path: '/v1/policies', operationId: 'listPolicies', tag: 'policies', access: 'policies:read',
-    summary: "List the tenant's policies, highest priority first", query: ListQuery,
+    method: 'GET',
+    path: '/v1/policies',
+    operationId: 'listPolicies',
+    tag: 'policies',
+    access: 'policies:read',
+    summary: "List the tenant's policies, highest priority first",
+    query: ListQuery,
     responses: { 200: { description: 'policies', schema: z.array(RestPolicySchema) } },
     handler: ({ caller, query }) => {
-      const status = query.status ?? (query.enabled === undefined ? undefined : query.enabled === 'true' ? 'ACTIVE' : 'DISABLED');
+      const status =
+        query.status ?? (query.enabled === undefined ? undefined : query.enabled === 'true' ? 'ACTIVE' : 'DISABLED');
       return { status: 200, body: policies.list(caller.tenant, { status }).map(toRestPolicy) };
     },
   });
   routes.add({
-    method: 'POST', path: '/v1/policies/evaluate', operationId: 'evaluatePolicies', tag: 'policies', access: 'policies:read',
-    summary: "Evaluate an action against the tenant's policies", body: RestPolicyEvaluationRequestSchema,
+    method: 'POST',
+    path: '/v1/policies/evaluate',
+    operationId: 'evaluatePolicies',
+    tag: 'policies',
+    access: 'policies:read',
+    summary: "Evaluate an action against the tenant's policies",
+    body: RestPolicyEvaluationRequestSchema,
     responses: { 200: { description: 'evaluation result', schema: RestPolicyEvaluationResultSchema } },
     handler: async ({ caller, body }) => {
-      const decision = await policies.decide(caller, { action: body.action, context: body.context, policySet: body.policy_set, envelopeId: body.envelope_id });
-      return { status: 200, body: { ...toRestEvaluationResult(decision.result), ...(decision.approvalId !== null ? { approval_id: decision.approvalId } : {}) } };
+      const decision = await policies.decide(caller, {
+        action: body.action,
+        context: body.context,
+        policySet: body.policy_set,
+        envelopeId: body.envelope_id,
+      });
+      return {
+        status: 200,
+        body: {
+          ...toRestEvaluationResult(decision.result),
+          ...(decision.approvalId !== null ? { approval_id: decision.approvalId } : {}),
+        },
+      };
     },
   });
   routes.add({
-    method: 'GET', path: '/v1/policies/{policy_id}', operationId: 'getPolicy', tag: 'policies', access: 'policies:read',
-    summary: 'Read a policy', params: PolicyParams,
-    responses: { 200: { description: 'the policy', schema: RestPolicySchema }, 404: { description: 'policy not found (SVC-POL-2002)', schema: ErrorBodySchema } },
-    handler: ({ caller, params }) => ({ status: 200, body: toRestPolicy(policies.get(caller.tenant, params.policy_id)) }),
+    method: 'GET',
+    path: '/v1/policies/{policy_id}',
+    operationId: 'getPolicy',
+    tag: 'policies',
+    access: 'policies:read',
+    summary: 'Read a policy',
+    params: PolicyParams,
+    responses: {
+      200: { description: 'the policy', schema: RestPolicySchema },
+      404: { description: 'policy not found (SVC-POL-2002)', schema: ErrorBodySchema },
+    },
+    handler: ({ caller, params }) => ({
+      status: 200,
+      body: toRestPolicy(policies.get(caller.tenant, params.policy_id)),
+    }),
   });
 }
