@@ -6,7 +6,7 @@ describe('docs/errors.md', () => {
   it('lists every SVC code with its HTTP status', () => {
     const doc = readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8');
     for (const [code, spec] of Object.entries(ERROR_CATALOGUE)) {
-      expect(doc, code).toMatch(new RegExp(`\\| \`${code}\` \\| [^|]+ \\| ${spec.http} \\|`));
+      expect(doc, code).toMatch(new RegExp(`\\| \`${code}\` +\\| [^|]+ \\| ${spec.http} +\\|`));
     }
   });
 });
