@@ -19,10 +19,10 @@ type Decompress = (bytes: Buffer, options: ZlibOptions) => Promise<Buffer>;
  * RFC names; a raw deflate stream is not guessed at. Anything else is refused.
  */
 const DECOMPRESS: Record<string, Decompress> = {
-  gzip: promisify(gunzip) as Decompress,
-  'x-gzip': promisify(gunzip) as Decompress,
-  deflate: promisify(inflate) as Decompress,
-  br: promisify(brotliDecompress) as Decompress,
+  gzip: promisify(gunzip),
+  'x-gzip': promisify(gunzip),
+  deflate: promisify(inflate),
+  br: promisify(brotliDecompress),
 };
 
 const DECOMPRESS_STREAM: Record<string, () => Transform> = {

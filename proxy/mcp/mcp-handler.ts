@@ -41,7 +41,7 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
   let headers: IncomingHttpHeaders;
   let message: unknown;
   try {
-    const bytes = await readBody(req.body, deps.bodyLimitBytes, 'request body', req.headers['content-length']);
+    const bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
     const decoded = await decodeBody(bytes, req.headers, deps.bodyLimitBytes);
     const parsed = parseStrictJson(decoded.text);
     if (!parsed.ok) throw new SvcError('SVC-SYS-9002', `request body is not JSON-RPC: ${parsed.reason}`);
@@ -191,12 +191,11 @@ async function forward(
   }
   let text: string;
   try {
-    const bytes = await readBody(
-      response.body,
-      deps.responseLimitBytes,
-      'MCP server answer',
-      response.headers['content-length'],
-    );
+    const bytes = await readBody(response.body, deps.responseLimitBytes, {
+      what: 'MCP server answer',
+      declaredLength: response.headers['content-length'],
+      rest: 'destroy',
+    });
     text = (await decodeBody(bytes, response.headers, deps.responseLimitBytes)).text;
   } catch (error) {
     if (!isSvcError(error)) throw error;
