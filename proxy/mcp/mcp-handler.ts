@@ -33,9 +33,10 @@ type Answer = Record<string, unknown>;
  * proxy cannot read is refused, never relayed unfiltered. Other answers pass through unchanged.
  */
 export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Promise<void> {
-  if (req.method !== 'POST') {
-    const filtering = req.method === 'GET' ? NO_REQUESTS : null;
-    return forward(deps, req, req.hasBody ? req.body : null, req.headers, filtering);
+  const streamOpen = req.method === 'GET';
+  // Any body is read as JSON-RPC, whatever the method: a server may take a call from a PUT too.
+  if (req.method !== 'POST' && !req.hasBody) {
+    return forward(deps, req, null, req.headers, streamOpen ? NO_REQUESTS : null);
   }
   let body: Buffer;
   let headers: IncomingHttpHeaders;
@@ -85,7 +86,10 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
     };
     // A server may match tool names without regard to case: both spellings must be allowed.
     const lower = call.name.toLowerCase();
-    const quiet = lower === call.name ? null : deps.gate.check(`tool:${lower}`, { ...context, tool: lower });
+    const quiet =
+      lower === call.name
+        ? null
+        : deps.gate.check(`tool:${lower}`, { ...context, tool_name: lower, tool: lower, source: 'mcp' });
     const name = quiet !== null && !quiet.allowed ? lower : call.name;
     const verdict = governToolCall(deps, envelope, name, 'mcp', context);
     if (!verdict.allowed) {
@@ -103,7 +107,7 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
     answer(req, 200, refusalAnswer(reading, refusals, refusals[0]!.code), envelope.envelopeId);
     return;
   }
-  await forward(deps, req, body, headers, reading.listsTools ? reading : null, envelope.envelopeId);
+  await forward(deps, req, body, headers, reading.listsTools || streamOpen ? reading : null, envelope.envelopeId);
 }
 
 const NO_REQUESTS: Pick<RpcReading, 'batch' | 'requestIds'> = { batch: false, requestIds: [] };

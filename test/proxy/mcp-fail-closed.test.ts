@@ -18,7 +18,8 @@ const LIMIT = 64 * 1024;
 
 let rig: ProxyRig;
 let tools: ToolServer;
-const scripted: { name: string; answer: (id: unknown) => ScriptedAnswer }[] = [
+const scripted: { name: string; answer: (id: unknown) => ScriptedAnswer; stream?: ScriptedAnswer }[] = [
+  { name: 'getstream', answer: gzipJsonAnswer, stream: gzipSseAnswer(99) },
   { name: 'gzipjson', answer: gzipJsonAnswer },
   { name: 'gzipsse', answer: gzipSseAnswer },
   {
@@ -65,7 +66,7 @@ beforeAll(async () => {
   closers.push(() => tools.close());
   const routes = [`json=${tools.url}`];
   for (const s of scripted) {
-    const server = await startScriptedServer(s.answer);
+    const server = await startScriptedServer(s.answer, s.stream);
     closers.push(() => server.close());
     routes.push(`${s.name}=${server.url}`);
   }
@@ -89,19 +90,24 @@ interface RawAnswer {
   json: unknown;
 }
 
-/** A raw HTTP POST through the proxy's reverse route, body bytes exactly as given. */
-function post(server: string, body: Buffer | string, headers: Record<string, string> = {}): Promise<RawAnswer> {
+/** A raw HTTP request (POST unless `method` says otherwise) through the proxy's reverse route, body bytes exactly as given. */
+function post(
+  server: string,
+  body: Buffer | string | null,
+  headers: Record<string, string> = {},
+  method = 'POST',
+): Promise<RawAnswer> {
   const url = new URL(`${rig.addresses.proxyUrl}/mcp/${server}/mcp`);
-  const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+  const bytes = typeof body === 'string' ? Buffer.from(body) : (body ?? Buffer.alloc(0));
   return new Promise((resolve, reject) => {
     const req = request(
       url,
       {
-        method: 'POST',
+        method,
         headers: {
           'content-type': 'application/json',
           accept: 'application/json, text/event-stream',
-          'content-length': String(bytes.length),
+          ...(body === null ? {} : { 'content-length': String(bytes.length) }),
           ...headers,
         },
       },
@@ -180,6 +186,14 @@ describe('MCP bodies the proxy must decode before it governs them', () => {
       const allowed = await executedDuring(() => post('json', encode(Buffer.from(call('search'))), headers));
       expect(allowed.ran, encoding).toEqual(['search']);
     }
+  });
+
+  it('governs a call sent with another method, and a tool name in another case', async () => {
+    const put = await executedDuring(() => post('json', call('delete_repo'), {}, 'PUT'));
+    expect(errorOf(put.answer).data.code).toBe('SVC-POL-2001');
+    const upper = await executedDuring(() => post('json', call('Delete_Repo')));
+    expect(errorOf(upper.answer)).toMatchObject({ data: { code: 'SVC-POL-2001', denied_action: 'tool:delete_repo' } });
+    expect([...put.ran, ...upper.ran]).toEqual([]);
   });
 
   it('evaluates every call of a batch: one denied call refuses the batch, every request answered', async () => {
@@ -302,6 +316,16 @@ describe('tools/list answers the proxy must read before it relays them', () => {
     expect(data).toEqual([
       expect.objectContaining({ id: 7, error: expect.objectContaining({ data: { code: 'SVC-SYS-9009' } }) }),
     ]);
+  });
+
+  it('filters a tools list arriving on the GET event stream', async () => {
+    const answer = await post('getstream', null, { accept: 'text/event-stream' }, 'GET');
+    expect(answer.headers['content-encoding']).toBeUndefined();
+    const data = answer.text
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => JSON.parse(l.slice(6)) as { result: { tools: { name: string }[] } });
+    expect(data.map((d) => d.result.tools.map((t) => t.name))).toEqual([['search']]);
   });
 
   it.each(['notjson', 'dupkeys'])('refuses a %s answer instead of relaying it unfiltered', async (server) => {

@@ -91,12 +91,17 @@ export function gzipJsonAnswer(id: unknown): ScriptedAnswer {
 /**
  * An MCP server stand-in that answers initialize and notifications as a real one would and
  * `tools/list` as `listAnswer` says: the misbehaving servers the proxy must not relay unfiltered.
- * GET (the optional event stream) is refused with 405, as stateless servers do.
+ * GET (the optional event stream) gets `streamAnswer`, else 405 as stateless servers answer.
  */
 export async function startScriptedServer(
   listAnswer: (id: unknown) => ScriptedAnswer,
+  streamAnswer?: ScriptedAnswer,
 ): Promise<{ url: string; close(): Promise<void> }> {
   const http: Server = createServer((req, res) => {
+    if (req.method === 'GET' && streamAnswer !== undefined) {
+      res.writeHead(200, streamAnswer.headers).end(streamAnswer.body);
+      return;
+    }
     if (req.method !== 'POST') {
       res.writeHead(405).end();
       return;
