@@ -92,7 +92,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const tokens = createTokenCounter();
   const compatibleHosts = list(config.proxy_compatible_hosts);
   const providers = createProviderRegistry(
-    createDefaultAdapters(createAdapterDeps(tokens, prices), { compatibleHosts }),
+    createDefaultAdapters(createAdapterDeps(tokens, prices, { maxEventBytes: config.proxy_stream_event_limit_bytes }), {
+      compatibleHosts,
+    }),
   );
   const mcp = parseMcpServers(config.proxy_mcp_servers);
   const upstream = new UpstreamClient({
@@ -153,6 +155,8 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     metrics,
     logger,
     bodyLimitBytes: config.proxy_body_limit_bytes,
+    responseLimitBytes: config.proxy_response_limit_bytes,
+    eventLimitBytes: config.proxy_stream_event_limit_bytes,
   };
   const extraIntercept = list(config.proxy_intercept_hosts);
   const interceptHost = (host: string, port: number): boolean => {

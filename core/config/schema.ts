@@ -76,12 +76,24 @@ export const ConfigSchema = z.object({
   proxy_lease_timeout_ms: z.coerce.number().int().positive().default(2000),
   /** How long the first call on a budget never seen before may wait for its first lease. */
   proxy_lease_first_wait_ms: z.coerce.number().int().nonnegative().default(500),
-  /** Largest request body the proxy reads to govern a call. */
+  /** Largest request body the proxy reads to govern a call, also once decompressed. */
   proxy_body_limit_bytes: z.coerce
     .number()
     .int()
     .positive()
     .default(32 * 1024 * 1024),
+  /** Largest upstream answer the proxy reads whole to govern it (an MCP tools list); larger is refused. */
+  proxy_response_limit_bytes: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(32 * 1024 * 1024),
+  /** Largest single stream event (SSE event, streamed JSON array element) held while it completes. */
+  proxy_stream_event_limit_bytes: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(8 * 1024 * 1024),
   /** Distinct model labels per metric before further models are counted as `other`. */
   proxy_model_label_cap: z.coerce.number().int().positive().default(50),
   /** Price of a model missing from the table: `zero`, or `fixed:<input>:<output>` USD per million tokens. */

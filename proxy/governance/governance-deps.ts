@@ -18,4 +18,8 @@ export interface GovernanceDeps {
   metrics: GovernanceMetrics;
   logger: Pick<Logger, 'info' | 'warn' | 'debug' | 'error'>;
   bodyLimitBytes: number;
+  /** The largest upstream answer read whole to govern it (an MCP tools list). */
+  responseLimitBytes: number;
+  /** The largest stream event held while it completes. */
+  eventLimitBytes: number;
 }

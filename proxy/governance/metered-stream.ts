@@ -1,13 +1,12 @@
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import type { SvcCode } from '../../core/errors/index.ts';
+import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { Ending } from '../envelopes/index.ts';
 import type { CutoffReason } from '../metrics/index.ts';
 import type { StreamProgress } from '../providers/index.ts';
 import type { UpstreamResponse } from '../upstream/index.ts';
 import { price } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
-import { sliceAfterEvents } from './event-slices.ts';
 import { settle, type LlmCall } from './llm-call.ts';
 import { governToolCall } from './tool-calls.ts';
 
@@ -56,8 +55,7 @@ export async function relayMeteredStream(
   let gone = false;
   try {
     reads: for await (const chunk of response.body) {
-      for (const slice of sliceAfterEvents(chunk as Uint8Array)) {
-        const step = meter.push(slice);
+      for (const step of meter.push(chunk as Uint8Array)) {
         progress = step;
         for (; toolsSeen < step.toolCalls.length; toolsSeen++) {
           const name = step.toolCalls[toolsSeen] as string;
@@ -86,7 +84,10 @@ export async function relayMeteredStream(
       }
     }
   } catch (error) {
-    if (state.cut === null) {
+    // The meter refuses an event over the event limit: the stream ends with the provider's error event.
+    if (state.cut === null && isSvcError(error)) {
+      state.cut = { reason: 'oversize', code: error.code, message: error.message };
+    } else if (state.cut === null) {
       failed = true;
       deps.logger.warn({ request_id: req.id, err: (error as Error).message }, 'upstream stream failed');
     }

@@ -1,20 +1,68 @@
 import type { Readable } from 'node:stream';
 import { SvcError } from '../../core/errors/index.ts';
 
-/** Reads a request body whole (governance needs the JSON), refusing one larger than `limit`. */
-export async function readBody(body: Readable, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > limit) {
-      body.destroy();
-      throw new SvcError('SVC-SYS-9009', `request body larger than ${limit} bytes`, { limit });
-    }
-    chunks.push(buf);
+export interface ReadBodyOptions {
+  /** Names the body in the error. */
+  what?: string;
+  /** Its Content-Length, when declared: a body declared too large is refused before any read. */
+  declaredLength?: string | string[] | undefined;
+  /**
+   * What becomes of the unread rest of a body refused as too large. `discard` (a client's
+   * request) reads and drops it, so the refusal still reaches the client on its connection;
+   * `destroy` (an upstream answer) closes the stream at once.
+   */
+  rest?: 'discard' | 'destroy';
+}
+
+/**
+ * Reads a body whole (governance needs the JSON), refusing one larger than `limit` with
+ * SVC-SYS-9009 as soon as it is known to be; never more than `limit` bytes are held.
+ */
+export function readBody(body: Readable, limit: number, options: ReadBodyOptions = {}): Promise<Buffer> {
+  const tooLarge = () =>
+    new SvcError('SVC-SYS-9009', `${options.what ?? 'request body'} larger than ${limit} bytes`, { limit });
+  const drop = () => {
+    // Nothing reads the stream any more: a failure it reports on its way out has no one to tell.
+    body.on('error', () => undefined);
+    if (options.rest === 'destroy') body.destroy();
+    else body.resume();
+  };
+  const declared = options.declaredLength;
+  if (typeof declared === 'string' && Number(declared) > limit) {
+    drop();
+    return Promise.reject(tooLarge());
   }
-  return Buffer.concat(chunks);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) {
+        chunks.push(chunk);
+        return;
+      }
+      chunks.length = 0;
+      settle();
+      drop();
+      reject(tooLarge());
+    };
+    const onEnd = () => {
+      settle();
+      resolve(Buffer.concat(chunks));
+    };
+    const onError = (error: Error) => {
+      settle();
+      reject(error);
+    };
+    const onClose = () => {
+      settle();
+      reject(new Error('body closed before its end'));
+    };
+    const settle = () => {
+      body.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+    };
+    body.on('data', onData).once('end', onEnd).once('error', onError).once('close', onClose);
+  });
 }
 
 export function parseJsonBody(bytes: Buffer): unknown {

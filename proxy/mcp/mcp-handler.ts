@@ -1,152 +1,291 @@
 import { once } from 'node:events';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ENVELOPE_HEADER } from '../envelopes/index.ts';
+import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { readBody } from '../governance/read-body.ts';
 import { governToolCall } from '../governance/tool-calls.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
+import { createSseFramer, formatSseEvent } from '../providers/sse-framer.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
-import { filterToolsInMessage, rpcError, rpcRequests, type RpcId } from './json-rpc.ts';
-import { createSseRewriter } from './sse-rewriter.ts';
+import {
+  filterToolsInMessage,
+  readRpcBody,
+  RPC_PARSE_ERROR,
+  rpcError,
+  type RpcId,
+  type RpcReading,
+  type RpcRefusal,
+} from './json-rpc.ts';
+import { parseStrictJson } from './strict-json.ts';
+
+type Answer = Record<string, unknown>;
 
 /**
- * MCP over streamable HTTP through the proxy. `tools/call` is evaluated as `tool:<name>` and
- * refused with a JSON-RPC error when denied (recorded either way); answers to `tools/list`,
- * JSON or SSE, lose the tools the ruleset denies, so a model is never offered them. Every other
- * message (initialize, notifications, the GET event stream, DELETE) passes through unchanged.
+ * MCP over streamable HTTP through the proxy. A POST body is decoded as a server would read it
+ * (content codings, BOM, charset) and read as JSON-RPC; one the proxy cannot read is refused
+ * with a parse error and never forwarded. Each `tools/call`, in a batch too, is evaluated as
+ * `tool:<name>` and refused with a JSON-RPC error when denied (recorded either way); the server
+ * gets the decoded body, exactly what was governed. Answers to `tools/list` and the GET event
+ * stream lose the tools the ruleset denies, so a model is never offered them; such an answer the
+ * proxy cannot read is refused, never relayed unfiltered. Other answers pass through unchanged.
  */
 export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Promise<void> {
-  if (req.method !== 'POST') return forward(deps, req, req.hasBody ? req.body : null, new Set());
-  const bytes = await readBody(req.body, deps.bodyLimitBytes);
+  const streamOpen = req.method === 'GET';
+  // Any body is read as JSON-RPC, whatever the method: a server may take a call from a PUT too.
+  if (req.method !== 'POST' && !req.hasBody) {
+    return forward(deps, req, null, req.headers, streamOpen ? NO_REQUESTS : null);
+  }
+  let body: Buffer;
+  let headers: IncomingHttpHeaders;
   let message: unknown;
   try {
-    message = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    // Not JSON-RPC: the server answers it as it sees fit.
-    return forward(deps, req, bytes, new Set());
+    const bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+    const decoded = await decodeBody(bytes, req.headers, deps.bodyLimitBytes);
+    const parsed = parseStrictJson(decoded.text);
+    if (!parsed.ok) throw new SvcError('SVC-SYS-9002', `request body is not JSON-RPC: ${parsed.reason}`);
+    message = parsed.value;
+    body = decoded.utf8;
+    headers = decoded.changed ? decodedHeaders(req.headers, decoded) : req.headers;
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    // Spec 7.4: an unreadable body is a parse error; too large keeps the catalogue's code.
+    const rpcCode = error.code === 'SVC-SYS-9009' ? undefined : RPC_PARSE_ERROR;
+    answer(req, error.spec.http, rpcError(null, error.code, error.message, {}, rpcCode));
+    return;
   }
-  const requests = rpcRequests(message);
+  const reading = readRpcBody(message);
+  if (reading.refusals.length > 0) {
+    answer(req, 200, refusalAnswer(reading, reading.refusals, 'SVC-SYS-9002'));
+    return;
+  }
   const { envelope, opened } = deps.envelopes.resolve(req.headers);
   if (opened) void deps.recorder.opened(envelope);
 
-  const refusals: Record<string, unknown>[] = [];
-  for (const call of requests) {
-    if (call.method !== 'tools/call') continue;
-    const name = typeof call.params?.name === 'string' ? call.params.name : '';
-    const server = req.route ?? req.targetUrl.host;
+  const refusals: (RpcRefusal & { code: SvcCode; data: Record<string, unknown> })[] = [];
+  const server = req.route ?? req.targetUrl.host;
+  for (const call of reading.calls) {
     if (envelope.ending !== null) {
-      refusals.push(
-        rpcError(call.id, 'SVC-ENV-1003', `envelope ${envelope.envelopeId} already ended (${envelope.ending.status})`, {
-          envelope_id: envelope.envelopeId,
-        }),
-      );
+      refusals.push({
+        id: call.id,
+        rpcCode: -32000,
+        code: 'SVC-ENV-1003',
+        message: `envelope ${envelope.envelopeId} already ended (${envelope.ending.status})`,
+        data: { envelope_id: envelope.envelopeId },
+      });
       continue;
     }
-    const verdict = governToolCall(deps, envelope, name, 'mcp', {
+    const context = {
       mcp_server: server,
       envelope_id: envelope.envelopeId,
       execution_id: envelope.executionId,
       budget_id: envelope.budgetId,
-      arguments: call.params?.arguments,
-    });
+      arguments: call.arguments,
+    };
+    // A server may match tool names without regard to case: both spellings must be allowed.
+    const lower = call.name.toLowerCase();
+    const quiet =
+      lower === call.name
+        ? null
+        : deps.gate.check(`tool:${lower}`, { ...context, tool_name: lower, tool: lower, source: 'mcp' });
+    const name = quiet !== null && !quiet.allowed ? lower : call.name;
+    const verdict = governToolCall(deps, envelope, name, 'mcp', context);
     if (!verdict.allowed) {
-      refusals.push(
-        rpcError(call.id, verdict.code, verdict.message, {
-          policy_id: verdict.result?.matched_policy ?? null,
-          denied_action: `tool:${name}`,
-        }),
-      );
+      refusals.push({
+        id: call.id,
+        rpcCode: -32000,
+        code: verdict.code,
+        message: verdict.message,
+        data: { policy_id: verdict.result?.matched_policy ?? null, denied_action: `tool:${name}` },
+      });
     }
   }
   if (refusals.length > 0) {
     // A batch with a refused call is refused whole: forwarding part of it would answer out of step.
-    const text = JSON.stringify(Array.isArray(message) ? refusals : refusals[0]);
-    req.clientRes.writeHead(200, {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(text),
-      [ENVELOPE_HEADER]: envelope.envelopeId,
-      'x-request-id': req.id,
-    });
-    req.clientRes.end(text);
+    answer(req, 200, refusalAnswer(reading, refusals, refusals[0]!.code), envelope.envelopeId);
     return;
   }
-  const listIds = new Set<RpcId>(
-    requests.filter((r) => r.method === 'tools/list' && r.id !== undefined).map((r) => r.id as RpcId),
-  );
-  await forward(deps, req, bytes, listIds, envelope.envelopeId);
+  await forward(deps, req, body, headers, reading.listsTools || streamOpen ? reading : null, envelope.envelopeId);
 }
 
+const NO_REQUESTS: Pick<RpcReading, 'batch' | 'requestIds'> = { batch: false, requestIds: [] };
+
+/**
+ * The answer to a refused body: each request in it gets an error, its own reason when it has
+ * one, else that it was not forwarded because of the others.
+ */
+function refusalAnswer(
+  reading: Pick<RpcReading, 'batch' | 'requestIds'>,
+  refusals: readonly (RpcRefusal & { code?: SvcCode; data?: Record<string, unknown> })[],
+  otherCode: SvcCode,
+): Answer | Answer[] {
+  const byId = new Map(refusals.filter((r) => r.id !== undefined).map((r) => [r.id, r]));
+  const errors = refusals
+    .filter((r) => r.id === undefined)
+    .map((r) => rpcError(null, r.code ?? 'SVC-SYS-9002', r.message, r.data ?? {}, r.rpcCode));
+  for (const id of new Set(reading.requestIds)) {
+    const own = byId.get(id);
+    errors.push(
+      own === undefined
+        ? rpcError(id, otherCode, 'not forwarded: another message in the same batch was refused', {})
+        : rpcError(id, own.code ?? 'SVC-SYS-9002', own.message, own.data ?? {}, own.rpcCode),
+    );
+  }
+  return reading.batch || errors.length !== 1 ? errors : errors[0]!;
+}
+
+function answer(req: ProxiedRequest, status: number, payload: Answer | Answer[], envelopeId?: string): void {
+  const res = req.clientRes;
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const text = JSON.stringify(payload);
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    'x-request-id': req.id,
+  };
+  if (envelopeId !== undefined) headers[ENVELOPE_HEADER] = envelopeId;
+  res.writeHead(status, headers);
+  res.end(text);
+}
+
+/**
+ * Sends the request on. `filtering` is set when the answer may carry a tools list: the requests
+ * it answers (none for the GET event stream), for the error that refuses an unreadable answer.
+ */
 async function forward(
   deps: GovernanceDeps,
   req: ProxiedRequest,
-  body: ProxiedRequest['body'] | Buffer | null,
-  listIds: ReadonlySet<RpcId>,
+  body: Readable | Buffer | null,
+  headers: IncomingHttpHeaders,
+  filtering: Pick<RpcReading, 'batch' | 'requestIds'> | null,
   envelopeId?: string,
 ): Promise<void> {
-  const headers = { ...req.headers };
-  if (listIds.size > 0) headers['accept-encoding'] = 'identity';
-  if (Buffer.isBuffer(body)) headers['content-length'] = String(body.length);
+  const sent = { ...headers };
+  if (filtering !== null) sent['accept-encoding'] = 'identity';
+  if (Buffer.isBuffer(body)) sent['content-length'] = String(body.length);
   const response = await deps.upstream.request({
     url: req.targetUrl,
     method: req.method,
-    headers,
+    headers: sent,
     body,
     signal: req.signal,
     provider: 'mcp',
     receivedAt: req.receivedAt,
   });
   if (envelopeId !== undefined) response.headers[ENVELOPE_HEADER] = envelopeId;
-  if (listIds.size === 0 || response.statusCode >= 400) {
+  if (filtering === null || response.statusCode >= 400) {
     await relayResponse(req.clientRes, response);
     return;
   }
-  const allowed = (tool: string) =>
-    deps.gate.check(`tool:${tool}`, { tool_name: tool, tool, source: 'mcp', listing: true }).allowed;
-  const contentType = String(response.headers['content-type'] ?? '');
+  const allowed = (tool: string) => toolListed(deps, tool);
+  const refuse = (code: SvcCode, message: string) => {
+    response.body.destroy();
+    answer(req, 200, refusalAnswer(filtering, [], code), envelopeId);
+    deps.logger.warn({ request_id: req.id, code, err: message }, 'MCP tools list answer refused');
+  };
+  const contentType = String(response.headers['content-type'] ?? '').toLowerCase();
   if (contentType.includes('text/event-stream')) {
-    await relayFilteredEvents(req, response, listIds, allowed);
+    await relayFilteredEvents(deps, req, response, filtering, allowed, refuse);
     return;
   }
-  const bytes = await readBody(response.body, Number.MAX_SAFE_INTEGER);
-  let text = bytes.toString('utf8');
+  let text: string;
   try {
-    const filtered = filterToolsInMessage(JSON.parse(text), listIds, allowed);
-    if (filtered.changed) text = JSON.stringify(filtered.message);
-  } catch {
-    // Not JSON: relayed as received.
+    const bytes = await readBody(response.body, deps.responseLimitBytes, {
+      what: 'MCP server answer',
+      declaredLength: response.headers['content-length'],
+      rest: 'destroy',
+    });
+    text = (await decodeBody(bytes, response.headers, deps.responseLimitBytes)).text;
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    refuse(error.code === 'SVC-SYS-9009' ? error.code : 'SVC-ADP-5001', `MCP server answer refused: ${error.message}`);
+    return;
   }
-  req.clientRes.writeHead(response.statusCode, {
-    ...response.headers,
-    'content-length': String(Buffer.byteLength(text)),
-  });
-  req.clientRes.end(text);
+  if (text !== '') {
+    const parsed = parseStrictJson(text);
+    if (!parsed.ok) {
+      refuse('SVC-ADP-5001', `MCP server answer to tools/list unreadable: ${parsed.reason}`);
+      return;
+    }
+    const filtered = filterToolsInMessage(parsed.value, allowed);
+    if (filtered.changed) text = JSON.stringify(filtered.message);
+  }
+  const out = Buffer.from(text, 'utf8');
+  const replyHeaders: Record<string, string | string[]> = { ...response.headers, 'content-length': String(out.length) };
+  delete replyHeaders['content-encoding'];
+  if (replyHeaders['content-type'] !== undefined) replyHeaders['content-type'] = 'application/json';
+  req.clientRes.writeHead(response.statusCode, replyHeaders);
+  req.clientRes.end(out);
 }
 
+/** A listed tool is offered only when its name, and its name in lower case, are both allowed. */
+function toolListed(deps: GovernanceDeps, tool: string): boolean {
+  const check = (name: string) =>
+    deps.gate.check(`tool:${name}`, { tool_name: name, tool: name, source: 'mcp', listing: true }).allowed;
+  return check(tool) && (tool.toLowerCase() === tool || check(tool.toLowerCase()));
+}
+
+/**
+ * Relays an SSE answer event by event through the one SSE framer, tools lists filtered. An event
+ * whose data is not JSON the proxy can read is dropped (the client could not read it either); an
+ * event past the event limit ends the stream with a JSON-RPC error for the requests it answers.
+ */
 async function relayFilteredEvents(
+  deps: GovernanceDeps,
   req: ProxiedRequest,
   response: UpstreamResponse,
-  listIds: ReadonlySet<RpcId>,
+  filtering: Pick<RpcReading, 'batch' | 'requestIds'>,
   allowed: (tool: string) => boolean,
+  refuse: (code: SvcCode, message: string) => void,
 ): Promise<void> {
+  const codings = contentCodings(response.headers);
+  let source: Readable;
+  try {
+    source = decompressing(response.body, codings);
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    refuse('SVC-ADP-5001', `MCP server event stream refused: ${error.message}`);
+    return;
+  }
   const headers = { ...response.headers };
   delete headers['content-length'];
+  delete headers['content-encoding'];
   const res = req.clientRes;
   res.writeHead(response.statusCode, headers);
   res.flushHeaders();
-  const rewriter = createSseRewriter((data) => {
-    try {
-      const filtered = filterToolsInMessage(JSON.parse(data), listIds, allowed);
-      return filtered.changed ? JSON.stringify(filtered.message) : data;
-    } catch {
-      return data;
-    }
-  });
+  const framer = createSseFramer((event) => {
+    if (event.data === '') return true;
+    const parsed = parseStrictJson(event.data);
+    if (!parsed.ok) return false;
+    const filtered = filterToolsInMessage(parsed.value, allowed);
+    return filtered.changed ? formatSseEvent({ ...event, data: JSON.stringify(filtered.message) }) : true;
+  }, deps.eventLimitBytes);
   try {
-    for await (const chunk of response.body) {
-      const out = rewriter.push(chunk as Buffer);
-      if (out !== '' && !res.write(out)) await once(res, 'drain', { signal: req.signal });
+    for await (const chunk of source) {
+      for (const out of framer.push(chunk as Buffer)) {
+        if (out.length > 0 && !res.write(out)) await once(res, 'drain', { signal: req.signal });
+      }
     }
-    res.end(rewriter.end());
-  } catch {
-    res.destroy();
+    res.end(framer.end());
+  } catch (error) {
+    source.destroy();
+    response.body.destroy();
+    if (!isSvcError(error)) {
+      res.destroy();
+      return;
+    }
+    deps.logger.warn({ request_id: req.id, err: error.message }, 'MCP event stream cut');
+    const ids: (RpcId | undefined)[] = filtering.requestIds.length > 0 ? filtering.requestIds : [undefined];
+    for (const id of ids) {
+      res.write(
+        formatSseEvent({ event: 'message', data: JSON.stringify(rpcError(id, error.code, error.message, {})) }),
+      );
+    }
+    res.end();
   }
 }

@@ -1,7 +1,7 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { createModelLabels, type ModelLabels } from './model-labels.ts';
 
-export type CutoffReason = 'budget' | 'terminated' | 'policy';
+export type CutoffReason = 'budget' | 'terminated' | 'policy' | 'oversize';
 export type UsageDirection = 'input' | 'output';
 
 /** Per-pod governance metrics (ARCHITECTURE §11); model labels are capped by ModelLabels. */

@@ -56,10 +56,16 @@ export interface StreamProgress {
 }
 
 export interface StreamMeter {
-  push(chunk: Uint8Array): StreamProgress;
+  /**
+   * Meters the events `chunk` completes one at a time, yielding the progress after each (its
+   * `forward` is that event's bytes), so a cut lands on the event that crossed a limit. Resuming
+   * the iteration means the previous `forward` was passed on. Throws SvcError SVC-SYS-9009 when
+   * an event exceeds the event limit: end the stream with `errorEvent` then.
+   */
+  push(chunk: Uint8Array): Iterable<StreamProgress>;
   /** Upstream closed: releases any unterminated last event. `done` still false means the answer was cut short. */
   end(): StreamProgress;
-  /** Bytes that end the stream with an error the client's SDK raises; send after the last `forward`. */
+  /** Bytes that end the stream with an error the client's SDK raises; send after the last `forward` passed on. */
   errorEvent(svcCode: SvcCode, message: string): Uint8Array;
 }
 
@@ -94,9 +100,11 @@ export interface ProviderAdapter {
   streamErrorEvent(svcCode: SvcCode, message: string): Uint8Array;
 }
 
-/** What adapters are built from: a shared token counter and the per-model answer bound. */
+/** What adapters are built from: a shared token counter, the per-model answer bound, the event bound. */
 export interface AdapterDeps {
   tokens: TokenCounter;
+  /** The largest stream event a meter holds; a larger one ends the stream with an error event. */
+  maxEventBytes: number;
   /** Output bound for a request that sets none (e.g. the price table's max_output_tokens). */
   defaultMaxOutputTokens(model: string): number;
 }

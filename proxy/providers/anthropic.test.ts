@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SvcError } from '../../core/errors/index.ts';
 import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
-import { captureRaw, runMeter, splitAt } from '../../test/simulator/index.ts';
+import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createAnthropicAdapter } from './anthropic.ts';
 
 const fx = useAdapterFixture();
@@ -119,7 +119,7 @@ describe('Anthropic stream meter', () => {
     const untilDeltas = events.filter(
       (e) => !e.startsWith('event: message_delta') && !e.startsWith('event: message_stop'),
     );
-    const p = meter.push(new TextEncoder().encode(untilDeltas.map((e) => e + '\n\n').join('')));
+    const p = pushChunk(meter, new TextEncoder().encode(untilDeltas.map((e) => e + '\n\n').join(''))).last!;
     expect(p.usage).toEqual({ input: 30, output: 4, cachedInput: 0 });
     expect(p.usageSource).toBe('estimated');
     expect(p.done).toBe(false);

@@ -3,9 +3,9 @@ import { parseOrThrow, type SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
 import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
-import { codedMessage, errorHeaders, errorStatus } from './error-format.ts';
+import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
 import { asArray, asCount, asObject, asString, parseJson, pathOnly, textOf, type JsonObject } from './json-access.ts';
-import { createStreamMeter, streamErrorBytes, type StreamDialect, type StreamErrorEvent } from './stream-meter.ts';
+import { createStreamMeter, type StreamDialect } from './stream-meter.ts';
 
 export const AnthropicMessagesRequestSchema = z.looseObject({
   model: z.string().min(1),
@@ -60,22 +60,18 @@ function anthropicErrorType(status: number): string {
   }
 }
 
-function anthropicErrorPayload(svcCode: SvcCode, message: string, status: number): unknown {
-  return {
+/** The SDK raises `event: error` as an APIError whose message is `error.message`. */
+const ANTHROPIC_ERRORS: ErrorFormat = {
+  streamEventName: 'error',
+  payload: (svcCode: SvcCode, message: string, status: number) => ({
     type: 'error',
     error: { type: anthropicErrorType(status), message: codedMessage(svcCode, message), code: svcCode },
-  };
-}
-
-/** The SDK raises `event: error` as an APIError whose message is `error.message`. */
-const ANTHROPIC_STREAM_ERROR: StreamErrorEvent = {
-  name: 'error',
-  payload: (svcCode, message) => anthropicErrorPayload(svcCode, message, errorStatus(svcCode)),
+  }),
 };
 
 const messagesStreamDialect: StreamDialect = {
   framing: 'sse',
-  errorEvent: ANTHROPIC_STREAM_ERROR,
+  errorFormat: ANTHROPIC_ERRORS,
   onEvent(event, acc) {
     const json = asObject(parseJson(event.data));
     if (!json) return true;
@@ -170,18 +166,9 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
         model,
         tokens: deps.tokens,
         estimatedInputTokens: options.estimatedInputTokens ?? 0,
+        maxEventBytes: deps.maxEventBytes,
       });
     },
-    errorResponse(svcCode, message, status) {
-      const s = errorStatus(svcCode, status);
-      return {
-        status: s,
-        headers: errorHeaders(svcCode),
-        body: JSON.stringify(anthropicErrorPayload(svcCode, message, s)),
-      };
-    },
-    streamErrorEvent(svcCode, message) {
-      return streamErrorBytes(ANTHROPIC_STREAM_ERROR, svcCode, message);
-    },
+    ...errorReplies(ANTHROPIC_ERRORS),
   };
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SvcError } from '../../core/errors/index.ts';
 import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
-import { captureRaw, runMeter, splitAt } from '../../test/simulator/index.ts';
+import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createGeminiAdapter } from './gemini.ts';
 
 const fx = useAdapterFixture();
@@ -113,7 +113,7 @@ describe('Gemini stream meter', () => {
   it('cuts a JSON-array stream into a valid array ending in the error', async () => {
     const raw = await captureRaw(fx.sim, streamPath, body);
     const meter = gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash');
-    const first = decodeText(meter.push(raw.subarray(0, Math.floor(raw.length / 2))).forward);
+    const first = decodeText(pushChunk(meter, raw.subarray(0, Math.floor(raw.length / 2))).forward);
     const parsed = JSON.parse(first + decodeText(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'))) as unknown[];
     expect(parsed.at(-1)).toMatchObject({
       error: { code: 422, status: 'RESOURCE_EXHAUSTED', message: 'SVC-BUD-3001: budget exhausted' },

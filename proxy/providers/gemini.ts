@@ -3,9 +3,9 @@ import { parseOrThrow, SvcError, type SvcCode } from '../../core/errors/index.ts
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
 import type { AdapterDeps, Operation, ProviderAdapter } from './adapter.ts';
-import { codedMessage, errorHeaders, errorStatus, grpcStatusName } from './error-format.ts';
+import { codedMessage, errorReplies, grpcStatusName, type ErrorFormat } from './error-format.ts';
 import { asArray, asCount, asObject, asString, parseJson, pathOnly, textOf, type JsonObject } from './json-access.ts';
-import { createStreamMeter, streamErrorBytes, type StreamDialect, type StreamErrorEvent } from './stream-meter.ts';
+import { createStreamMeter, type StreamDialect } from './stream-meter.ts';
 
 const count = z.number().int().nonnegative();
 const FunctionDeclarations = z.array(z.looseObject({ name: z.string() }));
@@ -81,25 +81,22 @@ function readCandidates(json: JsonObject): CandidateReading {
   return reading;
 }
 
-function geminiErrorPayload(svcCode: SvcCode, message: string, status: number): unknown {
-  return {
+/** Google's error shape; in a stream it is a bare data event (SSE) or the closing array element. */
+const GEMINI_ERRORS: ErrorFormat = {
+  streamEventName: undefined,
+  payload: (svcCode: SvcCode, message: string, status: number) => ({
     error: {
       code: status,
       message: codedMessage(svcCode, message),
       status: grpcStatusName(svcCode),
       details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: svcCode, domain: 'svc' }],
     },
-  };
-}
-
-const GEMINI_STREAM_ERROR: StreamErrorEvent = {
-  name: undefined,
-  payload: (svcCode, message) => geminiErrorPayload(svcCode, message, errorStatus(svcCode)),
+  }),
 };
 
 const generateStreamDialect: StreamDialect = {
   framing: 'auto',
-  errorEvent: GEMINI_STREAM_ERROR,
+  errorFormat: GEMINI_ERRORS,
   onEvent(event, acc) {
     const json = asObject(parseJson(event.data));
     if (!json) return true;
@@ -187,18 +184,9 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
         model,
         tokens: deps.tokens,
         estimatedInputTokens: options.estimatedInputTokens ?? 0,
+        maxEventBytes: deps.maxEventBytes,
       });
     },
-    errorResponse(svcCode, message, status) {
-      const s = errorStatus(svcCode, status);
-      return {
-        status: s,
-        headers: errorHeaders(svcCode),
-        body: JSON.stringify(geminiErrorPayload(svcCode, message, s)),
-      };
-    },
-    streamErrorEvent(svcCode, message) {
-      return streamErrorBytes(GEMINI_STREAM_ERROR, svcCode, message);
-    },
+    ...errorReplies(GEMINI_ERRORS),
   };
 }

@@ -8,7 +8,9 @@ export {
   createAdapterDeps,
   createDefaultAdapters,
   createProviderRegistry,
+  type AdapterLimits,
   type DefaultAdaptersOptions,
   type ProviderRegistry,
   type ReverseMatch,
 } from './registry.ts';
+export { DEFAULT_MAX_EVENT_BYTES } from './sse-framer.ts';

@@ -1,4 +1,4 @@
-import { concatBytes, EMPTY, encodeText, type EventVisitor, type Framer } from './sse-framer.ts';
+import { DEFAULT_MAX_EVENT_BYTES, EMPTY, encodeText, HeldBytes, type EventVisitor, type Framer } from './sse-framer.ts';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -9,28 +9,36 @@ const CLOSE_BRACKET = 0x5d;
 
 /**
  * Frames a streamed JSON array of objects (Gemini's `streamGenerateContent` without `alt=sse`):
- * each top-level element is visited as one event's data once its closing brace arrives.
+ * each top-level element is visited as one event's data once its closing brace arrives, and
+ * yielded with the separators before it. Elements are metered, never hidden or rewritten: the
+ * visitor's verdict is not used. Bounded like the SSE framer.
  */
-export function createJsonArrayFramer(visit: EventVisitor): Framer {
+export function createJsonArrayFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX_EVENT_BYTES): Framer {
   const decoder = new TextDecoder();
-  let pending: Uint8Array = EMPTY;
+  const held = new HeldBytes(maxEventBytes);
   let depth = 0;
   let inString = false;
   let escaped = false;
   let opened = false;
   let elements = 0;
   let closed = false;
+  /** Where the current element starts, counted from the first unreleased byte. */
   let elementStart = 0;
+  /** What the client has been given, for an error frame that keeps the array valid. */
+  const shown = { opened: false, elements: 0, closed: false };
 
   return {
     get closed() {
       return closed;
     },
-    push(chunk) {
-      const buf = concatBytes(pending, chunk);
+    *push(chunk) {
+      if (closed) {
+        if (chunk.length > 0) yield chunk;
+        return;
+      }
       let cut = 0;
-      for (let i = pending.length; i < buf.length; i++) {
-        const b = buf[i];
+      for (let i = 0; i < chunk.length; i++) {
+        const b = chunk[i];
         if (inString) {
           if (escaped) escaped = false;
           else if (b === BACKSLASH) escaped = true;
@@ -40,42 +48,38 @@ export function createJsonArrayFramer(visit: EventVisitor): Framer {
         if (b === QUOTE) {
           inString = true;
         } else if (b === OPEN_BRACE || b === OPEN_BRACKET) {
-          if (depth === 0 && b === OPEN_BRACKET) {
-            opened = true;
-            cut = i + 1;
-          } else if (depth === 1) {
-            elementStart = i;
-          }
+          if (depth === 0 && b === OPEN_BRACKET) opened = true;
+          else if (depth === 1) elementStart = held.length + (i - cut);
           depth++;
         } else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
           depth--;
           if (depth === 1) {
             elements++;
-            visit({ event: undefined, data: decoder.decode(buf.subarray(elementStart, i + 1)) });
+            const frame = held.take(chunk.subarray(cut, i + 1));
             cut = i + 1;
+            visit({ event: undefined, data: decoder.decode(frame.subarray(elementStart)) });
+            yield frame;
+            Object.assign(shown, { opened, elements });
           } else if (depth === 0) {
             closed = true;
-            cut = buf.length;
-            break;
+            const frame = held.take(chunk.subarray(cut));
+            yield frame;
+            Object.assign(shown, { opened, elements, closed });
+            return;
           }
         }
       }
-      // Offsets into the held bytes move with them.
-      elementStart -= cut;
-      pending = cut < buf.length ? buf.slice(cut) : EMPTY;
-      return cut === buf.length ? buf : buf.subarray(0, cut);
+      held.hold(chunk.subarray(cut));
     },
     end() {
       closed = true;
-      const rest = pending;
-      pending = EMPTY;
-      return rest;
+      return held.take(EMPTY);
     },
     errorFrame(_eventName, payload) {
-      if (closed) return EMPTY;
+      if (shown.closed) return EMPTY;
       const json = JSON.stringify(payload);
-      if (!opened) return encodeText(`[${json}]`);
-      return encodeText(`${elements > 0 ? ',\r\n' : ''}${json}]`);
+      if (!shown.opened) return encodeText(`[${json}]`);
+      return encodeText(`${shown.elements > 0 ? ',\r\n' : ''}${json}]`);
     },
   };
 }

@@ -2,8 +2,8 @@ import type { SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { AdapterDeps, Operation, ResponseReading } from './adapter.ts';
 import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
-import { codedMessage, errorStatus } from './error-format.ts';
-import type { StreamDialect, StreamErrorEvent } from './stream-meter.ts';
+import { codedMessage, type ErrorFormat } from './error-format.ts';
+import type { StreamDialect } from './stream-meter.ts';
 
 /** Chat and embeddings report prompt/completion tokens; the Responses API input/output tokens. */
 function openAiUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undefined {
@@ -86,29 +86,22 @@ function openAiErrorType(status: number): string {
   return 'invalid_request_error';
 }
 
-export function openAiErrorPayload(
-  svcCode: SvcCode,
-  message: string,
-  status: number,
-): { error: { message: string; type: string; code: string; param: null } } {
-  return {
-    error: { message: codedMessage(svcCode, message), type: openAiErrorType(status), code: svcCode, param: null },
-  };
-}
-
 /**
+ * The one error format of the OpenAI wire family (OpenAI, Azure OpenAI, OpenAI-compatible servers).
  * The SDK raises an `event: error` frame (and any data with an `error` member) as an APIError
  * carrying `error.message`, in both chat and Responses streams.
  */
-export const OPENAI_STREAM_ERROR: StreamErrorEvent = {
-  name: 'error',
-  payload: (svcCode, message) => openAiErrorPayload(svcCode, message, errorStatus(svcCode)),
+export const OPENAI_ERRORS: ErrorFormat = {
+  streamEventName: 'error',
+  payload: (svcCode: SvcCode, message: string, status: number) => ({
+    error: { message: codedMessage(svcCode, message), type: openAiErrorType(status), code: svcCode, param: null },
+  }),
 };
 
 export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
   return {
     framing: 'sse',
-    errorEvent: OPENAI_STREAM_ERROR,
+    errorFormat: OPENAI_ERRORS,
     onEvent(event, acc) {
       if (event.data === '[DONE]') {
         acc.finish();
@@ -145,7 +138,7 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
 
 export const responsesStreamDialect: StreamDialect = {
   framing: 'sse',
-  errorEvent: OPENAI_STREAM_ERROR,
+  errorFormat: OPENAI_ERRORS,
   onEvent(event, acc) {
     const json = asObject(parseJson(event.data));
     if (!json) return true;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SvcError } from '../../core/errors/index.ts';
 import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
-import { captureRaw, runMeter, splitAt } from '../../test/simulator/index.ts';
+import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createOpenAiAdapter } from './openai.ts';
 
 const fx = useAdapterFixture();
@@ -293,7 +293,7 @@ describe('OpenAI stream meter', () => {
     const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, stream: true });
     const meter = openai.createStreamMeter('chat', 'gpt-4o-mini');
     const forwarded =
-      decodeText(meter.push(raw.subarray(0, 200)).forward) +
+      decodeText(pushChunk(meter, raw.subarray(0, 200)).forward) +
       decodeText(meter.errorEvent('SVC-BUD-3001', 'budget exhausted'));
     const events = forwarded.split('\n\n').filter((e) => e.length > 0);
     for (const e of events) expect(() => JSON.parse(e.slice(e.indexOf('data: ') + 6)) as unknown).not.toThrow();
@@ -343,7 +343,7 @@ describe('OpenAI stream meter memory', () => {
     let forwarded = 0;
     for (const piece of splitAt(raw, 31, 64)) {
       pushed += piece.length;
-      forwarded += meter.push(piece).forward.length;
+      forwarded += pushChunk(meter, piece).forward.length;
       expect(pushed - forwarded).toBeLessThan(longestEvent);
     }
     expect(forwarded).toBe(raw.length);

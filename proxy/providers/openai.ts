@@ -1,15 +1,9 @@
 import type { AdapterDeps, Operation, ProviderAdapter, ProviderId } from './adapter.ts';
-import { errorHeaders, errorStatus } from './error-format.ts';
+import { errorReplies } from './error-format.ts';
 import { asObject, pathOnly } from './json-access.ts';
 import { parseOpenAiRequest } from './openai-request.ts';
-import {
-  chatStreamDialect,
-  OPENAI_STREAM_ERROR,
-  openAiErrorPayload,
-  readOpenAiResponse,
-  responsesStreamDialect,
-} from './openai-response.ts';
-import { createStreamMeter, streamErrorBytes } from './stream-meter.ts';
+import { chatStreamDialect, OPENAI_ERRORS, readOpenAiResponse, responsesStreamDialect } from './openai-response.ts';
+import { createStreamMeter } from './stream-meter.ts';
 
 /** The parts that differ between servers speaking the OpenAI wire format. */
 export interface OpenAiFlavour {
@@ -79,18 +73,9 @@ export function createOpenAiAdapter(deps: AdapterDeps, flavour: OpenAiFlavour = 
         model,
         tokens: deps.tokens,
         estimatedInputTokens: options.estimatedInputTokens ?? 0,
+        maxEventBytes: deps.maxEventBytes,
       });
     },
-    errorResponse(svcCode, message, status) {
-      const s = errorStatus(svcCode, status);
-      return {
-        status: s,
-        headers: errorHeaders(svcCode),
-        body: JSON.stringify(openAiErrorPayload(svcCode, message, s)),
-      };
-    },
-    streamErrorEvent(svcCode, message) {
-      return streamErrorBytes(OPENAI_STREAM_ERROR, svcCode, message);
-    },
+    ...errorReplies(OPENAI_ERRORS),
   };
 }

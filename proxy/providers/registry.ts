@@ -6,6 +6,7 @@ import { createAzureOpenAiAdapter } from './azure-openai.ts';
 import { createGeminiAdapter } from './gemini.ts';
 import { createOpenAiCompatibleAdapter } from './openai-compatible.ts';
 import { createOpenAiAdapter } from './openai.ts';
+import { DEFAULT_MAX_EVENT_BYTES } from './sse-framer.ts';
 
 export interface ReverseMatch {
   adapter: ProviderAdapter;
@@ -29,13 +30,21 @@ export interface DefaultAdaptersOptions {
   azureInjectStreamUsage?: boolean;
 }
 
+export interface AdapterLimits {
+  /** The stream event bound (proxy_stream_event_limit_bytes). */
+  maxEventBytes?: number;
+  /** Output bound of a model the price table gives none. */
+  fallbackMaxOutputTokens?: number;
+}
+
 /** Adapter dependencies from the shared token counter and price table (its max_output_tokens bound requests). */
-export function createAdapterDeps(
-  tokens: TokenCounter,
-  prices: PriceTable,
-  fallbackMaxOutputTokens = 4096,
-): AdapterDeps {
-  return { tokens, defaultMaxOutputTokens: (model) => maxOutputTokens(prices, model, fallbackMaxOutputTokens) };
+export function createAdapterDeps(tokens: TokenCounter, prices: PriceTable, limits: AdapterLimits = {}): AdapterDeps {
+  const fallback = limits.fallbackMaxOutputTokens ?? 4096;
+  return {
+    tokens,
+    maxEventBytes: limits.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
+    defaultMaxOutputTokens: (model) => maxOutputTokens(prices, model, fallback),
+  };
 }
 
 export function createDefaultAdapters(deps: AdapterDeps, options: DefaultAdaptersOptions = {}): ProviderAdapter[] {

@@ -1,26 +1,44 @@
+import { SvcError } from '../../core/errors/index.ts';
+
 /** One server-sent event as the client would see it. */
 export interface SseEvent {
   event: string | undefined;
   data: string;
+  id?: string | undefined;
+  retry?: string | undefined;
 }
 
-/** Decides per complete event whether it reaches the client (`false` hides it). */
-export type EventVisitor = (event: SseEvent) => boolean;
+/**
+ * What becomes of one complete event: `true` passes its bytes on unchanged, `false` hides it,
+ * bytes replace it (an event rewritten by the visitor).
+ */
+export type EventVerdict = boolean | Uint8Array;
+
+/** Sees each complete event once, in order. */
+export type EventVisitor = (event: SseEvent) => EventVerdict;
 
 /**
  * Splits a byte stream into complete frames as chunks arrive (a chunk may end anywhere, even
  * inside a UTF-8 character), and says which bytes may go on to the client: only whole frames,
- * so a stream can be cut between two frames and an error frame appended cleanly. It holds at
- * most the current incomplete frame.
+ * so a stream can be cut between two frames and an error frame appended cleanly.
+ *
+ * `push` yields once per frame the chunk completes, with the bytes to pass on for it. Resuming
+ * the iteration means the bytes yielded before were passed on; a caller that stops iterating (a
+ * cut) has passed on what it wrote and nothing after. A frame larger than the framer's limit, or
+ * an incomplete one grown past it, throws SvcError SVC-SYS-9009: the framer never holds more
+ * than the limit plus one chunk.
  */
 export interface Framer {
-  push(chunk: Uint8Array): Uint8Array;
+  push(chunk: Uint8Array): Generator<Uint8Array, void, undefined>;
   /** Upstream ended: the last frame, even if unterminated, is visited and released. */
   end(): Uint8Array;
   /** Bytes that end the stream with `payload` as an error frame in this framing. */
   errorFrame(eventName: string | undefined, payload: unknown): Uint8Array;
   readonly closed: boolean;
 }
+
+/** The largest event a framer holds unless configured otherwise (proxy_stream_event_limit_bytes). */
+export const DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024;
 
 export const EMPTY = new Uint8Array(0);
 const LF = 0x0a;
@@ -40,9 +58,67 @@ export function encodeText(text: string): Uint8Array {
   return encoder.encode(text);
 }
 
+export function eventTooLarge(limit: number): SvcError {
+  return new SvcError('SVC-SYS-9009', `stream event larger than ${limit} bytes`, { limit });
+}
+
+/**
+ * The bytes of the frame being assembled, held as the pieces they arrived in and joined once
+ * the frame is complete, so a large frame costs one copy, not one per chunk.
+ */
+export class HeldBytes {
+  #pieces: Uint8Array[] = [];
+  #length = 0;
+  readonly #limit: number;
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  get length(): number {
+    return this.#length;
+  }
+
+  /** Keeps a copy of `piece` (the caller's buffer may be reused); throws past the limit. */
+  hold(piece: Uint8Array): void {
+    if (piece.length === 0) return;
+    this.#check(piece.length);
+    this.#pieces.push(piece.slice());
+    this.#length += piece.length;
+  }
+
+  /** The held bytes followed by `tail`, as one frame; empties the hold. */
+  take(tail: Uint8Array): Uint8Array {
+    this.#check(tail.length);
+    const pieces = this.#pieces;
+    const length = this.#length;
+    this.#pieces = [];
+    this.#length = 0;
+    if (pieces.length === 0) return tail;
+    const out = new Uint8Array(length + tail.length);
+    let at = 0;
+    for (const p of pieces) {
+      out.set(p, at);
+      at += p.length;
+    }
+    out.set(tail, at);
+    return out;
+  }
+
+  #check(more: number): void {
+    if (this.#length + more > this.#limit) {
+      this.#pieces = [];
+      this.#length = 0;
+      throw eventTooLarge(this.#limit);
+    }
+  }
+}
+
 function parseSseEvent(text: string): SseEvent | null {
   let event: string | undefined;
   let data: string | null = null;
+  let id: string | undefined;
+  let retry: string | undefined;
   for (const line of text.split(/\r\n|\r|\n/)) {
     if (line === '' || line.startsWith(':')) continue;
     const colon = line.indexOf(':');
@@ -51,37 +127,54 @@ function parseSseEvent(text: string): SseEvent | null {
     if (value.startsWith(' ')) value = value.slice(1);
     if (field === 'event') event = value;
     else if (field === 'data') data = data === null ? value : data + '\n' + value;
+    else if (field === 'id') id = value;
+    else if (field === 'retry') retry = value;
   }
-  return data === null && event === undefined ? null : { event, data: data ?? '' };
+  if (data === null && event === undefined) return null;
+  const parsed: SseEvent = { event, data: data ?? '' };
+  if (id !== undefined) parsed.id = id;
+  if (retry !== undefined) parsed.retry = retry;
+  return parsed;
+}
+
+/** One event written out: its name, id and retry fields, then its data line by line. */
+export function formatSseEvent(event: SseEvent): Uint8Array {
+  let text = '';
+  if (event.event !== undefined) text += `event: ${event.event}\n`;
+  if (event.id !== undefined) text += `id: ${event.id}\n`;
+  if (event.retry !== undefined) text += `retry: ${event.retry}\n`;
+  for (const line of event.data.split(/\r\n|\r|\n/)) text += `data: ${line}\n`;
+  return encodeText(text + '\n');
 }
 
 export function sseErrorFrame(eventName: string | undefined, payload: unknown): Uint8Array {
-  return encodeText(`${eventName === undefined ? '' : `event: ${eventName}\n`}data: ${JSON.stringify(payload)}\n\n`);
+  return formatSseEvent({ event: eventName, data: JSON.stringify(payload) });
 }
 
-export function createSseFramer(visit: EventVisitor): Framer {
+/** The one SSE splitter: every provider's stream meter and the MCP answer filter frame with it. */
+export function createSseFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX_EVENT_BYTES): Framer {
   const decoder = new TextDecoder();
-  let pending: Uint8Array = EMPTY;
+  const held = new HeldBytes(maxEventBytes);
   // Line-ending state survives chunk boundaries, so a CRLF split across two chunks counts once.
   let atLineStart = true;
   let previousCr = false;
   let closed = false;
 
-  function emit(buf: Uint8Array, start: number, end: number): boolean {
-    const parsed = parseSseEvent(decoder.decode(buf.subarray(start, end)));
-    return parsed === null ? true : visit(parsed);
+  function release(frame: Uint8Array): Uint8Array {
+    const parsed = parseSseEvent(decoder.decode(frame));
+    if (parsed === null) return frame;
+    const verdict = visit(parsed);
+    return verdict === true ? frame : verdict === false ? EMPTY : verdict;
   }
 
   return {
     get closed() {
       return closed;
     },
-    push(chunk) {
-      const buf = concatBytes(pending, chunk);
+    *push(chunk) {
       let eventStart = 0;
-      let kept: Uint8Array[] | null = null;
-      for (let i = pending.length; i < buf.length; i++) {
-        const b = buf[i];
+      for (let i = 0; i < chunk.length; i++) {
+        const b = chunk[i];
         if (b === LF && previousCr) {
           previousCr = false;
           continue;
@@ -97,25 +190,21 @@ export function createSseFramer(visit: EventVisitor): Framer {
           continue;
         }
         let end = i + 1;
-        if (b === CR && buf[end] === LF) {
+        if (b === CR && chunk[end] === LF) {
           end++;
           i++;
           previousCr = false;
         }
-        if (!emit(buf, eventStart, end)) kept ??= eventStart > 0 ? [buf.subarray(0, eventStart)] : [];
-        else if (kept) kept.push(buf.subarray(eventStart, end));
+        const frame = held.take(chunk.subarray(eventStart, end));
         eventStart = end;
+        yield release(frame);
       }
-      pending = eventStart < buf.length ? buf.slice(eventStart) : EMPTY;
-      if (kept === null) return eventStart === buf.length ? buf : buf.subarray(0, eventStart);
-      return kept.reduce(concatBytes, EMPTY);
+      held.hold(chunk.subarray(eventStart));
     },
     end() {
       closed = true;
-      const rest = pending;
-      pending = EMPTY;
-      if (rest.length === 0) return EMPTY;
-      return emit(rest, 0, rest.length) ? rest : EMPTY;
+      const rest = held.take(EMPTY);
+      return rest.length === 0 ? EMPTY : release(rest);
     },
     errorFrame: sseErrorFrame,
   };

@@ -1,9 +1,9 @@
-import type { SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
-import { createJsonArrayFramer } from './json-array-framer.ts';
-import { createSseFramer, EMPTY, sseErrorFrame, type Framer, type SseEvent } from './sse-framer.ts';
 import type { StreamMeter, StreamProgress } from './adapter.ts';
+import { streamErrorPayload, type ErrorFormat } from './error-format.ts';
+import { createJsonArrayFramer } from './json-array-framer.ts';
+import { createSseFramer, EMPTY, type Framer, type SseEvent } from './sse-framer.ts';
 
 /** What a provider's stream events tell the meter. */
 export interface StreamAccumulator {
@@ -15,22 +15,12 @@ export interface StreamAccumulator {
   finish(): void;
 }
 
-/** How a provider ends a stream with an error: the SSE event name and the JSON payload. */
-export interface StreamErrorEvent {
-  name: string | undefined;
-  payload(svcCode: SvcCode, message: string): unknown;
-}
-
-export function streamErrorBytes(errorEvent: StreamErrorEvent, svcCode: SvcCode, message: string): Uint8Array {
-  return sseErrorFrame(errorEvent.name, errorEvent.payload(svcCode, message));
-}
-
 /** One provider's reading of its stream events; returns false to hide an event from the client. */
 export interface StreamDialect {
   /** `auto`: SSE, or a streamed JSON array when the first byte is `[` (Gemini without `alt=sse`). */
   framing: 'sse' | 'auto';
   onEvent(event: SseEvent, acc: StreamAccumulator): boolean;
-  errorEvent: StreamErrorEvent;
+  errorFormat: ErrorFormat;
 }
 
 export interface StreamMeterContext {
@@ -38,6 +28,8 @@ export interface StreamMeterContext {
   tokens: TokenCounter;
   /** Input tokens estimated from the request, used until the provider reports its own count. */
   estimatedInputTokens: number;
+  /** The largest event the framer holds (proxy_stream_event_limit_bytes). */
+  maxEventBytes: number;
 }
 
 const OPEN_BRACKET = 0x5b;
@@ -74,12 +66,13 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   };
 
   const visit = (event: SseEvent): boolean => dialect.onEvent(event, acc);
-  let framer: Framer | null = dialect.framing === 'sse' ? createSseFramer(visit) : null;
+  const sse = () => createSseFramer(visit, ctx.maxEventBytes);
+  let framer: Framer | null = dialect.framing === 'sse' ? sse() : null;
 
   function sniff(chunk: Uint8Array): Framer | null {
     for (const b of chunk) {
       if (isWhitespace(b)) continue;
-      return b === OPEN_BRACKET ? createJsonArrayFramer(visit) : createSseFramer(visit);
+      return b === OPEN_BRACKET ? createJsonArrayFramer(visit, ctx.maxEventBytes) : sse();
     }
     return null;
   }
@@ -97,16 +90,21 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   }
 
   return {
-    push(chunk) {
+    *push(chunk) {
       framer ??= sniff(chunk);
-      return progress(framer ? framer.push(chunk) : chunk);
+      if (framer === null) {
+        // Only whitespace so far: nothing to meter, and harmless to pass on.
+        if (chunk.length > 0) yield progress(chunk);
+        return;
+      }
+      for (const forward of framer.push(chunk)) yield progress(forward);
     },
     end() {
       return progress(framer ? framer.end() : EMPTY);
     },
     errorEvent(svcCode, message) {
-      const payload = dialect.errorEvent.payload(svcCode, message);
-      return (framer ?? createSseFramer(visit)).errorFrame(dialect.errorEvent.name, payload);
+      const payload = streamErrorPayload(dialect.errorFormat, svcCode, message);
+      return (framer ?? sse()).errorFrame(dialect.errorFormat.streamEventName, payload);
     },
   };
 }

@@ -45,11 +45,26 @@ export function runMeter(meter: StreamMeter, chunks: readonly Uint8Array[]): Met
   const out: Uint8Array[] = [];
   const progress: StreamProgress[] = [];
   for (const chunk of chunks) {
-    const p = meter.push(chunk);
-    progress.push({ ...p, toolCalls: [...p.toolCalls] });
-    out.push(p.forward);
+    for (const p of meter.push(chunk)) {
+      progress.push({ ...p, toolCalls: [...p.toolCalls] });
+      out.push(p.forward);
+    }
   }
   const last = meter.end();
   out.push(last.forward);
   return { last: { ...last, toolCalls: [...last.toolCalls] }, forwarded: new Uint8Array(Buffer.concat(out)), progress };
+}
+
+/** Feeds one chunk to a meter, returning the bytes it lets through and the last progress. */
+export function pushChunk(
+  meter: StreamMeter,
+  chunk: Uint8Array,
+): { forward: Uint8Array; last: StreamProgress | undefined } {
+  const out: Uint8Array[] = [];
+  let last: StreamProgress | undefined;
+  for (const p of meter.push(chunk)) {
+    out.push(p.forward);
+    last = p;
+  }
+  return { forward: new Uint8Array(Buffer.concat(out)), last };
 }

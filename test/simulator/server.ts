@@ -14,6 +14,7 @@ import { azureDeploymentFromPath } from '../../proxy/providers/azure-openai.ts';
 import { createAnthropicAdapter } from '../../proxy/providers/anthropic.ts';
 import { createGeminiAdapter, geminiModelFromPath } from '../../proxy/providers/gemini.ts';
 import { createOpenAiAdapter } from '../../proxy/providers/openai.ts';
+import { DEFAULT_MAX_EVENT_BYTES } from '../../proxy/providers/sse-framer.ts';
 import { anthropicMessages } from './anthropic-sim.ts';
 import type { SimHandler } from './context.ts';
 import { geminiGenerate } from './gemini-sim.ts';
@@ -95,7 +96,7 @@ async function readBody(req: IncomingMessage): Promise<string> {
  */
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
   const tokens = createTokenCounter();
-  const deps = { tokens, defaultMaxOutputTokens: () => 4096 };
+  const deps = { tokens, maxEventBytes: DEFAULT_MAX_EVENT_BYTES, defaultMaxOutputTokens: () => 4096 };
   const openai = createOpenAiAdapter(deps);
   const anthropic = createAnthropicAdapter(deps);
   const gemini = createGeminiAdapter(deps);

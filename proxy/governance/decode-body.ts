@@ -1,0 +1,182 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { pipeline, type Readable, type Transform } from 'node:stream';
+import { promisify } from 'node:util';
+import {
+  brotliDecompress,
+  createBrotliDecompress,
+  createGunzip,
+  createInflate,
+  gunzip,
+  inflate,
+  type ZlibOptions,
+} from 'node:zlib';
+import { SvcError } from '../../core/errors/index.ts';
+
+type Decompress = (bytes: Buffer, options: ZlibOptions) => Promise<Buffer>;
+
+/**
+ * The content codings the proxy undoes (RFC 9110 §8.4.1). `deflate` is the zlib format the
+ * RFC names; a raw deflate stream is not guessed at. Anything else is refused.
+ */
+const DECOMPRESS: Record<string, Decompress> = {
+  gzip: promisify(gunzip),
+  'x-gzip': promisify(gunzip),
+  deflate: promisify(inflate),
+  br: promisify(brotliDecompress),
+};
+
+const DECOMPRESS_STREAM: Record<string, () => Transform> = {
+  gzip: createGunzip,
+  'x-gzip': createGunzip,
+  deflate: createInflate,
+  br: createBrotliDecompress,
+};
+
+/** More layers than this is no client's doing; each layer costs a pass over up to the limit. */
+const MAX_CODINGS = 3;
+
+/** UTF-8, UTF-16LE and UTF-16BE byte order marks, longest first. */
+const BOMS: readonly { bytes: readonly number[]; encoding: string }[] = [
+  { bytes: [0xef, 0xbb, 0xbf], encoding: 'utf-8' },
+  { bytes: [0xff, 0xfe], encoding: 'utf-16le' },
+  { bytes: [0xfe, 0xff], encoding: 'utf-16be' },
+];
+
+export interface DecodedBody {
+  /** The body as text, byte order mark removed. */
+  text: string;
+  /** The text as UTF-8: what goes upstream in place of the body received. */
+  utf8: Buffer;
+  /** Whether the received bytes differ from `utf8` (a coding, a charset, a BOM undone). */
+  changed: boolean;
+}
+
+function unreadable(description: string): SvcError {
+  return new SvcError('SVC-SYS-9002', `request body cannot be decoded: ${description}`, { fields: 'body' }, [
+    { field: 'body', description },
+  ]);
+}
+
+function headerText(value: string | string[] | undefined): string {
+  return Array.isArray(value) ? value.join(',') : (value ?? '');
+}
+
+/** The codings in the order they were applied (the header lists them so). */
+export function contentCodings(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): string[] {
+  return headerText(headers['content-encoding'])
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== '' && c !== 'identity');
+}
+
+/** The `charset` parameter of a Content-Type, lower case, or undefined. */
+export function charsetOf(contentType: string | undefined): string | undefined {
+  if (contentType === undefined) return undefined;
+  for (const param of contentType.split(';').slice(1)) {
+    const eq = param.indexOf('=');
+    if (eq < 0 || param.slice(0, eq).trim().toLowerCase() !== 'charset') continue;
+    return param
+      .slice(eq + 1)
+      .trim()
+      .replace(/^"(.*)"$/, '$1')
+      .toLowerCase();
+  }
+  return undefined;
+}
+
+/**
+ * Undoes the body's content codings, last applied first, each bounded: a layer that would
+ * inflate past `limit` bytes ends the request with SVC-SYS-9009, so a small compressed bomb
+ * costs at most `limit` bytes of memory, never the process.
+ */
+export async function decompress(bytes: Buffer, codings: readonly string[], limit: number): Promise<Buffer> {
+  if (codings.length > MAX_CODINGS) {
+    throw unreadable(`content-encoding stacks ${codings.length} codings, more than ${MAX_CODINGS}`);
+  }
+  let out = bytes;
+  for (const coding of [...codings].reverse()) {
+    const undo = DECOMPRESS[coding];
+    if (undo === undefined) throw unreadable(`unsupported content-encoding "${coding}"`);
+    try {
+      out = await undo(out, { maxOutputLength: limit });
+    } catch (error) {
+      if ((error as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
+        throw new SvcError('SVC-SYS-9009', `request body larger than ${limit} bytes once decoded (${coding})`, {
+          limit,
+        });
+      }
+      throw unreadable(`not valid ${coding} data`);
+    }
+  }
+  return out;
+}
+
+/**
+ * A streamed body with its content codings undone as it flows (an event stream): memory stays
+ * bounded by what the consumer holds. Throws SVC-SYS-9002 at once for a coding it cannot undo;
+ * corrupt data errors the returned stream.
+ */
+export function decompressing(body: Readable, codings: readonly string[]): Readable {
+  if (codings.length === 0) return body;
+  if (codings.length > MAX_CODINGS) {
+    throw unreadable(`content-encoding stacks ${codings.length} codings, more than ${MAX_CODINGS}`);
+  }
+  const stages = [...codings].reverse().map((coding) => {
+    const create = DECOMPRESS_STREAM[coding];
+    if (create === undefined) throw unreadable(`unsupported content-encoding "${coding}"`);
+    return create();
+  });
+  // The last stage carries any failure to its reader; the callback only keeps it from being thrown.
+  return pipeline([body, ...stages], () => undefined) as unknown as Readable;
+}
+
+/**
+ * The text of a body: a byte order mark names the encoding, else the Content-Type charset, else
+ * UTF-8. Bytes invalid in that encoding, an encoding the platform does not know, or a BOM that
+ * contradicts the charset are refused: a server reading them another way would see another body.
+ */
+export function decodeText(bytes: Buffer, contentType: string | undefined): string {
+  const bom = BOMS.find((b) => b.bytes.every((byte, i) => bytes[i] === byte));
+  const charset = charsetOf(contentType);
+  let declared: string | undefined;
+  if (charset !== undefined) {
+    try {
+      declared = new TextDecoder(charset).encoding;
+    } catch {
+      throw unreadable(`unsupported charset "${charset}"`);
+    }
+  }
+  if (bom !== undefined && declared !== undefined && bom.encoding !== declared) {
+    throw unreadable(`byte order mark says ${bom.encoding} but content-type says charset=${charset}`);
+  }
+  const encoding = bom?.encoding ?? declared ?? 'utf-8';
+  try {
+    return new TextDecoder(encoding, { fatal: true }).decode(bytes);
+  } catch {
+    throw unreadable(`bytes are not valid ${encoding}`);
+  }
+}
+
+/**
+ * Decodes a request body the way a server would read it (content codings, BOM, charset), so
+ * what the proxy governs is what the server acts on: the caller forwards `utf8`, with the
+ * content-encoding dropped and the charset set to UTF-8 (see `decodedHeaders`).
+ */
+export async function decodeBody(bytes: Buffer, headers: IncomingHttpHeaders, limit: number): Promise<DecodedBody> {
+  const codings = contentCodings(headers);
+  const plain = codings.length === 0 ? bytes : await decompress(bytes, codings, limit);
+  const text = decodeText(plain, headers['content-type']);
+  const utf8 = Buffer.from(text, 'utf8');
+  return { text, utf8, changed: !utf8.equals(bytes) };
+}
+
+/** The request headers that describe the decoded body sent in place of the one received. */
+export function decodedHeaders(headers: IncomingHttpHeaders, body: DecodedBody): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = { ...headers, 'content-length': String(body.utf8.length) };
+  delete out['content-encoding'];
+  const type = headers['content-type'];
+  if (type !== undefined && charsetOf(type) !== undefined) {
+    out['content-type'] = type.replace(/;\s*charset\s*=\s*("[^"]*"|[^;]*)/i, '; charset=utf-8');
+  }
+  return out;
+}

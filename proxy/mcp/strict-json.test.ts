@@ -1,0 +1,26 @@
+import { describe, expect, it } from 'vitest';
+import { duplicateKey, parseStrictJson } from './strict-json.ts';
+
+describe('strict JSON', () => {
+  it('parses JSON without repeated keys', () => {
+    expect(parseStrictJson('{"a":{"b":1},"c":[{"b":2},{"b":3}],"d":"{\\"a\\":1,\\"a\\":2}"}')).toEqual({
+      ok: true,
+      value: { a: { b: 1 }, c: [{ b: 2 }, { b: 3 }], d: '{"a":1,"a":2}' },
+    });
+  });
+
+  it('finds a key given twice in one object, at any depth, also when spelled with escapes', () => {
+    expect(duplicateKey('{"method":"tools/list","method":"tools/call"}')).toBe('method');
+    expect(duplicateKey('{"params":{"name":"search","na\\u006de":"delete_repo"}}')).toBe('name');
+    expect(duplicateKey('[1,{"a":[{"x":1,"y":{"z":1,"z":2}}]}]')).toBe('z');
+    expect(duplicateKey('{"a":"\\"","b":{"a":1},"c":1}')).toBeUndefined();
+  });
+
+  it('says why a body was refused', () => {
+    expect(parseStrictJson('{"a":1,"a":2}')).toEqual({ ok: false, reason: 'key "a" appears twice in one object' });
+    expect(parseStrictJson('\ufeff{}')).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining('not JSON') as string,
+    });
+  });
+});
