@@ -73,11 +73,15 @@ describe('budget usage', () => {
   it('rolls usage and fired alerts over when the period ends, and not before', () => {
     const used = budget({
       usage: {
-        ...addUsage(freshUsage({ period: 'daily', created_at: created.toISOString() }, created), {
-          ...ZERO_DELTA,
-          tokens_input: 600,
-          cost_micros: 1_500_000,
-        }),
+        ...addUsage(
+          freshUsage({ period: 'daily', created_at: created.toISOString() }, created),
+          {
+            ...ZERO_DELTA,
+            tokens_input: 600,
+            cost_micros: 1_500_000,
+          },
+          'refuse',
+        ),
         alerts_fired: [50],
       },
     });

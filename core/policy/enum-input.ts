@@ -23,6 +23,7 @@ export function enumInput<const T extends readonly [string, ...string[]]>(
   const description = `One of ${canonical.join(', ')}, case-insensitive${also.length > 0 ? `; also accepted: ${also.join(', ')}` : ''}.`;
   return z
     .string()
+    .max(64)
     .meta({ description })
     .transform((raw) => {
       let name = raw.trim().toUpperCase();
