@@ -104,7 +104,11 @@ export function envelopeRoutes(routes: RouteTable, envelopes: Envelopes): void {
     body: EventRecordSchema,
     responses: {
       202: { description: 'event accepted', schema: EventAcceptedSchema },
-      400: invalid,
+      400: {
+        description:
+          'invalid request (SVC-SYS-9002), naming the field, or an event that would carry a running total past 2^53 - 1 (SVC-EVT-4002)',
+        schema: ErrorBodySchema,
+      },
       404: notFound,
       409: ended,
     },
