@@ -11,6 +11,7 @@ import {
 } from './bounds.ts';
 import { microsToUsd, MetadataSchema, TimestampSchema, UuidSchema } from './common.ts';
 import {
+  EnvelopeStatusSchema,
   GovernanceContextSchema,
   RestEnvelopeStateSchema,
   TerminationReasonSchema,
@@ -75,6 +76,7 @@ export const UpdateEnvelopeStatusRequestSchema = z.strictObject({
   status: z
     .string()
     .max(MAX_NAME_LENGTH)
+    .meta({ examples: [...EnvelopeStatusSchema.options] })
     .transform((s) => s.replace(/^ENVELOPE_STATUS_/, '').toUpperCase()),
   reason: z.string().max(MAX_TEXT_LENGTH).optional(),
 });

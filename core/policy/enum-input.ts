@@ -24,7 +24,7 @@ export function enumInput<const T extends readonly [string, ...string[]]>(
   return z
     .string()
     .max(64)
-    .meta({ description })
+    .meta({ description, examples: [...canonical] })
     .transform((raw) => {
       let name = raw.trim().toUpperCase();
       for (const prefix of prefixes) {
