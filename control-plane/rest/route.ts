@@ -105,8 +105,7 @@ function allResponses(spec: { access: Access; method: string; responses: Record<
   for (const [key, own] of Object.entries(spec.responses)) {
     const status = Number(key);
     const common = merged[status];
-    if (common === undefined || common.schema === undefined || own.schema === undefined) merged[status] = own;
-    else if (common.schema === own.schema) merged[status] = own;
+    if (common?.schema === undefined || own.schema === undefined || common.schema === own.schema) merged[status] = own;
     else
       merged[status] = {
         description: `${own.description}; or ${common.description}`,
@@ -119,10 +118,13 @@ function allResponses(spec: { access: Access; method: string; responses: Record<
 /** X-Tenant-ID and a raw `tenant_id` field, refused unless they have the form of a tenant id. */
 function requestedTenant(raw: string | string[] | undefined, field: string | undefined) {
   const check = (value: string | undefined, name: string) => {
-    if (value !== undefined && !TenantIdSchema.safeParse(value).success)
-      throw new SvcError('SVC-SYS-9002', `invalid request: ${name}: letters, digits, _ and -, at most 64`, {}, [
-        { field: name, description: 'letters, digits, _ and -, at most 64' },
+    const parsed = value === undefined ? undefined : TenantIdSchema.safeParse(value);
+    if (parsed?.success === false) {
+      const description = parsed.error.issues.map((issue) => issue.message).join('; ');
+      throw new SvcError('SVC-SYS-9002', `invalid request: ${name}: ${description}`, {}, [
+        { field: name, description },
       ]);
+    }
     return value;
   };
   return {
