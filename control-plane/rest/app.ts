@@ -8,6 +8,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import type { Logger } from 'pino';
+import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
@@ -53,6 +54,7 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     genReqId: (raw) => requestIdOf(raw.headers['x-request-id']),
     bodyLimit: options.bodyLimitBytes,
+    routerOptions: { maxParamLength: MAX_PATH_ID_LENGTH },
     // The router's own refusals (a malformed or over-long path segment) are SVC errors too.
     frameworkErrors: (error, request, reply) => {
       void sendError(error, request, reply);

@@ -1,3 +1,4 @@
+import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
 import { documentationUrl, ERROR_CATALOGUE, isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
 
 export interface RenderedError {
@@ -64,7 +65,9 @@ export function asSvcError(error: unknown): SvcError {
   if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new SvcError('SVC-SYS-9009', 'request body too large');
   if (e.code === 'FST_ERR_MAX_PARAM_LENGTH' || e.code === 'FST_ERR_BAD_URL') {
     const description =
-      e.code === 'FST_ERR_BAD_URL' ? 'not a valid URL component' : 'longer than 100 characters (the path id maximum)';
+      e.code === 'FST_ERR_BAD_URL'
+        ? 'not a valid URL component'
+        : `longer than ${MAX_PATH_ID_LENGTH} characters (the path id maximum)`;
     return new SvcError('SVC-SYS-9002', `invalid request: a path parameter is ${description}`, {}, [
       { field: '(path)', description },
     ]);
