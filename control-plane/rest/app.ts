@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { Logger } from 'pino';
+import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
@@ -35,20 +42,26 @@ export function requestIdOf(header: string | string[] | undefined): string {
 
 export async function createApp(options: AppOptions): Promise<{ app: FastifyInstance; routes: RouteTable }> {
   const loggerInstance: FastifyBaseLogger = options.logger;
+  const sendError = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {
+    const svc = asSvcError(error);
+    if (svc.code === 'SVC-SYS-9007') request.log.error({ err: error }, 'request failed');
+    const rendered = renderError(svc, request.id, new Date());
+    return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
+  };
   const app = Fastify({
     loggerInstance,
     requestIdHeader: false,
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     genReqId: (raw) => requestIdOf(raw.headers['x-request-id']),
     bodyLimit: options.bodyLimitBytes,
+    routerOptions: { maxParamLength: MAX_PATH_ID_LENGTH },
+    // The router's own refusals (a malformed or over-long path segment) are SVC errors too.
+    frameworkErrors: (error, request, reply) => {
+      void sendError(error, request, reply);
+    },
   });
 
-  app.setErrorHandler((error, request, reply) => {
-    const svc = asSvcError(error);
-    if (svc.code === 'SVC-SYS-9007') request.log.error({ err: error }, 'request failed');
-    const rendered = renderError(svc, request.id, new Date());
-    return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
-  });
+  app.setErrorHandler(sendError);
   app.setNotFoundHandler((request, reply) => {
     const rendered = renderError(
       new SvcError('SVC-SYS-9006', `no route ${request.method} ${request.url.split('?')[0]}`),

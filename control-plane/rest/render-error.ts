@@ -1,3 +1,4 @@
+import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
 import { documentationUrl, ERROR_CATALOGUE, isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
 
 export interface RenderedError {
@@ -62,6 +63,15 @@ export function asSvcError(error: unknown): SvcError {
       { field: '(body)', description: 'content-type must be application/json' },
     ]);
   if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new SvcError('SVC-SYS-9009', 'request body too large');
+  if (e.code === 'FST_ERR_MAX_PARAM_LENGTH' || e.code === 'FST_ERR_BAD_URL') {
+    const description =
+      e.code === 'FST_ERR_BAD_URL'
+        ? 'not a valid URL component'
+        : `longer than ${MAX_PATH_ID_LENGTH} characters (the path id maximum)`;
+    return new SvcError('SVC-SYS-9002', `invalid request: a path parameter is ${description}`, {}, [
+      { field: '(path)', description },
+    ]);
+  }
   if (e.statusCode === 400 || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || e.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
     return new SvcError('SVC-SYS-9002', `invalid request: body is not valid JSON (${e.message ?? 'parse error'})`, {}, [
       { field: '(body)', description: 'not valid JSON' },

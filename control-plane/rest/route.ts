@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { ZodOpenApiOperationObject, ZodOpenApiResponsesObject } from 'zod-openapi';
 import { ErrorBodySchema, parseOrThrow, SvcError } from '../../core/errors/index.ts';
-import type { Principal, Scope } from '../../core/domain/index.ts';
+import { TenantIdSchema, type Principal, type Scope } from '../../core/domain/index.ts';
 import { requireAdministrator, requireScope } from '../auth/scopes.ts';
 import { resolveTenant } from '../auth/tenancy.ts';
 import type { Caller } from '../caller.ts';
@@ -54,7 +54,7 @@ export interface RouteSpec<
   tenantFromInput?: boolean;
   query?: Q;
   params?: P;
-  responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string }>;
+  responses: Record<number, ResponseSpec>;
   handler: (ctx: RouteContext<Out<B>, Out<Q>, Out<P>>) => Promise<Reply> | Reply;
 }
 
@@ -66,29 +66,71 @@ export interface RouteTable {
   operations(): Array<{ path: string; method: string; operation: ZodOpenApiOperationObject }>;
 }
 
+type ResponseSpec = { description: string; schema?: z.ZodType; contentType?: string };
+
 /**
  * The errors every authenticated route can answer with, whatever its own responses say, so the
- * document shows clients all the statuses they must handle. A route's own entry wins.
+ * document shows clients all the statuses they must handle.
  */
-function commonResponses(spec: {
-  access: Access;
-  body?: unknown;
-  query?: unknown;
-  params?: unknown;
-}): Record<number, { description: string; schema?: z.ZodType; contentType?: string }> {
+function commonResponses(spec: { access: Access; method: string }): Record<number, ResponseSpec> {
   if (spec.access === 'public') return {};
-  const responses: Record<number, { description: string; schema?: z.ZodType }> = {
+  const responses: Record<number, ResponseSpec> = {
+    400: {
+      description: 'invalid request (SVC-SYS-9002), naming the field: body, query, path or X-Tenant-ID',
+      schema: ErrorBodySchema,
+    },
     401: { description: 'missing, invalid, expired or revoked credentials (SVC-SYS-9003)', schema: ErrorBodySchema },
     403: {
       description: 'the credential lacks the scope or names another tenant (SVC-SYS-9004)',
       schema: ErrorBodySchema,
     },
+    404: {
+      description: 'a platform administrator named a tenant that does not exist (SVC-SYS-9006)',
+      schema: ErrorBodySchema,
+    },
     429: { description: 'rate limit of the API key exceeded (SVC-SYS-9005); see retry-after', schema: ErrorBodySchema },
   };
-  if (spec.body !== undefined || spec.query !== undefined || spec.params !== undefined) {
-    responses[400] = { description: 'invalid request (SVC-SYS-9002), naming the field', schema: ErrorBodySchema };
-  }
+  // Whatever the route reads, the server parses any body sent with a method that carries one.
+  if (spec.method !== 'GET')
+    responses[413] = { description: 'request body too large (SVC-SYS-9009)', schema: ErrorBodySchema };
   return responses;
+}
+
+/**
+ * A route's responses with the common ones: where both describe a status, the document names
+ * both causes and the body is either schema, so neither kind of answer falls outside it.
+ */
+function allResponses(spec: { access: Access; method: string; responses: Record<number, ResponseSpec> }) {
+  const merged: Record<number, ResponseSpec> = { ...commonResponses(spec) };
+  for (const [key, own] of Object.entries(spec.responses)) {
+    const status = Number(key);
+    const common = merged[status];
+    if (common?.schema === undefined || own.schema === undefined || common.schema === own.schema) merged[status] = own;
+    else
+      merged[status] = {
+        description: `${own.description}; or ${common.description}`,
+        schema: z.union([own.schema, common.schema]),
+      };
+  }
+  return merged;
+}
+
+/** X-Tenant-ID and a raw `tenant_id` field, refused unless they have the form of a tenant id. */
+function requestedTenant(raw: string | string[] | undefined, field: string | undefined) {
+  const check = (value: string | undefined, name: string) => {
+    const parsed = value === undefined ? undefined : TenantIdSchema.safeParse(value);
+    if (parsed?.success === false) {
+      const description = parsed.error.issues.map((issue) => issue.message).join('; ');
+      throw new SvcError('SVC-SYS-9002', `invalid request: ${name}: ${description}`, {}, [
+        { field: name, description },
+      ]);
+    }
+    return value;
+  };
+  return {
+    header: check(Array.isArray(raw) ? raw.join(',') : raw, 'X-Tenant-ID'),
+    field: check(field, 'tenant_id'),
+  };
 }
 
 /** The onRequest hook that refuses a principal lacking the route's scope or administrator role. */
@@ -136,8 +178,8 @@ export function createRouteTable(
         // not use the route learns nothing about what it would have accepted.
         ...(spec.access === 'public' ? {} : { onRequest: [deps.authenticate, authorizeFor(spec.access)] }),
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
-          const rawBody =
-            request.body === undefined || request.body === null ? (spec.bodyOptional ? {} : undefined) : request.body;
+          // Only an empty body is an absent one: a JSON `null` is a body, and not an object.
+          const rawBody = request.body === undefined ? (spec.bodyOptional ? {} : undefined) : request.body;
           if (spec.body !== undefined && rawBody === undefined) {
             throw new SvcError('SVC-SYS-9002', 'invalid request: a JSON body is required', {}, [
               { field: '(body)', description: 'required' },
@@ -149,11 +191,14 @@ export function createRouteTable(
           let caller = undefined as unknown as Caller;
           const principal = request.principal;
           if (principal !== undefined) {
-            const header = request.headers['x-tenant-id'];
-            const tenant = resolveTenant(principal, deps.tenants, {
-              header: Array.isArray(header) ? header[0] : header,
-              field: spec.tenantFromInput === false ? undefined : (tenantField(rawBody) ?? tenantField(request.query)),
-            });
+            const tenant = resolveTenant(
+              principal,
+              deps.tenants,
+              requestedTenant(
+                request.headers['x-tenant-id'],
+                spec.tenantFromInput === false ? undefined : (tenantField(rawBody) ?? tenantField(request.query)),
+              ),
+            );
             caller = { principal, tenant, requestId: request.id };
           }
           const result = await spec.handler({ body, query, params, caller, request } as Parameters<
@@ -165,7 +210,7 @@ export function createRouteTable(
         },
       });
       const responses: ZodOpenApiResponsesObject = {};
-      for (const [status, r] of Object.entries({ ...commonResponses(spec), ...spec.responses })) {
+      for (const [status, r] of Object.entries(allResponses(spec))) {
         responses[status as `${1 | 2 | 3 | 4 | 5}${string}`] =
           r.schema === undefined
             ? { description: r.description }

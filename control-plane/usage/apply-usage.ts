@@ -1,12 +1,16 @@
 import { SvcError } from '../../core/errors/index.ts';
 import {
   addUsage,
+  boundedSum,
   isFinal,
   isTerminated,
+  MAX_TOKEN_TOTAL,
+  MAX_TOTAL,
   rollOver,
   usdToMicros,
   type Budget,
   type Envelope,
+  type Overflow,
 } from '../../core/domain/index.ts';
 import type { UsageEventMessage } from '../../core/events/messages.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
@@ -39,9 +43,10 @@ export interface UsageResult {
  * limits, the budget's period usage and alerts, and the terminations those call for. The event id
  * is the idempotency key: an event applied before changes nothing, so replays never count twice.
  *
- * `strict` is the REST contract: an unknown envelope is 404 and an ended one 409. The event
+ * `strict` is the REST contract: an unknown envelope is 404, an ended one 409, and an event that
+ * would carry a running total past its exact range is refused whole (SVC-EVT-4002). The event
  * processor is not strict: tokens a proxy reports after an envelope ended were still spent, so
- * they count toward the budget.
+ * they count toward the budget, and a total at its maximum stays there (see `Overflow`).
  */
 export function applyUsage(
   deps: UsageDeps,
@@ -65,12 +70,16 @@ export function applyUsage(
     }
   }
 
-  const costMicros =
+  const overflow: Overflow = strict ? 'refuse' : 'saturate';
+  // A proxy's report is not bounded like a REST body: an absurd cost is charged at the maximum.
+  const costMicros = Math.min(
+    MAX_TOTAL,
     event.cost_usd !== null
       ? usdToMicros(event.cost_usd)
       : event.model !== null
         ? deps.pricer(event.model, event.tokens).costMicros
-        : 0;
+        : 0,
+  );
   const isLlm = event.event_type.startsWith('llm.');
   const isTool = event.event_type.startsWith('tool.');
   const stored: StoredEvent = { ...event, cost_micros: costMicros, received_at: now.toISOString() };
@@ -83,7 +92,8 @@ export function applyUsage(
   deps.store.put(tenant, 'event_log', position, event.event_id);
   deps.store.put(tenant, 'envelope_event', `${event.envelope_id}/${position}`, event.event_id);
 
-  let current = envelope === undefined ? null : chargeEnvelope(envelope, event, costMicros, isLlm, isTool, now);
+  let current =
+    envelope === undefined ? null : chargeEnvelope(envelope, event, { costMicros, isLlm, isTool, now, overflow });
   if (current !== null) {
     deps.store.put(tenant, 'envelope', current.envelope_id, current);
     if (current.status === 'AUTHORIZED') {
@@ -112,14 +122,18 @@ export function applyUsage(
     const stored = deps.store.get<Budget>(tenant, 'budget', budgetId);
     if (stored !== undefined) {
       const charged = rollOver(stored, now);
-      const usage = addUsage(charged.usage, {
-        tokens_input: event.tokens.input,
-        tokens_output: event.tokens.output,
-        cost_micros: costMicros,
-        executions: 0,
-        llm_calls: isLlm ? 1 : 0,
-        tool_calls: isTool ? 1 : 0,
-      });
+      const usage = addUsage(
+        charged.usage,
+        {
+          tokens_input: event.tokens.input,
+          tokens_output: event.tokens.output,
+          cost_micros: costMicros,
+          executions: 0,
+          llm_calls: isLlm ? 1 : 0,
+          tool_calls: isTool ? 1 : 0,
+        },
+        overflow,
+      );
       const alerts = fireAlerts({ ...charged, usage, updated_at: now.toISOString() }, event.envelope_id, now, effects);
       deps.store.put(tenant, 'budget', budgetId, alerts.budget);
       // A proxy's spend is also reported to the lease ledger; it stops holding it back once applied here.
@@ -151,11 +165,10 @@ export function applyUsage(
 function chargeEnvelope(
   envelope: Envelope,
   event: UsageEventMessage,
-  costMicros: number,
-  isLlm: boolean,
-  isTool: boolean,
-  now: Date,
+  charge: { costMicros: number; isLlm: boolean; isTool: boolean; now: Date; overflow: Overflow },
 ): Envelope {
+  const add = (field: string, total: number, added: number, max = MAX_TOTAL) =>
+    boundedSum(total, added, `envelope ${field}`, charge.overflow, max);
   const cost = envelope.cost;
   const model_costs = [...cost.model_costs];
   if (event.model !== null) {
@@ -166,10 +179,10 @@ function chargeEnvelope(
         : { model_id: event.model, input_tokens: 0, output_tokens: 0, cost_micros: 0, call_count: 0 };
     const next = {
       ...prev,
-      input_tokens: prev.input_tokens + event.tokens.input,
-      output_tokens: prev.output_tokens + event.tokens.output,
-      cost_micros: prev.cost_micros + costMicros,
-      call_count: prev.call_count + 1,
+      input_tokens: add('model input_tokens', prev.input_tokens, event.tokens.input, MAX_TOKEN_TOTAL),
+      output_tokens: add('model output_tokens', prev.output_tokens, event.tokens.output, MAX_TOKEN_TOTAL),
+      cost_micros: add('model cost_micros', prev.cost_micros, charge.costMicros),
+      call_count: add('model call_count', prev.call_count, 1),
     };
     if (i >= 0) model_costs[i] = next;
     else model_costs.push(next);
@@ -177,14 +190,14 @@ function chargeEnvelope(
   return {
     ...envelope,
     cost: {
-      tokens_input: cost.tokens_input + event.tokens.input,
-      tokens_output: cost.tokens_output + event.tokens.output,
-      cost_micros: cost.cost_micros + costMicros,
-      llm_calls: cost.llm_calls + (isLlm ? 1 : 0),
-      tool_calls: cost.tool_calls + (isTool ? 1 : 0),
+      tokens_input: add('tokens_input', cost.tokens_input, event.tokens.input, MAX_TOKEN_TOTAL),
+      tokens_output: add('tokens_output', cost.tokens_output, event.tokens.output, MAX_TOKEN_TOTAL),
+      cost_micros: add('cost_micros', cost.cost_micros, charge.costMicros),
+      llm_calls: add('llm_calls', cost.llm_calls, charge.isLlm ? 1 : 0),
+      tool_calls: add('tool_calls', cost.tool_calls, charge.isTool ? 1 : 0),
       model_costs,
     },
-    updated_at: now.toISOString(),
+    updated_at: charge.now.toISOString(),
   };
 }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_NAME_LENGTH } from './bounds.ts';
 import { MetadataSchema, TimestampSchema } from './common.ts';
 
 export const ActorSchema = z.object({
@@ -24,10 +25,10 @@ export const AuditRecordSchema = z.object({
 export type AuditRecord = z.infer<typeof AuditRecordSchema>;
 
 export const AuditQuerySchema = z.object({
-  action: z.string().optional(),
-  resource_type: z.string().optional(),
-  resourceType: z.string().optional(),
-  actor_id: z.string().optional(),
-  actorId: z.string().optional(),
+  action: z.string().max(MAX_NAME_LENGTH).optional(),
+  resource_type: z.string().max(MAX_NAME_LENGTH).optional(),
+  resourceType: z.string().max(MAX_NAME_LENGTH).optional(),
+  actor_id: z.string().max(MAX_NAME_LENGTH).optional(),
+  actorId: z.string().max(MAX_NAME_LENGTH).optional(),
   limit: z.coerce.number().int().min(1).max(1000).default(100),
 });

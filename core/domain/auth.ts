@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_KEY_LIFETIME_SECONDS, MAX_LIST_ITEMS, NameSchema, TenantIdSchema } from './bounds.ts';
 import { TimestampSchema } from './common.ts';
 
 /** Scopes of spec 2.8. `admin` grants every scope within the key's tenant. */
@@ -21,18 +22,15 @@ export const ALL_SCOPES = ScopeSchema.options;
 export const SYSTEM_TENANT = 'system';
 
 export const TenantSchema = z.object({
-  tenant_id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  tenant_id: TenantIdSchema,
   name: z.string(),
   created_at: TimestampSchema,
 });
 export type Tenant = z.infer<typeof TenantSchema>;
 
 export const CreateTenantRequestSchema = z.strictObject({
-  tenant_id: z
-    .string()
-    .regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and -, at most 64')
-    .optional(),
-  name: z.string().min(1).max(200),
+  tenant_id: TenantIdSchema.optional(),
+  name: NameSchema,
 });
 
 /** Stored API key: the secret itself is never stored, only its SHA-256. */
@@ -51,12 +49,13 @@ export const ApiKeyRecordSchema = z.object({
 export type ApiKeyRecord = z.infer<typeof ApiKeyRecordSchema>;
 
 export const CreateApiKeyRequestSchema = z.strictObject({
-  name: z.string().min(1).max(200),
+  name: NameSchema,
   scopes: z
     .array(ScopeSchema)
     .min(1)
+    .max(MAX_LIST_ITEMS)
     .default(['envelopes:read', 'envelopes:write', 'budgets:read', 'policies:read', 'events:read']),
-  expires_in_seconds: z.number().int().nonnegative().default(0),
+  expires_in_seconds: z.number().int().nonnegative().max(MAX_KEY_LIFETIME_SECONDS).default(0),
 });
 
 export const ApiKeyViewSchema = z.object({

@@ -11,6 +11,7 @@ import {
   rollOver,
   ZERO_DELTA,
 } from './budget-math.ts';
+import { MAX_COUNT, MAX_TOKEN_TOTAL, MAX_USD } from './bounds.ts';
 import { periodBounds } from './period.ts';
 
 const created = new Date('2026-01-15T08:00:00Z');
@@ -73,11 +74,15 @@ describe('budget usage', () => {
   it('rolls usage and fired alerts over when the period ends, and not before', () => {
     const used = budget({
       usage: {
-        ...addUsage(freshUsage({ period: 'daily', created_at: created.toISOString() }, created), {
-          ...ZERO_DELTA,
-          tokens_input: 600,
-          cost_micros: 1_500_000,
-        }),
+        ...addUsage(
+          freshUsage({ period: 'daily', created_at: created.toISOString() }, created),
+          {
+            ...ZERO_DELTA,
+            tokens_input: 600,
+            cost_micros: 1_500_000,
+          },
+          'refuse',
+        ),
         alerts_fired: [50],
       },
     });
@@ -122,5 +127,31 @@ describe('budget usage', () => {
       allowed: false,
       reason: expect.stringContaining('1.6 USD'),
     });
+  });
+});
+
+describe('running totals', () => {
+  const near = { ...budget().usage, tokens_input: MAX_TOKEN_TOTAL - 10, cost_micros: Number.MAX_SAFE_INTEGER - 5 };
+
+  it('adds exactly up to the maximum', () => {
+    const usage = addUsage(near, { ...ZERO_DELTA, tokens_input: 10, cost_micros: 5 }, 'refuse');
+    expect([usage.tokens_input, usage.cost_micros]).toEqual([MAX_TOKEN_TOTAL, Number.MAX_SAFE_INTEGER]);
+    expect(Number.isSafeInteger(usage.tokens_input + usage.tokens_output + MAX_TOKEN_TOTAL)).toBe(true);
+  });
+
+  it('refuses an addition past the maximum, naming the total, when asked to refuse', () => {
+    expect(() => addUsage(near, { ...ZERO_DELTA, tokens_input: 11 }, 'refuse')).toThrow(
+      expect.objectContaining({ code: 'SVC-EVT-4002', message: expect.stringContaining('tokens_input') }),
+    );
+    expect(() => addUsage(near, { ...ZERO_DELTA, cost_micros: 6 }, 'refuse')).toThrow(
+      expect.objectContaining({ code: 'SVC-EVT-4002' }),
+    );
+  });
+
+  it('holds a saturating total at its maximum, past every limit, so the budget stays exhausted', () => {
+    const usage = addUsage(near, { ...ZERO_DELTA, tokens_input: 1e300, cost_micros: Infinity }, 'saturate');
+    expect([usage.tokens_input, usage.cost_micros]).toEqual([MAX_TOKEN_TOTAL, Number.MAX_SAFE_INTEGER]);
+    const limited = budget({ limits: { ...budget().limits, max_tokens: MAX_COUNT, max_cost_usd: MAX_USD }, usage });
+    expect(budgetStatus(limited, created)).toBe('exhausted');
   });
 });

@@ -1,3 +1,4 @@
+import { boundedSum, MAX_TOKEN_TOTAL, type Overflow } from './bounds.ts';
 import { microsToUsd, usdToMicros } from './common.ts';
 import type { Budget, BudgetStatus, PeriodUsage } from './budget.ts';
 import { periodBounds } from './period.ts';
@@ -42,15 +43,18 @@ export function rollOver(budget: Budget, now: Date): Budget {
   return { ...budget, usage: freshUsage(budget, now) };
 }
 
-export function addUsage(usage: PeriodUsage, delta: UsageDelta): PeriodUsage {
+/** Usage plus a delta, every total kept exact (see `Overflow` for what happens at the maximum). */
+export function addUsage(usage: PeriodUsage, delta: UsageDelta, overflow: Overflow): PeriodUsage {
+  const add = (field: keyof UsageDelta, max?: number) =>
+    boundedSum(usage[field], delta[field], `budget ${field}`, overflow, max);
   return {
     ...usage,
-    tokens_input: usage.tokens_input + delta.tokens_input,
-    tokens_output: usage.tokens_output + delta.tokens_output,
-    cost_micros: usage.cost_micros + delta.cost_micros,
-    executions: usage.executions + delta.executions,
-    llm_calls: usage.llm_calls + delta.llm_calls,
-    tool_calls: usage.tool_calls + delta.tool_calls,
+    tokens_input: add('tokens_input', MAX_TOKEN_TOTAL),
+    tokens_output: add('tokens_output', MAX_TOKEN_TOTAL),
+    cost_micros: add('cost_micros'),
+    executions: add('executions'),
+    llm_calls: add('llm_calls'),
+    tool_calls: add('tool_calls'),
   };
 }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CountSchema, IdSchema, MAX_TEXT_LENGTH, NameSchema, TagsSchema, TenantIdSchema, UsdSchema } from './bounds.ts';
 import { microsToUsd, TimestampSchema, UuidSchema } from './common.ts';
 import {
   AlertThresholdSchema,
@@ -13,16 +14,16 @@ import { budgetStatus, percents } from './budget-math.ts';
 /** POST /v1/budgets (spec 2.3), with the gRPC extras name-compatible where they coincide. */
 export const CreateBudgetRequestSchema = z
   .strictObject({
-    tenant_id: z.string().min(1).optional(),
-    name: z.string().min(1).max(200),
-    description: z.string().max(2000).optional(),
+    tenant_id: TenantIdSchema.optional(),
+    name: NameSchema,
+    description: z.string().max(MAX_TEXT_LENGTH).optional(),
     type: BudgetTypeSchema,
     limits: BudgetLimitsSchema.strict().default(BudgetLimitsSchema.parse({})),
     alerts: z.array(AlertThresholdSchema).max(20).optional(),
     period: BudgetPeriodSchema.default('monthly'),
     expires_at: TimestampSchema.optional(),
-    workflow_id: z.string().min(1).optional(),
-    tags: z.record(z.string(), z.string()).optional(),
+    workflow_id: IdSchema.optional(),
+    tags: TagsSchema.optional(),
   })
   .superRefine((req, ctx) => {
     const { limits } = req;
@@ -41,14 +42,14 @@ export const CreateBudgetRequestSchema = z
 export type CreateBudgetRequest = z.infer<typeof CreateBudgetRequestSchema>;
 
 export const BudgetListQuerySchema = z.object({
-  tenant_id: z.string().min(1).optional(),
-  tenantId: z.string().min(1).optional(),
+  tenant_id: TenantIdSchema.optional(),
+  tenantId: TenantIdSchema.optional(),
   status: z.enum(['active', 'exhausted', 'expired', 'all']).default('all'),
 });
 
 export const BudgetCheckRequestSchema = z.strictObject({
-  estimated_tokens: z.number().int().nonnegative().default(0),
-  estimated_cost_usd: z.number().nonnegative().default(0),
+  estimated_tokens: CountSchema.default(0),
+  estimated_cost_usd: UsdSchema.default(0),
 });
 
 export const BudgetCheckResultSchema = z.object({

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_COUNT, MAX_TEXT_LENGTH, MAX_USD } from './bounds.ts';
 import { TimestampSchema, UuidSchema } from './common.ts';
 
 export const BudgetPeriodSchema = z.enum(['hourly', 'daily', 'weekly', 'monthly', 'total']);
@@ -13,7 +14,10 @@ export const AlertActionSchema = z.enum(['notify', 'warn', 'terminate']);
 export const AlertThresholdSchema = z.object({
   percent: z.number().int().min(1).max(100),
   action: AlertActionSchema.default('notify'),
-  webhook_url: z.url({ protocol: /^https?$/ }).optional(),
+  webhook_url: z
+    .url({ protocol: /^https?$/ })
+    .max(MAX_TEXT_LENGTH)
+    .optional(),
 });
 export type AlertThreshold = z.infer<typeof AlertThresholdSchema>;
 
@@ -24,13 +28,13 @@ export const DEFAULT_ALERTS: readonly AlertThreshold[] = [
 
 /** null means unlimited (spec 8). The gRPC extras are optional on REST. */
 export const BudgetLimitsSchema = z.object({
-  max_tokens: z.number().int().positive().nullable().default(null),
-  max_cost_usd: z.number().positive().nullable().default(null),
-  max_executions: z.number().int().positive().nullable().default(null),
-  max_input_tokens: z.number().int().positive().nullable().default(null),
-  max_output_tokens: z.number().int().positive().nullable().default(null),
-  max_llm_calls: z.number().int().positive().nullable().default(null),
-  max_tool_calls: z.number().int().positive().nullable().default(null),
+  max_tokens: z.number().int().positive().max(MAX_COUNT).nullable().default(null),
+  max_cost_usd: z.number().positive().max(MAX_USD).nullable().default(null),
+  max_executions: z.number().int().positive().max(MAX_COUNT).nullable().default(null),
+  max_input_tokens: z.number().int().positive().max(MAX_COUNT).nullable().default(null),
+  max_output_tokens: z.number().int().positive().max(MAX_COUNT).nullable().default(null),
+  max_llm_calls: z.number().int().positive().max(MAX_COUNT).nullable().default(null),
+  max_tool_calls: z.number().int().positive().max(MAX_COUNT).nullable().default(null),
 });
 export type BudgetLimits = z.infer<typeof BudgetLimitsSchema>;
 

@@ -1,6 +1,17 @@
 import { z } from 'zod';
+import {
+  IdSchema,
+  MAX_EVENT_COST_USD,
+  MAX_EVENT_TOKENS,
+  MAX_LIST_ITEMS,
+  MAX_NAME_LENGTH,
+  MAX_TEXT_LENGTH,
+  NameSchema,
+  TenantIdSchema,
+} from './bounds.ts';
 import { microsToUsd, MetadataSchema, TimestampSchema, UuidSchema } from './common.ts';
 import {
+  EnvelopeStatusSchema,
   GovernanceContextSchema,
   RestEnvelopeStateSchema,
   TerminationReasonSchema,
@@ -19,19 +30,20 @@ const AdapterTypeSchema = z
  * Extensions: execution_id, governance_context limits.
  */
 export const CreateEnvelopeRequestSchema = z.strictObject({
-  tenant_id: z.string().min(1).optional(),
+  tenant_id: TenantIdSchema.optional(),
   budget_id: UuidSchema.optional(),
   adapter_type: AdapterTypeSchema,
-  execution_id: z.string().min(1).max(200).optional(),
-  policy_set: z.array(z.string().min(1)).optional(),
+  execution_id: IdSchema.optional(),
+  policy_set: z.array(IdSchema).max(MAX_LIST_ITEMS).optional(),
   metadata: MetadataSchema.optional(),
   governance_context: GovernanceContextSchema.partial().omit({ policy_set: true }).optional(),
-  native_ref: z.string().optional(),
+  native_ref: z.string().max(MAX_TEXT_LENGTH).optional(),
 });
 export type CreateEnvelopeRequest = z.infer<typeof CreateEnvelopeRequestSchema>;
 
 const EventTypeSchema = z
   .string()
+  .max(MAX_NAME_LENGTH)
   .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'must be dotted words such as llm.call or tool.invoke');
 
 /**
@@ -39,30 +51,34 @@ const EventTypeSchema = z
  * beside tokens at the top level. event_id is an optional idempotency key (a replay counts once).
  */
 export const EventRecordSchema = z.strictObject({
-  event_id: z.string().min(1).max(200).optional(),
+  event_id: IdSchema.optional(),
   event_type: EventTypeSchema,
   timestamp: TimestampSchema,
   tokens: z
     .strictObject({
-      input: z.number().int().nonnegative().default(0),
-      output: z.number().int().nonnegative().default(0),
+      input: z.number().int().nonnegative().max(MAX_EVENT_TOKENS).default(0),
+      output: z.number().int().nonnegative().max(MAX_EVENT_TOKENS).default(0),
     })
     .optional(),
-  model: z.string().min(1).optional(),
-  cost_usd: z.number().nonnegative().optional(),
+  model: NameSchema.optional(),
+  cost_usd: z.number().nonnegative().max(MAX_EVENT_COST_USD).optional(),
   payload: MetadataSchema.optional(),
 });
 export type EventRecord = z.infer<typeof EventRecordSchema>;
 
 export const TerminateRequestSchema = z.strictObject({
-  reason: z.string().max(1000).optional(),
+  reason: z.string().max(MAX_TEXT_LENGTH).optional(),
   force: z.boolean().default(false),
 });
 
 /** Status-transition route, the HTTP face of gRPC UpdateEnvelopeStatus. */
 export const UpdateEnvelopeStatusRequestSchema = z.strictObject({
-  status: z.string().transform((s) => s.replace(/^ENVELOPE_STATUS_/, '').toUpperCase()),
-  reason: z.string().max(1000).optional(),
+  status: z
+    .string()
+    .max(MAX_NAME_LENGTH)
+    .meta({ examples: [...EnvelopeStatusSchema.options] })
+    .transform((s) => s.replace(/^ENVELOPE_STATUS_/, '').toUpperCase()),
+  reason: z.string().max(MAX_TEXT_LENGTH).optional(),
 });
 
 export const CostSummarySchema = z.object({

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { IdSchema, MAX_COUNT, MAX_LIST_ITEMS, MAX_TIMEOUT_SECONDS, MAX_USD } from './bounds.ts';
 import { MetadataSchema, TimestampSchema, UuidSchema } from './common.ts';
 
 /** Canonical envelope statuses (ARCHITECTURE §4). REST folds the last three into TERMINATED. */
@@ -77,10 +78,10 @@ export function canTransition(from: EnvelopeStatus, to: EnvelopeStatus): boolean
 export const TerminationReasonSchema = z.enum(['manual', 'budget_exceeded', 'policy_violation', 'timeout']);
 
 export const GovernanceContextSchema = z.object({
-  token_limit: z.number().int().nonnegative().nullable().default(null),
-  cost_limit_usd: z.number().nonnegative().nullable().default(null),
-  timeout_seconds: z.number().int().positive().nullable().default(null),
-  policy_set: z.array(z.string().min(1)).default([]),
+  token_limit: z.number().int().nonnegative().max(MAX_COUNT).nullable().default(null),
+  cost_limit_usd: z.number().nonnegative().max(MAX_USD).nullable().default(null),
+  timeout_seconds: z.number().int().positive().max(MAX_TIMEOUT_SECONDS).nullable().default(null),
+  policy_set: z.array(IdSchema).max(MAX_LIST_ITEMS).default([]),
 });
 export type GovernanceContext = z.infer<typeof GovernanceContextSchema>;
 

@@ -1,4 +1,5 @@
 export * from './common.ts';
+export * from './bounds.ts';
 export * from './envelope.ts';
 export * from './envelope-rest.ts';
 export * from './budget.ts';

@@ -23,7 +23,8 @@ export function enumInput<const T extends readonly [string, ...string[]]>(
   const description = `One of ${canonical.join(', ')}, case-insensitive${also.length > 0 ? `; also accepted: ${also.join(', ')}` : ''}.`;
   return z
     .string()
-    .meta({ description })
+    .max(64)
+    .meta({ description, examples: [...canonical] })
     .transform((raw) => {
       let name = raw.trim().toUpperCase();
       for (const prefix of prefixes) {

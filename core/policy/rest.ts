@@ -1,4 +1,13 @@
 import { z } from 'zod';
+import {
+  IdSchema,
+  MAX_LIST_ITEMS,
+  MAX_NAME_LENGTH,
+  MAX_TEXT_LENGTH,
+  NameSchema,
+  TagsSchema,
+  TenantIdSchema,
+} from '../domain/bounds.ts';
 import { compilePolicy } from './compile-policy.ts';
 import {
   DecisionInputSchema,
@@ -21,22 +30,22 @@ export const RestEffectSchema = z.enum(['allow', 'deny', 'warn', 'require_approv
 export type RestEffect = z.infer<typeof RestEffectSchema>;
 
 export const RestPolicyConditionInputSchema = z.strictObject({
-  field: z.string().min(1),
+  field: NameSchema,
   operator: OperatorInputSchema,
   value: z.unknown(),
 });
 
 export const RestPolicyRuleInputSchema = z
   .strictObject({
-    rule_id: z.string().min(1).optional(),
-    name: z.string().optional(),
-    action: z.string(),
+    rule_id: IdSchema.optional(),
+    name: z.string().max(MAX_NAME_LENGTH).optional(),
+    action: z.string().max(MAX_NAME_LENGTH),
     /** REST `allow|deny` (warn and require_approval are extensions). */
     effect: DecisionInputSchema.optional(),
     /** Canonical/gRPC-like rules carry `decision` instead of `effect`. */
     decision: DecisionInputSchema.optional(),
-    conditions: z.array(RestPolicyConditionInputSchema).default([]),
-    message: z.string().optional(),
+    conditions: z.array(RestPolicyConditionInputSchema).max(MAX_LIST_ITEMS).default([]),
+    message: z.string().max(MAX_TEXT_LENGTH).optional(),
   })
   .transform(({ effect, decision, ...rule }, ctx) => {
     if (effect !== undefined && decision !== undefined && effect !== decision) {
@@ -54,10 +63,10 @@ export const RestPolicyRuleInputSchema = z
 export const RestCreatePolicyRequestSchema = z
   .strictObject({
     /** Optional here: the server takes the tenant from the credential. */
-    tenant_id: z.string().min(1).optional(),
-    name: z.string().trim().min(1).max(200),
-    description: z.string().max(4000).default(''),
-    rules: z.array(RestPolicyRuleInputSchema).min(1),
+    tenant_id: TenantIdSchema.optional(),
+    name: z.string().trim().min(1).max(MAX_NAME_LENGTH),
+    description: z.string().max(MAX_TEXT_LENGTH).default(''),
+    rules: z.array(RestPolicyRuleInputSchema).min(1).max(MAX_LIST_ITEMS),
     priority: PrioritySchema.default(100),
     /** Extension: REST `enabled` maps onto status ACTIVE/DISABLED. */
     enabled: z.boolean().optional(),
@@ -65,7 +74,7 @@ export const RestCreatePolicyRequestSchema = z
     enforcement: EnforcementInputSchema.default('BLOCK'),
     /** Extension; wins over `enabled` (which must then agree with it). */
     status: PolicyStatusInputSchema.optional(),
-    tags: z.record(z.string(), z.string()).default({}),
+    tags: TagsSchema.default({}),
   })
   .superRefine((req, ctx) => {
     if (req.enabled !== undefined && req.status !== undefined && req.enabled !== (req.status === 'ACTIVE')) {
@@ -171,11 +180,11 @@ export function toRestPolicy(p: Policy): RestPolicy {
 
 export const RestPolicyEvaluationRequestSchema = z.strictObject({
   /** Optional here: the server takes the tenant from the credential. */
-  tenant_id: z.string().min(1).optional(),
-  action: z.string().min(1),
+  tenant_id: TenantIdSchema.optional(),
+  action: NameSchema,
   envelope_id: z.uuid().optional(),
   /** Policy ids or names; empty means all the tenant's policies. */
-  policy_set: z.array(z.string()).optional(),
+  policy_set: z.array(z.string().max(MAX_NAME_LENGTH)).max(MAX_LIST_ITEMS).optional(),
   context: z.record(z.string(), z.unknown()).default({}),
 });
 export type RestPolicyEvaluationRequest = z.infer<typeof RestPolicyEvaluationRequestSchema>;

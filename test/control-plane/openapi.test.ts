@@ -1,6 +1,13 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
+import { MAX_TOKEN_TOTAL, type Envelope } from '../../core/domain/index.ts';
+import { contractProblems, operationsOf, SchemaChecker, type OpenApiDocument } from '../fuzz/openapi-requests.ts';
+import {
+  expectSvcError,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+} from '../harness/control-plane.ts';
 
 interface Operation {
   security?: unknown[];
@@ -124,5 +131,147 @@ describe('operational endpoints', () => {
     expect(text).toMatch(
       /^svc_http_requests_total\{method="POST",route="\/v1\/envelopes\/:envelope_id\/events",status="202"\} 2$/m,
     );
+  });
+});
+
+describe('answers the fuzzer found outside the document', () => {
+  const checker = new SchemaChecker();
+  /** Calls an operation and returns the answer once it is checked against the document. */
+  async function documented(
+    method: string,
+    template: string,
+    path: string,
+    options: { key?: string | null; body?: unknown; headers?: Record<string, string> } = {},
+  ) {
+    const res = await cp.call(method, path, options);
+    const op = operationsOf(doc as unknown as OpenApiDocument).find((o) => o.method === method && o.path === template);
+    const answer = {
+      status: res.status,
+      contentType: res.headers.get('content-type') ?? '',
+      text: JSON.stringify(res.body),
+      json: res.body as unknown,
+    };
+    expect(contractProblems(op!, answer, checker)).toEqual([]);
+    return res;
+  }
+
+  it('refuses a key lifetime past ten years, naming the bound, instead of a 500 or a year 16697', async () => {
+    for (const seconds of [7_499_087_951_691_775, 400_000_000_000]) {
+      const res = await documented('POST', '/v1/api-keys', '/v1/api-keys', {
+        key,
+        body: { name: 'far', expires_in_seconds: seconds },
+      });
+      const error = expectSvcError(res, 400, 'SVC-SYS-9002');
+      expect(String(error.message)).toContain('expires_in_seconds');
+      expect(String(error.message)).toContain('315360000');
+    }
+    const longest = await documented('POST', '/v1/api-keys', '/v1/api-keys', {
+      key,
+      body: { name: 'ten-years', expires_in_seconds: 315_360_000 },
+    });
+    expect(longest.status).toBe(201);
+  });
+
+  it('refuses event figures past the exact range, so totals stay exact and finite', async () => {
+    const envelope = await cp.call('POST', '/v1/envelopes', { key, body: { adapter_type: 'custom' } });
+    const id = (envelope.body as { envelope_id: string }).envelope_id;
+    const event = (extra: Record<string, unknown>) => ({
+      event_type: 'llm.call',
+      timestamp: new Date().toISOString(),
+      ...extra,
+    });
+    for (const body of [
+      event({ tokens: { input: 9_007_199_254_740_991 } }),
+      event({ cost_usd: 1.7976931348623157e308 }),
+    ]) {
+      const res = await documented('POST', '/v1/envelopes/{envelope_id}/events', `/v1/envelopes/${id}/events`, {
+        key,
+        body,
+      });
+      expect(expectSvcError(res, 400, 'SVC-SYS-9002').message).toMatch(/tokens\.input|cost_usd/);
+    }
+    const largest = event({ tokens: { input: 100_000_000, output: 100_000_000 }, cost_usd: 1_000_000 });
+    for (let i = 0; i < 2; i++) {
+      expect((await cp.call('POST', `/v1/envelopes/${id}/events`, { key, body: largest })).status).toBe(202);
+    }
+    const read = await documented('GET', '/v1/envelopes/{envelope_id}', `/v1/envelopes/${id}`, { key });
+    expect(read.body.cost_summary).toMatchObject({
+      tokens_input: 200_000_000,
+      tokens_total: 400_000_000,
+      cost_usd: 2_000_000,
+    });
+  });
+
+  it('refuses whole an event that would carry a stored total past the exact range', async () => {
+    const created = await cp.call('POST', '/v1/envelopes', { key, body: { adapter_type: 'custom' } });
+    const id = (created.body as { envelope_id: string }).envelope_id;
+    // A total near the maximum (reached by many calls): written directly, as no test could post them all.
+    const { store } = cp.plane;
+    const stored = store.get<Envelope>('acme', 'envelope', id)!;
+    store.transaction(() =>
+      store.put('acme', 'envelope', id, { ...stored, cost: { ...stored.cost, tokens_input: MAX_TOKEN_TOTAL - 10 } }),
+    );
+    const before = await cp.call('GET', `/v1/envelopes/${id}`, { key });
+    const res = await documented('POST', '/v1/envelopes/{envelope_id}/events', `/v1/envelopes/${id}/events`, {
+      key,
+      body: {
+        event_id: 'overflow-1',
+        event_type: 'llm.call',
+        timestamp: new Date().toISOString(),
+        tokens: { input: 11 },
+      },
+    });
+    const error = expectSvcError(res, 400, 'SVC-EVT-4002');
+    expect(String(error.message)).toContain('tokens_input');
+    expect((await cp.call('GET', `/v1/envelopes/${id}`, { key })).body).toEqual(before.body);
+    const events = await cp.call('GET', `/v1/events?envelope_id=${id}`, { key });
+    expect(events.body).toEqual([]);
+  });
+
+  it('documents the plain 403 of a tenant mismatch beside the PolicyViolation of a denial', async () => {
+    const res = await documented('POST', '/v1/envelopes', '/v1/envelopes', {
+      key,
+      body: { tenant_id: 'umbrella', adapter_type: 'custom' },
+    });
+    expectSvcError(res, 403, 'SVC-SYS-9004');
+  });
+
+  it('answers an id longer than the router allows with an SVC error, not the framework body', async () => {
+    const res = await documented('GET', '/v1/envelopes/{envelope_id}', `/v1/envelopes/${'e'.repeat(101)}`, { key });
+    const error = expectSvcError(res, 400, 'SVC-SYS-9002');
+    expect(String(error.message)).toContain('100 characters');
+    const bad = await documented('GET', '/v1/budgets/{budget_id}', '/v1/budgets/%E0%A4%A', { key });
+    expectSvcError(bad, 400, 'SVC-SYS-9002');
+  });
+
+  it('documents an unknown tenant named by the root key, and a repeated execution_id', async () => {
+    const unknown = await documented('GET', '/v1/budgets', '/v1/budgets', { headers: { 'x-tenant-id': 'nobody' } });
+    expectSvcError(unknown, 404, 'SVC-SYS-9006');
+    const malformed = await documented('GET', '/v1/budgets', '/v1/budgets', {
+      headers: { 'x-tenant-id': 'x'.repeat(5000) },
+    });
+    expectSvcError(malformed, 400, 'SVC-SYS-9002');
+    const body = { adapter_type: 'custom', execution_id: 'run-42' };
+    expect((await documented('POST', '/v1/envelopes', '/v1/envelopes', { key, body })).status).toBe(201);
+    expectSvcError(await documented('POST', '/v1/envelopes', '/v1/envelopes', { key, body }), 409, 'SVC-SYS-9008');
+  });
+
+  it('documents approval_id in the result of an evaluation that requires approval', async () => {
+    await tenantWithKey(cp, 'umbrella');
+    const asUmbrella = { headers: { 'x-tenant-id': 'umbrella' } };
+    expect(
+      (
+        await cp.call('POST', '/v1/policies', {
+          ...asUmbrella,
+          body: { name: 'ask', rules: [{ action: 'tool:deploy', effect: 'require_approval' }] },
+        })
+      ).status,
+    ).toBe(201);
+    const res = await documented('POST', '/v1/policies/evaluate', '/v1/policies/evaluate', {
+      ...asUmbrella,
+      body: { action: 'tool:deploy' },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.approval_id).toEqual(expect.any(String));
   });
 });

@@ -1,5 +1,10 @@
 import { z } from 'zod';
-import { ApiKeyViewSchema, CreateApiKeyRequestSchema, CreatedApiKeySchema } from '../../../core/domain/index.ts';
+import {
+  ApiKeyViewSchema,
+  CreateApiKeyRequestSchema,
+  CreatedApiKeySchema,
+  PathIdSchema,
+} from '../../../core/domain/index.ts';
 import { ErrorBodySchema } from '../../../core/errors/index.ts';
 import type { ApiKeys } from '../../auth/api-keys.ts';
 import { toKeyView } from '../../auth/api-keys.ts';
@@ -59,7 +64,7 @@ export function apiKeyRoutes(
     tag: 'tenancy',
     access: 'admin',
     summary: 'Revoke an API key',
-    params: z.object({ key_id: z.string().min(1) }),
+    params: z.object({ key_id: PathIdSchema }),
     responses: {
       200: { description: 'revoked', schema: ApiKeyViewSchema },
       404: { description: 'no such key (SVC-SYS-9006)', schema: ErrorBodySchema },

@@ -5,6 +5,7 @@ import {
   BudgetListQuerySchema,
   BudgetUsageSchema,
   CreateBudgetRequestSchema,
+  PathIdSchema,
   RestBudgetSchema,
   toBudgetUsage,
   toRestBudget,
@@ -13,7 +14,7 @@ import { ErrorBodySchema } from '../../../core/errors/index.ts';
 import type { Budgets } from '../../budgets/budgets.ts';
 import type { RouteTable } from '../route.ts';
 
-const BudgetParams = z.object({ budget_id: z.string().min(1) });
+const BudgetParams = z.object({ budget_id: PathIdSchema });
 const notFound = { description: 'budget not found (SVC-BUD-3002)', schema: ErrorBodySchema };
 
 export function budgetRoutes(routes: RouteTable, budgets: Budgets, clock: () => Date): void {

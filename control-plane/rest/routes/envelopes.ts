@@ -3,7 +3,10 @@ import {
   CreateEnvelopeRequestSchema,
   EnvelopeStatusSchema,
   EventRecordSchema,
+  IdSchema,
+  PathIdSchema,
   RestEnvelopeSchema,
+  TenantIdSchema,
   TerminateRequestSchema,
   toRestEnvelope,
   UpdateEnvelopeStatusRequestSchema,
@@ -12,7 +15,7 @@ import { BudgetErrorBodySchema, ErrorBodySchema, PolicyViolationBodySchema } fro
 import type { Envelopes } from '../../envelopes/envelopes.ts';
 import type { RouteTable } from '../route.ts';
 
-const EnvelopeParams = z.object({ envelope_id: z.string().min(1) });
+const EnvelopeParams = z.object({ envelope_id: PathIdSchema });
 const EventAcceptedSchema = z.object({
   accepted: z.literal(true),
   event_id: z.string(),
@@ -22,10 +25,10 @@ const EventAcceptedSchema = z.object({
 });
 const ListQuery = z.object({
   status: EnvelopeStatusSchema.optional(),
-  budget_id: z.string().optional(),
-  budgetId: z.string().optional(),
-  tenant_id: z.string().optional(),
-  tenantId: z.string().optional(),
+  budget_id: IdSchema.optional(),
+  budgetId: IdSchema.optional(),
+  tenant_id: TenantIdSchema.optional(),
+  tenantId: TenantIdSchema.optional(),
   limit: z.coerce.number().int().min(1).max(1000).default(100),
 });
 
@@ -56,6 +59,7 @@ export function envelopeRoutes(routes: RouteTable, envelopes: Envelopes): void {
         description: 'budget exhausted, expired, full or invalid (SVC-BUD-3001, 3003, 3004, 3005)',
         schema: BudgetErrorBodySchema,
       },
+      409: { description: 'execution_id already has an envelope (SVC-SYS-9008)', schema: ErrorBodySchema },
     },
     handler: async ({ caller, body }) => ({ status: 201, body: toRestEnvelope(await envelopes.create(caller, body)) }),
   });
@@ -100,7 +104,11 @@ export function envelopeRoutes(routes: RouteTable, envelopes: Envelopes): void {
     body: EventRecordSchema,
     responses: {
       202: { description: 'event accepted', schema: EventAcceptedSchema },
-      400: invalid,
+      400: {
+        description:
+          'invalid request (SVC-SYS-9002), naming the field, or an event that would carry a running total past 2^53 - 1 (SVC-EVT-4002)',
+        schema: ErrorBodySchema,
+      },
       404: notFound,
       409: ended,
     },

@@ -1,17 +1,17 @@
 import { z } from 'zod';
-import { microsToUsd } from '../../../core/domain/index.ts';
+import { IdSchema, MAX_NAME_LENGTH, microsToUsd, TenantIdSchema } from '../../../core/domain/index.ts';
 import { UsageEventMessageSchema } from '../../../core/events/messages.ts';
 import { queryEvents } from '../../events/event-query.ts';
 import type { Store } from '../../store/store.ts';
 import type { RouteTable } from '../route.ts';
 
 const EventsQuery = z.object({
-  tenant_id: z.string().optional(),
-  tenantId: z.string().optional(),
-  envelope_id: z.string().optional(),
-  envelopeId: z.string().optional(),
-  event_type: z.string().optional(),
-  eventType: z.string().optional(),
+  tenant_id: TenantIdSchema.optional(),
+  tenantId: TenantIdSchema.optional(),
+  envelope_id: IdSchema.optional(),
+  envelopeId: IdSchema.optional(),
+  event_type: z.string().max(MAX_NAME_LENGTH).optional(),
+  eventType: z.string().max(MAX_NAME_LENGTH).optional(),
   limit: z.coerce.number().int().min(1).max(1000).default(100),
 });
 

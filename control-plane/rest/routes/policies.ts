@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { PathIdSchema, TenantIdSchema } from '../../../core/domain/index.ts';
 import { ErrorBodySchema } from '../../../core/errors/index.ts';
 import {
   PolicyStatusInputSchema,
@@ -12,13 +13,16 @@ import {
 import type { Policies } from '../../policies/policies.ts';
 import type { RouteTable } from '../route.ts';
 
-const PolicyParams = z.object({ policy_id: z.string().min(1) });
+const PolicyParams = z.object({ policy_id: PathIdSchema });
 const ListQuery = z.object({
-  tenant_id: z.string().optional(),
-  tenantId: z.string().optional(),
+  tenant_id: TenantIdSchema.optional(),
+  tenantId: TenantIdSchema.optional(),
   status: PolicyStatusInputSchema.optional(),
   enabled: z.enum(['true', 'false']).optional(),
 });
+
+/** The result, with the pending approval a REQUIRE_APPROVAL decision opened (extension). */
+const EvaluationAnswerSchema = RestPolicyEvaluationResultSchema.extend({ approval_id: z.uuid().optional() });
 
 export function policyRoutes(routes: RouteTable, policies: Policies): void {
   routes.add({
@@ -61,7 +65,7 @@ export function policyRoutes(routes: RouteTable, policies: Policies): void {
     access: 'policies:read',
     summary: "Evaluate an action against the tenant's policies",
     body: RestPolicyEvaluationRequestSchema,
-    responses: { 200: { description: 'evaluation result', schema: RestPolicyEvaluationResultSchema } },
+    responses: { 200: { description: 'evaluation result', schema: EvaluationAnswerSchema } },
     handler: async ({ caller, body }) => {
       const decision = await policies.decide(caller, {
         action: body.action,

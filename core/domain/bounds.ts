@@ -1,0 +1,64 @@
+import { z } from 'zod';
+import { SvcError } from '../errors/index.ts';
+
+/**
+ * The bounds of every number a request may carry. They keep each figure a client sends, and
+ * every sum the service keeps of them, within the exact range of a JSON number (2^53 − 1), so
+ * token counts and micro-dollar costs never round and never reach Infinity.
+ */
+
+/** One recorded call: far above any model's context window or any single bill. */
+export const MAX_EVENT_TOKENS = 100_000_000;
+export const MAX_EVENT_COST_USD = 1_000_000;
+
+/** Limits and estimates: 10^15 tokens, calls or executions; 10^9 USD (10^15 micro-dollars). */
+export const MAX_COUNT = 1_000_000_000_000_000;
+export const MAX_USD = 1_000_000_000;
+
+/** Envelope timeouts up to a year; API key lifetimes up to ten years. */
+export const MAX_TIMEOUT_SECONDS = 31_536_000;
+export const MAX_KEY_LIFETIME_SECONDS = 315_360_000;
+
+/** Names, free text, identifiers and label maps. */
+export const MAX_NAME_LENGTH = 200;
+export const MAX_TEXT_LENGTH = 4000;
+export const MAX_ID_LENGTH = 200;
+/** Path parameters: the router refuses longer ones before any handler sees them. */
+export const MAX_PATH_ID_LENGTH = 100;
+export const MAX_LIST_ITEMS = 100;
+
+export const CountSchema = z.number().int().nonnegative().max(MAX_COUNT);
+export const UsdSchema = z.number().nonnegative().max(MAX_USD);
+export const NameSchema = z.string().min(1).max(MAX_NAME_LENGTH);
+export const IdSchema = z.string().min(1).max(MAX_ID_LENGTH);
+export const PathIdSchema = z.string().min(1).max(MAX_PATH_ID_LENGTH);
+export const TenantIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and -, at most 64');
+/** Free-form labels: at most 50 pairs of bounded strings. */
+export const TagsSchema = z
+  .record(z.string().max(MAX_NAME_LENGTH), z.string().max(MAX_NAME_LENGTH))
+  .refine((tags) => Object.keys(tags).length <= 50, 'at most 50 tags');
+
+/** Running totals: token counts stop at half the exact range so input + output stays exact too. */
+export const MAX_TOKEN_TOTAL = Math.floor(Number.MAX_SAFE_INTEGER / 2);
+export const MAX_TOTAL = Number.MAX_SAFE_INTEGER;
+
+/**
+ * What a running total does when an addition would pass its maximum. A request over REST is
+ * refused whole (SVC-EVT-4002, nothing written) so the caller learns of it. Spend a proxy reports
+ * over the bus has already happened and cannot be refused: the total stays at its maximum, which
+ * lies above every limit a budget may have, so the budget stays exhausted (fail closed).
+ */
+export type Overflow = 'refuse' | 'saturate';
+
+/** a + b, kept at or below `max` as `overflow` says; `field` names the total in the refusal. */
+export function boundedSum(a: number, b: number, field: string, overflow: Overflow, max = MAX_TOTAL): number {
+  const sum = a + b;
+  if (sum <= max) return sum;
+  if (overflow === 'saturate') return max;
+  throw new SvcError(
+    'SVC-EVT-4002',
+    `invalid event: ${field} would bring its running total past ${max}`,
+    { field, total: a, added: b, maximum: max },
+    [{ field, description: `the running total would exceed ${max}` }],
+  );
+}
