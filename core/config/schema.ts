@@ -84,11 +84,14 @@ export const ConfigSchema = z.object({
     .default(32 * 1024 * 1024),
   /** Distinct model labels per metric before further models are counted as `other`. */
   proxy_model_label_cap: z.coerce.number().int().positive().default(50),
-  /** Price of a model missing from the table: `zero`, or `fixed:<input>:<output>` USD per million tokens. */
+  /**
+   * Price of a model missing from the table, never zero: `max_known` (the highest rates known for
+   * its provider), `fixed:<input>:<output>` USD per million tokens, or `deny` (the proxy refuses the call).
+   */
   unknown_model_price: z
     .string()
-    .regex(/^(zero|fixed:\d+(\.\d+)?:\d+(\.\d+)?)$/, 'must be zero or fixed:<input>:<output>')
-    .default('zero'),
+    .regex(/^(max_known|deny|fixed:\d+(\.\d+)?:\d+(\.\d+)?)$/, 'must be max_known, deny or fixed:<input>:<output>')
+    .default('max_known'),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;
