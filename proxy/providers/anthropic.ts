@@ -4,7 +4,8 @@ import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
 import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
 import { codedMessage, errorHeaders, errorStatus } from './error-format.ts';
-import { asArray, asCount, asObject, asString, parseJson, pathOnly, textOf, type JsonObject } from './json-access.ts';
+import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
+import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation } from './routes.ts';
 import { createStreamMeter, streamErrorBytes, type StreamDialect, type StreamErrorEvent } from './stream-meter.ts';
 
 export const AnthropicMessagesRequestSchema = z.looseObject({
@@ -68,6 +69,8 @@ function anthropicErrorPayload(svcCode: SvcCode, message: string, status: number
 }
 
 /** The SDK raises `event: error` as an APIError whose message is `error.message`. */
+const ROUTES = compileRoutes(ANTHROPIC_ROUTES);
+
 const ANTHROPIC_STREAM_ERROR: StreamErrorEvent = {
   name: 'error',
   payload: (svcCode, message) => anthropicErrorPayload(svcCode, message, errorStatus(svcCode)),
@@ -117,9 +120,8 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
     id: 'anthropic',
     hosts: ['api.anthropic.com'],
     reversePrefix: '/anthropic',
-    classify(method, path) {
-      return method.toUpperCase() === 'POST' && pathOnly(path).endsWith('/v1/messages') ? 'messages' : null;
-    },
+    route: (method, path) => ROUTES.match(method, path),
+    classify: (method, path) => meteredOperation(ROUTES.match(method, path)),
     parseRequest(_op, body) {
       const req = parseOrThrow(AnthropicMessagesRequestSchema, body);
       const messages: ChatMessageText[] = req.messages.map((m) => ({ role: m.role, content: blocksText(m.content) }));

@@ -25,6 +25,8 @@ export interface ProviderRegistry {
 export interface DefaultAdaptersOptions {
   /** Hosts of OpenAI-compatible servers; without any, that adapter is not registered. */
   compatibleHosts?: readonly string[];
+  /** Where those servers serve the OpenAI routes; `/v1` when absent. */
+  compatibleBasePaths?: readonly string[];
   compatibleInjectStreamUsage?: boolean;
   azureInjectStreamUsage?: boolean;
 }
@@ -49,6 +51,7 @@ export function createDefaultAdapters(deps: AdapterDeps, options: DefaultAdapter
     adapters.push(
       createOpenAiCompatibleAdapter(deps, {
         hosts: options.compatibleHosts,
+        ...(options.compatibleBasePaths ? { basePaths: options.compatibleBasePaths } : {}),
         injectStreamUsage: options.compatibleInjectStreamUsage ?? false,
       }),
     );
