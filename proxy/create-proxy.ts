@@ -92,7 +92,10 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const tokens = createTokenCounter();
   const compatibleHosts = list(config.proxy_compatible_hosts);
   const providers = createProviderRegistry(
-    createDefaultAdapters(createAdapterDeps(tokens, prices), { compatibleHosts }),
+    createDefaultAdapters(createAdapterDeps(tokens, prices), {
+      compatibleHosts,
+      compatibleBasePaths: config.proxy_compatible_base_paths.split(','),
+    }),
   );
   const mcp = parseMcpServers(config.proxy_mcp_servers);
   const upstream = new UpstreamClient({
@@ -152,7 +155,11 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     recorder,
     metrics,
     logger,
+    tokens,
     bodyLimitBytes: config.proxy_body_limit_bytes,
+    answerLimitBytes: config.proxy_answer_limit_bytes,
+    abortDrainMs: config.proxy_abort_drain_ms,
+    unclassifiedPaths: config.proxy_unclassified_paths,
   };
   const extraIntercept = list(config.proxy_intercept_hosts);
   const interceptHost = (host: string, port: number): boolean => {

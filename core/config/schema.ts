@@ -61,6 +61,21 @@ export const ConfigSchema = z.object({
   proxy_intercept_hosts: z.string().default(''),
   /** Hosts of OpenAI-compatible servers (vLLM, Ollama), metered with the OpenAI format; comma-separated. */
   proxy_compatible_hosts: z.string().default(''),
+  /** Base paths under which those servers serve the OpenAI routes (`/v1/chat/completions`); comma-separated. */
+  proxy_compatible_base_paths: z
+    .string()
+    .regex(/^\s*[^,?#\s]*(\s*,\s*[^,?#\s]*)*\s*$/, 'must be comma-separated paths such as /v1,/api/v1')
+    .default('/v1'),
+  /** A path on a provider host that is none of its routes: `meter` by the token estimate, or `refuse`. */
+  proxy_unclassified_paths: z.enum(['meter', 'refuse']).default('meter'),
+  /** How long the proxy keeps reading an answer whose client went away, to bill its real usage. */
+  proxy_abort_drain_ms: z.coerce.number().int().nonnegative().default(30_000),
+  /** Largest answer the proxy reads without relaying it: a whole answer, or the rest of a stream after its client left. */
+  proxy_answer_limit_bytes: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(64 * 1024 * 1024),
   /** MCP servers governed by the proxy, `name=url` comma-separated: reverse route `/mcp/<name>`, host intercepted. */
   proxy_mcp_servers: z.string().default(''),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */

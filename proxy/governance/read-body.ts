@@ -1,8 +1,8 @@
 import type { Readable } from 'node:stream';
 import { SvcError } from '../../core/errors/index.ts';
 
-/** Reads a request body whole (governance needs the JSON), refusing one larger than `limit`. */
-export async function readBody(body: Readable, limit: number): Promise<Buffer> {
+/** Reads a body whole (governance needs the JSON), refusing one larger than `limit`. */
+export async function readBody(body: Readable, limit: number, what = 'request body'): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body) {
@@ -10,7 +10,7 @@ export async function readBody(body: Readable, limit: number): Promise<Buffer> {
     size += buf.length;
     if (size > limit) {
       body.destroy();
-      throw new SvcError('SVC-SYS-9009', `request body larger than ${limit} bytes`, { limit });
+      throw new SvcError('SVC-SYS-9009', `${what} larger than ${limit} bytes`, { limit });
     }
     chunks.push(buf);
   }
