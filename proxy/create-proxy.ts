@@ -94,6 +94,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const providers = createProviderRegistry(
     createDefaultAdapters(createAdapterDeps(tokens, prices, { maxEventBytes: config.proxy_stream_event_limit_bytes }), {
       compatibleHosts,
+      compatibleBasePaths: config.proxy_compatible_base_paths.split(','),
     }),
   );
   const mcp = parseMcpServers(config.proxy_mcp_servers);
@@ -154,9 +155,12 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     recorder,
     metrics,
     logger,
+    tokens,
     bodyLimitBytes: config.proxy_body_limit_bytes,
     responseLimitBytes: config.proxy_response_limit_bytes,
     eventLimitBytes: config.proxy_stream_event_limit_bytes,
+    abortDrainMs: config.proxy_abort_drain_ms,
+    unclassifiedPaths: config.proxy_unclassified_paths,
   };
   const extraIntercept = list(config.proxy_intercept_hosts);
   const interceptHost = (host: string, port: number): boolean => {

@@ -77,7 +77,11 @@ export function applyUsage(
     event.cost_usd !== null
       ? usdToMicros(event.cost_usd)
       : event.model !== null
-        ? deps.pricer(event.model, event.tokens).costMicros
+        ? deps.pricer(
+            event.model,
+            event.tokens,
+            typeof event.payload.provider === 'string' ? event.payload.provider : undefined,
+          ).costMicros
         : 0,
   );
   const isLlm = event.event_type.startsWith('llm.');

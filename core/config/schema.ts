@@ -61,6 +61,24 @@ export const ConfigSchema = z.object({
   proxy_intercept_hosts: z.string().default(''),
   /** Hosts of OpenAI-compatible servers (vLLM, Ollama), metered with the OpenAI format; comma-separated. */
   proxy_compatible_hosts: z.string().default(''),
+  /** Base paths under which those servers serve the OpenAI routes (`/v1/chat/completions`); comma-separated. */
+  proxy_compatible_base_paths: z
+    .string()
+    .regex(/^\s*[^,?#\s]*(\s*,\s*[^,?#\s]*)*\s*$/, 'must be comma-separated paths such as /v1,/api/v1')
+    .default('/v1'),
+  /** A path on a provider host that is none of its routes: `meter` by the token estimate, or `refuse`. */
+  proxy_unclassified_paths: z.enum(['meter', 'refuse']).default('meter'),
+  /** How long the proxy keeps reading an answer whose client went away, to bill its real usage. */
+  proxy_abort_drain_ms: z.coerce.number().int().nonnegative().default(30_000),
+  /**
+   * Largest upstream answer the proxy reads whole to govern it (a provider's whole answer, an MCP tools
+   * list), and the largest rest of a stream drained after its client left.
+   */
+  proxy_response_limit_bytes: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(64 * 1024 * 1024),
   /** MCP servers governed by the proxy, `name=url` comma-separated: reverse route `/mcp/<name>`, host intercepted. */
   proxy_mcp_servers: z.string().default(''),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
@@ -82,12 +100,6 @@ export const ConfigSchema = z.object({
     .int()
     .positive()
     .default(32 * 1024 * 1024),
-  /** Largest upstream answer the proxy reads whole to govern it (an MCP tools list); larger is refused. */
-  proxy_response_limit_bytes: z.coerce
-    .number()
-    .int()
-    .positive()
-    .default(32 * 1024 * 1024),
   /** Largest single stream event (SSE event, streamed JSON array element) held while it completes. */
   proxy_stream_event_limit_bytes: z.coerce
     .number()
@@ -96,11 +108,14 @@ export const ConfigSchema = z.object({
     .default(8 * 1024 * 1024),
   /** Distinct model labels per metric before further models are counted as `other`. */
   proxy_model_label_cap: z.coerce.number().int().positive().default(50),
-  /** Price of a model missing from the table: `zero`, or `fixed:<input>:<output>` USD per million tokens. */
+  /**
+   * Price of a model missing from the table, never zero: `max_known` (the highest rates known for
+   * its provider), `fixed:<input>:<output>` USD per million tokens, or `deny` (the proxy refuses the call).
+   */
   unknown_model_price: z
     .string()
-    .regex(/^(zero|fixed:\d+(\.\d+)?:\d+(\.\d+)?)$/, 'must be zero or fixed:<input>:<output>')
-    .default('zero'),
+    .regex(/^(max_known|deny|fixed:\d+(\.\d+)?:\d+(\.\d+)?)$/, 'must be max_known, deny or fixed:<input>:<output>')
+    .default('max_known'),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

@@ -71,6 +71,8 @@ export const ERROR_CATALOGUE = {
   'SVC-ADP-5001': spec(502, GRPC.UNAVAILABLE, JSONRPC_APPLICATION, true, 'upstream provider unreachable'),
   'SVC-ADP-5002': spec(504, GRPC.DEADLINE_EXCEEDED, JSONRPC_APPLICATION, true, 'checkpoint store timeout'),
   'SVC-ADP-5003': spec(403, GRPC.PERMISSION_DENIED, JSONRPC_APPLICATION, false, 'egress denied'),
+  'SVC-ADP-5004': spec(422, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'model has no price'),
+  'SVC-ADP-5005': spec(502, GRPC.RESOURCE_EXHAUSTED, JSONRPC_APPLICATION, false, 'provider answer too large'),
 
   'SVC-SYS-9001': spec(503, GRPC.UNAVAILABLE, JSONRPC_INTERNAL, true, 'service temporarily unavailable'),
   'SVC-SYS-9002': spec(400, GRPC.INVALID_ARGUMENT, JSONRPC_INVALID_PARAMS, false, 'invalid request'),

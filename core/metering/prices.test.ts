@@ -1,11 +1,22 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SvcError } from '../errors/index.ts';
-import { buildPriceTable, cost, createCostTotal, loadPriceTable, maxOutputTokens, picoToUsd } from './prices.ts';
+import {
+  buildPriceTable,
+  cost,
+  createCostTotal,
+  DEFAULT_PRICES_PATH,
+  deniesModel,
+  loadPriceTable,
+  maxOutputTokens,
+  picoToUsd,
+  type PriceFile,
+} from './prices.ts';
 
 const table = loadPriceTable();
+const prices = JSON.parse(readFileSync(DEFAULT_PRICES_PATH, 'utf8')) as PriceFile;
 
 function writeTemp(name: string, content: unknown): string {
   const dir = mkdtempSync(join(tmpdir(), 'prices-'));
@@ -65,16 +76,19 @@ describe('cost', () => {
     expect(r.costPicoUsd).toBe(18_750);
   });
 
-  it('prices an unknown model as zero by default and says so', () => {
-    const r = cost(table, 'my-local-llama', { input: 500, output: 500, cachedInput: 0 });
-    expect(r).toEqual({ costUsd: 0, costPicoUsd: 0, known: false, priceKey: null });
+  it('prices input, cached input and output of a listed model, saying it came from the table', () => {
+    expect(cost(table, 'gpt-4o', { input: 1, output: 1, cachedInput: 0 })).toMatchObject({
+      known: true,
+      basis: 'table',
+      priceKey: 'gpt-4o',
+    });
   });
 
-  it('prices an unknown model with the fixed rule', () => {
+  it('prices the fixed rule at its rate, without any cached discount', () => {
     const fixed = loadPriceTable({ unknownModel: { mode: 'fixed', input: 1, output: 2 } });
-    const r = cost(fixed, 'my-local-llama', { input: 1_000_000, output: 500_000, cachedInput: 0 });
+    const r = cost(fixed, 'my-local-llama', { input: 1_000_000, output: 500_000, cachedInput: 400_000 });
     expect(r.costUsd).toBe(2);
-    expect(r.known).toBe(false);
+    expect(r).toMatchObject({ known: false, basis: 'fixed', priceKey: null });
   });
 
   it('sums many small calls exactly to the cent', () => {
@@ -98,6 +112,81 @@ describe('cost', () => {
   it('gives the per-model answer bound or the fallback', () => {
     expect(maxOutputTokens(table, 'gpt-4o-mini', 4096)).toBe(16384);
     expect(maxOutputTokens(table, 'unknown', 4096)).toBe(4096);
+  });
+});
+
+describe('unknown models are never free', () => {
+  const million = { input: 1_000_000, output: 1_000_000, cachedInput: 0 };
+  const highest = (provider: string) => {
+    const own = Object.entries(prices.models).filter(([, e]) => e.provider === provider);
+    return {
+      input: Math.max(...own.map(([, e]) => e.input)),
+      output: Math.max(...own.map(([, e]) => e.output)),
+    };
+  };
+
+  it('are priced by default at the highest input and output rates listed for their provider', () => {
+    for (const provider of ['openai', 'anthropic', 'gemini']) {
+      const { input, output } = highest(provider);
+      const r = cost(table, 'model-from-next-week', million, provider);
+      expect(r.costUsd, provider).toBeCloseTo(input + output, 9);
+      expect(r).toMatchObject({ known: false, basis: 'max_known', priceKey: null });
+      // No listed model of that provider costs more for the same usage.
+      for (const [id, entry] of Object.entries(prices.models)) {
+        if (entry.provider === provider)
+          expect(r.costPicoUsd).toBeGreaterThanOrEqual(cost(table, id, million).costPicoUsd);
+      }
+    }
+  });
+
+  it('charge cached input of an unknown model at the full input rate', () => {
+    const plain = cost(table, 'claude-next', { input: 1000, output: 0, cachedInput: 0 }, 'anthropic');
+    const cached = cost(table, 'claude-next', { input: 1000, output: 0, cachedInput: 1000 }, 'anthropic');
+    expect(cached.costPicoUsd).toBe(plain.costPicoUsd);
+  });
+
+  it('take Azure deployments among OpenAI prices, and a provider with no listed model among all', () => {
+    expect(cost(table, 'my-deployment', million, 'azure-openai').costPicoUsd).toBe(
+      cost(table, 'my-deployment', million, 'openai').costPicoUsd,
+    );
+    const everywhere = Math.max(...['openai', 'anthropic', 'gemini'].map((p) => highest(p).output));
+    const compat = cost(table, 'llama-3-8b', { input: 0, output: 1_000_000, cachedInput: 0 }, 'openai-compatible');
+    expect(compat.costUsd).toBeCloseTo(everywhere, 9);
+    expect(cost(table, 'llama-3-8b', million).costPicoUsd).toBe(
+      cost(table, 'llama-3-8b', million, 'openai-compatible').costPicoUsd,
+    );
+  });
+
+  it('follow the override file: an operator who prices their own models bounds that provider', () => {
+    const overridePath = writeTemp('local.json', {
+      as_of: '2026-01-01',
+      models: { 'llama-3-70b': { provider: 'openai-compatible', input: 0.5, output: 0.7 } },
+    });
+    const local = loadPriceTable({ overridePath });
+    expect(cost(local, 'llama-3-8b', million, 'openai-compatible').costUsd).toBeCloseTo(1.2, 9);
+  });
+
+  it('under deny, are refused before the call and priced at the highest known rate after it', () => {
+    const deny = loadPriceTable({ unknownModel: { mode: 'deny' } });
+    expect(deniesModel(deny, 'gpt-unreleased')).toBe(true);
+    expect(deniesModel(deny, 'gpt-4o-2024-08-06')).toBe(false);
+    expect(deniesModel(table, 'gpt-unreleased')).toBe(false);
+    expect(cost(deny, 'gpt-unreleased', million, 'openai')).toEqual(cost(table, 'gpt-unreleased', million, 'openai'));
+  });
+
+  it('refuse a table with no model to take the highest price from', () => {
+    expect(() =>
+      buildPriceTable([{ as_of: '2026-01-01', currency: 'USD', unit: 'per_million_tokens', models: {} }]),
+    ).toThrow(/lists no model/);
+    const fixedOnly = buildPriceTable(
+      [{ as_of: '2026-01-01', currency: 'USD', unit: 'per_million_tokens', models: {} }],
+      {
+        mode: 'fixed',
+        input: 1,
+        output: 1,
+      },
+    );
+    expect(cost(fixedOnly, 'x', million).costUsd).toBe(2);
   });
 });
 

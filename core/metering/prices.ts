@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
+import { highestKnownRates } from './unknown-model.ts';
 
 /**
  * Prices are USD per million tokens in the file. Internally every price becomes an integer
@@ -44,9 +45,16 @@ export const PriceFileSchema = z.strictObject({
 /** An override file may leave `as_of` out when every entry carries its own. */
 export const PriceOverrideFileSchema = PriceFileSchema.extend({ as_of: isoDate.optional() });
 
+/**
+ * How a model missing from the table is priced. Never at zero: `max_known` (the default) takes
+ * the highest rates known for its provider; `fixed` a configured rate; `deny` refuses the call
+ * before it is sent (the proxy asks `deniesModel`), and prices what was already spent (usage
+ * reported after the fact, an answer naming another model) as `max_known`.
+ */
 export const UnknownModelRuleSchema = z.discriminatedUnion('mode', [
-  z.strictObject({ mode: z.literal('zero') }),
+  z.strictObject({ mode: z.literal('max_known') }),
   z.strictObject({ mode: z.literal('fixed'), input: perMillionUsd, output: perMillionUsd }),
+  z.strictObject({ mode: z.literal('deny') }),
 ]);
 
 export const TokenUsageSchema = z.object({
@@ -65,6 +73,8 @@ export type TokenUsage = z.infer<typeof TokenUsageSchema>;
 /** A price entry compiled for arithmetic: integer pico-dollars per token. */
 export interface ModelPrice {
   readonly key: string;
+  /** The `provider` of the table entry, when it names one. */
+  readonly provider: string | undefined;
   readonly inputPico: number;
   readonly outputPico: number;
   readonly cachedInputPico: number;
@@ -75,6 +85,8 @@ export interface ModelPrice {
 export interface PriceTable {
   /** Exact id first, then the longest listed id the model starts with (at a `-`, `@` or `:`). */
   lookup(model: string): ModelPrice | undefined;
+  /** The rate of a model the table lacks, by the unknown-model rule; `provider` as the proxy names it. */
+  unknownPrice(provider: string | undefined): ModelPrice;
   readonly unknownModel: UnknownModelRule;
   readonly keys: readonly string[];
 }
@@ -85,6 +97,8 @@ export interface CostResult {
   costPicoUsd: number;
   /** False when the model is not in the table and the unknown-model rule priced it. */
   known: boolean;
+  /** What priced it: the model's table entry, or the unknown-model rule that stood in. */
+  basis: 'table' | 'max_known' | 'fixed';
   /** The table entry used, or `null` for an unknown model. */
   priceKey: string | null;
 }
@@ -105,7 +119,7 @@ export function normalizeModelId(model: string): string {
 /** Merges price files in order, later entries replacing earlier ones, into a lookup table. */
 export function buildPriceTable(
   files: readonly (PriceFile | PriceOverrideFile)[],
-  unknownModel: UnknownModelRule = { mode: 'zero' },
+  unknownModel: UnknownModelRule = { mode: 'max_known' },
 ): PriceTable {
   const prices = new Map<string, ModelPrice>();
   for (const file of files) {
@@ -119,6 +133,7 @@ export function buildPriceTable(
       }
       prices.set(key, {
         key,
+        provider: entry.provider,
         inputPico: toPico(entry.input),
         outputPico: toPico(entry.output),
         cachedInputPico: toPico(entry.cached_input ?? entry.input),
@@ -127,6 +142,24 @@ export function buildPriceTable(
       });
     }
   }
+  if (prices.size === 0 && unknownModel.mode !== 'fixed') {
+    throw new SvcError('SVC-SYS-9002', 'price table lists no model: an unknown model would have no price to take', {
+      fields: 'models',
+    });
+  }
+  const highestKnown = highestKnownRates([...prices.values()]);
+  const fixed: ModelPrice | null =
+    unknownModel.mode === 'fixed'
+      ? {
+          key: 'fixed',
+          provider: undefined,
+          inputPico: toPico(unknownModel.input),
+          outputPico: toPico(unknownModel.output),
+          cachedInputPico: toPico(unknownModel.input),
+          maxOutputTokens: undefined,
+          asOf: '',
+        }
+      : null;
   const byLengthDesc = [...prices.keys()].sort((a, b) => b.length - a.length);
   // Per-table memo: agents use few model ids, and prefix scans are then paid once per id.
   const memo = new Map<string, ModelPrice | null>();
@@ -145,6 +178,7 @@ export function buildPriceTable(
   return {
     unknownModel,
     keys: byLengthDesc,
+    unknownPrice: (provider) => fixed ?? highestKnown(provider),
     lookup(model) {
       const hit = memo.get(model);
       if (hit !== undefined) return hit ?? undefined;
@@ -195,24 +229,31 @@ function multiply(tokens: number, pico: number): number {
   return Number.isSafeInteger(product) ? product : Number(BigInt(tokens) * BigInt(pico));
 }
 
-/** Prices one call. Cached input is a part of `input` billed at the cached price. */
-export function cost(table: PriceTable, model: string, usage: TokenUsage): CostResult {
-  const price = table.lookup(model);
+/**
+ * Prices one call. Cached input is a part of `input` billed at the cached price. A model the
+ * table lacks is priced by the unknown-model rule, among the rates of `provider` (the proxy's
+ * adapter id; without it, among every provider's).
+ */
+export function cost(table: PriceTable, model: string, usage: TokenUsage, provider?: string): CostResult {
+  const listed = table.lookup(model);
+  const price = listed ?? table.unknownPrice(provider);
   const cached = Math.min(usage.cachedInput, usage.input);
-  let pico: number;
-  if (price) {
-    pico =
-      multiply(usage.input - cached, price.inputPico) +
-      multiply(cached, price.cachedInputPico) +
-      multiply(usage.output, price.outputPico);
-  } else if (table.unknownModel.mode === 'fixed') {
-    pico =
-      multiply(usage.input, toPico(table.unknownModel.input)) +
-      multiply(usage.output, toPico(table.unknownModel.output));
-  } else {
-    pico = 0;
-  }
-  return { costUsd: pico / PICO_PER_USD, costPicoUsd: pico, known: price !== undefined, priceKey: price?.key ?? null };
+  const pico =
+    multiply(usage.input - cached, price.inputPico) +
+    multiply(cached, price.cachedInputPico) +
+    multiply(usage.output, price.outputPico);
+  return {
+    costUsd: pico / PICO_PER_USD,
+    costPicoUsd: pico,
+    known: listed !== undefined,
+    basis: listed !== undefined ? 'table' : table.unknownModel.mode === 'fixed' ? 'fixed' : 'max_known',
+    priceKey: listed?.key ?? null,
+  };
+}
+
+/** True when the rule is `deny` and the table lacks the model: the call must not be sent. */
+export function deniesModel(table: PriceTable, model: string): boolean {
+  return table.unknownModel.mode === 'deny' && table.lookup(model) === undefined;
 }
 
 /** The answer bound for a request that sets none: the table's value for the model, else `fallback`. */

@@ -1,29 +1,54 @@
-import { cost, type PriceTable, type TokenUsage } from '../../core/metering/prices.ts';
+import { cost, type CostResult, type PriceTable, type TokenUsage } from '../../core/metering/prices.ts';
 import type { ParsedRequest } from '../providers/index.ts';
 import type { Amount } from '../enforcement/index.ts';
 
 export interface PricedUsage extends Amount {
   usd: number;
   known: boolean;
+  basis: CostResult['basis'];
 }
 
-/** Prices token usage from the table; an unknown model falls to the table's unknown-model rule. */
-export function price(prices: PriceTable, model: string, usage: TokenUsage): PricedUsage {
-  const result = cost(prices, model, usage);
-  return { tokens: usage.input + usage.output, pico: result.costPicoUsd, usd: result.costUsd, known: result.known };
+/**
+ * Prices token usage from the table; a model the table lacks falls to the unknown-model rule,
+ * among the rates of `provider` (the adapter id).
+ */
+export function price(prices: PriceTable, model: string, usage: TokenUsage, provider?: string): PricedUsage {
+  const result = cost(prices, model, usage, provider);
+  return {
+    tokens: usage.input + usage.output,
+    pico: result.costPicoUsd,
+    usd: result.costUsd,
+    known: result.known,
+    basis: result.basis,
+  };
 }
 
-/** The most a call can cost (prompt as counted, answer at its bound) and the least it will. */
-export function estimate(prices: PriceTable, parsed: ParsedRequest): { most: Amount; least: Amount } {
-  const most = price(prices, parsed.model, {
-    input: parsed.estimatedInputTokens,
-    output: parsed.maxOutputTokens,
+/**
+ * The most a call can use: the prompt as counted (or as the provider reported it, if more) and
+ * the whole answer bound (or what was metered, if more). What a call is charged when its real
+ * usage cannot be read: the client left and the answer could not be drained, the connection
+ * failed mid-answer, the answer was over the size bound.
+ */
+export function worstCase(parsed: ParsedRequest, seen?: TokenUsage): TokenUsage {
+  return {
+    input: Math.max(parsed.estimatedInputTokens, seen?.input ?? 0),
+    output: Math.max(parsed.maxOutputTokens, seen?.output ?? 0),
     cachedInput: 0,
-  });
-  const least = price(prices, parsed.model, {
-    input: parsed.estimatedInputTokens,
-    output: parsed.maxOutputTokens > 0 ? 1 : 0,
-    cachedInput: 0,
-  });
+  };
+}
+
+/** The most a call can cost (its worst case) and the least it will. */
+export function estimate(
+  prices: PriceTable,
+  parsed: ParsedRequest,
+  provider?: string,
+): { most: Amount; least: Amount } {
+  const most = price(prices, parsed.model, worstCase(parsed), provider);
+  const least = price(
+    prices,
+    parsed.model,
+    { input: parsed.estimatedInputTokens, output: parsed.maxOutputTokens > 0 ? 1 : 0, cachedInput: 0 },
+    provider,
+  );
   return { most: { tokens: most.tokens, pico: most.pico }, least: { tokens: least.tokens, pico: least.pico } };
 }

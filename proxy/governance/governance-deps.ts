@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { PriceTable } from '../../core/metering/prices.ts';
+import type { TokenCounter } from '../../core/metering/tokens.ts';
 import type { LeaseBook } from '../enforcement/index.ts';
 import type { EnvelopeRegistry } from '../envelopes/index.ts';
 import type { GovernanceMetrics } from '../metrics/index.ts';
@@ -17,9 +18,14 @@ export interface GovernanceDeps {
   recorder: EventRecorder;
   metrics: GovernanceMetrics;
   logger: Pick<Logger, 'info' | 'warn' | 'debug' | 'error'>;
+  tokens: TokenCounter;
   bodyLimitBytes: number;
-  /** The largest upstream answer read whole to govern it (an MCP tools list). */
+  /** Largest upstream answer read whole to govern it, or drained without a client (`proxy_response_limit_bytes`). */
   responseLimitBytes: number;
   /** The largest stream event held while it completes. */
   eventLimitBytes: number;
+  /** How long an answer is still read after its client left (`proxy_abort_drain_ms`). */
+  abortDrainMs: number;
+  /** A path on a provider host that is none of its routes: metered by estimate, or refused. */
+  unclassifiedPaths: 'meter' | 'refuse';
 }

@@ -1,14 +1,16 @@
 import type { ProxiedRequest, ProxyHandler } from '../listener/index.ts';
 import { governMcp, type McpServers } from '../mcp/index.ts';
 import type { ProviderAdapter, ProviderRegistry } from '../providers/index.ts';
-import { relayResponse } from '../upstream/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { governLlmCall } from './llm-call.ts';
+import { governUnclassifiedCall, passThrough } from './unclassified-call.ts';
 
 /**
- * The proxy's one request handler: provider calls go through the governed LLM path, MCP
- * servers through the MCP path; other paths on a provider host, and every other host, pass
- * through unchanged (governance headers stripped), the provider case metered as zero and counted.
+ * The proxy's one request handler: MCP servers go through the MCP path; on a provider host, a
+ * metered route goes through the governed LLM path, a free route (token counting) is relayed,
+ * and any other path is governed as an unclassified call (metered by estimate or refused, never
+ * free; plain reads excepted). Every other host passes through unchanged (governance headers
+ * stripped).
  */
 export function createGovernedHandler(
   deps: GovernanceDeps,
@@ -22,18 +24,10 @@ export function createGovernedHandler(
   return async (req) => {
     if (mcp.matches(req)) return governMcp(deps, req);
     const adapter = adapterOf(req);
-    const op = adapter?.classify(req.method, req.targetUrl.pathname) ?? null;
-    if (adapter !== undefined && op !== null) return governLlmCall(deps, req, adapter, op);
-    if (adapter !== undefined) deps.metrics.unmetered.inc({ provider: adapter.id });
-    const response = await deps.upstream.request({
-      url: req.targetUrl,
-      method: req.method,
-      headers: req.headers,
-      body: req.hasBody ? req.body : null,
-      signal: req.signal,
-      provider: adapter?.id ?? 'other',
-      receivedAt: req.receivedAt,
-    });
-    await relayResponse(req.clientRes, response);
+    if (adapter === undefined) return passThrough(deps, req, 'other');
+    const route = adapter.route(req.method, req.targetUrl.pathname);
+    if (route?.kind === 'metered') return governLlmCall(deps, req, adapter, route.op);
+    if (route?.kind === 'free') return passThrough(deps, req, adapter.id);
+    return governUnclassifiedCall(deps, req, adapter);
   };
 }

@@ -1,16 +1,20 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { deniesModel } from '../../core/metering/prices.ts';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ZERO, isRefusal, type Reservation } from '../enforcement/index.ts';
 import { ENVELOPE_HEADER, type LocalEnvelope } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import type { Operation, ParsedRequest, ProviderAdapter, ResponseReading } from '../providers/index.ts';
 import type { UpstreamResponse } from '../upstream/index.ts';
-import { estimate, price, type PricedUsage } from './call-pricing.ts';
+import { estimate, worstCase, type PricedUsage } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
+import { relayMeteredStream } from './metered-stream.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { parseJsonBody, readBody } from './read-body.ts';
-import { relayMeteredStream } from './metered-stream.ts';
+import { chargeCall, type ChargeBasis } from './settle-call.ts';
 import { governToolCall, refused } from './tool-calls.ts';
+import { mayHaveReachedProvider } from './upstream-failure.ts';
+import { upstreamSignal } from './upstream-signal.ts';
 
 /** One governed LLM call as the later stages see it. */
 export interface LlmCall {
@@ -23,12 +27,17 @@ export interface LlmCall {
   /** Policy context shared by the call's own and its tool-call evaluations. */
   context: Record<string, unknown>;
   hideStreamUsage: boolean;
+  /** Set once the call is charged (or released): exactly one settlement per call. */
+  settled: boolean;
 }
 
 /**
- * The governed path of one provider call: parse, choose the envelope, evaluate `llm:<model>`,
- * reserve from the budget lease, forward, meter the answer (whole or as it streams), settle,
- * and record the events. Refusals answer in the provider's own error format.
+ * The governed path of one provider call: parse, choose the envelope, price check, evaluate
+ * `llm:<model>`, reserve from the budget lease, forward, meter the answer (whole or as it
+ * streams), settle, and record the events. Refusals answer in the provider's own error format.
+ * Every call that may have reached the provider is charged and recorded, also when its client
+ * went away or the connection failed: at its real usage when it can still be read, else at its
+ * worst case (docs/budgets.md).
  */
 export async function governLlmCall(
   deps: GovernanceDeps,
@@ -42,7 +51,7 @@ export async function governLlmCall(
   let json: unknown;
   let parsed: ParsedRequest;
   try {
-    bytes = await readBody(req.body, deps.bodyLimitBytes);
+    bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
     json = parseJsonBody(bytes);
     parsed = adapter.parseRequest(op, json, req.targetUrl.pathname);
   } catch (error) {
@@ -61,6 +70,17 @@ export async function governLlmCall(
     refuse(
       'SVC-ENV-1003',
       `envelope ${envelope.envelopeId} already ended (${envelope.ending.status}): ${envelope.ending.reason}`,
+      envelope.envelopeId,
+    );
+    return;
+  }
+
+  if (deps.prices.lookup(parsed.model) === undefined) deps.metrics.unknownModels.inc({ provider: adapter.id });
+  if (deniesModel(deps.prices, parsed.model)) {
+    count('unpriced');
+    refuse(
+      'SVC-ADP-5004',
+      `model ${parsed.model} has no price in the price table, and unknown models are refused (unknown_model_price=deny)`,
       envelope.envelopeId,
     );
     return;
@@ -90,7 +110,7 @@ export async function governLlmCall(
   }
 
   const lease = await deps.leases.lease(envelope.budgetId);
-  const { most, least } = estimate(deps.prices, parsed);
+  const { most, least } = estimate(deps.prices, parsed, adapter.id);
   const reservation = lease.reserve(most, least);
   if (isRefusal(reservation)) {
     count('budget_exceeded');
@@ -98,104 +118,83 @@ export async function governLlmCall(
     return;
   }
 
+  const call: LlmCall = {
+    req,
+    adapter,
+    op,
+    parsed,
+    envelope,
+    reservation,
+    context,
+    hideStreamUsage: false,
+    settled: false,
+  };
+  const upstream = upstreamSignal(req.signal, deps.abortDrainMs);
+  let sent = false;
   try {
-    await forwardAndMeter(
-      deps,
-      { req, adapter, op, parsed, envelope, reservation, context, hideStreamUsage: false },
-      json,
-      bytes,
-      count,
-    );
+    const prepared = adapter.prepareRequest(op, json);
+    const body = prepared.modified ? Buffer.from(JSON.stringify(prepared.body)) : bytes;
+    call.hideStreamUsage = prepared.hideStreamUsage;
+    let response: UpstreamResponse;
+    try {
+      sent = true;
+      response = await deps.upstream.request({
+        url: req.targetUrl,
+        method: req.method,
+        headers: governedHeaders(req.headers, body.length),
+        body,
+        signal: upstream.signal,
+        provider: adapter.id,
+        receivedAt: req.receivedAt,
+      });
+    } catch (error) {
+      count('upstream_error');
+      if (mayHaveReachedProvider(error))
+        chargeWorstCase(deps, call, req.signal.aborted ? 'client_gone' : 'upstream_failed');
+      else release(call);
+      const failure = isSvcError(error) ? error : undefined;
+      refuse(failure?.code ?? 'SVC-ADP-5001', failure?.message ?? String(error), envelope.envelopeId);
+      return;
+    }
+    count('allowed');
+    response.headers[ENVELOPE_HEADER] = envelope.envelopeId;
+    if (response.statusCode >= 400) await relayRefusal(deps, call, response);
+    else if (parsed.stream) await relayMeteredStream(deps, call, response);
+    else await finishWhole(deps, call, response);
   } finally {
-    // Whatever ended the call early (client gone, upstream failure), its hold goes back to the
-    // lease; a call already settled ignores this.
-    reservation.settle(ZERO);
+    upstream.dispose();
+    // Whatever ended the call without settling it: charged if it may have reached the provider.
+    if (!call.settled) {
+      if (sent) chargeWorstCase(deps, call, 'proxy_failed');
+      else release(call);
+    }
   }
-}
-
-async function forwardAndMeter(
-  deps: GovernanceDeps,
-  call: LlmCall,
-  json: unknown,
-  bytes: Buffer,
-  count: (decision: string) => void,
-): Promise<void> {
-  const { req, adapter, op, envelope } = call;
-  const prepared = adapter.prepareRequest(op, json);
-  const body = prepared.modified ? Buffer.from(JSON.stringify(prepared.body)) : bytes;
-  call.hideStreamUsage = prepared.hideStreamUsage;
-  let response: UpstreamResponse;
-  try {
-    response = await deps.upstream.request({
-      url: req.targetUrl,
-      method: req.method,
-      headers: governedHeaders(req.headers, body.length),
-      body,
-      signal: req.signal,
-      provider: adapter.id,
-      receivedAt: req.receivedAt,
-    });
-  } catch (error) {
-    count('upstream_error');
-    const failure = isSvcError(error) ? error : undefined;
-    sendProviderRefusal(
-      req.clientRes,
-      adapter,
-      failure?.code ?? 'SVC-ADP-5001',
-      failure?.message ?? String(error),
-      req.id,
-      envelope.envelopeId,
-    );
-    return;
-  }
-  count('allowed');
-  response.headers[ENVELOPE_HEADER] = envelope.envelopeId;
-  if (response.statusCode >= 400) {
-    // The provider refused the call itself: nothing was generated, so nothing is charged.
-    relayWhole(req, response, await readBody(response.body, Number.MAX_SAFE_INTEGER));
-    return;
-  }
-  if (call.parsed.stream) await relayMeteredStream(deps, call, response);
-  else await finishWhole(deps, call, response);
 }
 
 /** The client's headers for a governed call: the answer must arrive unencoded to be metered. */
-function governedHeaders(headers: IncomingHttpHeaders, length: number): IncomingHttpHeaders {
+export function governedHeaders(headers: IncomingHttpHeaders, length: number): IncomingHttpHeaders {
   return { ...headers, 'accept-encoding': 'identity', 'content-length': String(length) };
 }
 
 function relayWhole(req: ProxiedRequest, response: UpstreamResponse, bytes: Buffer): void {
+  if (req.signal.aborted) return;
   const headers = { ...response.headers, 'content-length': String(bytes.length) };
   req.clientRes.writeHead(response.statusCode, headers);
   req.clientRes.end(bytes);
 }
 
-/** A whole (non-streamed) answer: metered from its usage field, tool calls judged, then relayed or refused. */
-async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: UpstreamResponse): Promise<void> {
-  const bytes = await readBody(response.body, Number.MAX_SAFE_INTEGER);
-  let answer: unknown;
+/** The provider refused the call itself: nothing was generated, so nothing is charged. */
+async function relayRefusal(deps: GovernanceDeps, call: LlmCall, response: UpstreamResponse): Promise<void> {
+  release(call);
+  let bytes: Buffer;
   try {
-    answer = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    answer = undefined;
-  }
-  const reading = call.adapter.readResponse(call.op, answer, call.parsed.estimatedInputTokens);
-  const priced = settle(deps, call, reading, null);
-  let blocked: { code: SvcCode; message: string } | null = null;
-  for (const name of reading.toolCalls) {
-    const verdict = governToolCall(deps, call.envelope, name, 'model', call.context);
-    if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
-  }
-  deps.logger.debug(
-    { request_id: call.req.id, envelope_id: call.envelope.envelopeId, model: reading.model, cost_usd: priced.usd },
-    'llm call metered',
-  );
-  if (blocked !== null) {
+    bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'provider error answer', rest: 'destroy' });
+  } catch (error) {
     sendProviderRefusal(
       call.req.clientRes,
       call.adapter,
-      blocked.code,
-      blocked.message,
+      'SVC-ADP-5001',
+      `provider refusal (status ${response.statusCode}) could not be read: ${(error as Error).message}`,
       call.req.id,
       call.envelope.envelopeId,
     );
@@ -205,40 +204,105 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
 }
 
 /**
- * Settles the reservation with what the answer really used, counts it, and records the
- * `llm.call` event. `cutOff` names why a stream was ended early.
+ * A whole (non-streamed) answer: read within its bound, metered from its usage field, tool
+ * calls judged, then relayed or refused. An answer that cannot be read (over the bound, the
+ * connection failed, the client left and the drain ran out) is charged at the worst case.
+ */
+async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: UpstreamResponse): Promise<void> {
+  const { req } = call;
+  let bytes: Buffer;
+  try {
+    bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'provider answer', rest: 'destroy' });
+  } catch (error) {
+    const tooLarge = isSvcError(error) && error.code === 'SVC-SYS-9009';
+    chargeWorstCase(deps, call, tooLarge ? 'answer_too_large' : req.signal.aborted ? 'client_gone' : 'upstream_failed');
+    sendProviderRefusal(
+      req.clientRes,
+      call.adapter,
+      tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
+      tooLarge
+        ? `the provider's answer is larger than ${deps.responseLimitBytes} bytes (proxy_response_limit_bytes): it cannot be governed, so it is withheld; the call is charged at its worst case`
+        : `the provider's answer failed mid-way: ${(error as Error).message}`,
+      req.id,
+      call.envelope.envelopeId,
+    );
+    return;
+  }
+  let answer: unknown;
+  try {
+    answer = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    answer = undefined;
+  }
+  const reading = call.adapter.readResponse(call.op, answer, call.parsed.estimatedInputTokens);
+  const aborted = req.signal.aborted;
+  const priced = settle(deps, call, reading, 'usage', aborted ? 'client_gone' : null, aborted);
+  deps.logger.debug(
+    { request_id: req.id, envelope_id: call.envelope.envelopeId, model: reading.model, cost_usd: priced.usd, aborted },
+    'llm call metered',
+  );
+  // Nobody receives the answer, so its tool calls will not be made.
+  if (aborted) return;
+  let blocked: { code: SvcCode; message: string } | null = null;
+  for (const name of reading.toolCalls) {
+    const verdict = governToolCall(deps, call.envelope, name, 'model', call.context);
+    if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
+  }
+  if (blocked !== null) {
+    sendProviderRefusal(req.clientRes, call.adapter, blocked.code, blocked.message, req.id, call.envelope.envelopeId);
+    return;
+  }
+  relayWhole(req, response, bytes);
+}
+
+/**
+ * Settles the reservation with what the answer used (or, for `worst_case`, the most it could
+ * have), counts it, and records the `llm.call` event. `cutOff` names why the answer did not
+ * reach its client whole.
  */
 export function settle(
   deps: GovernanceDeps,
   call: LlmCall,
   reading: ResponseReading,
+  basis: ChargeBasis,
   cutOff: string | null,
+  aborted: boolean,
 ): PricedUsage {
-  const model = reading.model === '' ? call.parsed.model : reading.model;
-  const priced = price(deps.prices, model, reading.usage);
-  call.reservation.settle(priced);
-  const labels = { provider: call.adapter.id, model: deps.metrics.models.label(model) };
-  deps.metrics.tokens.inc({ ...labels, direction: 'input' }, reading.usage.input);
-  deps.metrics.tokens.inc({ ...labels, direction: 'output' }, reading.usage.output);
-  deps.metrics.cost.inc(labels, priced.usd);
-  if (!priced.known) deps.metrics.unknownModels.inc({ provider: call.adapter.id });
-  void deps.recorder.usage(call.envelope, {
-    eventType: 'llm.call',
-    model,
-    tokens: { input: reading.usage.input, output: reading.usage.output },
-    costUsd: priced.usd,
-    payload: {
+  call.settled = true;
+  return chargeCall(
+    deps,
+    {
       provider: call.adapter.id,
+      envelope: call.envelope,
+      reservation: call.reservation,
+      requestId: call.req.id,
+      requestedModel: call.parsed.model,
       operation: call.op,
       stream: call.parsed.stream,
-      usage_source: reading.usageSource,
-      cached_input_tokens: reading.usage.cachedInput,
-      cost_pico_usd: priced.pico,
-      priced: priced.known,
-      tool_calls: [...reading.toolCalls],
-      request_id: call.req.id,
-      cut_off: cutOff,
     },
-  });
-  return priced;
+    { ...reading, basis, cutOff, aborted },
+  );
+}
+
+/** Returns the call's hold to the lease uncharged: the provider generated nothing. */
+function release(call: LlmCall): void {
+  call.settled = true;
+  call.reservation.settle(ZERO);
+}
+
+/** Charges a call whose answer could not be read at the most it could have used. */
+export function chargeWorstCase(deps: GovernanceDeps, call: LlmCall, cutOff: string, seen?: ResponseReading): void {
+  settle(
+    deps,
+    call,
+    {
+      usage: worstCase(call.parsed, seen?.usage),
+      usageSource: 'estimated',
+      toolCalls: [...(seen?.toolCalls ?? [])],
+      model: '',
+    },
+    'worst_case',
+    cutOff,
+    call.req.signal.aborted,
+  );
 }

@@ -1,13 +1,12 @@
-import { once } from 'node:events';
-import type { ServerResponse } from 'node:http';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { Ending } from '../envelopes/index.ts';
 import type { CutoffReason } from '../metrics/index.ts';
-import type { StreamProgress } from '../providers/index.ts';
+import type { ResponseReading, StreamProgress } from '../providers/index.ts';
 import type { UpstreamResponse } from '../upstream/index.ts';
 import { price } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
-import { settle, type LlmCall } from './llm-call.ts';
+import { writeToClient as write } from './client-write.ts';
+import { chargeWorstCase, settle, type LlmCall } from './llm-call.ts';
 import { governToolCall } from './tool-calls.ts';
 
 interface Cut {
@@ -22,6 +21,11 @@ interface Cut {
  * when it cannot be, or a tool call the model starts is blocked, or the envelope is ended
  * elsewhere, forwarding stops, the provider's own stream error event is written and the
  * response ends. Only whole events are forwarded, so the error event lands cleanly.
+ *
+ * A client that goes away does not end the metering: the rest of the stream is read (within
+ * `proxy_abort_drain_ms` and `proxy_response_limit_bytes`) for the provider's final usage. A
+ * stream that does not reach its end (drain bound, connection failure, closed early) is
+ * charged at the worst case of what remained: the whole answer bound.
  */
 export async function relayMeteredStream(
   deps: GovernanceDeps,
@@ -53,17 +57,28 @@ export async function relayMeteredStream(
   let toolsSeen = 0;
   let failed = false;
   let gone = false;
+  let drained = 0;
+  let overLimit = false;
   try {
     reads: for await (const chunk of response.body) {
+      gone ||= req.signal.aborted;
+      if (gone) {
+        drained += (chunk as Uint8Array).length;
+        if (drained > deps.responseLimitBytes) {
+          overLimit = true;
+          break reads;
+        }
+      }
       for (const step of meter.push(chunk as Uint8Array)) {
         progress = step;
-        for (; toolsSeen < step.toolCalls.length; toolsSeen++) {
+        // Tool calls nobody receives are not made: only a delivered stream has them judged.
+        for (; !gone && toolsSeen < step.toolCalls.length; toolsSeen++) {
           const name = step.toolCalls[toolsSeen] as string;
           const verdict = governToolCall(deps, envelope, name, 'model', call.context);
           if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
         }
         if (state.cut === null) {
-          const running = price(deps.prices, parsed.model, step.usage);
+          const running = price(deps.prices, parsed.model, step.usage, adapter.id);
           const more = {
             tokens: Math.max(0, running.tokens - reservation.held.tokens),
             pico: Math.max(0, running.pico - reservation.held.pico),
@@ -77,10 +92,7 @@ export async function relayMeteredStream(
           }
         }
         if (state.cut !== null) break reads;
-        if (!(await write(res, step.forward, req.signal))) {
-          gone = true;
-          break reads;
-        }
+        if (!gone && !(await write(res, step.forward, req.signal))) gone = true;
       }
     }
   } catch (error) {
@@ -89,31 +101,31 @@ export async function relayMeteredStream(
       state.cut = { reason: 'oversize', code: error.code, message: error.message };
     } else if (state.cut === null) {
       failed = true;
-      deps.logger.warn({ request_id: req.id, err: (error as Error).message }, 'upstream stream failed');
+      deps.logger.warn(
+        { request_id: req.id, err: (error as Error).message, client_gone: gone || req.signal.aborted },
+        'upstream stream failed',
+      );
     }
   } finally {
     envelope.inflight.delete(cutter);
   }
-  if (gone) response.body.destroy();
-  if (state.cut === null && !failed && !gone) {
-    progress = meter.end();
-    await write(res, progress.forward, req.signal);
-  }
-  const usage = progress?.usage ?? { input: parsed.estimatedInputTokens, output: 0, cachedInput: 0 };
+  gone ||= req.signal.aborted;
   const cut = state.cut;
-  settle(
-    deps,
-    call,
-    {
-      usage,
-      usageSource: progress?.usageSource ?? 'estimated',
-      toolCalls: [...(progress?.toolCalls ?? [])],
-      model: parsed.model,
-    },
-    cut?.reason ?? (failed ? 'upstream_failed' : gone ? 'client_gone' : null),
-  );
+  if (cut === null && !failed && !overLimit) {
+    progress = meter.end();
+    if (!gone && !(await write(res, progress.forward, req.signal))) gone = true;
+  }
+  const complete = cut === null && !failed && !overLimit && progress?.done === true;
+  if (cut !== null || overLimit) response.body.destroy();
+  const reading: ResponseReading = {
+    usage: progress?.usage ?? { input: parsed.estimatedInputTokens, output: 0, cachedInput: 0 },
+    usageSource: progress?.usageSource ?? 'estimated',
+    toolCalls: [...(progress?.toolCalls ?? [])],
+    model: parsed.model,
+  };
   if (cut !== null) {
-    response.body.destroy();
+    // The proxy stopped the stream itself: the provider stops with it, and what it sent is what it billed.
+    settle(deps, call, reading, 'usage', cut.reason, gone);
     deps.metrics.cutoffs.inc({ provider: adapter.id, reason: cut.reason });
     res.end(meter.errorEvent(cut.code, cut.message));
     if (
@@ -124,18 +136,8 @@ export async function relayMeteredStream(
     }
     return;
   }
-  if (failed || gone) res.destroy();
+  if (complete) settle(deps, call, reading, 'usage', gone ? 'client_gone' : null, gone);
+  else chargeWorstCase(deps, call, gone ? 'client_gone' : failed ? 'upstream_failed' : 'upstream_incomplete', reading);
+  if (gone || failed) res.destroy();
   else res.end();
-}
-
-/** Writes with backpressure; false when the client went away. */
-async function write(res: ServerResponse, bytes: Uint8Array, signal: AbortSignal): Promise<boolean> {
-  if (res.destroyed) return false;
-  if (bytes.length === 0 || res.write(bytes)) return true;
-  try {
-    await once(res, 'drain', { signal });
-    return true;
-  } catch {
-    return false;
-  }
 }

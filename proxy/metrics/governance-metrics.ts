@@ -11,7 +11,7 @@ export interface GovernanceMetrics {
   tokens: Counter<'provider' | 'model' | 'direction'>;
   cost: Counter<'provider' | 'model'>;
   cutoffs: Counter<'provider' | 'reason'>;
-  unmetered: Counter<'provider'>;
+  unclassified: Counter<'provider' | 'outcome'>;
   unknownModels: Counter<'provider'>;
   toolCalls: Counter<'source' | 'decision'>;
   policyEvaluations: Counter<'decision'>;
@@ -47,15 +47,15 @@ export function createGovernanceMetrics(registry: Registry, modelLabelCap: numbe
       labelNames: ['provider', 'reason'],
       registers,
     }),
-    unmetered: new Counter({
-      name: 'svc_proxy_unmetered_requests_total',
-      help: 'Requests to a provider host on a path the adapter does not meter (passed through, metered as zero)',
-      labelNames: ['provider'],
+    unclassified: new Counter({
+      name: 'svc_proxy_unclassified_requests_total',
+      help: 'Requests on a provider host outside its routes, by outcome (metered by estimate, refused, or a free read)',
+      labelNames: ['provider', 'outcome'],
       registers,
     }),
     unknownModels: new Counter({
       name: 'svc_proxy_unknown_model_calls_total',
-      help: 'Calls to a model missing from the price table (priced by the unknown-model rule)',
+      help: 'Calls to a model missing from the price table (priced by the unknown-model rule, or refused under deny)',
       labelNames: ['provider'],
       registers,
     }),

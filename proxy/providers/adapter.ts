@@ -2,11 +2,22 @@ import { z } from 'zod';
 import type { SvcCode } from '../../core/errors/index.ts';
 import { TokenUsageSchema, type TokenUsage } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
+import type { RouteMatch } from './routes.ts';
 
 export const ProviderIdSchema = z.enum(['openai', 'anthropic', 'gemini', 'azure-openai', 'openai-compatible']);
 export type ProviderId = z.infer<typeof ProviderIdSchema>;
 
-export const OperationSchema = z.enum(['chat', 'responses', 'embeddings', 'messages', 'generate', 'stream_generate']);
+export const OperationSchema = z.enum([
+  'chat',
+  'responses',
+  'embeddings',
+  'completions',
+  'messages',
+  'generate',
+  'stream_generate',
+  'embed',
+  'batch_embed',
+]);
 export type Operation = z.infer<typeof OperationSchema>;
 
 /** What the governance pipeline needs to know about a call before it is sent. */
@@ -86,7 +97,9 @@ export interface ProviderAdapter {
   readonly hosts: readonly string[];
   /** Path prefix that selects this provider in reverse-proxy mode. */
   readonly reversePrefix: string;
-  /** The metered operation of a request, or null for paths passed through unmetered. */
+  /** The request's route: metered (with its operation), free, or null when it matches none (docs/providers.md). */
+  route(method: string, path: string): RouteMatch;
+  /** The metered operation of a request, or null when it is not a metered route. */
   classify(method: string, path: string): Operation | null;
   /** Throws SvcError SVC-SYS-9002 naming the field when the body is not a valid request. */
   parseRequest(op: Operation, body: unknown, path: string): ParsedRequest;

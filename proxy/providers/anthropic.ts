@@ -4,7 +4,8 @@ import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
 import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
 import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
-import { asArray, asCount, asObject, asString, parseJson, pathOnly, textOf, type JsonObject } from './json-access.ts';
+import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
+import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation } from './routes.ts';
 import { createStreamMeter, type StreamDialect } from './stream-meter.ts';
 
 export const AnthropicMessagesRequestSchema = z.looseObject({
@@ -69,6 +70,8 @@ const ANTHROPIC_ERRORS: ErrorFormat = {
   }),
 };
 
+const ROUTES = compileRoutes(ANTHROPIC_ROUTES);
+
 const messagesStreamDialect: StreamDialect = {
   framing: 'sse',
   errorFormat: ANTHROPIC_ERRORS,
@@ -113,9 +116,8 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
     id: 'anthropic',
     hosts: ['api.anthropic.com'],
     reversePrefix: '/anthropic',
-    classify(method, path) {
-      return method.toUpperCase() === 'POST' && pathOnly(path).endsWith('/v1/messages') ? 'messages' : null;
-    },
+    route: (method, path) => ROUTES.match(method, path),
+    classify: (method, path) => meteredOperation(ROUTES.match(method, path)),
     parseRequest(_op, body) {
       const req = parseOrThrow(AnthropicMessagesRequestSchema, body);
       const messages: ChatMessageText[] = req.messages.map((m) => ({ role: m.role, content: blocksText(m.content) }));

@@ -1,14 +1,10 @@
-import { pathOnly } from './json-access.ts';
 import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
 import { createOpenAiAdapter } from './openai.ts';
+import { AZURE_OPENAI_ROUTES, azureDeploymentFromPath, compileRoutes } from './routes.ts';
 
-const DEPLOYMENT_PATH = /\/openai\/deployments\/([^/]+)\//;
+export { azureDeploymentFromPath };
 
-/** Azure names the deployment, not the model, in the URL; deployments are usually named after the model. */
-export function azureDeploymentFromPath(path: string): string | undefined {
-  const name = DEPLOYMENT_PATH.exec(pathOnly(path))?.[1];
-  return name === undefined ? undefined : decodeURIComponent(name);
-}
+const AZURE_ROUTES = compileRoutes(AZURE_OPENAI_ROUTES);
 
 export interface AzureOpenAiOptions {
   /** Older api-versions reject `stream_options`; enable when every deployment runs 2024-09-01 or later. */
@@ -21,6 +17,7 @@ export function createAzureOpenAiAdapter(deps: AdapterDeps, options: AzureOpenAi
     id: 'azure-openai',
     hosts: ['*.openai.azure.com', '*.cognitiveservices.azure.com'],
     reversePrefix: '/azure',
+    routes: AZURE_ROUTES,
     injectStreamUsage: options.injectStreamUsage ?? false,
     modelFromPath: azureDeploymentFromPath,
   });

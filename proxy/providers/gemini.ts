@@ -2,9 +2,11 @@ import { z } from 'zod';
 import { parseOrThrow, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
-import type { AdapterDeps, Operation, ProviderAdapter } from './adapter.ts';
+import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
 import { codedMessage, errorReplies, grpcStatusName, type ErrorFormat } from './error-format.ts';
-import { asArray, asCount, asObject, asString, parseJson, pathOnly, textOf, type JsonObject } from './json-access.ts';
+import { parseGeminiEmbedRequest } from './gemini-embed.ts';
+import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
+import { compileRoutes, GEMINI_ROUTES, geminiModelFromPath, meteredOperation } from './routes.ts';
 import { createStreamMeter, type StreamDialect } from './stream-meter.ts';
 
 const count = z.number().int().nonnegative();
@@ -33,11 +35,9 @@ export const GeminiGenerateRequestSchema = z.looseObject({
     .optional(),
 });
 
-const MODEL_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
+export { geminiModelFromPath };
 
-export function geminiModelFromPath(path: string): string | undefined {
-  return MODEL_PATH.exec(pathOnly(path))?.[1];
-}
+const ROUTES = compileRoutes(GEMINI_ROUTES);
 
 function geminiUsage(meta: JsonObject | undefined): Partial<TokenUsage> | undefined {
   if (!meta) return undefined;
@@ -119,11 +119,8 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
     id: 'gemini',
     hosts: ['generativelanguage.googleapis.com'],
     reversePrefix: '/gemini',
-    classify(method, path): Operation | null {
-      if (method.toUpperCase() !== 'POST') return null;
-      const verb = MODEL_PATH.exec(pathOnly(path))?.[2];
-      return verb === 'generateContent' ? 'generate' : verb === 'streamGenerateContent' ? 'stream_generate' : null;
-    },
+    route: (method, path) => ROUTES.match(method, path),
+    classify: (method, path) => meteredOperation(ROUTES.match(method, path)),
     parseRequest(op, body, path) {
       const model = geminiModelFromPath(path);
       if (model === undefined) {
@@ -134,6 +131,8 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
           [{ field: 'path', description: 'expected /models/{model}:generateContent or :streamGenerateContent' }],
         );
       }
+      if (op === 'embed' || op === 'batch_embed')
+        return parseGeminiEmbedRequest(deps, model, body, op === 'batch_embed');
       const req = parseOrThrow(GeminiGenerateRequestSchema, body);
       const messages: ChatMessageText[] = req.contents.map((c) => ({
         role: c.role ?? 'user',

@@ -1,9 +1,12 @@
 import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
 import { createOpenAiAdapter } from './openai.ts';
+import { compileRoutes, openAiRoutes } from './routes.ts';
 
 export interface OpenAiCompatibleOptions {
   /** Hosts (`host` or `host:port`) of the servers, e.g. a vLLM or Ollama service. */
   hosts: readonly string[];
+  /** Where the servers serve the OpenAI routes (`/v1` for vLLM and Ollama, `/api/v1` for some gateways). */
+  basePaths?: readonly string[];
   /** vLLM supports `stream_options`; some servers do not, so it is opt-in. */
   injectStreamUsage?: boolean;
 }
@@ -14,6 +17,7 @@ export function createOpenAiCompatibleAdapter(deps: AdapterDeps, options: OpenAi
     id: 'openai-compatible',
     hosts: options.hosts,
     reversePrefix: '/compat',
+    routes: compileRoutes(openAiRoutes(options.basePaths ?? ['/v1'])),
     injectStreamUsage: options.injectStreamUsage ?? false,
   });
 }

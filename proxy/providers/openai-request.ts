@@ -55,7 +55,7 @@ function toolNames(tools: readonly z.infer<typeof ChatToolSchema>[] | undefined)
   return (tools ?? []).map((t) => t.function?.name ?? t.name ?? t.type ?? 'unknown');
 }
 
-function requireModel(model: string | undefined, pathModel: string | undefined): string {
+export function requireModel(model: string | undefined, pathModel: string | undefined): string {
   const resolved = model ?? pathModel;
   if (resolved === undefined) {
     throw new SvcError('SVC-SYS-9002', 'invalid request: model: required', { fields: 'model' }, [

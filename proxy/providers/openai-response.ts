@@ -3,6 +3,7 @@ import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { AdapterDeps, Operation, ResponseReading } from './adapter.ts';
 import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
 import { codedMessage, type ErrorFormat } from './error-format.ts';
+import { completionsText } from './openai-completions.ts';
 import type { StreamDialect } from './stream-meter.ts';
 
 /** Chat and embeddings report prompt/completion tokens; the Responses API input/output tokens. */
@@ -60,7 +61,11 @@ export function readOpenAiResponse(
   const json = asObject(body) ?? {};
   const model = asString(json.model) ?? '';
   const { names, text } =
-    op === 'responses' ? responsesToolCalls(json) : op === 'chat' ? chatToolCalls(json) : { names: [], text: '' };
+    op === 'responses'
+      ? responsesToolCalls(json)
+      : op === 'chat'
+        ? chatToolCalls(json)
+        : { names: [], text: op === 'completions' ? completionsText(json) : '' };
   const reported = openAiUsage(asObject(json.usage));
   if (reported) {
     return {
@@ -115,6 +120,9 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
       }
       const choices = asArray(json.choices);
       for (const choice of choices) {
+        // Legacy completions stream `choices[].text` where chat streams `choices[].delta`.
+        const legacy = asString(asObject(choice)?.text);
+        if (legacy) acc.text(legacy);
         const delta = asObject(asObject(choice)?.delta);
         if (!delta) continue;
         const content = asString(delta.content) ?? asString(delta.refusal) ?? asString(delta.reasoning_content);

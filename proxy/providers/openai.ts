@@ -1,8 +1,10 @@
-import type { AdapterDeps, Operation, ProviderAdapter, ProviderId } from './adapter.ts';
+import type { AdapterDeps, ProviderAdapter, ProviderId } from './adapter.ts';
 import { errorReplies } from './error-format.ts';
-import { asObject, pathOnly } from './json-access.ts';
+import { asObject } from './json-access.ts';
+import { parseOpenAiCompletionsRequest } from './openai-completions.ts';
 import { parseOpenAiRequest } from './openai-request.ts';
 import { chatStreamDialect, OPENAI_ERRORS, readOpenAiResponse, responsesStreamDialect } from './openai-response.ts';
+import { compileRoutes, meteredOperation, openAiRoutes, type RouteTable } from './routes.ts';
 import { createStreamMeter } from './stream-meter.ts';
 
 /** The parts that differ between servers speaking the OpenAI wire format. */
@@ -10,6 +12,8 @@ export interface OpenAiFlavour {
   id: ProviderId;
   hosts: readonly string[];
   reversePrefix: string;
+  /** The routes it meters (exact patterns, see routes.ts). */
+  routes: RouteTable;
   /**
    * Add `stream_options.include_usage` to streamed chat requests that lack it, so the answer
    * is metered from the provider's own count (reasoning tokens included, which no token
@@ -25,33 +29,29 @@ export const OPENAI_FLAVOUR: OpenAiFlavour = {
   id: 'openai',
   hosts: ['api.openai.com'],
   reversePrefix: '/openai',
+  routes: compileRoutes(openAiRoutes(['/v1'])),
   injectStreamUsage: true,
 };
-
-function classifyOpenAiPath(method: string, path: string): Operation | null {
-  if (method.toUpperCase() !== 'POST') return null;
-  const p = pathOnly(path);
-  if (p.endsWith('/chat/completions')) return 'chat';
-  if (p.endsWith('/responses')) return 'responses';
-  if (p.endsWith('/embeddings')) return 'embeddings';
-  return null;
-}
 
 export function createOpenAiAdapter(deps: AdapterDeps, flavour: OpenAiFlavour = OPENAI_FLAVOUR): ProviderAdapter {
   return {
     id: flavour.id,
     hosts: flavour.hosts,
     reversePrefix: flavour.reversePrefix,
-    classify: classifyOpenAiPath,
+    route: (method, path) => flavour.routes.match(method, path),
+    classify: (method, path) => meteredOperation(flavour.routes.match(method, path)),
     parseRequest(op, body, path) {
-      return parseOpenAiRequest(deps, op, body, flavour.modelFromPath?.(path));
+      const pathModel = flavour.modelFromPath?.(path);
+      return op === 'completions'
+        ? parseOpenAiCompletionsRequest(deps, body, pathModel)
+        : parseOpenAiRequest(deps, op, body, pathModel);
     },
     prepareRequest(op, body) {
       // The body was validated by parseRequest; only the two fields that matter are read here.
       const request = asObject(body);
       const streamOptions = asObject(request?.stream_options);
       if (
-        op !== 'chat' ||
+        (op !== 'chat' && op !== 'completions') ||
         !flavour.injectStreamUsage ||
         request?.stream !== true ||
         streamOptions?.include_usage === true

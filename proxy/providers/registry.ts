@@ -26,6 +26,8 @@ export interface ProviderRegistry {
 export interface DefaultAdaptersOptions {
   /** Hosts of OpenAI-compatible servers; without any, that adapter is not registered. */
   compatibleHosts?: readonly string[];
+  /** Where those servers serve the OpenAI routes; `/v1` when absent. */
+  compatibleBasePaths?: readonly string[];
   compatibleInjectStreamUsage?: boolean;
   azureInjectStreamUsage?: boolean;
 }
@@ -58,6 +60,7 @@ export function createDefaultAdapters(deps: AdapterDeps, options: DefaultAdapter
     adapters.push(
       createOpenAiCompatibleAdapter(deps, {
         hosts: options.compatibleHosts,
+        ...(options.compatibleBasePaths ? { basePaths: options.compatibleBasePaths } : {}),
         injectStreamUsage: options.compatibleInjectStreamUsage ?? false,
       }),
     );

@@ -8,7 +8,8 @@ import { ensureSidecarIdentity } from '../../control-plane/bootstrap/sidecar-ide
 import { loadConfig } from '../../core/config/load.ts';
 import type { Config } from '../../core/config/schema.ts';
 import type { UsageEventMessage } from '../../core/events/messages.ts';
-import { cost, loadPriceTable, type PriceTable, type TokenUsage } from '../../core/metering/prices.ts';
+import { priceTableFromConfig } from '../../core/metering/price-table-from-config.ts';
+import { cost, type PriceTable, type TokenUsage } from '../../core/metering/prices.ts';
 import { createProxy, type Proxy, type ProxyAddresses } from '../../proxy/create-proxy.ts';
 import { eventually, ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
@@ -98,7 +99,8 @@ export async function startProxyRig(configOverrides: Partial<Record<keyof Config
     proxy_compatible_hosts: 'compat.local:8000',
     ...configOverrides,
   });
-  const prices = loadPriceTable();
+  // As proxy/main.ts builds it, so the unknown-model rule of the configuration applies.
+  const prices = priceTableFromConfig(config);
   const proxy = await createProxy({
     config,
     logger: pino({ level: 'silent' }),

@@ -1,5 +1,6 @@
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cost } from '../../core/metering/prices.ts';
 import { metricValue } from '../proxy-net/harness.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 
@@ -102,10 +103,13 @@ describe('Gemini and OpenAI-compatible servers are metered', () => {
     expect(whole.status).toBe(200);
     expect(whole.envelope).toBeDefined();
     const wholeSent = rig.sim.requests.at(-1)?.usageSent;
+    if (wholeSent === undefined) throw new Error('the simulator sent no usage');
     const first = await rig.usageEvent('compat-1');
-    expect(first.tokens).toEqual({ input: wholeSent?.input, output: 5 });
-    expect(first.cost_usd).toBe(0);
-    expect(first.payload).toMatchObject({ provider: 'openai-compatible', priced: false });
+    expect(first.tokens).toEqual({ input: wholeSent.input, output: 5 });
+    // No model of that provider is listed: priced at the highest rates of the whole table, never zero.
+    expect(first.cost_usd).toBeGreaterThan(0);
+    expect(first.cost_usd).toBe(cost(rig.prices, 'llama-3-8b-instruct', wholeSent, 'openai-compatible').costUsd);
+    expect(first.payload).toMatchObject({ provider: 'openai-compatible', priced: false, price_basis: 'max_known' });
 
     const streamed = await forwardPost(
       'http://compat.local:8000/v1/chat/completions',
@@ -122,10 +126,15 @@ describe('Gemini and OpenAI-compatible servers are metered', () => {
     ).toBe(2);
   });
 
-  it('passes an unknown path on a provider host through, metered as zero and counted', async () => {
+  it('relays a plain read on a provider host free, and counts it', async () => {
     const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/models`, { headers: { authorization: 'Bearer sk' } });
     expect(res.status).toBe(404);
     expect(rig.sim.requests.at(-1)?.path).toBe('/v1/models');
-    expect(await metricValue(rig.proxy.registry, 'svc_proxy_unmetered_requests_total', { provider: 'openai' })).toBe(1);
+    expect(
+      await metricValue(rig.proxy.registry, 'svc_proxy_unclassified_requests_total', {
+        provider: 'openai',
+        outcome: 'free',
+      }),
+    ).toBe(1);
   });
 });

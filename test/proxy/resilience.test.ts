@@ -10,7 +10,7 @@ import { fetch, ProxyAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Messaging } from '../../core/bus/bus.ts';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
-import { loadPriceTable } from '../../core/metering/prices.ts';
+import { cost, loadPriceTable } from '../../core/metering/prices.ts';
 import type { Policy } from '../../core/policy/index.ts';
 import { BUCKETS, keys, type RulesetSnapshot } from '../../core/sync/contract.ts';
 import { createProxy, type Proxy, type ProxyAddresses } from '../../proxy/create-proxy.ts';
@@ -148,7 +148,7 @@ describe('the proxy without its control plane', () => {
     }
   });
 
-  it('returns the budget hold of a stream whose client went away, keeping only what was used', async () => {
+  it('returns the budget hold of a stream whose client went away once the rest is drained, charging the provider count', async () => {
     const messaging = createMemoryMessaging({ logger });
     const { proxy, agent } = await lonelyProxy(messaging);
     try {
@@ -164,7 +164,12 @@ describe('the proxy without its control plane', () => {
         method: 'POST',
         dispatcher: agent,
         signal: abort.signal,
-        headers: { 'content-type': 'application/json', authorization: 'Bearer sk', 'x-sim-chunk-delay-ms': '50' },
+        headers: {
+          'content-type': 'application/json',
+          authorization: 'Bearer sk',
+          'x-sim-chunk-delay-ms': '20',
+          'x-sim-output-tokens': '40',
+        },
         body: JSON.stringify({
           model: 'gpt-4o-mini',
           max_tokens: 2000,
@@ -177,10 +182,17 @@ describe('the proxy without its control plane', () => {
       // While the stream runs, the lease holds its estimate (2000 answer tokens, about $0.0012).
       expect(before - (lease?.available().pico ?? 0)).toBeGreaterThan(1_000_000_000);
       abort.abort();
-      // Once the proxy sees the client gone, only the few tokens streamed so far stay spent.
+      // The proxy reads the rest of the answer for the provider's final count: the hold is
+      // returned and exactly the whole answer's price stays spent.
+      const answered = await eventually(
+        () => sim.requests.at(-1)?.usageSent,
+        (usage) => usage !== undefined,
+      );
+      const price = cost(loadPriceTable(), 'gpt-4o-mini', answered ?? { input: 0, output: 0, cachedInput: 0 });
+      expect(answered?.output).toBe(40);
       await eventually(
         () => before - (lease?.available().pico ?? 0),
-        (spent) => spent < 50_000_000,
+        (spent) => spent === price.costPicoUsd,
       );
     } finally {
       await agent.close();

@@ -60,3 +60,11 @@ export async function geminiGenerate(ctx: SimContext): Promise<TokenUsage> {
   out.end();
   return usage;
 }
+
+/** `:embedContent` and `:batchEmbedContents`: vectors only, no usage (as Gemini answers). */
+export function geminiEmbed(ctx: SimContext): Promise<TokenUsage> {
+  const values = [0.25, -0.5, 0.125];
+  const requests = Array.isArray(ctx.body.requests) ? ctx.body.requests : undefined;
+  sendJson(ctx.res, 200, requests ? { embeddings: requests.map(() => ({ values })) } : { embedding: { values } });
+  return Promise.resolve({ input: ctx.plan.inputTokens, output: 0, cachedInput: 0 });
+}

@@ -191,3 +191,43 @@ export function openAiEmbeddings(ctx: SimContext): Promise<TokenUsage> {
   });
   return Promise.resolve({ input: plan.inputTokens, output: 0, cachedInput: 0 });
 }
+
+/** The legacy Completions API: `choices[].text`, whole or streamed (usage chunk with `stream_options.include_usage`). */
+export async function openAiCompletions(ctx: SimContext): Promise<TokenUsage> {
+  const { plan } = ctx;
+  const usage = usageOf(plan, plan.words.length);
+  const base = { id: 'cmpl-sim', object: 'text_completion', created: CREATED, model: plan.model };
+  const choice = (text: string, finish: string | null) => ({ index: 0, text, logprobs: null, finish_reason: finish });
+  if (!ctx.stream) {
+    sendJson(ctx.res, 200, {
+      ...base,
+      choices: [choice(plan.words.join(''), 'length')],
+      usage: { prompt_tokens: usage.input, completion_tokens: usage.output, total_tokens: usage.input + usage.output },
+    });
+    return usage;
+  }
+  const streamOptions = ctx.body.stream_options as { include_usage?: boolean } | undefined;
+  const out = startStream(ctx.res, 'text/event-stream', plan.delayMs);
+  const { sent, failed } = await writeDeltas(
+    ctx,
+    out,
+    plan.words.map((w) => sse({ ...base, choices: [choice(w, null)] })),
+  );
+  if (failed) return usageOf(plan, sent);
+  await out.write(sse({ ...base, choices: [choice('', 'length')] }));
+  if (streamOptions?.include_usage === true)
+    await out.write(
+      sse({
+        ...base,
+        choices: [],
+        usage: {
+          prompt_tokens: usage.input,
+          completion_tokens: usage.output,
+          total_tokens: usage.input + usage.output,
+        },
+      }),
+    );
+  await out.write('data: [DONE]\n\n');
+  out.end();
+  return usage;
+}

@@ -41,6 +41,10 @@ export interface ReplyPlan {
   errorCode: SvcCode | undefined;
   /** With `errorCode`: the stream fails after this many deltas instead of the call being refused. */
   streamErrorAfter: number | undefined;
+  /** A pause before the answer's headers, as a model thinking before its first byte. */
+  firstByteDelayMs: number;
+  /** The connection is reset once this many bytes of the answer's body went out. */
+  resetAfterBytes: number | undefined;
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -93,5 +97,7 @@ export function planReply(input: PlanInput): ReplyPlan {
     delayMs: intHeader(headers, 'x-sim-chunk-delay-ms') ?? input.defaultDelayMs,
     errorCode: svcCodeHeader(headers),
     streamErrorAfter: intHeader(headers, 'x-sim-stream-error-after'),
+    firstByteDelayMs: intHeader(headers, 'x-sim-first-byte-delay-ms') ?? 0,
+    resetAfterBytes: intHeader(headers, 'x-sim-reset-after-bytes'),
   };
 }

@@ -7,18 +7,20 @@ import {
 } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import { createTokenCounter } from '../../core/metering/tokens.ts';
 import type { Operation, ProviderAdapter, ProviderId } from '../../proxy/providers/adapter.ts';
-import { azureDeploymentFromPath } from '../../proxy/providers/azure-openai.ts';
+import { azureDeploymentFromPath, createAzureOpenAiAdapter } from '../../proxy/providers/azure-openai.ts';
 import { createAnthropicAdapter } from '../../proxy/providers/anthropic.ts';
 import { createGeminiAdapter, geminiModelFromPath } from '../../proxy/providers/gemini.ts';
 import { createOpenAiAdapter } from '../../proxy/providers/openai.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from '../../proxy/providers/sse-framer.ts';
 import { anthropicMessages } from './anthropic-sim.ts';
 import type { SimHandler } from './context.ts';
-import { geminiGenerate } from './gemini-sim.ts';
-import { openAiChat, openAiEmbeddings, openAiResponses } from './openai-sim.ts';
+import { resetAfterBytes } from './faults.ts';
+import { geminiEmbed, geminiGenerate } from './gemini-sim.ts';
+import { openAiChat, openAiCompletions, openAiEmbeddings, openAiResponses } from './openai-sim.ts';
 import { planReply } from './plan.ts';
 import { sendJson } from './sse-writer.ts';
 
@@ -63,9 +65,12 @@ const HANDLERS: Record<Operation, SimHandler> = {
   chat: openAiChat,
   responses: openAiResponses,
   embeddings: openAiEmbeddings,
+  completions: openAiCompletions,
   messages: anthropicMessages,
   generate: geminiGenerate,
   stream_generate: geminiGenerate,
+  embed: geminiEmbed,
+  batch_embed: geminiEmbed,
 };
 
 function maxTokensOf(body: Record<string, unknown>): number | undefined {
@@ -102,13 +107,18 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const gemini = createGeminiAdapter(deps);
   const requests: RecordedRequest[] = [];
 
+  const azure = createAzureOpenAiAdapter(deps);
+
+  // OpenAI-compatible servers serve the OpenAI routes under any base path: the part from the
+  // last `/v1/` on is what the OpenAI routes are matched against.
   function route(method: string, path: string): Route | null {
-    for (const adapter of [gemini, anthropic, openai]) {
+    for (const adapter of [gemini, anthropic, azure, openai]) {
       const operation = adapter.classify(method, path);
-      if (operation)
-        return { adapter, provider: path.includes('/openai/deployments/') ? 'azure-openai' : adapter.id, operation };
+      if (operation) return { adapter, provider: adapter.id, operation };
     }
-    return null;
+    const v1 = path.lastIndexOf('/v1/');
+    const operation = v1 > 0 ? openai.classify(method, path.slice(v1)) : null;
+    return operation ? { adapter: openai, provider: 'openai-compatible', operation } : null;
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -137,6 +147,19 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     res.on('finish', () => {
       record.status = res.statusCode;
     });
+    if (!found && method === 'POST' && new URL(path, 'http://simulator').pathname === '/v1/batches') {
+      // A call the proxy cannot meter: the batch runs later, out of its sight.
+      sendJson(res, 200, {
+        id: 'batch_sim',
+        object: 'batch',
+        endpoint: '/v1/chat/completions',
+        input_file_id: 'file-sim',
+        completion_window: '24h',
+        status: 'validating',
+        created_at: 1_700_000_000,
+      });
+      return;
+    }
     if (!found) {
       sendJson(res, 404, {
         error: {
@@ -161,6 +184,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       maxTokens: maxTokensOf(bodyObject),
       defaultDelayMs: options.chunkDelayMs ?? 0,
     });
+    if (plan.firstByteDelayMs > 0) await sleep(plan.firstByteDelayMs);
+    if (plan.resetAfterBytes !== undefined) resetAfterBytes(res, plan.resetAfterBytes);
     if (plan.errorCode !== undefined && plan.streamErrorAfter === undefined) {
       const reply = found.adapter.errorResponse(plan.errorCode, 'simulated refusal');
       res.writeHead(reply.status, reply.headers);

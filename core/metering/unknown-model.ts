@@ -1,0 +1,47 @@
+import type { ModelPrice } from './prices.ts';
+
+/**
+ * Providers billed at another provider's list prices: Azure OpenAI sells OpenAI's models, so a
+ * model it names that the table lacks is priced among OpenAI's.
+ */
+const PRICE_FAMILY: Readonly<Record<string, string>> = { 'azure-openai': 'openai' };
+
+function highest(key: string, prices: readonly ModelPrice[], asOf: string): ModelPrice {
+  let inputPico = 0;
+  let outputPico = 0;
+  for (const p of prices) {
+    inputPico = Math.max(inputPico, p.inputPico);
+    outputPico = Math.max(outputPico, p.outputPico);
+  }
+  // Cached input gets no discount: the model's cache price is as unknown as the model.
+  return {
+    key,
+    provider: undefined,
+    inputPico,
+    outputPico,
+    cachedInputPico: inputPico,
+    maxOutputTokens: undefined,
+    asOf,
+  };
+}
+
+/**
+ * The `max_known` rate: per provider, the highest input and the highest output price of any
+ * model the table lists for it (each on its own, so no known model of that provider costs
+ * more). A provider with no listed model (an OpenAI-compatible server whose models the
+ * operator has not priced) gets the highest rates of the whole table. Computed once per table.
+ */
+export function highestKnownRates(prices: readonly ModelPrice[]): (provider: string | undefined) => ModelPrice {
+  const asOf = prices.reduce((latest, p) => (p.asOf > latest ? p.asOf : latest), '');
+  const everything = highest('max_known', prices, asOf);
+  const byProvider = new Map<string, ModelPrice>();
+  for (const provider of new Set(prices.map((p) => p.provider))) {
+    if (provider === undefined) continue;
+    const own = prices.filter((p) => p.provider === provider);
+    byProvider.set(provider, highest(`max_known:${provider}`, own, asOf));
+  }
+  return (provider) => {
+    if (provider === undefined) return everything;
+    return byProvider.get(PRICE_FAMILY[provider] ?? provider) ?? everything;
+  };
+}

@@ -1,0 +1,76 @@
+import type { TokenUsage } from '../../core/metering/prices.ts';
+import type { Reservation } from '../enforcement/index.ts';
+import type { LocalEnvelope } from '../envelopes/index.ts';
+import type { ProviderId, UsageSource } from '../providers/index.ts';
+import { price, type PricedUsage } from './call-pricing.ts';
+import type { GovernanceDeps } from './governance-deps.ts';
+
+/** What a charge is based on: the answer's usage, the worst case of a call whose usage is unknown, or a token estimate of an unclassified call. */
+export type ChargeBasis = 'usage' | 'worst_case' | 'estimate';
+
+/** One provider call being charged. */
+export interface ChargedCall {
+  provider: ProviderId;
+  envelope: LocalEnvelope;
+  reservation: Reservation;
+  requestId: string;
+  /** The model the request named; the answer's own model, when it reports one, prices it. */
+  requestedModel: string;
+  operation: string;
+  stream: boolean;
+}
+
+export interface Charge {
+  /** The answer's model, or '' to price at the requested one. */
+  model: string;
+  usage: TokenUsage;
+  usageSource: UsageSource;
+  basis: ChargeBasis;
+  toolCalls: readonly string[];
+  /** Why the answer did not reach its client whole (a cut-off, the client gone, an upstream failure). */
+  cutOff: string | null;
+  /** The client went away before its answer was complete. */
+  aborted: boolean;
+  /** Further payload fields of the event. */
+  detail?: Record<string, unknown>;
+}
+
+/**
+ * Settles the reservation with the charge, counts it, and records the `llm.call` event: every
+ * call that may have reached the provider ends here exactly once, whatever ended it.
+ */
+export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Charge): PricedUsage {
+  const model = charge.model === '' ? call.requestedModel : charge.model;
+  const priced = price(deps.prices, model, charge.usage, call.provider);
+  call.reservation.settle(priced);
+  const labels = { provider: call.provider, model: deps.metrics.models.label(model === '' ? 'none' : model) };
+  deps.metrics.tokens.inc({ ...labels, direction: 'input' }, charge.usage.input);
+  deps.metrics.tokens.inc({ ...labels, direction: 'output' }, charge.usage.output);
+  deps.metrics.cost.inc(labels, priced.usd);
+  // The requested model was counted before the call; an answer naming another unknown one counts too.
+  if (!priced.known && model !== call.requestedModel) deps.metrics.unknownModels.inc({ provider: call.provider });
+  void deps.recorder.usage(call.envelope, {
+    eventType: 'llm.call',
+    // An unclassified call may name no model.
+    model: model === '' ? null : model,
+    tokens: { input: charge.usage.input, output: charge.usage.output },
+    costUsd: priced.usd,
+    payload: {
+      provider: call.provider,
+      operation: call.operation,
+      stream: call.stream,
+      usage_source: charge.usageSource,
+      charged: charge.basis,
+      aborted: charge.aborted,
+      cached_input_tokens: charge.usage.cachedInput,
+      cost_pico_usd: priced.pico,
+      priced: priced.known,
+      price_basis: priced.basis,
+      tool_calls: [...charge.toolCalls],
+      request_id: call.requestId,
+      cut_off: charge.cutOff,
+      ...charge.detail,
+    },
+  });
+  return priced;
+}

@@ -1,0 +1,232 @@
+import { deniesModel } from '../../core/metering/prices.ts';
+import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
+import { ZERO, isRefusal } from '../enforcement/index.ts';
+import { ENVELOPE_HEADER } from '../envelopes/index.ts';
+import type { ProxiedRequest } from '../listener/index.ts';
+import type { ProviderAdapter } from '../providers/index.ts';
+import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
+import { price } from './call-pricing.ts';
+import { writeToClient } from './client-write.ts';
+import type { GovernanceDeps } from './governance-deps.ts';
+import { governedHeaders } from './llm-call.ts';
+import { sendProviderRefusal } from './provider-refusal.ts';
+import { readBody } from './read-body.ts';
+import { chargeCall, type ChargedCall } from './settle-call.ts';
+import { TextSample } from './text-sample.ts';
+import { refused } from './tool-calls.ts';
+import { mayHaveReachedProvider } from './upstream-failure.ts';
+import { upstreamSignal } from './upstream-signal.ts';
+
+/**
+ * A plain read generates nothing: `GET`/`HEAD` without a body and without a protocol upgrade
+ * (a realtime websocket is a generation the proxy cannot meter).
+ */
+function isPlainRead(req: ProxiedRequest): boolean {
+  const method = req.method.toUpperCase();
+  return (method === 'GET' || method === 'HEAD') && !req.hasBody && req.headers.upgrade === undefined;
+}
+
+/** The `model` a JSON body names, or '' (a file upload, a batch, no JSON at all). */
+function modelNamed(bytes: Buffer): string {
+  try {
+    const json = JSON.parse(bytes.toString('utf8')) as unknown;
+    const model = typeof json === 'object' && json !== null ? (json as { model?: unknown }).model : undefined;
+    return typeof model === 'string' ? model : '';
+  } catch {
+    return '';
+  }
+}
+
+/** Relays a request unchanged (governance headers are stripped by the upstream client). */
+export async function passThrough(deps: GovernanceDeps, req: ProxiedRequest, provider: string): Promise<void> {
+  const response = await deps.upstream.request({
+    url: req.targetUrl,
+    method: req.method,
+    headers: req.headers,
+    body: req.hasBody ? req.body : null,
+    signal: req.signal,
+    provider,
+    receivedAt: req.receivedAt,
+  });
+  await relayResponse(req.clientRes, response);
+}
+
+/**
+ * A request on a provider host that matches none of its routes (docs/providers.md). It is
+ * never free and never ungoverned: plain reads pass (they generate nothing); anything else is
+ * refused (`proxy_unclassified_paths=refuse`) or, by default, governed like a call whose usage
+ * cannot be read: the envelope and the `llm:<model>` policy apply (`llm:unclassified` when the
+ * body names no model), and the request and answer are charged at the tokenizer's estimate of
+ * their bytes, priced as the model (or, naming none, by the unknown-model rule).
+ */
+export async function governUnclassifiedCall(
+  deps: GovernanceDeps,
+  req: ProxiedRequest,
+  adapter: ProviderAdapter,
+): Promise<void> {
+  const path = req.targetUrl.pathname;
+  const count = (outcome: string) => deps.metrics.unclassified.inc({ provider: adapter.id, outcome });
+  const refuse = (code: SvcCode, message: string, envelopeId: string | null) =>
+    sendProviderRefusal(req.clientRes, adapter, code, message, req.id, envelopeId);
+  if (isPlainRead(req)) {
+    count('free');
+    return passThrough(deps, req, adapter.id);
+  }
+  if (deps.unclassifiedPaths === 'refuse') {
+    count('refused');
+    refuse(
+      'SVC-ADP-5003',
+      `${req.method} ${path} is not a route the proxy meters for ${adapter.id}; such requests are refused (proxy_unclassified_paths=refuse)`,
+      null,
+    );
+    return;
+  }
+  let bytes: Buffer;
+  try {
+    bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    count('invalid');
+    refuse(error.code, error.message, null);
+    return;
+  }
+  const model = modelNamed(bytes);
+  const { envelope, opened } = deps.envelopes.resolve(req.headers);
+  if (opened) void deps.recorder.opened(envelope);
+  if (envelope.ending !== null) {
+    count('refused');
+    refuse(
+      'SVC-ENV-1003',
+      `envelope ${envelope.envelopeId} already ended (${envelope.ending.status}): ${envelope.ending.reason}`,
+      envelope.envelopeId,
+    );
+    return;
+  }
+  if (model === '' || deps.prices.lookup(model) === undefined) deps.metrics.unknownModels.inc({ provider: adapter.id });
+  if (model !== '' && deniesModel(deps.prices, model)) {
+    count('refused');
+    refuse(
+      'SVC-ADP-5004',
+      `model ${model} has no price in the price table, and unknown models are refused (unknown_model_price=deny)`,
+      envelope.envelopeId,
+    );
+    return;
+  }
+  const sent = new TextSample();
+  sent.push(bytes);
+  const input = sent.tokens(deps.tokens, model);
+  const action = `llm:${model === '' ? 'unclassified' : model}`;
+  const verdict = deps.gate.check(action, {
+    model,
+    model_name: model,
+    provider: adapter.id,
+    operation: 'unclassified',
+    method: req.method,
+    path,
+    host: req.targetUrl.hostname,
+    envelope_id: envelope.envelopeId,
+    execution_id: envelope.executionId,
+    budget_id: envelope.budgetId,
+    estimated_input_tokens: input,
+  });
+  if (!verdict.allowed) {
+    count('refused');
+    refused(deps, envelope, action, verdict);
+    refuse(verdict.code, verdict.message, envelope.envelopeId);
+    return;
+  }
+  const lease = await deps.leases.lease(envelope.budgetId);
+  const hold = price(deps.prices, model, { input, output: 0, cachedInput: 0 }, adapter.id);
+  const reservation = lease.reserve(hold, hold);
+  if (isRefusal(reservation)) {
+    count('refused');
+    refuse(reservation.code, reservation.message, envelope.envelopeId);
+    return;
+  }
+  count('metered');
+  const call: ChargedCall = {
+    provider: adapter.id,
+    envelope,
+    reservation,
+    requestId: req.id,
+    requestedModel: model,
+    operation: 'unclassified',
+    stream: false,
+  };
+  const charge = (output: number, cutOff: string | null) =>
+    chargeCall(deps, call, {
+      model: '',
+      usage: { input, output, cachedInput: 0 },
+      usageSource: 'estimated',
+      basis: 'estimate',
+      toolCalls: [],
+      cutOff,
+      aborted: req.signal.aborted,
+      detail: { method: req.method, path },
+    });
+  const upstream = upstreamSignal(req.signal, deps.abortDrainMs);
+  try {
+    let response: UpstreamResponse;
+    try {
+      response = await deps.upstream.request({
+        url: req.targetUrl,
+        method: req.method,
+        headers: governedHeaders(req.headers, bytes.length),
+        body: bytes,
+        signal: upstream.signal,
+        provider: adapter.id,
+        receivedAt: req.receivedAt,
+      });
+    } catch (error) {
+      if (mayHaveReachedProvider(error)) charge(0, req.signal.aborted ? 'client_gone' : 'upstream_failed');
+      else reservation.settle(ZERO);
+      const failure = isSvcError(error) ? error : undefined;
+      refuse(failure?.code ?? 'SVC-ADP-5001', failure?.message ?? String(error), envelope.envelopeId);
+      return;
+    }
+    response.headers[ENVELOPE_HEADER] = envelope.envelopeId;
+    if (response.statusCode >= 400) {
+      // The provider refused: nothing generated, nothing charged.
+      reservation.settle(ZERO);
+      await relayResponse(req.clientRes, response).catch(() => req.clientRes.destroy());
+      return;
+    }
+    const answer = await relayCounting(deps, req, response);
+    charge(answer.sample.tokens(deps.tokens, model), answer.cutOff);
+  } finally {
+    upstream.dispose();
+  }
+}
+
+/**
+ * Relays an answer chunk by chunk while sampling it for its token estimate. A client that
+ * leaves does not stop the count: the rest is read (within the drain time and the answer bound).
+ */
+async function relayCounting(
+  deps: GovernanceDeps,
+  req: ProxiedRequest,
+  response: UpstreamResponse,
+): Promise<{ sample: TextSample; cutOff: string | null }> {
+  const res = req.clientRes;
+  const sample = new TextSample();
+  res.writeHead(response.statusCode, response.headers);
+  if (response.headers['content-length'] === undefined) res.flushHeaders();
+  let gone = false;
+  let failed = false;
+  try {
+    for await (const chunk of response.body) {
+      sample.push(chunk as Uint8Array);
+      if (!gone && !(await writeToClient(res, chunk as Uint8Array, req.signal))) gone = true;
+      if (gone && sample.totalBytes > deps.responseLimitBytes) {
+        response.body.destroy();
+        break;
+      }
+    }
+  } catch {
+    failed = true;
+  }
+  gone ||= req.signal.aborted;
+  if (gone || failed) res.destroy();
+  else res.end();
+  return { sample, cutOff: gone ? 'client_gone' : failed ? 'upstream_failed' : null };
+}

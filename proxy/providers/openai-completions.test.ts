@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import { SvcError } from '../../core/errors/index.ts';
+import { useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
+import { captureRaw, runMeter, splitAt } from '../../test/simulator/index.ts';
+import { createGeminiAdapter } from './gemini.ts';
+import { createOpenAiAdapter } from './openai.ts';
+
+const fx = useAdapterFixture();
+const openai = createOpenAiAdapter(fx.deps);
+const gemini = createGeminiAdapter(fx.deps);
+
+describe('legacy OpenAI completions are metered like chat', () => {
+  it('counts string and token-array prompts and bounds the answer by every completion generated', () => {
+    const text = fx.tokens.countText('gpt-3.5-turbo-instruct', 'Say this is a test');
+    expect(
+      openai.parseRequest(
+        'completions',
+        { model: 'gpt-3.5-turbo-instruct', prompt: 'Say this is a test', max_tokens: 7, n: 2, best_of: 3 },
+        '/v1/completions',
+      ),
+    ).toEqual({
+      model: 'gpt-3.5-turbo-instruct',
+      stream: false,
+      estimatedInputTokens: text,
+      maxOutputTokens: 21,
+      declaredTools: [],
+    });
+    const tokens = openai.parseRequest('completions', { model: 'm', prompt: [[1, 2, 3], [4]], max_tokens: 1 }, '/');
+    expect(tokens.estimatedInputTokens).toBe(4);
+    const unbounded = openai.parseRequest('completions', { model: 'gpt-3.5-turbo-instruct', prompt: 'x' }, '/');
+    expect(unbounded.maxOutputTokens).toBe(fx.deps.defaultMaxOutputTokens('gpt-3.5-turbo-instruct'));
+    expect(() => openai.parseRequest('completions', { prompt: 'no model' }, '/v1/completions')).toThrow(SvcError);
+  });
+
+  it('asks for stream usage, and meters the whole and the streamed answer', async () => {
+    const body = { model: 'gpt-3.5-turbo-instruct', prompt: 'Count', max_tokens: 6, stream: true };
+    const prepared = openai.prepareRequest('completions', body);
+    expect(prepared).toMatchObject({ modified: true, hideStreamUsage: true });
+    const raw = await captureRaw(fx.sim, '/v1/completions', prepared.body);
+    const sent = fx.sim.requests.at(-1)?.usageSent;
+    const run = runMeter(
+      openai.createStreamMeter('completions', body.model, { hideStreamUsage: true }),
+      splitAt(raw, 3),
+    );
+    expect(run.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
+    expect(new TextDecoder().decode(run.forwarded)).not.toContain('"usage"');
+
+    const counted = await captureRaw(fx.sim, '/v1/completions', body);
+    const estimate = runMeter(openai.createStreamMeter('completions', body.model, { estimatedInputTokens: 3 }), [
+      counted,
+    ]);
+    expect(estimate.last.usage).toEqual({ input: 3, output: 6, cachedInput: 0 });
+
+    const whole = await captureRaw(fx.sim, '/v1/completions', { ...body, stream: false });
+    const json = JSON.parse(new TextDecoder().decode(whole)) as { usage: unknown; choices: unknown };
+    expect(openai.readResponse('completions', json).usage.output).toBe(6);
+    expect(openai.readResponse('completions', { choices: json.choices }, 2)).toMatchObject({
+      usage: { input: 2, output: 6 },
+      usageSource: 'estimated',
+    });
+  });
+});
+
+describe('Gemini embeddings are metered at their prompt', () => {
+  it('counts embedContent and batchEmbedContents texts, with no answer tokens', () => {
+    const one = gemini.parseRequest(
+      'embed',
+      { content: { parts: [{ text: 'hello world' }] } },
+      '/v1beta/models/gemini-embedding-001:embedContent',
+    );
+    const words = fx.tokens.countText('gemini-embedding-001', 'hello world');
+    expect(one).toEqual({
+      model: 'gemini-embedding-001',
+      stream: false,
+      estimatedInputTokens: words,
+      maxOutputTokens: 0,
+      declaredTools: [],
+    });
+    const batch = gemini.parseRequest(
+      'batch_embed',
+      {
+        requests: [
+          { content: { parts: [{ text: 'hello world' }] } },
+          { content: { parts: [{ text: 'hello world' }] } },
+        ],
+      },
+      '/v1beta/models/gemini-embedding-001:batchEmbedContents',
+    );
+    expect(batch.estimatedInputTokens).toBe(2 * words);
+    expect(() =>
+      gemini.parseRequest('embed', { requests: [] }, '/v1beta/models/gemini-embedding-001:embedContent'),
+    ).toThrow(/content/);
+    expect(gemini.readResponse('embed', { embedding: { values: [0.1] } }, words)).toMatchObject({
+      usage: { input: words, output: 0 },
+      usageSource: 'estimated',
+    });
+  });
+});

@@ -1,0 +1,147 @@
+import { describe, expect, it } from 'vitest';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
+import type { ProviderAdapter } from './adapter.ts';
+import { createAnthropicAdapter } from './anthropic.ts';
+import { createAzureOpenAiAdapter } from './azure-openai.ts';
+import { createGeminiAdapter } from './gemini.ts';
+import { createOpenAiCompatibleAdapter } from './openai-compatible.ts';
+import { createOpenAiAdapter } from './openai.ts';
+import { azureDeploymentFromPath, geminiModelFromPath, normalizeBasePath, normalizeRoutePath } from './routes.ts';
+
+const deps = { tokens: createTokenCounter(), defaultMaxOutputTokens: () => 4096, maxEventBytes: 8 * 1024 * 1024 };
+/** An operation, 'free', or null for no route. */
+type Expected = string | null;
+
+function check(adapter: ProviderAdapter, rows: readonly [string, string, Expected][]): void {
+  it.each(rows)('%s %s → %s', (method, path, expected) => {
+    const match = adapter.route(method, path);
+    const got = match === null ? null : match.kind === 'free' ? 'free' : match.op;
+    expect(got).toBe(expected);
+    expect(adapter.classify(method, path)).toBe(expected === 'free' ? null : expected);
+  });
+}
+
+describe('OpenAI routes', () => {
+  check(createOpenAiAdapter(deps), [
+    ['POST', '/v1/chat/completions', 'chat'],
+    ['post', '/v1/chat/completions', 'chat'],
+    ['POST', '/v1/chat/completions?x=1', 'chat'],
+    ['POST', '/v1/chat/completions/', 'chat'],
+    ['POST', '/v1//chat/completions', 'chat'],
+    ['POST', '/v1/responses', 'responses'],
+    ['POST', '/v1/embeddings', 'embeddings'],
+    ['POST', '/v1/completions', 'completions'],
+    ['POST', '/v1/responses/input_tokens', 'free'],
+    ['POST', '/v1/moderations', 'free'],
+    // A suffix is not a route: these used to pass as chat and be metered as one.
+    ['POST', '/v1/files/x/chat/completions', null],
+    ['POST', '/evil/chat/completions', null],
+    ['POST', '/chat/completions', null],
+    ['POST', '/v2/chat/completions', null],
+    ['POST', '/v1/chat/completions/extra', null],
+    ['POST', '/v1/chat%2Fcompletions', null],
+    ['POST', '/V1/Chat/Completions', null],
+    ['POST', '/v1/responses/resp_1/cancel', null],
+    ['POST', '/v1/batches', null],
+    ['POST', '/v1/files', null],
+    ['GET', '/v1/chat/completions', null],
+    ['GET', '/v1/models', null],
+    ['PUT', '/v1/responses', null],
+  ]);
+});
+
+describe('Azure OpenAI routes', () => {
+  check(createAzureOpenAiAdapter(deps), [
+    ['POST', '/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21', 'chat'],
+    ['POST', '/openai/deployments/gpt-4o-prod/chat/completions/?api-version=2024-10-21', 'chat'],
+    ['POST', '/openai/deployments/emb/embeddings?api-version=2024-10-21', 'embeddings'],
+    ['POST', '/openai/deployments/inst/completions?api-version=2024-10-21', 'completions'],
+    ['POST', '/openai/responses?api-version=2025-03-01-preview', 'responses'],
+    ['POST', '/openai/v1/chat/completions', 'chat'],
+    ['POST', '/openai/v1/responses', 'responses'],
+    ['POST', '/openai/deployments/a/b/chat/completions', null],
+    ['POST', '/evil/openai/deployments/d/chat/completions', null],
+    ['POST', '/v1/chat/completions', null],
+    ['POST', '/openai/deployments/d/extensions/chat/completions', null],
+    ['GET', '/openai/deployments?api-version=2022-12-01', null],
+  ]);
+
+  it('names the deployment only on a deployment route', () => {
+    expect(azureDeploymentFromPath('/openai/deployments/gpt%2D4o/chat/completions?api-version=1')).toBe('gpt-4o');
+    expect(azureDeploymentFromPath('/openai/deployments/%E0%A4%A/chat/completions')).toBe('%E0%A4%A');
+    expect(azureDeploymentFromPath('/x/openai/deployments/d/chat/completions')).toBeUndefined();
+  });
+});
+
+describe('Anthropic routes', () => {
+  check(createAnthropicAdapter(deps), [
+    ['POST', '/v1/messages', 'messages'],
+    ['POST', '/v1/messages/', 'messages'],
+    ['POST', '/v1/messages?beta=true', 'messages'],
+    ['POST', '/v1/messages/count_tokens', 'free'],
+    ['POST', '/v1/messages/batches', null],
+    ['POST', '/v1/complete', null],
+    ['POST', '/evil/v1/messages', null],
+    ['POST', '/v1/files/x/v1/messages', null],
+    ['GET', '/v1/messages', null],
+    ['GET', '/v1/models', null],
+  ]);
+});
+
+describe('Gemini routes', () => {
+  check(createGeminiAdapter(deps), [
+    ['POST', '/v1beta/models/gemini-2.0-flash:generateContent', 'generate'],
+    ['POST', '/v1/models/gemini-2.0-flash:generateContent', 'generate'],
+    ['POST', '/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse', 'stream_generate'],
+    ['POST', '/v1beta/models/gemini-embedding-001:embedContent', 'embed'],
+    ['POST', '/v1beta/models/gemini-embedding-001:batchEmbedContents', 'batch_embed'],
+    ['POST', '/v1beta/models/gemini-2.0-flash:countTokens', 'free'],
+    ['POST', '/v1beta/models/gemini-2.0-flash:batchGenerateContent', null],
+    ['POST', '/evil/v1beta/models/gemini-2.0-flash:generateContent', null],
+    ['POST', '/v1beta/files/x/models/gemini-2.0-flash:generateContent', null],
+    ['POST', '/v1beta/models/a/b:generateContent', null],
+    ['POST', '/v1beta/models/:generateContent', null],
+    ['POST', '/v2/models/gemini-2.0-flash:generateContent', null],
+    ['POST', '/v1beta/tunedModels/mine:generateContent', null],
+    ['GET', '/v1beta/models', null],
+  ]);
+
+  it('takes the model from the route only', () => {
+    expect(geminiModelFromPath('/v1beta/models/gemini-2.0-flash:generateContent?key=k')).toBe('gemini-2.0-flash');
+    expect(geminiModelFromPath('/evil/models/gemini-2.0-flash:generateContent')).toBeUndefined();
+  });
+});
+
+describe('OpenAI-compatible routes under configured base paths', () => {
+  check(createOpenAiCompatibleAdapter(deps, { hosts: ['vllm:8000'] }), [
+    ['POST', '/v1/chat/completions', 'chat'],
+    ['POST', '/api/v1/chat/completions', null],
+    ['POST', '/chat/completions', null],
+  ]);
+  check(createOpenAiCompatibleAdapter(deps, { hosts: ['gw:80'], basePaths: ['/api/v1/', ' v1', '', '/'] }), [
+    ['POST', '/api/v1/chat/completions', 'chat'],
+    ['POST', '/v1/embeddings', 'embeddings'],
+    ['POST', '/chat/completions', 'chat'],
+    ['POST', '/completions', 'completions'],
+    ['POST', '/other/v1/chat/completions', null],
+    ['POST', '/api/v2/chat/completions', null],
+  ]);
+  check(createOpenAiCompatibleAdapter(deps, { hosts: ['gw:80'], basePaths: ['/v1', ' '] }), [
+    ['POST', '/v1/chat/completions', 'chat'],
+    // A blank entry (a trailing comma in the configuration) does not open the root.
+    ['POST', '/chat/completions', null],
+  ]);
+
+  it('normalizes base paths and request paths', () => {
+    expect(['/v1', '/v1/', 'v1', ' /api/v1// ', '/', ''].map(normalizeBasePath)).toEqual([
+      '/v1',
+      '/v1',
+      '/v1',
+      '/api/v1',
+      '',
+      '',
+    ]);
+    expect(normalizeRoutePath('//v1///chat/completions//?a=/b')).toBe('/v1/chat/completions');
+    expect(normalizeRoutePath('/')).toBe('/');
+  });
+});

@@ -1,0 +1,141 @@
+import type { Operation } from './adapter.ts';
+import { pathOnly } from './json-access.ts';
+
+/** Where a request stands on a provider's surface. */
+export type RouteMatch =
+  /** A call the proxy governs and meters as `op`. */
+  | { kind: 'metered'; op: Operation }
+  /** A route that generates nothing billable (token counting): relayed free. */
+  | { kind: 'free' }
+  /** No route of this provider: the unclassified-path rule applies (metered by estimate, or refused). */
+  | null;
+
+/**
+ * One exact route, always POST: literal segments, and `{name}` for one segment's variable part
+ * (no `/` or `:`, so `{model}:generateContent` takes the model id alone).
+ */
+export interface RoutePattern {
+  path: string;
+  op: Operation | 'free';
+}
+
+export interface RouteTable {
+  readonly patterns: readonly RoutePattern[];
+  match(method: string, path: string): RouteMatch;
+}
+
+/**
+ * The form a path is matched in: no query, no repeated or trailing slash, so
+ * `/v1/chat/completions/?x=1` is the chat route. Nothing else is rewritten: an encoded
+ * slash or another spelling is not a route and falls under the unclassified-path rule,
+ * which never lets it through free.
+ */
+export function normalizeRoutePath(path: string): string {
+  const collapsed = pathOnly(path).replace(/\/{2,}/g, '/');
+  return collapsed.length > 1 && collapsed.endsWith('/') ? collapsed.slice(0, -1) : collapsed;
+}
+
+const REGEX_SPECIAL = /[.*+?^${}()|[\]\\]/g;
+
+function compile(pattern: string): RegExp {
+  const source = pattern
+    .split(/(\{[a-z]+\})/)
+    .map((part) => (/^\{[a-z]+\}$/.test(part) ? '[^/:]+' : part.replace(REGEX_SPECIAL, '\\$&')))
+    .join('');
+  return new RegExp(`^${source}$`);
+}
+
+export function compileRoutes(patterns: readonly RoutePattern[]): RouteTable {
+  const exact = new Map<string, RouteMatch>();
+  const templated: { regex: RegExp; match: RouteMatch }[] = [];
+  for (const { path, op } of patterns) {
+    const match: RouteMatch = op === 'free' ? { kind: 'free' } : { kind: 'metered', op };
+    if (path.includes('{')) templated.push({ regex: compile(path), match });
+    else exact.set(path, match);
+  }
+  return {
+    patterns,
+    match(method, path) {
+      if (method.toUpperCase() !== 'POST') return null;
+      const p = normalizeRoutePath(path);
+      return exact.get(p) ?? templated.find((t) => t.regex.test(p))?.match ?? null;
+    },
+  };
+}
+
+/** The metered operation of a route, or null: what `ProviderAdapter.classify` answers. */
+export function meteredOperation(match: RouteMatch): Operation | null {
+  return match?.kind === 'metered' ? match.op : null;
+}
+
+/**
+ * A base path as configured (`/v1`, `/api/v1/`, `/`): leading slash, no trailing one, the root
+ * as the empty string.
+ */
+export function normalizeBasePath(base: string): string {
+  const trimmed = base.trim().replace(/\/+$/, '');
+  return trimmed === '' ? '' : trimmed.startsWith('/') ? trimmed : `/${trimmed}`;
+}
+
+/**
+ * The OpenAI surface under each base path (`/v1` at OpenAI; configurable for compatible
+ * servers). Blank entries are ignored; the root is written `/`.
+ */
+export function openAiRoutes(basePaths: readonly string[]): RoutePattern[] {
+  const bases = basePaths.filter((b) => b.trim() !== '').map(normalizeBasePath);
+  return bases.flatMap((base) => [
+    { path: `${base}/chat/completions`, op: 'chat' as const },
+    { path: `${base}/responses`, op: 'responses' as const },
+    { path: `${base}/embeddings`, op: 'embeddings' as const },
+    { path: `${base}/completions`, op: 'completions' as const },
+    { path: `${base}/responses/input_tokens`, op: 'free' as const },
+    // OpenAI does not bill moderation.
+    { path: `${base}/moderations`, op: 'free' as const },
+  ]);
+}
+
+/** Azure: deployment routes (`?api-version=` is a query, not part of the route), and the v1 API. */
+export const AZURE_OPENAI_ROUTES: readonly RoutePattern[] = [
+  { path: '/openai/deployments/{deployment}/chat/completions', op: 'chat' },
+  { path: '/openai/deployments/{deployment}/completions', op: 'completions' },
+  { path: '/openai/deployments/{deployment}/embeddings', op: 'embeddings' },
+  { path: '/openai/responses', op: 'responses' },
+  ...openAiRoutes(['/openai/v1']),
+];
+
+export const ANTHROPIC_ROUTES: readonly RoutePattern[] = [
+  { path: '/v1/messages', op: 'messages' },
+  { path: '/v1/messages/count_tokens', op: 'free' },
+];
+
+const GEMINI_VERBS = {
+  generateContent: 'generate',
+  streamGenerateContent: 'stream_generate',
+  embedContent: 'embed',
+  batchEmbedContents: 'batch_embed',
+  countTokens: 'free',
+} as const satisfies Record<string, Operation | 'free'>;
+
+export const GEMINI_ROUTES: readonly RoutePattern[] = ['v1', 'v1beta'].flatMap((version) =>
+  Object.entries(GEMINI_VERBS).map(([verb, op]) => ({ path: `/${version}/models/{model}:${verb}`, op })),
+);
+
+const GEMINI_MODEL = /^\/v1(?:beta)?\/models\/([^/:]+):[A-Za-z]+$/;
+
+/** The model a Gemini route names (`/v1beta/models/gemini-2.0-flash:generateContent` → `gemini-2.0-flash`). */
+export function geminiModelFromPath(path: string): string | undefined {
+  return GEMINI_MODEL.exec(normalizeRoutePath(path))?.[1];
+}
+
+const AZURE_DEPLOYMENT = /^\/openai\/deployments\/([^/]+)\//;
+
+/** Azure names the deployment, not the model, in the URL; deployments are usually named after the model. */
+export function azureDeploymentFromPath(path: string): string | undefined {
+  const name = AZURE_DEPLOYMENT.exec(normalizeRoutePath(path))?.[1];
+  if (name === undefined) return undefined;
+  try {
+    return decodeURIComponent(name);
+  } catch {
+    return name;
+  }
+}

@@ -1,0 +1,182 @@
+import { APIError as AnthropicApiError } from '@anthropic-ai/sdk';
+import { APIError } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { UsageEventMessage } from '../../core/events/messages.ts';
+import { cost } from '../../core/metering/prices.ts';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
+import { eventually } from '../harness/control-plane.ts';
+import { metricValue } from '../proxy-net/harness.ts';
+import { startProxyRig, type ProxyRig } from './harness.ts';
+import { anthropicClient, openAiClient } from './sdk-options.ts';
+
+const tokens = createTokenCounter();
+afterAll(() => tokens.free());
+
+const messages = [{ role: 'user' as const, content: 'hello' }];
+const eventFor = (rig: ProxyRig, requestId: string) =>
+  rig.cp.published.find((m) => (m.data as UsageEventMessage).payload?.request_id === requestId);
+
+async function post(rig: ProxyRig, path: string, body: unknown, requestId: string) {
+  const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      authorization: 'Bearer sk',
+      'x-request-id': requestId,
+      'x-svc-execution-id': `exec-${requestId}`,
+    },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text() };
+}
+
+describe('by default', () => {
+  let rig: ProxyRig;
+  beforeAll(async () => {
+    rig = await startProxyRig();
+  });
+  afterAll(async () => rig.close());
+
+  it('meters a request outside every route by the token estimate of request and answer, at the highest known rate', async () => {
+    const body = { input_file_id: 'file-abc', endpoint: '/v1/chat/completions', completion_window: '24h' };
+    const answer = await post(rig, '/openai/v1/batches', body, 'batch-1');
+    expect(answer.status).toBe(200);
+    expect(rig.sim.requests.at(-1)?.path).toBe('/v1/batches');
+
+    const event = await rig.usageEvent('batch-1');
+    const expected = {
+      input: tokens.countText('', JSON.stringify(body)),
+      output: tokens.countText('', answer.text),
+    };
+    expect(event.tokens).toEqual(expected);
+    expect(event.model).toBeNull();
+    expect(event.cost_usd).toBeGreaterThan(0);
+    expect(event.cost_usd).toBe(cost(rig.prices, 'no-model', { ...expected, cachedInput: 0 }, 'openai').costUsd);
+    expect(event.payload).toMatchObject({
+      operation: 'unclassified',
+      path: '/v1/batches',
+      method: 'POST',
+      charged: 'estimate',
+      price_basis: 'max_known',
+      aborted: false,
+    });
+    expect(
+      await metricValue(rig.proxy.registry, 'svc_proxy_unclassified_requests_total', {
+        provider: 'openai',
+        outcome: 'metered',
+      }),
+    ).toBe(1);
+  });
+
+  it('does not take a path that merely ends like a route for that route', async () => {
+    const chat = { model: 'gpt-4o-mini', max_tokens: 5, messages };
+    const chatCalls = { provider: 'openai', model: 'gpt-4o-mini', decision: 'allowed' };
+    const before = await metricValue(rig.proxy.registry, 'svc_proxy_requests_total', chatCalls);
+    const answer = await post(rig, '/openai/v1/files/x/chat/completions', chat, 'walk-around');
+    // The simulator, which knows the real routes, has no such route; the proxy governed it as unclassified.
+    expect(answer.status).toBe(404);
+    expect(rig.sim.requests.at(-1)?.path).toBe('/v1/files/x/chat/completions');
+    expect(await metricValue(rig.proxy.registry, 'svc_proxy_requests_total', chatCalls)).toBe(before);
+    expect(
+      await metricValue(rig.proxy.registry, 'svc_proxy_unclassified_requests_total', {
+        provider: 'openai',
+        outcome: 'metered',
+      }),
+    ).toBe(2);
+  });
+
+  it('relays a free route (token counting) without metering it', async () => {
+    const answer = await post(
+      rig,
+      '/anthropic/v1/messages/count_tokens',
+      { model: 'claude-3-5-haiku-20241022', messages },
+      'count-tokens',
+    );
+    expect(rig.sim.requests.at(-1)?.path).toBe('/v1/messages/count_tokens');
+    expect(answer.status).toBe(404);
+    expect(eventFor(rig, 'count-tokens')).toBeUndefined();
+    expect(
+      await metricValue(rig.proxy.registry, 'svc_proxy_unclassified_requests_total', { provider: 'anthropic' }),
+    ).toBe(0);
+  });
+
+  it('prices a model missing from the table at the highest known rate of its provider, and counts it before the call', async () => {
+    const client = openAiClient(rig.agent, { 'x-request-id': 'unknown-model', 'X-Svc-Execution-Id': 'exec-unknown' });
+    await client.chat.completions.create({ model: 'gpt-unreleased', max_tokens: 7, messages });
+    const sent = rig.sim.requests.at(-1)?.usageSent;
+    if (sent === undefined) throw new Error('the simulator sent no usage');
+    const event = await rig.usageEvent('unknown-model');
+    expect(event.cost_usd).toBe(cost(rig.prices, 'gpt-unreleased', sent, 'openai').costUsd);
+    expect(event.cost_usd).toBeGreaterThanOrEqual(cost(rig.prices, 'o1-pro', sent).costUsd);
+    expect(event.payload).toMatchObject({ priced: false, price_basis: 'max_known' });
+    expect(
+      await metricValue(rig.proxy.registry, 'svc_proxy_unknown_model_calls_total', { provider: 'openai' }),
+    ).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('with unknown_model_price=deny and proxy_unclassified_paths=refuse', () => {
+  let rig: ProxyRig;
+  beforeAll(async () => {
+    rig = await startProxyRig({ unknown_model_price: 'deny', proxy_unclassified_paths: 'refuse' });
+  });
+  afterAll(async () => rig.close());
+
+  it('refuses a model missing from the table before sending it, naming the model, in the provider format', async () => {
+    const before = rig.sim.requests.length;
+    const openai = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-deny' });
+    const error = await openai.chat.completions.create({ model: 'gpt-unreleased', max_tokens: 7, messages }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(APIError);
+    expect((error as APIError).status).toBe(422);
+    expect((error as APIError).code).toBe('SVC-ADP-5004');
+    expect((error as APIError).message).toContain('gpt-unreleased');
+
+    const anthropic = anthropicClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-deny' });
+    const refused = await anthropic.messages.create({ model: 'claude-unreleased', max_tokens: 7, messages }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(refused).toBeInstanceOf(AnthropicApiError);
+    expect((refused as AnthropicApiError).status).toBe(422);
+    expect((refused as AnthropicApiError).message).toContain('SVC-ADP-5004');
+    expect((refused as AnthropicApiError).message).toContain('claude-unreleased');
+
+    // Refused before the call: nothing reached the provider, and no SDK retried.
+    expect(rig.sim.requests.length).toBe(before);
+    for (const provider of ['openai', 'anthropic'])
+      expect(
+        await metricValue(rig.proxy.registry, 'svc_proxy_requests_total', { provider, decision: 'unpriced' }),
+      ).toBe(1);
+    expect(await metricValue(rig.proxy.registry, 'svc_proxy_unknown_model_calls_total', { provider: 'openai' })).toBe(
+      1,
+    );
+
+    await openai.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 3, messages });
+    expect(rig.sim.requests.length).toBe(before + 1);
+  });
+
+  it('refuses a request outside every route, and still relays a plain read', async () => {
+    const before = rig.sim.requests.length;
+    const refused = await post(rig, '/openai/v1/batches', { input_file_id: 'file-abc' }, 'batch-refused');
+    expect(refused.status).toBe(403);
+    expect(JSON.parse(refused.text)).toMatchObject({ error: { code: 'SVC-ADP-5003' } });
+    expect(refused.text).toContain('proxy_unclassified_paths');
+    expect(rig.sim.requests.length).toBe(before);
+
+    const read = await fetch(`${rig.addresses.proxyUrl}/openai/v1/models`, { headers: { authorization: 'Bearer sk' } });
+    await read.arrayBuffer();
+    await eventually(
+      () => rig.sim.requests.length,
+      (n) => n === before + 1,
+    );
+    expect(
+      await metricValue(rig.proxy.registry, 'svc_proxy_unclassified_requests_total', {
+        provider: 'openai',
+        outcome: 'refused',
+      }),
+    ).toBe(1);
+  });
+});
