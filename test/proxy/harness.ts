@@ -9,7 +9,7 @@ import { loadConfig } from '../../core/config/load.ts';
 import type { Config } from '../../core/config/schema.ts';
 import type { UsageEventMessage } from '../../core/events/messages.ts';
 import { cost, loadPriceTable, type PriceTable, type TokenUsage } from '../../core/metering/prices.ts';
-import { createProxy, type Proxy, type ProxyAddresses } from '../../proxy/create-proxy.ts';
+import { createProxy, type Proxy, type ProxyAddresses, type ProxyDeps } from '../../proxy/create-proxy.ts';
 import { eventually, ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
 
@@ -79,7 +79,12 @@ export function proxyTestConfig(dataDir: string, overrides: Partial<Record<keyof
   );
 }
 
-export async function startProxyRig(configOverrides: Partial<Record<keyof Config, unknown>> = {}): Promise<ProxyRig> {
+export type ProxyRigOptions = Partial<Pick<ProxyDeps, 'resolve' | 'logger'>>;
+
+export async function startProxyRig(
+  configOverrides: Partial<Record<keyof Config, unknown>> = {},
+  options: ProxyRigOptions = {},
+): Promise<ProxyRig> {
   const sim = await startSimulator();
   const cp = await startControlPlane();
   const { identity } = await ensureSidecarIdentity(cp.plane, { dataDir: cp.dataDir, tenantId: TENANT });
@@ -101,7 +106,8 @@ export async function startProxyRig(configOverrides: Partial<Record<keyof Config
   const prices = loadPriceTable();
   const proxy = await createProxy({
     config,
-    logger: pino({ level: 'silent' }),
+    logger: options.logger ?? pino({ level: 'silent' }),
+    ...(options.resolve === undefined ? {} : { resolve: options.resolve }),
     messaging: cp.messaging,
     prices,
     bootstrap: { tenantId: TENANT, apiKey: identity.api_key, budgetId: identity.budget_id },
