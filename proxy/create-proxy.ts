@@ -22,7 +22,13 @@ import { Outbox } from './outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
 import { listenForTerminations, RulesetSource, watchBudgetStates } from './sync/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
-import { parseUpstreamOverrides, UpstreamClient, upstreamTrust } from './upstream/index.ts';
+import {
+  keySourcesFromConfig,
+  parseUpstreamOverrides,
+  ProviderCredentials,
+  UpstreamClient,
+  upstreamTrust,
+} from './upstream/index.ts';
 
 /** Who this sidecar governs: fixed per pod (SVC_TENANT_ID, SVC_API_KEY, SVC_BUDGET_ID). */
 export interface ProxyBootstrap {
@@ -62,6 +68,8 @@ export interface Proxy {
   readonly leases: LeaseBook;
   readonly envelopes: EnvelopeRegistry;
   readiness(): Readiness;
+  /** Re-reads provider key files (wired to SIGHUP by the entry points). */
+  reloadCredentials(): Promise<void>;
   /** Starts the sync watch, the default budget's lease, the terminate listener and both ports. */
   listen(): Promise<ProxyAddresses>;
   /** Stops taking traffic, returns leases, and closes the outbox (pending events stay on disk). */
@@ -130,11 +138,17 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     ...(deps.resolve !== undefined ? { resolve: deps.resolve } : {}),
     onRefused: () => netMetrics.egressRefusals.inc({ reason: 'address' }),
   });
+  const credentials = await ProviderCredentials.load({
+    sources: keySourcesFromConfig(config),
+    providerOf: (url) => providers.forHost(url.host)?.id,
+    logger: logger.child({ component: 'credentials' }),
+  });
   const upstream = new UpstreamClient({
     overrides: parseUpstreamOverrides(config.upstream_overrides),
     ...(config.upstream_ca_file !== undefined ? { ca: await upstreamTrust(config.upstream_ca_file) } : {}),
     metrics: netMetrics,
     guard,
+    credentials,
   });
 
   // Opened once the configuration has been read whole, so a bad value leaves no store open.
@@ -221,6 +235,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     host: config.proxy_admin_host,
   });
   const subscriptions: Subscription[] = [];
+  let stopReloading = (): void => undefined;
 
   return {
     caCertFile: ca.certFile,
@@ -233,7 +248,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     leases,
     envelopes,
     readiness,
+    reloadCredentials: () => credentials.reload(),
     async listen() {
+      stopReloading = credentials.reloadEvery(config.provider_key_reload_seconds * 1000);
       const sync = (async () => {
         await rulesets.start();
         subscriptions.push(
@@ -280,6 +297,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       };
     },
     async close() {
+      stopReloading();
       await listener.close();
       await admin.close();
       await Promise.all(subscriptions.splice(0).map((s) => s.unsubscribe()));

@@ -92,6 +92,19 @@ export const ConfigSchema = z.object({
   proxy_egress_deny_cidrs: cidrList,
   /** Addresses the proxy may connect to even inside a refused range; they win over every refusal. */
   proxy_egress_allow_cidrs: cidrList,
+  /** Provider keys the proxy sets on upstream requests (file preferred; a value is for local use). */
+  provider_key_file_openai: optionalString,
+  provider_key_file_anthropic: optionalString,
+  provider_key_file_gemini: optionalString,
+  provider_key_file_azure_openai: optionalString,
+  provider_key_file_openai_compatible: optionalString,
+  provider_key_openai: optionalString,
+  provider_key_anthropic: optionalString,
+  provider_key_gemini: optionalString,
+  provider_key_azure_openai: optionalString,
+  provider_key_openai_compatible: optionalString,
+  /** How often key files are re-read (0: only on SIGHUP). */
+  provider_key_reload_seconds: z.coerce.number().int().nonnegative().default(60),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
   proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
   /** What one budget may spend through this proxy while the control plane cannot grant a lease. */

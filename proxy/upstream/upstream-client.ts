@@ -6,6 +6,7 @@ import type { ProxyNetMetrics } from '../admin/index.ts';
 import { EgressGuard } from '../egress/index.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './header-filter.ts';
 import { applyOverride, type UpstreamOverrides } from './overrides.ts';
+import type { ProviderCredentials } from './provider-credentials.ts';
 
 export interface UpstreamClientOptions {
   overrides?: UpstreamOverrides;
@@ -14,6 +15,8 @@ export interface UpstreamClientOptions {
   metrics?: ProxyNetMetrics;
   /** Checks every address dialled (resolved once, the checked address connected); the built-in policy when absent. */
   guard?: EgressGuard;
+  /** Provider keys set on requests to provider hosts, replacing the agent's. */
+  credentials?: ProviderCredentials;
   /** Idle keep-alive connections per origin are kept this long. */
   keepAliveTimeoutMs?: number;
   connectTimeoutMs?: number;
@@ -26,7 +29,7 @@ export interface UpstreamRequest {
   /** The real upstream URL, before overrides. */
   url: URL;
   method: string;
-  /** The client's headers; hop-by-hop and `x-svc-*` fields are removed here */
+  /** The client's headers; hop-by-hop and `x-svc-*` fields are removed here, credentials replaced when held. */
   headers: IncomingHttpHeaders;
   /** A stream is relayed as it arrives; a buffer or string is sent whole. */
   body?: Readable | Buffer | string | null;
@@ -52,10 +55,12 @@ export class UpstreamClient {
   readonly #agent: Agent;
   readonly #overrides: UpstreamOverrides;
   readonly #metrics: ProxyNetMetrics | undefined;
+  readonly #credentials: ProviderCredentials | undefined;
 
   constructor(options: UpstreamClientOptions = {}) {
     this.#overrides = options.overrides ?? new Map();
     this.#metrics = options.metrics;
+    this.#credentials = options.credentials;
     const guard =
       options.guard ?? new EgressGuard({ onRefused: () => options.metrics?.egressRefusals.inc({ reason: 'address' }) });
     // The guard's lookup resolves once and checks; the socket dials exactly what it returned.
@@ -87,7 +92,13 @@ export class UpstreamClient {
     const streamed =
       req.body !== undefined && req.body !== null && typeof req.body !== 'string' && !Buffer.isBuffer(req.body);
     const headers = upstreamRequestHeaders(req.headers, streamed);
-    const target = this.resolve(req.url);
+    let target = this.resolve(req.url);
+    if (this.#credentials !== undefined) {
+      // TLS, or a destination the operator configured (an override): only then may a key travel.
+      const secure = target.protocol === 'https:' || target !== req.url;
+      const url = this.#credentials.apply(req.url, headers, secure);
+      if (url !== req.url) target = this.resolve(url);
+    }
     const sentAt = process.hrtime.bigint();
     if (req.receivedAt !== undefined) this.#metrics?.addedLatency.observe(Number(sentAt - req.receivedAt) / NS_PER_S);
     try {
