@@ -170,7 +170,14 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const podExecutionId = `pod-${hostname()}-${randomUUID().slice(0, 8)}`;
   const source = `proxy:${hostname()}`;
   const recorder = new EventRecorder(tenantId, source, outbox, logger);
-  const envelopes = new EnvelopeRegistry({ defaultBudgetId: bootstrap.budgetId, podExecutionId });
+  const envelopes = new EnvelopeRegistry({
+    defaultBudgetId: bootstrap.budgetId,
+    allowedBudgetIds: config.allowed_budget_ids
+      .split(',')
+      .map((id) => id.trim())
+      .filter((id) => id !== ''),
+    podExecutionId,
+  });
   const leaseLogger = logger.child({ component: 'lease' });
   // Spec 3.5 breaker on every request to the control plane; OPEN sends leases onto the soft limit at once.
   const controlPlane = createControlPlaneCircuit({

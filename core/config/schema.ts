@@ -67,6 +67,8 @@ export const ConfigSchema = z.object({
   tenant_id: optionalString,
   api_key: optionalString,
   budget_id: optionalString,
+  /** Further budgets an agent may name in X-Svc-Budget-Id, comma-separated; budget_id is always allowed. */
+  allowed_budget_ids: z.string().default(''),
   ca_cert_file: optionalString,
   ca_key_file: optionalString,
   upstream_overrides: z.string().default(''),

@@ -1,5 +1,6 @@
 import { once } from 'node:events';
-import { ENVELOPE_HEADER } from '../envelopes/index.ts';
+import { isSvcError } from '../../core/errors/index.ts';
+import { ENVELOPE_HEADER, type Resolution } from '../envelopes/index.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { readBody } from '../governance/read-body.ts';
 import { governToolCall } from '../governance/tool-calls.ts';
@@ -25,7 +26,25 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
     return forward(deps, req, bytes, new Set());
   }
   const requests = rpcRequests(message);
-  const { envelope, opened } = deps.envelopes.resolve(req.headers);
+  let resolution: Resolution;
+  try {
+    resolution = deps.envelopes.resolve(req.headers);
+  } catch (error) {
+    // A budget this sidecar may not charge: every request is refused, nothing reaches the server.
+    if (!isSvcError(error)) throw error;
+    const answers = requests.map((r) => rpcError(r.id, error.code, error.message, error.details));
+    const text = JSON.stringify(
+      Array.isArray(message) ? answers : (answers[0] ?? rpcError(null, error.code, error.message, error.details)),
+    );
+    req.clientRes.writeHead(error.spec.http, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(text),
+      'x-request-id': req.id,
+    });
+    req.clientRes.end(text);
+    return;
+  }
+  const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
 
   const refusals: Record<string, unknown>[] = [];
