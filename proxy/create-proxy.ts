@@ -7,20 +7,28 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { Messaging, Subscription } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
+import { SvcError } from '../core/errors/index.ts';
 import type { PriceTable } from '../core/metering/prices.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
 import { AdminServer, createProxyNetMetrics, type Readiness } from './admin/index.ts';
+import { AddressPolicy, createEgressCheck, EgressGuard, parsePorts, type Resolve } from './egress/index.ts';
 import { createControlPlaneCircuit, LeaseBook, PICO_PER_MICRO } from './enforcement/index.ts';
 import { EnvelopeRegistry } from './envelopes/index.ts';
 import { createGovernedHandler, EventRecorder, PolicyGate, type GovernanceDeps } from './governance/index.ts';
-import { DEFAULT_REVERSE_ROUTES, ProxyListener } from './listener/index.ts';
+import { compileInterceptList, DEFAULT_REVERSE_ROUTES, ProxyListener } from './listener/index.ts';
 import { parseMcpServers } from './mcp/index.ts';
 import { createGovernanceMetrics } from './metrics/index.ts';
 import { Outbox } from './outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
 import { listenForTerminations, RulesetSource, watchBudgetStates } from './sync/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
-import { parseUpstreamOverrides, UpstreamClient, upstreamTrust } from './upstream/index.ts';
+import {
+  keySourcesFromConfig,
+  parseUpstreamOverrides,
+  ProviderCredentials,
+  UpstreamClient,
+  upstreamTrust,
+} from './upstream/index.ts';
 
 /** Who this sidecar governs: fixed per pod (SVC_TENANT_ID, SVC_API_KEY, SVC_BUDGET_ID). */
 export interface ProxyBootstrap {
@@ -37,6 +45,8 @@ export interface ProxyDeps {
   bootstrap: ProxyBootstrap;
   /** Metrics registry served on the admin port; a new one when absent. */
   registry?: Registry;
+  /** Name resolution for every connection the proxy dials; the system resolver when absent. */
+  resolve?: Resolve;
 }
 
 export interface ProxyAddresses {
@@ -58,6 +68,8 @@ export interface Proxy {
   readonly leases: LeaseBook;
   readonly envelopes: EnvelopeRegistry;
   readiness(): Readiness;
+  /** Re-reads provider key files (wired to SIGHUP by the entry points). */
+  reloadCredentials(): Promise<void>;
   /** Starts the sync watch, the default budget's lease, the terminate listener and both ports. */
   listen(): Promise<ProxyAddresses>;
   /** Stops taking traffic, returns leases, and closes the outbox (pending events stay on disk). */
@@ -71,18 +83,33 @@ function list(value: string): string[] {
     .filter((v) => v !== '');
 }
 
+/** `host:port` of a URL, the scheme's default port written out. */
+function hostPort(url: URL): string {
+  return `${url.hostname}:${url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : url.port}`;
+}
+
+/** The proxy URL an agent on this machine uses, for a listener bound to `host`. */
+function localUrl(host: string, port: number): string {
+  const reachable = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  return `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${port}`;
+}
+
 /** Builds the sidecar from its dependencies; nothing listens until `listen()`. */
 export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const { config, logger, messaging, prices, bootstrap } = deps;
   const { tenantId } = bootstrap;
-  mkdirSync(config.data_dir, { recursive: true });
-  const store: RootDatabase = open({ path: join(config.data_dir, 'proxy') });
-
   const generatedDir = join(config.data_dir, 'proxy-ca');
+  if ((config.ca_cert_file === undefined) !== (config.ca_key_file === undefined)) {
+    const missing = config.ca_cert_file === undefined ? 'SVC_CA_CERT_FILE' : 'SVC_CA_KEY_FILE';
+    throw new SvcError('SVC-SYS-9002', `invalid configuration: ${missing}: set both CA files or neither`, {}, [
+      { field: missing, description: 'set both CA files or neither' },
+    ]);
+  }
+  // Standalone generates a missing CA where it is configured to live; a cluster mounts it.
   const ca = await loadOrCreateCa({
     certFile: config.ca_cert_file ?? join(generatedDir, 'ca.pem'),
     keyFile: config.ca_key_file ?? join(generatedDir, 'ca-key.pem'),
-    allowGenerate: config.mode === 'standalone' && config.ca_cert_file === undefined,
+    allowGenerate: config.mode === 'standalone',
   });
   const leafCertificates = await LeafCertificateCache.create({ caCertPem: ca.certPem, caKeyPem: ca.keyPem });
 
@@ -98,12 +125,38 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     }),
   );
   const mcp = parseMcpServers(config.proxy_mcp_servers);
+  // host:port: a provider host on its TLS port, an MCP server on the port of its URL.
+  const interceptHost = compileInterceptList({
+    built_in: providers.adapters.filter((a) => a.id !== 'openai-compatible').flatMap((a) => a.hosts),
+    proxy_compatible_hosts: compatibleHosts,
+    proxy_mcp_servers: mcp.servers.map((s) => hostPort(s.url)),
+    proxy_intercept_hosts: list(config.proxy_intercept_hosts),
+  });
+  const guard = new EgressGuard({
+    policy: new AddressPolicy({
+      private: config.proxy_egress_private,
+      denyCidrs: list(config.proxy_egress_deny_cidrs),
+      allowCidrs: list(config.proxy_egress_allow_cidrs),
+    }),
+    ...(deps.resolve !== undefined ? { resolve: deps.resolve } : {}),
+    onRefused: () => netMetrics.egressRefusals.inc({ reason: 'address' }),
+  });
+  const credentials = await ProviderCredentials.load({
+    sources: keySourcesFromConfig(config),
+    providerOf: (url) => providers.forHost(url.host)?.id,
+    logger: logger.child({ component: 'credentials' }),
+  });
   const upstream = new UpstreamClient({
     overrides: parseUpstreamOverrides(config.upstream_overrides),
     ...(config.upstream_ca_file !== undefined ? { ca: await upstreamTrust(config.upstream_ca_file) } : {}),
     metrics: netMetrics,
+    guard,
+    credentials,
   });
 
+  // Opened once the configuration has been read whole, so a bad value leaves no store open.
+  mkdirSync(config.data_dir, { recursive: true });
+  const store: RootDatabase = open({ path: join(config.data_dir, 'proxy') });
   const rulesets = new RulesetSource({
     tenantId,
     keyValue: messaging.keyValue,
@@ -120,7 +173,14 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const podExecutionId = `pod-${hostname()}-${randomUUID().slice(0, 8)}`;
   const source = `proxy:${hostname()}`;
   const recorder = new EventRecorder(tenantId, source, outbox, logger);
-  const envelopes = new EnvelopeRegistry({ defaultBudgetId: bootstrap.budgetId, podExecutionId });
+  const envelopes = new EnvelopeRegistry({
+    defaultBudgetId: bootstrap.budgetId,
+    allowedBudgetIds: config.allowed_budget_ids
+      .split(',')
+      .map((id) => id.trim())
+      .filter((id) => id !== ''),
+    podExecutionId,
+  });
   const leaseLogger = logger.child({ component: 'lease' });
   // Spec 3.5 breaker on every request to the control plane; OPEN sends leases onto the soft limit at once.
   const controlPlane = createControlPlaneCircuit({
@@ -162,23 +222,16 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     abortDrainMs: config.proxy_abort_drain_ms,
     unclassifiedPaths: config.proxy_unclassified_paths,
   };
-  const extraIntercept = list(config.proxy_intercept_hosts);
-  const interceptHost = (host: string, port: number): boolean => {
-    const h = host.toLowerCase();
-    const withPort = `${h}:${port}`;
-    if (providers.forHost(h) !== undefined || providers.forHost(withPort) !== undefined) return true;
-    if (mcp.hosts.has(h) || mcp.hosts.has(withPort)) return true;
-    return extraIntercept.some((p) => p === h || p === withPort || (p.startsWith('*.') && h.endsWith(p.slice(1))));
-  };
   const listener = new ProxyListener({
     handler: createGovernedHandler(governance, providers, mcp),
     interceptHost,
-    egressCheck: (host, port) => {
-      // Without a ruleset a governed host stays reachable: its calls are refused in the provider's
-      // own format by the handler, which an agent's SDK reports better than a refused tunnel.
-      if (rulesets.current === null && interceptHost(host, port)) return 'allow';
-      return gate.check('network:connect', { host, port }).allowed ? 'allow' : 'deny';
-    },
+    egressCheck: createEgressCheck({
+      check: (action, context) => gate.check(action, context),
+      intercepted: interceptHost,
+      hasRuleset: () => rulesets.current !== null,
+      allowedPorts: parsePorts(config.proxy_egress_ports),
+    }),
+    egressGuard: guard,
     leafCertificates,
     reverseRoutes: { ...DEFAULT_REVERSE_ROUTES, ...mcp.reverseRoutes },
     metrics: netMetrics,
@@ -190,8 +243,14 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     rulesets.current !== null || config.proxy_policy_fail_mode === 'open'
       ? { ready: true, reasons: [] }
       : { ready: false, reasons: ['no policy ruleset synced or cached'] };
-  const admin = new AdminServer({ registry, readiness, port: config.proxy_admin_port, host: config.proxy_host });
+  const admin = new AdminServer({
+    registry,
+    readiness,
+    port: config.proxy_admin_port,
+    host: config.proxy_admin_host,
+  });
   const subscriptions: Subscription[] = [];
+  let stopReloading = (): void => undefined;
 
   return {
     caCertFile: ca.certFile,
@@ -204,7 +263,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     leases,
     envelopes,
     readiness,
+    reloadCredentials: () => credentials.reload(),
     async listen() {
+      stopReloading = credentials.reloadEvery(config.provider_key_reload_seconds * 1000);
       const sync = (async () => {
         await rulesets.start();
         subscriptions.push(
@@ -247,10 +308,11 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       return {
         proxyPort,
         adminPort,
-        proxyUrl: `http://${config.proxy_host === '0.0.0.0' ? '127.0.0.1' : config.proxy_host}:${proxyPort}`,
+        proxyUrl: localUrl(config.proxy_host, proxyPort),
       };
     },
     async close() {
+      stopReloading();
       await listener.close();
       await admin.close();
       await Promise.all(subscriptions.splice(0).map((s) => s.unsubscribe()));

@@ -46,6 +46,8 @@ async function main(): Promise<void> {
   const prices = priceTableFromConfig(config);
   const proxy = await createProxy({ config, logger, messaging, prices, bootstrap });
   await proxy.listen();
+  // SIGHUP re-reads the provider key files (a rotated Secret) without a restart.
+  process.on('SIGHUP', () => void proxy.reloadCredentials());
   onShutdown(logger, async () => {
     await proxy.close();
     await messaging.close();

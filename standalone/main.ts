@@ -77,6 +77,8 @@ async function main(): Promise<void> {
       '',
     ].join('\n'),
   );
+  // SIGHUP re-reads the provider key files (a rotated Secret) without a restart.
+  process.on('SIGHUP', () => void proxy.reloadCredentials());
   onShutdown(logger, async () => {
     await proxy.close();
     await plane.close();

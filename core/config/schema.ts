@@ -2,6 +2,17 @@ import { z } from 'zod';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const optionalString = z.string().min(1).optional();
+const listed = (value: string): string[] =>
+  value
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+const cidr = z.union([z.cidrv4(), z.cidrv6(), z.ipv4(), z.ipv6()]);
+/** Comma-separated CIDRs (or single addresses), e.g. `10.96.0.0/12,fd00::/8`. */
+const cidrList = z
+  .string()
+  .default('')
+  .refine((v) => listed(v).every((c) => cidr.safeParse(c).success), 'must be comma-separated CIDRs such as 10.0.0.0/8');
 
 /**
  * Every setting of both processes. Each key is settable in the config file (JSON, path in
@@ -13,7 +24,8 @@ export const ConfigSchema = z.object({
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   version: z.string().default('1.0.0'),
 
-  http_host: z.string().default('0.0.0.0'),
+  /** Loopback by default: nothing is reachable from other machines until an address is chosen. */
+  http_host: z.string().default('127.0.0.1'),
   http_port: port.default(8080),
   grpc_port: port.default(50051),
   body_limit_bytes: z.coerce.number().int().positive().default(1_048_576),
@@ -46,18 +58,23 @@ export const ConfigSchema = z.object({
   processor_batch_size: z.coerce.number().int().min(1).max(1000).default(512),
   processor_max_wait_ms: z.coerce.number().int().min(1).max(10_000).default(20),
 
-  proxy_host: z.string().default('0.0.0.0'),
+  /** Loopback by default: a sidecar's agent shares the pod's loopback; anything wider is an open proxy. */
+  proxy_host: z.string().default('127.0.0.1'),
   proxy_port: port.default(3128),
+  /** Metrics and probes; a cluster sets the pod address so that the kubelet and Prometheus reach it. */
+  proxy_admin_host: z.string().default('127.0.0.1'),
   proxy_admin_port: port.default(9464),
   tenant_id: optionalString,
   api_key: optionalString,
   budget_id: optionalString,
+  /** Further budgets an agent may name in X-Svc-Budget-Id, comma-separated; budget_id is always allowed. */
+  allowed_budget_ids: z.string().default(''),
   ca_cert_file: optionalString,
   ca_key_file: optionalString,
   upstream_overrides: z.string().default(''),
   upstream_ca_file: optionalString,
 
-  /** Extra hosts whose CONNECT tunnels are intercepted (tool APIs); comma-separated `host` or `*.domain`. */
+  /** Extra destinations intercepted (tool APIs); comma-separated `host[:port]` or `*.domain[:port]`, port 443 by default. */
   proxy_intercept_hosts: z.string().default(''),
   /** Hosts of OpenAI-compatible servers (vLLM, Ollama), metered with the OpenAI format; comma-separated. */
   proxy_compatible_hosts: z.string().default(''),
@@ -79,8 +96,35 @@ export const ConfigSchema = z.object({
     .int()
     .positive()
     .default(64 * 1024 * 1024),
-  /** MCP servers governed by the proxy, `name=url` comma-separated: reverse route `/mcp/<name>`, host intercepted. */
+  /** MCP servers governed by the proxy, `name=url` comma-separated: reverse route `/mcp/<name>`, intercepted on the URL's port. */
   proxy_mcp_servers: z.string().default(''),
+  /** Ports any destination may be reached on through CONNECT or a forward request; others need a network:connect ALLOW. */
+  proxy_egress_ports: z
+    .string()
+    .default('80,443')
+    .refine(
+      (v) => listed(v).every((p) => /^\d{1,5}$/.test(p) && Number(p) >= 1 && Number(p) <= 65535),
+      'must be comma-separated ports such as 80,443',
+    ),
+  /** Private, shared and loopback ranges: `allow` (cluster services, in-cluster MCP servers) or `deny`. */
+  proxy_egress_private: z.enum(['allow', 'deny']).default('allow'),
+  /** Further addresses the proxy never connects to. */
+  proxy_egress_deny_cidrs: cidrList,
+  /** Addresses the proxy may connect to even inside a refused range; they win over every refusal. */
+  proxy_egress_allow_cidrs: cidrList,
+  /** Provider keys the proxy sets on upstream requests (file preferred; a value is for local use). */
+  provider_key_file_openai: optionalString,
+  provider_key_file_anthropic: optionalString,
+  provider_key_file_gemini: optionalString,
+  provider_key_file_azure_openai: optionalString,
+  provider_key_file_openai_compatible: optionalString,
+  provider_key_openai: optionalString,
+  provider_key_anthropic: optionalString,
+  provider_key_gemini: optionalString,
+  provider_key_azure_openai: optionalString,
+  provider_key_openai_compatible: optionalString,
+  /** How often key files are re-read (0: only on SIGHUP). */
+  provider_key_reload_seconds: z.coerce.number().int().nonnegative().default(60),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
   proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
   /** What one budget may spend through this proxy while the control plane cannot grant a lease. */

@@ -2,6 +2,7 @@ export { AdminServer, type AdminServerOptions, type Readiness } from './admin-se
 export {
   createProxyNetMetrics,
   type ConnectionMode,
+  type EgressRefusalReason,
   type ProxyNetMetrics,
   type TunnelDirection,
 } from './net-metrics.ts';

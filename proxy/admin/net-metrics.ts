@@ -2,11 +2,14 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 
 export type ConnectionMode = 'forward' | 'intercept' | 'tunnel' | 'reverse' | 'refused';
 export type TunnelDirection = 'client_to_upstream' | 'upstream_to_client';
+/** `policy`: a network:connect DENY; `port`: a port no rule opens; `address`: a refused resolved address. */
+export type EgressRefusalReason = 'policy' | 'port' | 'address';
 
 /** The network layer's own metrics; every label takes a small fixed set of values. */
 export interface ProxyNetMetrics {
   connections: Counter<'mode'>;
   tunnelBytes: Counter<'direction'>;
+  egressRefusals: Counter<'reason'>;
   upstreamLatency: Histogram<'provider'>;
   addedLatency: Histogram;
 }
@@ -23,6 +26,12 @@ export function createProxyNetMetrics(registry: Registry): ProxyNetMetrics {
       name: 'svc_proxy_tunnel_bytes_total',
       help: 'Bytes relayed through blind CONNECT tunnels',
       labelNames: ['direction'],
+      registers: [registry],
+    }),
+    egressRefusals: new Counter({
+      name: 'svc_proxy_egress_refusals_total',
+      help: 'Destinations the proxy refused to connect to (answered SVC-ADP-5003), by why',
+      labelNames: ['reason'],
       registers: [registry],
     }),
     upstreamLatency: new Histogram({

@@ -1,8 +1,23 @@
 import { describe, expect, it } from 'vitest';
+import { isSvcError } from '../../core/errors/index.ts';
 import { EnvelopeRegistry } from './envelope-registry.ts';
 
 const registry = () =>
-  new EnvelopeRegistry({ defaultBudgetId: 'default-budget', podExecutionId: 'pod-1', maxEntries: 3 });
+  new EnvelopeRegistry({
+    defaultBudgetId: 'default-budget',
+    allowedBudgetIds: ['b2', 'b3'],
+    podExecutionId: 'pod-1',
+    maxEntries: 3,
+  });
+
+function refusal(run: () => unknown): unknown {
+  try {
+    run();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
 
 describe('EnvelopeRegistry', () => {
   it('opens one envelope per execution on first sight and reuses it; the budget header picks the budget of a new one only', () => {
@@ -23,7 +38,33 @@ describe('EnvelopeRegistry', () => {
     const pod = r.resolve({});
     expect(pod.envelope.executionId).toBe('pod-1');
     expect(pod.envelope.budgetId).toBe('default-budget');
-    expect(r.resolve({ 'x-svc-budget-id': 'ignored' }).envelope).toBe(pod.envelope);
+    expect(r.resolve({ 'x-svc-budget-id': 'b2' }).envelope).toBe(pod.envelope);
+  });
+
+  it('refuses with SVC-SYS-9004 a budget id this sidecar is not bound to, whatever else the request names, and opens nothing', () => {
+    const r = registry();
+    r.resolve({ 'x-svc-execution-id': 'known' });
+    for (const headers of [
+      { 'x-svc-execution-id': 'e-new', 'x-svc-budget-id': 'someone-elses' },
+      { 'x-svc-execution-id': 'known', 'x-svc-budget-id': 'someone-elses' },
+      { 'x-svc-envelope-id': 'env-rest', 'x-svc-budget-id': 'someone-elses' },
+      { 'x-svc-budget-id': ['someone-elses', 'b2'] },
+    ]) {
+      const error = refusal(() => r.resolve(headers));
+      expect(isSvcError(error) && error.code).toBe('SVC-SYS-9004');
+      expect(isSvcError(error) && error.details).toMatchObject({ budget_id: 'someone-elses' });
+    }
+    expect(r.get('env-rest')).toBeUndefined();
+    expect(r.resolve({ 'x-svc-execution-id': 'e-new' }).opened).toBe(true);
+    expect(
+      r.resolve({ 'x-svc-execution-id': 'e-default', 'x-svc-budget-id': 'default-budget' }).envelope.budgetId,
+    ).toBe('default-budget');
+  });
+
+  it('allows only the default budget when no other is listed', () => {
+    const r = new EnvelopeRegistry({ defaultBudgetId: 'default-budget', podExecutionId: 'pod-1' });
+    const error = refusal(() => r.resolve({ 'x-svc-execution-id': 'e1', 'x-svc-budget-id': 'b2' }));
+    expect(isSvcError(error) && error.code).toBe('SVC-SYS-9004');
   });
 
   it('ends an envelope once, cutting its in-flight calls, and records remote terminations of unseen envelopes', () => {

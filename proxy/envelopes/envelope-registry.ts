@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { EnvelopeStatus } from '../../core/domain/envelope.ts';
+import { SvcError } from '../../core/errors/index.ts';
 
 export const ENVELOPE_HEADER = 'x-svc-envelope-id';
 export const EXECUTION_HEADER = 'x-svc-execution-id';
@@ -32,6 +33,8 @@ export interface Resolution {
 
 export interface EnvelopeRegistryOptions {
   defaultBudgetId: string;
+  /** Further budgets a request may name in X-Svc-Budget-Id; the default budget always may. */
+  allowedBudgetIds?: Iterable<string>;
   /** The execution every request without envelope or execution header belongs to. */
   podExecutionId: string;
   /** Envelopes remembered; the oldest idle ones are forgotten beyond it. */
@@ -48,21 +51,35 @@ function header(headers: IncomingHttpHeaders, name: string): string | undefined 
 /**
  * Chooses the envelope of each request: `X-Svc-Envelope-Id` names one directly (made through
  * the REST API), `X-Svc-Execution-Id` opens one on first sight and reuses it after, and anything
- * else belongs to the pod's own execution. `X-Svc-Budget-Id` picks the budget of a new one.
+ * else belongs to the pod's own execution. `X-Svc-Budget-Id` picks the budget of a new one,
+ * among the budgets this sidecar is bound to only: the agent cannot charge someone else's.
  */
 export class EnvelopeRegistry {
   readonly #byEnvelope = new Map<string, LocalEnvelope>();
   readonly #byExecution = new Map<string, LocalEnvelope>();
-  readonly #options: Required<EnvelopeRegistryOptions>;
+  readonly #options: Required<Omit<EnvelopeRegistryOptions, 'allowedBudgetIds'>>;
+  readonly #allowedBudgets: ReadonlySet<string>;
 
   constructor(options: EnvelopeRegistryOptions) {
-    this.#options = { maxEntries: 10_000, ...options };
+    const { allowedBudgetIds = [], ...rest } = options;
+    this.#options = { maxEntries: 10_000, ...rest };
+    this.#allowedBudgets = new Set([options.defaultBudgetId, ...allowedBudgetIds]);
   }
 
+  /** Throws SvcError SVC-SYS-9004 when X-Svc-Budget-Id names a budget this sidecar may not charge. */
   resolve(headers: IncomingHttpHeaders): Resolution {
     const envelopeId = header(headers, ENVELOPE_HEADER);
     const executionId = header(headers, EXECUTION_HEADER);
-    const budgetId = header(headers, BUDGET_HEADER) ?? this.#options.defaultBudgetId;
+    const named = header(headers, BUDGET_HEADER);
+    // Checked whatever else the request names, so a refused budget id never depends on state.
+    if (named !== undefined && !this.#allowedBudgets.has(named)) {
+      throw new SvcError(
+        'SVC-SYS-9004',
+        `budget ${named} is not one this sidecar may charge (X-Svc-Budget-Id must be SVC_BUDGET_ID or listed in SVC_ALLOWED_BUDGET_IDS)`,
+        { budget_id: named, header: 'X-Svc-Budget-Id' },
+      );
+    }
+    const budgetId = named ?? this.#options.defaultBudgetId;
     if (envelopeId !== undefined) {
       const known = this.#byEnvelope.get(envelopeId);
       if (known !== undefined) return { envelope: known, opened: false };

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { deniesModel } from '../../core/metering/prices.ts';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ZERO, isRefusal, type Reservation } from '../enforcement/index.ts';
-import { ENVELOPE_HEADER, type LocalEnvelope } from '../envelopes/index.ts';
+import { ENVELOPE_HEADER, type LocalEnvelope, type Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import type { Operation, ParsedRequest, ProviderAdapter, ResponseReading } from '../providers/index.ts';
 import type { UpstreamResponse } from '../upstream/index.ts';
@@ -63,7 +63,17 @@ export async function governLlmCall(
   const model = deps.metrics.models.label(parsed.model);
   const count = (decision: string) => deps.metrics.requests.inc({ provider: adapter.id, model, decision });
 
-  const { envelope, opened } = deps.envelopes.resolve(req.headers);
+  let resolution: Resolution;
+  try {
+    resolution = deps.envelopes.resolve(req.headers);
+  } catch (error) {
+    // A budget this sidecar may not charge: refused before anything is sent upstream.
+    if (!isSvcError(error)) throw error;
+    count('denied');
+    refuse(error.code, error.message, null);
+    return;
+  }
+  const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
   if (envelope.ending !== null) {
     count('terminated');

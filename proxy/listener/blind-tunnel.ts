@@ -1,31 +1,43 @@
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { SvcError } from '../../core/errors/index.ts';
+import { isSvcError, SvcError } from '../../core/errors/index.ts';
 import type { ProxyNetMetrics } from '../admin/index.ts';
+import type { EgressGuard } from '../egress/index.ts';
 import type { ConnectTarget } from './connect-target.ts';
 import { rawErrorResponse } from './error-response.ts';
 
 export const CONNECT_ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n';
 
+export interface BlindTunnelOptions {
+  guard: EgressGuard;
+  metrics: ProxyNetMetrics | undefined;
+  connectTimeoutMs: number;
+}
+
 /**
- * Relays bytes untouched between the client and `target`. Either side closing or failing
- * destroys the other, so no half-dead socket is left behind.
+ * Relays bytes untouched between the client and `target`, dialled through the egress guard (a
+ * refused address answers 403 SVC-ADP-5003). Either side closing or failing destroys the other,
+ * so no half-dead socket is left behind.
  */
 export function openBlindTunnel(
   client: Duplex,
   head: Buffer,
   target: ConnectTarget,
   requestId: string,
-  metrics: ProxyNetMetrics | undefined,
-  connectTimeoutMs: number,
+  options: BlindTunnelOptions,
 ): void {
-  const upstream: Socket = connect({ host: target.host, port: target.port });
+  const { guard, metrics, connectTimeoutMs } = options;
+  const refused = guard.checkLiteral(target.host);
+  if (refused !== undefined) {
+    client.end(rawErrorResponse(refused, requestId));
+    return;
+  }
+  const upstream: Socket = connect({ host: target.host, port: target.port, lookup: guard.lookup });
   let established = false;
   const timer = setTimeout(
     () => upstream.destroy(new Error(`connect timeout after ${connectTimeoutMs} ms`)),
     connectTimeoutMs,
   );
-
   upstream.once('connect', () => {
     clearTimeout(timer);
     established = true;
@@ -45,11 +57,11 @@ export function openBlindTunnel(
   upstream.on('error', (error: Error & { code?: string }) => {
     clearTimeout(timer);
     if (!established && client.writable) {
-      const failure = new SvcError(
-        'SVC-ADP-5001',
-        `cannot reach ${target.host}:${target.port}: ${error.code ?? error.message}`,
-        { upstream: `${target.host}:${target.port}` },
-      );
+      const failure = isSvcError(error)
+        ? error
+        : new SvcError('SVC-ADP-5001', `cannot reach ${target.host}:${target.port}: ${error.code ?? error.message}`, {
+            upstream: `${target.host}:${target.port}`,
+          });
       client.end(rawErrorResponse(failure, requestId));
     } else {
       client.destroy();

@@ -25,5 +25,7 @@ describe('interceptedOrigin', () => {
   it('omits the default port and brackets IPv6', () => {
     expect(interceptedOrigin({ host: 'api.openai.com', port: 443 })).toBe('https://api.openai.com');
     expect(interceptedOrigin({ host: '::1', port: 8443 })).toBe('https://[::1]:8443');
+    expect(interceptedOrigin({ host: 'tools.internal', port: 80 }, false)).toBe('http://tools.internal');
+    expect(interceptedOrigin({ host: 'tools.internal', port: 443 }, false)).toBe('http://tools.internal:443');
   });
 });

@@ -19,8 +19,9 @@ export function parseConnectTarget(authority: string | undefined): ConnectTarget
   return { host, port: url.port === '' ? 443 : Number(url.port) };
 }
 
-/** The origin a decrypted request on an intercepted CONNECT was meant for. */
-export function interceptedOrigin({ host, port }: ConnectTarget): string {
+/** The origin a request inside an intercepted CONNECT was meant for: https, or http when sent in the clear. */
+export function interceptedOrigin({ host, port }: ConnectTarget, tls = true): string {
   const hostPart = host.includes(':') ? `[${host}]` : host;
-  return port === 443 ? `https://${hostPart}` : `https://${hostPart}:${port}`;
+  const scheme = tls ? 'https' : 'http';
+  return port === (tls ? 443 : 80) ? `${scheme}://${hostPart}` : `${scheme}://${hostPart}:${port}`;
 }

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import { SvcError } from '../../core/errors/index.ts';
-import type { ConnectionMode, ProxyNetMetrics } from '../admin/index.ts';
+import type { ConnectionMode, EgressRefusalReason, ProxyNetMetrics } from '../admin/index.ts';
+import { EgressGuard, type EgressDecision } from '../egress/index.ts';
 import type { LeafCertificateCache } from '../tls/index.ts';
 import { redactHeaders } from '../upstream/index.ts';
 import { CONNECT_ESTABLISHED, openBlindTunnel } from './blind-tunnel.ts';
@@ -13,8 +14,10 @@ import { asSvcError, rawErrorResponse, sendError } from './error-response.ts';
 import { requestHasBody, type ProxiedRequest, type ProxyHandler } from './proxied-request.ts';
 import { compileReverseRoutes, type ReverseRouter, type ReverseRoutes } from './reverse-routes.ts';
 import { listenOn } from './listen-on.ts';
+import { readFirstBytes } from './first-bytes.ts';
 
-export type EgressDecision = 'allow' | 'deny';
+/** The first byte of a TLS handshake record; anything else inside an intercepted CONNECT is plain HTTP. */
+const TLS_HANDSHAKE = 0x16;
 
 type RoutedTarget = Pick<ProxiedRequest, 'mode' | 'targetUrl' | 'route'>;
 
@@ -26,10 +29,12 @@ export interface ListenerLogger {
 
 export interface ProxyListenerOptions {
   handler: ProxyHandler;
-  /** Hosts whose CONNECT tunnels are decrypted and governed; all others are tunnelled blind. */
+  /** Destinations (`host`, `port`) whose CONNECT tunnels are governed; all others are tunnelled blind. */
   interceptHost: (host: string, port: number) => boolean;
-  /** Egress policy for CONNECT and forward requests; must answer fast. Allows everything when absent. */
+  /** Egress rules for CONNECT and forward requests, on the name; must answer fast. Allows everything when absent. */
   egressCheck?: (host: string, port: number) => EgressDecision | Promise<EgressDecision>;
+  /** Checks the address a blind tunnel dials; the built-in address policy when absent. */
+  egressGuard?: EgressGuard;
   leafCertificates: LeafCertificateCache;
   reverseRoutes?: ReverseRoutes;
   metrics?: ProxyNetMetrics;
@@ -37,6 +42,8 @@ export interface ProxyListenerOptions {
   port?: number;
   host?: string;
   tunnelConnectTimeoutMs?: number;
+  /** How long an intercepted CONNECT may stay silent before its first bytes tell TLS from plain HTTP. */
+  firstBytesTimeoutMs?: number;
   /**
    * How long an idle client connection stays open. Longer than Node's 5 s default, so that an
    * agent's pooled connection is not closed under a request it is just sending.
@@ -52,13 +59,15 @@ export class ProxyListener {
   readonly server: Server;
   /** Serves the decrypted side of intercepted CONNECT tunnels; it never listens itself. */
   readonly #interceptServer: Server;
-  readonly #interceptTargets = new WeakMap<Socket, ConnectTarget>();
+  readonly #interceptTargets = new WeakMap<Duplex, InterceptTarget>();
   readonly #tunnels = new Set<Duplex>();
   readonly #options: ProxyListenerOptions;
   readonly #reverse: ReverseRouter;
+  readonly #guard: EgressGuard;
 
   constructor(options: ProxyListenerOptions) {
     this.#options = options;
+    this.#guard = options.egressGuard ?? new EgressGuard({ onRefused: () => this.#refused('address') });
     this.#reverse = compileReverseRoutes(options.reverseRoutes ?? {});
     this.server = createServer((req, res) => this.#onRequest(req, res, false));
     this.#interceptServer = createServer((req, res) => this.#onRequest(req, res, true));
@@ -105,16 +114,32 @@ export class ProxyListener {
     this.#options.metrics?.connections.inc({ mode });
   }
 
-  async #allowed(host: string, port: number): Promise<boolean> {
+  #refused(reason: EgressRefusalReason): void {
+    this.#options.metrics?.egressRefusals.inc({ reason });
+  }
+
+  /** The egress refusal for `host:port`, counted, or undefined when it may be reached. */
+  async #egressRefusal(host: string, port: number): Promise<SvcError | undefined> {
     const check = this.#options.egressCheck;
-    if (check === undefined) return true;
+    if (check === undefined) return undefined;
+    let decision: EgressDecision;
     try {
-      return (await check(host, port)) === 'allow';
+      decision = await check(host, port);
     } catch (error) {
       // An egress check that cannot decide refuses: egress control fails closed.
       this.#options.logger?.warn({ host, port, err: error }, 'egress check failed; refusing');
-      return false;
+      decision = 'deny';
     }
+    if (decision === 'allow') return undefined;
+    this.#count('refused');
+    this.#refused(decision === 'deny_port' ? 'port' : 'policy');
+    return decision === 'deny_port'
+      ? new SvcError(
+          'SVC-ADP-5003',
+          `egress to ${host}:${port} refused: port ${port} is not an allowed egress port (SVC_PROXY_EGRESS_PORTS) and no network:connect policy allows it`,
+          { host, port, reason: 'port' },
+        )
+      : new SvcError('SVC-ADP-5003', `egress to ${host}:${port} denied by policy`, { host, port, reason: 'policy' });
   }
 
   #onRequest(clientReq: IncomingMessage, clientRes: ServerResponse, intercepted: boolean): void {
@@ -173,7 +198,7 @@ export class ProxyListener {
     if (target === undefined) throw new SvcError('SVC-SYS-9007', 'intercepted request without its CONNECT target');
     return {
       mode: 'intercept',
-      targetUrl: new URL(interceptedOrigin(target) + originForm(clientReq.url ?? '/')),
+      targetUrl: new URL(interceptedOrigin(target, target.tls) + originForm(clientReq.url ?? '/')),
       route: undefined,
     };
   }
@@ -197,10 +222,8 @@ export class ProxyListener {
     }
     const host = absolute.hostname.startsWith('[') ? absolute.hostname.slice(1, -1) : absolute.hostname;
     const port = absolute.port === '' ? (absolute.protocol === 'https:' ? 443 : 80) : Number(absolute.port);
-    if (!(await this.#allowed(host, port))) {
-      this.#count('refused');
-      throw egressDenied(host, port);
-    }
+    const refusal = await this.#egressRefusal(host, port);
+    if (refusal !== undefined) throw refusal;
     this.#count('forward');
     return { mode: 'forward', targetUrl: absolute, route: undefined };
   }
@@ -212,26 +235,22 @@ export class ProxyListener {
     const requestId = headerValue(req.headers['x-request-id']) ?? randomUUID();
     try {
       const target = parseConnectTarget(req.url);
-      const allowed = await this.#allowed(target.host, target.port);
+      const refusal = await this.#egressRefusal(target.host, target.port);
       // The client may have given up while the egress check ran; open nothing for it then.
       if (client.destroyed) return;
-      if (!allowed) {
-        this.#count('refused');
-        client.end(rawErrorResponse(egressDenied(target.host, target.port), requestId));
+      if (refusal !== undefined) {
+        client.end(rawErrorResponse(refusal, requestId));
         return;
       }
       if (this.#options.interceptHost(target.host, target.port)) {
         await this.#intercept(client, head, target);
       } else {
         this.#count('tunnel');
-        openBlindTunnel(
-          client,
-          head,
-          target,
-          requestId,
-          this.#options.metrics,
-          this.#options.tunnelConnectTimeoutMs ?? 10_000,
-        );
+        openBlindTunnel(client, head, target, requestId, {
+          guard: this.#guard,
+          metrics: this.#options.metrics,
+          connectTimeoutMs: this.#options.tunnelConnectTimeoutMs ?? 10_000,
+        });
       }
     } catch (error) {
       const failure = asSvcError(error);
@@ -244,24 +263,42 @@ export class ProxyListener {
     }
   }
 
+  /**
+   * Serves an intercepted CONNECT: a TLS ClientHello is answered with a leaf for the target and
+   * the decrypted requests are served; any other first byte is plain HTTP (what Node's fetch
+   * sends for an `http://` URL through HTTP_PROXY) and is served as it is, through the same
+   * handler. Either way nothing inside the tunnel reaches the upstream ungoverned.
+   */
   async #intercept(client: Duplex, head: Buffer, target: ConnectTarget): Promise<void> {
-    const secureContext = await this.#options.leafCertificates.secureContextFor(target.host);
-    if (client.destroyed) return;
     this.#count('intercept');
     client.write(CONNECT_ESTABLISHED);
-    if (head.length > 0) client.unshift(head);
+    const first = head.length > 0 ? head : await readFirstBytes(client, this.#options.firstBytesTimeoutMs ?? 10_000);
+    if (first === undefined) {
+      client.destroy();
+      return;
+    }
+    client.unshift(first);
+    if (first[0] !== TLS_HANDSHAKE) {
+      this.#interceptTargets.set(client, { ...target, tls: false });
+      this.#interceptServer.emit('connection', client);
+      client.resume();
+      return;
+    }
+    const secureContext = await this.#options.leafCertificates.secureContextFor(target.host);
+    if (client.destroyed) return;
     const tls = new TLSSocket(client, { isServer: true, secureContext, ALPNProtocols: ['http/1.1'] });
     tls.on('error', (error: Error) => {
       this.#options.logger?.debug({ host: target.host, err: error.message }, 'intercepted TLS error');
       client.destroy();
     });
-    this.#interceptTargets.set(tls, target);
+    this.#interceptTargets.set(tls, { ...target, tls: true });
     this.#interceptServer.emit('connection', tls);
   }
 }
 
-function egressDenied(host: string, port: number): SvcError {
-  return new SvcError('SVC-ADP-5003', `egress to ${host}:${port} denied by policy`, { host, port });
+interface InterceptTarget extends ConnectTarget {
+  /** False when the client spoke plain HTTP inside the tunnel. */
+  tls: boolean;
 }
 
 /**

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
-import { ENVELOPE_HEADER } from '../envelopes/index.ts';
+import { ENVELOPE_HEADER, type Resolution } from '../envelopes/index.ts';
 import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { readBody } from '../governance/read-body.ts';
@@ -61,7 +61,29 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
     answer(req, 200, refusalAnswer(reading, reading.refusals, 'SVC-SYS-9002'));
     return;
   }
-  const { envelope, opened } = deps.envelopes.resolve(req.headers);
+  let resolution: Resolution;
+  try {
+    resolution = deps.envelopes.resolve(req.headers);
+  } catch (error) {
+    // A budget this sidecar may not charge: every request is refused, nothing reaches the server.
+    if (!isSvcError(error)) throw error;
+    const refusals = reading.requestIds.map((id) => ({
+      id,
+      rpcCode: -32000,
+      code: error.code,
+      message: error.message,
+      data: error.details,
+    }));
+    answer(
+      req,
+      error.spec.http,
+      refusals.length > 0
+        ? refusalAnswer(reading, refusals, error.code)
+        : rpcError(null, error.code, error.message, error.details),
+    );
+    return;
+  }
+  const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
 
   const refusals: (RpcRefusal & { code: SvcCode; data: Record<string, unknown> })[] = [];

@@ -10,3 +10,10 @@ export {
   type UpstreamRequest,
   type UpstreamResponse,
 } from './upstream-client.ts';
+export {
+  keySourcesFromConfig,
+  ProviderCredentials,
+  type CredentialLogger,
+  type KeySource,
+  type ProviderCredentialsOptions,
+} from './provider-credentials.ts';

@@ -1,16 +1,22 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
-import { Agent } from 'undici';
-import { SvcError } from '../../core/errors/index.ts';
+import { Agent, buildConnector } from 'undici';
+import { isSvcError, SvcError } from '../../core/errors/index.ts';
 import type { ProxyNetMetrics } from '../admin/index.ts';
+import { EgressGuard } from '../egress/index.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './header-filter.ts';
 import { applyOverride, type UpstreamOverrides } from './overrides.ts';
+import type { ProviderCredentials } from './provider-credentials.ts';
 
 export interface UpstreamClientOptions {
   overrides?: UpstreamOverrides;
   /** PEM CAs for upstream TLS; when given they replace Node's default set (see upstreamTrust). */
   ca?: string[];
   metrics?: ProxyNetMetrics;
+  /** Checks every address dialled (resolved once, the checked address connected); the built-in policy when absent. */
+  guard?: EgressGuard;
+  /** Provider keys set on requests to provider hosts, replacing the agent's. */
+  credentials?: ProviderCredentials;
   /** Idle keep-alive connections per origin are kept this long. */
   keepAliveTimeoutMs?: number;
   connectTimeoutMs?: number;
@@ -23,7 +29,7 @@ export interface UpstreamRequest {
   /** The real upstream URL, before overrides. */
   url: URL;
   method: string;
-  /** The client's headers; hop-by-hop and `x-svc-*` fields are removed here. */
+  /** The client's headers; hop-by-hop and `x-svc-*` fields are removed here, credentials replaced when held. */
   headers: IncomingHttpHeaders;
   /** A stream is relayed as it arrives; a buffer or string is sent whole. */
   body?: Readable | Buffer | string | null;
@@ -49,15 +55,31 @@ export class UpstreamClient {
   readonly #agent: Agent;
   readonly #overrides: UpstreamOverrides;
   readonly #metrics: ProxyNetMetrics | undefined;
+  readonly #credentials: ProviderCredentials | undefined;
 
   constructor(options: UpstreamClientOptions = {}) {
     this.#overrides = options.overrides ?? new Map();
     this.#metrics = options.metrics;
+    this.#credentials = options.credentials;
+    const guard =
+      options.guard ?? new EgressGuard({ onRefused: () => options.metrics?.egressRefusals.inc({ reason: 'address' }) });
+    // The guard's lookup resolves once and checks; the socket dials exactly what it returned.
+    // An IP literal is never looked up, so it is checked here before the connector runs.
+    const connector = buildConnector({
+      timeout: options.connectTimeoutMs ?? 10_000,
+      allowH2: false,
+      lookup: guard.lookup,
+      ...(options.ca === undefined ? {} : { ca: options.ca }),
+    });
     this.#agent = new Agent({
       keepAliveTimeout: options.keepAliveTimeoutMs ?? 30_000,
       headersTimeout: options.headersTimeoutMs ?? 600_000,
       bodyTimeout: options.bodyTimeoutMs ?? 300_000,
-      connect: { timeout: options.connectTimeoutMs ?? 10_000, ...(options.ca === undefined ? {} : { ca: options.ca }) },
+      connect: (connectOptions, callback) => {
+        const refused = guard.checkLiteral(connectOptions.hostname);
+        if (refused !== undefined) callback(refused, null);
+        else connector(connectOptions, callback);
+      },
     });
   }
 
@@ -67,9 +89,16 @@ export class UpstreamClient {
   }
 
   async request(req: UpstreamRequest): Promise<UpstreamResponse> {
-    const target = this.resolve(req.url);
     const streamed =
       req.body !== undefined && req.body !== null && typeof req.body !== 'string' && !Buffer.isBuffer(req.body);
+    const headers = upstreamRequestHeaders(req.headers, streamed);
+    let target = this.resolve(req.url);
+    if (this.#credentials !== undefined) {
+      // TLS, or a destination the operator configured (an override): only then may a key travel.
+      const secure = target.protocol === 'https:' || target !== req.url;
+      const url = this.#credentials.apply(req.url, headers, secure);
+      if (url !== req.url) target = this.resolve(url);
+    }
     const sentAt = process.hrtime.bigint();
     if (req.receivedAt !== undefined) this.#metrics?.addedLatency.observe(Number(sentAt - req.receivedAt) / NS_PER_S);
     try {
@@ -77,7 +106,7 @@ export class UpstreamClient {
         origin: target.origin,
         path: `${target.pathname}${target.search}`,
         method: req.method,
-        headers: upstreamRequestHeaders(req.headers, streamed),
+        headers,
         body: req.body ?? null,
         signal: req.signal,
       });
@@ -87,6 +116,8 @@ export class UpstreamClient {
       );
       return { statusCode: res.statusCode, headers: clientResponseHeaders(res.headers), body: res.body };
     } catch (error) {
+      // An egress refusal of the dialled address keeps its own code (403 SVC-ADP-5003).
+      if (isSvcError(error)) throw error;
       const cause = error as Error & { code?: string };
       throw new SvcError(
         'SVC-ADP-5001',

@@ -1,7 +1,13 @@
-import { request } from 'node:http';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ANTHROPIC_MESSAGE, CHAT_COMPLETION, metricValue, startRig, type Rig } from './harness.ts';
+import {
+  ANTHROPIC_MESSAGE,
+  CHAT_COMPLETION,
+  metricValue,
+  startRig,
+  viaForwardProxy as forwardVia,
+  type Rig,
+} from './harness.ts';
 
 let rig: Rig;
 beforeAll(async () => {
@@ -10,31 +16,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await rig.close();
 });
-
-/** A forward-proxy request as an HTTP_PROXY client sends it: absolute URI on the proxy's port. */
-async function viaForwardProxy(
-  target: string,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port: rig.proxyPort,
-        method: 'GET',
-        path: target,
-        headers: { host: new URL(target).host, ...headers },
-      },
-      (res) => {
-        let body = '';
-        res.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-}
+const viaForwardProxy = (target: string, headers?: Record<string, string>) =>
+  forwardVia(rig.proxyPort, target, headers);
 
 describe('reverse mode', () => {
   it('routes /openai/... to api.openai.com (here overridden to the fake provider) and returns the answer unchanged', async () => {

@@ -1,13 +1,14 @@
 import { randomBytes, webcrypto } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpServer, request, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { connect, createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { createProxyNetMetrics, type ProxyNetMetrics } from '../../proxy/admin/index.ts';
+import { AddressPolicy, EgressGuard, type AddressPolicyOptions, type Resolve } from '../../proxy/egress/index.ts';
 import {
   passThroughHandler,
   ProxyListener,
@@ -168,6 +169,12 @@ export interface RigOptions {
   handler?: (passThrough: ProxyHandler) => ProxyHandler;
   egressCheck?: ProxyListenerOptions['egressCheck'];
   logger?: ProxyListenerOptions['logger'];
+  /** Which CONNECT targets are intercepted; api.openai.com on any port when absent. */
+  interceptHost?: ProxyListenerOptions['interceptHost'];
+  /** Name resolution and address policy of the egress guard shared by the listener and the upstream client. */
+  resolve?: Resolve;
+  addressPolicy?: AddressPolicyOptions;
+  firstBytesTimeoutMs?: number;
 }
 
 /**
@@ -190,7 +197,13 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
   const leafCertificates = await LeafCertificateCache.create({ caCertPem: proxyCa.certPem, caKeyPem: proxyCa.keyPem });
   const registry = new Registry();
   const metrics = createProxyNetMetrics(registry);
+  const guard = new EgressGuard({
+    policy: new AddressPolicy(options.addressPolicy),
+    ...(options.resolve === undefined ? {} : { resolve: options.resolve }),
+    onRefused: () => metrics.egressRefusals.inc({ reason: 'address' }),
+  });
   const upstream = new UpstreamClient({
+    guard,
     overrides: parseUpstreamOverrides(
       `api.openai.com=https://127.0.0.1:${httpsPort},api.anthropic.com=https://127.0.0.1:${httpsPort},plain.test=http://127.0.0.1:${httpPort}`,
     ),
@@ -200,8 +213,10 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
   const passThrough = passThroughHandler(upstream);
   const listener = new ProxyListener({
     handler: options.handler?.(passThrough) ?? passThrough,
-    interceptHost: (host) => host === 'api.openai.com',
+    interceptHost: options.interceptHost ?? ((host) => host === 'api.openai.com'),
     egressCheck: options.egressCheck,
+    egressGuard: guard,
+    ...(options.firstBytesTimeoutMs === undefined ? {} : { firstBytesTimeoutMs: options.firstBytesTimeoutMs }),
     logger: options.logger,
     leafCertificates,
     reverseRoutes: {
@@ -242,4 +257,70 @@ export async function metricValue(registry: Registry, name: string, labels: Reco
   const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
   const value = metric?.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
   return value?.value ?? 0;
+}
+
+/** A forward-proxy request as an HTTP_PROXY client sends it: absolute URI on the proxy's port. */
+export async function viaForwardProxy(
+  proxyPort: number,
+  target: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: proxyPort,
+        method: 'GET',
+        path: target,
+        headers: { host: new URL(target).host, ...headers },
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/**
+ * Sends one raw CONNECT, then `payload` once the tunnel is up, and returns everything the proxy
+ * answers until it closes, or until `waitMs` pass.
+ */
+export async function rawConnect(proxyPort: number, authority: string, payload = '', waitMs = 2000): Promise<string> {
+  const socket = connect(proxyPort, '127.0.0.1');
+  socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`);
+  let answer = '';
+  let sent = false;
+  socket.on('data', (chunk: Buffer) => {
+    answer += chunk.toString('utf8');
+    if (!sent && payload !== '' && answer.startsWith('HTTP/1.1 200 ')) {
+      sent = true;
+      socket.write(payload);
+    }
+  });
+  await new Promise<void>((resolve) => {
+    socket.once('close', () => resolve());
+    setTimeout(() => {
+      socket.destroy();
+      resolve();
+    }, waitMs).unref();
+  });
+  return answer;
+}
+
+/** A TCP server on 127.0.0.1 that echoes what it receives, prefixed so that an echo is recognisable. */
+export async function startEcho(): Promise<{ port: number; connections: number; close(): Promise<void> }> {
+  const state = { port: 0, connections: 0, close: () => Promise.resolve() };
+  const server: TcpServer = createTcpServer((socket) => {
+    state.connections += 1;
+    socket.on('data', (chunk: Buffer) => socket.end(`echo:${chunk.toString('utf8')}`));
+    socket.on('error', () => socket.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.port = (server.address() as AddressInfo).port;
+  state.close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  return state;
 }

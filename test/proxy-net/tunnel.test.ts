@@ -5,7 +5,7 @@ import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { metricValue, startRig, type Rig } from './harness.ts';
+import { metricValue, rawConnect as connectVia, startRig, type Rig } from './harness.ts';
 
 const run = promisify(execFile);
 let rig: Rig;
@@ -24,21 +24,7 @@ afterAll(async () => {
   await rig.close();
 });
 
-/** Sends one raw CONNECT and returns everything the proxy answers until it closes or 2 s pass. */
-async function rawConnect(authority: string): Promise<string> {
-  const socket = connect(rig.proxyPort, '127.0.0.1');
-  socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`);
-  let answer = '';
-  socket.on('data', (chunk: Buffer) => (answer += chunk.toString('utf8')));
-  await new Promise<void>((resolve) => {
-    socket.once('close', () => resolve());
-    setTimeout(() => {
-      socket.destroy();
-      resolve();
-    }, 2000).unref();
-  });
-  return answer;
-}
+const rawConnect = (authority: string) => connectVia(rig.proxyPort, authority);
 
 const sha256 = (data: Buffer): string => createHash('sha256').update(data).digest('hex');
 

@@ -15,16 +15,23 @@ let rig: ProxyRig;
 const tokens = createTokenCounter();
 
 beforeAll(async () => {
-  rig = await startProxyRig({ proxy_abort_drain_ms: DRAIN_MS, proxy_response_limit_bytes: ANSWER_LIMIT });
+  // One $100 budget bound to the sidecar per test that reads its lease.
+  rig = await startProxyRig(
+    { proxy_abort_drain_ms: DRAIN_MS, proxy_response_limit_bytes: ANSWER_LIMIT },
+    { budgetsUsd: Array.from({ length: 12 }, () => 100) },
+  );
 });
 afterAll(async () => {
   await rig.close();
   tokens.free();
 });
 
+let budgetsUsed = 0;
+
 /** A fresh budget whose lease is held before the call, so what the call leaves spent can be read off it. */
 async function freshLease(): Promise<{ budgetId: string; spent: () => number }> {
-  const budgetId = await rig.addBudget(100);
+  const budgetId = rig.boundBudgets[budgetsUsed++];
+  if (budgetId === undefined) throw new Error('every bound budget is used: bind more');
   const lease = await rig.proxy.leases.lease(budgetId);
   const before = lease.available().pico;
   if (before === null) throw new Error('a cost budget grants a bounded lease');

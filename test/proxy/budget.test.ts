@@ -8,11 +8,18 @@ import { openAiClient } from './sdk-options.ts';
 let rig: ProxyRig;
 
 beforeAll(async () => {
-  rig = await startProxyRig();
+  // Two $0.001 budgets bound to the sidecar; no-such-budget is bound too, but the control plane does not know it.
+  rig = await startProxyRig({ allowed_budget_ids: 'no-such-budget' }, { budgetsUsd: [0.001, 0.001] });
 });
 afterAll(async () => {
   await rig.close();
 });
+
+function bound(index: number): string {
+  const id = rig.boundBudgets[index];
+  if (id === undefined) throw new Error(`no bound budget ${index}`);
+  return id;
+}
 
 async function refusal(promise: Promise<unknown>): Promise<APIError> {
   try {
@@ -26,7 +33,7 @@ async function refusal(promise: Promise<unknown>): Promise<APIError> {
 
 describe('a small cost budget', () => {
   it('refuses a later call at once with 422 SVC-BUD-3001, and the SDK does not retry it', async () => {
-    const budgetId = await rig.addBudget(0.001);
+    const budgetId = bound(0);
     // 2000 input + 2000 output tokens of gpt-4o-mini cost $0.0015: more than the whole budget.
     const spender = openAiClient(rig.agent, {
       'X-Svc-Execution-Id': 'exec-spender',
@@ -65,7 +72,7 @@ describe('a small cost budget', () => {
   });
 
   it('cuts a streamed answer that crosses the limit with an error event, and the envelope ends BUDGET_EXCEEDED', async () => {
-    const budgetId = await rig.addBudget(0.001);
+    const budgetId = bound(1);
     const client = openAiClient(rig.agent, {
       'X-Svc-Execution-Id': 'exec-stream-cut',
       'X-Svc-Budget-Id': budgetId,

@@ -10,7 +10,7 @@ import type { Config } from '../../core/config/schema.ts';
 import type { UsageEventMessage } from '../../core/events/messages.ts';
 import { priceTableFromConfig } from '../../core/metering/price-table-from-config.ts';
 import { cost, type PriceTable, type TokenUsage } from '../../core/metering/prices.ts';
-import { createProxy, type Proxy, type ProxyAddresses } from '../../proxy/create-proxy.ts';
+import { createProxy, type Proxy, type ProxyAddresses, type ProxyDeps } from '../../proxy/create-proxy.ts';
 import { eventually, ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
 
@@ -44,14 +44,14 @@ export interface ProxyRig {
   addresses: ProxyAddresses;
   prices: PriceTable;
   budgetId: string;
+  /** Budgets made before the proxy started (`budgetsUsd`), in order, and bound to it. */
+  boundBudgets: string[];
   /** An undici ProxyAgent trusting the proxy CA: what HTTPS_PROXY means to an undici-based SDK. */
   agent: ProxyAgent;
   /** REST call to the control plane as the root administrator of the rig's tenant. */
   admin(method: string, path: string, body?: unknown): Promise<RestAnswer>;
   /** Creates a policy over REST and waits until the proxy has installed the new ruleset. */
   addPolicy(body: Record<string, unknown>): Promise<string>;
-  /** Creates a budget over REST (cost limit in USD) and returns its id. */
-  addBudget(maxCostUsd: number): Promise<string>;
   envelope(envelopeId: string): Promise<EnvelopeView | undefined>;
   priced(model: string, usage: TokenUsage | undefined): number;
   /** The `llm.call` usage event the proxy published for the request with this x-request-id. */
@@ -80,10 +80,37 @@ export function proxyTestConfig(dataDir: string, overrides: Partial<Record<keyof
   );
 }
 
-export async function startProxyRig(configOverrides: Partial<Record<keyof Config, unknown>> = {}): Promise<ProxyRig> {
+export interface ProxyRigOptions extends Partial<Pick<ProxyDeps, 'resolve' | 'logger'>> {
+  /**
+   * Cost budgets (USD) made over REST before the proxy starts and added to its
+   * allowed_budget_ids, since a sidecar may charge only the budgets it is bound to.
+   */
+  budgetsUsd?: number[];
+}
+
+export async function startProxyRig(
+  configOverrides: Partial<Record<keyof Config, unknown>> = {},
+  options: ProxyRigOptions = {},
+): Promise<ProxyRig> {
   const sim = await startSimulator();
   const cp = await startControlPlane();
   const { identity } = await ensureSidecarIdentity(cp.plane, { dataDir: cp.dataDir, tenantId: TENANT });
+  const admin = async (method: string, path: string, body?: unknown): Promise<RestAnswer> => {
+    const res = await cp.call(method, path, { key: ROOT_KEY, body, headers: { 'x-tenant-id': TENANT } });
+    return { status: res.status, body: res.body as Record<string, unknown> };
+  };
+  const boundBudgets: string[] = [];
+  for (const [i, maxCostUsd] of (options.budgetsUsd ?? []).entries()) {
+    const res = await admin('POST', '/v1/budgets', {
+      name: `b-${i}-${maxCostUsd}`,
+      type: 'cost',
+      limits: { max_cost_usd: maxCostUsd },
+    });
+    if (res.status !== 201) throw new Error(`budget: ${res.status} ${JSON.stringify(res.body)}`);
+    boundBudgets.push(String(res.body.budget_id));
+  }
+  const listed = configOverrides.allowed_budget_ids;
+  const listedBudgets = typeof listed === 'string' ? listed : '';
   const dataDir = mkdtempSync(join(tmpdir(), 'proxy-'));
   const simHost = `127.0.0.1:${sim.port}`;
   const config = proxyTestConfig(dataDir, {
@@ -98,22 +125,20 @@ export async function startProxyRig(configOverrides: Partial<Record<keyof Config
       .join(','),
     proxy_compatible_hosts: 'compat.local:8000',
     ...configOverrides,
+    allowed_budget_ids: [listedBudgets, ...boundBudgets].join(','),
   });
   // As proxy/main.ts builds it, so the unknown-model rule of the configuration applies.
   const prices = priceTableFromConfig(config);
   const proxy = await createProxy({
     config,
-    logger: pino({ level: 'silent' }),
+    logger: options.logger ?? pino({ level: 'silent' }),
+    ...(options.resolve === undefined ? {} : { resolve: options.resolve }),
     messaging: cp.messaging,
     prices,
     bootstrap: { tenantId: TENANT, apiKey: identity.api_key, budgetId: identity.budget_id },
   });
   const addresses = await proxy.listen();
   const agent = new ProxyAgent({ uri: addresses.proxyUrl, requestTls: { ca: proxy.caCertPem } });
-  const admin = async (method: string, path: string, body?: unknown): Promise<RestAnswer> => {
-    const res = await cp.call(method, path, { key: ROOT_KEY, body, headers: { 'x-tenant-id': TENANT } });
-    return { status: res.status, body: res.body as Record<string, unknown> };
-  };
   return {
     sim,
     cp,
@@ -121,6 +146,7 @@ export async function startProxyRig(configOverrides: Partial<Record<keyof Config
     addresses,
     prices,
     budgetId: identity.budget_id,
+    boundBudgets,
     agent,
     admin,
     async addPolicy(body) {
@@ -132,15 +158,6 @@ export async function startProxyRig(configOverrides: Partial<Record<keyof Config
         (v) => v !== before,
       );
       return String(res.body.policy_id);
-    },
-    async addBudget(maxCostUsd) {
-      const res = await admin('POST', '/v1/budgets', {
-        name: `b-${maxCostUsd}`,
-        type: 'cost',
-        limits: { max_cost_usd: maxCostUsd },
-      });
-      if (res.status !== 201) throw new Error(`budget: ${res.status} ${JSON.stringify(res.body)}`);
-      return String(res.body.budget_id);
     },
     async envelope(envelopeId) {
       const res = await admin('GET', `/v1/envelopes/${envelopeId}`);

@@ -32,6 +32,18 @@ beforeAll(async () => {
   upstreamCaFile = join(tmpdir(), `upstream-ca-${process.pid}.pem`);
   await writeFile(upstreamCaFile, creds.ca.certPem);
   rig = await startProxyRig();
+  // 127.0.0.1 on any port: the local test servers listen on ports no default egress rule opens.
+  await rig.addPolicy({
+    name: 'local-test-servers',
+    rules: [
+      {
+        action: 'network:connect',
+        effect: 'allow',
+        conditions: [{ field: 'host', operator: 'eq', value: '127.0.0.1' }],
+      },
+    ],
+    priority: 800,
+  });
   await rig.addPolicy({
     name: 'no-egress-to-evil',
     rules: [
@@ -105,6 +117,28 @@ describe('network behaviour of the governed proxy', () => {
     expect(seen).toHaveLength(1);
     expect(seen[0]?.['x-keep']).toBe('yes');
     expect(Object.keys(seen[0] ?? {}).filter((h) => h.startsWith('x-svc-'))).toEqual([]);
+  });
+
+  it('refuses a CONNECT to a port no rule opens with 403 SVC-ADP-5003, counted as a port refusal', async () => {
+    // localhost is not 127.0.0.1 to the policy, so only the default ports (80, 443) are open for it.
+    const result = await run(
+      'curl',
+      [
+        '-sS',
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_connect}',
+        '-x',
+        rig.addresses.proxyUrl,
+        `https://localhost:${securePort}/`,
+      ],
+      { timeout: 20_000 },
+    ).catch((error: { stdout: string }) => error);
+    expect(result.stdout).toBe('403');
+    expect(await rig.proxy.registry.getSingleMetricAsString('svc_proxy_egress_refusals_total')).toMatch(
+      /reason="port"} 1/,
+    );
   });
 
   it('refuses a CONNECT that a network:connect policy denies', async () => {
