@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Messaging } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
+import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
 import { createKeywordJudge } from '../core/policy/index.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { Authenticator } from './auth/authenticator.ts';
@@ -24,6 +25,7 @@ import { apiKeyRoutes } from './rest/routes/api-keys.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
 import { budgetRoutes } from './rest/routes/budgets.ts';
 import { envelopeRoutes } from './rest/routes/envelopes.ts';
+import { errorDocsRoutes } from './rest/routes/error-docs.ts';
 import { eventRoutes } from './rest/routes/events.ts';
 import { operationalRoutes } from './rest/routes/operational.ts';
 import { policyRoutes } from './rest/routes/policies.ts';
@@ -39,6 +41,8 @@ export interface ControlPlaneDeps {
   messaging: Messaging;
   pricer: Pricer;
   clock?: () => Date;
+  /** The pages of `/docs/errors/{code}`; docs/errors.md beside the code when absent. */
+  errorPages?: ErrorPages;
 }
 
 export interface ControlPlane {
@@ -118,6 +122,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
           tenantClaim: config.jwt_tenant_claim,
         });
   const authenticator = new Authenticator(keys, jwt, config.bootstrap_admin_key, clock);
+  let listeningAt: string | undefined;
+  const documentationBase = () =>
+    config.public_base_url ?? listeningAt ?? `http://${config.http_host}:${config.http_port}`;
   const { app, routes } = await createApp({
     logger,
     authenticator,
@@ -125,6 +132,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     metrics,
     bodyLimitBytes: config.body_limit_bytes,
     rateLimitPerMinute: config.rate_limit_per_minute,
+    documentationBase,
   });
 
   envelopeRoutes(routes, envelopes);
@@ -134,6 +142,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   tenantRoutes(routes, { tenants, store, audit, effects, clock });
   auditRoutes(routes, audit);
   eventRoutes(routes, store);
+  errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
   operationalRoutes(routes, {
     version: config.version,
     schemaVersion: () => schemaVersion(store),
@@ -144,7 +153,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
           schemaVersion(store);
           return { status: 'ok' };
         } catch (error) {
-          return { status: 'down', detail: (error as Error).message };
+          // /health is public: the cause goes to the log, not to whoever asks.
+          logger.error({ err: error }, 'storage check failed');
+          return { status: 'down', detail: 'storage not readable' };
         }
       },
       event_bus: () => (messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
@@ -159,7 +170,11 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     webhooks,
     effects,
     metrics,
-    listen: () => app.listen({ host: config.http_host, port: config.http_port }),
+    async listen() {
+      const address = await app.listen({ host: config.http_host, port: config.http_port });
+      listeningAt = listeningBaseUrl(app.server.address());
+      return address;
+    },
     async close() {
       await app.close();
       await processor.stop();

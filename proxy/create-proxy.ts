@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { Messaging, Subscription } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
+import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
 import type { PriceTable } from '../core/metering/prices.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
 import { AdminServer, createProxyNetMetrics, type Readiness } from './admin/index.ts';
@@ -37,6 +38,8 @@ export interface ProxyDeps {
   bootstrap: ProxyBootstrap;
   /** Metrics registry served on the admin port; a new one when absent. */
   registry?: Registry;
+  /** The pages of `/docs/errors/{code}` on the admin port; docs/errors.md beside the code when absent. */
+  errorPages?: ErrorPages;
 }
 
 export interface ProxyAddresses {
@@ -154,6 +157,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     logger,
     bodyLimitBytes: config.proxy_body_limit_bytes,
   };
+  // Links in error bodies point at the admin port, which the agent's pod reaches like the proxy.
+  let adminAt: string | undefined;
+  const documentationBase = () => config.public_base_url ?? adminAt ?? `http://127.0.0.1:${config.proxy_admin_port}`;
   const extraIntercept = list(config.proxy_intercept_hosts);
   const interceptHost = (host: string, port: number): boolean => {
     const h = host.toLowerCase();
@@ -175,6 +181,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     reverseRoutes: { ...DEFAULT_REVERSE_ROUTES, ...mcp.reverseRoutes },
     metrics: netMetrics,
     logger,
+    documentationBase,
     port: config.proxy_port,
     host: config.proxy_host,
   });
@@ -182,7 +189,15 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     rulesets.current !== null || config.proxy_policy_fail_mode === 'open'
       ? { ready: true, reasons: [] }
       : { ready: false, reasons: ['no policy ruleset synced or cached'] };
-  const admin = new AdminServer({ registry, readiness, port: config.proxy_admin_port, host: config.proxy_host });
+  const admin = new AdminServer({
+    registry,
+    readiness,
+    errorPages: deps.errorPages ?? ErrorPages.load(),
+    documentationBase,
+    logger: logger.child({ component: 'admin' }),
+    port: config.proxy_admin_port,
+    host: config.proxy_host,
+  });
   const subscriptions: Subscription[] = [];
 
   return {
@@ -224,7 +239,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       else sync.catch((error: unknown) => logger.warn({ err: (error as Error).message }, 'state sync not started'));
       await leases.lease(bootstrap.budgetId);
       const { port: proxyPort } = await listener.listen();
-      const { port: adminPort } = await admin.listen();
+      const adminAddress = await admin.listen();
+      const adminPort = adminAddress.port;
+      adminAt = listeningBaseUrl(adminAddress);
       logger.info(
         {
           proxy_port: proxyPort,

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { SvcError } from '../../core/errors/index.ts';
+import { isSvcError, SvcError, type DocumentationBase } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
 import type { Tenants } from '../tenants/tenants.ts';
@@ -16,6 +16,8 @@ export interface AppOptions {
   metrics: ControlPlaneMetrics;
   bodyLimitBytes: number;
   rateLimitPerMinute: number;
+  /** Base of the `documentation_url` of error bodies. */
+  documentationBase: DocumentationBase;
 }
 
 /**
@@ -45,8 +47,10 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
 
   app.setErrorHandler((error, request, reply) => {
     const svc = asSvcError(error);
+    // What the caller is not told is logged under its request id.
     if (svc.code === 'SVC-SYS-9007') request.log.error({ err: error }, 'request failed');
-    const rendered = renderError(svc, request.id, new Date());
+    else if (!isSvcError(error)) request.log.info({ err: error, code: svc.code }, 'request refused');
+    const rendered = renderError(svc, request.id, new Date(), options.documentationBase());
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
   });
   app.setNotFoundHandler((request, reply) => {
@@ -54,6 +58,7 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
       new SvcError('SVC-SYS-9006', `no route ${request.method} ${request.url.split('?')[0]}`),
       request.id,
       new Date(),
+      options.documentationBase(),
     );
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
   });

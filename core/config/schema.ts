@@ -17,6 +17,11 @@ export const ConfigSchema = z.object({
   http_port: port.default(8080),
   grpc_port: port.default(50051),
   body_limit_bytes: z.coerce.number().int().positive().default(1_048_576),
+  /**
+   * The URL clients reach this process by; error bodies link to `<it>/docs/errors/<code>`. Default:
+   * the process's own listening address (for the proxy, its admin port).
+   */
+  public_base_url: z.url({ protocol: /^https?$/ }).optional(),
 
   nats_url: optionalString,
   nats_user: optionalString,

@@ -16,6 +16,7 @@ export function openBlindTunnel(
   head: Buffer,
   target: ConnectTarget,
   requestId: string,
+  documentationBase: string,
   metrics: ProxyNetMetrics | undefined,
   connectTimeoutMs: number,
 ): void {
@@ -50,7 +51,7 @@ export function openBlindTunnel(
         `cannot reach ${target.host}:${target.port}: ${error.code ?? error.message}`,
         { upstream: `${target.host}:${target.port}` },
       );
-      client.end(rawErrorResponse(failure, requestId));
+      client.end(rawErrorResponse(failure, requestId, documentationBase));
     } else {
       client.destroy();
     }

@@ -34,6 +34,8 @@ export interface ProxyListenerOptions {
   reverseRoutes?: ReverseRoutes;
   metrics?: ProxyNetMetrics;
   logger?: ListenerLogger;
+  /** Base of the `documentation_url` in error bodies (the admin port serves the pages). */
+  documentationBase: () => string;
   port?: number;
   host?: string;
   tunnelConnectTimeoutMs?: number;
@@ -98,7 +100,7 @@ export class ProxyListener {
       { fields: 'request' },
       [{ field: 'request', description: error.message }],
     );
-    socket.end(rawErrorResponse(failure, randomUUID()));
+    socket.end(rawErrorResponse(failure, randomUUID(), this.#options.documentationBase()));
   }
 
   #count(mode: ConnectionMode): void {
@@ -133,11 +135,11 @@ export class ProxyListener {
         url: clientReq.url,
         headers: redactHeaders(clientReq.headers),
         code: failure.code,
-        err: failure.message,
+        err: error,
       };
       if (abort.signal.aborted) this.#options.logger?.debug(fields, 'client left before its answer was complete');
       else this.#options.logger?.warn(fields, 'proxied request failed');
-      sendError(clientRes, failure, id);
+      sendError(clientRes, failure, id, this.#options.documentationBase());
     });
   }
 
@@ -217,7 +219,9 @@ export class ProxyListener {
       if (client.destroyed) return;
       if (!allowed) {
         this.#count('refused');
-        client.end(rawErrorResponse(egressDenied(target.host, target.port), requestId));
+        client.end(
+          rawErrorResponse(egressDenied(target.host, target.port), requestId, this.#options.documentationBase()),
+        );
         return;
       }
       if (this.#options.interceptHost(target.host, target.port)) {
@@ -229,6 +233,7 @@ export class ProxyListener {
           head,
           target,
           requestId,
+          this.#options.documentationBase(),
           this.#options.metrics,
           this.#options.tunnelConnectTimeoutMs ?? 10_000,
         );
@@ -236,10 +241,10 @@ export class ProxyListener {
     } catch (error) {
       const failure = asSvcError(error);
       this.#options.logger?.warn(
-        { request_id: requestId, target: req.url, code: failure.code, err: failure.message },
+        { request_id: requestId, target: req.url, code: failure.code, err: error },
         'CONNECT failed',
       );
-      if (client.writable) client.end(rawErrorResponse(failure, requestId));
+      if (client.writable) client.end(rawErrorResponse(failure, requestId, this.#options.documentationBase()));
       else client.destroy();
     }
   }
