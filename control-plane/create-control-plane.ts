@@ -71,7 +71,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const { config, logger, messaging } = deps;
   const clock = deps.clock ?? (() => new Date());
   mkdirSync(config.data_dir, { recursive: true });
-  const store = new Store(`${config.data_dir}/control-plane`);
+  const store = new Store(`${config.data_dir}/control-plane`, (error) =>
+    logger.error({ err: error }, 'storage write failed'),
+  );
   const applied = migrate(store);
   if (applied.length > 0) logger.info({ applied, schema_version: schemaVersion(store) }, 'storage migrated');
 
