@@ -138,11 +138,13 @@ async function forwardAndMeter(
   } catch (error) {
     count('upstream_error');
     const failure = isSvcError(error) ? error : undefined;
+    // An unforeseen error's text stays in the log; the agent reads the code and its request id.
+    if (failure === undefined) deps.logger.warn({ request_id: req.id, err: error }, 'upstream call failed');
     sendProviderRefusal(
       req.clientRes,
       adapter,
       failure?.code ?? 'SVC-ADP-5001',
-      failure?.message ?? String(error),
+      failure?.message ?? 'the call could not be completed upstream; see the proxy log for this request id',
       req.id,
       envelope.envelopeId,
     );
