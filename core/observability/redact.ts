@@ -38,7 +38,8 @@ const SECRET_PARAMS =
 
 const PATTERNS: ReadonlyArray<[RegExp, string]> = [
   // user:password@ in any URL (NATS, webhooks, upstreams).
-  [/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]+@/gi, `$1${REDACTED}@`],
+  // Quotes and backslashes end the match: in a finished JSON line they close the string.
+  [/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@"'<>\\]+@/gi, `$1${REDACTED}@`],
   [new RegExp(`([?&;](?:${SECRET_PARAMS})=)[^&#\\s"'<>]*`, 'gi'), `$1${REDACTED}`],
   // This product's API keys: the id part is public and kept, the secret part is not.
   [/\b(svc_[0-9a-f]{16}_)[A-Za-z0-9_-]{43}/g, `$1${REDACTED}`],
