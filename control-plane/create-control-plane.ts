@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import type { LookupFunction } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Messaging } from '../core/bus/bus.ts';
@@ -12,6 +13,7 @@ import { JwtVerifier } from './auth/jwt.ts';
 import { AuditLog } from './audit/audit-log.ts';
 import { Budgets } from './budgets/budgets.ts';
 import { EffectDispatcher } from './effects/dispatcher.ts';
+import { WebhookTargets } from './effects/webhook-targets.ts';
 import { WebhookSender } from './effects/webhooks.ts';
 import { Envelopes } from './envelopes/envelopes.ts';
 import { LeaseLedger } from './leases/lease-ledger.ts';
@@ -33,6 +35,7 @@ import { tenantRoutes } from './rest/routes/tenants.ts';
 import { migrate, schemaVersion } from './store/migrations.ts';
 import { Store } from './store/store.ts';
 import { Tenants } from './tenants/tenants.ts';
+import { WebhookSecrets } from './tenants/webhook-secrets.ts';
 import type { Pricer } from './usage/pricer.ts';
 
 export interface ControlPlaneDeps {
@@ -43,6 +46,8 @@ export interface ControlPlaneDeps {
   clock?: () => Date;
   /** The pages of `/docs/errors/{code}`; docs/errors.md beside the code when absent. */
   errorPages?: ErrorPages;
+  /** Name resolution for webhook deliveries; the system resolver when absent. */
+  resolve?: LookupFunction;
 }
 
 export interface ControlPlane {
@@ -81,12 +86,29 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const audit = new AuditLog(store, clock);
   const tenants = new Tenants(store);
   const keys = new ApiKeys(store);
+  const webhookSecrets = new WebhookSecrets(store, clock, config.webhook_secret_grace_seconds * 1000);
+  const webhookTargets = new WebhookTargets({
+    allowHttp: config.webhook_allow_http,
+    allowedHosts: config.webhook_allowed_hosts,
+    ...(deps.resolve !== undefined ? { resolve: deps.resolve } : {}),
+  });
   const webhooks = new WebhookSender(
-    { secret: config.webhook_secret, maxAttempts: config.webhook_max_attempts, timeoutMs: config.webhook_timeout_ms },
+    {
+      secrets: (tenant) => webhookSecrets.signingSecrets(tenant),
+      targets: webhookTargets,
+      maxAttempts: config.webhook_max_attempts,
+      timeoutMs: config.webhook_timeout_ms,
+    },
     logger.child({ component: 'webhooks' }),
   );
   const effects = new EffectDispatcher(messaging.bus, webhooks, logger.child({ component: 'effects' }));
-  const budgets = new Budgets({ store, audit, effects, clock });
+  const budgets = new Budgets({
+    store,
+    audit,
+    effects,
+    clock,
+    webhookUrlProblem: (url) => webhookTargets.problemWith(url),
+  });
   const policies = new Policies({
     store,
     audit,
@@ -141,7 +163,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
   apiKeyRoutes(routes, { keys, store, audit, clock });
-  tenantRoutes(routes, { tenants, store, audit, effects, clock });
+  tenantRoutes(routes, { tenants, webhookSecrets, store, audit, effects, clock });
   auditRoutes(routes, audit);
   eventRoutes(routes, store);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
@@ -181,7 +203,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       await app.close();
       await processor.stop();
       await leaseService.unsubscribe();
-      await webhooks.idle();
+      await webhooks.close();
       await store.close();
     },
   };

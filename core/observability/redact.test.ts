@@ -19,6 +19,7 @@ describe('the scrubber', () => {
     ['jwt eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl here', 'c2lnbmF0dXJl'],
     ['upstream said: invalid key sk-proj-abcdefghijklmnop1234', 'sk-proj-abcdefghijklmnop1234'],
     ['the value my-configured-secret-value leaked', 'my-configured-secret-value'],
+    ['rotated to whsec_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB', 'BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB'],
   ])('removes the credential from %s', (text, secret) => {
     const out = scrub.text(text);
     expect(out).not.toContain(secret);

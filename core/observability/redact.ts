@@ -43,6 +43,8 @@ const PATTERNS: ReadonlyArray<[RegExp, string]> = [
   [new RegExp(`([?&;](?:${SECRET_PARAMS})=)[^&#\\s"'<>]*`, 'gi'), `$1${REDACTED}`],
   // This product's API keys: the id part is public and kept, the secret part is not.
   [/\b(svc_[0-9a-f]{16}_)[A-Za-z0-9_-]{43}/g, `$1${REDACTED}`],
+  // Webhook signing secrets of tenants.
+  [/\bwhsec_[A-Za-z0-9_-]{43}/g, REDACTED],
   // JWTs: base64url of `{"` opens header and payload.
   [/\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g, REDACTED],
   [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/gi, `$1 ${REDACTED}`],
