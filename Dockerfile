@@ -21,6 +21,8 @@ COPY control-plane ./control-plane
 COPY proxy ./proxy
 COPY standalone ./standalone
 COPY config ./config
+# Served as /docs/errors/{code} by both processes (the documentation_url of error bodies).
+COPY docs/errors.md ./docs/errors.md
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

@@ -1,9 +1,11 @@
 import { mkdirSync } from 'node:fs';
+import type { LookupFunction } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Messaging } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
+import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
 import { createKeywordJudge } from '../core/policy/index.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { Authenticator } from './auth/authenticator.ts';
@@ -11,6 +13,7 @@ import { JwtVerifier } from './auth/jwt.ts';
 import { AuditLog } from './audit/audit-log.ts';
 import { Budgets } from './budgets/budgets.ts';
 import { EffectDispatcher } from './effects/dispatcher.ts';
+import { WebhookTargets } from './effects/webhook-targets.ts';
 import { WebhookSender } from './effects/webhooks.ts';
 import { Envelopes } from './envelopes/envelopes.ts';
 import { LeaseLedger } from './leases/lease-ledger.ts';
@@ -24,6 +27,7 @@ import { apiKeyRoutes } from './rest/routes/api-keys.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
 import { budgetRoutes } from './rest/routes/budgets.ts';
 import { envelopeRoutes } from './rest/routes/envelopes.ts';
+import { errorDocsRoutes } from './rest/routes/error-docs.ts';
 import { eventRoutes } from './rest/routes/events.ts';
 import { operationalRoutes } from './rest/routes/operational.ts';
 import { policyRoutes } from './rest/routes/policies.ts';
@@ -31,6 +35,7 @@ import { tenantRoutes } from './rest/routes/tenants.ts';
 import { migrate, schemaVersion } from './store/migrations.ts';
 import { Store } from './store/store.ts';
 import { Tenants } from './tenants/tenants.ts';
+import { WebhookSecrets } from './tenants/webhook-secrets.ts';
 import type { Pricer } from './usage/pricer.ts';
 
 export interface ControlPlaneDeps {
@@ -39,6 +44,10 @@ export interface ControlPlaneDeps {
   messaging: Messaging;
   pricer: Pricer;
   clock?: () => Date;
+  /** The pages of `/docs/errors/{code}`; docs/errors.md beside the code when absent. */
+  errorPages?: ErrorPages;
+  /** Name resolution for webhook deliveries; the system resolver when absent. */
+  resolve?: LookupFunction;
 }
 
 export interface ControlPlane {
@@ -67,7 +76,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const { config, logger, messaging } = deps;
   const clock = deps.clock ?? (() => new Date());
   mkdirSync(config.data_dir, { recursive: true });
-  const store = new Store(`${config.data_dir}/control-plane`);
+  const store = new Store(`${config.data_dir}/control-plane`, (error) =>
+    logger.error({ err: error }, 'storage write failed'),
+  );
   const applied = migrate(store);
   if (applied.length > 0) logger.info({ applied, schema_version: schemaVersion(store) }, 'storage migrated');
 
@@ -75,12 +86,29 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const audit = new AuditLog(store, clock);
   const tenants = new Tenants(store);
   const keys = new ApiKeys(store);
+  const webhookSecrets = new WebhookSecrets(store, clock, config.webhook_secret_grace_seconds * 1000);
+  const webhookTargets = new WebhookTargets({
+    allowHttp: config.webhook_allow_http,
+    allowedHosts: config.webhook_allowed_hosts,
+    ...(deps.resolve !== undefined ? { resolve: deps.resolve } : {}),
+  });
   const webhooks = new WebhookSender(
-    { secret: config.webhook_secret, maxAttempts: config.webhook_max_attempts, timeoutMs: config.webhook_timeout_ms },
+    {
+      secrets: (tenant) => webhookSecrets.signingSecrets(tenant),
+      targets: webhookTargets,
+      maxAttempts: config.webhook_max_attempts,
+      timeoutMs: config.webhook_timeout_ms,
+    },
     logger.child({ component: 'webhooks' }),
   );
   const effects = new EffectDispatcher(messaging.bus, webhooks, logger.child({ component: 'effects' }));
-  const budgets = new Budgets({ store, audit, effects, clock });
+  const budgets = new Budgets({
+    store,
+    audit,
+    effects,
+    clock,
+    webhookUrlProblem: (url) => webhookTargets.problemWith(url),
+  });
   const policies = new Policies({
     store,
     audit,
@@ -118,6 +146,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
           tenantClaim: config.jwt_tenant_claim,
         });
   const authenticator = new Authenticator(keys, jwt, config.bootstrap_admin_key, clock);
+  let listeningAt: string | undefined;
+  const documentationBase = () =>
+    config.public_base_url ?? listeningAt ?? `http://${config.http_host}:${config.http_port}`;
   const { app, routes } = await createApp({
     logger,
     authenticator,
@@ -125,15 +156,17 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     metrics,
     bodyLimitBytes: config.body_limit_bytes,
     rateLimitPerMinute: config.rate_limit_per_minute,
+    documentationBase,
   });
 
   envelopeRoutes(routes, envelopes);
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
   apiKeyRoutes(routes, { keys, store, audit, clock });
-  tenantRoutes(routes, { tenants, store, audit, effects, clock });
+  tenantRoutes(routes, { tenants, webhookSecrets, store, audit, effects, clock });
   auditRoutes(routes, audit);
   eventRoutes(routes, store);
+  errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
   operationalRoutes(routes, {
     version: config.version,
     schemaVersion: () => schemaVersion(store),
@@ -144,7 +177,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
           schemaVersion(store);
           return { status: 'ok' };
         } catch (error) {
-          return { status: 'down', detail: (error as Error).message };
+          // /health is public: the cause goes to the log, not to whoever asks.
+          logger.error({ err: error }, 'storage check failed');
+          return { status: 'down', detail: 'storage not readable' };
         }
       },
       event_bus: () => (messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
@@ -159,12 +194,16 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     webhooks,
     effects,
     metrics,
-    listen: () => app.listen({ host: config.http_host, port: config.http_port }),
+    async listen() {
+      const address = await app.listen({ host: config.http_host, port: config.http_port });
+      listeningAt = listeningBaseUrl(app.server.address());
+      return address;
+    },
     async close() {
       await app.close();
       await processor.stop();
       await leaseService.unsubscribe();
-      await webhooks.idle();
+      await webhooks.close();
       await store.close();
     },
   };

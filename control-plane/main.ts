@@ -2,26 +2,30 @@ import { loadConfig } from '../core/config/load.ts';
 import { messagingFromConfig } from '../core/config/messaging.ts';
 import { priceTableFromConfig } from '../core/metering/price-table-from-config.ts';
 import { createLogger } from '../core/observability/logger.ts';
+import { configuredSecrets } from '../core/observability/redact.ts';
+import { failedToStart, guardProcess } from '../core/observability/shutdown.ts';
 import { createControlPlane } from './create-control-plane.ts';
 import { createPricer } from './usage/pricer.ts';
-import { onShutdown } from '../core/observability/shutdown.ts';
 
 /** The control plane process: REST on SVC_HTTP_PORT, events over SVC_NATS_URL or in process. */
 async function main(): Promise<void> {
   const config = loadConfig(process.env, { mode: 'control-plane' });
-  const logger = createLogger({ level: config.log_level, service: 'control-plane' });
+  const logger = createLogger({
+    level: config.log_level,
+    service: 'control-plane',
+    secrets: configuredSecrets(config),
+  });
+  const guard = guardProcess(logger);
   const messaging = await messagingFromConfig(config, logger, { name: 'control-plane', manage: true });
   const prices = priceTableFromConfig(config);
   const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(prices) });
+  guard.expose(plane.metrics.registry);
   const address = await plane.listen();
   logger.info({ address, nats: config.nats_url ?? 'in-process' }, 'control plane listening');
-  onShutdown(logger, async () => {
+  guard.onShutdown(async () => {
     await plane.close();
     await messaging.close();
   });
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`control plane failed to start: ${(error as Error).message}\n`);
-  process.exit(1);
-});
+main().catch((error: unknown) => failedToStart('control plane', error));

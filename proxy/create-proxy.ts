@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { Messaging, Subscription } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
-import { SvcError } from '../core/errors/index.ts';
+import { ErrorPages, listeningBaseUrl, SvcError } from '../core/errors/index.ts';
 import type { PriceTable } from '../core/metering/prices.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
 import { AdminServer, createProxyNetMetrics, type Readiness } from './admin/index.ts';
@@ -47,6 +47,8 @@ export interface ProxyDeps {
   registry?: Registry;
   /** Name resolution for every connection the proxy dials; the system resolver when absent. */
   resolve?: Resolve;
+  /** The pages of `/docs/errors/{code}` on the admin port; docs/errors.md beside the code when absent. */
+  errorPages?: ErrorPages;
 }
 
 export interface ProxyAddresses {
@@ -222,6 +224,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     abortDrainMs: config.proxy_abort_drain_ms,
     unclassifiedPaths: config.proxy_unclassified_paths,
   };
+  // Links in error bodies point at the admin port, which the agent's pod reaches like the proxy.
+  let adminAt: string | undefined;
+  const documentationBase = () => config.public_base_url ?? adminAt ?? `http://127.0.0.1:${config.proxy_admin_port}`;
   const listener = new ProxyListener({
     handler: createGovernedHandler(governance, providers, mcp),
     interceptHost,
@@ -236,6 +241,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     reverseRoutes: { ...DEFAULT_REVERSE_ROUTES, ...mcp.reverseRoutes },
     metrics: netMetrics,
     logger,
+    documentationBase,
     port: config.proxy_port,
     host: config.proxy_host,
   });
@@ -246,6 +252,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const admin = new AdminServer({
     registry,
     readiness,
+    errorPages: deps.errorPages ?? ErrorPages.load(),
+    documentationBase,
+    logger: logger.child({ component: 'admin' }),
     port: config.proxy_admin_port,
     host: config.proxy_admin_host,
   });
@@ -293,7 +302,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       else sync.catch((error: unknown) => logger.warn({ err: (error as Error).message }, 'state sync not started'));
       await leases.lease(bootstrap.budgetId);
       const { port: proxyPort } = await listener.listen();
-      const { port: adminPort } = await admin.listen();
+      const adminAddress = await admin.listen();
+      const adminPort = adminAddress.port;
+      adminAt = listeningBaseUrl(adminAddress);
       logger.info(
         {
           proxy_port: proxyPort,

@@ -4,7 +4,8 @@ import { messagingFromConfig } from '../core/config/messaging.ts';
 import { SvcError } from '../core/errors/index.ts';
 import { priceTableFromConfig } from '../core/metering/price-table-from-config.ts';
 import { createLogger } from '../core/observability/logger.ts';
-import { onShutdown } from '../core/observability/shutdown.ts';
+import { configuredSecrets, createScrubber } from '../core/observability/redact.ts';
+import { failedToStart, guardProcess } from '../core/observability/shutdown.ts';
 import { createProxy } from './create-proxy.ts';
 
 function required(value: string | undefined, key: string): string {
@@ -17,7 +18,8 @@ function required(value: string | undefined, key: string): string {
 /** The sidecar process: traffic on SVC_PROXY_PORT, admin on SVC_PROXY_ADMIN_PORT, state over SVC_NATS_URL. */
 async function main(): Promise<void> {
   const config = loadConfig(process.env, { mode: 'proxy' });
-  const logger = createLogger({ level: config.log_level, service: 'proxy' });
+  const logger = createLogger({ level: config.log_level, service: 'proxy', secrets: configuredSecrets(config) });
+  const guard = guardProcess(logger);
   const bootstrap = {
     tenantId: required(config.tenant_id, 'SVC_TENANT_ID'),
     apiKey: required(config.api_key, 'SVC_API_KEY'),
@@ -34,7 +36,8 @@ async function main(): Promise<void> {
       }),
     logger,
     onFatal: (error) => {
-      process.stderr.write(`proxy cannot open messaging: ${(error as Error).message}\n`);
+      const message = createScrubber(configuredSecrets(config)).text((error as Error).message);
+      process.stderr.write(`proxy cannot open messaging: ${message}\n`);
       process.exit(1);
     },
   });
@@ -45,16 +48,14 @@ async function main(): Promise<void> {
   ]);
   const prices = priceTableFromConfig(config);
   const proxy = await createProxy({ config, logger, messaging, prices, bootstrap });
+  guard.expose(proxy.registry);
   await proxy.listen();
   // SIGHUP re-reads the provider key files (a rotated Secret) without a restart.
   process.on('SIGHUP', () => void proxy.reloadCredentials());
-  onShutdown(logger, async () => {
+  guard.onShutdown(async () => {
     await proxy.close();
     await messaging.close();
   });
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`proxy failed to start: ${(error as Error).message}\n`);
-  process.exit(1);
-});
+main().catch((error: unknown) => failedToStart('proxy', error));

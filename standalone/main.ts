@@ -5,7 +5,8 @@ import { loadConfig } from '../core/config/load.ts';
 import { messagingFromConfig } from '../core/config/messaging.ts';
 import { priceTableFromConfig } from '../core/metering/price-table-from-config.ts';
 import { createLogger } from '../core/observability/logger.ts';
-import { onShutdown } from '../core/observability/shutdown.ts';
+import { configuredSecrets } from '../core/observability/redact.ts';
+import { failedToStart, guardProcess } from '../core/observability/shutdown.ts';
 import { createProxy } from '../proxy/create-proxy.ts';
 import { writeTrustBundle } from '../proxy/tls/index.ts';
 import { dirname, join, resolve } from 'node:path';
@@ -17,7 +18,8 @@ import { dirname, join, resolve } from 'node:path';
  */
 async function main(): Promise<void> {
   const config = loadConfig(process.env, { mode: 'standalone' });
-  const logger = createLogger({ level: config.log_level, service: 'standalone' });
+  const logger = createLogger({ level: config.log_level, service: 'standalone', secrets: configuredSecrets(config) });
+  const guard = guardProcess(logger);
   const messaging = await messagingFromConfig(config, logger, { name: 'standalone', manage: true });
   const prices = priceTableFromConfig(config);
   const plane = await createControlPlane({
@@ -26,6 +28,7 @@ async function main(): Promise<void> {
     messaging,
     pricer: createPricer(prices),
   });
+  guard.expose(plane.metrics.registry);
   const controlPlane = await plane.listen();
   const { identity } = await ensureSidecarIdentity(plane, {
     dataDir: config.data_dir,
@@ -79,14 +82,11 @@ async function main(): Promise<void> {
   );
   // SIGHUP re-reads the provider key files (a rotated Secret) without a restart.
   process.on('SIGHUP', () => void proxy.reloadCredentials());
-  onShutdown(logger, async () => {
+  guard.onShutdown(async () => {
     await proxy.close();
     await plane.close();
     await messaging.close();
   });
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`standalone failed to start: ${(error as Error).message}\n`);
-  process.exit(1);
-});
+main().catch((error: unknown) => failedToStart('standalone', error));

@@ -22,6 +22,8 @@ import { budgetError } from './budget-errors.ts';
 
 export interface BudgetDeps {
   store: Store;
+  /** Why an alert's webhook URL may not be stored, or null (WebhookTargets.problemWith). */
+  webhookUrlProblem: (url: string) => string | null;
   audit: AuditLog;
   effects: EffectDispatcher;
   clock: () => Date;
@@ -41,6 +43,18 @@ export class Budgets {
       throw new SvcError('SVC-SYS-9002', 'invalid request: expires_at: must lie in the future', {}, [
         { field: 'expires_at', description: 'must lie in the future' },
       ]);
+    }
+    const refused = (request.alerts ?? []).flatMap((alert, i) => {
+      const problem = alert.webhook_url === undefined ? null : this.deps.webhookUrlProblem(alert.webhook_url);
+      return problem === null ? [] : [{ field: `alerts.${i}.webhook_url`, description: problem }];
+    });
+    if (refused.length > 0) {
+      throw new SvcError(
+        'SVC-SYS-9002',
+        `invalid request: ${refused.map((v) => `${v.field}: ${v.description}`).join('; ')}`,
+        { fields: refused.map((v) => v.field).join(', ') },
+        refused,
+      );
     }
     const base = { period: request.period, created_at: now.toISOString() };
     const budget: Budget = {

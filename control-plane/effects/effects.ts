@@ -8,6 +8,8 @@ export interface Publication {
 }
 
 export interface WebhookCall {
+  /** Whose signing key signs the delivery. */
+  tenant: string;
   url: string;
   /** The JSON body; also published on the bus as `data`. */
   body: Record<string, unknown>;

@@ -9,6 +9,7 @@ import { AuditLog } from '../audit/audit-log.ts';
 import { Budgets } from '../budgets/budgets.ts';
 import type { Caller } from '../caller.ts';
 import { EffectDispatcher } from '../effects/dispatcher.ts';
+import { WebhookTargets } from '../effects/webhook-targets.ts';
 import { WebhookSender } from '../effects/webhooks.ts';
 import { Store } from '../store/store.ts';
 import { LeaseLedger } from './lease-ledger.ts';
@@ -29,12 +30,19 @@ beforeEach(() => {
   now = new Date('2026-11-22T10:00:00Z');
   const clock = () => now;
   const log = pino({ level: 'silent' });
+  const targets = new WebhookTargets({ allowHttp: false, allowedHosts: '' });
   const effects = new EffectDispatcher(
     createMemoryMessaging({ logger: log }).bus,
-    new WebhookSender({ secret: undefined, maxAttempts: 1, timeoutMs: 100 }, log),
+    new WebhookSender({ secrets: () => [], targets, maxAttempts: 1, timeoutMs: 100 }, log),
     log,
   );
-  budgets = new Budgets({ store, audit: new AuditLog(store, clock), effects, clock });
+  budgets = new Budgets({
+    store,
+    audit: new AuditLog(store, clock),
+    effects,
+    clock,
+    webhookUrlProblem: (url) => targets.problemWith(url),
+  });
   ledger = new LeaseLedger(store, budgets, clock, 60_000);
 });
 afterEach(async () => store.close());

@@ -9,7 +9,7 @@ import Fastify, {
 } from 'fastify';
 import type { Logger } from 'pino';
 import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
-import { SvcError } from '../../core/errors/index.ts';
+import { isSvcError, SvcError, type DocumentationBase } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
 import type { Tenants } from '../tenants/tenants.ts';
@@ -23,6 +23,8 @@ export interface AppOptions {
   metrics: ControlPlaneMetrics;
   bodyLimitBytes: number;
   rateLimitPerMinute: number;
+  /** Base of the `documentation_url` of error bodies. */
+  documentationBase: DocumentationBase;
 }
 
 /**
@@ -44,8 +46,10 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
   const loggerInstance: FastifyBaseLogger = options.logger;
   const sendError = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const svc = asSvcError(error);
+    // What the caller is not told is logged under its request id.
     if (svc.code === 'SVC-SYS-9007') request.log.error({ err: error }, 'request failed');
-    const rendered = renderError(svc, request.id, new Date());
+    else if (!isSvcError(error)) request.log.info({ err: error, code: svc.code }, 'request refused');
+    const rendered = renderError(svc, request.id, new Date(), options.documentationBase());
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
   };
   const app = Fastify({
@@ -67,6 +71,7 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
       new SvcError('SVC-SYS-9006', `no route ${request.method} ${request.url.split('?')[0]}`),
       request.id,
       new Date(),
+      options.documentationBase(),
     );
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
   });

@@ -18,7 +18,7 @@ function str(value: unknown): string {
  * policy denial (403) or a budget refusal (422) the PolicyViolation or BudgetError fields of spec
  * 2.1 at the top level beside it, so clients of either contract read what they expect.
  */
-export function renderError(error: SvcError, requestId: string, now: Date): RenderedError {
+export function renderError(error: SvcError, requestId: string, now: Date, documentationBase: string): RenderedError {
   const spec = ERROR_CATALOGUE[error.code];
   const details: Record<string, unknown> = { ...error.details };
   if (error.fieldViolations.length > 0) details.field_violations = error.fieldViolations;
@@ -28,7 +28,7 @@ export function renderError(error: SvcError, requestId: string, now: Date): Rend
     details,
     request_id: requestId,
     timestamp: now.toISOString(),
-    documentation_url: documentationUrl(error.code),
+    documentation_url: documentationUrl(documentationBase, error.code),
   };
   const headers: Record<string, string> = { 'x-request-id': requestId };
   if (!spec.retryable) headers['x-should-retry'] = 'false';
@@ -54,28 +54,43 @@ export function renderError(error: SvcError, requestId: string, now: Date): Rend
   return { status: spec.http, body, headers };
 }
 
-/** Whatever was thrown, as an SvcError: unknown failures become SVC-SYS-9007 without leaking internals. */
-export function asSvcError(error: unknown): SvcError {
-  if (isSvcError(error)) return error;
-  const e = error as { statusCode?: number; code?: string; message?: string };
-  if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
-    return new SvcError('SVC-SYS-9002', 'invalid request: send the body as application/json', {}, [
-      { field: '(body)', description: 'content-type must be application/json' },
-    ]);
-  if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new SvcError('SVC-SYS-9009', 'request body too large');
-  if (e.code === 'FST_ERR_MAX_PARAM_LENGTH' || e.code === 'FST_ERR_BAD_URL') {
-    const description =
-      e.code === 'FST_ERR_BAD_URL'
-        ? 'not a valid URL component'
-        : `longer than ${MAX_PATH_ID_LENGTH} characters (the path id maximum)`;
+const INVALID_BODY = (description: string, message: string) =>
+  new SvcError('SVC-SYS-9002', `invalid request: ${message}`, {}, [{ field: '(body)', description }]);
+
+/**
+ * What fastify's own refusals mean, each with a message of ours: their texts are fixed today, but
+ * an error's text is never what decides what a caller reads.
+ */
+const FRAMEWORK_ERRORS: Record<string, () => SvcError> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: () =>
+    INVALID_BODY('content-type must be application/json', 'send the body as application/json'),
+  FST_ERR_CTP_BODY_TOO_LARGE: () => new SvcError('SVC-SYS-9009', 'request body too large'),
+  FST_ERR_CTP_INVALID_JSON_BODY: () => INVALID_BODY('not valid JSON', 'body is not valid JSON'),
+  FST_ERR_CTP_EMPTY_JSON_BODY: () => INVALID_BODY('not valid JSON', 'body is not valid JSON (empty)'),
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: () =>
+    INVALID_BODY('does not match Content-Length', 'body size does not match Content-Length'),
+  FST_ERR_BAD_URL: () =>
+    new SvcError('SVC-SYS-9002', 'invalid request: a path parameter is not a valid URL component', {}, [
+      { field: '(path)', description: 'not a valid URL component' },
+    ]),
+  FST_ERR_MAX_PARAM_LENGTH: () => {
+    const description = `longer than ${MAX_PATH_ID_LENGTH} characters (the path id maximum)`;
     return new SvcError('SVC-SYS-9002', `invalid request: a path parameter is ${description}`, {}, [
       { field: '(path)', description },
     ]);
-  }
-  if (e.statusCode === 400 || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || e.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-    return new SvcError('SVC-SYS-9002', `invalid request: body is not valid JSON (${e.message ?? 'parse error'})`, {}, [
-      { field: '(body)', description: 'not valid JSON' },
-    ]);
-  }
+  },
+};
+
+/**
+ * Whatever was thrown, as an SvcError. An SvcError says what it means to say; anything else
+ * becomes a fixed message: a thrown Error's text (a path, a stack, a secret in a URL) never
+ * reaches the caller; the error handler logs it under the request id.
+ */
+export function asSvcError(error: unknown): SvcError {
+  if (isSvcError(error)) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && Object.hasOwn(FRAMEWORK_ERRORS, code)) return FRAMEWORK_ERRORS[code]!();
+  if (typeof code === 'string' && code.startsWith('FST_') && (error as { statusCode?: unknown }).statusCode === 400)
+    return new SvcError('SVC-SYS-9002', 'invalid request');
   return new SvcError('SVC-SYS-9007', 'internal error');
 }

@@ -24,12 +24,12 @@ export interface Reply {
   contentType?: string;
 }
 
-export interface RouteContext<B, Q, P> {
+export interface RouteContext<B, Q, P, A extends Access = Access> {
   body: B;
   query: Q;
   params: P;
-  /** Present on every route but public ones. */
-  caller: Caller;
+  /** The authenticated caller and its tenant; public routes have none, and no other route runs without one. */
+  caller: A extends 'public' ? undefined : Caller;
   request: FastifyRequest;
 }
 
@@ -39,6 +39,7 @@ export interface RouteSpec<
   B extends z.ZodType | undefined,
   Q extends z.ZodType | undefined,
   P extends z.ZodType | undefined,
+  A extends Access = Access,
 > {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** OpenAPI form: `/v1/envelopes/{envelope_id}`. */
@@ -46,7 +47,7 @@ export interface RouteSpec<
   operationId: string;
   summary: string;
   tag: string;
-  access: Access;
+  access: A;
   body?: B;
   /** The body may be left out entirely (spec: TerminateRequest, BudgetCheckRequest). */
   bodyOptional?: boolean;
@@ -55,12 +56,17 @@ export interface RouteSpec<
   query?: Q;
   params?: P;
   responses: Record<number, ResponseSpec>;
-  handler: (ctx: RouteContext<Out<B>, Out<Q>, Out<P>>) => Promise<Reply> | Reply;
+  handler: (ctx: RouteContext<Out<B>, Out<Q>, Out<P>, A>) => Promise<Reply> | Reply;
 }
 
 export interface RouteTable {
-  add<B extends z.ZodType | undefined, Q extends z.ZodType | undefined, P extends z.ZodType | undefined>(
-    spec: RouteSpec<B, Q, P>,
+  add<
+    B extends z.ZodType | undefined,
+    Q extends z.ZodType | undefined,
+    P extends z.ZodType | undefined,
+    A extends Access,
+  >(
+    spec: RouteSpec<B, Q, P, A>,
   ): void;
   /** What the OpenAPI document is made of. */
   operations(): Array<{ path: string; method: string; operation: ZodOpenApiOperationObject }>;
@@ -72,13 +78,15 @@ type ResponseSpec = { description: string; schema?: z.ZodType; contentType?: str
  * The errors every authenticated route can answer with, whatever its own responses say, so the
  * document shows clients all the statuses they must handle.
  */
-function commonResponses(spec: { access: Access; method: string }): Record<number, ResponseSpec> {
-  if (spec.access === 'public') return {};
+function commonResponses(spec: { access: Access; method: string; params?: unknown }): Record<number, ResponseSpec> {
+  const invalid: ResponseSpec = {
+    description: 'invalid request (SVC-SYS-9002), naming the field: body, query, path or X-Tenant-ID',
+    schema: ErrorBodySchema,
+  };
+  // A public route reads no credential and no tenant, but its path parameters are bounded too.
+  if (spec.access === 'public') return spec.params === undefined ? {} : { 400: invalid };
   const responses: Record<number, ResponseSpec> = {
-    400: {
-      description: 'invalid request (SVC-SYS-9002), naming the field: body, query, path or X-Tenant-ID',
-      schema: ErrorBodySchema,
-    },
+    400: invalid,
     401: { description: 'missing, invalid, expired or revoked credentials (SVC-SYS-9003)', schema: ErrorBodySchema },
     403: {
       description: 'the credential lacks the scope or names another tenant (SVC-SYS-9004)',
@@ -100,7 +108,12 @@ function commonResponses(spec: { access: Access; method: string }): Record<numbe
  * A route's responses with the common ones: where both describe a status, the document names
  * both causes and the body is either schema, so neither kind of answer falls outside it.
  */
-function allResponses(spec: { access: Access; method: string; responses: Record<number, ResponseSpec> }) {
+function allResponses(spec: {
+  access: Access;
+  method: string;
+  params?: unknown;
+  responses: Record<number, ResponseSpec>;
+}) {
   const merged: Record<number, ResponseSpec> = { ...commonResponses(spec) };
   for (const [key, own] of Object.entries(spec.responses)) {
     const status = Number(key);
@@ -178,6 +191,11 @@ export function createRouteTable(
         // not use the route learns nothing about what it would have accepted.
         ...(spec.access === 'public' ? {} : { onRequest: [deps.authenticate, authorizeFor(spec.access)] }),
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
+          // The onRequest hooks set the principal or refused; a route reached without one (a hook
+          // that did not run) is refused here, before anything is read, rather than run for nobody.
+          const principal = request.principal;
+          if (spec.access !== 'public' && (principal === undefined || principal.tenant_id === ''))
+            throw new SvcError('SVC-SYS-9003', 'missing credentials: send X-Api-Key or Authorization: Bearer');
           // Only an empty body is an absent one: a JSON `null` is a body, and not an object.
           const rawBody = request.body === undefined ? (spec.bodyOptional ? {} : undefined) : request.body;
           if (spec.body !== undefined && rawBody === undefined) {
@@ -188,9 +206,8 @@ export function createRouteTable(
           const body = spec.body === undefined ? undefined : parseOrThrow(spec.body, rawBody, 'body');
           const query = spec.query === undefined ? undefined : parseOrThrow(spec.query, request.query, 'query');
           const params = spec.params === undefined ? undefined : parseOrThrow(spec.params, request.params, 'path');
-          let caller = undefined as unknown as Caller;
-          const principal = request.principal;
-          if (principal !== undefined) {
+          let caller: Caller | undefined;
+          if (spec.access !== 'public' && principal !== undefined) {
             const tenant = resolveTenant(
               principal,
               deps.tenants,

@@ -18,8 +18,15 @@ export class Store {
   private readonly global: Database<unknown, string[]>;
   /** During `batch`: the latest value of each write-back record touched, by key. */
   private pending: Map<string, { key: Key; value: unknown }> | null = null;
+  /** A write outside a transaction commits later; its failure is reported here, never left unhandled. */
+  private readonly failed: (error: unknown) => void;
 
-  constructor(path: string) {
+  constructor(path: string, onWriteFailure?: (error: unknown) => void) {
+    this.failed =
+      onWriteFailure ??
+      ((error) => {
+        throw error;
+      });
     this.root = open({ path, maxDbs: 8, compression: false });
     this.data = this.root.openDB<unknown, Key>({ name: 'tenant_data' });
     this.global = this.root.openDB<unknown, string[]>({ name: 'global' });
@@ -35,11 +42,11 @@ export class Store {
   put(tenant: string, kind: Kind, id: string | number, value: unknown): void {
     const key: Key = [tenant, kind, id];
     if (this.pending !== null && WRITE_BACK.has(kind)) this.pending.set(JSON.stringify(key), { key, value });
-    else void this.data.put(key, value);
+    else this.data.put(key, value).catch(this.failed);
   }
 
   remove(tenant: string, kind: Kind, id: string | number): void {
-    void this.data.remove([tenant, kind, id]);
+    this.data.remove([tenant, kind, id]).catch(this.failed);
   }
 
   /** Records of one kind of one tenant in key order; `reverse` starts from the newest key. */
@@ -76,7 +83,7 @@ export class Store {
   }
 
   putGlobal(value: unknown, ...key: string[]): void {
-    void this.global.put(key, value);
+    this.global.put(key, value).catch(this.failed);
   }
 
   *listGlobal<T>(prefix: string): Generator<T> {
@@ -112,7 +119,7 @@ export class Store {
 
   private flushPending(): void {
     if (this.pending === null) return;
-    for (const { key, value } of this.pending.values()) void this.data.put(key, value);
+    for (const { key, value } of this.pending.values()) this.data.put(key, value).catch(this.failed);
     this.pending.clear();
   }
 

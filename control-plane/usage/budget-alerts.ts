@@ -60,6 +60,7 @@ export function fireAlerts(budget: Budget, envelopeId: string | null, now: Date,
     effects.publications.push({ subject, data: message, msgId });
     if (threshold.webhook_url !== undefined) {
       effects.webhooks.push({
+        tenant: budget.tenant_id,
         url: threshold.webhook_url,
         body: { type: `budget.${level}`, ...message },
         deliveryId: randomUUID(),

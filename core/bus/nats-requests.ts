@@ -44,9 +44,9 @@ export class NatsRequests implements RequestReply, Signals {
         queue: REPLY_QUEUE,
         callback: (error, msg) => {
           if (error) return this.#logger.error({ err: error, subject }, 'reply subscription failed');
-          void runReplyHandler(() => handler(decodePayload(msg.data), msg.subject)).then((envelope) =>
-            msg.respond(encodePayload(envelope)),
-          );
+          runReplyHandler(() => handler(decodePayload(msg.data), msg.subject))
+            .then((envelope) => msg.respond(encodePayload(envelope)))
+            .catch((failure: unknown) => this.#logger.error({ err: failure, subject: msg.subject }, 'reply failed'));
         },
       });
       return subscription(() => sub.unsubscribe());

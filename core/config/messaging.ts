@@ -17,16 +17,19 @@ export async function messagingFromConfig(
   if (config.nats_url === undefined) return createMemoryMessaging({ logger });
   const prefix = config.nats_inbox_prefix ?? (role.tenant === undefined ? undefined : `_INBOX_${role.tenant}`);
   const tls = config.nats_tls_ca_file ?? config.nats_tls_cert_file ?? config.nats_tls_key_file;
+  const { servers, credentials } = serversOf(config.nats_url);
+  const explicit = config.nats_user ?? config.nats_token ?? config.nats_creds_file;
   return openNatsMessaging(
     {
       manage: role.manage,
       connection: {
-        servers: config.nats_url.split(',').map((s) => s.trim()),
+        servers,
         name: role.name,
         ...(prefix !== undefined ? { inboxPrefix: prefix } : {}),
         ...(config.nats_user !== undefined ? { user: config.nats_user, pass: config.nats_password } : {}),
         ...(config.nats_token !== undefined ? { token: config.nats_token } : {}),
         ...(config.nats_creds_file !== undefined ? { credsFile: config.nats_creds_file } : {}),
+        ...(explicit === undefined ? credentials : {}),
         ...(tls !== undefined
           ? {
               tls: {
@@ -40,4 +43,25 @@ export async function messagingFromConfig(
     },
     logger,
   );
+}
+
+/**
+ * The server list of SVC_NATS_URL, and the credentials written into it (`nats://user:pass@host`,
+ * or `nats://token@host`), which the client library would not read from there. Explicit
+ * SVC_NATS_USER, _TOKEN or _CREDS_FILE settings win over them.
+ */
+function serversOf(natsUrl: string): {
+  servers: string[];
+  credentials: { user?: string; pass?: string; token?: string };
+} {
+  let credentials: { user?: string; pass?: string; token?: string } = {};
+  const servers = natsUrl.split(',').map((raw) => {
+    const server = raw.trim();
+    const url = URL.parse(server.includes('://') ? server : `nats://${server}`);
+    if (url === null || url.username === '') return server;
+    const user = decodeURIComponent(url.username);
+    credentials = url.password === '' ? { token: user } : { user, pass: decodeURIComponent(url.password) };
+    return `${url.protocol}//${url.host}`;
+  });
+  return { servers, credentials };
 }

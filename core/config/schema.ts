@@ -29,6 +29,11 @@ export const ConfigSchema = z.object({
   http_port: port.default(8080),
   grpc_port: port.default(50051),
   body_limit_bytes: z.coerce.number().int().positive().default(1_048_576),
+  /**
+   * The URL clients reach this process by; error bodies link to `<it>/docs/errors/<code>`. Default:
+   * the process's own listening address (for the proxy, its admin port).
+   */
+  public_base_url: z.url({ protocol: /^https?$/ }).optional(),
 
   nats_url: optionalString,
   nats_user: optionalString,
@@ -48,7 +53,17 @@ export const ConfigSchema = z.object({
   jwt_tenant_claim: z.string().default('tenant_id'),
   rate_limit_per_minute: z.coerce.number().int().positive().default(600),
 
-  webhook_secret: optionalString,
+  /** Plain-HTTP alert webhook URLs are refused unless this is true. */
+  webhook_allow_http: z.union([z.boolean(), z.stringbool()]).default(false),
+  /** Host names (`hooks.internal`, `*.corp.example`), addresses and CIDRs webhooks may reach although private. */
+  webhook_allowed_hosts: z.string().default(''),
+  /** After a rotation, how long deliveries also carry a signature made with the replaced secret. */
+  webhook_secret_grace_seconds: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(30 * 86_400)
+    .default(86_400),
   webhook_max_attempts: z.coerce.number().int().min(1).max(20).default(5),
   webhook_timeout_ms: z.coerce.number().int().positive().default(5000),
 

@@ -87,8 +87,6 @@ export const ERROR_CATALOGUE = {
 
 export type SvcCode = keyof typeof ERROR_CATALOGUE;
 
-export const DOCUMENTATION_BASE_URL = 'https://docs.svc.dev/errors/';
-
-export function documentationUrl(code: SvcCode): string {
-  return DOCUMENTATION_BASE_URL + code;
+export function isSvcCode(value: string): value is SvcCode {
+  return Object.hasOwn(ERROR_CATALOGUE, value);
 }

@@ -1,6 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import { ERROR_DOCS_PREFIX, SvcError, type ErrorPages } from '../../core/errors/index.ts';
+import { errorBody } from '../listener/error-response.ts';
 import { listenOn } from '../listener/listen-on.ts';
 
 export interface Readiness {
@@ -9,14 +12,26 @@ export interface Readiness {
   reasons: string[];
 }
 
+/** The slice of a pino logger the admin server uses. */
+export interface AdminLogger {
+  error(fields: object, message: string): void;
+}
+
 export interface AdminServerOptions {
   registry: Registry;
   readiness: () => Readiness | Promise<Readiness>;
+  /** The pages behind the `documentation_url` of the proxy's error bodies. */
+  errorPages: ErrorPages;
+  documentationBase: () => string;
+  logger: AdminLogger;
   port?: number;
   host?: string;
 }
 
-/** The sidecar's admin port: Prometheus metrics and the liveness and readiness probes. */
+/**
+ * The sidecar's admin port: Prometheus metrics, the liveness and readiness probes, and the error
+ * code pages (`/docs/errors/{code}`), reachable from the agent's pod like the proxy itself.
+ */
 export class AdminServer {
   readonly server: Server;
   readonly #options: AdminServerOptions;
@@ -24,7 +39,10 @@ export class AdminServer {
   constructor(options: AdminServerOptions) {
     this.#options = options;
     this.server = createServer((req, res) => {
-      this.#serve(req, res).catch((error: unknown) => json(res, 500, { error: (error as Error).message }));
+      this.#serve(req, res).catch((error: unknown) => {
+        options.logger.error({ err: error, url: req.url }, 'admin request failed');
+        json(res, 500, { error: 'internal error' });
+      });
     });
   }
 
@@ -40,7 +58,7 @@ export class AdminServer {
   }
 
   async #serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0];
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
     if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { error: 'method not allowed' });
     if (path === '/metrics') {
       const { registry } = this.#options;
@@ -55,14 +73,30 @@ export class AdminServer {
       try {
         readiness = await this.#options.readiness();
       } catch (error) {
-        readiness = { ready: false, reasons: [`readiness check failed: ${(error as Error).message}`] };
+        this.#options.logger.error({ err: error }, 'readiness check failed');
+        readiness = { ready: false, reasons: ['readiness check failed; see the proxy log'] };
       }
       return json(res, readiness.ready ? 200 : 503, {
         status: readiness.ready ? 'ready' : 'not_ready',
         reasons: readiness.reasons,
       });
     }
-    json(res, 404, { error: `not found: ${path}` });
+    if (path.startsWith(ERROR_DOCS_PREFIX)) return this.#errorPage(res, path.slice(ERROR_DOCS_PREFIX.length));
+    json(res, 404, { error: 'not found' });
+  }
+
+  #errorPage(res: ServerResponse, code: string): void {
+    const page = this.#options.errorPages.page(code);
+    if (page === undefined) {
+      const body = errorBody(
+        new SvcError('SVC-SYS-9006', `no error code ${code}`, { code }),
+        randomUUID(),
+        this.#options.documentationBase(),
+      );
+      return json(res, 404, body);
+    }
+    res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(page) });
+    res.end(page);
   }
 }
 

@@ -181,7 +181,13 @@ export async function governUnclassifiedCall(
       if (mayHaveReachedProvider(error)) charge(0, req.signal.aborted ? 'client_gone' : 'upstream_failed');
       else reservation.settle(ZERO);
       const failure = isSvcError(error) ? error : undefined;
-      refuse(failure?.code ?? 'SVC-ADP-5001', failure?.message ?? String(error), envelope.envelopeId);
+      // An unforeseen error's text stays in the log; the agent reads the code and its request id.
+      if (failure === undefined) deps.logger.warn({ request_id: req.id, err: error }, 'upstream call failed');
+      refuse(
+        failure?.code ?? 'SVC-ADP-5001',
+        failure?.message ?? 'the call could not be completed upstream; see the proxy log for this request id',
+        envelope.envelopeId,
+      );
       return;
     }
     response.headers[ENVELOPE_HEADER] = envelope.envelopeId;

@@ -10,6 +10,8 @@ export const CONNECT_ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n'
 
 export interface BlindTunnelOptions {
   guard: EgressGuard;
+  /** Base of the `documentation_url` in refusals written on the socket. */
+  documentationBase: string;
   metrics: ProxyNetMetrics | undefined;
   connectTimeoutMs: number;
 }
@@ -26,10 +28,10 @@ export function openBlindTunnel(
   requestId: string,
   options: BlindTunnelOptions,
 ): void {
-  const { guard, metrics, connectTimeoutMs } = options;
+  const { guard, metrics, connectTimeoutMs, documentationBase } = options;
   const refused = guard.checkLiteral(target.host);
   if (refused !== undefined) {
-    client.end(rawErrorResponse(refused, requestId));
+    client.end(rawErrorResponse(refused, requestId, documentationBase));
     return;
   }
   const upstream: Socket = connect({ host: target.host, port: target.port, lookup: guard.lookup });
@@ -62,7 +64,7 @@ export function openBlindTunnel(
         : new SvcError('SVC-ADP-5001', `cannot reach ${target.host}:${target.port}: ${error.code ?? error.message}`, {
             upstream: `${target.host}:${target.port}`,
           });
-      client.end(rawErrorResponse(failure, requestId));
+      client.end(rawErrorResponse(failure, requestId, documentationBase));
     } else {
       client.destroy();
     }

@@ -39,6 +39,8 @@ export interface ProxyListenerOptions {
   reverseRoutes?: ReverseRoutes;
   metrics?: ProxyNetMetrics;
   logger?: ListenerLogger;
+  /** Base of the `documentation_url` in error bodies (the admin port serves the pages). */
+  documentationBase: () => string;
   port?: number;
   host?: string;
   tunnelConnectTimeoutMs?: number;
@@ -107,7 +109,7 @@ export class ProxyListener {
       { fields: 'request' },
       [{ field: 'request', description: error.message }],
     );
-    socket.end(rawErrorResponse(failure, randomUUID()));
+    socket.end(rawErrorResponse(failure, randomUUID(), this.#options.documentationBase()));
   }
 
   #count(mode: ConnectionMode): void {
@@ -158,11 +160,11 @@ export class ProxyListener {
         url: clientReq.url,
         headers: redactHeaders(clientReq.headers),
         code: failure.code,
-        err: failure.message,
+        err: error,
       };
       if (abort.signal.aborted) this.#options.logger?.debug(fields, 'client left before its answer was complete');
       else this.#options.logger?.warn(fields, 'proxied request failed');
-      sendError(clientRes, failure, id);
+      sendError(clientRes, failure, id, this.#options.documentationBase());
     });
   }
 
@@ -239,7 +241,7 @@ export class ProxyListener {
       // The client may have given up while the egress check ran; open nothing for it then.
       if (client.destroyed) return;
       if (refusal !== undefined) {
-        client.end(rawErrorResponse(refusal, requestId));
+        client.end(rawErrorResponse(refusal, requestId, this.#options.documentationBase()));
         return;
       }
       if (this.#options.interceptHost(target.host, target.port)) {
@@ -248,6 +250,7 @@ export class ProxyListener {
         this.#count('tunnel');
         openBlindTunnel(client, head, target, requestId, {
           guard: this.#guard,
+          documentationBase: this.#options.documentationBase(),
           metrics: this.#options.metrics,
           connectTimeoutMs: this.#options.tunnelConnectTimeoutMs ?? 10_000,
         });
@@ -255,10 +258,10 @@ export class ProxyListener {
     } catch (error) {
       const failure = asSvcError(error);
       this.#options.logger?.warn(
-        { request_id: requestId, target: req.url, code: failure.code, err: failure.message },
+        { request_id: requestId, target: req.url, code: failure.code, err: error },
         'CONNECT failed',
       );
-      if (client.writable) client.end(rawErrorResponse(failure, requestId));
+      if (client.writable) client.end(rawErrorResponse(failure, requestId, this.#options.documentationBase()));
       else client.destroy();
     }
   }

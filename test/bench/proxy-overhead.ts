@@ -58,6 +58,8 @@ async function serveProxy(config: ProxyConfig): Promise<void> {
     leafCertificates: await LeafCertificateCache.create({ caCertPem: ca.certPem, caKeyPem: ca.keyPem }),
     reverseRoutes: { '/bench': `http://127.0.0.1:${config.httpPort}` },
     metrics,
+    // No admin port here: links point where a sidecar's admin port would serve the pages.
+    documentationBase: () => 'http://127.0.0.1:9464',
     port: 0,
     host: '127.0.0.1',
   });

@@ -7,7 +7,8 @@ import { eventually, startControlPlane, tenantWithKey, type RunningControlPlane 
 let cp: RunningControlPlane;
 let key: string;
 beforeEach(async () => {
-  cp = await startControlPlane({ webhook_secret: 'hook-secret' });
+  // The alert receiver below is a plain-HTTP server on loopback: allowed here by configuration.
+  cp = await startControlPlane({ webhook_allow_http: true, webhook_allowed_hosts: '127.0.0.1' });
   key = await tenantWithKey(cp, 'acme');
 });
 afterEach(async () => cp.close());
@@ -184,6 +185,9 @@ describe('alert webhooks', () => {
   afterEach(async () => new Promise<void>((r) => server.close(() => r())));
 
   it('delivers a signed alert once per threshold and retries a failed delivery', async () => {
+    const rotated = await cp.call('POST', '/v1/webhook-secret/rotate', { key });
+    expect(rotated.status).toBe(200);
+    const secret = rotated.body.webhook_secret as string;
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
     const budgetId = await budget(
       { max_cost_usd: 1 },
@@ -206,10 +210,13 @@ describe('alert webhooks', () => {
     const [failed, delivered] = received;
     expect(failed!.headers['x-svc-delivery']).toBe(delivered!.headers['x-svc-delivery']);
     expect(delivered!.headers['x-svc-attempt']).toBe('2');
-    const expected = `sha256=${createHmac('sha256', 'hook-secret')
+    const expected = `sha256=${createHmac('sha256', secret)
       .update(`${String(delivered!.headers['x-svc-timestamp'])}.${delivered!.body}`)
       .digest('hex')}`;
-    expect(delivered!.headers['x-svc-signature']).toBe(expected);
+    // Newest key first; the replaced one signs too during the rotation's grace period.
+    const signatures = String(delivered!.headers['x-svc-signature']).split(',');
+    expect(signatures).toHaveLength(2);
+    expect(signatures[0]).toBe(expected);
     expect(JSON.parse(delivered!.body)).toMatchObject({
       type: 'budget.warning',
       budget_id: budgetId,

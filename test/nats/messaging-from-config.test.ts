@@ -48,6 +48,15 @@ describe('messagingFromConfig under the tenant isolation configuration', () => {
     });
   });
 
+  it('takes the credentials written into SVC_NATS_URL', async () => {
+    const config = loadConfig({}, { nats_url: server.url.replace('nats://', 'nats://proxy-acme:proxy-acme-secret@') });
+    const messaging = await messagingFromConfig(config, quiet, { name: 'proxy-acme', manage: false, tenant: 'acme' });
+    opened.push(messaging);
+    expect(await messaging.requests.request(syncSubjects.lease('acme'), { ask: 2 }, 2000)).toEqual({
+      answered: 'svc.acme.leases.request',
+    });
+  });
+
   it('gets no answer on the shared inbox the credentials do not allow', async () => {
     const messaging = await proxy({ nats_inbox_prefix: '_INBOX' });
     await expect(messaging.requests.request(syncSubjects.lease('acme'), { ask: 1 }, 1000)).rejects.toMatchObject({

@@ -10,7 +10,7 @@ beforeAll(async () => {
     logger: { warn: record, debug: record },
     handler: (passThrough) => async (req) => {
       const path = req.targetUrl.pathname;
-      if (path === '/boom') throw new Error('handler bug');
+      if (path === '/boom') throw new Error('handler bug reading /srv/app/keys.json with sk-live-0123456789abcdef');
       if (path === '/refuse') throw new SvcError('SVC-ADP-5003', 'refused by the pipeline');
       if (path === '/late') {
         req.clientRes.writeHead(200, { 'content-type': 'text/plain' });
@@ -37,6 +37,8 @@ describe('a failing handler', () => {
     const body = (await boom.json()) as { error: { code: string; request_id: string; message: string } };
     expect(body.error.code).toBe('SVC-ADP-5001');
     expect(body.error.request_id).toBe('req-boom');
+    // The thrown text stays in the proxy: the agent reads a fixed message with the code and id.
+    expect(JSON.stringify(body)).not.toMatch(/handler bug|\/srv\/app|sk-live/);
     expect(fine.status).toBe(200);
     expect(await fine.json()).toEqual({ path: '/ok', method: 'GET' });
 
@@ -44,6 +46,8 @@ describe('a failing handler', () => {
     const line = JSON.stringify(logged.find((entry) => JSON.stringify(entry).includes('req-boom')));
     expect(line).toContain('"authorization":"[redacted]"');
     expect(line).not.toContain('secret');
+    const entry = logged.find((e) => JSON.stringify(e).includes('req-boom')) as { err: Error };
+    expect(entry.err.message).toContain('handler bug reading /srv/app/keys.json');
   });
 
   it('renders an SvcError with its own status and code', async () => {

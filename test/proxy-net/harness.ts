@@ -225,6 +225,8 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
       '/plain': `http://127.0.0.1:${httpPort}`,
     },
     metrics,
+    // No admin port here: links point where a sidecar's admin port would serve the pages.
+    documentationBase: () => 'http://127.0.0.1:9464',
     port: 0,
     host: '127.0.0.1',
   });

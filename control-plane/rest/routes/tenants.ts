@@ -8,13 +8,34 @@ import type { EffectDispatcher } from '../../effects/dispatcher.ts';
 import { noEffects } from '../../effects/effects.ts';
 import type { Store } from '../../store/store.ts';
 import type { Tenants } from '../../tenants/tenants.ts';
+import type { WebhookSecrets } from '../../tenants/webhook-secrets.ts';
 import type { RouteTable } from '../route.ts';
+
+const CreatedTenantSchema = TenantSchema.extend({
+  webhook_secret: z.string().describe('HMAC key of the alert webhooks of this tenant; shown only here'),
+});
+
+const RotatedSecretSchema = z.object({
+  tenant_id: z.string(),
+  webhook_secret: z.string().describe('the new HMAC key; shown only here'),
+  previous_valid_until: z
+    .string()
+    .nullable()
+    .describe('until then deliveries also carry a signature made with the replaced key'),
+});
 
 export function tenantRoutes(
   routes: RouteTable,
-  deps: { tenants: Tenants; store: Store; audit: AuditLog; effects: EffectDispatcher; clock: () => Date },
+  deps: {
+    tenants: Tenants;
+    webhookSecrets: WebhookSecrets;
+    store: Store;
+    audit: AuditLog;
+    effects: EffectDispatcher;
+    clock: () => Date;
+  },
 ): void {
-  const { tenants, store, audit, effects, clock } = deps;
+  const { tenants, webhookSecrets, store, audit, effects, clock } = deps;
   routes.add({
     method: 'POST',
     path: '/v1/tenants',
@@ -25,7 +46,10 @@ export function tenantRoutes(
     body: CreateTenantRequestSchema,
     tenantFromInput: false,
     responses: {
-      201: { description: 'created', schema: TenantSchema },
+      201: {
+        description: 'created, with its webhook signing secret (shown once)',
+        schema: CreatedTenantSchema,
+      },
       409: { description: 'tenant id taken (SVC-SYS-9008)', schema: ErrorBodySchema },
     },
     handler: async ({ caller, body }) => {
@@ -42,11 +66,42 @@ export function tenantRoutes(
           result: 'created',
           metadata: { name: created.name },
         });
-        return created;
+        return { ...created, webhook_secret: webhookSecrets.issue(created.tenant_id) };
       });
       // A proxy fails closed until it holds its tenant's ruleset, so even an empty one is pushed now.
       await effects.dispatch({ ...noEffects(), changes: [{ kind: 'ruleset', tenant: tenant.tenant_id }] });
       return { status: 201, body: tenant };
+    },
+  });
+  routes.add({
+    method: 'POST',
+    path: '/v1/webhook-secret/rotate',
+    operationId: 'rotateWebhookSecret',
+    tag: 'tenancy',
+    access: 'admin',
+    summary: "Replace the tenant's webhook signing secret; the new one is returned once",
+    tenantFromInput: false,
+    responses: { 200: { description: 'the new secret', schema: RotatedSecretSchema } },
+    handler: ({ caller }) => {
+      const rotated = store.transaction(() => {
+        const next = webhookSecrets.rotate(caller.tenant);
+        audit.append(caller.tenant, {
+          actor: actorOf(caller.principal),
+          action: 'webhook_secret.rotate',
+          resource: { type: 'tenant', id: caller.tenant },
+          result: 'rotated',
+          metadata: { previous_valid_until: next.previous_valid_until },
+        });
+        return next;
+      });
+      return {
+        status: 200,
+        body: {
+          tenant_id: caller.tenant,
+          webhook_secret: rotated.secret,
+          previous_valid_until: rotated.previous_valid_until,
+        },
+      };
     },
   });
   routes.add({
