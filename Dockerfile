@@ -18,6 +18,7 @@ COPY control-plane ./control-plane
 COPY proxy ./proxy
 COPY standalone ./standalone
 COPY config ./config
+COPY proto ./proto
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]
