@@ -26,7 +26,7 @@ function table(heading: string): string[][] {
   const section = doc.split(`## ${heading}\n`)[1]?.split('\n## ')[0] ?? '';
   return section
     .split('\n')
-    .filter((line) => line.startsWith('|') && !line.startsWith('|---'))
+    .filter((line) => line.startsWith('|') && !/^\|[\s:|-]+\|$/.test(line))
     .slice(1)
     .map((line) =>
       line
