@@ -23,6 +23,7 @@ COPY standalone ./standalone
 COPY config ./config
 # Served as /docs/errors/{code} by both processes (the documentation_url of error bodies).
 COPY docs/errors.md ./docs/errors.md
+COPY proto ./proto
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

@@ -1,0 +1,38 @@
+import { readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadSync, type Options, type PackageDefinition } from '@grpc/proto-loader';
+
+/** Root of the `.proto` contracts; their imports are relative to it (`svc/cost/v1/cost.proto`). */
+export const PROTO_ROOT = fileURLToPath(new URL('../../proto/', import.meta.url));
+
+/** The googleapis protos (`google/api/annotations.proto`, ...), the same files buf lints against. */
+export const GOOGLEAPIS_ROOT = dirname(createRequire(import.meta.url).resolve('google-proto-files/package.json'));
+
+/**
+ * How the contracts are loaded: field names as written (snake_case, as on the REST surface),
+ * 64-bit integers as decimal strings (no precision lost), enums by name (`ENVELOPE_STATUS_RUNNING`),
+ * defaults filled in, and the set member of each oneof named.
+ */
+export const LOADER_OPTIONS = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+  includeDirs: [PROTO_ROOT, GOOGLEAPIS_ROOT],
+} satisfies Options;
+
+/** Every `.proto` under PROTO_ROOT, relative to it with `/` separators, sorted. */
+export function contractFiles(): string[] {
+  return readdirSync(PROTO_ROOT, { recursive: true, encoding: 'utf8' })
+    .filter((file) => file.endsWith('.proto'))
+    .map((file) => file.split(sep).join('/'))
+    .sort();
+}
+
+/** Loads every contract at once, so one definition holds all services and their HTTP options. */
+export function loadContracts(): PackageDefinition {
+  return loadSync(contractFiles(), LOADER_OPTIONS);
+}
