@@ -1,6 +1,6 @@
 /**
  * The event bus as both processes see it. Standalone mode runs an in-process implementation;
- * `SVC_NATS_URL` selects the NATS one. Both pass one contract suite (bus.contract.ts).
+ * `SVC_NATS_URL` selects the NATS one. Both pass one contract suite (test/bus/bus.contract.ts).
  *
  * Guarantees every implementation keeps:
  * - `publish` resolves only once the bus has durably accepted the message (JetStream ack,
@@ -77,8 +77,10 @@ export interface KeyValueStore {
   put(key: string, value: unknown): Promise<number>;
   delete(key: string): Promise<void>;
   /**
-   * Delivers the current value of every key matching `filter` first, then every change.
-   * Resolves once the current values have been delivered, so a caller is up to date at once.
+   * Delivers the current value of every key matching `filter` first, then the changes, in revision
+   * order. Resolves once the current values have been delivered, so a caller is up to date at once.
+   * With history 1 a value replaced before the watch sent it may never be delivered: what a watch
+   * guarantees is order and that the last entry it delivered for a key is the key's current state.
    */
   watch(filter: string, callback: (entry: KeyValueEntry) => void | Promise<void>): Promise<Subscription>;
 }
@@ -95,7 +97,6 @@ export interface KeyValueStores {
  */
 export interface RequestReply {
   request(subject: string, data: unknown, timeoutMs: number): Promise<unknown>;
-  /** `subject` may be a pattern (`svc.*.leases.request`); the handler gets the actual subject. */
   /** `subject` may be a pattern (`svc.*.leases.request`); the handler gets the concrete subject. */
   reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription>;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { acked, busContract } from './bus.contract.ts';
+import { acked, busContract } from '../../test/bus/bus.contract.ts';
 import type { BusLogger } from './bus.ts';
 import { MemoryBus } from './memory-bus.ts';
 import { createMemoryMessaging } from './memory-messaging.ts';

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SvcError } from '../errors/index.ts';
-import type { BusMessage, KeyValueEntry, Messaging } from './bus.ts';
+import { SvcError } from '../../core/errors/index.ts';
+import type { BusMessage, KeyValueEntry, Messaging } from '../../core/bus/bus.ts';
 
 /** Polls until `check` stops throwing, so tests wait for asynchronous delivery without fixed sleeps. */
 async function eventually(check: () => void, timeoutMs = 5_000): Promise<void> {
@@ -217,36 +217,61 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       });
     });
 
-    it('keeps the last value per key and watches current values first, then changes', async () => {
+    it('keeps the last value per key and watches current values first, then changes up to the current state', async () => {
       const { keyValue } = await open();
       const kv = await keyValue.open('svc_contract');
       const t = tenant();
       const other = tenant();
-      await kv.put(`ruleset.${t}.v`, { version: 1 });
-      await kv.put(`ruleset.${t}.v`, { version: 2 });
+      const key = `ruleset.${t}.v`;
+      await kv.put(key, { version: 1 });
+      await kv.put(key, { version: 2 });
       await kv.put(`ruleset.${other}.v`, { version: 9 });
-      expect(await kv.get(`ruleset.${t}.v`)).toMatchObject({
-        key: `ruleset.${t}.v`,
-        value: { version: 2 },
-        operation: 'PUT',
-      });
+      expect(await kv.get(key)).toMatchObject({ key, value: { version: 2 }, operation: 'PUT' });
       expect(await kv.get(`ruleset.${t}.missing`)).toBeUndefined();
 
       const seen: KeyValueEntry[] = [];
       const watch = await kv.watch(`ruleset.${t}.>`, (entry) => void seen.push(entry));
       expect(seen.map((e) => e.value)).toEqual([{ version: 2 }]);
-      const revision = await kv.put(`ruleset.${t}.v`, { version: 3 });
-      await kv.delete(`ruleset.${t}.v`);
+      const revision = await kv.put(key, { version: 3 });
+      await kv.delete(key);
       await kv.put(`ruleset.${other}.v`, { version: 10 });
-      await eventually(() => expect(seen).toHaveLength(3));
-      expect(seen[1]).toMatchObject({ value: { version: 3 }, revision, operation: 'PUT' });
-      expect(seen[2]).toMatchObject({ key: `ruleset.${t}.v`, operation: 'DEL' });
-      expect(await kv.get(`ruleset.${t}.v`)).toBeUndefined();
+      // A bucket of history 1 holds only the newest entry per key: version 3, deleted right after it
+      // was written, may be gone before the watch sends it. The watch promises order and the end state.
+      await eventually(() => expect(seen.at(-1)).toMatchObject({ key, operation: 'DEL', value: undefined }));
+      await sleep(100);
+      const changes = seen.slice(1);
+      expect(changes.at(-1)?.operation).toBe('DEL');
+      expect(changes.length).toBeLessThanOrEqual(2);
+      for (const change of changes.slice(0, -1)) {
+        expect(change).toMatchObject({ key, value: { version: 3 }, revision, operation: 'PUT' });
+      }
+      expect(changes.every((e, i) => e.key === key && e.revision > (seen[i]?.revision ?? 0))).toBe(true);
+      expect(await kv.get(key)).toBeUndefined();
       await watch.unsubscribe();
       await expect(kv.put('bad:key', 1)).rejects.toMatchObject({
         code: 'SVC-SYS-9002',
         fieldViolations: [{ field: 'key' }],
       });
+    });
+
+    it('ends a watch on the newest value when changes come faster than it delivers them', async () => {
+      const { keyValue } = await open();
+      const kv = await keyValue.open('svc_contract');
+      const key = `ruleset.${tenant()}.v`;
+      await kv.put(key, { n: -1 });
+      const seen: KeyValueEntry[] = [];
+      const watch = await kv.watch(key, async (entry) => {
+        await sleep(1);
+        seen.push(entry);
+      });
+      // Written without waiting for each other, as the control plane does when many changes land at once.
+      const revisions = await Promise.all(Array.from({ length: 30 }, (_, n) => kv.put(key, { n })));
+      const last = Math.max(...revisions);
+      await eventually(() => expect(seen.at(-1)?.revision).toBe(last));
+      expect(seen.at(-1)).toMatchObject({ key, value: { n: 29 }, operation: 'PUT' });
+      expect(await kv.get(key)).toMatchObject({ value: { n: 29 }, revision: last });
+      expect(seen.every((e, i) => i === 0 || e.revision > (seen[i - 1]?.revision ?? 0))).toBe(true);
+      await watch.unsubscribe();
     });
 
     it('answers a request, carries a replier SvcError back, and times out without a responder', async () => {
