@@ -38,6 +38,8 @@ export interface ControlPlaneDeps {
   logger: Logger;
   messaging: Messaging;
   pricer: Pricer;
+  /** Made before the messaging when the bus should register its metrics in the same registry. */
+  metrics?: ControlPlaneMetrics;
   clock?: () => Date;
 }
 
@@ -71,7 +73,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const applied = migrate(store);
   if (applied.length > 0) logger.info({ applied, schema_version: schemaVersion(store) }, 'storage migrated');
 
-  const metrics = new ControlPlaneMetrics();
+  const metrics = deps.metrics ?? new ControlPlaneMetrics();
   const audit = new AuditLog(store, clock);
   const tenants = new Tenants(store);
   const keys = new ApiKeys(store);

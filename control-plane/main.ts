@@ -3,6 +3,7 @@ import { messagingFromConfig } from '../core/config/messaging.ts';
 import { priceTableFromConfig } from '../core/metering/price-table-from-config.ts';
 import { createLogger } from '../core/observability/logger.ts';
 import { createControlPlane } from './create-control-plane.ts';
+import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { createPricer } from './usage/pricer.ts';
 import { onShutdown } from '../core/observability/shutdown.ts';
 
@@ -10,9 +11,14 @@ import { onShutdown } from '../core/observability/shutdown.ts';
 async function main(): Promise<void> {
   const config = loadConfig(process.env, { mode: 'control-plane' });
   const logger = createLogger({ level: config.log_level, service: 'control-plane' });
-  const messaging = await messagingFromConfig(config, logger, { name: 'control-plane', manage: true });
+  const metrics = new ControlPlaneMetrics();
+  const messaging = await messagingFromConfig(config, logger, {
+    name: 'control-plane',
+    manage: true,
+    registry: metrics.registry,
+  });
   const prices = priceTableFromConfig(config);
-  const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(prices) });
+  const plane = await createControlPlane({ config, logger, messaging, metrics, pricer: createPricer(prices) });
   const address = await plane.listen();
   logger.info({ address, nats: config.nats_url ?? 'in-process' }, 'control plane listening');
   onShutdown(logger, async () => {

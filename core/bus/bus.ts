@@ -9,6 +9,10 @@
  * - Delivery to a subscriber is ordered per subject.
  * - A handler that rejects gets the message again (bounded attempts, with backoff); a subscriber
  *   does not move past a message it has not acknowledged.
+ * - One bad message never holds up the others: a message whose payload does not decode, that its
+ *   handler refuses (`SetAside`), or whose handler keeps failing is set aside alone (terminated,
+ *   counted in `svc_bus_poison_messages_total`, logged without its payload, and on NATS copied to
+ *   the dead-letter stream), and the subscriber goes on.
  */
 export interface BusMessage {
   subject: string;
@@ -22,6 +26,13 @@ export interface BusMessage {
 
 export interface Subscription {
   unsubscribe(): Promise<void>;
+}
+
+/** A message its consumer can never use (it does not validate): the bus sets it aside, see above. */
+export interface SetAside {
+  message: BusMessage;
+  /** Why, without the payload: field paths and codes, never values. */
+  reason: string;
 }
 
 export interface BatchOptions {
@@ -45,14 +56,16 @@ export interface Bus {
     options?: { durable?: string },
   ): Promise<Subscription>;
   /**
-   * Durable batch consumption: the handler gets up to `batchSize` messages in order, and the
-   * whole batch is acknowledged only after it resolved (a rejection redelivers the whole batch).
+   * Durable batch consumption: the handler gets up to `batchSize` messages in order, and the batch
+   * is acknowledged only after it resolved; the messages it returns are set aside instead. A
+   * rejected batch is handed over again one message at a time, in order, each with the retry
+   * policy of `subscribe`, so a message that fails alone is set aside alone.
    */
   consumeBatches(
     pattern: string,
     durable: string,
     options: BatchOptions,
-    handler: (messages: BusMessage[]) => Promise<void>,
+    handler: (messages: BusMessage[]) => Promise<readonly SetAside[] | void>,
   ): Promise<Subscription>;
   close(): Promise<void>;
   /** For /health: whether the bus is connected right now. */

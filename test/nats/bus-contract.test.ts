@@ -14,6 +14,9 @@ afterAll(async () => {
   await server.dispose();
 });
 
-busContract('nats', () =>
-  openNatsMessaging({ connection: { servers: server.url }, bus: { retryBackoffMs: 50 } }, quiet),
+busContract('nats', (registry) =>
+  openNatsMessaging(
+    { connection: { servers: server.url }, bus: { retryBackoffMs: 50, maxDeliver: 3 }, registry },
+    quiet,
+  ),
 );
