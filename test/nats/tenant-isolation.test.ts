@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { connect, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusLogger, KeyValueEntry, Messaging } from '../../core/bus/bus.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
@@ -12,6 +13,8 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
   let server: NatsServer;
   let controlPlane: Messaging;
   let acme: Messaging;
+  /** Tenant A's credentials on a raw client: what an attacker holding them could send. */
+  let raw: NatsConnection;
 
   beforeAll(async () => {
     server = await startNatsServer({ configFile: CONFIG });
@@ -36,8 +39,15 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       },
       quiet,
     );
+    raw = await connect({
+      servers: server.url,
+      user: 'proxy-acme',
+      pass: 'proxy-acme-secret',
+      inboxPrefix: '_INBOX_acme',
+    });
   });
   afterAll(async () => {
+    await raw.close();
     await acme.close();
     await controlPlane.close();
     await server.dispose();
@@ -62,6 +72,80 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
     await new Promise((resolve) => setTimeout(resolve, 300));
     await sub.unsubscribe();
     expect(stored).toEqual(['svc.acme.events.llm.call']);
+  });
+
+  /** Sends as tenant A; resolves with how the server answered. */
+  async function send(subject: string, body: unknown = {}): Promise<string> {
+    try {
+      const reply = await raw.request(subject, new TextEncoder().encode(JSON.stringify(body)), { timeout: 1_000 });
+      return `answered: ${new TextDecoder().decode(reply.data)}`;
+    } catch (error) {
+      return /Permissions Violation for Publish/.test((error as Error).message) ? 'refused' : 'not refused';
+    }
+  }
+
+  it("refuses tenant A's credentials every other way into tenant B's events, the stream, the dead letters, and the control plane's own subjects", async () => {
+    const refusedSubjects = [
+      // another tenant's events and lease requests
+      'svc.globex.events.llm.call',
+      'svc.globex.envelopes.created',
+      'svc.globex.leases.request',
+      // the stream and its consumers through the JetStream API: read, create, purge, delete
+      '$JS.API.STREAM.INFO.SVC_EVENTS',
+      '$JS.API.STREAM.PURGE.SVC_EVENTS',
+      '$JS.API.STREAM.MSG.GET.SVC_EVENTS',
+      '$JS.API.STREAM.UPDATE.SVC_EVENTS',
+      '$JS.API.CONSUMER.CREATE.SVC_EVENTS',
+      '$JS.API.CONSUMER.CREATE.SVC_EVENTS.reader.svc.globex.events.>',
+      '$JS.API.CONSUMER.DURABLE.CREATE.SVC_EVENTS.event-processor',
+      '$JS.API.CONSUMER.MSG.NEXT.SVC_EVENTS.event-processor',
+      // the dead letters, which are not in any tenant's subjects
+      'deadletter.svc.globex.events.llm.call',
+      '$JS.API.STREAM.MSG.GET.SVC_DEAD_LETTERS',
+      // key-value writes, of tenant B's keys as of its own
+      '$KV.svc_rulesets.ruleset.globex',
+      '$KV.svc_budgets.budget.globex.b2',
+      '$JS.API.STREAM.PURGE.KV_svc_budgets',
+      // what only the control plane sends: terminate signals and budget alerts, even of tenant A
+      'svc.acme.signals.terminate',
+      'svc.acme.budgets.exceeded',
+      'svc.acme.envelopes.completed',
+    ];
+    const answers = Object.fromEntries(await Promise.all(refusedSubjects.map(async (s) => [s, await send(s)])));
+    expect(answers).toEqual(Object.fromEntries(refusedSubjects.map((s) => [s, 'refused'])));
+
+    // A watch consumer whose filter reaches past tenant A's keys is refused by the server itself.
+    const wider = await send('$JS.API.CONSUMER.CREATE.KV_svc_budgets.sneak.$KV.svc_budgets.budget.acme.>', {
+      stream_name: 'KV_svc_budgets',
+      config: {
+        name: 'sneak',
+        filter_subject: '$KV.svc_budgets.>',
+        deliver_subject: '_INBOX_acme.sneak',
+        ack_policy: 'none',
+      },
+    });
+    expect(wider).toContain('did not match filtered subject');
+    // A direct get on tenant A's key cannot ask for another message in its body.
+    const byBody = await send('$JS.API.DIRECT.GET.KV_svc_budgets.$KV.svc_budgets.budget.acme.b1', {
+      last_by_subj: '$KV.svc_budgets.budget.globex.b2',
+    });
+    expect(byBody).not.toContain('remaining');
+
+    const cp = await controlPlane.keyValue.open(BUCKETS.rulesets);
+    expect(await cp.get(keys.ruleset('globex'))).toMatchObject({ value: { version: 7 } });
+    const budgets = await controlPlane.keyValue.open(BUCKETS.budgets);
+    expect(await budgets.get(keys.budget('globex', 'b2'))).toMatchObject({ value: { remaining: 20 } });
+  });
+
+  it('lets tenant A publish every subject a proxy publishes', async () => {
+    for (const subject of [
+      'svc.acme.events.tool.invoke',
+      'svc.acme.envelopes.created',
+      'svc.acme.envelopes.terminated',
+      'svc.acme.policies.violation',
+    ]) {
+      await expect(acme.bus.publish(subject, { probe: true })).resolves.toBeUndefined();
+    }
   });
 
   it("reads and watches tenant A's keys but not tenant B's", async () => {
