@@ -11,6 +11,7 @@ import { JwtVerifier } from './auth/jwt.ts';
 import { AuditLog } from './audit/audit-log.ts';
 import { Budgets } from './budgets/budgets.ts';
 import { EffectDispatcher } from './effects/dispatcher.ts';
+import { openPublicationOutbox } from './effects/publication-outbox.ts';
 import { WebhookSender } from './effects/webhooks.ts';
 import { Envelopes } from './envelopes/envelopes.ts';
 import { LeaseLedger } from './leases/lease-ledger.ts';
@@ -81,7 +82,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     { secret: config.webhook_secret, maxAttempts: config.webhook_max_attempts, timeoutMs: config.webhook_timeout_ms },
     logger.child({ component: 'webhooks' }),
   );
-  const effects = new EffectDispatcher(messaging.bus, webhooks, logger.child({ component: 'effects' }));
+  const outbox = openPublicationOutbox({
+    store,
+    bus: messaging.bus,
+    registry: metrics.registry,
+    logger: logger.child({ component: 'outbox' }),
+  });
+  const effects = new EffectDispatcher({ store, outbox, webhooks, log: logger.child({ component: 'effects' }) });
   const budgets = new Budgets({ store, audit, effects, clock });
   const policies = new Policies({
     store,
@@ -95,7 +102,15 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const envelopes = new Envelopes({ store, audit, budgets, policies, effects, clock, pricer: deps.pricer });
   const leases = new LeaseLedger(store, budgets, clock, config.lease_ttl_seconds * 1000);
 
-  const publisher = new StatePublisher({ messaging, policies, budgets, leases, tenants, clock });
+  const publisher = new StatePublisher({
+    messaging,
+    policies,
+    budgets,
+    leases,
+    tenants,
+    clock,
+    logger: logger.child({ component: 'state-sync' }),
+  });
   await publisher.start();
   effects.attach(publisher);
   const leaseService = await serveLeases({ messaging, store, leases, effects });
@@ -140,6 +155,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     version: config.version,
     schemaVersion: () => schemaVersion(store),
     metrics,
+    outboxDepth: () => outbox.depth(),
     checks: {
       database: () => {
         try {
@@ -166,7 +182,11 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       await app.close();
       await processor.stop();
       await leaseService.unsubscribe();
+      await publisher.stop();
       await webhooks.idle();
+      // A moment to send what is pending; what is left stays in the store for the next start.
+      if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);
+      await outbox.close();
       await store.close();
     },
   };

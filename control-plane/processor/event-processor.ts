@@ -13,7 +13,7 @@ import {
 } from '../../core/events/messages.ts';
 import { EnvelopeOpenedSchema, type EnvelopeOpened } from '../../core/sync/contract.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
-import { noEffects, type Effects } from '../effects/effects.ts';
+import type { Effects } from '../effects/effects.ts';
 import { applyTransition, budgetIndexId } from '../envelopes/lifecycle.ts';
 import type { Store } from '../store/store.ts';
 import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
@@ -104,12 +104,14 @@ export class EventProcessor {
     this.stats.rejected += refused.length;
     this.stats.batches += 1;
     if (commands.length === 0) return refused;
-    const effects = noEffects();
     const now = this.deps.clock();
     try {
-      this.deps.store.batch(() => {
-        for (const command of commands) this.applyOne(command, now, effects);
-      });
+      await this.deps.effects.commit(
+        (effects) => {
+          for (const command of commands) this.applyOne(command, now, effects);
+        },
+        { batch: true },
+      );
     } catch (error) {
       // Alone, and failing with a code that says it never will succeed: no point in retrying it.
       const [only] = commands;
@@ -119,7 +121,6 @@ export class EventProcessor {
       }
       throw error;
     }
-    await this.deps.effects.dispatch(effects);
     return refused;
   }
 
