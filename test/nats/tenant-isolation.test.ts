@@ -15,6 +15,8 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
   let acme: Messaging;
   /** Tenant A's credentials on a raw client: what an attacker holding them could send. */
   let raw: NatsConnection;
+  /** Subjects of the lease requests the control plane's replier handled. */
+  const leaseRequests: string[] = [];
 
   beforeAll(async () => {
     server = await startNatsServer({ configFile: CONFIG });
@@ -28,9 +30,10 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
     const budgets = await controlPlane.keyValue.open(BUCKETS.budgets);
     await budgets.put(keys.budget('acme', 'b1'), { remaining: 10 });
     await budgets.put(keys.budget('globex', 'b2'), { remaining: 20 });
-    await controlPlane.requests.reply(syncSubjects.lease('*'), (data) =>
-      Promise.resolve({ granted: (data as { tokens: number }).tokens }),
-    );
+    await controlPlane.requests.reply(syncSubjects.lease('*'), (data, subject) => {
+      leaseRequests.push(subject);
+      return Promise.resolve({ granted: (data as { tokens: number }).tokens });
+    });
     acme = await openNatsMessaging(
       {
         connection: { servers: server.url, user: 'proxy-acme', pass: 'proxy-acme-secret', inboxPrefix: '_INBOX_acme' },
@@ -135,6 +138,54 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
     expect(await cp.get(keys.ruleset('globex'))).toMatchObject({ value: { version: 7 } });
     const budgets = await controlPlane.keyValue.open(BUCKETS.budgets);
     expect(await budgets.get(keys.budget('globex', 'b2'))).toMatchObject({ value: { remaining: 20 } });
+  });
+
+  it("keeps out of tenant B's signals and lease requests what a watch consumer of tenant A is told to deliver there", async () => {
+    const globex = await openNatsMessaging(
+      {
+        connection: {
+          servers: server.url,
+          user: 'proxy-globex',
+          pass: 'proxy-globex-secret',
+          inboxPrefix: '_INBOX_globex',
+        },
+        manage: false,
+      },
+      quiet,
+    );
+    const rulesets = await controlPlane.keyValue.open(BUCKETS.rulesets);
+    try {
+      const signals: unknown[] = [];
+      await globex.signals.subscribeSignals(syncSubjects.terminate('globex'), (data) => void signals.push(data));
+      await globex.requests.request(syncSubjects.lease('globex'), { tokens: 1 }, 2_000); // the subscription is registered
+      // nats-server does not check a push consumer's deliver subject against its creator's permissions.
+      for (const [name, target] of [
+        ['to_signals', syncSubjects.terminate('globex')],
+        ['to_leases', syncSubjects.lease('globex')],
+      ] as const) {
+        const created = await send(`$JS.API.CONSUMER.CREATE.KV_svc_rulesets.${name}.$KV.svc_rulesets.ruleset.acme`, {
+          stream_name: 'KV_svc_rulesets',
+          config: {
+            name,
+            filter_subject: '$KV.svc_rulesets.ruleset.acme',
+            deliver_subject: target,
+            deliver_policy: 'all',
+            ack_policy: 'none',
+          },
+        });
+        expect(created).toContain('consumer_create_response');
+      }
+      await rulesets.put(keys.ruleset('acme'), { version: 2 });
+      await controlPlane.signals.publishSignal(syncSubjects.terminate('globex'), { envelope_id: 'real' });
+      const deadline = Date.now() + 2_000;
+      while (signals.length < 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(signals).toEqual([{ envelope_id: 'real' }]);
+      expect(leaseRequests.filter((subject) => subject === syncSubjects.lease('globex'))).toHaveLength(1);
+    } finally {
+      await rulesets.put(keys.ruleset('acme'), { version: 1 });
+      await globex.close();
+    }
   });
 
   it('lets tenant A publish every subject a proxy publishes', async () => {
