@@ -74,8 +74,8 @@ export async function deliverInOrder(
     let message: BusMessage | undefined;
     let refusals: readonly SetAside[] | void = undefined;
     const context = { subject: one.subject, seq: one.seq, msg_id: one.msgId };
-    // In a batch that failed, its first attempt was the batch's.
-    const first = held.length > 1 ? one.firstAttempt + 1 : one.firstAttempt;
+    // In a batch that failed, its first attempt was the batch's; still, each gets one alone.
+    const first = held.length > 1 ? Math.min(one.firstAttempt + 1, policy.maxDeliver) : one.firstAttempt;
     const result = await deliverWithRetries(policy, logger, context, first, stopped, async (count) => {
       for (const waiting of held.slice(i)) waiting.working();
       message = toMessage(one, count);

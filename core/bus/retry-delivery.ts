@@ -15,8 +15,7 @@ export type DeliveryOutcome =
 /**
  * Hands a message (or batch) to its handler until it resolves, retrying in place with backoff.
  * Retrying in place, rather than putting the message back, is what keeps delivery ordered: the
- * subscriber never moves past a message it has not acknowledged. A message that arrives with its
- * attempts already used up (the server redelivered it after crashes) is given up untried.
+ * subscriber never moves past a message it has not acknowledged.
  */
 export async function deliverWithRetries(
   policy: RetryPolicy,
@@ -26,8 +25,6 @@ export async function deliverWithRetries(
   stopped: () => boolean,
   attempt: (deliveryCount: number) => Promise<void>,
 ): Promise<DeliveryOutcome> {
-  if (firstAttempt > policy.maxDeliver)
-    return { outcome: 'gave-up', error: new Error(`delivered ${firstAttempt - 1} times without being handled`) };
   for (let count = firstAttempt; ; count++) {
     try {
       await attempt(count);
