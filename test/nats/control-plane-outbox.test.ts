@@ -8,11 +8,30 @@ import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
 import {
   controlPlaneProcess,
   killAllProcesses,
+  metricValue,
   removeDirs,
   seedFleetTenant,
   type ControlPlaneProcess,
   type FleetTenant,
 } from '../harness/processes.ts';
+
+/**
+ * Client-side bound of one write. The control plane handles each write in under 50 ms (checked on
+ * its own request-duration histogram below); the time a client sees on this shared two-core
+ * machine also holds scheduling stalls of up to ~110 ms that the control plane's event-loop lag
+ * shows with NATS up as well. Before the outbox a write took 5 s per publication.
+ */
+const CLIENT_BOUND_MS = 250;
+
+/** How many writes of a route the control plane handled, in all and within 50 ms. */
+async function handled(cp: ControlPlaneProcess, route: string): Promise<{ all: number; within50ms: number }> {
+  const text = (await cp.rest('GET', '/metrics')).body as string;
+  const labels = (le: string) => `le="${le}",method="POST",route="${route}"`;
+  return {
+    all: metricValue(text, 'svc_http_request_duration_seconds_bucket', labels('+Inf')) ?? 0,
+    within50ms: metricValue(text, 'svc_http_request_duration_seconds_bucket', labels('0.05')) ?? 0,
+  };
+}
 
 /** The msg id of every message of the event stream, in stream order. */
 async function streamMsgIds(natsUrl: string): Promise<Array<{ subject: string; msgId: string }>> {
@@ -57,6 +76,11 @@ describe('the control plane with NATS down', () => {
     const envelopeId = String(opened.body.envelope_id);
 
     await server.stop();
+    await eventually(
+      async () => (await cp.rest('GET', '/health')).body.services.event_bus.status as string,
+      (status) => status === 'down',
+      10_000,
+    );
     const expected: string[] = [];
     const timings: number[] = [];
     for (let i = 0; i < 100; i++) {
@@ -86,7 +110,12 @@ describe('the control plane with NATS down', () => {
         expected.push(eventId);
       }
     }
-    expect(timings.filter((ms) => ms >= 50)).toEqual([]);
+    expect(timings.filter((ms) => ms >= CLIENT_BOUND_MS)).toEqual([]);
+    for (const route of ['/v1/envelopes', '/v1/envelopes/:envelope_id/events']) {
+      const { all, within50ms } = await handled(cp, route);
+      expect(all).toBeGreaterThanOrEqual(50);
+      expect(within50ms, route).toBe(all);
+    }
     const during = await cp.rest('GET', '/health');
     expect(during.body.services.event_bus.status).toBe('down');
     expect(during.body.outbox.depth).toBeGreaterThanOrEqual(100);
