@@ -13,6 +13,7 @@ import { JwtVerifier } from './auth/jwt.ts';
 import { AuditLog } from './audit/audit-log.ts';
 import { Budgets } from './budgets/budgets.ts';
 import { EffectDispatcher } from './effects/dispatcher.ts';
+import { openPublicationOutbox } from './effects/publication-outbox.ts';
 import { WebhookTargets } from './effects/webhook-targets.ts';
 import { WebhookSender } from './effects/webhooks.ts';
 import { Envelopes } from './envelopes/envelopes.ts';
@@ -43,6 +44,8 @@ export interface ControlPlaneDeps {
   logger: Logger;
   messaging: Messaging;
   pricer: Pricer;
+  /** Made before the messaging when the bus should register its metrics in the same registry. */
+  metrics?: ControlPlaneMetrics;
   clock?: () => Date;
   /** The pages of `/docs/errors/{code}`; docs/errors.md beside the code when absent. */
   errorPages?: ErrorPages;
@@ -82,7 +85,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const applied = migrate(store);
   if (applied.length > 0) logger.info({ applied, schema_version: schemaVersion(store) }, 'storage migrated');
 
-  const metrics = new ControlPlaneMetrics();
+  const metrics = deps.metrics ?? new ControlPlaneMetrics();
   const audit = new AuditLog(store, clock);
   const tenants = new Tenants(store);
   const keys = new ApiKeys(store);
@@ -101,7 +104,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     },
     logger.child({ component: 'webhooks' }),
   );
-  const effects = new EffectDispatcher(messaging.bus, webhooks, logger.child({ component: 'effects' }));
+  const outbox = openPublicationOutbox({
+    store,
+    bus: messaging.bus,
+    registry: metrics.registry,
+    logger: logger.child({ component: 'outbox' }),
+  });
+  const effects = new EffectDispatcher({ store, outbox, webhooks, log: logger.child({ component: 'effects' }) });
   const budgets = new Budgets({
     store,
     audit,
@@ -121,7 +130,15 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const envelopes = new Envelopes({ store, audit, budgets, policies, effects, clock, pricer: deps.pricer });
   const leases = new LeaseLedger(store, budgets, clock, config.lease_ttl_seconds * 1000);
 
-  const publisher = new StatePublisher({ messaging, policies, budgets, leases, tenants, clock });
+  const publisher = new StatePublisher({
+    messaging,
+    policies,
+    budgets,
+    leases,
+    tenants,
+    clock,
+    logger: logger.child({ component: 'state-sync' }),
+  });
   await publisher.start();
   effects.attach(publisher);
   const leaseService = await serveLeases({ messaging, store, leases, effects });
@@ -171,6 +188,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     version: config.version,
     schemaVersion: () => schemaVersion(store),
     metrics,
+    outboxDepth: () => outbox.depth(),
     checks: {
       database: () => {
         try {
@@ -203,6 +221,10 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       await app.close();
       await processor.stop();
       await leaseService.unsubscribe();
+      await publisher.stop();
+      // A moment to send what is pending; what is left stays in the store for the next start.
+      if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);
+      await outbox.close();
       await webhooks.close();
       await store.close();
     },

@@ -5,6 +5,7 @@ import { createLogger } from '../core/observability/logger.ts';
 import { configuredSecrets } from '../core/observability/redact.ts';
 import { failedToStart, guardProcess } from '../core/observability/shutdown.ts';
 import { createControlPlane } from './create-control-plane.ts';
+import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { createPricer } from './usage/pricer.ts';
 
 /** The control plane process: REST on SVC_HTTP_PORT, events over SVC_NATS_URL or in process. */
@@ -16,9 +17,14 @@ async function main(): Promise<void> {
     secrets: configuredSecrets(config),
   });
   const guard = guardProcess(logger);
-  const messaging = await messagingFromConfig(config, logger, { name: 'control-plane', manage: true });
+  const metrics = new ControlPlaneMetrics();
+  const messaging = await messagingFromConfig(config, logger, {
+    name: 'control-plane',
+    manage: true,
+    registry: metrics.registry,
+  });
   const prices = priceTableFromConfig(config);
-  const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(prices) });
+  const plane = await createControlPlane({ config, logger, messaging, metrics, pricer: createPricer(prices) });
   guard.expose(plane.metrics.registry);
   const address = await plane.listen();
   logger.info({ address, nats: config.nats_url ?? 'in-process' }, 'control plane listening');

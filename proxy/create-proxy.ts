@@ -18,7 +18,8 @@ import { createGovernedHandler, EventRecorder, PolicyGate, type GovernanceDeps }
 import { compileInterceptList, DEFAULT_REVERSE_ROUTES, ProxyListener } from './listener/index.ts';
 import { parseMcpServers } from './mcp/index.ts';
 import { createGovernanceMetrics } from './metrics/index.ts';
-import { Outbox } from './outbox/outbox.ts';
+import { LmdbOutboxStorage } from '../core/outbox/lmdb-outbox-storage.ts';
+import { Outbox } from '../core/outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
 import { listenForTerminations, RulesetSource, watchBudgetStates } from './sync/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
@@ -168,8 +169,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics);
   const outbox = new Outbox({
     bus: messaging.bus,
-    store: { root: store },
+    storage: new LmdbOutboxStorage({ root: store }),
     registry,
+    metricPrefix: 'svc_proxy_outbox',
     logger: logger.child({ component: 'outbox' }),
   });
   const podExecutionId = `pod-${hostname()}-${randomUUID().slice(0, 8)}`;

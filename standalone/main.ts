@@ -1,5 +1,6 @@
 import { ensureSidecarIdentity } from '../control-plane/bootstrap/sidecar-identity.ts';
 import { createControlPlane } from '../control-plane/create-control-plane.ts';
+import { ControlPlaneMetrics } from '../control-plane/observability/metrics.ts';
 import { createPricer } from '../control-plane/usage/pricer.ts';
 import { loadConfig } from '../core/config/load.ts';
 import { messagingFromConfig } from '../core/config/messaging.ts';
@@ -20,12 +21,18 @@ async function main(): Promise<void> {
   const config = loadConfig(process.env, { mode: 'standalone' });
   const logger = createLogger({ level: config.log_level, service: 'standalone', secrets: configuredSecrets(config) });
   const guard = guardProcess(logger);
-  const messaging = await messagingFromConfig(config, logger, { name: 'standalone', manage: true });
+  const metrics = new ControlPlaneMetrics();
+  const messaging = await messagingFromConfig(config, logger, {
+    name: 'standalone',
+    manage: true,
+    registry: metrics.registry,
+  });
   const prices = priceTableFromConfig(config);
   const plane = await createControlPlane({
     config,
     logger: logger.child({ component: 'control-plane' }),
     messaging,
+    metrics,
     pricer: createPricer(prices),
   });
   guard.expose(plane.metrics.registry);

@@ -1,6 +1,6 @@
 import type { TerminateSignal } from '../../core/sync/contract.ts';
 
-/** A bus message to publish once the transaction that produced it has committed. */
+/** A bus message announcing a change: written to the outbox in the change's own transaction. */
 export interface Publication {
   subject: string;
   data: Record<string, unknown>;
@@ -20,8 +20,10 @@ export interface WebhookCall {
 export type StateChange = { kind: 'ruleset'; tenant: string } | { kind: 'budget'; tenant: string; budgetId: string };
 
 /**
- * What a committed change asks the outside world to learn. Services return these instead of
- * publishing inside a transaction, so a rolled-back change announces nothing.
+ * What a change asks the outside world to learn, collected while its transaction runs
+ * (`EffectDispatcher.commit`): publications go to the outbox in that transaction, so a
+ * rolled-back change announces nothing and a committed one is announced even if NATS is down;
+ * the rest is carried out in the background once it committed.
  */
 export interface Effects {
   publications: Publication[];

@@ -18,7 +18,6 @@ import type { AuditLog } from '../audit/audit-log.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
-import { noEffects } from '../effects/effects.ts';
 import type { Store } from '../store/store.ts';
 import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
 import { applyTransition, budgetIndexId, lifecycleMessage } from './lifecycle.ts';
@@ -77,8 +76,7 @@ export class Envelopes {
       });
     }
 
-    const effects = noEffects();
-    const envelope = store.transaction(() => {
+    const envelope = await this.deps.effects.commit((effects) => {
       const now = clock();
       if (
         request.execution_id !== undefined &&
@@ -136,7 +134,6 @@ export class Envelopes {
       });
       return created;
     });
-    await this.deps.effects.dispatch(effects);
     return envelope;
   }
 
@@ -164,7 +161,6 @@ export class Envelopes {
     envelopeId: string,
     record: EventRecord,
   ): Promise<{ event_id: string; duplicate: boolean; envelope: Envelope }> {
-    const effects = noEffects();
     const message = UsageEventMessageSchema.parse({
       event_id: record.event_id ?? randomUUID(),
       tenant_id: caller.tenant,
@@ -177,7 +173,7 @@ export class Envelopes {
       payload: record.payload ?? {},
       source: 'rest',
     });
-    const outcome = this.deps.store.transaction(() => {
+    const outcome = await this.deps.effects.commit((effects) => {
       const envelope = this.get(caller.tenant, envelopeId);
       const applied = applyUsage(
         this.deps,
@@ -186,16 +182,16 @@ export class Envelopes {
         effects,
         true,
       );
+      // The event itself goes out first, before what it caused (alerts, status changes).
+      if (!applied.duplicate) {
+        effects.publications.unshift({
+          subject: subjects.event(caller.tenant, message.event_type),
+          data: message,
+          msgId: message.event_id,
+        });
+      }
       return { ...applied, envelope: applied.envelope ?? this.get(caller.tenant, envelopeId) };
     });
-    if (!outcome.duplicate) {
-      effects.publications.unshift({
-        subject: subjects.event(caller.tenant, message.event_type),
-        data: message,
-        msgId: message.event_id,
-      });
-    }
-    await this.deps.effects.dispatch(effects);
     return { event_id: message.event_id, duplicate: outcome.duplicate, envelope: outcome.envelope };
   }
 
@@ -230,8 +226,7 @@ export class Envelopes {
     reason: string | null,
     force: boolean,
   ): Promise<Envelope> {
-    const effects = noEffects();
-    const envelope = this.deps.store.transaction(() => {
+    return this.deps.effects.commit((effects) => {
       const current = this.get(caller.tenant, envelopeId);
       if (isFinal(current.status)) {
         const code = isTerminated(current.status) ? 'SVC-ENV-1003' : 'SVC-ENV-1004';
@@ -255,7 +250,5 @@ export class Envelopes {
         effects,
       );
     });
-    await this.deps.effects.dispatch(effects);
-    return envelope;
   }
 }

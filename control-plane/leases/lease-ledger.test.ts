@@ -2,13 +2,16 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
+import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
 import { LeaseRequestSchema } from '../../core/sync/contract.ts';
 import { AuditLog } from '../audit/audit-log.ts';
 import { Budgets } from '../budgets/budgets.ts';
 import type { Caller } from '../caller.ts';
+import type { Outbox } from '../../core/outbox/outbox.ts';
 import { EffectDispatcher } from '../effects/dispatcher.ts';
+import { openPublicationOutbox } from '../effects/publication-outbox.ts';
 import { WebhookTargets } from '../effects/webhook-targets.ts';
 import { WebhookSender } from '../effects/webhooks.ts';
 import { Store } from '../store/store.ts';
@@ -16,6 +19,7 @@ import { LeaseLedger } from './lease-ledger.ts';
 import { recordApplied } from './unapplied-spend.ts';
 
 let store: Store;
+let outbox: Outbox;
 let now: Date;
 let budgets: Budgets;
 let ledger: LeaseLedger;
@@ -30,12 +34,19 @@ beforeEach(() => {
   now = new Date('2026-11-22T10:00:00Z');
   const clock = () => now;
   const log = pino({ level: 'silent' });
+  outbox = openPublicationOutbox({
+    store,
+    bus: createMemoryMessaging({ logger: log }).bus,
+    registry: new Registry(),
+    logger: log,
+  });
   const targets = new WebhookTargets({ allowHttp: false, allowedHosts: '' });
-  const effects = new EffectDispatcher(
-    createMemoryMessaging({ logger: log }).bus,
-    new WebhookSender({ secrets: () => [], targets, maxAttempts: 1, timeoutMs: 100 }, log),
+  const effects = new EffectDispatcher({
+    store,
+    outbox,
+    webhooks: new WebhookSender({ secrets: () => [], targets, maxAttempts: 1, timeoutMs: 100 }, log),
     log,
-  );
+  });
   budgets = new Budgets({
     store,
     audit: new AuditLog(store, clock),
@@ -45,7 +56,10 @@ beforeEach(() => {
   });
   ledger = new LeaseLedger(store, budgets, clock, 60_000);
 });
-afterEach(async () => store.close());
+afterEach(async () => {
+  await outbox.close();
+  await store.close();
+});
 
 /** What the event processor does with a proxy's usage event: the budget's usage grows and the ledger learns it was applied. */
 function applyProxySpend(budgetId: string, micros: number): void {

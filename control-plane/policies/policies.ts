@@ -99,8 +99,7 @@ export class Policies implements PolicyGate {
     const result = ruleset.needsJudge ? await evaluateAsync(ruleset, input, this.deps.judge) : evaluate(ruleset, input);
     this.deps.observe?.(result);
     const now = this.deps.clock();
-    const effects = noEffects();
-    const approvalId = this.deps.store.transaction(() => {
+    const approvalId = await this.deps.effects.commit((effects) => {
       let approval: Approval | null = null;
       if (result.decision === 'REQUIRE_APPROVAL') {
         approval = {
@@ -152,7 +151,6 @@ export class Policies implements PolicyGate {
       }
       return approval?.approval_id ?? null;
     });
-    await this.deps.effects.dispatch(effects);
     return { result, approvalId };
   }
 

@@ -1,16 +1,19 @@
 import type { Logger } from 'pino';
-import type { BusMessage, Messaging, Subscription } from '../../core/bus/bus.ts';
+import type { z } from 'zod';
+import type { BusMessage, Messaging, SetAside, Subscription } from '../../core/bus/bus.ts';
 import { emptyCostTotals, isFinal, isTerminated, type Envelope } from '../../core/domain/index.ts';
+import { isSvcError } from '../../core/errors/index.ts';
 import {
   EnvelopeLifecycleMessageSchema,
   PolicyViolationMessageSchema,
   UsageEventMessageSchema,
   type EnvelopeLifecycleMessage,
   type PolicyViolationMessage,
+  type UsageEventMessage,
 } from '../../core/events/messages.ts';
-import { EnvelopeOpenedSchema } from '../../core/sync/contract.ts';
+import { EnvelopeOpenedSchema, type EnvelopeOpened } from '../../core/sync/contract.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
-import { noEffects, type Effects } from '../effects/effects.ts';
+import type { Effects } from '../effects/effects.ts';
 import { applyTransition, budgetIndexId } from '../envelopes/lifecycle.ts';
 import type { Store } from '../store/store.ts';
 import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
@@ -27,11 +30,31 @@ export interface ProcessorStats {
   rejected: number;
 }
 
+/** A message that validated, by family. */
+type Command =
+  | { kind: 'opened'; message: BusMessage; data: EnvelopeOpened }
+  /** The control plane's own announcement of an envelope it created: nothing to apply. */
+  | { kind: 'announced'; message: BusMessage }
+  | { kind: 'violation'; message: BusMessage; data: PolicyViolationMessage }
+  | { kind: 'ended'; message: BusMessage; data: EnvelopeLifecycleMessage }
+  | { kind: 'usage'; message: BusMessage; data: UsageEventMessage };
+
+/** Why a payload did not validate: field paths and issue codes only, never the values. */
+function invalidReason(error: z.ZodError): string {
+  return error.issues
+    .slice(0, 5)
+    .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.code}`)
+    .join('; ');
+}
+
 /**
  * The event processor: a durable consumer of every tenant's usage events and proxy-opened
  * envelopes. Each batch is applied to LMDB in one transaction and acknowledged after it commits,
  * so a crash redelivers the batch and the event-id de-duplication makes the replay count once.
- * A message that does not parse is logged and skipped rather than blocking the stream forever.
+ * A message that does not validate (or names another tenant than its subject) is handed back to
+ * the bus to be set aside: counted, logged and dead-lettered, never silently dropped. A batch
+ * whose transaction fails is retried by the bus one message at a time; one that fails alone with
+ * an error retrying cannot cure is set aside at once.
  */
 export class EventProcessor {
   readonly stats: ProcessorStats = { batches: 0, applied: 0, duplicates: 0, rejected: 0 };
@@ -70,43 +93,72 @@ export class EventProcessor {
     await Promise.all(this.subscriptions.splice(0).map((s) => s.unsubscribe()));
   }
 
-  private async apply(batch: BusMessage[]): Promise<void> {
-    const effects = noEffects();
-    const now = this.deps.clock();
+  private async apply(batch: BusMessage[]): Promise<SetAside[]> {
+    const refused: SetAside[] = [];
+    const commands: Command[] = [];
+    for (const message of batch) {
+      const parsed = this.validate(message);
+      if (typeof parsed === 'string') refused.push({ message, reason: parsed });
+      else commands.push(parsed);
+    }
+    this.stats.rejected += refused.length;
     this.stats.batches += 1;
-    this.deps.store.batch(() => {
-      for (const message of batch) this.applyOne(message, now, effects);
-    });
-    await this.deps.effects.dispatch(effects);
+    if (commands.length === 0) return refused;
+    const now = this.deps.clock();
+    try {
+      await this.deps.effects.commit(
+        (effects) => {
+          for (const command of commands) this.applyOne(command, now, effects);
+        },
+        { batch: true },
+      );
+    } catch (error) {
+      // Alone, and failing with a code that says it never will succeed: no point in retrying it.
+      const [only] = commands;
+      if (commands.length === 1 && only !== undefined && isSvcError(error) && !error.spec.retryable) {
+        this.stats.rejected += 1;
+        return [...refused, { message: only.message, reason: error.code }];
+      }
+      throw error;
+    }
+    return refused;
   }
 
-  private applyOne(message: BusMessage, now: Date, effects: Effects): void {
+  /** The message as a command, or why it is refused. The tenant is the subject's. */
+  private validate(message: BusMessage): Command | string {
     const tenant = message.subject.split('.')[1] ?? '';
+    const check = <T extends { tenant_id: string }>(
+      schema: z.ZodType<T>,
+    ): { ok: true; data: T } | { ok: false; reason: string } => {
+      const parsed = schema.safeParse(message.data);
+      if (!parsed.success) return { ok: false, reason: invalidReason(parsed.error) };
+      if (parsed.data.tenant_id !== tenant) return { ok: false, reason: 'tenant_id: differs from the subject tenant' };
+      return { ok: true, data: parsed.data };
+    };
     if (message.subject.endsWith('.envelopes.created')) {
-      const opened = EnvelopeOpenedSchema.safeParse(message.data);
-      if (opened.success && opened.data.tenant_id === tenant) this.openEnvelope(opened.data, now);
-      return;
+      const result = check(EnvelopeOpenedSchema);
+      if (result.ok) return { kind: 'opened', message, data: result.data };
+      return check(EnvelopeLifecycleMessageSchema).ok ? { kind: 'announced', message } : result.reason;
     }
     if (message.subject.endsWith('.policies.violation')) {
-      const violation = PolicyViolationMessageSchema.safeParse(message.data);
-      if (violation.success && violation.data.tenant_id === tenant) this.auditViolation(violation.data, message.msgId);
-      return;
+      const result = check(PolicyViolationMessageSchema);
+      return result.ok ? { kind: 'violation', message, data: result.data } : result.reason;
     }
     if (message.subject.endsWith('.envelopes.terminated')) {
-      const ended = EnvelopeLifecycleMessageSchema.safeParse(message.data);
-      if (ended.success && ended.data.tenant_id === tenant) this.endEnvelope(ended.data, now, effects);
-      return;
+      const result = check(EnvelopeLifecycleMessageSchema);
+      return result.ok ? { kind: 'ended', message, data: result.data } : result.reason;
     }
-    const parsed = UsageEventMessageSchema.safeParse(message.data);
-    if (!parsed.success || parsed.data.tenant_id !== tenant) {
-      this.stats.rejected += 1;
-      this.deps.logger.warn(
-        { subject: message.subject, msg_id: message.msgId },
-        'event skipped: not a usage event of this tenant',
-      );
-      return;
-    }
-    const event = parsed.data;
+    const result = check(UsageEventMessageSchema);
+    return result.ok ? { kind: 'usage', message, data: result.data } : result.reason;
+  }
+
+  private applyOne(command: Command, now: Date, effects: Effects): void {
+    if (command.kind === 'announced') return;
+    if (command.kind === 'opened') return this.openEnvelope(command.data, now);
+    if (command.kind === 'violation') return this.auditViolation(command.data, command.message.msgId);
+    if (command.kind === 'ended') return this.endEnvelope(command.data, now, effects);
+    const event = command.data;
+    const tenant = event.tenant_id;
     if (this.deps.store.get(tenant, 'envelope', event.envelope_id) === undefined && event.budget_id !== null) {
       this.openEnvelope(
         {

@@ -1,3 +1,5 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
 import type { KeyValueStore, Messaging } from '../../core/bus/bus.ts';
 import { budgetStatus, type Budget } from '../../core/domain/index.ts';
 import {
@@ -35,9 +37,21 @@ export function budgetState(
   };
 }
 
+/** Longest pause between attempts while NATS does not take writes. */
+const MAX_RETRY_MS = 5_000;
+
+function keyOf(change: StateChange): string {
+  return change.kind === 'ruleset' ? keys.ruleset(change.tenant) : keys.budget(change.tenant, change.budgetId);
+}
+
 /**
  * Keeps the key-value buckets the proxies watch current: each tenant's ruleset and each budget's
  * state, written after every committed change and in full at start. Terminations go out as signals.
+ *
+ * Nothing waits on NATS: `push` and `signal` queue the work and one background sender carries it
+ * out, signals first. A key is queued once however often it changes (the value is read from the
+ * store when it is sent, so the latest state goes out), and stays queued until NATS took it.
+ * After a failure every key is sent again once NATS takes writes, in case it lost what it held.
  */
 export class StatePublisher implements StateSync {
   private readonly deps: {
@@ -47,39 +61,102 @@ export class StatePublisher implements StateSync {
     leases: LeaseLedger;
     tenants: Tenants;
     clock: () => Date;
+    logger: Logger;
   };
   private rulesets: KeyValueStore | null = null;
   private budgetBucket: KeyValueStore | null = null;
+  /** Keys to send, with a mark that changes when the key is queued again while it is being sent. */
+  private readonly pending = new Map<string, { change: StateChange; mark: number }>();
+  /** Terminate signals to send, one per envelope. */
+  private readonly signals = new Map<string, TerminateSignal>();
+  private marks = 0;
+  private resync = false;
+  private sending: Promise<void> | null = null;
+  private stopped = false;
+  private readonly abort = new AbortController();
 
   constructor(deps: StatePublisher['deps']) {
     this.deps = deps;
   }
 
+  /** Opens the buckets and sends the whole state; resolves once NATS took it. */
   async start(): Promise<void> {
     this.rulesets = await this.deps.messaging.keyValue.open(BUCKETS.rulesets);
     this.budgetBucket = await this.deps.messaging.keyValue.open(BUCKETS.budgets);
+    this.push(this.everything());
+    await this.idle();
+  }
+
+  /** Stops sending; what is still queued is sent again in full at the next start. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort.abort();
+    await this.sending;
+  }
+
+  push(changes: readonly StateChange[]): void {
+    for (const change of changes) this.pending.set(keyOf(change), { change, mark: ++this.marks });
+    this.kick();
+  }
+
+  signal(signal: TerminateSignal): void {
+    this.signals.set(`${signal.tenant_id}/${signal.envelope_id}`, signal);
+    this.kick();
+  }
+
+  /** Resolves once everything queued has been sent. */
+  async idle(): Promise<void> {
+    while (this.sending !== null) await this.sending;
+  }
+
+  private everything(): StateChange[] {
     const changes: StateChange[] = [];
     for (const tenant of ['system', ...this.deps.tenants.list().map((t) => t.tenant_id)]) {
       changes.push({ kind: 'ruleset', tenant });
       for (const budget of this.deps.budgets.list(tenant, 'all'))
         changes.push({ kind: 'budget', tenant, budgetId: budget.budget_id });
     }
-    await this.push(changes);
+    return changes;
   }
 
-  async push(changes: readonly StateChange[]): Promise<void> {
-    const seen = new Set<string>();
-    for (const change of changes) {
-      const key = change.kind === 'ruleset' ? keys.ruleset(change.tenant) : keys.budget(change.tenant, change.budgetId);
-      if (seen.has(key)) continue;
-      seen.add(key);
-      if (change.kind === 'ruleset') await this.pushRuleset(change.tenant);
-      else await this.pushBudget(change.tenant, change.budgetId);
+  private kick(): void {
+    if (this.sending !== null || this.stopped) return;
+    this.sending = this.send().finally(() => {
+      this.sending = null;
+      if (this.pending.size > 0 || this.signals.size > 0) this.kick();
+    });
+  }
+
+  private async send(): Promise<void> {
+    for (let failures = 0; !this.stopped && (this.pending.size > 0 || this.signals.size > 0);) {
+      try {
+        for (const [key, signal] of this.signals) {
+          await this.deps.messaging.signals.publishSignal(syncSubjects.terminate(signal.tenant_id), signal);
+          this.signals.delete(key);
+        }
+        if (this.resync) {
+          this.resync = false;
+          this.push(this.everything());
+        }
+        for (const [key, { change, mark }] of this.pending) {
+          if (change.kind === 'ruleset') await this.pushRuleset(change.tenant);
+          else await this.pushBudget(change.tenant, change.budgetId);
+          // Queued again while it was sent: the store may have changed since it was read.
+          if (this.pending.get(key)?.mark === mark) this.pending.delete(key);
+        }
+        failures = 0;
+      } catch (error) {
+        failures++;
+        this.resync = true;
+        this.deps.logger.warn(
+          { err: error, queued: this.pending.size, signals: this.signals.size, failures },
+          'state push to NATS failed; retrying in the background',
+        );
+        await sleep(Math.min(MAX_RETRY_MS, 250 * 2 ** (failures - 1)), undefined, {
+          signal: this.abort.signal,
+        }).catch(() => undefined);
+      }
     }
-  }
-
-  async signal(signal: TerminateSignal): Promise<void> {
-    await this.deps.messaging.signals.publishSignal(syncSubjects.terminate(signal.tenant_id), signal);
   }
 
   private async pushRuleset(tenant: string): Promise<void> {

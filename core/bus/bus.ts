@@ -1,6 +1,6 @@
 /**
  * The event bus as both processes see it. Standalone mode runs an in-process implementation;
- * `SVC_NATS_URL` selects the NATS one. Both pass one contract suite (bus.contract.ts).
+ * `SVC_NATS_URL` selects the NATS one. Both pass one contract suite (test/bus/bus.contract.ts).
  *
  * Guarantees every implementation keeps:
  * - `publish` resolves only once the bus has durably accepted the message (JetStream ack,
@@ -9,6 +9,10 @@
  * - Delivery to a subscriber is ordered per subject.
  * - A handler that rejects gets the message again (bounded attempts, with backoff); a subscriber
  *   does not move past a message it has not acknowledged.
+ * - One bad message never holds up the others: a message whose payload does not decode, that its
+ *   handler refuses (`SetAside`), or whose handler keeps failing is set aside alone (terminated,
+ *   counted in `svc_bus_poison_messages_total`, logged without its payload, and on NATS copied to
+ *   the dead-letter stream), and the subscriber goes on.
  */
 export interface BusMessage {
   subject: string;
@@ -22,6 +26,13 @@ export interface BusMessage {
 
 export interface Subscription {
   unsubscribe(): Promise<void>;
+}
+
+/** A message its consumer can never use (it does not validate): the bus sets it aside, see above. */
+export interface SetAside {
+  message: BusMessage;
+  /** Why, without the payload: field paths and codes, never values. */
+  reason: string;
 }
 
 export interface BatchOptions {
@@ -45,14 +56,16 @@ export interface Bus {
     options?: { durable?: string },
   ): Promise<Subscription>;
   /**
-   * Durable batch consumption: the handler gets up to `batchSize` messages in order, and the
-   * whole batch is acknowledged only after it resolved (a rejection redelivers the whole batch).
+   * Durable batch consumption: the handler gets up to `batchSize` messages in order, and the batch
+   * is acknowledged only after it resolved; the messages it returns are set aside instead. A
+   * rejected batch is handed over again one message at a time, in order, each with the retry
+   * policy of `subscribe`, so a message that fails alone is set aside alone.
    */
   consumeBatches(
     pattern: string,
     durable: string,
     options: BatchOptions,
-    handler: (messages: BusMessage[]) => Promise<void>,
+    handler: (messages: BusMessage[]) => Promise<readonly SetAside[] | void>,
   ): Promise<Subscription>;
   close(): Promise<void>;
   /** For /health: whether the bus is connected right now. */
@@ -77,8 +90,10 @@ export interface KeyValueStore {
   put(key: string, value: unknown): Promise<number>;
   delete(key: string): Promise<void>;
   /**
-   * Delivers the current value of every key matching `filter` first, then every change.
-   * Resolves once the current values have been delivered, so a caller is up to date at once.
+   * Delivers the current value of every key matching `filter` first, then the changes, in revision
+   * order. Resolves once the current values have been delivered, so a caller is up to date at once.
+   * With history 1 a value replaced before the watch sent it may never be delivered: what a watch
+   * guarantees is order and that the last entry it delivered for a key is the key's current state.
    */
   watch(filter: string, callback: (entry: KeyValueEntry) => void | Promise<void>): Promise<Subscription>;
 }
@@ -95,7 +110,6 @@ export interface KeyValueStores {
  */
 export interface RequestReply {
   request(subject: string, data: unknown, timeoutMs: number): Promise<unknown>;
-  /** `subject` may be a pattern (`svc.*.leases.request`); the handler gets the actual subject. */
   /** `subject` may be a pattern (`svc.*.leases.request`); the handler gets the concrete subject. */
   reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription>;
 }

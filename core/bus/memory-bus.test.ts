@@ -1,24 +1,28 @@
 import { describe, expect, it } from 'vitest';
-import { acked, busContract } from './bus.contract.ts';
+import { acked, busContract } from '../../test/bus/bus.contract.ts';
 import type { BusLogger } from './bus.ts';
 import { MemoryBus } from './memory-bus.ts';
 import { createMemoryMessaging } from './memory-messaging.ts';
 
-function recordingLogger(): BusLogger & { errors: string[]; warnings: string[] } {
+function recordingLogger(): BusLogger & { errors: string[]; warnings: string[]; objects: unknown[] } {
   const errors: string[] = [];
   const warnings: string[] = [];
+  const objects: unknown[] = [];
   return {
     errors,
     warnings,
-    error: (_o, message) => void errors.push(message),
+    objects,
+    error: (object, message) => void (errors.push(message), objects.push(object)),
     warn: (_o, message) => void warnings.push(message),
   };
 }
 
-busContract('memory', () => Promise.resolve(createMemoryMessaging({ logger: recordingLogger(), retryBackoffMs: 10 })));
+busContract('memory', (registry) =>
+  Promise.resolve(createMemoryMessaging({ logger: recordingLogger(), retryBackoffMs: 10, maxDeliver: 3, registry })),
+);
 
 describe('MemoryBus', () => {
-  it('gives up after maxDeliver attempts, logs, and moves on to the next message', async () => {
+  it('sets aside a message after maxDeliver attempts, logs it without its payload, and moves on', async () => {
     const logger = recordingLogger();
     const bus = new MemoryBus({ logger, maxDeliver: 3, retryBackoffMs: 1 });
     const attempts: string[] = [];
@@ -26,12 +30,14 @@ describe('MemoryBus', () => {
       attempts.push(`${m.msgId}#${m.deliveryCount}`);
       return m.msgId === 'bad' ? Promise.reject(new Error('poison')) : Promise.resolve();
     });
-    await bus.publish('svc.a.events.x', {}, { msgId: 'bad' });
+    await bus.publish('svc.a.events.x', { prompt: 'secret words' }, { msgId: 'bad' });
     await bus.publish('svc.a.events.x', {}, { msgId: 'good' });
     await bus.close();
     expect(attempts).toEqual(['bad#1', 'bad#2', 'bad#3', 'good#1']);
-    expect(logger.warnings).toHaveLength(2);
-    expect(logger.errors).toEqual(['bus handler kept failing; message skipped']);
+    expect(logger.warnings).toHaveLength(3);
+    expect(logger.errors).toEqual(['bus message set aside']);
+    expect(JSON.stringify(logger.objects)).not.toContain('secret words');
+    expect(logger.objects.at(-1)).toMatchObject({ subject: 'svc.a.events.x', msg_id: 'bad', reason: 'failed', seq: 1 });
   });
 
   it('close drains what was appended and refuses new messages with SVC-EVT-4001', async () => {

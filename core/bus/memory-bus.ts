@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import type { Registry } from 'prom-client';
 import { SvcError } from '../errors/index.ts';
-import type { BatchOptions, Bus, BusLogger, BusMessage, Subscription } from './bus.ts';
+import type { BatchOptions, Bus, BusLogger, BusMessage, SetAside, Subscription } from './bus.ts';
 import { asPromise } from './as-promise.ts';
+import { deliverInOrder, type Held } from './batch-delivery.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertEventSubject, assertName } from './names.ts';
-import { deliverWithRetries, type RetryPolicy } from './retry-delivery.ts';
+import { PoisonMessages, type PoisonMessage } from './poison.ts';
+import type { RetryPolicy } from './retry-delivery.ts';
 import { subjectMatches } from './subjects.ts';
 
 export interface MemoryBusOptions {
@@ -17,10 +20,12 @@ export interface MemoryBusOptions {
   maxMessages?: number;
   /** Largest encoded payload accepted, as nats-server's `max_payload` (default 1 MiB). */
   maxPayloadBytes?: number;
-  /** Delivery attempts of one message (or batch) before it is logged and skipped. */
+  /** Delivery attempts of one message before it is set aside (counted and logged). */
   maxDeliver?: number;
   /** Backoff before the second attempt; it doubles per attempt. */
   retryBackoffMs?: number;
+  /** Receives `svc_bus_poison_messages_total`. */
+  registry?: Registry;
   now?: () => number;
 }
 
@@ -36,13 +41,16 @@ interface Cursor {
   nextSeq: number;
   active: boolean;
   pattern: string;
+  /** The durable's name, or `ephemeral`, for the poison metric. */
+  consumer: string;
 }
 
 /**
  * The in-process bus of standalone mode: an append-only log in memory with the guarantees of
  * the Bus interface. Each subscriber walks the log in order with its own cursor, so delivery is
  * ordered (per subject and overall) and a rejected handler holds its subscriber back until the
- * message is acknowledged or its attempts are used up.
+ * message is acknowledged or its attempts are used up. There is no dead-letter stream in process:
+ * a message set aside is counted and logged.
  */
 export class MemoryBus implements Bus {
   readonly #logger: BusLogger;
@@ -52,6 +60,7 @@ export class MemoryBus implements Bus {
   readonly #retry: RetryPolicy;
   readonly #maxPayloadBytes: number;
   readonly #now: () => number;
+  readonly #poison: PoisonMessages;
 
   readonly #log: StoredMessage[] = [];
   #nextSeq = 1;
@@ -73,6 +82,7 @@ export class MemoryBus implements Bus {
       maxBackoffMs: 5_000,
     };
     this.#now = options.now ?? Date.now;
+    this.#poison = new PoisonMessages(options.logger, options.registry);
   }
 
   publish(subject: string, data: unknown, options: { msgId?: string } = {}): Promise<void> {
@@ -101,10 +111,9 @@ export class MemoryBus implements Bus {
       assertEventSubject('pattern', pattern);
       const cursor =
         options.durable === undefined
-          ? { nextSeq: this.#nextSeq, active: false, pattern }
+          ? { nextSeq: this.#nextSeq, active: false, pattern, consumer: 'ephemeral' }
           : this.#claimDurable(options.durable, pattern);
-      return this.#run(cursor, 1, async (batch) => {
-        const [message] = batch;
+      return this.#run(cursor, 1, async ([message]) => {
         if (message) await handler(message);
       });
     });
@@ -114,7 +123,7 @@ export class MemoryBus implements Bus {
     pattern: string,
     durable: string,
     options: BatchOptions,
-    handler: (messages: BusMessage[]) => Promise<void>,
+    handler: (messages: BusMessage[]) => Promise<readonly SetAside[] | void>,
   ): Promise<Subscription> {
     return asPromise(() => {
       assertEventSubject('pattern', pattern);
@@ -147,13 +156,22 @@ export class MemoryBus implements Bus {
     if (existing?.active)
       throw new SvcError('SVC-SYS-9008', `durable '${durable}' already has a subscriber in this process`, { durable });
     // A new durable starts at the oldest retained message, as a JetStream durable with deliver-all does.
-    const cursor = existing ?? { nextSeq: this.#log[0]?.seq ?? this.#nextSeq, active: false, pattern };
+    const cursor = existing ?? {
+      nextSeq: this.#log[0]?.seq ?? this.#nextSeq,
+      active: false,
+      pattern,
+      consumer: durable,
+    };
     cursor.active = true;
     this.#durables.set(durable, cursor);
     return cursor;
   }
 
-  #run(cursor: Cursor, batchSize: number, deliver: (batch: BusMessage[]) => Promise<void>): Subscription {
+  #run(
+    cursor: Cursor,
+    batchSize: number,
+    deliver: (batch: BusMessage[]) => Promise<readonly SetAside[] | void>,
+  ): Subscription {
     let stopped = false;
     let wake: () => void = () => undefined;
     const waker = (): void => wake();
@@ -169,24 +187,10 @@ export class MemoryBus implements Bus {
           await new Promise<void>((resolve) => (wake = resolve));
           continue;
         }
-        const outcome = await deliverWithRetries(
-          this.#retry,
-          this.#logger,
-          { msgIds: batch.map((m) => m.msgId) },
-          1,
-          () => stopped,
-          (count) =>
-            deliver(
-              batch.map((m) => ({
-                subject: m.subject,
-                msgId: m.msgId,
-                data: decodePayload(m.payload),
-                deliveryCount: count,
-              })),
-            ),
-        );
-        if (outcome === 'stopped') break;
-        cursor.nextSeq = last.seq + 1;
+        const held = batch.flatMap((stored) => this.#hold(stored, cursor.consumer));
+        const settled = await deliverInOrder(held, deliver, this.#retry, this.#logger, () => stopped);
+        cursor.nextSeq = settled < held.length ? held[settled]!.seq : last.seq + 1;
+        if (settled < held.length) break;
       }
     })().finally(() => {
       cursor.active = false;
@@ -201,6 +205,36 @@ export class MemoryBus implements Bus {
         await loop;
       },
     };
+  }
+
+  /** The message as delivered; one whose payload does not decode is set aside here and left out. */
+  #hold(stored: StoredMessage, consumer: string): Held[] {
+    const setAside = (reason: PoisonMessage['reason'], detail: string): Promise<void> => {
+      this.#poison.report({ consumer, subject: stored.subject, seq: stored.seq, msgId: stored.msgId, reason, detail });
+      return Promise.resolve();
+    };
+    let data: unknown;
+    try {
+      data = decodePayload(stored.payload);
+    } catch {
+      void setAside('undecodable', 'payload is not JSON');
+      return [];
+    }
+    const nothing = (): void => undefined;
+    return [
+      {
+        subject: stored.subject,
+        msgId: stored.msgId,
+        seq: stored.seq,
+        data,
+        firstAttempt: 1,
+        // The cursor moves past what was settled once the batch is done.
+        ack: nothing,
+        setAside,
+        release: nothing,
+        working: nothing,
+      },
+    ];
   }
 
   #pending(fromSeq: number, pattern: string, max: number): StoredMessage[] {

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   AckPolicy,
   DeliverPolicy,
+  headers,
   nanos,
   type Consumer,
   type ConsumerConfig,
@@ -10,18 +11,32 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from 'nats';
+import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
-import type { BatchOptions, Bus, BusLogger, BusMessage, Subscription } from './bus.ts';
+import { deliverInOrder, type Held } from './batch-delivery.ts';
+import type { BatchOptions, Bus, BusLogger, BusMessage, SetAside, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertEventSubject, assertName } from './names.ts';
 import type { NatsLink } from './nats-connection.ts';
-import { deliverWithRetries, type RetryPolicy } from './retry-delivery.ts';
-import { ensureStream, natsStreamOptionsSchema } from './nats-stream.ts';
+import { cleanDetail, PoisonMessages, type PoisonReason } from './poison.ts';
+import type { RetryPolicy } from './retry-delivery.ts';
+import {
+  deadLetterStreamOptionsSchema,
+  ensureDeadLetterStream,
+  ensureStream,
+  natsStreamOptionsSchema,
+} from './nats-stream.ts';
+import { deadLetterSubject } from './subjects.ts';
 
 export const natsBusOptionsSchema = z.object({
   stream: natsStreamOptionsSchema.default(natsStreamOptionsSchema.parse({})),
+  /**
+   * Where set-aside messages are copied (subject `deadletter.<original subject>`), so that an
+   * operator can inspect and replay them; no consumer of the product reads that stream.
+   */
+  deadLetters: deadLetterStreamOptionsSchema.default(deadLetterStreamOptionsSchema.parse({})),
   /** Create or update the stream at start; off for proxies, whose credentials may only publish. */
   manageStream: z.boolean().default(true),
   /** How long `publish` waits for the JetStream ack before failing with SVC-EVT-4001. */
@@ -29,7 +44,7 @@ export const natsBusOptionsSchema = z.object({
   /** Time a delivered message may stay unacknowledged before JetStream redelivers it. */
   ackWaitMs: z.number().int().positive().default(30_000),
   maxAckPending: z.number().int().positive().default(1_000),
-  /** Delivery attempts before a message is terminated and logged. */
+  /** Delivery attempts before a message is set aside (terminated, counted, dead-lettered). */
   maxDeliver: z.number().int().positive().default(5),
   /** Backoff before retrying a rejected message (or batch); doubles per attempt up to the cap. */
   retryBackoffMs: z.number().int().positive().default(500),
@@ -46,14 +61,8 @@ type Options = z.output<typeof natsBusOptionsSchema>;
 /** The shortest pull expiry the client accepts. */
 const MIN_FETCH_EXPIRES_MS = 1_000;
 
-/** `retries` adds the in-place retries to the server's delivery count. */
-function toBusMessage(msg: JsMsg, retries: number): BusMessage {
-  return {
-    subject: msg.subject,
-    data: decodePayload(msg.data),
-    msgId: msg.headers?.get('Nats-Msg-Id') ?? `${msg.info.stream}:${msg.seq}`,
-    deliveryCount: msg.info.redeliveryCount + retries,
-  };
+function msgIdOf(msg: JsMsg): string {
+  return msg.headers?.get('Nats-Msg-Id') || `${msg.info.stream}:${msg.seq}`;
 }
 
 /**
@@ -70,13 +79,15 @@ export class NatsBus implements Bus {
   readonly #logger: BusLogger;
   readonly #stops = new Set<() => Promise<void>>();
   readonly #retry: RetryPolicy;
+  readonly #poison: PoisonMessages;
 
-  private constructor(link: NatsLink, jsm: JetStreamManager, options: Options, logger: BusLogger) {
+  private constructor(link: NatsLink, jsm: JetStreamManager, options: Options, logger: BusLogger, registry?: Registry) {
     this.#link = link;
     this.#js = link.nc.jetstream();
     this.#jsm = jsm;
     this.#options = options;
     this.#logger = logger;
+    this.#poison = new PoisonMessages(logger, registry);
     this.#retry = {
       maxDeliver: options.maxDeliver,
       backoffMs: options.retryBackoffMs,
@@ -84,17 +95,25 @@ export class NatsBus implements Bus {
     };
   }
 
-  static async open(link: NatsLink, input: NatsBusOptions, logger: BusLogger): Promise<NatsBus> {
+  /** `registry` receives `svc_bus_poison_messages_total`. */
+  static async open(link: NatsLink, input: NatsBusOptions, logger: BusLogger, registry?: Registry): Promise<NatsBus> {
     const options = parseOrThrow(natsBusOptionsSchema, input, 'NATS bus options');
     const jsm = await link.nc.jetstreamManager({ checkAPI: false });
     if (options.manageStream) {
-      await ensureStream(jsm, options.stream).catch((error: unknown) => {
-        throw new SvcError('SVC-SYS-9001', `cannot set up stream ${options.stream.name}: ${(error as Error).message}`, {
-          stream: options.stream.name,
+      const streams: Array<[string, () => Promise<void>]> = [
+        [options.stream.name, () => ensureStream(jsm, options.stream)],
+      ];
+      if (options.deadLetters.enabled)
+        streams.push([options.deadLetters.name, () => ensureDeadLetterStream(jsm, options.deadLetters)]);
+      for (const [name, ensure] of streams) {
+        await ensure().catch((error: unknown) => {
+          throw new SvcError('SVC-SYS-9001', `cannot set up stream ${name}: ${(error as Error).message}`, {
+            stream: name,
+          });
         });
-      });
+      }
     }
-    return new NatsBus(link, jsm, options, logger);
+    return new NatsBus(link, jsm, options, logger, registry);
   }
 
   async publish(subject: string, data: unknown, options: { msgId?: string } = {}): Promise<void> {
@@ -122,10 +141,13 @@ export class NatsBus implements Bus {
       options.durable,
       this.#options.fetchBatch,
       MIN_FETCH_EXPIRES_MS,
-      async (pulled, stopped) => {
+      async (pulled, stopped, consumer) => {
         for await (const msg of pulled) {
-          if (stopped()) msg.nak();
-          else await this.#settle([msg], stopped, (retries) => handler(toBusMessage(msg, retries)));
+          if (stopped()) handBack(msg, MIN_FETCH_EXPIRES_MS);
+          else
+            await this.#deliver([msg], consumer, MIN_FETCH_EXPIRES_MS, stopped, ([message]) =>
+              message ? handler(message) : Promise.resolve(),
+            );
         }
       },
     );
@@ -140,16 +162,11 @@ export class NatsBus implements Bus {
     pattern: string,
     durable: string,
     options: BatchOptions,
-    handler: (messages: BusMessage[]) => Promise<void>,
+    handler: (messages: BusMessage[]) => Promise<readonly SetAside[] | void>,
   ): Promise<Subscription> {
     const batchSize = Math.max(1, options.batchSize);
     const expires = Math.max(MIN_FETCH_EXPIRES_MS, options.maxWaitMs);
-    const deliver = async (messages: JsMsg[], stopped: () => boolean): Promise<void> => {
-      if (stopped()) for (const msg of messages) msg.nak();
-      else
-        await this.#settle(messages, stopped, (retries) => handler(messages.map((msg) => toBusMessage(msg, retries))));
-    };
-    return this.#consume(pattern, durable, batchSize, expires, async (pulled, stopped) => {
+    return this.#consume(pattern, durable, batchSize, expires, async (pulled, stopped, consumer) => {
       const iterator = pulled[Symbol.asyncIterator]();
       let next = iterator.next();
       for (;;) {
@@ -169,7 +186,8 @@ export class NatsBus implements Bus {
           batch.push(result.value);
           next = iterator.next();
         }
-        await deliver(batch, stopped);
+        if (stopped()) for (const msg of batch) handBack(msg, expires);
+        else await this.#deliver(batch, consumer, expires, stopped, handler);
         if (ended) return;
       }
     });
@@ -184,24 +202,73 @@ export class NatsBus implements Bus {
   }
 
   /**
-   * Delivers with in-place retries, then acknowledges: ack when handled, term when given up (the
-   * server must not bring it back), nak when the subscriber stopped meanwhile (the next one gets it).
+   * Decodes each message (one that does not decode is set aside at once), then delivers them in
+   * order with in-place retries: ack when handled, set aside when refused or given up (the server
+   * must not bring it back), handed back when the subscriber stopped meanwhile (the next one gets it).
    */
-  async #settle(messages: JsMsg[], stopped: () => boolean, attempt: (retries: number) => Promise<void>): Promise<void> {
-    const [first] = messages;
-    if (!first) return;
-    const context = { subject: first.subject, seqs: messages.map((m) => m.seq) };
-    const delivered = first.info.redeliveryCount;
-    const outcome = await deliverWithRetries(this.#retry, this.#logger, context, delivered, stopped, (count) => {
-      // Retrying takes time the server would otherwise count against the ack wait.
-      for (const msg of messages) msg.working();
-      return attempt(count - delivered);
-    });
+  async #deliver(
+    messages: JsMsg[],
+    consumer: string,
+    expiresMs: number,
+    stopped: () => boolean,
+    handler: (messages: BusMessage[]) => Promise<readonly SetAside[] | void>,
+  ): Promise<void> {
+    const held: Held[] = [];
     for (const msg of messages) {
-      if (outcome === 'delivered') msg.ack();
-      else if (outcome === 'gave-up') msg.term();
-      else msg.nak();
+      const setAside = (reason: PoisonReason, detail: string) => this.#setAside(msg, consumer, reason, detail);
+      let data: unknown;
+      try {
+        data = decodePayload(msg.data);
+      } catch {
+        await setAside('undecodable', 'payload is not JSON');
+        continue;
+      }
+      held.push({
+        subject: msg.subject,
+        msgId: msgIdOf(msg),
+        seq: msg.seq,
+        data,
+        firstAttempt: msg.info.redeliveryCount,
+        ack: () => msg.ack(),
+        setAside,
+        release: () => handBack(msg, expiresMs),
+        working: () => msg.working(),
+      });
     }
+    await deliverInOrder(held, handler, this.#retry, this.#logger, stopped);
+  }
+
+  /**
+   * Copies the message to the dead-letter stream (when on), then terminates it and reports it.
+   * When the copy cannot be written the message is handed back instead, so it is never lost.
+   */
+  async #setAside(msg: JsMsg, consumer: string, reason: PoisonReason, detail: string): Promise<void> {
+    const msgId = msgIdOf(msg);
+    const { deadLetters } = this.#options;
+    if (deadLetters.enabled) {
+      const h = headers();
+      h.set('Nats-Msg-Id', `${consumer}:${msg.info.stream}:${msg.seq}`);
+      h.set('Svc-Consumer', consumer);
+      h.set('Svc-Reason', reason);
+      h.set('Svc-Detail', cleanDetail(detail));
+      h.set('Svc-Stream-Seq', String(msg.seq));
+      h.set('Svc-Msg-Id', cleanDetail(msgId));
+      try {
+        await this.#js.publish(deadLetterSubject(msg.subject), msg.data, {
+          headers: h,
+          timeout: this.#options.publishTimeoutMs,
+        });
+      } catch (error) {
+        this.#logger.error(
+          { err: error, consumer, subject: msg.subject, seq: msg.seq, msg_id: msgId },
+          'dead letter could not be written; message handed back',
+        );
+        msg.nak(this.#options.retryBackoffMs);
+        return;
+      }
+    }
+    msg.term();
+    this.#poison.report({ consumer, subject: msg.subject, seq: msg.seq, msgId, reason, detail });
   }
 
   /**
@@ -251,7 +318,7 @@ export class NatsBus implements Bus {
     durable: string | undefined,
     batchSize: number,
     expiresMs: number,
-    handle: (pulled: AsyncIterable<JsMsg>, stopped: () => boolean) => Promise<void>,
+    handle: (pulled: AsyncIterable<JsMsg>, stopped: () => boolean, consumer: string) => Promise<void>,
   ): Promise<Subscription> {
     await asPromise(() => {
       assertEventSubject('pattern', pattern);
@@ -262,7 +329,9 @@ export class NatsBus implements Bus {
     const limits = {
       ack_wait: nanos(this.#options.ackWaitMs),
       max_ack_pending: this.#options.maxAckPending,
-      max_deliver: this.#options.maxDeliver,
+      // Unlimited on the server: the subscriber sets a message aside itself after maxDeliver
+      // attempts (dead letter included), even one whose attempts crashed this process.
+      max_deliver: -1,
     };
     const setup = async (): Promise<Consumer> => {
       if (durable === undefined) {
@@ -295,7 +364,8 @@ export class NatsBus implements Bus {
           // After a failed pull the consumer is set up again: it may have been deleted meanwhile.
           consumer ??= await setup();
           const pulled = await consumer.fetch({ max_messages: batchSize, expires: expiresMs });
-          await handle(pulled, isStopped);
+          // Ephemeral names are random: one label value for all of them keeps the metric bounded.
+          await handle(pulled, isStopped, durable ?? 'ephemeral');
         } catch (error) {
           if (stopped) break;
           consumer = undefined;
@@ -314,6 +384,14 @@ export class NatsBus implements Bus {
     this.#stops.add(stop);
     return { unsubscribe: stop };
   }
+}
+
+/**
+ * Returns a message for redelivery once the open pull (`expiresMs`) has run out: a plain nak would
+ * bring it straight back into the same pull, to a subscriber that is stopping, again and again.
+ */
+function handBack(msg: JsMsg, expiresMs: number): void {
+  msg.nak(expiresMs + 100);
 }
 
 /** The promise's result if it settles within `ms`, else undefined (the promise stays usable). */

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { KV, KvEntry } from 'nats';
+import type { KV, KvEntry, QueuedIterator } from 'nats';
 import { SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
 import type { BusLogger, KeyValueEntry, KeyValueStore, KeyValueStores, Subscription } from './bus.ts';
@@ -79,17 +79,40 @@ class NatsKeyValueStore implements KeyValueStore {
       }));
 
     let stopCurrent: () => void = () => undefined;
+    /**
+     * The client signals the end of the current values either from its queue, after the values
+     * before it were handed out, or at once when they all arrived before the watch was set up,
+     * before any was handed out. Either way the watch is current once as many entries as the
+     * client had received at that signal have been delivered.
+     */
     const start = async (): Promise<void> => {
-      let initialized!: () => void;
-      const ready = new Promise<void>((resolve) => (initialized = resolve));
-      const iterator = await this.#kv
-        .watch({ key: filter, initializedFn: () => initialized() })
-        .catch((error: unknown) => {
-          throw unavailable(`cannot watch ${this.#bucket}/${filter}`, error);
-        });
-      stopCurrent = () => iterator.stop();
+      let handled = 0;
+      let target: number | undefined;
+      let current!: () => void;
+      const ready = new Promise<void>((resolve) => (current = resolve));
+      const check = (): void => {
+        if (target !== undefined && handled >= target) current();
+      };
+      const source: { entries?: QueuedIterator<KvEntry> } = {};
+      let signalled = false;
+      const initialized = (): void => {
+        signalled = true;
+        if (source.entries === undefined) return;
+        target = source.entries.getReceived();
+        check();
+      };
+      const entries = await this.#kv.watch({ key: filter, initializedFn: initialized }).catch((error: unknown) => {
+        throw unavailable(`cannot watch ${this.#bucket}/${filter}`, error);
+      });
+      source.entries = entries;
+      if (signalled) initialized();
+      stopCurrent = () => entries.stop();
       void (async () => {
-        for await (const entry of iterator) await deliver(entry);
+        for await (const entry of entries) {
+          await deliver(entry);
+          handled++;
+          check();
+        }
       })().catch((error: unknown) =>
         this.#logger.warn(
           { err: error, bucket: this.#bucket, filter },
@@ -97,7 +120,6 @@ class NatsKeyValueStore implements KeyValueStore {
         ),
       );
       await ready;
-      await delivered;
     };
 
     await start();

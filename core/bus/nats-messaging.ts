@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client';
 import type { BusLogger, Messaging } from './bus.ts';
 import { NatsBus, type NatsBusOptions } from './nats-bus.ts';
 import { connectNats, type NatsConnectionOptions } from './nats-connection.ts';
@@ -9,6 +10,8 @@ export interface NatsMessagingOptions {
   bus?: NatsBusOptions;
   /** Whether this process may create the stream and buckets (control plane) or only use them (proxy). */
   manage?: boolean;
+  /** Where the bus registers its metrics (`svc_bus_poison_messages_total`). */
+  registry?: Registry;
 }
 
 /** Messaging over one NATS connection: JetStream bus and key-value, core request-reply and signals. */
@@ -16,7 +19,7 @@ export async function openNatsMessaging(options: NatsMessagingOptions, logger: B
   const link = await connectNats(options.connection, logger);
   const manage = options.manage ?? true;
   try {
-    const bus = await NatsBus.open(link, { manageStream: manage, ...options.bus }, logger);
+    const bus = await NatsBus.open(link, { manageStream: manage, ...options.bus }, logger, options.registry);
     const requests = new NatsRequests(link.nc, logger);
     return {
       bus,

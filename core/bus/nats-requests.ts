@@ -1,4 +1,4 @@
-import type { NatsConnection } from 'nats';
+import type { Msg, NatsConnection } from 'nats';
 import { asPromise } from './as-promise.ts';
 import type { BusLogger, RequestReply, Signals, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
@@ -7,6 +7,16 @@ import { noResponder, runReplyHandler, unwrapReply } from './reply-envelope.ts';
 
 /** Repliers of one subject share a queue group, so each request is answered once. */
 const REPLY_QUEUE = 'svc-replies';
+
+/**
+ * Whether a message was delivered by a JetStream consumer (its reply is an ack subject). A request
+ * or a signal never is: nats-server lets a client with the right to create a push consumer name
+ * any deliver subject, without checking that it may publish there, so such a delivery can land
+ * on another tenant's signal or request subject. It is ignored.
+ */
+function deliveredByStream(msg: Msg): boolean {
+  return msg.reply?.startsWith('$JS.ACK.') === true;
+}
 
 function subscription(unsubscribe: () => void): Subscription {
   return { unsubscribe: () => asPromise(unsubscribe) };
@@ -44,6 +54,8 @@ export class NatsRequests implements RequestReply, Signals {
         queue: REPLY_QUEUE,
         callback: (error, msg) => {
           if (error) return this.#logger.error({ err: error, subject }, 'reply subscription failed');
+          if (deliveredByStream(msg))
+            return this.#logger.warn({ subject: msg.subject }, 'request delivered by a stream consumer; ignored');
           runReplyHandler(() => handler(decodePayload(msg.data), msg.subject))
             .then((envelope) => msg.respond(encodePayload(envelope)))
             .catch((failure: unknown) => this.#logger.error({ err: failure, subject: msg.subject }, 'reply failed'));
@@ -69,6 +81,8 @@ export class NatsRequests implements RequestReply, Signals {
       const sub = this.#nc.subscribe(pattern, {
         callback: (error, msg) => {
           if (error) return this.#logger.error({ err: error, pattern }, 'signal subscription failed');
+          if (deliveredByStream(msg))
+            return this.#logger.warn({ subject: msg.subject }, 'signal delivered by a stream consumer; ignored');
           void asPromise(() => handler(decodePayload(msg.data), msg.subject)).catch((failure: unknown) =>
             this.#logger.error({ err: failure, subject: msg.subject }, 'signal handler failed'),
           );

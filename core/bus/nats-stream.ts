@@ -1,6 +1,6 @@
 import { DiscardPolicy, RetentionPolicy, StorageType, nanos, type JetStreamManager, type StreamConfig } from 'nats';
 import { z } from 'zod';
-import { STREAM_SUBJECTS } from './subjects.ts';
+import { DEAD_LETTER_SUBJECTS, STREAM_SUBJECTS } from './subjects.ts';
 
 export const natsStreamOptionsSchema = z.object({
   name: z
@@ -47,6 +47,45 @@ export async function ensureStream(
   options: z.output<typeof natsStreamOptionsSchema>,
 ): Promise<void> {
   const config = streamConfig(options);
+  const existing = await jsm.streams.info(config.name).catch(() => undefined);
+  if (existing) await jsm.streams.update(config.name, { ...existing.config, ...config });
+  else await jsm.streams.add(config);
+}
+
+export const deadLetterStreamOptionsSchema = z.object({
+  /** Copy set-aside messages to the dead-letter stream; off, they are only counted and logged. */
+  enabled: z.boolean().default(true),
+  name: z
+    .string()
+    .regex(/^[-_a-zA-Z0-9]+$/)
+    .default('SVC_DEAD_LETTERS'),
+  /** Kept long enough for an operator to look, and bounded: a flood of bad messages cannot fill the disk. */
+  maxAgeMs: z
+    .number()
+    .int()
+    .positive()
+    .default(30 * 24 * 3_600_000),
+  maxBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(1024 ** 3),
+});
+export type DeadLetterStreamOptions = z.output<typeof deadLetterStreamOptionsSchema>;
+
+/** Creates the dead-letter stream, or brings an existing one to the configured limits. */
+export async function ensureDeadLetterStream(jsm: JetStreamManager, options: DeadLetterStreamOptions): Promise<void> {
+  const config: Partial<StreamConfig> & { name: string } = {
+    name: options.name,
+    subjects: [DEAD_LETTER_SUBJECTS],
+    storage: StorageType.File,
+    retention: RetentionPolicy.Limits,
+    discard: DiscardPolicy.Old,
+    max_age: nanos(options.maxAgeMs),
+    max_bytes: options.maxBytes,
+    // A message set aside twice (its term was lost) is kept once.
+    duplicate_window: nanos(120_000),
+  };
   const existing = await jsm.streams.info(config.name).catch(() => undefined);
   if (existing) await jsm.streams.update(config.name, { ...existing.config, ...config });
   else await jsm.streams.add(config);

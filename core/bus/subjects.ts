@@ -33,6 +33,17 @@ export function subjectMatches(pattern: string, subject: string): boolean {
  */
 export const STREAM_SUBJECTS = ['svc.*.envelopes.>', 'svc.*.events.>', 'svc.*.budgets.>', 'svc.*.policies.>'] as const;
 
+/**
+ * Where the bus copies a message it set aside: `deadletter.<original subject>`, outside every
+ * family of the event stream (no consumer of the product reads it) and outside `svc.>` (no proxy
+ * credential may publish there).
+ */
+export const DEAD_LETTER_SUBJECTS = 'deadletter.>';
+
+export function deadLetterSubject(subject: string): string {
+  return `deadletter.${subject}`;
+}
+
 /** Whether every subject matching `pattern` also matches `filter` (both NATS-style). */
 export function patternWithin(pattern: string, filter: string): boolean {
   const p = pattern.split('.');

@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client';
 import type { Messaging } from '../bus/bus.ts';
 import { createMemoryMessaging } from '../bus/memory-messaging.ts';
 import { openNatsMessaging } from '../bus/nats-messaging.ts';
@@ -7,14 +8,15 @@ import type { Config } from './schema.ts';
 /**
  * In-process messaging in standalone mode; NATS as soon as SVC_NATS_URL is set. A proxy passes
  * its tenant: it then takes replies on `_INBOX_<tenant>` (or SVC_NATS_INBOX_PREFIX), the inbox its
- * credentials are confined to under the isolation configuration of docs/nats.md.
+ * credentials are confined to under the isolation configuration of docs/nats.md. A process that
+ * consumes from the bus passes its metrics registry, which gets `svc_bus_poison_messages_total`.
  */
 export async function messagingFromConfig(
   config: Config,
   logger: BusLogger,
-  role: { name: string; manage: boolean; tenant?: string },
+  role: { name: string; manage: boolean; tenant?: string; registry?: Registry },
 ): Promise<Messaging> {
-  if (config.nats_url === undefined) return createMemoryMessaging({ logger });
+  if (config.nats_url === undefined) return createMemoryMessaging({ logger, registry: role.registry });
   const prefix = config.nats_inbox_prefix ?? (role.tenant === undefined ? undefined : `_INBOX_${role.tenant}`);
   const tls = config.nats_tls_ca_file ?? config.nats_tls_cert_file ?? config.nats_tls_key_file;
   const { servers, credentials } = serversOf(config.nats_url);
@@ -22,6 +24,8 @@ export async function messagingFromConfig(
   return openNatsMessaging(
     {
       manage: role.manage,
+      registry: role.registry,
+      bus: { deadLetters: { enabled: config.nats_dead_letters === 'on' } },
       connection: {
         servers,
         name: role.name,

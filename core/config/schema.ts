@@ -45,6 +45,8 @@ export const ConfigSchema = z.object({
   nats_tls_key_file: optionalString,
   /** Reply inbox prefix; a proxy defaults to `_INBOX_<tenant>`, the prefix its credentials allow. */
   nats_inbox_prefix: optionalString,
+  /** Copy the bus messages a consumer sets aside to the dead-letter stream (`on`), or only count and log them. */
+  nats_dead_letters: z.enum(['on', 'off']).default('on'),
 
   bootstrap_admin_key: z.string().min(24, 'must be at least 24 characters').optional(),
   jwt_jwks_url: z.url().optional(),

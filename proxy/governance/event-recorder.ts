@@ -6,7 +6,7 @@ import type {
   UsageEventMessage,
 } from '../../core/events/messages.ts';
 import type { EnvelopeOpened } from '../../core/sync/contract.ts';
-import type { OutboxEvent } from '../outbox/outbox.ts';
+import type { OutboxEvent } from '../../core/outbox/outbox-storage.ts';
 import type { LocalEnvelope } from '../envelopes/index.ts';
 
 export interface EventSink {

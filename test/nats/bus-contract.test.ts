@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
-import { busContract } from '../../core/bus/bus.contract.ts';
+import { busContract } from '../bus/bus.contract.ts';
 import type { BusLogger } from '../../core/bus/bus.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
@@ -14,6 +14,9 @@ afterAll(async () => {
   await server.dispose();
 });
 
-busContract('nats', () =>
-  openNatsMessaging({ connection: { servers: server.url }, bus: { retryBackoffMs: 50 } }, quiet),
+busContract('nats', (registry) =>
+  openNatsMessaging(
+    { connection: { servers: server.url }, bus: { retryBackoffMs: 50, maxDeliver: 3 }, registry },
+    quiet,
+  ),
 );

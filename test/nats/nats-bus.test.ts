@@ -1,4 +1,4 @@
-import { connect, nanos, RetentionPolicy, StorageType } from 'nats';
+import { AckPolicy, connect, nanos, RetentionPolicy, StorageType } from 'nats';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusLogger, KeyValueEntry, Messaging } from '../../core/bus/bus.ts';
@@ -82,7 +82,7 @@ describe('NATS bus specifics', () => {
     });
   });
 
-  it('terminates a message whose handler keeps failing after maxDeliver attempts, logs it, and goes on', async () => {
+  it('sets aside a message whose handler keeps failing after maxDeliver attempts, logs it, and goes on', async () => {
     const logger = recordingLogger();
     const messaging = await open(logger, { maxDeliver: 3 });
     const attempts: string[] = [];
@@ -98,24 +98,36 @@ describe('NATS bus specifics', () => {
     await messaging.bus.publish('svc.poison.events.x', {}, { msgId: 'good' });
     await until(() => attempts.includes('good#1'));
     expect(attempts).toEqual(['bad#1', 'bad#2', 'bad#3', 'good#1']);
-    expect(logger.errors).toContain('bus handler kept failing; message skipped');
+    expect(logger.errors).toEqual(['bus message set aside']);
     await messaging.close();
+    const nc = await connect({ servers: server.url });
+    const letter = await (
+      await nc.jetstreamManager()
+    ).streams.getMessage('SVC_DEAD_LETTERS', { last_by_subj: 'deadletter.svc.poison.events.x' });
+    await nc.close();
+    expect(letter.header.get('Svc-Msg-Id')).toBe('bad');
+    expect(letter.header.get('Svc-Reason')).toBe('failed');
   });
 
-  it('reuses an existing durable and brings its limits up to date', async () => {
-    const first = await open(recordingLogger(), { maxDeliver: 3 });
-    await (
-      await first.bus.subscribe('svc.limits.events.>', () => Promise.resolve(), { durable: 'limits' })
-    ).unsubscribe();
+  it('reuses an existing durable and brings its limits up to date, the server-side delivery cap lifted', async () => {
+    const first = await open(recordingLogger());
     await first.close();
+    const nc = await connect({ servers: server.url });
+    const jsm = await nc.jetstreamManager();
+    // As an earlier release left it: the server stopped redelivering after max_deliver, silently.
+    await jsm.consumers.add('SVC_EVENTS', {
+      durable_name: 'limits',
+      ack_policy: AckPolicy.Explicit,
+      filter_subject: 'svc.limits.events.>',
+      max_deliver: 3,
+    });
     const second = await open(recordingLogger(), { maxDeliver: 7, ackWaitMs: 12_000 });
     await second.bus.subscribe('svc.limits.events.>', () => Promise.resolve(), { durable: 'limits' });
     await second.close();
-    const nc = await connect({ servers: server.url });
-    const info = await (await nc.jetstreamManager()).consumers.info('SVC_EVENTS', 'limits');
+    const info = await jsm.consumers.info('SVC_EVENTS', 'limits');
     await nc.close();
     expect(info.config).toMatchObject({
-      max_deliver: 7,
+      max_deliver: -1,
       ack_wait: nanos(12_000),
       filter_subject: 'svc.limits.events.>',
     });

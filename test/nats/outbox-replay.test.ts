@@ -7,7 +7,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Bus, BusLogger, Messaging } from '../../core/bus/bus.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { SvcError } from '../../core/errors/index.ts';
-import { Outbox } from '../../proxy/outbox/outbox.ts';
+import { LmdbOutboxStorage } from '../../core/outbox/lmdb-outbox-storage.ts';
+import { Outbox } from '../../core/outbox/outbox.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
 
 const quiet: BusLogger = { warn: () => undefined, error: () => undefined };
@@ -65,7 +66,13 @@ describe('outbox over NATS', () => {
   it('buffers while NATS is down and replays everything in order, without duplicates, after it is back', async () => {
     const { bus } = await messaging();
     const outbox = new Outbox(
-      { bus, store: { path: dir }, registry: new Registry(), logger: quiet },
+      {
+        bus,
+        storage: new LmdbOutboxStorage({ path: dir }),
+        registry: new Registry(),
+        metricPrefix: 'svc_proxy_outbox',
+        logger: quiet,
+      },
       { initialBackoffMs: 50, maxBackoffMs: 300 },
     );
     closers.push(() => outbox.close());
@@ -94,13 +101,25 @@ describe('outbox over NATS', () => {
       healthy: () => false,
     };
     const crashed = new Outbox(
-      { bus: down, store: { path: dir }, registry: new Registry(), logger: quiet },
+      {
+        bus: down,
+        storage: new LmdbOutboxStorage({ path: dir }),
+        registry: new Registry(),
+        metricPrefix: 'svc_proxy_outbox',
+        logger: quiet,
+      },
       { initialBackoffMs: 20 },
     );
     for (let n = 1; n <= 5; n++) await crashed.append(event(n));
     await crashed.close();
 
-    const reopened = new Outbox({ bus, store: { path: dir }, registry: new Registry(), logger: quiet });
+    const reopened = new Outbox({
+      bus,
+      storage: new LmdbOutboxStorage({ path: dir }),
+      registry: new Registry(),
+      metricPrefix: 'svc_proxy_outbox',
+      logger: quiet,
+    });
     closers.push(() => reopened.close());
     expect(reopened.depth()).toBe(5);
     await reopened.flush(5_000);

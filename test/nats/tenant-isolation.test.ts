@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { connect, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusLogger, KeyValueEntry, Messaging } from '../../core/bus/bus.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
@@ -12,6 +13,10 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
   let server: NatsServer;
   let controlPlane: Messaging;
   let acme: Messaging;
+  /** Tenant A's credentials on a raw client: what an attacker holding them could send. */
+  let raw: NatsConnection;
+  /** Subjects of the lease requests the control plane's replier handled. */
+  const leaseRequests: string[] = [];
 
   beforeAll(async () => {
     server = await startNatsServer({ configFile: CONFIG });
@@ -25,9 +30,10 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
     const budgets = await controlPlane.keyValue.open(BUCKETS.budgets);
     await budgets.put(keys.budget('acme', 'b1'), { remaining: 10 });
     await budgets.put(keys.budget('globex', 'b2'), { remaining: 20 });
-    await controlPlane.requests.reply(syncSubjects.lease('*'), (data) =>
-      Promise.resolve({ granted: (data as { tokens: number }).tokens }),
-    );
+    await controlPlane.requests.reply(syncSubjects.lease('*'), (data, subject) => {
+      leaseRequests.push(subject);
+      return Promise.resolve({ granted: (data as { tokens: number }).tokens });
+    });
     acme = await openNatsMessaging(
       {
         connection: { servers: server.url, user: 'proxy-acme', pass: 'proxy-acme-secret', inboxPrefix: '_INBOX_acme' },
@@ -36,8 +42,15 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       },
       quiet,
     );
+    raw = await connect({
+      servers: server.url,
+      user: 'proxy-acme',
+      pass: 'proxy-acme-secret',
+      inboxPrefix: '_INBOX_acme',
+    });
   });
   afterAll(async () => {
+    await raw.close();
     await acme.close();
     await controlPlane.close();
     await server.dispose();
@@ -62,6 +75,128 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
     await new Promise((resolve) => setTimeout(resolve, 300));
     await sub.unsubscribe();
     expect(stored).toEqual(['svc.acme.events.llm.call']);
+  });
+
+  /** Sends as tenant A; resolves with how the server answered. */
+  async function send(subject: string, body: unknown = {}): Promise<string> {
+    try {
+      const reply = await raw.request(subject, new TextEncoder().encode(JSON.stringify(body)), { timeout: 1_000 });
+      return `answered: ${new TextDecoder().decode(reply.data)}`;
+    } catch (error) {
+      return /Permissions Violation for Publish/.test((error as Error).message) ? 'refused' : 'not refused';
+    }
+  }
+
+  it("refuses tenant A's credentials every other way into tenant B's events, the stream, the dead letters, and the control plane's own subjects", async () => {
+    const refusedSubjects = [
+      // another tenant's events and lease requests
+      'svc.globex.events.llm.call',
+      'svc.globex.envelopes.created',
+      'svc.globex.leases.request',
+      // the stream and its consumers through the JetStream API: read, create, purge, delete
+      '$JS.API.STREAM.INFO.SVC_EVENTS',
+      '$JS.API.STREAM.PURGE.SVC_EVENTS',
+      '$JS.API.STREAM.MSG.GET.SVC_EVENTS',
+      '$JS.API.STREAM.UPDATE.SVC_EVENTS',
+      '$JS.API.CONSUMER.CREATE.SVC_EVENTS',
+      '$JS.API.CONSUMER.CREATE.SVC_EVENTS.reader.svc.globex.events.>',
+      '$JS.API.CONSUMER.DURABLE.CREATE.SVC_EVENTS.event-processor',
+      '$JS.API.CONSUMER.MSG.NEXT.SVC_EVENTS.event-processor',
+      // the dead letters, which are not in any tenant's subjects
+      'deadletter.svc.globex.events.llm.call',
+      '$JS.API.STREAM.MSG.GET.SVC_DEAD_LETTERS',
+      // key-value writes, of tenant B's keys as of its own
+      '$KV.svc_rulesets.ruleset.globex',
+      '$KV.svc_budgets.budget.globex.b2',
+      '$JS.API.STREAM.PURGE.KV_svc_budgets',
+      // what only the control plane sends: terminate signals and budget alerts, even of tenant A
+      'svc.acme.signals.terminate',
+      'svc.acme.budgets.exceeded',
+      'svc.acme.envelopes.completed',
+    ];
+    const answers = Object.fromEntries(await Promise.all(refusedSubjects.map(async (s) => [s, await send(s)])));
+    expect(answers).toEqual(Object.fromEntries(refusedSubjects.map((s) => [s, 'refused'])));
+
+    // A watch consumer whose filter reaches past tenant A's keys is refused by the server itself.
+    const wider = await send('$JS.API.CONSUMER.CREATE.KV_svc_budgets.sneak.$KV.svc_budgets.budget.acme.>', {
+      stream_name: 'KV_svc_budgets',
+      config: {
+        name: 'sneak',
+        filter_subject: '$KV.svc_budgets.>',
+        deliver_subject: '_INBOX_acme.sneak',
+        ack_policy: 'none',
+      },
+    });
+    expect(wider).toContain('did not match filtered subject');
+    // A direct get on tenant A's key cannot ask for another message in its body.
+    const byBody = await send('$JS.API.DIRECT.GET.KV_svc_budgets.$KV.svc_budgets.budget.acme.b1', {
+      last_by_subj: '$KV.svc_budgets.budget.globex.b2',
+    });
+    expect(byBody).not.toContain('remaining');
+
+    const cp = await controlPlane.keyValue.open(BUCKETS.rulesets);
+    expect(await cp.get(keys.ruleset('globex'))).toMatchObject({ value: { version: 7 } });
+    const budgets = await controlPlane.keyValue.open(BUCKETS.budgets);
+    expect(await budgets.get(keys.budget('globex', 'b2'))).toMatchObject({ value: { remaining: 20 } });
+  });
+
+  it("keeps out of tenant B's signals and lease requests what a watch consumer of tenant A is told to deliver there", async () => {
+    const globex = await openNatsMessaging(
+      {
+        connection: {
+          servers: server.url,
+          user: 'proxy-globex',
+          pass: 'proxy-globex-secret',
+          inboxPrefix: '_INBOX_globex',
+        },
+        manage: false,
+      },
+      quiet,
+    );
+    const rulesets = await controlPlane.keyValue.open(BUCKETS.rulesets);
+    try {
+      const signals: unknown[] = [];
+      await globex.signals.subscribeSignals(syncSubjects.terminate('globex'), (data) => void signals.push(data));
+      await globex.requests.request(syncSubjects.lease('globex'), { tokens: 1 }, 2_000); // the subscription is registered
+      // nats-server does not check a push consumer's deliver subject against its creator's permissions.
+      for (const [name, target] of [
+        ['to_signals', syncSubjects.terminate('globex')],
+        ['to_leases', syncSubjects.lease('globex')],
+      ] as const) {
+        const created = await send(`$JS.API.CONSUMER.CREATE.KV_svc_rulesets.${name}.$KV.svc_rulesets.ruleset.acme`, {
+          stream_name: 'KV_svc_rulesets',
+          config: {
+            name,
+            filter_subject: '$KV.svc_rulesets.ruleset.acme',
+            deliver_subject: target,
+            deliver_policy: 'all',
+            ack_policy: 'none',
+          },
+        });
+        expect(created).toContain('consumer_create_response');
+      }
+      await rulesets.put(keys.ruleset('acme'), { version: 2 });
+      await controlPlane.signals.publishSignal(syncSubjects.terminate('globex'), { envelope_id: 'real' });
+      const deadline = Date.now() + 2_000;
+      while (signals.length < 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(signals).toEqual([{ envelope_id: 'real' }]);
+      expect(leaseRequests.filter((subject) => subject === syncSubjects.lease('globex'))).toHaveLength(1);
+    } finally {
+      await rulesets.put(keys.ruleset('acme'), { version: 1 });
+      await globex.close();
+    }
+  });
+
+  it('lets tenant A publish every subject a proxy publishes', async () => {
+    for (const subject of [
+      'svc.acme.events.tool.invoke',
+      'svc.acme.envelopes.created',
+      'svc.acme.envelopes.terminated',
+      'svc.acme.policies.violation',
+    ]) {
+      await expect(acme.bus.publish(subject, { probe: true })).resolves.toBeUndefined();
+    }
   });
 
   it("reads and watches tenant A's keys but not tenant B's", async () => {

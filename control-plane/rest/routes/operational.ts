@@ -11,6 +11,8 @@ const HealthSchema = z.object({
   service: z.string(),
   version: z.string(),
   services: z.record(z.string(), DependencySchema),
+  /** Bus publications committed but not yet acknowledged by NATS (they go out once it is back). */
+  outbox: z.object({ depth: z.number().int().nonnegative() }),
 });
 const VersionSchema = z.object({
   service: z.string(),
@@ -26,6 +28,7 @@ export function operationalRoutes(
     schemaVersion: () => number;
     checks: Record<string, DependencyCheck>;
     metrics: ControlPlaneMetrics;
+    outboxDepth: () => number;
   },
 ): void {
   const health = () => {
@@ -38,6 +41,7 @@ export function operationalRoutes(
         service: 'control-plane',
         version: deps.version,
         services,
+        outbox: { depth: deps.outboxDepth() },
       },
     };
   };

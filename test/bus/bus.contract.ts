@@ -1,15 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SvcError } from '../errors/index.ts';
-import type { BusMessage, KeyValueEntry, Messaging } from './bus.ts';
+import { SvcError } from '../../core/errors/index.ts';
+import type { BusMessage, KeyValueEntry, Messaging } from '../../core/bus/bus.ts';
 
 /** Polls until `check` stops throwing, so tests wait for asynchronous delivery without fixed sleeps. */
-async function eventually(check: () => void, timeoutMs = 5_000): Promise<void> {
+async function eventually(check: () => void | Promise<void>, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      check();
+      await check();
       return;
     } catch (error) {
       if (Date.now() > deadline) throw error;
@@ -32,15 +33,24 @@ function durableName(): string {
   return `d${randomUUID().replaceAll('-', '').slice(0, 12)}`;
 }
 
+/** The value of `svc_bus_poison_messages_total` for one consumer and reason. */
+async function poisonCount(registry: Registry, consumer: string, reason: string): Promise<number> {
+  const metric = await registry.getSingleMetric('svc_bus_poison_messages_total')?.get();
+  return metric?.values.find((v) => v.labels.consumer === consumer && v.labels.reason === reason)?.value ?? 0;
+}
+
 /**
  * The behaviour every Messaging implementation promises. `makeMessaging` must configure short
- * redelivery backoffs (well under a second) so the redelivery cases finish quickly.
+ * redelivery backoffs (well under a second) and at most 3 delivery attempts, so the redelivery
+ * cases finish quickly, and register the bus's metrics in the registry it is given.
  */
-export function busContract(name: string, makeMessaging: () => Promise<Messaging>): void {
+export function busContract(name: string, makeMessaging: (registry: Registry) => Promise<Messaging>): void {
   describe(`bus contract: ${name}`, () => {
     const opened: Messaging[] = [];
+    let registry = new Registry();
     async function open(): Promise<Messaging> {
-      const messaging = await makeMessaging();
+      registry = new Registry();
+      const messaging = await makeMessaging(registry);
       opened.push(messaging);
       return messaging;
     }
@@ -161,7 +171,7 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       });
     });
 
-    it('consumes in ordered batches and redelivers a whole batch whose handler rejected', async () => {
+    it('consumes in ordered batches and hands a rejected batch over again one message at a time', async () => {
       const { bus } = await open();
       const t = tenant();
       for (let n = 0; n < 10; n++) await bus.publish(`svc.${t}.events.llm.call`, { n }, { msgId: `${t}-${n}` });
@@ -172,7 +182,7 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       await bus.consumeBatches(`svc.${t}.events.>`, durableName(), { batchSize: 4, maxWaitMs: 100 }, (messages) => {
         sizes.push(messages.length);
         counts.push(messages.map((m) => m.deliveryCount));
-        if (failures === 0 && messages.length > 0) {
+        if (failures === 0 && messages.length > 1) {
           failures++;
           return Promise.reject(new Error('transaction aborted'));
         }
@@ -182,9 +192,61 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       expect(applied).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
       expect(Math.max(...sizes)).toBeLessThanOrEqual(4);
       expect(failures).toBe(1);
-      // the retried batch is the failed one, every message of it on its second delivery
-      expect(counts[1]).toEqual(counts[0]?.map(() => 2));
+      // the failed batch comes back message by message, each on its second delivery
+      const failed = sizes[0] ?? 0;
       expect(counts[0]?.every((c) => c === 1)).toBe(true);
+      expect(counts.slice(1, 1 + failed)).toEqual(Array.from({ length: failed }, () => [2]));
+      expect(await poisonCount(registry, 'ephemeral', 'failed')).toBe(0);
+    });
+
+    it('sets aside the message a batch handler refuses and acknowledges the rest', async () => {
+      const { bus } = await open();
+      const t = tenant();
+      for (let n = 0; n < 6; n++) await bus.publish(`svc.${t}.events.llm.call`, { n }, { msgId: `${t}-${n}` });
+      const durable = durableName();
+      const handled: number[] = [];
+      const sub = await bus.consumeBatches(
+        `svc.${t}.events.>`,
+        durable,
+        { batchSize: 6, maxWaitMs: 100 },
+        (messages) => {
+          const refused = messages.filter((m) => (m.data as { n: number }).n === 2);
+          handled.push(...messages.filter((m) => !refused.includes(m)).map((m) => (m.data as { n: number }).n));
+          return Promise.resolve(refused.map((message) => ({ message, reason: 'n: invalid_value' })));
+        },
+      );
+      await eventually(() => expect(handled).toEqual([0, 1, 3, 4, 5]));
+      await eventually(async () => expect(await poisonCount(registry, durable, 'refused')).toBe(1));
+      await sub.unsubscribe();
+      // Nothing comes back: the refused message was settled as well as the handled ones.
+      const again: number[] = [];
+      await bus.consumeBatches(`svc.${t}.events.>`, durable, { batchSize: 6, maxWaitMs: 100 }, (messages) =>
+        acked(again.push(...messages.map((m) => (m.data as { n: number }).n))),
+      );
+      await bus.publish(`svc.${t}.events.llm.call`, { n: 6 }, { msgId: `${t}-6` });
+      await eventually(() => expect(again).toEqual([6]));
+    });
+
+    it('sets aside alone a message whose handler keeps failing, and handles the rest of its batch in order', async () => {
+      const { bus } = await open();
+      const t = tenant();
+      for (let n = 0; n < 5; n++) await bus.publish(`svc.${t}.events.llm.call`, { n }, { msgId: `${t}-${n}` });
+      const durable = durableName();
+      const handled: number[] = [];
+      const attemptsOfBad: number[] = [];
+      await bus.consumeBatches(`svc.${t}.events.>`, durable, { batchSize: 5, maxWaitMs: 100 }, (messages) => {
+        const bad = messages.find((m) => (m.data as { n: number }).n === 3);
+        if (bad !== undefined) {
+          attemptsOfBad.push(bad.deliveryCount);
+          return Promise.reject(new SvcError('SVC-ENV-1001', 'envelope not found'));
+        }
+        return acked(handled.push(...messages.map((m) => (m.data as { n: number }).n)));
+      });
+      await eventually(() => expect(handled).toEqual([0, 1, 2, 4]));
+      await bus.publish(`svc.${t}.events.llm.call`, { n: 5 }, { msgId: `${t}-5` });
+      await eventually(() => expect(handled).toEqual([0, 1, 2, 4, 5]));
+      expect(attemptsOfBad.at(-1)).toBe(3);
+      expect(await poisonCount(registry, durable, 'failed')).toBe(1);
     });
 
     it('refuses a payload above the message limit as terminal SVC-SYS-9009', async () => {
@@ -217,36 +279,61 @@ export function busContract(name: string, makeMessaging: () => Promise<Messaging
       });
     });
 
-    it('keeps the last value per key and watches current values first, then changes', async () => {
+    it('keeps the last value per key and watches current values first, then changes up to the current state', async () => {
       const { keyValue } = await open();
       const kv = await keyValue.open('svc_contract');
       const t = tenant();
       const other = tenant();
-      await kv.put(`ruleset.${t}.v`, { version: 1 });
-      await kv.put(`ruleset.${t}.v`, { version: 2 });
+      const key = `ruleset.${t}.v`;
+      await kv.put(key, { version: 1 });
+      await kv.put(key, { version: 2 });
       await kv.put(`ruleset.${other}.v`, { version: 9 });
-      expect(await kv.get(`ruleset.${t}.v`)).toMatchObject({
-        key: `ruleset.${t}.v`,
-        value: { version: 2 },
-        operation: 'PUT',
-      });
+      expect(await kv.get(key)).toMatchObject({ key, value: { version: 2 }, operation: 'PUT' });
       expect(await kv.get(`ruleset.${t}.missing`)).toBeUndefined();
 
       const seen: KeyValueEntry[] = [];
       const watch = await kv.watch(`ruleset.${t}.>`, (entry) => void seen.push(entry));
       expect(seen.map((e) => e.value)).toEqual([{ version: 2 }]);
-      const revision = await kv.put(`ruleset.${t}.v`, { version: 3 });
-      await kv.delete(`ruleset.${t}.v`);
+      const revision = await kv.put(key, { version: 3 });
+      await kv.delete(key);
       await kv.put(`ruleset.${other}.v`, { version: 10 });
-      await eventually(() => expect(seen).toHaveLength(3));
-      expect(seen[1]).toMatchObject({ value: { version: 3 }, revision, operation: 'PUT' });
-      expect(seen[2]).toMatchObject({ key: `ruleset.${t}.v`, operation: 'DEL' });
-      expect(await kv.get(`ruleset.${t}.v`)).toBeUndefined();
+      // A bucket of history 1 holds only the newest entry per key: version 3, deleted right after it
+      // was written, may be gone before the watch sends it. The watch promises order and the end state.
+      await eventually(() => expect(seen.at(-1)).toMatchObject({ key, operation: 'DEL', value: undefined }));
+      await sleep(100);
+      const changes = seen.slice(1);
+      expect(changes.at(-1)?.operation).toBe('DEL');
+      expect(changes.length).toBeLessThanOrEqual(2);
+      for (const change of changes.slice(0, -1)) {
+        expect(change).toMatchObject({ key, value: { version: 3 }, revision, operation: 'PUT' });
+      }
+      expect(changes.every((e, i) => e.key === key && e.revision > (seen[i]?.revision ?? 0))).toBe(true);
+      expect(await kv.get(key)).toBeUndefined();
       await watch.unsubscribe();
       await expect(kv.put('bad:key', 1)).rejects.toMatchObject({
         code: 'SVC-SYS-9002',
         fieldViolations: [{ field: 'key' }],
       });
+    });
+
+    it('ends a watch on the newest value when changes come faster than it delivers them', async () => {
+      const { keyValue } = await open();
+      const kv = await keyValue.open('svc_contract');
+      const key = `ruleset.${tenant()}.v`;
+      await kv.put(key, { n: -1 });
+      const seen: KeyValueEntry[] = [];
+      const watch = await kv.watch(key, async (entry) => {
+        await sleep(1);
+        seen.push(entry);
+      });
+      // Written without waiting for each other, as the control plane does when many changes land at once.
+      const revisions = await Promise.all(Array.from({ length: 30 }, (_, n) => kv.put(key, { n })));
+      const last = Math.max(...revisions);
+      await eventually(() => expect(seen.at(-1)?.revision).toBe(last));
+      expect(seen.at(-1)).toMatchObject({ key, value: { n: 29 }, operation: 'PUT' });
+      expect(await kv.get(key)).toMatchObject({ value: { n: 29 }, revision: last });
+      expect(seen.every((e, i) => i === 0 || e.revision > (seen[i - 1]?.revision ?? 0))).toBe(true);
+      await watch.unsubscribe();
     });
 
     it('answers a request, carries a replier SvcError back, and times out without a responder', async () => {

@@ -4,9 +4,10 @@ import { join } from 'node:path';
 import { open } from 'lmdb';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Bus, BusLogger } from '../../core/bus/bus.ts';
-import { MemoryBus } from '../../core/bus/memory-bus.ts';
-import { SvcError } from '../../core/errors/index.ts';
+import type { Bus, BusLogger } from '../bus/bus.ts';
+import { MemoryBus } from '../bus/memory-bus.ts';
+import { SvcError } from '../errors/index.ts';
+import { LmdbOutboxStorage } from './lmdb-outbox-storage.ts';
 import { Outbox, type OutboxOptions } from './outbox.ts';
 
 const quiet: BusLogger = { warn: () => undefined, error: () => undefined };
@@ -44,7 +45,16 @@ describe('Outbox', () => {
   let dir: string;
   const opened: Outbox[] = [];
   function outbox(bus: Bus, options: OutboxOptions = fast, registry = new Registry()): Outbox {
-    const box = new Outbox({ bus, store: { path: dir }, registry, logger: quiet }, options);
+    const box = new Outbox(
+      {
+        bus,
+        storage: new LmdbOutboxStorage({ path: dir }),
+        registry,
+        metricPrefix: 'svc_proxy_outbox',
+        logger: quiet,
+      },
+      options,
+    );
     opened.push(box);
     return box;
   }
@@ -193,13 +203,61 @@ describe('Outbox', () => {
     const root = open({ path: join(dir, 'shared') });
     const flaky = flakyBus();
     flaky.setDown(true);
-    const box = new Outbox({ bus: flaky.bus, store: { root }, registry: new Registry(), logger: quiet });
+    const box = new Outbox({
+      bus: flaky.bus,
+      storage: new LmdbOutboxStorage({ root }),
+      registry: new Registry(),
+      metricPrefix: 'svc_proxy_outbox',
+      logger: quiet,
+    });
     await box.append(event(1));
     await box.close();
     await expect(box.append(event(2))).rejects.toMatchObject({ code: 'SVC-EVT-4001' });
     expect(root.openDB({ name: 'outbox', encoding: 'msgpack' }).getCount()).toBe(1);
     await root.put('still', 'open');
     expect(root.get('still')).toBe('open');
+    await root.close();
+  });
+
+  it('stages events inside the caller transaction: they commit with it, roll back with it, and go out in commit order', async () => {
+    const root = open({ path: join(dir, 'shared') });
+    const data = root.openDB<number, string>({ name: 'data' });
+    const flaky = flakyBus();
+    flaky.setDown(true);
+    const registry = new Registry();
+    const box = new Outbox(
+      {
+        bus: flaky.bus,
+        storage: new LmdbOutboxStorage({ root }),
+        registry,
+        metricPrefix: 'svc_outbox',
+        logger: quiet,
+      },
+      { ...fast, maxEntries: 3 },
+    );
+    const change = (n: number, fail: boolean): void => {
+      let committed = (): void => undefined;
+      root.transactionSync(() => {
+        data.putSync(`record-${n}`, n);
+        committed = box.stage([event(n)]);
+        if (fail) throw new Error('the change failed after its event was staged');
+      });
+      committed();
+    };
+    change(1, false);
+    expect(() => change(2, true)).toThrow('the change failed');
+    change(3, false);
+    expect(data.get('record-2')).toBeUndefined();
+    expect(box.depth()).toBe(2);
+    expect(await metric(registry, 'svc_outbox_depth')).toBe(2);
+    change(4, false);
+    // Full: the change is refused whole, its record as well as its event.
+    expect(() => change(5, false)).toThrow(expect.objectContaining({ code: 'SVC-EVT-4001' }));
+    expect(data.get('record-5')).toBeUndefined();
+    flaky.setDown(false);
+    await box.flush(2_000);
+    expect(flaky.accepted).toEqual(['evt-1', 'evt-3', 'evt-4']);
+    await box.close();
     await root.close();
   });
 });

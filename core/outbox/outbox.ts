@@ -1,21 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { open, type Database, type RootDatabase } from 'lmdb';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
-import type { Bus, BusLogger } from '../../core/bus/bus.ts';
-import { assertEventSubject } from '../../core/bus/names.ts';
-import { isSvcError, parseOrThrow, SvcError } from '../../core/errors/index.ts';
+import type { Bus, BusLogger } from '../bus/bus.ts';
+import { assertEventSubject } from '../bus/names.ts';
+import { isSvcError, parseOrThrow, SvcError } from '../errors/index.ts';
+import { outboxEventSchema, type OutboxEvent, type OutboxStorage } from './outbox-storage.ts';
 
 /** How often a backoff looks whether a bus that was down is back. */
 const RECONNECT_CHECK_MS = 250;
-
-/** One event waiting for the bus: `id` is the msgId, so a replay is dropped by JetStream de-dup. */
-export const outboxEventSchema = z.object({
-  id: z.string().min(1).max(256),
-  subject: z.string().min(1),
-  data: z.unknown(),
-});
-export type OutboxEvent = z.infer<typeof outboxEventSchema>;
 
 export const outboxOptionsSchema = z.object({
   /** Most events held; beyond it new events are refused (see docs/nats.md, outbox policy). */
@@ -40,32 +32,29 @@ export type OutboxOptions = z.input<typeof outboxOptionsSchema>;
 
 export interface OutboxDeps {
   bus: Bus;
-  /** An open LMDB root (the proxy's store) or a path to open one at; a root passed in stays open on close. */
-  store: { root: RootDatabase } | { path: string };
+  storage: OutboxStorage;
   registry: Registry;
+  /** Names the metrics: `<prefix>_depth`, `<prefix>_published_total`, `<prefix>_dropped_total`. */
+  metricPrefix: string;
   logger: BusLogger;
   random?: () => number;
 }
 
-const DB_NAME = 'outbox';
-
 /**
- * The proxy's durable outbox. `append` returns once the event is on disk; a single publisher
- * sends events in append order and removes each one only after the bus acknowledged it. Keys are
- * a sequence continued across restarts, so the order survives a crash and a reopen sends what was
- * pending exactly once (a publish that reached the bus before the crash is dropped there by msgId).
+ * A durable outbox in front of the bus, for the proxy and the control plane alike. Events are
+ * written to storage first (`append` on their own, `stage` inside the transaction of the change
+ * they announce); a single publisher sends them in order with their id as msgId and removes each
+ * only after the bus acknowledged it, so a crash or a NATS outage loses nothing and a resend
+ * after a crash is dropped by the stream's de-duplication.
  */
 export class Outbox {
-  readonly #db: Database<OutboxEvent, number>;
-  readonly #root: RootDatabase;
-  readonly #ownsRoot: boolean;
+  readonly #storage: OutboxStorage;
   readonly #bus: Bus;
   readonly #logger: BusLogger;
   readonly #random: () => number;
   readonly #options: z.output<typeof outboxOptionsSchema>;
   readonly #published: Counter;
   readonly #dropped: Counter;
-  #nextSeq: number;
   #entries = 0;
   #bytes = 0;
   #closed = false;
@@ -76,24 +65,18 @@ export class Outbox {
 
   constructor(deps: OutboxDeps, options: OutboxOptions = {}) {
     this.#options = parseOrThrow(outboxOptionsSchema, options, 'outbox options');
-    this.#ownsRoot = 'path' in deps.store;
-    this.#root = 'path' in deps.store ? open({ path: deps.store.path }) : deps.store.root;
-    this.#db = this.#root.openDB<OutboxEvent, number>({ name: DB_NAME, encoding: 'msgpack' });
+    this.#storage = deps.storage;
     this.#bus = deps.bus;
     this.#logger = deps.logger;
     this.#random = deps.random ?? Math.random;
-
-    let last = 0;
-    for (const { key, value } of this.#db.getRange()) {
-      last = key;
+    for (const { event } of this.#storage.stored()) {
       this.#entries++;
-      this.#bytes += sizeOf(value);
+      this.#bytes += sizeOf(event);
     }
-    this.#nextSeq = last + 1;
 
     const depth = (): number => this.#entries;
     new Gauge({
-      name: 'svc_proxy_outbox_depth',
+      name: `${deps.metricPrefix}_depth`,
       help: 'Events in the outbox not yet acknowledged by the bus',
       registers: [deps.registry],
       collect() {
@@ -101,12 +84,12 @@ export class Outbox {
       },
     });
     this.#published = new Counter({
-      name: 'svc_proxy_outbox_published_total',
+      name: `${deps.metricPrefix}_published_total`,
       help: 'Events the bus acknowledged and the outbox removed',
       registers: [deps.registry],
     });
     this.#dropped = new Counter({
-      name: 'svc_proxy_outbox_dropped_total',
+      name: `${deps.metricPrefix}_dropped_total`,
       help: 'Events refused because the outbox was full, or rejected by the bus as invalid',
       registers: [deps.registry],
     });
@@ -123,33 +106,12 @@ export class Outbox {
    * (and counts it), so the caller knows this event was not recorded.
    */
   async append(input: OutboxEvent): Promise<void> {
-    const event = parseOrThrow(outboxEventSchema, input, 'outbox event');
-    assertEventSubject('subject', event.subject);
-    if (this.#closed) throw new SvcError('SVC-EVT-4001', 'outbox is closed', { event_id: event.id });
-    const size = sizeOf(event);
-    if (size > this.#options.maxEventBytes) {
-      throw new SvcError(
-        'SVC-SYS-9009',
-        `event of ${size} bytes exceeds the ${this.#options.maxEventBytes}-byte limit`,
-        { event_id: event.id, bytes: size },
-        [{ field: 'data', description: `must encode to at most ${this.#options.maxEventBytes} bytes` }],
-      );
-    }
-    if (this.#entries + 1 > this.#options.maxEntries || this.#bytes + size > this.#options.maxBytes) {
-      this.#dropped.inc();
-      throw new SvcError('SVC-EVT-4001', 'event outbox is full; event not recorded', {
-        event_id: event.id,
-        depth: this.#entries,
-        max_entries: this.#options.maxEntries,
-        bytes: this.#bytes,
-        max_bytes: this.#options.maxBytes,
-      });
-    }
+    const [event, size] = this.#admit([input])[0]!;
     // Counted before the write lands so concurrent appends cannot overshoot the bounds.
     this.#entries++;
     this.#bytes += size;
     try {
-      await this.#db.put(this.#nextSeq++, event);
+      await this.#storage.append([event]);
     } catch (error) {
       this.#entries--;
       this.#bytes -= size;
@@ -158,6 +120,24 @@ export class Outbox {
       });
     }
     this.#wake();
+  }
+
+  /**
+   * Writes events inside the caller's open storage transaction, which must commit right after
+   * (it is the last step of the change). Throws, so that the transaction rolls back, when an
+   * event is invalid or the outbox is full. Returns what to call once the transaction committed.
+   */
+  stage(inputs: readonly OutboxEvent[]): () => void {
+    if (inputs.length === 0) return () => undefined;
+    const admitted = this.#admit(inputs);
+    this.#storage.appendInTransaction(admitted.map(([event]) => event));
+    return () => {
+      for (const [, size] of admitted) {
+        this.#entries++;
+        this.#bytes += size;
+      }
+      this.#wake();
+    };
   }
 
   /** Resolves once the outbox is empty, or rejects with SVC-EVT-4001 after `timeoutMs`. */
@@ -170,14 +150,47 @@ export class Outbox {
     }
   }
 
-  /** Stops publishing (what is pending stays on disk for the next start) and closes the store if it opened it. */
+  /** Stops publishing (what is pending stays stored for the next start) and closes the storage. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#abort.abort();
     this.#wake();
     await this.#loop;
-    if (this.#ownsRoot) await this.#root.close();
+    await this.#storage.close();
+  }
+
+  /** Validates events and checks the bounds for all of them together; returns each with its size. */
+  #admit(inputs: readonly OutboxEvent[]): Array<[OutboxEvent, number]> {
+    const admitted: Array<[OutboxEvent, number]> = [];
+    let bytes = 0;
+    for (const input of inputs) {
+      const event = parseOrThrow(outboxEventSchema, input, 'outbox event');
+      assertEventSubject('subject', event.subject);
+      if (this.#closed) throw new SvcError('SVC-EVT-4001', 'outbox is closed', { event_id: event.id });
+      const size = sizeOf(event);
+      if (size > this.#options.maxEventBytes) {
+        throw new SvcError(
+          'SVC-SYS-9009',
+          `event of ${size} bytes exceeds the ${this.#options.maxEventBytes}-byte limit`,
+          { event_id: event.id, bytes: size },
+          [{ field: 'data', description: `must encode to at most ${this.#options.maxEventBytes} bytes` }],
+        );
+      }
+      bytes += size;
+      admitted.push([event, size]);
+    }
+    if (this.#entries + admitted.length > this.#options.maxEntries || this.#bytes + bytes > this.#options.maxBytes) {
+      this.#dropped.inc(admitted.length);
+      throw new SvcError('SVC-EVT-4001', 'event outbox is full; event not recorded', {
+        event_id: admitted[0]?.[0].id,
+        depth: this.#entries,
+        max_entries: this.#options.maxEntries,
+        bytes: this.#bytes,
+        max_bytes: this.#options.maxBytes,
+      });
+    }
+    return admitted;
   }
 
   async #run(): Promise<void> {
@@ -185,32 +198,32 @@ export class Outbox {
     // The last key handed over for good; removals commit in the background, so reads start after it.
     let done = 0;
     while (!this.#closed) {
-      const [next] = [...this.#db.getRange({ start: done + 1, limit: 1 })];
+      const next = this.#storage.next(done);
       if (!next) {
         await new Promise<void>((resolve) => (this.#wake = resolve));
         continue;
       }
       try {
-        await this.#bus.publish(next.value.subject, next.value.data, { msgId: next.value.id });
+        await this.#bus.publish(next.event.subject, next.event.data, { msgId: next.event.id });
         failures = 0;
         done = next.key;
-        this.#remove(next.key, next.value);
+        this.#remove(next.key, next.event);
         this.#published.inc();
       } catch (error) {
         if (isSvcError(error) && !error.spec.retryable) {
           // The bus will never take this event; keeping it would block every event behind it.
           this.#logger.error(
-            { err: error, event_id: next.value.id },
+            { err: error, event_id: next.event.id },
             'bus refused an outbox event as invalid; dropped',
           );
           this.#dropped.inc();
           done = next.key;
-          this.#remove(next.key, next.value);
+          this.#remove(next.key, next.event);
           continue;
         }
         failures++;
         this.#logger.warn(
-          { err: error, event_id: next.value.id, depth: this.#entries, failures },
+          { err: error, event_id: next.event.id, depth: this.#entries, failures },
           'outbox publish failed; backing off',
         );
         await this.#pause(this.#backoff(failures));
@@ -243,7 +256,7 @@ export class Outbox {
   #remove(key: number, event: OutboxEvent): void {
     this.#entries--;
     this.#bytes -= sizeOf(event);
-    const removal = this.#db.remove(key).then(
+    const removal = this.#storage.remove(key).then(
       () => undefined,
       (error: unknown) =>
         this.#logger.warn(
@@ -254,7 +267,7 @@ export class Outbox {
     this.#removals = Promise.all([this.#removals, removal]).then(() => undefined);
   }
 
-  /** Exponential backoff with a cap and equal jitter, so many proxies do not retry in step. */
+  /** Exponential backoff with a cap and equal jitter, so many processes do not retry in step. */
   #backoff(failures: number): number {
     const ceiling = Math.min(this.#options.maxBackoffMs, this.#options.initialBackoffMs * 2 ** (failures - 1));
     return ceiling / 2 + this.#random() * (ceiling / 2);

@@ -1,0 +1,89 @@
+import type { BusLogger, BusMessage, SetAside } from './bus.ts';
+import { failureDetail, type PoisonReason } from './poison.ts';
+import { deliverWithRetries, type RetryPolicy } from './retry-delivery.ts';
+
+/** A received message, decoded, as a bus implementation holds it until it is settled. */
+export interface Held {
+  readonly subject: string;
+  readonly msgId: string;
+  readonly seq: number;
+  readonly data: unknown;
+  /** The delivery count of its first attempt here (the server's redeliveries included). */
+  readonly firstAttempt: number;
+  ack(): void;
+  setAside(reason: PoisonReason, detail: string): Promise<void>;
+  /** Hands it back unhandled (the subscriber stopped), for the next subscriber. */
+  release(): void;
+  /** Tells the server it is still being worked on. */
+  working(): void;
+}
+
+type Handler = (messages: BusMessage[]) => Promise<readonly SetAside[] | void>;
+
+function toMessage(held: Held, deliveryCount: number): BusMessage {
+  return { subject: held.subject, data: held.data, msgId: held.msgId, deliveryCount };
+}
+
+async function settle(held: Held, message: BusMessage, refusals: readonly SetAside[] | void): Promise<void> {
+  const refusal = refusals?.find((r) => r.message === message);
+  if (refusal === undefined) held.ack();
+  else await held.setAside('refused', refusal.reason);
+}
+
+/**
+ * Delivers messages in order and settles each one: acknowledged when handled, set aside when
+ * refused or when its handler kept failing, released when the subscriber stopped. A batch is
+ * tried whole once; when it fails, its messages are tried one at a time with the retry policy,
+ * so that a message that fails alone is set aside alone and the others are handled.
+ * Returns how many messages, from the first, were settled (the rest were released).
+ */
+export async function deliverInOrder(
+  batch: readonly Held[],
+  handler: Handler,
+  policy: RetryPolicy,
+  logger: BusLogger,
+  stopped: () => boolean,
+): Promise<number> {
+  const held: Held[] = [];
+  for (const one of batch) {
+    // Attempts used up before it reached this process (crashes while handling it): it goes untried.
+    if (one.firstAttempt > policy.maxDeliver)
+      await one.setAside('failed', `delivered ${one.firstAttempt - 1} times without being handled`);
+    else held.push(one);
+  }
+  if (held.length > 1) {
+    const messages = held.map((one) => toMessage(one, one.firstAttempt));
+    try {
+      for (const one of held) one.working();
+      const refusals = await handler(messages);
+      for (const [i, one] of held.entries()) await settle(one, messages[i]!, refusals);
+      return batch.length;
+    } catch (error) {
+      logger.warn(
+        { subject: held[0]?.subject, seqs: held.map((one) => one.seq), err: error },
+        'bus batch handler failed; handing its messages over one at a time',
+      );
+    }
+  }
+  for (const [i, one] of held.entries()) {
+    const release = (): number => {
+      for (const rest of held.slice(i)) rest.release();
+      return batch.indexOf(one);
+    };
+    if (stopped()) return release();
+    let message: BusMessage | undefined;
+    let refusals: readonly SetAside[] | void = undefined;
+    const context = { subject: one.subject, seq: one.seq, msg_id: one.msgId };
+    // In a batch that failed, its first attempt was the batch's; still, each gets one alone.
+    const first = held.length > 1 ? Math.min(one.firstAttempt + 1, policy.maxDeliver) : one.firstAttempt;
+    const result = await deliverWithRetries(policy, logger, context, first, stopped, async (count) => {
+      for (const waiting of held.slice(i)) waiting.working();
+      message = toMessage(one, count);
+      refusals = await handler([message]);
+    });
+    if (result.outcome === 'stopped') return release();
+    if (result.outcome === 'delivered') await settle(one, message!, refusals);
+    else await one.setAside('failed', failureDetail(result.error));
+  }
+  return batch.length;
+}
