@@ -182,7 +182,12 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     rulesets.current !== null || config.proxy_policy_fail_mode === 'open'
       ? { ready: true, reasons: [] }
       : { ready: false, reasons: ['no policy ruleset synced or cached'] };
-  const admin = new AdminServer({ registry, readiness, port: config.proxy_admin_port, host: config.proxy_host });
+  const admin = new AdminServer({
+    registry,
+    readiness,
+    port: config.proxy_admin_port,
+    host: config.proxy_admin_host ?? config.proxy_host,
+  });
   const subscriptions: Subscription[] = [];
 
   return {

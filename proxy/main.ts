@@ -6,6 +6,7 @@ import { priceTableFromConfig } from '../core/metering/price-table-from-config.t
 import { createLogger } from '../core/observability/logger.ts';
 import { onShutdown } from '../core/observability/shutdown.ts';
 import { createProxy } from './create-proxy.ts';
+import { writeTrustBundle } from './tls/index.ts';
 
 function required(value: string | undefined, key: string): string {
   if (value !== undefined) return value;
@@ -45,6 +46,8 @@ async function main(): Promise<void> {
   ]);
   const prices = priceTableFromConfig(config);
   const proxy = await createProxy({ config, logger, messaging, prices, bootstrap });
+  // Written before the ports open: an injected pod's agent starts once the sidecar is ready.
+  if (config.proxy_trust_bundle_file !== undefined) writeTrustBundle(config.proxy_trust_bundle_file, proxy.caCertPem);
   await proxy.listen();
   onShutdown(logger, async () => {
     await proxy.close();

@@ -49,6 +49,10 @@ export const ConfigSchema = z.object({
   proxy_host: z.string().default('0.0.0.0'),
   proxy_port: port.default(3128),
   proxy_admin_port: port.default(9464),
+  /** Listen address of the admin port (metrics, probes); `proxy_host` when unset. */
+  proxy_admin_host: optionalString,
+  /** Where the proxy writes, at start, the public roots plus its CA for the agent to trust. */
+  proxy_trust_bundle_file: optionalString,
   tenant_id: optionalString,
   api_key: optionalString,
   budget_id: optionalString,
@@ -84,6 +88,12 @@ export const ConfigSchema = z.object({
     .default(32 * 1024 * 1024),
   /** Distinct model labels per metric before further models are counted as `other`. */
   proxy_model_label_cap: z.coerce.number().int().positive().default(50),
+  /** The injection webhook (`npm run injector`): HTTPS port, serving certificate, sidecar template. */
+  injector_port: port.default(8443),
+  injector_tls_cert_file: optionalString,
+  injector_tls_key_file: optionalString,
+  injector_template_file: optionalString,
+
   /** Price of a model missing from the table: `zero`, or `fixed:<input>:<output>` USD per million tokens. */
   unknown_model_price: z
     .string()
