@@ -5,6 +5,7 @@ import { createLogger } from '../core/observability/logger.ts';
 import { createControlPlane } from './create-control-plane.ts';
 import { createPricer } from './usage/pricer.ts';
 import { onShutdown } from '../core/observability/shutdown.ts';
+import { registerNatsConnected } from '../core/observability/nats-metric.ts';
 
 /** The control plane process: REST on SVC_HTTP_PORT, events over SVC_NATS_URL or in process. */
 async function main(): Promise<void> {
@@ -13,6 +14,7 @@ async function main(): Promise<void> {
   const messaging = await messagingFromConfig(config, logger, { name: 'control-plane', manage: true });
   const prices = priceTableFromConfig(config);
   const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(prices) });
+  if (config.nats_url !== undefined) registerNatsConnected(plane.metrics.registry, () => messaging.healthy());
   const address = await plane.listen();
   logger.info({ address, nats: config.nats_url ?? 'in-process' }, 'control plane listening');
   onShutdown(logger, async () => {

@@ -4,7 +4,9 @@ import { messagingFromConfig } from '../core/config/messaging.ts';
 import { SvcError } from '../core/errors/index.ts';
 import { priceTableFromConfig } from '../core/metering/price-table-from-config.ts';
 import { createLogger } from '../core/observability/logger.ts';
+import { registerNatsConnected } from '../core/observability/nats-metric.ts';
 import { onShutdown } from '../core/observability/shutdown.ts';
+import { Registry } from 'prom-client';
 import { createProxy } from './create-proxy.ts';
 import { writeTrustBundle } from './tls/index.ts';
 
@@ -45,7 +47,9 @@ async function main(): Promise<void> {
     new Promise((resolve) => setTimeout(resolve, 2000).unref()),
   ]);
   const prices = priceTableFromConfig(config);
-  const proxy = await createProxy({ config, logger, messaging, prices, bootstrap });
+  const registry = new Registry();
+  registerNatsConnected(registry, () => messaging.healthy());
+  const proxy = await createProxy({ config, logger, messaging, prices, bootstrap, registry });
   // Written before the ports open: an injected pod's agent starts once the sidecar is ready.
   if (config.proxy_trust_bundle_file !== undefined) writeTrustBundle(config.proxy_trust_bundle_file, proxy.caCertPem);
   await proxy.listen();
