@@ -67,7 +67,7 @@ export async function validateStrict(object: any): Promise<void> {
   try {
     Model.prototype.validate.call(proxied);
   } catch (error) {
-    throw new Error(`${name}: ${(error as Error).message}`);
+    throw new Error(`${name}: ${(error as Error).message}`, { cause: error });
   }
   const unknown: string[] = [];
   for (const [path, reads] of seen) {

@@ -8,7 +8,7 @@ const SOURCE = new URL('./render.go', import.meta.url).pathname;
 const INSTALL_DEPS = new URL('./install-deps.sh', import.meta.url).pathname;
 
 export interface Rendered {
-  manifests: { template: string; object: any }[];
+  manifests: { template: string; object: Record<string, any> }[];
   notes: string;
 }
 

@@ -1,3 +1,4 @@
+/* eslint-disable @typescript-eslint/no-unsafe-return -- manifests and pods are loose JSON, checked with expect() */
 import jsonpatch from 'fast-json-patch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { injectionPatch } from '../../control-plane/injector/sidecar-patch.ts';
@@ -44,7 +45,7 @@ function deployment(name: string, namespace: string, template: { metadata?: any;
       replicas: 1,
       selector: { matchLabels: labels },
       template: {
-        metadata: { labels, ...template.metadata, labels: { ...labels, ...template.metadata?.labels } },
+        metadata: { ...template.metadata, labels: { ...labels, ...template.metadata?.labels } },
         spec: template.spec,
       },
     },
@@ -265,7 +266,7 @@ describe('the injection webhook over HTTPS', () => {
       .log()
       .split('\n')
       .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l))
+      .map((l): Record<string, any> => JSON.parse(l) as Record<string, any>)
       .filter((l) => l.msg === 'admission');
     expect(new Set(lines.map((l) => l.decision))).toEqual(new Set(['inject', 'skip', 'deny']));
     expect(lines.every((l) => typeof l.uid === 'string' && typeof l.namespace === 'string')).toBe(true);
