@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseInjectionTemplate } from '../../control-plane/injector/injection-template.ts';
 import { validateStrict } from './k8s-validate.ts';
+import { documentedTable, valuesTable } from './values-table.ts';
 import { CHART_DIR, manifest, removeRenderer, renderChart, type RenderOptions } from './render.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -402,5 +403,22 @@ describe('values.schema.json', () => {
 
   it('accepts values.yaml as it is', () => {
     expect(validateValues(chartValues), JSON.stringify(validateValues.errors)).toBe(true);
+  });
+});
+
+describe('docs/kubernetes.md', () => {
+  /** Cells of a markdown table, so that Prettier's column alignment does not matter. */
+  const cells = (table: string | undefined) =>
+    (table ?? '').split('\n').map((row) =>
+      row
+        .split(/(?<!\\)\|/)
+        .map((c) => c.trim().replace(/^-{3,}$/, '---'))
+        .filter((c, i, all) => i > 0 && i < all.length - 1),
+    );
+
+  it('holds the values table generated from values.schema.json (node test/helm/values-table.ts)', () => {
+    const table = valuesTable();
+    expect(table.split('\n').length).toBeGreaterThan(100);
+    expect(cells(documentedTable())).toEqual(cells(table));
   });
 });
