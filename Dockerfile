@@ -1,31 +1,60 @@
-# One image, three entry points: standalone (default), control plane, proxy.
-#   docker build -t agent-governance .
-#   docker run -p 8080:8080 -p 3128:3128 -p 9464:9464 -e SVC_PROXY_HOST=0.0.0.0 agent-governance
-# The proxy's traffic port stays on loopback unless told otherwise: a sidecar's agent shares the
-# pod's loopback, and a wider address would make it an open proxy (SVC_PROXY_HOST above is for
-# a local trial only). The REST and admin ports listen on every address of the container.
-#   docker run agent-governance node control-plane/main.ts
-#   docker run agent-governance node proxy/main.ts
-FROM node:24-slim AS deps
+# syntax=docker/dockerfile:1
+#
+# One image for the control plane, the sidecar proxy and the injection webhook; the command picks
+# (the base image's entry point is node):
+#   docker run -p 8080:8080 -p 3128:3128 -e SVC_PROXY_HOST=0.0.0.0 agent-governance   standalone
+#   args: [dist/control-plane/main.js]            control plane
+#   args: [dist/proxy/main.js]                    sidecar proxy
+#   args: [dist/control-plane/injector/main.js]   injection webhook
+#
+# Build: docker build --build-arg VERSION=1.0.0 --build-arg REVISION=$(git rev-parse HEAD) \
+#          --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) -t agent-governance:1.0.0 .
+#
+# No HEALTHCHECK: the three commands answer health on different ports and schemes (8080 HTTP,
+# 9464 HTTP, 8443 HTTPS), so one check would mark two of them unhealthy; the image has no shell or
+# curl to run one; and Kubernetes ignores HEALTHCHECK (the chart declares startup, liveness and
+# readiness probes for each).
+
+ARG NODE_MAJOR=24
+
+FROM node:${NODE_MAJOR}-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund
-
-FROM node:24-slim
-WORKDIR /app
-ENV NODE_ENV=production SVC_DATA_DIR=/data SVC_HTTP_HOST=0.0.0.0 SVC_PROXY_ADMIN_HOST=0.0.0.0
-COPY --from=deps /app/node_modules ./node_modules
-COPY package.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
 COPY core ./core
-COPY control-plane ./control-plane
 COPY proxy ./proxy
+COPY control-plane ./control-plane
 COPY standalone ./standalone
 COPY config ./config
-# Served as /docs/errors/{code} by both processes (the documentation_url of error bodies).
-COPY docs/errors.md ./docs/errors.md
+# Read at run time: the gRPC contracts, and the error pages served as /docs/errors/{code}.
 COPY proto ./proto
-RUN mkdir -p /data && chown node:node /data
-USER node
-VOLUME ["/data"]
-EXPOSE 8080 3128 9464
-CMD ["node", "standalone/main.ts"]
+COPY docs/errors.md ./docs/errors.md
+# Compiled JavaScript (dist/, config files beside it); then the dev dependencies go.
+RUN npm run build \
+  && npm prune --omit=dev --no-audit --no-fund \
+  && mkdir -p /out/data
+
+# Debian 12, like the build stage, so lmdb's native binding matches the glibc it was installed for.
+FROM gcr.io/distroless/nodejs${NODE_MAJOR}-debian12:nonroot
+ARG VERSION=1.0.0
+ARG REVISION=unknown
+ARG CREATED=unknown
+LABEL org.opencontainers.image.title="agent-governance" \
+      org.opencontainers.image.description="Governance for AI agents: sidecar proxy, control plane and sidecar injection webhook" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.base.name="gcr.io/distroless/nodejs${NODE_MAJOR}-debian12:nonroot"
+WORKDIR /app
+ENV NODE_ENV=production \
+    SVC_VERSION=${VERSION} \
+    SVC_DATA_DIR=/data \
+    SVC_HTTP_HOST=0.0.0.0
+COPY --from=build /app/package.json ./package.json
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build --chown=65532:65532 /out/data /data
+USER 65532:65532
+EXPOSE 8080 50051 3128 9464 8443
+CMD ["dist/standalone/main.js"]

@@ -7,6 +7,7 @@ import { failedToStart, guardProcess } from '../core/observability/shutdown.ts';
 import { createControlPlane } from './create-control-plane.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { createPricer } from './usage/pricer.ts';
+import { registerNatsConnected } from '../core/observability/nats-metric.ts';
 
 /** The control plane process: REST on SVC_HTTP_PORT, events over SVC_NATS_URL or in process. */
 async function main(): Promise<void> {
@@ -26,6 +27,7 @@ async function main(): Promise<void> {
   const prices = priceTableFromConfig(config);
   const plane = await createControlPlane({ config, logger, messaging, metrics, pricer: createPricer(prices) });
   guard.expose(plane.metrics.registry);
+  if (config.nats_url !== undefined) registerNatsConnected(plane.metrics.registry, () => messaging.healthy());
   const address = await plane.listen();
   logger.info({ address, nats: config.nats_url ?? 'in-process' }, 'control plane listening');
   guard.onShutdown(async () => {

@@ -1,19 +1,15 @@
 import { loadConfig } from '../core/config/load.ts';
 import { deferMessaging } from '../core/bus/deferred-messaging.ts';
 import { messagingFromConfig } from '../core/config/messaging.ts';
-import { SvcError } from '../core/errors/index.ts';
+import { requiredSetting } from '../core/config/required.ts';
 import { priceTableFromConfig } from '../core/metering/price-table-from-config.ts';
 import { createLogger } from '../core/observability/logger.ts';
+import { Registry } from 'prom-client';
+import { registerNatsConnected } from '../core/observability/nats-metric.ts';
 import { configuredSecrets, createScrubber } from '../core/observability/redact.ts';
 import { failedToStart, guardProcess } from '../core/observability/shutdown.ts';
 import { createProxy } from './create-proxy.ts';
-
-function required(value: string | undefined, key: string): string {
-  if (value !== undefined) return value;
-  throw new SvcError('SVC-SYS-9002', `invalid configuration: ${key}: required for the proxy`, {}, [
-    { field: key, description: 'required for the proxy' },
-  ]);
-}
+import { writeTrustBundle } from './tls/index.ts';
 
 /** The sidecar process: traffic on SVC_PROXY_PORT, admin on SVC_PROXY_ADMIN_PORT, state over SVC_NATS_URL. */
 async function main(): Promise<void> {
@@ -21,9 +17,9 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: config.log_level, service: 'proxy', secrets: configuredSecrets(config) });
   const guard = guardProcess(logger);
   const bootstrap = {
-    tenantId: required(config.tenant_id, 'SVC_TENANT_ID'),
-    apiKey: required(config.api_key, 'SVC_API_KEY'),
-    budgetId: required(config.budget_id, 'SVC_BUDGET_ID'),
+    tenantId: requiredSetting(config.tenant_id, 'SVC_TENANT_ID', 'proxy'),
+    apiKey: requiredSetting(config.api_key, 'SVC_API_KEY', 'proxy'),
+    budgetId: requiredSetting(config.budget_id, 'SVC_BUDGET_ID', 'proxy'),
   };
   // A sidecar starts even while NATS is away: it enforces its cached ruleset, runs budgets on the
   // soft limit and buffers events until the connection is made (spec 7.4b).
@@ -47,8 +43,12 @@ async function main(): Promise<void> {
     new Promise((resolve) => setTimeout(resolve, 2000).unref()),
   ]);
   const prices = priceTableFromConfig(config);
-  const proxy = await createProxy({ config, logger, messaging, prices, bootstrap });
+  const registry = new Registry();
+  registerNatsConnected(registry, () => messaging.healthy());
+  const proxy = await createProxy({ config, logger, messaging, prices, bootstrap, registry });
   guard.expose(proxy.registry);
+  // Written before the ports open: an injected pod's agent starts once the sidecar is ready.
+  if (config.proxy_trust_bundle_file !== undefined) writeTrustBundle(config.proxy_trust_bundle_file, proxy.caCertPem);
   await proxy.listen();
   // SIGHUP re-reads the provider key files (a rotated Secret) without a restart.
   process.on('SIGHUP', () => void proxy.reloadCredentials());

@@ -114,10 +114,17 @@ export class Budgets {
   }
 
   /** Current-period spend of every budget of these tenants, for the budget usage gauge. */
-  *spendByBudget(tenants: Iterable<string>): Generator<{ tenant_id: string; budget_id: string; usd: number }> {
+  *spendByBudget(
+    tenants: Iterable<string>,
+  ): Generator<{ tenant_id: string; budget_id: string; usd: number; limit_usd: number | null }> {
     for (const tenant of tenants) {
       for (const budget of this.list(tenant, 'all'))
-        yield { tenant_id: tenant, budget_id: budget.budget_id, usd: microsToUsd(budget.usage.cost_micros) };
+        yield {
+          tenant_id: tenant,
+          budget_id: budget.budget_id,
+          usd: microsToUsd(budget.usage.cost_micros),
+          limit_usd: budget.limits.max_cost_usd,
+        };
     }
   }
 

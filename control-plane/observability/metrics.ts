@@ -6,6 +6,8 @@ export interface BudgetSpend {
   tenant_id: string;
   budget_id: string;
   usd: number;
+  /** The budget's cost limit, when it has one. */
+  limit_usd: number | null;
 }
 
 /** The control plane's Prometheus metrics; names of spec 4.5 where it gives them. */
@@ -37,6 +39,7 @@ export class ControlPlaneMetrics {
     registers: [this.registry],
   });
   readonly budgetUsage: Gauge<'tenant_id' | 'budget_id'>;
+  readonly budgetLimit: Gauge<'tenant_id' | 'budget_id'>;
   private budgetSpend: () => Iterable<BudgetSpend> = () => [];
 
   constructor() {
@@ -52,6 +55,19 @@ export class ControlPlaneMetrics {
       collect() {
         this.reset();
         for (const b of spend()) this.set({ tenant_id: b.tenant_id, budget_id: b.budget_id }, b.usd);
+      },
+    });
+    // Beside the spend, so that "share of the budget spent" is one division in PromQL (alerts).
+    this.budgetLimit = new Gauge({
+      name: 'svc_budget_limit_dollars',
+      help: 'Cost limit per budget (budgets without one are absent)',
+      labelNames: ['tenant_id', 'budget_id'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const b of spend()) {
+          if (b.limit_usd !== null) this.set({ tenant_id: b.tenant_id, budget_id: b.budget_id }, b.limit_usd);
+        }
       },
     });
   }

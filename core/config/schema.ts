@@ -81,6 +81,8 @@ export const ConfigSchema = z.object({
   /** Metrics and probes; a cluster sets the pod address so that the kubelet and Prometheus reach it. */
   proxy_admin_host: z.string().default('127.0.0.1'),
   proxy_admin_port: port.default(9464),
+  /** Where the proxy writes, at start, the public roots plus its CA for the agent to trust. */
+  proxy_trust_bundle_file: optionalString,
   tenant_id: optionalString,
   api_key: optionalString,
   budget_id: optionalString,
@@ -169,6 +171,12 @@ export const ConfigSchema = z.object({
     .default(8 * 1024 * 1024),
   /** Distinct model labels per metric before further models are counted as `other`. */
   proxy_model_label_cap: z.coerce.number().int().positive().default(50),
+  /** The injection webhook (`npm run injector`): HTTPS port, serving certificate, sidecar template. */
+  injector_port: port.default(8443),
+  injector_tls_cert_file: optionalString,
+  injector_tls_key_file: optionalString,
+  injector_template_file: optionalString,
+
   /**
    * Price of a model missing from the table, never zero: `max_known` (the highest rates known for
    * its provider), `fixed:<input>:<output>` USD per million tokens, or `deny` (the proxy refuses the call).

@@ -1,0 +1,81 @@
+import { ANNOTATIONS, INJECTED, SIDECAR_NAME } from './annotations.ts';
+import type { Pod } from './admission-review.ts';
+import { BudgetIdSchema, TenantIdSchema, type Binding, type InjectionTemplate } from './injection-template.ts';
+
+/** A binding with everything a sidecar needs to start resolved. */
+export interface ResolvedBinding extends Binding {
+  tenant: string;
+  budget: string;
+  apiKeySecret: string;
+}
+
+export type Decision =
+  | { action: 'skip'; reason: string }
+  | { action: 'deny'; reason: string }
+  | { action: 'inject'; binding: ResolvedBinding };
+
+/**
+ * Whether a pod gets the sidecar, and bound to what. Pods the webhook must leave alone are
+ * skipped; a pod in a governed namespace that cannot be bound (no tenant, budget or API key, or a
+ * tenant other than the one its namespace is pinned to) is refused, so no agent starts ungoverned.
+ */
+export function decide(pod: Pod, namespace: string, template: InjectionTemplate): Decision {
+  const annotations = pod.metadata.annotations ?? {};
+  if (template.excludedNamespaces.includes(namespace)) return { action: 'skip', reason: 'excluded namespace' };
+  if (annotations[ANNOTATIONS.status] === INJECTED) return { action: 'skip', reason: 'already injected' };
+  if (annotations[ANNOTATIONS.inject] === 'false') return { action: 'skip', reason: 'opted out by annotation' };
+  if (pod.spec.hostNetwork === true) return { action: 'skip', reason: 'hostNetwork pod' };
+  const all = [...pod.spec.containers, ...(pod.spec.initContainers ?? [])];
+  if (all.some((c) => c.name === SIDECAR_NAME)) return { action: 'skip', reason: 'sidecar already present' };
+
+  const pinned = template.namespaces[namespace]?.tenant ?? template.defaults.tenant;
+  const requested = annotations[ANNOTATIONS.tenant];
+  if (pinned !== undefined && requested !== undefined && requested !== pinned) {
+    return {
+      action: 'deny',
+      reason: `annotation ${ANNOTATIONS.tenant}=${requested} differs from tenant ${pinned} that namespace ${namespace} is bound to`,
+    };
+  }
+  const binding: Binding = { ...template.defaults, ...template.namespaces[namespace] };
+  const problems: string[] = [];
+  const fromAnnotation = <T>(key: string, parse: (v: string) => T | undefined): T | undefined => {
+    const value = annotations[key];
+    if (value === undefined) return undefined;
+    const parsed = parse(value);
+    if (parsed === undefined) problems.push(`annotation ${key} has an invalid value`);
+    return parsed;
+  };
+  const tenant = fromAnnotation(ANNOTATIONS.tenant, (v) => TenantIdSchema.safeParse(v).data) ?? binding.tenant;
+  const budget = fromAnnotation(ANNOTATIONS.budget, (v) => BudgetIdSchema.safeParse(v).data) ?? binding.budget;
+  const apiKeySecret =
+    fromAnnotation(ANNOTATIONS.apiKeySecret, (v) => (/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(v) ? v : undefined)) ??
+    binding.apiKeySecret;
+  const allowedBudgets =
+    fromAnnotation(ANNOTATIONS.allowedBudgets, (v) => {
+      const ids = v.split(',').map((s) => s.trim());
+      return ids.every((id) => BudgetIdSchema.safeParse(id).success) ? ids : undefined;
+    }) ?? binding.allowedBudgets;
+  const missing = (what: string, annotation: string, value: string) =>
+    problems.push(
+      `no ${what}: set annotation ${annotation} or injection.namespaces.${namespace}.${value} in the chart`,
+    );
+  if (tenant === undefined) missing('tenant', ANNOTATIONS.tenant, 'tenant');
+  if (budget === undefined) missing('budget', ANNOTATIONS.budget, 'budget');
+  if (apiKeySecret === undefined) missing('API key Secret', ANNOTATIONS.apiKeySecret, 'apiKeySecret');
+  if (budget !== undefined && allowedBudgets !== undefined && !allowedBudgets.includes(budget)) {
+    problems.push(`budget ${budget} is not among the allowed budgets`);
+  }
+  if (problems.length > 0 || tenant === undefined || budget === undefined || apiKeySecret === undefined) {
+    return { action: 'deny', reason: `agent-governance cannot bind this pod's sidecar: ${problems.join('; ')}` };
+  }
+  return {
+    action: 'inject',
+    binding: {
+      ...binding,
+      tenant,
+      budget,
+      apiKeySecret,
+      ...(allowedBudgets !== undefined ? { allowedBudgets } : {}),
+    },
+  };
+}

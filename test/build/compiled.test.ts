@@ -1,0 +1,139 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../harness/free-port.ts';
+import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+import { proxyCa, removeDirs } from '../harness/processes.ts';
+
+const ROOT = new URL('../..', import.meta.url).pathname;
+const ROOT_KEY = 'compiled-build-root-administrator-key';
+
+function files(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => (statSync(join(dir, f)).isDirectory() ? files(join(dir, f)) : [join(dir, f)]));
+}
+
+const children: ChildProcess[] = [];
+const dirs: string[] = [];
+let nats: NatsServer;
+
+/** `node dist/...js` with type stripping off, so that any .ts left in the import graph fails to load. */
+async function startCompiled(script: string, env: Record<string, string>, readyUrl: string): Promise<() => string> {
+  let log = '';
+  const child = spawn(process.execPath, ['--no-experimental-strip-types', script], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  child.stdout?.on('data', (c: Buffer) => (log += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (log += c.toString()));
+  for (const deadline = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 100))) {
+    if (child.exitCode !== null) throw new Error(`${script} exited (${child.exitCode}):\n${log}`);
+    if (
+      (await fetch(readyUrl).then(
+        (r) => r.status,
+        () => 0,
+      )) === 200
+    )
+      return () => log;
+    if (Date.now() > deadline) throw new Error(`${script} not ready:\n${log}`);
+  }
+}
+
+beforeAll(async () => {
+  execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'pipe' });
+  nats = await startNatsServer();
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all(
+    children.map(async (c) => {
+      if (c.exitCode !== null) return;
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGTERM');
+      await exited;
+    }),
+  );
+  await nats?.dispose();
+  await removeDirs(dirs);
+});
+
+describe('npm run build', () => {
+  it('emits JavaScript only, with relative imports rewritten to .js and the runtime config beside it', () => {
+    const emitted = files(join(ROOT, 'dist'));
+    expect(emitted.filter((f) => f.endsWith('.ts'))).toEqual([]);
+    expect(emitted.some((f) => f.endsWith('.test.js'))).toBe(false);
+    for (const entry of [
+      'control-plane/main.js',
+      'proxy/main.js',
+      'standalone/main.js',
+      'control-plane/injector/main.js',
+    ]) {
+      expect(existsSync(join(ROOT, 'dist', entry)), entry).toBe(true);
+    }
+    expect(existsSync(join(ROOT, 'dist/config/prices.json'))).toBe(true);
+  });
+
+  it('starts the control plane and a proxy bound to it from dist/, without type stripping', async () => {
+    const cpDir = mkdtempSync(join(tmpdir(), 'compiled-cp-'));
+    const proxyDir = mkdtempSync(join(tmpdir(), 'compiled-proxy-'));
+    const caDir = mkdtempSync(join(tmpdir(), 'compiled-ca-'));
+    dirs.push(cpDir, proxyDir, caDir);
+    const httpPort = await freePort();
+    const cpUrl = `http://127.0.0.1:${httpPort}`;
+    await startCompiled(
+      'dist/control-plane/main.js',
+      {
+        SVC_NATS_URL: nats.url,
+        SVC_DATA_DIR: cpDir,
+        SVC_HTTP_HOST: '127.0.0.1',
+        SVC_HTTP_PORT: String(httpPort),
+        SVC_GRPC_PORT: String(await freePort()),
+        SVC_BOOTSTRAP_ADMIN_KEY: ROOT_KEY,
+        SVC_LOG_LEVEL: 'warn',
+      },
+      `${cpUrl}/health/ready`,
+    );
+    const call = async (path: string, body: unknown, tenant?: string) => {
+      const res = await fetch(cpUrl + path, {
+        method: 'POST',
+        headers: {
+          'x-api-key': ROOT_KEY,
+          'content-type': 'application/json',
+          ...(tenant ? { 'x-tenant-id': tenant } : {}),
+        },
+        body: JSON.stringify(body),
+      });
+      expect(res.status, path).toBe(201);
+      return (await res.json()) as Record<string, unknown>;
+    };
+    await call('/v1/tenants', { tenant_id: 'compiled', name: 'compiled' });
+    const key = await call('/v1/api-keys', { name: 'sidecar', scopes: ['admin'] }, 'compiled');
+    const budget = await call('/v1/budgets', { name: 'b', type: 'hybrid', limits: { max_cost_usd: 1 } }, 'compiled');
+    const ca = await proxyCa(caDir);
+    const adminPort = await freePort();
+    await startCompiled(
+      'dist/proxy/main.js',
+      {
+        SVC_NATS_URL: nats.url,
+        SVC_TENANT_ID: 'compiled',
+        SVC_API_KEY: String(key.key_secret),
+        SVC_BUDGET_ID: String(budget.budget_id),
+        SVC_CA_CERT_FILE: ca.certFile,
+        SVC_CA_KEY_FILE: ca.keyFile,
+        SVC_DATA_DIR: proxyDir,
+        SVC_PROXY_HOST: '127.0.0.1',
+        SVC_PROXY_PORT: String(await freePort()),
+        SVC_PROXY_ADMIN_PORT: String(adminPort),
+        SVC_LOG_LEVEL: 'warn',
+      },
+      `http://127.0.0.1:${adminPort}/health/ready`,
+    );
+    const version = (await (await fetch(`${cpUrl}/version`)).json()) as any;
+    expect(version.service).toBe('control-plane');
+    const metrics = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+    expect(metrics).toContain('svc_proxy_lease_requests_total{outcome="granted"} 1');
+  });
+});

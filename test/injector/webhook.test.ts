@@ -1,0 +1,292 @@
+/* eslint-disable @typescript-eslint/no-unsafe-return -- manifests and pods are loose JSON, checked with expect() */
+import jsonpatch from 'fast-json-patch';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { injectionPatch } from '../../control-plane/injector/sidecar-patch.ts';
+import { parseInjectionTemplate } from '../../control-plane/injector/injection-template.ts';
+import { validateStrict } from '../helm/k8s-validate.ts';
+import { removeRenderer, renderChart, manifest } from '../helm/render.ts';
+import { podOf, podReview, startInjector, type InjectorProcess } from './injector-process.ts';
+
+const BUDGET = '3f1c9a52-8e0b-4c1e-9d7a-2b6f4e8a1c30';
+const OTHER = '7d2e4b61-1a3c-4f5d-8e9f-0a1b2c3d4e5f';
+const APP_ENV = [
+  'HTTPS_PROXY',
+  'HTTP_PROXY',
+  'NO_PROXY',
+  'https_proxy',
+  'http_proxy',
+  'no_proxy',
+  'NODE_USE_ENV_PROXY',
+  'NODE_EXTRA_CA_CERTS',
+  'SSL_CERT_FILE',
+  'REQUESTS_CA_BUNDLE',
+];
+const VALUES = {
+  injection: {
+    namespaces: {
+      agents: {
+        tenant: 'acme',
+        budget: BUDGET,
+        apiKeySecret: 'acme-sidecar-key',
+        allowedBudgets: [BUDGET, OTHER],
+        providerKeys: { secretName: 'llm-keys', keys: { openai: 'openai-api-key' } },
+      },
+    },
+  },
+};
+
+function deployment(name: string, namespace: string, template: { metadata?: any; spec: any }): any {
+  const labels = { app: name };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, namespace },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: labels },
+      template: {
+        metadata: { ...template.metadata, labels: { ...labels, ...template.metadata?.labels } },
+        spec: template.spec,
+      },
+    },
+  };
+}
+
+const nodeAgent = deployment('research-agent', 'agents', {
+  spec: {
+    containers: [
+      {
+        name: 'agent',
+        image: 'node:24-slim',
+        command: ['node', 'agent.js'],
+        env: [{ name: 'OPENAI_MODEL', value: 'gpt-4o-mini' }],
+      },
+    ],
+  },
+});
+const pythonAgent = deployment('triage-agent', 'agents', {
+  metadata: { annotations: { 'agent-governance.io/budget': OTHER } },
+  spec: {
+    initContainers: [{ name: 'fetch-prompts', image: 'busybox:1.36', command: ['sh', '-c', 'true'] }],
+    containers: [
+      {
+        name: 'agent',
+        image: 'python:3.12-slim',
+        command: ['python', '-m', 'triage'],
+        env: [
+          { name: 'HTTPS_PROXY', value: 'http://old-proxy:8080' },
+          { name: 'LOG_LEVEL', value: 'debug' },
+        ],
+        volumeMounts: [{ name: 'prompts', mountPath: '/prompts' }],
+      },
+      { name: 'exporter', image: 'python:3.12-slim', command: ['python', '-m', 'export'] },
+    ],
+    volumes: [{ name: 'prompts', emptyDir: {} }],
+  },
+});
+const withSidecar = deployment('already', 'agents', {
+  spec: {
+    containers: [
+      { name: 'agent', image: 'node:24-slim' },
+      { name: 'agent-governance-proxy', image: 'agent-governance:1.0.0' },
+    ],
+  },
+});
+const optedOut = deployment('batch', 'agents', {
+  metadata: { annotations: { 'agent-governance.io/inject': 'false' } },
+  spec: { containers: [{ name: 'job', image: 'node:24-slim' }] },
+});
+const hostNetwork = deployment('node-agent', 'agents', {
+  spec: { hostNetwork: true, containers: [{ name: 'agent', image: 'node:24-slim' }] },
+});
+const system = deployment('dns-helper', 'kube-system', {
+  spec: { containers: [{ name: 'c', image: 'busybox:1.36' }] },
+});
+
+let injector: InjectorProcess;
+
+beforeAll(async () => {
+  injector = await startInjector(renderChart(VALUES));
+}, 60_000);
+afterAll(async () => {
+  await injector?.stop();
+  removeRenderer();
+});
+
+async function review(pod: any, namespace: string): Promise<any> {
+  const res = await injector.post(podReview(pod, namespace));
+  expect(res.status).toBe(200);
+  expect(res.body.apiVersion).toBe('admission.k8s.io/v1');
+  return res.body.response;
+}
+
+function patched(pod: any, response: any): any {
+  expect(response.allowed).toBe(true);
+  expect(response.patchType).toBe('JSONPatch');
+  const ops = JSON.parse(Buffer.from(response.patch, 'base64').toString());
+  // validateOperation: true refuses an operation on a path that does not exist.
+  return jsonpatch.applyPatch(structuredClone(pod), ops, true, false).newDocument;
+}
+
+function checkGoverned(pod: any): void {
+  const sidecar = pod.spec.initContainers.find((c: any) => c.name === 'agent-governance-proxy');
+  expect(sidecar.restartPolicy).toBe('Always');
+  expect(pod.spec.initContainers[0].name).toBe('agent-governance-proxy');
+  expect(sidecar.startupProbe.httpGet).toEqual({ path: '/health/ready', port: 'svc-admin' });
+  expect(sidecar.ports).toEqual([{ name: 'svc-admin', containerPort: 9464, protocol: 'TCP' }]);
+  const sidecarEnv = Object.fromEntries(sidecar.env.map((e: any) => [e.name, e.value ?? e.valueFrom]));
+  expect(sidecarEnv.SVC_PROXY_HOST).toBe('127.0.0.1');
+  expect(sidecarEnv.SVC_PROXY_ADMIN_HOST).toBe('0.0.0.0');
+  expect(sidecarEnv.SVC_API_KEY).toEqual({ secretKeyRef: { name: 'acme-sidecar-key', key: 'api-key' } });
+  expect(sidecarEnv.SVC_PROVIDER_KEY_FILE_OPENAI).toBe('/etc/agent-governance/provider-keys/openai');
+  expect(sidecarEnv.SVC_ALLOWED_BUDGET_IDS).toBe(`${BUDGET},${OTHER}`);
+  for (const c of pod.spec.containers) {
+    const env = Object.fromEntries(c.env.map((e: any) => [e.name, e.value]));
+    for (const name of APP_ENV) expect(env[name], `${c.name} ${name}`).toBeDefined();
+    expect(env.HTTPS_PROXY).toBe('http://127.0.0.1:3128');
+    expect(env.NODE_USE_ENV_PROXY).toBe('1');
+    expect(env.SSL_CERT_FILE).toBe('/var/run/agent-governance/trust/ca-bundle.pem');
+    expect(env.NODE_EXTRA_CA_CERTS).toBe(env.SSL_CERT_FILE);
+    expect(env.REQUESTS_CA_BUNDLE).toBe(env.SSL_CERT_FILE);
+    expect(env.NO_PROXY.split(',')).toEqual(
+      expect.arrayContaining([
+        'localhost',
+        '127.0.0.1',
+        '.svc',
+        '.cluster.local',
+        'ag-agent-governance-control-plane.agent-governance.svc.cluster.local',
+        'ag-agent-governance-nats.agent-governance.svc.cluster.local',
+      ]),
+    );
+    expect(c.env.filter((e: any) => e.name === 'HTTPS_PROXY')).toHaveLength(1);
+    expect(c.volumeMounts).toContainEqual({
+      name: 'agent-governance-trust',
+      mountPath: '/var/run/agent-governance/trust',
+      readOnly: true,
+    });
+    // Secrets reach the sidecar only: no CA key, provider key or API key in an app container.
+    expect(c.volumeMounts.map((m: any) => m.name)).not.toContain('agent-governance-ca');
+    expect(c.volumeMounts.map((m: any) => m.name)).not.toContain('agent-governance-provider-keys');
+    expect(JSON.stringify(c.env)).not.toContain('secretKeyRef');
+  }
+  expect(pod.metadata.annotations['agent-governance.io/status']).toBe('injected');
+  expect(pod.metadata.labels['agent-governance.io/sidecar']).toBe('injected');
+}
+
+describe('the injection webhook over HTTPS', () => {
+  it('injects a Node agent: a valid pod with the native sidecar, the proxy variables and the trust bundle', async () => {
+    await validateStrict(nodeAgent);
+    const pod = podOf(nodeAgent);
+    const response = await review(pod, 'agents');
+    const injected = patched(pod, response);
+    await validateStrict(injected);
+    checkGoverned(injected);
+    expect(injected.spec.containers[0].env[0]).toEqual({ name: 'OPENAI_MODEL', value: 'gpt-4o-mini' });
+    expect(injected.metadata.annotations['agent-governance.io/tenant']).toBe('acme');
+    expect(injected.metadata.annotations['agent-governance.io/budget']).toBe(BUDGET);
+    // A second pass (reinvocation, a retried request) changes nothing.
+    const again = await review(injected, 'agents');
+    expect(again).toEqual({ uid: expect.any(String), allowed: true });
+  });
+
+  it('injects a Python agent, replacing its own proxy setting and keeping its mounts and init container', async () => {
+    await validateStrict(pythonAgent);
+    const pod = podOf(pythonAgent);
+    const injected = patched(pod, await review(pod, 'agents'));
+    await validateStrict(injected);
+    checkGoverned(injected);
+    expect(injected.spec.initContainers.map((c: any) => c.name)).toEqual(['agent-governance-proxy', 'fetch-prompts']);
+    expect(injected.spec.containers).toHaveLength(2);
+    const agent = injected.spec.containers[0];
+    expect(agent.volumeMounts[0]).toEqual({ name: 'prompts', mountPath: '/prompts' });
+    expect(agent.env.find((e: any) => e.name === 'LOG_LEVEL').value).toBe('debug');
+    // The pod's annotation picks another allowed budget.
+    const sidecar = injected.spec.initContainers[0];
+    expect(sidecar.env.find((e: any) => e.name === 'SVC_BUDGET_ID').value).toBe(OTHER);
+    expect((await review(injected, 'agents')).patch).toBeUndefined();
+  });
+
+  for (const [what, source, namespace] of [
+    ['a pod that already has the sidecar', withSidecar, 'agents'],
+    ['an opted-out pod', optedOut, 'agents'],
+    ['a hostNetwork pod', hostNetwork, 'agents'],
+    ['a pod in kube-system', system, 'kube-system'],
+    [
+      'a pod in the release namespace',
+      deployment('x', 'agent-governance', nodeAgent.spec.template),
+      'agent-governance',
+    ],
+  ] as const) {
+    it(`leaves ${what} alone`, async () => {
+      await validateStrict(source);
+      const response = await review(podOf(source), namespace);
+      expect(response).toEqual({ uid: expect.any(String), allowed: true });
+    });
+  }
+
+  it('leaves an already-injected pod alone', async () => {
+    const pod = podOf(nodeAgent);
+    pod.metadata.annotations = { 'agent-governance.io/status': 'injected' };
+    expect(await review(pod, 'agents')).toEqual({ uid: expect.any(String), allowed: true });
+  });
+
+  it('refuses a pod it cannot bind, naming what is missing, so no agent starts ungoverned', async () => {
+    const response = await review(podOf(deployment('a', 'unbound', nodeAgent.spec.template)), 'unbound');
+    expect(response.allowed).toBe(false);
+    expect(response.status.code).toBe(403);
+    expect(response.status.message).toContain('agent-governance.io/tenant');
+    expect(response.status.message).toContain('injection.namespaces.unbound.budget');
+  });
+
+  it('refuses a pod naming another tenant than its namespace is pinned to', async () => {
+    const pod = podOf(nodeAgent);
+    pod.metadata.annotations = { 'agent-governance.io/tenant': 'globex' };
+    const response = await review(pod, 'agents');
+    expect(response.allowed).toBe(false);
+    expect(response.status.message).toMatch(/globex differs from tenant acme/);
+  });
+
+  it('refuses a default budget outside the allowed budgets and a malformed budget annotation', async () => {
+    const pod = podOf(nodeAgent);
+    pod.metadata.annotations = { 'agent-governance.io/budget': '11111111-2222-4333-8444-555555555555' };
+    expect((await review(pod, 'agents')).status.message).toContain('not among the allowed budgets');
+    pod.metadata.annotations = { 'agent-governance.io/budget': 'monthly' };
+    expect((await review(pod, 'agents')).status.message).toContain(
+      'annotation agent-governance.io/budget has an invalid value',
+    );
+  });
+
+  it('answers 400 to what is not an AdmissionReview, 413 above the bound, and logs each decision without secrets', async () => {
+    expect((await injector.post('not json')).status).toBe(400);
+    const wrong = await injector.post({ apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview' });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error).toContain('apiVersion');
+    expect((await injector.post('x'.repeat(5 * 1024 * 1024))).status).toBe(413);
+    const lines = injector
+      .log()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l): Record<string, any> => JSON.parse(l) as Record<string, any>)
+      .filter((l) => l.msg === 'admission');
+    expect(new Set(lines.map((l) => l.decision))).toEqual(new Set(['inject', 'skip', 'deny']));
+    expect(lines.every((l) => typeof l.uid === 'string' && typeof l.namespace === 'string')).toBe(true);
+    expect(injector.log()).not.toContain('BEGIN');
+  });
+});
+
+describe('the plain-container sidecar for clusters before 1.29', () => {
+  it('adds the proxy as the last container, without restartPolicy', async () => {
+    const rendered = renderChart({ ...VALUES, sidecar: { native: false } }, { kubeVersion: 'v1.28.4' });
+    const template = parseInjectionTemplate(
+      JSON.parse(manifest(rendered, 'ConfigMap', 'ag-agent-governance-injector').data['template.json']),
+    );
+    const pod = podOf(nodeAgent);
+    const ops = injectionPatch(pod, template, { tenant: 'acme', budget: BUDGET, apiKeySecret: 'k' });
+    const injected = jsonpatch.applyPatch(structuredClone(pod), ops as any, true, false).newDocument;
+    await validateStrict(injected);
+    expect(injected.spec.initContainers).toBeUndefined();
+    expect(injected.spec.containers.map((c: any) => c.name)).toEqual(['agent', 'agent-governance-proxy']);
+    expect(injected.spec.containers[1].restartPolicy).toBeUndefined();
+    expect(injected.spec.containers[0].env.map((e: any) => e.name)).toEqual(expect.arrayContaining(APP_ENV));
+  });
+});
