@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { EnvelopeStatusSchema } from '../domain/envelope.ts';
+import { MAX_ID_LENGTH } from '../domain/bounds.ts';
 import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
 
 /**
@@ -22,10 +23,11 @@ export type EnvelopeLifecycleMessage = z.infer<typeof EnvelopeLifecycleMessageSc
 
 /** events.llm.*, events.tool.*, events.checkpoint.*: one metered call or step. */
 export const UsageEventMessageSchema = z.object({
-  event_id: z.string().min(1),
+  /** The de-duplication key: bounded, as it becomes a storage key. */
+  event_id: z.string().min(1).max(MAX_ID_LENGTH),
   tenant_id: z.string(),
-  envelope_id: z.string(),
-  budget_id: z.string().nullable().default(null),
+  envelope_id: z.string().min(1).max(MAX_ID_LENGTH),
+  budget_id: z.string().min(1).max(MAX_ID_LENGTH).nullable().default(null),
   event_type: z.string(),
   timestamp: TimestampSchema,
   tokens: z.object({ input: z.number().int().nonnegative(), output: z.number().int().nonnegative() }),

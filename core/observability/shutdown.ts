@@ -25,7 +25,7 @@ export interface ProcessGuard {
  *   (exit 1). Node cannot say what the throw left half-done, and a governor running on state it
  *   cannot trust (a lease book, a budget counter mid-update) could let ungoverned spend through;
  *   the orchestrator restarts it, the outbox keeps every event, and agents' calls fail closed
- *   while it is away (docs/security-notes-cp.md).
+ *   while it is away (docs/security.md).
  */
 export function guardProcess(logger: Logger): ProcessGuard {
   const failures = new Registry();
