@@ -1,0 +1,79 @@
+import { RE2JS } from 're2js';
+import type { IntentCategory } from '../policy/semantic-judge.ts';
+import { rawSpan, type TextView } from './text-view.ts';
+
+/** One thing the judge saw: a category, how strongly it points there, and where. */
+export interface Finding {
+  readonly category: IntentCategory;
+  /** 0..1; the verdict's confidence is the strongest finding's weight. */
+  readonly weight: number;
+  readonly signal: string;
+  readonly field: string;
+  /** Span in the field's original text. */
+  readonly start: number;
+  readonly end: number;
+  readonly excerpt: string;
+}
+
+const EXCERPT_CHARS = 80;
+
+/** Credentials are shown by their first four characters only: evidence travels to logs, audit and agents. */
+export function maskSecret(text: string): string {
+  return `${text.slice(0, 4)}…[${text.length} chars masked]`;
+}
+
+/** A finding for the normalised span [start, end) of a view. */
+export function finding(
+  view: TextView,
+  category: IntentCategory,
+  weight: number,
+  signal: string,
+  start: number,
+  end: number,
+  secret = false,
+): Finding {
+  const span = rawSpan(view, start, end);
+  const text = view.raw.slice(span.start, span.end);
+  const excerpt = secret
+    ? maskSecret(text)
+    : text.length > EXCERPT_CHARS
+      ? `${text.slice(0, EXCERPT_CHARS - 1)}…`
+      : text;
+  return { category, weight, signal, field: view.field, start: span.start, end: span.end, excerpt };
+}
+
+/**
+ * A pattern signal. `triggers` are literal (lower-case) substrings one of which must occur in
+ * the normalised text before the RE2 pattern runs: a cheap prefilter that keeps a judgement on
+ * benign text to a few string searches. RE2 matches in linear time, so no input can slow it.
+ */
+export interface PatternSignal {
+  readonly signal: string;
+  readonly category: IntentCategory;
+  readonly weight: number;
+  readonly triggers: readonly string[];
+  readonly pattern: string;
+  /** The match is a credential: its excerpt is masked. */
+  readonly secret?: boolean;
+  /** Only for texts under these JSON keys (lower case), e.g. prose markers outside commands. */
+  readonly keys?: readonly string[];
+}
+
+export interface CompiledPattern extends PatternSignal {
+  readonly regex: RE2JS;
+}
+
+export function compilePatterns(signals: readonly PatternSignal[]): CompiledPattern[] {
+  return signals.map((s) => ({ ...s, regex: RE2JS.compile(s.pattern, RE2JS.CASE_INSENSITIVE | RE2JS.MULTILINE) }));
+}
+
+/** Runs the patterns whose triggers occur; at most one finding per pattern (its first match). */
+export function matchPatterns(view: TextView, patterns: readonly CompiledPattern[], out: Finding[]): void {
+  const text = view.norm;
+  for (const p of patterns) {
+    if (!p.triggers.some((t) => text.includes(t))) continue;
+    const m = p.regex.matcher(text);
+    if (!m.find()) continue;
+    out.push(finding(view, p.category, p.weight, p.signal, m.start(), m.end(), p.secret === true));
+  }
+}

@@ -1,0 +1,2 @@
+export * from './builtin-judge.ts';
+export * from './judge-request.ts';

@@ -1,0 +1,280 @@
+/**
+ * Reads text as shell commands the way a shell would split them, so a command is recognised
+ * however it is written: flags split or reordered (`rm -r -f`, `rm -fr`), quoted or escaped
+ * (`r''m`, `"rm"`, `r\m`, `$'\x72m'`), `${IFS}` for spaces, behind `sudo`/`env`/`xargs`, or in
+ * a script passed to `bash -c`, `ssh host`, `kubectl exec --` or `find -exec`. One linear pass.
+ */
+
+export interface Word {
+  /** The word as the shell passes it: quotes removed, escapes applied (case kept). */
+  readonly value: string;
+  /** Span in the normalised text. */
+  readonly start: number;
+  readonly end: number;
+}
+
+export interface Command {
+  readonly words: Word[];
+  /** Its input comes from the previous command through a pipe. */
+  pipeIn: boolean;
+  /** Its output goes to the next command through a pipe. */
+  pipeOut: boolean;
+}
+
+const SEPARATORS = new Set([';', '\n', '\r', '&', '|', '(', ')', '`']);
+
+/** Splits text into commands of words. */
+export function readCommands(text: string): Command[] {
+  const commands: Command[] = [];
+  let words: Word[] = [];
+  let value = '';
+  let start = -1;
+  let pipeIn = false;
+
+  const endWord = (end: number) => {
+    if (start >= 0) words.push({ value, start, end });
+    value = '';
+    start = -1;
+  };
+  const begin = (at: number) => {
+    if (start < 0) start = at;
+  };
+  const endCommand = (pipe: boolean) => {
+    if (words.length > 0) {
+      commands.push({ words, pipeIn, pipeOut: pipe });
+      pipeIn = pipe;
+    } else {
+      pipeIn = pipe && pipeIn;
+    }
+    words = [];
+  };
+
+  const n = text.length;
+  let i = 0;
+  while (i < n) {
+    const c = text[i] as string;
+    if (c === ' ' || c === '\t') {
+      endWord(i);
+      i++;
+      continue;
+    }
+    if (c === '$' && text.startsWith('${IFS}', i)) {
+      endWord(i);
+      i += 6;
+      continue;
+    }
+    if (c === '$' && text.startsWith('$IFS', i) && !/[A-Za-z0-9_]/.test(text[i + 4] ?? '')) {
+      endWord(i);
+      i += 4;
+      continue;
+    }
+    if (c === '$' && text[i + 1] === '(') {
+      endWord(i);
+      endCommand(false);
+      i += 2;
+      continue;
+    }
+    if (c === '$' && text[i + 1] === "'") {
+      begin(i);
+      i = ansiC(text, i + 2, (s) => (value += s));
+      continue;
+    }
+    if (c === '>' || c === '<') {
+      endWord(i);
+      let j = i + 1;
+      while (j < n && (text[j] === '>' || text[j] === '&' || text[j] === '(')) j++;
+      words.push({ value: text.slice(i, j), start: i, end: j });
+      i = j;
+      continue;
+    }
+    if (c === '&' && text[i + 1] === '>') {
+      endWord(i);
+      words.push({ value: '&>', start: i, end: i + 2 });
+      i += 2;
+      continue;
+    }
+    if (SEPARATORS.has(c)) {
+      endWord(i);
+      const pipe = c === '|' && text[i + 1] !== '|' && text[i - 1] !== '|';
+      endCommand(pipe);
+      i++;
+      continue;
+    }
+    if (c === ':' && start >= 0 && (text[i + 1] === ' ' || text[i + 1] === '\n' || i + 1 === n)) {
+      // `run: rm -rf x`: prose or YAML before a command.
+      value += c;
+      endWord(i + 1);
+      endCommand(false);
+      i++;
+      continue;
+    }
+    if (c === "'") {
+      begin(i);
+      const close = text.indexOf("'", i + 1);
+      const stop = close < 0 ? n : close;
+      value += text.slice(i + 1, stop);
+      i = stop + 1;
+      continue;
+    }
+    if (c === '"') {
+      begin(i);
+      let j = i + 1;
+      while (j < n && text[j] !== '"') {
+        if (text[j] === '\\' && j + 1 < n && '"\\$`'.includes(text[j + 1] as string)) j++;
+        value += text[j];
+        j++;
+      }
+      i = j + 1;
+      continue;
+    }
+    if (c === '\\' && i + 1 < n) {
+      begin(i);
+      const next = text[i + 1] as string;
+      if (next !== '\n') value += next;
+      i += 2;
+      continue;
+    }
+    begin(i);
+    value += c;
+    i++;
+  }
+  endWord(n);
+  endCommand(false);
+  return commands;
+}
+
+/** Reads a `$'...'` string from `i` (after the quote), decoding \xHH, octal and the usual escapes. */
+function ansiC(text: string, i: number, emit: (s: string) => void): number {
+  const n = text.length;
+  while (i < n && text[i] !== "'") {
+    if (text[i] === '\\' && i + 1 < n) {
+      const e = text[i + 1] as string;
+      const hex = /^x([0-9a-f]{1,2})/.exec(text.slice(i + 1, i + 4));
+      const oct = /^([0-7]{1,3})/.exec(text.slice(i + 1, i + 4));
+      if (hex) {
+        emit(String.fromCharCode(Number.parseInt(hex[1] as string, 16)));
+        i += 1 + hex[0].length;
+      } else if (oct) {
+        emit(String.fromCharCode(Number.parseInt(oct[1] as string, 8)));
+        i += 1 + oct[0].length;
+      } else {
+        emit(e === 'n' ? '\n' : e === 't' ? '\t' : e);
+        i += 2;
+      }
+      continue;
+    }
+    emit(text[i] as string);
+    i++;
+  }
+  return i + 1;
+}
+
+/** A command with its program found behind wrappers (`sudo`, `env X=1`, `xargs -0`, `timeout 5`). */
+export interface Invocation {
+  /** Base name, lower case, without directory or `.exe`: `rm`, `kubectl`, `remove-item`. */
+  readonly program: string;
+  readonly programWord: Word;
+  /** The words after the program. */
+  readonly args: Word[];
+  readonly command: Command;
+}
+
+const WRAPPERS = new Set([
+  'sudo',
+  'doas',
+  'env',
+  'nohup',
+  'time',
+  'nice',
+  'ionice',
+  'command',
+  'builtin',
+  'exec',
+  'stdbuf',
+  'unbuffer',
+  'xargs',
+  'timeout',
+  'watch',
+  'caffeinate',
+  'chronic',
+  'then',
+  'do',
+  'else',
+  '!',
+]);
+/** Wrapper options that take a value as the next word. */
+const WRAPPER_VALUE_FLAGS = new Set(['-u', '-g', '-h', '-i', '-n', '-p', '-l', '-d', '-e', '-c', '-s', '-k', '-C']);
+
+export function programName(word: string): string {
+  const lower = word.toLowerCase();
+  const base = lower.slice(Math.max(lower.lastIndexOf('/'), lower.lastIndexOf('\\')) + 1);
+  return base.endsWith('.exe') ? base.slice(0, -4) : base;
+}
+
+export function invocationOf(command: Command): Invocation | null {
+  const { words } = command;
+  let i = 0;
+  while (i < words.length) {
+    const w = (words[i] as Word).value;
+    if (/^[A-Za-z_][A-Za-z0-9_]*=/.test(w) || w === '$' || w === '>' || w === '#') {
+      i++;
+      continue;
+    }
+    const name = programName(w);
+    if (!WRAPPERS.has(name)) break;
+    i++;
+    // The wrapper's own options, and the duration `timeout` takes.
+    while (i < words.length) {
+      const o = (words[i] as Word).value;
+      if (o === '--') {
+        i++;
+        break;
+      }
+      if (o.startsWith('-')) {
+        i += WRAPPER_VALUE_FLAGS.has(o) && name !== 'env' ? 2 : 1;
+        continue;
+      }
+      if (name === 'timeout' && /^\d/.test(o)) {
+        i++;
+        continue;
+      }
+      if (/^[A-Za-z_][A-Za-z0-9_]*=/.test(o)) {
+        i++;
+        continue;
+      }
+      break;
+    }
+  }
+  const programWord = words[i];
+  if (programWord === undefined) return null;
+  return { program: programName(programWord.value), programWord, args: words.slice(i + 1), command };
+}
+
+/** Short option letters, case kept (`-rf` gives r, f; `-D` gives D), and long options lower-cased (`--force`, `-recurse`). */
+export interface Options {
+  readonly short: Set<string>;
+  readonly long: Set<string>;
+  readonly positional: Word[];
+}
+
+export function optionsOf(args: readonly Word[]): Options {
+  const short = new Set<string>();
+  const long = new Set<string>();
+  const positional: Word[] = [];
+  let ended = false;
+  for (const word of args) {
+    const v = word.value;
+    if (ended || v.length < 2 || !v.startsWith('-') || /^-\d/.test(v)) {
+      if (v === '--') ended = true;
+      else positional.push(word);
+      continue;
+    }
+    if (v.startsWith('--')) {
+      long.add((v.split('=')[0] as string).toLowerCase());
+      continue;
+    }
+    long.add(v.toLowerCase());
+    if (/^-[a-z]+$/i.test(v)) for (const letter of v.slice(1)) short.add(letter);
+  }
+  return { short, long, positional };
+}
