@@ -6,7 +6,7 @@ import type { Messaging } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
-import { createKeywordJudge } from '../core/policy/index.ts';
+import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { Authenticator } from './auth/authenticator.ts';
 import { JwtVerifier } from './auth/jwt.ts';
@@ -26,6 +26,7 @@ import { Policies } from './policies/policies.ts';
 import { createApp } from './rest/app.ts';
 import { apiKeyRoutes } from './rest/routes/api-keys.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
+import { brainRoutes } from './rest/routes/brain.ts';
 import { budgetRoutes } from './rest/routes/budgets.ts';
 import { envelopeRoutes } from './rest/routes/envelopes.ts';
 import { errorDocsRoutes } from './rest/routes/error-docs.ts';
@@ -118,11 +119,12 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
     webhookUrlProblem: (url) => webhookTargets.problemWith(url),
   });
+  const judge = createBuiltinJudge(builtinJudgeOptions(config));
   const policies = new Policies({
     store,
     audit,
     effects,
-    judge: createKeywordJudge(),
+    judge,
     clock,
     observe: (r) => metrics.observePolicy(r),
   });
@@ -179,6 +181,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   envelopeRoutes(routes, envelopes);
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
+  brainRoutes(routes, judge);
   apiKeyRoutes(routes, { keys, store, audit, clock });
   tenantRoutes(routes, { tenants, webhookSecrets, store, audit, effects, clock });
   auditRoutes(routes, audit);

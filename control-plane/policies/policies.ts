@@ -129,6 +129,7 @@ export class Policies implements PolicyGate {
           matched_rule: result.matched_rule,
           shadow: result.shadow,
           approval_id: approval?.approval_id ?? null,
+          ...(result.semantic === undefined ? {} : { semantic: result.semantic }),
         },
       });
       if (!result.allowed) {
@@ -142,6 +143,7 @@ export class Policies implements PolicyGate {
           message: result.message ?? result.reason,
           occurred_at: now.toISOString(),
           source: 'control-plane',
+          ...(result.semantic === undefined ? {} : { semantic: result.semantic }),
         };
         effects.publications.push({
           subject: subjects.policyViolation(caller.tenant),

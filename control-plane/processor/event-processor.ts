@@ -201,6 +201,7 @@ export class EventProcessor {
         matched_rule: violation.rule_id,
         message: violation.message,
         observed_at: violation.occurred_at,
+        ...(violation.semantic === undefined ? {} : { semantic: violation.semantic }),
       },
     });
   }

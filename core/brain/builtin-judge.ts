@@ -86,7 +86,8 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
     const context = input.context;
     const fields: { name: string; value: unknown }[] = [{ name: field, value: input.text }];
     const toolName = typeof context.tool_name === 'string' ? context.tool_name : '';
-    if (field !== 'tool_args' && context.tool_args !== undefined) fields.push({ name: 'tool_args', value: context.tool_args });
+    if (field !== 'tool_args' && context.tool_args !== undefined)
+      fields.push({ name: 'tool_args', value: context.tool_args });
     for (const { name, value } of fields) {
       const text = typeof value === 'string' ? value : safeJson(value);
       if (text.length > options.maxTextChars) truncated = true;
@@ -118,13 +119,17 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
       scanSql(view, findings);
       scanEntropy(view, findings);
       proseSecretPath(view, findings);
-      if (view.hidden === 'tags') findings.push(finding(view, 'SUSPICIOUS', 0.85, 'injection.hidden_characters', 0, view.norm.length));
-      else if (view.hidden === 'zero-width') findings.push(finding(view, 'SUSPICIOUS', 0.45, 'injection.zero_width', 0, view.norm.length));
+      if (view.hidden === 'tags')
+        findings.push(finding(view, 'SUSPICIOUS', 0.85, 'injection.hidden_characters', 0, view.norm.length));
+      else if (view.hidden === 'zero-width')
+        findings.push(finding(view, 'SUSPICIOUS', 0.45, 'injection.zero_width', 0, view.norm.length));
     }
     const destinations = views.flatMap((v) => urlsIn(v.norm).map((u) => u.host));
     const adjusted = findings.map((f) => {
       const home = HOME_HOSTS[f.signal];
-      return home !== undefined && destinations.length > 0 && destinations.every((d) => home.test(d)) ? { ...f, weight: 0.35 } : f;
+      return home !== undefined && destinations.length > 0 && destinations.every((d) => home.test(d))
+        ? { ...f, weight: 0.35 }
+        : f;
     });
     const categories = INTENT_CATEGORIES.map((category) => {
       const own = adjusted.filter((f) => f.category === category).sort((a, b) => b.weight - a.weight);
@@ -222,4 +227,18 @@ function collectLeaves(value: unknown, path: string, key: string, out: TextView[
   if (value !== null && typeof value === 'object') {
     for (const [k, v] of Object.entries(value)) collectLeaves(v, `${path}.${k}`, k, out, depth + 1);
   }
+}
+
+/** The judge's options from the configuration of either process. */
+export function builtinJudgeOptions(config: {
+  semantic_judge_max_text_chars: number;
+  semantic_judge_allowed_hosts: string;
+}): BuiltinJudgeOptions {
+  return {
+    maxTextChars: config.semantic_judge_max_text_chars,
+    allowedHosts: config.semantic_judge_allowed_hosts
+      .split(',')
+      .map((h) => h.trim().toLowerCase())
+      .filter((h) => h !== ''),
+  };
 }

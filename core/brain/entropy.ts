@@ -36,8 +36,10 @@ export function isRandomToken(token: string): boolean {
 
 const CREDENTIAL_NAME =
   /(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credential|auth|bearer|client[_-]?secret|signing[_-]?key|session[_-]?key|x-api-key)["']?\s*(?:[:=]|:=|=>)?\s*["']?(?:bearer\s+|basic\s+|token\s+)?$/;
-const NOT_CREDENTIAL = /page|cursor|next|continuation|etag|nonce|csrf|state|request[_-]?id|trace|hash|sha|checksum|digest|integrity|commit|idempotency|session[_-]?id|_id$/;
-const PLACEHOLDER = /^(?:\$\{?[\w.]+\}?|<[^>]*>|\{\{.*\}\}|\*{3,}.*|x{4,}.*|.*(?:example|placeholder|your[_-]|redacted|changeme|dummy|sample|xxxx|\.\.\.).*)$/i;
+const NOT_CREDENTIAL =
+  /page|cursor|next|continuation|etag|nonce|csrf|state|request[_-]?id|trace|hash|sha|checksum|digest|integrity|commit|idempotency|session[_-]?id|_id$/;
+const PLACEHOLDER =
+  /^(?:\$\{?[\w.]+\}?|<[^>]*>|\{\{.*\}\}|\*{3,}.*|x{4,}.*|.*(?:example|placeholder|your[_-]|redacted|changeme|dummy|sample|xxxx|\.\.\.).*)$/i;
 
 /**
  * Credentials no pattern knows: a random token assigned to a credential-like name (`api_key=`,

@@ -55,7 +55,16 @@ const DROP_SITES = [
 ];
 
 /** Names that only resolve inside a network: single labels and the private suffixes. */
-const INTERNAL_SUFFIXES = ['.internal', '.local', '.localdomain', '.lan', '.corp', '.intranet', '.svc', '.cluster.local'];
+const INTERNAL_SUFFIXES = [
+  '.internal',
+  '.local',
+  '.localdomain',
+  '.lan',
+  '.corp',
+  '.intranet',
+  '.svc',
+  '.cluster.local',
+];
 
 export interface HostPolicy {
   /** Host patterns from configuration: `github.com`, `*.corp.example`. */

@@ -44,7 +44,10 @@ export const SemanticJudgeResponseSchema = z.object({
 export type SemanticJudgeResponse = z.infer<typeof SemanticJudgeResponseSchema>;
 
 /** Judges one request: what the REST route (and later the gRPC SemanticJudgeService) answers. */
-export async function evaluateSemantic(judge: SemanticJudge, request: SemanticJudgeRequest): Promise<SemanticJudgeResponse> {
+export async function evaluateSemantic(
+  judge: SemanticJudge,
+  request: SemanticJudgeRequest,
+): Promise<SemanticJudgeResponse> {
   const started = performance.now();
   const context: Record<string, unknown> = { ...request.context };
   if (request.tool_name !== undefined) context.tool_name = request.tool_name;

@@ -87,7 +87,8 @@ const ARTIFACTS = new Set([
   'deriveddata',
 ]);
 
-const ARTIFACT_FILES = /\.(?:pyc|pyo|o|obj|class|tmp|temp|log|bak|swp|orig|rej|cache|lock)$|^\*?~$|\.ds_store$|^thumbs\.db$/i;
+const ARTIFACT_FILES =
+  /\.(?:pyc|pyo|o|obj|class|tmp|temp|log|bak|swp|orig|rej|cache|lock)$|^\*?~$|\.ds_store$|^thumbs\.db$/i;
 
 /** Regenerable output: build and cache directories, temporary files, compiled objects. */
 export function isArtifactPath(path: string): boolean {
@@ -107,7 +108,11 @@ export function isArtifactPath(path: string): boolean {
 /** The root, a home, the working tree itself, or a system directory: nothing survives deleting it. */
 export function isCriticalPath(path: string): boolean {
   const p = path.toLowerCase().replace(/\\/g, '/');
-  if (/^(?:\/|\/\*|\/\.\*|~|~\/|~\/\*|\$home|\$\{home\}|\$home\/\*|\.|\.\/|\*|\.\/\*|\.\.|\.\.\/|[a-z]:\/?|[a-z]:\/\*)$/.test(p))
+  if (
+    /^(?:\/|\/\*|\/\.\*|~|~\/|~\/\*|\$home|\$\{home\}|\$home\/\*|\.|\.\/|\*|\.\/\*|\.\.|\.\.\/|[a-z]:\/?|[a-z]:\/\*)$/.test(
+      p,
+    )
+  )
     return true;
   return /^\/(?:etc|usr|var|bin|sbin|boot|lib|lib64|opt|srv|root|home|mnt|data|dev|sys|proc|system|library|applications|users)(?:\/[^/]*)?\/?\*?$/.test(
     p,

@@ -154,8 +154,7 @@ function find(inv: Invocation, scan: Scan): void {
   const end = last(inv.args) ?? inv.programWord;
   if (isArtifactPath(start) || (name !== '' && isArtifactPath(name.replace(/^\*/, 'x'))))
     emit(scan, 'DESTRUCTIVE', 0.35, 'shell.find_delete_artifacts', inv.programWord, end);
-  else if (isCriticalPath(start))
-    emit(scan, 'DESTRUCTIVE', 0.92, 'shell.find_delete_critical', inv.programWord, end);
+  else if (isCriticalPath(start)) emit(scan, 'DESTRUCTIVE', 0.92, 'shell.find_delete_critical', inv.programWord, end);
   else emit(scan, 'DESTRUCTIVE', 0.8, 'shell.find_delete', inv.programWord, end);
 }
 
@@ -253,9 +252,11 @@ function terraform(inv: Invocation, scan: Scan): void {
   const [sub, arg] = o.positional.map(lower);
   const end = last(inv.args) ?? inv.programWord;
   if (sub === 'destroy') emit(scan, 'DESTRUCTIVE', 0.95, 'iac.destroy', inv.programWord, end);
-  else if (sub === 'apply' && o.long.has('-destroy')) emit(scan, 'DESTRUCTIVE', 0.92, 'iac.destroy', inv.programWord, end);
+  else if (sub === 'apply' && o.long.has('-destroy'))
+    emit(scan, 'DESTRUCTIVE', 0.92, 'iac.destroy', inv.programWord, end);
   else if (sub === 'state' && arg === 'rm') emit(scan, 'DESTRUCTIVE', 0.6, 'iac.state_rm', inv.programWord, end);
-  else if (sub === 'workspace' && arg === 'delete') emit(scan, 'DESTRUCTIVE', 0.7, 'iac.workspace_delete', inv.programWord, end);
+  else if (sub === 'workspace' && arg === 'delete')
+    emit(scan, 'DESTRUCTIVE', 0.7, 'iac.workspace_delete', inv.programWord, end);
 }
 
 function iacDestroy(inv: Invocation, scan: Scan): void {
@@ -274,7 +275,10 @@ function cloud(inv: Invocation, scan: Scan): void {
   const storage = inv.program === 'gsutil' || (words[0] === 's3' && inv.program === 'aws') || words[0] === 'storage';
   const verb = storage ? words.find((w) => /^(?:rm|rb|sync|cp|mv)$/.test(w)) : undefined;
   if (verb === 'rm') {
-    hit(recursive || words.some((w) => w.includes('**')) ? 0.9 : 0.45, recursive ? 'cloud.storage_rm_recursive' : 'cloud.storage_rm');
+    hit(
+      recursive || words.some((w) => w.includes('**')) ? 0.9 : 0.45,
+      recursive ? 'cloud.storage_rm_recursive' : 'cloud.storage_rm',
+    );
     return;
   }
   if (verb === 'rb') {
@@ -289,9 +293,14 @@ function cloud(inv: Invocation, scan: Scan): void {
     upload(inv, scan, o.positional.slice(words.indexOf(verb) + 1));
     return;
   }
-  const deleting = words.find((w) => /^(?:delete|destroy|terminate|purge|remove|rm)(?:-|$)|^(?:schedule-key-deletion|delete-batch)$/.test(w));
+  const deleting = words.find((w) =>
+    /^(?:delete|destroy|terminate|purge|remove|rm)(?:-|$)|^(?:schedule-key-deletion|delete-batch)$/.test(w),
+  );
   if (deleting === undefined) {
-    if (words.some((w) => /^get-secret-value$|^get-parameters?(?:-by-path)?$/.test(w)) || (words.includes('secret') && words.includes('show')))
+    if (
+      words.some((w) => /^get-secret-value$|^get-parameters?(?:-by-path)?$/.test(w)) ||
+      (words.includes('secret') && words.includes('show'))
+    )
       emit(scan, 'DATA_EXFILTRATION', 0.55, 'cloud.read_secret', inv.programWord, end);
     return;
   }
@@ -300,8 +309,14 @@ function cloud(inv: Invocation, scan: Scan): void {
     return;
   }
   const wholesale =
-    words.some((w) => /^(?:projects?|groups?|clusters?|databases?|db-instance|db-cluster|instances|sql|tables?|buckets?|keyspaces?)$/.test(w)) ||
-    /^delete-(?:db-|table|bucket|stack|cluster|file-system|repository|secret|vpc|volume|snapshot)|^terminate-|^schedule-key-deletion/.test(deleting) ||
+    words.some((w) =>
+      /^(?:projects?|groups?|clusters?|databases?|db-instance|db-cluster|instances|sql|tables?|buckets?|keyspaces?)$/.test(
+        w,
+      ),
+    ) ||
+    /^delete-(?:db-|table|bucket|stack|cluster|file-system|repository|secret|vpc|volume|snapshot)|^terminate-|^schedule-key-deletion/.test(
+      deleting,
+    ) ||
     o.long.has('--skip-final-snapshot') ||
     o.long.has('--force-delete-without-recovery');
   hit(wholesale ? 0.92 : 0.8, 'cloud.delete');
@@ -312,12 +327,19 @@ function docker(inv: Invocation, scan: Scan): void {
   const words = o.positional.map(lower);
   const end = last(inv.args) ?? inv.programWord;
   const [a, b] = words;
-  if ((a === 'volume' && (b === 'rm' || b === 'prune')) || (a === 'compose' && b === 'down' && (o.short.has('v') || o.long.has('--volumes'))) || (a === 'down' && (o.short.has('v') || o.long.has('--volumes'))))
+  if (
+    (a === 'volume' && (b === 'rm' || b === 'prune')) ||
+    (a === 'compose' && b === 'down' && (o.short.has('v') || o.long.has('--volumes'))) ||
+    (a === 'down' && (o.short.has('v') || o.long.has('--volumes')))
+  )
     emit(scan, 'DESTRUCTIVE', 0.65, 'docker.volume_delete', inv.programWord, end);
   else if (a === 'system' && b === 'prune' && o.long.has('--volumes'))
     emit(scan, 'DESTRUCTIVE', 0.65, 'docker.prune_volumes', inv.programWord, end);
   if (a === 'run' || a === 'exec' || a === 'create') {
-    const host = inv.args.some((w) => /^(?:\/|\/var\/run\/docker\.sock):/.test(w.value)) || o.long.has('--privileged') || words.some((w) => w === '--pid=host');
+    const host =
+      inv.args.some((w) => /^(?:\/|\/var\/run\/docker\.sock):/.test(w.value)) ||
+      o.long.has('--privileged') ||
+      words.some((w) => w === '--pid=host');
     if (host || inv.args.some((w) => /^--(?:privileged|pid=host|net=host|cap-add=(?:all|sys_admin))$/i.test(w.value)))
       emit(scan, 'SUSPICIOUS', 0.7, 'docker.host_escape', inv.programWord, end);
   }
@@ -336,7 +358,11 @@ function dd(inv: Invocation, scan: Scan): void {
 function partition(inv: Invocation, scan: Scan): void {
   const words = inv.args.map(lower);
   if (words.includes('-l') || words.includes('--list') || words.includes('print')) return;
-  if (words.some((w) => /^(?:-z|--zap-all|-o|--clear|mklabel|rm|--delete|clean|mkpart)$/i.test(w)) || inv.program === 'wipefs' || inv.program === 'blkdiscard')
+  if (
+    words.some((w) => /^(?:-z|--zap-all|-o|--clear|mklabel|rm|--delete|clean|mkpart)$/i.test(w)) ||
+    inv.program === 'wipefs' ||
+    inv.program === 'blkdiscard'
+  )
     emit(scan, 'DESTRUCTIVE', 0.9, 'disk.partition', inv.programWord, last(inv.args) ?? inv.programWord);
 }
 
@@ -365,7 +391,8 @@ function power(inv: Invocation, scan: Scan): void {
 }
 
 function crontab(inv: Invocation, scan: Scan): void {
-  if (inv.args.some((w) => w.value === '-r')) emit(scan, 'DESTRUCTIVE', 0.7, 'system.crontab_remove', inv.programWord, last(inv.args) ?? inv.programWord);
+  if (inv.args.some((w) => w.value === '-r'))
+    emit(scan, 'DESTRUCTIVE', 0.7, 'system.crontab_remove', inv.programWord, last(inv.args) ?? inv.programWord);
 }
 
 function chmodChown(inv: Invocation, scan: Scan): void {
@@ -374,7 +401,10 @@ function chmodChown(inv: Invocation, scan: Scan): void {
   const recursive = o.short.has('R') || o.long.has('--recursive');
   const end = last(inv.args) ?? inv.programWord;
   if (inv.program === 'chmod' && mode !== undefined) {
-    if (/^(?:[ugoa]*\+s|[2467][0-7]{3})$/.test(mode) && targets.some((t) => /(?:^|\/)(?:bash|sh|dash|zsh|python3?|perl|find|vim|env)$/.test(t)))
+    if (
+      /^(?:[ugoa]*\+s|[2467][0-7]{3})$/.test(mode) &&
+      targets.some((t) => /(?:^|\/)(?:bash|sh|dash|zsh|python3?|perl|find|vim|env)$/.test(t))
+    )
       emit(scan, 'SUSPICIOUS', 0.85, 'privesc.setuid', inv.programWord, end);
     else if (/^0?777$|^a\+rwx$/.test(mode) && recursive && targets.some(isCriticalPath))
       emit(scan, 'SUSPICIOUS', 0.75, 'privesc.world_writable', inv.programWord, end);
@@ -392,11 +422,16 @@ function shred(inv: Invocation, scan: Scan): void {
   const targets = optionsOf(inv.args).positional.map(lower);
   if (targets.some((t) => /history|\/var\/log|\.log$|auth\.log|wtmp|btmp|lastlog/.test(t)))
     emit(scan, 'SUSPICIOUS', 0.8, 'evasion.wipe_logs', inv.programWord, last(inv.args) ?? inv.programWord);
-  else if (targets.length > 0) emit(scan, 'DESTRUCTIVE', 0.88, 'shell.shred', inv.programWord, last(inv.args) ?? inv.programWord);
+  else if (targets.length > 0)
+    emit(scan, 'DESTRUCTIVE', 0.88, 'shell.shred', inv.programWord, last(inv.args) ?? inv.programWord);
 }
 
 function logTampering(inv: Invocation, scan: Scan, targets: readonly string[]): void {
-  if (targets.some((t) => /^\/var\/log(?:\/|$)|\.bash_history$|\.zsh_history$|\/var\/log\/audit|wtmp$|btmp$|lastlog$/.test(t)))
+  if (
+    targets.some((t) =>
+      /^\/var\/log(?:\/|$)|\.bash_history$|\.zsh_history$|\/var\/log\/audit|wtmp$|btmp$|lastlog$/.test(t),
+    )
+  )
     emit(scan, 'SUSPICIOUS', 0.75, 'evasion.delete_logs', inv.programWord, last(inv.args) ?? inv.programWord);
 }
 
@@ -417,7 +452,13 @@ function destinationOf(words: readonly Word[], scan: Scan): { where: Destination
   const rank: Record<Destination, number> = { internal: 0, allowed: 1, external: 2, drop: 3 };
   for (const word of words) {
     const urls = urlsIn(word.value);
-    const candidates = urls.length > 0 ? urls.map((u) => u.hostAndPath) : /^[a-z0-9-]+(?:\.[a-z0-9-]+)+(?::\d+)?(?:\/\S*)?$/i.test(word.value) && !/\.(?:json|txt|csv|sql|gz|zip|tar|log|env|pem|key|yaml|yml|xml|html|js|ts|py|sh|md)$/i.test(word.value) ? [word.value.toLowerCase()] : [];
+    const candidates =
+      urls.length > 0
+        ? urls.map((u) => u.hostAndPath)
+        : /^[a-z0-9-]+(?:\.[a-z0-9-]+)+(?::\d+)?(?:\/\S*)?$/i.test(word.value) &&
+            !/\.(?:json|txt|csv|sql|gz|zip|tar|log|env|pem|key|yaml|yml|xml|html|js|ts|py|sh|md)$/i.test(word.value)
+          ? [word.value.toLowerCase()]
+          : [];
     for (const c of candidates) {
       const where = classifyDestination(c, scan.hosts);
       if (best === undefined || rank[where] > rank[best.where]) best = { where, word };
@@ -438,11 +479,17 @@ function curl(inv: Invocation, scan: Scan, pipeline: readonly Invocation[], inde
     const next = words[i + 1]?.value ?? '';
     const flag = w.split('=')[0] as string;
     const value = w.includes('=') && flag.startsWith('--') ? w.slice(flag.length + 1) : next;
-    if (/^(?:-d|--data|--data-binary|--data-raw|--data-urlencode|--json|--post-file|--body-file|-InFile|-infile)$/i.test(flag) || /^-d./.test(w)) {
+    if (
+      /^(?:-d|--data|--data-binary|--data-raw|--data-urlencode|--json|--post-file|--body-file|-InFile|-infile)$/i.test(
+        flag,
+      ) ||
+      /^-d./.test(w)
+    ) {
       sendsData = true;
       const v = /^-d./.test(w) ? w.slice(2) : value;
       if (v === '@-' || v === '-') sendsStdin = true;
-      else if (v.startsWith('@') || /^--(?:post|body)-file$/.test(flag) || /^-infile$/i.test(flag)) sendsFile ??= words[i + 1] ?? (words[i] as Word);
+      else if (v.startsWith('@') || /^--(?:post|body)-file$/.test(flag) || /^-infile$/i.test(flag))
+        sendsFile ??= words[i + 1] ?? (words[i] as Word);
     } else if (/^(?:-F|--form)$/.test(flag) && /=[@<]/.test(value)) {
       sendsFile ??= words[i + 1] ?? (words[i] as Word);
     } else if (/^(?:-T|--upload-file)$/.test(flag)) {
@@ -455,8 +502,19 @@ function curl(inv: Invocation, scan: Scan, pipeline: readonly Invocation[], inde
   const end = last(words) ?? inv.programWord;
   const source = sendsStdin || (!sendsFile && inv.command.pipeIn) ? pipedSource(pipeline, index) : undefined;
   const secret = sendsFile !== undefined && secretPathIn(sendsFile.value.replace(/^[^@<]*[@<]/, ' ')) !== undefined;
-  if (secret || (source !== undefined && (DUMPERS.has(source.program) || source.args.some((w) => secretPathIn(w.value) !== undefined)))) {
-    emit(scan, 'DATA_EXFILTRATION', dest.where === 'internal' || dest.where === 'allowed' ? 0.6 : 0.95, 'exfil.secret_upload', inv.programWord, end);
+  if (
+    secret ||
+    (source !== undefined &&
+      (DUMPERS.has(source.program) || source.args.some((w) => secretPathIn(w.value) !== undefined)))
+  ) {
+    emit(
+      scan,
+      'DATA_EXFILTRATION',
+      dest.where === 'internal' || dest.where === 'allowed' ? 0.6 : 0.95,
+      'exfil.secret_upload',
+      inv.programWord,
+      end,
+    );
   } else if (sendsFile !== undefined || source !== undefined) {
     emit(scan, 'DATA_EXFILTRATION', EXFIL_WEIGHT[dest.where], 'exfil.file_upload', inv.programWord, end);
   } else if (sendsData && dest.where === 'drop') {
@@ -472,7 +530,8 @@ function netcat(inv: Invocation, scan: Scan, pipeline: readonly Invocation[], in
     return;
   }
   if (words.some((w) => w === '-l' || w === '-z' || w === '-zv' || w === '-vz')) return;
-  const fed = inv.args.some((w) => w.value === '<') || (inv.command.pipeIn && pipedSource(pipeline, index) !== undefined);
+  const fed =
+    inv.args.some((w) => w.value === '<') || (inv.command.pipeIn && pipedSource(pipeline, index) !== undefined);
   if (fed) emit(scan, 'DATA_EXFILTRATION', 0.88, 'exfil.netcat', inv.programWord, end);
 }
 
@@ -480,24 +539,59 @@ function upload(inv: Invocation, scan: Scan, positional: readonly Word[]): void 
   if (positional.length < 2) return;
   const target = last(positional) as Word;
   const sources = positional.slice(0, -1);
-  const remote = remoteHost(target.value) ?? (/^(?:s3|gs|az|wasbs?|abfss?):\/\//i.test(target.value) ? 'bucket' : undefined);
-  if (remote === undefined || sources.every((s) => remoteHost(s.value) !== undefined || /^(?:s3|gs):\/\//i.test(s.value))) return;
+  const remote =
+    remoteHost(target.value) ?? (/^(?:s3|gs|az|wasbs?|abfss?):\/\//i.test(target.value) ? 'bucket' : undefined);
+  if (
+    remote === undefined ||
+    sources.every((s) => remoteHost(s.value) !== undefined || /^(?:s3|gs):\/\//i.test(s.value))
+  )
+    return;
   const where = remote === 'bucket' ? 'external' : classifyDestination(remote, scan.hosts);
   const end = target;
   const values = sources.map(lower);
-  if (values.some((s) => secretPathIn(` ${s}`) !== undefined || /^\/etc\/|\/var\/lib\/(?:postgres|mysql|mongo)/.test(s)))
-    emit(scan, 'DATA_EXFILTRATION', where === 'internal' || where === 'allowed' ? 0.6 : 0.93, 'exfil.secret_copy', inv.programWord, end);
-  else if (values.every(isArtifactPath) || values.every((v) => /^(?:\.\/)?(?:dist|build|public|site|out|_site|www|html|static)(?:\/|$)/.test(v)))
+  if (
+    values.some((s) => secretPathIn(` ${s}`) !== undefined || /^\/etc\/|\/var\/lib\/(?:postgres|mysql|mongo)/.test(s))
+  )
+    emit(
+      scan,
+      'DATA_EXFILTRATION',
+      where === 'internal' || where === 'allowed' ? 0.6 : 0.93,
+      'exfil.secret_copy',
+      inv.programWord,
+      end,
+    );
+  else if (
+    values.every(isArtifactPath) ||
+    values.every((v) => /^(?:\.\/)?(?:dist|build|public|site|out|_site|www|html|static)(?:\/|$)/.test(v))
+  )
     return;
-  else if (values.some((s) => /\.(?:sql|dump|bak|csv|sqlite3?|db|xlsx|parquet|tar(?:\.gz)?|tgz|zip)$|dump|backup|export|customers?|users|patients|payroll/.test(s)))
-    emit(scan, 'DATA_EXFILTRATION', where === 'internal' || where === 'allowed' ? 0.4 : 0.82, 'exfil.data_copy', inv.programWord, end);
-  else if (where === 'external' || where === 'drop') emit(scan, 'DATA_EXFILTRATION', 0.6, 'exfil.copy_to_remote', inv.programWord, end);
+  else if (
+    values.some((s) =>
+      /\.(?:sql|dump|bak|csv|sqlite3?|db|xlsx|parquet|tar(?:\.gz)?|tgz|zip)$|dump|backup|export|customers?|users|patients|payroll/.test(
+        s,
+      ),
+    )
+  )
+    emit(
+      scan,
+      'DATA_EXFILTRATION',
+      where === 'internal' || where === 'allowed' ? 0.4 : 0.82,
+      'exfil.data_copy',
+      inv.programWord,
+      end,
+    );
+  else if (where === 'external' || where === 'drop')
+    emit(scan, 'DATA_EXFILTRATION', 0.6, 'exfil.copy_to_remote', inv.programWord, end);
 }
 
 function copyTool(inv: Invocation, scan: Scan): void {
   const o = optionsOf(inv.args);
   const positional = inv.program === 'rclone' ? o.positional.slice(1) : o.positional;
-  upload(inv, scan, positional.filter((w) => !/^\d+$/.test(w.value)));
+  upload(
+    inv,
+    scan,
+    positional.filter((w) => !/^\d+$/.test(w.value)),
+  );
 }
 
 function dns(inv: Invocation, scan: Scan): void {
@@ -523,15 +617,36 @@ function pipeToInterpreter(pipeline: readonly Invocation[], index: number, scan:
   for (let i = index - 1; i >= 0; i--) {
     const source = pipeline[i] as Invocation;
     const decodes =
-      ((source.program === 'base64' || source.program === 'base32') && source.args.some((w) => /^(?:-d|--decode|-D)$/.test(w.value))) ||
+      ((source.program === 'base64' || source.program === 'base32') &&
+        source.args.some((w) => /^(?:-d|--decode|-D)$/.test(w.value))) ||
       (source.program === 'xxd' && source.args.some((w) => w.value === '-r')) ||
-      (source.program === 'openssl' && source.args.some((w) => /^(?:base64|enc)$/.test(w.value)) && source.args.some((w) => w.value === '-d'));
+      (source.program === 'openssl' &&
+        source.args.some((w) => /^(?:base64|enc)$/.test(w.value)) &&
+        source.args.some((w) => w.value === '-d'));
     if (decodes) {
-      scan.out.push(finding(scan.view, 'SUSPICIOUS', 0.92, 'payload.decode_to_shell', scan.base + source.programWord.start, scan.base + inv.programWord.end));
+      scan.out.push(
+        finding(
+          scan.view,
+          'SUSPICIOUS',
+          0.92,
+          'payload.decode_to_shell',
+          scan.base + source.programWord.start,
+          scan.base + inv.programWord.end,
+        ),
+      );
       return;
     }
     if (FETCHERS.has(source.program)) {
-      scan.out.push(finding(scan.view, 'SUSPICIOUS', 0.8, 'payload.remote_script', scan.base + source.programWord.start, scan.base + inv.programWord.end));
+      scan.out.push(
+        finding(
+          scan.view,
+          'SUSPICIOUS',
+          0.8,
+          'payload.remote_script',
+          scan.base + source.programWord.start,
+          scan.base + inv.programWord.end,
+        ),
+      );
       return;
     }
     if (!source.command.pipeIn) return;
@@ -551,11 +666,19 @@ function security(inv: Invocation, scan: Scan): void {
       return;
     case 'iptables':
     case 'ip6tables':
-      if (words.some((w) => w === '-f' || w === '--flush') && !words.some((w) => w === '-t')) hit(0.6, 'evasion.firewall_flush');
+      if (words.some((w) => w === '-f' || w === '--flush') && !words.some((w) => w === '-t'))
+        hit(0.6, 'evasion.firewall_flush');
       return;
     case 'systemctl':
     case 'service':
-      if (words.some((w) => /^(?:stop|disable|mask|kill)$/.test(w)) && words.some((w) => /^(?:auditd|falco|apparmor|firewalld|ufw|crowdstrike|falcon-sensor|osqueryd|wazuh-agent|sysmon|clamav-daemon|clamd|selinux|fail2ban|rsyslog|syslog|journald|systemd-journald|auditbeat|filebeat|datadog-agent)(?:\.service)?$/.test(w)))
+      if (
+        words.some((w) => /^(?:stop|disable|mask|kill)$/.test(w)) &&
+        words.some((w) =>
+          /^(?:auditd|falco|apparmor|firewalld|ufw|crowdstrike|falcon-sensor|osqueryd|wazuh-agent|sysmon|clamav-daemon|clamd|selinux|fail2ban|rsyslog|syslog|journald|systemd-journald|auditbeat|filebeat|datadog-agent)(?:\.service)?$/.test(
+            w,
+          ),
+        )
+      )
         hit(0.8, 'evasion.stop_security_service');
       return;
     case 'auditctl':
@@ -569,11 +692,17 @@ function security(inv: Invocation, scan: Scan): void {
       return;
     case 'usermod':
     case 'gpasswd':
-      if (words.some((w) => /(?:^|,)(?:sudo|wheel|root|admin|docker)(?:,|$)/.test(w))) hit(0.7, 'privesc.add_to_admin_group');
+      if (words.some((w) => /(?:^|,)(?:sudo|wheel|root|admin|docker)(?:,|$)/.test(w)))
+        hit(0.7, 'privesc.add_to_admin_group');
       return;
     case 'useradd':
     case 'adduser':
-      if (words.includes('-o') || words.some((w) => w === '0') || words.some((w) => /(?:^|,)(?:sudo|wheel|root)(?:,|$)/.test(w))) hit(0.8, 'privesc.root_user');
+      if (
+        words.includes('-o') ||
+        words.some((w) => w === '0') ||
+        words.some((w) => /(?:^|,)(?:sudo|wheel|root)(?:,|$)/.test(w))
+      )
+        hit(0.8, 'privesc.root_user');
       return;
     case 'nmap':
     case 'masscan':
@@ -600,13 +729,16 @@ function security(inv: Invocation, scan: Scan): void {
       return;
     case 'vssadmin':
     case 'wbadmin':
-      if (words.some((w) => w === 'delete')) emit(scan, 'DESTRUCTIVE', 0.95, 'system.delete_backups', inv.programWord, end);
+      if (words.some((w) => w === 'delete'))
+        emit(scan, 'DESTRUCTIVE', 0.95, 'system.delete_backups', inv.programWord, end);
       return;
     case 'bcdedit':
-      if (words.some((w) => /recoveryenabled|bootstatuspolicy/.test(w))) emit(scan, 'DESTRUCTIVE', 0.85, 'system.disable_recovery', inv.programWord, end);
+      if (words.some((w) => /recoveryenabled|bootstatuspolicy/.test(w)))
+        emit(scan, 'DESTRUCTIVE', 0.85, 'system.disable_recovery', inv.programWord, end);
       return;
     case 'cipher':
-      if (words.some((w) => w.startsWith('/w'))) emit(scan, 'DESTRUCTIVE', 0.75, 'disk.wipe_free_space', inv.programWord, end);
+      if (words.some((w) => w.startsWith('/w')))
+        emit(scan, 'DESTRUCTIVE', 0.75, 'disk.wipe_free_space', inv.programWord, end);
       return;
     default:
       return;
@@ -712,14 +844,29 @@ function scanScript(scan: Scan, text: string): void {
 /** A reader on a credential store takes its secrets. */
 function readsSecret(inv: Invocation, scan: Scan): void {
   if (inv.program === 'env' || inv.program === 'printenv' || inv.program === 'set') {
-    if (inv.command.pipeOut) emit(scan, 'DATA_EXFILTRATION', 0.55, 'secrets.dump_environment', inv.programWord, last(inv.args) ?? inv.programWord);
+    if (inv.command.pipeOut)
+      emit(
+        scan,
+        'DATA_EXFILTRATION',
+        0.55,
+        'secrets.dump_environment',
+        inv.programWord,
+        last(inv.args) ?? inv.programWord,
+      );
     return;
   }
   for (const w of inv.args) {
     const hit = secretPathIn(` ${w.value}`);
     if (hit === undefined) continue;
     const weak = isWeakSecretPath(w.value);
-    emit(scan, 'DATA_EXFILTRATION', weak ? 0.6 : 0.85, weak ? 'secrets.read_system_file' : 'secrets.read_credentials', inv.programWord, w);
+    emit(
+      scan,
+      'DATA_EXFILTRATION',
+      weak ? 0.6 : 0.85,
+      weak ? 'secrets.read_system_file' : 'secrets.read_credentials',
+      inv.programWord,
+      w,
+    );
     return;
   }
 }
@@ -738,9 +885,27 @@ function scriptArguments(inv: Invocation, scan: Scan): void {
   }
   if (inv.program === 'ssh') {
     const o = optionsOf(args);
-    const valueFlags = new Set(['-i', '-p', '-l', '-o', '-F', '-J', '-L', '-R', '-D', '-W', '-b', '-c', '-E', '-m', '-S', '-w']);
+    const valueFlags = new Set([
+      '-i',
+      '-p',
+      '-l',
+      '-o',
+      '-F',
+      '-J',
+      '-L',
+      '-R',
+      '-D',
+      '-W',
+      '-b',
+      '-c',
+      '-E',
+      '-m',
+      '-S',
+      '-w',
+    ]);
     let i = 0;
-    while (i < args.length && (args[i] as Word).value.startsWith('-')) i += valueFlags.has((args[i] as Word).value) ? 2 : 1;
+    while (i < args.length && (args[i] as Word).value.startsWith('-'))
+      i += valueFlags.has((args[i] as Word).value) ? 2 : 1;
     const rest = args.slice(i + 1);
     if (rest.length === 1) nestedScript(rest[0] as Word, scan);
     else if (rest.length > 1) nested(rest, scan);
@@ -756,7 +921,8 @@ function nested(words: readonly Word[], scan: Scan): void {
   const program = inv.program.startsWith('mkfs.') ? 'mkfs' : inv.program;
   const analyzer = Object.hasOwn(DESTRUCTIVE_ANALYZERS, program) ? DESTRUCTIVE_ANALYZERS[program] : undefined;
   analyzer?.(inv, { ...scan, depth: scan.depth + 1 });
-  if (program !== 'find' && (SHELLS.has(program) || program === 'ssh')) scriptArguments(inv, { ...scan, depth: scan.depth + 1 });
+  if (program !== 'find' && (SHELLS.has(program) || program === 'ssh'))
+    scriptArguments(inv, { ...scan, depth: scan.depth + 1 });
 }
 
 /** A script held in one word: its text is read again as commands, spans kept in the outer text. */

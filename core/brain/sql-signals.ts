@@ -7,7 +7,7 @@ const UPDATE = RE2JS.compile(String.raw`\bupdate\s+(?:only\s+)?[a-z_"\x60\[][\w.
 const WHERE = RE2JS.compile(String.raw`\bwhere\b`);
 /** A WHERE that selects every row: `1=1`, `true`, `id > 0`, `x is not null`, `'a'='a'`. */
 const TAUTOLOGY = RE2JS.compile(
-  String.raw`\bwhere\s+(?:\(?\s*)?(?:1\s*=\s*1|true|1\b|'(\w*)'\s*=\s*'\w*'|\w+\s*=\s*\w+\s*(?:;|$)|(?:\w+\.)?id\s*(?:>|>=)\s*0\b|\w+\s+is\s+not\s+null\s*(?:;|$))`,
+  String.raw`\bwhere\s+(?:\(?\s*)?(?:1\s*=\s*1|true|1\b|'(\w*)'\s*=\s*'\w*'|(?:\w+\.)?id\s*(?:>|>=)\s*0\b|\w+\s+is\s+not\s+null\s*(?:;|$))`,
 );
 
 /**

@@ -22,9 +22,7 @@ export interface TextView {
 const NON_ASCII = /[^\x09\x0a\x0d\x20-\x7e]/;
 
 function isZeroWidth(code: number): boolean {
-  return (
-    (code >= 0x200b && code <= 0x200f) || (code >= 0x2060 && code <= 0x2064) || code === 0xfeff || code === 0x00ad
-  );
+  return (code >= 0x200b && code <= 0x200f) || (code >= 0x2060 && code <= 0x2064) || code === 0xfeff || code === 0x00ad;
 }
 
 export function viewOf(field: string, key: string, raw: string): TextView {

@@ -144,6 +144,13 @@ export const ConfigSchema = z.object({
   provider_key_openai_compatible: optionalString,
   /** How often key files are re-read (0: only on SIGHUP). */
   provider_key_reload_seconds: z.coerce.number().int().nonnegative().default(60),
+  /**
+   * The built-in Semantic Judge reads each field (a prompt, a tool's arguments) up to this many
+   * characters; a longer one resolves its SEMANTIC conditions fail-closed (docs/brain.md).
+   */
+  semantic_judge_max_text_chars: z.coerce.number().int().min(1024).max(4_194_304).default(65_536),
+  /** Destinations (`github.com`, `*.corp.example`) uploads to which the judge does not count as exfiltration. */
+  semantic_judge_allowed_hosts: z.string().default(''),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
   proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
   /** What one budget may spend through this proxy while the control plane cannot grant a lease. */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EnvelopeStatusSchema } from '../domain/envelope.ts';
 import { MAX_ID_LENGTH } from '../domain/bounds.ts';
 import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
+import { SemanticFindingSchema } from '../policy/result.ts';
 
 /**
  * Payloads of the bus subjects of spec 6.2 (the spec leaves them open). Both processes parse
@@ -68,5 +69,7 @@ export const PolicyViolationMessageSchema = z.object({
   occurred_at: TimestampSchema,
   /** `control-plane`, or `proxy:<pod>` for a denial at a sidecar (the control plane audits those). */
   source: z.string().default('control-plane'),
+  /** What the Semantic Judge found when a SEMANTIC condition decided: category, confidence, evidence. */
+  semantic: SemanticFindingSchema.optional(),
 });
 export type PolicyViolationMessage = z.infer<typeof PolicyViolationMessageSchema>;

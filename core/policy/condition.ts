@@ -2,6 +2,7 @@ import { RE2JS } from 're2js';
 import { compileFieldPath, type FieldReader } from './field-path.ts';
 import type { PolicyCondition } from './model.ts';
 import { isScalar, scalarMembership, type Scalar } from './scalar-set.ts';
+import { SemanticCategorySchema, type SemanticCategory } from './semantic-judge.ts';
 
 type ValueTest = (actual: unknown) => boolean;
 
@@ -22,6 +23,8 @@ export interface CompiledSemantic {
   readonly intent: string;
   /** A verdict below this confidence does not count as a violation. */
   readonly minConfidence: number;
+  /** A tenant-defined category: the intent's description and labelled examples. */
+  readonly category?: SemanticCategory;
 }
 
 export type CompiledCondition = CompiledCheck | CompiledSemantic;
@@ -161,15 +164,37 @@ function compileSemantic(field: string, read: FieldReader, value: unknown): Cond
     };
   }
   if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
-    const { intent, min_confidence: minConfidence = DEFAULT_MIN_CONFIDENCE } = value as Record<string, unknown>;
+    const {
+      intent,
+      min_confidence: minConfidence = DEFAULT_MIN_CONFIDENCE,
+      description,
+      examples,
+      counter_examples: counterExamples,
+    } = value as Record<string, unknown>;
     if (typeof intent !== 'string' || intent.trim() === '')
       return fault('value', 'semantic needs value.intent, a non-empty string');
     if (typeof minConfidence !== 'number' || !(minConfidence >= 0 && minConfidence <= 1)) {
       return fault('value', 'semantic value.min_confidence must be a number from 0 to 1');
     }
-    return { ok: true, condition: { kind: 'semantic', field, read, intent, minConfidence } };
+    const condition: CompiledSemantic = { kind: 'semantic', field, read, intent, minConfidence };
+    if (examples === undefined && counterExamples === undefined && description === undefined)
+      return { ok: true, condition };
+    const category = SemanticCategorySchema.safeParse({
+      name: intent,
+      description: description ?? '',
+      examples,
+      counter_examples: counterExamples ?? [],
+    });
+    if (!category.success) {
+      const issue = category.error.issues[0];
+      return fault('value', `semantic value.${issue?.path.join('.') ?? 'examples'}: ${issue?.message ?? 'invalid'}`);
+    }
+    return { ok: true, condition: { ...condition, category: Object.freeze(category.data) } };
   }
-  return fault('value', 'semantic needs an intent string or { intent, min_confidence }');
+  return fault(
+    'value',
+    'semantic needs an intent string or { intent, min_confidence, description, examples, counter_examples }',
+  );
 }
 
 function fault(part: ConditionFault['part'], description: string): ConditionCompilation {

@@ -2,7 +2,7 @@ import { RE2JS } from 're2js';
 import { describe, expect, it, vi } from 'vitest';
 import { SvcError } from '../errors/index.ts';
 import { compileRuleset, evaluate, evaluateAsync } from './engine.ts';
-import { createKeywordJudge } from './keyword-judge.ts';
+import { createBuiltinJudge } from '../brain/index.ts';
 import type { Policy, PolicyRule } from './model.ts';
 import type { JudgeInput, SemanticJudge } from './semantic-judge.ts';
 
@@ -399,9 +399,9 @@ describe('semantic conditions', () => {
     expect(compileRuleset([destructive('DENY')], 1).needsJudge).toBe(true);
   });
 
-  it('denies a destructive command with the keyword judge and allows a benign one', async () => {
+  it('denies a destructive command with the built-in judge and allows a benign one', async () => {
     const ruleset = compileRuleset([destructive('DENY')], 1);
-    const judge = createKeywordJudge();
+    const judge = createBuiltinJudge({ maxTextChars: 65536, allowedHosts: [] });
     const denied = await evaluateAsync(
       ruleset,
       { action: 'tool:shell', context: { input_text: 'sudo rm -rf /var/lib/postgres' } },
@@ -420,6 +420,8 @@ describe('semantic conditions', () => {
   it('asks the judge only for rules whose action and other conditions match, and only until a decision', async () => {
     const asked: JudgeInput[] = [];
     const judge: SemanticJudge = {
+      name: 'stub',
+      version: '1',
       judge: (input) => {
         asked.push(input);
         return Promise.resolve({ violated: true, category: 'DESTRUCTIVE', confidence: 0.9 });
@@ -441,7 +443,9 @@ describe('semantic conditions', () => {
     expect(asked).toHaveLength(0);
     const result = await evaluateAsync(ruleset, { action: 'tool:fs', context: { input_text: 'wipe it' } }, judge);
     expect(result.matched_rule).toBe('later');
-    expect(asked).toEqual([{ text: 'wipe it', intent: 'DESTRUCTIVE', context: { input_text: 'wipe it' } }]);
+    expect(asked).toEqual([
+      { text: 'wipe it', intent: 'DESTRUCTIVE', field: 'input_text', context: { input_text: 'wipe it' } },
+    ]);
   });
 
   it('treats a verdict below min_confidence as not violated', async () => {
@@ -452,7 +456,11 @@ describe('semantic conditions', () => {
         ]),
       ],
     });
-    const judge: SemanticJudge = { judge: () => Promise.resolve({ violated: true, confidence: 0.6 }) };
+    const judge: SemanticJudge = {
+      name: 'stub',
+      version: '1',
+      judge: () => Promise.resolve({ violated: true, confidence: 0.6 }),
+    };
     expect((await evaluateAsync(compileRuleset([p], 1), { action: 'a', context: { t: 'x' } }, judge)).effect).toBe(
       'no_match',
     );
@@ -484,21 +492,30 @@ describe('semantic conditions', () => {
     const ruleset = compileRuleset([destructive('DENY')], 1);
     expect(evaluate(ruleset, { action: 'tool:shell', context: {} }).effect).toBe('no_match');
     expect(
-      (await evaluateAsync(ruleset, { action: 'tool:shell', context: { input_text: 42 } }, createKeywordJudge()))
-        .effect,
+      (
+        await evaluateAsync(
+          ruleset,
+          { action: 'tool:shell', context: { input_text: 42 } },
+          createBuiltinJudge({ maxTextChars: 65536, allowedHosts: [] }),
+        )
+      ).effect,
     ).toBe('no_match');
   });
 
   it('fails closed when the judge throws, returns garbage, or is too slow', async () => {
     const ruleset = compileRuleset([destructive('REQUIRE_APPROVAL')], 1);
     const input = { action: 'tool:shell', context: { input_text: 'ls' } };
-    const throwing: SemanticJudge = { judge: () => Promise.reject(new Error('judge offline')) };
+    const throwing: SemanticJudge = {
+      name: 'stub',
+      version: '1',
+      judge: () => Promise.reject(new Error('judge offline')),
+    };
     const thrown = await evaluateAsync(ruleset, input, throwing);
     expect(thrown).toMatchObject({ decision: 'REQUIRE_APPROVAL', allowed: false });
     expect(thrown.reason).toMatch(/judge failed \(judge offline\)/);
     const garbage = { judge: () => Promise.resolve({ violated: 'no' }) } as unknown as SemanticJudge;
     expect((await evaluateAsync(ruleset, input, garbage)).decision).toBe('REQUIRE_APPROVAL');
-    const slow: SemanticJudge = { judge: () => new Promise(() => undefined) };
+    const slow: SemanticJudge = { name: 'stub', version: '1', judge: () => new Promise(() => undefined) };
     const timedOut = await evaluateAsync(ruleset, input, slow, { judgeTimeoutMs: 20 });
     expect(timedOut.decision).toBe('REQUIRE_APPROVAL');
     expect(timedOut.reason).toMatch(/timed out/);
@@ -506,7 +523,109 @@ describe('semantic conditions', () => {
 
   it('answers rulesets without semantic conditions the same through evaluateAsync', async () => {
     const ruleset = compileRuleset([policy({ rules: [rule('d', 'tool:*', 'DENY')] })], 1);
-    const judge: SemanticJudge = { judge: () => Promise.reject(new Error('must not be called')) };
+    const judge: SemanticJudge = {
+      name: 'stub',
+      version: '1',
+      judge: () => Promise.reject(new Error('must not be called')),
+    };
     expect((await evaluateAsync(ruleset, { action: 'tool:a', context: {} }, judge)).decision).toBe('DENY');
+  });
+});
+
+describe('semantic conditions judged in process', () => {
+  const judge = createBuiltinJudge({ maxTextChars: 1024, allowedHosts: [] });
+  const onArgs = (decision: PolicyRule['decision'], value: unknown = 'DESTRUCTIVE') =>
+    compileRuleset(
+      [
+        policy({
+          name: 'no-destruction',
+          rules: [rule('semantic', 'tool:*', decision, [{ field: 'tool_args', operator: 'semantic', value }])],
+        }),
+      ],
+      1,
+    );
+
+  it('denies a destructive tool call, naming the category and the evidence, and allows a benign one', () => {
+    const ruleset = onArgs('DENY');
+    const denied = evaluate(
+      ruleset,
+      {
+        action: 'tool:delete_database',
+        context: { tool_name: 'delete_database', tool_args: '{"sql":"DROP TABLE users"}' },
+      },
+      judge,
+    );
+    expect(denied).toMatchObject({ decision: 'DENY', semantic: { judge: 'builtin', category: 'DESTRUCTIVE' } });
+    expect(denied.semantic?.evidence[0]).toMatchObject({
+      field: 'tool_args.sql',
+      start: 0,
+      end: 10,
+      excerpt: 'DROP TABLE',
+    });
+    expect(denied.reason).toContain('judged DESTRUCTIVE');
+    expect(denied.reason).toContain('tool_args.sql[0,10)');
+    const allowed = evaluate(
+      ruleset,
+      { action: 'tool:search', context: { tool_name: 'search', tool_args: '{"query":"weather in Paris"}' } },
+      judge,
+    );
+    expect(allowed).toMatchObject({ decision: 'ALLOW', effect: 'no_match' });
+    expect(allowed.semantic).toBeUndefined();
+  });
+
+  it('fails closed for a restrictive rule when the text is longer than the judge reads, and not for ALLOW', () => {
+    const long = JSON.stringify({ note: 'x '.repeat(800) });
+    const denied = evaluate(onArgs('DENY'), { action: 'tool:t', context: { tool_args: long } }, judge);
+    expect(denied.decision).toBe('DENY');
+    expect(denied.reason).toMatch(/longer than the semantic judge reads.*fail-closed/);
+    const allowRule = evaluate(onArgs('ALLOW'), { action: 'tool:t', context: { tool_args: long } }, judge);
+    expect(allowRule.effect).toBe('no_match');
+  });
+
+  it('judges a structured field as its JSON', () => {
+    const ruleset = compileRuleset(
+      [
+        policy({
+          rules: [rule('s', 'tool:*', 'DENY', [{ field: 'arguments', operator: 'semantic', value: 'DESTRUCTIVE' }])],
+        }),
+      ],
+      1,
+    );
+    const result = evaluate(ruleset, { action: 'tool:sh', context: { arguments: { command: 'rm -rf /' } } }, judge);
+    expect(result.semantic?.evidence[0]).toMatchObject({ field: 'arguments.command', signal: 'shell.rm_critical' });
+  });
+
+  it('judges a tenant category by its examples and refuses a malformed one when compiled', () => {
+    const ruleset = onArgs('DENY', {
+      intent: 'PAYROLL_ACCESS',
+      description: 'reading salary data',
+      examples: ['SELECT name, salary FROM payroll', 'export the payroll table'],
+      counter_examples: ['SELECT name FROM employees'],
+      min_confidence: 0.5,
+    });
+    const hit = evaluate(
+      ruleset,
+      { action: 'tool:sql', context: { tool_args: '{"q":"select name, salary from payroll where dept = 3"}' } },
+      judge,
+    );
+    expect(hit).toMatchObject({ decision: 'DENY', semantic: { category: 'PAYROLL_ACCESS' } });
+    const miss = evaluate(
+      ruleset,
+      { action: 'tool:sql', context: { tool_args: '{"q":"SELECT name FROM employees"}' } },
+      judge,
+    );
+    expect(miss.effect).toBe('no_match');
+    expect(() =>
+      compileRuleset(
+        [
+          policy({
+            rules: [
+              rule('s', 'tool:*', 'DENY', [{ field: 'x', operator: 'semantic', value: { intent: 'X', examples: [] } }]),
+            ],
+          }),
+        ],
+        1,
+      ),
+    ).toThrow(/rules\.0\.conditions\.0\.value.*examples/);
   });
 });

@@ -1,8 +1,8 @@
 import { compilePolicy, type CompiledPolicy, type CompiledRule } from './compile-policy.ts';
 import type { CompiledCheck, CompiledSemantic } from './condition.ts';
 import type { Policy } from './model.ts';
-import type { EvaluationResult, PolicyWarning, ShadowDecision } from './result.ts';
-import { JudgeVerdictSchema, type SemanticJudge } from './semantic-judge.ts';
+import type { EvaluationResult, PolicyWarning, SemanticFinding, ShadowDecision } from './result.ts';
+import { JudgeVerdictSchema, type JudgeVerdict, type SemanticJudge, type SyncSemanticJudge } from './semantic-judge.ts';
 
 /** One rule in evaluation order, with the index where its policy's rules end. */
 export interface RuleStep {
@@ -88,6 +88,10 @@ interface WalkState {
   decidedBy: RuleStep | null;
   unjudged: boolean;
   judgeFailure: string | null;
+  /** A judged text went beyond what the judge reads. */
+  overLimit: string | null;
+  /** What the judge found for each rule whose SEMANTIC conditions it found violated. */
+  readonly findings: Map<RuleStep, SemanticFinding>;
 }
 
 /** Answers a rule's SEMANTIC conditions: true/false, or undefined to pause the walk there. */
@@ -104,14 +108,22 @@ const NEXT_POLICY = 1;
 const DECIDED = 2;
 
 /**
- * Evaluates synchronously. A ruleset that needs the judge is still answered, never silently
+ * Evaluates synchronously. SEMANTIC conditions are answered by `judge` in process when one is
+ * given (the proxy's built-in judge), and only for rules whose action and other conditions
+ * already match. Without a judge a ruleset that needs one is still answered, never silently
  * allowed: an unjudged SEMANTIC condition counts as violated for DENY, WARN and
  * REQUIRE_APPROVAL rules and as not violated for ALLOW rules (fail closed), and `reason` says so.
  */
-export function evaluate(ruleset: CompiledRuleset, input: EvaluationInput): EvaluationResult {
+export function evaluate(
+  ruleset: CompiledRuleset,
+  input: EvaluationInput,
+  judge?: SyncSemanticJudge,
+): EvaluationResult {
   const started = performance.now();
   const state = newState();
-  walk(ruleset, input, state, 0, resolveFailClosed);
+  const answer: SemanticAnswer =
+    judge === undefined ? resolveFailClosed : (step, _index, context) => judgeRuleNow(step, context, judge, state);
+  walk(ruleset, input, state, 0, answer);
   return finish(state, started);
 }
 
@@ -142,7 +154,16 @@ export async function evaluateAsync(
 }
 
 function newState(): WalkState {
-  return { warnings: [], shadow: [], firstWarning: null, decidedBy: null, unjudged: false, judgeFailure: null };
+  return {
+    warnings: [],
+    shadow: [],
+    firstWarning: null,
+    decidedBy: null,
+    unjudged: false,
+    judgeFailure: null,
+    overLimit: null,
+    findings: new Map(),
+  };
 }
 
 /** Walks rules from `from` until one decides (DONE) or a semantic answer is needed (its index). */
@@ -223,6 +244,7 @@ function addWarning(state: WalkState, step: RuleStep): void {
 function finish(state: WalkState, started: number): EvaluationResult {
   const { decidedBy, firstWarning, warnings, shadow } = state;
   const note = failClosedNote(state);
+  const semantic = state.findings.get((decidedBy ?? firstWarning) as RuleStep);
   const base = { warnings, shadow, evaluation_time_ms: 0 };
   let result: EvaluationResult;
   if (decidedBy !== null) {
@@ -265,23 +287,41 @@ function finish(state: WalkState, started: number): EvaluationResult {
       reason: note === '' ? 'no policy rule matched' : `no policy rule matched${note}`,
     };
   }
+  if (semantic !== undefined && result.matched_rule !== null) {
+    result.semantic = semantic;
+    result.reason += `; ${describeFinding(semantic)}`;
+  }
   result.evaluation_time_ms = performance.now() - started;
   return result;
 }
 
+/** `judged DESTRUCTIVE (0.95) at tool_args.sql[0,10) "DROP TABLE"`: what the agent and the audit read. */
+function describeFinding(finding: SemanticFinding): string {
+  const first = finding.evidence[0];
+  const where =
+    first === undefined ? '' : ` at ${first.field}[${first.start},${first.end}) ${JSON.stringify(first.excerpt)}`;
+  return `judged ${finding.category ?? 'violated'} (${finding.confidence.toFixed(2)}) by the ${finding.judge} judge${where}`;
+}
+
 function failClosedNote(state: WalkState): string {
+  if (state.overLimit !== null) return `; ${state.overLimit}, semantic conditions resolved fail-closed`;
   if (state.judgeFailure !== null)
     return `; semantic judge failed (${state.judgeFailure}), semantic conditions resolved fail-closed`;
   if (state.unjudged) return '; semantic conditions not judged (no judge), resolved fail-closed';
   return '';
 }
 
-/** The text a semantic condition judges, or undefined when its field is missing. */
+/** The text a semantic condition judges (structured values as JSON), or undefined when its field is missing. */
 function semanticText(condition: CompiledSemantic, context: Readonly<Record<string, unknown>>): string | undefined {
   const value = condition.read(context);
+  if (value === undefined || value === null) return undefined;
   if (typeof value === 'string') return value;
   if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value.join('\n');
-  return undefined;
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return String(value);
+  }
 }
 
 /** Fail closed: restrictive rules apply, ALLOW rules do not. */
@@ -303,20 +343,96 @@ async function judgeRule(
   timeoutMs: number,
   state: WalkState,
 ): Promise<boolean> {
+  const verdicts: Verdicts = [];
   for (const condition of step.rule.semantic) {
     const text = semanticText(condition, context);
     if (text === undefined) return false;
+    let verdict: JudgeVerdict;
     try {
-      const verdict = JudgeVerdictSchema.parse(
-        await withTimeout(judge.judge({ text, intent: condition.intent, context: { ...context } }), timeoutMs),
+      verdict = JudgeVerdictSchema.parse(
+        await withTimeout(judge.judge(judgeInput(condition, text, context)), timeoutMs),
       );
-      if (!verdict.violated || verdict.confidence < condition.minConfidence) return false;
     } catch (error) {
       state.judgeFailure = error instanceof Error ? error.message : String(error);
       return failClosedVerdict(step.rule);
     }
+    const answer = weigh(step, condition, verdict, state);
+    if (answer !== undefined) return answer;
+    verdicts.push(verdict);
   }
+  record(step, judge, verdicts, state);
   return true;
+}
+
+/** The same, answered in process by a synchronous judge (the hot path waits on nothing). */
+function judgeRuleNow(
+  step: RuleStep,
+  context: Readonly<Record<string, unknown>>,
+  judge: SyncSemanticJudge,
+  state: WalkState,
+): boolean {
+  const verdicts: Verdicts = [];
+  for (const condition of step.rule.semantic) {
+    const text = semanticText(condition, context);
+    if (text === undefined) return false;
+    let verdict: JudgeVerdict;
+    try {
+      verdict = JudgeVerdictSchema.parse(judge.judgeNow(judgeInput(condition, text, context)));
+    } catch (error) {
+      state.judgeFailure = error instanceof Error ? error.message : String(error);
+      return failClosedVerdict(step.rule);
+    }
+    const answer = weigh(step, condition, verdict, state);
+    if (answer !== undefined) return answer;
+    verdicts.push(verdict);
+  }
+  record(step, judge, verdicts, state);
+  return true;
+}
+
+type Verdicts = JudgeVerdict[];
+
+function judgeInput(condition: CompiledSemantic, text: string, context: Readonly<Record<string, unknown>>) {
+  return {
+    text,
+    intent: condition.intent,
+    field: condition.field,
+    context: { ...context },
+    ...(condition.category === undefined ? {} : { category: condition.category }),
+  };
+}
+
+/**
+ * Undefined when the condition is violated (go on to the rule's next one), else the rule's
+ * answer: not violated, or, when the judge could not read all of the text, fail closed.
+ */
+function weigh(
+  step: RuleStep,
+  condition: CompiledSemantic,
+  verdict: JudgeVerdict,
+  state: WalkState,
+): boolean | undefined {
+  if (verdict.violated && verdict.confidence >= condition.minConfidence) return undefined;
+  if (verdict.truncated) {
+    state.overLimit = `text at ${condition.field} is longer than the semantic judge reads`;
+    return failClosedVerdict(step.rule);
+  }
+  return false;
+}
+
+function record(step: RuleStep, judge: SemanticJudge, verdicts: Verdicts, state: WalkState): void {
+  const strongest = verdicts.reduce<JudgeVerdict | undefined>(
+    (best, v) => (best === undefined || v.confidence > best.confidence ? v : best),
+    undefined,
+  );
+  if (strongest === undefined) return;
+  state.findings.set(step, {
+    judge: judge.name,
+    judge_version: judge.version,
+    category: strongest.category ?? null,
+    confidence: strongest.confidence,
+    evidence: verdicts.flatMap((v) => v.evidence),
+  });
 }
 
 async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

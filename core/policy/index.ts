@@ -3,7 +3,6 @@ export * from './result.ts';
 export * from './semantic-judge.ts';
 export * from './compile-policy.ts';
 export * from './engine.ts';
-export * from './keyword-judge.ts';
 export * from './rest.ts';
 export * from './approvals.ts';
 export * from './revise-policy.ts';

@@ -22,7 +22,7 @@ import {
   type Policy,
   type PolicyRule,
 } from './model.ts';
-import { EffectSchema, PolicyWarningSchema, type EvaluationResult } from './result.ts';
+import { EffectSchema, PolicyWarningSchema, SemanticFindingSchema, type EvaluationResult } from './result.ts';
 
 /** REST contract codec (spec 2.5) onto the canonical model; extensions are marked as such. */
 
@@ -199,6 +199,8 @@ export const RestPolicyEvaluationResultSchema = z.object({
   /** Extensions: the canonical decision (WARN, REQUIRE_APPROVAL) and the warnings recorded. */
   decision: DecisionSchema,
   warnings: z.array(PolicyWarningSchema),
+  /** Extension: what the Semantic Judge found when a SEMANTIC condition decided. */
+  semantic: SemanticFindingSchema.optional(),
 });
 export type RestPolicyEvaluationResult = z.infer<typeof RestPolicyEvaluationResultSchema>;
 
@@ -212,5 +214,6 @@ export function toRestEvaluationResult(result: EvaluationResult): RestPolicyEval
     evaluation_time_ms: result.evaluation_time_ms,
     decision: result.decision,
     warnings: result.warnings,
+    ...(result.semantic === undefined ? {} : { semantic: result.semantic }),
   };
 }

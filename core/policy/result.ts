@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DecisionSchema, EnforcementSchema } from './model.ts';
+import { EvidenceSchema } from './semantic-judge.ts';
 
 export const EffectSchema = z.enum(['allow', 'deny', 'no_match']);
 export type Effect = z.infer<typeof EffectSchema>;
@@ -19,6 +20,16 @@ export const ShadowDecisionSchema = z.object({
 });
 export type ShadowDecision = z.infer<typeof ShadowDecisionSchema>;
 
+/** What the Semantic Judge found in the action of the deciding rule's SEMANTIC conditions. */
+export const SemanticFindingSchema = z.object({
+  judge: z.string(),
+  judge_version: z.string(),
+  category: z.string().nullable(),
+  confidence: z.number().min(0).max(1),
+  evidence: z.array(EvidenceSchema),
+});
+export type SemanticFinding = z.infer<typeof SemanticFindingSchema>;
+
 export const EvaluationResultSchema = z.object({
   decision: DecisionSchema,
   allowed: z.boolean(),
@@ -34,6 +45,8 @@ export const EvaluationResultSchema = z.object({
   message: z.string().optional(),
   warnings: z.array(PolicyWarningSchema),
   shadow: z.array(ShadowDecisionSchema),
+  /** Present when the deciding (or first warning) rule had SEMANTIC conditions the judge found violated. */
+  semantic: SemanticFindingSchema.optional(),
   evaluation_time_ms: z.number().nonnegative(),
 });
 export type EvaluationResult = z.infer<typeof EvaluationResultSchema>;
