@@ -14,6 +14,7 @@ import { AdminServer, createProxyNetMetrics, type Readiness } from './admin/inde
 import { AddressPolicy, createEgressCheck, EgressGuard, parsePorts, type Resolve } from './egress/index.ts';
 import { createControlPlaneCircuit, LeaseBook, PICO_PER_MICRO } from './enforcement/index.ts';
 import { EnvelopeRegistry } from './envelopes/index.ts';
+import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
 import { createGovernedHandler, EventRecorder, PolicyGate, type GovernanceDeps } from './governance/index.ts';
 import { compileInterceptList, DEFAULT_REVERSE_ROUTES, ProxyListener } from './listener/index.ts';
 import { parseMcpServers } from './mcp/index.ts';
@@ -122,10 +123,16 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const tokens = createTokenCounter();
   const compatibleHosts = list(config.proxy_compatible_hosts);
   const providers = createProviderRegistry(
-    createDefaultAdapters(createAdapterDeps(tokens, prices, { maxEventBytes: config.proxy_stream_event_limit_bytes }), {
-      compatibleHosts,
-      compatibleBasePaths: config.proxy_compatible_base_paths.split(','),
-    }),
+    createDefaultAdapters(
+      createAdapterDeps(tokens, prices, {
+        maxEventBytes: config.proxy_stream_event_limit_bytes,
+        judgedTextChars: config.semantic_judge_max_text_chars,
+      }),
+      {
+        compatibleHosts,
+        compatibleBasePaths: config.proxy_compatible_base_paths.split(','),
+      },
+    ),
   );
   const mcp = parseMcpServers(config.proxy_mcp_servers);
   // host:port: a provider host on its TLS port, an MCP server on the port of its URL.
@@ -166,7 +173,8 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     store,
     logger: logger.child({ component: 'ruleset' }),
   });
-  const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics);
+  const judge = createBuiltinJudge(builtinJudgeOptions(config));
+  const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judge);
   const outbox = new Outbox({
     bus: messaging.bus,
     storage: new LmdbOutboxStorage({ root: store }),

@@ -260,8 +260,8 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
   // Nobody receives the answer, so its tool calls will not be made.
   if (aborted) return;
   let blocked: { code: SvcCode; message: string } | null = null;
-  for (const name of reading.toolCalls) {
-    const verdict = governToolCall(deps, call.envelope, name, 'model', call.context);
+  for (const toolCall of reading.toolCalls) {
+    const verdict = governToolCall(deps, call.envelope, toolCall, 'model', call.context);
     if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
   }
   if (blocked !== null) {

@@ -1,7 +1,7 @@
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { Ending } from '../envelopes/index.ts';
 import type { CutoffReason } from '../metrics/index.ts';
-import type { ResponseReading, StreamProgress } from '../providers/index.ts';
+import type { ResponseReading, StreamedToolCall, StreamProgress } from '../providers/index.ts';
 import type { UpstreamResponse } from '../upstream/index.ts';
 import { price } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
@@ -54,7 +54,16 @@ export async function relayMeteredStream(
   };
   envelope.inflight.add(cutter);
   let progress: StreamProgress | null = null;
-  let toolsSeen = 0;
+  const judged = new Set<StreamedToolCall>();
+  /** Judges the calls whose arguments are now complete; the event that completed them is not yet forwarded. */
+  const judgeCompleted = (calls: readonly StreamedToolCall[]) => {
+    for (const toolCall of calls) {
+      if (!toolCall.complete || judged.has(toolCall)) continue;
+      judged.add(toolCall);
+      const verdict = governToolCall(deps, envelope, toolCall, 'model', call.context);
+      if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
+    }
+  };
   let failed = false;
   let gone = false;
   let drained = 0;
@@ -72,11 +81,7 @@ export async function relayMeteredStream(
       for (const step of meter.push(chunk as Uint8Array)) {
         progress = step;
         // Tool calls nobody receives are not made: only a delivered stream has them judged.
-        for (; !gone && toolsSeen < step.toolCalls.length; toolsSeen++) {
-          const name = step.toolCalls[toolsSeen] as string;
-          const verdict = governToolCall(deps, envelope, name, 'model', call.context);
-          if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
-        }
+        if (!gone) judgeCompleted(step.toolCalls);
         if (state.cut === null) {
           const running = price(deps.prices, parsed.model, step.usage, adapter.id);
           const more = {
@@ -110,17 +115,19 @@ export async function relayMeteredStream(
     envelope.inflight.delete(cutter);
   }
   gone ||= req.signal.aborted;
-  const cut = state.cut;
-  if (cut === null && !failed && !overLimit) {
+  if (state.cut === null && !failed && !overLimit) {
     progress = meter.end();
-    if (!gone && !(await write(res, progress.forward, req.signal))) gone = true;
+    // A call the stream left open ends with it: judged before the last bytes go on.
+    if (!gone) judgeCompleted(progress.toolCalls);
+    if (state.cut === null && !gone && !(await write(res, progress.forward, req.signal))) gone = true;
   }
+  const cut = state.cut;
   const complete = cut === null && !failed && !overLimit && progress?.done === true;
   if (cut !== null || overLimit) response.body.destroy();
   const reading: ResponseReading = {
     usage: progress?.usage ?? { input: parsed.estimatedInputTokens, output: 0, cachedInput: 0 },
     usageSource: progress?.usageSource ?? 'estimated',
-    toolCalls: [...(progress?.toolCalls ?? [])],
+    toolCalls: (progress?.toolCalls ?? []).map(({ name, arguments: args }) => ({ name, arguments: args })),
     model: parsed.model,
   };
   if (cut !== null) {

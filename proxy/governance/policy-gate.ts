@@ -1,5 +1,10 @@
 import type { SvcCode } from '../../core/errors/index.ts';
-import { evaluate, type CompiledRuleset, type EvaluationResult } from '../../core/policy/index.ts';
+import {
+  evaluate,
+  type CompiledRuleset,
+  type EvaluationResult,
+  type SyncSemanticJudge,
+} from '../../core/policy/index.ts';
 import type { GovernanceMetrics } from '../metrics/index.ts';
 
 export type PolicyFailMode = 'closed' | 'open';
@@ -17,21 +22,25 @@ export interface GateVerdict {
 
 /**
  * Evaluates actions (`llm:<model>`, `tool:<name>`, `network:connect`) against the locally held
- * ruleset: synchronous, no I/O. Without any ruleset the configured fail mode decides.
+ * ruleset: synchronous, no I/O. SEMANTIC conditions are decided by the in-process judge, only
+ * when evaluation reaches one. Without any ruleset the configured fail mode decides.
  */
 export class PolicyGate {
   readonly #rulesets: { readonly current: CompiledRuleset | null };
   readonly #failMode: PolicyFailMode;
   readonly #metrics: GovernanceMetrics;
+  readonly #judge: SyncSemanticJudge;
 
   constructor(
     rulesets: { readonly current: CompiledRuleset | null },
     failMode: PolicyFailMode,
     metrics: GovernanceMetrics,
+    judge: SyncSemanticJudge,
   ) {
     this.#rulesets = rulesets;
     this.#failMode = failMode;
     this.#metrics = metrics;
+    this.#judge = judge;
   }
 
   check(action: string, context: Readonly<Record<string, unknown>>): GateVerdict {
@@ -47,7 +56,7 @@ export class PolicyGate {
         terminate: false,
       };
     }
-    const result = evaluate(ruleset, { action, context });
+    const result = evaluate(ruleset, { action, context }, this.#judge);
     this.#metrics.policyEvaluations.inc({ decision: result.decision });
     this.#metrics.policyLatency.observe(result.evaluation_time_ms / 1000);
     const code: SvcCode = result.decision === 'REQUIRE_APPROVAL' ? 'SVC-POL-2004' : 'SVC-POL-2001';

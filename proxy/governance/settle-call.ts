@@ -1,7 +1,7 @@
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { Reservation } from '../enforcement/index.ts';
 import type { LocalEnvelope } from '../envelopes/index.ts';
-import type { ProviderId, UsageSource } from '../providers/index.ts';
+import type { ProviderId, ToolCall, UsageSource } from '../providers/index.ts';
 import { price, type PricedUsage } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 
@@ -26,7 +26,7 @@ export interface Charge {
   usage: TokenUsage;
   usageSource: UsageSource;
   basis: ChargeBasis;
-  toolCalls: readonly string[];
+  toolCalls: readonly ToolCall[];
   /** Why the answer did not reach its client whole (a cut-off, the client gone, an upstream failure). */
   cutOff: string | null;
   /** The client went away before its answer was complete. */
@@ -66,7 +66,7 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
       cost_pico_usd: priced.pico,
       priced: priced.known,
       price_basis: priced.basis,
-      tool_calls: [...charge.toolCalls],
+      tool_calls: charge.toolCalls.map((c) => c.name),
       request_id: call.requestId,
       cut_off: charge.cutOff,
       ...charge.detail,

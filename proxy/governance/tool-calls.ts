@@ -1,21 +1,25 @@
 import type { LocalEnvelope } from '../envelopes/index.ts';
+import type { ToolCall } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import type { GateVerdict } from './policy-gate.ts';
 
 export type ToolSource = 'model' | 'mcp';
 
 /**
- * Evaluates one tool call as `tool:<name>`, records it as a `tool.call` event whatever the
- * verdict, and on a refusal publishes the violation (and ends the envelope for TERMINATE).
+ * Evaluates one tool call as `tool:<name>` with its arguments in the context as `tool_args`
+ * (the JSON text the model or the MCP client sent), so a SEMANTIC condition judges what the
+ * tool will do. Records it as a `tool.call` event whatever the verdict, and on a refusal
+ * publishes the violation (and ends the envelope for TERMINATE).
  */
 export function governToolCall(
   deps: GovernanceDeps,
   envelope: LocalEnvelope,
-  name: string,
+  call: ToolCall,
   source: ToolSource,
   context: Record<string, unknown>,
 ): GateVerdict {
-  const verdict = deps.gate.check(`tool:${name}`, { ...context, tool_name: name, tool: name, source });
+  const { name } = call;
+  const verdict = deps.gate.check(`tool:${name}`, toolContext(call, source, context));
   deps.metrics.toolCalls.inc({ source, decision: verdict.allowed ? 'allowed' : 'blocked' });
   void deps.recorder.usage(envelope, {
     eventType: 'tool.call',
@@ -28,6 +32,15 @@ export function governToolCall(
   return verdict;
 }
 
+/** The evaluation context of a tool call. */
+export function toolContext(
+  call: ToolCall,
+  source: ToolSource,
+  context: Record<string, unknown>,
+): Record<string, unknown> {
+  return { ...context, tool_name: call.name, tool: call.name, tool_args: call.arguments, source };
+}
+
 /** Publishes a policy refusal; a TERMINATE policy also ends the envelope. */
 export function refused(deps: GovernanceDeps, envelope: LocalEnvelope, action: string, verdict: GateVerdict): void {
   void deps.recorder.violation(envelope, {
@@ -36,6 +49,7 @@ export function refused(deps: GovernanceDeps, envelope: LocalEnvelope, action: s
     denied_action: action,
     decision: verdict.result?.decision ?? 'DENY',
     message: verdict.message,
+    ...(verdict.result?.semantic === undefined ? {} : { semantic: verdict.result.semantic }),
   });
   if (
     verdict.terminate &&

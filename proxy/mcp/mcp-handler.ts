@@ -6,7 +6,7 @@ import { ENVELOPE_HEADER, type Resolution } from '../envelopes/index.ts';
 import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { readBody } from '../governance/read-body.ts';
-import { governToolCall } from '../governance/tool-calls.ts';
+import { governToolCall, toolContext } from '../governance/tool-calls.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { createSseFramer, formatSseEvent } from '../providers/sse-framer.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
@@ -106,14 +106,16 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
       budget_id: envelope.budgetId,
       arguments: call.arguments,
     };
+    // The arguments as the server will read them: what a SEMANTIC condition on `tool_args` judges.
+    const args = JSON.stringify(call.arguments ?? {});
     // A server may match tool names without regard to case: both spellings must be allowed.
     const lower = call.name.toLowerCase();
     const quiet =
       lower === call.name
         ? null
-        : deps.gate.check(`tool:${lower}`, { ...context, tool_name: lower, tool: lower, source: 'mcp' });
+        : deps.gate.check(`tool:${lower}`, toolContext({ name: lower, arguments: args }, 'mcp', context));
     const name = quiet !== null && !quiet.allowed ? lower : call.name;
-    const verdict = governToolCall(deps, envelope, name, 'mcp', context);
+    const verdict = governToolCall(deps, envelope, { name, arguments: args }, 'mcp', context);
     if (!verdict.allowed) {
       refusals.push({
         id: call.id,

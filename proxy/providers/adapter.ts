@@ -36,12 +36,21 @@ export type ParsedRequest = z.infer<typeof ParsedRequestSchema>;
 export const UsageSourceSchema = z.enum(['provider', 'estimated']);
 export type UsageSource = z.infer<typeof UsageSourceSchema>;
 
+/** A tool call the model asked for: its name and its arguments as the model wrote them (JSON text). */
+export const ToolCallSchema = z.object({ name: z.string(), arguments: z.string() });
+export type ToolCall = z.infer<typeof ToolCallSchema>;
+
+/** A tool call in a stream: its arguments arrive in pieces; `complete` once its block or the answer ended. */
+export interface StreamedToolCall extends ToolCall {
+  complete: boolean;
+}
+
 export const ResponseReadingSchema = z.object({
   usage: TokenUsageSchema,
   /** `estimated` when the provider reported no usage and tiktoken counted the answer. */
   usageSource: UsageSourceSchema,
-  /** Tool (function) names the model asked to call. */
-  toolCalls: z.array(z.string()),
+  /** Tool (function) calls the model asked for, with their arguments. */
+  toolCalls: z.array(ToolCallSchema),
   model: z.string(),
 });
 export type ResponseReading = z.infer<typeof ResponseReadingSchema>;
@@ -58,8 +67,11 @@ export interface StreamProgress {
   /** Running totals: provider-reported where known, else tiktoken on the deltas so far. */
   usage: TokenUsage;
   usageSource: UsageSource;
-  /** Tool names seen so far (a live list; copy it to keep a snapshot). */
-  toolCalls: readonly string[];
+  /**
+   * Tool calls seen so far (a live list; copy it to keep a snapshot). A call is judged once it
+   * is `complete`, before the event that completed it is forwarded.
+   */
+  toolCalls: readonly StreamedToolCall[];
   /** The provider signalled the end of the answer. */
   done: boolean;
   /** Bytes to pass to the client now: whole events only; the incomplete tail is held back. */
@@ -120,4 +132,10 @@ export interface AdapterDeps {
   maxEventBytes: number;
   /** Output bound for a request that sets none (e.g. the price table's max_output_tokens). */
   defaultMaxOutputTokens(model: string): number;
+  /**
+   * Characters of a streamed tool call's arguments a meter keeps; beyond them the rest is
+   * dropped and the call keeps one character more than the judge reads, so it is judged
+   * `truncated` (fail closed).
+   */
+  maxToolArgsChars: number;
 }

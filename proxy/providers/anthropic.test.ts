@@ -67,7 +67,7 @@ describe('Anthropic readResponse', () => {
     expect(reading).toEqual({
       usage: { input: 20, output: 6, cachedInput: 5 },
       usageSource: 'provider',
-      toolCalls: ['search'],
+      toolCalls: [{ name: 'search', arguments: expect.stringMatching(/^\{.*\}$/) }],
       model: body.model,
     });
     expect(fx.sim.requests.at(-1)?.usageSent).toEqual(reading.usage);
@@ -95,7 +95,9 @@ describe('Anthropic stream meter', () => {
       const sent = fx.sim.requests.at(-1)?.usageSent;
       const whole = runMeter(anthropic.createStreamMeter('messages', body.model), [raw]);
       expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
-      expect(whole.last.toolCalls).toEqual(headers['x-sim-tool-call'] ? ['search'] : []);
+      expect(whole.last.toolCalls.map((c) => c.name)).toEqual(headers['x-sim-tool-call'] ? ['search'] : []);
+      for (const call of whole.last.toolCalls)
+        expect(call).toMatchObject({ complete: true, arguments: expect.stringMatching(/^\{.*\}$/) });
       for (const seed of [2, 3, 5, 8, 13]) {
         const split = runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(raw, seed));
         expect(split.last.usage).toEqual(whole.last.usage);

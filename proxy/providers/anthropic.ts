@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseOrThrow, type SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
-import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
+import type { AdapterDeps, ProviderAdapter, ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
 import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
 import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation } from './routes.ts';
@@ -87,15 +87,23 @@ const messagesStreamDialect: StreamDialect = {
       case 'content_block_start': {
         const block = asObject(json.content_block);
         const name = block?.type === 'tool_use' ? asString(block.name) : undefined;
-        if (name) acc.toolCall(name);
+        const input = asObject(block?.input);
+        const given = input !== undefined && Object.keys(input).length > 0 ? JSON.stringify(input) : '';
+        if (name) acc.toolStart(String(asCount(json.index) ?? 0), name, given);
         break;
       }
       case 'content_block_delta': {
         const delta = asObject(json.delta);
         const text = asString(delta?.text) ?? asString(delta?.partial_json) ?? asString(delta?.thinking);
         if (text) acc.text(text);
+        const partial = asString(delta?.partial_json);
+        if (partial) acc.toolArgs(String(asCount(json.index) ?? 0), partial);
         break;
       }
+      case 'content_block_stop':
+        // The block's arguments are whole: the call is judged before this event is forwarded.
+        acc.toolEnd(String(asCount(json.index) ?? 0));
+        break;
       case 'message_delta': {
         // Cumulative totals of the whole answer.
         const usage = anthropicUsage(asObject(json.usage));
@@ -137,11 +145,11 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
     readResponse(_op, body, estimatedInputTokens = 0) {
       const json = asObject(body) ?? {};
       const model = asString(json.model) ?? '';
-      const toolCalls: string[] = [];
+      const toolCalls: ToolCall[] = [];
       for (const block of asArray(json.content)) {
         const b = asObject(block);
         const name = b?.type === 'tool_use' ? asString(b.name) : undefined;
-        if (name !== undefined) toolCalls.push(name);
+        if (name !== undefined) toolCalls.push({ name, arguments: JSON.stringify(b?.input ?? {}) });
       }
       const usage = anthropicUsage(asObject(json.usage));
       if (usage?.input !== undefined) {
@@ -169,6 +177,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
         tokens: deps.tokens,
         estimatedInputTokens: options.estimatedInputTokens ?? 0,
         maxEventBytes: deps.maxEventBytes,
+        maxToolArgsChars: deps.maxToolArgsChars,
       });
     },
     ...errorReplies(ANTHROPIC_ERRORS),

@@ -73,7 +73,7 @@ describe('Gemini readResponse', () => {
     expect(reading).toEqual({
       usage: fx.sim.requests.at(-1)?.usageSent,
       usageSource: 'provider',
-      toolCalls: ['lookup'],
+      toolCalls: [{ name: 'lookup', arguments: expect.stringMatching(/^\{.*\}$/) }],
       model: 'gemini-2.0-flash',
     });
     expect(reading.usage.cachedInput).toBe(2);
@@ -100,7 +100,9 @@ describe('Gemini stream meter', () => {
       const sent = fx.sim.requests.at(-1)?.usageSent;
       const whole = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), [raw]);
       expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
-      expect(whole.last.toolCalls).toEqual(headers['x-sim-tool-call'] ? ['lookup'] : []);
+      expect(whole.last.toolCalls.map((c) => c.name)).toEqual(headers['x-sim-tool-call'] ? ['lookup'] : []);
+      for (const call of whole.last.toolCalls)
+        expect(call).toMatchObject({ complete: true, arguments: expect.stringMatching(/^\{.*\}$/) });
       for (const seed of [4, 9, 16, 25, 36]) {
         const split = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(raw, seed));
         expect(split.last.usage).toEqual(whole.last.usage);

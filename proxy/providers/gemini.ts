@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseOrThrow, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
-import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
+import type { AdapterDeps, ProviderAdapter, ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, grpcStatusName, type ErrorFormat } from './error-format.ts';
 import { parseGeminiEmbedRequest } from './gemini-embed.ts';
 import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
@@ -55,7 +55,7 @@ function geminiUsage(meta: JsonObject | undefined): Partial<TokenUsage> | undefi
 
 interface CandidateReading {
   text: string;
-  toolCalls: string[];
+  toolCalls: ToolCall[];
   finished: boolean;
 }
 
@@ -73,8 +73,9 @@ function readCandidates(json: JsonObject): CandidateReading {
       const call = asObject(p.functionCall);
       const name = asString(call?.name);
       if (name !== undefined) {
-        reading.toolCalls.push(name);
-        reading.text += name + JSON.stringify(call?.args ?? {});
+        const args = JSON.stringify(call?.args ?? {});
+        reading.toolCalls.push({ name, arguments: args });
+        reading.text += name + args;
       }
     }
   }
@@ -94,6 +95,8 @@ const GEMINI_ERRORS: ErrorFormat = {
   }),
 };
 
+let calls = 0;
+
 const generateStreamDialect: StreamDialect = {
   framing: 'auto',
   errorFormat: GEMINI_ERRORS,
@@ -106,7 +109,12 @@ const generateStreamDialect: StreamDialect = {
     }
     const reading = readCandidates(json);
     if (reading.text) acc.text(reading.text);
-    for (const name of reading.toolCalls) acc.toolCall(name);
+    // Gemini sends each function call whole, arguments and all, in one part.
+    for (const call of reading.toolCalls) {
+      const key = `call-${++calls}`;
+      acc.toolStart(key, call.name, call.arguments);
+      acc.toolEnd(key);
+    }
     const usage = geminiUsage(asObject(json.usageMetadata));
     if (usage) acc.reportUsage(usage, reading.finished);
     if (reading.finished) acc.finish();
@@ -184,6 +192,7 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
         tokens: deps.tokens,
         estimatedInputTokens: options.estimatedInputTokens ?? 0,
         maxEventBytes: deps.maxEventBytes,
+        maxToolArgsChars: deps.maxToolArgsChars,
       });
     },
     ...errorReplies(GEMINI_ERRORS),

@@ -1,6 +1,6 @@
 import type { SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
-import type { AdapterDeps, Operation, ResponseReading } from './adapter.ts';
+import type { AdapterDeps, Operation, ResponseReading, ToolCall } from './adapter.ts';
 import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
 import { codedMessage, type ErrorFormat } from './error-format.ts';
 import { completionsText } from './openai-completions.ts';
@@ -16,8 +16,8 @@ function openAiUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undef
   return { input, output, cachedInput: asCount(details?.cached_tokens) ?? 0 };
 }
 
-function chatToolCalls(json: JsonObject): { names: string[]; text: string } {
-  const names: string[] = [];
+function chatToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
+  const calls: ToolCall[] = [];
   let text = '';
   for (const choice of asArray(json.choices)) {
     const message = asObject(asObject(choice)?.message);
@@ -26,30 +26,33 @@ function chatToolCalls(json: JsonObject): { names: string[]; text: string } {
     for (const call of asArray(message.tool_calls)) {
       const fn = asObject(asObject(call)?.function);
       const name = asString(fn?.name);
-      if (name !== undefined) names.push(name);
-      text += asString(fn?.arguments) ?? '';
+      const args = asString(fn?.arguments) ?? '';
+      if (name !== undefined) calls.push({ name, arguments: args });
+      text += args;
     }
-    const legacy = asString(asObject(message.function_call)?.name);
-    if (legacy !== undefined) names.push(legacy);
+    const legacy = asObject(message.function_call);
+    const legacyName = asString(legacy?.name);
+    if (legacyName !== undefined) calls.push({ name: legacyName, arguments: asString(legacy?.arguments) ?? '' });
   }
-  return { names, text };
+  return { calls, text };
 }
 
-function responsesToolCalls(json: JsonObject): { names: string[]; text: string } {
-  const names: string[] = [];
+function responsesToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
+  const calls: ToolCall[] = [];
   let text = '';
   for (const item of asArray(json.output)) {
     const it = asObject(item);
     if (!it) continue;
     if (it.type === 'function_call') {
       const name = asString(it.name);
-      if (name !== undefined) names.push(name);
-      text += asString(it.arguments) ?? '';
+      const args = asString(it.arguments) ?? '';
+      if (name !== undefined) calls.push({ name, arguments: args });
+      text += args;
     } else {
       text += textOf(it.content);
     }
   }
-  return { names, text };
+  return { calls, text };
 }
 
 export function readOpenAiResponse(
@@ -60,25 +63,25 @@ export function readOpenAiResponse(
 ): ResponseReading {
   const json = asObject(body) ?? {};
   const model = asString(json.model) ?? '';
-  const { names, text } =
+  const { calls, text } =
     op === 'responses'
       ? responsesToolCalls(json)
       : op === 'chat'
         ? chatToolCalls(json)
-        : { names: [], text: op === 'completions' ? completionsText(json) : '' };
+        : { calls: [], text: op === 'completions' ? completionsText(json) : '' };
   const reported = openAiUsage(asObject(json.usage));
   if (reported) {
     return {
       usage: { input: reported.input ?? 0, output: reported.output ?? 0, cachedInput: reported.cachedInput ?? 0 },
       usageSource: 'provider',
-      toolCalls: names,
+      toolCalls: calls,
       model,
     };
   }
   return {
     usage: { input: estimatedInputTokens, output: deps.tokens.countText(model, text), cachedInput: 0 },
     usageSource: 'estimated',
-    toolCalls: names,
+    toolCalls: calls,
     model,
   };
 }
@@ -119,21 +122,36 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
         return true;
       }
       const choices = asArray(json.choices);
-      for (const choice of choices) {
+      for (const [position, choice] of choices.entries()) {
+        const c = asObject(choice);
+        const at = asCount(c?.index) ?? position;
         // Legacy completions stream `choices[].text` where chat streams `choices[].delta`.
-        const legacy = asString(asObject(choice)?.text);
+        const legacy = asString(c?.text);
         if (legacy) acc.text(legacy);
-        const delta = asObject(asObject(choice)?.delta);
-        if (!delta) continue;
-        const content = asString(delta.content) ?? asString(delta.refusal) ?? asString(delta.reasoning_content);
-        if (content) acc.text(content);
-        for (const call of asArray(delta.tool_calls)) {
-          const fn = asObject(asObject(call)?.function);
-          const name = asString(fn?.name);
-          if (name) acc.toolCall(name);
-          const args = asString(fn?.arguments);
-          if (args) acc.text(args);
+        const delta = asObject(c?.delta);
+        if (delta) {
+          const content = asString(delta.content) ?? asString(delta.refusal) ?? asString(delta.reasoning_content);
+          if (content) acc.text(content);
+          for (const [n, call] of asArray(delta.tool_calls).entries()) {
+            const key = `${at}:${asCount(asObject(call)?.index) ?? n}`;
+            const fn = asObject(asObject(call)?.function);
+            const name = asString(fn?.name);
+            const args = asString(fn?.arguments);
+            if (name) acc.toolStart(key, name, args ?? '');
+            else if (args) acc.toolArgs(key, args);
+            if (args) acc.text(args);
+          }
+          const fnCall = asObject(delta.function_call);
+          if (fnCall) {
+            const name = asString(fnCall.name);
+            const args = asString(fnCall.arguments);
+            if (name) acc.toolStart(`${at}:fn`, name, args ?? '');
+            else if (args) acc.toolArgs(`${at}:fn`, args);
+            if (args) acc.text(args);
+          }
         }
+        // The choice's finish closes its tool calls: they are judged before this event goes on.
+        if (asString(c?.finish_reason) !== undefined) acc.toolEnd();
       }
       const usage = openAiUsage(asObject(json.usage));
       if (!usage) return true;
@@ -153,16 +171,32 @@ export const responsesStreamDialect: StreamDialect = {
     const type = asString(json.type) ?? event.event;
     switch (type) {
       case 'response.output_text.delta':
-      case 'response.refusal.delta':
-      case 'response.function_call_arguments.delta': {
+      case 'response.refusal.delta': {
         const delta = asString(json.delta);
         if (delta) acc.text(delta);
         break;
       }
+      case 'response.function_call_arguments.delta': {
+        const delta = asString(json.delta);
+        if (delta) {
+          acc.text(delta);
+          acc.toolArgs(String(asCount(json.output_index) ?? 0), delta);
+        }
+        break;
+      }
+      case 'response.function_call_arguments.done':
+        acc.toolEnd(String(asCount(json.output_index) ?? 0), asString(json.arguments));
+        break;
       case 'response.output_item.added': {
         const item = asObject(json.item);
         const name = item?.type === 'function_call' ? asString(item.name) : undefined;
-        if (name) acc.toolCall(name);
+        if (name) acc.toolStart(String(asCount(json.output_index) ?? 0), name, asString(item?.arguments) ?? '');
+        break;
+      }
+      case 'response.output_item.done': {
+        const item = asObject(json.item);
+        if (item?.type === 'function_call')
+          acc.toolEnd(String(asCount(json.output_index) ?? 0), asString(item.arguments));
         break;
       }
       case 'response.completed':

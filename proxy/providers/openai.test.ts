@@ -154,7 +154,7 @@ describe('OpenAI readResponse', () => {
     expect(reading).toEqual({
       usage: fx.sim.requests.at(-1)?.usageSent,
       usageSource: 'provider',
-      toolCalls: ['get_weather'],
+      toolCalls: [{ name: 'get_weather', arguments: expect.stringMatching(/^\{.*\}$/) }],
       model: 'gpt-4o-mini',
     });
     expect(reading.usage.cachedInput).toBe(4);
@@ -169,7 +169,7 @@ describe('OpenAI readResponse', () => {
     );
     const reading = openai.readResponse('responses', JSON.parse(decodeText(raw)));
     expect(reading.usage).toEqual(fx.sim.requests.at(-1)?.usageSent);
-    expect(reading.toolCalls).toEqual(['lookup']);
+    expect(reading.toolCalls).toEqual([{ name: 'lookup', arguments: expect.stringMatching(/^\{.*\}$/) }]);
   });
 
   it('reads embeddings usage', async () => {
@@ -238,7 +238,10 @@ describe('OpenAI stream meter', () => {
         expect(split.forwarded).toEqual(raw);
       }
       const expectedTool = 'x-sim-tool-call' in headers ? [headers['x-sim-tool-call']] : [];
-      expect(whole.last.toolCalls).toEqual(expectedTool);
+      expect(whole.last.toolCalls.map((c) => c.name)).toEqual(expectedTool);
+      // Arguments arrive in pieces; at the end each call holds them whole.
+      for (const call of whole.last.toolCalls)
+        expect(call).toMatchObject({ complete: true, arguments: expect.stringMatching(/^\{.*\}$/) });
     },
   );
 

@@ -74,6 +74,7 @@ export function createOpenAiAdapter(deps: AdapterDeps, flavour: OpenAiFlavour = 
         tokens: deps.tokens,
         estimatedInputTokens: options.estimatedInputTokens ?? 0,
         maxEventBytes: deps.maxEventBytes,
+        maxToolArgsChars: deps.maxToolArgsChars,
       });
     },
     ...errorReplies(OPENAI_ERRORS),

@@ -32,11 +32,15 @@ export interface DefaultAdaptersOptions {
   azureInjectStreamUsage?: boolean;
 }
 
+const DEFAULT_JUDGED_TEXT_CHARS = 65_536;
+
 export interface AdapterLimits {
   /** The stream event bound (proxy_stream_event_limit_bytes). */
   maxEventBytes?: number;
   /** Output bound of a model the price table gives none. */
   fallbackMaxOutputTokens?: number;
+  /** What the Semantic Judge reads of a field (semantic_judge_max_text_chars). */
+  judgedTextChars?: number;
 }
 
 /** Adapter dependencies from the shared token counter and price table (its max_output_tokens bound requests). */
@@ -45,6 +49,8 @@ export function createAdapterDeps(tokens: TokenCounter, prices: PriceTable, limi
   return {
     tokens,
     maxEventBytes: limits.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
+    // One character more than the judge reads, so a longer call is judged as truncated.
+    maxToolArgsChars: (limits.judgedTextChars ?? DEFAULT_JUDGED_TEXT_CHARS) + 1,
     defaultMaxOutputTokens: (model) => maxOutputTokens(prices, model, fallback),
   };
 }

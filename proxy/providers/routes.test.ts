@@ -8,7 +8,12 @@ import { createOpenAiCompatibleAdapter } from './openai-compatible.ts';
 import { createOpenAiAdapter } from './openai.ts';
 import { azureDeploymentFromPath, geminiModelFromPath, normalizeBasePath, normalizeRoutePath } from './routes.ts';
 
-const deps = { tokens: createTokenCounter(), defaultMaxOutputTokens: () => 4096, maxEventBytes: 8 * 1024 * 1024 };
+const deps = {
+  tokens: createTokenCounter(),
+  defaultMaxOutputTokens: () => 4096,
+  maxEventBytes: 8 * 1024 * 1024,
+  maxToolArgsChars: 65_537,
+};
 /** An operation, 'free', or null for no route. */
 type Expected = string | null;
 

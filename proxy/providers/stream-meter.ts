@@ -1,6 +1,6 @@
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
-import type { StreamMeter, StreamProgress } from './adapter.ts';
+import type { StreamedToolCall, StreamMeter, StreamProgress } from './adapter.ts';
 import { streamErrorPayload, type ErrorFormat } from './error-format.ts';
 import { createJsonArrayFramer } from './json-array-framer.ts';
 import { createSseFramer, EMPTY, type Framer, type SseEvent } from './sse-framer.ts';
@@ -11,7 +11,11 @@ export interface StreamAccumulator {
   reportUsage(usage: Partial<TokenUsage>, final: boolean): void;
   /** Generated text (or tool arguments), counted with tiktoken while no final usage is known. */
   text(delta: string): void;
-  toolCall(name: string): void;
+  /** A tool call begins (`key` tells calls of one answer apart), with arguments when they come whole. */
+  toolStart(key: string, name: string, args?: string): void;
+  toolArgs(key: string, delta: string): void;
+  /** The call's arguments are complete (replaced by `args` when given); no key: every open call. */
+  toolEnd(key?: string, args?: string): void;
   finish(): void;
 }
 
@@ -30,6 +34,8 @@ export interface StreamMeterContext {
   estimatedInputTokens: number;
   /** The largest event the framer holds (proxy_stream_event_limit_bytes). */
   maxEventBytes: number;
+  /** Characters of a tool call's arguments kept (AdapterDeps.maxToolArgsChars). */
+  maxToolArgsChars: number;
 }
 
 const OPEN_BRACKET = 0x5b;
@@ -45,7 +51,13 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   let finalUsage = false;
   let estimatedOutput = 0;
   let done = false;
-  const toolCalls: string[] = [];
+  const toolCalls: StreamedToolCall[] = [];
+  const open = new Map<string, StreamedToolCall>();
+  const bounded = (args: string) => (args.length > ctx.maxToolArgsChars ? args.slice(0, ctx.maxToolArgsChars) : args);
+  const close = (call: StreamedToolCall, args: string | undefined) => {
+    if (args !== undefined) call.arguments = bounded(args);
+    call.complete = true;
+  };
 
   const acc: StreamAccumulator = {
     reportUsage(usage, final) {
@@ -57,11 +69,32 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     text(delta) {
       if (!finalUsage) estimatedOutput += ctx.tokens.countText(ctx.model, delta);
     },
-    toolCall(name) {
-      toolCalls.push(name);
+    toolStart(key, name, args = '') {
+      const previous = open.get(key);
+      if (previous !== undefined) close(previous, undefined);
+      const call: StreamedToolCall = { name, arguments: bounded(args), complete: false };
+      toolCalls.push(call);
+      open.set(key, call);
+    },
+    toolArgs(key, delta) {
+      const call = open.get(key);
+      if (call === undefined || call.arguments.length >= ctx.maxToolArgsChars) return;
+      call.arguments = bounded(call.arguments + delta);
+    },
+    toolEnd(key, args) {
+      if (key === undefined) {
+        for (const call of open.values()) close(call, undefined);
+        open.clear();
+        return;
+      }
+      const call = open.get(key);
+      if (call === undefined) return;
+      close(call, args);
+      open.delete(key);
     },
     finish() {
       done = true;
+      acc.toolEnd();
     },
   };
 
@@ -100,7 +133,10 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
       for (const forward of framer.push(chunk)) yield progress(forward);
     },
     end() {
-      return progress(framer ? framer.end() : EMPTY);
+      const last = progress(framer ? framer.end() : EMPTY);
+      // The answer ended: whatever a call has by now is all it will get.
+      acc.toolEnd();
+      return last;
     },
     errorEvent(svcCode, message) {
       const payload = streamErrorPayload(dialect.errorFormat, svcCode, message);

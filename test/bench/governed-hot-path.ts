@@ -5,6 +5,7 @@
  *
  *   node test/bench/governed-hot-path.ts [calls=100000] [policies=100]
  */
+import { createBuiltinJudge } from '../../core/brain/index.ts';
 import { randomUUID } from 'node:crypto';
 import { Registry } from 'prom-client';
 import type { RequestReply } from '../../core/bus/bus.ts';
@@ -48,7 +49,12 @@ const prices = loadPriceTable();
 const tokens = createTokenCounter();
 const adapter = createOpenAiAdapter(createAdapterDeps(tokens, prices));
 const metrics = createGovernanceMetrics(new Registry(), 50);
-const gate = new PolicyGate({ current: compileRuleset(policies, 1) }, 'closed', metrics);
+const gate = new PolicyGate(
+  { current: compileRuleset(policies, 1) },
+  'closed',
+  metrics,
+  createBuiltinJudge({ maxTextChars: 65_536, allowedHosts: [] }),
+);
 /** Answers every lease request with a large slice at once, as an idle control plane would. */
 const requests: RequestReply = {
   request: (_subject, data) =>

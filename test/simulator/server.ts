@@ -101,7 +101,12 @@ async function readBody(req: IncomingMessage): Promise<string> {
  */
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
   const tokens = createTokenCounter();
-  const deps = { tokens, maxEventBytes: DEFAULT_MAX_EVENT_BYTES, defaultMaxOutputTokens: () => 4096 };
+  const deps = {
+    tokens,
+    maxEventBytes: DEFAULT_MAX_EVENT_BYTES,
+    defaultMaxOutputTokens: () => 4096,
+    maxToolArgsChars: 65_537,
+  };
   const openai = createOpenAiAdapter(deps);
   const anthropic = createAnthropicAdapter(deps);
   const gemini = createGeminiAdapter(deps);
