@@ -1,5 +1,6 @@
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import { usageOf, writeDeltas, type SimContext } from './context.ts';
+import type { ReplyPlan } from './plan.ts';
 import { sendJson, sse, startStream } from './sse-writer.ts';
 
 const CREATED = 1_700_000_000;
@@ -19,8 +20,14 @@ function chatUsage(u: TokenUsage): Record<string, unknown> {
   };
 }
 
-function toolArguments(words: readonly string[]): string {
-  return JSON.stringify({ input: words.join('').trim() });
+function toolArguments(plan: ReplyPlan): string {
+  return plan.toolArgs ?? JSON.stringify({ input: plan.words.join('').trim() });
+}
+
+/** Arguments streamed in three pieces, as models send them: no piece is valid JSON on its own. */
+function argumentPieces(args: string): string[] {
+  const third = Math.ceil(args.length / 3);
+  return [args.slice(0, third), args.slice(third, 2 * third), args.slice(2 * third)].filter((p) => p !== '');
 }
 
 export async function openAiChat(ctx: SimContext): Promise<TokenUsage> {
@@ -38,7 +45,7 @@ export async function openAiChat(ctx: SimContext): Promise<TokenUsage> {
             {
               id: 'call_sim',
               type: 'function',
-              function: { name: plan.toolCall, arguments: toolArguments(plan.words) },
+              function: { name: plan.toolCall, arguments: toolArguments(plan) },
             },
           ],
         }
@@ -70,10 +77,16 @@ export async function openAiChat(ctx: SimContext): Promise<TokenUsage> {
             { index: 0, id: 'call_sim', type: 'function', function: { name: plan.toolCall, arguments: '' } },
           ],
         }),
-        ...plan.words.map((w, i) =>
-          chunk({ tool_calls: [{ index: 0, function: { arguments: i === 0 ? `{"input":"${w.trim()}` : w } }] }),
-        ),
-        chunk({ tool_calls: [{ index: 0, function: { arguments: '"}' } }] }),
+        ...(plan.toolArgs === undefined
+          ? [
+              ...plan.words.map((w, i) =>
+                chunk({ tool_calls: [{ index: 0, function: { arguments: i === 0 ? `{"input":"${w.trim()}` : w } }] }),
+              ),
+              chunk({ tool_calls: [{ index: 0, function: { arguments: '"}' } }] }),
+            ]
+          : argumentPieces(plan.toolArgs).map((piece) =>
+              chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }),
+            )),
       ]
     : [chunk({ role: 'assistant', content: '', refusal: null }), ...plan.words.map((w) => chunk({ content: w }))];
   const { sent, failed } = await writeDeltas(ctx, out, frames);
@@ -106,7 +119,7 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
         id: 'fc_sim',
         call_id: 'call_sim',
         name: plan.toolCall,
-        arguments: toolArguments(plan.words),
+        arguments: toolArguments(plan),
         status: 'completed',
       }
     : {
@@ -141,7 +154,7 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
           output_index: 0,
           item: { ...item, arguments: '', status: 'in_progress' },
         }),
-        ...plan.words.map((w) =>
+        ...(plan.toolArgs === undefined ? plan.words : argumentPieces(plan.toolArgs)).map((w) =>
           event('response.function_call_arguments.delta', { item_id: 'fc_sim', output_index: 0, delta: w }),
         ),
       ]

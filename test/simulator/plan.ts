@@ -37,6 +37,8 @@ export interface ReplyPlan {
   inputTokens: number;
   cachedTokens: number;
   toolCall: string | undefined;
+  /** The tool call's arguments (JSON text), else `{"input": <the words>}`. */
+  toolArgs: string | undefined;
   delayMs: number;
   errorCode: SvcCode | undefined;
   /** With `errorCode`: the stream fails after this many deltas instead of the call being refused. */
@@ -94,6 +96,7 @@ export function planReply(input: PlanInput): ReplyPlan {
     inputTokens,
     cachedTokens: Math.min(intHeader(headers, 'x-sim-cached-tokens') ?? 0, inputTokens),
     toolCall: header(headers, 'x-sim-tool-call'),
+    toolArgs: header(headers, 'x-sim-tool-args'),
     delayMs: intHeader(headers, 'x-sim-chunk-delay-ms') ?? input.defaultDelayMs,
     errorCode: svcCodeHeader(headers),
     streamErrorAfter: intHeader(headers, 'x-sim-stream-error-after'),
