@@ -8,7 +8,7 @@ import {
 } from '../policy/semantic-judge.ts';
 import { scanEntropy } from './entropy.ts';
 import { similarity } from './examples.ts';
-import { finding, matchPatterns, type Finding } from './finding.ts';
+import { finding, matchPatterns, quotedDataOf, type Finding } from './finding.ts';
 import { urlsIn, type HostPolicy } from './hosts.ts';
 import { secretPathIn } from './paths.ts';
 import { PATTERNS } from './patterns.ts';
@@ -114,9 +114,10 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
   function classify(input: JudgeInput): Classification {
     const { views, truncated, findings } = read(input);
     for (const view of views) {
-      scanShell(view, hosts, findings);
-      matchPatterns(view, PATTERNS, findings);
-      scanSql(view, findings);
+      const textOnly = scanShell(view, hosts, findings);
+      const quotedData = quotedDataOf(view, textOnly);
+      matchPatterns(view, PATTERNS, findings, quotedData);
+      scanSql(view, findings, quotedData);
       scanEntropy(view, findings);
       proseSecretPath(view, findings);
       if (view.hidden === 'tags')

@@ -55,8 +55,8 @@ export interface PatternSignal {
   readonly pattern: string;
   /** The match is a credential: its excerpt is masked. */
   readonly secret?: boolean;
-  /** Only for texts under these JSON keys (lower case), e.g. prose markers outside commands. */
-  readonly keys?: readonly string[];
+  /** A match inside quoted data (a SQL string literal, the pattern `grep` looks for) is not an action. */
+  readonly action?: boolean;
 }
 
 export interface CompiledPattern extends PatternSignal {
@@ -67,13 +67,49 @@ export function compilePatterns(signals: readonly PatternSignal[]): CompiledPatt
   return signals.map((s) => ({ ...s, regex: RE2JS.compile(s.pattern, RE2JS.CASE_INSENSITIVE | RE2JS.MULTILINE) }));
 }
 
-/** Runs the patterns whose triggers occur; at most one finding per pattern (its first match). */
-export function matchPatterns(view: TextView, patterns: readonly CompiledPattern[], out: Finding[]): void {
+/**
+ * Runs the patterns whose triggers occur; at most one finding per pattern (its first match that
+ * counts). `quotedData` says whether a position lies in quoted data, for the action patterns.
+ */
+export function matchPatterns(
+  view: TextView,
+  patterns: readonly CompiledPattern[],
+  out: Finding[],
+  quotedData: (index: number) => boolean,
+): void {
   const text = view.norm;
   for (const p of patterns) {
     if (!p.triggers.some((t) => text.includes(t))) continue;
     const m = p.regex.matcher(text);
-    if (!m.find()) continue;
-    out.push(finding(view, p.category, p.weight, p.signal, m.start(), m.end(), p.secret === true));
+    let from = 0;
+    while (from < text.length && m.find(from)) {
+      if (p.action === true && quotedData(m.start())) {
+        from = Math.max(m.end(), m.start() + 1);
+        continue;
+      }
+      out.push(finding(view, p.category, p.weight, p.signal, m.start(), m.end(), p.secret === true));
+      break;
+    }
   }
+}
+
+/** Where a quoted string is a value, not a statement: after `(`, `,`, `=`, `values`, `like`, `in`. */
+const LITERAL_LEAD = /(?:\(|,|=|\bvalues|\blike|\bin|\bthen|\belse)\s*$/;
+
+/**
+ * Positions in quoted data: inside a single-quoted SQL literal, or anywhere in a command whose
+ * programs only search or print text (`grep "DROP TABLE"`, `echo 'rm -rf /'`).
+ */
+export function quotedDataOf(view: TextView, textOnly: boolean): (index: number) => boolean {
+  if (textOnly) return () => true;
+  const text = view.norm;
+  const literals: [number, number][] = [];
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] !== "'") continue;
+    const close = text.indexOf("'", i + 1);
+    if (close < 0) break;
+    if (LITERAL_LEAD.test(text.slice(Math.max(0, i - 12), i))) literals.push([i, close]);
+    i = close;
+  }
+  return (index) => literals.some(([a, b]) => index > a && index < b);
 }

@@ -10,6 +10,7 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'sql.drop',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.95,
     triggers: ['drop'],
     pattern: String.raw`\bdrop\s+(?:table|database|schema|keyspace|collection)\b`,
@@ -17,6 +18,7 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'sql.drop_object',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.65,
     triggers: ['drop'],
     pattern: String.raw`\bdrop\s+(?:materialized\s+view|view|index|user|role|function|procedure|trigger|sequence|type|tablespace|partition)\b`,
@@ -24,6 +26,7 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'sql.truncate',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.9,
     triggers: ['truncate'],
     pattern: String.raw`(?:^|[;(\s"'])truncate\s+(?:table\s+)?(?:only\s+)?[a-z_"\x60\[][\w."\x60\[\]]*\s*(?:;|$|,|cascade|restart|\))`,
@@ -31,6 +34,7 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'sql.alter_drop',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.8,
     triggers: ['alter'],
     pattern: String.raw`\balter\s+table\s+[\w."\x60\[\]]+\s+drop\s+(?:column|constraint|partition|primary|foreign|\w)`,
@@ -38,6 +42,7 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'nosql.drop',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.92,
     triggers: ['drop', 'deletemany', 'remove('],
     pattern: String.raw`\.(?:drop|dropdatabase|dropcollection)\s*\(\s*(?:['"][^'"]*['"])?\s*\)|\.(?:deletemany|remove)\s*\(\s*\{\s*\}\s*\)`,
@@ -45,6 +50,7 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'redis.flush',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.9,
     triggers: ['flushall', 'flushdb'],
     pattern: String.raw`\bflush(?:all|db)\b`,
@@ -59,6 +65,7 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'disk.overwrite_device',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.95,
     triggers: ['/dev/'],
     pattern: String.raw`>\s*/dev/(?:sd[a-z]|nvme\d|hd[a-z]|xvd[a-z]|vd[a-z]|mmcblk\d|disk\d)`,
@@ -66,6 +73,7 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'shell.fork_bomb',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.85,
     triggers: [':|:', '%0|%0'],
     pattern: String.raw`:\s*\(\s*\)\s*\{\s*:\s*\|\s*:\s*&\s*\}|%0\|%0`,
@@ -74,6 +82,7 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'intent.destroy_everything',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.75,
     triggers: ['delet', 'remov', 'wip', 'eras', 'destroy', 'purg', 'drop', 'nuke', 'obliterat', 'trash', 'clear'],
     pattern: String.raw`\b(?:delete|remove|wipe|erase|destroy|purge|drop|nuke|obliterate|trash|clear\s+out)\s+(?:all|every(?:thing)?|the\s+(?:entire|whole|complete)|all\s+of\s+the|the\s+(?:production|prod|live))\b[^.\n]{0,60}?\b(?:files?|data|databases?|db|records|rows|tables?|users?|customers?|accounts?|backups?|logs|repos(?:itory|itories)?|branches|buckets?|objects|emails?|messages|snapshots?|volumes?|instances?|servers?|clusters?|resources|history|commits|documents|everything|environment|infrastructure|disks?)\b`,
@@ -81,13 +90,30 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'intent.wipe_system',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.75,
     triggers: ['wipe', 'format', 'nuke', 'destroy', 'drop the', 'tear down', 'teardown'],
     pattern: String.raw`\b(?:wipe|format|nuke|destroy|tear\s+down|drop)\s+(?:the\s+|our\s+|my\s+)?(?:production\s+|prod\s+|live\s+|main\s+)?(?:disk|drive|hard\s+drive|server|database|db|cluster|bucket|filesystem|file\s+system|machine|environment|infrastructure)\b`,
   },
   {
+    signal: 'intent.drop_store',
+    category: 'DESTRUCTIVE',
+    action: true,
+    weight: 0.75,
+    triggers: ['drop', 'delete', 'truncate', 'wipe', 'purge', 'destroy'],
+    pattern: String.raw`\b(?:drop|delete|truncate|wipe|purge|destroy)\s+(?:the\s+|our\s+|my\s+|all\s+|every\s+)?(?:[a-z_]+\s+){0,2}(?:tables?|databases?|db|collections?|schemas?|buckets?|clusters?|namespaces?|keyspaces?)\b`,
+  },
+  {
+    signal: 'exfil.dns_substitution',
+    category: 'DATA_EXFILTRATION',
+    weight: 0.9,
+    triggers: ['nslookup', 'dig', 'host', 'drill', 'ping'],
+    pattern: String.raw`\b(?:nslookup|dig|host|drill|ping|resolve-dnsname)\s+[^\n;|&]*(?:\$\(|\x60)[^\n]*\.[a-z]{2,}`,
+  },
+  {
     signal: 'intent.destroy_everything_i18n',
     category: 'DESTRUCTIVE',
+    action: true,
     weight: 0.75,
     triggers: ['lösch', 'losch', 'supprim', 'efface', 'borra', 'elimina', '删除', '清空', '刪除', '删掉'],
     pattern: String.raw`\b(?:lösche|löschen|losche|loschen)\s+(?:sie\s+)?(?:alle|sämtliche|die\s+gesamte|den\s+gesamten|das\s+gesamte|die\s+ganze)\b|\b(?:supprime[rz]?|efface[rz]?)\s+(?:tous|toutes|l'ensemble|toute\s+la|la\s+base)\b|\b(?:borra[r]?|elimina[r]?)\s+(?:todos|todas|toda\s+la|todo\s+el|la\s+base)\b|(?:删除|刪除|删掉|清空)(?:所有|全部|整个|整個|数据库|資料庫|生产)`,
@@ -245,7 +271,7 @@ const SIGNALS: PatternSignal[] = [
       'identifiants',
       'credenciales',
     ],
-    pattern: String.raw`\b(?:sende|schicke|lade)\b[^.\n]{0,60}?(?:passwörter|passwort|zugangsdaten|api-schlüssel|schlüssel)[^.\n]{0,60}?\ban\b|\b(?:envoie|envoyez|transf[eè]re|téléverse)\b[^.\n]{0,60}?(?:mots?\s+de\s+passe|identifiants|clés?\s+api|secrets)[^.\n]{0,60}?\bà\b|\b(?:envía|envia|manda|sube)\b[^.\n]{0,60}?(?:contraseñas?|credenciales|claves?\s+api|secretos)[^.\n]{0,60}?\ba\b|(?:把|将)[^。\n]{0,40}?(?:密码|密碼|凭证|憑證|密钥|密鑰|私钥)[^。\n]{0,40}?(?:发送|發送|上传|上傳|发到|發到|传到)`,
+    pattern: String.raw`\b(?:sende|schicke|lade)\b[^.\n]{0,60}?(?:passwörter|passwort|zugangsdaten|api-schlüssel|schlüssel)[^.\n]{0,60}?\ban\b|\b(?:envoie|envoyez|transf[eè]re|téléverse)\b[^.\n]{0,60}?(?:mots?\s+de\s+passe|identifiants|clés?\s+api|secrets)[^.\n]{0,60}?\sà\s|\b(?:envía|envia|manda|sube)\b[^.\n]{0,60}?(?:contraseñas?|credenciales|claves?\s+api|secretos)[^.\n]{0,60}?\ba\b|(?:把|将)[^。\n]{0,40}?(?:密码|密碼|凭证|憑證|密钥|密鑰|私钥)[^。\n]{0,40}?(?:发送|發送|上传|上傳|发到|發到|传到)`,
   },
   {
     signal: 'sql.copy_to_program',
@@ -397,7 +423,8 @@ const SIGNALS: PatternSignal[] = [
   {
     signal: 'injection.agent_directive',
     category: 'SUSPICIOUS',
-    weight: 0.8,
+    // An instruction to the agent inside data is the injection itself, whatever it asks for.
+    weight: 0.85,
     triggers: ['assistant', 'agent', ' ai', 'model', 'llm', 'the user'],
     pattern: String.raw`\b(?:ai|assistant|agent|model|llm|chatbot|copilot)s?\b[,:]?\s+(?:you\s+)?(?:must|should|are\s+instructed\s+to|are\s+required\s+to|need\s+to)\s+(?:now\s+|immediately\s+|also\s+|secretly\s+|silently\s+)*(?:ignore|send|forward|email|upload|exfiltrate|execute|run|delete|transfer|disclose|reveal|call|invoke|grant|approve|disable)\b|\b(?:do\s+not|don't|never)\s+(?:tell|inform|mention\s+(?:this\s+)?to|reveal\s+(?:this\s+)?to|alert|notify)\s+the\s+user\b|\bwithout\s+(?:telling|informing|notifying|alerting)\s+the\s+user\b|\bimportant\s*[!:]+\s*(?:new\s+)?instructions?\s+(?:for|to)\s+(?:the\s+)?(?:ai|assistant|agent|model|llm)`,
   },

@@ -231,6 +231,11 @@ function kubectl(inv: Invocation, scan: Scan): void {
     else if (/^(?:po|pods?|jobs?|events?|ev)$/.test(kinds[0] ?? ''))
       emit(scan, 'DESTRUCTIVE', 0.35, 'k8s.delete_pod', inv.programWord, end);
     else emit(scan, 'DESTRUCTIVE', 0.7, 'k8s.delete_resource', inv.programWord, end);
+  } else if (
+    (verb === 'run' || verb === 'create' || verb === 'debug') &&
+    inv.args.some((w) => /--privileged|"host(?:pid|network|ipc)"\s*:\s*true|hostpath|--profile=sysadmin/i.test(w.value))
+  ) {
+    emit(scan, 'SUSPICIOUS', 0.8, 'k8s.privileged_pod', inv.programWord, end);
   } else if (verb === 'drain') {
     emit(scan, 'DESTRUCTIVE', 0.5, 'k8s.drain', inv.programWord, end);
   } else if (verb === 'scale' && words.some((w) => /^--replicas=0$/.test(w))) {
@@ -719,6 +724,13 @@ function security(inv: Invocation, scan: Scan): void {
     case 'responder':
       hit(0.85, 'attack.credential_tool');
       return;
+    case 'nsenter':
+      if (
+        words.some((w, i) => (w === '-t' || w === '--target') && words[i + 1] === '1') ||
+        words.includes('--target=1')
+      )
+        hit(0.85, 'privesc.host_namespace');
+      return;
     case 'xmrig':
     case 'minerd':
     case 'cpuminer':
@@ -816,12 +828,40 @@ const DESTRUCTIVE_ANALYZERS: Record<string, Analyzer> = {
   move: mv,
 };
 
-/** Reads every command in the text (and in nested scripts) and records what each one does. */
-export function scanShell(view: TextView, hosts: HostPolicy, out: Finding[]): void {
-  scanScript({ view, hosts, out, base: 0, depth: 0 }, view.folded);
+/** Programs that only search or print text: what they are given is data, not an action. */
+const TEXT_ONLY = new Set([
+  'grep',
+  'egrep',
+  'fgrep',
+  'rg',
+  'ag',
+  'ack',
+  'echo',
+  'printf',
+  'git-grep',
+  'man',
+  'tldr',
+  'apropos',
+]);
+
+/**
+ * Reads every command in the text (and in nested scripts) and records what each one does.
+ * Returns whether the text is only commands that search or print text.
+ */
+export function scanShell(view: TextView, hosts: HostPolicy, out: Finding[]): boolean {
+  const invocations = scanScript({ view, hosts, out, base: 0, depth: 0 }, view.folded);
+  return (
+    invocations.length > 0 &&
+    invocations.every(
+      (inv) =>
+        TEXT_ONLY.has(inv.program) ||
+        (inv.program === 'git' && /^(?:grep|log|commit|show)$/.test(optionsOf(inv.args).positional[0]?.value ?? '')),
+    ) &&
+    !invocations.some((inv) => inv.args.some((w) => w.value === '>' || w.value === '>>'))
+  );
 }
 
-function scanScript(scan: Scan, text: string): void {
+function scanScript(scan: Scan, text: string): Invocation[] {
   const invocations = readCommands(text)
     .map(invocationOf)
     .filter((i): i is Invocation => i !== null);
@@ -839,6 +879,7 @@ function scanScript(scan: Scan, text: string): void {
     pipeToInterpreter(invocations, index, scan);
     scriptArguments(inv, scan);
   }
+  return invocations;
 }
 
 /** A reader on a credential store takes its secrets. */

@@ -15,7 +15,7 @@ const TAUTOLOGY = RE2JS.compile(
  * that selects everything. A DELETE with a real WHERE is routine and recorded below the default
  * threshold. DROP and TRUNCATE are patterns (patterns.ts).
  */
-export function scanSql(view: TextView, out: Finding[]): void {
+export function scanSql(view: TextView, out: Finding[], quotedData: (index: number) => boolean): void {
   const text = view.norm;
   if (!text.includes('delete') && !text.includes('update')) return;
   let offset = 0;
@@ -33,6 +33,7 @@ export function scanSql(view: TextView, out: Finding[]): void {
     if (kind === 'delete' && !/^delete\s+from\b/.test(statement.slice(m.start(), m.start() + 40))) return;
     const rest = statement.slice(m.start());
     const start = base + m.start();
+    if (quotedData(start)) return;
     const end = base + statement.length;
     if (!WHERE.test(rest)) {
       out.push(finding(view, 'DESTRUCTIVE', kind === 'delete' ? 0.9 : 0.75, `sql.${kind}_without_where`, start, end));

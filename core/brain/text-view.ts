@@ -10,7 +10,7 @@ export interface TextView {
   readonly raw: string;
   /** `norm` before lower-casing (shell flags are case-sensitive: `-D` is not `-d`). */
   readonly folded: string;
-  /** ASCII lower-cased, zero-width characters dropped, full-width forms and tag characters mapped to ASCII. */
+  /** Lower-cased, zero-width characters dropped, full-width forms and tag characters mapped to ASCII. */
   readonly norm: string;
   /** `map[i]` is the index in `raw` of `norm[i]`; `map[norm.length]` is `raw.length`. */
   readonly map: Int32Array;
@@ -61,8 +61,11 @@ export function viewOf(field: string, key: string, raw: string): TextView {
   }
   const trimmed = map.slice(0, n + 1);
   trimmed[n] = raw.length;
-  // Only ASCII letters change case, so both texts have the same length and share the map.
-  const norm = folded.replace(/[A-Z]+/g, (s) => s.toLowerCase());
+  // Letters change case only where that keeps the length (`И` to `и`, not `İ`), so both texts share the map.
+  const norm = folded.replace(/[A-Z\u00c0-\uffff]/g, (c) => {
+    const l = c.toLowerCase();
+    return l.length === 1 ? l : c;
+  });
   return { field, key, raw, folded, norm, map: trimmed, hidden };
 }
 
