@@ -17,12 +17,12 @@ export function shannonEntropy(text: string): number {
 }
 
 /**
- * The entropy a token must reach to count as random: 82% of the most its length allows in a
- * 64-symbol alphabet. Calibrated (core/brain/entropy.test.ts) so that random keys of 24 to 64
+ * The entropy a token must reach to count as random: 82% of the most its length allows, at
+ * most 4.2 bits (a random base62 key of 24 characters has about 4.2). Calibrated (core/brain/entropy.test.ts) so that random keys of 24 to 64
  * characters pass and identifiers, paths, words, hex digests and UUIDs stay under it.
  */
 export function entropyThreshold(length: number): number {
-  return 0.82 * Math.log2(Math.min(length, 64));
+  return Math.min(4.2, 0.82 * Math.log2(length));
 }
 
 /** A token that looks machine-made and random: mixed letters and digits, not hex, not a UUID. */
@@ -31,6 +31,9 @@ export function isRandomToken(token: string): boolean {
   if (/^[0-9a-f-]+$/i.test(token)) return false;
   if (!/[0-9]/.test(token) || !/[a-z]/.test(token) || !/[A-Z]/.test(token)) return false;
   if (/^(?:sha\d+|md5)[-:]/i.test(token)) return false;
+  // Words run together (`ThisIsAVeryLongName2024`) have long lower-case runs; random keys rarely do.
+  const wordy = (token.match(/[a-z]{3,}/g) ?? []).reduce((n, run) => n + run.length, 0);
+  if (wordy / token.length > 0.45) return false;
   return shannonEntropy(token) >= entropyThreshold(token.length);
 }
 
