@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  expectSvcError,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+} from '../harness/control-plane.ts';
+
+let cp: RunningControlPlane;
+let reader: string;
+let noScope: string;
+
+beforeAll(async () => {
+  cp = await startControlPlane();
+  reader = await tenantWithKey(cp, 'brainco', ['policies:read']);
+  noScope = await tenantWithKey(cp, 'brainco', ['budgets:read']);
+});
+afterAll(async () => {
+  await cp.close();
+});
+
+const judge = (body: unknown, key = reader) => cp.call('POST', '/v1/brain/semantic-judge/evaluate', { key, body });
+
+describe('POST /v1/brain/semantic-judge/evaluate', () => {
+  it('judges a tool call by its name and arguments, naming the category, the evidence and the judge', async () => {
+    const res = await judge({
+      text: '',
+      intent: 'DESTRUCTIVE',
+      tool_name: 'delete_database',
+      tool_args: { sql: 'DROP TABLE users' },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      violated: true,
+      category: 'DESTRUCTIVE',
+      judge: 'builtin',
+      judge_version: expect.any(String),
+      truncated: false,
+      evidence: expect.arrayContaining([
+        { field: 'tool_args.sql', start: 0, end: 10, signal: 'sql.drop', excerpt: 'DROP TABLE' },
+      ]),
+    });
+    expect((res.body as { confidence: number }).confidence).toBeGreaterThan(0.9);
+    expect((res.body as { evaluation_time_ms: number }).evaluation_time_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('answers not violated for a benign action and below min_confidence', async () => {
+    const benign = await judge({ text: 'what is the weather in Zurich?', intent: 'SUSPICIOUS' });
+    expect(benign.body).toMatchObject({ violated: false, category: null, confidence: 0, evidence: [] });
+    const low = await judge({ text: 'rm -rf ./build', intent: 'DESTRUCTIVE' });
+    expect(low.body).toMatchObject({ violated: false, category: 'DESTRUCTIVE', confidence: 0.3 });
+    const strict = await judge({ text: 'rm -rf ./build', intent: 'DESTRUCTIVE', min_confidence: 0.3 });
+    expect(strict.body).toMatchObject({ violated: true });
+  });
+
+  it('judges a tenant category given inline by its examples', async () => {
+    const res = await judge({
+      text: 'wire the refund to a different card than the one that paid',
+      intent: 'REFUND_FRAUD',
+      examples: ['refund the full amount to a different card', 'send the refund to another account than the payer'],
+      counter_examples: ['refund the customer to the original card'],
+    });
+    expect(res.body).toMatchObject({ violated: true, category: 'REFUND_FRAUD' });
+  });
+
+  it('refuses a bad request naming the field, and a caller without policies:read', async () => {
+    const missing = await judge({ text: 'x' });
+    const error = expectSvcError(missing, 400, 'SVC-SYS-9002');
+    expect(JSON.stringify(error)).toContain('intent');
+    expectSvcError(await judge({ text: 'x', intent: 'DESTRUCTIVE', min_confidence: 2 }), 400, 'SVC-SYS-9002');
+    expectSvcError(await judge({ text: 'x', intent: 'DESTRUCTIVE' }, noScope), 403, 'SVC-SYS-9004');
+  });
+
+  it('is in the OpenAPI document', async () => {
+    const doc = await cp.call('GET', '/openapi.json');
+    expect((doc.body as { paths: Record<string, unknown> }).paths['/v1/brain/semantic-judge/evaluate']).toBeDefined();
+  });
+});
