@@ -494,12 +494,12 @@ function curl(inv: Invocation, scan: Scan, pipeline: readonly Invocation[], inde
       const v = /^-d./.test(w) ? w.slice(2) : value;
       if (v === '@-' || v === '-') sendsStdin = true;
       else if (v.startsWith('@') || /^--(?:post|body)-file$/.test(flag) || /^-infile$/i.test(flag))
-        sendsFile ??= words[i + 1] ?? (words[i] as Word);
+        sendsFile ??= words[i + 1] ?? words[i];
     } else if (/^(?:-F|--form)$/.test(flag) && /=[@<]/.test(value)) {
-      sendsFile ??= words[i + 1] ?? (words[i] as Word);
+      sendsFile ??= words[i + 1] ?? words[i];
     } else if (/^(?:-T|--upload-file)$/.test(flag)) {
       if (value === '-' || value === '.') sendsStdin = true;
-      else sendsFile ??= words[i + 1] ?? (words[i] as Word);
+      else sendsFile ??= words[i + 1] ?? words[i];
     }
   }
   const dest = destinationOf(words, scan);

@@ -19,7 +19,7 @@ export interface TextView {
 }
 
 /** Any character outside printable ASCII, tab and newline: only then is the slow path needed. */
-const NON_ASCII = /[^\x09\x0a\x0d\x20-\x7e]/;
+const NON_ASCII = /[^\t\n\r -~]/;
 
 function isZeroWidth(code: number): boolean {
   return (code >= 0x200b && code <= 0x200f) || (code >= 0x2060 && code <= 0x2064) || code === 0xfeff || code === 0x00ad;

@@ -93,7 +93,8 @@ export function scanToolArgs(
     );
   }
 
-  const method = String(arg(record, ['method', 'http_method', 'verb']) ?? '').toUpperCase();
+  const given = arg(record, ['method', 'http_method', 'verb']);
+  const method = typeof given === 'string' ? given.toUpperCase() : '';
   const urlKey = Object.keys(record).find((k) => /^(?:url|uri|endpoint|href|link)$/i.test(k));
   const url = urlKey === undefined ? undefined : record[urlKey];
   if (typeof url === 'string' && urlKey !== undefined) {

@@ -317,10 +317,12 @@ function semanticText(condition: CompiledSemantic, context: Readonly<Record<stri
   if (value === undefined || value === null) return undefined;
   if (typeof value === 'string') return value;
   if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value.join('\n');
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   try {
     return JSON.stringify(value);
   } catch {
-    return String(value);
+    // A cyclic or otherwise unserialisable value cannot be judged: the condition does not match.
+    return undefined;
   }
 }
 
