@@ -1,7 +1,7 @@
 import { deniesModel } from '../../core/metering/prices.ts';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ZERO, isRefusal } from '../enforcement/index.ts';
-import { ENVELOPE_HEADER } from '../envelopes/index.ts';
+import { ENVELOPE_HEADER, type Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import type { ProviderAdapter } from '../providers/index.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
@@ -91,7 +91,17 @@ export async function governUnclassifiedCall(
     return;
   }
   const model = modelNamed(bytes);
-  const { envelope, opened } = deps.envelopes.resolve(req.headers);
+  let resolution: Resolution;
+  try {
+    resolution = deps.envelopes.resolve(req.headers);
+  } catch (error) {
+    // A budget this sidecar may not charge: refused in the provider's format, nothing sent upstream.
+    if (!isSvcError(error)) throw error;
+    count('refused');
+    refuse(error.code, error.message, null);
+    return;
+  }
+  const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
   if (envelope.ending !== null) {
     count('refused');
