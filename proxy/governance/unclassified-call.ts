@@ -37,17 +37,33 @@ function modelNamed(bytes: Buffer): string {
   }
 }
 
-/** Relays a request unchanged (governance headers are stripped by the upstream client). */
-export async function passThrough(deps: GovernanceDeps, req: ProxiedRequest, provider: string): Promise<void> {
-  const response = await deps.upstream.request({
-    url: req.targetUrl,
-    method: req.method,
-    headers: req.headers,
-    body: req.hasBody ? req.body : null,
-    signal: req.signal,
-    provider,
-    receivedAt: req.receivedAt,
-  });
+/**
+ * Relays a request unchanged (governance headers are stripped by the upstream client). On a
+ * provider host (`adapter` given) an upstream that cannot be reached is answered in the
+ * provider's own error format, as every other refusal there is.
+ */
+export async function passThrough(
+  deps: GovernanceDeps,
+  req: ProxiedRequest,
+  provider: string,
+  adapter?: ProviderAdapter,
+): Promise<void> {
+  let response: UpstreamResponse;
+  try {
+    response = await deps.upstream.request({
+      url: req.targetUrl,
+      method: req.method,
+      headers: req.headers,
+      body: req.hasBody ? req.body : null,
+      signal: req.signal,
+      provider,
+      receivedAt: req.receivedAt,
+    });
+  } catch (error) {
+    if (adapter === undefined || !isSvcError(error)) throw error;
+    sendProviderRefusal(req.clientRes, adapter, error.code, error.message, req.id, null);
+    return;
+  }
   await relayResponse(req.clientRes, response);
 }
 
@@ -70,7 +86,7 @@ export async function governUnclassifiedCall(
     sendProviderRefusal(req.clientRes, adapter, code, message, req.id, envelopeId);
   if (isPlainRead(req)) {
     count('free');
-    return passThrough(deps, req, adapter.id);
+    return passThrough(deps, req, adapter.id, adapter);
   }
   if (deps.unclassifiedPaths === 'refuse') {
     count('refused');

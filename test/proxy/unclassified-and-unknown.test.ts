@@ -180,3 +180,29 @@ describe('with unknown_model_price=deny and proxy_unclassified_paths=refuse', ()
     ).toBe(1);
   });
 });
+
+describe('with a provider that cannot be reached', () => {
+  let rig: ProxyRig;
+  beforeAll(async () => {
+    // Nothing listens on port 9 (discard): every connection to Anthropic is refused.
+    rig = await startProxyRig({ upstream_overrides: 'api.anthropic.com=http://127.0.0.1:9' });
+  });
+  afterAll(async () => rig.close());
+
+  it.each([
+    ['a free route', 'POST', '/anthropic/v1/messages/count_tokens'],
+    ['a plain read', 'GET', '/anthropic/v1/models'],
+  ])('answers the failure of %s in the provider format', async (_what, method, path) => {
+    const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json' },
+      ...(method === 'POST' ? { body: JSON.stringify({ model: 'claude-sonnet-4', messages }) } : {}),
+    });
+    expect(res.status).toBe(502);
+    expect(res.headers.get('x-svc-error-code')).toBe('SVC-ADP-5001');
+    const body = (await res.json()) as { type: string; error: { type: string; message: string; code: string } };
+    expect(body.type).toBe('error');
+    expect(body.error.code).toBe('SVC-ADP-5001');
+    expect(body.error.message).toMatch(/^SVC-ADP-5001: /);
+  });
+});
