@@ -82,6 +82,17 @@ describe('reverse mode', () => {
 });
 
 describe('forward mode', () => {
+  it('serves a request with an expectation it does not know, which never crosses to the upstream', async () => {
+    // Node would answer such a request with a bare 417 of its own, carrying no SVC code.
+    const res = await viaForwardProxy(`http://127.0.0.1:${rig.httpPort}/status`, {
+      expect: 'something-else',
+      'x-request-id': 'req-expect',
+    });
+    expect(res.status).toBe(200);
+    const seen = rig.provider.seen.find((r) => r.headers['x-request-id'] === 'req-expect');
+    expect(seen?.headers.expect).toBeUndefined();
+  });
+
   it('forwards an absolute-URI http request, without proxy or x-svc headers', async () => {
     const res = await viaForwardProxy(`http://127.0.0.1:${rig.httpPort}/status?x=1`, {
       'proxy-authorization': 'Basic c2VjcmV0',
