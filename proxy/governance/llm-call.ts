@@ -10,6 +10,7 @@ import { estimate, worstCase, type PricedUsage } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { relayMeteredStream } from './metered-stream.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
+import { decodeBody, decodedHeaders } from './decode-body.ts';
 import { parseJsonBody, readBody } from './read-body.ts';
 import { chargeCall, type ChargeBasis } from './settle-call.ts';
 import { governToolCall, refused } from './tool-calls.ts';
@@ -48,11 +49,16 @@ export async function governLlmCall(
   const refuse = (code: SvcCode, message: string, envelopeId: string | null) =>
     sendProviderRefusal(req.clientRes, adapter, code, message, req.id, envelopeId);
   let bytes: Buffer;
+  let headers: IncomingHttpHeaders;
   let json: unknown;
   let parsed: ParsedRequest;
   try {
-    bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
-    json = parseJsonBody(bytes);
+    const received = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+    // Governed as the provider will read it (codings undone, text decoded), and sent on as that text in UTF-8.
+    const decoded = await decodeBody(received, req.headers, deps.bodyLimitBytes);
+    json = parseJsonBody(decoded.text);
+    bytes = decoded.utf8;
+    headers = decodedHeaders(req.headers, decoded);
     parsed = adapter.parseRequest(op, json, req.targetUrl.pathname);
   } catch (error) {
     if (!isSvcError(error)) throw error;
@@ -151,7 +157,7 @@ export async function governLlmCall(
       response = await deps.upstream.request({
         url: req.targetUrl,
         method: req.method,
-        headers: governedHeaders(req.headers, body.length),
+        headers: governedHeaders(headers, body.length),
         body,
         signal: upstream.signal,
         provider: adapter.id,
