@@ -10,6 +10,7 @@ import { writeToClient } from './client-write.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { governedHeaders } from './llm-call.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
+import { contentCodings, decompress } from './decode-body.ts';
 import { readBody } from './read-body.ts';
 import { chargeCall, type ChargedCall } from './settle-call.ts';
 import { TextSample } from './text-sample.ts';
@@ -98,8 +99,17 @@ export async function governUnclassifiedCall(
     return;
   }
   let bytes: Buffer;
+  let headers = req.headers;
   try {
     bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+    // Counted as what it holds, and sent as that: a compressed body would be estimated at a
+    // fraction of what the provider reads. Not decoded as text: it may be a binary upload.
+    const codings = contentCodings(req.headers);
+    if (codings.length > 0) {
+      bytes = await decompress(bytes, codings, deps.bodyLimitBytes);
+      headers = { ...req.headers };
+      delete headers['content-encoding'];
+    }
   } catch (error) {
     if (!isSvcError(error)) throw error;
     count('invalid');
@@ -197,7 +207,7 @@ export async function governUnclassifiedCall(
       response = await deps.upstream.request({
         url: req.targetUrl,
         method: req.method,
-        headers: governedHeaders(req.headers, bytes.length),
+        headers: governedHeaders(headers, bytes.length),
         body: bytes,
         signal: upstream.signal,
         provider: adapter.id,
