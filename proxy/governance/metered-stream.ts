@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { Ending } from '../envelopes/index.ts';
 import type { CutoffReason } from '../metrics/index.ts';
@@ -6,7 +7,9 @@ import type { UpstreamResponse } from '../upstream/index.ts';
 import { price } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { writeToClient as write } from './client-write.ts';
+import { contentCodings, decompressing } from './decode-body.ts';
 import { chargeWorstCase, settle, type LlmCall } from './llm-call.ts';
+import { sendProviderRefusal } from './provider-refusal.ts';
 import { governToolCall } from './tool-calls.ts';
 
 interface Cut {
@@ -34,12 +37,32 @@ export async function relayMeteredStream(
 ): Promise<void> {
   const { req, adapter, parsed, envelope, reservation } = call;
   const res = req.clientRes;
+  // Metered as the client reads it: a coding the provider applied although asked for identity
+  // is undone as the stream flows, and the client gets the decoded events.
+  let source: Readable;
+  try {
+    source = decompressing(response.body, contentCodings(response.headers));
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    response.body.destroy();
+    chargeWorstCase(deps, call, 'answer_unreadable');
+    sendProviderRefusal(
+      res,
+      adapter,
+      'SVC-ADP-5001',
+      `the provider's stream cannot be read (${error.message}); it cannot be governed, so it is withheld, and the call is charged at its worst case`,
+      req.id,
+      envelope.envelopeId,
+    );
+    return;
+  }
   const meter = adapter.createStreamMeter(call.op, parsed.model, {
     estimatedInputTokens: parsed.estimatedInputTokens,
     hideStreamUsage: call.hideStreamUsage,
   });
   const headers = { ...response.headers };
   delete headers['content-length'];
+  delete headers['content-encoding'];
   res.writeHead(response.statusCode, headers);
   res.flushHeaders();
 
@@ -50,6 +73,7 @@ export async function relayMeteredStream(
       code: 'SVC-ENV-1003',
       message: `envelope ${envelope.envelopeId} ended (${ending.status}): ${ending.reason}`,
     };
+    source.destroy();
     response.body.destroy();
   };
   envelope.inflight.add(cutter);
@@ -60,7 +84,7 @@ export async function relayMeteredStream(
   let drained = 0;
   let overLimit = false;
   try {
-    reads: for await (const chunk of response.body) {
+    reads: for await (const chunk of source) {
       gone ||= req.signal.aborted;
       if (gone) {
         drained += (chunk as Uint8Array).length;
@@ -116,7 +140,10 @@ export async function relayMeteredStream(
     if (!gone && !(await write(res, progress.forward, req.signal))) gone = true;
   }
   const complete = cut === null && !failed && !overLimit && progress?.done === true;
-  if (cut !== null || overLimit) response.body.destroy();
+  if (cut !== null || overLimit) {
+    source.destroy();
+    response.body.destroy();
+  }
   const reading: ResponseReading = {
     usage: progress?.usage ?? { input: parsed.estimatedInputTokens, output: 0, cachedInput: 0 },
     usageSource: progress?.usageSource ?? 'estimated',
