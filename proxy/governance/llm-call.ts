@@ -11,7 +11,7 @@ import type { GovernanceDeps } from './governance-deps.ts';
 import { relayMeteredStream } from './metered-stream.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { decodeBody, decodedHeaders, type DecodedBody } from './decode-body.ts';
-import { parseJsonBody, readBody } from './read-body.ts';
+import { MAX_BODY_DEPTH, parseJsonBody, readBody } from './read-body.ts';
 import { parseStrictJson } from './strict-json.ts';
 import { chargeCall, type ChargeBasis } from './settle-call.ts';
 import { governToolCall, refused } from './tool-calls.ts';
@@ -272,7 +272,7 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
   let answer: unknown;
   try {
     decoded = await decodeBody(bytes, response.headers, deps.responseLimitBytes, "the provider's answer");
-    const parsed = parseStrictJson(decoded.text);
+    const parsed = parseStrictJson(decoded.text, { maxDepth: MAX_BODY_DEPTH });
     if (!parsed.ok) throw new SvcError('SVC-ADP-5001', `the provider's answer cannot be read: ${parsed.reason}`);
     answer = parsed.value;
   } catch (error) {

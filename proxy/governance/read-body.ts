@@ -67,14 +67,24 @@ export function readBody(body: Readable, limit: number, options: ReadBodyOptions
 }
 
 /**
+ * How deep an LLM request body may nest. Far beyond any real request (a tool's JSON schema
+ * included), and far below what the readers of message contents, which walk them recursively,
+ * can follow before their stack runs out.
+ */
+export const MAX_BODY_DEPTH = 128;
+
+/**
  * The JSON of a decoded request body. A key given twice in one object is refused like text that
  * is not JSON: which of the two a provider reads is its own choice, so the proxy cannot know what
- * it would govern.
+ * it would govern. So is nesting deeper than `MAX_BODY_DEPTH`.
  */
 export function parseJsonBody(text: string): unknown {
-  const parsed = parseStrictJson(text);
+  const parsed = parseStrictJson(text, { maxDepth: MAX_BODY_DEPTH });
   if (parsed.ok) return parsed.value;
   throw new SvcError('SVC-SYS-9002', `request body refused: ${parsed.reason}`, { fields: 'body' }, [
-    { field: 'body', description: 'must be JSON with each key once per object' },
+    {
+      field: 'body',
+      description: `must be JSON with each key once per object, nested at most ${MAX_BODY_DEPTH} levels`,
+    },
   ]);
 }

@@ -130,3 +130,29 @@ describe('LLM request bodies are governed as the provider reads them', () => {
     expect(rig.sim.requests.length).toBe(before);
   });
 });
+
+describe('deep input under the default body limit', () => {
+  let roomy: ProxyRig;
+  beforeAll(async () => {
+    roomy = await startProxyRig();
+  });
+  afterAll(async () => roomy.close());
+
+  it('refuses a body nested deeper than any provider accepts with 400, not a proxy failure', async () => {
+    // Deep enough to exhaust the stack of a recursive reader of message contents.
+    const depth = 5000;
+    const content = `${'[{"type":"text","content":'.repeat(depth)}"x"${'}]'.repeat(depth)}`;
+    const body = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":${content}}]}`;
+    const before = roomy.sim.requests.length;
+    const res = await fetch(`${roomy.addresses.proxyUrl}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    expect(res.status).toBe(400);
+    const error = ((await res.json()) as { error: { code: string; message: string } }).error;
+    expect(error.code).toBe('SVC-SYS-9002');
+    expect(error.message).toContain('nested deeper than 128');
+    expect(roomy.sim.requests.length).toBe(before);
+  });
+});
