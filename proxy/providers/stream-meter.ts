@@ -33,6 +33,7 @@ export interface StreamMeterContext {
 }
 
 const OPEN_BRACKET = 0x5b;
+const UTF8_BOM = [0xef, 0xbb, 0xbf];
 
 function isWhitespace(b: number): boolean {
   return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
@@ -69,9 +70,15 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   const sse = () => createSseFramer(visit, ctx.maxEventBytes);
   let framer: Framer | null = dialect.framing === 'sse' ? sse() : null;
 
+  /** Bytes looked at before the framing was known: a byte order mark may only open the stream. */
+  let sniffed = 0;
+
   function sniff(chunk: Uint8Array): Framer | null {
     for (const b of chunk) {
-      if (isWhitespace(b)) continue;
+      // The client skips a UTF-8 byte order mark, so the framing is what follows it.
+      const mark = sniffed < UTF8_BOM.length && b === UTF8_BOM[sniffed];
+      sniffed++;
+      if (mark || isWhitespace(b)) continue;
       return b === OPEN_BRACKET ? createJsonArrayFramer(visit, ctx.maxEventBytes) : sse();
     }
     return null;
