@@ -10,6 +10,7 @@ import {
   providerKeyEnv,
   refusalCode,
   refusalProblems,
+  treatmentOf,
   ungoverned,
 } from './provider-checks.ts';
 import {
@@ -224,7 +225,11 @@ function answerProblems(id: string, request: ProviderRequest, plan: UpstreamPlan
     if (refusal.length > 0 && family !== null && request.broken) refusal = refusalProblems(answer, null);
     problems.push(...refusal);
   }
-  if (status !== null && status < 300 && offersTool(answer, DENIED_TOOL))
+  // Tool calls are judged on the providers' routes; a call outside them is metered by estimate
+  // and its answer relayed as it comes (docs/providers.md), so only routed calls are held to it.
+  const provider = request.routed;
+  const onRoute = provider !== null && reached.every((r) => treatmentOf(provider, r) === 'metered');
+  if (status !== null && status < 300 && onRoute && offersTool(answer, DENIED_TOOL))
     problems.push(`the agent was handed a call to the denied tool ${DENIED_TOOL}`);
   return problems;
 }
