@@ -51,8 +51,8 @@ export interface DecodedBody {
   changed: boolean;
 }
 
-function unreadable(description: string): SvcError {
-  return new SvcError('SVC-SYS-9002', `request body cannot be decoded: ${description}`, { fields: 'body' }, [
+function unreadable(description: string, what = 'request body'): SvcError {
+  return new SvcError('SVC-SYS-9002', `${what} cannot be decoded: ${description}`, { fields: 'body' }, [
     { field: 'body', description },
   ]);
 }
@@ -89,23 +89,28 @@ export function charsetOf(contentType: string | undefined): string | undefined {
  * inflate past `limit` bytes ends the request with SVC-SYS-9009, so a small compressed bomb
  * costs at most `limit` bytes of memory, never the process.
  */
-export async function decompress(bytes: Buffer, codings: readonly string[], limit: number): Promise<Buffer> {
+export async function decompress(
+  bytes: Buffer,
+  codings: readonly string[],
+  limit: number,
+  what = 'request body',
+): Promise<Buffer> {
   if (codings.length > MAX_CODINGS) {
-    throw unreadable(`content-encoding stacks ${codings.length} codings, more than ${MAX_CODINGS}`);
+    throw unreadable(`content-encoding stacks ${codings.length} codings, more than ${MAX_CODINGS}`, what);
   }
   let out = bytes;
   for (const coding of [...codings].reverse()) {
     const undo = DECOMPRESS[coding];
-    if (undo === undefined) throw unreadable(`unsupported content-encoding "${coding}"`);
+    if (undo === undefined) throw unreadable(`unsupported content-encoding "${coding}"`, what);
     try {
       out = await undo(out, { maxOutputLength: limit });
     } catch (error) {
       if ((error as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
-        throw new SvcError('SVC-SYS-9009', `request body larger than ${limit} bytes once decoded (${coding})`, {
+        throw new SvcError('SVC-SYS-9009', `${what} larger than ${limit} bytes once decoded (${coding})`, {
           limit,
         });
       }
-      throw unreadable(`not valid ${coding} data`);
+      throw unreadable(`not valid ${coding} data`, what);
     }
   }
   return out;
@@ -135,7 +140,7 @@ export function decompressing(body: Readable, codings: readonly string[]): Reada
  * UTF-8. Bytes invalid in that encoding, an encoding the platform does not know, or a BOM that
  * contradicts the charset are refused: a server reading them another way would see another body.
  */
-export function decodeText(bytes: Buffer, contentType: string | undefined): string {
+export function decodeText(bytes: Buffer, contentType: string | undefined, what = 'request body'): string {
   const bom = BOMS.find((b) => b.bytes.every((byte, i) => bytes[i] === byte));
   const charset = charsetOf(contentType);
   let declared: string | undefined;
@@ -143,34 +148,40 @@ export function decodeText(bytes: Buffer, contentType: string | undefined): stri
     try {
       declared = new TextDecoder(charset).encoding;
     } catch {
-      throw unreadable(`unsupported charset "${charset}"`);
+      throw unreadable(`unsupported charset "${charset}"`, what);
     }
   }
   if (bom !== undefined && declared !== undefined && bom.encoding !== declared) {
-    throw unreadable(`byte order mark says ${bom.encoding} but content-type says charset=${charset}`);
+    throw unreadable(`byte order mark says ${bom.encoding} but content-type says charset=${charset}`, what);
   }
   const encoding = bom?.encoding ?? declared ?? 'utf-8';
   try {
     return new TextDecoder(encoding, { fatal: true }).decode(bytes);
   } catch {
-    throw unreadable(`bytes are not valid ${encoding}`);
+    throw unreadable(`bytes are not valid ${encoding}`, what);
   }
 }
 
 /**
- * Decodes a request body the way a server would read it (content codings, BOM, charset), so
- * what the proxy governs is what the server acts on: the caller forwards `utf8`, with the
- * content-encoding dropped and the charset set to UTF-8 (see `decodedHeaders`).
+ * Decodes a body the way its reader would (content codings, BOM, charset): a request as the
+ * server reads it, an answer as the agent's client does. So what the proxy governs is what is
+ * acted on: the caller passes on `utf8`, with the content-encoding dropped and the charset set
+ * to UTF-8 (see `decodedHeaders`). `what` names the body in errors.
  */
-export async function decodeBody(bytes: Buffer, headers: IncomingHttpHeaders, limit: number): Promise<DecodedBody> {
+export async function decodeBody(
+  bytes: Buffer,
+  headers: IncomingHttpHeaders,
+  limit: number,
+  what = 'request body',
+): Promise<DecodedBody> {
   const codings = contentCodings(headers);
-  const plain = codings.length === 0 ? bytes : await decompress(bytes, codings, limit);
-  const text = decodeText(plain, headers['content-type']);
+  const plain = codings.length === 0 ? bytes : await decompress(bytes, codings, limit, what);
+  const text = decodeText(plain, headers['content-type'], what);
   const utf8 = Buffer.from(text, 'utf8');
   return { text, utf8, changed: !utf8.equals(bytes) };
 }
 
-/** The request headers that describe the decoded body sent in place of the one received. */
+/** The headers that describe the decoded body passed on in place of the one received. */
 export function decodedHeaders(headers: IncomingHttpHeaders, body: DecodedBody): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = { ...headers, 'content-length': String(body.utf8.length) };
   delete out['content-encoding'];

@@ -27,7 +27,7 @@ export function createGovernedHandler(
     if (adapter === undefined) return passThrough(deps, req, 'other');
     const route = adapter.route(req.method, req.targetUrl.pathname);
     if (route?.kind === 'metered') return governLlmCall(deps, req, adapter, route.op);
-    if (route?.kind === 'free') return passThrough(deps, req, adapter.id);
+    if (route?.kind === 'free') return passThrough(deps, req, adapter.id, adapter);
     return governUnclassifiedCall(deps, req, adapter);
   };
 }

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { deniesModel } from '../../core/metering/prices.ts';
-import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
+import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ZERO, isRefusal, type Reservation } from '../enforcement/index.ts';
 import { ENVELOPE_HEADER, type LocalEnvelope, type Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
@@ -10,7 +10,9 @@ import { estimate, worstCase, type PricedUsage } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { relayMeteredStream } from './metered-stream.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
-import { parseJsonBody, readBody } from './read-body.ts';
+import { decodeBody, decodedHeaders, type DecodedBody } from './decode-body.ts';
+import { MAX_BODY_DEPTH, parseJsonBody, readBody } from './read-body.ts';
+import { parseStrictJson } from './strict-json.ts';
 import { chargeCall, type ChargeBasis } from './settle-call.ts';
 import { governToolCall, refused } from './tool-calls.ts';
 import { mayHaveReachedProvider } from './upstream-failure.ts';
@@ -48,11 +50,16 @@ export async function governLlmCall(
   const refuse = (code: SvcCode, message: string, envelopeId: string | null) =>
     sendProviderRefusal(req.clientRes, adapter, code, message, req.id, envelopeId);
   let bytes: Buffer;
+  let headers: IncomingHttpHeaders;
   let json: unknown;
   let parsed: ParsedRequest;
   try {
-    bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
-    json = parseJsonBody(bytes);
+    const received = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+    // Governed as the provider will read it (codings undone, text decoded), and sent on as that text in UTF-8.
+    const decoded = await decodeBody(received, req.headers, deps.bodyLimitBytes);
+    json = parseJsonBody(decoded.text);
+    bytes = decoded.utf8;
+    headers = decodedHeaders(req.headers, decoded);
     parsed = adapter.parseRequest(op, json, req.targetUrl.pathname);
   } catch (error) {
     if (!isSvcError(error)) throw error;
@@ -151,7 +158,7 @@ export async function governLlmCall(
       response = await deps.upstream.request({
         url: req.targetUrl,
         method: req.method,
-        headers: governedHeaders(req.headers, body.length),
+        headers: governedHeaders(headers, body.length),
         body,
         signal: upstream.signal,
         provider: adapter.id,
@@ -175,7 +182,7 @@ export async function governLlmCall(
     count('allowed');
     response.headers[ENVELOPE_HEADER] = envelope.envelopeId;
     if (response.statusCode >= 400) await relayRefusal(deps, call, response);
-    else if (parsed.stream) await relayMeteredStream(deps, call, response);
+    else if (parsed.stream && !answersWhole(response, op)) await relayMeteredStream(deps, call, response);
     else await finishWhole(deps, call, response);
   } finally {
     upstream.dispose();
@@ -192,10 +199,24 @@ export function governedHeaders(headers: IncomingHttpHeaders, length: number): I
   return { ...headers, 'accept-encoding': 'identity', 'content-length': String(length) };
 }
 
-function relayWhole(req: ProxiedRequest, response: UpstreamResponse, bytes: Buffer): void {
+/**
+ * Whether an answer to a stream request is one JSON document instead (a server that ignored the
+ * stream flag): it is then read and judged as a whole answer, never passed on as stream bytes no
+ * event was read from. Gemini streams without `alt=sse` are JSON arrays, read as streams.
+ */
+function answersWhole(response: UpstreamResponse, op: Operation): boolean {
+  const type = String(response.headers['content-type'] ?? '').toLowerCase();
+  return op !== 'stream_generate' && /[/+]json\b/.test(type);
+}
+
+function relayWhole(
+  req: ProxiedRequest,
+  response: UpstreamResponse,
+  bytes: Buffer,
+  headers: Record<string, string | string[] | undefined> = response.headers,
+): void {
   if (req.signal.aborted) return;
-  const headers = { ...response.headers, 'content-length': String(bytes.length) };
-  req.clientRes.writeHead(response.statusCode, headers);
+  req.clientRes.writeHead(response.statusCode, { ...headers, 'content-length': String(bytes.length) });
   req.clientRes.end(bytes);
 }
 
@@ -244,11 +265,29 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
     );
     return;
   }
+  // Read as the agent's client will read it: a coding undone (a provider may compress although
+  // asked for identity), the text decoded, each key once. What cannot be read so cannot be
+  // governed (its tool calls, its usage): it is withheld and charged at its worst case.
+  let decoded: DecodedBody;
   let answer: unknown;
   try {
-    answer = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    answer = undefined;
+    decoded = await decodeBody(bytes, response.headers, deps.responseLimitBytes, "the provider's answer");
+    const parsed = parseStrictJson(decoded.text, { maxDepth: MAX_BODY_DEPTH });
+    if (!parsed.ok) throw new SvcError('SVC-ADP-5001', `the provider's answer cannot be read: ${parsed.reason}`);
+    answer = parsed.value;
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    const tooLarge = error.code === 'SVC-SYS-9009';
+    chargeWorstCase(deps, call, tooLarge ? 'answer_too_large' : 'answer_unreadable');
+    sendProviderRefusal(
+      req.clientRes,
+      call.adapter,
+      tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
+      `${error.message}; it cannot be governed, so it is withheld, and the call is charged at its worst case`,
+      req.id,
+      call.envelope.envelopeId,
+    );
+    return;
   }
   const reading = call.adapter.readResponse(call.op, answer, call.parsed.estimatedInputTokens);
   const aborted = req.signal.aborted;
@@ -268,7 +307,7 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
     sendProviderRefusal(req.clientRes, call.adapter, blocked.code, blocked.message, req.id, call.envelope.envelopeId);
     return;
   }
-  relayWhole(req, response, bytes);
+  relayWhole(req, response, decoded.utf8, decodedHeaders(response.headers, decoded));
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import { SvcError } from '../../core/errors/index.ts';
+import { parseStrictJson } from './strict-json.ts';
 
 export interface ReadBodyOptions {
   /** Names the body in the error. */
@@ -65,12 +66,25 @@ export function readBody(body: Readable, limit: number, options: ReadBodyOptions
   });
 }
 
-export function parseJsonBody(bytes: Buffer): unknown {
-  try {
-    return JSON.parse(bytes.toString('utf8'));
-  } catch (error) {
-    throw new SvcError('SVC-SYS-9002', `request body is not JSON: ${(error as Error).message}`, { fields: 'body' }, [
-      { field: 'body', description: 'must be JSON' },
-    ]);
-  }
+/**
+ * How deep an LLM request body may nest. Far beyond any real request (a tool's JSON schema
+ * included), and far below what the readers of message contents, which walk them recursively,
+ * can follow before their stack runs out.
+ */
+export const MAX_BODY_DEPTH = 128;
+
+/**
+ * The JSON of a decoded request body. A key given twice in one object is refused like text that
+ * is not JSON: which of the two a provider reads is its own choice, so the proxy cannot know what
+ * it would govern. So is nesting deeper than `MAX_BODY_DEPTH`.
+ */
+export function parseJsonBody(text: string): unknown {
+  const parsed = parseStrictJson(text, { maxDepth: MAX_BODY_DEPTH });
+  if (parsed.ok) return parsed.value;
+  throw new SvcError('SVC-SYS-9002', `request body refused: ${parsed.reason}`, { fields: 'body' }, [
+    {
+      field: 'body',
+      description: `must be JSON with each key once per object, nested at most ${MAX_BODY_DEPTH} levels`,
+    },
+  ]);
 }

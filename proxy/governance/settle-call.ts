@@ -41,11 +41,14 @@ export interface Charge {
  */
 export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Charge): PricedUsage {
   const model = charge.model === '' ? call.requestedModel : charge.model;
-  const priced = price(deps.prices, model, charge.usage, call.provider);
+  // A call that reached the provider is never free: a prompt the tokenizer counts as nothing (an
+  // empty text, a value that is not text) or an answer without usage is still one request served.
+  const usage = charge.usage.input >= 1 ? charge.usage : { ...charge.usage, input: 1 };
+  const priced = price(deps.prices, model, usage, call.provider);
   call.reservation.settle(priced);
   const labels = { provider: call.provider, model: deps.metrics.models.label(model === '' ? 'none' : model) };
-  deps.metrics.tokens.inc({ ...labels, direction: 'input' }, charge.usage.input);
-  deps.metrics.tokens.inc({ ...labels, direction: 'output' }, charge.usage.output);
+  deps.metrics.tokens.inc({ ...labels, direction: 'input' }, usage.input);
+  deps.metrics.tokens.inc({ ...labels, direction: 'output' }, usage.output);
   deps.metrics.cost.inc(labels, priced.usd);
   // The requested model was counted before the call; an answer naming another unknown one counts too.
   if (!priced.known && model !== call.requestedModel) deps.metrics.unknownModels.inc({ provider: call.provider });
@@ -53,7 +56,7 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
     eventType: 'llm.call',
     // An unclassified call may name no model.
     model: model === '' ? null : model,
-    tokens: { input: charge.usage.input, output: charge.usage.output },
+    tokens: { input: usage.input, output: usage.output },
     costUsd: priced.usd,
     payload: {
       provider: call.provider,
@@ -62,7 +65,7 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
       usage_source: charge.usageSource,
       charged: charge.basis,
       aborted: charge.aborted,
-      cached_input_tokens: charge.usage.cachedInput,
+      cached_input_tokens: usage.cachedInput,
       cost_pico_usd: priced.pico,
       priced: priced.known,
       price_basis: priced.basis,

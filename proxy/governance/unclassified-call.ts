@@ -1,7 +1,7 @@
 import { deniesModel } from '../../core/metering/prices.ts';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ZERO, isRefusal } from '../enforcement/index.ts';
-import { ENVELOPE_HEADER } from '../envelopes/index.ts';
+import { ENVELOPE_HEADER, type Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import type { ProviderAdapter } from '../providers/index.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
@@ -10,6 +10,7 @@ import { writeToClient } from './client-write.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { governedHeaders } from './llm-call.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
+import { contentCodings, decompress } from './decode-body.ts';
 import { readBody } from './read-body.ts';
 import { chargeCall, type ChargedCall } from './settle-call.ts';
 import { TextSample } from './text-sample.ts';
@@ -37,17 +38,33 @@ function modelNamed(bytes: Buffer): string {
   }
 }
 
-/** Relays a request unchanged (governance headers are stripped by the upstream client). */
-export async function passThrough(deps: GovernanceDeps, req: ProxiedRequest, provider: string): Promise<void> {
-  const response = await deps.upstream.request({
-    url: req.targetUrl,
-    method: req.method,
-    headers: req.headers,
-    body: req.hasBody ? req.body : null,
-    signal: req.signal,
-    provider,
-    receivedAt: req.receivedAt,
-  });
+/**
+ * Relays a request unchanged (governance headers are stripped by the upstream client). On a
+ * provider host (`adapter` given) an upstream that cannot be reached is answered in the
+ * provider's own error format, as every other refusal there is.
+ */
+export async function passThrough(
+  deps: GovernanceDeps,
+  req: ProxiedRequest,
+  provider: string,
+  adapter?: ProviderAdapter,
+): Promise<void> {
+  let response: UpstreamResponse;
+  try {
+    response = await deps.upstream.request({
+      url: req.targetUrl,
+      method: req.method,
+      headers: req.headers,
+      body: req.hasBody ? req.body : null,
+      signal: req.signal,
+      provider,
+      receivedAt: req.receivedAt,
+    });
+  } catch (error) {
+    if (adapter === undefined || !isSvcError(error)) throw error;
+    sendProviderRefusal(req.clientRes, adapter, error.code, error.message, req.id, null);
+    return;
+  }
   await relayResponse(req.clientRes, response);
 }
 
@@ -70,7 +87,7 @@ export async function governUnclassifiedCall(
     sendProviderRefusal(req.clientRes, adapter, code, message, req.id, envelopeId);
   if (isPlainRead(req)) {
     count('free');
-    return passThrough(deps, req, adapter.id);
+    return passThrough(deps, req, adapter.id, adapter);
   }
   if (deps.unclassifiedPaths === 'refuse') {
     count('refused');
@@ -82,8 +99,17 @@ export async function governUnclassifiedCall(
     return;
   }
   let bytes: Buffer;
+  let headers = req.headers;
   try {
     bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+    // Counted as what it holds, and sent as that: a compressed body would be estimated at a
+    // fraction of what the provider reads. Not decoded as text: it may be a binary upload.
+    const codings = contentCodings(req.headers);
+    if (codings.length > 0) {
+      bytes = await decompress(bytes, codings, deps.bodyLimitBytes);
+      headers = { ...req.headers };
+      delete headers['content-encoding'];
+    }
   } catch (error) {
     if (!isSvcError(error)) throw error;
     count('invalid');
@@ -91,7 +117,17 @@ export async function governUnclassifiedCall(
     return;
   }
   const model = modelNamed(bytes);
-  const { envelope, opened } = deps.envelopes.resolve(req.headers);
+  let resolution: Resolution;
+  try {
+    resolution = deps.envelopes.resolve(req.headers);
+  } catch (error) {
+    // A budget this sidecar may not charge: refused in the provider's format, nothing sent upstream.
+    if (!isSvcError(error)) throw error;
+    count('refused');
+    refuse(error.code, error.message, null);
+    return;
+  }
+  const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
   if (envelope.ending !== null) {
     count('refused');
@@ -171,7 +207,7 @@ export async function governUnclassifiedCall(
       response = await deps.upstream.request({
         url: req.targetUrl,
         method: req.method,
-        headers: governedHeaders(req.headers, bytes.length),
+        headers: governedHeaders(headers, bytes.length),
         body: bytes,
         signal: upstream.signal,
         provider: adapter.id,

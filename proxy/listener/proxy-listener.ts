@@ -73,6 +73,12 @@ export class ProxyListener {
     this.#reverse = compileReverseRoutes(options.reverseRoutes ?? {});
     this.server = createServer((req, res) => this.#onRequest(req, res, false));
     this.#interceptServer = createServer((req, res) => this.#onRequest(req, res, true));
+    // An expectation other than 100-continue is served like any request (Expect never crosses to
+    // the upstream): Node would answer it with a bare 417 that carries no SVC code.
+    this.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res, false));
+    this.#interceptServer.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) =>
+      this.#onRequest(req, res, true),
+    );
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       void this.#onConnect(req, socket, head);
     });

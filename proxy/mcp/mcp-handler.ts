@@ -19,7 +19,7 @@ import {
   type RpcReading,
   type RpcRefusal,
 } from './json-rpc.ts';
-import { parseStrictJson } from './strict-json.ts';
+import { parseStrictJson } from '../governance/strict-json.ts';
 
 type Answer = Record<string, unknown>;
 

@@ -112,6 +112,33 @@ describe('Gemini stream meter', () => {
     },
   );
 
+  it('reads one JSON document answered to a stream request whole, releasing nothing before its tool calls are read', async () => {
+    const raw = await captureRaw(fx.sim, generatePath, body, { 'x-sim-tool-call': 'lookup' });
+    for (const seed of [1, 2, 3]) {
+      const run = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(raw, seed));
+      expect(
+        run.progress.every((p) => p.forward.length === 0),
+        `seed ${seed}`,
+      ).toBe(true);
+      expect(run.last.toolCalls.map((c) => c.name)).toEqual(['lookup']);
+      expect(run.last).toMatchObject({ usageSource: 'provider' });
+      expect(decodeText(run.forwarded)).toBe(decodeText(raw));
+    }
+  });
+
+  it('reads a JSON-array stream behind a byte order mark, which the client skips, split anywhere', async () => {
+    const raw = await captureRaw(fx.sim, streamPath, body, { 'x-sim-tool-call': 'lookup' });
+    const marked = new Uint8Array([0xef, 0xbb, 0xbf, ...raw]);
+    for (const seed of [1, 2, 3, 9]) {
+      const run = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(marked, seed, 2));
+      expect(
+        run.last.toolCalls.map((c) => c.name),
+        `seed ${seed}`,
+      ).toEqual(['lookup']);
+      expect(run.last).toMatchObject({ usageSource: 'provider', done: true });
+    }
+  });
+
   it('cuts a JSON-array stream into a valid array ending in the error', async () => {
     const raw = await captureRaw(fx.sim, streamPath, body);
     const meter = gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash');

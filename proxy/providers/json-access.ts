@@ -20,7 +20,7 @@ export function asString(value: unknown): string | undefined {
 }
 
 export function asCount(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
 }
 
 export function parseJson(text: string): unknown {

@@ -195,6 +195,23 @@ describe('OpenAI readResponse', () => {
     });
     expect(openai.readResponse('chat', 'garbage').usage.output).toBe(0);
   });
+
+  it('takes a usage count beyond the safe integers for no count at all', () => {
+    // Such a count cannot be priced exactly, fails the event schema, and would empty any budget.
+    for (const absurd of [1e21, 2 ** 53 + 2, 1e308]) {
+      const reading = openai.readResponse(
+        'chat',
+        {
+          model: 'gpt-4o',
+          choices: [{ message: { content: ' one two three' } }],
+          usage: { prompt_tokens: absurd, completion_tokens: absurd },
+        },
+        42,
+      );
+      expect(reading.usage, String(absurd)).toEqual({ input: 42, output: 3, cachedInput: 0 });
+      expect(reading.usageSource).toBe('estimated');
+    }
+  });
 });
 
 describe('OpenAI stream meter', () => {

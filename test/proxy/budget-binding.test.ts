@@ -66,6 +66,22 @@ describe('X-Svc-Budget-Id is honoured only for the budgets this sidecar is bound
     expect(rig.sim.requests.length).toBe(before);
   });
 
+  it('refuses it in the provider format on a path outside the routes too (a metered unclassified call)', async () => {
+    const before = rig.sim.requests.length;
+    const res = await fetch(`${rig.addresses.proxyUrl}/gemini/v1beta/models/gemini-2.0-flash:batchGenerateContent`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-svc-budget-id': FOREIGN },
+      body: JSON.stringify({ requests: [] }),
+    });
+    expect(res.status).toBe(403);
+    expect(res.headers.get('x-svc-error-code')).toBe('SVC-SYS-9004');
+    const body = (await res.json()) as { error: { status: string; message: string; details: { reason: string }[] } };
+    expect(body.error.status).toBe('PERMISSION_DENIED');
+    expect(body.error.message).toMatch(/^SVC-SYS-9004: /);
+    expect(body.error.details[0]?.reason).toBe('SVC-SYS-9004');
+    expect(rig.sim.requests.length).toBe(before);
+  });
+
   it('serves the sidecar budget named explicitly, and lets a listed budget through to its lease', async () => {
     const own = await openAiClient(rig.agent, {
       'X-Svc-Budget-Id': rig.budgetId,

@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -70,5 +71,88 @@ describe('bounded input on the LLM path', () => {
     });
     expect(error).toBeInstanceOf(OpenAI.APIError);
     expect((error as Error).message).toContain('SVC-SYS-9009');
+  });
+});
+
+/** A chat call sent as raw bytes through the reverse route, with the headers given. */
+async function rawChat(bytes: Uint8Array, headers: Record<string, string>) {
+  const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: bytes,
+  });
+  return { status: res.status, json: (await res.json()) as { error?: { code: string; message: string } } };
+}
+
+const chatText = (content: string) =>
+  JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 2, messages: [{ role: 'user', content }] });
+
+describe('LLM request bodies are governed as the provider reads them', () => {
+  it('undoes a content coding and sends the provider the decoded JSON, without the coding', async () => {
+    const answer = await rawChat(gzipSync(chatText('hi')), { 'content-encoding': 'gzip' });
+    expect(answer.status).toBe(200);
+    const seen = rig.sim.requests.at(-1);
+    expect(seen?.headers['content-encoding']).toBeUndefined();
+    expect(seen?.json).toEqual(JSON.parse(chatText('hi')));
+  });
+
+  it('refuses JSON labelled with a coding it is not in, sending nothing upstream', async () => {
+    const before = rig.sim.requests.length;
+    const answer = await rawChat(Buffer.from(chatText('hi')), { 'content-encoding': 'gzip' });
+    expect(answer.status).toBe(400);
+    expect(answer.json.error?.code).toBe('SVC-SYS-9002');
+    expect(rig.sim.requests.length).toBe(before);
+  });
+
+  it('reads the text in its declared charset and sends it as UTF-8', async () => {
+    const answer = await rawChat(Buffer.from(chatText('caf\u00e9'), 'latin1'), {
+      'content-type': 'application/json; charset=iso-8859-1',
+    });
+    expect(answer.status).toBe(200);
+    const seen = rig.sim.requests.at(-1);
+    expect(seen?.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(seen?.json).toEqual(JSON.parse(chatText('caf\u00e9')));
+  });
+
+  it('reads UTF-16 by its byte order mark', async () => {
+    const answer = await rawChat(Buffer.from(`\ufeff${chatText('hi')}`, 'utf16le'), {});
+    expect(answer.status).toBe(200);
+    expect(rig.sim.requests.at(-1)?.json).toEqual(JSON.parse(chatText('hi')));
+  });
+
+  it('refuses a key given twice (which one a provider reads is its own choice), sending nothing upstream', async () => {
+    const before = rig.sim.requests.length;
+    const twice = chatText('hi').replace('{', '{"model":"gpt-4o",');
+    const answer = await rawChat(Buffer.from(twice), {});
+    expect(answer.status).toBe(400);
+    expect(answer.json.error?.code).toBe('SVC-SYS-9002');
+    expect(answer.json.error?.message).toContain('"model"');
+    expect(rig.sim.requests.length).toBe(before);
+  });
+});
+
+describe('deep input under the default body limit', () => {
+  let roomy: ProxyRig;
+  beforeAll(async () => {
+    roomy = await startProxyRig();
+  });
+  afterAll(async () => roomy.close());
+
+  it('refuses a body nested deeper than any provider accepts with 400, not a proxy failure', async () => {
+    // Deep enough to exhaust the stack of a recursive reader of message contents.
+    const depth = 5000;
+    const content = `${'[{"type":"text","content":'.repeat(depth)}"x"${'}]'.repeat(depth)}`;
+    const body = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":${content}}]}`;
+    const before = roomy.sim.requests.length;
+    const res = await fetch(`${roomy.addresses.proxyUrl}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    expect(res.status).toBe(400);
+    const error = ((await res.json()) as { error: { code: string; message: string } }).error;
+    expect(error.code).toBe('SVC-SYS-9002');
+    expect(error.message).toContain('nested deeper than 128');
+    expect(roomy.sim.requests.length).toBe(before);
   });
 });

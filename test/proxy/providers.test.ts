@@ -126,6 +126,20 @@ describe('Gemini and OpenAI-compatible servers are metered', () => {
     ).toBe(2);
   });
 
+  it('charges a call that reached the provider at least one input token: an embedding of nothing is not free', async () => {
+    // Gemini answers embeddings without usage, and the empty prompt counts no token.
+    const res = await fetch(`${rig.addresses.proxyUrl}/gemini/v1beta/models/gemini-2.0-flash:embedContent`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'gem-empty' },
+      body: JSON.stringify({ content: { parts: [{ text: '' }] } }),
+    });
+    expect(res.status).toBe(200);
+    const event = await rig.usageEvent('gem-empty');
+    expect(event.tokens).toEqual({ input: 1, output: 0 });
+    expect(event.cost_usd).toBe(rig.priced('gemini-2.0-flash', { input: 1, output: 0, cachedInput: 0 }));
+    expect(event.cost_usd).toBeGreaterThan(0);
+  });
+
   it('relays a plain read on a provider host free, and counts it', async () => {
     const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/models`, { headers: { authorization: 'Bearer sk' } });
     expect(res.status).toBe(404);

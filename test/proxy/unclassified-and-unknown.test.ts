@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { APIError as AnthropicApiError } from '@anthropic-ai/sdk';
 import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -83,6 +84,33 @@ describe('by default', () => {
         outcome: 'metered',
       }),
     ).toBe(2);
+  });
+
+  it('counts a compressed body as what it holds, and sends the provider that, without the coding', async () => {
+    const body = { input_file_id: 'file-abc', note: 'a long note that compresses well '.repeat(40) };
+    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/batches`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-request-id': 'batch-gzip' },
+      body: gzipSync(JSON.stringify(body)),
+    });
+    expect(res.status).toBe(200);
+    const seen = rig.sim.requests.at(-1);
+    expect(seen?.headers['content-encoding']).toBeUndefined();
+    expect(seen?.json).toEqual(body);
+    const event = await rig.usageEvent('batch-gzip');
+    expect(event.tokens.input).toBe(tokens.countText('', JSON.stringify(body)));
+  });
+
+  it('refuses a body labelled with a coding it is not in, in the provider format', async () => {
+    const before = rig.sim.requests.length;
+    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/batches`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: JSON.stringify({ input_file_id: 'file-abc' }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('SVC-SYS-9002');
+    expect(rig.sim.requests.length).toBe(before);
   });
 
   it('relays a free route (token counting) without metering it', async () => {
@@ -178,5 +206,31 @@ describe('with unknown_model_price=deny and proxy_unclassified_paths=refuse', ()
         outcome: 'refused',
       }),
     ).toBe(1);
+  });
+});
+
+describe('with a provider that cannot be reached', () => {
+  let rig: ProxyRig;
+  beforeAll(async () => {
+    // Nothing listens on port 9 (discard): every connection to Anthropic is refused.
+    rig = await startProxyRig({ upstream_overrides: 'api.anthropic.com=http://127.0.0.1:9' });
+  });
+  afterAll(async () => rig.close());
+
+  it.each([
+    ['a free route', 'POST', '/anthropic/v1/messages/count_tokens'],
+    ['a plain read', 'GET', '/anthropic/v1/models'],
+  ])('answers the failure of %s in the provider format', async (_what, method, path) => {
+    const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json' },
+      ...(method === 'POST' ? { body: JSON.stringify({ model: 'claude-sonnet-4', messages }) } : {}),
+    });
+    expect(res.status).toBe(502);
+    expect(res.headers.get('x-svc-error-code')).toBe('SVC-ADP-5001');
+    const body = (await res.json()) as { type: string; error: { type: string; message: string; code: string } };
+    expect(body.type).toBe('error');
+    expect(body.error.code).toBe('SVC-ADP-5001');
+    expect(body.error.message).toMatch(/^SVC-ADP-5001: /);
   });
 });

@@ -8,6 +8,13 @@ const COMMA = 0x2c;
 
 export type StrictJson = { ok: true; value: unknown } | { ok: false; reason: string };
 
+interface Scan {
+  /** The first key given twice in one object. */
+  duplicate?: string;
+  /** Nesting went past the depth asked for. */
+  tooDeep?: boolean;
+}
+
 /**
  * The first key that appears twice in one object of `text` (already known to be valid JSON),
  * compared after unescaping, so `"name"` and `"na\u006de"` are one key. JSON.parse keeps the
@@ -15,6 +22,11 @@ export type StrictJson = { ok: true; value: unknown } | { ok: false; reason: str
  * the proxy and to a server.
  */
 export function duplicateKey(text: string): string | undefined {
+  return scan(text, Number.POSITIVE_INFINITY).duplicate;
+}
+
+/** One pass over valid JSON text for repeated keys and nesting past `maxDepth`. */
+function scan(text: string, maxDepth: number): Scan {
   /** One set of keys per open object; null for an open array. */
   const open: (Set<string> | null)[] = [];
   let expectKey = false;
@@ -37,7 +49,7 @@ export function duplicateKey(text: string): string | undefined {
       if (expectKey && keys) {
         const raw = text.slice(i + 1, end);
         const key = escaped ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
-        if (keys.has(key)) return key;
+        if (keys.has(key)) return { duplicate: key };
         keys.add(key);
         expectKey = false;
       }
@@ -45,9 +57,11 @@ export function duplicateKey(text: string): string | undefined {
     } else if (c === OPEN_BRACE) {
       open.push(new Set());
       expectKey = true;
+      if (open.length > maxDepth) return { tooDeep: true };
     } else if (c === OPEN_BRACKET) {
       open.push(null);
       expectKey = false;
+      if (open.length > maxDepth) return { tooDeep: true };
     } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
       open.pop();
       expectKey = false;
@@ -55,18 +69,25 @@ export function duplicateKey(text: string): string | undefined {
       expectKey = open.at(-1) != null;
     }
   }
-  return undefined;
+  return {};
 }
 
-/** JSON.parse, refusing as well any object with a key given twice. */
-export function parseStrictJson(text: string): StrictJson {
+/**
+ * JSON.parse, refusing as well any object with a key given twice, and (with `maxDepth`) arrays
+ * and objects nested deeper than that: readers that walk a value recursively must not be handed
+ * one that exhausts their stack.
+ */
+export function parseStrictJson(text: string, options: { maxDepth?: number } = {}): StrictJson {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (error) {
     return { ok: false, reason: `not JSON: ${(error as Error).message}` };
   }
-  const twice = duplicateKey(text);
-  if (twice !== undefined) return { ok: false, reason: `key "${twice}" appears twice in one object` };
+  const maxDepth = options.maxDepth ?? Number.POSITIVE_INFINITY;
+  const found = scan(text, maxDepth);
+  if (found.tooDeep === true) return { ok: false, reason: `nested deeper than ${maxDepth} levels` };
+  if (found.duplicate !== undefined)
+    return { ok: false, reason: `key "${found.duplicate}" appears twice in one object` };
   return { ok: true, value };
 }
