@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { Ending } from '../envelopes/index.ts';
 import type { CutoffReason } from '../metrics/index.ts';
@@ -6,7 +7,9 @@ import type { UpstreamResponse } from '../upstream/index.ts';
 import { price } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { writeToClient as write } from './client-write.ts';
+import { contentCodings, decompressing } from './decode-body.ts';
 import { chargeWorstCase, settle, type LlmCall } from './llm-call.ts';
+import { sendProviderRefusal } from './provider-refusal.ts';
 import { governToolCall } from './tool-calls.ts';
 
 interface Cut {
@@ -34,12 +37,32 @@ export async function relayMeteredStream(
 ): Promise<void> {
   const { req, adapter, parsed, envelope, reservation } = call;
   const res = req.clientRes;
+  // Metered as the client reads it: a coding the provider applied although asked for identity
+  // is undone as the stream flows, and the client gets the decoded events.
+  let source: Readable;
+  try {
+    source = decompressing(response.body, contentCodings(response.headers));
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    response.body.destroy();
+    chargeWorstCase(deps, call, 'answer_unreadable');
+    sendProviderRefusal(
+      res,
+      adapter,
+      'SVC-ADP-5001',
+      `the provider's stream cannot be read (${error.message}); it cannot be governed, so it is withheld, and the call is charged at its worst case`,
+      req.id,
+      envelope.envelopeId,
+    );
+    return;
+  }
   const meter = adapter.createStreamMeter(call.op, parsed.model, {
     estimatedInputTokens: parsed.estimatedInputTokens,
     hideStreamUsage: call.hideStreamUsage,
   });
   const headers = { ...response.headers };
   delete headers['content-length'];
+  delete headers['content-encoding'];
   res.writeHead(response.statusCode, headers);
   res.flushHeaders();
 
@@ -50,6 +73,7 @@ export async function relayMeteredStream(
       code: 'SVC-ENV-1003',
       message: `envelope ${envelope.envelopeId} ended (${ending.status}): ${ending.reason}`,
     };
+    source.destroy();
     response.body.destroy();
   };
   envelope.inflight.add(cutter);
@@ -64,12 +88,15 @@ export async function relayMeteredStream(
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
     }
   };
+  /** Bytes held back while a tool call the model is writing awaits its judgement. */
+  let held: Uint8Array[] = [];
+  let heldBytes = 0;
   let failed = false;
   let gone = false;
   let drained = 0;
   let overLimit = false;
   try {
-    reads: for await (const chunk of response.body) {
+    reads: for await (const chunk of source) {
       gone ||= req.signal.aborted;
       if (gone) {
         drained += (chunk as Uint8Array).length;
@@ -97,7 +124,26 @@ export async function relayMeteredStream(
           }
         }
         if (state.cut !== null) break reads;
-        if (!gone && !(await write(res, step.forward, req.signal))) gone = true;
+        if (gone) continue;
+        if (step.toolCalls.some((toolCall) => !judged.has(toolCall))) {
+          // A tool call is still being written: none of it reaches the agent before it is judged
+          // whole, so a refused call is never half-delivered (its name included).
+          held.push(step.forward);
+          heldBytes += step.forward.length;
+          if (heldBytes > deps.eventLimitBytes) {
+            state.cut = {
+              reason: 'oversize',
+              code: 'SVC-SYS-9009',
+              message: `a tool call held for judgement grew past ${deps.eventLimitBytes} bytes`,
+            };
+            break reads;
+          }
+          continue;
+        }
+        const out = held.length === 0 ? step.forward : Buffer.concat([...held, step.forward]);
+        held = [];
+        heldBytes = 0;
+        if (!(await write(res, out, req.signal))) gone = true;
       }
     }
   } catch (error) {
@@ -119,11 +165,15 @@ export async function relayMeteredStream(
     progress = meter.end();
     // A call the stream left open ends with it: judged before the last bytes go on.
     if (!gone) judgeCompleted(progress.toolCalls);
-    if (state.cut === null && !gone && !(await write(res, progress.forward, req.signal))) gone = true;
+    const out = held.length === 0 ? progress.forward : Buffer.concat([...held, progress.forward]);
+    if (state.cut === null && !gone && !(await write(res, out, req.signal))) gone = true;
   }
   const cut = state.cut;
   const complete = cut === null && !failed && !overLimit && progress?.done === true;
-  if (cut !== null || overLimit) response.body.destroy();
+  if (cut !== null || overLimit) {
+    source.destroy();
+    response.body.destroy();
+  }
   const reading: ResponseReading = {
     usage: progress?.usage ?? { input: parsed.estimatedInputTokens, output: 0, cachedInput: 0 },
     usageSource: progress?.usageSource ?? 'estimated',
