@@ -19,7 +19,22 @@ function refusal(run: () => unknown): unknown {
   return undefined;
 }
 
+const REST_ENVELOPE = '0b9f1c1e-4a5d-4c36-9a53-2f3f5c7e9d10';
+
 describe('EnvelopeRegistry', () => {
+  it('refuses with SVC-SYS-9002 an envelope id that is not a UUID and an execution id that could not be stored', () => {
+    const r = registry();
+    for (const [headers, field] of [
+      [{ 'x-svc-envelope-id': 'env-rest' }, 'X-Svc-Envelope-Id'],
+      [{ 'x-svc-execution-id': 'x'.repeat(201) }, 'X-Svc-Execution-Id'],
+    ] as const) {
+      const error = refusal(() => r.resolve(headers));
+      expect(isSvcError(error) && error.code).toBe('SVC-SYS-9002');
+      expect(isSvcError(error) && error.fieldViolations[0]?.field).toBe(field);
+    }
+    expect(r.resolve({ 'x-svc-execution-id': 'x'.repeat(200) }).opened).toBe(true);
+  });
+
   it('opens one envelope per execution on first sight and reuses it; the budget header picks the budget of a new one only', () => {
     const r = registry();
     const first = r.resolve({ 'x-svc-execution-id': 'e1', 'x-svc-budget-id': 'b2' });
@@ -32,9 +47,9 @@ describe('EnvelopeRegistry', () => {
 
   it('uses a named envelope as is without announcing it, and the pod execution for bare requests', () => {
     const r = registry();
-    const named = r.resolve({ 'x-svc-envelope-id': 'env-rest', 'x-svc-execution-id': 'e9' });
+    const named = r.resolve({ 'x-svc-envelope-id': REST_ENVELOPE, 'x-svc-execution-id': 'e9' });
     expect(named.opened).toBe(false);
-    expect(named.envelope.envelopeId).toBe('env-rest');
+    expect(named.envelope.envelopeId).toBe(REST_ENVELOPE);
     const pod = r.resolve({});
     expect(pod.envelope.executionId).toBe('pod-1');
     expect(pod.envelope.budgetId).toBe('default-budget');

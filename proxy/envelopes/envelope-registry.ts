@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { EnvelopeStatus } from '../../core/domain/envelope.ts';
+import type { z } from 'zod';
+import { IdSchema, MAX_ID_LENGTH } from '../../core/domain/bounds.ts';
+import { UuidSchema } from '../../core/domain/common.ts';
 import { SvcError } from '../../core/errors/index.ts';
 
 export const ENVELOPE_HEADER = 'x-svc-envelope-id';
@@ -49,6 +52,19 @@ function header(headers: IncomingHttpHeaders, name: string): string | undefined 
 }
 
 /**
+ * An id the agent names becomes a key of the control plane's store and a field of every event:
+ * one that could not be stored is refused here, before anything is sent (an event the control
+ * plane had to set aside would leave the call's spend unrecorded).
+ */
+function checked(value: string | undefined, name: string, schema: z.ZodType<string>): string | undefined {
+  if (value === undefined || schema.safeParse(value).success) return value;
+  const description = schema === UuidSchema ? 'must be a UUID' : `must be 1 to ${MAX_ID_LENGTH} characters`;
+  throw new SvcError('SVC-SYS-9002', `invalid request: ${name}: ${description}`, { header: name }, [
+    { field: name, description },
+  ]);
+}
+
+/**
  * Chooses the envelope of each request: `X-Svc-Envelope-Id` names one directly (made through
  * the REST API), `X-Svc-Execution-Id` opens one on first sight and reuses it after, and anything
  * else belongs to the pod's own execution. `X-Svc-Budget-Id` picks the budget of a new one,
@@ -66,10 +82,11 @@ export class EnvelopeRegistry {
     this.#allowedBudgets = new Set([options.defaultBudgetId, ...allowedBudgetIds]);
   }
 
-  /** Throws SvcError SVC-SYS-9004 when X-Svc-Budget-Id names a budget this sidecar may not charge. */
+  /**
+   * Throws SvcError SVC-SYS-9004 when X-Svc-Budget-Id names a budget this sidecar may not charge,
+   * SVC-SYS-9002 when an envelope or execution id could not be recorded.
+   */
   resolve(headers: IncomingHttpHeaders): Resolution {
-    const envelopeId = header(headers, ENVELOPE_HEADER);
-    const executionId = header(headers, EXECUTION_HEADER);
     const named = header(headers, BUDGET_HEADER);
     // Checked whatever else the request names, so a refused budget id never depends on state.
     if (named !== undefined && !this.#allowedBudgets.has(named)) {
@@ -79,6 +96,8 @@ export class EnvelopeRegistry {
         { budget_id: named, header: 'X-Svc-Budget-Id' },
       );
     }
+    const envelopeId = checked(header(headers, ENVELOPE_HEADER), 'X-Svc-Envelope-Id', UuidSchema);
+    const executionId = checked(header(headers, EXECUTION_HEADER), 'X-Svc-Execution-Id', IdSchema);
     const budgetId = named ?? this.#options.defaultBudgetId;
     if (envelopeId !== undefined) {
       const known = this.#byEnvelope.get(envelopeId);

@@ -26,7 +26,7 @@ describe('reverse mode', () => {
       headers: {
         'content-type': 'application/json',
         authorization: 'Bearer sk-rev',
-        'x-svc-envelope-id': 'e-9',
+        'x-svc-envelope-id': '6f1d4c2a-0c8e-4b7a-9e1f-3a2b5c6d7e80',
         'x-request-id': 'req-rev',
       },
       body: JSON.stringify({ model: 'gpt-4o-mini', messages: [] }),
@@ -58,7 +58,7 @@ describe('reverse mode', () => {
       apiKey: 'sk-ant-test',
       baseURL: `${rig.proxyUrl}/anthropic`,
       maxRetries: 0,
-      defaultHeaders: { 'x-svc-envelope-id': 'e-7', 'x-request-id': 'req-ant' },
+      defaultHeaders: { 'x-svc-envelope-id': '7a2e5d3b-1d9f-4c8b-8f2a-4b3c6d7e8f91', 'x-request-id': 'req-ant' },
     });
     const message = await client.messages.create({
       model: 'claude-sonnet-4-5',
@@ -82,6 +82,17 @@ describe('reverse mode', () => {
 });
 
 describe('forward mode', () => {
+  it('serves a request with an expectation it does not know, which never crosses to the upstream', async () => {
+    // Node would answer such a request with a bare 417 of its own, carrying no SVC code.
+    const res = await viaForwardProxy(`http://127.0.0.1:${rig.httpPort}/status`, {
+      expect: 'something-else',
+      'x-request-id': 'req-expect',
+    });
+    expect(res.status).toBe(200);
+    const seen = rig.provider.seen.find((r) => r.headers['x-request-id'] === 'req-expect');
+    expect(seen?.headers.expect).toBeUndefined();
+  });
+
   it('forwards an absolute-URI http request, without proxy or x-svc headers', async () => {
     const res = await viaForwardProxy(`http://127.0.0.1:${rig.httpPort}/status?x=1`, {
       'proxy-authorization': 'Basic c2VjcmV0',
