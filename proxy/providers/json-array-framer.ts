@@ -83,3 +83,33 @@ export function createJsonArrayFramer(visit: EventVisitor, maxEventBytes = DEFAU
     },
   };
 }
+
+/**
+ * Frames an answer that is one JSON document where a stream was asked for (a server that ignored
+ * the stream flag): the whole document is one event, visited and released when the answer ends,
+ * so what it carries (tool calls, usage) is read before any of it reaches the client. Bounded
+ * like the other framers.
+ */
+export function createJsonDocumentFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX_EVENT_BYTES): Framer {
+  const decoder = new TextDecoder();
+  const held = new HeldBytes(maxEventBytes);
+  let closed = false;
+  return {
+    get closed() {
+      return closed;
+    },
+    *push(chunk) {
+      held.hold(chunk);
+    },
+    end() {
+      closed = true;
+      const document = held.take(EMPTY);
+      visit({ event: undefined, data: decoder.decode(document) });
+      return document;
+    },
+    errorFrame(_eventName, payload) {
+      // Nothing of the document was released: the error is the whole answer.
+      return encodeText(JSON.stringify(payload));
+    },
+  };
+}

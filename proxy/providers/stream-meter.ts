@@ -2,7 +2,7 @@ import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
 import type { StreamedToolCall, StreamMeter, StreamProgress } from './adapter.ts';
 import { streamErrorPayload, type ErrorFormat } from './error-format.ts';
-import { createJsonArrayFramer } from './json-array-framer.ts';
+import { createJsonArrayFramer, createJsonDocumentFramer } from './json-array-framer.ts';
 import { createSseFramer, EMPTY, type Framer, type SseEvent } from './sse-framer.ts';
 
 /** What a provider's stream events tell the meter. */
@@ -21,7 +21,10 @@ export interface StreamAccumulator {
 
 /** One provider's reading of its stream events; returns false to hide an event from the client. */
 export interface StreamDialect {
-  /** `auto`: SSE, or a streamed JSON array when the first byte is `[` (Gemini without `alt=sse`). */
+  /**
+   * `auto`: SSE, a streamed JSON array when the first byte is `[` (Gemini without `alt=sse`), or one
+   * JSON document when it is `{` (a server that ignored the stream flag).
+   */
   framing: 'sse' | 'auto';
   onEvent(event: SseEvent, acc: StreamAccumulator): boolean;
   errorFormat: ErrorFormat;
@@ -39,6 +42,8 @@ export interface StreamMeterContext {
 }
 
 const OPEN_BRACKET = 0x5b;
+const OPEN_BRACE = 0x7b;
+const UTF8_BOM = [0xef, 0xbb, 0xbf];
 
 function isWhitespace(b: number): boolean {
   return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
@@ -102,10 +107,17 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   const sse = () => createSseFramer(visit, ctx.maxEventBytes);
   let framer: Framer | null = dialect.framing === 'sse' ? sse() : null;
 
+  /** Bytes looked at before the framing was known: a byte order mark may only open the stream. */
+  let sniffed = 0;
+
   function sniff(chunk: Uint8Array): Framer | null {
     for (const b of chunk) {
-      if (isWhitespace(b)) continue;
-      return b === OPEN_BRACKET ? createJsonArrayFramer(visit, ctx.maxEventBytes) : sse();
+      // The client skips a UTF-8 byte order mark, so the framing is what follows it.
+      const mark = sniffed < UTF8_BOM.length && b === UTF8_BOM[sniffed];
+      sniffed++;
+      if (mark || isWhitespace(b)) continue;
+      if (b === OPEN_BRACKET) return createJsonArrayFramer(visit, ctx.maxEventBytes);
+      return b === OPEN_BRACE ? createJsonDocumentFramer(visit, ctx.maxEventBytes) : sse();
     }
     return null;
   }
