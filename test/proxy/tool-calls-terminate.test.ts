@@ -96,6 +96,33 @@ describe('tool calls a model asks for', () => {
       await metricValue(rig.proxy.registry, 'svc_proxy_cutoffs_total', { provider: 'anthropic', reason: 'policy' }),
     ).toBe(1);
   });
+
+  it('lets no part of a denied streamed tool call reach the agent, its name included', async () => {
+    for (const [path, body] of [
+      [
+        '/openai/v1/chat/completions',
+        { model: 'gpt-4o-mini', max_tokens: 20, stream: true, messages: [{ role: 'user', content: 'delete' }] },
+      ],
+      [
+        '/anthropic/v1/messages',
+        {
+          model: 'claude-3-5-haiku-20241022',
+          max_tokens: 20,
+          stream: true,
+          messages: [{ role: 'user', content: 'x' }],
+        },
+      ],
+    ] as const) {
+      const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-sim-tool-call': 'delete_repo', 'x-api-key': 'k' },
+        body: JSON.stringify(body),
+      });
+      const received = await res.text();
+      expect(received, path).toContain('SVC-POL-2001');
+      expect(received, path).not.toContain('"delete_repo"');
+    }
+  });
 });
 
 describe('an envelope terminated elsewhere', () => {
