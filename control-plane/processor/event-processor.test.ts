@@ -136,4 +136,21 @@ describe('event processor', () => {
       expect((await read(envelopeId)).body).toMatchObject({ execution_id: envelopeId, state });
     expect(cp.plane.processor.stats.rejected).toBe(0);
   });
+
+  it('ends, when the budget runs out, an envelope whose id starts outside the Basic Multilingual Plane', async () => {
+    const envelopeId = `😀-${randomUUID()}`;
+    for (const input of [600_000, 600_000]) {
+      const event = usageEvent(envelopeId, input);
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    }
+    await eventually(usage, (u) => u.llm_calls === 2);
+    const envelope = await cp.call('GET', `/v1/envelopes/${encodeURIComponent(envelopeId)}`, { key });
+    expect(envelope.body).toMatchObject({
+      envelope_id: envelopeId,
+      state: 'TERMINATED',
+      termination_reason: 'budget_exceeded',
+    });
+    const listed = await cp.call('GET', '/v1/envelopes', { key });
+    expect(listed.body.map((e: { envelope_id: string }) => e.envelope_id)).toContain(envelopeId);
+  });
 });
