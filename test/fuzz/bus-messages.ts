@@ -93,11 +93,15 @@ const oddText = fc.oneof(
   fc.string({ unit: 'grapheme', minLength: 1, maxLength: 12 }),
 );
 
-/** An id within the bus bound: plain, odd, or right at the bound. */
+/** Characters outside the Basic Multilingual Plane, which sort after every key bound written as U+FFFF. */
+const ASTRAL = ['😀', '𝔘', '\u{10fffd}'];
+
+/** An id within the bus bound: plain, odd, starting with an astral character, or right at the bound. */
 function idLike(prefix: string, pool: number): fc.Arbitrary<string> {
   return fc.oneof(
     { weight: 6, arbitrary: fc.nat(pool).map((n) => `${prefix}${n}`) },
     { weight: 2, arbitrary: oddText.map((s) => `${prefix}${s}`) },
+    { weight: 1, arbitrary: fc.tuple(fc.constantFrom(...ASTRAL), fc.nat(pool)).map(([a, n]) => `${a}${prefix}${n}`) },
     {
       weight: 1,
       arbitrary: fc.integer({ min: 0, max: 20 }).map((n) => `${prefix}${n}-`.padEnd(MAX_ID_LENGTH, 'x')),
