@@ -63,4 +63,25 @@ describe('AuditLog', () => {
     store.transaction(() => store.remove('t1', 'audit', 1));
     expect(log.verify('t1')).toMatchObject({ valid: false, first_invalid_seq: 2 });
   });
+
+  it('keeps the chain whole over text with unpaired surrogates, which storage gives back altered', () => {
+    const log = setup();
+    const odd = 'denied \ud800 and \udfff';
+    store.transaction(() =>
+      log.append('t1', {
+        actor: { type: 'proxy', id: `proxy:\ud83d` },
+        action: 'policy.evaluate',
+        resource: { type: 'action', id: 'tool:shell' },
+        result: 'deny',
+        metadata: { message: odd, [`key\udc00`]: [odd] },
+      }),
+    );
+    expect(log.verify('t1')).toEqual({ valid: true, checked: 4, first_invalid_seq: null, reason: null });
+    const [stored] = log.query('t1', { limit: 1 });
+    expect(stored!.metadata).toEqual({
+      message: 'denied \ufffd and \ufffd',
+      ['key\ufffd']: ['denied \ufffd and \ufffd'],
+    });
+    expect(stored!.actor.id).toBe('proxy:\ufffd');
+  });
 });

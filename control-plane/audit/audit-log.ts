@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { Actor, AuditRecord } from '../../core/domain/index.ts';
+import { makeWellFormed, type Actor, type AuditRecord } from '../../core/domain/index.ts';
 import type { Store } from '../store/store.ts';
 import { canonicalJson } from './canonical-json.ts';
 
@@ -47,18 +47,21 @@ export class AuditLog {
 
   append(tenant: string, entry: AuditEntry): AuditRecord {
     const head = this.store.get<ChainHead>(tenant, 'meta', 'audit_head') ?? { seq: 0, hash: GENESIS };
-    const body: Omit<AuditRecord, 'hash'> = {
-      audit_id: randomUUID(),
-      seq: head.seq + 1,
-      timestamp: this.clock().toISOString(),
-      tenant_id: tenant,
-      actor: entry.actor,
-      action: entry.action,
-      resource: entry.resource,
-      result: entry.result,
-      metadata: entry.metadata ?? {},
-      prev_hash: head.hash,
-    };
+    // Hashed as storage will give it back: an unpaired surrogate would come back altered.
+    const body: Omit<AuditRecord, 'hash'> = makeWellFormed(
+      structuredClone({
+        audit_id: randomUUID(),
+        seq: head.seq + 1,
+        timestamp: this.clock().toISOString(),
+        tenant_id: tenant,
+        actor: entry.actor,
+        action: entry.action,
+        resource: entry.resource,
+        result: entry.result,
+        metadata: entry.metadata ?? {},
+        prev_hash: head.hash,
+      }),
+    );
     const record: AuditRecord = { ...body, hash: hashOf(body) };
     this.store.put(tenant, 'audit', record.seq, record);
     this.store.put(tenant, 'meta', 'audit_head', { seq: record.seq, hash: record.hash } satisfies ChainHead);

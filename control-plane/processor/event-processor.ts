@@ -1,7 +1,15 @@
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { BusMessage, Messaging, SetAside, Subscription } from '../../core/bus/bus.ts';
-import { emptyCostTotals, isFinal, isTerminated, type Envelope } from '../../core/domain/index.ts';
+import {
+  emptyCostTotals,
+  IdSchema,
+  isFinal,
+  isTerminated,
+  MAX_ID_LENGTH,
+  TenantIdSchema,
+  type Envelope,
+} from '../../core/domain/index.ts';
 import { isSvcError } from '../../core/errors/index.ts';
 import {
   EnvelopeLifecycleMessageSchema,
@@ -124,9 +132,13 @@ export class EventProcessor {
     return refused;
   }
 
-  /** The message as a command, or why it is refused. The tenant is the subject's. */
+  /**
+   * The message as a command, or why it is refused. The tenant is the subject's; like every part of
+   * a message that becomes a storage key, it must be one that can be (a tenant id).
+   */
   private validate(message: BusMessage): Command | string {
     const tenant = message.subject.split('.')[1] ?? '';
+    if (!TenantIdSchema.safeParse(tenant).success) return 'subject: the tenant is not a tenant id';
     const check = <T extends { tenant_id: string }>(
       schema: z.ZodType<T>,
     ): { ok: true; data: T } | { ok: false; reason: string } => {
@@ -141,6 +153,8 @@ export class EventProcessor {
       return check(EnvelopeLifecycleMessageSchema).ok ? { kind: 'announced', message } : result.reason;
     }
     if (message.subject.endsWith('.policies.violation')) {
+      // Its msg id is its de-duplication key.
+      if (message.msgId.length > MAX_ID_LENGTH) return 'msg_id: too_big';
       const result = check(PolicyViolationMessageSchema);
       return result.ok ? { kind: 'violation', message, data: result.data } : result.reason;
     }
@@ -159,6 +173,11 @@ export class EventProcessor {
     if (command.kind === 'ended') return this.endEnvelope(command.data, now, effects);
     const event = command.data;
     const tenant = event.tenant_id;
+    // A replay changes nothing, not even by opening the envelope it names (which may differ).
+    if (this.deps.store.get(tenant, 'event', event.event_id) !== undefined) {
+      this.stats.duplicates += 1;
+      return;
+    }
     if (this.deps.store.get(tenant, 'envelope', event.envelope_id) === undefined && event.budget_id !== null) {
       this.openEnvelope(
         {
@@ -242,11 +261,14 @@ export class EventProcessor {
   ): void {
     const { store } = this.deps;
     if (store.get(opened.tenant_id, 'envelope', opened.envelope_id) !== undefined) return;
+    // The execution index is keyed by it: one that is not an id (a proxy passes on what an agent's
+    // header said) gives way to the envelope's own, rather than fail the batch or lose the envelope.
+    const named = IdSchema.safeParse(opened.execution_id);
     const envelope: Envelope = {
       envelope_id: opened.envelope_id,
       tenant_id: opened.tenant_id,
       budget_id: opened.budget_id,
-      execution_id: opened.execution_id,
+      execution_id: named.success ? named.data : opened.envelope_id,
       adapter_type: opened.adapter_type,
       native_ref: null,
       checkpoint_id: null,

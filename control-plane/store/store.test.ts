@@ -28,6 +28,17 @@ describe('Store', () => {
     expect([...store.list('b', 'budget')]).toEqual([{ n: 2 }]);
   });
 
+  it('lists ids of every character, those starting outside the Basic Multilingual Plane included', () => {
+    const store = openStore();
+    const ids = ['a', '\uffff', '😀', '𝔘x', '\u{10fffd}'];
+    store.transaction(() => {
+      for (const id of ids) store.put('a', 'envelope', id, id);
+      for (const id of ids) store.put('a', 'budget_envelope', `b1/${id}`, id);
+    });
+    expect([...store.list<string>('a', 'envelope')].sort()).toEqual([...ids].sort());
+    expect([...store.list<string>('a', 'budget_envelope', { prefix: 'b1/' })].sort()).toEqual([...ids].sort());
+  });
+
   it('writes nothing when a transaction throws', () => {
     const store = openStore();
     expect(() =>

@@ -3,6 +3,12 @@ import type { Kind } from './kinds.ts';
 
 type Key = [string, Kind, string | number] | [string, Kind, string, string];
 
+/**
+ * The end of a key range: keys are UTF-8, where every character outside the Basic Multilingual
+ * Plane sorts after U+FFFF, so only U+10FFFF bounds every id (one starting with an emoji included).
+ */
+const END = '\u{10ffff}';
+
 /** Records rewritten many times within one batch: written back once, when the batch commits. */
 const WRITE_BACK: ReadonlySet<Kind> = new Set(['envelope', 'budget', 'meta']);
 
@@ -57,7 +63,7 @@ export class Store {
   ): Generator<T> {
     if (WRITE_BACK.has(kind)) this.flushPending();
     const low: Key = [tenant, kind, options.prefix ?? ''];
-    const high = [tenant, kind, options.prefix === undefined ? '\uffff' : options.prefix + '\uffff'] as Key;
+    const high = [tenant, kind, (options.prefix ?? '') + END] as Key;
     const range = this.data.getRange(
       options.reverse
         ? { start: high, end: low, reverse: true, limit: options.limit }
@@ -87,7 +93,7 @@ export class Store {
   }
 
   *listGlobal<T>(prefix: string): Generator<T> {
-    for (const { value } of this.global.getRange({ start: [prefix], end: [prefix, '\uffff'] })) yield value as T;
+    for (const { value } of this.global.getRange({ start: [prefix], end: [prefix, END] })) yield value as T;
   }
 
   /**

@@ -1,3 +1,4 @@
+import { makeWellFormed } from '../domain/json-values.ts';
 import { SvcError } from '../errors/index.ts';
 
 const encoder = new TextEncoder();
@@ -37,7 +38,16 @@ export function encodePayload(data: unknown, maxBytes = Number.POSITIVE_INFINITY
   return bytes;
 }
 
+/** A JSON escape of a UTF-16 surrogate: the only way a decoded payload can hold an unpaired one. */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+/**
+ * The payload's value. Its text is read as Unicode: malformed UTF-8 becomes U+FFFD, and so does an
+ * escaped unpaired surrogate, so that every string a consumer sees is one storage keeps as it is.
+ */
 export function decodePayload(bytes: Uint8Array): unknown {
   if (bytes.length === 0) return undefined;
-  return JSON.parse(decoder.decode(bytes)) as unknown;
+  const text = decoder.decode(bytes);
+  const value = JSON.parse(text) as unknown;
+  return SURROGATE_ESCAPE.test(text) ? makeWellFormed(value) : value;
 }

@@ -26,11 +26,21 @@ export const MAX_ID_LENGTH = 200;
 /** Path parameters: the router refuses longer ones before any handler sees them. */
 export const MAX_PATH_ID_LENGTH = 100;
 export const MAX_LIST_ITEMS = 100;
+/** Free-form JSON (metadata, event payloads): nesting levels, the record itself being the first. */
+export const MAX_METADATA_DEPTH = 32;
 
 export const CountSchema = z.number().int().nonnegative().max(MAX_COUNT);
 export const UsdSchema = z.number().nonnegative().max(MAX_USD);
 export const NameSchema = z.string().min(1).max(MAX_NAME_LENGTH);
-export const IdSchema = z.string().min(1).max(MAX_ID_LENGTH);
+/**
+ * An id, which becomes a storage key. Well-formed Unicode only: storage writes an unpaired surrogate
+ * as a replacement character, so a record keyed by such an id would read back under another one.
+ */
+export const IdSchema = z
+  .string()
+  .min(1)
+  .max(MAX_ID_LENGTH)
+  .refine((id) => id.isWellFormed(), 'must be well-formed Unicode (no unpaired surrogate)');
 export const PathIdSchema = z.string().min(1).max(MAX_PATH_ID_LENGTH);
 export const TenantIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and -, at most 64');
 /** Free-form labels: at most 50 pairs of bounded strings. */

@@ -1,8 +1,16 @@
 import { z } from 'zod';
+import { MAX_METADATA_DEPTH } from './bounds.ts';
+import { nestsWithin } from './json-values.ts';
 
 export const UuidSchema = z.uuid();
 export const TimestampSchema = z.iso.datetime({ offset: true });
-export const MetadataSchema = z.record(z.string(), z.unknown());
+/**
+ * Free-form JSON. Its nesting is bounded: storage encodes values recursively, and a payload nested
+ * thousands deep would overflow the stack there, failing the write it came with.
+ */
+export const MetadataSchema = z
+  .record(z.string(), z.unknown())
+  .refine((value) => nestsWithin(value, MAX_METADATA_DEPTH), `must nest at most ${MAX_METADATA_DEPTH} levels deep`);
 
 /** Money is kept in integer micro-dollars so that sums stay exact; surfaces show USD numbers. */
 export const MICROS_PER_USD = 1_000_000;

@@ -1,5 +1,6 @@
 export * from './common.ts';
 export * from './bounds.ts';
+export * from './json-values.ts';
 export * from './envelope.ts';
 export * from './envelope-rest.ts';
 export * from './budget.ts';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EnvelopeStatusSchema } from '../domain/envelope.ts';
-import { MAX_ID_LENGTH } from '../domain/bounds.ts';
+import { IdSchema } from '../domain/bounds.ts';
 import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
 import { SemanticFindingSchema } from '../policy/result.ts';
 
@@ -11,9 +11,11 @@ import { SemanticFindingSchema } from '../policy/result.ts';
  */
 export const EnvelopeLifecycleMessageSchema = z.object({
   tenant_id: z.string(),
-  envelope_id: z.string(),
+  /** Bounded like every id that becomes a storage key. */
+  envelope_id: IdSchema,
+  /** As a proxy was told it (an agent's header can say anything); used as a key only when it is an id. */
   execution_id: z.string(),
-  budget_id: z.string().nullable(),
+  budget_id: IdSchema.nullable(),
   status: EnvelopeStatusSchema,
   reason: z.string().nullable(),
   /** Terminations only: cut in-flight calls at once rather than letting the current one finish. */
@@ -25,10 +27,10 @@ export type EnvelopeLifecycleMessage = z.infer<typeof EnvelopeLifecycleMessageSc
 /** events.llm.*, events.tool.*, events.checkpoint.*: one metered call or step. */
 export const UsageEventMessageSchema = z.object({
   /** The de-duplication key: bounded, as it becomes a storage key. */
-  event_id: z.string().min(1).max(MAX_ID_LENGTH),
+  event_id: IdSchema,
   tenant_id: z.string(),
-  envelope_id: z.string().min(1).max(MAX_ID_LENGTH),
-  budget_id: z.string().min(1).max(MAX_ID_LENGTH).nullable().default(null),
+  envelope_id: IdSchema,
+  budget_id: IdSchema.nullable().default(null),
   event_type: z.string(),
   timestamp: TimestampSchema,
   tokens: z.object({ input: z.number().int().nonnegative(), output: z.number().int().nonnegative() }),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { IdSchema } from '../domain/bounds.ts';
 import { BudgetLimitsSchema, BudgetStatusSchema } from '../domain/budget.ts';
 import { TimestampSchema } from '../domain/common.ts';
 import { PolicySchema } from '../policy/model.ts';
@@ -94,9 +95,11 @@ export type TerminateSignal = z.infer<typeof TerminateSignalSchema>;
  */
 export const EnvelopeOpenedSchema = z.object({
   tenant_id: z.string(),
-  envelope_id: z.string(),
+  /** Bounded like every id that becomes a storage key. */
+  envelope_id: IdSchema,
+  /** As the agent's header said it; used as a key only when it is an id. */
   execution_id: z.string(),
-  budget_id: z.string().nullable(),
+  budget_id: IdSchema.nullable(),
   status: z.literal('AUTHORIZED'),
   adapter_type: z.string().default('proxy'),
   source: z.string(),

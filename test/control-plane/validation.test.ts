@@ -24,6 +24,8 @@ interface BadRequest {
 }
 
 const now = new Date().toISOString();
+/** JSON nested deeper than any store encoder's stack; it once failed the write with a 500. */
+const deepJson = `{"a":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`;
 const malformed: BadRequest[] = [
   { what: 'malformed JSON', raw: '{"name": ', field: '(body)' },
   { what: 'a form-encoded body', raw: 'name=x', contentType: 'application/x-www-form-urlencoded', field: '(body)' },
@@ -64,6 +66,16 @@ function routes(
         { what: 'missing adapter_type', body: { budget_id: s.budgetId }, field: 'adapter_type' },
         { what: 'budget_id not a uuid', body: { budget_id: 'b-1', adapter_type: 'custom' }, field: 'budget_id' },
         {
+          what: 'metadata nested too deep',
+          raw: `{"budget_id":"${s.budgetId}","adapter_type":"custom","metadata":${deepJson}}`,
+          field: 'metadata',
+        },
+        {
+          what: 'execution_id with an unpaired surrogate',
+          raw: `{"budget_id":"${s.budgetId}","adapter_type":"custom","execution_id":"x\\ud800"}`,
+          field: 'execution_id',
+        },
+        {
           what: 'unknown field',
           body: { budget_id: s.budgetId, adapter_type: 'custom', colour: 'red' },
           field: '(body)',
@@ -81,6 +93,11 @@ function routes(
         },
         { what: 'negative cost', body: { event_type: 'llm.call', timestamp: now, cost_usd: -1 }, field: 'cost_usd' },
         { what: 'missing timestamp', body: { event_type: 'llm.call', cost_usd: 1 }, field: 'timestamp' },
+        {
+          what: 'payload nested too deep',
+          raw: `{"event_type":"llm.call","timestamp":"${now}","cost_usd":1,"payload":${deepJson}}`,
+          field: 'payload',
+        },
         {
           what: 'timestamp not a date-time',
           body: { event_type: 'llm.call', timestamp: 'yesterday', cost_usd: 1 },

@@ -1,0 +1,156 @@
+import { randomUUID } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { subjects } from '../../core/bus/subjects.ts';
+import { MAX_ID_LENGTH } from '../../core/domain/index.ts';
+import {
+  eventually,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+} from '../../test/harness/control-plane.ts';
+
+let cp: RunningControlPlane;
+let key: string;
+let budgetId: string;
+beforeEach(async () => {
+  cp = await startControlPlane();
+  key = await tenantWithKey(cp, 'acme');
+  const budget = await cp.call('POST', '/v1/budgets', {
+    key,
+    body: { name: 'b', type: 'hybrid', limits: { max_tokens: 1_000_000 }, period: 'total' },
+  });
+  budgetId = budget.body.budget_id as string;
+});
+afterEach(async () => cp.close());
+
+function usageEvent(envelopeId: string, input: number, eventId = randomUUID(), tenant = 'acme') {
+  return {
+    event_id: eventId,
+    tenant_id: tenant,
+    envelope_id: envelopeId,
+    budget_id: budgetId,
+    event_type: 'llm.call',
+    timestamp: new Date().toISOString(),
+    tokens: { input, output: 0 },
+    cost_usd: 0,
+    source: 'proxy:pod-a',
+  };
+}
+
+const usage = async (): Promise<{ tokens_input: number; llm_calls: number }> =>
+  (await cp.call('GET', `/v1/budgets/${budgetId}/usage`, { key })).body as { tokens_input: number; llm_calls: number };
+
+describe('event processor', () => {
+  it('lets a replayed event id change nothing, not even open the other envelope it names', async () => {
+    const first = usageEvent(randomUUID(), 10);
+    const replay = { ...usageEvent(randomUUID(), 10), event_id: first.event_id };
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), first, { msgId: 'first' });
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), replay, { msgId: 'replay' });
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied === 1 && s.duplicates === 1,
+    );
+    expect((await cp.call('GET', `/v1/envelopes/${first.envelope_id}`, { key })).status).toBe(200);
+    expect((await cp.call('GET', `/v1/envelopes/${replay.envelope_id}`, { key })).status).toBe(404);
+    expect(await usage()).toMatchObject({ tokens_input: 10, llm_calls: 1 });
+  });
+
+  it('refuses a subject whose tenant could not be a tenant id, at once, and goes on', async () => {
+    for (const tenant of ['t'.repeat(65), 'x'.repeat(2_000)]) {
+      const event = usageEvent(randomUUID(), 1, randomUUID(), tenant);
+      await cp.messaging.bus.publish(subjects.event(tenant, 'llm.call'), event, { msgId: event.event_id });
+    }
+    const good = usageEvent(randomUUID(), 7);
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), good, { msgId: good.event_id });
+    // Retrying a write storage cannot take would hold the good event back for seconds.
+    await eventually(usage, (u) => u.llm_calls === 1, 1_000);
+    expect(cp.plane.processor.stats).toMatchObject({ rejected: 2, applied: 1 });
+  });
+
+  it('refuses, at once, a denial whose msg id (its de-duplication key) is longer than an id may be', async () => {
+    const violation = (message: string) => ({
+      tenant_id: 'acme',
+      policy_id: 'p1',
+      rule_id: null,
+      denied_action: 'tool:shell',
+      decision: 'DENY',
+      envelope_id: null,
+      message,
+      occurred_at: new Date().toISOString(),
+      source: 'proxy:pod-a',
+    });
+    await cp.messaging.bus.publish(subjects.policyViolation('acme'), violation('long'), {
+      msgId: 'm'.repeat(3_000),
+    });
+    await cp.messaging.bus.publish(subjects.policyViolation('acme'), violation('bounded'), {
+      msgId: 'm'.repeat(MAX_ID_LENGTH),
+    });
+    const audited = await eventually(
+      () => cp.call('GET', '/v1/audit?action=policy.evaluate', { key }),
+      (r) => r.body.length === 1,
+      1_000,
+    );
+    expect(audited.body[0].metadata.message).toBe('bounded');
+    expect(cp.plane.processor.stats.rejected).toBe(1);
+  });
+
+  it('opens an envelope with its own id as execution when the execution a proxy names is not an id', async () => {
+    const long = 'e'.repeat(MAX_ID_LENGTH + 1);
+    const [fromEvent, fromEmpty, fromOpening, fromEnding] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    for (const [envelopeId, executionId] of [
+      [fromEvent, long],
+      [fromEmpty, ''],
+    ] as const) {
+      const event = { ...usageEvent(envelopeId, 1), payload: { execution_id: executionId } };
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    }
+    const envelope = (envelopeId: string, status: string) => ({
+      tenant_id: 'acme',
+      envelope_id: envelopeId,
+      execution_id: long,
+      budget_id: budgetId,
+      status,
+      source: 'proxy:pod-a',
+      reason: 'cut off',
+      occurred_at: new Date().toISOString(),
+    });
+    await cp.messaging.bus.publish(subjects.envelopeCreated('acme'), envelope(fromOpening, 'AUTHORIZED'), {
+      msgId: fromOpening,
+    });
+    await cp.messaging.bus.publish(subjects.envelopeTerminated('acme'), envelope(fromEnding, 'BUDGET_EXCEEDED'), {
+      msgId: fromEnding,
+    });
+    const read = (envelopeId: string) => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key });
+    await eventually(
+      () => read(fromEnding),
+      (r) => r.status === 200,
+    );
+    await eventually(usage, (u) => u.llm_calls === 2);
+    const states = {
+      [fromEvent]: 'RUNNING',
+      [fromEmpty]: 'RUNNING',
+      [fromOpening]: 'AUTHORIZED',
+      [fromEnding]: 'TERMINATED',
+    };
+    for (const [envelopeId, state] of Object.entries(states))
+      expect((await read(envelopeId)).body).toMatchObject({ execution_id: envelopeId, state });
+    expect(cp.plane.processor.stats.rejected).toBe(0);
+  });
+
+  it('ends, when the budget runs out, an envelope whose id starts outside the Basic Multilingual Plane', async () => {
+    const envelopeId = `😀-${randomUUID()}`;
+    for (const input of [600_000, 600_000]) {
+      const event = usageEvent(envelopeId, input);
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    }
+    await eventually(usage, (u) => u.llm_calls === 2);
+    const envelope = await cp.call('GET', `/v1/envelopes/${encodeURIComponent(envelopeId)}`, { key });
+    expect(envelope.body).toMatchObject({
+      envelope_id: envelopeId,
+      state: 'TERMINATED',
+      termination_reason: 'budget_exceeded',
+    });
+    const listed = await cp.call('GET', '/v1/envelopes', { key });
+    expect(listed.body.map((e: { envelope_id: string }) => e.envelope_id)).toContain(envelopeId);
+  });
+});
