@@ -100,6 +100,8 @@ export function createJsonDocumentFramer(visit: EventVisitor, maxEventBytes = DE
     },
     *push(chunk) {
       held.hold(chunk);
+      // Nothing is released before the document ends.
+      yield* [];
     },
     end() {
       closed = true;
