@@ -9,7 +9,7 @@ import type {
   Tenant,
   UsageDelta,
 } from '../../core/domain/index.ts';
-import type { OutboxEvent } from '../../core/outbox/outbox-storage.ts';
+import type { OutboxEvent, OutboxStorage } from '../../core/outbox/outbox-storage.ts';
 import type { Approval, Policy } from '../../core/policy/index.ts';
 import type { AuditDraft } from '../audit/chain.ts';
 import type { AuditHead, LeaseRecord, Spend, StoredEvent, WebhookSecretRecord } from './records.ts';
@@ -44,6 +44,11 @@ export interface Storage {
    * in one synchronous LMDB transaction when `fn` resolves.
    */
   withTransaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T>;
+  /**
+   * The outbox's drain side, for `core/outbox`'s publisher: claim the oldest events in order,
+   * remove them once the bus acknowledged them. Appends happen in transactions (`tx.outbox`).
+   */
+  readonly outbox: OutboxStorage;
   health(): Promise<{ status: 'ok' | 'down'; detail?: string }>;
   /** The number of the last migration applied (reported by GET /version). */
   schemaVersion(): Promise<number>;

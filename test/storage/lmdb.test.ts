@@ -106,11 +106,13 @@ describe('the LMDB backend', () => {
     const first = await LmdbStorage.open({ path: dir });
     expect(first.applied).toEqual([SCHEMA_VERSION]);
     await first.storage.withTransaction((t) => t.budgets.insert('acme', budget));
+    await first.storage.withTransaction((t) => t.outbox.append([{ id: 'm', subject: 'svc.acme.events.x', data: {} }]));
     await first.storage.close();
     const second = await LmdbStorage.open({ path: dir });
     try {
       expect(second.applied).toEqual([]);
       expect(await second.storage.read.budgets.get('acme', budget.budget_id)).toEqual(budget);
+      expect((await second.storage.outbox.claim(10)).entries.map((e) => e.event.id)).toEqual(['m']);
     } finally {
       await second.storage.close();
     }

@@ -105,6 +105,7 @@ export function storageContract(backend: string, factory: StorageFactory): void 
             await t.budgets.addUsage(A, budget.budget_id, { ...ZERO, cost_micros: 5 }, MONTH, 'refuse', at());
             await t.audit.append(A, anAuditDraft());
             await t.events.insertNew(A, [anEvent(A)]);
+            await t.outbox.append([{ id: 'm-1', subject: 'svc.tenant-a.events.llm.call', data: {} }]);
             await t.policies.bumpVersion(A);
             throw new Error('half way');
           }),
@@ -115,6 +116,7 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(await storage.read.audit.head(A)).toBeUndefined();
         expect((await storage.read.events.list(A, {})).items).toEqual([]);
         expect(await storage.read.policies.version(A)).toBe(0);
+        expect((await storage.outbox.depth()).entries).toBe(0);
         // The execution id was not taken either.
         await tx((t) =>
           t.envelopes.insert(A, anEnvelope(A, { execution_id: envelope.execution_id }), {
@@ -646,6 +648,47 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect((await storage.read.approvals.list(A)).items).toEqual([approval]);
         expect((await storage.read.approvals.list(B)).items).toEqual([]);
         await expect(tx((t) => t.approvals.insert(A, approval))).rejects.toMatchObject({ code: 'SVC-SYS-9008' });
+      });
+    });
+
+    describe('outbox', () => {
+      const message = (n: number) => ({ id: `m-${n}`, subject: 'svc.tenant-a.events.llm.call', data: { n } });
+
+      it('hands out what transactions appended in commit order, each to one claim, and removes what is settled', async () => {
+        await tx((t) => t.outbox.append([message(1), message(2)]));
+        await expect(
+          tx(async (t) => {
+            await t.outbox.append([message(99)]);
+            throw new Error('rolled back');
+          }),
+        ).rejects.toThrow('rolled back');
+        await tx((t) => t.outbox.append([message(3)]));
+        expect((await storage.outbox.depth()).entries).toBe(3);
+
+        const first = await storage.outbox.claim(2);
+        const second = await storage.outbox.claim(10);
+        expect(first.entries.map((e) => e.event)).toEqual([message(1), message(2)]);
+        expect(second.entries.map((e) => e.event)).toEqual([message(3)]);
+        await second.settle([]);
+        await first.settle([first.entries[0]!.key]);
+        expect((await storage.outbox.depth()).entries).toBe(2);
+        const again = await storage.outbox.claim(10);
+        expect(again.entries.map((e) => e.event.id)).toEqual(['m-2', 'm-3']);
+        await again.settle(again.entries.map((e) => e.key));
+        expect(await storage.outbox.depth()).toEqual({ entries: 0, bytes: 0 });
+        expect((await storage.outbox.claim(10)).entries).toEqual([]);
+      });
+
+      it('appends events together with the change they announce', async () => {
+        const budget = aBudget(A);
+        await tx(async (t) => {
+          await t.budgets.insert(A, budget);
+          await t.outbox.append([message(1)]);
+        });
+        expect(await storage.read.budgets.get(A, budget.budget_id)).toEqual(budget);
+        const claim = await storage.outbox.claim(10);
+        expect(claim.entries.map((e) => e.event)).toEqual([message(1)]);
+        await claim.settle([]);
       });
     });
 

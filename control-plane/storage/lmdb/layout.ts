@@ -30,6 +30,8 @@ type Key = Array<string | number>;
 export class Layout {
   readonly data: Database<unknown, Key>;
   readonly global: Database<unknown, Key>;
+  /** The spaces handed out so far, by kind and tenant: a batch addresses the same few over and over. */
+  readonly #spaces = new Map<string, Map<string, Space>>();
 
   constructor(root: RootDatabase) {
     this.data = root.openDB<unknown, Key>({ name: 'tenant_data' });
@@ -37,10 +39,26 @@ export class Layout {
   }
 
   tenant(tenant: string, kind: TenantKind): Space {
-    return { db: this.data, prefix: [tenant, kind], name: JSON.stringify(['t', tenant, kind]) };
+    return this.#space(kind, tenant, () => ({
+      db: this.data,
+      prefix: [tenant, kind],
+      name: `t\u0000${kind}\u0000${tenant}`,
+    }));
   }
 
   globalKind(kind: GlobalKind): Space {
-    return { db: this.global, prefix: [kind], name: JSON.stringify(['g', kind]) };
+    return this.#space(`global ${kind}`, '', () => ({ db: this.global, prefix: [kind], name: `g\u0000${kind}` }));
+  }
+
+  #space(group: string, key: string, make: () => Space): Space {
+    let spaces = this.#spaces.get(group);
+    if (spaces === undefined) this.#spaces.set(group, (spaces = new Map<string, Space>()));
+    let space = spaces.get(key);
+    if (space === undefined) {
+      // Bounded: one per tenant and kind; a process serving very many tenants starts afresh.
+      if (spaces.size >= 100_000) spaces.clear();
+      spaces.set(key, (space = make()));
+    }
+    return space;
   }
 }

@@ -33,7 +33,7 @@ interface Scope {
 export class LmdbStorage implements Storage {
   readonly backend = 'lmdb' as const;
   readonly read: Readers;
-  readonly #outbox: LmdbOutboxStorage;
+  readonly outbox: LmdbOutboxStorage;
   readonly #root: RootDatabase;
   readonly #layout: Layout;
   readonly #lock = new AsyncLock();
@@ -46,7 +46,7 @@ export class LmdbStorage implements Storage {
     this.#root = root;
     this.#layout = new Layout(root);
     this.read = recordRepositories(new CommittedView(), this.#layout);
-    this.#outbox = new LmdbOutboxStorage({ root });
+    this.outbox = new LmdbOutboxStorage({ root });
     this.#onCheckFailure = options.onCheckFailure ?? (() => undefined);
   }
 
@@ -75,12 +75,14 @@ export class LmdbStorage implements Storage {
       const kv = new StagedView();
       const tx = transactionRepositories(kv, this.#layout, this.#jobs);
       const result = await this.#scope.run(scope, () => fn(tx.repositories));
+      let committed = (): void => undefined;
       if (!kv.empty || tx.outbox.events.length > 0) {
         this.#root.transactionSync(() => {
           kv.commit();
-          if (tx.outbox.events.length > 0) this.#outbox.appendInTransaction(tx.outbox.events);
+          if (tx.outbox.events.length > 0) committed = this.outbox.appendInTransaction(tx.outbox.events);
         });
       }
+      committed();
       tx.jobs.commit();
       return result;
     } finally {
@@ -113,7 +115,7 @@ export class LmdbStorage implements Storage {
     const release = await this.#lock.acquire();
     try {
       this.#closed = true;
-      await this.#outbox.close();
+      await this.outbox.close();
       await this.#root.close();
     } finally {
       release();
