@@ -139,6 +139,15 @@ describe('the LMDB backend', () => {
     });
   });
 
+  it('refuses a second storage on an environment open in this process, and opens it again once closed', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    await expect(LmdbStorage.open({ path: join(dir, '.') })).rejects.toThrow(/open already/);
+    await storage.close();
+    const again = await LmdbStorage.open({ path: dir });
+    await again.storage.close();
+  });
+
   it('writes a record changed many times in one transaction once, with its last value', async () => {
     const dir = freshDir();
     const { storage } = await LmdbStorage.open({ path: dir });

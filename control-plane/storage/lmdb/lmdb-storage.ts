@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { resolve } from 'node:path';
 import { open, type RootDatabase } from 'lmdb';
 import { SvcError } from '../../../core/errors/index.ts';
 import { LmdbOutboxStorage } from '../../../core/outbox/lmdb-outbox-storage.ts';
@@ -17,6 +18,12 @@ export interface LmdbStorageOptions {
   onCheckFailure?: (error: unknown) => void;
   migrations?: readonly Migration[];
 }
+
+/**
+ * Environments open in this process. A second storage on one environment would hold a lock and
+ * outbox sequence of its own beside the first, so it is refused.
+ */
+const openPaths = new Set<string>();
 
 /** Marks the transaction an async context runs in, so that a nested one is refused, not deadlocked. */
 interface Scope {
@@ -40,10 +47,12 @@ export class LmdbStorage implements Storage {
   readonly #jobs = new JobLeases();
   readonly #scope = new AsyncLocalStorage<Scope>();
   readonly #onCheckFailure: (error: unknown) => void;
+  readonly #path: string;
   #closed = false;
 
-  private constructor(root: RootDatabase, options: LmdbStorageOptions) {
+  private constructor(root: RootDatabase, path: string, options: LmdbStorageOptions) {
     this.#root = root;
+    this.#path = path;
     this.#layout = new Layout(root);
     this.read = recordRepositories(new CommittedView(), this.#layout);
     this.outbox = new LmdbOutboxStorage({ root });
@@ -55,12 +64,15 @@ export class LmdbStorage implements Storage {
    * migrations; `applied` lists the versions this start applied.
    */
   static async open(options: LmdbStorageOptions): Promise<{ storage: LmdbStorage; applied: number[] }> {
-    const root = open({ path: options.path, maxDbs: 8, compression: false });
-    const storage = new LmdbStorage(root, options);
+    const path = resolve(options.path);
+    if (openPaths.has(path)) throw new Error(`LMDB storage ${path} is open already in this process`);
+    const root = open({ path, maxDbs: 8, compression: false });
+    openPaths.add(path);
+    const storage = new LmdbStorage(root, path, options);
     try {
       return { storage, applied: storage.#migrate(options.migrations ?? MIGRATIONS) };
     } catch (error) {
-      await root.close();
+      await storage.close();
       throw error;
     }
   }
@@ -118,6 +130,7 @@ export class LmdbStorage implements Storage {
       await this.outbox.close();
       await this.#root.close();
     } finally {
+      openPaths.delete(this.#path);
       release();
     }
   }
