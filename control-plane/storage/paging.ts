@@ -1,6 +1,9 @@
 import { SvcError } from '../../core/errors/index.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Page, type PageRequest } from './storage.ts';
 
+/** Longer than any token a list issues (its last key's ids are bounded): refused unread. */
+const MAX_TOKEN_LENGTH = 4096;
+
 /** A position in a list: the key of the last item returned, as the backend orders it. */
 export type PageKey = ReadonlyArray<string | number>;
 
@@ -33,7 +36,7 @@ export function decodePageToken(
   if (token === undefined || token === null || token === '') return undefined;
   let key: unknown;
   try {
-    if (!/^[A-Za-z0-9_-]+$/.test(token)) throw new Error('not base64url');
+    if (token.length > MAX_TOKEN_LENGTH || !/^[A-Za-z0-9_-]+$/.test(token)) throw new Error('not a token');
     key = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
   } catch {
     throw invalid('page_token', 'not a token this list issued');

@@ -192,7 +192,8 @@ export function storageContract(backend: string, factory: StorageFactory): void 
             fieldViolations: [{ field: 'page_size' }],
           });
         }
-        for (const pageToken of ['not a token', 'e30', Buffer.from('[1,2,3]').toString('base64url')]) {
+        const oversized = 'A'.repeat(100_000);
+        for (const pageToken of ['not a token', 'e30', Buffer.from('[1,2,3]').toString('base64url'), oversized]) {
           await expect(storage.read.budgets.list(A, { pageToken })).rejects.toMatchObject({
             code: 'SVC-SYS-9002',
             fieldViolations: [{ field: 'page_token' }],
