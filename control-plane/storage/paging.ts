@@ -2,7 +2,7 @@ import { SvcError } from '../../core/errors/index.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Page, type PageRequest } from './storage.ts';
 
 /** Longer than any token a list issues (its last key's ids are bounded): refused unread. */
-const MAX_TOKEN_LENGTH = 4096;
+const MAX_TOKEN_LENGTH = 16_384;
 
 /** A position in a list: the key of the last item returned, as the backend orders it. */
 export type PageKey = ReadonlyArray<string | number>;
