@@ -28,7 +28,20 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': ['error', { patterns: ['**/control-plane/**', '**/standalone/**'] }] },
   },
   {
+    // The control plane reaches its state through control-plane/storage only; its LMDB backend alone opens LMDB.
     files: ['control-plane/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [{ name: 'lmdb', message: 'use the repositories of control-plane/storage' }],
+          patterns: ['**/proxy/**', '**/standalone/**'],
+        },
+      ],
+    },
+  },
+  {
+    files: ['control-plane/storage/lmdb/**/*.ts'],
     rules: { 'no-restricted-imports': ['error', { patterns: ['**/proxy/**', '**/standalone/**'] }] },
   },
   {

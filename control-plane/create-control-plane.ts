@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import type { LookupFunction } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -34,8 +33,8 @@ import { eventRoutes } from './rest/routes/events.ts';
 import { operationalRoutes } from './rest/routes/operational.ts';
 import { policyRoutes } from './rest/routes/policies.ts';
 import { tenantRoutes } from './rest/routes/tenants.ts';
-import { migrate, schemaVersion } from './store/migrations.ts';
-import { Store } from './store/store.ts';
+import { openStorage } from './storage/open-storage.ts';
+import type { Storage } from './storage/storage.ts';
 import { Tenants } from './tenants/tenants.ts';
 import { WebhookSecrets } from './tenants/webhook-secrets.ts';
 import type { Pricer } from './usage/pricer.ts';
@@ -56,7 +55,7 @@ export interface ControlPlaneDeps {
 
 export interface ControlPlane {
   app: FastifyInstance;
-  store: Store;
+  storage: Storage;
   services: {
     envelopes: Envelopes;
     budgets: Budgets;
@@ -79,18 +78,13 @@ export interface ControlPlane {
 export async function createControlPlane(deps: ControlPlaneDeps): Promise<ControlPlane> {
   const { config, logger, messaging } = deps;
   const clock = deps.clock ?? (() => new Date());
-  mkdirSync(config.data_dir, { recursive: true });
-  const store = new Store(`${config.data_dir}/control-plane`, (error) =>
-    logger.error({ err: error }, 'storage write failed'),
-  );
-  const applied = migrate(store);
-  if (applied.length > 0) logger.info({ applied, schema_version: schemaVersion(store) }, 'storage migrated');
+  const storage = await openStorage(config, logger);
 
   const metrics = deps.metrics ?? new ControlPlaneMetrics();
-  const audit = new AuditLog(store, clock);
-  const tenants = new Tenants(store);
-  const keys = new ApiKeys(store);
-  const webhookSecrets = new WebhookSecrets(store, clock, config.webhook_secret_grace_seconds * 1000);
+  const audit = new AuditLog(storage, clock);
+  const tenants = new Tenants(storage);
+  const keys = new ApiKeys(storage);
+  const webhookSecrets = new WebhookSecrets(storage, clock, config.webhook_secret_grace_seconds * 1000);
   const webhookTargets = new WebhookTargets({
     allowHttp: config.webhook_allow_http,
     allowedHosts: config.webhook_allowed_hosts,
@@ -106,14 +100,14 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     logger.child({ component: 'webhooks' }),
   );
   const outbox = openPublicationOutbox({
-    store,
+    storage,
     bus: messaging.bus,
     registry: metrics.registry,
     logger: logger.child({ component: 'outbox' }),
   });
-  const effects = new EffectDispatcher({ store, outbox, webhooks, log: logger.child({ component: 'effects' }) });
+  const effects = new EffectDispatcher({ storage, outbox, webhooks, log: logger.child({ component: 'effects' }) });
   const budgets = new Budgets({
-    store,
+    storage,
     audit,
     effects,
     clock,
@@ -121,16 +115,18 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   });
   const judge = createBuiltinJudge(builtinJudgeOptions(config));
   const policies = new Policies({
-    store,
+    storage,
     audit,
     effects,
     judge,
     clock,
     observe: (r) => metrics.observePolicy(r),
   });
-  metrics.reportBudgetSpend(() => budgets.spendByBudget([SYSTEM_TENANT, ...tenants.list().map((t) => t.tenant_id)]));
-  const envelopes = new Envelopes({ store, audit, budgets, policies, effects, clock, pricer: deps.pricer });
-  const leases = new LeaseLedger(store, budgets, clock, config.lease_ttl_seconds * 1000);
+  metrics.reportBudgetSpend(async () =>
+    budgets.spendByBudget([SYSTEM_TENANT, ...(await tenants.list()).map((t) => t.tenant_id)]),
+  );
+  const envelopes = new Envelopes({ storage, audit, budgets, policies, effects, clock, pricer: deps.pricer });
+  const leases = new LeaseLedger(storage, clock, config.lease_ttl_seconds * 1000);
 
   const publisher = new StatePublisher({
     messaging,
@@ -143,9 +139,8 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   });
   await publisher.start();
   effects.attach(publisher);
-  const leaseService = await serveLeases({ messaging, store, leases, effects });
+  const leaseService = await serveLeases({ messaging, leases, effects });
   const processor = new EventProcessor({
-    store,
     audit,
     pricer: deps.pricer,
     messaging,
@@ -182,34 +177,26 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
   brainRoutes(routes, judge);
-  apiKeyRoutes(routes, { keys, store, audit, clock });
-  tenantRoutes(routes, { tenants, webhookSecrets, store, audit, effects, clock });
+  apiKeyRoutes(routes, { keys, storage, audit, clock });
+  tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);
-  eventRoutes(routes, store);
+  eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
   operationalRoutes(routes, {
     version: config.version,
-    schemaVersion: () => schemaVersion(store),
+    schemaVersion: () => storage.schemaVersion(),
     metrics,
     outboxDepth: () => outbox.depth(),
     checks: {
-      database: () => {
-        try {
-          schemaVersion(store);
-          return { status: 'ok' };
-        } catch (error) {
-          // /health is public: the cause goes to the log, not to whoever asks.
-          logger.error({ err: error }, 'storage check failed');
-          return { status: 'down', detail: 'storage not readable' };
-        }
-      },
-      event_bus: () => (messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
+      database: () => storage.health(),
+      event_bus: () =>
+        Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
     },
   });
 
   return {
     app,
-    store,
+    storage,
     services: { envelopes, budgets, policies, keys, tenants, audit, leases },
     processor,
     webhooks,
@@ -229,7 +216,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);
       await outbox.close();
       await webhooks.close();
-      await store.close();
+      await storage.close();
     },
   };
 }

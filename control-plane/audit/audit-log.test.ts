@@ -1,27 +1,33 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AuditRecord } from '../../core/domain/index.ts';
-import { Store } from '../store/store.ts';
+import { rawLmdb } from '../../test/storage/lmdb-raw.ts';
+import { LmdbStorage } from '../storage/lmdb/lmdb-storage.ts';
 import { AuditLog } from './audit-log.ts';
 
-let store: Store;
-afterEach(async () => store.close());
+let storage: LmdbStorage;
+let dir: string;
+afterEach(async () => {
+  await storage.close();
+  rmSync(dir, { recursive: true, force: true });
+});
 
-function setup(): AuditLog {
-  store = new Store(mkdtempSync(join(tmpdir(), 'audit-')));
-  const log = new AuditLog(store);
-  store.transaction(() => {
+async function setup(): Promise<AuditLog> {
+  dir = mkdtempSync(join(tmpdir(), 'audit-'));
+  ({ storage } = await LmdbStorage.open({ path: dir }));
+  const log = new AuditLog(storage);
+  await storage.withTransaction(async (tx) => {
     for (const action of ['policy.create', 'envelope.create', 'policy.evaluate']) {
-      log.append('t1', {
+      await log.append(tx, 't1', {
         actor: { type: 'api_key', id: 'k1' },
         action,
         resource: { type: action.split('.')[0]!, id: 'r' },
         result: 'ok',
       });
     }
-    log.append('t2', {
+    await log.append(tx, 't2', {
       actor: { type: 'api_key', id: 'k2' },
       action: 'budget.create',
       resource: { type: 'budget', id: 'b' },
@@ -31,44 +37,74 @@ function setup(): AuditLog {
   return log;
 }
 
+/** Changes the stored chain as someone with the disk could, then opens the storage again. */
+async function tamper(change: (raw: ReturnType<typeof rawLmdb>) => void): Promise<AuditLog> {
+  await storage.close();
+  const raw = rawLmdb(dir);
+  change(raw);
+  await raw.close();
+  ({ storage } = await LmdbStorage.open({ path: dir }));
+  return new AuditLog(storage);
+}
+
 describe('AuditLog', () => {
-  it('chains records per tenant and verifies them', () => {
-    const log = setup();
-    const records = log.query('t1', { limit: 10 });
+  it('chains records per tenant and verifies them', async () => {
+    const log = await setup();
+    const records = await log.query('t1', { limit: 10 });
     expect(records.map((r) => r.seq)).toEqual([3, 2, 1]);
     expect(records[0]!.prev_hash).toBe(records[1]!.hash);
-    expect(log.verify('t1')).toEqual({ valid: true, checked: 3, first_invalid_seq: null, reason: null });
-    expect(log.query('t2', { limit: 10 })).toHaveLength(1);
+    expect(await log.verify('t1')).toEqual({ valid: true, checked: 3, first_invalid_seq: null, reason: null });
+    expect(await log.query('t2', { limit: 10 })).toHaveLength(1);
   });
 
-  it('filters by action, resource type and actor', () => {
-    const log = setup();
-    expect(log.query('t1', { action: 'policy.evaluate', limit: 10 }).map((r) => r.action)).toEqual(['policy.evaluate']);
-    expect(log.query('t1', { resource_type: 'policy', limit: 10 })).toHaveLength(2);
-    expect(log.query('t1', { actor_id: 'nobody', limit: 10 })).toHaveLength(0);
+  it('filters by action, resource type and actor', async () => {
+    const log = await setup();
+    expect((await log.query('t1', { action: 'policy.evaluate', limit: 10 })).map((r) => r.action)).toEqual([
+      'policy.evaluate',
+    ]);
+    expect(await log.query('t1', { resource_type: 'policy', limit: 10 })).toHaveLength(2);
+    expect(await log.query('t1', { actor_id: 'nobody', limit: 10 })).toHaveLength(0);
+    expect(await log.query('t1', { limit: 2 })).toHaveLength(2);
   });
 
-  it('detects an altered record', () => {
-    const log = setup();
-    const record = store.get<AuditRecord>('t1', 'audit', 2)!;
-    store.transaction(() => store.put('t1', 'audit', 2, { ...record, result: 'deny' }));
-    expect(log.verify('t1')).toMatchObject({ valid: false, first_invalid_seq: 2 });
-    expect(log.verify('t2').valid).toBe(true);
+  it('detects an altered record', async () => {
+    await setup();
+    const log = await tamper((raw) =>
+      raw.put('t1', 'audit', 2, { ...raw.get<AuditRecord>('t1', 'audit', 2)!, result: 'deny' }),
+    );
+    expect(await log.verify('t1')).toMatchObject({ valid: false, first_invalid_seq: 2 });
+    expect((await log.verify('t2')).valid).toBe(true);
   });
 
-  it('detects a removed record, at the end or in the middle', () => {
-    const log = setup();
-    store.transaction(() => store.remove('t1', 'audit', 3));
-    expect(log.verify('t1')).toMatchObject({ valid: false, first_invalid_seq: 3 });
-    store.transaction(() => store.remove('t1', 'audit', 1));
-    expect(log.verify('t1')).toMatchObject({ valid: false, first_invalid_seq: 2 });
+  it('detects a removed record, at the end or in the middle', async () => {
+    await setup();
+    const atTheEnd = await tamper((raw) => raw.remove('t1', 'audit', 3));
+    expect(await atTheEnd.verify('t1')).toMatchObject({ valid: false, first_invalid_seq: 3 });
+    const inTheMiddle = await tamper((raw) => raw.remove('t1', 'audit', 1));
+    expect(await inTheMiddle.verify('t1')).toMatchObject({ valid: false, first_invalid_seq: 2 });
   });
 
-  it('keeps the chain whole over text with unpaired surrogates, which storage gives back altered', () => {
-    const log = setup();
+  it('verifies a chain longer than one page', async () => {
+    const log = await setup();
+    await storage.withTransaction(async (tx) => {
+      for (let i = 0; i < 250; i++)
+        await log.append(tx, 't1', {
+          actor: { type: 'system', id: 's' },
+          action: 'x',
+          resource: { type: 'x', id: 'x' },
+          result: 'ok',
+        });
+    });
+    expect(await log.verify('t1')).toEqual({ valid: true, checked: 253, first_invalid_seq: null, reason: null });
+    const tampered = await tamper((raw) => raw.remove('t1', 'audit', 180));
+    expect(await tampered.verify('t1')).toMatchObject({ valid: false, first_invalid_seq: 181, checked: 179 });
+  });
+
+  it('keeps the chain whole over text with unpaired surrogates, which storage gives back altered', async () => {
+    const log = await setup();
     const odd = 'denied \ud800 and \udfff';
-    store.transaction(() =>
-      log.append('t1', {
+    await storage.withTransaction((tx) =>
+      log.append(tx, 't1', {
         actor: { type: 'proxy', id: `proxy:\ud83d` },
         action: 'policy.evaluate',
         resource: { type: 'action', id: 'tool:shell' },
@@ -76,8 +112,8 @@ describe('AuditLog', () => {
         metadata: { message: odd, [`key\udc00`]: [odd] },
       }),
     );
-    expect(log.verify('t1')).toEqual({ valid: true, checked: 4, first_invalid_seq: null, reason: null });
-    const [stored] = log.query('t1', { limit: 1 });
+    expect(await log.verify('t1')).toEqual({ valid: true, checked: 4, first_invalid_seq: null, reason: null });
+    const [stored] = await log.query('t1', { limit: 1 });
     expect(stored!.metadata).toEqual({
       message: 'denied \ufffd and \ufffd',
       ['key\ufffd']: ['denied \ufffd and \ufffd'],

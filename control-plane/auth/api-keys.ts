@@ -7,7 +7,8 @@ import {
   type CreateApiKeyRequestSchema,
   type Principal,
 } from '../../core/domain/index.ts';
-import type { Store } from '../store/store.ts';
+import { collectPages } from '../storage/paging.ts';
+import type { Repositories, Storage } from '../storage/storage.ts';
 import { generateApiKey, hashKey, keyHint, parseKeyId, sameHash } from './key-format.ts';
 
 type CreateApiKeyRequest = z.infer<typeof CreateApiKeyRequestSchema>;
@@ -34,14 +35,19 @@ export function toKeyView(record: ApiKeyRecord, now: Date): ApiKeyView {
 
 /** API keys of TenantService: create (secret shown once), list, revoke, and authentication. */
 export class ApiKeys {
-  private readonly store: Store;
+  private readonly storage: Storage;
 
-  constructor(store: Store) {
-    this.store = store;
+  constructor(storage: Storage) {
+    this.storage = storage;
   }
 
-  /** Stages the key in the current transaction and returns the record with the one-time secret. */
-  create(tenant: string, request: CreateApiKeyRequest, now: Date): { record: ApiKeyRecord; secret: string } {
+  /** Stores the key in the caller's transaction and returns the record with the one-time secret. */
+  async create(
+    tx: Repositories,
+    tenant: string,
+    request: CreateApiKeyRequest,
+    now: Date,
+  ): Promise<{ record: ApiKeyRecord; secret: string }> {
     const { id, secret } = generateApiKey();
     const record: ApiKeyRecord = {
       id,
@@ -58,36 +64,28 @@ export class ApiKeys {
       revoked_at: null,
       last_used_at: null,
     };
-    this.store.put(tenant, 'api_key', id, record);
-    this.store.putGlobal(tenant, 'api_key', id);
+    await tx.apiKeys.insert(tenant, record);
     return { record, secret };
   }
 
-  list(tenant: string): ApiKeyRecord[] {
-    return [...this.store.list<ApiKeyRecord>(tenant, 'api_key')];
+  list(tenant: string): Promise<ApiKeyRecord[]> {
+    return collectPages((page) => this.storage.read.apiKeys.list(tenant, page));
   }
 
-  get(tenant: string, id: string): ApiKeyRecord {
-    const record = this.store.get<ApiKeyRecord>(tenant, 'api_key', id);
+  /** Revokes in the caller's transaction; a key revoked before stays as it was. */
+  async revoke(tx: Repositories, tenant: string, id: string, now: Date): Promise<ApiKeyRecord> {
+    const record = await tx.apiKeys.revoke(tenant, id, now.toISOString());
     if (record === undefined) throw new SvcError('SVC-SYS-9006', `API key ${id} not found`, { key_id: id });
     return record;
   }
 
-  revoke(tenant: string, id: string, now: Date): ApiKeyRecord {
-    const record = this.get(tenant, id);
-    if (record.revoked_at !== null) return record;
-    const revoked = { ...record, revoked_at: now.toISOString() };
-    this.store.put(tenant, 'api_key', id, revoked);
-    return revoked;
-  }
-
   /** The principal of a presented key, or null when it is unknown, revoked or expired. */
-  authenticate(secret: string, now: Date): Principal | null {
+  async authenticate(secret: string, now: Date): Promise<Principal | null> {
     const id = parseKeyId(secret);
     if (id === null) return null;
-    const tenant = this.store.getGlobal<string>('api_key', id);
+    const tenant = await this.storage.read.apiKeys.tenantOf(id);
     if (tenant === undefined) return null;
-    const record = this.store.get<ApiKeyRecord>(tenant, 'api_key', id);
+    const record = await this.storage.read.apiKeys.get(tenant, id);
     if (record === undefined || !sameHash(record.key_hash, hashKey(secret)) || keyStatus(record, now) !== 'active')
       return null;
     return {

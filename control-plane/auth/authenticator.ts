@@ -48,7 +48,7 @@ export class Authenticator {
     const principal =
       this.jwt !== null && looksLikeJwt(token)
         ? await this.jwt.verify(token)
-        : this.keys.authenticate(token, this.clock());
+        : await this.keys.authenticate(token, this.clock());
     if (principal === null) throw new SvcError('SVC-SYS-9003', 'invalid, expired or revoked credentials');
     return principal;
   }

@@ -7,11 +7,11 @@ import type { Tenants } from '../tenants/tenants.ts';
  * with X-Tenant-ID or a `tenant_id` in the body or query. Anyone else naming a different tenant is
  * refused rather than silently corrected, so a misconfigured client learns of it at once.
  */
-export function resolveTenant(
+export async function resolveTenant(
   principal: Principal,
   tenants: Tenants,
   requested: { header?: string | undefined; field?: string | undefined; fieldName?: string },
-): string {
+): Promise<string> {
   const { header, field } = requested;
   if (header !== undefined && field !== undefined && header !== field) {
     throw new SvcError('SVC-SYS-9002', 'X-Tenant-ID and tenant_id name different tenants', {}, [
@@ -33,6 +33,7 @@ export function resolveTenant(
       ],
     );
   }
-  if (!tenants.exists(wanted)) throw new SvcError('SVC-SYS-9006', `tenant ${wanted} not found`, { tenant_id: wanted });
+  if (!(await tenants.exists(wanted)))
+    throw new SvcError('SVC-SYS-9006', `tenant ${wanted} not found`, { tenant_id: wanted });
   return wanted;
 }

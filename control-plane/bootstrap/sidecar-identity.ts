@@ -1,10 +1,9 @@
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { freshUsage, type Budget } from '../../core/domain/index.ts';
+import { freshUsage, SYSTEM_TENANT, type Budget } from '../../core/domain/index.ts';
 import type { ControlPlane } from '../create-control-plane.ts';
 import { SYSTEM_ACTOR } from '../caller.ts';
-import { noEffects } from '../effects/effects.ts';
 import { randomUUID } from 'node:crypto';
 
 export const SidecarIdentitySchema = z.object({
@@ -32,16 +31,16 @@ export async function ensureSidecarIdentity(
   if (
     saved !== undefined &&
     saved.tenant_id === tenantId &&
-    plane.services.budgets.find(tenantId, options.budgetId ?? saved.budget_id) !== undefined
+    (await plane.services.budgets.find(tenantId, options.budgetId ?? saved.budget_id)) !== undefined
   ) {
     return { identity: { ...saved, budget_id: options.budgetId ?? saved.budget_id }, created: false };
   }
-  const { store, services } = plane;
+  const { services } = plane;
   const now = clock();
-  const identity = store.transaction(() => {
-    if (!services.tenants.exists(tenantId)) {
-      services.tenants.create({ tenant_id: tenantId, name: tenantId, created_at: now.toISOString() });
-      services.audit.append(tenantId, {
+  const identity = await plane.effects.commit(async (tx, effects) => {
+    if (tenantId !== SYSTEM_TENANT && (await tx.tenants.get(tenantId)) === undefined) {
+      await services.tenants.create(tx, { tenant_id: tenantId, name: tenantId, created_at: now.toISOString() });
+      await services.audit.append(tx, tenantId, {
         actor: SYSTEM_ACTOR,
         action: 'tenant.create',
         resource: { type: 'tenant', id: tenantId },
@@ -50,7 +49,7 @@ export async function ensureSidecarIdentity(
       });
     }
     let budgetId = options.budgetId;
-    if (budgetId === undefined || services.budgets.find(tenantId, budgetId) === undefined) {
+    if (budgetId === undefined || (await services.budgets.find(tenantId, budgetId, tx)) === undefined) {
       const base = { period: 'total' as const, created_at: now.toISOString() };
       const budget: Budget = {
         budget_id: budgetId ?? randomUUID(),
@@ -76,8 +75,8 @@ export async function ensureSidecarIdentity(
         created_at: base.created_at,
         updated_at: base.created_at,
       };
-      services.budgets.save(tenantId, budget);
-      services.audit.append(tenantId, {
+      await services.budgets.insert(tx, tenantId, budget);
+      await services.audit.append(tx, tenantId, {
         actor: SYSTEM_ACTOR,
         action: 'budget.create',
         resource: { type: 'budget', id: budget.budget_id },
@@ -86,28 +85,23 @@ export async function ensureSidecarIdentity(
       });
       budgetId = budget.budget_id;
     }
-    const key = services.keys.create(
+    const key = await services.keys.create(
+      tx,
       tenantId,
       { name: 'sidecar', scopes: [...SIDECAR_SCOPES], expires_in_seconds: 0 },
       now,
     );
-    services.audit.append(tenantId, {
+    await services.audit.append(tx, tenantId, {
       actor: SYSTEM_ACTOR,
       action: 'api_key.create',
       resource: { type: 'api_key', id: key.record.id },
       result: 'created',
       metadata: { name: 'sidecar' },
     });
+    effects.changes.push({ kind: 'ruleset', tenant: tenantId }, { kind: 'budget', tenant: tenantId, budgetId });
     return { tenant_id: tenantId, budget_id: budgetId, api_key: key.secret };
   });
   writeFileSync(file, JSON.stringify(identity, null, 2), { mode: 0o600 });
   chmodSync(file, 0o600);
-  await plane.effects.dispatch({
-    ...noEffects(),
-    changes: [
-      { kind: 'ruleset', tenant: tenantId },
-      { kind: 'budget', tenant: tenantId, budgetId: identity.budget_id },
-    ],
-  });
   return { identity, created: true };
 }

@@ -3,6 +3,7 @@ import { SvcError } from '../../core/errors/index.ts';
 import {
   budgetStatus,
   checkBudget,
+  currentPeriod,
   DEFAULT_ALERTS,
   freshUsage,
   microsToUsd,
@@ -16,12 +17,13 @@ import {
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
-import { noEffects } from '../effects/effects.ts';
-import type { Store } from '../store/store.ts';
+import type { BudgetSpend } from '../observability/metrics.ts';
+import { collectPages } from '../storage/paging.ts';
+import type { Readers, Repositories, Storage } from '../storage/storage.ts';
 import { budgetError } from './budget-errors.ts';
 
 export interface BudgetDeps {
-  store: Store;
+  storage: Storage;
   /** Why an alert's webhook URL may not be stored, or null (WebhookTargets.problemWith). */
   webhookUrlProblem: (url: string) => string | null;
   audit: AuditLog;
@@ -73,81 +75,79 @@ export class Budgets {
       created_at: base.created_at,
       updated_at: base.created_at,
     };
-    this.deps.store.transaction(() => {
-      this.deps.store.put(caller.tenant, 'budget', budget.budget_id, budget);
-      this.deps.audit.append(caller.tenant, {
+    await this.deps.effects.commit(async (tx, effects) => {
+      await this.insert(tx, caller.tenant, budget);
+      await this.deps.audit.append(tx, caller.tenant, {
         actor: actorOf(caller.principal),
         action: 'budget.create',
         resource: { type: 'budget', id: budget.budget_id },
         result: 'created',
         metadata: { name: budget.name, limits: budget.limits },
       });
-    });
-    await this.deps.effects.dispatch({
-      ...noEffects(),
-      changes: [{ kind: 'budget', tenant: caller.tenant, budgetId: budget.budget_id }],
+      effects.changes.push({ kind: 'budget', tenant: caller.tenant, budgetId: budget.budget_id });
     });
     return budget;
   }
 
   /** The budget as of now (usage rolled into the current period), or SVC-BUD-3002. */
-  get(tenant: string, budgetId: string): Budget {
-    const budget = this.find(tenant, budgetId);
+  async get(tenant: string, budgetId: string, from: Readers = this.deps.storage.read): Promise<Budget> {
+    const budget = await this.find(tenant, budgetId, from);
     if (budget === undefined)
       throw new SvcError('SVC-BUD-3002', `budget ${budgetId} not found`, { budget_id: budgetId });
     return budget;
   }
 
-  find(tenant: string, budgetId: string): Budget | undefined {
-    const stored = this.deps.store.get<Budget>(tenant, 'budget', budgetId);
+  async find(tenant: string, budgetId: string, from: Readers = this.deps.storage.read): Promise<Budget | undefined> {
+    const stored = await from.budgets.get(tenant, budgetId);
     return stored === undefined ? undefined : rollOver(stored, this.deps.clock());
   }
 
-  list(tenant: string, status: BudgetStatus | 'all'): Budget[] {
+  async list(tenant: string, status: BudgetStatus | 'all'): Promise<Budget[]> {
     const now = this.deps.clock();
-    const out: Budget[] = [];
-    for (const stored of this.deps.store.list<Budget>(tenant, 'budget')) {
-      const budget = rollOver(stored, now);
-      if (status === 'all' || budgetStatus(budget, now) === status) out.push(budget);
-    }
-    return out;
+    const stored = await collectPages((page) => this.deps.storage.read.budgets.list(tenant, page));
+    return stored.map((b) => rollOver(b, now)).filter((b) => status === 'all' || budgetStatus(b, now) === status);
   }
 
   /** Current-period spend of every budget of these tenants, for the budget usage gauge. */
-  *spendByBudget(
-    tenants: Iterable<string>,
-  ): Generator<{ tenant_id: string; budget_id: string; usd: number; limit_usd: number | null }> {
+  async spendByBudget(tenants: Iterable<string>): Promise<BudgetSpend[]> {
+    const out: BudgetSpend[] = [];
     for (const tenant of tenants) {
-      for (const budget of this.list(tenant, 'all'))
-        yield {
+      for (const budget of await this.list(tenant, 'all'))
+        out.push({
           tenant_id: tenant,
           budget_id: budget.budget_id,
           usd: microsToUsd(budget.usage.cost_micros),
           limit_usd: budget.limits.max_cost_usd,
-        };
+        });
     }
+    return out;
   }
 
-  check(
+  async check(
     tenant: string,
     budgetId: string,
     estimate: { estimated_tokens: number; estimated_cost_usd: number },
-  ): CheckOutcome {
+  ): Promise<CheckOutcome> {
     return checkBudget(
-      this.get(tenant, budgetId),
+      await this.get(tenant, budgetId),
       { tokens: estimate.estimated_tokens, cost_micros: usdToMicros(estimate.estimated_cost_usd) },
       this.deps.clock(),
     );
   }
 
   /**
-   * Inside the envelope-creation transaction: refuse an expired, exhausted or full budget with a
-   * BudgetError, else count one more execution in the current period.
+   * Inside the envelope-creation transaction: count one more execution in the current period, or
+   * refuse an expired, exhausted or full budget with a BudgetError (the transaction then rolls the
+   * count back with everything else).
    */
-  reserveExecution(tenant: string, budgetId: string): Budget {
+  async reserveExecution(tx: Repositories, tenant: string, budgetId: string): Promise<Budget> {
     const now = this.deps.clock();
-    const budget = this.find(tenant, budgetId);
-    if (budget === undefined) {
+    const stored = await tx.budgets.get(tenant, budgetId);
+    const outcome =
+      stored === undefined
+        ? undefined
+        : await tx.budgets.reserveExecution(tenant, budgetId, currentPeriod(stored, now), now.toISOString());
+    if (outcome === undefined) {
       throw new SvcError(
         'SVC-BUD-3005',
         `budget ${budgetId} is not a budget of this tenant`,
@@ -155,25 +155,24 @@ export class Budgets {
         [{ field: 'budget_id', description: 'no such budget in this tenant' }],
       );
     }
+    const { budget, reserved } = outcome;
     const status = budgetStatus(budget, now);
     if (status === 'expired')
       throw budgetError('SVC-BUD-3003', budget, `budget ${budgetId} expired at ${budget.expires_at}`);
     if (status === 'exhausted')
       throw budgetError('SVC-BUD-3001', budget, `budget ${budgetId} is exhausted for the current period`);
-    const { max_executions } = budget.limits;
-    if (max_executions !== null && budget.usage.executions >= max_executions) {
-      throw budgetError('SVC-BUD-3004', budget, `budget ${budgetId} allows ${max_executions} executions per period`);
+    if (!reserved) {
+      throw budgetError(
+        'SVC-BUD-3004',
+        budget,
+        `budget ${budgetId} allows ${budget.limits.max_executions} executions per period`,
+      );
     }
-    const updated: Budget = {
-      ...budget,
-      usage: { ...budget.usage, executions: budget.usage.executions + 1 },
-      updated_at: now.toISOString(),
-    };
-    this.deps.store.put(tenant, 'budget', budgetId, updated);
-    return updated;
+    return budget;
   }
 
-  save(tenant: string, budget: Budget): void {
-    this.deps.store.put(tenant, 'budget', budget.budget_id, budget);
+  /** Stores a new budget in the caller's transaction. */
+  insert(tx: Repositories, tenant: string, budget: Budget): Promise<void> {
+    return tx.budgets.insert(tenant, budget);
   }
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Outbox } from '../../core/outbox/outbox.ts';
 import type { TerminateSignal } from '../../core/sync/contract.ts';
-import type { Store } from '../store/store.ts';
+import type { Repositories, Storage } from '../storage/storage.ts';
 import { noEffects, type Effects, type StateChange } from './effects.ts';
 import type { WebhookSender } from './webhooks.ts';
 
@@ -17,19 +17,19 @@ export interface StateSync {
 
 /**
  * Commits changes with their bus publications and sets the rest of their effects going. A
- * publication is written to the outbox in the same store transaction as the change it
+ * publication is written to the outbox in the same storage transaction as the change it
  * announces, so it exists exactly when the change does; the outbox publishes it once NATS takes
  * it. Nothing here waits on NATS: a write answers as fast with NATS down as with it up.
  */
 export class EffectDispatcher {
-  private readonly store: Store;
+  private readonly storage: Storage;
   private readonly outbox: Outbox;
   private readonly webhooks: WebhookSender;
   private readonly log: Logger;
   private sync: StateSync | null = null;
 
-  constructor(deps: { store: Store; outbox: Outbox; webhooks: WebhookSender; log: Logger }) {
-    this.store = deps.store;
+  constructor(deps: { storage: Storage; outbox: Outbox; webhooks: WebhookSender; log: Logger }) {
+    this.storage = deps.storage;
     this.outbox = deps.outbox;
     this.webhooks = deps.webhooks;
     this.log = deps.log;
@@ -41,29 +41,25 @@ export class EffectDispatcher {
   }
 
   /**
-   * Runs `change` in one store transaction (`batch`: the write-back kind of the event processor)
-   * with the publications it collects appended to the outbox as its last step, then dispatches
-   * the other effects. Resolves with the change's result once it committed; never waits on NATS.
-   * Not to be called inside another transaction.
+   * Runs `change` in one storage transaction with the publications it collects appended to the
+   * outbox as its last step, then dispatches the other effects. Resolves with the change's result
+   * once it committed; never waits on NATS. A transaction the storage runs again (PostgreSQL, on a
+   * serialization failure) starts with no effects collected.
    */
-  commit<T>(change: (effects: Effects) => T, options: { batch?: boolean } = {}): Promise<T> {
-    const effects = noEffects();
-    let committed: () => void = () => undefined;
-    let result: T;
-    try {
-      const run = (): T => {
-        const value = change(effects);
-        committed = this.outbox.stage(
-          effects.publications.map((p) => ({ id: p.msgId, subject: p.subject, data: p.data })),
-        );
-        return value;
-      };
-      result = options.batch === true ? this.store.batch(run) : this.store.transaction(run);
-    } catch (error) {
-      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
-    }
-    committed();
-    return this.dispatch(effects).then(() => result);
+  async commit<T>(change: (tx: Repositories, effects: Effects) => Promise<T>): Promise<T> {
+    let effects = noEffects();
+    const result = await this.storage.withTransaction(async (tx) => {
+      effects = noEffects();
+      const value = await change(tx, effects);
+      await this.outbox.stage(
+        effects.publications.map((p) => ({ id: p.msgId, subject: p.subject, data: p.data })),
+        (events) => tx.outbox.append(events),
+      );
+      return value;
+    });
+    if (effects.publications.length > 0) this.outbox.notify();
+    await this.dispatch(effects);
+    return result;
   }
 
   /**

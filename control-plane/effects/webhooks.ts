@@ -7,7 +7,7 @@ import { WebhookTargetRefused, type WebhookTargets } from './webhook-targets.ts'
 
 export interface WebhookOptions {
   /** The tenant's signing keys, newest first (two during a rotation's grace period). */
-  secrets: (tenant: string) => string[];
+  secrets: (tenant: string) => Promise<string[]>;
   /** Where deliveries may connect. */
   targets: WebhookTargets;
   maxAttempts: number;
@@ -89,16 +89,14 @@ export class WebhookSender {
     fields: { url: string; delivery: string },
   ): Promise<Outcome> {
     const timestamp = String(Math.floor(Date.now() / 1000));
+    const secrets = await this.options.secrets(call.tenant);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       'user-agent': 'svc-webhooks/1',
       'x-svc-delivery': call.deliveryId,
       'x-svc-attempt': String(attempt),
       'x-svc-timestamp': timestamp,
-      'x-svc-signature': this.options
-        .secrets(call.tenant)
-        .map((secret) => signWebhook(secret, timestamp, body))
-        .join(','),
+      'x-svc-signature': secrets.map((secret) => signWebhook(secret, timestamp, body)).join(','),
     };
     if (url.username !== '') {
       const credentials = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;

@@ -18,13 +18,17 @@ import type { AuditLog } from '../audit/audit-log.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
-import type { Store } from '../store/store.ts';
+import { collectPages } from '../storage/paging.ts';
+import type { Readers, Storage } from '../storage/storage.ts';
 import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
-import { applyTransition, budgetIndexId, lifecycleMessage } from './lifecycle.ts';
+import { applyTransition, lifecycleMessage } from './lifecycle.ts';
 import type { PolicyGate } from './policy-gate.ts';
 
+/** How often a status change is tried again when another transaction moved the envelope first. */
+const MOVE_ATTEMPTS = 3;
+
 export interface EnvelopeDeps extends UsageDeps {
-  store: Store;
+  storage: Storage;
   audit: AuditLog;
   budgets: Budgets;
   policies: PolicyGate;
@@ -42,8 +46,8 @@ export class Envelopes {
 
   /** Policy check (`execution:start`), then budget validation, then the AUTHORIZED envelope. */
   async create(caller: Caller, request: CreateEnvelopeRequest): Promise<Envelope> {
-    const { store, audit, budgets, clock } = this.deps;
-    const budget = request.budget_id === undefined ? undefined : budgets.find(caller.tenant, request.budget_id);
+    const { audit, budgets, clock } = this.deps;
+    const budget = request.budget_id === undefined ? undefined : await budgets.find(caller.tenant, request.budget_id);
     const context = {
       tenant_id: caller.tenant,
       adapter_type: request.adapter_type,
@@ -76,23 +80,8 @@ export class Envelopes {
       });
     }
 
-    const envelope = await this.deps.effects.commit((effects) => {
+    const envelope = await this.deps.effects.commit(async (tx, effects) => {
       const now = clock();
-      if (
-        request.execution_id !== undefined &&
-        store.get(caller.tenant, 'execution', request.execution_id) !== undefined
-      ) {
-        throw new SvcError(
-          'SVC-SYS-9008',
-          `execution ${request.execution_id} already has an envelope`,
-          { execution_id: request.execution_id },
-          [{ field: 'execution_id', description: 'already has an envelope' }],
-        );
-      }
-      if (request.budget_id !== undefined) {
-        budgets.reserveExecution(caller.tenant, request.budget_id);
-        effects.changes.push({ kind: 'budget', tenant: caller.tenant, budgetId: request.budget_id });
-      }
       const envelopeId = randomUUID();
       const created: Envelope = {
         envelope_id: envelopeId,
@@ -116,11 +105,13 @@ export class Envelopes {
         updated_at: now.toISOString(),
         completed_at: null,
       };
-      store.put(caller.tenant, 'envelope', envelopeId, created);
-      store.put(caller.tenant, 'execution', created.execution_id, envelopeId);
-      if (created.budget_id !== null)
-        store.put(caller.tenant, 'budget_envelope', budgetIndexId(created.budget_id, envelopeId), envelopeId);
-      audit.append(caller.tenant, {
+      // A taken execution id is refused before the budget is touched.
+      await tx.envelopes.insert(caller.tenant, created, { executionTaken: 'refuse' });
+      if (request.budget_id !== undefined) {
+        await budgets.reserveExecution(tx, caller.tenant, request.budget_id);
+        effects.changes.push({ kind: 'budget', tenant: caller.tenant, budgetId: request.budget_id });
+      }
+      await audit.append(tx, caller.tenant, {
         actor: actorOf(caller.principal),
         action: 'envelope.create',
         resource: { type: 'envelope', id: envelopeId },
@@ -137,22 +128,19 @@ export class Envelopes {
     return envelope;
   }
 
-  get(tenant: string, envelopeId: string): Envelope {
-    const envelope = this.deps.store.get<Envelope>(tenant, 'envelope', envelopeId);
+  async get(tenant: string, envelopeId: string, from: Readers = this.deps.storage.read): Promise<Envelope> {
+    const envelope = await from.envelopes.get(tenant, envelopeId);
     if (envelope === undefined)
       throw new SvcError('SVC-ENV-1001', `envelope ${envelopeId} not found`, { envelope_id: envelopeId });
     return envelope;
   }
 
-  list(tenant: string, filter: { status?: EnvelopeStatus; budget_id?: string; limit: number }): Envelope[] {
-    const out: Envelope[] = [];
-    for (const e of this.deps.store.list<Envelope>(tenant, 'envelope')) {
-      if (filter.status !== undefined && e.status !== filter.status) continue;
-      if (filter.budget_id !== undefined && e.budget_id !== filter.budget_id) continue;
-      out.push(e);
-      if (out.length >= filter.limit) break;
-    }
-    return out;
+  list(tenant: string, filter: { status?: EnvelopeStatus; budget_id?: string; limit: number }): Promise<Envelope[]> {
+    return collectPages(
+      (page) =>
+        this.deps.storage.read.envelopes.list(tenant, { status: filter.status, budgetId: filter.budget_id }, page),
+      filter.limit,
+    );
   }
 
   /** Records an event (202): updates the cost summary and budget usage, fires alerts. */
@@ -173,10 +161,11 @@ export class Envelopes {
       payload: record.payload ?? {},
       source: 'rest',
     });
-    const outcome = await this.deps.effects.commit((effects) => {
-      const envelope = this.get(caller.tenant, envelopeId);
-      const applied = applyUsage(
+    const outcome = await this.deps.effects.commit(async (tx, effects) => {
+      const envelope = await this.get(caller.tenant, envelopeId, tx);
+      const applied = await applyUsage(
         this.deps,
+        tx,
         { ...message, budget_id: envelope.budget_id },
         this.deps.clock(),
         effects,
@@ -190,7 +179,7 @@ export class Envelopes {
           msgId: message.event_id,
         });
       }
-      return { ...applied, envelope: applied.envelope ?? this.get(caller.tenant, envelopeId) };
+      return { ...applied, envelope: applied.envelope ?? (await this.get(caller.tenant, envelopeId, tx)) };
     });
     return { event_id: message.event_id, duplicate: outcome.duplicate, envelope: outcome.envelope };
   }
@@ -226,29 +215,37 @@ export class Envelopes {
     reason: string | null,
     force: boolean,
   ): Promise<Envelope> {
-    return this.deps.effects.commit((effects) => {
-      const current = this.get(caller.tenant, envelopeId);
-      if (isFinal(current.status)) {
-        const code = isTerminated(current.status) ? 'SVC-ENV-1003' : 'SVC-ENV-1004';
-        throw new SvcError(code, `envelope ${envelopeId} is already ${current.status}`, {
-          envelope_id: envelopeId,
-          state: current.status,
-        });
-      }
-      if (!canTransition(current.status, to)) {
-        throw new SvcError('SVC-ENV-1002', `envelope ${envelopeId} cannot move from ${current.status} to ${to}`, {
-          envelope_id: envelopeId,
-          from: current.status,
+    return this.deps.effects.commit(async (tx, effects) => {
+      for (let attempt = 1; ; attempt++) {
+        const current = await this.get(caller.tenant, envelopeId, tx);
+        if (isFinal(current.status)) {
+          const code = isTerminated(current.status) ? 'SVC-ENV-1003' : 'SVC-ENV-1004';
+          throw new SvcError(code, `envelope ${envelopeId} is already ${current.status}`, {
+            envelope_id: envelopeId,
+            state: current.status,
+          });
+        }
+        if (!canTransition(current.status, to)) {
+          throw new SvcError('SVC-ENV-1002', `envelope ${envelopeId} cannot move from ${current.status} to ${to}`, {
+            envelope_id: envelopeId,
+            from: current.status,
+            to,
+          });
+        }
+        const moved = await applyTransition(
+          this.deps,
+          tx,
+          current,
           to,
-        });
+          { reason, actor: actorOf(caller.principal), now: this.deps.clock(), force },
+          effects,
+        );
+        if (moved !== undefined) return moved;
+        if (attempt === MOVE_ATTEMPTS)
+          throw new SvcError('SVC-SYS-9001', `envelope ${envelopeId} keeps changing; try again`, {
+            envelope_id: envelopeId,
+          });
       }
-      return applyTransition(
-        this.deps,
-        current,
-        to,
-        { reason, actor: actorOf(caller.principal), now: this.deps.clock(), force },
-        effects,
-      );
     });
   }
 }

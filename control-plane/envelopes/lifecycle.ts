@@ -4,7 +4,7 @@ import { isFinal, isTerminated } from '../../core/domain/index.ts';
 import type { EnvelopeLifecycleMessage } from '../../core/events/messages.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import type { Effects } from '../effects/effects.ts';
-import type { Store } from '../store/store.ts';
+import type { Repositories } from '../storage/storage.ts';
 
 const SUBJECT_OF: Partial<Record<EnvelopeStatus, (tenant: string) => string>> = {
   RUNNING: subjects.envelopeStarted,
@@ -29,36 +29,30 @@ export function lifecycleMessage(envelope: Envelope, force = false): EnvelopeLif
   };
 }
 
-/** Where a budget's live envelopes are indexed, so exceeding it can end them all. */
-export function budgetIndexId(budgetId: string, envelopeId: string): string {
-  return `${budgetId}/${envelopeId}`;
-}
-
 /**
- * Stages one status change of an envelope in the current transaction: the record, the budget index,
- * the audit record, and the lifecycle publication to send after commit. Callers have checked that
- * the move is allowed.
+ * Moves an envelope in the current transaction from the status it was read in: the record, the
+ * audit record, and the lifecycle publication and terminate signal to send after commit. Callers
+ * have checked that the move is allowed. Undefined when the envelope's status changed since it
+ * was read (another transaction moved it): the caller reads it again and decides anew.
  */
-export function applyTransition(
-  deps: { store: Store; audit: AuditLog },
+export async function applyTransition(
+  deps: { audit: AuditLog },
+  tx: Repositories,
   envelope: Envelope,
   to: EnvelopeStatus,
   change: { reason: string | null; actor: Actor; now: Date; force?: boolean },
   effects: Effects,
-): Envelope {
+): Promise<Envelope | undefined> {
   const at = change.now.toISOString();
-  const next: Envelope = {
-    ...envelope,
+  const tenant = envelope.tenant_id;
+  const next = await tx.envelopes.transition(tenant, envelope.envelope_id, envelope.status, {
     status: to,
     status_reason: change.reason,
     updated_at: at,
     completed_at: isFinal(to) ? at : envelope.completed_at,
-  };
-  const tenant = envelope.tenant_id;
-  deps.store.put(tenant, 'envelope', next.envelope_id, next);
-  if (isFinal(to) && next.budget_id !== null)
-    deps.store.remove(tenant, 'budget_envelope', budgetIndexId(next.budget_id, next.envelope_id));
-  deps.audit.append(tenant, {
+  });
+  if (next === undefined) return undefined;
+  await deps.audit.append(tx, tenant, {
     actor: change.actor,
     action: isFinal(to) && to !== 'COMPLETED' && to !== 'FAILED' ? 'envelope.terminate' : 'envelope.update_status',
     resource: { type: 'envelope', id: next.envelope_id },

@@ -1,24 +1,25 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
-import { LeaseRequestSchema } from '../../core/sync/contract.ts';
+import { currentPeriod, type Budget } from '../../core/domain/index.ts';
+import type { Outbox } from '../../core/outbox/outbox.ts';
+import { LeaseRequestSchema, type LeaseGrant, type LeaseRequest } from '../../core/sync/contract.ts';
 import { AuditLog } from '../audit/audit-log.ts';
 import { Budgets } from '../budgets/budgets.ts';
 import type { Caller } from '../caller.ts';
-import type { Outbox } from '../../core/outbox/outbox.ts';
 import { EffectDispatcher } from '../effects/dispatcher.ts';
 import { openPublicationOutbox } from '../effects/publication-outbox.ts';
 import { WebhookTargets } from '../effects/webhook-targets.ts';
 import { WebhookSender } from '../effects/webhooks.ts';
-import { Store } from '../store/store.ts';
+import { LmdbStorage } from '../storage/lmdb/lmdb-storage.ts';
 import { LeaseLedger } from './lease-ledger.ts';
-import { recordApplied } from './unapplied-spend.ts';
 
-let store: Store;
+let dir: string;
+let storage: LmdbStorage;
 let outbox: Outbox;
 let now: Date;
 let budgets: Budgets;
@@ -29,45 +30,83 @@ const caller: Caller = {
   requestId: 'r',
 };
 
-beforeEach(() => {
-  store = new Store(mkdtempSync(join(tmpdir(), 'lease-')));
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'lease-'));
+  ({ storage } = await LmdbStorage.open({ path: dir }));
   now = new Date('2026-11-22T10:00:00Z');
   const clock = () => now;
   const log = pino({ level: 'silent' });
   outbox = openPublicationOutbox({
-    store,
+    storage,
     bus: createMemoryMessaging({ logger: log }).bus,
     registry: new Registry(),
     logger: log,
   });
   const targets = new WebhookTargets({ allowHttp: false, allowedHosts: '' });
   const effects = new EffectDispatcher({
-    store,
+    storage,
     outbox,
-    webhooks: new WebhookSender({ secrets: () => [], targets, maxAttempts: 1, timeoutMs: 100 }, log),
+    webhooks: new WebhookSender({ secrets: () => Promise.resolve([]), targets, maxAttempts: 1, timeoutMs: 100 }, log),
     log,
   });
   budgets = new Budgets({
-    store,
-    audit: new AuditLog(store, clock),
+    storage,
+    audit: new AuditLog(storage, clock),
     effects,
     clock,
     webhookUrlProblem: (url) => targets.problemWith(url),
   });
-  ledger = new LeaseLedger(store, budgets, clock, 60_000);
+  ledger = new LeaseLedger(storage, clock, 60_000);
 });
 afterEach(async () => {
   await outbox.close();
-  await store.close();
+  await storage.close();
+  rmSync(dir, { recursive: true, force: true });
 });
 
+/** One lease request in a transaction of its own, as the lease responder makes it. */
+const handle = (request: LeaseRequest): Promise<LeaseGrant> =>
+  storage.withTransaction((tx) => ledger.handle(tx, 't', request));
+
+const outstanding = async (budgetId: string) =>
+  (await storage.read.leases.outstanding('t', budgetId, now.toISOString())).micros;
+
+const unleased = async (budgetId: string) => (await ledger.unleased('t', (await budgets.find('t', budgetId))!)).micros;
+
+async function applyUsageTokens(budget: Budget, tokens: number): Promise<void> {
+  await storage.withTransaction((tx) =>
+    tx.budgets.addUsage(
+      't',
+      budget.budget_id,
+      { tokens_input: tokens, tokens_output: 0, cost_micros: 0, executions: 0, llm_calls: 0, tool_calls: 0 },
+      currentPeriod(budget, now),
+      'refuse',
+      now.toISOString(),
+    ),
+  );
+}
+
 /** What the event processor does with a proxy's usage event: the budget's usage grows and the ledger learns it was applied. */
-function applyProxySpend(budgetId: string, micros: number): void {
-  store.transaction(() => {
-    const stored = budgets.find('t', budgetId)!;
-    const charged = { ...stored, usage: { ...stored.usage, cost_micros: stored.usage.cost_micros + micros } };
-    budgets.save('t', charged);
-    recordApplied(store, 't', charged, { tokens: 0, micros });
+async function applyProxySpend(budgetId: string, micros: number): Promise<void> {
+  await storage.withTransaction(async (tx) => {
+    const stored = (await tx.budgets.get('t', budgetId))!;
+    const delta = {
+      tokens_input: 0,
+      tokens_output: 0,
+      cost_micros: micros,
+      executions: 0,
+      llm_calls: 1,
+      tool_calls: 0,
+    };
+    const charged = await tx.budgets.addUsage(
+      't',
+      budgetId,
+      delta,
+      currentPeriod(stored, now),
+      'saturate',
+      now.toISOString(),
+    );
+    await tx.leases.addSpend('t', budgetId, charged!.usage.period_start, 'applied', { tokens: 0, micros });
   });
 }
 
@@ -97,9 +136,8 @@ describe('LeaseLedger', () => {
         max_tool_calls: null,
       },
     });
-    const grants = ['a', 'b', 'c', 'd'].map((holder) =>
-      store.transaction(() => ledger.handle('t', request(budget.budget_id, holder))),
-    );
+    const grants: LeaseGrant[] = [];
+    for (const holder of ['a', 'b', 'c', 'd']) grants.push(await handle(request(budget.budget_id, holder)));
     expect(grants.map((g) => g.micros)).toEqual([400_000, 400_000, 200_000, 0]);
     expect(grants.reduce((sum, g) => sum + (g.micros ?? 0), 0)).toBe(1_000_000);
     expect(grants[0]!.tokens).toBeNull();
@@ -120,17 +158,13 @@ describe('LeaseLedger', () => {
         max_tool_calls: null,
       },
     });
-    const first = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a')));
-    const renewed = store.transaction(() =>
-      ledger.handle('t', request(budget.budget_id, 'a', { lease_id: first.lease_id, spent_micros: 300_000 })),
-    );
+    const first = await handle(request(budget.budget_id, 'a'));
+    const renewed = await handle(request(budget.budget_id, 'a', { lease_id: first.lease_id, spent_micros: 300_000 }));
     expect(renewed.lease_id).toBe(first.lease_id);
     expect(renewed.micros).toBe(500_000);
-    expect(ledger.outstanding('t', budget.budget_id).micros).toBe(500_000);
-    store.transaction(() =>
-      ledger.handle('t', request(budget.budget_id, 'a', { lease_id: first.lease_id, release: true })),
-    );
-    expect(ledger.outstanding('t', budget.budget_id).micros).toBe(0);
+    expect(await outstanding(budget.budget_id)).toBe(500_000);
+    await handle(request(budget.budget_id, 'a', { lease_id: first.lease_id, release: true }));
+    expect(await outstanding(budget.budget_id)).toBe(0);
   });
 
   it('holds back spend reported in a renewal until the event processor has applied it, so it is never leased twice', async () => {
@@ -148,27 +182,21 @@ describe('LeaseLedger', () => {
         max_tool_calls: null,
       },
     });
-    const [a, , c] = ['a', 'b', 'c'].map((holder) =>
-      store.transaction(() => ledger.handle('t', request(budget.budget_id, holder))),
-    );
+    const [a, , c] = [
+      await handle(request(budget.budget_id, 'a')),
+      await handle(request(budget.budget_id, 'b')),
+      await handle(request(budget.budget_id, 'c')),
+    ];
     // a spent its whole 400k; the usage events have not been applied yet.
-    const renewed = store.transaction(() =>
-      ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id, spent_micros: 400_000 })),
-    );
+    const renewed = await handle(request(budget.budget_id, 'a', { lease_id: a.lease_id, spent_micros: 400_000 }));
     expect(renewed.micros).toBe(0);
-    expect(ledger.unleased('t', budgets.find('t', budget.budget_id)!).micros).toBe(0);
+    expect(await unleased(budget.budget_id)).toBe(0);
     // The processor applies them: still nothing to lease, and nothing held back twice.
-    applyProxySpend(budget.budget_id, 400_000);
-    expect(
-      store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id }))).micros,
-    ).toBe(0);
+    await applyProxySpend(budget.budget_id, 400_000);
+    expect((await handle(request(budget.budget_id, 'a', { lease_id: a.lease_id }))).micros).toBe(0);
     // c returns its 200k unspent: exactly that becomes leasable again.
-    store.transaction(() =>
-      ledger.handle('t', request(budget.budget_id, 'c', { lease_id: c!.lease_id, release: true })),
-    );
-    expect(
-      store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a!.lease_id }))).micros,
-    ).toBe(200_000);
+    await handle(request(budget.budget_id, 'c', { lease_id: c.lease_id, release: true }));
+    expect((await handle(request(budget.budget_id, 'a', { lease_id: a.lease_id }))).micros).toBe(200_000);
   });
 
   it('does not hold back reported spend the processor applied before the renewal reported it', async () => {
@@ -186,14 +214,12 @@ describe('LeaseLedger', () => {
         max_tool_calls: null,
       },
     });
-    const a = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a')));
-    applyProxySpend(budget.budget_id, 300_000);
-    const renewed = store.transaction(() =>
-      ledger.handle('t', request(budget.budget_id, 'a', { lease_id: a.lease_id, spent_micros: 300_000 })),
-    );
+    const a = await handle(request(budget.budget_id, 'a'));
+    await applyProxySpend(budget.budget_id, 300_000);
+    const renewed = await handle(request(budget.budget_id, 'a', { lease_id: a.lease_id, spent_micros: 300_000 }));
     // 100k left of the lease plus a new 400k out of the 600k neither spent nor leased.
     expect(renewed.micros).toBe(500_000);
-    expect(ledger.unleased('t', budgets.find('t', budget.budget_id)!).micros).toBe(200_000);
+    expect(await unleased(budget.budget_id)).toBe(200_000);
   });
 
   it('lets the slice of a holder that stopped renewing return to the budget', async () => {
@@ -211,10 +237,10 @@ describe('LeaseLedger', () => {
         max_tool_calls: null,
       },
     });
-    store.transaction(() => ledger.handle('t', request(budget.budget_id, 'gone', { want_micros: 1_000_000 })));
-    expect(store.transaction(() => ledger.handle('t', request(budget.budget_id, 'b'))).micros).toBe(0);
+    await handle(request(budget.budget_id, 'gone', { want_micros: 1_000_000 }));
+    expect((await handle(request(budget.budget_id, 'b'))).micros).toBe(0);
     now = new Date(now.getTime() + 61_000);
-    expect(store.transaction(() => ledger.handle('t', request(budget.budget_id, 'b'))).micros).toBe(400_000);
+    expect((await handle(request(budget.budget_id, 'b'))).micros).toBe(400_000);
   });
 
   it('grants nothing on an exhausted or unknown budget', async () => {
@@ -232,9 +258,9 @@ describe('LeaseLedger', () => {
         max_tool_calls: null,
       },
     });
-    store.transaction(() => budgets.save('t', { ...budget, usage: { ...budget.usage, tokens_input: 10 } }));
-    const grant = store.transaction(() => ledger.handle('t', request(budget.budget_id, 'a', { want_tokens: 5 })));
+    await applyUsageTokens(budget, 10);
+    const grant = await handle(request(budget.budget_id, 'a', { want_tokens: 5 }));
     expect(grant).toMatchObject({ status: 'exhausted', tokens: 0 });
-    expect(() => store.transaction(() => ledger.handle('t', request('nope', 'a')))).toThrow(/not found/);
+    await expect(handle(request('nope', 'a'))).rejects.toThrow(/not found/);
   });
 });

@@ -40,7 +40,7 @@ export class ControlPlaneMetrics {
   });
   readonly budgetUsage: Gauge<'tenant_id' | 'budget_id'>;
   readonly budgetLimit: Gauge<'tenant_id' | 'budget_id'>;
-  private budgetSpend: () => Iterable<BudgetSpend> = () => [];
+  private budgetSpend: () => Promise<Iterable<BudgetSpend>> = () => Promise.resolve([]);
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
@@ -52,9 +52,10 @@ export class ControlPlaneMetrics {
       help: 'Spend of the current period per budget',
       labelNames: ['tenant_id', 'budget_id'] as const,
       registers: [this.registry],
-      collect() {
+      async collect() {
+        const budgets = await spend();
         this.reset();
-        for (const b of spend()) this.set({ tenant_id: b.tenant_id, budget_id: b.budget_id }, b.usd);
+        for (const b of budgets) this.set({ tenant_id: b.tenant_id, budget_id: b.budget_id }, b.usd);
       },
     });
     // Beside the spend, so that "share of the budget spent" is one division in PromQL (alerts).
@@ -63,9 +64,10 @@ export class ControlPlaneMetrics {
       help: 'Cost limit per budget (budgets without one are absent)',
       labelNames: ['tenant_id', 'budget_id'] as const,
       registers: [this.registry],
-      collect() {
+      async collect() {
+        const budgets = await spend();
         this.reset();
-        for (const b of spend()) {
+        for (const b of budgets) {
           if (b.limit_usd !== null) this.set({ tenant_id: b.tenant_id, budget_id: b.budget_id }, b.limit_usd);
         }
       },
@@ -73,7 +75,7 @@ export class ControlPlaneMetrics {
   }
 
   /** Where svc_budget_usage_dollars reads each budget's current-period spend from. */
-  reportBudgetSpend(source: () => Iterable<BudgetSpend>): void {
+  reportBudgetSpend(source: () => Promise<Iterable<BudgetSpend>>): void {
     this.budgetSpend = source;
   }
 

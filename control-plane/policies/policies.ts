@@ -18,12 +18,12 @@ import {
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
-import { noEffects } from '../effects/effects.ts';
 import type { PolicyDecision, PolicyGate, PolicyQuestion } from '../envelopes/policy-gate.ts';
-import type { Store } from '../store/store.ts';
+import { collectPages } from '../storage/paging.ts';
+import type { Storage } from '../storage/storage.ts';
 
 export interface PolicyDeps {
-  store: Store;
+  storage: Storage;
   audit: AuditLog;
   effects: EffectDispatcher;
   judge: SemanticJudge;
@@ -47,44 +47,54 @@ export class Policies implements PolicyGate {
   async create(caller: Caller, request: RestCreatePolicyRequest): Promise<Policy> {
     const now = this.deps.clock();
     const policy = policyFromRestCreate(request, { tenantId: caller.tenant, policyId: randomUUID(), now });
-    this.deps.store.transaction(() => {
-      this.deps.store.put(caller.tenant, 'policy', policy.policy_id, policy);
-      this.bumpVersion(caller.tenant);
-      this.deps.audit.append(caller.tenant, {
+    await this.deps.effects.commit(async (tx, effects) => {
+      await tx.policies.insert(caller.tenant, policy);
+      await tx.policies.bumpVersion(caller.tenant);
+      await this.deps.audit.append(tx, caller.tenant, {
         actor: actorOf(caller.principal),
         action: 'policy.create',
         resource: { type: 'policy', id: policy.policy_id },
         result: 'created',
         metadata: { name: policy.name, priority: policy.priority, status: policy.status },
       });
+      effects.changes.push({ kind: 'ruleset', tenant: caller.tenant });
     });
-    await this.deps.effects.dispatch({ ...noEffects(), changes: [{ kind: 'ruleset', tenant: caller.tenant }] });
     return policy;
   }
 
-  get(tenant: string, policyId: string): Policy {
-    const policy = this.deps.store.get<Policy>(tenant, 'policy', policyId);
+  async get(tenant: string, policyId: string): Promise<Policy> {
+    const policy = await this.deps.storage.read.policies.get(tenant, policyId);
     if (policy === undefined)
       throw new SvcError('SVC-POL-2002', `policy ${policyId} not found`, { policy_id: policyId });
     return policy;
   }
 
-  list(tenant: string, filter: { status?: PolicyStatus | undefined } = {}): Policy[] {
-    const all = [...this.deps.store.list<Policy>(tenant, 'policy')];
+  /** Highest priority first, the older first among equals. */
+  async list(tenant: string, filter: { status?: PolicyStatus | undefined } = {}): Promise<Policy[]> {
+    const all = await collectPages((page) => this.deps.storage.read.policies.list(tenant, page));
     const kept = filter.status === undefined ? all : all.filter((p) => p.status === filter.status);
     return kept.sort((a, b) => b.priority - a.priority || a.created_at.localeCompare(b.created_at));
   }
 
   /** The tenant's current ruleset version; proxies compare it with what they hold. */
-  version(tenant: string): number {
-    return this.deps.store.get<number>(tenant, 'meta', 'ruleset_version') ?? 0;
+  version(tenant: string): Promise<number> {
+    return this.deps.storage.read.policies.version(tenant);
   }
 
-  ruleset(tenant: string): CompiledRuleset {
-    const version = this.version(tenant);
+  /**
+   * The tenant's policies as of its version. The version is read first: policies written after
+   * that read carry a higher version, so a snapshot never claims a version newer than its policies.
+   */
+  async snapshot(tenant: string): Promise<{ version: number; policies: Policy[] }> {
+    const version = await this.version(tenant);
+    return { version, policies: await this.list(tenant) };
+  }
+
+  async ruleset(tenant: string): Promise<CompiledRuleset> {
+    const version = await this.version(tenant);
     const cached = this.compiled.get(tenant);
     if (cached !== undefined && cached.version === version) return cached;
-    const ruleset = compileRuleset(this.list(tenant), version);
+    const ruleset = compileRuleset(await this.list(tenant), version);
     this.compiled.set(tenant, ruleset);
     return ruleset;
   }
@@ -94,12 +104,12 @@ export class Policies implements PolicyGate {
    * REQUIRE_APPROVAL. Used by POST /v1/policies/evaluate and by envelope creation alike.
    */
   async decide(caller: Caller, question: PolicyQuestion): Promise<PolicyDecision> {
-    const ruleset = this.ruleset(caller.tenant);
+    const ruleset = await this.ruleset(caller.tenant);
     const input = { action: question.action, context: question.context, policySet: question.policySet };
     const result = ruleset.needsJudge ? await evaluateAsync(ruleset, input, this.deps.judge) : evaluate(ruleset, input);
     this.deps.observe?.(result);
     const now = this.deps.clock();
-    const approvalId = await this.deps.effects.commit((effects) => {
+    const approvalId = await this.deps.effects.commit(async (tx, effects) => {
       let approval: Approval | null = null;
       if (result.decision === 'REQUIRE_APPROVAL') {
         approval = {
@@ -113,9 +123,9 @@ export class Policies implements PolicyGate {
           ...(question.envelopeId !== undefined ? { envelope_id: question.envelopeId } : {}),
           created_at: now.toISOString(),
         };
-        this.deps.store.put(caller.tenant, 'approval', approval.approval_id, approval);
+        await tx.approvals.insert(caller.tenant, approval);
       }
-      this.deps.audit.append(caller.tenant, {
+      await this.deps.audit.append(tx, caller.tenant, {
         actor: actorOf(caller.principal),
         action: 'policy.evaluate',
         resource:
@@ -154,9 +164,5 @@ export class Policies implements PolicyGate {
       return approval?.approval_id ?? null;
     });
     return { result, approvalId };
-  }
-
-  private bumpVersion(tenant: string): void {
-    this.deps.store.put(tenant, 'meta', 'ruleset_version', this.version(tenant) + 1);
   }
 }

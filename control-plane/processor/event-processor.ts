@@ -8,7 +8,6 @@ import {
   isTerminated,
   MAX_ID_LENGTH,
   TenantIdSchema,
-  type Envelope,
 } from '../../core/domain/index.ts';
 import { isSvcError } from '../../core/errors/index.ts';
 import {
@@ -22,8 +21,8 @@ import {
 import { EnvelopeOpenedSchema, type EnvelopeOpened } from '../../core/sync/contract.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Effects } from '../effects/effects.ts';
-import { applyTransition, budgetIndexId } from '../envelopes/lifecycle.ts';
-import type { Store } from '../store/store.ts';
+import { applyTransition } from '../envelopes/lifecycle.ts';
+import type { Repositories } from '../storage/storage.ts';
 import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
 
 export interface ProcessorOptions {
@@ -57,7 +56,7 @@ function invalidReason(error: z.ZodError): string {
 
 /**
  * The event processor: a durable consumer of every tenant's usage events and proxy-opened
- * envelopes. Each batch is applied to LMDB in one transaction and acknowledged after it commits,
+ * envelopes. Each batch is applied in one storage transaction and acknowledged after it commits,
  * so a crash redelivers the batch and the event-id de-duplication makes the replay count once.
  * A message that does not validate (or names another tenant than its subject) is handed back to
  * the bus to be set aside: counted, logged and dead-lettered, never silently dropped. A batch
@@ -67,7 +66,6 @@ function invalidReason(error: z.ZodError): string {
 export class EventProcessor {
   readonly stats: ProcessorStats = { batches: 0, applied: 0, duplicates: 0, rejected: 0 };
   private readonly deps: UsageDeps & {
-    store: Store;
     messaging: Messaging;
     effects: EffectDispatcher;
     logger: Logger;
@@ -114,12 +112,13 @@ export class EventProcessor {
     if (commands.length === 0) return refused;
     const now = this.deps.clock();
     try {
-      await this.deps.effects.commit(
-        (effects) => {
-          for (const command of commands) this.applyOne(command, now, effects);
-        },
-        { batch: true },
-      );
+      const counted = await this.deps.effects.commit(async (tx, effects) => {
+        const tally = { applied: 0, duplicates: 0 };
+        for (const command of commands) await this.applyOne(tx, command, now, effects, tally);
+        return tally;
+      });
+      this.stats.applied += counted.applied;
+      this.stats.duplicates += counted.duplicates;
     } catch (error) {
       // Alone, and failing with a code that says it never will succeed: no point in retrying it.
       const [only] = commands;
@@ -166,22 +165,28 @@ export class EventProcessor {
     return result.ok ? { kind: 'usage', message, data: result.data } : result.reason;
   }
 
-  private applyOne(command: Command, now: Date, effects: Effects): void {
+  private async applyOne(
+    tx: Repositories,
+    command: Command,
+    now: Date,
+    effects: Effects,
+    tally: { applied: number; duplicates: number },
+  ): Promise<void> {
     if (command.kind === 'announced') return;
-    if (command.kind === 'opened') return this.openEnvelope(command.data, now);
-    if (command.kind === 'violation') return this.auditViolation(command.data, command.message.msgId);
-    if (command.kind === 'ended') return this.endEnvelope(command.data, now, effects);
+    if (command.kind === 'opened') return this.openEnvelope(tx, command.data, now);
+    if (command.kind === 'violation') return this.auditViolation(tx, command.data, command.message.msgId);
+    if (command.kind === 'ended') return this.endEnvelope(tx, command.data, now, effects);
     const event = command.data;
-    const tenant = event.tenant_id;
     // A replay changes nothing, not even by opening the envelope it names (which may differ).
-    if (this.deps.store.get(tenant, 'event', event.event_id) !== undefined) {
-      this.stats.duplicates += 1;
+    if ((await tx.events.get(event.tenant_id, event.event_id)) !== undefined) {
+      tally.duplicates += 1;
       return;
     }
-    if (this.deps.store.get(tenant, 'envelope', event.envelope_id) === undefined && event.budget_id !== null) {
-      this.openEnvelope(
+    if (event.budget_id !== null) {
+      await this.openEnvelope(
+        tx,
         {
-          tenant_id: tenant,
+          tenant_id: event.tenant_id,
           envelope_id: event.envelope_id,
           execution_id: typeof event.payload.execution_id === 'string' ? event.payload.execution_id : event.envelope_id,
           budget_id: event.budget_id,
@@ -192,21 +197,19 @@ export class EventProcessor {
         now,
       );
     }
-    const result = applyUsage(this.deps, event, now, effects, false);
-    if (result.duplicate) this.stats.duplicates += 1;
-    else this.stats.applied += 1;
+    const result = await applyUsage(this.deps, tx, event, now, effects, false);
+    if (result.duplicate) tally.duplicates += 1;
+    else tally.applied += 1;
   }
 
   /**
    * A denial at a proxy enters the tenant's audit log here; the control plane audits its own
    * evaluations when it makes them. The message id guards against auditing a redelivery twice.
    */
-  private auditViolation(violation: PolicyViolationMessage, msgId: string): void {
+  private async auditViolation(tx: Repositories, violation: PolicyViolationMessage, msgId: string): Promise<void> {
     if (violation.source === 'control-plane') return;
-    const { store, audit } = this.deps;
-    if (store.get(violation.tenant_id, 'meta', `violation/${msgId}`) !== undefined) return;
-    store.put(violation.tenant_id, 'meta', `violation/${msgId}`, true);
-    audit.append(violation.tenant_id, {
+    if (!(await tx.dedup.markProcessed(violation.tenant_id, 'violation', msgId))) return;
+    await this.deps.audit.append(tx, violation.tenant_id, {
       actor: { type: 'proxy', id: violation.source },
       action: 'policy.evaluate',
       resource:
@@ -230,24 +233,33 @@ export class EventProcessor {
    * so that every other proxy carrying it is signalled. The control plane's own announcements of
    * terminations come back on this subject as well and find the envelope already ended.
    */
-  private endEnvelope(ended: EnvelopeLifecycleMessage, now: Date, effects: Effects): void {
+  private async endEnvelope(
+    tx: Repositories,
+    ended: EnvelopeLifecycleMessage,
+    now: Date,
+    effects: Effects,
+  ): Promise<void> {
     if (!isTerminated(ended.status)) return;
-    if (this.deps.store.get(ended.tenant_id, 'envelope', ended.envelope_id) === undefined) {
-      this.openEnvelope({ ...ended, adapter_type: 'proxy', source: 'proxy' }, now);
+    await this.openEnvelope(tx, { ...ended, adapter_type: 'proxy', source: 'proxy' }, now);
+    // Read again when another transaction moved it meanwhile (it may have ended it already).
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const envelope = await tx.envelopes.get(ended.tenant_id, ended.envelope_id);
+      if (envelope === undefined || isFinal(envelope.status)) return;
+      const moved = await applyTransition(
+        this.deps,
+        tx,
+        envelope,
+        ended.status,
+        { reason: ended.reason, actor: { type: 'proxy', id: 'sidecar' }, now, force: ended.force },
+        effects,
+      );
+      if (moved !== undefined) return;
     }
-    const envelope = this.deps.store.get<Envelope>(ended.tenant_id, 'envelope', ended.envelope_id);
-    if (envelope === undefined || isFinal(envelope.status)) return;
-    applyTransition(
-      this.deps,
-      envelope,
-      ended.status,
-      { reason: ended.reason, actor: { type: 'proxy', id: 'sidecar' }, now, force: ended.force },
-      effects,
-    );
   }
 
   /** Stores an envelope a proxy opened, unless it is known already (the control plane's own, or a replay). */
-  private openEnvelope(
+  private async openEnvelope(
+    tx: Repositories,
     opened: {
       tenant_id: string;
       envelope_id: string;
@@ -258,38 +270,32 @@ export class EventProcessor {
       occurred_at: string;
     },
     now: Date,
-  ): void {
-    const { store } = this.deps;
-    if (store.get(opened.tenant_id, 'envelope', opened.envelope_id) !== undefined) return;
+  ): Promise<void> {
+    if ((await tx.envelopes.get(opened.tenant_id, opened.envelope_id)) !== undefined) return;
     // The execution index is keyed by it: one that is not an id (a proxy passes on what an agent's
     // header said) gives way to the envelope's own, rather than fail the batch or lose the envelope.
     const named = IdSchema.safeParse(opened.execution_id);
-    const envelope: Envelope = {
-      envelope_id: opened.envelope_id,
-      tenant_id: opened.tenant_id,
-      budget_id: opened.budget_id,
-      execution_id: named.success ? named.data : opened.envelope_id,
-      adapter_type: opened.adapter_type,
-      native_ref: null,
-      checkpoint_id: null,
-      status: 'AUTHORIZED',
-      status_reason: null,
-      governance: { token_limit: null, cost_limit_usd: null, timeout_seconds: null, policy_set: [] },
-      metadata: { source: opened.source },
-      cost: emptyCostTotals(),
-      created_at: opened.occurred_at,
-      updated_at: now.toISOString(),
-      completed_at: null,
-    };
-    store.put(opened.tenant_id, 'envelope', envelope.envelope_id, envelope);
-    if (store.get(opened.tenant_id, 'execution', envelope.execution_id) === undefined)
-      store.put(opened.tenant_id, 'execution', envelope.execution_id, envelope.envelope_id);
-    if (envelope.budget_id !== null)
-      store.put(
-        opened.tenant_id,
-        'budget_envelope',
-        budgetIndexId(envelope.budget_id, envelope.envelope_id),
-        envelope.envelope_id,
-      );
+    await tx.envelopes.insert(
+      opened.tenant_id,
+      {
+        envelope_id: opened.envelope_id,
+        tenant_id: opened.tenant_id,
+        budget_id: opened.budget_id,
+        execution_id: named.success ? named.data : opened.envelope_id,
+        adapter_type: opened.adapter_type,
+        native_ref: null,
+        checkpoint_id: null,
+        status: 'AUTHORIZED',
+        status_reason: null,
+        governance: { token_limit: null, cost_limit_usd: null, timeout_seconds: null, policy_set: [] },
+        metadata: { source: opened.source },
+        cost: emptyCostTotals(),
+        created_at: opened.occurred_at,
+        updated_at: now.toISOString(),
+        completed_at: null,
+      },
+      // Proxies name executions as they like; one already taken keeps its envelope.
+      { executionTaken: 'keep' },
+    );
   }
 }

@@ -9,7 +9,7 @@ import { createLogger } from '../../core/observability/logger.ts';
 import { ApiKeys } from '../auth/api-keys.ts';
 import { Authenticator } from '../auth/authenticator.ts';
 import { ControlPlaneMetrics } from '../observability/metrics.ts';
-import { Store } from '../store/store.ts';
+import { LmdbStorage } from '../storage/lmdb/lmdb-storage.ts';
 import { Tenants } from '../tenants/tenants.ts';
 import { createApp } from './app.ts';
 import { asSvcError, renderError } from './render-error.ts';
@@ -17,8 +17,8 @@ import { createRouteTable } from './route.ts';
 
 const ROOT = 'root-administrator-key-for-app-tests';
 const dir = mkdtempSync(join(tmpdir(), 'app-'));
-const store = new Store(join(dir, 'store'));
-const tenants = new Tenants(store);
+const { storage } = await LmdbStorage.open({ path: join(dir, 'storage') });
+const tenants = new Tenants(storage);
 let log = '';
 let app: FastifyInstance;
 
@@ -31,7 +31,7 @@ beforeAll(async () => {
   });
   const created = await createApp({
     logger: createLogger({ level: 'info', service: 'test', destination }),
-    authenticator: new Authenticator(new ApiKeys(store), null, ROOT, () => new Date()),
+    authenticator: new Authenticator(new ApiKeys(storage), null, ROOT, () => new Date()),
     tenants,
     metrics: new ControlPlaneMetrics(),
     bodyLimitBytes: 1024,
@@ -78,7 +78,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await app.close();
-  await store.close();
+  await storage.close();
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -208,7 +208,7 @@ export function createRouteTable(
           const params = spec.params === undefined ? undefined : parseOrThrow(spec.params, request.params, 'path');
           let caller: Caller | undefined;
           if (spec.access !== 'public' && principal !== undefined) {
-            const tenant = resolveTenant(
+            const tenant = await resolveTenant(
               principal,
               deps.tenants,
               requestedTenant(

@@ -2,9 +2,7 @@ import type { Messaging, Subscription } from '../../core/bus/bus.ts';
 import { parseOrThrow, SvcError } from '../../core/errors/index.ts';
 import { LeaseRequestSchema, type LeaseGrant } from '../../core/sync/contract.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
-import { noEffects } from '../effects/effects.ts';
 import type { LeaseLedger } from '../leases/lease-ledger.ts';
-import type { Store } from '../store/store.ts';
 
 /**
  * Answers lease requests from every tenant's proxies. The tenant is taken from the subject, which
@@ -12,7 +10,6 @@ import type { Store } from '../store/store.ts';
  */
 export async function serveLeases(deps: {
   messaging: Messaging;
-  store: Store;
   leases: LeaseLedger;
   effects: EffectDispatcher;
 }): Promise<Subscription> {
@@ -27,8 +24,10 @@ export async function serveLeases(deps: {
         [{ field: 'tenant_id', description: 'differs from the subject tenant' }],
       );
     }
-    const grant: LeaseGrant = deps.store.transaction(() => deps.leases.handle(tenant, request));
-    await deps.effects.dispatch({ ...noEffects(), changes: [{ kind: 'budget', tenant, budgetId: request.budget_id }] });
-    return grant;
+    return deps.effects.commit(async (tx, effects): Promise<LeaseGrant> => {
+      const grant = await deps.leases.handle(tx, tenant, request);
+      effects.changes.push({ kind: 'budget', tenant, budgetId: request.budget_id });
+      return grant;
+    });
   });
 }

@@ -49,8 +49,8 @@ function keyOf(change: StateChange): string {
  * state, written after every committed change and in full at start. Terminations go out as signals.
  *
  * Nothing waits on NATS: `push` and `signal` queue the work and one background sender carries it
- * out, signals first. A key is queued once however often it changes (the value is read from the
- * store when it is sent, so the latest state goes out), and stays queued until NATS took it.
+ * out, signals first. A key is queued once however often it changes (the value is read from
+ * storage when it is sent, so the latest state goes out), and stays queued until NATS took it.
  * After a failure every key is sent again once NATS takes writes, in case it lost what it held.
  */
 export class StatePublisher implements StateSync {
@@ -83,7 +83,7 @@ export class StatePublisher implements StateSync {
   async start(): Promise<void> {
     this.rulesets = await this.deps.messaging.keyValue.open(BUCKETS.rulesets);
     this.budgetBucket = await this.deps.messaging.keyValue.open(BUCKETS.budgets);
-    this.push(this.everything());
+    this.push(await this.everything());
     await this.idle();
   }
 
@@ -109,11 +109,11 @@ export class StatePublisher implements StateSync {
     while (this.sending !== null) await this.sending;
   }
 
-  private everything(): StateChange[] {
+  private async everything(): Promise<StateChange[]> {
     const changes: StateChange[] = [];
-    for (const tenant of ['system', ...this.deps.tenants.list().map((t) => t.tenant_id)]) {
+    for (const tenant of ['system', ...(await this.deps.tenants.list()).map((t) => t.tenant_id)]) {
       changes.push({ kind: 'ruleset', tenant });
-      for (const budget of this.deps.budgets.list(tenant, 'all'))
+      for (const budget of await this.deps.budgets.list(tenant, 'all'))
         changes.push({ kind: 'budget', tenant, budgetId: budget.budget_id });
     }
     return changes;
@@ -136,12 +136,12 @@ export class StatePublisher implements StateSync {
         }
         if (this.resync) {
           this.resync = false;
-          this.push(this.everything());
+          this.push(await this.everything());
         }
         for (const [key, { change, mark }] of this.pending) {
           if (change.kind === 'ruleset') await this.pushRuleset(change.tenant);
           else await this.pushBudget(change.tenant, change.budgetId);
-          // Queued again while it was sent: the store may have changed since it was read.
+          // Queued again while it was sent: storage may have changed since it was read.
           if (this.pending.get(key)?.mark === mark) this.pending.delete(key);
         }
         failures = 0;
@@ -161,10 +161,11 @@ export class StatePublisher implements StateSync {
 
   private async pushRuleset(tenant: string): Promise<void> {
     if (this.rulesets === null) return;
+    const { version, policies } = await this.deps.policies.snapshot(tenant);
     const snapshot: RulesetSnapshot = {
       tenant_id: tenant,
-      version: this.deps.policies.version(tenant),
-      policies: this.deps.policies.list(tenant),
+      version,
+      policies,
       published_at: this.deps.clock().toISOString(),
     };
     await this.rulesets.put(keys.ruleset(tenant), snapshot);
@@ -172,11 +173,11 @@ export class StatePublisher implements StateSync {
 
   private async pushBudget(tenant: string, budgetId: string): Promise<void> {
     if (this.budgetBucket === null) return;
-    const budget = this.deps.budgets.find(tenant, budgetId);
+    const budget = await this.deps.budgets.find(tenant, budgetId);
     if (budget === undefined) return;
     await this.budgetBucket.put(
       keys.budget(tenant, budgetId),
-      budgetState(budget, this.deps.leases.unleased(tenant, budget), this.deps.clock()),
+      budgetState(budget, await this.deps.leases.unleased(tenant, budget), this.deps.clock()),
     );
   }
 }

@@ -1,13 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { Store } from '../store/store.ts';
-
-interface SecretRecord {
-  current: string;
-  /** The secret before the last rotation, still signing until `previous_until`. */
-  previous: string | null;
-  previous_until: string | null;
-  rotated_at: string;
-}
+import type { WebhookSecretRecord } from '../storage/records.ts';
+import type { Repositories, Storage } from '../storage/storage.ts';
 
 export interface RotatedSecret {
   secret: string;
@@ -25,30 +18,34 @@ function newSecret(): string {
  * receivers can switch without losing deliveries (docs/budgets.md).
  */
 export class WebhookSecrets {
-  readonly #store: Store;
+  readonly #storage: Storage;
   readonly #clock: () => Date;
   readonly #graceMs: number;
 
-  constructor(store: Store, clock: () => Date, graceMs: number) {
-    this.#store = store;
+  constructor(storage: Storage, clock: () => Date, graceMs: number) {
+    this.#storage = storage;
     this.#clock = clock;
     this.#graceMs = graceMs;
   }
 
-  /** Makes the first secret of a new tenant (inside its creation transaction); returns it. */
-  issue(tenant: string): string {
-    const secret = newSecret();
-    this.#save(tenant, { current: secret, previous: null, previous_until: null, rotated_at: this.#now() });
-    return secret;
+  /** Makes the first secret of a tenant in the caller's transaction; returns the tenant's secret. */
+  async issue(tx: Repositories, tenant: string): Promise<string> {
+    const record = await tx.tenants.issueWebhookSecret(tenant, {
+      current: newSecret(),
+      previous: null,
+      previous_until: null,
+      rotated_at: this.#clock().toISOString(),
+    });
+    return record.current;
   }
 
-  /** Replaces the secret; the old one signs on for the grace period. Call inside a transaction. */
-  rotate(tenant: string): RotatedSecret {
-    const existing = this.#load(tenant);
+  /** Replaces the secret in the caller's transaction; the old one signs on for the grace period. */
+  async rotate(tx: Repositories, tenant: string): Promise<RotatedSecret> {
+    const existing = await tx.tenants.webhookSecret(tenant);
     const now = this.#clock();
     const until = existing === undefined ? null : new Date(now.getTime() + this.#graceMs).toISOString();
     const secret = newSecret();
-    this.#save(tenant, {
+    await tx.tenants.putWebhookSecret(tenant, {
       current: secret,
       previous: existing?.current ?? null,
       previous_until: until,
@@ -62,28 +59,17 @@ export class WebhookSecrets {
    * (the system tenant, tenants made before webhook secrets existed) gets one on first use; the
    * operator learns it by rotating.
    */
-  signingSecrets(tenant: string): string[] {
-    let record = this.#load(tenant);
-    if (record === undefined) {
-      this.#store.transaction(() => this.issue(tenant));
-      record = this.#load(tenant)!;
-    }
+  async signingSecrets(tenant: string): Promise<string[]> {
+    const record: WebhookSecretRecord =
+      (await this.#storage.read.tenants.webhookSecret(tenant)) ??
+      (await this.#storage.withTransaction(async (tx) => {
+        await this.issue(tx, tenant);
+        return (await tx.tenants.webhookSecret(tenant))!;
+      }));
     const previousValid =
       record.previous !== null &&
       record.previous_until !== null &&
       this.#clock().getTime() < Date.parse(record.previous_until);
     return previousValid ? [record.current, record.previous!] : [record.current];
-  }
-
-  #load(tenant: string): SecretRecord | undefined {
-    return this.#store.getGlobal<SecretRecord>('webhook_secret', tenant);
-  }
-
-  #save(tenant: string, record: SecretRecord): void {
-    this.#store.putGlobal(record, 'webhook_secret', tenant);
-  }
-
-  #now(): string {
-    return this.#clock().toISOString();
   }
 }

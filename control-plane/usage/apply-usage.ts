@@ -1,36 +1,28 @@
 import { SvcError } from '../../core/errors/index.ts';
 import {
-  addUsage,
-  boundedSum,
+  currentPeriod,
   isFinal,
   isTerminated,
-  MAX_TOKEN_TOTAL,
   MAX_TOTAL,
-  rollOver,
   usdToMicros,
   type Budget,
+  type CostTotals,
   type Envelope,
   type Overflow,
 } from '../../core/domain/index.ts';
 import type { UsageEventMessage } from '../../core/events/messages.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
-import { recordApplied } from '../leases/unapplied-spend.ts';
 import { SYSTEM_ACTOR } from '../caller.ts';
 import type { Effects } from '../effects/effects.ts';
 import { applyTransition } from '../envelopes/lifecycle.ts';
-import type { Store } from '../store/store.ts';
+import type { StoredEvent } from '../storage/records.ts';
+import type { Repositories } from '../storage/storage.ts';
 import { fireAlerts } from './budget-alerts.ts';
 import type { Pricer } from './pricer.ts';
 
 export interface UsageDeps {
-  store: Store;
   audit: AuditLog;
   pricer: Pricer;
-}
-
-export interface StoredEvent extends UsageEventMessage {
-  cost_micros: number;
-  received_at: string;
 }
 
 export interface UsageResult {
@@ -42,34 +34,24 @@ export interface UsageResult {
  * Applies one usage event inside the caller's transaction: the envelope's cost summary, its own
  * limits, the budget's period usage and alerts, and the terminations those call for. The event id
  * is the idempotency key: an event applied before changes nothing, so replays never count twice.
+ * Counters change by deltas in storage, the budget's first (every writer of a budget's usage takes
+ * it before that budget's envelopes, so concurrent replicas wait on each other in one order).
  *
  * `strict` is the REST contract: an unknown envelope is 404, an ended one 409, and an event that
  * would carry a running total past its exact range is refused whole (SVC-EVT-4002). The event
  * processor is not strict: tokens a proxy reports after an envelope ended were still spent, so
  * they count toward the budget, and a total at its maximum stays there (see `Overflow`).
  */
-export function applyUsage(
+export async function applyUsage(
   deps: UsageDeps,
+  tx: Repositories,
   event: UsageEventMessage,
   now: Date,
   effects: Effects,
   strict: boolean,
-): UsageResult {
+): Promise<UsageResult> {
   const tenant = event.tenant_id;
-  if (deps.store.get(tenant, 'event', event.event_id) !== undefined) return { duplicate: true, envelope: null };
-  const envelope = deps.store.get<Envelope>(tenant, 'envelope', event.envelope_id);
-  if (strict) {
-    if (envelope === undefined)
-      throw new SvcError('SVC-ENV-1001', `envelope ${event.envelope_id} not found`, { envelope_id: event.envelope_id });
-    if (isFinal(envelope.status)) {
-      const code = isTerminated(envelope.status) ? 'SVC-ENV-1003' : 'SVC-ENV-1004';
-      throw new SvcError(code, `envelope ${envelope.envelope_id} is ${envelope.status}; it takes no more events`, {
-        envelope_id: envelope.envelope_id,
-        state: envelope.status,
-      });
-    }
-  }
-
+  const at = now.toISOString();
   const overflow: Overflow = strict ? 'refuse' : 'saturate';
   // A proxy's report is not bounded like a REST body: an absurd cost is charged at the maximum.
   const costMicros = Math.min(
@@ -84,50 +66,32 @@ export function applyUsage(
           ).costMicros
         : 0,
   );
-  const isLlm = event.event_type.startsWith('llm.');
-  const isTool = event.event_type.startsWith('tool.');
-  const stored: StoredEvent = { ...event, cost_micros: costMicros, received_at: now.toISOString() };
-  deps.store.put(tenant, 'event', event.event_id, stored);
-  // Arrival-ordered indexes for GET /v1/events: the whole tenant, and one envelope. The sequence
-  // is zero-padded so that key order is arrival order.
-  const seq = (deps.store.get<number>(tenant, 'meta', 'event_seq') ?? 0) + 1;
-  deps.store.put(tenant, 'meta', 'event_seq', seq);
-  const position = String(seq).padStart(15, '0');
-  deps.store.put(tenant, 'event_log', position, event.event_id);
-  deps.store.put(tenant, 'envelope_event', `${event.envelope_id}/${position}`, event.event_id);
+  const stored: StoredEvent = { ...event, cost_micros: costMicros, received_at: at };
+  if ((await tx.events.insertNew(tenant, [stored])).length === 0) return { duplicate: true, envelope: null };
 
-  let current =
-    envelope === undefined ? null : chargeEnvelope(envelope, event, { costMicros, isLlm, isTool, now, overflow });
-  if (current !== null) {
-    deps.store.put(tenant, 'envelope', current.envelope_id, current);
-    if (current.status === 'AUTHORIZED') {
-      current = applyTransition(
-        deps,
-        current,
-        'RUNNING',
-        { reason: 'first event recorded', actor: SYSTEM_ACTOR, now },
-        effects,
-      );
-    }
-    const overLimit = envelopeLimitReached(current);
-    if (overLimit !== null && !isFinal(current.status)) {
-      current = applyTransition(
-        deps,
-        current,
-        'BUDGET_EXCEEDED',
-        { reason: overLimit, actor: SYSTEM_ACTOR, now, force: true },
-        effects,
-      );
+  const envelope = await tx.envelopes.get(tenant, event.envelope_id);
+  if (strict) {
+    if (envelope === undefined)
+      throw new SvcError('SVC-ENV-1001', `envelope ${event.envelope_id} not found`, { envelope_id: event.envelope_id });
+    if (isFinal(envelope.status)) {
+      const code = isTerminated(envelope.status) ? 'SVC-ENV-1003' : 'SVC-ENV-1004';
+      throw new SvcError(code, `envelope ${envelope.envelope_id} is ${envelope.status}; it takes no more events`, {
+        envelope_id: envelope.envelope_id,
+        state: envelope.status,
+      });
     }
   }
 
+  const isLlm = event.event_type.startsWith('llm.');
+  const isTool = event.event_type.startsWith('tool.');
   const budgetId = envelope?.budget_id ?? event.budget_id;
+  let budget: Budget | undefined;
   if (budgetId !== null) {
-    const stored = deps.store.get<Budget>(tenant, 'budget', budgetId);
-    if (stored !== undefined) {
-      const charged = rollOver(stored, now);
-      const usage = addUsage(
-        charged.usage,
+    const before = await tx.budgets.get(tenant, budgetId);
+    if (before !== undefined) {
+      budget = await tx.budgets.addUsage(
+        tenant,
+        budgetId,
         {
           tokens_input: event.tokens.input,
           tokens_output: event.tokens.output,
@@ -136,73 +100,89 @@ export function applyUsage(
           llm_calls: isLlm ? 1 : 0,
           tool_calls: isTool ? 1 : 0,
         },
+        currentPeriod(before, now),
         overflow,
+        at,
       );
-      const alerts = fireAlerts({ ...charged, usage, updated_at: now.toISOString() }, event.envelope_id, now, effects);
-      deps.store.put(tenant, 'budget', budgetId, alerts.budget);
-      // A proxy's spend is also reported to the lease ledger; it stops holding it back once applied here.
-      if (event.source.startsWith('proxy:'))
-        recordApplied(deps.store, tenant, alerts.budget, {
-          tokens: event.tokens.input + event.tokens.output,
-          micros: costMicros,
-        });
-      effects.changes.push({ kind: 'budget', tenant, budgetId });
-      if (alerts.terminate) {
-        for (const id of deps.store.list<string>(tenant, 'budget_envelope', { prefix: `${budgetId}/` })) {
-          const live = deps.store.get<Envelope>(tenant, 'envelope', id);
-          if (live === undefined || isFinal(live.status)) continue;
-          const ended = applyTransition(
+    }
+  }
+
+  let current: Envelope | null = null;
+  if (envelope !== undefined) {
+    const delta: CostTotals = {
+      tokens_input: event.tokens.input,
+      tokens_output: event.tokens.output,
+      cost_micros: costMicros,
+      llm_calls: isLlm ? 1 : 0,
+      tool_calls: isTool ? 1 : 0,
+      model_costs:
+        event.model === null
+          ? []
+          : [
+              {
+                model_id: event.model,
+                input_tokens: event.tokens.input,
+                output_tokens: event.tokens.output,
+                cost_micros: costMicros,
+                call_count: 1,
+              },
+            ],
+    };
+    current = (await tx.envelopes.charge(tenant, envelope.envelope_id, delta, overflow, at)) ?? null;
+    if (current?.status === 'AUTHORIZED') {
+      current = await moved(deps, tx, current, 'RUNNING', 'first event recorded', now, effects, false);
+    }
+    const overLimit = current === null ? null : envelopeLimitReached(current);
+    if (current !== null && overLimit !== null && !isFinal(current.status)) {
+      current = await moved(deps, tx, current, 'BUDGET_EXCEEDED', overLimit, now, effects, true);
+    }
+  }
+
+  if (budget !== undefined) {
+    const alerts = await fireAlerts(tx, budget, event.envelope_id, now, effects);
+    // A proxy's spend is also reported to the lease ledger; it stops holding it back once applied here.
+    if (event.source.startsWith('proxy:')) {
+      await tx.leases.addSpend(tenant, budget.budget_id, budget.usage.period_start, 'applied', {
+        tokens: event.tokens.input + event.tokens.output,
+        micros: costMicros,
+      });
+    }
+    effects.changes.push({ kind: 'budget', tenant, budgetId: budget.budget_id });
+    if (alerts.terminate) {
+      let pageToken: string | null = null;
+      do {
+        const page = await tx.envelopes.listLive(tenant, budget.budget_id, { pageSize: 100, pageToken });
+        for (const live of page.items) {
+          const ended = await applyTransition(
             deps,
+            tx,
             live,
             'BUDGET_EXCEEDED',
             { reason: alerts.reason, actor: SYSTEM_ACTOR, now, force: true },
             effects,
           );
-          if (ended.envelope_id === current?.envelope_id) current = ended;
+          if (ended !== undefined && ended.envelope_id === current?.envelope_id) current = ended;
         }
-      }
+        pageToken = page.nextPageToken;
+      } while (pageToken !== null);
     }
   }
   return { duplicate: false, envelope: current };
 }
 
-function chargeEnvelope(
+/** The envelope moved by the system, or as it is now when another transaction moved it first. */
+async function moved(
+  deps: UsageDeps,
+  tx: Repositories,
   envelope: Envelope,
-  event: UsageEventMessage,
-  charge: { costMicros: number; isLlm: boolean; isTool: boolean; now: Date; overflow: Overflow },
-): Envelope {
-  const add = (field: string, total: number, added: number, max = MAX_TOTAL) =>
-    boundedSum(total, added, `envelope ${field}`, charge.overflow, max);
-  const cost = envelope.cost;
-  const model_costs = [...cost.model_costs];
-  if (event.model !== null) {
-    const i = model_costs.findIndex((m) => m.model_id === event.model);
-    const prev =
-      i >= 0
-        ? model_costs[i]!
-        : { model_id: event.model, input_tokens: 0, output_tokens: 0, cost_micros: 0, call_count: 0 };
-    const next = {
-      ...prev,
-      input_tokens: add('model input_tokens', prev.input_tokens, event.tokens.input, MAX_TOKEN_TOTAL),
-      output_tokens: add('model output_tokens', prev.output_tokens, event.tokens.output, MAX_TOKEN_TOTAL),
-      cost_micros: add('model cost_micros', prev.cost_micros, charge.costMicros),
-      call_count: add('model call_count', prev.call_count, 1),
-    };
-    if (i >= 0) model_costs[i] = next;
-    else model_costs.push(next);
-  }
-  return {
-    ...envelope,
-    cost: {
-      tokens_input: add('tokens_input', cost.tokens_input, event.tokens.input, MAX_TOKEN_TOTAL),
-      tokens_output: add('tokens_output', cost.tokens_output, event.tokens.output, MAX_TOKEN_TOTAL),
-      cost_micros: add('cost_micros', cost.cost_micros, charge.costMicros),
-      llm_calls: add('llm_calls', cost.llm_calls, charge.isLlm ? 1 : 0),
-      tool_calls: add('tool_calls', cost.tool_calls, charge.isTool ? 1 : 0),
-      model_costs,
-    },
-    updated_at: charge.now.toISOString(),
-  };
+  to: 'RUNNING' | 'BUDGET_EXCEEDED',
+  reason: string,
+  now: Date,
+  effects: Effects,
+  force: boolean,
+): Promise<Envelope | null> {
+  const next = await applyTransition(deps, tx, envelope, to, { reason, actor: SYSTEM_ACTOR, now, force }, effects);
+  return next ?? (await tx.envelopes.get(envelope.tenant_id, envelope.envelope_id)) ?? null;
 }
 
 function envelopeLimitReached(envelope: Envelope): string | null {

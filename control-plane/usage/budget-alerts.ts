@@ -10,9 +10,9 @@ import {
 } from '../../core/domain/index.ts';
 import type { BudgetAlertMessage } from '../../core/events/messages.ts';
 import type { Effects } from '../effects/effects.ts';
+import type { Repositories } from '../storage/storage.ts';
 
 export interface AlertOutcome {
-  budget: Budget;
   /** Whether the budget's live envelopes must end now. */
   terminate: boolean;
   reason: string | null;
@@ -25,13 +25,31 @@ const EXCEEDED: AlertThreshold = { percent: 100, action: 'terminate' };
  * exceeded (100 %) event, its webhook, and with action `terminate` the end of the budget's
  * envelopes. Reaching 100 % of any limit always raises exceeded and ends the envelopes, even
  * when no configured threshold says so: an exhausted budget cannot carry running work.
+ * `budget` is as the usage change in this transaction left it; a threshold is announced only by
+ * the transaction that marks it fired, so concurrent replicas announce it once.
  */
-export function fireAlerts(budget: Budget, envelopeId: string | null, now: Date, effects: Effects): AlertOutcome {
+export async function fireAlerts(
+  tx: Repositories,
+  budget: Budget,
+  envelopeId: string | null,
+  now: Date,
+  effects: Effects,
+): Promise<AlertOutcome> {
   const crossed = newlyCrossedAlerts(budget);
-  const thresholds = crossed.map((p) => budget.alerts.find((a) => a.percent === p)!);
+  const candidates = crossed.map((p) => budget.alerts.find((a) => a.percent === p)!);
   const exhausted = isExhausted(budget);
-  if (exhausted && !budget.usage.alerts_fired.includes(100) && !crossed.includes(100)) thresholds.push(EXCEEDED);
-  if (thresholds.length === 0) return { budget, terminate: false, reason: null };
+  if (exhausted && !budget.usage.alerts_fired.includes(100) && !crossed.includes(100)) candidates.push(EXCEEDED);
+  const marked =
+    candidates.length === 0
+      ? []
+      : await tx.budgets.markAlertsFired(
+          budget.tenant_id,
+          budget.budget_id,
+          budget.usage.period_start,
+          candidates.map((t) => t.percent),
+        );
+  const thresholds = candidates.filter((t) => marked.includes(t.percent));
+  if (thresholds.length === 0) return { terminate: false, reason: null };
 
   const p = percents(budget);
   let terminate = false;
@@ -75,6 +93,5 @@ export function fireAlerts(budget: Budget, envelopeId: string | null, now: Date,
     terminate = true;
     reason = `budget ${budget.budget_id} exhausted`;
   }
-  const fired = [...budget.usage.alerts_fired, ...thresholds.map((t) => t.percent)];
-  return { budget: { ...budget, usage: { ...budget.usage, alerts_fired: [...new Set(fired)] } }, terminate, reason };
+  return { terminate, reason };
 }

@@ -21,6 +21,13 @@ const cidrList = z
 export const ConfigSchema = z.object({
   mode: z.enum(['standalone', 'control-plane', 'proxy']).default('standalone'),
   data_dir: z.string().min(1).default('./data'),
+  /**
+   * The control plane's PostgreSQL (`postgres://user:password@host:5432/db`), for more than one
+   * replica; LMDB under `<data_dir>/control-plane` when unset. Holds a password: never logged.
+   */
+  database_url: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// or postgresql:// URL' }).optional(),
+  /** Connections each control-plane replica keeps to PostgreSQL. */
+  database_pool_size: z.coerce.number().int().min(1).max(1000).default(10),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   version: z.string().default('1.0.0'),
 

@@ -43,6 +43,15 @@ export function rollOver(budget: Budget, now: Date): Budget {
   return { ...budget, usage: freshUsage(budget, now) };
 }
 
+/**
+ * The budget period `now` falls in (`start` identifies it, `end` is null for `total`): what a
+ * usage change is counted in, the stored usage's period while it runs.
+ */
+export function currentPeriod(budget: Budget, now: Date): { start: string; end: string | null } {
+  const { period_start: start, period_end: end } = rollOver(budget, now).usage;
+  return { start, end };
+}
+
 /** Usage plus a delta, every total kept exact (see `Overflow` for what happens at the maximum). */
 export function addUsage(usage: PeriodUsage, delta: UsageDelta, overflow: Overflow): PeriodUsage {
   const add = (field: keyof UsageDelta, max?: number) =>

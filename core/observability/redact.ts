@@ -28,6 +28,7 @@ const SECRET_FIELDS = new Set([
   'bootstrap_admin_key',
   'nats_password',
   'nats_token',
+  'database_url',
   'webhook_secret',
   'signing_secret',
 ]);

@@ -14,23 +14,38 @@ export interface OutboxEntry {
   event: OutboxEvent;
 }
 
+/** What an outbox holds: events, and their size as JSON (the bounds count both). */
+export interface OutboxDepth {
+  entries: number;
+  bytes: number;
+}
+
+/** Events claimed by one drainer: no other claim is handed them until `settle`. */
+export interface OutboxClaim {
+  /** Oldest first. */
+  entries: OutboxEntry[];
+  /** Removes the entries with these keys (the bus took them) and gives the others back. */
+  settle(doneKeys: readonly number[]): Promise<void>;
+}
+
 /**
- * Where an outbox keeps its events: append, read in order, remove once the bus took them. One
- * process writes a storage at a time. A PostgreSQL storage would implement the same, its
- * `appendInTransaction` taking the transaction handle of `withTransaction`.
+ * Where an outbox keeps its events, for the publisher that drains it: the proxy's LMDB, or the
+ * control plane's storage (which appends inside its transactions, `tx.outbox.append`). Claims
+ * hand each event to one drainer at a time, so that several processes may drain one storage
+ * (PostgreSQL: `FOR UPDATE SKIP LOCKED`); a claim that is never settled (a crash) is claimed
+ * again later, and the bus's de-duplication by msgId drops what was sent twice.
  */
 export interface OutboxStorage {
-  /** Everything stored, read once at open: what a restart has to send. */
-  stored(): OutboxEntry[];
+  /** Everything held, by every writer (a backend where counting is costly may cache it briefly). */
+  depth(): Promise<OutboxDepth>;
   /** Writes events after the last one, as a write of its own; resolves once they are on disk. */
   append(events: readonly OutboxEvent[]): Promise<void>;
-  /**
-   * Writes events after the last one inside the caller's open transaction, so they commit or
-   * roll back with the change they announce.
-   */
-  appendInTransaction(events: readonly OutboxEvent[]): void;
-  /** The first entry after `key`, or undefined. */
-  next(afterKey: number): OutboxEntry | undefined;
-  remove(key: number): Promise<void>;
+  /** Up to `limit` of the oldest events no other claim holds, in order. */
+  claim(limit: number): Promise<OutboxClaim>;
   close(): Promise<void>;
+}
+
+/** The size an event counts for against the byte bounds. */
+export function eventSize(event: OutboxEvent): number {
+  return Buffer.byteLength(JSON.stringify(event));
 }

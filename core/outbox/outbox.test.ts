@@ -8,6 +8,7 @@ import type { Bus, BusLogger } from '../bus/bus.ts';
 import { MemoryBus } from '../bus/memory-bus.ts';
 import { SvcError } from '../errors/index.ts';
 import { LmdbOutboxStorage } from './lmdb-outbox-storage.ts';
+import { eventSize, type OutboxEvent } from './outbox-storage.ts';
 import { Outbox, type OutboxOptions } from './outbox.ts';
 
 const quiet: BusLogger = { warn: () => undefined, error: () => undefined };
@@ -73,7 +74,7 @@ describe('Outbox', () => {
     for (let n = 1; n <= 5; n++) await box.append(event(n));
     await box.flush(2_000);
     expect(flaky.accepted).toEqual(['evt-1', 'evt-2', 'evt-3', 'evt-4', 'evt-5']);
-    expect(box.depth()).toBe(0);
+    expect(await box.depth()).toBe(0);
     expect(await metric(registry, 'svc_proxy_outbox_published_total')).toBe(5);
     expect(await metric(registry, 'svc_proxy_outbox_depth')).toBe(0);
   });
@@ -85,7 +86,7 @@ describe('Outbox', () => {
     const box = outbox(flaky.bus, fast, registry);
     for (let n = 1; n <= 4; n++) await box.append(event(n));
     await new Promise((resolve) => setTimeout(resolve, 150));
-    expect(box.depth()).toBe(4);
+    expect(await box.depth()).toBe(4);
     expect(await metric(registry, 'svc_proxy_outbox_depth')).toBe(4);
     // backoff: far fewer attempts than a busy loop would make in 150 ms
     expect(flaky.attempts()).toBeGreaterThan(1);
@@ -120,7 +121,7 @@ describe('Outbox', () => {
       details: { event_id: 'evt-4', max_entries: 3 },
     });
     expect(await metric(registry, 'svc_proxy_outbox_dropped_total')).toBe(1);
-    expect(box.depth()).toBe(3);
+    expect(await box.depth()).toBe(3);
     flaky.setDown(false);
     await box.flush(2_000);
     expect(flaky.accepted).toEqual(['evt-1', 'evt-2', 'evt-3']);
@@ -144,7 +145,7 @@ describe('Outbox', () => {
       code: 'SVC-SYS-9009',
       fieldViolations: [{ field: 'data' }],
     });
-    expect(box.depth()).toBe(0);
+    expect(await box.depth()).toBe(0);
     expect(await metric(registry, 'svc_proxy_outbox_dropped_total')).toBe(0);
   });
 
@@ -157,14 +158,14 @@ describe('Outbox', () => {
 
     flaky.setDown(false);
     const second = outbox(flaky.bus);
-    expect(second.depth()).toBe(3);
+    expect(await second.depth()).toBe(3);
     await second.append(event(4));
     await second.flush(2_000);
     expect(flaky.accepted).toEqual(['evt-1', 'evt-2', 'evt-3', 'evt-4']);
     await second.close();
 
     const third = outbox(flaky.bus);
-    expect(third.depth()).toBe(0);
+    expect(await third.depth()).toBe(0);
   });
 
   it('rejects an invalid event naming the field and writes nothing', async () => {
@@ -179,7 +180,7 @@ describe('Outbox', () => {
       code: 'SVC-SYS-9002',
       fieldViolations: [{ field: 'subject' }],
     });
-    expect(box.depth()).toBe(0);
+    expect(await box.depth()).toBe(0);
   });
 
   it('drops an event the bus refuses as invalid instead of blocking the ones behind it', async () => {
@@ -222,42 +223,62 @@ describe('Outbox', () => {
   it('stages events inside the caller transaction: they commit with it, roll back with it, and go out in commit order', async () => {
     const root = open({ path: join(dir, 'shared') });
     const data = root.openDB<number, string>({ name: 'data' });
+    const storage = new LmdbOutboxStorage({ root });
     const flaky = flakyBus();
     flaky.setDown(true);
     const registry = new Registry();
     const box = new Outbox(
-      {
-        bus: flaky.bus,
-        storage: new LmdbOutboxStorage({ root }),
-        registry,
-        metricPrefix: 'svc_outbox',
-        logger: quiet,
-      },
+      { bus: flaky.bus, storage, registry, metricPrefix: 'svc_outbox', logger: quiet },
       { ...fast, maxEntries: 3 },
     );
-    const change = (n: number, fail: boolean): void => {
+    // What a storage transaction does: validate and bound the events first, then write them with
+    // the change in one synchronous LMDB transaction.
+    const change = async (n: number, fail: boolean): Promise<void> => {
+      let staged: OutboxEvent[] = [];
+      await box.stage([event(n)], (events) => {
+        staged = events;
+        return Promise.resolve();
+      });
       let committed = (): void => undefined;
       root.transactionSync(() => {
         data.putSync(`record-${n}`, n);
-        committed = box.stage([event(n)]);
+        committed = storage.appendInTransaction(staged);
         if (fail) throw new Error('the change failed after its event was staged');
       });
       committed();
+      box.notify();
     };
-    change(1, false);
-    expect(() => change(2, true)).toThrow('the change failed');
-    change(3, false);
+    await change(1, false);
+    await expect(change(2, true)).rejects.toThrow('the change failed');
+    await change(3, false);
     expect(data.get('record-2')).toBeUndefined();
-    expect(box.depth()).toBe(2);
+    expect(await box.depth()).toBe(2);
     expect(await metric(registry, 'svc_outbox_depth')).toBe(2);
-    change(4, false);
+    await change(4, false);
     // Full: the change is refused whole, its record as well as its event.
-    expect(() => change(5, false)).toThrow(expect.objectContaining({ code: 'SVC-EVT-4001' }));
+    await expect(change(5, false)).rejects.toMatchObject({ code: 'SVC-EVT-4001' });
     expect(data.get('record-5')).toBeUndefined();
     flaky.setDown(false);
     await box.flush(2_000);
     expect(flaky.accepted).toEqual(['evt-1', 'evt-3', 'evt-4']);
     await box.close();
     await root.close();
+  });
+
+  it('hands each event to one claim at a time and gives back what a claim did not settle', async () => {
+    const storage = new LmdbOutboxStorage({ path: join(dir, 'claims') });
+    await storage.append([event(1), event(2), event(3)]);
+    const first = await storage.claim(2);
+    const second = await storage.claim(2);
+    expect(first.entries.map((e) => e.event.id)).toEqual(['evt-1', 'evt-2']);
+    expect(second.entries.map((e) => e.event.id)).toEqual(['evt-3']);
+    await first.settle([first.entries[0]!.key]);
+    await second.settle([]);
+    expect((await storage.claim(10)).entries.map((e) => e.event.id)).toEqual(['evt-2', 'evt-3']);
+    expect(await storage.depth()).toEqual({
+      entries: 2,
+      bytes: eventSize(event(2)) + eventSize(event(3)),
+    });
+    await storage.close();
   });
 });

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { Bus, BusLogger } from '../bus/bus.ts';
 import { assertEventSubject } from '../bus/names.ts';
 import { isSvcError, parseOrThrow, SvcError } from '../errors/index.ts';
-import { outboxEventSchema, type OutboxEvent, type OutboxStorage } from './outbox-storage.ts';
+import { eventSize, outboxEventSchema, type OutboxEvent, type OutboxStorage } from './outbox-storage.ts';
 
 /** How often a backoff looks whether a bus that was down is back. */
 const RECONNECT_CHECK_MS = 250;
@@ -27,6 +27,13 @@ export const outboxOptionsSchema = z.object({
   /** First backoff after a failed publish; it doubles per failure up to `maxBackoffMs`. */
   initialBackoffMs: z.number().int().positive().default(250),
   maxBackoffMs: z.number().int().positive().default(30_000),
+  /** Events claimed per round; their removal after the bus took them is one storage write. */
+  claimBatch: z.number().int().positive().default(100),
+  /**
+   * How often an idle publisher looks for events it was not told of: those other processes wrote
+   * to a shared storage, or left claimed when they stopped.
+   */
+  pollMs: z.number().int().positive().default(1000),
 });
 export type OutboxOptions = z.input<typeof outboxOptionsSchema>;
 
@@ -43,9 +50,10 @@ export interface OutboxDeps {
 /**
  * A durable outbox in front of the bus, for the proxy and the control plane alike. Events are
  * written to storage first (`append` on their own, `stage` inside the transaction of the change
- * they announce); a single publisher sends them in order with their id as msgId and removes each
- * only after the bus acknowledged it, so a crash or a NATS outage loses nothing and a resend
- * after a crash is dropped by the stream's de-duplication.
+ * they announce); a publisher claims them in order, sends each with its id as msgId and removes
+ * it only after the bus acknowledged it, so a crash or a NATS outage loses nothing and a resend
+ * after a crash is dropped by the stream's de-duplication. Several processes may drain one
+ * shared storage: each claim goes to one of them.
  */
 export class Outbox {
   readonly #storage: OutboxStorage;
@@ -55,10 +63,11 @@ export class Outbox {
   readonly #options: z.output<typeof outboxOptionsSchema>;
   readonly #published: Counter;
   readonly #dropped: Counter;
-  #entries = 0;
-  #bytes = 0;
+  /** Admitted by this process and not yet in the storage's depth: counted against the bounds. */
+  readonly #reserved = { entries: 0, bytes: 0 };
   #closed = false;
-  #removals: Promise<void> = Promise.resolve();
+  /** Set by `notify` (and close); the publisher looks again at once instead of waiting. */
+  #woken = false;
   #wake: () => void = () => undefined;
   readonly #abort = new AbortController();
   readonly #loop: Promise<void>;
@@ -69,18 +78,14 @@ export class Outbox {
     this.#bus = deps.bus;
     this.#logger = deps.logger;
     this.#random = deps.random ?? Math.random;
-    for (const { event } of this.#storage.stored()) {
-      this.#entries++;
-      this.#bytes += sizeOf(event);
-    }
 
-    const depth = (): number => this.#entries;
+    const depth = () => this.depth();
     new Gauge({
       name: `${deps.metricPrefix}_depth`,
       help: 'Events in the outbox not yet acknowledged by the bus',
       registers: [deps.registry],
-      collect() {
-        this.set(depth());
+      async collect() {
+        this.set(await depth());
       },
     });
     this.#published = new Counter({
@@ -97,8 +102,8 @@ export class Outbox {
   }
 
   /** Events waiting (written, not yet acknowledged). */
-  depth(): number {
-    return this.#entries;
+  async depth(): Promise<number> {
+    return (await this.#storage.depth()).entries;
   }
 
   /**
@@ -106,46 +111,45 @@ export class Outbox {
    * (and counts it), so the caller knows this event was not recorded.
    */
   async append(input: OutboxEvent): Promise<void> {
-    const [event, size] = this.#admit([input])[0]!;
-    // Counted before the write lands so concurrent appends cannot overshoot the bounds.
-    this.#entries++;
-    this.#bytes += size;
+    const { events, release } = await this.#admit([input]);
     try {
-      await this.#storage.append([event]);
+      await this.#storage.append(events);
     } catch (error) {
-      this.#entries--;
-      this.#bytes -= size;
       throw new SvcError('SVC-EVT-4001', `cannot write event to the outbox: ${(error as Error).message}`, {
-        event_id: event.id,
+        event_id: events[0]!.id,
       });
+    } finally {
+      release();
     }
-    this.#wake();
+    this.notify();
   }
 
   /**
-   * Writes events inside the caller's open storage transaction, which must commit right after
-   * (it is the last step of the change). Throws, so that the transaction rolls back, when an
-   * event is invalid or the outbox is full. Returns what to call once the transaction committed.
+   * Validates events and checks the bounds, then hands them to `append`, which writes them inside
+   * the caller's open storage transaction (`tx.outbox.append`). Throws, so that the transaction
+   * rolls back, when an event is invalid or the outbox is full. Call `notify` once it committed.
    */
-  stage(inputs: readonly OutboxEvent[]): () => void {
-    if (inputs.length === 0) return () => undefined;
-    const admitted = this.#admit(inputs);
-    this.#storage.appendInTransaction(admitted.map(([event]) => event));
-    return () => {
-      for (const [, size] of admitted) {
-        this.#entries++;
-        this.#bytes += size;
-      }
-      this.#wake();
-    };
+  async stage(inputs: readonly OutboxEvent[], append: (events: OutboxEvent[]) => Promise<void>): Promise<void> {
+    if (inputs.length === 0) return;
+    const { events, release } = await this.#admit(inputs);
+    try {
+      await append(events);
+    } finally {
+      release();
+    }
+  }
+
+  /** Tells the publisher that events were committed, so it sends them without waiting for its poll. */
+  notify(): void {
+    this.#woken = true;
+    this.#wake();
   }
 
   /** Resolves once the outbox is empty, or rejects with SVC-EVT-4001 after `timeoutMs`. */
   async flush(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    while (this.#entries > 0) {
-      if (Date.now() > deadline)
-        throw new SvcError('SVC-EVT-4001', `outbox still holds ${this.#entries} events`, { depth: this.#entries });
+    for (let depth = await this.depth(); depth > 0; depth = await this.depth()) {
+      if (Date.now() > deadline) throw new SvcError('SVC-EVT-4001', `outbox still holds ${depth} events`, { depth });
       await sleep(20);
     }
   }
@@ -155,20 +159,22 @@ export class Outbox {
     if (this.#closed) return;
     this.#closed = true;
     this.#abort.abort();
-    this.#wake();
+    this.notify();
     await this.#loop;
     await this.#storage.close();
   }
 
-  /** Validates events and checks the bounds for all of them together; returns each with its size. */
-  #admit(inputs: readonly OutboxEvent[]): Array<[OutboxEvent, number]> {
-    const admitted: Array<[OutboxEvent, number]> = [];
+  /**
+   * Validates events and checks the bounds for all of them together, counting them as reserved
+   * until `release` (by then the storage counts them, or they were not written).
+   */
+  async #admit(inputs: readonly OutboxEvent[]): Promise<{ events: OutboxEvent[]; release: () => void }> {
+    const events: OutboxEvent[] = [];
     let bytes = 0;
     for (const input of inputs) {
       const event = parseOrThrow(outboxEventSchema, input, 'outbox event');
       assertEventSubject('subject', event.subject);
-      if (this.#closed) throw new SvcError('SVC-EVT-4001', 'outbox is closed', { event_id: event.id });
-      const size = sizeOf(event);
+      const size = eventSize(event);
       if (size > this.#options.maxEventBytes) {
         throw new SvcError(
           'SVC-SYS-9009',
@@ -178,58 +184,101 @@ export class Outbox {
         );
       }
       bytes += size;
-      admitted.push([event, size]);
+      events.push(event);
     }
-    if (this.#entries + admitted.length > this.#options.maxEntries || this.#bytes + bytes > this.#options.maxBytes) {
-      this.#dropped.inc(admitted.length);
+    const held = await this.#storage.depth();
+    // From here to the reservation nothing awaits, so concurrent admissions see each other.
+    if (this.#closed) throw new SvcError('SVC-EVT-4001', 'outbox is closed', { event_id: events[0]?.id });
+    const entries = held.entries + this.#reserved.entries;
+    const total = held.bytes + this.#reserved.bytes;
+    if (entries + events.length > this.#options.maxEntries || total + bytes > this.#options.maxBytes) {
+      this.#dropped.inc(events.length);
       throw new SvcError('SVC-EVT-4001', 'event outbox is full; event not recorded', {
-        event_id: admitted[0]?.[0].id,
-        depth: this.#entries,
+        event_id: events[0]?.id,
+        depth: entries,
         max_entries: this.#options.maxEntries,
-        bytes: this.#bytes,
+        bytes: total,
         max_bytes: this.#options.maxBytes,
       });
     }
-    return admitted;
+    this.#reserved.entries += events.length;
+    this.#reserved.bytes += bytes;
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.#reserved.entries -= events.length;
+      this.#reserved.bytes -= bytes;
+    };
+    return { events, release };
   }
 
   async #run(): Promise<void> {
     let failures = 0;
-    // The last key handed over for good; removals commit in the background, so reads start after it.
-    let done = 0;
     while (!this.#closed) {
-      const next = this.#storage.next(done);
-      if (!next) {
-        await new Promise<void>((resolve) => (this.#wake = resolve));
+      this.#woken = false;
+      let claim;
+      try {
+        claim = await this.#storage.claim(this.#options.claimBatch);
+      } catch (error) {
+        failures++;
+        this.#logger.warn({ err: error, failures }, 'outbox could not read its storage; backing off');
+        await this.#pause(this.#backoff(failures));
         continue;
       }
-      try {
-        await this.#bus.publish(next.event.subject, next.event.data, { msgId: next.event.id });
-        failures = 0;
-        done = next.key;
-        this.#remove(next.key, next.event);
-        this.#published.inc();
-      } catch (error) {
-        if (isSvcError(error) && !error.spec.retryable) {
-          // The bus will never take this event; keeping it would block every event behind it.
-          this.#logger.error(
-            { err: error, event_id: next.event.id },
-            'bus refused an outbox event as invalid; dropped',
-          );
-          this.#dropped.inc();
-          done = next.key;
-          this.#remove(next.key, next.event);
-          continue;
-        }
-        failures++;
-        this.#logger.warn(
-          { err: error, event_id: next.event.id, depth: this.#entries, failures },
-          'outbox publish failed; backing off',
-        );
-        await this.#pause(this.#backoff(failures));
+      if (claim.entries.length === 0) {
+        await claim.settle([]).catch(() => undefined);
+        if (!this.#woken) await this.#idle();
+        continue;
       }
+      const done: number[] = [];
+      let failed = false;
+      for (const { key, event } of claim.entries) {
+        if (this.#closed) break;
+        try {
+          await this.#bus.publish(event.subject, event.data, { msgId: event.id });
+          failures = 0;
+          done.push(key);
+          this.#published.inc();
+        } catch (error) {
+          if (isSvcError(error) && !error.spec.retryable) {
+            // The bus will never take this event; keeping it would block every event behind it.
+            this.#logger.error({ err: error, event_id: event.id }, 'bus refused an outbox event as invalid; dropped');
+            this.#dropped.inc();
+            done.push(key);
+            continue;
+          }
+          failures++;
+          failed = true;
+          this.#logger.warn({ err: error, event_id: event.id, failures }, 'outbox publish failed; backing off');
+          break;
+        }
+      }
+      // Should the process die before the removal lands, the events go out again at the next
+      // start and the stream drops them by msgId.
+      await claim
+        .settle(done)
+        .catch((error: unknown) =>
+          this.#logger.warn(
+            { err: error, events: done.length },
+            'outbox could not remove sent events; they will be sent again',
+          ),
+        );
+      if (failed) await this.#pause(this.#backoff(failures));
     }
-    await this.#removals;
+  }
+
+  /** Waits until `notify`, the poll interval or close. */
+  async #idle(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      // Polling alone does not keep a process alive.
+      const timer = setTimeout(resolve, this.#options.pollMs).unref();
+      this.#wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.#wake = () => undefined;
   }
 
   /**
@@ -248,32 +297,9 @@ export class Outbox {
     }
   }
 
-  /**
-   * Removal is not awaited before the next publish: LMDB batches the removals into few commits.
-   * Should the process die before one commits, the event is sent again at the next start and the
-   * stream drops it by msgId.
-   */
-  #remove(key: number, event: OutboxEvent): void {
-    this.#entries--;
-    this.#bytes -= sizeOf(event);
-    const removal = this.#storage.remove(key).then(
-      () => undefined,
-      (error: unknown) =>
-        this.#logger.warn(
-          { err: error, event_id: event.id },
-          'outbox could not remove a sent event; it will be sent again',
-        ),
-    );
-    this.#removals = Promise.all([this.#removals, removal]).then(() => undefined);
-  }
-
   /** Exponential backoff with a cap and equal jitter, so many processes do not retry in step. */
   #backoff(failures: number): number {
     const ceiling = Math.min(this.#options.maxBackoffMs, this.#options.initialBackoffMs * 2 ** (failures - 1));
     return ceiling / 2 + this.#random() * (ceiling / 2);
   }
-}
-
-function sizeOf(event: OutboxEvent): number {
-  return Buffer.byteLength(JSON.stringify(event));
 }

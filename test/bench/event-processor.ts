@@ -1,7 +1,7 @@
 /**
  * Sustained rate of the control plane's event processor: N usage events are published to a real
  * nats-server (JetStream, de-duplicated by id) while the processor is stopped; then the processor
- * starts and drains the backlog, applying it to LMDB in batches. The drain time is the processor's
+ * starts and drains the backlog, applying it to storage (LMDB) in batches. The drain time is the processor's
  * own rate; the publish time is the producers' side. Prints figures; not a test.
  *
  *   node test/bench/event-processor.ts [events=20000] [envelopes=50]
@@ -44,8 +44,8 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
     tenant: 'bench',
     requestId: 'bench',
   };
-  plane.store.transaction(() =>
-    plane.services.tenants.create({ tenant_id: 'bench', name: 'bench', created_at: new Date().toISOString() }),
+  await plane.storage.withTransaction((tx) =>
+    plane.services.tenants.create(tx, { tenant_id: 'bench', name: 'bench', created_at: new Date().toISOString() }),
   );
   const budget = await plane.services.budgets.create(caller, {
     name: 'bench',
@@ -92,7 +92,7 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
     await new Promise((r) => setTimeout(r, 5));
   const applied = performance.now();
 
-  const usage = plane.services.budgets.get('bench', budget.budget_id).usage;
+  const usage = (await plane.services.budgets.get('bench', budget.budget_id)).usage;
   const seconds = (applied - published) / 1000;
   console.log(`${label}: ${total} events over ${envelopes} envelopes`);
   console.log(

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../control-plane/audit/canonical-json.ts';
 import type { AuditRecord } from '../../core/domain/index.ts';
@@ -9,6 +10,7 @@ import {
   type RunningControlPlane,
   type TenantResources,
 } from '../harness/control-plane.ts';
+import { rawLmdb } from '../storage/lmdb-raw.ts';
 
 let cp: RunningControlPlane;
 let key: string;
@@ -91,9 +93,15 @@ describe('the hash chain', () => {
       first_invalid_seq: number | null;
       reason: string | null;
     };
-  const stored = (seq: number) => cp.plane.store.get<AuditRecord>('acme', 'audit', seq)!;
-  const overwrite = (record: AuditRecord) =>
-    cp.plane.store.transaction(() => cp.plane.store.put('acme', 'audit', record.seq, record));
+  /** Changes the stored records while the control plane is down, as someone with the volume could. */
+  const tamper = async (change: (raw: ReturnType<typeof rawLmdb>) => void) => {
+    cp = await cp.restart(async (dataDir) => {
+      const raw = rawLmdb(join(dataDir, 'control-plane'));
+      change(raw);
+      await raw.close();
+    });
+  };
+  const stored = (raw: ReturnType<typeof rawLmdb>, seq: number) => raw.get<AuditRecord>('acme', 'audit', seq)!;
 
   it('verifies an untouched log', async () => {
     const count = (await audit('?limit=1000')).length;
@@ -116,20 +124,21 @@ describe('the hash chain', () => {
   });
 
   it('reports the seq of a record altered in storage', async () => {
-    const target = stored(4);
-    overwrite({ ...target, result: 'deny' });
+    await tamper((raw) => raw.put('acme', 'audit', 4, { ...stored(raw, 4), result: 'deny' }));
     expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: 4, checked: 3 });
   });
 
   it('reports the next record when an altered record is re-hashed to hide it', async () => {
-    const { hash: _old, ...body } = { ...stored(3), actor: { type: 'api_key' as const, id: 'someone-else' } };
-    overwrite({ ...body, hash: createHash('sha256').update(canonicalJson(body)).digest('hex') });
+    await tamper((raw) => {
+      const { hash: _old, ...body } = { ...stored(raw, 3), actor: { type: 'api_key' as const, id: 'someone-else' } };
+      raw.put('acme', 'audit', 3, { ...body, hash: createHash('sha256').update(canonicalJson(body)).digest('hex') });
+    });
     expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: 4 });
   });
 
   it('reports records removed from the end', async () => {
     const all = await audit('?limit=1000');
-    cp.plane.store.transaction(() => cp.plane.store.remove('acme', 'audit', all[0]!.seq));
+    await tamper((raw) => raw.remove('acme', 'audit', all[0]!.seq));
     expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: all[0]!.seq });
   });
 });

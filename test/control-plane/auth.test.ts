@@ -43,7 +43,7 @@ describe('API key lifecycle', () => {
     expect(view).not.toHaveProperty('key_hash');
     expect(JSON.stringify(listed.body)).not.toContain(secret.slice(prefix.length));
     expect(JSON.stringify(listed.body)).not.toContain(hash);
-    const stored = cp.plane.store.get<Record<string, unknown>>('acme', 'api_key', id);
+    const stored = await cp.plane.storage.read.apiKeys.get('acme', id);
     expect(stored?.key_hash).toBe(hash);
     expect(JSON.stringify(stored)).not.toContain(secret);
 

@@ -1,6 +1,6 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_TOKEN_TOTAL, type Envelope } from '../../core/domain/index.ts';
+import { emptyCostTotals, MAX_TOKEN_TOTAL } from '../../core/domain/index.ts';
 import { contractProblems, operationsOf, SchemaChecker, type OpenApiDocument } from '../fuzz/openapi-requests.ts';
 import {
   expectSvcError,
@@ -205,11 +205,15 @@ describe('answers the fuzzer found outside the document', () => {
   it('refuses whole an event that would carry a stored total past the exact range', async () => {
     const created = await cp.call('POST', '/v1/envelopes', { key, body: { adapter_type: 'custom' } });
     const id = (created.body as { envelope_id: string }).envelope_id;
-    // A total near the maximum (reached by many calls): written directly, as no test could post them all.
-    const { store } = cp.plane;
-    const stored = store.get<Envelope>('acme', 'envelope', id)!;
-    store.transaction(() =>
-      store.put('acme', 'envelope', id, { ...stored, cost: { ...stored.cost, tokens_input: MAX_TOKEN_TOTAL - 10 } }),
+    // A total near the maximum (reached by many calls): charged directly, as no test could post them all.
+    await cp.plane.storage.withTransaction((tx) =>
+      tx.envelopes.charge(
+        'acme',
+        id,
+        { ...emptyCostTotals(), tokens_input: MAX_TOKEN_TOTAL - 10 },
+        'refuse',
+        new Date().toISOString(),
+      ),
     );
     const before = await cp.call('GET', `/v1/envelopes/${id}`, { key });
     const res = await documented('POST', '/v1/envelopes/{envelope_id}/events', `/v1/envelopes/${id}/events`, {

@@ -26,8 +26,8 @@ export interface RunningControlPlane {
     path: string,
     options?: { key?: string | null; body?: unknown; headers?: Record<string, string>; raw?: string },
   ): Promise<{ status: number; body: any; headers: Headers }>;
-  /** Closes and opens again on the same data directory. */
-  restart(): Promise<RunningControlPlane>;
+  /** Closes and opens again on the same data directory, running `whileStopped` in between. */
+  restart(whileStopped?: (dataDir: string) => Promise<void>): Promise<RunningControlPlane>;
   close(): Promise<void>;
 }
 
@@ -85,8 +85,9 @@ export async function startControlPlane(
       }
       return { status: response.status, body, headers: response.headers };
     },
-    async restart() {
+    async restart(whileStopped) {
       await running.close();
+      await whileStopped?.(dataDir);
       return startControlPlane(overrides, dataDir);
     },
     async close() {

@@ -83,7 +83,7 @@ describe('outbox over NATS', () => {
     await until(() => !bus.healthy());
     for (let n = 11; n <= 30; n++) await outbox.append(event(n));
     await sleep(700);
-    expect(outbox.depth()).toBeGreaterThan(0);
+    expect(await outbox.depth()).toBeGreaterThan(0);
 
     await server.restart();
     await outbox.flush(15_000);
@@ -121,7 +121,7 @@ describe('outbox over NATS', () => {
       logger: quiet,
     });
     closers.push(() => reopened.close());
-    expect(reopened.depth()).toBe(5);
+    expect(await reopened.depth()).toBe(5);
     await reopened.flush(5_000);
     expect(await storedIds(bus, 5)).toEqual(['evt-1', 'evt-2', 'evt-3', 'evt-4', 'evt-5']);
   });

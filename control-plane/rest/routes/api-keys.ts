@@ -10,15 +10,15 @@ import type { ApiKeys } from '../../auth/api-keys.ts';
 import { toKeyView } from '../../auth/api-keys.ts';
 import type { AuditLog } from '../../audit/audit-log.ts';
 import { actorOf } from '../../caller.ts';
-import type { Store } from '../../store/store.ts';
+import type { Storage } from '../../storage/storage.ts';
 import type { RouteTable } from '../route.ts';
 
 /** The HTTP face of TenantService's key methods (spec 4.6): the secret is in the create answer only. */
 export function apiKeyRoutes(
   routes: RouteTable,
-  deps: { keys: ApiKeys; store: Store; audit: AuditLog; clock: () => Date },
+  deps: { keys: ApiKeys; storage: Storage; audit: AuditLog; clock: () => Date },
 ): void {
-  const { keys, store, audit, clock } = deps;
+  const { keys, storage, audit, clock } = deps;
   routes.add({
     method: 'POST',
     path: '/v1/api-keys',
@@ -31,11 +31,11 @@ export function apiKeyRoutes(
       201: { description: 'created, with key_secret', schema: CreatedApiKeySchema },
       400: { description: 'invalid request (SVC-SYS-9002)', schema: ErrorBodySchema },
     },
-    handler: ({ caller, body }) => {
+    handler: async ({ caller, body }) => {
       const now = clock();
-      const { record, secret } = store.transaction(() => {
-        const created = keys.create(caller.tenant, body, now);
-        audit.append(caller.tenant, {
+      const { record, secret } = await storage.withTransaction(async (tx) => {
+        const created = await keys.create(tx, caller.tenant, body, now);
+        await audit.append(tx, caller.tenant, {
           actor: actorOf(caller.principal),
           action: 'api_key.create',
           resource: { type: 'api_key', id: created.record.id },
@@ -55,7 +55,10 @@ export function apiKeyRoutes(
     access: 'admin',
     summary: "List the tenant's API keys (masked)",
     responses: { 200: { description: 'keys', schema: z.array(ApiKeyViewSchema) } },
-    handler: ({ caller }) => ({ status: 200, body: keys.list(caller.tenant).map((r) => toKeyView(r, clock())) }),
+    handler: async ({ caller }) => ({
+      status: 200,
+      body: (await keys.list(caller.tenant)).map((r) => toKeyView(r, clock())),
+    }),
   });
   routes.add({
     method: 'DELETE',
@@ -69,11 +72,11 @@ export function apiKeyRoutes(
       200: { description: 'revoked', schema: ApiKeyViewSchema },
       404: { description: 'no such key (SVC-SYS-9006)', schema: ErrorBodySchema },
     },
-    handler: ({ caller, params }) => {
+    handler: async ({ caller, params }) => {
       const now = clock();
-      const record = store.transaction(() => {
-        const revoked = keys.revoke(caller.tenant, params.key_id, now);
-        audit.append(caller.tenant, {
+      const record = await storage.withTransaction(async (tx) => {
+        const revoked = await keys.revoke(tx, caller.tenant, params.key_id, now);
+        await audit.append(tx, caller.tenant, {
           actor: actorOf(caller.principal),
           action: 'api_key.revoke',
           resource: { type: 'api_key', id: params.key_id },

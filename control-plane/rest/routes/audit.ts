@@ -20,9 +20,9 @@ export function auditRoutes(routes: RouteTable, audit: AuditLog): void {
     summary: "The tenant's audit records, newest first",
     query: AuditQuerySchema,
     responses: { 200: { description: 'audit records', schema: z.array(AuditRecordSchema) } },
-    handler: ({ caller, query }) => ({
+    handler: async ({ caller, query }) => ({
       status: 200,
-      body: audit.query(caller.tenant, {
+      body: await audit.query(caller.tenant, {
         action: query.action,
         resource_type: query.resource_type ?? query.resourceType,
         actor_id: query.actor_id ?? query.actorId,
@@ -38,6 +38,6 @@ export function auditRoutes(routes: RouteTable, audit: AuditLog): void {
     access: 'admin',
     summary: "Check the tenant's audit hash chain end to end",
     responses: { 200: { description: 'verification result', schema: VerificationSchema } },
-    handler: ({ caller }) => ({ status: 200, body: audit.verify(caller.tenant) }),
+    handler: async ({ caller }) => ({ status: 200, body: await audit.verify(caller.tenant) }),
   });
 }

@@ -44,9 +44,9 @@ export function budgetRoutes(routes: RouteTable, budgets: Budgets, clock: () => 
     summary: "List the tenant's budgets, optionally by status",
     query: BudgetListQuerySchema,
     responses: { 200: { description: 'budgets', schema: z.array(RestBudgetSchema) } },
-    handler: ({ caller, query }) => ({
+    handler: async ({ caller, query }) => ({
       status: 200,
-      body: budgets.list(caller.tenant, query.status).map((b) => toRestBudget(b, clock())),
+      body: (await budgets.list(caller.tenant, query.status)).map((b) => toRestBudget(b, clock())),
     }),
   });
   routes.add({
@@ -58,9 +58,9 @@ export function budgetRoutes(routes: RouteTable, budgets: Budgets, clock: () => 
     summary: 'Read a budget',
     params: BudgetParams,
     responses: { 200: { description: 'the budget', schema: RestBudgetSchema }, 404: notFound },
-    handler: ({ caller, params }) => ({
+    handler: async ({ caller, params }) => ({
       status: 200,
-      body: toRestBudget(budgets.get(caller.tenant, params.budget_id), clock()),
+      body: toRestBudget(await budgets.get(caller.tenant, params.budget_id), clock()),
     }),
   });
   routes.add({
@@ -72,9 +72,9 @@ export function budgetRoutes(routes: RouteTable, budgets: Budgets, clock: () => 
     summary: 'Real-time usage of the current period',
     params: BudgetParams,
     responses: { 200: { description: 'usage', schema: BudgetUsageSchema }, 404: notFound },
-    handler: ({ caller, params }) => ({
+    handler: async ({ caller, params }) => ({
       status: 200,
-      body: toBudgetUsage(budgets.get(caller.tenant, params.budget_id)),
+      body: toBudgetUsage(await budgets.get(caller.tenant, params.budget_id)),
     }),
   });
   routes.add({
@@ -88,9 +88,9 @@ export function budgetRoutes(routes: RouteTable, budgets: Budgets, clock: () => 
     body: BudgetCheckRequestSchema,
     bodyOptional: true,
     responses: { 200: { description: 'check result', schema: BudgetCheckResultSchema }, 404: notFound },
-    handler: ({ caller, params, body }) => ({
+    handler: async ({ caller, params, body }) => ({
       status: 200,
-      body: budgets.check(caller.tenant, params.budget_id, body),
+      body: await budgets.check(caller.tenant, params.budget_id, body),
     }),
   });
 }

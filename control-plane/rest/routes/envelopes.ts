@@ -72,11 +72,15 @@ export function envelopeRoutes(routes: RouteTable, envelopes: Envelopes): void {
     summary: "List the tenant's envelopes",
     query: ListQuery,
     responses: { 200: { description: 'envelopes', schema: z.array(RestEnvelopeSchema) } },
-    handler: ({ caller, query }) => ({
+    handler: async ({ caller, query }) => ({
       status: 200,
-      body: envelopes
-        .list(caller.tenant, { status: query.status, budget_id: query.budget_id ?? query.budgetId, limit: query.limit })
-        .map(toRestEnvelope),
+      body: (
+        await envelopes.list(caller.tenant, {
+          status: query.status,
+          budget_id: query.budget_id ?? query.budgetId,
+          limit: query.limit,
+        })
+      ).map(toRestEnvelope),
     }),
   });
   routes.add({
@@ -88,9 +92,9 @@ export function envelopeRoutes(routes: RouteTable, envelopes: Envelopes): void {
     summary: 'Read an envelope',
     params: EnvelopeParams,
     responses: { 200: { description: 'the envelope', schema: RestEnvelopeSchema }, 404: notFound },
-    handler: ({ caller, params }) => ({
+    handler: async ({ caller, params }) => ({
       status: 200,
-      body: toRestEnvelope(envelopes.get(caller.tenant, params.envelope_id)),
+      body: toRestEnvelope(await envelopes.get(caller.tenant, params.envelope_id)),
     }),
   });
   routes.add({

@@ -3,7 +3,7 @@ import type { ControlPlaneMetrics } from '../../observability/metrics.ts';
 import { openApiDocument } from '../openapi.ts';
 import type { RouteTable } from '../route.ts';
 
-export type DependencyCheck = () => { status: 'ok' | 'down'; detail?: string };
+export type DependencyCheck = () => Promise<{ status: 'ok' | 'down'; detail?: string }>;
 
 const DependencySchema = z.object({ status: z.enum(['ok', 'down']), detail: z.string().optional() });
 const HealthSchema = z.object({
@@ -25,15 +25,18 @@ export function operationalRoutes(
   routes: RouteTable,
   deps: {
     version: string;
-    schemaVersion: () => number;
+    schemaVersion: () => Promise<number>;
     checks: Record<string, DependencyCheck>;
     metrics: ControlPlaneMetrics;
-    outboxDepth: () => number;
+    outboxDepth: () => Promise<number>;
   },
 ): void {
-  const health = () => {
-    const services = Object.fromEntries(Object.entries(deps.checks).map(([name, check]) => [name, check()]));
-    const ok = Object.values(services).every((s) => s.status === 'ok');
+  const health = async () => {
+    const checked = await Promise.all(
+      Object.entries(deps.checks).map(async ([name, check]) => [name, await check()] as const),
+    );
+    const services = Object.fromEntries(checked);
+    const ok = checked.every(([, s]) => s.status === 'ok');
     return {
       ok,
       body: {
@@ -41,7 +44,7 @@ export function operationalRoutes(
         service: 'control-plane',
         version: deps.version,
         services,
-        outbox: { depth: deps.outboxDepth() },
+        outbox: { depth: await deps.outboxDepth() },
       },
     };
   };
@@ -53,7 +56,7 @@ export function operationalRoutes(
     access: 'public',
     summary: 'Status with per-dependency detail',
     responses: { 200: { description: 'status', schema: HealthSchema } },
-    handler: () => ({ status: 200, body: health().body }),
+    handler: async () => ({ status: 200, body: (await health()).body }),
   });
   routes.add({
     method: 'GET',
@@ -76,8 +79,8 @@ export function operationalRoutes(
       200: { description: 'ready', schema: HealthSchema },
       503: { description: 'not ready', schema: HealthSchema },
     },
-    handler: () => {
-      const { ok, body } = health();
+    handler: async () => {
+      const { ok, body } = await health();
       return { status: ok ? 200 : 503, body };
     },
   });
@@ -103,13 +106,13 @@ export function operationalRoutes(
     access: 'public',
     summary: 'Service, API and storage schema versions',
     responses: { 200: { description: 'versions', schema: VersionSchema } },
-    handler: () => ({
+    handler: async () => ({
       status: 200,
       body: {
         service: 'control-plane',
         version: deps.version,
         api_version: 'v1',
-        schema_version: deps.schemaVersion(),
+        schema_version: await deps.schemaVersion(),
       },
     }),
   });

@@ -51,10 +51,10 @@ export function policyRoutes(routes: RouteTable, policies: Policies): void {
     summary: "List the tenant's policies, highest priority first",
     query: ListQuery,
     responses: { 200: { description: 'policies', schema: z.array(RestPolicySchema) } },
-    handler: ({ caller, query }) => {
+    handler: async ({ caller, query }) => {
       const status =
         query.status ?? (query.enabled === undefined ? undefined : query.enabled === 'true' ? 'ACTIVE' : 'DISABLED');
-      return { status: 200, body: policies.list(caller.tenant, { status }).map(toRestPolicy) };
+      return { status: 200, body: (await policies.list(caller.tenant, { status })).map(toRestPolicy) };
     },
   });
   routes.add({
@@ -94,9 +94,9 @@ export function policyRoutes(routes: RouteTable, policies: Policies): void {
       200: { description: 'the policy', schema: RestPolicySchema },
       404: { description: 'policy not found (SVC-POL-2002)', schema: ErrorBodySchema },
     },
-    handler: ({ caller, params }) => ({
+    handler: async ({ caller, params }) => ({
       status: 200,
-      body: toRestPolicy(policies.get(caller.tenant, params.policy_id)),
+      body: toRestPolicy(await policies.get(caller.tenant, params.policy_id)),
     }),
   });
 }

@@ -5,8 +5,7 @@ import { ErrorBodySchema } from '../../../core/errors/index.ts';
 import type { AuditLog } from '../../audit/audit-log.ts';
 import { actorOf } from '../../caller.ts';
 import type { EffectDispatcher } from '../../effects/dispatcher.ts';
-import { noEffects } from '../../effects/effects.ts';
-import type { Store } from '../../store/store.ts';
+import type { Storage } from '../../storage/storage.ts';
 import type { Tenants } from '../../tenants/tenants.ts';
 import type { WebhookSecrets } from '../../tenants/webhook-secrets.ts';
 import type { RouteTable } from '../route.ts';
@@ -29,13 +28,13 @@ export function tenantRoutes(
   deps: {
     tenants: Tenants;
     webhookSecrets: WebhookSecrets;
-    store: Store;
+    storage: Storage;
     audit: AuditLog;
     effects: EffectDispatcher;
     clock: () => Date;
   },
 ): void {
-  const { tenants, webhookSecrets, store, audit, effects, clock } = deps;
+  const { tenants, webhookSecrets, storage, audit, effects, clock } = deps;
   routes.add({
     method: 'POST',
     path: '/v1/tenants',
@@ -53,23 +52,23 @@ export function tenantRoutes(
       409: { description: 'tenant id taken (SVC-SYS-9008)', schema: ErrorBodySchema },
     },
     handler: async ({ caller, body }) => {
-      const tenant = store.transaction(() => {
-        const created = tenants.create({
+      const tenant = await effects.commit(async (tx, collected) => {
+        const created = await tenants.create(tx, {
           tenant_id: body.tenant_id ?? randomUUID(),
           name: body.name,
           created_at: clock().toISOString(),
         });
-        audit.append(created.tenant_id, {
+        await audit.append(tx, created.tenant_id, {
           actor: actorOf(caller.principal),
           action: 'tenant.create',
           resource: { type: 'tenant', id: created.tenant_id },
           result: 'created',
           metadata: { name: created.name },
         });
-        return { ...created, webhook_secret: webhookSecrets.issue(created.tenant_id) };
+        // A proxy fails closed until it holds its tenant's ruleset, so even an empty one is pushed now.
+        collected.changes.push({ kind: 'ruleset', tenant: created.tenant_id });
+        return { ...created, webhook_secret: await webhookSecrets.issue(tx, created.tenant_id) };
       });
-      // A proxy fails closed until it holds its tenant's ruleset, so even an empty one is pushed now.
-      await effects.dispatch({ ...noEffects(), changes: [{ kind: 'ruleset', tenant: tenant.tenant_id }] });
       return { status: 201, body: tenant };
     },
   });
@@ -82,10 +81,10 @@ export function tenantRoutes(
     summary: "Replace the tenant's webhook signing secret; the new one is returned once",
     tenantFromInput: false,
     responses: { 200: { description: 'the new secret', schema: RotatedSecretSchema } },
-    handler: ({ caller }) => {
-      const rotated = store.transaction(() => {
-        const next = webhookSecrets.rotate(caller.tenant);
-        audit.append(caller.tenant, {
+    handler: async ({ caller }) => {
+      const rotated = await storage.withTransaction(async (tx) => {
+        const next = await webhookSecrets.rotate(tx, caller.tenant);
+        await audit.append(tx, caller.tenant, {
           actor: actorOf(caller.principal),
           action: 'webhook_secret.rotate',
           resource: { type: 'tenant', id: caller.tenant },
@@ -112,6 +111,6 @@ export function tenantRoutes(
     access: 'administrator',
     summary: 'List tenants (platform administrators only)',
     responses: { 200: { description: 'tenants', schema: z.array(TenantSchema) } },
-    handler: () => ({ status: 200, body: tenants.list() }),
+    handler: async () => ({ status: 200, body: await tenants.list() }),
   });
 }

@@ -1,0 +1,75 @@
+import type { StoredEvent } from '../records.ts';
+import type { EventFilter, EventRepository, Page, PageRequest } from '../storage.ts';
+import type { Entry, KvView } from './kv.ts';
+import type { Layout } from './layout.ts';
+import { pageOf, pageStart } from './pages.ts';
+import type { Sync } from './promised.ts';
+
+/** The arrival position, zero-padded so that key order is arrival order. */
+const position = (seq: number) => String(seq).padStart(15, '0');
+
+/**
+ * Events under `[tenant, 'event', event_id]`, with two arrival-ordered indexes of their ids: the
+ * tenant's (`event_log`, by position) and each envelope's (`envelope_event`, `<envelope>/<position>`).
+ * The position is the tenant's event sequence, `[tenant, 'meta', 'event_seq']`.
+ */
+export class LmdbEvents implements Sync<EventRepository> {
+  readonly #kv: KvView;
+  readonly #layout: Layout;
+
+  constructor(kv: KvView, layout: Layout) {
+    this.#kv = kv;
+    this.#layout = layout;
+  }
+
+  get(tenant: string, eventId: string): StoredEvent | undefined {
+    return this.#kv.get<StoredEvent>(this.#layout.tenant(tenant, 'event'), eventId);
+  }
+
+  list(tenant: string, filter: EventFilter, request?: PageRequest): Page<StoredEvent> {
+    const { size, after } = pageStart(request);
+    const ids =
+      filter.envelopeId === undefined
+        ? this.#kv.range<string>(this.#layout.tenant(tenant, 'event_log'), { reverse: true, after })
+        : this.#kv.range<string>(this.#layout.tenant(tenant, 'envelope_event'), {
+            prefix: `${filter.envelopeId}/`,
+            reverse: true,
+            after,
+          });
+    const family = filter.eventType?.endsWith('.*') ? filter.eventType.slice(0, -1) : undefined;
+    const events = this.#layout.tenant(tenant, 'event');
+    const kv = this.#kv;
+    function* matching(): Generator<Entry<StoredEvent>> {
+      for (const { id, value } of ids) {
+        const event = kv.get<StoredEvent>(events, value);
+        if (event === undefined) continue;
+        if (
+          filter.eventType !== undefined &&
+          (family !== undefined ? !event.event_type.startsWith(family) : event.event_type !== filter.eventType)
+        )
+          continue;
+        yield { id, value: event };
+      }
+    }
+    return pageOf(matching(), size);
+  }
+
+  insertNew(tenant: string, events: readonly StoredEvent[]): string[] {
+    const space = this.#layout.tenant(tenant, 'event');
+    const meta = this.#layout.tenant(tenant, 'meta');
+    const log = this.#layout.tenant(tenant, 'event_log');
+    const byEnvelope = this.#layout.tenant(tenant, 'envelope_event');
+    let seq = this.#kv.get<number>(meta, 'event_seq') ?? 0;
+    const stored: string[] = [];
+    for (const event of events) {
+      if (this.#kv.get(space, event.event_id) !== undefined) continue;
+      const at = position(++seq);
+      this.#kv.put(space, event.event_id, event);
+      this.#kv.put(log, at, event.event_id);
+      this.#kv.put(byEnvelope, `${event.envelope_id}/${at}`, event.event_id);
+      stored.push(event.event_id);
+    }
+    if (stored.length > 0) this.#kv.put(meta, 'event_seq', seq);
+    return stored;
+  }
+}

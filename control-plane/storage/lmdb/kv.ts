@@ -1,0 +1,175 @@
+import type { Database } from 'lmdb';
+
+/** The last part of a key: records are addressed by a space (key prefix) and an id within it. */
+export type Id = string | number;
+type Key = Array<string | number>;
+
+/** A key prefix in one LMDB database: `[tenant, kind]` in `tenant_data`, `[kind]` in `global`. */
+export interface Space {
+  readonly db: Database<unknown, Key>;
+  readonly prefix: readonly string[];
+  /** Identifies the space among staged writes. */
+  readonly name: string;
+}
+
+export interface RangeOptions {
+  /** Only ids (strings) that start with this. */
+  prefix?: string | undefined;
+  /** Numeric ids (the audit sequence) instead of strings. */
+  numeric?: boolean;
+  reverse?: boolean;
+  /** Start after this id (exclusive), in the direction of the range: how pages continue. */
+  after?: Id | undefined;
+}
+
+export interface Entry<T> {
+  id: Id;
+  value: T;
+}
+
+/**
+ * Synchronous access to records, for the repositories: reads of committed state (`read`) or a
+ * transaction's view of it with its own writes on top (`StagedView`).
+ */
+export interface KvView {
+  readonly writable: boolean;
+  get<T>(space: Space, id: Id): T | undefined;
+  put(space: Space, id: Id, value: unknown): void;
+  remove(space: Space, id: Id): void;
+  /** Records of the space in id order (or reversed), lazily. */
+  range<T>(space: Space, options?: RangeOptions): Iterable<Entry<T>>;
+}
+
+/** Above every string id an LMDB key of this product holds (the largest code point). */
+const TOP_STRING = '\u{10FFFF}';
+
+const keyOf = (space: Space, id: Id): Key => [...space.prefix, id];
+
+/** Id order as LMDB keeps it: numbers numerically, strings by their UTF-8 bytes. */
+export function compareIds(a: Id, b: Id): number {
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  if (typeof a === 'number') return -1;
+  if (typeof b === 'number') return 1;
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+function inRange(id: Id, options: RangeOptions): boolean {
+  if (options.numeric === true) return typeof id === 'number';
+  return typeof id === 'string' && (options.prefix === undefined || id.startsWith(options.prefix));
+}
+
+/** The committed records of a space in order, straight from LMDB. */
+export function* committedRange<T>(space: Space, options: RangeOptions = {}): Generator<Entry<T>> {
+  const low: Id = options.numeric === true ? 0 : (options.prefix ?? '');
+  const high: Id = options.numeric === true ? Number.MAX_SAFE_INTEGER : (options.prefix ?? '') + TOP_STRING;
+  const reverse = options.reverse === true;
+  const from = options.after ?? (reverse ? high : low);
+  const range = space.db.getRange(
+    reverse
+      ? { start: keyOf(space, from), end: keyOf(space, low), reverse: true }
+      : { start: keyOf(space, from), end: keyOf(space, high) },
+  );
+  for (const { key, value } of range) {
+    const id = key[key.length - 1]!;
+    if (key.length !== space.prefix.length + 1 || !inRange(id, options)) continue;
+    if (options.after !== undefined && id === options.after) continue;
+    yield { id, value: value as T };
+  }
+}
+
+/** Reads and writes of committed state: the `read` side of the storage. */
+export class CommittedView implements KvView {
+  readonly writable = false;
+
+  get<T>(space: Space, id: Id): T | undefined {
+    return space.db.get(keyOf(space, id)) as T | undefined;
+  }
+
+  put(): void {
+    throw new Error('storage write outside a transaction');
+  }
+
+  remove(): void {
+    throw new Error('storage write outside a transaction');
+  }
+
+  range<T>(space: Space, options?: RangeOptions): Iterable<Entry<T>> {
+    return committedRange<T>(space, options);
+  }
+}
+
+const REMOVED = Symbol('removed');
+type Staged = { space: Space; id: Id; value: unknown };
+
+/**
+ * A transaction's view: its writes are kept in memory, one latest value per record (a record
+ * written many times in a batch is written to LMDB once), and its reads see them over the
+ * committed state. `commit` writes them all inside the caller's synchronous LMDB transaction.
+ */
+export class StagedView implements KvView {
+  readonly writable = true;
+  /** Per space, per id: the latest value (or REMOVED). */
+  readonly #staged = new Map<string, Map<Id, Staged>>();
+
+  /** Whether nothing was written. */
+  get empty(): boolean {
+    for (const writes of this.#staged.values()) if (writes.size > 0) return false;
+    return true;
+  }
+
+  get<T>(space: Space, id: Id): T | undefined {
+    const staged = this.#staged.get(space.name)?.get(id);
+    if (staged === undefined) return space.db.get(keyOf(space, id)) as T | undefined;
+    return staged.value === REMOVED ? undefined : (staged.value as T);
+  }
+
+  put(space: Space, id: Id, value: unknown): void {
+    this.#stage(space, id, value);
+  }
+
+  remove(space: Space, id: Id): void {
+    this.#stage(space, id, REMOVED);
+  }
+
+  *range<T>(space: Space, options: RangeOptions = {}): Generator<Entry<T>> {
+    const ownWrites = this.#staged.get(space.name);
+    if (ownWrites === undefined || ownWrites.size === 0) {
+      yield* committedRange<T>(space, options);
+      return;
+    }
+    const direction = options.reverse === true ? -1 : 1;
+    const after = options.after;
+    const staged = [...ownWrites.values()]
+      .filter((s) => inRange(s.id, options) && (after === undefined || compareIds(s.id, after) * direction > 0))
+      .sort((a, b) => compareIds(a.id, b.id) * direction);
+    let i = 0;
+    for (const entry of committedRange<T>(space, options)) {
+      while (i < staged.length && compareIds(staged[i]!.id, entry.id) * direction < 0) {
+        const s = staged[i++]!;
+        if (s.value !== REMOVED) yield { id: s.id, value: s.value as T };
+      }
+      if (ownWrites.has(entry.id)) continue;
+      yield entry;
+    }
+    for (; i < staged.length; i++) {
+      const s = staged[i]!;
+      if (s.value !== REMOVED) yield { id: s.id, value: s.value as T };
+    }
+  }
+
+  /** Writes every staged change; call inside a synchronous LMDB write transaction. */
+  commit(): void {
+    for (const writes of this.#staged.values()) {
+      for (const { space, id, value } of writes.values()) {
+        if (value === REMOVED) space.db.removeSync(keyOf(space, id));
+        else space.db.putSync(keyOf(space, id), value);
+      }
+    }
+  }
+
+  #stage(space: Space, id: Id, value: unknown): void {
+    let writes = this.#staged.get(space.name);
+    if (writes === undefined) this.#staged.set(space.name, (writes = new Map<Id, Staged>()));
+    writes.set(id, { space, id, value });
+  }
+}

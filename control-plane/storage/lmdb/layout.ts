@@ -1,0 +1,64 @@
+import type { Database, RootDatabase } from 'lmdb';
+import type { Space } from './kv.ts';
+
+/**
+ * Record kinds kept per tenant, in database `tenant_data` under the key `[tenant, kind, id]`
+ * (docs/storage.md lists what each holds). Every key starts with the tenant, so no range of one
+ * tenant reaches another's records.
+ */
+export type TenantKind =
+  | 'envelope'
+  | 'execution'
+  | 'budget_envelope'
+  | 'budget'
+  | 'policy'
+  | 'approval'
+  | 'api_key'
+  | 'audit'
+  | 'event'
+  | 'event_log'
+  | 'envelope_event'
+  | 'lease'
+  | 'meta';
+
+/** What is looked up before a tenant is known, in database `global` under `[kind, id]`. */
+export type GlobalKind = 'tenant' | 'api_key' | 'webhook_secret' | 'meta';
+
+type Key = Array<string | number>;
+
+/** The databases of the control plane's LMDB environment and the key spaces within them. */
+export class Layout {
+  readonly data: Database<unknown, Key>;
+  readonly global: Database<unknown, Key>;
+  /** The spaces handed out so far, by kind and tenant: a batch addresses the same few over and over. */
+  readonly #spaces = new Map<string, Map<string, Space>>();
+
+  constructor(root: RootDatabase) {
+    this.data = root.openDB<unknown, Key>({ name: 'tenant_data' });
+    this.global = root.openDB<unknown, Key>({ name: 'global' });
+  }
+
+  tenant(tenant: string, kind: TenantKind): Space {
+    return this.#space(kind, tenant, () => ({
+      db: this.data,
+      prefix: [tenant, kind],
+      name: `t\u0000${kind}\u0000${tenant}`,
+    }));
+  }
+
+  globalKind(kind: GlobalKind): Space {
+    return this.#space(`global ${kind}`, '', () => ({ db: this.global, prefix: [kind], name: `g\u0000${kind}` }));
+  }
+
+  #space(group: string, key: string, make: () => Space): Space {
+    let spaces = this.#spaces.get(group);
+    if (spaces === undefined) this.#spaces.set(group, (spaces = new Map<string, Space>()));
+    let space = spaces.get(key);
+    if (space === undefined) {
+      // Bounded: one per tenant and kind; a process serving very many tenants starts afresh.
+      if (spaces.size >= 100_000) spaces.clear();
+      spaces.set(key, (space = make()));
+    }
+    return space;
+  }
+}

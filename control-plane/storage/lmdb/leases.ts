@@ -1,0 +1,85 @@
+import type { LeaseRecord, Spend } from '../records.ts';
+import type { LeaseRepository } from '../storage.ts';
+import type { KvView } from './kv.ts';
+import type { Layout } from './layout.ts';
+import type { Sync } from './promised.ts';
+
+/** Reported and applied spend of one budget's period. */
+interface LeaseSpend {
+  period_start: string;
+  reported_tokens: number;
+  reported_micros: number;
+  applied_tokens: number;
+  applied_micros: number;
+}
+
+/**
+ * Leases under `[tenant, 'lease', '<budget>/<lease>']`; the budget's reported and applied spend
+ * beside them under `spend/<budget>`, a key their `<budget>/` range never matches.
+ */
+export class LmdbLeases implements Sync<LeaseRepository> {
+  readonly #kv: KvView;
+  readonly #layout: Layout;
+
+  constructor(kv: KvView, layout: Layout) {
+    this.#kv = kv;
+    this.#layout = layout;
+  }
+
+  get(tenant: string, budgetId: string, leaseId: string): LeaseRecord | undefined {
+    return this.#kv.get<LeaseRecord>(this.#layout.tenant(tenant, 'lease'), `${budgetId}/${leaseId}`);
+  }
+
+  outstanding(tenant: string, budgetId: string, now: string, exceptLeaseId: string | null = null): Spend {
+    const at = Date.parse(now);
+    const sum = { tokens: 0, micros: 0 };
+    for (const { value: lease } of this.#kv.range<LeaseRecord>(this.#layout.tenant(tenant, 'lease'), {
+      prefix: `${budgetId}/`,
+    })) {
+      if (lease.lease_id === exceptLeaseId || Date.parse(lease.expires_at) <= at) continue;
+      sum.tokens += lease.tokens ?? 0;
+      sum.micros += lease.micros ?? 0;
+    }
+    return sum;
+  }
+
+  pendingSpend(tenant: string, budgetId: string, periodStart: string): Spend {
+    const record = this.#spend(tenant, budgetId, periodStart);
+    return {
+      tokens: Math.max(0, record.reported_tokens - record.applied_tokens),
+      micros: Math.max(0, record.reported_micros - record.applied_micros),
+    };
+  }
+
+  put(tenant: string, lease: LeaseRecord): void {
+    this.#kv.put(this.#layout.tenant(tenant, 'lease'), `${lease.budget_id}/${lease.lease_id}`, lease);
+  }
+
+  remove(tenant: string, budgetId: string, leaseId: string): void {
+    this.#kv.remove(this.#layout.tenant(tenant, 'lease'), `${budgetId}/${leaseId}`);
+  }
+
+  addSpend(tenant: string, budgetId: string, periodStart: string, side: 'reported' | 'applied', spend: Spend): void {
+    const record = this.#spend(tenant, budgetId, periodStart);
+    const next: LeaseSpend =
+      side === 'reported'
+        ? {
+            ...record,
+            reported_tokens: record.reported_tokens + spend.tokens,
+            reported_micros: record.reported_micros + spend.micros,
+          }
+        : {
+            ...record,
+            applied_tokens: record.applied_tokens + spend.tokens,
+            applied_micros: record.applied_micros + spend.micros,
+          };
+    this.#kv.put(this.#layout.tenant(tenant, 'lease'), `spend/${budgetId}`, next);
+  }
+
+  /** The period's spend record; a fresh one when the stored record is of another period. */
+  #spend(tenant: string, budgetId: string, periodStart: string): LeaseSpend {
+    const record = this.#kv.get<LeaseSpend>(this.#layout.tenant(tenant, 'lease'), `spend/${budgetId}`);
+    if (record !== undefined && record.period_start === periodStart) return record;
+    return { period_start: periodStart, reported_tokens: 0, reported_micros: 0, applied_tokens: 0, applied_micros: 0 };
+  }
+}

@@ -1,0 +1,25 @@
+import type { StagedView } from './kv.ts';
+import type { Layout } from './layout.ts';
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** Rewrites records inside the migration's transaction. */
+  up(kv: StagedView, layout: Layout): void;
+}
+
+/**
+ * Numbered schema migrations of the LMDB layout, applied in order at start inside one transaction
+ * each. A migration never changes once released; a new change is a new number.
+ */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'initial layout: tenant-prefixed records, global key index',
+    up: () => {
+      // Version 1 is the layout itself; nothing to convert.
+    },
+  },
+];
+
+export const SCHEMA_VERSION = Math.max(...MIGRATIONS.map((m) => m.version));

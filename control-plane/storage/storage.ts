@@ -1,0 +1,362 @@
+import type {
+  ApiKeyRecord,
+  AuditRecord,
+  Budget,
+  CostTotals,
+  Envelope,
+  EnvelopeStatus,
+  Overflow,
+  Tenant,
+  UsageDelta,
+} from '../../core/domain/index.ts';
+import type { OutboxEvent, OutboxStorage } from '../../core/outbox/outbox-storage.ts';
+import type { Approval, Policy } from '../../core/policy/index.ts';
+import type { AuditDraft } from '../audit/chain.ts';
+import type { AuditHead, LeaseRecord, Spend, StoredEvent, WebhookSecretRecord } from './records.ts';
+
+/**
+ * The control plane's storage: one interface, two backends (LMDB embedded, PostgreSQL for N
+ * replicas; docs/storage.md). Domain services reach their state only through these repositories.
+ *
+ * Rules every backend keeps, and every caller may rely on:
+ * - Every method that reads or writes a tenant's records takes the tenant first, and a record of
+ *   one tenant is never returned for another (only the tenant registry and the API key id lookup
+ *   are global).
+ * - Counters change by stated deltas in one step (`addUsage`, `reserveExecution`, `charge`,
+ *   `bumpVersion`, lease spend), never by a read in the service and a write back, so concurrent
+ *   transactions of several replicas lose no update. The first such change of a row holds it until
+ *   the transaction ends, so what a service decides from the returned record cannot interleave.
+ * - Uniqueness is the backend's: a taken tenant id, budget id, policy id, API key id or execution
+ *   id is refused with SVC-SYS-9008 naming the field, and nothing of the transaction is kept.
+ * - Records returned are the caller's to read, not to change in place.
+ */
+export interface Storage {
+  readonly backend: 'lmdb' | 'postgres';
+  /** Reads outside a transaction: each call sees committed state. */
+  readonly read: Readers;
+  /**
+   * Runs `fn` in one transaction: everything it writes commits together or not at all, and its
+   * reads see its own writes. Not to be nested (a nested call is refused).
+   *
+   * PostgreSQL: READ COMMITTED, retried (bounded) on a serialization failure or deadlock, so `fn`
+   * must be safe to run again; effects leave through the outbox, which is in the transaction.
+   * LMDB: one writer at a time (an async lock per storage), writes staged in memory and committed
+   * in one synchronous LMDB transaction when `fn` resolves.
+   */
+  withTransaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T>;
+  /**
+   * The outbox's drain side, for `core/outbox`'s publisher: claim the oldest events in order,
+   * remove them once the bus acknowledged them. Appends happen in transactions (`tx.outbox`).
+   */
+  readonly outbox: OutboxStorage;
+  health(): Promise<{ status: 'ok' | 'down'; detail?: string }>;
+  /** The number of the last migration applied (reported by GET /version). */
+  schemaVersion(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** Paging of every list: at most `pageSize` items (default 20, at most 100) after `pageToken`. */
+export interface PageRequest {
+  pageSize?: number | undefined;
+  /** The `nextPageToken` of the page before; absent for the first page. */
+  pageToken?: string | null | undefined;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** Opaque (base64url); null when this page is the last. */
+  nextPageToken: string | null;
+}
+
+export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 100;
+
+/** What reads see outside a transaction. */
+export interface Readers {
+  tenants: TenantReader;
+  envelopes: EnvelopeReader;
+  budgets: BudgetReader;
+  policies: PolicyReader;
+  apiKeys: ApiKeyReader;
+  audit: AuditReader;
+  events: EventReader;
+  leases: LeaseReader;
+  approvals: ApprovalReader;
+}
+
+/** What a transaction reads and writes. */
+export interface Repositories {
+  tenants: TenantRepository;
+  envelopes: EnvelopeRepository;
+  budgets: BudgetRepository;
+  policies: PolicyRepository;
+  apiKeys: ApiKeyRepository;
+  audit: AuditRepository;
+  events: EventRepository;
+  leases: LeaseRepository;
+  approvals: ApprovalRepository;
+  outbox: OutboxRepository;
+  dedup: DedupRepository;
+  jobs: JobLeaseRepository;
+}
+
+/** The tenant registry (global) and each tenant's webhook signing secret. */
+export interface TenantReader {
+  get(tenantId: string): Promise<Tenant | undefined>;
+  /** By tenant id. */
+  list(page?: PageRequest): Promise<Page<Tenant>>;
+  webhookSecret(tenantId: string): Promise<WebhookSecretRecord | undefined>;
+}
+
+export interface TenantRepository extends TenantReader {
+  /** SVC-SYS-9008 (field `tenant_id`) when the id is taken. */
+  create(tenant: Tenant): Promise<void>;
+  /** Stores the tenant's first secret unless it has one already; returns the one it has now. */
+  issueWebhookSecret(tenantId: string, record: WebhookSecretRecord): Promise<WebhookSecretRecord>;
+  /** Replaces the tenant's secret (a rotation). */
+  putWebhookSecret(tenantId: string, record: WebhookSecretRecord): Promise<void>;
+}
+
+export interface EnvelopeFilter {
+  status?: EnvelopeStatus | undefined;
+  budgetId?: string | undefined;
+}
+
+/** The fields a status change sets. */
+export type StatusChange = Pick<Envelope, 'status' | 'status_reason' | 'updated_at' | 'completed_at'>;
+
+export interface EnvelopeReader {
+  get(tenant: string, envelopeId: string): Promise<Envelope | undefined>;
+  /** By envelope id; a filtered page holds up to `pageSize` matching envelopes. */
+  list(tenant: string, filter: EnvelopeFilter, page?: PageRequest): Promise<Page<Envelope>>;
+  /** The budget's envelopes that have not ended (no final status), by envelope id. */
+  listLive(tenant: string, budgetId: string, page?: PageRequest): Promise<Page<Envelope>>;
+}
+
+export interface EnvelopeRepository extends EnvelopeReader {
+  /**
+   * Stores a new envelope; its execution id is unique per tenant. When the execution id has an
+   * envelope already, `refuse` throws SVC-SYS-9008 (field `execution_id`) and `keep` stores the
+   * envelope while the execution id stays with the one that has it. False, and nothing written,
+   * when the envelope id exists.
+   */
+  insert(tenant: string, envelope: Envelope, options: { executionTaken: 'refuse' | 'keep' }): Promise<boolean>;
+  /**
+   * Adds `delta` to the cost totals and, per model, to the model costs (a model not listed yet is
+   * appended); sets `updated_at`. Each total is bounded as `overflow` says: `refuse` throws
+   * SVC-EVT-4002 naming the total, `saturate` holds it at its maximum. The envelope after the
+   * change, or undefined when there is none.
+   */
+  charge(
+    tenant: string,
+    envelopeId: string,
+    delta: CostTotals,
+    overflow: Overflow,
+    updatedAt: string,
+  ): Promise<Envelope | undefined>;
+  /**
+   * Sets the status fields if the envelope's status is still `from` (compare and set): the
+   * envelope after the change, or undefined when it is absent or its status moved meanwhile.
+   */
+  transition(
+    tenant: string,
+    envelopeId: string,
+    from: EnvelopeStatus,
+    change: StatusChange,
+  ): Promise<Envelope | undefined>;
+}
+
+/** A budget period: `start` identifies it; `end` is null for the `total` period. */
+export interface PeriodWindow {
+  start: string;
+  end: string | null;
+}
+
+export interface BudgetReader {
+  /** As stored: its usage may belong to a period that has ended (`rollOver` reads it as of now). */
+  get(tenant: string, budgetId: string): Promise<Budget | undefined>;
+  /** By budget id. */
+  list(tenant: string, page?: PageRequest): Promise<Page<Budget>>;
+}
+
+export interface BudgetRepository extends BudgetReader {
+  /** SVC-SYS-9008 (field `budget_id`) when the id is taken. */
+  insert(tenant: string, budget: Budget): Promise<void>;
+  /**
+   * The budget, held against changes by other transactions until this one ends, for decisions
+   * made from it and written in the same transaction (lease grants).
+   */
+  getForUpdate(tenant: string, budgetId: string): Promise<Budget | undefined>;
+  /**
+   * Adds `delta` to the usage of `period` and sets `updated_at`. A stored usage of an earlier
+   * period is replaced by a fresh one for `period` first (counters and fired alerts reset); one of
+   * the same or a later period is added to. Totals are bounded as `overflow` says (SVC-EVT-4002
+   * under `refuse`, nothing changed). The budget after the change, or undefined when there is none.
+   */
+  addUsage(
+    tenant: string,
+    budgetId: string,
+    delta: UsageDelta,
+    period: PeriodWindow,
+    overflow: Overflow,
+    updatedAt: string,
+  ): Promise<Budget | undefined>;
+  /**
+   * Counts one more execution in `period` (rolled over as in `addUsage`) unless the budget's
+   * `max_executions` is reached: `reserved` says whether it was counted; `budget` is the budget
+   * after. Undefined when there is no such budget.
+   */
+  reserveExecution(
+    tenant: string,
+    budgetId: string,
+    period: PeriodWindow,
+    updatedAt: string,
+  ): Promise<{ reserved: boolean; budget: Budget } | undefined>;
+  /**
+   * Adds the alert thresholds to those fired in the period starting `periodStart`: returns the ones
+   * this call added (not fired before), so that only one transaction announces each. None when
+   * the stored usage is of another period.
+   */
+  markAlertsFired(
+    tenant: string,
+    budgetId: string,
+    periodStart: string,
+    percents: readonly number[],
+  ): Promise<number[]>;
+}
+
+export interface PolicyReader {
+  get(tenant: string, policyId: string): Promise<Policy | undefined>;
+  /** By policy id. */
+  list(tenant: string, page?: PageRequest): Promise<Page<Policy>>;
+  /** The tenant's ruleset version: 0 before its first policy write. */
+  version(tenant: string): Promise<number>;
+}
+
+export interface PolicyRepository extends PolicyReader {
+  /** SVC-SYS-9008 (field `policy_id`) when the id is taken. */
+  insert(tenant: string, policy: Policy): Promise<void>;
+  /** One more than the version before; returns it. Every policy write bumps it in its transaction. */
+  bumpVersion(tenant: string): Promise<number>;
+}
+
+export interface ApiKeyReader {
+  get(tenant: string, keyId: string): Promise<ApiKeyRecord | undefined>;
+  /** By key id. */
+  list(tenant: string, page?: PageRequest): Promise<Page<ApiKeyRecord>>;
+  /** Which tenant a key id belongs to: the one lookup made before the tenant is known. */
+  tenantOf(keyId: string): Promise<string | undefined>;
+}
+
+export interface ApiKeyRepository extends ApiKeyReader {
+  /** SVC-SYS-9008 (field `id`) when the key id is taken, in any tenant. */
+  insert(tenant: string, record: ApiKeyRecord): Promise<void>;
+  /** Sets `revoked_at` unless the key is revoked already; the record after, or undefined. */
+  revoke(tenant: string, keyId: string, at: string): Promise<ApiKeyRecord | undefined>;
+}
+
+export interface AuditFilter {
+  /** `newest` first (queries) or `oldest` first (verification walks the chain in order). */
+  order: 'newest' | 'oldest';
+  action?: string | undefined;
+  resourceType?: string | undefined;
+  actorId?: string | undefined;
+}
+
+export interface AuditReader {
+  /** A filtered page holds up to `pageSize` matching records, in sequence order as asked. */
+  list(tenant: string, filter: AuditFilter, page?: PageRequest): Promise<Page<AuditRecord>>;
+  /** The last record of the tenant's chain, as the chain's head remembers it. */
+  head(tenant: string): Promise<AuditHead | undefined>;
+}
+
+export interface AuditRepository extends AuditReader {
+  /**
+   * Appends the draft to the tenant's hash chain (`sealAuditRecord` of control-plane/audit/chain.ts
+   * gives it its sequence number and hashes). Appends of one tenant are serialised across
+   * transactions and processes; within a transaction they are chained in call order. A backend
+   * may seal them when the transaction commits, after its other writes.
+   */
+  append(tenant: string, draft: AuditDraft): Promise<void>;
+}
+
+export interface EventFilter {
+  envelopeId?: string | undefined;
+  /** An exact event type, or a family: `llm.*`. */
+  eventType?: string | undefined;
+}
+
+export interface EventReader {
+  get(tenant: string, eventId: string): Promise<StoredEvent | undefined>;
+  /** Newest first by arrival; a filtered page holds up to `pageSize` matching events. */
+  list(tenant: string, filter: EventFilter, page?: PageRequest): Promise<Page<StoredEvent>>;
+}
+
+export interface EventRepository extends EventReader {
+  /**
+   * Stores, in arrival order, the events whose id the tenant has not stored before (of repeats
+   * within the call, the first); returns their ids. The event id is the idempotency key that
+   * makes a replayed batch count once.
+   */
+  insertNew(tenant: string, events: readonly StoredEvent[]): Promise<string[]>;
+}
+
+export interface LeaseReader {
+  get(tenant: string, budgetId: string, leaseId: string): Promise<LeaseRecord | undefined>;
+  /** The sum of the budget's leases expiring after `now`, leaving out `exceptLeaseId`. */
+  outstanding(tenant: string, budgetId: string, now: string, exceptLeaseId?: string | null): Promise<Spend>;
+  /**
+   * Spend proxies reported out of their leases in the period starting `periodStart` and the event
+   * processor has not applied to the budget yet (reported minus applied, never below zero).
+   */
+  pendingSpend(tenant: string, budgetId: string, periodStart: string): Promise<Spend>;
+}
+
+export interface LeaseRepository extends LeaseReader {
+  /** Stores or replaces the lease (by budget and lease id). */
+  put(tenant: string, lease: LeaseRecord): Promise<void>;
+  remove(tenant: string, budgetId: string, leaseId: string): Promise<void>;
+  /**
+   * Adds to the spend reported (`reported`) or applied (`applied`) in the period starting
+   * `periodStart`; totals of another period are reset first.
+   */
+  addSpend(
+    tenant: string,
+    budgetId: string,
+    periodStart: string,
+    side: 'reported' | 'applied',
+    spend: Spend,
+  ): Promise<void>;
+}
+
+export interface ApprovalReader {
+  get(tenant: string, approvalId: string): Promise<Approval | undefined>;
+  /** By approval id. */
+  list(tenant: string, page?: PageRequest): Promise<Page<Approval>>;
+}
+
+export interface ApprovalRepository extends ApprovalReader {
+  /** SVC-SYS-9008 (field `approval_id`) when the id is taken. */
+  insert(tenant: string, approval: Approval): Promise<void>;
+}
+
+export interface OutboxRepository {
+  /** Appends bus events after every committed one; they commit or roll back with the transaction. */
+  append(events: readonly OutboxEvent[]): Promise<void>;
+}
+
+export interface DedupRepository {
+  /** Records that message `messageId` of `scope` was handled: true the first time, false after. */
+  markProcessed(tenant: string, scope: string, messageId: string): Promise<boolean>;
+}
+
+/** Which process runs a background job (lease expiry, retention, periodic alert evaluation). */
+export interface JobLeaseRepository {
+  /**
+   * Takes or renews job `name` for `holder` until `now + ttlMs`: true when `holder` has it now,
+   * false while another holder's lease runs.
+   */
+  tryAcquire(name: string, holder: string, ttlMs: number, now: Date): Promise<boolean>;
+  /** Gives the job up, if `holder` has it. */
+  release(name: string, holder: string): Promise<void>;
+}

@@ -1,0 +1,82 @@
+/**
+ * Envelope creation through the control plane's service (flow 1 without HTTP): the policy
+ * decision with its audit record, then the budget's execution reservation, the envelope, its
+ * indexes, audit record and outbox publication in one transaction. Run one at a time and with
+ * many in flight, the way concurrent REST requests arrive. Prints figures; not a test.
+ *
+ *   node test/bench/envelope-create.ts [envelopes=5000] [in-flight=32]
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
+import { loadConfig } from '../../core/config/load.ts';
+import { loadPriceTable } from '../../core/metering/prices.ts';
+import { createControlPlane } from '../../control-plane/create-control-plane.ts';
+import { createPricer } from '../../control-plane/usage/pricer.ts';
+
+const total = Number(process.argv[2] ?? 5_000);
+const inFlight = Number(process.argv[3] ?? 32);
+const logger = pino({ level: 'silent' });
+
+const messaging = createMemoryMessaging({ logger });
+const config = loadConfig(process.env, {
+  data_dir: mkdtempSync(join(tmpdir(), 'bench-envelopes-')),
+  http_port: 0,
+  log_level: 'silent',
+});
+const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
+const caller = {
+  principal: {
+    type: 'bootstrap' as const,
+    id: 'bench',
+    tenant_id: 'system',
+    scopes: new Set(['admin' as const]),
+    administrator: true,
+  },
+  tenant: 'bench',
+  requestId: 'bench',
+};
+const budget = await plane.services.budgets.create(caller, {
+  name: 'bench',
+  type: 'cost',
+  period: 'monthly',
+  limits: {
+    max_cost_usd: 1e9,
+    max_tokens: null,
+    max_executions: null,
+    max_input_tokens: null,
+    max_output_tokens: null,
+    max_llm_calls: null,
+    max_tool_calls: null,
+  },
+});
+
+async function run(label: string, count: number, parallel: number): Promise<void> {
+  const latencies: number[] = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < count) {
+      next++;
+      const started = performance.now();
+      await plane.services.envelopes.create(caller, { budget_id: budget.budget_id, adapter_type: 'custom' });
+      latencies.push(performance.now() - started);
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: parallel }, worker));
+  const seconds = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(2);
+  console.log(
+    `${label}: ${count} envelopes in ${seconds.toFixed(2)} s (${Math.round(count / seconds)} per second), ` +
+      `latency p50 ${at(0.5)} ms, p99 ${at(0.99)} ms`,
+  );
+}
+
+await run('warm-up', Math.min(500, total), 1);
+await run('one at a time', total, 1);
+await run(`${inFlight} in flight`, total, inFlight);
+await plane.close();
+await messaging.close();

@@ -1,0 +1,179 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { open } from 'lmdb';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { AuditRecord } from '../../core/domain/index.ts';
+import { sealAuditRecord } from '../../control-plane/audit/chain.ts';
+import { LmdbStorage } from '../../control-plane/storage/lmdb/lmdb-storage.ts';
+import { SCHEMA_VERSION, type Migration } from '../../control-plane/storage/lmdb/migrations.ts';
+import { aBudget, anApiKey, anAuditDraft, anEnvelope, anEvent, aPolicy, at } from './records.ts';
+import { storageContract } from './repositories.contract.ts';
+
+const dirs: string[] = [];
+function freshDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'storage-lmdb-'));
+  dirs.push(dir);
+  return dir;
+}
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+storageContract('LMDB', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'storage-contract-'));
+  const { storage } = await LmdbStorage.open({ path: dir });
+  return {
+    storage,
+    dispose: async () => {
+      await storage.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+describe('the LMDB backend', () => {
+  it('opens a data directory written in the released key layout unchanged, and reads every kind of record', async () => {
+    const dir = freshDir();
+    // Written the way the released control plane wrote its environment.
+    const root = open({ path: dir, maxDbs: 8, compression: false });
+    const data = root.openDB<unknown, Array<string | number>>({ name: 'tenant_data' });
+    const global = root.openDB<unknown, string[]>({ name: 'global' });
+    const budget = aBudget('acme');
+    const envelope = anEnvelope('acme', { budget_id: budget.budget_id, execution_id: 'exec-1' });
+    const policy = aPolicy('acme');
+    const key = anApiKey('acme');
+    const event = anEvent('acme', { envelope_id: envelope.envelope_id });
+    const audit: AuditRecord = sealAuditRecord('acme', undefined, anAuditDraft());
+    await root.transaction(() => {
+      void global.put(['meta', 'schema_version'], 1);
+      void global.put(['tenant', 'acme'], { tenant_id: 'acme', name: 'Acme', created_at: at() });
+      void global.put(['api_key', key.id], 'acme');
+      void data.put(['acme', 'budget', budget.budget_id], budget);
+      void data.put(['acme', 'envelope', envelope.envelope_id], envelope);
+      void data.put(['acme', 'execution', 'exec-1'], envelope.envelope_id);
+      void data.put(['acme', 'budget_envelope', `${budget.budget_id}/${envelope.envelope_id}`], envelope.envelope_id);
+      void data.put(['acme', 'policy', policy.policy_id], policy);
+      void data.put(['acme', 'meta', 'ruleset_version'], 4);
+      void data.put(['acme', 'api_key', key.id], key);
+      void data.put(['acme', 'event', event.event_id], event);
+      void data.put(['acme', 'event_log', '000000000000001'], event.event_id);
+      void data.put(['acme', 'envelope_event', `${envelope.envelope_id}/000000000000001`], event.event_id);
+      void data.put(['acme', 'meta', 'event_seq'], 1);
+      void data.put(['acme', 'audit', 1], audit);
+      void data.put(['acme', 'meta', 'audit_head'], { seq: 1, hash: audit.hash });
+    });
+    await root.close();
+
+    const { storage, applied } = await LmdbStorage.open({ path: dir });
+    try {
+      expect(applied).toEqual([]);
+      expect(await storage.schemaVersion()).toBe(1);
+      const r = storage.read;
+      expect(await r.tenants.get('acme')).toMatchObject({ name: 'Acme' });
+      expect(await r.apiKeys.tenantOf(key.id)).toBe('acme');
+      expect(await r.apiKeys.get('acme', key.id)).toEqual(key);
+      expect(await r.budgets.get('acme', budget.budget_id)).toEqual(budget);
+      expect((await r.envelopes.listLive('acme', budget.budget_id)).items).toEqual([envelope]);
+      expect(await r.policies.version('acme')).toBe(4);
+      expect((await r.policies.list('acme')).items).toEqual([policy]);
+      expect((await r.events.list('acme', { envelopeId: envelope.envelope_id })).items).toEqual([event]);
+      expect((await r.audit.list('acme', { order: 'oldest' })).items).toEqual([audit]);
+      // Continues the sequences it found: execution ids, events, the audit chain.
+      await expect(
+        storage.withTransaction((t) =>
+          t.envelopes.insert('acme', anEnvelope('acme', { execution_id: 'exec-1' }), { executionTaken: 'refuse' }),
+        ),
+      ).rejects.toMatchObject({ code: 'SVC-SYS-9008' });
+      const next = anEvent('acme', { envelope_id: envelope.envelope_id });
+      await storage.withTransaction(async (t) => {
+        await t.events.insertNew('acme', [next]);
+        await t.audit.append('acme', anAuditDraft());
+      });
+      expect((await r.events.list('acme', {})).items.map((e) => e.event_id)).toEqual([next.event_id, event.event_id]);
+      expect((await r.audit.list('acme', { order: 'newest' })).items[0]).toMatchObject({
+        seq: 2,
+        prev_hash: audit.hash,
+      });
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('keeps what was committed across a reopen', async () => {
+    const dir = freshDir();
+    const budget = aBudget('acme');
+    const first = await LmdbStorage.open({ path: dir });
+    expect(first.applied).toEqual([SCHEMA_VERSION]);
+    await first.storage.withTransaction((t) => t.budgets.insert('acme', budget));
+    await first.storage.withTransaction((t) => t.outbox.append([{ id: 'm', subject: 'svc.acme.events.x', data: {} }]));
+    await first.storage.close();
+    const second = await LmdbStorage.open({ path: dir });
+    try {
+      expect(second.applied).toEqual([]);
+      expect(await second.storage.read.budgets.get('acme', budget.budget_id)).toEqual(budget);
+      expect((await second.storage.outbox.claim(10)).entries.map((e) => e.event.id)).toEqual(['m']);
+    } finally {
+      await second.storage.close();
+    }
+  });
+
+  it('applies numbered migrations once, in order, and refuses a directory of a newer schema', async () => {
+    const dir = freshDir();
+    const seen: number[] = [];
+    const migrations: Migration[] = [
+      { version: 2, name: 'two', up: () => void seen.push(2) },
+      { version: 1, name: 'one', up: () => void seen.push(1) },
+    ];
+    const first = await LmdbStorage.open({ path: dir, migrations });
+    expect(first.applied).toEqual([1, 2]);
+    expect(await first.storage.schemaVersion()).toBe(2);
+    await first.storage.close();
+    const again = await LmdbStorage.open({ path: dir, migrations });
+    expect(again.applied).toEqual([]);
+    expect(seen).toEqual([1, 2]);
+    await again.storage.close();
+    await expect(LmdbStorage.open({ path: dir, migrations: migrations.slice(1) })).rejects.toMatchObject({
+      code: 'SVC-SYS-9001',
+      message: expect.stringContaining('newer than this build knows'),
+    });
+  });
+
+  it('refuses a second storage on an environment open in this process, and opens it again once closed', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    await expect(LmdbStorage.open({ path: join(dir, '.') })).rejects.toThrow(/open already/);
+    await storage.close();
+    const again = await LmdbStorage.open({ path: dir });
+    await again.storage.close();
+  });
+
+  it('writes a record changed many times in one transaction once, with its last value', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    const budget = aBudget('acme');
+    const delta = { tokens_input: 1, tokens_output: 0, cost_micros: 1, executions: 0, llm_calls: 1, tool_calls: 0 };
+    const period = { start: budget.usage.period_start, end: budget.usage.period_end };
+    try {
+      await storage.withTransaction(async (t) => {
+        await t.budgets.insert('acme', budget);
+        for (let i = 0; i < 500; i++) await t.budgets.addUsage('acme', budget.budget_id, delta, period, 'refuse', at());
+        expect((await t.budgets.get('acme', budget.budget_id))?.usage.llm_calls).toBe(500);
+        expect(await storage.read.budgets.get('acme', budget.budget_id)).toBeUndefined();
+      });
+      expect((await storage.read.budgets.get('acme', budget.budget_id))?.usage.llm_calls).toBe(500);
+      // One writer: a transaction waits for the one before, reads after it commit see it.
+      const order: string[] = [];
+      await Promise.all([
+        storage.withTransaction(async () => {
+          await new Promise((resolve) => setTimeout(resolve, 30));
+          order.push('first');
+        }),
+        storage.withTransaction(() => Promise.resolve(void order.push('second'))),
+      ]);
+      expect(order).toEqual(['first', 'second']);
+    } finally {
+      await storage.close();
+    }
+  });
+});

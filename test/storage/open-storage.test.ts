@@ -1,0 +1,90 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../core/config/load.ts';
+import { configuredSecrets, createScrubber } from '../../core/observability/redact.ts';
+import { openStorage } from '../../control-plane/storage/open-storage.ts';
+import { freePort } from '../harness/free-port.ts';
+
+const ROOT_DIR = new URL('../..', import.meta.url).pathname;
+const PASSWORD = 'hunter2-database-password';
+const DATABASE_URL = `postgres://svc:${PASSWORD}@127.0.0.1:5432/svc`;
+
+const dirs: string[] = [];
+const freshDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), 'open-storage-'));
+  dirs.push(dir);
+  return dir;
+};
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the storage the configuration picks', () => {
+  it('is LMDB under <data_dir>/control-plane without database_url', async () => {
+    const dataDir = freshDir();
+    const storage = await openStorage(loadConfig({}, { data_dir: dataDir }), pino({ level: 'silent' }));
+    try {
+      expect(storage.backend).toBe('lmdb');
+      expect(existsSync(join(dataDir, 'control-plane', 'data.mdb'))).toBe(true);
+      expect(await storage.health()).toEqual({ status: 'ok' });
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('takes database_url as a postgres URL and a pool size, refusing anything else by name and without echoing it', () => {
+    const config = loadConfig({ SVC_DATABASE_URL: DATABASE_URL });
+    expect(config.database_url).toBe(DATABASE_URL);
+    expect(config.database_pool_size).toBe(10);
+    expect(loadConfig({ SVC_DATABASE_URL: DATABASE_URL, SVC_DATABASE_POOL_SIZE: '25' }).database_pool_size).toBe(25);
+    for (const url of [`mysql://svc:${PASSWORD}@db/svc`, `not a url ${PASSWORD}`]) {
+      let refused: unknown;
+      try {
+        loadConfig({ SVC_DATABASE_URL: url });
+      } catch (error) {
+        refused = error;
+      }
+      expect(refused).toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'SVC_DATABASE_URL' }] });
+      expect(JSON.stringify(refused) + String((refused as Error).message)).not.toContain(PASSWORD);
+    }
+    expect(() => loadConfig({ SVC_DATABASE_POOL_SIZE: '0' })).toThrow(/SVC_DATABASE_POOL_SIZE/);
+  });
+
+  it('treats the URL as a secret the log scrubber removes', () => {
+    const secrets = configuredSecrets(loadConfig({ SVC_DATABASE_URL: DATABASE_URL }));
+    expect(secrets).toContain(DATABASE_URL);
+    const scrubbed = createScrubber(secrets).value({
+      msg: `connecting to ${DATABASE_URL}`,
+      database_url: DATABASE_URL,
+    });
+    expect(JSON.stringify(scrubbed)).not.toContain(PASSWORD);
+  });
+
+  it('stops a control plane configured for PostgreSQL at start with SVC-SYS-9002, naming the setting and not its value', async () => {
+    const dataDir = freshDir();
+    const child = spawn(process.execPath, ['control-plane/main.ts'], {
+      cwd: ROOT_DIR,
+      env: {
+        ...process.env,
+        SVC_DATABASE_URL: DATABASE_URL,
+        SVC_DATA_DIR: dataDir,
+        SVC_HTTP_PORT: String(await freePort()),
+        SVC_LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(output).toContain('SVC_DATABASE_URL: PostgreSQL backend not available in this build');
+    expect(output).not.toContain(PASSWORD);
+    // Nothing was opened on the way: no LMDB environment stands in for the database.
+    expect(existsSync(join(dataDir, 'control-plane'))).toBe(false);
+  });
+});

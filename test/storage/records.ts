@@ -1,0 +1,161 @@
+import { randomUUID } from 'node:crypto';
+import {
+  emptyCostTotals,
+  freshUsage,
+  type ApiKeyRecord,
+  type Budget,
+  type CostTotals,
+  type Envelope,
+} from '../../core/domain/index.ts';
+import {
+  RestCreatePolicyRequestSchema,
+  policyFromRestCreate,
+  type Approval,
+  type Policy,
+} from '../../core/policy/index.ts';
+import type { AuditDraft } from '../../control-plane/audit/chain.ts';
+import type { StoredEvent } from '../../control-plane/storage/records.ts';
+
+/** Valid records for storage tests, each with its own id unless one is given. */
+export const NOW = new Date('2026-03-10T12:00:00.000Z');
+export const at = (offsetMs = 0) => new Date(NOW.getTime() + offsetMs).toISOString();
+
+export function anEnvelope(tenant: string, overrides: Partial<Envelope> = {}): Envelope {
+  const id = overrides.envelope_id ?? randomUUID();
+  return {
+    envelope_id: id,
+    tenant_id: tenant,
+    budget_id: null,
+    execution_id: id,
+    adapter_type: 'custom',
+    native_ref: null,
+    checkpoint_id: null,
+    status: 'AUTHORIZED',
+    status_reason: null,
+    governance: { token_limit: null, cost_limit_usd: null, timeout_seconds: null, policy_set: [] },
+    metadata: {},
+    cost: emptyCostTotals(),
+    created_at: at(),
+    updated_at: at(),
+    completed_at: null,
+    ...overrides,
+  };
+}
+
+export function aBudget(tenant: string, overrides: Partial<Budget> = {}): Budget {
+  const period = overrides.period ?? 'monthly';
+  return {
+    budget_id: randomUUID(),
+    tenant_id: tenant,
+    name: 'budget',
+    description: '',
+    type: 'hybrid',
+    period,
+    limits: {
+      max_tokens: null,
+      max_cost_usd: null,
+      max_executions: null,
+      max_input_tokens: null,
+      max_output_tokens: null,
+      max_llm_calls: null,
+      max_tool_calls: null,
+    },
+    alerts: [],
+    expires_at: null,
+    workflow_id: null,
+    tags: {},
+    usage: freshUsage({ period, created_at: at() }, NOW),
+    created_at: at(),
+    updated_at: at(),
+    ...overrides,
+  };
+}
+
+export function aPolicy(tenant: string, name = 'policy'): Policy {
+  return policyFromRestCreate(
+    RestCreatePolicyRequestSchema.parse({ name, rules: [{ action: 'tool:shell', effect: 'deny' }] }),
+    { tenantId: tenant, policyId: randomUUID(), now: NOW },
+  );
+}
+
+export function anApiKey(tenant: string, id = randomUUID().replaceAll('-', '').slice(0, 16)): ApiKeyRecord {
+  return {
+    id,
+    tenant_id: tenant,
+    name: 'key',
+    key_hint: 'svc_…abcd',
+    key_hash: 'a'.repeat(64),
+    scopes: ['admin'],
+    expires_at: null,
+    created_at: at(),
+    revoked_at: null,
+    last_used_at: null,
+  };
+}
+
+export function anApproval(tenant: string): Approval {
+  return {
+    approval_id: randomUUID(),
+    tenant_id: tenant,
+    status: 'PENDING',
+    policy_id: 'p',
+    rule_id: 'r',
+    action: 'tool:shell',
+    context: {},
+    created_at: at(),
+  };
+}
+
+export function anAuditDraft(action = 'budget.create', actorId = 'k1'): AuditDraft {
+  return {
+    audit_id: randomUUID(),
+    timestamp: at(),
+    actor: { type: 'api_key', id: actorId },
+    action,
+    resource: { type: action.split('.')[0]!, id: 'r' },
+    result: 'ok',
+    metadata: {},
+  };
+}
+
+export function anEvent(tenant: string, overrides: Partial<StoredEvent> = {}): StoredEvent {
+  return {
+    event_id: randomUUID(),
+    tenant_id: tenant,
+    envelope_id: randomUUID(),
+    budget_id: null,
+    event_type: 'llm.call',
+    timestamp: at(),
+    tokens: { input: 10, output: 5 },
+    model: 'gpt-4o',
+    cost_usd: null,
+    payload: {},
+    source: 'rest',
+    cost_micros: 100,
+    received_at: at(),
+    ...overrides,
+  };
+}
+
+/** A cost delta of one call of `model`. */
+export function aCharge(model: string | null, tokens = { input: 10, output: 5 }, micros = 100): CostTotals {
+  return {
+    tokens_input: tokens.input,
+    tokens_output: tokens.output,
+    cost_micros: micros,
+    llm_calls: 1,
+    tool_calls: 0,
+    model_costs:
+      model === null
+        ? []
+        : [
+            {
+              model_id: model,
+              input_tokens: tokens.input,
+              output_tokens: tokens.output,
+              cost_micros: micros,
+              call_count: 1,
+            },
+          ],
+  };
+}

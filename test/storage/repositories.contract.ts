@@ -1,0 +1,812 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MAX_TOTAL, usdToMicros, type AuditRecord } from '../../core/domain/index.ts';
+import { auditHash, GENESIS } from '../../control-plane/audit/chain.ts';
+import { collectPages } from '../../control-plane/storage/paging.ts';
+import type { Page, PageRequest, Repositories, Storage } from '../../control-plane/storage/storage.ts';
+import {
+  aBudget,
+  aCharge,
+  anApiKey,
+  anApproval,
+  anAuditDraft,
+  anEnvelope,
+  anEvent,
+  aPolicy,
+  at,
+  NOW,
+} from './records.ts';
+
+/** Opens a fresh, empty storage; `dispose` closes it and removes what it made. */
+export type StorageFactory = () => Promise<{ storage: Storage; dispose: () => Promise<void> }>;
+
+const A = 'tenant-a';
+const B = 'tenant-b';
+const MONTH = { start: '2026-03-01T00:00:00.000Z', end: '2026-04-01T00:00:00.000Z' };
+const NEXT_MONTH = { start: '2026-04-01T00:00:00.000Z', end: '2026-05-01T00:00:00.000Z' };
+const ZERO = { tokens_input: 0, tokens_output: 0, cost_micros: 0, executions: 0, llm_calls: 0, tool_calls: 0 };
+
+/** Every page of a list, with the page sizes seen. */
+async function walk<T>(list: (page: PageRequest) => Promise<Page<T>>, pageSize: number) {
+  const items: T[] = [];
+  const sizes: number[] = [];
+  let pageToken: string | null = null;
+  do {
+    const page: Page<T> = await list({ pageSize, pageToken });
+    items.push(...page.items);
+    sizes.push(page.items.length);
+    pageToken = page.nextPageToken;
+  } while (pageToken !== null);
+  return { items, sizes };
+}
+
+/** Walks a tenant's audit chain in order, checking every link and hash: how many records it holds. */
+async function verifiedChainLength(storage: Storage, tenant: string): Promise<number> {
+  const records = await collectPages((page) => storage.read.audit.list(tenant, { order: 'oldest' }, page));
+  let prev = GENESIS;
+  records.forEach((record: AuditRecord, i) => {
+    const { hash, ...body } = record;
+    expect(record.seq).toBe(i + 1);
+    expect(record.prev_hash).toBe(prev);
+    expect(auditHash(body)).toBe(hash);
+    prev = hash;
+  });
+  expect(await storage.read.audit.head(tenant)).toEqual(
+    records.length === 0 ? undefined : { seq: records.length, hash: prev },
+  );
+  return records.length;
+}
+
+/**
+ * The behaviour every storage backend owes the control plane. Run by each backend's test file
+ * with a factory that opens a fresh storage.
+ */
+export function storageContract(backend: string, factory: StorageFactory): void {
+  describe(`storage contract: ${backend}`, () => {
+    let storage: Storage;
+    let dispose: () => Promise<void>;
+    const tx = <T>(fn: (t: Repositories) => Promise<T>): Promise<T> => storage.withTransaction(fn);
+
+    beforeEach(async () => {
+      ({ storage, dispose } = await factory());
+    });
+    afterEach(async () => {
+      await dispose();
+    });
+
+    describe('transactions', () => {
+      it('commits every write of a transaction together, and reads inside see them', async () => {
+        const budget = aBudget(A);
+        const envelope = anEnvelope(A, { budget_id: budget.budget_id });
+        const seen = await tx(async (t) => {
+          await t.budgets.insert(A, budget);
+          await t.envelopes.insert(A, envelope, { executionTaken: 'refuse' });
+          await t.audit.append(A, anAuditDraft());
+          return {
+            budget: await t.budgets.get(A, budget.budget_id),
+            live: (await t.envelopes.listLive(A, budget.budget_id)).items,
+            outside: await storage.read.budgets.get(A, budget.budget_id),
+          };
+        });
+        expect(seen.budget).toEqual(budget);
+        expect(seen.live).toEqual([envelope]);
+        expect(seen.outside).toBeUndefined();
+        expect(await storage.read.budgets.get(A, budget.budget_id)).toEqual(budget);
+        expect(await storage.read.envelopes.get(A, envelope.envelope_id)).toEqual(envelope);
+      });
+
+      it('leaves nothing behind when the transaction throws, whatever it wrote before', async () => {
+        const budget = aBudget(A);
+        await tx((t) => t.budgets.insert(A, budget));
+        const envelope = anEnvelope(A, { budget_id: budget.budget_id });
+        await expect(
+          tx(async (t) => {
+            await t.tenants.create({ tenant_id: 'half', name: 'half', created_at: at() });
+            await t.envelopes.insert(A, envelope, { executionTaken: 'refuse' });
+            await t.budgets.addUsage(A, budget.budget_id, { ...ZERO, cost_micros: 5 }, MONTH, 'refuse', at());
+            await t.audit.append(A, anAuditDraft());
+            await t.events.insertNew(A, [anEvent(A)]);
+            await t.outbox.append([{ id: 'm-1', subject: 'svc.tenant-a.events.llm.call', data: {} }]);
+            await t.policies.bumpVersion(A);
+            throw new Error('half way');
+          }),
+        ).rejects.toThrow('half way');
+        expect(await storage.read.tenants.get('half')).toBeUndefined();
+        expect(await storage.read.envelopes.get(A, envelope.envelope_id)).toBeUndefined();
+        expect((await storage.read.budgets.get(A, budget.budget_id))?.usage.cost_micros).toBe(0);
+        expect(await storage.read.audit.head(A)).toBeUndefined();
+        expect((await storage.read.events.list(A, {})).items).toEqual([]);
+        expect(await storage.read.policies.version(A)).toBe(0);
+        expect((await storage.outbox.depth()).entries).toBe(0);
+        // The execution id was not taken either.
+        await tx((t) =>
+          t.envelopes.insert(A, anEnvelope(A, { execution_id: envelope.execution_id }), {
+            executionTaken: 'refuse',
+          }),
+        );
+      });
+
+      it('returns what the function returns, and refuses a nested transaction', async () => {
+        expect(await tx(() => Promise.resolve(42))).toBe(42);
+        await expect(tx(() => storage.withTransaction(() => Promise.resolve(1)))).rejects.toThrow(/nest/);
+        expect(await tx(() => Promise.resolve('still usable'))).toBe('still usable');
+      });
+
+      it('loses no update when concurrent transactions change the same budget counter', async () => {
+        const budget = aBudget(A);
+        await tx((t) => t.budgets.insert(A, budget));
+        await Promise.all(
+          Array.from({ length: 40 }, (_, i) =>
+            tx(async (t) => {
+              await t.budgets.addUsage(
+                A,
+                budget.budget_id,
+                { ...ZERO, cost_micros: 1, tokens_input: i },
+                MONTH,
+                'refuse',
+                at(),
+              );
+            }),
+          ),
+        );
+        const usage = (await storage.read.budgets.get(A, budget.budget_id))!.usage;
+        expect(usage.cost_micros).toBe(40);
+        expect(usage.tokens_input).toBe((39 * 40) / 2);
+      });
+
+      it('reports its health and schema version', async () => {
+        expect(await storage.health()).toEqual({ status: 'ok' });
+        expect(await storage.schemaVersion()).toBeGreaterThanOrEqual(1);
+      });
+    });
+
+    describe('paging', () => {
+      it('walks a list in order, page by page, each item once', async () => {
+        const budgets = Array.from({ length: 45 }, () => aBudget(A));
+        await tx(async (t) => {
+          for (const b of budgets) await t.budgets.insert(A, b);
+        });
+        const ids = budgets.map((b) => b.budget_id).sort();
+        const { items, sizes } = await walk((page) => storage.read.budgets.list(A, page), 20);
+        expect(items.map((b) => b.budget_id)).toEqual(ids);
+        expect(sizes).toEqual([20, 20, 5]);
+        const first = await storage.read.budgets.list(A);
+        expect(first.items).toHaveLength(20);
+        expect(first.nextPageToken).toMatch(/^[A-Za-z0-9_-]+$/);
+        const whole = await storage.read.budgets.list(A, { pageSize: 100 });
+        expect(whole.items).toHaveLength(45);
+        expect(whole.nextPageToken).toBeNull();
+      });
+
+      it('ends with a null token when the last page is exactly full', async () => {
+        await tx(async (t) => {
+          for (let i = 0; i < 4; i++) await t.policies.insert(A, aPolicy(A));
+        });
+        const { sizes } = await walk((page) => storage.read.policies.list(A, page), 2);
+        expect(sizes).toEqual([2, 2]);
+      });
+
+      it('refuses a page size out of range and a token it did not issue (SVC-SYS-9002, naming the field)', async () => {
+        for (const pageSize of [0, 101, 2.5]) {
+          await expect(storage.read.budgets.list(A, { pageSize })).rejects.toMatchObject({
+            code: 'SVC-SYS-9002',
+            fieldViolations: [{ field: 'page_size' }],
+          });
+        }
+        const oversized = 'A'.repeat(100_000);
+        for (const pageToken of ['not a token', 'e30', Buffer.from('[1,2,3]').toString('base64url'), oversized]) {
+          await expect(storage.read.budgets.list(A, { pageToken })).rejects.toMatchObject({
+            code: 'SVC-SYS-9002',
+            fieldViolations: [{ field: 'page_token' }],
+          });
+        }
+      });
+
+      it('never continues into another tenant with a token of its own', async () => {
+        const mine = aBudget(A);
+        await tx(async (t) => {
+          await t.budgets.insert(A, mine);
+          await t.budgets.insert(A, aBudget(A));
+          for (let i = 0; i < 3; i++) await t.budgets.insert(B, aBudget(B));
+        });
+        const page = await storage.read.budgets.list(A, { pageSize: 1 });
+        const rest = await storage.read.budgets.list(A, { pageSize: 100, pageToken: page.nextPageToken });
+        expect([...page.items, ...rest.items].every((b) => b.tenant_id === A)).toBe(true);
+        expect(page.items.length + rest.items.length).toBe(2);
+      });
+    });
+
+    describe('tenants and webhook secrets', () => {
+      it('creates, reads and lists tenants; a taken id is SVC-SYS-9008 naming tenant_id', async () => {
+        const tenant = { tenant_id: 'acme', name: 'Acme', created_at: at() };
+        await tx((t) => t.tenants.create(tenant));
+        expect(await storage.read.tenants.get('acme')).toEqual(tenant);
+        expect(await storage.read.tenants.get('other')).toBeUndefined();
+        await expect(tx((t) => t.tenants.create({ ...tenant, name: 'again' }))).rejects.toMatchObject({
+          code: 'SVC-SYS-9008',
+          fieldViolations: [{ field: 'tenant_id' }],
+        });
+        expect((await storage.read.tenants.get('acme'))?.name).toBe('Acme');
+        await tx((t) => t.tenants.create({ tenant_id: 'zeta', name: 'Z', created_at: at() }));
+        const { items } = await walk((page) => storage.read.tenants.list(page), 1);
+        expect(items.map((t) => t.tenant_id)).toEqual(['acme', 'zeta']);
+      });
+
+      it('issues a first webhook secret once, and replaces it on rotation', async () => {
+        const first = { current: 'whsec_1', previous: null, previous_until: null, rotated_at: at() };
+        expect(await tx((t) => t.tenants.issueWebhookSecret(A, first))).toEqual(first);
+        const second = { ...first, current: 'whsec_2' };
+        expect(await tx((t) => t.tenants.issueWebhookSecret(A, second))).toEqual(first);
+        const rotated = { current: 'whsec_3', previous: 'whsec_1', previous_until: at(60_000), rotated_at: at() };
+        await tx((t) => t.tenants.putWebhookSecret(A, rotated));
+        expect(await storage.read.tenants.webhookSecret(A)).toEqual(rotated);
+        expect(await storage.read.tenants.webhookSecret(B)).toBeUndefined();
+      });
+    });
+
+    describe('envelopes', () => {
+      it('lists ids of every character, those starting outside the Basic Multilingual Plane included', async () => {
+        const budget = aBudget(A);
+        const ids = ['a', '\uffff', '😀', '𝔘x', '\u{10fffd}'];
+        await tx(async (t) => {
+          await t.budgets.insert(A, budget);
+          for (const id of ids)
+            await t.envelopes.insert(
+              A,
+              anEnvelope(A, { envelope_id: id, execution_id: `x-${id}`, budget_id: budget.budget_id }),
+              { executionTaken: 'refuse' },
+            );
+        });
+        const all = await collectPages((page) => storage.read.envelopes.list(A, {}, page));
+        expect(all.map((e) => e.envelope_id).sort()).toEqual([...ids].sort());
+        const live = await collectPages((page) => storage.read.envelopes.listLive(A, budget.budget_id, page));
+        expect(live.map((e) => e.envelope_id).sort()).toEqual([...ids].sort());
+      });
+
+      it('stores, reads and keeps tenants apart', async () => {
+        const envelope = anEnvelope(A);
+        expect(await tx((t) => t.envelopes.insert(A, envelope, { executionTaken: 'refuse' }))).toBe(true);
+        expect(await storage.read.envelopes.get(A, envelope.envelope_id)).toEqual(envelope);
+        expect(await storage.read.envelopes.get(B, envelope.envelope_id)).toBeUndefined();
+        expect((await storage.read.envelopes.list(B, {})).items).toEqual([]);
+        expect(
+          await tx((t) => t.envelopes.insert(A, { ...envelope, adapter_type: 'x' }, { executionTaken: 'keep' })),
+        ).toBe(false);
+        expect((await storage.read.envelopes.get(A, envelope.envelope_id))?.adapter_type).toBe('custom');
+      });
+
+      it('keeps execution ids unique per tenant: refused (SVC-SYS-9008) or kept with the first', async () => {
+        const first = anEnvelope(A, { execution_id: 'exec-1' });
+        await tx((t) => t.envelopes.insert(A, first, { executionTaken: 'refuse' }));
+        const second = anEnvelope(A, { execution_id: 'exec-1' });
+        await expect(tx((t) => t.envelopes.insert(A, second, { executionTaken: 'refuse' }))).rejects.toMatchObject({
+          code: 'SVC-SYS-9008',
+          fieldViolations: [{ field: 'execution_id' }],
+        });
+        expect(await storage.read.envelopes.get(A, second.envelope_id)).toBeUndefined();
+        expect(await tx((t) => t.envelopes.insert(A, second, { executionTaken: 'keep' }))).toBe(true);
+        expect(await storage.read.envelopes.get(A, second.envelope_id)).toEqual(second);
+        // The execution id still belongs to the first: a third is refused as before.
+        await expect(
+          tx((t) => t.envelopes.insert(A, anEnvelope(A, { execution_id: 'exec-1' }), { executionTaken: 'refuse' })),
+        ).rejects.toMatchObject({ code: 'SVC-SYS-9008' });
+        // Another tenant has its own execution ids.
+        await tx((t) => t.envelopes.insert(B, anEnvelope(B, { execution_id: 'exec-1' }), { executionTaken: 'refuse' }));
+      });
+
+      it('lists by status and budget, in id order, with filtered pages full', async () => {
+        const budget = aBudget(A);
+        const envelopes = Array.from({ length: 30 }, (_, i) =>
+          anEnvelope(A, {
+            status: i % 3 === 0 ? 'RUNNING' : 'AUTHORIZED',
+            budget_id: i % 2 === 0 ? budget.budget_id : null,
+          }),
+        );
+        await tx(async (t) => {
+          for (const e of envelopes) await t.envelopes.insert(A, e, { executionTaken: 'refuse' });
+        });
+        const running = await walk((page) => storage.read.envelopes.list(A, { status: 'RUNNING' }, page), 3);
+        const expected = envelopes
+          .filter((e) => e.status === 'RUNNING')
+          .map((e) => e.envelope_id)
+          .sort();
+        expect(running.items.map((e) => e.envelope_id)).toEqual(expected);
+        expect(running.sizes.slice(0, -1).every((n) => n === 3)).toBe(true);
+        const both = await collectPages((page) =>
+          storage.read.envelopes.list(A, { status: 'RUNNING', budgetId: budget.budget_id }, page),
+        );
+        expect(both.map((e) => e.envelope_id)).toEqual(
+          envelopes
+            .filter((e) => e.status === 'RUNNING' && e.budget_id === budget.budget_id)
+            .map((e) => e.envelope_id)
+            .sort(),
+        );
+      });
+
+      it('adds cost deltas, per model too, and bounds them as asked', async () => {
+        const envelope = anEnvelope(A);
+        await tx((t) => t.envelopes.insert(A, envelope, { executionTaken: 'refuse' }));
+        await tx((t) => t.envelopes.charge(A, envelope.envelope_id, aCharge('gpt-4o'), 'refuse', at(1)));
+        await tx((t) => t.envelopes.charge(A, envelope.envelope_id, aCharge('gpt-4o'), 'refuse', at(2)));
+        const charged = await tx((t) =>
+          t.envelopes.charge(A, envelope.envelope_id, aCharge('claude', { input: 1, output: 2 }, 7), 'refuse', at(3)),
+        );
+        expect(charged?.cost).toEqual({
+          tokens_input: 21,
+          tokens_output: 12,
+          cost_micros: 207,
+          llm_calls: 3,
+          tool_calls: 0,
+          model_costs: [
+            { model_id: 'gpt-4o', input_tokens: 20, output_tokens: 10, cost_micros: 200, call_count: 2 },
+            { model_id: 'claude', input_tokens: 1, output_tokens: 2, cost_micros: 7, call_count: 1 },
+          ],
+        });
+        expect(charged?.updated_at).toBe(at(3));
+        expect(await storage.read.envelopes.get(A, envelope.envelope_id)).toEqual(charged);
+        expect(
+          await tx((t) => t.envelopes.charge(B, envelope.envelope_id, aCharge(null), 'refuse', at())),
+        ).toBeUndefined();
+
+        const huge = { ...aCharge(null), cost_micros: MAX_TOTAL };
+        await expect(
+          tx((t) => t.envelopes.charge(A, envelope.envelope_id, huge, 'refuse', at())),
+        ).rejects.toMatchObject({ code: 'SVC-EVT-4002', fieldViolations: [{ field: 'envelope cost_micros' }] });
+        expect((await storage.read.envelopes.get(A, envelope.envelope_id))?.cost.cost_micros).toBe(207);
+        const saturated = await tx((t) => t.envelopes.charge(A, envelope.envelope_id, huge, 'saturate', at()));
+        expect(saturated?.cost.cost_micros).toBe(MAX_TOTAL);
+      });
+
+      it('moves status only from the status the caller saw (compare and set), and drops ended ones from the live list', async () => {
+        const budget = aBudget(A);
+        const one = anEnvelope(A, { budget_id: budget.budget_id });
+        const two = anEnvelope(A, { budget_id: budget.budget_id });
+        const ended = anEnvelope(A, { budget_id: budget.budget_id, status: 'COMPLETED' });
+        const elsewhere = anEnvelope(A, { budget_id: aBudget(A).budget_id });
+        await tx(async (t) => {
+          for (const e of [one, two, ended, elsewhere]) await t.envelopes.insert(A, e, { executionTaken: 'refuse' });
+        });
+        const live = await collectPages((page) => storage.read.envelopes.listLive(A, budget.budget_id, page));
+        expect(live.map((e) => e.envelope_id).sort()).toEqual([one.envelope_id, two.envelope_id].sort());
+
+        const change = { status: 'RUNNING' as const, status_reason: 'go', updated_at: at(5), completed_at: null };
+        const running = await tx((t) => t.envelopes.transition(A, one.envelope_id, 'AUTHORIZED', change));
+        expect(running).toMatchObject({ status: 'RUNNING', status_reason: 'go', updated_at: at(5) });
+        expect(await tx((t) => t.envelopes.transition(A, one.envelope_id, 'AUTHORIZED', change))).toBeUndefined();
+        expect(await tx((t) => t.envelopes.transition(B, one.envelope_id, 'RUNNING', change))).toBeUndefined();
+
+        const stop = {
+          status: 'BUDGET_EXCEEDED' as const,
+          status_reason: 'spent',
+          updated_at: at(6),
+          completed_at: at(6),
+        };
+        await tx((t) => t.envelopes.transition(A, one.envelope_id, 'RUNNING', stop));
+        const after = await collectPages((page) => storage.read.envelopes.listLive(A, budget.budget_id, page));
+        expect(after.map((e) => e.envelope_id)).toEqual([two.envelope_id]);
+        expect((await storage.read.envelopes.listLive(B, budget.budget_id)).items).toEqual([]);
+      });
+    });
+
+    describe('budgets and their counters', () => {
+      it('stores and reads budgets; a taken id is SVC-SYS-9008 naming budget_id', async () => {
+        const budget = aBudget(A);
+        await tx((t) => t.budgets.insert(A, budget));
+        expect(await storage.read.budgets.get(A, budget.budget_id)).toEqual(budget);
+        expect(await storage.read.budgets.get(B, budget.budget_id)).toBeUndefined();
+        expect(await tx((t) => t.budgets.getForUpdate(A, budget.budget_id))).toEqual(budget);
+        await expect(tx((t) => t.budgets.insert(A, budget))).rejects.toMatchObject({
+          code: 'SVC-SYS-9008',
+          fieldViolations: [{ field: 'budget_id' }],
+        });
+      });
+
+      it('adds usage deltas, bounded as asked, and returns the budget after', async () => {
+        const budget = aBudget(A);
+        await tx((t) => t.budgets.insert(A, budget));
+        const delta = {
+          tokens_input: 10,
+          tokens_output: 5,
+          cost_micros: 300,
+          executions: 0,
+          llm_calls: 1,
+          tool_calls: 2,
+        };
+        await tx((t) => t.budgets.addUsage(A, budget.budget_id, delta, MONTH, 'refuse', at(1)));
+        const after = await tx((t) => t.budgets.addUsage(A, budget.budget_id, delta, MONTH, 'refuse', at(2)));
+        expect(after?.usage).toMatchObject({
+          period_start: MONTH.start,
+          tokens_input: 20,
+          tokens_output: 10,
+          cost_micros: 600,
+          llm_calls: 2,
+          tool_calls: 4,
+        });
+        expect(after?.updated_at).toBe(at(2));
+        expect(await storage.read.budgets.get(A, budget.budget_id)).toEqual(after);
+        expect(await tx((t) => t.budgets.addUsage(B, budget.budget_id, delta, MONTH, 'refuse', at()))).toBeUndefined();
+        await expect(
+          tx((t) =>
+            t.budgets.addUsage(A, budget.budget_id, { ...ZERO, cost_micros: MAX_TOTAL }, MONTH, 'refuse', at()),
+          ),
+        ).rejects.toMatchObject({ code: 'SVC-EVT-4002' });
+        expect((await storage.read.budgets.get(A, budget.budget_id))?.usage.cost_micros).toBe(600);
+        const saturated = await tx((t) =>
+          t.budgets.addUsage(A, budget.budget_id, { ...ZERO, cost_micros: MAX_TOTAL }, MONTH, 'saturate', at()),
+        );
+        expect(saturated?.usage.cost_micros).toBe(MAX_TOTAL);
+      });
+
+      it('rolls the counters over into a later period, fired alerts included, and never back', async () => {
+        const budget = aBudget(A);
+        await tx((t) => t.budgets.insert(A, budget));
+        await tx((t) => t.budgets.addUsage(A, budget.budget_id, { ...ZERO, cost_micros: 50 }, MONTH, 'refuse', at()));
+        expect(await tx((t) => t.budgets.markAlertsFired(A, budget.budget_id, MONTH.start, [80]))).toEqual([80]);
+        const rolled = await tx((t) =>
+          t.budgets.addUsage(A, budget.budget_id, { ...ZERO, cost_micros: 7 }, NEXT_MONTH, 'refuse', at()),
+        );
+        expect(rolled?.usage).toEqual({
+          period_start: NEXT_MONTH.start,
+          period_end: NEXT_MONTH.end,
+          tokens_input: 0,
+          tokens_output: 0,
+          cost_micros: 7,
+          executions: 0,
+          llm_calls: 0,
+          tool_calls: 0,
+          alerts_fired: [],
+        });
+        // A late event of the month before counts in the period the budget is in now.
+        const late = await tx((t) =>
+          t.budgets.addUsage(A, budget.budget_id, { ...ZERO, cost_micros: 3 }, MONTH, 'refuse', at()),
+        );
+        expect(late?.usage).toMatchObject({ period_start: NEXT_MONTH.start, cost_micros: 10 });
+      });
+
+      it('reserves executions up to max_executions, and no further', async () => {
+        const budget = aBudget(A, { limits: { ...aBudget(A).limits, max_executions: 3 } });
+        await tx((t) => t.budgets.insert(A, budget));
+        const results = await Promise.all(
+          Array.from({ length: 5 }, () => tx((t) => t.budgets.reserveExecution(A, budget.budget_id, MONTH, at()))),
+        );
+        expect(results.map((r) => r?.reserved)).toEqual([true, true, true, false, false]);
+        expect(results[4]?.budget.usage.executions).toBe(3);
+        expect((await storage.read.budgets.get(A, budget.budget_id))?.usage.executions).toBe(3);
+        // A new period has room again.
+        const next = await tx((t) => t.budgets.reserveExecution(A, budget.budget_id, NEXT_MONTH, at()));
+        expect(next).toMatchObject({
+          reserved: true,
+          budget: { usage: { period_start: NEXT_MONTH.start, executions: 1 } },
+        });
+        expect(await tx((t) => t.budgets.reserveExecution(B, budget.budget_id, MONTH, at()))).toBeUndefined();
+        const unlimited = aBudget(A);
+        await tx((t) => t.budgets.insert(A, unlimited));
+        for (let i = 0; i < 3; i++) await tx((t) => t.budgets.reserveExecution(A, unlimited.budget_id, MONTH, at()));
+        expect((await storage.read.budgets.get(A, unlimited.budget_id))?.usage.executions).toBe(3);
+      });
+
+      it('marks each alert fired once per period: only the first marker learns it is new', async () => {
+        const budget = aBudget(A);
+        await tx((t) => t.budgets.insert(A, budget));
+        const start = budget.usage.period_start;
+        const outcomes = await Promise.all(
+          Array.from({ length: 5 }, () => tx((t) => t.budgets.markAlertsFired(A, budget.budget_id, start, [80, 100]))),
+        );
+        expect(outcomes.filter((o) => o.length > 0)).toEqual([[80, 100]]);
+        expect(await tx((t) => t.budgets.markAlertsFired(A, budget.budget_id, start, [50, 80]))).toEqual([50]);
+        const fired = (await storage.read.budgets.get(A, budget.budget_id))?.usage.alerts_fired ?? [];
+        expect([...fired].sort((a, b) => a - b)).toEqual([50, 80, 100]);
+        expect(await tx((t) => t.budgets.markAlertsFired(A, budget.budget_id, NEXT_MONTH.start, [90]))).toEqual([]);
+      });
+    });
+
+    describe('policies and the ruleset version', () => {
+      it('stores policies, lists them by id, bumps the version by one', async () => {
+        const policies = [aPolicy(A, 'one'), aPolicy(A, 'two'), aPolicy(A, 'three')];
+        expect(await storage.read.policies.version(A)).toBe(0);
+        for (const p of policies) {
+          await tx(async (t) => {
+            await t.policies.insert(A, p);
+            await t.policies.bumpVersion(A);
+          });
+        }
+        expect(await storage.read.policies.get(A, policies[0]!.policy_id)).toEqual(policies[0]);
+        expect(await storage.read.policies.get(B, policies[0]!.policy_id)).toBeUndefined();
+        expect((await collectPages((page) => storage.read.policies.list(A, page))).map((p) => p.policy_id)).toEqual(
+          policies.map((p) => p.policy_id).sort(),
+        );
+        expect(await storage.read.policies.version(A)).toBe(3);
+        expect(await storage.read.policies.version(B)).toBe(0);
+        const bumped = await Promise.all(Array.from({ length: 10 }, () => tx((t) => t.policies.bumpVersion(A))));
+        expect(bumped.sort((a, b) => a - b)).toEqual([4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+        await expect(tx((t) => t.policies.insert(A, policies[1]!))).rejects.toMatchObject({
+          code: 'SVC-SYS-9008',
+          fieldViolations: [{ field: 'policy_id' }],
+        });
+      });
+    });
+
+    describe('API keys', () => {
+      it('stores keys with a global id lookup; an id taken in any tenant is SVC-SYS-9008', async () => {
+        const key = anApiKey(A);
+        await tx((t) => t.apiKeys.insert(A, key));
+        expect(await storage.read.apiKeys.get(A, key.id)).toEqual(key);
+        expect(await storage.read.apiKeys.get(B, key.id)).toBeUndefined();
+        expect(await storage.read.apiKeys.tenantOf(key.id)).toBe(A);
+        expect(await storage.read.apiKeys.tenantOf('0000000000000000')).toBeUndefined();
+        await expect(tx((t) => t.apiKeys.insert(B, { ...anApiKey(B), id: key.id }))).rejects.toMatchObject({
+          code: 'SVC-SYS-9008',
+          fieldViolations: [{ field: 'id' }],
+        });
+        expect(await storage.read.apiKeys.tenantOf(key.id)).toBe(A);
+        expect((await storage.read.apiKeys.list(B)).items).toEqual([]);
+      });
+
+      it('revokes once: a second revocation keeps the first time', async () => {
+        const key = anApiKey(A);
+        await tx((t) => t.apiKeys.insert(A, key));
+        expect(await tx((t) => t.apiKeys.revoke(A, key.id, at(1)))).toMatchObject({ revoked_at: at(1) });
+        expect(await tx((t) => t.apiKeys.revoke(A, key.id, at(2)))).toMatchObject({ revoked_at: at(1) });
+        expect(await tx((t) => t.apiKeys.revoke(B, key.id, at(3)))).toBeUndefined();
+        expect((await storage.read.apiKeys.get(A, key.id))?.revoked_at).toBe(at(1));
+      });
+    });
+
+    describe('audit', () => {
+      it('chains appends per tenant and lists them newest or oldest first, filtered', async () => {
+        await tx(async (t) => {
+          await t.audit.append(A, anAuditDraft('policy.create', 'k1'));
+          await t.audit.append(A, anAuditDraft('envelope.create', 'k2'));
+          await t.audit.append(B, anAuditDraft('budget.create', 'k3'));
+          await t.audit.append(A, anAuditDraft('policy.evaluate', 'k1'));
+        });
+        expect(await verifiedChainLength(storage, A)).toBe(3);
+        expect(await verifiedChainLength(storage, B)).toBe(1);
+        const newest = await storage.read.audit.list(A, { order: 'newest' });
+        expect(newest.items.map((r) => r.action)).toEqual(['policy.evaluate', 'envelope.create', 'policy.create']);
+        expect(newest.items.every((r) => r.tenant_id === A)).toBe(true);
+        const filtered = await storage.read.audit.list(A, { order: 'newest', resourceType: 'policy', actorId: 'k1' });
+        expect(filtered.items.map((r) => r.seq)).toEqual([3, 1]);
+        expect((await storage.read.audit.list(A, { order: 'oldest', action: 'envelope.create' })).items[0]?.seq).toBe(
+          2,
+        );
+        const { items, sizes } = await walk((page) => storage.read.audit.list(A, { order: 'newest' }, page), 2);
+        expect(items.map((r) => r.seq)).toEqual([3, 2, 1]);
+        expect(sizes).toEqual([2, 1]);
+      });
+
+      it('keeps one valid chain under 50 concurrent appending transactions', async () => {
+        await Promise.all(Array.from({ length: 50 }, (_, i) => tx((t) => t.audit.append(A, anAuditDraft(`a.${i}`)))));
+        expect(await verifiedChainLength(storage, A)).toBe(50);
+      });
+    });
+
+    describe('events', () => {
+      it('stores each event id once, across calls and within one, and lists newest first', async () => {
+        const envelopeId = 'env-1';
+        const first = anEvent(A, { envelope_id: envelopeId, event_type: 'llm.call' });
+        const second = anEvent(A, { envelope_id: envelopeId, event_type: 'tool.call' });
+        const other = anEvent(A, { event_type: 'llm.stream' });
+        expect(await tx((t) => t.events.insertNew(A, [first, second, first]))).toEqual([
+          first.event_id,
+          second.event_id,
+        ]);
+        expect(await tx((t) => t.events.insertNew(A, [second, other]))).toEqual([other.event_id]);
+        expect(await tx((t) => t.events.insertNew(B, [first]))).toEqual([first.event_id]);
+        expect(await storage.read.events.get(A, first.event_id)).toEqual(first);
+        const all = await storage.read.events.list(A, {});
+        expect(all.items.map((e) => e.event_id)).toEqual([other.event_id, second.event_id, first.event_id]);
+        const ofEnvelope = await storage.read.events.list(A, { envelopeId });
+        expect(ofEnvelope.items.map((e) => e.event_id)).toEqual([second.event_id, first.event_id]);
+        const llm = await storage.read.events.list(A, { eventType: 'llm.*' });
+        expect(llm.items.map((e) => e.event_id)).toEqual([other.event_id, first.event_id]);
+        expect((await storage.read.events.list(A, { eventType: 'tool.call' })).items).toEqual([second]);
+        expect((await storage.read.events.list(B, {})).items.map((e) => e.event_id)).toEqual([first.event_id]);
+      });
+
+      it('pages through events in arrival order', async () => {
+        const events = Array.from({ length: 7 }, () => anEvent(A, { envelope_id: 'env' }));
+        for (const e of events) await tx((t) => t.events.insertNew(A, [e]));
+        const { items, sizes } = await walk((page) => storage.read.events.list(A, { envelopeId: 'env' }, page), 3);
+        expect(items.map((e) => e.event_id)).toEqual(events.map((e) => e.event_id).reverse());
+        expect(sizes).toEqual([3, 3, 1]);
+      });
+    });
+
+    describe('leases and unapplied spend', () => {
+      const lease = (budgetId: string, leaseId: string, micros: number, expiresIn: number) => ({
+        lease_id: leaseId,
+        holder: `holder-${leaseId}`,
+        budget_id: budgetId,
+        tokens: null,
+        micros,
+        expires_at: at(expiresIn),
+      });
+
+      it('sums the live leases of a budget, leaving out expired ones and the one asked', async () => {
+        await tx(async (t) => {
+          await t.leases.put(A, lease('b1', 'l1', 100, 60_000));
+          await t.leases.put(A, lease('b1', 'l2', 20, 60_000));
+          await t.leases.put(A, lease('b1', 'gone', 1000, -1));
+          await t.leases.put(A, lease('b2', 'l3', 5, 60_000));
+          await t.leases.put(B, lease('b1', 'l4', 7, 60_000));
+        });
+        expect(await storage.read.leases.outstanding(A, 'b1', at())).toEqual({ tokens: 0, micros: 120 });
+        expect(await storage.read.leases.outstanding(A, 'b1', at(), 'l1')).toEqual({ tokens: 0, micros: 20 });
+        expect(await storage.read.leases.outstanding(B, 'b1', at())).toEqual({ tokens: 0, micros: 7 });
+        expect(await storage.read.leases.get(A, 'b1', 'l2')).toEqual(lease('b1', 'l2', 20, 60_000));
+        expect(await storage.read.leases.get(B, 'b1', 'l2')).toBeUndefined();
+        await tx(async (t) => {
+          await t.leases.put(A, lease('b1', 'l2', 50, 60_000));
+          await t.leases.remove(A, 'b1', 'l1');
+        });
+        expect(await storage.read.leases.outstanding(A, 'b1', at())).toEqual({ tokens: 0, micros: 50 });
+      });
+
+      it('keeps reported minus applied spend per period, reset in a new one', async () => {
+        const add = (side: 'reported' | 'applied', micros: number, period = MONTH.start) =>
+          tx((t) => t.leases.addSpend(A, 'b1', period, side, { tokens: 1, micros }));
+        await add('reported', 100);
+        await add('reported', 50);
+        await add('applied', 30);
+        expect(await storage.read.leases.pendingSpend(A, 'b1', MONTH.start)).toEqual({ tokens: 1, micros: 120 });
+        await add('applied', 500);
+        expect(await storage.read.leases.pendingSpend(A, 'b1', MONTH.start)).toEqual({ tokens: 0, micros: 0 });
+        expect(await storage.read.leases.pendingSpend(B, 'b1', MONTH.start)).toEqual({ tokens: 0, micros: 0 });
+        await add('reported', 9, NEXT_MONTH.start);
+        expect(await storage.read.leases.pendingSpend(A, 'b1', NEXT_MONTH.start)).toEqual({ tokens: 1, micros: 9 });
+        expect(await storage.read.leases.pendingSpend(A, 'b1', MONTH.start)).toEqual({ tokens: 0, micros: 0 });
+      });
+    });
+
+    describe('approvals', () => {
+      it('stores, reads and lists approvals per tenant', async () => {
+        const approval = anApproval(A);
+        await tx((t) => t.approvals.insert(A, approval));
+        expect(await storage.read.approvals.get(A, approval.approval_id)).toEqual(approval);
+        expect(await storage.read.approvals.get(B, approval.approval_id)).toBeUndefined();
+        expect((await storage.read.approvals.list(A)).items).toEqual([approval]);
+        expect((await storage.read.approvals.list(B)).items).toEqual([]);
+        await expect(tx((t) => t.approvals.insert(A, approval))).rejects.toMatchObject({ code: 'SVC-SYS-9008' });
+      });
+    });
+
+    describe('outbox', () => {
+      const message = (n: number) => ({ id: `m-${n}`, subject: 'svc.tenant-a.events.llm.call', data: { n } });
+
+      it('hands out what transactions appended in commit order, each to one claim, and removes what is settled', async () => {
+        await tx((t) => t.outbox.append([message(1), message(2)]));
+        await expect(
+          tx(async (t) => {
+            await t.outbox.append([message(99)]);
+            throw new Error('rolled back');
+          }),
+        ).rejects.toThrow('rolled back');
+        await tx((t) => t.outbox.append([message(3)]));
+        expect((await storage.outbox.depth()).entries).toBe(3);
+
+        const first = await storage.outbox.claim(2);
+        const second = await storage.outbox.claim(10);
+        expect(first.entries.map((e) => e.event)).toEqual([message(1), message(2)]);
+        expect(second.entries.map((e) => e.event)).toEqual([message(3)]);
+        await second.settle([]);
+        await first.settle([first.entries[0]!.key]);
+        expect((await storage.outbox.depth()).entries).toBe(2);
+        const again = await storage.outbox.claim(10);
+        expect(again.entries.map((e) => e.event.id)).toEqual(['m-2', 'm-3']);
+        await again.settle(again.entries.map((e) => e.key));
+        expect(await storage.outbox.depth()).toEqual({ entries: 0, bytes: 0 });
+        expect((await storage.outbox.claim(10)).entries).toEqual([]);
+      });
+
+      it('appends events together with the change they announce', async () => {
+        const budget = aBudget(A);
+        await tx(async (t) => {
+          await t.budgets.insert(A, budget);
+          await t.outbox.append([message(1)]);
+        });
+        expect(await storage.read.budgets.get(A, budget.budget_id)).toEqual(budget);
+        const claim = await storage.outbox.claim(10);
+        expect(claim.entries.map((e) => e.event)).toEqual([message(1)]);
+        await claim.settle([]);
+      });
+    });
+
+    describe('processed messages', () => {
+      it('tells the first handling of a message from a repeat, per tenant and scope', async () => {
+        expect(await tx((t) => t.dedup.markProcessed(A, 'violation', 'm1'))).toBe(true);
+        expect(await tx((t) => t.dedup.markProcessed(A, 'violation', 'm1'))).toBe(false);
+        expect(await tx((t) => t.dedup.markProcessed(B, 'violation', 'm1'))).toBe(true);
+        expect(await tx((t) => t.dedup.markProcessed(A, 'other', 'm1'))).toBe(true);
+        await expect(
+          tx(async (t) => {
+            await t.dedup.markProcessed(A, 'violation', 'm2');
+            throw new Error('rolled back');
+          }),
+        ).rejects.toThrow();
+        expect(await tx((t) => t.dedup.markProcessed(A, 'violation', 'm2'))).toBe(true);
+      });
+    });
+
+    describe('job leases', () => {
+      it('lets one holder run a job until its lease expires or it releases it', async () => {
+        const acquire = (holder: string, offsetMs: number) =>
+          tx((t) => t.jobs.tryAcquire('retention', holder, 10_000, new Date(NOW.getTime() + offsetMs)));
+        expect(await acquire('p1', 0)).toBe(true);
+        expect(await acquire('p2', 1_000)).toBe(false);
+        expect(await acquire('p1', 5_000)).toBe(true);
+        expect(await acquire('p2', 12_000)).toBe(false);
+        expect(await acquire('p2', 15_001)).toBe(true);
+        expect(await acquire('p1', 16_000)).toBe(false);
+        await tx((t) => t.jobs.release('retention', 'p1'));
+        expect(await acquire('p1', 17_000)).toBe(false);
+        await tx((t) => t.jobs.release('retention', 'p2'));
+        expect(await acquire('p1', 17_000)).toBe(true);
+        expect(await tx((t) => t.jobs.tryAcquire('alerts', 'p2', 10_000, NOW))).toBe(true);
+      });
+
+      it('gives a contested job to exactly one of many concurrent holders', async () => {
+        const won = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => tx((t) => t.jobs.tryAcquire('sweep', `p${i}`, 10_000, NOW))),
+        );
+        expect(won.filter(Boolean)).toHaveLength(1);
+      });
+
+      it('takes back an acquisition whose transaction failed', async () => {
+        await expect(
+          tx(async (t) => {
+            await t.jobs.tryAcquire('sweep', 'p1', 10_000, NOW);
+            throw new Error('rolled back');
+          }),
+        ).rejects.toThrow();
+        expect(await tx((t) => t.jobs.tryAcquire('sweep', 'p2', 10_000, NOW))).toBe(true);
+      });
+    });
+
+    it('keeps every record of one tenant out of another tenant’s reads', async () => {
+      const budget = aBudget(A, { limits: { ...aBudget(A).limits, max_cost_usd: 1 } });
+      const envelope = anEnvelope(A, { budget_id: budget.budget_id });
+      const policy = aPolicy(A);
+      const key = anApiKey(A);
+      const approval = anApproval(A);
+      const event = anEvent(A, { envelope_id: envelope.envelope_id });
+      await tx(async (t) => {
+        await t.budgets.insert(A, budget);
+        await t.envelopes.insert(A, envelope, { executionTaken: 'refuse' });
+        await t.policies.insert(A, policy);
+        await t.policies.bumpVersion(A);
+        await t.apiKeys.insert(A, key);
+        await t.approvals.insert(A, approval);
+        await t.events.insertNew(A, [event]);
+        await t.audit.append(A, anAuditDraft());
+        await t.budgets.addUsage(
+          A,
+          budget.budget_id,
+          { ...ZERO, cost_micros: usdToMicros(0.5) },
+          MONTH,
+          'refuse',
+          at(),
+        );
+      });
+      const r = storage.read;
+      expect(await r.budgets.get(B, budget.budget_id)).toBeUndefined();
+      expect((await r.budgets.list(B)).items).toEqual([]);
+      expect(await r.envelopes.get(B, envelope.envelope_id)).toBeUndefined();
+      expect((await r.envelopes.list(B, { budgetId: budget.budget_id })).items).toEqual([]);
+      expect((await r.envelopes.listLive(B, budget.budget_id)).items).toEqual([]);
+      expect(await r.policies.get(B, policy.policy_id)).toBeUndefined();
+      expect((await r.policies.list(B)).items).toEqual([]);
+      expect(await r.policies.version(B)).toBe(0);
+      expect(await r.apiKeys.get(B, key.id)).toBeUndefined();
+      expect((await r.apiKeys.list(B)).items).toEqual([]);
+      expect(await r.approvals.get(B, approval.approval_id)).toBeUndefined();
+      expect(await r.events.get(B, event.event_id)).toBeUndefined();
+      expect((await r.events.list(B, { envelopeId: envelope.envelope_id })).items).toEqual([]);
+      expect((await r.audit.list(B, { order: 'newest' })).items).toEqual([]);
+      expect(await r.audit.head(B)).toBeUndefined();
+      // The same ids written for B are B's own records.
+      await tx((t) => t.budgets.insert(B, { ...budget, tenant_id: B }));
+      expect((await r.budgets.get(B, budget.budget_id))?.usage.cost_micros).toBe(0);
+      expect((await r.budgets.get(A, budget.budget_id))?.usage.cost_micros).toBe(500_000);
+    });
+  });
+}
