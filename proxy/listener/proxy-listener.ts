@@ -7,7 +7,6 @@ import { SvcError } from '../../core/errors/index.ts';
 import type { ConnectionMode, EgressRefusalReason, ProxyNetMetrics } from '../admin/index.ts';
 import { EgressGuard, type EgressDecision } from '../egress/index.ts';
 import type { LeafCertificateCache } from '../tls/index.ts';
-import { redactHeaders } from '../upstream/index.ts';
 import { CONNECT_ESTABLISHED, openBlindTunnel } from './blind-tunnel.ts';
 import { interceptedOrigin, parseConnectTarget, type ConnectTarget } from './connect-target.ts';
 import { asSvcError, rawErrorResponse, sendError } from './error-response.ts';
@@ -164,7 +163,8 @@ export class ProxyListener {
         request_id: id,
         method: clientReq.method,
         url: clientReq.url,
-        headers: redactHeaders(clientReq.headers),
+        // Credential headers are redacted by the logger's scrubber, like every field of every line.
+        headers: clientReq.headers,
         code: failure.code,
         err: error,
       };

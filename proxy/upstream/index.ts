@@ -1,7 +1,6 @@
 export { clientResponseHeaders, upstreamRequestHeaders } from './header-filter.ts';
 export { applyOverride, parseUpstreamOverrides, type UpstreamOverrides } from './overrides.ts';
 export { parseNameUrlList, type NamedUrl, type NameRule } from './name-url-list.ts';
-export { redactHeaders } from './redact-headers.ts';
 export { relayResponse } from './relay-response.ts';
 export { upstreamTrust } from './upstream-ca.ts';
 export {

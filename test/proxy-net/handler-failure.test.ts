@@ -1,13 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SvcError } from '../../core/errors/index.ts';
+import { createLogger } from '../../core/observability/logger.ts';
 import { startRig, type Rig } from './harness.ts';
 
 let rig: Rig;
-const logged: unknown[] = [];
+/** The lines of the process's own logger, as they would reach stdout. */
+const logged: Array<Record<string, unknown>> = [];
 beforeAll(async () => {
-  const record = (entry: unknown): void => void logged.push(entry);
+  const logger = createLogger({
+    level: 'debug',
+    service: 'proxy',
+    destination: { write: (line: string) => void logged.push(JSON.parse(line) as Record<string, unknown>) },
+  });
   rig = await startRig({
-    logger: { warn: record, debug: record },
+    logger,
     handler: (passThrough) => async (req) => {
       const path = req.targetUrl.pathname;
       if (path === '/boom') throw new Error('handler bug reading /srv/app/keys.json with sk-live-0123456789abcdef');
@@ -46,7 +52,7 @@ describe('a failing handler', () => {
     const line = JSON.stringify(logged.find((entry) => JSON.stringify(entry).includes('req-boom')));
     expect(line).toContain('"authorization":"[redacted]"');
     expect(line).not.toContain('secret');
-    const entry = logged.find((e) => JSON.stringify(e).includes('req-boom')) as { err: Error };
+    const entry = logged.find((e) => JSON.stringify(e).includes('req-boom')) as { err: { message: string } };
     expect(entry.err.message).toContain('handler bug reading /srv/app/keys.json');
   });
 
