@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { freshUsage, SYSTEM_TENANT, type Budget } from '../../core/domain/index.ts';
+import { NO_LIMITS, freshUsage, SYSTEM_TENANT, type Budget } from '../../core/domain/index.ts';
 import type { ControlPlane } from '../create-control-plane.ts';
 import { SYSTEM_ACTOR } from '../caller.ts';
 import { randomUUID } from 'node:crypto';
@@ -58,15 +58,7 @@ export async function ensureSidecarIdentity(
         description: 'unlimited default budget of the sidecar',
         type: 'hybrid',
         period: 'total',
-        limits: {
-          max_tokens: null,
-          max_cost_usd: null,
-          max_executions: null,
-          max_input_tokens: null,
-          max_output_tokens: null,
-          max_llm_calls: null,
-          max_tool_calls: null,
-        },
+        limits: { ...NO_LIMITS },
         alerts: [],
         expires_at: null,
         workflow_id: null,

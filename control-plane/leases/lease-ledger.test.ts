@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
-import { currentPeriod, type Budget } from '../../core/domain/index.ts';
+import { NO_LIMITS, currentPeriod, type Budget } from '../../core/domain/index.ts';
 import type { Outbox } from '../../core/outbox/outbox.ts';
 import { LeaseRequestSchema, type LeaseGrant, type LeaseRequest } from '../../core/sync/contract.ts';
 import { AuditLog } from '../audit/audit-log.ts';
@@ -248,15 +248,7 @@ describe('LeaseLedger', () => {
       name: 'b',
       type: 'token',
       period: 'monthly',
-      limits: {
-        max_tokens: 10,
-        max_cost_usd: null,
-        max_executions: null,
-        max_input_tokens: null,
-        max_output_tokens: null,
-        max_llm_calls: null,
-        max_tool_calls: null,
-      },
+      limits: { ...NO_LIMITS, max_tokens: 10 },
     });
     await applyUsageTokens(budget, 10);
     const grant = await handle(request(budget.budget_id, 'a', { want_tokens: 5 }));

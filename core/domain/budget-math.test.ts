@@ -1,3 +1,4 @@
+import { NO_LIMITS } from './index.ts';
 import { describe, expect, it } from 'vitest';
 import type { Budget } from './budget.ts';
 import {
@@ -25,15 +26,7 @@ function budget(overrides: Partial<Budget> = {}, at = created): Budget {
     description: '',
     type: 'hybrid',
     period: base.period,
-    limits: {
-      max_tokens: 1000,
-      max_cost_usd: 2,
-      max_executions: 3,
-      max_input_tokens: null,
-      max_output_tokens: null,
-      max_llm_calls: null,
-      max_tool_calls: null,
-    },
+    limits: { ...NO_LIMITS, max_tokens: 1000, max_cost_usd: 2, max_executions: 3 },
     alerts: [
       { percent: 50, action: 'notify' },
       { percent: 90, action: 'terminate' },

@@ -21,19 +21,14 @@ export const ZERO_DELTA: UsageDelta = {
   tool_calls: 0,
 };
 
+/** No usage yet in the period from `start` to `end` (ISO times; `end` null for a total budget). */
+export function emptyUsage(start: string, end: string | null): PeriodUsage {
+  return { period_start: start, period_end: end, ...ZERO_DELTA, alerts_fired: [] };
+}
+
 export function freshUsage(budget: Pick<Budget, 'period' | 'created_at'>, now: Date): PeriodUsage {
   const bounds = periodBounds(budget.period, now, new Date(budget.created_at));
-  return {
-    period_start: bounds.start.toISOString(),
-    period_end: bounds.end?.toISOString() ?? null,
-    tokens_input: 0,
-    tokens_output: 0,
-    cost_micros: 0,
-    executions: 0,
-    llm_calls: 0,
-    tool_calls: 0,
-    alerts_fired: [],
-  };
+  return emptyUsage(bounds.start.toISOString(), bounds.end?.toISOString() ?? null);
 }
 
 /** The budget with its usage moved to the period `now` falls in (usage and fired alerts reset). */

@@ -38,6 +38,9 @@ export const BudgetLimitsSchema = z.object({
 });
 export type BudgetLimits = z.infer<typeof BudgetLimitsSchema>;
 
+/** Every limit unlimited: the base a budget's own limits are spread over. */
+export const NO_LIMITS: BudgetLimits = BudgetLimitsSchema.parse({});
+
 /** Usage of the current period, with cost in micro-dollars and the thresholds already fired. */
 export const PeriodUsageSchema = z.object({
   period_start: TimestampSchema,

@@ -1,3 +1,4 @@
+import { NO_LIMITS } from '../../core/domain/index.ts';
 /**
  * Envelope creation through the control plane's service (flow 1 without HTTP): the policy
  * decision with its audit record, then the budget's execution reservation, the envelope, its
@@ -42,15 +43,7 @@ const budget = await plane.services.budgets.create(caller, {
   name: 'bench',
   type: 'cost',
   period: 'monthly',
-  limits: {
-    max_cost_usd: 1e9,
-    max_tokens: null,
-    max_executions: null,
-    max_input_tokens: null,
-    max_output_tokens: null,
-    max_llm_calls: null,
-    max_tool_calls: null,
-  },
+  limits: { ...NO_LIMITS, max_cost_usd: 1e9 },
 });
 
 async function run(label: string, count: number, parallel: number): Promise<void> {

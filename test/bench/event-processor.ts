@@ -1,3 +1,4 @@
+import { NO_LIMITS } from '../../core/domain/index.ts';
 /**
  * Sustained rate of the control plane's event processor: N usage events are published to a real
  * nats-server (JetStream, de-duplicated by id) while the processor is stopped; then the processor
@@ -51,15 +52,7 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
     name: 'bench',
     type: 'cost',
     period: 'monthly',
-    limits: {
-      max_cost_usd: 1e9,
-      max_tokens: null,
-      max_executions: null,
-      max_input_tokens: null,
-      max_output_tokens: null,
-      max_llm_calls: null,
-      max_tool_calls: null,
-    },
+    limits: { ...NO_LIMITS, max_cost_usd: 1e9 },
   });
   const envelopeIds = Array.from({ length: envelopes }, () => randomUUID());
 

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import {
+  NO_LIMITS,
   emptyCostTotals,
   freshUsage,
   type ApiKeyRecord,
@@ -51,15 +52,7 @@ export function aBudget(tenant: string, overrides: Partial<Budget> = {}): Budget
     description: '',
     type: 'hybrid',
     period,
-    limits: {
-      max_tokens: null,
-      max_cost_usd: null,
-      max_executions: null,
-      max_input_tokens: null,
-      max_output_tokens: null,
-      max_llm_calls: null,
-      max_tool_calls: null,
-    },
+    limits: { ...NO_LIMITS },
     alerts: [],
     expires_at: null,
     workflow_id: null,

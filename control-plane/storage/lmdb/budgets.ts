@@ -1,4 +1,11 @@
-import { addUsage, type Budget, type Overflow, type PeriodUsage, type UsageDelta } from '../../../core/domain/index.ts';
+import {
+  addUsage,
+  emptyUsage,
+  type Budget,
+  type Overflow,
+  type PeriodUsage,
+  type UsageDelta,
+} from '../../../core/domain/index.ts';
 import { taken } from '../conflict.ts';
 import type { BudgetRepository, Page, PageRequest, PeriodWindow } from '../storage.ts';
 import type { KvView } from './kv.ts';
@@ -8,18 +15,7 @@ import type { Sync } from './promised.ts';
 
 /** The stored usage, or a fresh one when it belongs to a period before `period`. */
 function usageIn(usage: PeriodUsage, period: PeriodWindow): PeriodUsage {
-  if (Date.parse(usage.period_start) >= Date.parse(period.start)) return usage;
-  return {
-    period_start: period.start,
-    period_end: period.end,
-    tokens_input: 0,
-    tokens_output: 0,
-    cost_micros: 0,
-    executions: 0,
-    llm_calls: 0,
-    tool_calls: 0,
-    alerts_fired: [],
-  };
+  return Date.parse(usage.period_start) >= Date.parse(period.start) ? usage : emptyUsage(period.start, period.end);
 }
 
 export class LmdbBudgets implements Sync<BudgetRepository> {
