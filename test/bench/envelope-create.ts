@@ -1,4 +1,3 @@
-import { NO_LIMITS } from '../../core/domain/index.ts';
 /**
  * Envelope creation through the control plane's service (flow 1 without HTTP): the policy
  * decision with its audit record, then the budget's execution reservation, the envelope, its
@@ -16,6 +15,7 @@ import { loadConfig } from '../../core/config/load.ts';
 import { loadPriceTable } from '../../core/metering/prices.ts';
 import { createControlPlane } from '../../control-plane/create-control-plane.ts';
 import { createPricer } from '../../control-plane/usage/pricer.ts';
+import { NO_LIMITS } from '../../core/domain/index.ts';
 
 const total = Number(process.argv[2] ?? 5_000);
 const inFlight = Number(process.argv[3] ?? 32);

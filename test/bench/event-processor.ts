@@ -1,4 +1,3 @@
-import { NO_LIMITS } from '../../core/domain/index.ts';
 /**
  * Sustained rate of the control plane's event processor: N usage events are published to a real
  * nats-server (JetStream, de-duplicated by id) while the processor is stopped; then the processor
@@ -21,6 +20,7 @@ import { loadPriceTable } from '../../core/metering/prices.ts';
 import { createControlPlane } from '../../control-plane/create-control-plane.ts';
 import { createPricer } from '../../control-plane/usage/pricer.ts';
 import { startNatsServer } from '../harness/nats-server.ts';
+import { NO_LIMITS } from '../../core/domain/index.ts';
 
 const total = Number(process.argv[2] ?? 20_000);
 const envelopes = Number(process.argv[3] ?? 50);
