@@ -31,10 +31,14 @@ export interface RunningControlPlane {
   close(): Promise<void>;
 }
 
-/** A real control plane on a free port with its own LMDB directory and in-process messaging. */
+/**
+ * A real control plane on a free port with its own LMDB directory and in-process messaging, or
+ * the messaging `openMessaging` gives (a NATS connection; closed with the control plane).
+ */
 export async function startControlPlane(
   overrides: Partial<Record<keyof Config, unknown>> = {},
   dataDir = mkdtempSync(join(tmpdir(), 'cp-')),
+  openMessaging?: () => Promise<Messaging>,
 ): Promise<RunningControlPlane> {
   const config = loadConfig(
     {},
@@ -48,7 +52,7 @@ export async function startControlPlane(
     },
   );
   const logger = pino({ level: 'silent' });
-  const messaging = createMemoryMessaging({ logger });
+  const messaging = openMessaging === undefined ? createMemoryMessaging({ logger }) : await openMessaging();
   const published: BusMessage[] = [];
   for (const family of ['envelopes', 'events', 'budgets', 'policies']) {
     await messaging.bus.subscribe(`svc.*.${family}.>`, (m) => {
@@ -88,7 +92,7 @@ export async function startControlPlane(
     async restart(whileStopped) {
       await running.close();
       await whileStopped?.(dataDir);
-      return startControlPlane(overrides, dataDir);
+      return startControlPlane(overrides, dataDir, openMessaging);
     },
     async close() {
       await plane.close();
