@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { KeyValueStore, Messaging } from '../../core/bus/bus.ts';
@@ -91,8 +92,18 @@ export class StatePublisher implements StateSync {
   async start(): Promise<void> {
     this.rulesets = await this.deps.messaging.keyValue.open(BUCKETS.rulesets);
     this.budgetBucket = await this.deps.messaging.keyValue.open(BUCKETS.budgets);
+    await this.refresh();
+  }
+
+  /**
+   * Sends every ruleset and budget state again; resolves once NATS took them, or once `signal`
+   * aborts (what is queued then stays with the sender).
+   */
+  async refresh(signal?: AbortSignal): Promise<void> {
     this.push(await this.everything());
-    await this.idle();
+    if (signal === undefined) return this.idle();
+    if (signal.aborted) return;
+    await Promise.race([this.idle(), once(signal, 'abort')]);
   }
 
   /** Stops sending; what is still queued is sent again in full at the next start. */
