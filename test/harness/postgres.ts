@@ -84,3 +84,49 @@ export async function truncateAll(databaseUrl: string): Promise<void> {
     await client.end();
   }
 }
+
+/**
+ * The storage the suites that start a control plane give it: LMDB in its data directory, or
+ * under SVC_TEST_STORAGE=postgres a fresh PostgreSQL database of its own (`npm run test:postgres`).
+ */
+export const TEST_STORAGE: 'lmdb' | 'postgres' = process.env.SVC_TEST_STORAGE === 'postgres' ? 'postgres' : 'lmdb';
+
+/** Connections per control plane under test: several run at once on one small server. */
+const TEST_POOL_SIZE = 4;
+
+export interface ControlPlaneDatabase {
+  /** The config a control plane on it takes (`SVC_DATABASE_URL`, `SVC_DATABASE_POOL_SIZE`). */
+  config: { database_url: string; database_pool_size: number };
+  env: { SVC_DATABASE_URL: string; SVC_DATABASE_POOL_SIZE: string };
+  url: string;
+  drop(): Promise<void>;
+}
+
+const databases = new Set<ControlPlaneDatabase>();
+
+/**
+ * A fresh database for a control plane under test when the suites run on PostgreSQL, else null
+ * (LMDB). Asked for PostgreSQL and not finding it is a failure, not a skip.
+ */
+export async function controlPlaneDatabase(): Promise<ControlPlaneDatabase | null> {
+  if (TEST_STORAGE !== 'postgres') return null;
+  if (!(await postgresReachable()))
+    throw new Error(`SVC_TEST_STORAGE=postgres, but PostgreSQL at ${serverName()} is not reachable`);
+  const database = await createTestDatabase();
+  const entry: ControlPlaneDatabase = {
+    config: { database_url: database.url, database_pool_size: TEST_POOL_SIZE },
+    env: { SVC_DATABASE_URL: database.url, SVC_DATABASE_POOL_SIZE: String(TEST_POOL_SIZE) },
+    url: database.url,
+    drop: async () => {
+      databases.delete(entry);
+      await database.drop();
+    },
+  };
+  databases.add(entry);
+  return entry;
+}
+
+/** Drops every database `controlPlaneDatabase` made in this process and not dropped yet. */
+export async function dropControlPlaneDatabases(): Promise<void> {
+  for (const database of [...databases]) await database.drop();
+}
