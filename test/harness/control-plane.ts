@@ -38,15 +38,18 @@ export interface RunningControlPlane {
  * A real control plane on a free port with its own storage (an LMDB directory, or a PostgreSQL
  * database under SVC_TEST_STORAGE=postgres, dropped by `close`) and in-process messaging, or the
  * messaging `openMessaging` gives (a NATS connection; closed with the control plane).
+ * `database_url: null` runs it on LMDB under any SVC_TEST_STORAGE.
  */
 export async function startControlPlane(
   overrides: Partial<Record<keyof Config, unknown>> = {},
   dataDir = mkdtempSync(join(tmpdir(), 'cp-')),
   openMessaging?: () => Promise<Messaging>,
 ): Promise<RunningControlPlane> {
-  const database = overrides.database_url === undefined ? await controlPlaneDatabase() : null;
+  // `database_url: null` asks for LMDB whatever SVC_TEST_STORAGE says (a suite about LMDB itself).
+  const { database_url: url, ...rest } = overrides;
+  const database = url === undefined ? await controlPlaneDatabase() : null;
   try {
-    return await start(overrides, dataDir, database, openMessaging);
+    return await start(url === null ? rest : overrides, dataDir, database, openMessaging);
   } catch (error) {
     await database?.drop();
     throw error;

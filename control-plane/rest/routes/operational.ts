@@ -12,8 +12,11 @@ const HealthSchema = z.object({
   service: z.string(),
   version: z.string(),
   services: z.record(z.string(), DependencySchema),
-  /** Bus publications committed but not yet acknowledged by NATS (they go out once it is back). */
-  outbox: z.object({ depth: z.number().int().nonnegative() }),
+  /**
+   * Bus publications committed but not yet acknowledged by NATS (they go out once it is back);
+   * null while the store cannot be read.
+   */
+  outbox: z.object({ depth: z.number().int().nonnegative().nullable() }),
 });
 const VersionSchema = z.object({
   service: z.string(),
@@ -49,7 +52,7 @@ export function operationalRoutes(
         service: 'control-plane',
         version: deps.version,
         services,
-        outbox: { depth: await deps.outboxDepth() },
+        outbox: { depth: down ? null : await deps.outboxDepth().catch(() => null) },
       },
     };
   };
