@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
+import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Messaging } from '../core/bus/bus.ts';
@@ -16,6 +18,7 @@ import { openPublicationOutbox } from './effects/publication-outbox.ts';
 import { WebhookTargets } from './effects/webhook-targets.ts';
 import { WebhookSender } from './effects/webhooks.ts';
 import { Envelopes } from './envelopes/envelopes.ts';
+import { JobRunner } from './jobs/job-runner.ts';
 import { LeaseLedger } from './leases/lease-ledger.ts';
 import { EventProcessor } from './processor/event-processor.ts';
 import { serveLeases } from './sync/lease-responder.ts';
@@ -66,11 +69,18 @@ export interface ControlPlane {
     leases: LeaseLedger;
   };
   processor: EventProcessor;
+  jobs: JobRunner;
   webhooks: WebhookSender;
   effects: EffectDispatcher;
   metrics: ControlPlaneMetrics;
   /** Listens on the configured host and port; resolves with the bound address. */
   listen(): Promise<string>;
+  /**
+   * The drain: stops taking requests (new ones are answered 503), stops pulling events (what a
+   * consumer pulled and has not begun goes back to JetStream for the other replicas), lets what is
+   * in flight finish within `shutdown_grace_ms` (connections still busy then are cut), gives up
+   * its job leases, then closes the store.
+   */
   close(): Promise<void>;
 }
 
@@ -149,6 +159,21 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
   });
   await processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
+  const jobs = new JobRunner({
+    storage,
+    holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    leaseTtlMs: config.job_lease_ttl_seconds * 1000,
+    clock,
+    logger: logger.child({ component: 'jobs' }),
+  });
+  // Budget periods end and budgets expire without a write: the holder sends every state again.
+  jobs.start([
+    {
+      name: 'state-refresh',
+      intervalMs: config.state_refresh_seconds * 1000,
+      run: (signal) => publisher.refresh(signal),
+    },
+  ]);
 
   const jwt =
     config.jwt_jwks_url === undefined
@@ -199,6 +224,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     storage,
     services: { envelopes, budgets, policies, keys, tenants, audit, leases },
     processor,
+    jobs,
     webhooks,
     effects,
     metrics,
@@ -208,9 +234,12 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       return address;
     },
     async close() {
-      await app.close();
-      await processor.stop();
-      await leaseService.unsubscribe();
+      const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdown_grace_ms);
+      try {
+        await Promise.all([app.close(), processor.stop(), leaseService.unsubscribe(), jobs.stop()]);
+      } finally {
+        clearTimeout(cut);
+      }
       await publisher.stop();
       // A moment to send what is pending; what is left stays in the store for the next start.
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);
