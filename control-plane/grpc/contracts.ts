@@ -24,6 +24,10 @@ export const LOADER_OPTIONS = {
   includeDirs: [PROTO_ROOT, GOOGLEAPIS_ROOT],
 } satisfies Options;
 
+/** Standard protocols the server speaks beside the contracts: `grpc/health/v1/health.proto`. */
+export const STANDARD_PROTO_ROOT = fileURLToPath(new URL('./standard-protos/', import.meta.url));
+export const HEALTH_PROTO = 'grpc/health/v1/health.proto';
+
 /** Every `.proto` under PROTO_ROOT, relative to it with `/` separators, sorted. */
 export function contractFiles(): string[] {
   return readdirSync(PROTO_ROOT, { recursive: true, encoding: 'utf8' })
@@ -35,4 +39,15 @@ export function contractFiles(): string[] {
 /** Loads every contract at once, so one definition holds all services and their HTTP options. */
 export function loadContracts(): PackageDefinition {
   return loadSync(contractFiles(), LOADER_OPTIONS);
+}
+
+/**
+ * What the gRPC server serves, and its reflection describes: every contract and the standard
+ * health service, in one definition.
+ */
+export function loadServedDefinition(): PackageDefinition {
+  return loadSync([...contractFiles(), HEALTH_PROTO], {
+    ...LOADER_OPTIONS,
+    includeDirs: [...LOADER_OPTIONS.includeDirs, STANDARD_PROTO_ROOT],
+  });
 }

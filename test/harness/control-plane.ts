@@ -42,6 +42,7 @@ export async function startControlPlane(
       data_dir: dataDir,
       http_host: '127.0.0.1',
       http_port: 0,
+      grpc_port: 0,
       bootstrap_admin_key: ROOT_KEY,
       log_level: 'silent',
       ...overrides,

@@ -39,7 +39,14 @@ beforeAll(async () => {
   plane = await createControlPlane({
     config: loadConfig(
       {},
-      { data_dir: dirs[0], http_host: '127.0.0.1', http_port: 0, bootstrap_admin_key: ROOT_KEY, log_level: 'silent' },
+      {
+        data_dir: dirs[0],
+        http_host: '127.0.0.1',
+        http_port: 0,
+        grpc_port: 0,
+        bootstrap_admin_key: ROOT_KEY,
+        log_level: 'silent',
+      },
     ),
     logger,
     messaging: cpMessaging,
