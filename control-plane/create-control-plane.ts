@@ -23,7 +23,7 @@ import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { Policies } from './policies/policies.ts';
-import { loadServedDefinition } from './grpc/contracts.ts';
+import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
 import { createGrpcServer } from './grpc/server.ts';
 import { checkpointService } from './grpc/services/checkpoint-service.ts';
 import { costService } from './grpc/services/cost-service.ts';
@@ -203,6 +203,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   };
   const grpc = createGrpcServer({
     definition: loadServedDefinition(),
+    fileDescriptors: servedFileDescriptors(),
     services: {
       'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
       'svc.policy.v1.PolicyService': policyService(policies),

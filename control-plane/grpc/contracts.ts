@@ -1,4 +1,4 @@
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +28,9 @@ export const LOADER_OPTIONS = {
 export const STANDARD_PROTO_ROOT = fileURLToPath(new URL('./standard-protos/', import.meta.url));
 export const HEALTH_PROTO = 'grpc/health/v1/health.proto';
 
+/** The compiled descriptors of the contracts and the health service (build-descriptor-set.ts). */
+export const DESCRIPTOR_SET_FILE = fileURLToPath(new URL('./contracts.binpb', import.meta.url));
+
 /** Every `.proto` under PROTO_ROOT, relative to it with `/` separators, sorted. */
 export function contractFiles(): string[] {
   return readdirSync(PROTO_ROOT, { recursive: true, encoding: 'utf8' })
@@ -50,4 +53,31 @@ export function loadServedDefinition(): PackageDefinition {
     ...LOADER_OPTIONS,
     includeDirs: [...LOADER_OPTIONS.includeDirs, STANDARD_PROTO_ROOT],
   });
+}
+
+/**
+ * The files of the compiled descriptor set, each an encoded FileDescriptorProto: the set's one
+ * field is `repeated FileDescriptorProto file = 1`, so it is split on that field's records.
+ */
+export function servedFileDescriptors(set: Buffer = readFileSync(DESCRIPTOR_SET_FILE)): Buffer[] {
+  const files: Buffer[] = [];
+  let at = 0;
+  const varint = (): number => {
+    let value = 0;
+    let scale = 1;
+    for (;;) {
+      const byte = set[at++];
+      if (byte === undefined) throw new Error('truncated descriptor set');
+      value += (byte & 0x7f) * scale;
+      if (byte < 0x80) return value;
+      scale *= 128;
+    }
+  };
+  while (at < set.length) {
+    if (varint() !== ((1 << 3) | 2)) throw new Error('not a FileDescriptorSet');
+    const length = varint();
+    files.push(set.subarray(at, at + length));
+    at += length;
+  }
+  return files;
 }

@@ -11,7 +11,7 @@ import { Authenticator } from '../auth/authenticator.ts';
 import { openStorage } from '../storage/open-storage.ts';
 import type { Storage } from '../storage/storage.ts';
 import { Tenants } from '../tenants/tenants.ts';
-import { loadServedDefinition } from './contracts.ts';
+import { loadServedDefinition, servedFileDescriptors } from './contracts.ts';
 import { createGrpcServer, type GrpcServer, type GrpcServiceHandlers } from './server.ts';
 import { notImplemented } from './services/not-implemented.ts';
 
@@ -52,6 +52,7 @@ function handlers(): Record<string, GrpcServiceHandlers> {
 async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: number }) {
   const server = createGrpcServer({
     definition,
+    fileDescriptors: servedFileDescriptors(),
     services: handlers(),
     authenticator: new Authenticator(new ApiKeys(storage), null, ROOT, () => new Date()),
     tenants: new Tenants(storage),

@@ -51,6 +51,8 @@ export type GrpcServiceHandlers = Record<string, GrpcMethod>;
 export interface GrpcServerOptions {
   /** The contracts and the health service (`loadServedDefinition()`). */
   definition: PackageDefinition;
+  /** The same, compiled, as server reflection serves them (`servedFileDescriptors()`). */
+  fileDescriptors: Buffer[];
   /** Handlers by fully qualified service name (`svc.policy.v1.PolicyService`). */
   services: Record<string, GrpcServiceHandlers>;
   authenticator: Authenticator;
@@ -182,7 +184,10 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
     definition['grpc.health.v1.Health'] as ServiceDefinition,
     healthService(options.health, logger, new Set(served)),
   );
-  new ReflectionService(definition).addToServer(server);
+  // Reflection reads only the `fileDescriptorProtos` of the definition's entries: one entry
+  // carrying the compiled files makes it serve those instead of proto-loader's synthetic ones.
+  const compiled = { files: { fileDescriptorProtos: options.fileDescriptors } } as unknown as PackageDefinition;
+  new ReflectionService(compiled).addToServer(server);
 
   return {
     listen: (host, port) =>

@@ -1,3 +1,8 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { status, type ServiceClientConstructor } from '@grpc/grpc-js';
 import type { PackageDefinition } from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -101,5 +106,51 @@ describe('gRPC through server reflection only (no local .proto)', () => {
       { key: admin },
     );
     expect(created.budget).toMatchObject({ tenant_id: 'acme', type: 'BUDGET_TYPE_COST' });
+  });
+});
+
+const BUF = fileURLToPath(new URL('../../node_modules/.bin/buf', import.meta.url));
+
+/**
+ * `buf curl` over gRPC with server reflection: a strict client that links every file it is sent.
+ * Run asynchronously: the server answering it lives in this process.
+ */
+async function bufCurl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const home = mkdtempSync(join(tmpdir(), 'buf-curl-'));
+  try {
+    return await new Promise((resolve) => {
+      execFile(
+        BUF,
+        ['curl', '--protocol', 'grpc', '--http2-prior-knowledge', ...args],
+        { timeout: 60_000, env: { PATH: process.env.PATH, HOME: home, BUF_CACHE_DIR: join(home, 'cache') } },
+        (error, stdout, stderr) => resolve({ code: error === null ? 0 : Number(error.code ?? 1), stdout, stderr }),
+      );
+    });
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+describe('a strict reflection client (buf curl)', () => {
+  it('lists the services, calls a method, and receives the error details', async () => {
+    const listed = await bufCurl(['--list-services', `http://${address}`]);
+    expect(listed.stdout.trim().split('\n')).toEqual(['grpc.health.v1.Health', ...CONTRACT_SERVICES]);
+    const created = await bufCurl([
+      '-H',
+      `authorization: Bearer ${admin}`,
+      '-d',
+      '{"budget":{"name":"curl-made","limits":{"max_cost_usd":4}}}',
+      `http://${address}/svc.cost.v1.CostService/CreateBudget`,
+    ]);
+    expect(created.stderr).toBe('');
+    expect(JSON.parse(created.stdout)).toMatchObject({
+      budget: { name: 'curl-made', type: 'BUDGET_TYPE_COST', limits: { maxCostUsd: 4 } },
+    });
+    const refused = await bufCurl(['-d', '{}', `http://${address}/svc.cost.v1.CostService/ListBudgets`]);
+    expect(refused.code).not.toBe(0);
+    const answer = JSON.parse(refused.stderr) as { code: string; details: Array<{ type: string; value: string }> };
+    expect(answer.code).toBe('unauthenticated');
+    expect(answer.details.map((d) => d.type)).toEqual(['google.rpc.ErrorInfo']);
+    expect(Buffer.from(answer.details[0]?.value ?? '', 'base64').toString('latin1')).toContain('SVC-SYS-9003');
   });
 });
