@@ -11,6 +11,7 @@ import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts'
 import { ApiKeys } from './auth/api-keys.ts';
 import { Authenticator } from './auth/authenticator.ts';
 import { JwtVerifier } from './auth/jwt.ts';
+import { KeyManagement } from './auth/key-management.ts';
 import { AuditLog } from './audit/audit-log.ts';
 import { Budgets } from './budgets/budgets.ts';
 import { EffectDispatcher } from './effects/dispatcher.ts';
@@ -25,6 +26,13 @@ import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { Policies } from './policies/policies.ts';
+import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
+import { createGrpcServer } from './grpc/server.ts';
+import { checkpointService } from './grpc/services/checkpoint-service.ts';
+import { costService } from './grpc/services/cost-service.ts';
+import { envelopeService } from './grpc/services/envelope-service.ts';
+import { policyService } from './grpc/services/policy-service.ts';
+import { tenantService } from './grpc/services/tenant-service.ts';
 import { createApp } from './rest/app.ts';
 import { apiKeyRoutes } from './rest/routes/api-keys.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
@@ -33,7 +41,7 @@ import { budgetRoutes } from './rest/routes/budgets.ts';
 import { envelopeRoutes } from './rest/routes/envelopes.ts';
 import { errorDocsRoutes } from './rest/routes/error-docs.ts';
 import { eventRoutes } from './rest/routes/events.ts';
-import { operationalRoutes } from './rest/routes/operational.ts';
+import { operationalRoutes, type DependencyCheck } from './rest/routes/operational.ts';
 import { policyRoutes } from './rest/routes/policies.ts';
 import { tenantRoutes } from './rest/routes/tenants.ts';
 import { openStorage } from './storage/open-storage.ts';
@@ -73,8 +81,13 @@ export interface ControlPlane {
   webhooks: WebhookSender;
   effects: EffectDispatcher;
   metrics: ControlPlaneMetrics;
-  /** Listens on the configured host and port; resolves with the bound address. */
+  /**
+   * Listens on the configured host: HTTP on http_port, gRPC on grpc_port. Resolves with the HTTP
+   * address; `grpcPort()` gives the gRPC port bound.
+   */
   listen(): Promise<string>;
+  /** The bound gRPC port once listening. */
+  grpcPort(): number | undefined;
   /**
    * The drain: stops taking requests (new ones are answered 503), stops pulling events (what a
    * consumer pulled and has not begun goes back to JetStream for the other replicas), lets what is
@@ -202,21 +215,43 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
   brainRoutes(routes, judge);
-  apiKeyRoutes(routes, { keys, storage, audit, clock });
+  const keyManagement = new KeyManagement({ keys, storage, audit, clock });
+  apiKeyRoutes(routes, keyManagement, clock);
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
+  const health: Record<string, DependencyCheck> = {
+    database: () => storage.health(),
+    event_bus: () =>
+      Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
+  };
+  const grpc = createGrpcServer({
+    definition: loadServedDefinition(),
+    fileDescriptors: servedFileDescriptors(),
+    services: {
+      'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
+      'svc.policy.v1.PolicyService': policyService(policies),
+      'svc.cost.v1.CostService': costService({ budgets, envelopes, clock }),
+      'svc.checkpoint.v1.CheckpointService': checkpointService(),
+      'svc.tenant.v1.TenantService': tenantService(keyManagement, clock),
+    },
+    authenticator,
+    tenants,
+    logger: logger.child({ component: 'grpc' }),
+    documentationBase,
+    health: async () =>
+      (await Promise.all(Object.values(health).map((check) => check()))).every((c) => c.status === 'ok'),
+    maxMessageBytes: config.grpc_max_message_bytes,
+    defaultTimeoutMs: config.grpc_default_timeout_ms,
+  });
+  let grpcPort: number | undefined;
   operationalRoutes(routes, {
     version: config.version,
     schemaVersion: () => storage.schemaVersion(),
     metrics,
     outboxDepth: () => outbox.depth(),
-    checks: {
-      database: () => storage.health(),
-      event_bus: () =>
-        Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
-    },
+    checks: health,
   });
 
   return {
@@ -231,12 +266,14 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     async listen() {
       const address = await app.listen({ host: config.http_host, port: config.http_port });
       listeningAt = listeningBaseUrl(app.server.address());
+      grpcPort = await grpc.listen(config.http_host, config.grpc_port);
       return address;
     },
+    grpcPort: () => grpcPort,
     async close() {
       const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdown_grace_ms);
       try {
-        await Promise.all([app.close(), processor.stop(), leaseService.unsubscribe(), jobs.stop()]);
+        await Promise.all([grpc.close(config.shutdown_grace_ms), app.close(), processor.stop(), leaseService.unsubscribe(), jobs.stop()]);
       } finally {
         clearTimeout(cut);
       }
