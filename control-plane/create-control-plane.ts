@@ -6,6 +6,7 @@ import type { Config } from '../core/config/schema.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
 import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
+import { Approvals } from './approvals/approvals.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { Authenticator } from './auth/authenticator.ts';
 import { JwtVerifier } from './auth/jwt.ts';
@@ -24,6 +25,7 @@ import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { Policies } from './policies/policies.ts';
 import { createApp } from './rest/app.ts';
 import { apiKeyRoutes } from './rest/routes/api-keys.ts';
+import { approvalRoutes } from './rest/routes/approvals.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
 import { brainRoutes } from './rest/routes/brain.ts';
 import { budgetRoutes } from './rest/routes/budgets.ts';
@@ -60,6 +62,7 @@ export interface ControlPlane {
     envelopes: Envelopes;
     budgets: Budgets;
     policies: Policies;
+    approvals: Approvals;
     keys: ApiKeys;
     tenants: Tenants;
     audit: AuditLog;
@@ -114,11 +117,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     webhookUrlProblem: (url) => webhookTargets.problemWith(url),
   });
   const judge = createBuiltinJudge(builtinJudgeOptions(config));
+  const approvals = new Approvals({ storage, audit, effects, clock });
   const policies = new Policies({
     storage,
     audit,
     effects,
     judge,
+    approvals,
     clock,
     observe: (r) => metrics.observePolicy(r),
   });
@@ -176,6 +181,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   envelopeRoutes(routes, envelopes);
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
+  approvalRoutes(routes, approvals);
   brainRoutes(routes, judge);
   apiKeyRoutes(routes, { keys, storage, audit, clock });
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
@@ -197,7 +203,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   return {
     app,
     storage,
-    services: { envelopes, budgets, policies, keys, tenants, audit, leases },
+    services: { envelopes, budgets, policies, approvals, keys, tenants, audit, leases },
     processor,
     webhooks,
     effects,

@@ -7,7 +7,6 @@ import {
   evaluate,
   evaluateAsync,
   policyFromRestCreate,
-  type Approval,
   type CompiledRuleset,
   type EvaluationResult,
   type Policy,
@@ -15,6 +14,7 @@ import {
   type RestCreatePolicyRequest,
   type SemanticJudge,
 } from '../../core/policy/index.ts';
+import type { Approvals } from '../approvals/approvals.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
@@ -27,6 +27,8 @@ export interface PolicyDeps {
   audit: AuditLog;
   effects: EffectDispatcher;
   judge: SemanticJudge;
+  /** Opens the pending approval of a REQUIRE_APPROVAL decision. */
+  approvals: Approvals;
   clock: () => Date;
   /** Called after every evaluation, for metrics. */
   observe?: (result: EvaluationResult) => void;
@@ -110,21 +112,15 @@ export class Policies implements PolicyGate {
     this.deps.observe?.(result);
     const now = this.deps.clock();
     const approvalId = await this.deps.effects.commit(async (tx, effects) => {
-      let approval: Approval | null = null;
-      if (result.decision === 'REQUIRE_APPROVAL') {
-        approval = {
-          approval_id: randomUUID(),
-          tenant_id: caller.tenant,
-          status: 'PENDING',
-          policy_id: result.matched_policy ?? '',
-          rule_id: result.matched_rule ?? '',
-          action: question.action,
-          context: question.context,
-          ...(question.envelopeId !== undefined ? { envelope_id: question.envelopeId } : {}),
-          created_at: now.toISOString(),
-        };
-        await tx.approvals.insert(caller.tenant, approval);
-      }
+      const approval =
+        result.decision === 'REQUIRE_APPROVAL'
+          ? await this.deps.approvals.open(tx, effects, caller, {
+              action: question.action,
+              context: question.context,
+              envelopeId: question.envelopeId,
+              result,
+            })
+          : null;
       await this.deps.audit.append(tx, caller.tenant, {
         actor: actorOf(caller.principal),
         action: 'policy.evaluate',

@@ -668,6 +668,31 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect((await storage.read.approvals.list(B)).items).toEqual([]);
         await expect(tx((t) => t.approvals.insert(A, approval))).rejects.toMatchObject({ code: 'SVC-SYS-9008' });
       });
+
+      it('decides a pending approval once (compare and set): a second decision, another tenant or an absent id changes nothing', async () => {
+        const approval = anApproval(A);
+        await tx((t) => t.approvals.insert(A, approval));
+        const approve = { status: 'APPROVED' as const, decided_at: at(5), reviewer_id: 'alice', review_note: 'fine' };
+        const reject = { status: 'REJECTED' as const, decided_at: at(6), reviewer_id: 'bob', review_note: undefined };
+        expect(await tx((t) => t.approvals.decide(B, approval.approval_id, approve))).toBeUndefined();
+        expect(await tx((t) => t.approvals.decide(A, 'no-such-approval', approve))).toBeUndefined();
+        const decided = { ...approval, ...approve };
+        expect(await tx((t) => t.approvals.decide(A, approval.approval_id, approve))).toEqual(decided);
+        expect(await tx((t) => t.approvals.decide(A, approval.approval_id, reject))).toBeUndefined();
+        expect(await storage.read.approvals.get(A, approval.approval_id)).toEqual(decided);
+
+        const other = anApproval(A);
+        await tx((t) => t.approvals.insert(A, other));
+        const outcomes = await Promise.all(
+          ['r1', 'r2', 'r3', 'r4'].map((reviewer) =>
+            tx((t) => t.approvals.decide(A, other.approval_id, { ...reject, reviewer_id: reviewer })),
+          ),
+        );
+        const winners = outcomes.filter((o) => o !== undefined);
+        expect(winners).toHaveLength(1);
+        expect(await storage.read.approvals.get(A, other.approval_id)).toEqual(winners[0]);
+        expect(Object.hasOwn(winners[0]!, 'review_note')).toBe(false);
+      });
     });
 
     describe('outbox', () => {
