@@ -9,6 +9,7 @@ import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts'
 import { Approvals } from './approvals/approvals.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { Authenticator } from './auth/authenticator.ts';
+import { KeyAdministration } from './auth/key-administration.ts';
 import { JwtVerifier } from './auth/jwt.ts';
 import { AuditLog } from './audit/audit-log.ts';
 import { Budgets } from './budgets/budgets.ts';
@@ -22,6 +23,8 @@ import { EventProcessor } from './processor/event-processor.ts';
 import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
+import { mcpRoutes } from './mcp/http.ts';
+import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
 import { createApp } from './rest/app.ts';
 import { apiKeyRoutes } from './rest/routes/api-keys.ts';
@@ -36,7 +39,7 @@ import { operationalRoutes } from './rest/routes/operational.ts';
 import { policyRoutes } from './rest/routes/policies.ts';
 import { tenantRoutes } from './rest/routes/tenants.ts';
 import { openStorage } from './storage/open-storage.ts';
-import type { Storage } from './storage/storage.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Storage } from './storage/storage.ts';
 import { Tenants } from './tenants/tenants.ts';
 import { WebhookSecrets } from './tenants/webhook-secrets.ts';
 import type { Pricer } from './usage/pricer.ts';
@@ -87,6 +90,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const audit = new AuditLog(storage, clock);
   const tenants = new Tenants(storage);
   const keys = new ApiKeys(storage);
+  const keyAdministration = new KeyAdministration({ keys, storage, audit, clock });
   const webhookSecrets = new WebhookSecrets(storage, clock, config.webhook_secret_grace_seconds * 1000);
   const webhookTargets = new WebhookTargets({
     allowHttp: config.webhook_allow_http,
@@ -183,11 +187,34 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   policyRoutes(routes, policies);
   approvalRoutes(routes, approvals);
   brainRoutes(routes, judge);
-  apiKeyRoutes(routes, { keys, storage, audit, clock });
+  apiKeyRoutes(routes, keyAdministration);
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
+  await mcpRoutes(app, {
+    surface: createMcpSurface({
+      policies,
+      budgets,
+      approvals,
+      keys: keyAdministration,
+      audit,
+      tenants,
+      read: storage.read,
+      clock,
+      publicConfig: {
+        version: config.version,
+        rate_limit_per_minute: config.rate_limit_per_minute,
+        body_limit_bytes: config.body_limit_bytes,
+        page_size: { default: DEFAULT_PAGE_SIZE, max: MAX_PAGE_SIZE },
+      },
+    }),
+    authenticator,
+    tenants,
+    version: config.version,
+    documentationBase,
+    log: logger.child({ component: 'mcp' }),
+  });
   operationalRoutes(routes, {
     version: config.version,
     schemaVersion: () => storage.schemaVersion(),

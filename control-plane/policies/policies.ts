@@ -7,9 +7,11 @@ import {
   evaluate,
   evaluateAsync,
   policyFromRestCreate,
+  revisePolicy,
   type CompiledRuleset,
   type EvaluationResult,
   type Policy,
+  type PolicyChanges,
   type PolicyStatus,
   type RestCreatePolicyRequest,
   type SemanticJudge,
@@ -64,10 +66,55 @@ export class Policies implements PolicyGate {
     return policy;
   }
 
+  /**
+   * Applies changes (revisePolicy: compiled before anything is stored, SVC-POL-2003 when it could
+   * not run). The revision replaces the one read only if no other came first (SVC-SYS-9001 then:
+   * retry), so no change is lost between concurrent writers.
+   */
+  async update(caller: Caller, policyId: string, changes: PolicyChanges): Promise<Policy> {
+    const now = this.deps.clock();
+    return this.deps.effects.commit(async (tx, effects) => {
+      const current = await tx.policies.get(caller.tenant, policyId);
+      if (current === undefined) throw notFound(policyId);
+      const revised = revisePolicy(current, changes, now);
+      if (!(await tx.policies.replace(caller.tenant, revised, current.version)))
+        throw new SvcError('SVC-SYS-9001', `policy ${policyId} was changed meanwhile; read it again and retry`, {
+          policy_id: policyId,
+        });
+      await tx.policies.bumpVersion(caller.tenant);
+      await this.deps.audit.append(tx, caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'policy.update',
+        resource: { type: 'policy', id: policyId },
+        result: 'updated',
+        metadata: {
+          changed: Object.keys(changes).filter((k) => changes[k as keyof PolicyChanges] !== undefined),
+          version: revised.version,
+          status: revised.status,
+        },
+      });
+      effects.changes.push({ kind: 'ruleset', tenant: caller.tenant });
+      return revised;
+    });
+  }
+
+  async remove(caller: Caller, policyId: string): Promise<void> {
+    await this.deps.effects.commit(async (tx, effects) => {
+      if (!(await tx.policies.remove(caller.tenant, policyId))) throw notFound(policyId);
+      await tx.policies.bumpVersion(caller.tenant);
+      await this.deps.audit.append(tx, caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'policy.delete',
+        resource: { type: 'policy', id: policyId },
+        result: 'deleted',
+      });
+      effects.changes.push({ kind: 'ruleset', tenant: caller.tenant });
+    });
+  }
+
   async get(tenant: string, policyId: string): Promise<Policy> {
     const policy = await this.deps.storage.read.policies.get(tenant, policyId);
-    if (policy === undefined)
-      throw new SvcError('SVC-POL-2002', `policy ${policyId} not found`, { policy_id: policyId });
+    if (policy === undefined) throw notFound(policyId);
     return policy;
   }
 
@@ -161,4 +208,8 @@ export class Policies implements PolicyGate {
     });
     return { result, approvalId };
   }
+}
+
+function notFound(policyId: string): SvcError {
+  return new SvcError('SVC-POL-2002', `policy ${policyId} not found`, { policy_id: policyId });
 }

@@ -238,6 +238,13 @@ export interface PolicyRepository extends PolicyReader {
   insert(tenant: string, policy: Policy): Promise<void>;
   /** One more than the version before; returns it. Every policy write bumps it in its transaction. */
   bumpVersion(tenant: string): Promise<number>;
+  /**
+   * Stores a new revision of a stored policy if its stored `version` is still `expectedVersion`
+   * (compare and set): false, nothing written, when it is absent or another revision came first.
+   */
+  replace(tenant: string, policy: Policy, expectedVersion: number): Promise<boolean>;
+  /** Deletes the policy: false when there was none. */
+  remove(tenant: string, policyId: string): Promise<boolean>;
 }
 
 export interface ApiKeyReader {

@@ -523,6 +523,23 @@ export function storageContract(backend: string, factory: StorageFactory): void 
           fieldViolations: [{ field: 'policy_id' }],
         });
       });
+
+      it('replaces a policy only over the version the caller read (compare and set), and removes it', async () => {
+        const policy = aPolicy(A, 'one');
+        await tx((t) => t.policies.insert(A, policy));
+        const revised = { ...policy, name: 'renamed', version: policy.version + 1, updated_at: at(5) };
+        expect(await tx((t) => t.policies.replace(B, revised, policy.version))).toBe(false);
+        expect(await tx((t) => t.policies.replace(A, revised, policy.version))).toBe(true);
+        expect(await tx((t) => t.policies.replace(A, { ...revised, name: 'late' }, policy.version))).toBe(false);
+        expect(await storage.read.policies.get(A, policy.policy_id)).toEqual(revised);
+        expect(await tx((t) => t.policies.replace(A, aPolicy(A, 'never-stored'), 1))).toBe(false);
+
+        expect(await tx((t) => t.policies.remove(B, policy.policy_id))).toBe(false);
+        expect(await tx((t) => t.policies.remove(A, policy.policy_id))).toBe(true);
+        expect(await tx((t) => t.policies.remove(A, policy.policy_id))).toBe(false);
+        expect(await storage.read.policies.get(A, policy.policy_id)).toBeUndefined();
+        expect((await storage.read.policies.list(A)).items).toEqual([]);
+      });
     });
 
     describe('API keys', () => {
