@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { ProxyAgent } from 'undici';
 import { loadOrCreateCa } from '../../proxy/tls/index.ts';
 import { freePort } from './free-port.ts';
+import { controlPlaneDatabase, dropControlPlaneDatabases } from './postgres.ts';
 
 const ROOT_DIR = new URL('../..', import.meta.url).pathname;
 export const FLEET_ROOT_KEY = 'fleet-root-administrator-key-0001';
@@ -105,7 +106,10 @@ function service(spec: ServiceSpec): ServiceProcess {
   return proc;
 }
 
-/** Kills every child started through this harness (afterAll of every fleet suite). */
+/**
+ * Kills every child started through this harness (afterAll of every fleet suite), then drops the
+ * PostgreSQL databases their control planes ran on.
+ */
 export async function killAllProcesses(): Promise<void> {
   await Promise.all(
     [...children].map(async (child) => {
@@ -115,6 +119,7 @@ export async function killAllProcesses(): Promise<void> {
       children.delete(child);
     }),
   );
+  await dropControlPlaneDatabases();
 }
 
 export interface RestAnswer {
@@ -129,11 +134,15 @@ export interface ControlPlaneProcess extends ServiceProcess {
   rest(method: string, path: string, options?: { tenant?: string; body?: unknown }): Promise<RestAnswer>;
 }
 
-/** `node control-plane/main.ts` on NATS with its own LMDB directory and a free port. */
+/**
+ * `node control-plane/main.ts` on NATS with its own storage (an LMDB directory, or a PostgreSQL
+ * database under SVC_TEST_STORAGE=postgres, dropped by `killAllProcesses`) and a free port.
+ */
 export async function controlPlaneProcess(
   natsUrl: string,
   env: Record<string, string> = {},
 ): Promise<ControlPlaneProcess> {
+  const database = env.SVC_DATABASE_URL === undefined ? await controlPlaneDatabase() : null;
   const dataDir = mkdtempSync(join(tmpdir(), 'fleet-cp-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -142,6 +151,7 @@ export async function controlPlaneProcess(
     script: 'control-plane/main.ts',
     readyUrl: `${url}/health/ready`,
     env: {
+      ...database?.env,
       SVC_NATS_URL: natsUrl,
       SVC_DATA_DIR: dataDir,
       SVC_HTTP_HOST: '127.0.0.1',

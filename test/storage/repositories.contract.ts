@@ -468,8 +468,9 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         const results = await Promise.all(
           Array.from({ length: 5 }, () => tx((t) => t.budgets.reserveExecution(A, budget.budget_id, MONTH, at()))),
         );
-        expect(results.map((r) => r?.reserved)).toEqual([true, true, true, false, false]);
-        expect(results[4]?.budget.usage.executions).toBe(3);
+        // Which of the concurrent transactions win is the backend's (LMDB: the first three).
+        expect(results.filter((r) => r?.reserved === true)).toHaveLength(3);
+        expect(results.filter((r) => r?.reserved === false).map((r) => r?.budget.usage.executions)).toEqual([3, 3]);
         expect((await storage.read.budgets.get(A, budget.budget_id))?.usage.executions).toBe(3);
         // A new period has room again.
         const next = await tx((t) => t.budgets.reserveExecution(A, budget.budget_id, NEXT_MONTH, at()));
