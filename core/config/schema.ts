@@ -70,6 +70,9 @@ export const ConfigSchema = z.object({
   jwt_issuer: optionalString,
   jwt_audience: optionalString,
   jwt_tenant_claim: z.string().default('tenant_id'),
+  /** The stdio MCP entry (`npm run mcp`): the control plane it forwards to, and the API key it uses there. */
+  mcp_control_plane_url: z.url({ protocol: /^https?$/ }).optional(),
+  mcp_api_key: optionalString,
   rate_limit_per_minute: z.coerce.number().int().positive().default(600),
 
   /** Plain-HTTP alert webhook URLs are refused unless this is true. */
