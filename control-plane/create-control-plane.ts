@@ -8,8 +8,10 @@ import type { Config } from '../core/config/schema.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
 import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
+import { Approvals } from './approvals/approvals.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { Authenticator } from './auth/authenticator.ts';
+import { KeyAdministration } from './auth/key-administration.ts';
 import { JwtVerifier } from './auth/jwt.ts';
 import { AuditLog } from './audit/audit-log.ts';
 import { Budgets } from './budgets/budgets.ts';
@@ -24,20 +26,30 @@ import { EventProcessor } from './processor/event-processor.ts';
 import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
+import { mcpRoutes } from './mcp/http.ts';
+import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
+import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
+import { createGrpcServer } from './grpc/server.ts';
+import { checkpointService } from './grpc/services/checkpoint-service.ts';
+import { costService } from './grpc/services/cost-service.ts';
+import { envelopeService } from './grpc/services/envelope-service.ts';
+import { policyService } from './grpc/services/policy-service.ts';
+import { tenantService } from './grpc/services/tenant-service.ts';
 import { createApp } from './rest/app.ts';
 import { apiKeyRoutes } from './rest/routes/api-keys.ts';
+import { approvalRoutes } from './rest/routes/approvals.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
 import { brainRoutes } from './rest/routes/brain.ts';
 import { budgetRoutes } from './rest/routes/budgets.ts';
 import { envelopeRoutes } from './rest/routes/envelopes.ts';
 import { errorDocsRoutes } from './rest/routes/error-docs.ts';
 import { eventRoutes } from './rest/routes/events.ts';
-import { operationalRoutes } from './rest/routes/operational.ts';
+import { operationalRoutes, type DependencyCheck } from './rest/routes/operational.ts';
 import { policyRoutes } from './rest/routes/policies.ts';
 import { tenantRoutes } from './rest/routes/tenants.ts';
 import { openStorage } from './storage/open-storage.ts';
-import type { Storage } from './storage/storage.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Storage } from './storage/storage.ts';
 import { Tenants } from './tenants/tenants.ts';
 import { WebhookSecrets } from './tenants/webhook-secrets.ts';
 import type { Pricer } from './usage/pricer.ts';
@@ -63,6 +75,7 @@ export interface ControlPlane {
     envelopes: Envelopes;
     budgets: Budgets;
     policies: Policies;
+    approvals: Approvals;
     keys: ApiKeys;
     tenants: Tenants;
     audit: AuditLog;
@@ -73,8 +86,13 @@ export interface ControlPlane {
   webhooks: WebhookSender;
   effects: EffectDispatcher;
   metrics: ControlPlaneMetrics;
-  /** Listens on the configured host and port; resolves with the bound address. */
+  /**
+   * Listens on the configured host: HTTP on http_port, gRPC on grpc_port. Resolves with the HTTP
+   * address; `grpcPort()` gives the gRPC port bound.
+   */
   listen(): Promise<string>;
+  /** The bound gRPC port once listening. */
+  grpcPort(): number | undefined;
   /**
    * The drain: stops taking requests (new ones are answered 503), stops pulling events (what a
    * consumer pulled and has not begun goes back to JetStream for the other replicas), lets what is
@@ -94,6 +112,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const audit = new AuditLog(storage, clock);
   const tenants = new Tenants(storage);
   const keys = new ApiKeys(storage);
+  const keyAdministration = new KeyAdministration({ keys, storage, audit, clock });
   const webhookSecrets = new WebhookSecrets(storage, clock, config.webhook_secret_grace_seconds * 1000);
   const webhookTargets = new WebhookTargets({
     allowHttp: config.webhook_allow_http,
@@ -124,11 +143,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     webhookUrlProblem: (url) => webhookTargets.problemWith(url),
   });
   const judge = createBuiltinJudge(builtinJudgeOptions(config));
+  const approvals = new Approvals({ storage, audit, effects, clock });
   const policies = new Policies({
     storage,
     audit,
     effects,
     judge,
+    approvals,
     clock,
     observe: (r) => metrics.observePolicy(r),
   });
@@ -201,28 +222,73 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   envelopeRoutes(routes, envelopes);
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
+  approvalRoutes(routes, approvals);
   brainRoutes(routes, judge);
-  apiKeyRoutes(routes, { keys, storage, audit, clock });
+  apiKeyRoutes(routes, keyAdministration);
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
+  const health: Record<string, DependencyCheck> = {
+    database: () => storage.health(),
+    event_bus: () =>
+      Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
+  };
+  const grpc = createGrpcServer({
+    definition: loadServedDefinition(),
+    fileDescriptors: servedFileDescriptors(),
+    services: {
+      'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
+      'svc.policy.v1.PolicyService': policyService(policies),
+      'svc.cost.v1.CostService': costService({ budgets, envelopes, clock }),
+      'svc.checkpoint.v1.CheckpointService': checkpointService(),
+      'svc.tenant.v1.TenantService': tenantService(keyAdministration),
+    },
+    authenticator,
+    tenants,
+    logger: logger.child({ component: 'grpc' }),
+    documentationBase,
+    health: async () =>
+      (await Promise.all(Object.values(health).map((check) => check()))).every((c) => c.status === 'ok'),
+    maxMessageBytes: config.grpc_max_message_bytes,
+    defaultTimeoutMs: config.grpc_default_timeout_ms,
+  });
+  let grpcPort: number | undefined;
+  await mcpRoutes(app, {
+    surface: createMcpSurface({
+      policies,
+      budgets,
+      approvals,
+      keys: keyAdministration,
+      audit,
+      tenants,
+      read: storage.read,
+      clock,
+      publicConfig: {
+        version: config.version,
+        rate_limit_per_minute: config.rate_limit_per_minute,
+        body_limit_bytes: config.body_limit_bytes,
+        page_size: { default: DEFAULT_PAGE_SIZE, max: MAX_PAGE_SIZE },
+      },
+    }),
+    authenticator,
+    tenants,
+    version: config.version,
+    documentationBase,
+    log: logger.child({ component: 'mcp' }),
+  });
   operationalRoutes(routes, {
     version: config.version,
     schemaVersion: () => storage.schemaVersion(),
     metrics,
     outboxDepth: () => outbox.depth(),
-    checks: {
-      database: () => storage.health(),
-      event_bus: () =>
-        Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
-    },
+    checks: health,
   });
 
   return {
     app,
     storage,
-    services: { envelopes, budgets, policies, keys, tenants, audit, leases },
+    services: { envelopes, budgets, policies, approvals, keys, tenants, audit, leases },
     processor,
     jobs,
     webhooks,
@@ -231,12 +297,20 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     async listen() {
       const address = await app.listen({ host: config.http_host, port: config.http_port });
       listeningAt = listeningBaseUrl(app.server.address());
+      grpcPort = await grpc.listen(config.http_host, config.grpc_port);
       return address;
     },
+    grpcPort: () => grpcPort,
     async close() {
       const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdown_grace_ms);
       try {
-        await Promise.all([app.close(), processor.stop(), leaseService.unsubscribe(), jobs.stop()]);
+        await Promise.all([
+          grpc.close(config.shutdown_grace_ms),
+          app.close(),
+          processor.stop(),
+          leaseService.unsubscribe(),
+          jobs.stop(),
+        ]);
       } finally {
         clearTimeout(cut);
       }

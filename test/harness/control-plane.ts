@@ -69,6 +69,7 @@ async function start(
       data_dir: dataDir,
       http_host: '127.0.0.1',
       http_port: 0,
+      grpc_port: 0,
       bootstrap_admin_key: ROOT_KEY,
       log_level: 'silent',
       ...overrides,
