@@ -5,7 +5,7 @@ import type { Messaging } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
-import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
+import { judgesFromConfig } from '../core/brain/index.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { Authenticator } from './auth/authenticator.ts';
 import { JwtVerifier } from './auth/jwt.ts';
@@ -113,12 +113,16 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
     webhookUrlProblem: (url) => webhookTargets.problemWith(url),
   });
-  const judge = createBuiltinJudge(builtinJudgeOptions(config));
+  const judges = judgesFromConfig(config, {
+    registry: metrics.registry,
+    processName: 'control plane',
+    costUsd: (model, usage) => deps.pricer(model, usage).costMicros / 1_000_000,
+  });
   const policies = new Policies({
     storage,
     audit,
     effects,
-    judge,
+    judgeFor: (tenant) => judges.selector.forTenant(tenant),
     clock,
     observe: (r) => metrics.observePolicy(r),
   });
@@ -176,7 +180,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   envelopeRoutes(routes, envelopes);
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
-  brainRoutes(routes, judge);
+  brainRoutes(routes, judges.selector);
   apiKeyRoutes(routes, { keys, storage, audit, clock });
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);

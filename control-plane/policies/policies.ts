@@ -26,7 +26,8 @@ export interface PolicyDeps {
   storage: Storage;
   audit: AuditLog;
   effects: EffectDispatcher;
-  judge: SemanticJudge;
+  /** The Semantic Judge each tenant chose (built-in, LLM or both). */
+  judgeFor: (tenant: string) => SemanticJudge;
   clock: () => Date;
   /** Called after every evaluation, for metrics. */
   observe?: (result: EvaluationResult) => void;
@@ -106,7 +107,9 @@ export class Policies implements PolicyGate {
   async decide(caller: Caller, question: PolicyQuestion): Promise<PolicyDecision> {
     const ruleset = await this.ruleset(caller.tenant);
     const input = { action: question.action, context: question.context, policySet: question.policySet };
-    const result = ruleset.needsJudge ? await evaluateAsync(ruleset, input, this.deps.judge) : evaluate(ruleset, input);
+    const result = ruleset.needsJudge
+      ? await evaluateAsync(ruleset, input, this.deps.judgeFor(caller.tenant))
+      : evaluate(ruleset, input);
     this.deps.observe?.(result);
     const now = this.deps.clock();
     const approvalId = await this.deps.effects.commit(async (tx, effects) => {
