@@ -19,7 +19,7 @@ import { scanToolArgs, scanToolName } from './tool-call.ts';
 
 export const BUILTIN_JUDGE_NAME = 'builtin';
 /** Bumped whenever a signal or weight changes, so recorded decisions say which rules made them. */
-export const BUILTIN_JUDGE_VERSION = '1.0.0';
+export const BUILTIN_JUDGE_VERSION = '1.1.0';
 
 export interface BuiltinJudgeOptions {
   /** Each field is read up to this many characters; a longer one makes the verdict `truncated`. */
@@ -67,6 +67,18 @@ const HOME_HOSTS: Readonly<Record<string, RegExp>> = {
   'secrets.aws_access_key': /(?:^|\.)amazonaws\.com$/,
   'secrets.google_api_key': /(?:^|\.)googleapis\.com$/,
 };
+
+const AT_HOME_WEIGHT = 0.35;
+const TALK_WEIGHT = 0.35;
+
+/**
+ * Prose about exfiltration rather than asking for it: how attackers do it, or a defensive purpose
+ * (detection rules, preventing it). "Without being detected" is evasion, not defence: the frame
+ * needs a defender's verb as the purpose (`to detect`, `detection rules`) or the attacker as the
+ * subject of a question.
+ */
+const DEFENSIVE_FRAME =
+  /\bhow\s+(?:do|does|did|can|could|would|might)\s+(?:attackers?|adversar(?:y|ies)|hackers?|malware|threat\s+actors?|criminals|insiders?|an?\s+(?:attacker|adversary|insider))\b|\b(?:to|for|can|we|i)\s+(?:detect|prevent|block|catch|spot|stop|mitigate)\b|\bdetection\s+(?:rules?|logic|queries|signatures?)\b|\bwhat\s+is\s+(?:data\s+)?exfiltration\b/;
 
 /**
  * The built-in Semantic Judge: deterministic, in process, no network. It reads the condition's
@@ -126,11 +138,20 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
         findings.push(finding(view, 'SUSPICIOUS', 0.45, 'injection.zero_width', 0, view.norm.length));
     }
     const destinations = views.flatMap((v) => urlsIn(v.norm).map((u) => u.host));
-    const adjusted = findings.map((f) => {
+    const atHome = findings.filter((f) => {
       const home = HOME_HOSTS[f.signal];
-      return home !== undefined && destinations.length > 0 && destinations.every((d) => home.test(d))
-        ? { ...f, weight: 0.35 }
-        : f;
+      return home !== undefined && destinations.length > 0 && destinations.every((d) => home.test(d));
+    });
+    const defensive = new Set(views.filter((v) => DEFENSIVE_FRAME.test(v.norm)).map((v) => v.field));
+    const adjusted = findings.map((f) => {
+      // The same credential found by its shape and by its entropy is at home for both.
+      if (
+        atHome.some((h) => h.field === f.field && h.start < f.end && f.start < h.end && f.signal.startsWith('secrets.'))
+      )
+        return { ...f, weight: AT_HOME_WEIGHT };
+      if (f.category === 'DATA_EXFILTRATION' && f.signal.startsWith('intent.') && defensive.has(f.field))
+        return { ...f, weight: TALK_WEIGHT };
+      return f;
     });
     const categories = INTENT_CATEGORIES.map((category) => {
       const own = adjusted.filter((f) => f.category === category).sort((a, b) => b.weight - a.weight);
