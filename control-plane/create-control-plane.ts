@@ -7,6 +7,8 @@ import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
 import { judgesFromConfig } from '../core/brain/index.ts';
 import { ApiKeys } from './auth/api-keys.ts';
+import { Oracle } from './brain/oracle.ts';
+import { OverrunWatch } from './brain/overrun-watch.ts';
 import { Authenticator } from './auth/authenticator.ts';
 import { JwtVerifier } from './auth/jwt.ts';
 import { AuditLog } from './audit/audit-log.ts';
@@ -66,6 +68,8 @@ export interface ControlPlane {
     leases: LeaseLedger;
   };
   processor: EventProcessor;
+  /** The Oracle's background job; tests run a round with `runOnce`. */
+  overrunWatch: OverrunWatch;
   webhooks: WebhookSender;
   effects: EffectDispatcher;
   metrics: ControlPlaneMetrics;
@@ -153,6 +157,25 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
   });
   await processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
+  const oracle = new Oracle({
+    read: storage.read,
+    budgets,
+    clock,
+    lookbackPeriods: config.oracle_lookback_periods,
+    maxEvents: config.oracle_max_events,
+  });
+  const overrunWatch = new OverrunWatch({
+    storage,
+    tenants,
+    budgets,
+    oracle,
+    effects,
+    clock,
+    logger: logger.child({ component: 'overrun-watch' }),
+    intervalMs: config.oracle_interval_seconds * 1000,
+    threshold: config.oracle_overrun_threshold,
+  });
+  overrunWatch.start();
 
   const jwt =
     config.jwt_jwks_url === undefined
@@ -180,7 +203,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   envelopeRoutes(routes, envelopes);
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
-  brainRoutes(routes, judges.selector);
+  brainRoutes(routes, { judges: judges.selector, oracle, clock });
   apiKeyRoutes(routes, { keys, storage, audit, clock });
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);
@@ -203,6 +226,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     storage,
     services: { envelopes, budgets, policies, keys, tenants, audit, leases },
     processor,
+    overrunWatch,
     webhooks,
     effects,
     metrics,
@@ -213,6 +237,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     },
     async close() {
       await app.close();
+      await overrunWatch.stop();
       await processor.stop();
       await leaseService.unsubscribe();
       await publisher.stop();

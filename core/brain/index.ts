@@ -5,3 +5,4 @@ export * from './judges-from-config.ts';
 export { createLlmJudge, LLM_JUDGE_NAME, type LlmJudge, type LlmJudgeOptions } from './llm/llm-judge.ts';
 export { JUDGE_PROMPT_MARKER, JUDGE_PROMPT_VERSION, LlmVerdictSchema } from './llm/judge-prompt.ts';
 export * from './oracle/overrun.ts';
+export * from './oracle/overrun-request.ts';

@@ -186,6 +186,14 @@ export const ConfigSchema = z.object({
     .default(3600),
   /** What the LLM judge may spend per UTC day (priced from the price table); 0 for no limit. */
   semantic_judge_llm_budget_usd_per_day: z.coerce.number().nonnegative().default(10),
+  /** How often the Oracle looks at every active budget for a coming overrun (0: never). */
+  oracle_interval_seconds: z.coerce.number().int().min(0).max(86_400).default(60),
+  /** The probability of an overrun at which `budgets.overrun_predicted` is raised. */
+  oracle_overrun_threshold: z.coerce.number().gt(0).max(1).default(0.8),
+  /** Earlier periods of a budget read for its usual intensity over a period. */
+  oracle_lookback_periods: z.coerce.number().int().min(0).max(31).default(5),
+  /** Events read at most per prediction, newest first. */
+  oracle_max_events: z.coerce.number().int().min(100).max(1_000_000).default(20_000),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
   proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
   /** What one budget may spend through this proxy while the control plane cannot grant a lease. */

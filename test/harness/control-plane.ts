@@ -35,6 +35,7 @@ export interface RunningControlPlane {
 export async function startControlPlane(
   overrides: Partial<Record<keyof Config, unknown>> = {},
   dataDir = mkdtempSync(join(tmpdir(), 'cp-')),
+  clock?: () => Date,
 ): Promise<RunningControlPlane> {
   const config = loadConfig(
     {},
@@ -56,7 +57,13 @@ export async function startControlPlane(
       return Promise.resolve();
     });
   }
-  const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
+  const plane = await createControlPlane({
+    config,
+    logger,
+    messaging,
+    pricer: createPricer(loadPriceTable()),
+    ...(clock === undefined ? {} : { clock }),
+  });
   const url = await plane.listen();
   const running: RunningControlPlane = {
     url,
@@ -88,7 +95,7 @@ export async function startControlPlane(
     async restart(whileStopped) {
       await running.close();
       await whileStopped?.(dataDir);
-      return startControlPlane(overrides, dataDir);
+      return startControlPlane(overrides, dataDir, clock);
     },
     async close() {
       await plane.close();

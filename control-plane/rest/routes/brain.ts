@@ -1,13 +1,21 @@
 import {
   evaluateSemantic,
+  PredictOverrunRequestSchema,
+  PredictOverrunResponseSchema,
+  predictWorkload,
   SemanticJudgeRequestSchema,
   SemanticJudgeResponseSchema,
   type JudgeSelector,
 } from '../../../core/brain/index.ts';
+import type { Oracle } from '../../brain/oracle.ts';
 import type { RouteTable } from '../route.ts';
 
 /** The brain's REST surface (spec 4.4): the Semantic Judge on its own, outside any policy. */
-export function brainRoutes(routes: RouteTable, judges: JudgeSelector): void {
+export function brainRoutes(
+  routes: RouteTable,
+  deps: { judges: JudgeSelector; oracle: Oracle; clock: () => Date },
+): void {
+  const { judges, oracle, clock } = deps;
   routes.add({
     method: 'POST',
     path: '/v1/brain/semantic-judge/evaluate',
@@ -20,6 +28,25 @@ export function brainRoutes(routes: RouteTable, judges: JudgeSelector): void {
     handler: async ({ caller, body }) => ({
       status: 200,
       body: await evaluateSemantic(judges.forTenant(caller.tenant), body),
+    }),
+  });
+  routes.add({
+    method: 'POST',
+    path: '/v1/brain/oracle/predict-overrun',
+    operationId: 'predictOverrun',
+    tag: 'brain',
+    access: 'budgets:read',
+    summary:
+      'The probability that a budget (from its spend and recorded history) or a workload given inline runs over before its period ends',
+    body: PredictOverrunRequestSchema,
+    responses: { 200: { description: 'the prediction', schema: PredictOverrunResponseSchema } },
+    handler: async ({ caller, body }) => ({
+      status: 200,
+      // The schema admits exactly one of the two.
+      body:
+        body.workload !== undefined
+          ? predictWorkload(body.workload, clock)
+          : await oracle.predictBudget(caller.tenant, body.budget_id as string),
     }),
   });
 }
