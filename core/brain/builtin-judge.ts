@@ -9,6 +9,7 @@ import {
 import { scanEntropy } from './entropy.ts';
 import { similarity } from './examples.ts';
 import { finding, matchPatterns, quotedDataOf, type Finding } from './finding.ts';
+import { recentActionsOf, scanSequences, type RecentAction } from './immune/sequences.ts';
 import { urlsIn, type HostPolicy } from './hosts.ts';
 import { secretPathIn } from './paths.ts';
 import { PATTERNS } from './patterns.ts';
@@ -90,7 +91,14 @@ const DEFENSIVE_FRAME =
 export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
   const hosts: HostPolicy = { allowed: options.allowedHosts };
 
-  function read(input: JudgeInput): { views: TextView[]; truncated: boolean; findings: Finding[] } {
+  function read(input: JudgeInput): {
+    views: TextView[];
+    truncated: boolean;
+    findings: Finding[];
+    toolName: string;
+    args: Record<string, unknown> | undefined;
+  } {
+    let args: Record<string, unknown> | undefined;
     const views: TextView[] = [];
     const findings: Finding[] = [];
     let truncated = false;
@@ -113,6 +121,7 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
       collectLeaves(parsed, name, '', leaves, 0);
       views.push(...leaves);
       scanToolArgs(toolName, name, parsed, leaves, hosts, findings);
+      if (name === 'tool_args' && !Array.isArray(parsed)) args = parsed as Record<string, unknown>;
     }
     if (toolName !== '' && field !== 'tool_name') {
       const nameView = viewOf('tool_name', '', toolName.slice(0, MAX_NAME_CHARS));
@@ -120,11 +129,32 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
     } else if (field === 'tool_name') {
       scanToolName(views[0] as TextView, findings);
     }
-    return { views, truncated, findings };
+    return { views, truncated, findings, toolName, args };
+  }
+
+  /** What the judge finds in an earlier action alone (for the sequence rules). */
+  function earlierFindings(action: RecentAction): readonly Finding[] {
+    return classifyOne({
+      text: action.tool_args,
+      intent: 'DATA_EXFILTRATION',
+      field: 'tool_args',
+      context: { tool_name: action.tool_name },
+    }).flatMap((c) => c.findings);
   }
 
   function classify(input: JudgeInput): Classification {
-    const { views, truncated, findings } = read(input);
+    const { categories, truncated } = classifyWith(input, true);
+    return { categories, truncated };
+  }
+
+  function classifyOne(input: JudgeInput): Classification['categories'] {
+    return classifyWith(input, false).categories;
+  }
+
+  function classifyWith(input: JudgeInput, withSequences: boolean): Classification {
+    const { views, truncated, findings, toolName, args } = read(input);
+    if (withSequences)
+      scanSequences({ toolName, views, args }, recentActionsOf(input.context), earlierFindings, hosts, findings);
     for (const view of views) {
       const textOnly = scanShell(view, hosts, findings);
       const quotedData = quotedDataOf(view, textOnly);

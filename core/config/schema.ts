@@ -194,6 +194,10 @@ export const ConfigSchema = z.object({
   oracle_lookback_periods: z.coerce.number().int().min(0).max(31).default(5),
   /** Events read at most per prediction, newest first. */
   oracle_max_events: z.coerce.number().int().min(100).max(1_000_000).default(20_000),
+  /** How long an execution's allowed tool calls count for the Immune System's sequence rules. */
+  proxy_sequence_window_seconds: z.coerce.number().int().min(1).max(86_400).default(600),
+  /** Executions whose recent tool calls the proxy remembers at once (16 calls each). */
+  proxy_sequence_executions: z.coerce.number().int().min(1).max(100_000).default(1024),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
   proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
   /** What one budget may spend through this proxy while the control plane cannot grant a lease. */
