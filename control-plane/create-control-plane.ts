@@ -6,7 +6,9 @@ import type { Config } from '../core/config/schema.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
 import { judgesFromConfig } from '../core/brain/index.ts';
+import { createTokenCounter } from '../core/metering/tokens.ts';
 import { ApiKeys } from './auth/api-keys.ts';
+import { CostPredictor } from './brain/cost-prediction.ts';
 import { Oracle } from './brain/oracle.ts';
 import { OverrunWatch } from './brain/overrun-watch.ts';
 import { Authenticator } from './auth/authenticator.ts';
@@ -164,6 +166,16 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     lookbackPeriods: config.oracle_lookback_periods,
     maxEvents: config.oracle_max_events,
   });
+  const tokens = createTokenCounter();
+  const costs = new CostPredictor({
+    read: storage.read,
+    budgets,
+    oracle,
+    pricer: deps.pricer,
+    tokens,
+    clock,
+    maxEvents: config.oracle_max_events,
+  });
   const overrunWatch = new OverrunWatch({
     storage,
     tenants,
@@ -203,7 +215,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   envelopeRoutes(routes, envelopes);
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
-  brainRoutes(routes, { judges: judges.selector, oracle, clock });
+  brainRoutes(routes, { judges: judges.selector, oracle, costs, clock });
   apiKeyRoutes(routes, { keys, storage, audit, clock });
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);
@@ -246,6 +258,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       await outbox.close();
       await webhooks.close();
       await storage.close();
+      tokens.free();
     },
   };
 }

@@ -7,3 +7,4 @@ export { JUDGE_PROMPT_MARKER, JUDGE_PROMPT_VERSION, LlmVerdictSchema } from './l
 export * from './oracle/overrun.ts';
 export * from './oracle/overrun-request.ts';
 export { MAX_RECENT_ACTIONS, RecentActionSchema, recentActionsOf, type RecentAction } from './immune/sequences.ts';
+export * from './oracle/predict-cost.ts';

@@ -27,7 +27,7 @@ const announced = () => cp.published.filter((m) => m.subject === overrunSubject)
 async function budgetWithEnvelope(name: string): Promise<{ budgetId: string; envelopeId: string }> {
   const budget = await cp.call('POST', '/v1/budgets', {
     key,
-    body: { name, type: 'cost', period: 'daily', limits: { max_cost_usd: 100 } },
+    body: { name, type: 'cost', period: 'daily', limits: { max_cost_usd: 100 }, workflow_id: `wf-${name}` },
   });
   expect(budget.status).toBe(201);
   const envelope = await cp.call('POST', '/v1/envelopes', {
@@ -173,5 +173,53 @@ describe('the Oracle on the control plane', () => {
       404,
       'SVC-BUD-3002',
     );
+  });
+});
+
+describe('POST /v1/costs/predict', () => {
+  const predict = (body: Record<string, unknown>) => cp.call('POST', '/v1/costs/predict', { key, body });
+
+  it('counts the input with tiktoken and takes the output length from the recorded calls of the model', async () => {
+    const res = await predict({ input_text: 'hello world', model_ids: ['gpt-4o-mini', 'gpt-4.1'] });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      historical_based: true,
+      sample_size: 60,
+      overrun_probability: null,
+      prediction: {
+        estimated_input_tokens: 2,
+        estimated_output_tokens: 20,
+        estimated_total_tokens: 22,
+        confidence_level: 'high',
+      },
+    });
+    expect(res.body.prediction.estimated_cost_usd).toBeGreaterThan(0);
+    expect(res.body.prediction.estimated_cost_usd_min).toBeLessThanOrEqual(res.body.prediction.estimated_cost_usd);
+    // No call of gpt-4.1 recorded: the default output length, low confidence.
+    expect(res.body.predictions[1]).toMatchObject({
+      model_id: 'gpt-4.1',
+      sample_size: 0,
+      estimated_output_tokens: 500,
+      confidence_level: 'low',
+    });
+  });
+
+  it("reads a workflow's budgets only, and says how likely they are to run over", async () => {
+    const res = await predict({
+      estimated_input_tokens: 1000,
+      model_ids: ['gpt-4o-mini'],
+      workflow_id: 'wf-accelerating',
+    });
+    expect(res.body).toMatchObject({ sample_size: 42, prediction: { estimated_input_tokens: 1000 } });
+    expect(res.body.overrun_probability).toBeGreaterThanOrEqual(0.8);
+    const none = await predict({ estimated_input_tokens: 10, model_ids: ['gpt-4o-mini'], use_historical_data: false });
+    expect(none.body).toMatchObject({ historical_based: false, sample_size: 0 });
+  });
+
+  it('refuses a request without input or models, naming the field', async () => {
+    expect(
+      JSON.stringify(expectSvcError(await predict({ model_ids: ['gpt-4o-mini'] }), 400, 'SVC-SYS-9002')),
+    ).toContain('input_text');
+    expectSvcError(await predict({ input_text: 'x', model_ids: [] }), 400, 'SVC-SYS-9002');
   });
 });

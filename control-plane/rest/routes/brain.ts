@@ -1,5 +1,7 @@
 import {
   evaluateSemantic,
+  PredictCostRequestSchema,
+  PredictCostResponseSchema,
   PredictOverrunRequestSchema,
   PredictOverrunResponseSchema,
   predictWorkload,
@@ -7,15 +9,16 @@ import {
   SemanticJudgeResponseSchema,
   type JudgeSelector,
 } from '../../../core/brain/index.ts';
+import type { CostPredictor } from '../../brain/cost-prediction.ts';
 import type { Oracle } from '../../brain/oracle.ts';
 import type { RouteTable } from '../route.ts';
 
 /** The brain's REST surface (spec 4.4): the Semantic Judge on its own, outside any policy. */
 export function brainRoutes(
   routes: RouteTable,
-  deps: { judges: JudgeSelector; oracle: Oracle; clock: () => Date },
+  deps: { judges: JudgeSelector; oracle: Oracle; costs: CostPredictor; clock: () => Date },
 ): void {
-  const { judges, oracle, clock } = deps;
+  const { judges, oracle, costs, clock } = deps;
   routes.add({
     method: 'POST',
     path: '/v1/brain/semantic-judge/evaluate',
@@ -48,5 +51,16 @@ export function brainRoutes(
           ? predictWorkload(body.workload, clock)
           : await oracle.predictBudget(caller.tenant, body.budget_id as string),
     }),
+  });
+  routes.add({
+    method: 'POST',
+    path: '/v1/costs/predict',
+    operationId: 'predictCost',
+    tag: 'brain',
+    access: 'budgets:read',
+    summary: 'What a prospective call will cost: input tokens counted, output length from recorded calls',
+    body: PredictCostRequestSchema,
+    responses: { 200: { description: 'the prediction', schema: PredictCostResponseSchema } },
+    handler: async ({ caller, body }) => ({ status: 200, body: await costs.predict(caller.tenant, body) }),
   });
 }
