@@ -157,6 +157,23 @@ describe.skipIf(!available)('PostgreSQL', () => {
     });
   });
 
+  it('counts the outbox and answers health checks while every pooled connection is in a transaction', async () => {
+    await truncateAll(database.url);
+    const { storage } = await PostgresStorage.open({ connectionString: database.url, poolSize: 1 });
+    try {
+      // What outbox admission does inside a transaction: with the one connection held, a count on
+      // the same pool would wait for ever.
+      const seen = await storage.withTransaction(async (t) => {
+        await t.outbox.append([{ id: 'm-1', subject: 'svc.acme.events.x', data: {} }]);
+        return { depth: await storage.outbox.depth(), health: await storage.health() };
+      });
+      expect(seen).toEqual({ depth: { entries: 0, bytes: 0 }, health: { status: 'ok' } });
+      expect((await storage.outbox.depth()).entries).toBe(1);
+    } finally {
+      await storage.close();
+    }
+  });
+
   it('reports itself down, without the URL, once the database is gone; and refuses a newer schema', async () => {
     const gone = await createTestDatabase();
     const { storage } = await PostgresStorage.open({ connectionString: gone.url, poolSize: 2 });
