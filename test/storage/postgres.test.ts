@@ -4,7 +4,7 @@ import { loadMigrations } from '../../control-plane/storage/postgres/migrate.ts'
 import { PostgresStorage } from '../../control-plane/storage/postgres/postgres-storage.ts';
 import type { Storage } from '../../control-plane/storage/storage.ts';
 import { createTestDatabase, postgresReachable, truncateAll, type TestDatabase } from '../harness/postgres.ts';
-import { aBudget, anAuditDraft, at } from './records.ts';
+import { aBudget, anAuditDraft, anEnvelope, at } from './records.ts';
 import { storageContract } from './repositories.contract.ts';
 
 const available = await postgresReachable();
@@ -155,6 +155,25 @@ describe.skipIf(!available)('PostgreSQL', () => {
       for (const id of [a.budget_id, b.budget_id])
         expect((await one.read.budgets.get('acme', id))?.usage.cost_micros).toBe(2);
     });
+  });
+
+  it('refuses a text value holding U+0000, which PostgreSQL cannot store, as the caller’s error (SVC-SYS-9002)', async () => {
+    await truncateAll(database.url);
+    const { storage } = await PostgresStorage.open({ connectionString: database.url, poolSize: 2 });
+    try {
+      await expect(storage.read.envelopes.get('acme', 'a\u0000b')).rejects.toMatchObject({ code: 'SVC-SYS-9002' });
+      const envelope = anEnvelope('acme', { execution_id: 'x\u0000y' });
+      await expect(
+        storage.withTransaction((t) => t.envelopes.insert('acme', envelope, { executionTaken: 'refuse' })),
+      ).rejects.toMatchObject({ code: 'SVC-SYS-9002' });
+      expect(await storage.read.envelopes.get('acme', envelope.envelope_id)).toBeUndefined();
+      // Inside a JSON document the character is escaped and kept.
+      const kept = anEnvelope('acme', { metadata: { note: 'a\u0000b' } });
+      await storage.withTransaction((t) => t.envelopes.insert('acme', kept, { executionTaken: 'refuse' }));
+      expect(await storage.read.envelopes.get('acme', kept.envelope_id)).toEqual(kept);
+    } finally {
+      await storage.close();
+    }
   });
 
   it('counts the outbox and answers health checks while every pooled connection is in a transaction', async () => {

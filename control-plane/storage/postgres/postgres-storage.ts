@@ -6,6 +6,7 @@ import type { Readers, Repositories, Storage } from '../storage.ts';
 import { loadMigrations, migrate, type SqlMigration } from './migrate.ts';
 import { PgOutboxStorage } from './outbox.ts';
 import { readers, transactionRepositories } from './repositories.ts';
+import { refusingNul } from './sql.ts';
 
 export interface PostgresStorageOptions {
   /** `postgres://…`: holds a password, so it is never logged nor put in an error. */
@@ -113,7 +114,7 @@ export class PostgresStorage implements Storage {
       const tx = transactionRepositories(client);
       const result = await this.#scope.run(scope, () => fn(tx.repositories));
       scope.open = false;
-      await tx.audit.seal(client);
+      await tx.audit.seal(refusingNul(client));
       const commit = await client.query('COMMIT');
       // A statement failed and the caller went on: PostgreSQL ended the transaction with a rollback.
       if (commit.command !== 'COMMIT') throw new Error('storage transaction rolled back: a statement in it failed');
