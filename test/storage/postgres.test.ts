@@ -4,7 +4,7 @@ import { loadMigrations } from '../../control-plane/storage/postgres/migrate.ts'
 import { PostgresStorage } from '../../control-plane/storage/postgres/postgres-storage.ts';
 import type { Storage } from '../../control-plane/storage/storage.ts';
 import { createTestDatabase, postgresReachable, truncateAll, type TestDatabase } from '../harness/postgres.ts';
-import { aBudget, anAuditDraft, anEnvelope, at } from './records.ts';
+import { aBudget, aCharge, anAuditDraft, anEnvelope, at } from './records.ts';
 import { storageContract } from './repositories.contract.ts';
 
 const available = await postgresReachable();
@@ -72,6 +72,26 @@ describe.skipIf(!available)('PostgreSQL', () => {
       );
       expect(reserved.filter((r) => r?.reserved === true)).toHaveLength(25);
       expect((await one.read.budgets.get('acme', budget.budget_id))!.usage.executions).toBe(25);
+    });
+
+    it('lose no envelope cost, per model too, when both charge one envelope at once', async () => {
+      const envelope = anEnvelope('acme');
+      await one.withTransaction((t) => t.envelopes.insert('acme', envelope, { executionTaken: 'refuse' }));
+      await both(20, (s, i) =>
+        s.withTransaction((t) =>
+          t.envelopes.charge(
+            'acme',
+            envelope.envelope_id,
+            aCharge(i % 3 === 0 ? 'gpt-4o' : 'claude'),
+            'saturate',
+            at(),
+          ),
+        ),
+      );
+      const cost = (await two.read.envelopes.get('acme', envelope.envelope_id))!.cost;
+      expect(cost).toMatchObject({ tokens_input: 400, tokens_output: 200, cost_micros: 4000, llm_calls: 40 });
+      const byModel = Object.fromEntries(cost.model_costs.map((m) => [m.model_id, m.call_count]));
+      expect(byModel).toEqual({ 'gpt-4o': 14, claude: 26 });
     });
 
     it('keep one audit chain that verifies when both append at once', async () => {
