@@ -1,6 +1,6 @@
 import type { Approval } from '../../../core/policy/index.ts';
 import { taken } from '../conflict.ts';
-import type { ApprovalRepository, Page, PageRequest } from '../storage.ts';
+import type { ApprovalDecisionFields, ApprovalRepository, Page, PageRequest } from '../storage.ts';
 import { pageOf, pageStart } from './pages.ts';
 import type { Sql } from './sql.ts';
 
@@ -46,5 +46,23 @@ export class PgApprovals implements ApprovalRepository {
     );
     if (rowCount === 0)
       throw taken('approval_id', approval.approval_id, `approval ${approval.approval_id} already exists`);
+  }
+
+  async decide(tenant: string, approvalId: string, decision: ApprovalDecisionFields): Promise<Approval | undefined> {
+    // The row lock makes a concurrent decider wait, then read the decision that came first.
+    const { rows } = await this.#sql.query<Row>(
+      'SELECT doc FROM approvals WHERE tenant_id = $1 AND approval_id = $2 FOR UPDATE',
+      [tenant, approvalId],
+    );
+    const stored = rows[0]?.doc;
+    if (stored === undefined || stored.status !== 'PENDING') return undefined;
+    const { review_note: note, ...fields } = decision;
+    const decided: Approval = { ...stored, ...fields, ...(note === undefined ? {} : { review_note: note }) };
+    await this.#sql.query('UPDATE approvals SET doc = $3 WHERE tenant_id = $1 AND approval_id = $2', [
+      tenant,
+      approvalId,
+      JSON.stringify(decided),
+    ]);
+    return decided;
   }
 }

@@ -64,4 +64,21 @@ export class PgPolicies implements PolicyRepository {
     );
     return int(rows[0]!.version);
   }
+
+  async replace(tenant: string, policy: Policy, expectedVersion: number): Promise<boolean> {
+    const { rowCount } = await this.#sql.query(
+      `UPDATE policies SET doc = $3
+       WHERE tenant_id = $1 AND policy_id = $2 AND (doc->>'version')::bigint = $4`,
+      [tenant, policy.policy_id, JSON.stringify(policy), expectedVersion],
+    );
+    return rowCount === 1;
+  }
+
+  async remove(tenant: string, policyId: string): Promise<boolean> {
+    const { rowCount } = await this.#sql.query('DELETE FROM policies WHERE tenant_id = $1 AND policy_id = $2', [
+      tenant,
+      policyId,
+    ]);
+    return rowCount === 1;
+  }
 }
