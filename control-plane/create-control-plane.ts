@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
+import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Messaging } from '../core/bus/bus.ts';
@@ -18,6 +20,7 @@ import { openPublicationOutbox } from './effects/publication-outbox.ts';
 import { WebhookTargets } from './effects/webhook-targets.ts';
 import { WebhookSender } from './effects/webhooks.ts';
 import { Envelopes } from './envelopes/envelopes.ts';
+import { JobRunner } from './jobs/job-runner.ts';
 import { LeaseLedger } from './leases/lease-ledger.ts';
 import { EventProcessor } from './processor/event-processor.ts';
 import { serveLeases } from './sync/lease-responder.ts';
@@ -26,6 +29,13 @@ import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { mcpRoutes } from './mcp/http.ts';
 import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
+import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
+import { createGrpcServer } from './grpc/server.ts';
+import { checkpointService } from './grpc/services/checkpoint-service.ts';
+import { costService } from './grpc/services/cost-service.ts';
+import { envelopeService } from './grpc/services/envelope-service.ts';
+import { policyService } from './grpc/services/policy-service.ts';
+import { tenantService } from './grpc/services/tenant-service.ts';
 import { createApp } from './rest/app.ts';
 import { apiKeyRoutes } from './rest/routes/api-keys.ts';
 import { approvalRoutes } from './rest/routes/approvals.ts';
@@ -35,7 +45,7 @@ import { budgetRoutes } from './rest/routes/budgets.ts';
 import { envelopeRoutes } from './rest/routes/envelopes.ts';
 import { errorDocsRoutes } from './rest/routes/error-docs.ts';
 import { eventRoutes } from './rest/routes/events.ts';
-import { operationalRoutes } from './rest/routes/operational.ts';
+import { operationalRoutes, type DependencyCheck } from './rest/routes/operational.ts';
 import { policyRoutes } from './rest/routes/policies.ts';
 import { tenantRoutes } from './rest/routes/tenants.ts';
 import { openStorage } from './storage/open-storage.ts';
@@ -72,11 +82,23 @@ export interface ControlPlane {
     leases: LeaseLedger;
   };
   processor: EventProcessor;
+  jobs: JobRunner;
   webhooks: WebhookSender;
   effects: EffectDispatcher;
   metrics: ControlPlaneMetrics;
-  /** Listens on the configured host and port; resolves with the bound address. */
+  /**
+   * Listens on the configured host: HTTP on http_port, gRPC on grpc_port. Resolves with the HTTP
+   * address; `grpcPort()` gives the gRPC port bound.
+   */
   listen(): Promise<string>;
+  /** The bound gRPC port once listening. */
+  grpcPort(): number | undefined;
+  /**
+   * The drain: stops taking requests (new ones are answered 503), stops pulling events (what a
+   * consumer pulled and has not begun goes back to JetStream for the other replicas), lets what is
+   * in flight finish within `shutdown_grace_ms` (connections still busy then are cut), gives up
+   * its job leases, then closes the store.
+   */
   close(): Promise<void>;
 }
 
@@ -158,6 +180,21 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
   });
   await processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
+  const jobs = new JobRunner({
+    storage,
+    holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    leaseTtlMs: config.job_lease_ttl_seconds * 1000,
+    clock,
+    logger: logger.child({ component: 'jobs' }),
+  });
+  // Budget periods end and budgets expire without a write: the holder sends every state again.
+  jobs.start([
+    {
+      name: 'state-refresh',
+      intervalMs: config.state_refresh_seconds * 1000,
+      run: (signal) => publisher.refresh(signal),
+    },
+  ]);
 
   const jwt =
     config.jwt_jwks_url === undefined
@@ -192,6 +229,31 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
+  const health: Record<string, DependencyCheck> = {
+    database: () => storage.health(),
+    event_bus: () =>
+      Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
+  };
+  const grpc = createGrpcServer({
+    definition: loadServedDefinition(),
+    fileDescriptors: servedFileDescriptors(),
+    services: {
+      'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
+      'svc.policy.v1.PolicyService': policyService(policies),
+      'svc.cost.v1.CostService': costService({ budgets, envelopes, clock }),
+      'svc.checkpoint.v1.CheckpointService': checkpointService(),
+      'svc.tenant.v1.TenantService': tenantService(keyAdministration),
+    },
+    authenticator,
+    tenants,
+    logger: logger.child({ component: 'grpc' }),
+    documentationBase,
+    health: async () =>
+      (await Promise.all(Object.values(health).map((check) => check()))).every((c) => c.status === 'ok'),
+    maxMessageBytes: config.grpc_max_message_bytes,
+    defaultTimeoutMs: config.grpc_default_timeout_ms,
+  });
+  let grpcPort: number | undefined;
   await mcpRoutes(app, {
     surface: createMcpSurface({
       policies,
@@ -220,11 +282,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     schemaVersion: () => storage.schemaVersion(),
     metrics,
     outboxDepth: () => outbox.depth(),
-    checks: {
-      database: () => storage.health(),
-      event_bus: () =>
-        Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
-    },
+    checks: health,
   });
 
   return {
@@ -232,18 +290,30 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     storage,
     services: { envelopes, budgets, policies, approvals, keys, tenants, audit, leases },
     processor,
+    jobs,
     webhooks,
     effects,
     metrics,
     async listen() {
       const address = await app.listen({ host: config.http_host, port: config.http_port });
       listeningAt = listeningBaseUrl(app.server.address());
+      grpcPort = await grpc.listen(config.http_host, config.grpc_port);
       return address;
     },
+    grpcPort: () => grpcPort,
     async close() {
-      await app.close();
-      await processor.stop();
-      await leaseService.unsubscribe();
+      const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdown_grace_ms);
+      try {
+        await Promise.all([
+          grpc.close(config.shutdown_grace_ms),
+          app.close(),
+          processor.stop(),
+          leaseService.unsubscribe(),
+          jobs.stop(),
+        ]);
+      } finally {
+        clearTimeout(cut);
+      }
       await publisher.stop();
       // A moment to send what is pending; what is left stays in the store for the next start.
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);

@@ -157,6 +157,7 @@ export class Policies implements PolicyGate {
     const input = { action: question.action, context: question.context, policySet: question.policySet };
     const result = ruleset.needsJudge ? await evaluateAsync(ruleset, input, this.deps.judge) : evaluate(ruleset, input);
     this.deps.observe?.(result);
+    if (question.dryRun === true) return { result, approvalId: null };
     const now = this.deps.clock();
     const approvalId = await this.deps.effects.commit(async (tx, effects) => {
       const approval =

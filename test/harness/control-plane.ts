@@ -36,15 +36,20 @@ export interface RunningControlPlane {
 
 /**
  * A real control plane on a free port with its own storage (an LMDB directory, or a PostgreSQL
- * database under SVC_TEST_STORAGE=postgres, dropped by `close`) and in-process messaging.
+ * database under SVC_TEST_STORAGE=postgres, dropped by `close`) and in-process messaging, or the
+ * messaging `openMessaging` gives (a NATS connection; closed with the control plane).
+ * `database_url: null` runs it on LMDB under any SVC_TEST_STORAGE.
  */
 export async function startControlPlane(
   overrides: Partial<Record<keyof Config, unknown>> = {},
   dataDir = mkdtempSync(join(tmpdir(), 'cp-')),
+  openMessaging?: () => Promise<Messaging>,
 ): Promise<RunningControlPlane> {
-  const database = overrides.database_url === undefined ? await controlPlaneDatabase() : null;
+  // `database_url: null` asks for LMDB whatever SVC_TEST_STORAGE says (a suite about LMDB itself).
+  const { database_url: url, ...rest } = overrides;
+  const database = url === undefined ? await controlPlaneDatabase() : null;
   try {
-    return await start(overrides, dataDir, database);
+    return await start(url === null ? rest : overrides, dataDir, database, openMessaging);
   } catch (error) {
     await database?.drop();
     throw error;
@@ -55,6 +60,7 @@ async function start(
   overrides: Partial<Record<keyof Config, unknown>>,
   dataDir: string,
   database: ControlPlaneDatabase | null,
+  openMessaging: (() => Promise<Messaging>) | undefined,
 ): Promise<RunningControlPlane> {
   const config = loadConfig(
     {},
@@ -63,13 +69,14 @@ async function start(
       data_dir: dataDir,
       http_host: '127.0.0.1',
       http_port: 0,
+      grpc_port: 0,
       bootstrap_admin_key: ROOT_KEY,
       log_level: 'silent',
       ...overrides,
     },
   );
   const logger = pino({ level: 'silent' });
-  const messaging = createMemoryMessaging({ logger });
+  const messaging = openMessaging === undefined ? createMemoryMessaging({ logger }) : await openMessaging();
   const published: BusMessage[] = [];
   for (const family of ['envelopes', 'events', 'budgets', 'policies']) {
     await messaging.bus.subscribe(`svc.*.${family}.>`, (m) => {
@@ -114,7 +121,7 @@ async function start(
     async restart(whileStopped) {
       await stop();
       await whileStopped?.(dataDir);
-      return start(overrides, dataDir, database);
+      return start(overrides, dataDir, database, openMessaging);
     },
     async close() {
       await stop();

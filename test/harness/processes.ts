@@ -27,6 +27,8 @@ export interface ServiceProcess {
   readonly name: string;
   readonly env: Record<string, string>;
   readonly running: boolean;
+  /** How the last run ended: its exit code, or the signal that ended it; null while none ended. */
+  readonly exit: { code: number | null; signal: NodeJS.Signals | null } | null;
   /** stdout and stderr so far (across restarts), for failure messages. */
   output(): string;
   /** Spawns the process and waits until `readyUrl` answers 200. */
@@ -50,6 +52,7 @@ interface ServiceSpec {
 function service(spec: ServiceSpec): ServiceProcess {
   let child: ChildProcess | undefined;
   let log = '';
+  let exit: ServiceProcess['exit'] = null;
   const end = async (signal: NodeJS.Signals): Promise<void> => {
     const running = child;
     child = undefined;
@@ -65,6 +68,9 @@ function service(spec: ServiceSpec): ServiceProcess {
     get running() {
       return child !== undefined && child.exitCode === null;
     },
+    get exit() {
+      return exit;
+    },
     output: () => log,
     async start() {
       if (child !== undefined) throw new Error(`${spec.name} is already running`);
@@ -74,7 +80,9 @@ function service(spec: ServiceSpec): ServiceProcess {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       child = started;
+      exit = null;
       children.add(started);
+      started.once('exit', (code, signal) => (exit = { code, signal }));
       started.stdout?.on('data', (c: Buffer) => (log += c.toString()));
       started.stderr?.on('data', (c: Buffer) => (log += c.toString()));
       const deadline = Date.now() + (spec.startTimeoutMs ?? 20_000);

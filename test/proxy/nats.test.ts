@@ -47,6 +47,7 @@ beforeAll(async () => {
         data_dir: dirs[0],
         http_host: '127.0.0.1',
         http_port: 0,
+        grpc_port: 0,
         bootstrap_admin_key: ROOT_KEY,
         log_level: 'silent',
       },

@@ -97,6 +97,7 @@ describe('standalone mode (npm start)', () => {
       SVC_DATA_DIR: dataDir,
       SVC_HTTP_HOST: '127.0.0.1',
       SVC_HTTP_PORT: String(await freePort()),
+      SVC_GRPC_PORT: '0',
       SVC_PROXY_HOST: '127.0.0.1',
       SVC_PROXY_PORT: String(await freePort()),
       SVC_PROXY_ADMIN_PORT: String(await freePort()),

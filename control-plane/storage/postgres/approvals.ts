@@ -49,7 +49,7 @@ export class PgApprovals implements ApprovalRepository {
   }
 
   async decide(tenant: string, approvalId: string, decision: ApprovalDecisionFields): Promise<Approval | undefined> {
-    // The row lock makes a concurrent decider wait, then read the decision that came first.
+    // The row lock makes a second reviewer wait, then read the decided approval and stand back.
     const { rows } = await this.#sql.query<Row>(
       'SELECT doc FROM approvals WHERE tenant_id = $1 AND approval_id = $2 FOR UPDATE',
       [tenant, approvalId],

@@ -67,8 +67,7 @@ export class PgPolicies implements PolicyRepository {
 
   async replace(tenant: string, policy: Policy, expectedVersion: number): Promise<boolean> {
     const { rowCount } = await this.#sql.query(
-      `UPDATE policies SET doc = $3
-       WHERE tenant_id = $1 AND policy_id = $2 AND (doc->>'version')::bigint = $4`,
+      `UPDATE policies SET doc = $3 WHERE tenant_id = $1 AND policy_id = $2 AND (doc->>'version')::bigint = $4`,
       [tenant, policy.policy_id, JSON.stringify(policy), expectedVersion],
     );
     return rowCount === 1;
@@ -79,6 +78,6 @@ export class PgPolicies implements PolicyRepository {
       tenant,
       policyId,
     ]);
-    return rowCount === 1;
+    return (rowCount ?? 0) > 0;
   }
 }
