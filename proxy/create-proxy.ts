@@ -15,7 +15,13 @@ import { AddressPolicy, createEgressCheck, EgressGuard, parsePorts, type Resolve
 import { createControlPlaneCircuit, LeaseBook, PICO_PER_MICRO } from './enforcement/index.ts';
 import { EnvelopeRegistry } from './envelopes/index.ts';
 import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
-import { createGovernedHandler, EventRecorder, PolicyGate, type GovernanceDeps } from './governance/index.ts';
+import {
+  ActionHistory,
+  createGovernedHandler,
+  EventRecorder,
+  PolicyGate,
+  type GovernanceDeps,
+} from './governance/index.ts';
 import { compileInterceptList, DEFAULT_REVERSE_ROUTES, ProxyListener } from './listener/index.ts';
 import { parseMcpServers } from './mcp/index.ts';
 import { createGovernanceMetrics } from './metrics/index.ts';
@@ -222,6 +228,10 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     upstream,
     prices,
     gate,
+    history: new ActionHistory({
+      windowMs: config.proxy_sequence_window_seconds * 1000,
+      maxExecutions: config.proxy_sequence_executions,
+    }),
     leases,
     envelopes,
     recorder,

@@ -5,6 +5,7 @@ import type { LeaseBook } from '../enforcement/index.ts';
 import type { EnvelopeRegistry } from '../envelopes/index.ts';
 import type { GovernanceMetrics } from '../metrics/index.ts';
 import type { UpstreamClient } from '../upstream/index.ts';
+import type { ActionHistory } from './action-history.ts';
 import type { EventRecorder } from './event-recorder.ts';
 import type { PolicyGate } from './policy-gate.ts';
 
@@ -13,6 +14,8 @@ export interface GovernanceDeps {
   upstream: UpstreamClient;
   prices: PriceTable;
   gate: PolicyGate;
+  /** Each execution's recent tool calls, for the sequence rules. */
+  history: ActionHistory;
   leases: LeaseBook;
   envelopes: EnvelopeRegistry;
   recorder: EventRecorder;
