@@ -211,6 +211,9 @@ describe('tools/call', () => {
     });
     expect(error.documentation_url).toContain('SVC-POL-2002');
     expect((await callFails(client, 'get_budget', { budget_id: 'nope' })).code).toBe('SVC-BUD-3002');
+    const metrics = String((await cp.call('GET', '/metrics', { key: null })).body);
+    expect(metrics).toMatch(/svc_mcp_tool_calls_total\{tool="get_policy",outcome="SVC-POL-2002"\} [1-9]/);
+    expect(metrics).toMatch(/svc_mcp_tool_calls_total\{tool="create_policy",outcome="SVC-SYS-9002"\} [1-9]/);
     const noRules = await rpcError(
       client.callTool({ name: 'create_policy', arguments: { name: 'x', policy_type: 'custom' } }),
     );
