@@ -324,6 +324,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     version: config.version,
     documentationBase,
     log: logger.child({ component: 'mcp' }),
+    metrics,
   });
   operationalRoutes(routes, {
     version: config.version,
