@@ -17,6 +17,7 @@ import { EnvelopeRegistry } from './envelopes/index.ts';
 import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
 import {
   ActionHistory,
+  AnomalyWatch,
   createGovernedHandler,
   EventRecorder,
   PolicyGate,
@@ -231,6 +232,21 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     history: new ActionHistory({
       windowMs: config.proxy_sequence_window_seconds * 1000,
       maxExecutions: config.proxy_sequence_executions,
+    }),
+    anomalies: new AnomalyWatch({
+      action: config.proxy_anomaly_action,
+      options: {
+        intervalMs: config.proxy_anomaly_interval_seconds * 1000,
+        alpha: 0.3,
+        zThreshold: config.proxy_anomaly_z,
+        warmupIntervals: 5,
+        minCount: config.proxy_anomaly_min_calls,
+      },
+      maxExecutions: config.proxy_sequence_executions,
+      recorder,
+      envelopes,
+      registry,
+      logger: logger.child({ component: 'immune' }),
     }),
     leases,
     envelopes,

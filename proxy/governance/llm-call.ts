@@ -82,6 +82,8 @@ export async function governLlmCall(
   }
   const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
+  // Counted before the ending is read: an anomaly that ends the envelope refuses this call too.
+  deps.anomalies.observe(envelope);
   if (envelope.ending !== null) {
     count('terminated');
     refuse(

@@ -20,6 +20,7 @@ export function governToolCall(
   context: Record<string, unknown>,
 ): GateVerdict {
   const { name } = call;
+  deps.anomalies.observe(envelope);
   const recent = deps.history.recent(envelope.executionId);
   const verdict = deps.gate.check(`tool:${name}`, {
     ...toolContext(call, source, context),
