@@ -120,7 +120,7 @@ export async function governLlmCall(
     declared_tools: parsed.declaredTools,
   };
   const action = `llm:${parsed.model}`;
-  const verdict = deps.gate.check(action, context);
+  const verdict = await deps.gate.checkJudged(action, context);
   if (!verdict.allowed) {
     count('denied');
     refused(deps, envelope, action, verdict);
@@ -302,7 +302,7 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
   if (aborted) return;
   let blocked: { code: SvcCode; message: string } | null = null;
   for (const toolCall of reading.toolCalls) {
-    const verdict = governToolCall(deps, call.envelope, toolCall, 'model', call.context);
+    const verdict = await governToolCall(deps, call.envelope, toolCall, 'model', call.context);
     if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
   }
   if (blocked !== null) {
