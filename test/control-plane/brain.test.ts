@@ -89,7 +89,7 @@ describe('a tenant that chose the LLM judge', () => {
     llmCp = await startControlPlane({
       semantic_judge_tenant_modes: 'llmco=llm',
       semantic_judge_llm_url: `${sim.url}/v1`,
-      semantic_judge_llm_timeout_ms: 200,
+      semantic_judge_llm_timeout_ms: 1000,
     });
     llmKey = await tenantWithKey(llmCp, 'llmco', ['policies:read']);
     builtinKey = await tenantWithKey(llmCp, 'rulesco', ['policies:read']);
@@ -110,6 +110,6 @@ describe('a tenant that chose the LLM judge', () => {
   });
 
   it('gets SVC-SYS-9001 when the endpoint does not answer in time (fail mode closed)', async () => {
-    expectSvcError(await ask(llmKey, 'sim-judge:slow=2000 hello'), 503, 'SVC-SYS-9001');
+    expectSvcError(await ask(llmKey, 'sim-judge:slow=5000 hello'), 503, 'SVC-SYS-9001');
   });
 });

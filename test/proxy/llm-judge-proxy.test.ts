@@ -16,7 +16,7 @@ beforeAll(async () => {
   rig = await startProxyRig({
     semantic_judge_mode: 'llm',
     semantic_judge_llm_url: `${judge.url}/v1`,
-    semantic_judge_llm_timeout_ms: 300,
+    semantic_judge_llm_timeout_ms: 1000,
   });
   await rig.addPolicy({
     name: 'no-destructive-tools',
@@ -78,7 +78,7 @@ describe('the LLM judge in the proxy', () => {
   });
 
   it('resolves a judge that does not answer in time fail-closed', async () => {
-    const error = await failure(() => ask('exec-llm-4', JSON.stringify({ text: 'sim-judge:slow=3000 hello' })));
+    const error = await failure(() => ask('exec-llm-4', JSON.stringify({ text: 'sim-judge:slow=5000 hello' })));
     expect((error as APIError).status).toBe(403);
     expect((error as APIError).message).toMatch(/semantic judge failed.*fail-closed/);
   });
