@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
+import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Messaging } from '../core/bus/bus.ts';
@@ -7,11 +9,13 @@ import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
 import { judgesFromConfig } from '../core/brain/index.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
+import { Approvals } from './approvals/approvals.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { CostPredictor } from './brain/cost-prediction.ts';
 import { Oracle } from './brain/oracle.ts';
 import { OverrunWatch } from './brain/overrun-watch.ts';
 import { Authenticator } from './auth/authenticator.ts';
+import { KeyAdministration } from './auth/key-administration.ts';
 import { JwtVerifier } from './auth/jwt.ts';
 import { AuditLog } from './audit/audit-log.ts';
 import { Budgets } from './budgets/budgets.ts';
@@ -20,25 +24,36 @@ import { openPublicationOutbox } from './effects/publication-outbox.ts';
 import { WebhookTargets } from './effects/webhook-targets.ts';
 import { WebhookSender } from './effects/webhooks.ts';
 import { Envelopes } from './envelopes/envelopes.ts';
+import { JobRunner } from './jobs/job-runner.ts';
 import { LeaseLedger } from './leases/lease-ledger.ts';
 import { EventProcessor } from './processor/event-processor.ts';
 import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
+import { mcpRoutes } from './mcp/http.ts';
+import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
+import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
+import { createGrpcServer } from './grpc/server.ts';
+import { checkpointService } from './grpc/services/checkpoint-service.ts';
+import { costService } from './grpc/services/cost-service.ts';
+import { envelopeService } from './grpc/services/envelope-service.ts';
+import { policyService } from './grpc/services/policy-service.ts';
+import { tenantService } from './grpc/services/tenant-service.ts';
 import { createApp } from './rest/app.ts';
 import { apiKeyRoutes } from './rest/routes/api-keys.ts';
+import { approvalRoutes } from './rest/routes/approvals.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
 import { brainRoutes } from './rest/routes/brain.ts';
 import { budgetRoutes } from './rest/routes/budgets.ts';
 import { envelopeRoutes } from './rest/routes/envelopes.ts';
 import { errorDocsRoutes } from './rest/routes/error-docs.ts';
 import { eventRoutes } from './rest/routes/events.ts';
-import { operationalRoutes } from './rest/routes/operational.ts';
+import { operationalRoutes, type DependencyCheck } from './rest/routes/operational.ts';
 import { policyRoutes } from './rest/routes/policies.ts';
 import { tenantRoutes } from './rest/routes/tenants.ts';
 import { openStorage } from './storage/open-storage.ts';
-import type { Storage } from './storage/storage.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Storage } from './storage/storage.ts';
 import { Tenants } from './tenants/tenants.ts';
 import { WebhookSecrets } from './tenants/webhook-secrets.ts';
 import type { Pricer } from './usage/pricer.ts';
@@ -64,19 +79,32 @@ export interface ControlPlane {
     envelopes: Envelopes;
     budgets: Budgets;
     policies: Policies;
+    approvals: Approvals;
     keys: ApiKeys;
     tenants: Tenants;
     audit: AuditLog;
     leases: LeaseLedger;
   };
   processor: EventProcessor;
+  jobs: JobRunner;
   /** The Oracle's background job; tests run a round with `runOnce`. */
   overrunWatch: OverrunWatch;
   webhooks: WebhookSender;
   effects: EffectDispatcher;
   metrics: ControlPlaneMetrics;
-  /** Listens on the configured host and port; resolves with the bound address. */
+  /**
+   * Listens on the configured host: HTTP on http_port, gRPC on grpc_port. Resolves with the HTTP
+   * address; `grpcPort()` gives the gRPC port bound.
+   */
   listen(): Promise<string>;
+  /** The bound gRPC port once listening. */
+  grpcPort(): number | undefined;
+  /**
+   * The drain: stops taking requests (new ones are answered 503), stops pulling events (what a
+   * consumer pulled and has not begun goes back to JetStream for the other replicas), lets what is
+   * in flight finish within `shutdown_grace_ms` (connections still busy then are cut), gives up
+   * its job leases, then closes the store.
+   */
   close(): Promise<void>;
 }
 
@@ -90,6 +118,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const audit = new AuditLog(storage, clock);
   const tenants = new Tenants(storage);
   const keys = new ApiKeys(storage);
+  const keyAdministration = new KeyAdministration({ keys, storage, audit, clock });
   const webhookSecrets = new WebhookSecrets(storage, clock, config.webhook_secret_grace_seconds * 1000);
   const webhookTargets = new WebhookTargets({
     allowHttp: config.webhook_allow_http,
@@ -124,10 +153,12 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     processName: 'control plane',
     costUsd: (model, usage) => deps.pricer(model, usage).costMicros / 1_000_000,
   });
+  const approvals = new Approvals({ storage, audit, effects, clock });
   const policies = new Policies({
     storage,
     audit,
     effects,
+    approvals,
     judgeFor: (tenant) => judges.selector.forTenant(tenant),
     clock,
     observe: (r) => metrics.observePolicy(r),
@@ -177,17 +208,41 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     maxEvents: config.oracle_max_events,
   });
   const overrunWatch = new OverrunWatch({
-    storage,
     tenants,
     budgets,
     oracle,
     effects,
     clock,
     logger: logger.child({ component: 'overrun-watch' }),
-    intervalMs: config.oracle_interval_seconds * 1000,
     threshold: config.oracle_overrun_threshold,
   });
-  overrunWatch.start();
+  const jobs = new JobRunner({
+    storage,
+    holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    leaseTtlMs: config.job_lease_ttl_seconds * 1000,
+    clock,
+    logger: logger.child({ component: 'jobs' }),
+  });
+  // Budget periods end and budgets expire without a write: the holder sends every state again.
+  jobs.start([
+    {
+      name: 'state-refresh',
+      intervalMs: config.state_refresh_seconds * 1000,
+      run: (signal) => publisher.refresh(signal),
+    },
+    // The Oracle looks at every active budget for a coming overrun.
+    ...(config.oracle_interval_seconds > 0
+      ? [
+          {
+            name: 'oracle.overrun-watch',
+            intervalMs: config.oracle_interval_seconds * 1000,
+            run: async (signal: AbortSignal) => {
+              await overrunWatch.runOnce(signal);
+            },
+          },
+        ]
+      : []),
+  ]);
 
   const jwt =
     config.jwt_jwks_url === undefined
@@ -215,29 +270,75 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   envelopeRoutes(routes, envelopes);
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
+  approvalRoutes(routes, approvals);
   brainRoutes(routes, { judges: judges.selector, oracle, costs, clock });
-  apiKeyRoutes(routes, { keys, storage, audit, clock });
+  apiKeyRoutes(routes, keyAdministration);
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
+  const health: Record<string, DependencyCheck> = {
+    database: () => storage.health(),
+    event_bus: () =>
+      Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
+  };
+  const grpc = createGrpcServer({
+    definition: loadServedDefinition(),
+    fileDescriptors: servedFileDescriptors(),
+    services: {
+      'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
+      'svc.policy.v1.PolicyService': policyService(policies),
+      'svc.cost.v1.CostService': costService({ budgets, envelopes, clock }),
+      'svc.checkpoint.v1.CheckpointService': checkpointService(),
+      'svc.tenant.v1.TenantService': tenantService(keyAdministration),
+    },
+    authenticator,
+    tenants,
+    logger: logger.child({ component: 'grpc' }),
+    documentationBase,
+    health: async () =>
+      (await Promise.all(Object.values(health).map((check) => check()))).every((c) => c.status === 'ok'),
+    maxMessageBytes: config.grpc_max_message_bytes,
+    defaultTimeoutMs: config.grpc_default_timeout_ms,
+  });
+  let grpcPort: number | undefined;
+  await mcpRoutes(app, {
+    surface: createMcpSurface({
+      policies,
+      budgets,
+      approvals,
+      keys: keyAdministration,
+      audit,
+      tenants,
+      read: storage.read,
+      clock,
+      publicConfig: {
+        version: config.version,
+        rate_limit_per_minute: config.rate_limit_per_minute,
+        body_limit_bytes: config.body_limit_bytes,
+        page_size: { default: DEFAULT_PAGE_SIZE, max: MAX_PAGE_SIZE },
+      },
+    }),
+    authenticator,
+    tenants,
+    version: config.version,
+    documentationBase,
+    log: logger.child({ component: 'mcp' }),
+  });
   operationalRoutes(routes, {
     version: config.version,
     schemaVersion: () => storage.schemaVersion(),
     metrics,
     outboxDepth: () => outbox.depth(),
-    checks: {
-      database: () => storage.health(),
-      event_bus: () =>
-        Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
-    },
+    checks: health,
   });
 
   return {
     app,
     storage,
-    services: { envelopes, budgets, policies, keys, tenants, audit, leases },
+    services: { envelopes, budgets, policies, approvals, keys, tenants, audit, leases },
     processor,
+    jobs,
     overrunWatch,
     webhooks,
     effects,
@@ -245,13 +346,23 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     async listen() {
       const address = await app.listen({ host: config.http_host, port: config.http_port });
       listeningAt = listeningBaseUrl(app.server.address());
+      grpcPort = await grpc.listen(config.http_host, config.grpc_port);
       return address;
     },
+    grpcPort: () => grpcPort,
     async close() {
-      await app.close();
-      await overrunWatch.stop();
-      await processor.stop();
-      await leaseService.unsubscribe();
+      const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdown_grace_ms);
+      try {
+        await Promise.all([
+          grpc.close(config.shutdown_grace_ms),
+          app.close(),
+          processor.stop(),
+          leaseService.unsubscribe(),
+          jobs.stop(),
+        ]);
+      } finally {
+        clearTimeout(cut);
+      }
       await publisher.stop();
       // A moment to send what is pending; what is left stays in the store for the next start.
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);

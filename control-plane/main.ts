@@ -9,7 +9,7 @@ import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { createPricer } from './usage/pricer.ts';
 import { registerNatsConnected } from '../core/observability/nats-metric.ts';
 
-/** The control plane process: REST on SVC_HTTP_PORT, events over SVC_NATS_URL or in process. */
+/** The control plane process: REST on SVC_HTTP_PORT, gRPC on SVC_GRPC_PORT, events over SVC_NATS_URL or in process. */
 async function main(): Promise<void> {
   const config = loadConfig(process.env, { mode: 'control-plane' });
   const logger = createLogger({
@@ -17,7 +17,8 @@ async function main(): Promise<void> {
     service: 'control-plane',
     secrets: configuredSecrets(config),
   });
-  const guard = guardProcess(logger);
+  // The drain cuts what is still busy after the grace; this bound is for a stop that hangs after it.
+  const guard = guardProcess(logger, { shutdownTimeoutMs: config.shutdown_grace_ms + 5_000 });
   const metrics = new ControlPlaneMetrics();
   const messaging = await messagingFromConfig(config, logger, {
     name: 'control-plane',
@@ -29,7 +30,10 @@ async function main(): Promise<void> {
   guard.expose(plane.metrics.registry);
   if (config.nats_url !== undefined) registerNatsConnected(plane.metrics.registry, () => messaging.healthy());
   const address = await plane.listen();
-  logger.info({ address, nats: config.nats_url ?? 'in-process' }, 'control plane listening');
+  logger.info(
+    { address, grpc_port: plane.grpcPort(), nats: config.nats_url ?? 'in-process' },
+    'control plane listening',
+  );
   guard.onShutdown(async () => {
     await plane.close();
     await messaging.close();

@@ -56,6 +56,7 @@ async function main(): Promise<void> {
   logger.info(
     {
       control_plane: controlPlane,
+      grpc_port: plane.grpcPort(),
       proxy: addresses.proxyUrl,
       tenant_id: identity.tenant_id,
       budget_id: identity.budget_id,
@@ -67,6 +68,7 @@ async function main(): Promise<void> {
     [
       '',
       line('control plane', `${controlPlane}  (REST /v1, OpenAPI /openapi.json, metrics /metrics)`),
+      line('gRPC', `${config.http_host}:${String(plane.grpcPort())}  (reflection and grpc.health.v1 on)`),
       line('proxy', `${addresses.proxyUrl}  (admin: http://127.0.0.1:${addresses.adminPort}/metrics)`),
       line('proxy CA', `${caFile}${proxy.caGenerated ? '  (generated now)' : ''}`),
       line('trust bundle', `${bundle}  (public roots + proxy CA)`),

@@ -1,5 +1,5 @@
 import { SvcError } from '../../core/errors/index.ts';
-import type { Principal } from '../../core/domain/index.ts';
+import { TenantIdSchema, type Principal } from '../../core/domain/index.ts';
 import type { Tenants } from '../tenants/tenants.ts';
 
 /**
@@ -36,4 +36,30 @@ export async function resolveTenant(
   if (!(await tenants.exists(wanted)))
     throw new SvcError('SVC-SYS-9006', `tenant ${wanted} not found`, { tenant_id: wanted });
   return wanted;
+}
+
+/**
+ * The X-Tenant-ID header and a raw `tenant_id` field of a request (REST or gRPC), refused unless
+ * they have the form of a tenant id; `fieldName` is how the request names the field.
+ */
+export function requestedTenant(
+  raw: string | string[] | undefined,
+  field: string | undefined,
+  fieldName = 'tenant_id',
+): { header: string | undefined; field: string | undefined; fieldName: string } {
+  const check = (value: string | undefined, name: string) => {
+    const parsed = value === undefined ? undefined : TenantIdSchema.safeParse(value);
+    if (parsed?.success === false) {
+      const description = parsed.error.issues.map((issue) => issue.message).join('; ');
+      throw new SvcError('SVC-SYS-9002', `invalid request: ${name}: ${description}`, {}, [
+        { field: name, description },
+      ]);
+    }
+    return value;
+  };
+  return {
+    header: check(Array.isArray(raw) ? raw.join(',') : raw, 'X-Tenant-ID'),
+    field: check(field, fieldName),
+    fieldName,
+  };
 }

@@ -5,77 +5,41 @@ import type { Budget } from '../../core/domain/index.ts';
 import type { BudgetOverrunPredictedMessage } from '../../core/events/messages.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
-import type { Storage } from '../storage/storage.ts';
 import type { Tenants } from '../tenants/tenants.ts';
 import type { Oracle } from './oracle.ts';
 
 export interface OverrunWatchDeps {
-  storage: Storage;
   tenants: Tenants;
   budgets: Budgets;
   oracle: Oracle;
   effects: EffectDispatcher;
   clock: () => Date;
   logger: Logger;
-  /** How often the budgets are looked at; 0 turns the watch off. */
-  intervalMs: number;
   /** A probability at or above this raises `budgets.overrun_predicted`. */
   threshold: number;
 }
 
-const JOB = 'oracle.overrun-watch';
 const DEDUP_SCOPE = 'oracle.overrun';
 
 /**
- * The Oracle's background job: every interval, one replica (the holder of the job lease) asks
- * the Oracle about every active budget with a limit and a period end, and raises
- * `budgets.overrun_predicted` (bus, through the outbox, and the budget's alert webhooks) when
- * the probability of an overrun reaches the threshold, once per budget and period.
+ * The Oracle's background job (run by the job runner on one replica at a time): asks the Oracle
+ * about every active budget with a limit and a period end, and raises `budgets.overrun_predicted`
+ * (bus, through the outbox, and the budget's alert webhooks) when the probability of an overrun
+ * reaches the threshold, once per budget and period.
  */
 export class OverrunWatch {
   readonly #deps: OverrunWatchDeps;
-  readonly #holder = `overrun-watch-${randomUUID()}`;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<number> | undefined;
 
   constructor(deps: OverrunWatchDeps) {
     this.#deps = deps;
   }
 
-  start(): void {
-    if (this.#deps.intervalMs <= 0 || this.#timer !== undefined) return;
-    this.#timer = setInterval(() => {
-      if (this.#running === undefined)
-        void this.runOnce().catch((error: unknown) =>
-          this.#deps.logger.warn({ err: error }, 'overrun watch: a round failed; the next one retries'),
-        );
-    }, this.#deps.intervalMs);
-    this.#timer.unref();
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    await this.#running?.catch(() => undefined);
-    await this.#deps.storage.withTransaction((tx) => tx.jobs.release(JOB, this.#holder)).catch(() => undefined);
-  }
-
-  /** One round; resolves with how many predictions it announced (0 when another replica holds the job). */
-  runOnce(): Promise<number> {
-    this.#running ??= this.#round().finally(() => {
-      this.#running = undefined;
-    });
-    return this.#running;
-  }
-
-  async #round(): Promise<number> {
-    const { storage, clock } = this.#deps;
-    const ttl = Math.max(this.#deps.intervalMs * 3, 30_000);
-    const held = await storage.withTransaction((tx) => tx.jobs.tryAcquire(JOB, this.#holder, ttl, clock()));
-    if (!held) return 0;
+  /** One round; resolves with how many predictions it announced. */
+  async runOnce(signal?: AbortSignal): Promise<number> {
     let announced = 0;
     for (const tenant of await this.#deps.tenants.list()) {
       for (const budget of await this.#deps.budgets.list(tenant.tenant_id, 'active')) {
+        if (signal?.aborted === true) return announced;
         try {
           if (await this.#consider(budget)) announced++;
         } catch (error) {

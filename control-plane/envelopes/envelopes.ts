@@ -44,8 +44,16 @@ export class Envelopes {
     this.deps = deps;
   }
 
-  /** Policy check (`execution:start`), then budget validation, then the AUTHORIZED envelope. */
-  async create(caller: Caller, request: CreateEnvelopeRequest): Promise<Envelope> {
+  /**
+   * Policy check (`execution:start`), then budget validation, then the envelope: AUTHORIZED as
+   * REST opens it, or PENDING as gRPC CreateEnvelope shows it (spec 3.1), to be moved on with
+   * UpdateEnvelopeStatus.
+   */
+  async create(
+    caller: Caller,
+    request: CreateEnvelopeRequest,
+    initial: 'AUTHORIZED' | 'PENDING' = 'AUTHORIZED',
+  ): Promise<Envelope> {
     const { audit, budgets, clock } = this.deps;
     const budget = request.budget_id === undefined ? undefined : await budgets.find(caller.tenant, request.budget_id);
     const context = {
@@ -91,7 +99,7 @@ export class Envelopes {
         adapter_type: request.adapter_type,
         native_ref: request.native_ref ?? null,
         checkpoint_id: null,
-        status: 'AUTHORIZED',
+        status: initial,
         status_reason: null,
         governance: {
           token_limit: request.governance_context?.token_limit ?? null,
@@ -115,7 +123,7 @@ export class Envelopes {
         actor: actorOf(caller.principal),
         action: 'envelope.create',
         resource: { type: 'envelope', id: envelopeId },
-        result: 'authorized',
+        result: initial.toLowerCase(),
         metadata: { budget_id: created.budget_id, adapter_type: created.adapter_type },
       });
       effects.publications.push({

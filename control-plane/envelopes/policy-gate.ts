@@ -14,6 +14,8 @@ export interface PolicyQuestion {
   context: Record<string, unknown>;
   policySet?: string[] | undefined;
   envelopeId?: string | undefined;
+  /** Decide only: no audit record, no violation event, no pending approval (gRPC dry_run). */
+  dryRun?: boolean | undefined;
 }
 
 export interface PolicyDecision {

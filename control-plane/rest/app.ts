@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, {
   LogController,
@@ -12,6 +11,7 @@ import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
 import { isSvcError, SvcError, type DocumentationBase } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
+import { requestIdOf } from '../observability/request-id.ts';
 import type { Tenants } from '../tenants/tenants.ts';
 import { asSvcError, renderError } from './render-error.ts';
 import { createRouteTable, type RouteTable } from './route.ts';
@@ -31,17 +31,6 @@ export interface AppOptions {
  * The HTTP server of the control plane. Requests carry `x-request-id` (taken from the caller or
  * generated) into every log line and error body; every failure is rendered as an SVC error.
  */
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/**
- * The caller's `x-request-id` when it is a sensible correlation id, else a new one: the id is
- * echoed in headers, bodies and every log line, so an arbitrary value must not pass through.
- */
-export function requestIdOf(header: string | string[] | undefined): string {
-  const value = Array.isArray(header) ? header[0] : header;
-  return value !== undefined && REQUEST_ID.test(value) ? value : randomUUID();
-}
-
 export async function createApp(options: AppOptions): Promise<{ app: FastifyInstance; routes: RouteTable }> {
   const loggerInstance: FastifyBaseLogger = options.logger;
   const sendError = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {

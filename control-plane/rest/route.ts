@@ -2,9 +2,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { ZodOpenApiOperationObject, ZodOpenApiResponsesObject } from 'zod-openapi';
 import { ErrorBodySchema, parseOrThrow, SvcError } from '../../core/errors/index.ts';
-import { TenantIdSchema, type Principal, type Scope } from '../../core/domain/index.ts';
+import type { Principal, Scope } from '../../core/domain/index.ts';
 import { requireAdministrator, requireScope } from '../auth/scopes.ts';
-import { resolveTenant } from '../auth/tenancy.ts';
+import { requestedTenant, resolveTenant } from '../auth/tenancy.ts';
 import type { Caller } from '../caller.ts';
 import type { Tenants } from '../tenants/tenants.ts';
 
@@ -126,24 +126,6 @@ function allResponses(spec: {
       };
   }
   return merged;
-}
-
-/** X-Tenant-ID and a raw `tenant_id` field, refused unless they have the form of a tenant id. */
-function requestedTenant(raw: string | string[] | undefined, field: string | undefined) {
-  const check = (value: string | undefined, name: string) => {
-    const parsed = value === undefined ? undefined : TenantIdSchema.safeParse(value);
-    if (parsed?.success === false) {
-      const description = parsed.error.issues.map((issue) => issue.message).join('; ');
-      throw new SvcError('SVC-SYS-9002', `invalid request: ${name}: ${description}`, {}, [
-        { field: name, description },
-      ]);
-    }
-    return value;
-  };
-  return {
-    header: check(Array.isArray(raw) ? raw.join(',') : raw, 'X-Tenant-ID'),
-    field: check(field, 'tenant_id'),
-  };
 }
 
 /** The onRequest hook that refuses a principal lacking the route's scope or administrator role. */

@@ -12,6 +12,9 @@ export const subjects = {
   /** The Oracle expects a budget to run over before its period ends. */
   budgetOverrunPredicted: (tenant: string) => `svc.${tenant}.budgets.overrun_predicted`,
   policyViolation: (tenant: string) => `svc.${tenant}.policies.violation`,
+  /** Approvals (spec 3.4) travel in the policies family, so the event stream keeps them. */
+  approvalRequested: (tenant: string) => `svc.${tenant}.policies.approval.requested`,
+  approvalDecided: (tenant: string) => `svc.${tenant}.policies.approval.decided`,
   systemHealth: 'svc.system.health',
   systemMetrics: 'svc.system.metrics',
 } as const;

@@ -182,3 +182,14 @@ export function checkBudget(
     .map((a) => `usage at or above the ${a.percent}% threshold`);
   return { ...base, allowed: true, reason: 'within budget', warnings };
 }
+
+/**
+ * The budget's status with the warning level of spec 3.2 (MCP `warning`, gRPC
+ * BUDGET_STATUS_TYPE_WARNING): active, but an alert threshold below 100 % has been reached.
+ */
+export function budgetStatusWithWarning(budget: Budget, now: Date): BudgetStatus | 'warning' {
+  const status = budgetStatus(budget, now);
+  if (status !== 'active') return status;
+  const { highest } = percents(budget);
+  return budget.alerts.some((a) => a.percent < 100 && highest >= a.percent) ? 'warning' : 'active';
+}

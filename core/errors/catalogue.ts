@@ -83,6 +83,8 @@ export const ERROR_CATALOGUE = {
   'SVC-SYS-9007': spec(500, GRPC.INTERNAL, JSONRPC_INTERNAL, true, 'internal error'),
   'SVC-SYS-9008': spec(409, GRPC.ALREADY_EXISTS, JSONRPC_APPLICATION, false, 'resource already exists'),
   'SVC-SYS-9009': spec(413, GRPC.OUT_OF_RANGE, JSONRPC_INVALID_PARAMS, false, 'payload too large'),
+  'SVC-SYS-9010': spec(504, GRPC.DEADLINE_EXCEEDED, JSONRPC_APPLICATION, true, 'deadline exceeded'),
+  'SVC-SYS-9011': spec(501, GRPC.UNIMPLEMENTED, JSONRPC_APPLICATION, false, 'not implemented'),
 } as const satisfies Record<string, ErrorSpec>;
 
 export type SvcCode = keyof typeof ERROR_CATALOGUE;

@@ -25,6 +25,7 @@ const messaging = createMemoryMessaging({ logger });
 const config = loadConfig(process.env, {
   data_dir: mkdtempSync(join(tmpdir(), 'bench-envelopes-')),
   http_port: 0,
+  grpc_port: 0,
   log_level: 'silent',
 });
 const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });

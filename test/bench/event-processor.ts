@@ -31,6 +31,7 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
   const config = loadConfig(process.env, {
     data_dir: mkdtempSync(join(tmpdir(), 'bench-cp-')),
     http_port: 0,
+    grpc_port: 0,
     log_level: 'silent',
   });
   const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });

@@ -14,7 +14,7 @@ let cp: RunningControlPlane;
 let key: string;
 
 beforeAll(async () => {
-  cp = await startControlPlane({ oracle_interval_seconds: 0 }, undefined, () => new Date(now));
+  cp = await startControlPlane({ oracle_interval_seconds: 0 }, undefined, undefined, () => new Date(now));
   key = await tenantWithKey(cp, 'oracleco');
 });
 afterAll(async () => {

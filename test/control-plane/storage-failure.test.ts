@@ -19,6 +19,7 @@ beforeAll(async () => {
     SVC_DATA_DIR: dir,
     SVC_HTTP_HOST: '127.0.0.1',
     SVC_HTTP_PORT: String(port),
+    SVC_GRPC_PORT: '0',
     SVC_BOOTSTRAP_ADMIN_KEY: KEY,
     SVC_LOG_LEVEL: 'info',
   });

@@ -88,6 +88,7 @@ async function start(overrides: Partial<Record<keyof Config, unknown>>, addresse
       data_dir: mkdtempSync(join(tmpdir(), 'cp-hooks-')),
       http_host: '127.0.0.1',
       http_port: 0,
+      grpc_port: 0,
       bootstrap_admin_key: ROOT,
       webhook_max_attempts: 2,
       ...overrides,

@@ -6,19 +6,11 @@ import {
   PathIdSchema,
 } from '../../../core/domain/index.ts';
 import { ErrorBodySchema } from '../../../core/errors/index.ts';
-import type { ApiKeys } from '../../auth/api-keys.ts';
-import { toKeyView } from '../../auth/api-keys.ts';
-import type { AuditLog } from '../../audit/audit-log.ts';
-import { actorOf } from '../../caller.ts';
-import type { Storage } from '../../storage/storage.ts';
+import type { KeyAdministration } from '../../auth/key-administration.ts';
 import type { RouteTable } from '../route.ts';
 
 /** The HTTP face of TenantService's key methods (spec 4.6): the secret is in the create answer only. */
-export function apiKeyRoutes(
-  routes: RouteTable,
-  deps: { keys: ApiKeys; storage: Storage; audit: AuditLog; clock: () => Date },
-): void {
-  const { keys, storage, audit, clock } = deps;
+export function apiKeyRoutes(routes: RouteTable, keys: KeyAdministration): void {
   routes.add({
     method: 'POST',
     path: '/v1/api-keys',
@@ -31,21 +23,7 @@ export function apiKeyRoutes(
       201: { description: 'created, with key_secret', schema: CreatedApiKeySchema },
       400: { description: 'invalid request (SVC-SYS-9002)', schema: ErrorBodySchema },
     },
-    handler: async ({ caller, body }) => {
-      const now = clock();
-      const { record, secret } = await storage.withTransaction(async (tx) => {
-        const created = await keys.create(tx, caller.tenant, body, now);
-        await audit.append(tx, caller.tenant, {
-          actor: actorOf(caller.principal),
-          action: 'api_key.create',
-          resource: { type: 'api_key', id: created.record.id },
-          result: 'created',
-          metadata: { name: body.name, scopes: body.scopes },
-        });
-        return created;
-      });
-      return { status: 201, body: { ...toKeyView(record, now), key_secret: secret } };
-    },
+    handler: async ({ caller, body }) => ({ status: 201, body: await keys.create(caller, body) }),
   });
   routes.add({
     method: 'GET',
@@ -55,10 +33,7 @@ export function apiKeyRoutes(
     access: 'admin',
     summary: "List the tenant's API keys (masked)",
     responses: { 200: { description: 'keys', schema: z.array(ApiKeyViewSchema) } },
-    handler: async ({ caller }) => ({
-      status: 200,
-      body: (await keys.list(caller.tenant)).map((r) => toKeyView(r, clock())),
-    }),
+    handler: async ({ caller }) => ({ status: 200, body: await keys.list(caller.tenant) }),
   });
   routes.add({
     method: 'DELETE',
@@ -72,19 +47,6 @@ export function apiKeyRoutes(
       200: { description: 'revoked', schema: ApiKeyViewSchema },
       404: { description: 'no such key (SVC-SYS-9006)', schema: ErrorBodySchema },
     },
-    handler: async ({ caller, params }) => {
-      const now = clock();
-      const record = await storage.withTransaction(async (tx) => {
-        const revoked = await keys.revoke(tx, caller.tenant, params.key_id, now);
-        await audit.append(tx, caller.tenant, {
-          actor: actorOf(caller.principal),
-          action: 'api_key.revoke',
-          resource: { type: 'api_key', id: params.key_id },
-          result: 'revoked',
-        });
-        return revoked;
-      });
-      return { status: 200, body: toKeyView(record, now) };
-    },
+    handler: async ({ caller, params }) => ({ status: 200, body: await keys.revoke(caller, params.key_id) }),
   });
 }

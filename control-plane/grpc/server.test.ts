@@ -1,0 +1,112 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { status } from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../core/config/load.ts';
+import { clientsFor, failure, statusDetails, unary, type Clients } from '../../test/harness/grpc.ts';
+import { ApiKeys } from '../auth/api-keys.ts';
+import { Authenticator } from '../auth/authenticator.ts';
+import { openStorage } from '../storage/open-storage.ts';
+import type { Storage } from '../storage/storage.ts';
+import { Tenants } from '../tenants/tenants.ts';
+import { loadServedDefinition, servedFileDescriptors } from './contracts.ts';
+import { createGrpcServer, type GrpcServer, type GrpcServiceHandlers } from './server.ts';
+import { notImplemented } from './services/not-implemented.ts';
+
+const ROOT = 'root-administrator-key-for-grpc-server-0001';
+const definition = loadServedDefinition();
+const dir = mkdtempSync(join(tmpdir(), 'grpc-server-'));
+let storage: Storage;
+let healthy = true;
+/** What the slow method saw: whether its signal was aborted when the call ended. */
+const seen: { aborted?: boolean } = {};
+
+function handlers(): Record<string, GrpcServiceHandlers> {
+  const services: Record<string, GrpcServiceHandlers> = {};
+  for (const [name, entry] of Object.entries(definition)) {
+    if (!name.startsWith('svc.') || 'format' in entry) continue;
+    services[name] = Object.fromEntries(
+      Object.keys(entry).map((method) => [method, notImplemented(method, 'authenticated')]),
+    );
+  }
+  // ListPolicies waits until its call is aborted; GetPolicy echoes what it was sent.
+  services['svc.policy.v1.PolicyService']!.ListPolicies = {
+    access: 'authenticated',
+    handle: (_request, { signal }) =>
+      new Promise((resolve) => {
+        signal.addEventListener('abort', () => {
+          seen.aborted = true;
+          resolve({ policies: [] });
+        });
+      }),
+  };
+  services['svc.policy.v1.PolicyService']!.GetPolicy = {
+    access: 'authenticated',
+    handle: (request) => Promise.resolve({ policy: { policy_id: request.policy_id, name: 'echo' } }),
+  };
+  return services;
+}
+
+async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: number }) {
+  const server = createGrpcServer({
+    definition,
+    fileDescriptors: servedFileDescriptors(),
+    services: handlers(),
+    authenticator: new Authenticator(new ApiKeys(storage), null, ROOT, () => new Date()),
+    tenants: new Tenants(storage),
+    logger: pino({ level: 'silent' }),
+    documentationBase: () => 'http://docs.test',
+    health: () => Promise.resolve(healthy),
+    ...options,
+  });
+  const port = await server.listen('127.0.0.1', 0);
+  return { server, clients: clientsFor(definition, `127.0.0.1:${String(port)}`) };
+}
+
+describe('gRPC server limits', () => {
+  let running: { server: GrpcServer; clients: Clients };
+  beforeAll(async () => {
+    storage = await openStorage(loadConfig({}, { data_dir: dir, log_level: 'silent' }), pino({ level: 'silent' }));
+    running = await serve({ defaultTimeoutMs: 300, maxMessageBytes: 4096 });
+  });
+  afterAll(async () => {
+    running.clients.close();
+    await running.server.close(1_000);
+    await storage.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('ends a call without a client deadline at the default one, with SVC-SYS-9010, and aborts its work', async () => {
+    const policies = running.clients.client('svc.policy.v1.PolicyService');
+    const started = Date.now();
+    const error = await failure(unary(policies, 'ListPolicies', {}, { key: ROOT }));
+    expect(error.code).toBe(status.DEADLINE_EXCEEDED);
+    expect(statusDetails(error).errorInfo?.reason).toBe('SVC-SYS-9010');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect(seen.aborted).toBe(true);
+  });
+
+  it('honours a client deadline shorter than the default one', async () => {
+    const policies = running.clients.client('svc.policy.v1.PolicyService');
+    const error = await failure(unary(policies, 'ListPolicies', {}, { key: ROOT, deadlineMs: 100 }));
+    expect(error.code).toBe(status.DEADLINE_EXCEEDED);
+  });
+
+  it('refuses a message above the limit with RESOURCE_EXHAUSTED and serves one below it', async () => {
+    const policies = running.clients.client('svc.policy.v1.PolicyService');
+    const small = await unary(policies, 'GetPolicy', { policy_id: 'p'.repeat(100) }, { key: ROOT });
+    expect(small.policy.name).toBe('echo');
+    const error = await failure(unary(policies, 'GetPolicy', { policy_id: 'p'.repeat(8192) }, { key: ROOT }));
+    expect(error.code).toBe(status.RESOURCE_EXHAUSTED);
+  });
+
+  it('reports NOT_SERVING while the store or the bus is down', async () => {
+    const health = running.clients.client('grpc.health.v1.Health');
+    healthy = false;
+    expect(await unary(health, 'Check', { service: '' })).toEqual({ status: 'NOT_SERVING' });
+    healthy = true;
+    expect(await unary(health, 'Check', { service: '' })).toEqual({ status: 'SERVING' });
+  });
+});

@@ -1,0 +1,218 @@
+import {
+  budgetStatusWithWarning,
+  CreateBudgetRequestSchema,
+  microsToUsd,
+  percents,
+  remaining,
+  type Budget,
+  type PeriodUsage,
+} from '../../../core/domain/index.ts';
+import { parseOrThrow } from '../../../core/errors/index.ts';
+import type { Budgets } from '../../budgets/budgets.ts';
+import type { Envelopes } from '../../envelopes/envelopes.ts';
+import { pageOf } from '../codec/paging.ts';
+import { renamedFields } from '../codec/renamed-fields.ts';
+import { enumValue, fromTimestamp, invalidField, present, requiredId, toTimestamp } from '../codec/well-known.ts';
+import type { GrpcServiceHandlers } from '../server.ts';
+import { toGrpcCostSummary } from './envelope-service.ts';
+import { notImplemented } from './not-implemented.ts';
+
+type Message = Record<string, unknown>;
+
+const STATUS_TYPE = { active: 'ACTIVE', warning: 'WARNING', exhausted: 'EXCEEDED', expired: 'EXPIRED' } as const;
+const LIMITS = [
+  'max_tokens',
+  'max_input_tokens',
+  'max_output_tokens',
+  'max_cost_usd',
+  'max_llm_calls',
+  'max_tool_calls',
+  'max_executions',
+] as const;
+
+function spendOf(usage: PeriodUsage) {
+  return {
+    total_tokens: usage.tokens_input + usage.tokens_output,
+    total_cost_usd: microsToUsd(usage.cost_micros),
+    total_llm_calls: usage.llm_calls,
+    total_tool_calls: usage.tool_calls,
+    total_input_tokens: usage.tokens_input,
+    total_output_tokens: usage.tokens_output,
+    total_executions: usage.executions,
+  };
+}
+
+function limitsOf(limits: Budget['limits']) {
+  return Object.fromEntries(LIMITS.flatMap((key) => (limits[key] === null ? [] : [[key, limits[key]]])));
+}
+
+/** The canonical budget as svc.cost.v1.Budget, its status with the warning level. */
+export function toGrpcBudget(budget: Budget, now: Date) {
+  return {
+    budget_id: budget.budget_id,
+    tenant_id: budget.tenant_id,
+    workflow_id: budget.workflow_id ?? '',
+    limits: limitsOf(budget.limits),
+    thresholds: budget.alerts.map((a) => ({
+      threshold_percent: a.percent,
+      action: `THRESHOLD_ACTION_${a.action.toUpperCase()}`,
+      webhook_url: a.webhook_url ?? '',
+    })),
+    period: {
+      period_type: `BUDGET_PERIOD_TYPE_${budget.period.toUpperCase()}`,
+      current_start: toTimestamp(budget.usage.period_start),
+      current_end: toTimestamp(budget.usage.period_end),
+    },
+    name: budget.name,
+    description: budget.description,
+    tags: budget.tags,
+    type: `BUDGET_TYPE_${budget.type.toUpperCase()}`,
+    expires_at: toTimestamp(budget.expires_at),
+    status: `BUDGET_STATUS_TYPE_${STATUS_TYPE[budgetStatusWithWarning(budget, now)]}`,
+    current_spend: spendOf(budget.usage),
+    created_at: toTimestamp(budget.created_at),
+    updated_at: toTimestamp(budget.updated_at),
+  };
+}
+
+/**
+ * A gRPC Budget as the canonical create request. UNSPECIFIED type follows the limits (COST when
+ * max_cost_usd is the only one, TOKEN without it, HYBRID otherwise); an empty name becomes
+ * `budget`; max_execution_time_seconds is refused, since nothing would enforce it.
+ */
+function budgetCreateInput(budget: Message | null) {
+  if (budget === null) throw invalidField('budget', 'required');
+  const given = (budget.limits ?? null) as Message | null;
+  if (given === null) throw invalidField('budget.limits', 'required');
+  if (given.max_execution_time_seconds !== undefined)
+    throw invalidField('budget.limits.max_execution_time_seconds', 'not enforced by this version; leave it unset');
+  const limits = Object.fromEntries(
+    LIMITS.flatMap((key) => (given[key] === undefined ? [] : [[key, Number(given[key])]])),
+  );
+  const costOnly = Object.keys(limits).length === 1 && 'max_cost_usd' in limits;
+  const type =
+    enumValue(budget.type, 'BUDGET_TYPE_')?.toLowerCase() ??
+    (costOnly ? 'cost' : !('max_cost_usd' in limits) ? 'token' : 'hybrid');
+  const alerts = (budget.thresholds as Message[]).map((t, i) => {
+    const percent = t.threshold_percent as number;
+    if (!Number.isInteger(percent) || percent < 1 || percent > 100)
+      throw invalidField(`budget.thresholds.${i}.threshold_percent`, 'must be an integer from 1 to 100');
+    return {
+      percent,
+      action: enumValue(t.action, 'THRESHOLD_ACTION_')?.toLowerCase() ?? 'notify',
+      ...(present(t.webhook_url) === undefined ? {} : { webhook_url: t.webhook_url }),
+    };
+  });
+  const period = (budget.period ?? null) as Message | null;
+  const expiresAt = fromTimestamp(budget.expires_at, 'budget.expires_at');
+  return renamedFields(
+    { alerts: 'thresholds' },
+    () =>
+      parseOrThrow(
+        CreateBudgetRequestSchema,
+        {
+          name: present(budget.name) ?? 'budget',
+          ...(present(budget.description) === undefined ? {} : { description: budget.description }),
+          type,
+          limits,
+          ...(alerts.length === 0 ? {} : { alerts }),
+          ...(period === null ? {} : { period: enumValue(period.period_type, 'BUDGET_PERIOD_TYPE_')?.toLowerCase() }),
+          ...(expiresAt === undefined ? {} : { expires_at: expiresAt }),
+          ...(present(budget.workflow_id) === undefined ? {} : { workflow_id: budget.workflow_id }),
+          tags: budget.tags,
+        },
+        'request',
+      ),
+    'budget.',
+  );
+}
+
+function budgetStatusOf(budget: Budget, now: Date) {
+  const used = percents(budget);
+  const left = remaining(budget);
+  const { usage, limits } = budget;
+  const percentOf = (value: number, limit: number | null) =>
+    limit === null ? undefined : Math.round((value / limit) * 10_000) / 100;
+  const next = budget.alerts
+    .filter((a) => a.percent > used.highest && !usage.alerts_fired.includes(a.percent))
+    .sort((a, b) => a.percent - b.percent)[0];
+  const optional = (key: string, value: number | undefined | null) =>
+    value === undefined || value === null ? {} : { [key]: value };
+  return {
+    budget_id: budget.budget_id,
+    status: `BUDGET_STATUS_TYPE_${STATUS_TYPE[budgetStatusWithWarning(budget, now)]}`,
+    ...optional('token_usage_percent', used.tokens),
+    ...optional('cost_usage_percent', used.cost),
+    ...optional('llm_call_usage_percent', percentOf(usage.llm_calls, limits.max_llm_calls)),
+    ...optional('tool_call_usage_percent', percentOf(usage.tool_calls, limits.max_tool_calls)),
+    remaining: {
+      ...optional('max_tokens', left.tokens),
+      ...optional('max_cost_usd', left.cost_micros === null ? null : microsToUsd(left.cost_micros)),
+      ...optional('max_executions', left.executions),
+    },
+    current_spend: spendOf(usage),
+    next_threshold:
+      next === undefined
+        ? null
+        : {
+            threshold_percent: next.percent,
+            action: `THRESHOLD_ACTION_${next.action.toUpperCase()}`,
+            webhook_url: next.webhook_url ?? '',
+          },
+  };
+}
+
+/** svc.cost.v1.CostService over the budget and envelope services REST uses. */
+export function costService(deps: { budgets: Budgets; envelopes: Envelopes; clock: () => Date }): GrpcServiceHandlers {
+  const { budgets, envelopes, clock } = deps;
+  return {
+    CreateBudget: {
+      access: 'budgets:write',
+      tenantField: 'budget.tenant_id',
+      handle: async (request, { caller }) => ({
+        budget: toGrpcBudget(
+          await budgets.create(caller, budgetCreateInput(request.budget as Message | null)),
+          clock(),
+        ),
+      }),
+    },
+    GetBudget: {
+      access: 'budgets:read',
+      handle: async (request, { caller }) => ({
+        budget: toGrpcBudget(await budgets.get(caller.tenant, requiredId(request, 'budget_id')), clock()),
+      }),
+    },
+    UpdateBudget: notImplemented('UpdateBudget', 'budgets:write'),
+    DeleteBudget: notImplemented('DeleteBudget', 'budgets:write'),
+    ListBudgets: {
+      access: 'budgets:read',
+      tenantField: 'tenant_id',
+      handle: async (request, { caller }) => {
+        const now = clock();
+        const status = enumValue(request.status, 'BUDGET_STATUS_TYPE_');
+        const workflow = present(request.workflow_id);
+        const listed = (await budgets.list(caller.tenant, 'all')).filter(
+          (b) =>
+            (workflow === undefined || b.workflow_id === workflow) &&
+            (status === undefined || STATUS_TYPE[budgetStatusWithWarning(b, now)] === status),
+        );
+        const page = pageOf(listed, request);
+        return { budgets: page.items.map((b) => toGrpcBudget(b, now)), next_page_token: page.next_page_token };
+      },
+    },
+    GetCostSummary: {
+      access: 'envelopes:read',
+      handle: async (request, { caller }) => ({
+        cost_summary: toGrpcCostSummary((await envelopes.get(caller.tenant, requiredId(request, 'envelope_id'))).cost),
+      }),
+    },
+    GetSpendSummary: notImplemented('GetSpendSummary', 'budgets:read'),
+    GetBudgetStatus: {
+      access: 'budgets:read',
+      handle: async (request, { caller }) => ({
+        status: budgetStatusOf(await budgets.get(caller.tenant, requiredId(request, 'budget_id')), clock()),
+      }),
+    },
+    PredictCost: notImplemented('PredictCost', 'budgets:read'),
+  };
+}

@@ -1,0 +1,118 @@
+import type { Decision, EvaluationResult, Policy } from '../../../core/policy/index.ts';
+import type { Caller } from '../../caller.ts';
+import type { Policies } from '../../policies/policies.ts';
+import { pageOf } from '../codec/paging.ts';
+import { evaluationQuestions, policyCreateInput, toGrpcEvaluationResult, toGrpcPolicy } from '../codec/policy-codec.ts';
+import { enumValue, requiredId } from '../codec/well-known.ts';
+import type { GrpcRequest, GrpcServiceHandlers } from '../server.ts';
+import { notImplemented } from './not-implemented.ts';
+
+/** The stricter of two decisions wins when one context asks about several tools. */
+const STRICTNESS: Record<Decision, number> = { ALLOW: 0, WARN: 1, REQUIRE_APPROVAL: 2, DENY: 3 };
+
+type Message = Record<string, unknown>;
+
+/**
+ * Decides every action the context implies against `policySet` (every policy when undefined)
+ * and keeps the strictest decision with its pending approval.
+ */
+async function decideAll(
+  policies: Policies,
+  caller: Caller,
+  request: GrpcRequest,
+  policySet: string[] | undefined,
+): Promise<{ result: EvaluationResult; approvalId: string | null }> {
+  const question = evaluationQuestions(request.context as Message | null);
+  let strictest: { result: EvaluationResult; approvalId: string | null } | undefined;
+  for (const action of question.actions) {
+    const decision = await policies.decide(caller, {
+      action,
+      context: question.context,
+      policySet,
+      envelopeId: question.envelopeId,
+      dryRun: request.dry_run === true,
+    });
+    if (strictest === undefined || STRICTNESS[decision.result.decision] > STRICTNESS[strictest.result.decision])
+      strictest = decision;
+  }
+  return strictest as { result: EvaluationResult; approvalId: string | null };
+}
+
+async function byId(policies: Policies, tenant: string): Promise<Map<string, Policy>> {
+  return new Map((await policies.list(tenant)).map((p) => [p.policy_id, p]));
+}
+
+/** svc.policy.v1.PolicyService over the policy service REST uses. */
+export function policyService(policies: Policies): GrpcServiceHandlers {
+  return {
+    CreatePolicy: {
+      access: 'policies:write',
+      tenantField: 'policy.tenant_id',
+      handle: async (request, { caller }) => ({
+        policy: toGrpcPolicy(await policies.create(caller, policyCreateInput(request.policy as Message | null))),
+      }),
+    },
+    GetPolicy: {
+      access: 'policies:read',
+      handle: async (request, { caller }) => ({
+        policy: toGrpcPolicy(await policies.get(caller.tenant, requiredId(request, 'policy_id'))),
+      }),
+    },
+    UpdatePolicy: notImplemented('UpdatePolicy', 'policies:write'),
+    DeletePolicy: notImplemented('DeletePolicy', 'policies:write'),
+    ListPolicies: {
+      access: 'policies:read',
+      tenantField: 'tenant_id',
+      handle: async (request, { caller }) => {
+        const status = enumValue(request.status, 'POLICY_STATUS_') as Policy['status'] | undefined;
+        // Rules carry no type in this version (docs/grpc.md), so no policy has a rule of a given type.
+        const listed =
+          enumValue(request.rule_type, 'RULE_TYPE_') === undefined
+            ? await policies.list(caller.tenant, { status })
+            : [];
+        const page = pageOf(listed, request);
+        return { policies: page.items.map(toGrpcPolicy), next_page_token: page.next_page_token };
+      },
+    },
+    EvaluatePolicy: {
+      access: 'policies:read',
+      tenantField: 'context.tenant_id',
+      handle: async (request, { caller }) => {
+        const policy = await policies.get(caller.tenant, requiredId(request, 'policy_id'));
+        const { result, approvalId } = await decideAll(policies, caller, request, [policy.policy_id]);
+        return { result: toGrpcEvaluationResult(result, new Map([[policy.policy_id, policy]]), approvalId) };
+      },
+    },
+    EvaluatePolicies: {
+      access: 'policies:read',
+      tenantField: 'context.tenant_id',
+      handle: async (request, { caller }) => {
+        const known = await byId(policies, caller.tenant);
+        const ids = request.policy_ids as string[];
+        for (const id of ids) await policies.get(caller.tenant, id);
+        const order = (ids.length > 0 ? ids.map((id) => known.get(id) as Policy) : [...known.values()])
+          .filter((p) => ids.length > 0 || p.status === 'ACTIVE')
+          .sort((a, b) => b.priority - a.priority);
+        // Each policy's own answer is decided without effects; the consolidated decision over
+        // all of them is the one recorded (audit, violation event, pending approval).
+        const results = [];
+        for (const policy of order) {
+          const one = await decideAll(policies, caller, { ...request, dry_run: true }, [policy.policy_id]);
+          results.push(toGrpcEvaluationResult(one.result, known, null));
+          if (request.stop_on_deny === true && one.result.decision === 'DENY') break;
+        }
+        const final = await decideAll(
+          policies,
+          caller,
+          request,
+          order.map((p) => p.policy_id),
+        );
+        const consolidated = toGrpcEvaluationResult(final.result, known, final.approvalId);
+        return { results, final_decision: consolidated.decision, actions: consolidated.actions };
+      },
+    },
+    GetEvaluationHistory: notImplemented('GetEvaluationHistory', 'policies:read'),
+    ListApprovals: notImplemented('ListApprovals', 'policies:read'),
+    UpdateApproval: notImplemented('UpdateApproval', 'policies:write'),
+  };
+}

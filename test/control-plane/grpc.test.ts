@@ -1,0 +1,297 @@
+import { status } from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
+import { ROOT_KEY, startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
+import { clientsFor, failure, statusDetails, unary, type CallOptions, type Clients } from '../harness/grpc.ts';
+
+let cp: RunningControlPlane;
+let clients: Clients;
+let acme: string;
+
+const ENVELOPES = 'svc.envelope.v1.EnvelopeService';
+const POLICIES = 'svc.policy.v1.PolicyService';
+const COSTS = 'svc.cost.v1.CostService';
+const CHECKPOINTS = 'svc.checkpoint.v1.CheckpointService';
+const TENANTS = 'svc.tenant.v1.TenantService';
+
+/** Calls `service.method` as the acme administrator unless told otherwise. */
+function call(service: string, method: string, request: object, options: CallOptions = {}) {
+  return unary(clients.client(service), method, request, { defaultKey: acme, ...options });
+}
+
+beforeAll(async () => {
+  cp = await startControlPlane();
+  acme = await tenantWithKey(cp, 'acme');
+  clients = clientsFor(loadServedDefinition(), `127.0.0.1:${String(cp.plane.grpcPort())}`);
+}, 30_000);
+
+afterAll(async () => {
+  clients.close();
+  await cp.close();
+});
+
+describe('gRPC server (contracts loaded from proto/)', () => {
+  it('answers the standard health service SERVING without a credential', async () => {
+    const health = clients.client('grpc.health.v1.Health');
+    expect(await unary(health, 'Check', { service: '' })).toEqual({ status: 'SERVING' });
+    expect(await unary(health, 'Check', { service: POLICIES })).toEqual({ status: 'SERVING' });
+    const unknown = await failure(unary(health, 'Check', { service: 'no.such.Service' }));
+    expect(unknown.code).toBe(status.NOT_FOUND);
+  });
+
+  it('refuses a missing or wrong credential with UNAUTHENTICATED and a lacking scope with PERMISSION_DENIED', async () => {
+    const missing = await failure(call(POLICIES, 'ListPolicies', {}, { key: null }));
+    expect(missing.code).toBe(status.UNAUTHENTICATED);
+    expect(statusDetails(missing).errorInfo?.reason).toBe('SVC-SYS-9003');
+    const wrong = await failure(call(POLICIES, 'ListPolicies', {}, { key: `${acme}x` }));
+    expect(wrong.code).toBe(status.UNAUTHENTICATED);
+    // x-api-key is accepted as over REST.
+    const viaHeader = await call(POLICIES, 'ListPolicies', {}, { key: null, metadata: { 'x-api-key': acme } });
+    expect(viaHeader.policies).toEqual([]);
+
+    const reader = await tenantWithKey(cp, 'acme', ['budgets:read']);
+    const denied = await failure(call(POLICIES, 'ListPolicies', {}, { key: reader }));
+    expect(denied.code).toBe(status.PERMISSION_DENIED);
+    expect(statusDetails(denied).errorInfo).toMatchObject({
+      reason: 'SVC-SYS-9004',
+      domain: 'svc.governance',
+      metadata: { required_scope: 'policies:read' },
+    });
+    expect((await call(COSTS, 'ListBudgets', {}, { key: reader })).budgets).toEqual([]);
+  });
+
+  it('lets x-tenant-id name another tenant for administrators only', async () => {
+    await tenantWithKey(cp, 'globex');
+    const made = await call(
+      COSTS,
+      'CreateBudget',
+      { budget: { name: 'root-made', limits: { max_cost_usd: 3 } } },
+      { key: ROOT_KEY, metadata: { 'x-tenant-id': 'globex' } },
+    );
+    expect(made.budget.tenant_id).toBe('globex');
+    const refused = await failure(call(COSTS, 'ListBudgets', {}, { metadata: { 'x-tenant-id': 'globex' } }));
+    expect(refused.code).toBe(status.PERMISSION_DENIED);
+    const field = await failure(call(COSTS, 'ListBudgets', { tenant_id: 'globex' }));
+    expect(field.code).toBe(status.PERMISSION_DENIED);
+    expect(statusDetails(field).badRequest?.fieldViolations[0]?.field).toBe('tenant_id');
+  });
+
+  it('refuses an invalid field with INVALID_ARGUMENT and a BadRequest naming it, writing nothing', async () => {
+    const error = await failure(call(COSTS, 'CreateBudget', { budget: { name: 'x', limits: { max_tokens: 0 } } }));
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    const details = statusDetails(error);
+    expect(details.errorInfo?.reason).toBe('SVC-SYS-9002');
+    expect(details.badRequest?.fieldViolations.map((v) => v.field)).toEqual(['budget.limits.max_tokens']);
+    expect(error.metadata.get('x-request-id')[0]).toBe(details.errorInfo?.metadata.request_id);
+    expect((await call(COSTS, 'ListBudgets', {})).budgets).toEqual([]);
+
+    const rule = await failure(
+      call(POLICIES, 'CreatePolicy', {
+        policy: { name: 'p', rules: [{ action: 'tool:*', actions: [] }] },
+      }),
+    );
+    expect(statusDetails(rule).badRequest?.fieldViolations).toMatchObject([
+      { field: 'policy.rules.0.actions', description: 'exactly one action is required' },
+    ]);
+    const missing = await failure(call(ENVELOPES, 'GetEnvelope', {}));
+    expect(statusDetails(missing).badRequest?.fieldViolations).toMatchObject([
+      { field: 'envelope_id', description: 'required' },
+    ]);
+  });
+
+  it('answers NOT_FOUND with the SVC code of the missing resource', async () => {
+    const error = await failure(call(POLICIES, 'GetPolicy', { policy_id: '00000000-0000-4000-8000-000000000000' }));
+    expect(error.code).toBe(status.NOT_FOUND);
+    expect(statusDetails(error).errorInfo).toMatchObject({
+      reason: 'SVC-POL-2002',
+      metadata: { policy_id: '00000000-0000-4000-8000-000000000000' },
+    });
+    expect(error.metadata.get('svc-code')).toEqual(['SVC-POL-2002']);
+  });
+
+  it('opens an envelope PENDING, moves it by the transitions of spec 3.1, and refuses an illegal one', async () => {
+    const created = await call(ENVELOPES, 'CreateEnvelope', {
+      adapter_type: 'custom',
+      metadata: { tool_name: 'search' },
+      governance: { token_budget: 1000 },
+    });
+    const { envelope } = created;
+    expect(envelope).toMatchObject({
+      tenant_id: 'acme',
+      status: 'ENVELOPE_STATUS_PENDING',
+      governance: { token_budget: '1000' },
+      framework: { adapter_type: 'custom' },
+    });
+    const rest = await cp.call('GET', `/v1/envelopes/${String(envelope.envelope_id)}`, { key: acme });
+    expect(rest.body).toMatchObject({ state: 'PENDING', governance_context: { token_limit: 1000 } });
+
+    const illegal = await failure(
+      call(ENVELOPES, 'UpdateEnvelopeStatus', { envelope_id: envelope.envelope_id, status: 'ENVELOPE_STATUS_RUNNING' }),
+    );
+    expect(illegal.code).toBe(status.FAILED_PRECONDITION);
+    expect(statusDetails(illegal).errorInfo?.reason).toBe('SVC-ENV-1002');
+    for (const next of ['AUTHORIZED', 'RUNNING']) {
+      const moved = await call(ENVELOPES, 'UpdateEnvelopeStatus', {
+        envelope_id: envelope.envelope_id,
+        status: `ENVELOPE_STATUS_${next}`,
+      });
+      expect(moved.envelope.status).toBe(`ENVELOPE_STATUS_${next}`);
+    }
+    // REST terminates with its own route; gRPC then shows the precise status.
+    await cp.call('POST', `/v1/envelopes/${String(envelope.envelope_id)}/terminate`, { key: acme });
+    const read = await call(ENVELOPES, 'GetEnvelope', { envelope_id: envelope.envelope_id });
+    expect(read.envelope.status).toBe('ENVELOPE_STATUS_TERMINATED');
+    const cost = await call(COSTS, 'GetCostSummary', { envelope_id: envelope.envelope_id });
+    expect(cost.cost_summary).toMatchObject({ total_input_tokens: '0', total_cost_usd: 0 });
+  });
+
+  it('creates policies and budgets over gRPC that REST reads, and the reverse', async () => {
+    const { policy } = await call(POLICIES, 'CreatePolicy', {
+      policy: {
+        name: 'no-shell',
+        status: 'POLICY_STATUS_ACTIVE',
+        enforcement: 'ENFORCEMENT_LEVEL_BLOCK',
+        priority: 500,
+        rules: [
+          {
+            action: 'tool:shell',
+            conditions: [{ field: 'user_id', operator: 'CONDITION_OPERATOR_IN', values: [{ stringValue: 'mallory' }] }],
+            actions: [{ action_type: 'ACTION_TYPE_DENY', message: 'no shell for mallory' }],
+          },
+        ],
+      },
+    });
+    expect(policy).toMatchObject({ tenant_id: 'acme', status: 'POLICY_STATUS_ACTIVE', version: '1' });
+    const rest = await cp.call('GET', `/v1/policies/${String(policy.policy_id)}`, { key: acme });
+    expect(rest.body).toMatchObject({
+      enabled: true,
+      priority: 500,
+      rules: [
+        {
+          action: 'tool:shell',
+          effect: 'deny',
+          conditions: [{ field: 'user_id', operator: 'in', value: ['mallory'] }],
+        },
+      ],
+    });
+    const draft = await call(POLICIES, 'CreatePolicy', {
+      policy: { name: 'draft', rules: [{ actions: [{ action_type: 'ACTION_TYPE_WARN' }] }] },
+    });
+    expect(draft.policy).toMatchObject({
+      status: 'POLICY_STATUS_DRAFT',
+      enforcement: 'ENFORCEMENT_LEVEL_AUDIT',
+      priority: 100,
+    });
+
+    const context = {
+      tenant_id: 'acme',
+      phase: 'EXECUTION_PHASE_PRE_TOOL_CALL',
+      tool_names: ['shell'],
+      user_id: 'mallory',
+    };
+    const evaluated = await call(POLICIES, 'EvaluatePolicy', { policy_id: policy.policy_id, context });
+    expect(evaluated.result).toMatchObject({
+      policy_id: policy.policy_id,
+      decision: 'EVALUATION_DECISION_DENY',
+      allowed: false,
+      matched_rules: [{ rule_id: 'rule-1', matched_conditions: ['user_id'] }],
+      actions: [{ action_type: 'ACTION_TYPE_DENY', message: 'no shell for mallory' }],
+    });
+    const batch = await call(POLICIES, 'EvaluatePolicies', {
+      context: { ...context, user_id: 'alice' },
+      dry_run: true,
+    });
+    expect(batch.final_decision).toBe('EVALUATION_DECISION_ALLOW');
+    expect(batch.results).toHaveLength(1);
+    const listed = await call(POLICIES, 'ListPolicies', { status: 'POLICY_STATUS_ACTIVE' });
+    expect(listed.policies.map((p: { name: string }) => p.name)).toEqual(['no-shell']);
+
+    const restBudget = await cp.call('POST', '/v1/budgets', {
+      key: acme,
+      body: { name: 'rest-made', type: 'hybrid', limits: { max_cost_usd: 5, max_tokens: 1000 } },
+    });
+    const { budget } = await call(COSTS, 'GetBudget', { budget_id: restBudget.body.budget_id });
+    expect(budget).toMatchObject({
+      name: 'rest-made',
+      type: 'BUDGET_TYPE_HYBRID',
+      limits: { max_cost_usd: 5, max_tokens: '1000' },
+      status: 'BUDGET_STATUS_TYPE_ACTIVE',
+      period: { period_type: 'BUDGET_PERIOD_TYPE_MONTHLY' },
+    });
+    const made = await call(COSTS, 'CreateBudget', {
+      budget: {
+        name: 'grpc-made',
+        limits: { max_tokens: 500 },
+        thresholds: [{ threshold_percent: 50, action: 'THRESHOLD_ACTION_WARN' }],
+        period: { period_type: 'BUDGET_PERIOD_TYPE_DAILY' },
+      },
+    });
+    const readBack = await cp.call('GET', `/v1/budgets/${String(made.budget.budget_id)}`, { key: acme });
+    expect(readBack.body).toMatchObject({
+      name: 'grpc-made',
+      type: 'token',
+      period: 'daily',
+      limits: { max_tokens: 500, max_cost_usd: null },
+      alerts: [{ percent: 50, action: 'warn' }],
+    });
+    const budgetStatus = await call(COSTS, 'GetBudgetStatus', { budget_id: made.budget.budget_id });
+    expect(budgetStatus.status).toMatchObject({
+      status: 'BUDGET_STATUS_TYPE_ACTIVE',
+      token_usage_percent: 0,
+      remaining: { max_tokens: '500' },
+      next_threshold: { threshold_percent: 50 },
+    });
+  });
+
+  it('pages lists with page_size and an opaque page_token', async () => {
+    for (let i = 0; i < 3; i++)
+      await call(COSTS, 'CreateBudget', { budget: { name: `paged-${i}`, limits: { max_cost_usd: 1 } } });
+    const all = (await call(COSTS, 'ListBudgets', {})).budgets.length;
+    const first = await call(COSTS, 'ListBudgets', { page_size: 2 });
+    expect(first.budgets).toHaveLength(2);
+    expect(first.next_page_token).not.toBe('');
+    const rest = await call(COSTS, 'ListBudgets', { page_size: 100, page_token: first.next_page_token });
+    expect(first.budgets.length + rest.budgets.length).toBe(all);
+    expect(rest.next_page_token).toBe('');
+    const bad = await failure(call(COSTS, 'ListBudgets', { page_token: 'bm90IG91cnM' }));
+    expect(statusDetails(bad).badRequest?.fieldViolations[0]?.field).toBe('page_token');
+  });
+
+  it('issues API keys whose secret is shown once and whose revocation holds on every surface', async () => {
+    const created = await call(TENANTS, 'CreateApiKey', { name: 'grpc-key', scopes: ['budgets:read'] });
+    const secret = created.key_secret as string;
+    expect(created.api_key).toMatchObject({
+      name: 'grpc-key',
+      status: 'API_KEY_STATUS_ACTIVE',
+      scopes: ['budgets:read'],
+    });
+    expect(secret.endsWith(String(created.api_key.key_hint).slice(-4))).toBe(true);
+    const listed = await call(TENANTS, 'ListApiKeys', {});
+    expect(JSON.stringify(listed)).not.toContain(secret);
+    expect((await cp.call('GET', '/v1/budgets', { key: secret })).status).toBe(200);
+    expect((await call(COSTS, 'ListBudgets', {}, { key: secret })).budgets.length).toBeGreaterThan(0);
+
+    const revoked = await cp.call('DELETE', `/v1/api-keys/${String(created.api_key.id)}`, { key: acme });
+    expect(revoked.body.status).toBe('revoked');
+    const refused = await failure(call(COSTS, 'ListBudgets', {}, { key: secret }));
+    expect(refused.code).toBe(status.UNAUTHENTICATED);
+
+    const restKey = await cp.call('POST', '/v1/api-keys', { key: acme, body: { name: 'rest-key', scopes: ['admin'] } });
+    const gone = await call(TENANTS, 'RevokeApiKey', { key_id: restKey.body.id });
+    expect(gone.api_key.status).toBe('API_KEY_STATUS_REVOKED');
+    expect((await cp.call('GET', '/v1/budgets', { key: restKey.body.key_secret })).status).toBe(401);
+  });
+
+  it('refuses the methods this version does not serve with UNIMPLEMENTED, after authorization', async () => {
+    const error = await failure(call(CHECKPOINTS, 'GetCheckpoint', { checkpoint_id: 'c1' }));
+    expect(error.code).toBe(status.UNIMPLEMENTED);
+    expect(statusDetails(error).errorInfo?.reason).toBe('SVC-SYS-9011');
+    const unauthenticated = await failure(call(CHECKPOINTS, 'GetCheckpoint', {}, { key: null }));
+    expect(unauthenticated.code).toBe(status.UNAUTHENTICATED);
+  });
+
+  it('ends a call whose deadline has passed with DEADLINE_EXCEEDED', async () => {
+    const error = await failure(call(POLICIES, 'ListPolicies', {}, { deadlineMs: -1 }));
+    expect(error.code).toBe(status.DEADLINE_EXCEEDED);
+  });
+});
