@@ -248,6 +248,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
         warmupIntervals: 5,
         minCount: config.proxy_anomaly_min_calls,
       },
+      minSpendUsd: config.proxy_anomaly_min_spend_usd,
       maxExecutions: config.proxy_sequence_executions,
       recorder,
       envelopes,

@@ -225,6 +225,8 @@ export const ConfigSchema = z.object({
   proxy_anomaly_z: z.coerce.number().min(1).max(100).default(4),
   /** Calls an interval needs at least before it can be anomalous. */
   proxy_anomaly_min_calls: z.coerce.number().int().min(1).max(1_000_000).default(20),
+  /** Spend (USD) an interval needs at least before it can be anomalous. */
+  proxy_anomaly_min_spend_usd: z.coerce.number().positive().default(1),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
   proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
   /** What one budget may spend through this proxy while the control plane cannot grant a lease. */

@@ -14,6 +14,7 @@ function rig(action: AnomalyAction) {
   const watch = new AnomalyWatch({
     action,
     options: { intervalMs: SECOND, alpha: 0.3, zThreshold: 4, warmupIntervals: 5, minCount: 10 },
+    minSpendUsd: 1,
     maxExecutions: 10,
     recorder: {
       usage: (_envelope, record) => {
@@ -47,7 +48,17 @@ function rig(action: AnomalyAction) {
         watch.observe(envelope(execution));
       }
   };
-  return { run, events, ended, registry };
+  /** `perSecond[i]` USD spent by `execution` in second i, in calls of 0.01 USD. */
+  const spend = (execution: string, perSecond: number[]) => {
+    for (const [s, usd] of perSecond.entries()) {
+      const calls = Math.round(usd / 0.01);
+      for (let i = 0; i < calls; i++) {
+        now = s * SECOND + (i * SECOND) / calls;
+        watch.observeSpend(envelope(execution), 0.01);
+      }
+    }
+  };
+  return { run, spend, events, ended, registry };
 }
 
 describe('AnomalyWatch', () => {
@@ -71,5 +82,15 @@ describe('AnomalyWatch', () => {
     const off = rig('off');
     off.run('x', [3, 3, 3, 3, 3, 3, 40]);
     expect(off.events).toEqual([]);
+  });
+
+  it('watches spend the same way, in its own unit', () => {
+    const { spend, events } = rig('alert');
+    spend('steady', [0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.35, 0.3]);
+    expect(events).toEqual([]);
+    spend('spender', [0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 5]);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ eventType: 'immune.anomaly', payload: { kind: 'spend' } });
+    expect((events[0]?.payload as { count: number }).count).toBeGreaterThanOrEqual(1);
   });
 });

@@ -1,5 +1,5 @@
 import { Counter, type Registry } from 'prom-client';
-import { RateBaseline, type AnomalyOptions } from '../../core/brain/index.ts';
+import { RateBaseline, type AnomalyOptions, type Detection } from '../../core/brain/index.ts';
 import { BoundedLru } from '../../core/resilience/bounded-lru.ts';
 import type { EnvelopeRegistry, LocalEnvelope } from '../envelopes/index.ts';
 import type { EventRecorder } from './event-recorder.ts';
@@ -9,7 +9,9 @@ export type AnomalyAction = 'off' | 'alert' | 'terminate';
 
 export interface AnomalyWatchDeps {
   action: AnomalyAction;
+  /** For the call rate; the spend's differ in their `minCount` (USD), `minSpendUsd`. */
   options: AnomalyOptions;
+  minSpendUsd: number;
   maxExecutions: number;
   recorder: Pick<EventRecorder, 'usage' | 'ended'>;
   envelopes: Pick<EnvelopeRegistry, 'end'>;
@@ -20,14 +22,14 @@ export interface AnomalyWatchDeps {
 
 /**
  * The Immune System's anomaly detection in the proxy: each execution's rate of governed calls
- * (model calls and tool calls) against its own baseline (core/brain/immune/anomaly.ts). A
- * detection is recorded as an `immune.anomaly` event (on the bus, stored and listed with the
+ * (model calls and tool calls) and its spend (priced model calls) against its own baselines
+ * (core/brain/immune/anomaly.ts). A detection is recorded as an `immune.anomaly` event (on the bus, stored and listed with the
  * other events), counted in `svc_immune_anomalies_total`, logged, and with action `terminate`
  * ends the envelope, which cuts its calls in flight.
  */
 export class AnomalyWatch {
   readonly #deps: AnomalyWatchDeps;
-  readonly #baselines: BoundedLru<string, RateBaseline>;
+  readonly #baselines: BoundedLru<string, { calls: RateBaseline; spend: RateBaseline }>;
   readonly #detections: Counter<'kind' | 'action'>;
   readonly #now: () => number;
 
@@ -46,19 +48,34 @@ export class AnomalyWatch {
   /** Counts one governed call of the envelope's execution; acts on an anomaly. */
   observe(envelope: LocalEnvelope): void {
     if (this.#deps.action === 'off') return;
-    let baseline = this.#baselines.get(envelope.executionId);
-    if (baseline === undefined) {
-      baseline = new RateBaseline(this.#deps.options);
-      this.#baselines.set(envelope.executionId, baseline);
+    const detection = this.#of(envelope).calls.observe(this.#now());
+    if (detection !== null) this.#act(envelope, 'call_rate', detection, `${detection.count} calls`);
+  }
+
+  /** Counts what a model call of the envelope's execution cost; acts on an anomaly. */
+  observeSpend(envelope: LocalEnvelope, usd: number): void {
+    if (this.#deps.action === 'off' || !(usd > 0)) return;
+    const detection = this.#of(envelope).spend.observe(this.#now(), usd);
+    if (detection !== null) this.#act(envelope, 'spend', detection, `${detection.count} USD`);
+  }
+
+  #of(envelope: LocalEnvelope): { calls: RateBaseline; spend: RateBaseline } {
+    let baselines = this.#baselines.get(envelope.executionId);
+    if (baselines === undefined) {
+      const { options, minSpendUsd } = this.#deps;
+      baselines = { calls: new RateBaseline(options), spend: new RateBaseline({ ...options, minCount: minSpendUsd }) };
+      this.#baselines.set(envelope.executionId, baselines);
     }
-    const detection = baseline.observe(this.#now());
-    if (detection === null) return;
+    return baselines;
+  }
+
+  #act(envelope: LocalEnvelope, kind: 'call_rate' | 'spend', detection: Detection, what: string): void {
     const { action } = this.#deps;
-    this.#detections.inc({ kind: 'call_rate', action });
-    const reason = `immune system: ${detection.count} calls this interval against a baseline of ${detection.baseline} (z ${detection.z})`;
+    this.#detections.inc({ kind, action });
+    const reason = `immune system: ${what} this interval against a baseline of ${detection.baseline} (z ${detection.z})`;
     this.#deps.logger.warn(
-      { envelope_id: envelope.envelopeId, execution_id: envelope.executionId, ...detection, action },
-      'call-rate anomaly',
+      { envelope_id: envelope.envelopeId, execution_id: envelope.executionId, kind, ...detection, action },
+      `${kind} anomaly`,
     );
     void this.#deps.recorder.usage(envelope, {
       eventType: 'immune.anomaly',
@@ -66,7 +83,7 @@ export class AnomalyWatch {
       tokens: { input: 0, output: 0 },
       costUsd: 0,
       payload: {
-        kind: 'call_rate',
+        kind,
         count: detection.count,
         baseline: detection.baseline,
         z: detection.z,

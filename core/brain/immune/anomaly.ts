@@ -1,9 +1,11 @@
 /**
- * Anomaly detection on a rate against its own baseline: events are counted per interval; each
- * closed interval updates an exponentially weighted mean and variance (EWMA); the open
- * interval's count is an anomaly when it stands `zThreshold` standard deviations above the mean
- * (the deviation floored at the Poisson one, √mean, so a perfectly regular baseline does not
- * make one extra call an anomaly) and is at least `minCount`. Pure: time comes in with each event.
+ * Anomaly detection on a rate against its own baseline: events (each with an amount: 1 for a
+ * call, its cost for spend) are summed per interval; each closed interval updates an
+ * exponentially weighted mean and variance (EWMA); the open interval's sum is an anomaly when it
+ * stands `zThreshold` standard deviations above the mean and is at least `minCount`. The
+ * deviation is floored at the compound Poisson one, √(mean × the average amount), and at one
+ * average amount, so a perfectly regular baseline does not make one extra call an anomaly.
+ * Pure: time comes in with each event.
  */
 export interface AnomalyOptions {
   readonly intervalMs: number;
@@ -12,6 +14,7 @@ export interface AnomalyOptions {
   readonly zThreshold: number;
   /** Closed intervals seen before anything is judged: a baseline needs history. */
   readonly warmupIntervals: number;
+  /** The least sum (calls, or USD) an interval needs to be anomalous. */
   readonly minCount: number;
 }
 
@@ -34,13 +37,15 @@ export class RateBaseline {
   #variance = 0;
   #seen = 0;
   #flagged = false;
+  #events = 0;
+  #amounts = 0;
 
   constructor(options: AnomalyOptions) {
     this.#options = options;
   }
 
-  /** Counts one event at `at`; a detection the first time its interval turns anomalous. */
-  observe(at: number): Detection | null {
+  /** Counts one event of `amount` at `at`; a detection the first time its interval turns anomalous. */
+  observe(at: number, amount = 1): Detection | null {
     const { intervalMs } = this.#options;
     const start = Math.floor(at / intervalMs) * intervalMs;
     if (Number.isNaN(this.#intervalStart)) this.#intervalStart = start;
@@ -52,16 +57,19 @@ export class RateBaseline {
       this.#count = 0;
       this.#flagged = false;
     }
-    this.#count++;
+    this.#count += amount;
+    this.#events++;
+    this.#amounts += amount;
     if (this.#flagged || this.#seen < this.#options.warmupIntervals || this.#count < this.#options.minCount)
       return null;
-    const sd = Math.sqrt(Math.max(this.#variance, this.#mean, 1));
+    const average = this.#amounts / this.#events;
+    const sd = Math.sqrt(Math.max(this.#variance, this.#mean * average, average * average));
     const z = (this.#count - this.#mean) / sd;
     if (z < this.#options.zThreshold) return null;
     this.#flagged = true;
     return {
-      count: this.#count,
-      baseline: Math.round(this.#mean * 100) / 100,
+      count: Math.round(this.#count * 1e6) / 1e6,
+      baseline: Math.round(this.#mean * 1e4) / 1e4,
       z: Math.round(z * 100) / 100,
       intervalStart: start,
     };
