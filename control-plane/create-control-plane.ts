@@ -193,6 +193,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const oracle = new Oracle({
     read: storage.read,
     budgets,
+    envelopes,
     clock,
     lookbackPeriods: config.oracle_lookback_periods,
     maxEvents: config.oracle_max_events,

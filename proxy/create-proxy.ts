@@ -8,15 +8,16 @@ import { Registry } from 'prom-client';
 import type { Messaging, Subscription } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
 import { ErrorPages, listeningBaseUrl, SvcError } from '../core/errors/index.ts';
-import type { PriceTable } from '../core/metering/prices.ts';
+import { cost, type PriceTable } from '../core/metering/prices.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
 import { AdminServer, createProxyNetMetrics, type Readiness } from './admin/index.ts';
 import { AddressPolicy, createEgressCheck, EgressGuard, parsePorts, type Resolve } from './egress/index.ts';
 import { createControlPlaneCircuit, LeaseBook, PICO_PER_MICRO } from './enforcement/index.ts';
 import { EnvelopeRegistry } from './envelopes/index.ts';
-import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
+import { judgesFromConfig } from '../core/brain/index.ts';
 import {
   ActionHistory,
+  AnomalyWatch,
   createGovernedHandler,
   EventRecorder,
   PolicyGate,
@@ -170,6 +171,12 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     credentials,
   });
 
+  // The LLM judge's settings are checked here, before anything is opened.
+  const judges = judgesFromConfig(config, {
+    registry,
+    processName: 'proxy',
+    costUsd: (model, usage) => cost(prices, model, { ...usage, cachedInput: 0 }).costUsd,
+  });
   // Opened once the configuration has been read whole, so a bad value leaves no store open.
   mkdirSync(config.data_dir, { recursive: true });
   const store: RootDatabase = open({ path: join(config.data_dir, 'proxy') });
@@ -179,8 +186,8 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     store,
     logger: logger.child({ component: 'ruleset' }),
   });
-  const judge = createBuiltinJudge(builtinJudgeOptions(config));
-  const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judge);
+  const chosen = judges.selector.modeOf(tenantId) === 'builtin' ? undefined : judges.selector.forTenant(tenantId);
+  const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judges.builtin, chosen);
   const outbox = new Outbox({
     bus: messaging.bus,
     storage: new LmdbOutboxStorage({ root: store }),
@@ -231,6 +238,22 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     history: new ActionHistory({
       windowMs: config.proxy_sequence_window_seconds * 1000,
       maxExecutions: config.proxy_sequence_executions,
+    }),
+    anomalies: new AnomalyWatch({
+      action: config.proxy_anomaly_action,
+      options: {
+        intervalMs: config.proxy_anomaly_interval_seconds * 1000,
+        alpha: 0.3,
+        zThreshold: config.proxy_anomaly_z,
+        warmupIntervals: 5,
+        minCount: config.proxy_anomaly_min_calls,
+      },
+      minSpendUsd: config.proxy_anomaly_min_spend_usd,
+      maxExecutions: config.proxy_sequence_executions,
+      recorder,
+      envelopes,
+      registry,
+      logger: logger.child({ component: 'immune' }),
     }),
     leases,
     envelopes,

@@ -217,6 +217,16 @@ export const ConfigSchema = z.object({
   proxy_sequence_window_seconds: z.coerce.number().int().min(1).max(86_400).default(600),
   /** Executions whose recent tool calls the proxy remembers at once (16 calls each). */
   proxy_sequence_executions: z.coerce.number().int().min(1).max(100_000).default(1024),
+  /** A call-rate anomaly of an execution (docs/brain.md): `off`, `alert` (event, metric, log) or `terminate` the envelope. */
+  proxy_anomaly_action: z.enum(['off', 'alert', 'terminate']).default('alert'),
+  /** The interval calls are counted in against the execution's own baseline (EWMA). */
+  proxy_anomaly_interval_seconds: z.coerce.number().int().min(1).max(3600).default(60),
+  /** Standard deviations above the baseline that make an interval anomalous. */
+  proxy_anomaly_z: z.coerce.number().min(1).max(100).default(4),
+  /** Calls an interval needs at least before it can be anomalous. */
+  proxy_anomaly_min_calls: z.coerce.number().int().min(1).max(1_000_000).default(20),
+  /** Spend (USD) an interval needs at least before it can be anomalous. */
+  proxy_anomaly_min_spend_usd: z.coerce.number().positive().default(1),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
   proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
   /** What one budget may spend through this proxy while the control plane cannot grant a lease. */

@@ -82,6 +82,8 @@ export async function governLlmCall(
   }
   const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
+  // Counted before the ending is read: an anomaly that ends the envelope refuses this call too.
+  deps.anomalies.observe(envelope);
   if (envelope.ending !== null) {
     count('terminated');
     refuse(
@@ -118,7 +120,7 @@ export async function governLlmCall(
     declared_tools: parsed.declaredTools,
   };
   const action = `llm:${parsed.model}`;
-  const verdict = deps.gate.check(action, context);
+  const verdict = await deps.gate.checkJudged(action, context);
   if (!verdict.allowed) {
     count('denied');
     refused(deps, envelope, action, verdict);
@@ -300,7 +302,7 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
   if (aborted) return;
   let blocked: { code: SvcCode; message: string } | null = null;
   for (const toolCall of reading.toolCalls) {
-    const verdict = governToolCall(deps, call.envelope, toolCall, 'model', call.context);
+    const verdict = await governToolCall(deps, call.envelope, toolCall, 'model', call.context);
     if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
   }
   if (blocked !== null) {

@@ -80,11 +80,11 @@ export async function relayMeteredStream(
   let progress: StreamProgress | null = null;
   const judged = new Set<StreamedToolCall>();
   /** Judges the calls whose arguments are now complete; the event that completed them is not yet forwarded. */
-  const judgeCompleted = (calls: readonly StreamedToolCall[]) => {
+  const judgeCompleted = async (calls: readonly StreamedToolCall[]) => {
     for (const toolCall of calls) {
       if (!toolCall.complete || judged.has(toolCall)) continue;
       judged.add(toolCall);
-      const verdict = governToolCall(deps, envelope, toolCall, 'model', call.context);
+      const verdict = await governToolCall(deps, envelope, toolCall, 'model', call.context);
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
     }
   };
@@ -108,7 +108,7 @@ export async function relayMeteredStream(
       for (const step of meter.push(chunk as Uint8Array)) {
         progress = step;
         // Tool calls nobody receives are not made: only a delivered stream has them judged.
-        if (!gone) judgeCompleted(step.toolCalls);
+        if (!gone) await judgeCompleted(step.toolCalls);
         if (state.cut === null) {
           const running = price(deps.prices, parsed.model, step.usage, adapter.id);
           const more = {
@@ -164,7 +164,7 @@ export async function relayMeteredStream(
   if (state.cut === null && !failed && !overLimit) {
     progress = meter.end();
     // A call the stream left open ends with it: judged before the last bytes go on.
-    if (!gone) judgeCompleted(progress.toolCalls);
+    if (!gone) await judgeCompleted(progress.toolCalls);
     const out = held.length === 0 ? progress.forward : Buffer.concat([...held, progress.forward]);
     if (state.cut === null && !gone && !(await write(res, out, req.signal))) gone = true;
   }
