@@ -1,8 +1,6 @@
-import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { open, type RootDatabase } from 'lmdb';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { Messaging, Subscription } from '../core/bus/bus.ts';
@@ -23,6 +21,7 @@ import { LmdbOutboxStorage } from '../core/outbox/lmdb-outbox-storage.ts';
 import { Outbox } from '../core/outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
 import { listenForTerminations, RulesetSource, watchBudgetStates } from './sync/index.ts';
+import { openProxyStore } from './store/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
 import {
   keySourcesFromConfig,
@@ -165,19 +164,18 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   });
 
   // Opened once the configuration has been read whole, so a bad value leaves no store open.
-  mkdirSync(config.data_dir, { recursive: true });
-  const store: RootDatabase = open({ path: join(config.data_dir, 'proxy') });
+  const store = openProxyStore(config.data_dir, config.proxy_fsync_interval_ms);
   const rulesets = new RulesetSource({
     tenantId,
     keyValue: messaging.keyValue,
-    store,
+    store: store.root,
     logger: logger.child({ component: 'ruleset' }),
   });
   const judge = createBuiltinJudge(builtinJudgeOptions(config));
   const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judge);
   const outbox = new Outbox({
     bus: messaging.bus,
-    storage: new LmdbOutboxStorage({ root: store }),
+    storage: new LmdbOutboxStorage({ root: store.root }),
     registry,
     metricPrefix: 'svc_proxy_outbox',
     logger: logger.child({ component: 'outbox' }),

@@ -303,6 +303,7 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
     const verdict = governToolCall(deps, call.envelope, toolCall, 'model', call.context);
     if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
   }
+  await recorded(deps);
   if (blocked !== null) {
     sendProviderRefusal(req.clientRes, call.adapter, blocked.code, blocked.message, req.id, call.envelope.envelopeId);
     return;
@@ -337,6 +338,15 @@ export function settle(
     },
     { ...reading, basis, cutOff, aborted },
   );
+}
+
+/**
+ * Waits until the call's events are committed: the answer completes after its record, so a
+ * process killed at any moment never leaves an answer delivered in full and unrecorded.
+ */
+export async function recorded(deps: GovernanceDeps): Promise<void> {
+  const written = deps.recorder.written();
+  if (written !== null) await written;
 }
 
 /** Returns the call's hold to the lease uncharged: the provider generated nothing. */
