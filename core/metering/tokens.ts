@@ -15,6 +15,12 @@ export interface TokenCounter {
   countText(model: string, text: string): number;
   /** Prompt tokens of a chat request, with OpenAI's per-message framing overhead. */
   countChatMessages(model: string, messages: readonly ChatMessageText[]): number;
+  /**
+   * Runs `fn` (synchronous) with every count replaced by the text's UTF-8 byte length, framing
+   * kept: an upper bound of the exact count at no tokenizer cost, since every token of a
+   * byte-level BPE encoding covers at least one byte.
+   */
+  bounded<T>(fn: () => T): T;
   /** Releases the WASM encoders (they are created again on next use). */
   free(): void;
 }
@@ -71,8 +77,11 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
     return enc;
   }
 
+  let bounding = false;
+
   function count(name: EncodingName, text: string): number {
     if (text.length === 0) return 0;
+    if (bounding) return Buffer.byteLength(text);
     if (text.length < memoMinChars) return encoder(name).encode_ordinary(text).length;
     const memo = memos[name];
     const known = memo.get(text);
@@ -99,6 +108,15 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
         if (m.name) total += TOKENS_PER_NAME + count(name, m.name);
       }
       return total;
+    },
+    bounded(fn) {
+      const outer = bounding;
+      bounding = true;
+      try {
+        return fn();
+      } finally {
+        bounding = outer;
+      }
     },
     free() {
       for (const enc of encoders.values()) enc.free();

@@ -57,7 +57,8 @@ export async function relayMeteredStream(
     return;
   }
   const meter = adapter.createStreamMeter(call.op, parsed.model, {
-    estimatedInputTokens: parsed.estimatedInputTokens,
+    // Running figures use the bound (as the hold did) until the provider reports its count.
+    estimatedInputTokens: () => call.input.current(),
     hideStreamUsage: call.hideStreamUsage,
   });
   const headers = { ...response.headers };
@@ -175,7 +176,16 @@ export async function relayMeteredStream(
     response.body.destroy();
   }
   const reading: ResponseReading = {
-    usage: progress?.usage ?? { input: parsed.estimatedInputTokens, output: 0, cachedInput: 0 },
+    usage:
+      progress === null
+        ? { input: call.input.exact(), output: 0, cachedInput: 0 }
+        : progress.inputReported
+          ? progress.usage
+          : {
+              ...progress.usage,
+              input: call.input.exact(),
+              cachedInput: Math.min(progress.usage.cachedInput, call.input.exact()),
+            },
     usageSource: progress?.usageSource ?? 'estimated',
     toolCalls: (progress?.toolCalls ?? []).map(({ name, arguments: args }) => ({ name, arguments: args })),
     model: parsed.model,
