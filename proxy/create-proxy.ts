@@ -190,6 +190,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       .map((id) => id.trim())
       .filter((id) => id !== ''),
     podExecutionId,
+    maxEntries: config.proxy_envelope_cache_entries,
   });
   const leaseLogger = logger.child({ component: 'lease' });
   // Spec 3.5 breaker on every request to the control plane; OPEN sends leases onto the soft limit at once.

@@ -120,6 +120,11 @@ export const ConfigSchema = z.object({
    */
   proxy_fsync_interval_ms: z.coerce.number().int().nonnegative().default(100),
   /**
+   * Envelopes the proxy keeps in memory (one per execution id it has seen); beyond it the oldest
+   * without a call in flight are forgotten (a later call with that execution id opens a new one).
+   */
+  proxy_envelope_cache_entries: z.coerce.number().int().positive().default(10_000),
+  /**
    * Largest upstream answer the proxy reads whole to govern it (a provider's whole answer, an MCP tools
    * list), and the largest rest of a stream drained after its client left.
    */
