@@ -104,7 +104,9 @@ async function latency(relay: Target, target: Target, stream: boolean, n: number
   for (let i = 0; i < n + 100; i++) {
     const x = await one(relay, a, stream);
     const y = await one(target, b, stream);
-    if (i >= 100) (r.push(x), p.push(y));
+    if (i < 100) continue;
+    r.push(x);
+    p.push(y);
   }
   await Promise.all([a.close(), b.close()]);
   const sorted = (xs: number[]) => xs.sort((u, v) => u - v);
