@@ -1,4 +1,6 @@
-import { get_encoding, type Tiktoken } from 'tiktoken';
+import { createRequire } from 'node:module';
+import type * as TiktokenModule from 'tiktoken';
+import type { Tiktoken } from 'tiktoken';
 import { normalizeModelId } from './prices.ts';
 
 export type EncodingName = 'o200k_base' | 'cl100k_base';
@@ -37,6 +39,18 @@ const TOKENS_PER_NAME = 1;
 const REPLY_PRIMER = 3;
 
 const ENCODING_MEMO_LIMIT = 256;
+
+const requireModule = createRequire(import.meta.url);
+let tiktoken: typeof TiktokenModule | undefined;
+
+/**
+ * tiktoken is loaded on the first exact count, not at start: loading it instantiates its
+ * WebAssembly (about 16 MB resident), and a proxy whose providers report usage rarely counts.
+ */
+function getEncoding(name: EncodingName): Tiktoken {
+  tiktoken ??= requireModule('tiktoken') as typeof TiktokenModule;
+  return tiktoken.get_encoding(name);
+}
 const O200K_FAMILIES = /^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o\d)/;
 
 /**
@@ -71,7 +85,7 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   function encoder(name: EncodingName): Tiktoken {
     let enc = encoders.get(name);
     if (!enc) {
-      enc = get_encoding(name);
+      enc = getEncoding(name);
       encoders.set(name, enc);
     }
     return enc;
