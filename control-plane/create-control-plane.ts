@@ -23,14 +23,17 @@ import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { Policies } from './policies/policies.ts';
+import { MessageJson } from './gateway/message-json.ts';
+import { transcodedRoutes } from './gateway/transcoder.ts';
 import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
+import { listHttpRules } from './grpc/http-rules.ts';
 import { createGrpcServer } from './grpc/server.ts';
 import { checkpointService } from './grpc/services/checkpoint-service.ts';
 import { costService } from './grpc/services/cost-service.ts';
 import { envelopeService } from './grpc/services/envelope-service.ts';
 import { policyService } from './grpc/services/policy-service.ts';
 import { tenantService } from './grpc/services/tenant-service.ts';
-import { createApp } from './rest/app.ts';
+import { createApp, type RegisteredRoute } from './rest/app.ts';
 import { apiKeyRoutes } from './rest/routes/api-keys.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
 import { brainRoutes } from './rest/routes/brain.ts';
@@ -84,6 +87,8 @@ export interface ControlPlane {
   listen(): Promise<string>;
   /** The bound gRPC port once listening. */
   grpcPort(): number | undefined;
+  /** Every HTTP route the server registered (method and fastify path). */
+  httpRoutes: readonly RegisteredRoute[];
   close(): Promise<void>;
 }
 
@@ -176,7 +181,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   let listeningAt: string | undefined;
   const documentationBase = () =>
     config.public_base_url ?? listeningAt ?? `http://${config.http_host}:${config.http_port}`;
-  const { app, routes } = await createApp({
+  const { app, routes, registered } = await createApp({
     logger,
     authenticator,
     tenants,
@@ -196,21 +201,31 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
+  const grpcServices = {
+    'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
+    'svc.policy.v1.PolicyService': policyService(policies),
+    'svc.cost.v1.CostService': costService({ budgets, envelopes, clock }),
+    'svc.checkpoint.v1.CheckpointService': checkpointService(),
+    'svc.tenant.v1.TenantService': tenantService(keyManagement, clock),
+  };
+  const servedDefinition = loadServedDefinition();
+  // After every REST route: a binding REST already serves keeps its route.
+  transcodedRoutes(routes, {
+    definition: servedDefinition,
+    rules: listHttpRules(servedDefinition),
+    services: grpcServices,
+    json: new MessageJson(servedDefinition),
+    tenants,
+  });
   const health: Record<string, DependencyCheck> = {
     database: () => storage.health(),
     event_bus: () =>
       Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
   };
   const grpc = createGrpcServer({
-    definition: loadServedDefinition(),
+    definition: servedDefinition,
     fileDescriptors: servedFileDescriptors(),
-    services: {
-      'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
-      'svc.policy.v1.PolicyService': policyService(policies),
-      'svc.cost.v1.CostService': costService({ budgets, envelopes, clock }),
-      'svc.checkpoint.v1.CheckpointService': checkpointService(),
-      'svc.tenant.v1.TenantService': tenantService(keyManagement, clock),
-    },
+    services: grpcServices,
     authenticator,
     tenants,
     logger: logger.child({ component: 'grpc' }),
@@ -244,6 +259,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       return address;
     },
     grpcPort: () => grpcPort,
+    httpRoutes: registered,
     async close() {
       await grpc.close();
       await app.close();
