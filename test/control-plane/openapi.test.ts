@@ -63,9 +63,9 @@ describe('GET /openapi.json', () => {
     // Fastify form to OpenAPI form: `:name` is a parameter, `::` a literal colon.
     const openApiPath = (url: string) =>
       url
-        .replace(/::/g, '\u0000')
-        .replace(/:(\w+)/g, '{$1}')
-        .replace(/\u0000/g, ':');
+        .split('::')
+        .map((part) => part.replace(/:(\w+)/g, '{$1}'))
+        .join(':');
     const registered = cp.plane.httpRoutes
       .filter((r) => r.method !== 'HEAD')
       .map((r) => `${r.method.toLowerCase()} ${openApiPath(r.url)}`)
