@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
+import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Messaging } from '../core/bus/bus.ts';
@@ -6,10 +8,11 @@ import type { Config } from '../core/config/schema.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
 import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
+import { Approvals } from './approvals/approvals.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { Authenticator } from './auth/authenticator.ts';
+import { KeyAdministration } from './auth/key-administration.ts';
 import { JwtVerifier } from './auth/jwt.ts';
-import { KeyManagement } from './auth/key-management.ts';
 import { AuditLog } from './audit/audit-log.ts';
 import { Budgets } from './budgets/budgets.ts';
 import { EffectDispatcher } from './effects/dispatcher.ts';
@@ -17,11 +20,14 @@ import { openPublicationOutbox } from './effects/publication-outbox.ts';
 import { WebhookTargets } from './effects/webhook-targets.ts';
 import { WebhookSender } from './effects/webhooks.ts';
 import { Envelopes } from './envelopes/envelopes.ts';
+import { JobRunner } from './jobs/job-runner.ts';
 import { LeaseLedger } from './leases/lease-ledger.ts';
 import { EventProcessor } from './processor/event-processor.ts';
 import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
+import { mcpRoutes } from './mcp/http.ts';
+import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
 import { MessageJson } from './gateway/message-json.ts';
 import { transcodedRoutes } from './gateway/transcoder.ts';
@@ -35,6 +41,7 @@ import { policyService } from './grpc/services/policy-service.ts';
 import { tenantService } from './grpc/services/tenant-service.ts';
 import { createApp, type RegisteredRoute } from './rest/app.ts';
 import { apiKeyRoutes } from './rest/routes/api-keys.ts';
+import { approvalRoutes } from './rest/routes/approvals.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
 import { brainRoutes } from './rest/routes/brain.ts';
 import { budgetRoutes } from './rest/routes/budgets.ts';
@@ -45,7 +52,7 @@ import { operationalRoutes, type DependencyCheck } from './rest/routes/operation
 import { policyRoutes } from './rest/routes/policies.ts';
 import { tenantRoutes } from './rest/routes/tenants.ts';
 import { openStorage } from './storage/open-storage.ts';
-import type { Storage } from './storage/storage.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Storage } from './storage/storage.ts';
 import { Tenants } from './tenants/tenants.ts';
 import { WebhookSecrets } from './tenants/webhook-secrets.ts';
 import type { Pricer } from './usage/pricer.ts';
@@ -71,12 +78,14 @@ export interface ControlPlane {
     envelopes: Envelopes;
     budgets: Budgets;
     policies: Policies;
+    approvals: Approvals;
     keys: ApiKeys;
     tenants: Tenants;
     audit: AuditLog;
     leases: LeaseLedger;
   };
   processor: EventProcessor;
+  jobs: JobRunner;
   webhooks: WebhookSender;
   effects: EffectDispatcher;
   metrics: ControlPlaneMetrics;
@@ -89,6 +98,12 @@ export interface ControlPlane {
   grpcPort(): number | undefined;
   /** Every HTTP route the server registered (method and fastify path). */
   httpRoutes: readonly RegisteredRoute[];
+  /**
+   * The drain: stops taking requests (new ones are answered 503), stops pulling events (what a
+   * consumer pulled and has not begun goes back to JetStream for the other replicas), lets what is
+   * in flight finish within `shutdown_grace_ms` (connections still busy then are cut), gives up
+   * its job leases, then closes the store.
+   */
   close(): Promise<void>;
 }
 
@@ -102,6 +117,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const audit = new AuditLog(storage, clock);
   const tenants = new Tenants(storage);
   const keys = new ApiKeys(storage);
+  const keyAdministration = new KeyAdministration({ keys, storage, audit, clock });
   const webhookSecrets = new WebhookSecrets(storage, clock, config.webhook_secret_grace_seconds * 1000);
   const webhookTargets = new WebhookTargets({
     allowHttp: config.webhook_allow_http,
@@ -132,11 +148,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     webhookUrlProblem: (url) => webhookTargets.problemWith(url),
   });
   const judge = createBuiltinJudge(builtinJudgeOptions(config));
+  const approvals = new Approvals({ storage, audit, effects, clock });
   const policies = new Policies({
     storage,
     audit,
     effects,
     judge,
+    approvals,
     clock,
     observe: (r) => metrics.observePolicy(r),
   });
@@ -167,6 +185,21 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
   });
   await processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
+  const jobs = new JobRunner({
+    storage,
+    holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    leaseTtlMs: config.job_lease_ttl_seconds * 1000,
+    clock,
+    logger: logger.child({ component: 'jobs' }),
+  });
+  // Budget periods end and budgets expire without a write: the holder sends every state again.
+  jobs.start([
+    {
+      name: 'state-refresh',
+      intervalMs: config.state_refresh_seconds * 1000,
+      run: (signal) => publisher.refresh(signal),
+    },
+  ]);
 
   const jwt =
     config.jwt_jwks_url === undefined
@@ -194,9 +227,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   envelopeRoutes(routes, envelopes);
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
+  approvalRoutes(routes, approvals);
   brainRoutes(routes, judge);
-  const keyManagement = new KeyManagement({ keys, storage, audit, clock });
-  apiKeyRoutes(routes, keyManagement, clock);
+  apiKeyRoutes(routes, keyAdministration);
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
@@ -206,7 +239,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     'svc.policy.v1.PolicyService': policyService(policies),
     'svc.cost.v1.CostService': costService({ budgets, envelopes, clock }),
     'svc.checkpoint.v1.CheckpointService': checkpointService(),
-    'svc.tenant.v1.TenantService': tenantService(keyManagement, clock),
+    'svc.tenant.v1.TenantService': tenantService(keyAdministration),
   };
   const servedDefinition = loadServedDefinition();
   // After every REST route: a binding REST already serves keeps its route.
@@ -236,6 +269,29 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     defaultTimeoutMs: config.grpc_default_timeout_ms,
   });
   let grpcPort: number | undefined;
+  await mcpRoutes(app, {
+    surface: createMcpSurface({
+      policies,
+      budgets,
+      approvals,
+      keys: keyAdministration,
+      audit,
+      tenants,
+      read: storage.read,
+      clock,
+      publicConfig: {
+        version: config.version,
+        rate_limit_per_minute: config.rate_limit_per_minute,
+        body_limit_bytes: config.body_limit_bytes,
+        page_size: { default: DEFAULT_PAGE_SIZE, max: MAX_PAGE_SIZE },
+      },
+    }),
+    authenticator,
+    tenants,
+    version: config.version,
+    documentationBase,
+    log: logger.child({ component: 'mcp' }),
+  });
   operationalRoutes(routes, {
     version: config.version,
     schemaVersion: () => storage.schemaVersion(),
@@ -247,8 +303,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   return {
     app,
     storage,
-    services: { envelopes, budgets, policies, keys, tenants, audit, leases },
+    services: { envelopes, budgets, policies, approvals, keys, tenants, audit, leases },
     processor,
+    jobs,
     webhooks,
     effects,
     metrics,
@@ -261,10 +318,18 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     grpcPort: () => grpcPort,
     httpRoutes: registered,
     async close() {
-      await grpc.close();
-      await app.close();
-      await processor.stop();
-      await leaseService.unsubscribe();
+      const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdown_grace_ms);
+      try {
+        await Promise.all([
+          grpc.close(config.shutdown_grace_ms),
+          app.close(),
+          processor.stop(),
+          leaseService.unsubscribe(),
+          jobs.stop(),
+        ]);
+      } finally {
+        clearTimeout(cut);
+      }
       await publisher.stop();
       // A moment to send what is pending; what is left stays in the store for the next start.
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);

@@ -17,7 +17,8 @@ async function main(): Promise<void> {
     service: 'control-plane',
     secrets: configuredSecrets(config),
   });
-  const guard = guardProcess(logger);
+  // The drain cuts what is still busy after the grace; this bound is for a stop that hangs after it.
+  const guard = guardProcess(logger, { shutdownTimeoutMs: config.shutdown_grace_ms + 5_000 });
   const metrics = new ControlPlaneMetrics();
   const messaging = await messagingFromConfig(config, logger, {
     name: 'control-plane',

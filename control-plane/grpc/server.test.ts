@@ -73,7 +73,7 @@ describe('gRPC server limits', () => {
   });
   afterAll(async () => {
     running.clients.close();
-    await running.server.close();
+    await running.server.close(1_000);
     await storage.close();
     rmSync(dir, { recursive: true, force: true });
   });

@@ -67,7 +67,8 @@ export interface GrpcServerOptions {
 export interface GrpcServer {
   /** Binds `host:port` (port 0: any free port); resolves with the bound port. */
   listen(host: string, port: number): Promise<number>;
-  close(): Promise<void>;
+  /** Stops taking calls; those in flight may finish within `graceMs`, then are cancelled. */
+  close(graceMs: number): Promise<void>;
 }
 
 function firstValue(metadata: Metadata, key: string): string | undefined {
@@ -198,10 +199,9 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
           (error, bound) => (error === null ? resolve(bound) : reject(error)),
         );
       }),
-    close: () =>
+    close: (graceMs) =>
       new Promise((resolve) => {
-        // Calls in flight may finish for a moment; then whatever is left is cancelled.
-        const force = setTimeout(() => server.forceShutdown(), 2_000);
+        const force = setTimeout(() => server.forceShutdown(), graceMs);
         server.tryShutdown(() => {
           clearTimeout(force);
           resolve();

@@ -7,14 +7,16 @@ import {
   evaluate,
   evaluateAsync,
   policyFromRestCreate,
-  type Approval,
+  revisePolicy,
   type CompiledRuleset,
   type EvaluationResult,
   type Policy,
+  type PolicyChanges,
   type PolicyStatus,
   type RestCreatePolicyRequest,
   type SemanticJudge,
 } from '../../core/policy/index.ts';
+import type { Approvals } from '../approvals/approvals.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
@@ -27,6 +29,8 @@ export interface PolicyDeps {
   audit: AuditLog;
   effects: EffectDispatcher;
   judge: SemanticJudge;
+  /** Opens the pending approval of a REQUIRE_APPROVAL decision. */
+  approvals: Approvals;
   clock: () => Date;
   /** Called after every evaluation, for metrics. */
   observe?: (result: EvaluationResult) => void;
@@ -62,10 +66,55 @@ export class Policies implements PolicyGate {
     return policy;
   }
 
+  /**
+   * Applies changes (revisePolicy: compiled before anything is stored, SVC-POL-2003 when it could
+   * not run). The revision replaces the one read only if no other came first (SVC-SYS-9001 then:
+   * retry), so no change is lost between concurrent writers.
+   */
+  async update(caller: Caller, policyId: string, changes: PolicyChanges): Promise<Policy> {
+    const now = this.deps.clock();
+    return this.deps.effects.commit(async (tx, effects) => {
+      const current = await tx.policies.get(caller.tenant, policyId);
+      if (current === undefined) throw notFound(policyId);
+      const revised = revisePolicy(current, changes, now);
+      if (!(await tx.policies.replace(caller.tenant, revised, current.version)))
+        throw new SvcError('SVC-SYS-9001', `policy ${policyId} was changed meanwhile; read it again and retry`, {
+          policy_id: policyId,
+        });
+      await tx.policies.bumpVersion(caller.tenant);
+      await this.deps.audit.append(tx, caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'policy.update',
+        resource: { type: 'policy', id: policyId },
+        result: 'updated',
+        metadata: {
+          changed: Object.keys(changes).filter((k) => changes[k as keyof PolicyChanges] !== undefined),
+          version: revised.version,
+          status: revised.status,
+        },
+      });
+      effects.changes.push({ kind: 'ruleset', tenant: caller.tenant });
+      return revised;
+    });
+  }
+
+  async remove(caller: Caller, policyId: string): Promise<void> {
+    await this.deps.effects.commit(async (tx, effects) => {
+      if (!(await tx.policies.remove(caller.tenant, policyId))) throw notFound(policyId);
+      await tx.policies.bumpVersion(caller.tenant);
+      await this.deps.audit.append(tx, caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'policy.delete',
+        resource: { type: 'policy', id: policyId },
+        result: 'deleted',
+      });
+      effects.changes.push({ kind: 'ruleset', tenant: caller.tenant });
+    });
+  }
+
   async get(tenant: string, policyId: string): Promise<Policy> {
     const policy = await this.deps.storage.read.policies.get(tenant, policyId);
-    if (policy === undefined)
-      throw new SvcError('SVC-POL-2002', `policy ${policyId} not found`, { policy_id: policyId });
+    if (policy === undefined) throw notFound(policyId);
     return policy;
   }
 
@@ -111,21 +160,15 @@ export class Policies implements PolicyGate {
     if (question.dryRun === true) return { result, approvalId: null };
     const now = this.deps.clock();
     const approvalId = await this.deps.effects.commit(async (tx, effects) => {
-      let approval: Approval | null = null;
-      if (result.decision === 'REQUIRE_APPROVAL') {
-        approval = {
-          approval_id: randomUUID(),
-          tenant_id: caller.tenant,
-          status: 'PENDING',
-          policy_id: result.matched_policy ?? '',
-          rule_id: result.matched_rule ?? '',
-          action: question.action,
-          context: question.context,
-          ...(question.envelopeId !== undefined ? { envelope_id: question.envelopeId } : {}),
-          created_at: now.toISOString(),
-        };
-        await tx.approvals.insert(caller.tenant, approval);
-      }
+      const approval =
+        result.decision === 'REQUIRE_APPROVAL'
+          ? await this.deps.approvals.open(tx, effects, caller, {
+              action: question.action,
+              context: question.context,
+              envelopeId: question.envelopeId,
+              result,
+            })
+          : null;
       await this.deps.audit.append(tx, caller.tenant, {
         actor: actorOf(caller.principal),
         action: 'policy.evaluate',
@@ -166,4 +209,8 @@ export class Policies implements PolicyGate {
     });
     return { result, approvalId };
   }
+}
+
+function notFound(policyId: string): SvcError {
+  return new SvcError('SVC-POL-2002', `policy ${policyId} not found`, { policy_id: policyId });
 }

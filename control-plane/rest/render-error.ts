@@ -1,5 +1,9 @@
 import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
 import { documentationUrl, ERROR_CATALOGUE, isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
+import { isStorageUnreachable } from '../storage/unreachable.ts';
+
+/** What a 503 asks the caller to wait before retrying, unless the error says otherwise. */
+export const RETRY_AFTER_SECONDS = 5;
 
 export interface RenderedError {
   status: number;
@@ -32,6 +36,10 @@ export function renderError(error: SvcError, requestId: string, now: Date, docum
   };
   const headers: Record<string, string> = { 'x-request-id': requestId };
   if (!spec.retryable) headers['x-should-retry'] = 'false';
+  if (spec.http === 503) {
+    const asked = error.details.retry_after_seconds;
+    headers['retry-after'] = String(typeof asked === 'number' && asked > 0 ? Math.ceil(asked) : RETRY_AFTER_SECONDS);
+  }
   let body: Record<string, unknown> = { error: structured };
   if (POLICY_BODY.has(error.code)) {
     body = {
@@ -92,5 +100,9 @@ export function asSvcError(error: unknown): SvcError {
   if (typeof code === 'string' && Object.hasOwn(FRAMEWORK_ERRORS, code)) return FRAMEWORK_ERRORS[code]!();
   if (typeof code === 'string' && code.startsWith('FST_') && (error as { statusCode?: unknown }).statusCode === 400)
     return new SvcError('SVC-SYS-9002', 'invalid request');
+  if (isStorageUnreachable(error))
+    return new SvcError('SVC-SYS-9001', 'storage unavailable, retry later', {
+      retry_after_seconds: RETRY_AFTER_SECONDS,
+    });
   return new SvcError('SVC-SYS-9007', 'internal error');
 }

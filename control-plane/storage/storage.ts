@@ -238,6 +238,13 @@ export interface PolicyRepository extends PolicyReader {
   insert(tenant: string, policy: Policy): Promise<void>;
   /** One more than the version before; returns it. Every policy write bumps it in its transaction. */
   bumpVersion(tenant: string): Promise<number>;
+  /**
+   * Stores a new revision of a stored policy if its stored `version` is still `expectedVersion`
+   * (compare and set): false, nothing written, when it is absent or another revision came first.
+   */
+  replace(tenant: string, policy: Policy, expectedVersion: number): Promise<boolean>;
+  /** Deletes the policy: false when there was none. */
+  remove(tenant: string, policyId: string): Promise<boolean>;
 }
 
 export interface ApiKeyReader {
@@ -335,9 +342,18 @@ export interface ApprovalReader {
   list(tenant: string, page?: PageRequest): Promise<Page<Approval>>;
 }
 
+/** The fields a decision sets; `review_note` absent means none. */
+export type ApprovalDecisionFields = Pick<Approval, 'status' | 'decided_at' | 'reviewer_id' | 'review_note'>;
+
 export interface ApprovalRepository extends ApprovalReader {
   /** SVC-SYS-9008 (field `approval_id`) when the id is taken. */
   insert(tenant: string, approval: Approval): Promise<void>;
+  /**
+   * Records the decision if the approval is still PENDING (compare and set), so of two concurrent
+   * reviewers exactly one decides: the approval after, or undefined when it is absent or was
+   * decided meanwhile.
+   */
+  decide(tenant: string, approvalId: string, decision: ApprovalDecisionFields): Promise<Approval | undefined>;
 }
 
 export interface OutboxRepository {

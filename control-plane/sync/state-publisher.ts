@@ -1,7 +1,9 @@
+import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { KeyValueStore, Messaging } from '../../core/bus/bus.ts';
 import { budgetStatus, type Budget } from '../../core/domain/index.ts';
+import { SvcError } from '../../core/errors/index.ts';
 import {
   BUCKETS,
   keys,
@@ -37,6 +39,9 @@ export function budgetState(
   };
 }
 
+/** Writes of one key lost to other replicas in a row before the sender backs off and retries. */
+const MAX_PUBLISH_RACES = 10;
+
 /** Longest pause between attempts while NATS does not take writes. */
 const MAX_RETRY_MS = 5_000;
 
@@ -52,6 +57,10 @@ function keyOf(change: StateChange): string {
  * out, signals first. A key is queued once however often it changes (the value is read from
  * storage when it is sent, so the latest state goes out), and stays queued until NATS took it.
  * After a failure every key is sent again once NATS takes writes, in case it lost what it held.
+ *
+ * Every replica publishes the changes it commits, from the one shared store: a write is a compare
+ * and set on the key's revision, so two replicas sending the same key never leave the older state
+ * in the bucket, and a ruleset version already there is not sent again.
  */
 export class StatePublisher implements StateSync {
   private readonly deps: {
@@ -83,8 +92,18 @@ export class StatePublisher implements StateSync {
   async start(): Promise<void> {
     this.rulesets = await this.deps.messaging.keyValue.open(BUCKETS.rulesets);
     this.budgetBucket = await this.deps.messaging.keyValue.open(BUCKETS.budgets);
+    await this.refresh();
+  }
+
+  /**
+   * Sends every ruleset and budget state again; resolves once NATS took them, or once `signal`
+   * aborts (what is queued then stays with the sender).
+   */
+  async refresh(signal?: AbortSignal): Promise<void> {
     this.push(await this.everything());
-    await this.idle();
+    if (signal === undefined) return this.idle();
+    if (signal.aborted) return;
+    await Promise.race([this.idle(), once(signal, 'abort')]);
   }
 
   /** Stops sending; what is still queued is sent again in full at the next start. */
@@ -160,24 +179,52 @@ export class StatePublisher implements StateSync {
   }
 
   private async pushRuleset(tenant: string): Promise<void> {
-    if (this.rulesets === null) return;
-    const { version, policies } = await this.deps.policies.snapshot(tenant);
-    const snapshot: RulesetSnapshot = {
-      tenant_id: tenant,
-      version,
-      policies,
-      published_at: this.deps.clock().toISOString(),
-    };
-    await this.rulesets.put(keys.ruleset(tenant), snapshot);
+    const bucket = this.rulesets;
+    if (bucket === null) return;
+    await this.publish(bucket, keys.ruleset(tenant), async (current) => {
+      const { version, policies } = await this.deps.policies.snapshot(tenant);
+      // Another replica sent this version (or a later one) already: proxies need not see it twice.
+      const sent = (current as { version?: unknown } | undefined)?.version;
+      if (typeof sent === 'number' && sent >= version) return undefined;
+      const snapshot: RulesetSnapshot = {
+        tenant_id: tenant,
+        version,
+        policies,
+        published_at: this.deps.clock().toISOString(),
+      };
+      return snapshot;
+    });
   }
 
   private async pushBudget(tenant: string, budgetId: string): Promise<void> {
-    if (this.budgetBucket === null) return;
-    const budget = await this.deps.budgets.find(tenant, budgetId);
-    if (budget === undefined) return;
-    await this.budgetBucket.put(
-      keys.budget(tenant, budgetId),
-      budgetState(budget, await this.deps.leases.unleased(tenant, budget), this.deps.clock()),
-    );
+    const bucket = this.budgetBucket;
+    if (bucket === null) return;
+    await this.publish(bucket, keys.budget(tenant, budgetId), async () => {
+      const budget = await this.deps.budgets.find(tenant, budgetId);
+      if (budget === undefined) return undefined;
+      return budgetState(budget, await this.deps.leases.unleased(tenant, budget), this.deps.clock());
+    });
+  }
+
+  /**
+   * Writes what `read` makes of storage, unless another replica wrote the key after it was read
+   * here: the key's revision is read before storage and the write is conditional on it, so a value
+   * read earlier than the one in the bucket never replaces it (storage is shared; what a later
+   * read sees is at least as new). On a lost race both are read again. `read` returns undefined
+   * when there is nothing to send.
+   */
+  private async publish(
+    bucket: KeyValueStore,
+    key: string,
+    read: (current: unknown) => Promise<unknown>,
+  ): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const current = await bucket.get(key);
+      const value = await read(current?.value);
+      if (value === undefined) return;
+      if ((await bucket.putIf(key, value, current?.revision ?? null)) !== null) return;
+      if (attempt === MAX_PUBLISH_RACES)
+        throw new SvcError('SVC-SYS-9001', `${key}: other writers kept changing it`, { key });
+    }
   }
 }

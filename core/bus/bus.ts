@@ -88,6 +88,11 @@ export interface KeyValueStore {
   get(key: string): Promise<KeyValueEntry | undefined>;
   /** Returns the revision the value was stored under. */
   put(key: string, value: unknown): Promise<number>;
+  /**
+   * Compare and set: stores the value only while the key is still at `revision` (null: while it
+   * has no value). The new revision, or null when another writer moved the key meanwhile.
+   */
+  putIf(key: string, value: unknown, revision: number | null): Promise<number | null>;
   delete(key: string): Promise<void>;
   /**
    * Delivers the current value of every key matching `filter` first, then the changes, in revision

@@ -35,14 +35,23 @@ class MemoryKeyValueStore implements KeyValueStore {
   }
 
   put(key: string, value: unknown): Promise<number> {
+    return asPromise(() => this.#put(key, value));
+  }
+
+  putIf(key: string, value: unknown, revision: number | null): Promise<number | null> {
     return asPromise(() => {
       assertKey(key);
-      const payload = encodePayload(value);
-      const revision = ++this.#revision;
-      this.#entries.set(key, { payload, revision });
-      this.#notify(key, () => ({ key, value: decodePayload(payload), revision, operation: 'PUT' }));
-      return revision;
+      return (this.#entries.get(key)?.revision ?? null) === revision ? this.#put(key, value) : null;
     });
+  }
+
+  #put(key: string, value: unknown): number {
+    assertKey(key);
+    const payload = encodePayload(value);
+    const revision = ++this.#revision;
+    this.#entries.set(key, { payload, revision });
+    this.#notify(key, () => ({ key, value: decodePayload(payload), revision, operation: 'PUT' }));
+    return revision;
   }
 
   delete(key: string): Promise<void> {

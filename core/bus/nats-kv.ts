@@ -17,6 +17,9 @@ function toEntry(entry: KvEntry): KeyValueEntry {
   };
 }
 
+/** JetStream's answer to a write whose expected revision is not the key's. */
+const WRONG_LAST_SEQUENCE = 10071;
+
 function unavailable(what: string, error: unknown): SvcError {
   return new SvcError('SVC-SYS-9001', `${what}: ${(error as Error).message}`);
 }
@@ -48,6 +51,19 @@ class NatsKeyValueStore implements KeyValueStore {
       return encodePayload(value);
     });
     return this.#kv.put(key, payload).catch((error: unknown) => {
+      throw unavailable(`cannot write ${this.#bucket}/${key}`, error);
+    });
+  }
+
+  async putIf(key: string, value: unknown, revision: number | null): Promise<number | null> {
+    const payload = await asPromise(() => {
+      assertKey(key);
+      return encodePayload(value);
+    });
+    // `create` also takes a key whose last entry is a deletion.
+    const write = revision === null ? this.#kv.create(key, payload) : this.#kv.update(key, payload, revision);
+    return write.catch((error: unknown) => {
+      if ((error as { api_error?: { err_code?: number } }).api_error?.err_code === WRONG_LAST_SEQUENCE) return null;
       throw unavailable(`cannot write ${this.#bucket}/${key}`, error);
     });
   }

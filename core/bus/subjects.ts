@@ -10,6 +10,9 @@ export const subjects = {
   budgetWarning: (tenant: string) => `svc.${tenant}.budgets.warning`,
   budgetExceeded: (tenant: string) => `svc.${tenant}.budgets.exceeded`,
   policyViolation: (tenant: string) => `svc.${tenant}.policies.violation`,
+  /** Approvals (spec 3.4) travel in the policies family, so the event stream keeps them. */
+  approvalRequested: (tenant: string) => `svc.${tenant}.policies.approval.requested`,
+  approvalDecided: (tenant: string) => `svc.${tenant}.policies.approval.decided`,
   systemHealth: 'svc.system.health',
   systemMetrics: 'svc.system.metrics',
 } as const;

@@ -70,6 +70,9 @@ export const ConfigSchema = z.object({
   jwt_issuer: optionalString,
   jwt_audience: optionalString,
   jwt_tenant_claim: z.string().default('tenant_id'),
+  /** The stdio MCP entry (`npm run mcp`): the control plane it forwards to, and the API key it uses there. */
+  mcp_control_plane_url: z.url({ protocol: /^https?$/ }).optional(),
+  mcp_api_key: optionalString,
   rate_limit_per_minute: z.coerce.number().int().positive().default(600),
 
   /** Plain-HTTP alert webhook URLs are refused unless this is true. */
@@ -91,6 +94,12 @@ export const ConfigSchema = z.object({
   /** At most the consumer's max_ack_pending (1000): a larger batch could never fill and would stall. */
   processor_batch_size: z.coerce.number().int().min(1).max(1000).default(512),
   processor_max_wait_ms: z.coerce.number().int().min(1).max(10_000).default(20),
+  /** Every replica's background jobs run on the one holding the job's lease; another takes over this long after it died. */
+  job_lease_ttl_seconds: z.coerce.number().int().min(3).max(3600).default(30),
+  /** How often the replica holding the job sends every ruleset and budget state to NATS again (periods, expiries). */
+  state_refresh_seconds: z.coerce.number().int().min(1).max(86_400).default(60),
+  /** On SIGTERM: time for in-flight requests and the consumers' batches to finish before the process exits. */
+  shutdown_grace_ms: z.coerce.number().int().min(1_000).max(600_000).default(25_000),
 
   /** Loopback by default: a sidecar's agent shares the pod's loopback; anything wider is an open proxy. */
   proxy_host: z.string().default('127.0.0.1'),

@@ -48,6 +48,7 @@ describe('periodBounds', () => {
     ['daily', '2026-11-22T00:00:00.000Z', '2026-11-23T00:00:00.000Z'],
     ['weekly', '2026-11-16T00:00:00.000Z', '2026-11-23T00:00:00.000Z'],
     ['monthly', '2026-11-01T00:00:00.000Z', '2026-12-01T00:00:00.000Z'],
+    ['quarterly', '2026-10-01T00:00:00.000Z', '2027-01-01T00:00:00.000Z'],
   ] as const)('%s periods are calendar periods in UTC', (period, start, end) => {
     const bounds = periodBounds(period, at, created);
     expect([bounds.start.toISOString(), bounds.end?.toISOString()]).toEqual([start, end]);

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MAX_COUNT, MAX_TEXT_LENGTH, MAX_USD } from './bounds.ts';
 import { TimestampSchema, UuidSchema } from './common.ts';
 
-export const BudgetPeriodSchema = z.enum(['hourly', 'daily', 'weekly', 'monthly', 'total']);
+export const BudgetPeriodSchema = z.enum(['hourly', 'daily', 'weekly', 'monthly', 'total', 'quarterly']);
 export type BudgetPeriod = z.infer<typeof BudgetPeriodSchema>;
 
 export const BudgetTypeSchema = z.enum(['token', 'cost', 'hybrid']);

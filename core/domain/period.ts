@@ -8,7 +8,8 @@ export interface PeriodBounds {
 
 /**
  * Calendar periods in UTC: an hourly budget runs from the top of the hour, a weekly one from
- * Monday 00:00, a monthly one from the 1st. `total` starts when the budget was created.
+ * Monday 00:00, a monthly one from the 1st, a quarterly one from January, April, July or October
+ * 1st. `total` starts when the budget was created.
  */
 export function periodBounds(period: BudgetPeriod, at: Date, createdAt: Date): PeriodBounds {
   const y = at.getUTCFullYear();
@@ -30,6 +31,10 @@ export function periodBounds(period: BudgetPeriod, at: Date, createdAt: Date): P
     }
     case 'monthly':
       return { start: new Date(Date.UTC(y, m, 1)), end: new Date(Date.UTC(y, m + 1, 1)) };
+    case 'quarterly': {
+      const first = m - (m % 3);
+      return { start: new Date(Date.UTC(y, first, 1)), end: new Date(Date.UTC(y, first + 3, 1)) };
+    }
     case 'total':
       return { start: createdAt, end: null };
   }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EnvelopeStatusSchema } from '../domain/envelope.ts';
 import { IdSchema } from '../domain/bounds.ts';
 import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
+import { ApprovalSchema } from '../policy/approvals.ts';
 import { SemanticFindingSchema } from '../policy/result.ts';
 
 /**
@@ -75,3 +76,11 @@ export const PolicyViolationMessageSchema = z.object({
   semantic: SemanticFindingSchema.optional(),
 });
 export type PolicyViolationMessage = z.infer<typeof PolicyViolationMessageSchema>;
+
+/** `policies.approval.requested` and `policies.approval.decided`: the approval as it now stands. */
+export const ApprovalMessageSchema = z.object({
+  tenant_id: z.string(),
+  approval: ApprovalSchema,
+  occurred_at: TimestampSchema,
+});
+export type ApprovalMessage = z.infer<typeof ApprovalMessageSchema>;

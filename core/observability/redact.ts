@@ -26,6 +26,7 @@ const SECRET_FIELDS = new Set([
   'secret',
   'client_secret',
   'bootstrap_admin_key',
+  'mcp_api_key',
   'nats_password',
   'nats_token',
   'database_url',

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { Counter, Registry } from 'prom-client';
 import { configuredSecrets, createScrubber } from './redact.ts';
 
-/** Spec 8: servers get 30 seconds to shut down before the process exits regardless. */
+/** Spec 8: servers get 30 seconds to shut down before the process exits regardless (unless configured). */
 export const SHUTDOWN_TIMEOUT_MS = 30_000;
 
 /** After an uncaught exception the state is unknown: the graceful stop gets less time. */
@@ -27,7 +27,8 @@ export interface ProcessGuard {
  *   the orchestrator restarts it, the outbox keeps every event, and agents' calls fail closed
  *   while it is away (docs/security.md).
  */
-export function guardProcess(logger: Logger): ProcessGuard {
+export function guardProcess(logger: Logger, options: { shutdownTimeoutMs?: number } = {}): ProcessGuard {
+  const shutdownTimeoutMs = options.shutdownTimeoutMs ?? SHUTDOWN_TIMEOUT_MS;
   const failures = new Registry();
   const rejections = new Counter({
     name: 'svc_process_unhandled_rejections_total',
@@ -69,8 +70,8 @@ export function guardProcess(logger: Logger): ProcessGuard {
     logger.fatal({ err: error }, 'uncaught exception; stopping the process');
     shutdown('uncaught exception', 1, FAILURE_SHUTDOWN_TIMEOUT_MS);
   });
-  process.on('SIGTERM', () => shutdown('SIGTERM', 0, SHUTDOWN_TIMEOUT_MS));
-  process.on('SIGINT', () => shutdown('SIGINT', 0, SHUTDOWN_TIMEOUT_MS));
+  process.on('SIGTERM', () => shutdown('SIGTERM', 0, shutdownTimeoutMs));
+  process.on('SIGINT', () => shutdown('SIGINT', 0, shutdownTimeoutMs));
 
   return {
     expose(registry) {

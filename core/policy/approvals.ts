@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ActorSchema } from '../domain/audit.ts';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
 
 export const ApprovalStatusSchema = z.enum(['PENDING', 'APPROVED', 'REJECTED']);
@@ -14,6 +15,12 @@ export const ApprovalSchema = z.object({
   action: z.string(),
   context: z.record(z.string(), z.unknown()),
   envelope_id: z.string().optional(),
+  /** `context.workflow_id` when the action named one: what reviewers filter their queue by. */
+  workflow_id: z.string().optional(),
+  /** Who asked for the action (absent on approvals stored before it was recorded). */
+  requested_by: ActorSchema.optional(),
+  /** Why approval is needed: the matched rule's message or the engine's reason. */
+  reason: z.string().optional(),
   created_at: z.iso.datetime(),
   decided_at: z.iso.datetime().optional(),
   reviewer_id: z.string().optional(),

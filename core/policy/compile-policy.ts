@@ -8,6 +8,8 @@ export interface CompiledRule {
   readonly name: string;
   readonly decision: Decision;
   readonly message: string | undefined;
+  /** The action pattern as written, for the ruleset's action index. */
+  readonly action: string;
   readonly matchesAction: ActionMatcher;
   readonly checks: readonly CompiledCheck[];
   readonly semantic: readonly CompiledSemantic[];
@@ -82,6 +84,7 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
     name: rule.name,
     decision: rule.decision,
     message: rule.message,
+    action: rule.action,
     matchesAction,
     checks,
     semantic,

@@ -1,3 +1,4 @@
+import { indexActions, type ActionIndex } from './action-index.ts';
 import { compilePolicy, type CompiledPolicy, type CompiledRule } from './compile-policy.ts';
 import type { CompiledCheck, CompiledSemantic } from './condition.ts';
 import type { Policy } from './model.ts';
@@ -19,6 +20,8 @@ export interface CompiledRuleset {
   /** ACTIVE policies, highest priority first. */
   readonly policies: readonly CompiledPolicy[];
   readonly steps: readonly RuleStep[];
+  /** The steps each action can match, so a walk skips the rest. */
+  readonly index: ActionIndex;
   /** True when some rule has a SEMANTIC condition: use `evaluateAsync` with a judge. */
   readonly needsJudge: boolean;
 }
@@ -55,7 +58,13 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
     const policyEnd = steps.length + policy.rules.length;
     for (const rule of policy.rules) steps.push({ policy, rule, policyEnd, ...describe(policy, rule) });
   }
-  return { version, policies: compiled, steps, needsJudge: steps.some((s) => s.rule.semantic.length > 0) };
+  return {
+    version,
+    policies: compiled,
+    steps,
+    index: indexActions(steps.map((s) => s.rule.action)),
+    needsJudge: steps.some((s) => s.rule.semantic.length > 0),
+  };
 }
 
 function describe(policy: CompiledPolicy, rule: CompiledRule): Pick<RuleStep, 'reason' | 'warning'> {
@@ -176,34 +185,32 @@ function walk(
 ): number {
   const { steps } = ruleset;
   const { action, context, policySet } = input;
+  const candidates = ruleset.index.candidates(action);
   const restricted = policySet !== undefined && policySet.length > 0;
   let selectedUntil = from;
-  let i = from;
-  while (i < steps.length) {
+  // `next` is the first step still to consider: jumps past a policy move it, candidates before it are skipped.
+  let next = from;
+  for (let c = 0; c < candidates.length; c++) {
+    const i = candidates[c] as number;
+    if (i < next) continue;
     const step = steps[i] as RuleStep;
     if (restricted && i >= selectedUntil) {
       if (!policySet.includes(step.policy.policyId) && !policySet.includes(step.policy.name)) {
-        i = step.policyEnd;
+        next = step.policyEnd;
         continue;
       }
       selectedUntil = step.policyEnd;
     }
     const { rule } = step;
-    if (!rule.matchesAction(action) || !checksPass(rule.checks, context)) {
-      i++;
-      continue;
-    }
+    if (!rule.matchesAction(action) || !checksPass(rule.checks, context)) continue;
     if (rule.semantic.length > 0) {
       const verdict = answer(step, i, context, state);
       if (verdict === undefined) return i;
-      if (!verdict) {
-        i++;
-        continue;
-      }
+      if (!verdict) continue;
     }
-    const next = apply(state, step);
-    if (next === DECIDED) return DONE;
-    i = next === NEXT_POLICY ? step.policyEnd : i + 1;
+    const applied = apply(state, step);
+    if (applied === DECIDED) return DONE;
+    next = applied === NEXT_POLICY ? step.policyEnd : i + 1;
   }
   return DONE;
 }

@@ -74,6 +74,8 @@ describe('npm run build', () => {
       expect(existsSync(join(ROOT, 'dist', entry)), entry).toBe(true);
     }
     expect(existsSync(join(ROOT, 'dist/config/prices.json'))).toBe(true);
+    // The PostgreSQL backend reads its migrations beside its compiled module.
+    expect(existsSync(join(ROOT, 'dist/control-plane/storage/postgres/migrations/0001_initial.sql'))).toBe(true);
   });
 
   it('starts the control plane and a proxy bound to it from dist/, without type stripping', async () => {

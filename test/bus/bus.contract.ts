@@ -336,6 +336,23 @@ export function busContract(name: string, makeMessaging: (registry: Registry) =>
       await watch.unsubscribe();
     });
 
+    it('writes a key only while it is at the revision the writer read (compare and set)', async () => {
+      const { keyValue } = await open();
+      const kv = await keyValue.open('svc_contract');
+      const key = `ruleset.${tenant()}.v`;
+      const first = await kv.putIf(key, { version: 1 }, null);
+      expect(first).not.toBeNull();
+      expect(await kv.putIf(key, { version: 9 }, null)).toBeNull();
+      const second = await kv.putIf(key, { version: 2 }, first);
+      expect(second).not.toBeNull();
+      // A writer that read the first revision lost the race: its write is refused, not applied.
+      expect(await kv.putIf(key, { version: 1 }, first)).toBeNull();
+      expect(await kv.get(key)).toMatchObject({ value: { version: 2 }, revision: second });
+      await kv.delete(key);
+      expect(await kv.putIf(key, { version: 3 }, null)).not.toBeNull();
+      expect(await kv.get(key)).toMatchObject({ value: { version: 3 } });
+    });
+
     it('answers a request, carries a replier SvcError back, and times out without a responder', async () => {
       const { requests } = await open();
       const t = tenant();

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../control-plane/audit/canonical-json.ts';
 import type { AuditRecord } from '../../core/domain/index.ts';
@@ -10,7 +9,7 @@ import {
   type RunningControlPlane,
   type TenantResources,
 } from '../harness/control-plane.ts';
-import { rawLmdb } from '../storage/lmdb-raw.ts';
+import { rawAudit, type RawAudit } from '../storage/raw-audit.ts';
 
 let cp: RunningControlPlane;
 let key: string;
@@ -94,14 +93,17 @@ describe('the hash chain', () => {
       reason: string | null;
     };
   /** Changes the stored records while the control plane is down, as someone with the volume could. */
-  const tamper = async (change: (raw: ReturnType<typeof rawLmdb>) => void) => {
+  const tamper = async (change: (raw: RawAudit) => Promise<void>) => {
+    const { databaseUrl } = cp;
     cp = await cp.restart(async (dataDir) => {
-      const raw = rawLmdb(join(dataDir, 'control-plane'));
-      change(raw);
-      await raw.close();
+      const raw = await rawAudit({ dataDir, databaseUrl });
+      try {
+        await change(raw);
+      } finally {
+        await raw.close();
+      }
     });
   };
-  const stored = (raw: ReturnType<typeof rawLmdb>, seq: number) => raw.get<AuditRecord>('acme', 'audit', seq)!;
 
   it('verifies an untouched log', async () => {
     const count = (await audit('?limit=1000')).length;
@@ -124,21 +126,24 @@ describe('the hash chain', () => {
   });
 
   it('reports the seq of a record altered in storage', async () => {
-    await tamper((raw) => raw.put('acme', 'audit', 4, { ...stored(raw, 4), result: 'deny' }));
+    await tamper(async (raw) => raw.put('acme', 4, { ...(await raw.get('acme', 4)), result: 'deny' }));
     expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: 4, checked: 3 });
   });
 
   it('reports the next record when an altered record is re-hashed to hide it', async () => {
-    await tamper((raw) => {
-      const { hash: _old, ...body } = { ...stored(raw, 3), actor: { type: 'api_key' as const, id: 'someone-else' } };
-      raw.put('acme', 'audit', 3, { ...body, hash: createHash('sha256').update(canonicalJson(body)).digest('hex') });
+    await tamper(async (raw) => {
+      const { hash: _old, ...body } = {
+        ...(await raw.get('acme', 3)),
+        actor: { type: 'api_key' as const, id: 'someone-else' },
+      };
+      await raw.put('acme', 3, { ...body, hash: createHash('sha256').update(canonicalJson(body)).digest('hex') });
     });
     expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: 4 });
   });
 
   it('reports records removed from the end', async () => {
     const all = await audit('?limit=1000');
-    await tamper((raw) => raw.remove('acme', 'audit', all[0]!.seq));
+    await tamper((raw) => raw.remove('acme', all[0]!.seq));
     expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: all[0]!.seq });
   });
 });

@@ -47,13 +47,18 @@ function usageEvent(budgetId: string, envelopeId: string, costUsd: number, event
 describe('state pushed to proxies', () => {
   it('writes the ruleset snapshot when a policy is created', async () => {
     const bucket = await cp.messaging.keyValue.open('svc_rulesets');
-    const before = RulesetSnapshotSchema.parse((await bucket.get(keys.ruleset('acme')))!.value);
+    const snapshot = async () => {
+      const entry = await bucket.get(keys.ruleset('acme'));
+      return entry === null || entry === undefined ? null : RulesetSnapshotSchema.parse(entry.value);
+    };
+    const before = (await eventually(snapshot, (s) => s !== null))!;
     expect(before.policies).toHaveLength(0);
     const policy = await cp.call('POST', '/v1/policies', {
       key,
       body: { name: 'deny-gpt4', rules: [{ action: 'llm:gpt-4*', effect: 'deny' }] },
     });
-    const after = RulesetSnapshotSchema.parse((await bucket.get(keys.ruleset('acme')))!.value);
+    // Pushes run in the background after the commit: waited for, not assumed done with the answer.
+    const after = (await eventually(snapshot, (s) => s !== null && s.version > before.version))!;
     expect(after.version).toBe(before.version + 1);
     expect(after.policies.map((p) => p.policy_id)).toEqual([policy.body.policy_id]);
   });
@@ -61,7 +66,11 @@ describe('state pushed to proxies', () => {
   it('writes budget state on creation and after usage', async () => {
     const budgetId = await costBudget(2);
     const bucket = await cp.messaging.keyValue.open('svc_budgets');
-    expect(BudgetStateSchema.parse((await bucket.get(keys.budget('acme', budgetId)))!.value)).toMatchObject({
+    const state = async () => {
+      const entry = await bucket.get(keys.budget('acme', budgetId));
+      return entry === null || entry === undefined ? null : BudgetStateSchema.parse(entry.value);
+    };
+    expect(await eventually(state, (s) => s !== null)).toMatchObject({
       status: 'active',
       used_micros: 0,
       unleased_micros: 2_000_000,
@@ -71,7 +80,7 @@ describe('state pushed to proxies', () => {
       key,
       body: { event_type: 'llm.call', timestamp: new Date().toISOString(), cost_usd: 0.5 },
     });
-    expect(BudgetStateSchema.parse((await bucket.get(keys.budget('acme', budgetId)))!.value)).toMatchObject({
+    expect(await eventually(state, (s) => s?.used_micros === 500_000)).toMatchObject({
       used_micros: 500_000,
       unleased_micros: 1_500_000,
     });

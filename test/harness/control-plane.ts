@@ -10,6 +10,7 @@ import type { Config } from '../../core/config/schema.ts';
 import { loadPriceTable } from '../../core/metering/prices.ts';
 import { createControlPlane, type ControlPlane } from '../../control-plane/create-control-plane.ts';
 import { createPricer } from '../../control-plane/usage/pricer.ts';
+import { controlPlaneDatabase, type ControlPlaneDatabase } from './postgres.ts';
 
 export const ROOT_KEY = 'root-administrator-key-for-tests-0001';
 
@@ -18,6 +19,8 @@ export interface RunningControlPlane {
   plane: ControlPlane;
   messaging: Messaging;
   dataDir: string;
+  /** The PostgreSQL database it runs on (SVC_TEST_STORAGE=postgres), else null (LMDB in `dataDir`). */
+  databaseUrl: string | null;
   /** Everything published on the bus since start, in order. */
   published: BusMessage[];
   /** Sends a request as `key` (default: the root administrator) and parses the JSON answer. */
@@ -26,19 +29,43 @@ export interface RunningControlPlane {
     path: string,
     options?: { key?: string | null; body?: unknown; headers?: Record<string, string>; raw?: string },
   ): Promise<{ status: number; body: any; headers: Headers }>;
-  /** Closes and opens again on the same data directory, running `whileStopped` in between. */
+  /** Closes and opens again on the same data directory and database, running `whileStopped` in between. */
   restart(whileStopped?: (dataDir: string) => Promise<void>): Promise<RunningControlPlane>;
   close(): Promise<void>;
 }
 
-/** A real control plane on a free port with its own LMDB directory and in-process messaging. */
+/**
+ * A real control plane on a free port with its own storage (an LMDB directory, or a PostgreSQL
+ * database under SVC_TEST_STORAGE=postgres, dropped by `close`) and in-process messaging, or the
+ * messaging `openMessaging` gives (a NATS connection; closed with the control plane).
+ * `database_url: null` runs it on LMDB under any SVC_TEST_STORAGE.
+ */
 export async function startControlPlane(
   overrides: Partial<Record<keyof Config, unknown>> = {},
   dataDir = mkdtempSync(join(tmpdir(), 'cp-')),
+  openMessaging?: () => Promise<Messaging>,
+): Promise<RunningControlPlane> {
+  // `database_url: null` asks for LMDB whatever SVC_TEST_STORAGE says (a suite about LMDB itself).
+  const { database_url: url, ...rest } = overrides;
+  const database = url === undefined ? await controlPlaneDatabase() : null;
+  try {
+    return await start(url === null ? rest : overrides, dataDir, database, openMessaging);
+  } catch (error) {
+    await database?.drop();
+    throw error;
+  }
+}
+
+async function start(
+  overrides: Partial<Record<keyof Config, unknown>>,
+  dataDir: string,
+  database: ControlPlaneDatabase | null,
+  openMessaging: (() => Promise<Messaging>) | undefined,
 ): Promise<RunningControlPlane> {
   const config = loadConfig(
     {},
     {
+      ...database?.config,
       data_dir: dataDir,
       http_host: '127.0.0.1',
       http_port: 0,
@@ -49,7 +76,7 @@ export async function startControlPlane(
     },
   );
   const logger = pino({ level: 'silent' });
-  const messaging = createMemoryMessaging({ logger });
+  const messaging = openMessaging === undefined ? createMemoryMessaging({ logger }) : await openMessaging();
   const published: BusMessage[] = [];
   for (const family of ['envelopes', 'events', 'budgets', 'policies']) {
     await messaging.bus.subscribe(`svc.*.${family}.>`, (m) => {
@@ -59,11 +86,16 @@ export async function startControlPlane(
   }
   const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
   const url = await plane.listen();
+  const stop = async () => {
+    await plane.close();
+    await messaging.close();
+  };
   const running: RunningControlPlane = {
     url,
     plane,
     messaging,
     dataDir,
+    databaseUrl: database?.url ?? null,
     published,
     async call(method, path, options = {}) {
       const headers: Record<string, string> = { ...options.headers };
@@ -87,13 +119,13 @@ export async function startControlPlane(
       return { status: response.status, body, headers: response.headers };
     },
     async restart(whileStopped) {
-      await running.close();
+      await stop();
       await whileStopped?.(dataDir);
-      return startControlPlane(overrides, dataDir);
+      return start(overrides, dataDir, database, openMessaging);
     },
     async close() {
-      await plane.close();
-      await messaging.close();
+      await stop();
+      await database?.drop();
     },
   };
   return running;

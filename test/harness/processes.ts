@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { ProxyAgent } from 'undici';
 import { loadOrCreateCa } from '../../proxy/tls/index.ts';
 import { freePort } from './free-port.ts';
+import { controlPlaneDatabase, dropControlPlaneDatabases } from './postgres.ts';
 
 const ROOT_DIR = new URL('../..', import.meta.url).pathname;
 export const FLEET_ROOT_KEY = 'fleet-root-administrator-key-0001';
@@ -26,6 +27,8 @@ export interface ServiceProcess {
   readonly name: string;
   readonly env: Record<string, string>;
   readonly running: boolean;
+  /** How the last run ended: its exit code, or the signal that ended it; null while none ended. */
+  readonly exit: { code: number | null; signal: NodeJS.Signals | null } | null;
   /** stdout and stderr so far (across restarts), for failure messages. */
   output(): string;
   /** Spawns the process and waits until `readyUrl` answers 200. */
@@ -49,6 +52,7 @@ interface ServiceSpec {
 function service(spec: ServiceSpec): ServiceProcess {
   let child: ChildProcess | undefined;
   let log = '';
+  let exit: ServiceProcess['exit'] = null;
   const end = async (signal: NodeJS.Signals): Promise<void> => {
     const running = child;
     child = undefined;
@@ -64,6 +68,9 @@ function service(spec: ServiceSpec): ServiceProcess {
     get running() {
       return child !== undefined && child.exitCode === null;
     },
+    get exit() {
+      return exit;
+    },
     output: () => log,
     async start() {
       if (child !== undefined) throw new Error(`${spec.name} is already running`);
@@ -73,7 +80,9 @@ function service(spec: ServiceSpec): ServiceProcess {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       child = started;
+      exit = null;
       children.add(started);
+      started.once('exit', (code, signal) => (exit = { code, signal }));
       started.stdout?.on('data', (c: Buffer) => (log += c.toString()));
       started.stderr?.on('data', (c: Buffer) => (log += c.toString()));
       const deadline = Date.now() + (spec.startTimeoutMs ?? 20_000);
@@ -105,7 +114,10 @@ function service(spec: ServiceSpec): ServiceProcess {
   return proc;
 }
 
-/** Kills every child started through this harness (afterAll of every fleet suite). */
+/**
+ * Kills every child started through this harness (afterAll of every fleet suite), then drops the
+ * PostgreSQL databases their control planes ran on.
+ */
 export async function killAllProcesses(): Promise<void> {
   await Promise.all(
     [...children].map(async (child) => {
@@ -115,6 +127,7 @@ export async function killAllProcesses(): Promise<void> {
       children.delete(child);
     }),
   );
+  await dropControlPlaneDatabases();
 }
 
 export interface RestAnswer {
@@ -129,11 +142,15 @@ export interface ControlPlaneProcess extends ServiceProcess {
   rest(method: string, path: string, options?: { tenant?: string; body?: unknown }): Promise<RestAnswer>;
 }
 
-/** `node control-plane/main.ts` on NATS with its own LMDB directory and a free port. */
+/**
+ * `node control-plane/main.ts` on NATS with its own storage (an LMDB directory, or a PostgreSQL
+ * database under SVC_TEST_STORAGE=postgres, dropped by `killAllProcesses`) and a free port.
+ */
 export async function controlPlaneProcess(
   natsUrl: string,
   env: Record<string, string> = {},
 ): Promise<ControlPlaneProcess> {
+  const database = env.SVC_DATABASE_URL === undefined ? await controlPlaneDatabase() : null;
   const dataDir = mkdtempSync(join(tmpdir(), 'fleet-cp-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -142,6 +159,7 @@ export async function controlPlaneProcess(
     script: 'control-plane/main.ts',
     readyUrl: `${url}/health/ready`,
     env: {
+      ...database?.env,
       SVC_NATS_URL: natsUrl,
       SVC_DATA_DIR: dataDir,
       SVC_HTTP_HOST: '127.0.0.1',

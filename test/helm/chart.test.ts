@@ -187,6 +187,9 @@ describe('control plane', () => {
       key: 'url',
     });
     expect(env(cp, 'SVC_DATABASE_POOL_SIZE').value).toBe('10');
+    // A replica drains within its grace, and Kubernetes waits longer than that before killing it.
+    expect(env(cp, 'SVC_SHUTDOWN_GRACE_MS').value).toBe('25000');
+    expect(deploy.spec.template.spec.terminationGracePeriodSeconds).toBe(40);
     const secret = manifest(rendered, 'Secret', 'ag-agent-governance-database');
     expect(Buffer.from(secret.data.url, 'base64').toString()).toBe('postgres://gov:pw@db:5432/gov');
     expect(
@@ -201,6 +204,13 @@ describe('control plane', () => {
     expect(() => renderChart(values)).toThrow(/controlPlane.replicas > 1 needs PostgreSQL/);
     expect(validateValues(merged(values))).toBe(false);
     expect(validateValues.errors?.map((e) => e.instancePath)).toContain('/controlPlane/database');
+    // An empty URL is no database either.
+    const empty = { controlPlane: { replicas: 3, database: { url: '' } } };
+    expect(() => renderChart(empty)).toThrow(/controlPlane.replicas > 1 needs PostgreSQL/);
+    expect(validateValues(merged(empty))).toBe(false);
+    expect(validateValues.errors?.map((e) => e.instancePath)).toContain('/controlPlane/database/url');
+    const secret = { controlPlane: { replicas: 3, database: { existingSecret: 'governance-db' } } };
+    expect(validateValues(merged(secret))).toBe(true);
   });
 });
 

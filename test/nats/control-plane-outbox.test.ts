@@ -81,6 +81,9 @@ describe('the control plane with NATS down', () => {
       (status) => status === 'down',
       10_000,
     );
+    // Counted from here: the writes of the outage (the first ones of a process may warm caches).
+    const routes = ['/v1/envelopes', '/v1/envelopes/:envelope_id/events'];
+    const baseline = await Promise.all(routes.map((route) => handled(cp, route)));
     const expected: string[] = [];
     const timings: number[] = [];
     for (let i = 0; i < 100; i++) {
@@ -111,10 +114,10 @@ describe('the control plane with NATS down', () => {
       }
     }
     expect(timings.filter((ms) => ms >= CLIENT_BOUND_MS)).toEqual([]);
-    for (const route of ['/v1/envelopes', '/v1/envelopes/:envelope_id/events']) {
+    for (const [i, route] of routes.entries()) {
       const { all, within50ms } = await handled(cp, route);
-      expect(all).toBeGreaterThanOrEqual(50);
-      expect(within50ms, route).toBe(all);
+      expect(all - baseline[i]!.all).toBe(50);
+      expect(within50ms - baseline[i]!.within50ms, route).toBe(50);
     }
     const during = await cp.rest('GET', '/health');
     expect(during.body.services.event_bus.status).toBe('down');

@@ -17,6 +17,7 @@ import { createProxy, type Proxy } from '../../proxy/create-proxy.ts';
 import { generateCa } from '../../proxy/tls/index.ts';
 import { eventually, ROOT_KEY } from '../harness/control-plane.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+import { controlPlaneDatabase, type ControlPlaneDatabase } from '../harness/postgres.ts';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
 import { openAiClient } from './sdk-options.ts';
 
@@ -29,6 +30,7 @@ let plane: ControlPlane;
 let proxy: Proxy;
 let agent: ProxyAgent;
 let cpUrl = '';
+let database: ControlPlaneDatabase | null;
 const dirs = [mkdtempSync(join(tmpdir(), 'cp-nats-')), mkdtempSync(join(tmpdir(), 'proxy-nats-'))] as const;
 
 beforeAll(async () => {
@@ -36,10 +38,12 @@ beforeAll(async () => {
   sim = await startSimulator();
   cpMessaging = await openNatsMessaging({ manage: true, connection: { servers: nats.url } }, logger);
   const prices = loadPriceTable();
+  database = await controlPlaneDatabase();
   plane = await createControlPlane({
     config: loadConfig(
       {},
       {
+        ...database?.config,
         data_dir: dirs[0],
         http_host: '127.0.0.1',
         http_port: 0,
@@ -91,6 +95,7 @@ afterAll(async () => {
   await cpMessaging.close();
   await sim.close();
   await nats.dispose();
+  await database?.drop();
   await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
 });
 

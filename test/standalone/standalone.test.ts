@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cost, loadPriceTable } from '../../core/metering/prices.ts';
 import { eventually } from '../harness/control-plane.ts';
 import { freePort } from '../harness/free-port.ts';
+import { controlPlaneDatabase, type ControlPlaneDatabase } from '../harness/postgres.ts';
 import { startSimulator, type Simulator } from '../simulator/server.ts';
 
 const ROOT = 'standalone-root-administrator-key-0001';
@@ -85,11 +86,14 @@ describe('standalone mode (npm start)', () => {
   let dataDir: string;
   let env: Record<string, string>;
   let running: Running;
+  let database: ControlPlaneDatabase | null;
 
   beforeAll(async () => {
     sim = await startSimulator();
     dataDir = mkdtempSync(join(tmpdir(), 'standalone-'));
+    database = await controlPlaneDatabase();
     env = {
+      ...database?.env,
       SVC_DATA_DIR: dataDir,
       SVC_HTTP_HOST: '127.0.0.1',
       SVC_HTTP_PORT: String(await freePort()),
@@ -106,6 +110,7 @@ describe('standalone mode (npm start)', () => {
   afterAll(async () => {
     await stop(running);
     await sim.close();
+    await database?.drop();
     rmSync(dataDir, { recursive: true, force: true });
   });
 

@@ -3,11 +3,14 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../core/config/load.ts';
 import { configuredSecrets, createScrubber } from '../../core/observability/redact.ts';
 import { openStorage } from '../../control-plane/storage/open-storage.ts';
 import { freePort } from '../harness/free-port.ts';
+import { createTestDatabase, postgresReachable, type TestDatabase } from '../harness/postgres.ts';
+
+const pgAvailable = await postgresReachable();
 
 const ROOT_DIR = new URL('../..', import.meta.url).pathname;
 const PASSWORD = 'hunter2-database-password';
@@ -64,13 +67,14 @@ describe('the storage the configuration picks', () => {
     expect(JSON.stringify(scrubbed)).not.toContain(PASSWORD);
   });
 
-  it('stops a control plane configured for PostgreSQL at start with SVC-SYS-9002, naming the setting and not its value', async () => {
+  it('stops a control plane whose database refuses it at start, naming neither the URL nor its password', async () => {
     const dataDir = freshDir();
     const child = spawn(process.execPath, ['control-plane/main.ts'], {
       cwd: ROOT_DIR,
       env: {
         ...process.env,
-        SVC_DATABASE_URL: DATABASE_URL,
+        // A port nothing listens on: the start fails on the connection, whatever the machine runs.
+        SVC_DATABASE_URL: `postgres://svc:${PASSWORD}@127.0.0.1:${await freePort()}/svc`,
         SVC_DATA_DIR: dataDir,
         SVC_HTTP_PORT: String(await freePort()),
         SVC_LOG_LEVEL: 'info',
@@ -82,9 +86,39 @@ describe('the storage the configuration picks', () => {
     child.stderr.on('data', (c: Buffer) => (output += c.toString()));
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     expect(code).toBe(1);
-    expect(output).toContain('SVC_DATABASE_URL: PostgreSQL backend not available in this build');
+    expect(output).toContain('ECONNREFUSED');
     expect(output).not.toContain(PASSWORD);
     // Nothing was opened on the way: no LMDB environment stands in for the database.
     expect(existsSync(join(dataDir, 'control-plane'))).toBe(false);
+  });
+
+  describe.skipIf(!pgAvailable)('with database_url', () => {
+    let database: TestDatabase;
+    beforeAll(async () => {
+      database = await createTestDatabase();
+    });
+    afterAll(async () => {
+      await database?.drop();
+    });
+
+    it('is PostgreSQL, migrated, and says so in the log with the schema version and without the URL', async () => {
+      const lines: string[] = [];
+      const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+      const dataDir = freshDir();
+      const storage = await openStorage(
+        loadConfig({}, { data_dir: dataDir, database_url: database.url, database_pool_size: 2 }),
+        logger,
+      );
+      try {
+        expect(storage.backend).toBe('postgres');
+        expect(await storage.health()).toEqual({ status: 'ok' });
+        const opened = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.backend);
+        expect(opened).toMatchObject({ backend: 'postgres', schema_version: 1, applied: [1] });
+        expect(lines.join('\n')).not.toContain(database.url);
+        expect(existsSync(join(dataDir, 'control-plane'))).toBe(false);
+      } finally {
+        await storage.close();
+      }
+    });
   });
 });

@@ -1,14 +1,12 @@
-import { CreateApiKeyRequestSchema, type ApiKeyRecord } from '../../../core/domain/index.ts';
+import { CreateApiKeyRequestSchema, type ApiKeyView } from '../../../core/domain/index.ts';
 import { parseOrThrow } from '../../../core/errors/index.ts';
-import { toKeyView } from '../../auth/api-keys.ts';
-import type { KeyManagement } from '../../auth/key-management.ts';
+import type { KeyAdministration } from '../../auth/key-administration.ts';
 import { pageOf } from '../codec/paging.ts';
 import { requiredId, toTimestamp } from '../codec/well-known.ts';
 import type { GrpcServiceHandlers } from '../server.ts';
 
 /** The key record of spec 2.8 as svc.tenant.v1.ApiKey: the masked hint, never the secret. */
-export function toGrpcApiKey(record: ApiKeyRecord, now: Date) {
-  const view = toKeyView(record, now);
+export function toGrpcApiKey(view: ApiKeyView) {
   return {
     id: view.id,
     name: view.name,
@@ -23,7 +21,7 @@ export function toGrpcApiKey(record: ApiKeyRecord, now: Date) {
 }
 
 /** svc.tenant.v1.TenantService over the key management REST uses; every method needs admin. */
-export function tenantService(keys: KeyManagement, clock: () => Date): GrpcServiceHandlers {
+export function tenantService(keys: KeyAdministration): GrpcServiceHandlers {
   return {
     CreateApiKey: {
       access: 'admin',
@@ -38,23 +36,21 @@ export function tenantService(keys: KeyManagement, clock: () => Date): GrpcServi
           },
           'request',
         );
-        const { record, secret, now } = await keys.create(caller, parsed);
-        return { api_key: toGrpcApiKey(record, now), key_secret: secret };
+        const { key_secret, ...view } = await keys.create(caller, parsed);
+        return { api_key: toGrpcApiKey(view), key_secret };
       },
     },
     ListApiKeys: {
       access: 'admin',
       handle: async (request, { caller }) => {
-        const now = clock();
-        const page = pageOf(await keys.list(caller), request);
-        return { api_keys: page.items.map((r) => toGrpcApiKey(r, now)), next_page_token: page.next_page_token };
+        const page = pageOf(await keys.list(caller.tenant), request);
+        return { api_keys: page.items.map(toGrpcApiKey), next_page_token: page.next_page_token };
       },
     },
     RevokeApiKey: {
       access: 'admin',
       handle: async (request, { caller }) => {
-        const { record, now } = await keys.revoke(caller, requiredId(request, 'key_id'));
-        return { api_key: toGrpcApiKey(record, now) };
+        return { api_key: toGrpcApiKey(await keys.revoke(caller, requiredId(request, 'key_id'))) };
       },
     },
   };

@@ -6,12 +6,11 @@ import {
   PathIdSchema,
 } from '../../../core/domain/index.ts';
 import { ErrorBodySchema } from '../../../core/errors/index.ts';
-import { toKeyView } from '../../auth/api-keys.ts';
-import type { KeyManagement } from '../../auth/key-management.ts';
+import type { KeyAdministration } from '../../auth/key-administration.ts';
 import type { RouteTable } from '../route.ts';
 
 /** The HTTP face of TenantService's key methods (spec 4.6): the secret is in the create answer only. */
-export function apiKeyRoutes(routes: RouteTable, keys: KeyManagement, clock: () => Date): void {
+export function apiKeyRoutes(routes: RouteTable, keys: KeyAdministration): void {
   routes.add({
     method: 'POST',
     path: '/v1/api-keys',
@@ -24,10 +23,7 @@ export function apiKeyRoutes(routes: RouteTable, keys: KeyManagement, clock: () 
       201: { description: 'created, with key_secret', schema: CreatedApiKeySchema },
       400: { description: 'invalid request (SVC-SYS-9002)', schema: ErrorBodySchema },
     },
-    handler: async ({ caller, body }) => {
-      const { record, secret, now } = await keys.create(caller, body);
-      return { status: 201, body: { ...toKeyView(record, now), key_secret: secret } };
-    },
+    handler: async ({ caller, body }) => ({ status: 201, body: await keys.create(caller, body) }),
   });
   routes.add({
     method: 'GET',
@@ -37,10 +33,7 @@ export function apiKeyRoutes(routes: RouteTable, keys: KeyManagement, clock: () 
     access: 'admin',
     summary: "List the tenant's API keys (masked)",
     responses: { 200: { description: 'keys', schema: z.array(ApiKeyViewSchema) } },
-    handler: async ({ caller }) => ({
-      status: 200,
-      body: (await keys.list(caller)).map((r) => toKeyView(r, clock())),
-    }),
+    handler: async ({ caller }) => ({ status: 200, body: await keys.list(caller.tenant) }),
   });
   routes.add({
     method: 'DELETE',
@@ -54,9 +47,6 @@ export function apiKeyRoutes(routes: RouteTable, keys: KeyManagement, clock: () 
       200: { description: 'revoked', schema: ApiKeyViewSchema },
       404: { description: 'no such key (SVC-SYS-9006)', schema: ErrorBodySchema },
     },
-    handler: async ({ caller, params }) => {
-      const { record, now } = await keys.revoke(caller, params.key_id);
-      return { status: 200, body: toKeyView(record, now) };
-    },
+    handler: async ({ caller, params }) => ({ status: 200, body: await keys.revoke(caller, params.key_id) }),
   });
 }

@@ -7,12 +7,16 @@ export type DependencyCheck = () => Promise<{ status: 'ok' | 'down'; detail?: st
 
 const DependencySchema = z.object({ status: z.enum(['ok', 'down']), detail: z.string().optional() });
 const HealthSchema = z.object({
-  status: z.enum(['ok', 'degraded']),
+  /** `down` while the store is unreachable (503), `degraded` while another dependency is. */
+  status: z.enum(['ok', 'degraded', 'down']),
   service: z.string(),
   version: z.string(),
   services: z.record(z.string(), DependencySchema),
-  /** Bus publications committed but not yet acknowledged by NATS (they go out once it is back). */
-  outbox: z.object({ depth: z.number().int().nonnegative() }),
+  /**
+   * Bus publications committed but not yet acknowledged by NATS (they go out once it is back);
+   * null while the store cannot be read.
+   */
+  outbox: z.object({ depth: z.number().int().nonnegative().nullable() }),
 });
 const VersionSchema = z.object({
   service: z.string(),
@@ -37,14 +41,18 @@ export function operationalRoutes(
     );
     const services = Object.fromEntries(checked);
     const ok = checked.every(([, s]) => s.status === 'ok');
+    // Without its store the control plane can answer nothing; without NATS it still serves (the
+    // outbox keeps what it publishes).
+    const down = services.database?.status === 'down';
     return {
       ok,
+      down,
       body: {
-        status: ok ? ('ok' as const) : ('degraded' as const),
+        status: ok ? ('ok' as const) : down ? ('down' as const) : ('degraded' as const),
         service: 'control-plane',
         version: deps.version,
         services,
-        outbox: { depth: await deps.outboxDepth() },
+        outbox: { depth: down ? null : await deps.outboxDepth().catch(() => null) },
       },
     };
   };
@@ -54,9 +62,15 @@ export function operationalRoutes(
     operationId: 'health',
     tag: 'operations',
     access: 'public',
-    summary: 'Status with per-dependency detail',
-    responses: { 200: { description: 'status', schema: HealthSchema } },
-    handler: async () => ({ status: 200, body: (await health()).body }),
+    summary: 'Status with per-dependency detail; 503 while the store is unreachable',
+    responses: {
+      200: { description: 'status', schema: HealthSchema },
+      503: { description: 'the store is unreachable', schema: HealthSchema },
+    },
+    handler: async () => {
+      const { down, body } = await health();
+      return { status: down ? 503 : 200, body };
+    },
   });
   routes.add({
     method: 'GET',

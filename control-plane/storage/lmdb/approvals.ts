@@ -1,6 +1,6 @@
 import type { Approval } from '../../../core/policy/index.ts';
 import { taken } from '../conflict.ts';
-import type { ApprovalRepository, Page, PageRequest } from '../storage.ts';
+import type { ApprovalDecisionFields, ApprovalRepository, Page, PageRequest } from '../storage.ts';
 import type { KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
 import { pageOf, pageStart } from './pages.ts';
@@ -29,5 +29,15 @@ export class LmdbApprovals implements Sync<ApprovalRepository> {
     if (this.#kv.get(space, approval.approval_id) !== undefined)
       throw taken('approval_id', approval.approval_id, `approval ${approval.approval_id} already exists`);
     this.#kv.put(space, approval.approval_id, approval);
+  }
+
+  decide(tenant: string, approvalId: string, decision: ApprovalDecisionFields): Approval | undefined {
+    const space = this.#layout.tenant(tenant, 'approval');
+    const stored = this.#kv.get<Approval>(space, approvalId);
+    if (stored === undefined || stored.status !== 'PENDING') return undefined;
+    const { review_note: note, ...fields } = decision;
+    const decided: Approval = { ...stored, ...fields, ...(note === undefined ? {} : { review_note: note }) };
+    this.#kv.put(space, approvalId, decided);
+    return decided;
   }
 }

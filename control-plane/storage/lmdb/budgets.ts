@@ -1,22 +1,11 @@
-import {
-  addUsage,
-  emptyUsage,
-  type Budget,
-  type Overflow,
-  type PeriodUsage,
-  type UsageDelta,
-} from '../../../core/domain/index.ts';
+import { addUsage, type Budget, type Overflow, type UsageDelta } from '../../../core/domain/index.ts';
 import { taken } from '../conflict.ts';
 import type { BudgetRepository, Page, PageRequest, PeriodWindow } from '../storage.ts';
+import { usageIn } from '../totals.ts';
 import type { KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
 import { pageOf, pageStart } from './pages.ts';
 import type { Sync } from './promised.ts';
-
-/** The stored usage, or a fresh one when it belongs to a period before `period`. */
-function usageIn(usage: PeriodUsage, period: PeriodWindow): PeriodUsage {
-  return Date.parse(usage.period_start) >= Date.parse(period.start) ? usage : emptyUsage(period.start, period.end);
-}
 
 export class LmdbBudgets implements Sync<BudgetRepository> {
   readonly #kv: KvView;

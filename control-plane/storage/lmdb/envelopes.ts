@@ -1,14 +1,12 @@
 import {
-  boundedSum,
   isFinal,
-  MAX_TOKEN_TOTAL,
-  MAX_TOTAL,
   type CostTotals,
   type Envelope,
   type EnvelopeStatus,
   type Overflow,
 } from '../../../core/domain/index.ts';
 import { taken } from '../conflict.ts';
+import { addCost } from '../totals.ts';
 import type { EnvelopeFilter, EnvelopeRepository, Page, PageRequest, StatusChange } from '../storage.ts';
 import type { Entry, KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
@@ -17,37 +15,6 @@ import type { Sync } from './promised.ts';
 
 /** Where a budget's live envelopes are indexed (`budget_envelope`), so ending them all is a range. */
 const liveIndexId = (budgetId: string, envelopeId: string) => `${budgetId}/${envelopeId}`;
-
-/** Cost totals plus a delta, each bounded (the totals' names are those a refusal reports). */
-export function addCost(cost: CostTotals, delta: CostTotals, overflow: Overflow): CostTotals {
-  const add = (field: string, total: number, added: number, max = MAX_TOTAL) =>
-    boundedSum(total, added, `envelope ${field}`, overflow, max);
-  const model_costs = [...cost.model_costs];
-  for (const added of delta.model_costs) {
-    const i = model_costs.findIndex((m) => m.model_id === added.model_id);
-    const prev =
-      i >= 0
-        ? model_costs[i]!
-        : { model_id: added.model_id, input_tokens: 0, output_tokens: 0, cost_micros: 0, call_count: 0 };
-    const next = {
-      ...prev,
-      input_tokens: add('model input_tokens', prev.input_tokens, added.input_tokens, MAX_TOKEN_TOTAL),
-      output_tokens: add('model output_tokens', prev.output_tokens, added.output_tokens, MAX_TOKEN_TOTAL),
-      cost_micros: add('model cost_micros', prev.cost_micros, added.cost_micros),
-      call_count: add('model call_count', prev.call_count, added.call_count),
-    };
-    if (i >= 0) model_costs[i] = next;
-    else model_costs.push(next);
-  }
-  return {
-    tokens_input: add('tokens_input', cost.tokens_input, delta.tokens_input, MAX_TOKEN_TOTAL),
-    tokens_output: add('tokens_output', cost.tokens_output, delta.tokens_output, MAX_TOKEN_TOTAL),
-    cost_micros: add('cost_micros', cost.cost_micros, delta.cost_micros),
-    llm_calls: add('llm_calls', cost.llm_calls, delta.llm_calls),
-    tool_calls: add('tool_calls', cost.tool_calls, delta.tool_calls),
-    model_costs,
-  };
-}
 
 export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
   readonly #kv: KvView;

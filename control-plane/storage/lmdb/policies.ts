@@ -40,4 +40,18 @@ export class LmdbPolicies implements Sync<PolicyRepository> {
     this.#kv.put(this.#layout.tenant(tenant, 'meta'), 'ruleset_version', next);
     return next;
   }
+
+  replace(tenant: string, policy: Policy, expectedVersion: number): boolean {
+    const space = this.#layout.tenant(tenant, 'policy');
+    if (this.#kv.get<Policy>(space, policy.policy_id)?.version !== expectedVersion) return false;
+    this.#kv.put(space, policy.policy_id, policy);
+    return true;
+  }
+
+  remove(tenant: string, policyId: string): boolean {
+    const space = this.#layout.tenant(tenant, 'policy');
+    if (this.#kv.get(space, policyId) === undefined) return false;
+    this.#kv.remove(space, policyId);
+    return true;
+  }
 }

@@ -1,0 +1,153 @@
+import { randomUUID } from 'node:crypto';
+import { subjects } from '../../core/bus/subjects.ts';
+import { SvcError } from '../../core/errors/index.ts';
+import type { ApprovalMessage } from '../../core/events/messages.ts';
+import {
+  decideApproval,
+  type Approval,
+  type ApprovalDecision,
+  type ApprovalStatus,
+  type EvaluationResult,
+} from '../../core/policy/index.ts';
+import type { AuditLog } from '../audit/audit-log.ts';
+import { actorOf, type Caller } from '../caller.ts';
+import type { EffectDispatcher } from '../effects/dispatcher.ts';
+import type { Effects } from '../effects/effects.ts';
+import { collectPages } from '../storage/paging.ts';
+import type { Repositories, Storage } from '../storage/storage.ts';
+
+export interface ApprovalDeps {
+  storage: Storage;
+  audit: AuditLog;
+  effects: EffectDispatcher;
+  clock: () => Date;
+}
+
+/** What a REQUIRE_APPROVAL decision was about. */
+export interface ApprovalRequest {
+  action: string;
+  context: Record<string, unknown>;
+  envelopeId?: string | undefined;
+  result: EvaluationResult;
+}
+
+export interface ApprovalFilter {
+  status?: ApprovalStatus | undefined;
+  workflowId?: string | undefined;
+  /** At most this many, oldest first. */
+  limit?: number | undefined;
+}
+
+/**
+ * Approvals (spec 3.4): the pending request a REQUIRE_APPROVAL decision opens, and its one
+ * decision. Every surface (REST, gRPC, MCP) lists and decides through this service.
+ */
+export class Approvals {
+  private readonly deps: ApprovalDeps;
+
+  constructor(deps: ApprovalDeps) {
+    this.deps = deps;
+  }
+
+  /**
+   * Inside the deciding transaction: stores the PENDING approval (who asked, for what, why) and
+   * queues its `approval.requested` event, so the approval exists exactly when the decision does.
+   */
+  async open(tx: Repositories, effects: Effects, caller: Caller, request: ApprovalRequest): Promise<Approval> {
+    const now = this.deps.clock().toISOString();
+    const workflowId = request.context.workflow_id;
+    const approval: Approval = {
+      approval_id: randomUUID(),
+      tenant_id: caller.tenant,
+      status: 'PENDING',
+      policy_id: request.result.matched_policy ?? '',
+      rule_id: request.result.matched_rule ?? '',
+      action: request.action,
+      context: request.context,
+      ...(request.envelopeId !== undefined ? { envelope_id: request.envelopeId } : {}),
+      ...(typeof workflowId === 'string' ? { workflow_id: workflowId } : {}),
+      requested_by: actorOf(caller.principal),
+      reason: request.result.message ?? request.result.reason,
+      created_at: now,
+    };
+    await tx.approvals.insert(caller.tenant, approval);
+    this.announce(effects, 'requested', approval, now);
+    return approval;
+  }
+
+  async get(tenant: string, approvalId: string): Promise<Approval> {
+    const approval = await this.deps.storage.read.approvals.get(tenant, approvalId);
+    if (approval === undefined) throw notFound(approvalId);
+    return approval;
+  }
+
+  /** Oldest first. */
+  async list(tenant: string, filter: ApprovalFilter = {}): Promise<Approval[]> {
+    const all = await collectPages((page) => this.deps.storage.read.approvals.list(tenant, page));
+    return all
+      .filter(
+        (a) =>
+          (filter.status === undefined || a.status === filter.status) &&
+          (filter.workflowId === undefined || a.workflow_id === filter.workflowId),
+      )
+      .sort((a, b) => a.created_at.localeCompare(b.created_at) || a.approval_id.localeCompare(b.approval_id))
+      .slice(0, filter.limit);
+  }
+
+  /**
+   * Approves or rejects a PENDING approval once: a second decision, even a concurrent one, is
+   * SVC-POL-2006; an unknown id SVC-POL-2005. Audited with the caller as actor, announced with
+   * `approval.decided`.
+   */
+  async decide(caller: Caller, approvalId: string, decision: Omit<ApprovalDecision, 'now'>): Promise<Approval> {
+    const now = this.deps.clock();
+    return this.deps.effects.commit(async (tx, effects) => {
+      const current = await tx.approvals.get(caller.tenant, approvalId);
+      if (current === undefined) throw notFound(approvalId);
+      const wanted = decideApproval(current, { ...decision, now });
+      const decided = await tx.approvals.decide(caller.tenant, approvalId, {
+        status: wanted.status,
+        decided_at: wanted.decided_at,
+        reviewer_id: wanted.reviewer_id,
+        review_note: wanted.review_note,
+      });
+      if (decided === undefined) {
+        // Decided by another transaction since it was read: the refusal names that decision.
+        const latest = await tx.approvals.get(caller.tenant, approvalId);
+        if (latest !== undefined) decideApproval(latest, { ...decision, now });
+        throw notFound(approvalId);
+      }
+      const approval = decided;
+      await this.deps.audit.append(tx, caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: approval.status === 'APPROVED' ? 'approval.approve' : 'approval.reject',
+        resource: { type: 'approval', id: approvalId },
+        result: approval.status.toLowerCase(),
+        metadata: {
+          reviewer_id: approval.reviewer_id,
+          review_note: approval.review_note ?? null,
+          action: approval.action,
+          policy_id: approval.policy_id,
+        },
+      });
+      this.announce(effects, 'decided', approval, now.toISOString());
+      return approval;
+    });
+  }
+
+  private announce(effects: Effects, what: 'requested' | 'decided', approval: Approval, at: string): void {
+    const message: ApprovalMessage = { tenant_id: approval.tenant_id, approval, occurred_at: at };
+    effects.publications.push({
+      subject:
+        what === 'requested'
+          ? subjects.approvalRequested(approval.tenant_id)
+          : subjects.approvalDecided(approval.tenant_id),
+      data: message,
+      msgId: `approval-${what}-${approval.approval_id}`,
+    });
+  }
+}
+
+function notFound(approvalId: string): SvcError {
+  return new SvcError('SVC-POL-2005', `approval ${approvalId} not found`, { approval_id: approvalId });
+}

@@ -1,0 +1,64 @@
+import type { z } from 'zod';
+import type { ApiKeyView, CreateApiKeyRequestSchema } from '../../core/domain/index.ts';
+import type { AuditLog } from '../audit/audit-log.ts';
+import { actorOf, type Caller } from '../caller.ts';
+import type { Storage } from '../storage/storage.ts';
+import { toKeyView, type ApiKeys } from './api-keys.ts';
+
+type CreateApiKeyRequest = z.infer<typeof CreateApiKeyRequestSchema>;
+
+/**
+ * What an administrator does with a tenant's keys, audited (TenantService of spec 4.6): every
+ * surface creates, lists and revokes through here, so each write lands with its audit record.
+ */
+export class KeyAdministration {
+  private readonly deps: { keys: ApiKeys; storage: Storage; audit: AuditLog; clock: () => Date };
+
+  constructor(deps: { keys: ApiKeys; storage: Storage; audit: AuditLog; clock: () => Date }) {
+    this.deps = deps;
+  }
+
+  /** The key's view and its secret, returned this once. `note` goes to the audit record only. */
+  async create(
+    caller: Caller,
+    request: CreateApiKeyRequest,
+    note?: string,
+  ): Promise<ApiKeyView & { key_secret: string }> {
+    const { keys, storage, audit } = this.deps;
+    const now = this.deps.clock();
+    const { record, secret } = await storage.withTransaction(async (tx) => {
+      const created = await keys.create(tx, caller.tenant, request, now);
+      await audit.append(tx, caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'api_key.create',
+        resource: { type: 'api_key', id: created.record.id },
+        result: 'created',
+        metadata: { name: request.name, scopes: request.scopes, ...(note === undefined ? {} : { description: note }) },
+      });
+      return created;
+    });
+    return { ...toKeyView(record, now), key_secret: secret };
+  }
+
+  async list(tenant: string): Promise<ApiKeyView[]> {
+    const now = this.deps.clock();
+    return (await this.deps.keys.list(tenant)).map((r) => toKeyView(r, now));
+  }
+
+  /** Revoked from the next call on, on every surface; SVC-SYS-9006 for an unknown key. */
+  async revoke(caller: Caller, keyId: string): Promise<ApiKeyView> {
+    const { keys, storage, audit } = this.deps;
+    const now = this.deps.clock();
+    const record = await storage.withTransaction(async (tx) => {
+      const revoked = await keys.revoke(tx, caller.tenant, keyId, now);
+      await audit.append(tx, caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'api_key.revoke',
+        resource: { type: 'api_key', id: keyId },
+        result: 'revoked',
+      });
+      return revoked;
+    });
+    return toKeyView(record, now);
+  }
+}

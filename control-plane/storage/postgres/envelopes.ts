@@ -1,0 +1,261 @@
+import {
+  isFinal,
+  MAX_TOKEN_TOTAL,
+  MAX_TOTAL,
+  type CostTotals,
+  type Envelope,
+  type EnvelopeStatus,
+  type Overflow,
+} from '../../../core/domain/index.ts';
+import { taken } from '../conflict.ts';
+import { addCost } from '../totals.ts';
+import type { EnvelopeFilter, EnvelopeRepository, Page, PageRequest, StatusChange } from '../storage.ts';
+import { pageOf, pageStart } from './pages.ts';
+import { int, type Sql } from './sql.ts';
+
+type ModelCost = CostTotals['model_costs'][number];
+
+interface Row {
+  envelope_id: string;
+  doc: Envelope;
+  status: EnvelopeStatus;
+  status_reason: string | null;
+  updated_at: string;
+  completed_at: string | null;
+  tokens_input: string;
+  tokens_output: string;
+  cost_micros: string;
+  llm_calls: string;
+  tool_calls: string;
+  model_costs: ModelCost[];
+}
+
+/** The envelope with what changes since its insert: status fields, cost totals, per-model costs. */
+const SELECT = `SELECT e.envelope_id, e.doc, e.status, e.status_reason, e.updated_at, e.completed_at,
+  e.tokens_input, e.tokens_output, e.cost_micros, e.llm_calls, e.tool_calls,
+  (SELECT coalesce(json_agg(json_build_object('model_id', m.model_id, 'input_tokens', m.input_tokens,
+      'output_tokens', m.output_tokens, 'cost_micros', m.cost_micros, 'call_count', m.call_count)
+    ORDER BY m.position, m.model_id), '[]'::json)
+   FROM envelope_model_costs m WHERE m.tenant_id = e.tenant_id AND m.envelope_id = e.envelope_id) AS model_costs
+FROM envelopes e`;
+
+function envelopeOf(row: Row): Envelope {
+  return {
+    ...row.doc,
+    status: row.status,
+    status_reason: row.status_reason,
+    updated_at: row.updated_at,
+    completed_at: row.completed_at,
+    cost: {
+      tokens_input: int(row.tokens_input),
+      tokens_output: int(row.tokens_output),
+      cost_micros: int(row.cost_micros),
+      llm_calls: int(row.llm_calls),
+      tool_calls: int(row.tool_calls),
+      model_costs: row.model_costs,
+    },
+  };
+}
+
+const TOTALS = [
+  ['tokens_input', MAX_TOKEN_TOTAL],
+  ['tokens_output', MAX_TOKEN_TOTAL],
+  ['cost_micros', MAX_TOTAL],
+  ['llm_calls', MAX_TOTAL],
+  ['tool_calls', MAX_TOTAL],
+] as const satisfies ReadonlyArray<readonly [keyof CostTotals, number]>;
+
+/** Adds `$3`… `$7` to the totals, held at their maxima. */
+const CHARGE = `UPDATE envelopes SET
+  ${TOTALS.map(([c, max], i) => `${c} = LEAST(${c} + $${i + 3}::bigint, ${max})`).join(',\n  ')},
+  updated_at = $8
+WHERE tenant_id = $1 AND envelope_id = $2`;
+
+const MODEL_TOTALS = [
+  ['input_tokens', MAX_TOKEN_TOTAL],
+  ['output_tokens', MAX_TOKEN_TOTAL],
+  ['cost_micros', MAX_TOTAL],
+  ['call_count', MAX_TOTAL],
+] as const satisfies ReadonlyArray<readonly [keyof ModelCost, number]>;
+
+/**
+ * Adds each model's delta (`$3` model ids, `$4`… `$7` the totals) to its row, a model not charged
+ * before taking the next position. Runs after CHARGE locked the envelope row, so one charge of an
+ * envelope at a time numbers the positions.
+ */
+const CHARGE_MODELS = `INSERT INTO envelope_model_costs AS m
+  (tenant_id, envelope_id, model_id, position, input_tokens, output_tokens, cost_micros, call_count)
+SELECT $1, $2, d.model_id,
+  (SELECT coalesce(max(position), 0) FROM envelope_model_costs WHERE tenant_id = $1 AND envelope_id = $2) + d.n,
+  ${MODEL_TOTALS.map(([c, max]) => `LEAST(d.${c}, ${max})`).join(', ')}
+FROM unnest($3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])
+  WITH ORDINALITY AS d(model_id, input_tokens, output_tokens, cost_micros, call_count, n)
+ON CONFLICT (tenant_id, envelope_id, model_id) DO UPDATE SET
+  ${MODEL_TOTALS.map(([c, max]) => `${c} = LEAST(m.${c} + excluded.${c}, ${max})`).join(',\n  ')}`;
+
+/** The model costs as the arrays CHARGE_MODELS takes. */
+function modelColumns(models: readonly ModelCost[]): unknown[] {
+  return [models.map((m) => m.model_id), ...MODEL_TOTALS.map(([c]) => models.map((m) => m[c]))];
+}
+
+export class PgEnvelopes implements EnvelopeRepository {
+  readonly #sql: Sql;
+
+  constructor(sql: Sql) {
+    this.#sql = sql;
+  }
+
+  async get(tenant: string, envelopeId: string): Promise<Envelope | undefined> {
+    const { rows } = await this.#sql.query<Row>(`${SELECT} WHERE e.tenant_id = $1 AND e.envelope_id = $2`, [
+      tenant,
+      envelopeId,
+    ]);
+    return rows[0] === undefined ? undefined : envelopeOf(rows[0]);
+  }
+
+  async list(tenant: string, filter: EnvelopeFilter, request?: PageRequest): Promise<Page<Envelope>> {
+    const { size, after } = pageStart<string>(request, 'string');
+    const { rows } = await this.#sql.query<Row>(
+      `${SELECT} WHERE e.tenant_id = $1 AND ($2::text IS NULL OR e.envelope_id > $2)
+         AND ($3::text IS NULL OR e.status = $3) AND ($4::text IS NULL OR e.budget_id = $4)
+       ORDER BY e.envelope_id LIMIT $5`,
+      [tenant, after, filter.status ?? null, filter.budgetId ?? null, size + 1],
+    );
+    return pageOf(rows, size, (r) => r.envelope_id, envelopeOf);
+  }
+
+  async listLive(tenant: string, budgetId: string, request?: PageRequest): Promise<Page<Envelope>> {
+    const { size, after } = pageStart<string>(request, 'string');
+    const { rows } = await this.#sql.query<Row>(
+      `${SELECT} WHERE e.tenant_id = $1 AND e.budget_id = $2 AND NOT e.ended
+         AND ($3::text IS NULL OR e.envelope_id > $3)
+       ORDER BY e.envelope_id LIMIT $4`,
+      [tenant, budgetId, after, size + 1],
+    );
+    return pageOf(rows, size, (r) => r.envelope_id, envelopeOf);
+  }
+
+  async insert(tenant: string, envelope: Envelope, options: { executionTaken: 'refuse' | 'keep' }): Promise<boolean> {
+    const { cost } = envelope;
+    const { rows } = await this.#sql.query<{ inserted: number; claimed: number }>(
+      `WITH env AS (
+         INSERT INTO envelopes (tenant_id, envelope_id, budget_id, status, status_reason, updated_at, completed_at,
+           ended, tokens_input, tokens_output, cost_micros, llm_calls, tool_calls, doc)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING
+         RETURNING envelope_id
+       ), exe AS (
+         INSERT INTO executions (tenant_id, execution_id, envelope_id) SELECT $1, $15, envelope_id FROM env
+         ON CONFLICT DO NOTHING RETURNING 1
+       )
+       SELECT (SELECT count(*) FROM env)::int AS inserted, (SELECT count(*) FROM exe)::int AS claimed`,
+      [
+        tenant,
+        envelope.envelope_id,
+        envelope.budget_id,
+        envelope.status,
+        envelope.status_reason,
+        envelope.updated_at,
+        envelope.completed_at,
+        isFinal(envelope.status),
+        cost.tokens_input,
+        cost.tokens_output,
+        cost.cost_micros,
+        cost.llm_calls,
+        cost.tool_calls,
+        JSON.stringify(envelope),
+        envelope.execution_id,
+      ],
+    );
+    const { inserted, claimed } = rows[0]!;
+    if (inserted === 0) return false;
+    if (claimed === 0 && options.executionTaken === 'refuse') {
+      // Nothing of the refused insert stays, even should the caller go on with the transaction.
+      await this.#sql.query('DELETE FROM envelopes WHERE tenant_id = $1 AND envelope_id = $2', [
+        tenant,
+        envelope.envelope_id,
+      ]);
+      throw taken(
+        'execution_id',
+        envelope.execution_id,
+        `execution ${envelope.execution_id} already has an envelope`,
+        'already has an envelope',
+      );
+    }
+    if (cost.model_costs.length > 0)
+      await this.#sql.query(CHARGE_MODELS, [tenant, envelope.envelope_id, ...modelColumns(cost.model_costs)]);
+    return true;
+  }
+
+  async charge(
+    tenant: string,
+    envelopeId: string,
+    delta: CostTotals,
+    overflow: Overflow,
+    updatedAt: string,
+  ): Promise<Envelope | undefined> {
+    if (overflow === 'refuse') {
+      // Locked, then checked whole before anything changes: no other charge of the envelope
+      // comes between the check and the change.
+      const { rows } = await this.#sql.query<Row>(
+        `${SELECT} WHERE e.tenant_id = $1 AND e.envelope_id = $2 FOR UPDATE OF e`,
+        [tenant, envelopeId],
+      );
+      if (rows[0] === undefined) return undefined;
+      addCost(envelopeOf(rows[0]).cost, delta, 'refuse');
+    }
+    const { rowCount } = await this.#sql.query(CHARGE, [
+      tenant,
+      envelopeId,
+      ...TOTALS.map(([c]) => delta[c]),
+      updatedAt,
+    ]);
+    if (rowCount === 0) return undefined;
+    if (delta.model_costs.length > 0)
+      await this.#sql.query(CHARGE_MODELS, [tenant, envelopeId, ...modelColumns(mergeModels(delta.model_costs))]);
+    return this.get(tenant, envelopeId);
+  }
+
+  async transition(
+    tenant: string,
+    envelopeId: string,
+    from: EnvelopeStatus,
+    change: StatusChange,
+  ): Promise<Envelope | undefined> {
+    const { rowCount } = await this.#sql.query(
+      `UPDATE envelopes SET status = $4, status_reason = $5, updated_at = $6, completed_at = $7, ended = $8
+       WHERE tenant_id = $1 AND envelope_id = $2 AND status = $3`,
+      [
+        tenant,
+        envelopeId,
+        from,
+        change.status,
+        change.status_reason,
+        change.updated_at,
+        change.completed_at,
+        isFinal(change.status),
+      ],
+    );
+    return rowCount === 0 ? undefined : this.get(tenant, envelopeId);
+  }
+}
+
+/** One delta per model (an INSERT … ON CONFLICT changes a row once per statement). */
+function mergeModels(models: readonly ModelCost[]): ModelCost[] {
+  const merged = new Map<string, ModelCost>();
+  for (const m of models) {
+    const seen = merged.get(m.model_id);
+    merged.set(
+      m.model_id,
+      seen === undefined
+        ? m
+        : {
+            model_id: m.model_id,
+            input_tokens: seen.input_tokens + m.input_tokens,
+            output_tokens: seen.output_tokens + m.output_tokens,
+            cost_micros: seen.cost_micros + m.cost_micros,
+            call_count: seen.call_count + m.call_count,
+          },
+    );
+  }
+  return [...merged.values()];
+}

@@ -1,0 +1,87 @@
+import type { LeaseRecord, Spend } from '../records.ts';
+import type { LeaseRepository } from '../storage.ts';
+import { int, type Sql } from './sql.ts';
+
+/** Leases per budget; the spend reported and applied in the budget's period in `lease_spend`. */
+export class PgLeases implements LeaseRepository {
+  readonly #sql: Sql;
+
+  constructor(sql: Sql) {
+    this.#sql = sql;
+  }
+
+  async get(tenant: string, budgetId: string, leaseId: string): Promise<LeaseRecord | undefined> {
+    const { rows } = await this.#sql.query<{ doc: LeaseRecord }>(
+      'SELECT doc FROM leases WHERE tenant_id = $1 AND budget_id = $2 AND lease_id = $3',
+      [tenant, budgetId, leaseId],
+    );
+    return rows[0]?.doc;
+  }
+
+  async outstanding(
+    tenant: string,
+    budgetId: string,
+    now: string,
+    exceptLeaseId: string | null = null,
+  ): Promise<Spend> {
+    const { rows } = await this.#sql.query<{ tokens: string; micros: string }>(
+      `SELECT coalesce(sum(tokens), 0) AS tokens, coalesce(sum(micros), 0) AS micros FROM leases
+       WHERE tenant_id = $1 AND budget_id = $2 AND expires_at > $3::text::timestamptz
+         AND ($4::text IS NULL OR lease_id <> $4)`,
+      [tenant, budgetId, now, exceptLeaseId],
+    );
+    return { tokens: int(rows[0]!.tokens), micros: int(rows[0]!.micros) };
+  }
+
+  async pendingSpend(tenant: string, budgetId: string, periodStart: string): Promise<Spend> {
+    const { rows } = await this.#sql.query<{ tokens: string; micros: string }>(
+      `SELECT greatest(0, reported_tokens - applied_tokens) AS tokens, greatest(0, reported_micros - applied_micros) AS micros
+       FROM lease_spend WHERE tenant_id = $1 AND budget_id = $2 AND period_start = $3`,
+      [tenant, budgetId, periodStart],
+    );
+    return rows[0] === undefined
+      ? { tokens: 0, micros: 0 }
+      : { tokens: int(rows[0].tokens), micros: int(rows[0].micros) };
+  }
+
+  async put(tenant: string, lease: LeaseRecord): Promise<void> {
+    await this.#sql.query(
+      `INSERT INTO leases (tenant_id, budget_id, lease_id, expires_at, tokens, micros, doc)
+       VALUES ($1, $2, $3, $4::text::timestamptz, $5, $6, $7)
+       ON CONFLICT (tenant_id, budget_id, lease_id) DO UPDATE SET
+         expires_at = excluded.expires_at, tokens = excluded.tokens, micros = excluded.micros, doc = excluded.doc`,
+      [tenant, lease.budget_id, lease.lease_id, lease.expires_at, lease.tokens, lease.micros, JSON.stringify(lease)],
+    );
+  }
+
+  async remove(tenant: string, budgetId: string, leaseId: string): Promise<void> {
+    await this.#sql.query('DELETE FROM leases WHERE tenant_id = $1 AND budget_id = $2 AND lease_id = $3', [
+      tenant,
+      budgetId,
+      leaseId,
+    ]);
+  }
+
+  async addSpend(
+    tenant: string,
+    budgetId: string,
+    periodStart: string,
+    side: 'reported' | 'applied',
+    spend: Spend,
+  ): Promise<void> {
+    const reported = side === 'reported' ? spend : { tokens: 0, micros: 0 };
+    const applied = side === 'applied' ? spend : { tokens: 0, micros: 0 };
+    // Totals of another period start again from zero.
+    const add = (column: string) =>
+      `${column} = CASE WHEN s.period_start = excluded.period_start THEN s.${column} ELSE 0 END + excluded.${column}`;
+    await this.#sql.query(
+      `INSERT INTO lease_spend AS s (tenant_id, budget_id, period_start, reported_tokens, reported_micros,
+         applied_tokens, applied_micros)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)
+       ON CONFLICT (tenant_id, budget_id) DO UPDATE SET
+         ${['reported_tokens', 'reported_micros', 'applied_tokens', 'applied_micros'].map(add).join(', ')},
+         period_start = excluded.period_start`,
+      [tenant, budgetId, periodStart, reported.tokens, reported.micros, applied.tokens, applied.micros],
+    );
+  }
+}

@@ -1,0 +1,143 @@
+import { microsToUsd } from '../../core/domain/index.ts';
+import type { Page, PageRequest, Readers } from '../storage/storage.ts';
+
+/** At most this many records are read per summary: a bounded answer, marked `truncated` beyond it. */
+export const SUMMARY_SCAN_LIMIT = 10_000;
+
+export interface SummaryWindow {
+  /** Inclusive; absent means from the first record. */
+  start?: Date | undefined;
+  /** Exclusive; absent means up to now. */
+  end?: Date | undefined;
+}
+
+interface Tally {
+  events: number;
+  tokens_input: number;
+  tokens_output: number;
+  cost_usd: number;
+}
+
+export interface UsageSummary {
+  events: number;
+  tokens_input: number;
+  tokens_output: number;
+  tokens_total: number;
+  cost_usd: number;
+  by_model: Array<Tally & { model: string }>;
+  by_event_type: Array<Tally & { event_type: string }>;
+  truncated: boolean;
+}
+
+export interface PolicySummary {
+  evaluations: number;
+  /** Decisions that refused the action: DENY and REQUIRE_APPROVAL. */
+  denials: number;
+  by_decision: Record<string, number>;
+  by_action: Array<{ action: string; evaluations: number; denials: number }>;
+  truncated: boolean;
+}
+
+/**
+ * Newest-first records of a list inside the window: stops at the first one older than `start`,
+ * or after SUMMARY_SCAN_LIMIT records.
+ */
+async function scan<T>(
+  list: (page: PageRequest) => Promise<Page<T>>,
+  timeOf: (item: T) => string,
+  window: SummaryWindow,
+  visit: (item: T) => void,
+): Promise<boolean> {
+  let read = 0;
+  let pageToken: string | null = null;
+  do {
+    const page: Page<T> = await list({ pageSize: 100, pageToken });
+    for (const item of page.items) {
+      if (read >= SUMMARY_SCAN_LIMIT) return true;
+      read += 1;
+      const at = Date.parse(timeOf(item));
+      if (window.start !== undefined && at < window.start.getTime()) return false;
+      if (window.end === undefined || at < window.end.getTime()) visit(item);
+    }
+    pageToken = page.nextPageToken;
+  } while (pageToken !== null);
+  return false;
+}
+
+function tally(into: Map<string, Tally>, key: string, add: Tally): void {
+  const t = into.get(key) ?? { events: 0, tokens_input: 0, tokens_output: 0, cost_usd: 0 };
+  t.events += add.events;
+  t.tokens_input += add.tokens_input;
+  t.tokens_output += add.tokens_output;
+  t.cost_usd += add.cost_usd;
+  into.set(key, t);
+}
+
+/** Totals of a tenant's recorded usage events (by arrival time) in a window, per model and type. */
+export async function summariseUsage(read: Readers, tenant: string, window: SummaryWindow): Promise<UsageSummary> {
+  const models = new Map<string, Tally>();
+  const types = new Map<string, Tally>();
+  const total: Tally = { events: 0, tokens_input: 0, tokens_output: 0, cost_usd: 0 };
+  let micros = 0;
+  const truncated = await scan(
+    (page) => read.events.list(tenant, {}, page),
+    (e) => e.received_at,
+    window,
+    (e) => {
+      micros += e.cost_micros;
+      const one = {
+        events: 1,
+        tokens_input: e.tokens.input,
+        tokens_output: e.tokens.output,
+        cost_usd: microsToUsd(e.cost_micros),
+      };
+      total.events += 1;
+      total.tokens_input += one.tokens_input;
+      total.tokens_output += one.tokens_output;
+      tally(models, e.model ?? '(none)', one);
+      tally(types, e.event_type, one);
+    },
+  );
+  return {
+    events: total.events,
+    tokens_input: total.tokens_input,
+    tokens_output: total.tokens_output,
+    tokens_total: total.tokens_input + total.tokens_output,
+    cost_usd: microsToUsd(micros),
+    by_model: [...models].map(([model, t]) => ({ model, ...t })),
+    by_event_type: [...types].map(([event_type, t]) => ({ event_type, ...t })),
+    truncated,
+  };
+}
+
+/** The tenant's control-plane policy evaluations (from the audit log) in a window, per decision and action. */
+export async function summarisePolicy(read: Readers, tenant: string, window: SummaryWindow): Promise<PolicySummary> {
+  const byDecision: Record<string, number> = {};
+  const byAction = new Map<string, { evaluations: number; denials: number }>();
+  let evaluations = 0;
+  let denials = 0;
+  const truncated = await scan(
+    (page) => read.audit.list(tenant, { order: 'newest', action: 'policy.evaluate' }, page),
+    (r) => r.timestamp,
+    window,
+    (r) => {
+      const decision = r.result.toUpperCase();
+      const denied = decision === 'DENY' || decision === 'REQUIRE_APPROVAL';
+      const action = typeof r.metadata.action === 'string' ? r.metadata.action : r.resource.id;
+      evaluations += 1;
+      if (denied) denials += 1;
+      byDecision[decision] = (byDecision[decision] ?? 0) + 1;
+      const a = byAction.get(action) ?? { evaluations: 0, denials: 0 };
+      a.evaluations += 1;
+      if (denied) a.denials += 1;
+      byAction.set(action, a);
+    },
+  );
+  return {
+    evaluations,
+    denials,
+    by_decision: byDecision,
+    by_action: [...byAction].map(([action, a]) => ({ action, ...a })),
+    truncated,
+  };
+}

@@ -1,0 +1,52 @@
+/**
+ * Which rules of a ruleset can match an action, so an evaluation walks only those and not every
+ * rule: with a thousand rules spread over `tool:*`, `llm:*` and `execution:*` patterns, a call
+ * touches the few that name its action type. Built once per ruleset version.
+ *
+ * A pattern's literal head (the text before its first `*`) decides where it goes:
+ * - no `*` at all (`tool:shell`): only that exact action can match;
+ * - a head with a `:` (`tool:fs:*`, `llm:gpt-4*`): only actions of that type (`tool`, `llm`);
+ * - any other (`*`, `*:delete`, `tool*`): every action is a candidate.
+ * Every list keeps evaluation order, so the walk decides exactly as a full scan would.
+ */
+export interface ActionIndex {
+  /** Indexes of the rules that can match `action`, ascending. */
+  candidates(action: string): Int32Array;
+}
+
+export function indexActions(patterns: readonly string[]): ActionIndex {
+  const any: number[] = [];
+  const byType = new Map<string, number[]>();
+  const byAction = new Map<string, number[]>();
+  patterns.forEach((pattern, index) => {
+    const star = pattern.indexOf('*');
+    if (star < 0) push(byAction, pattern, index);
+    else if (pattern.lastIndexOf(':', star) >= 0) push(byType, actionType(pattern), index);
+    else any.push(index);
+  });
+  const anyList = Int32Array.from(any);
+  const typed = new Map<string, Int32Array>();
+  for (const [type, indexes] of byType) typed.set(type, merge(indexes, any));
+  const exact = new Map<string, Int32Array>();
+  for (const [action, indexes] of byAction)
+    exact.set(action, merge(indexes, byType.get(actionType(action)) ?? [], any));
+  return {
+    candidates: (action) => exact.get(action) ?? typed.get(actionType(action)) ?? anyList,
+  };
+}
+
+/** `tool` for `tool:fs:write`; the whole action when it has no `:`. */
+function actionType(action: string): string {
+  const colon = action.indexOf(':');
+  return colon < 0 ? action : action.slice(0, colon);
+}
+
+function push(map: Map<string, number[]>, key: string, index: number): void {
+  const list = map.get(key);
+  if (list === undefined) map.set(key, [index]);
+  else list.push(index);
+}
+
+function merge(...lists: readonly (readonly number[])[]): Int32Array {
+  return Int32Array.from(lists.flat()).sort();
+}

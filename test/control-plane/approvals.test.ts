@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  eventually,
+  expectSvcError,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+} from '../harness/control-plane.ts';
+
+let cp: RunningControlPlane;
+let key: string;
+let otherKey: string;
+
+beforeAll(async () => {
+  cp = await startControlPlane();
+  key = await tenantWithKey(cp, 'appr-a');
+  otherKey = await tenantWithKey(cp, 'appr-b');
+  const policy = await cp.call('POST', '/v1/policies', {
+    key,
+    body: {
+      name: 'hitl',
+      priority: 500,
+      rules: [
+        { action: 'tool:payment*', effect: 'require_approval', message: 'payments need a human' },
+        { action: 'execution:start', effect: 'require_approval' },
+      ],
+    },
+  });
+  expect(policy.status).toBe(201);
+}, 60_000);
+afterAll(async () => cp.close());
+
+async function pendingFromEvaluation(context: Record<string, unknown> = {}): Promise<string> {
+  const res = await cp.call('POST', '/v1/policies/evaluate', { key, body: { action: 'tool:payment', context } });
+  expect(res.status).toBe(200);
+  expect(res.body).toMatchObject({ allowed: false, effect: 'deny' });
+  return String(res.body.approval_id);
+}
+
+describe('approvals as records', () => {
+  it('opens a PENDING approval with who, what and why, and announces it', async () => {
+    const id = await pendingFromEvaluation({ workflow_id: 'wf-1', amount: 500 });
+    const res = await cp.call('GET', `/v1/approvals/${id}`, { key });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      approval_id: id,
+      tenant_id: 'appr-a',
+      status: 'PENDING',
+      action: 'tool:payment',
+      context: { workflow_id: 'wf-1', amount: 500 },
+      workflow_id: 'wf-1',
+      requested_by: { type: 'api_key' },
+      reason: 'payments need a human',
+    });
+    const event = await eventually(
+      () => cp.published.find((m) => m.subject === 'svc.appr-a.policies.approval.requested'),
+      (m) => m !== undefined,
+    );
+    expect(event?.data).toMatchObject({ tenant_id: 'appr-a', approval: { approval_id: id, status: 'PENDING' } });
+  });
+
+  it('opens one when envelope creation needs approval, naming it in the 403', async () => {
+    const res = await cp.call('POST', '/v1/envelopes', { key, body: { adapter_type: 'custom' } });
+    const error = expectSvcError(res, 403, 'SVC-POL-2004');
+    const id = String((error.details as Record<string, unknown>).approval_id);
+    const approval = await cp.call('GET', `/v1/approvals/${id}`, { key });
+    expect(approval.body).toMatchObject({ status: 'PENDING', action: 'execution:start' });
+  });
+
+  it('lists by status and workflow, and keeps tenants apart', async () => {
+    const id = await pendingFromEvaluation({ workflow_id: 'wf-list' });
+    const byWorkflow = await cp.call('GET', '/v1/approvals?status=PENDING&workflowId=wf-list', { key });
+    expect(byWorkflow.body.map((a: { approval_id: string }) => a.approval_id)).toEqual([id]);
+    expect((await cp.call('GET', '/v1/approvals?status=APPROVED', { key })).body).toEqual([]);
+    expect((await cp.call('GET', '/v1/approvals', { key: otherKey })).body).toEqual([]);
+    expectSvcError(await cp.call('GET', `/v1/approvals/${id}`, { key: otherKey }), 404, 'SVC-POL-2005');
+    expectSvcError(
+      await cp.call('PATCH', `/v1/approvals/${id}`, {
+        key: otherKey,
+        body: { status: 'APPROVED', reviewer_id: 'mallory' },
+      }),
+      404,
+      'SVC-POL-2005',
+    );
+  });
+
+  it('is decided once: audited with the actor, announced; a second decision is a 409', async () => {
+    const id = await pendingFromEvaluation();
+    const missingReviewer = await cp.call('PATCH', `/v1/approvals/${id}`, { key, body: { status: 'APPROVED' } });
+    expect(expectSvcError(missingReviewer, 400, 'SVC-SYS-9002').message).toContain('reviewer_id');
+
+    const decided = await cp.call('PATCH', `/v1/approvals/${id}`, {
+      key,
+      body: { status: 'REJECTED', reviewer_id: 'alice', review_note: 'not this one' },
+    });
+    expect(decided.status).toBe(200);
+    expect(decided.body).toMatchObject({ status: 'REJECTED', reviewer_id: 'alice', review_note: 'not this one' });
+    expect(Number.isNaN(Date.parse(decided.body.decided_at))).toBe(false);
+
+    const again = await cp.call('PATCH', `/v1/approvals/${id}`, {
+      key,
+      body: { status: 'APPROVED', reviewer_id: 'bob' },
+    });
+    expect(expectSvcError(again, 409, 'SVC-POL-2006').details).toMatchObject({ status: 'REJECTED' });
+    expect((await cp.call('GET', `/v1/approvals/${id}`, { key })).body).toMatchObject({ status: 'REJECTED' });
+
+    const audit = await cp.call('GET', '/v1/audit?resource_type=approval', { key });
+    expect(audit.body).toHaveLength(1);
+    expect(audit.body[0]).toMatchObject({
+      action: 'approval.reject',
+      actor: { type: 'api_key' },
+      resource: { type: 'approval', id },
+      result: 'rejected',
+    });
+    const event = await eventually(
+      () => cp.published.find((m) => m.subject === 'svc.appr-a.policies.approval.decided'),
+      (m) => m !== undefined,
+    );
+    expect(event?.data).toMatchObject({ approval: { approval_id: id, status: 'REJECTED', reviewer_id: 'alice' } });
+  });
+
+  it('lets exactly one of concurrent decisions win', async () => {
+    const id = await pendingFromEvaluation();
+    const answers = await Promise.all(
+      ['r1', 'r2', 'r3'].map((reviewer) =>
+        cp.call('PATCH', `/v1/approvals/${id}`, { key, body: { status: 'APPROVED', reviewer_id: reviewer } }),
+      ),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409, 409]);
+  });
+
+  it('needs policies:write to decide and policies:read to list', async () => {
+    const id = await pendingFromEvaluation();
+    const reader = await cp.call('POST', '/v1/api-keys', { key, body: { name: 'reader', scopes: ['policies:read'] } });
+    const none = await cp.call('POST', '/v1/api-keys', { key, body: { name: 'none', scopes: ['budgets:read'] } });
+    expect((await cp.call('GET', '/v1/approvals', { key: reader.body.key_secret })).status).toBe(200);
+    expectSvcError(await cp.call('GET', '/v1/approvals', { key: none.body.key_secret }), 403, 'SVC-SYS-9004');
+    expectSvcError(
+      await cp.call('PATCH', `/v1/approvals/${id}`, {
+        key: reader.body.key_secret,
+        body: { status: 'APPROVED', reviewer_id: 'x' },
+      }),
+      403,
+      'SVC-SYS-9004',
+    );
+    expect((await cp.call('GET', `/v1/approvals/${id}`, { key })).body.status).toBe('PENDING');
+  });
+});

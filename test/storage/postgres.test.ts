@@ -1,0 +1,182 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AuditLog } from '../../control-plane/audit/audit-log.ts';
+import { loadMigrations } from '../../control-plane/storage/postgres/migrate.ts';
+import { PostgresStorage } from '../../control-plane/storage/postgres/postgres-storage.ts';
+import type { Storage } from '../../control-plane/storage/storage.ts';
+import { createTestDatabase, postgresReachable, truncateAll, type TestDatabase } from '../harness/postgres.ts';
+import { aBudget, anAuditDraft, at } from './records.ts';
+import { storageContract } from './repositories.contract.ts';
+
+const available = await postgresReachable();
+const MONTH = { start: '2026-03-01T00:00:00.000Z', end: '2026-04-01T00:00:00.000Z' };
+const ZERO = { tokens_input: 0, tokens_output: 0, cost_micros: 0, executions: 0, llm_calls: 0, tool_calls: 0 };
+
+describe.skipIf(!available)('PostgreSQL', () => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  storageContract('PostgreSQL', async () => {
+    const { storage } = await PostgresStorage.open({ connectionString: database.url, poolSize: 4 });
+    await truncateAll(database.url);
+    return { storage, dispose: () => storage.close() };
+  });
+
+  describe('two replicas on one database', () => {
+    let one: Storage;
+    let two: Storage;
+    const extra: TestDatabase[] = [];
+    beforeAll(async () => {
+      await truncateAll(database.url);
+      // Two pools, as two control-plane processes have.
+      one = (await PostgresStorage.open({ connectionString: database.url, poolSize: 4 })).storage;
+      two = (await PostgresStorage.open({ connectionString: database.url, poolSize: 4 })).storage;
+    });
+    afterAll(async () => {
+      await one?.close();
+      await two?.close();
+    });
+    afterEach(async () => {
+      for (const db of extra.splice(0)) await db.drop();
+    });
+
+    /** `n` transactions on each replica at once, alternating. */
+    const both = <T>(n: number, fn: (storage: Storage, i: number) => Promise<T>): Promise<T[]> =>
+      Promise.all(Array.from({ length: 2 * n }, (_, i) => fn(i % 2 === 0 ? one : two, i)));
+
+    it('lose no budget update and never reserve past the execution limit', async () => {
+      const budget = aBudget('acme', { limits: { ...aBudget('acme').limits, max_executions: 25 } });
+      await one.withTransaction((t) => t.budgets.insert('acme', budget));
+      await both(40, (s, i) =>
+        s.withTransaction((t) =>
+          t.budgets.addUsage(
+            'acme',
+            budget.budget_id,
+            { ...ZERO, cost_micros: 3, tokens_input: i },
+            MONTH,
+            'refuse',
+            at(),
+          ),
+        ),
+      );
+      const usage = (await two.read.budgets.get('acme', budget.budget_id))!.usage;
+      expect(usage.cost_micros).toBe(240);
+      expect(usage.tokens_input).toBe((79 * 80) / 2);
+
+      const reserved = await both(30, (s) =>
+        s.withTransaction((t) => t.budgets.reserveExecution('acme', budget.budget_id, MONTH, at())),
+      );
+      expect(reserved.filter((r) => r?.reserved === true)).toHaveLength(25);
+      expect((await one.read.budgets.get('acme', budget.budget_id))!.usage.executions).toBe(25);
+    });
+
+    it('keep one audit chain that verifies when both append at once', async () => {
+      await both(30, (s, i) =>
+        s.withTransaction(async (t) => {
+          await t.audit.append('acme-audit', anAuditDraft(`a.${i}`));
+          // Some transactions append twice: their records stay adjacent in the chain.
+          if (i % 3 === 0) await t.audit.append('acme-audit', anAuditDraft(`b.${i}`));
+        }),
+      );
+      const verification = await new AuditLog(one).verify('acme-audit');
+      expect(verification).toEqual({ valid: true, checked: 80, first_invalid_seq: null, reason: null });
+      expect(await two.read.audit.head('acme-audit')).toMatchObject({ seq: 80 });
+    });
+
+    it('deliver each outbox event once when both drain', async () => {
+      const total = 300;
+      for (let i = 0; i < total; i += 50)
+        await one.withTransaction((t) =>
+          t.outbox.append(
+            Array.from({ length: 50 }, (_, j) => ({
+              id: `m-${i + j}`,
+              subject: 'svc.acme.events.x',
+              data: { n: i + j },
+            })),
+          ),
+        );
+      const delivered: string[] = [];
+      const drain = async (storage: Storage) => {
+        for (;;) {
+          const claim = await storage.outbox.claim(7);
+          if (claim.entries.length === 0) return;
+          delivered.push(...claim.entries.map((e) => e.event.id));
+          await claim.settle(claim.entries.map((e) => e.key));
+        }
+      };
+      await Promise.all([drain(one), drain(two), drain(one), drain(two)]);
+      expect(delivered).toHaveLength(total);
+      expect(new Set(delivered).size).toBe(total);
+      expect(await two.outbox.depth()).toEqual({ entries: 0, bytes: 0 });
+    });
+
+    it('migrate a new database once when they start together', async () => {
+      const fresh = await createTestDatabase();
+      extra.push(fresh);
+      const opened = await Promise.all(
+        Array.from({ length: 3 }, () => PostgresStorage.open({ connectionString: fresh.url, poolSize: 2 })),
+      );
+      try {
+        const versions = (await loadMigrations()).map((m) => m.version);
+        expect(opened.map((o) => o.applied).sort((a, b) => b.length - a.length)).toEqual([versions, [], []]);
+        for (const { storage } of opened) expect(await storage.schemaVersion()).toBe(Math.max(...versions));
+      } finally {
+        await Promise.all(opened.map((o) => o.storage.close()));
+      }
+    });
+
+    it('run a transaction again when it loses a deadlock', async () => {
+      const [a, b] = [aBudget('acme'), aBudget('acme')];
+      await one.withTransaction(async (t) => {
+        await t.budgets.insert('acme', a);
+        await t.budgets.insert('acme', b);
+      });
+      // Each holds one budget and waits for the other's: PostgreSQL ends one of them, which runs again.
+      let attempts = 0;
+      const arrived: Array<() => void> = [];
+      const barrier = () =>
+        new Promise<void>((resolve) => {
+          arrived.push(resolve);
+          if (arrived.length === 2) for (const go of arrived) go();
+        });
+      const cross = (storage: Storage, first: string, second: string) =>
+        storage.withTransaction(async (t) => {
+          attempts++;
+          await t.budgets.addUsage('acme', first, { ...ZERO, cost_micros: 1 }, MONTH, 'refuse', at());
+          if (attempts <= 2) await barrier();
+          await t.budgets.addUsage('acme', second, { ...ZERO, cost_micros: 1 }, MONTH, 'refuse', at());
+        });
+      await Promise.all([cross(one, a.budget_id, b.budget_id), cross(two, b.budget_id, a.budget_id)]);
+      expect(attempts).toBe(3);
+      for (const id of [a.budget_id, b.budget_id])
+        expect((await one.read.budgets.get('acme', id))?.usage.cost_micros).toBe(2);
+    });
+  });
+
+  it('reports itself down, without the URL, once the database is gone; and refuses a newer schema', async () => {
+    const gone = await createTestDatabase();
+    const { storage } = await PostgresStorage.open({ connectionString: gone.url, poolSize: 2 });
+    try {
+      await expect(
+        PostgresStorage.open({
+          connectionString: gone.url,
+          poolSize: 1,
+          migrations: [{ version: 0, name: 'older', sql: 'SELECT 1' }],
+        }),
+      ).rejects.toMatchObject({
+        code: 'SVC-SYS-9001',
+        message: expect.stringContaining('newer than this build knows'),
+      });
+      await gone.drop();
+      const check = await storage.health();
+      expect(check).toEqual({ status: 'down', detail: 'storage not reachable' });
+      expect(JSON.stringify(check)).not.toContain(gone.name);
+    } finally {
+      await storage.close();
+    }
+  });
+});
