@@ -236,7 +236,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
   const grpcServices = {
     'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
-    'svc.policy.v1.PolicyService': policyService(policies),
+    'svc.policy.v1.PolicyService': policyService(policies, approvals, clock),
     'svc.cost.v1.CostService': costService({ budgets, envelopes, clock }),
     'svc.checkpoint.v1.CheckpointService': checkpointService(),
     'svc.tenant.v1.TenantService': tenantService(keyAdministration),

@@ -113,7 +113,7 @@ describe('the HTTP gateway transcoded from the google.api.http bindings', () => 
 
   it('answers the bindings whose method is not served yet with 501 SVC-SYS-9011, after authorization', async () => {
     expectSvcError(
-      await cp.call('PATCH', '/v1/policies/p1?update_mask=name', { key, body: { name: 'x' } }),
+      await cp.call('PATCH', '/v1/budgets/b1?update_mask=name', { key, body: { name: 'x' } }),
       501,
       'SVC-SYS-9011',
     );
@@ -121,6 +121,7 @@ describe('the HTTP gateway transcoded from the google.api.http bindings', () => 
     expectSvcError(await cp.call('GET', '/v1/executions/e1/context?keys=a&keys=b', { key }), 501, 'SVC-SYS-9011');
     const reader = await tenantWithKey(cp, 'acme', ['budgets:read']);
     expectSvcError(await cp.call('DELETE', '/v1/policies/p1', { key: reader }), 403, 'SVC-SYS-9004');
+    expectSvcError(await cp.call('DELETE', '/v1/policies/p1', { key }), 404, 'SVC-POL-2002');
   });
 
   it('reads query parameters by their proto names, camelCase too, and refuses a bad one naming it as sent', async () => {

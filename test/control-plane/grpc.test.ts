@@ -295,3 +295,110 @@ describe('gRPC server (contracts loaded from proto/)', () => {
     expect(error.code).toBe(status.DEADLINE_EXCEEDED);
   });
 });
+
+describe('policy updates and approvals over gRPC and the gateway', () => {
+  const rules = [{ action: 'tool:shell', actions: [{ action_type: 'ACTION_TYPE_DENY' }] }];
+
+  it('updates the masked fields only, replaces every field with an empty mask, and deletes', async () => {
+    const { policy } = await call(POLICIES, 'CreatePolicy', {
+      policy: {
+        name: 'lifecycle',
+        priority: 200,
+        status: 'POLICY_STATUS_ACTIVE',
+        rules: [
+          {
+            action: 'tool:sql',
+            conditions: [{ field: 'user_id', operator: 'CONDITION_OPERATOR_EQUALS', values: [{ stringValue: 'bob' }] }],
+            actions: [{ action_type: 'ACTION_TYPE_DENY' }],
+          },
+        ],
+      },
+    });
+    const masked = await call(POLICIES, 'UpdatePolicy', {
+      policy: { policy_id: policy.policy_id, priority: 900, name: 'ignored' },
+      update_mask: { paths: ['priority'] },
+    });
+    expect(masked.policy).toMatchObject({
+      name: 'lifecycle',
+      priority: 900,
+      version: '2',
+      status: 'POLICY_STATUS_ACTIVE',
+    });
+    expect(masked.policy.rules[0].conditions[0].values).toEqual([{ stringValue: 'bob', kind: 'stringValue' }]);
+    const badMask = await failure(
+      call(POLICIES, 'UpdatePolicy', { policy: { policy_id: policy.policy_id }, update_mask: { paths: ['version'] } }),
+    );
+    expect(statusDetails(badMask).badRequest?.fieldViolations[0]?.field).toBe('update_mask');
+    const replaced = await call(POLICIES, 'UpdatePolicy', {
+      policy: { policy_id: policy.policy_id, name: 'replaced', rules },
+    });
+    expect(replaced.policy).toMatchObject({
+      name: 'replaced',
+      priority: 100,
+      status: 'POLICY_STATUS_DRAFT',
+      version: '3',
+    });
+
+    // The gateway: PATCH with update_mask in the query, the policy as the body; then DELETE.
+    const patched = await cp.call('PATCH', `/v1/policies/${String(policy.policy_id)}?update_mask=priority,status`, {
+      key: acme,
+      body: { priority: 42, status: 'POLICY_STATUS_ACTIVE' },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body.policy).toMatchObject({ name: 'replaced', priority: 42, status: 'POLICY_STATUS_ACTIVE' });
+    expect((await cp.call('GET', `/v1/policies/${String(policy.policy_id)}`, { key: acme })).body).toMatchObject({
+      priority: 42,
+      enabled: true,
+    });
+    expect((await cp.call('DELETE', `/v1/policies/${String(policy.policy_id)}`, { key: acme })).body).toEqual({});
+    const gone = await failure(call(POLICIES, 'GetPolicy', { policy_id: policy.policy_id }));
+    expect(gone.code).toBe(status.NOT_FOUND);
+    expect((await failure(call(POLICIES, 'DeletePolicy', { policy_id: policy.policy_id }))).code).toBe(
+      status.NOT_FOUND,
+    );
+  });
+
+  it('lists the approval a REQUIRE_APPROVAL decision opened and decides it once', async () => {
+    await call(POLICIES, 'CreatePolicy', {
+      policy: {
+        name: 'review-deploys',
+        status: 'POLICY_STATUS_ACTIVE',
+        enforcement: 'ENFORCEMENT_LEVEL_BLOCK',
+        priority: 999,
+        rules: [{ action: 'tool:deploy', actions: [{ action_type: 'ACTION_TYPE_REQUIRE_APPROVAL' }] }],
+      },
+    });
+    const evaluated = await call(POLICIES, 'EvaluatePolicies', {
+      context: { tenant_id: 'acme', phase: 'EXECUTION_PHASE_PRE_TOOL_CALL', tool_names: ['deploy'] },
+    });
+    expect(evaluated.final_decision).toBe('EVALUATION_DECISION_REQUIRE_APPROVAL');
+    const pending = await call(POLICIES, 'ListApprovals', { tenant_id: 'acme', status: 'APPROVAL_STATUS_PENDING' });
+    const approval = pending.approvals.find((a: { action: string }) => a.action === 'tool:deploy');
+    expect(approval).toMatchObject({ status: 'APPROVAL_STATUS_PENDING', tenant_id: 'acme' });
+    const missingReviewer = await failure(
+      call(POLICIES, 'UpdateApproval', { approval_id: approval.approval_id, status: 'APPROVAL_STATUS_APPROVED' }),
+    );
+    expect(statusDetails(missingReviewer).badRequest?.fieldViolations[0]?.field).toBe('reviewer_id');
+    const decided = await call(POLICIES, 'UpdateApproval', {
+      approval_id: approval.approval_id,
+      status: 'APPROVAL_STATUS_APPROVED',
+      reviewer_id: 'alice',
+      review_note: 'ok',
+    });
+    expect(decided.approval).toMatchObject({ status: 'APPROVAL_STATUS_APPROVED', reviewer_id: 'alice' });
+    const again = await failure(
+      call(POLICIES, 'UpdateApproval', {
+        approval_id: approval.approval_id,
+        status: 'APPROVAL_STATUS_REJECTED',
+        reviewer_id: 'bob',
+      }),
+    );
+    expect(again.code).toBe(status.FAILED_PRECONDITION);
+    expect(statusDetails(again).errorInfo?.reason).toBe('SVC-POL-2006');
+    const rest = await cp.call('PATCH', `/v1/approvals/${String(approval.approval_id)}`, {
+      key: acme,
+      body: { status: 'REJECTED', reviewer_id: 'bob' },
+    });
+    expect(rest.status).toBe(409);
+  });
+});
