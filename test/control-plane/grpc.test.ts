@@ -402,3 +402,62 @@ describe('policy updates and approvals over gRPC and the gateway', () => {
     expect(rest.status).toBe(409);
   });
 });
+
+describe('evaluation history', () => {
+  it('lists the evaluations a policy decided, newest first, by decision and time, over gRPC and GET /v1/policies/{id}/evaluations', async () => {
+    const { policy } = await call(POLICIES, 'CreatePolicy', {
+      policy: {
+        name: 'history',
+        status: 'POLICY_STATUS_ACTIVE',
+        enforcement: 'ENFORCEMENT_LEVEL_BLOCK',
+        priority: 990,
+        rules: [
+          { action: 'tool:rm', actions: [{ action_type: 'ACTION_TYPE_DENY' }] },
+          { action: 'tool:ls', actions: [{ action_type: 'ACTION_TYPE_ALLOW' }] },
+        ],
+      },
+    });
+    const before = new Date(Date.now() - 1000).toISOString();
+    for (const tool of ['rm', 'ls', 'rm'])
+      await call(POLICIES, 'EvaluatePolicy', {
+        policy_id: policy.policy_id,
+        context: { tenant_id: 'acme', phase: 'EXECUTION_PHASE_PRE_TOOL_CALL', tool_names: [tool] },
+      });
+    // A dry run records nothing.
+    await call(POLICIES, 'EvaluatePolicy', {
+      policy_id: policy.policy_id,
+      context: { tenant_id: 'acme', action: 'tool:rm' },
+      dry_run: true,
+    });
+    const all = await call(POLICIES, 'GetEvaluationHistory', { policy_id: policy.policy_id });
+    expect(all.evaluations.map((e: { action: string }) => e.action)).toEqual(['tool:rm', 'tool:ls', 'tool:rm']);
+    expect(all.evaluations[0]).toMatchObject({
+      policy_id: policy.policy_id,
+      decision: 'EVALUATION_DECISION_DENY',
+      rule_id: 'rule-1',
+      shadow: false,
+      actor_type: 'api_key',
+    });
+    const denies = await call(POLICIES, 'GetEvaluationHistory', {
+      policy_id: policy.policy_id,
+      decision: 'EVALUATION_DECISION_DENY',
+      page_size: 1,
+    });
+    expect(denies.evaluations).toHaveLength(1);
+    expect(denies.next_page_token).not.toBe('');
+    const http = await cp.call(
+      'GET',
+      `/v1/policies/${String(policy.policy_id)}/evaluations?decision=EVALUATION_DECISION_ALLOW&start_time=${before}`,
+      { key: acme },
+    );
+    expect(http.status).toBe(200);
+    expect(http.body.evaluations).toHaveLength(1);
+    expect(http.body.evaluations[0]).toMatchObject({ action: 'tool:ls', decision: 'EVALUATION_DECISION_ALLOW' });
+    expect(typeof http.body.evaluations[0].evaluated_at).toBe('string');
+    const future = await call(POLICIES, 'GetEvaluationHistory', {
+      policy_id: policy.policy_id,
+      start_time: { seconds: Math.floor(Date.now() / 1000) + 3600, nanos: 0 },
+    });
+    expect(future.evaluations).toEqual([]);
+  });
+});

@@ -13,9 +13,16 @@ import type { Caller } from '../../caller.ts';
 import type { Policies } from '../../policies/policies.ts';
 import { pageOf } from '../codec/paging.ts';
 import { evaluationQuestions, policyCreateInput, toGrpcEvaluationResult, toGrpcPolicy } from '../codec/policy-codec.ts';
-import { enumValue, invalidField, present, requiredId, toStruct, toTimestamp } from '../codec/well-known.ts';
+import {
+  enumValue,
+  fromTimestamp,
+  invalidField,
+  present,
+  requiredId,
+  toStruct,
+  toTimestamp,
+} from '../codec/well-known.ts';
 import type { GrpcRequest, GrpcServiceHandlers } from '../server.ts';
-import { notImplemented } from './not-implemented.ts';
 
 /** The policy fields an update_mask may name; an empty mask names them all. */
 const UPDATABLE = ['name', 'description', 'rules', 'priority', 'status', 'enforcement', 'tags'] as const;
@@ -178,7 +185,33 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
         return { results, final_decision: consolidated.decision, actions: consolidated.actions };
       },
     },
-    GetEvaluationHistory: notImplemented('GetEvaluationHistory', 'policies:read'),
+    GetEvaluationHistory: {
+      access: 'policies:read',
+      handle: async (request, { caller }) => {
+        const records = await policies.evaluations(caller.tenant, requiredId(request, 'policy_id'), {
+          start: fromTimestamp(request.start_time, 'start_time'),
+          end: fromTimestamp(request.end_time, 'end_time'),
+          decision: enumValue(request.decision, 'EVALUATION_DECISION_') as Decision | undefined,
+        });
+        const page = pageOf(records, request);
+        return {
+          evaluations: page.items.map((r) => ({
+            evaluation_id: r.evaluation_id,
+            evaluated_at: toTimestamp(r.evaluated_at),
+            policy_id: r.policy_id,
+            rule_id: r.rule_id,
+            action: r.action,
+            decision: `EVALUATION_DECISION_${r.decision}`,
+            shadow: r.shadow,
+            envelope_id: r.envelope_id ?? '',
+            approval_id: r.approval_id ?? '',
+            actor_type: r.actor.type,
+            actor_id: r.actor.id,
+          })),
+          next_page_token: page.next_page_token,
+        };
+      },
+    },
     ListApprovals: {
       access: 'policies:read',
       tenantField: 'tenant_id',
