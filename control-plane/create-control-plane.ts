@@ -237,7 +237,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const grpcServices = {
     'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
     'svc.policy.v1.PolicyService': policyService(policies, approvals, clock),
-    'svc.cost.v1.CostService': costService({ budgets, envelopes, clock }),
+    'svc.cost.v1.CostService': costService({ budgets, envelopes, read: storage.read, clock }),
     'svc.checkpoint.v1.CheckpointService': checkpointService(),
     'svc.tenant.v1.TenantService': tenantService(keyAdministration),
   };

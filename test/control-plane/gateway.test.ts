@@ -131,6 +131,11 @@ describe('the HTTP gateway transcoded from the google.api.http bindings', () => 
       'SVC-SYS-9002',
     );
     expect(JSON.stringify(bad.details)).toContain('"field":"groupBy"');
-    expectSvcError(await cp.call('GET', '/v1/spend?group_by=SPEND_GROUP_BY_DAY', { key }), 501, 'SVC-SYS-9011');
+    const spend = await cp.call('GET', '/v1/spend?groupBy=SPEND_GROUP_BY_DAY&start_time=2020-01-01T00:00:00Z', { key });
+    expect(spend.status).toBe(200);
+    expect(spend.body.spend_summary).toMatchObject({
+      group_by: 'SPEND_GROUP_BY_DAY',
+      start_time: '2020-01-01T00:00:00.000Z',
+    });
   });
 });

@@ -461,3 +461,82 @@ describe('evaluation history', () => {
     expect(future.evaluations).toEqual([]);
   });
 });
+
+describe('spend summary', () => {
+  it('sums the usage events of the window in total and by model, workflow and day', async () => {
+    await tenantWithKey(cp, 'spender');
+    const as = { key: ROOT_KEY, metadata: { 'x-tenant-id': 'spender' } };
+    const rest = (method: string, path: string, body: unknown) =>
+      cp.call(method, path, { headers: { 'x-tenant-id': 'spender' }, body });
+    const budget = await rest('POST', '/v1/budgets', {
+      name: 'wf',
+      type: 'cost',
+      limits: { max_cost_usd: 100 },
+      workflow_id: 'etl',
+    });
+    const envelope = await rest('POST', '/v1/envelopes', { adapter_type: 'custom', budget_id: budget.body.budget_id });
+    const other = await rest('POST', '/v1/envelopes', { adapter_type: 'custom' });
+    const record = (envelopeId: string, event: Record<string, unknown>) =>
+      rest('POST', `/v1/envelopes/${envelopeId}/events`, { timestamp: new Date().toISOString(), ...event });
+    expect(
+      (
+        await record(envelope.body.envelope_id, {
+          event_type: 'llm.call',
+          model: 'gpt-4o',
+          tokens: { input: 100, output: 10 },
+          cost_usd: 0.5,
+        })
+      ).status,
+    ).toBe(202);
+    await record(envelope.body.envelope_id, { event_type: 'tool.call', cost_usd: 0.25 });
+    await record(other.body.envelope_id, {
+      event_type: 'llm.call',
+      model: 'claude',
+      tokens: { input: 5, output: 5 },
+      cost_usd: 1,
+    });
+
+    const byModel = await call(
+      COSTS,
+      'GetSpendSummary',
+      { tenant_id: 'spender', group_by: 'SPEND_GROUP_BY_MODEL' },
+      as,
+    );
+    expect(byModel.spend_summary.total).toMatchObject({
+      total_tokens: '120',
+      total_cost_usd: 1.75,
+      total_llm_calls: '2',
+      total_tool_calls: '1',
+      total_executions: '2',
+    });
+    expect(byModel.spend_summary.groups.map((g: { key: string }) => g.key)).toEqual(['', 'claude', 'gpt-4o']);
+    const etl = await call(
+      COSTS,
+      'GetSpendSummary',
+      { tenant_id: 'spender', workflow_id: 'etl', group_by: 'SPEND_GROUP_BY_WORKFLOW' },
+      as,
+    );
+    expect(etl.spend_summary.total).toMatchObject({ total_cost_usd: 0.75, total_executions: '1' });
+    expect(etl.spend_summary.groups).toMatchObject([{ key: 'etl' }]);
+    const byDay = await call(COSTS, 'GetSpendSummary', { tenant_id: 'spender', group_by: 'SPEND_GROUP_BY_WEEK' }, as);
+    const monday = new Date();
+    monday.setUTCDate(monday.getUTCDate() - ((monday.getUTCDay() + 6) % 7));
+    expect(byDay.spend_summary.groups).toMatchObject([{ key: monday.toISOString().slice(0, 10) }]);
+    const past = await call(
+      COSTS,
+      'GetSpendSummary',
+      { tenant_id: 'spender', start_time: { seconds: 1, nanos: 0 }, end_time: { seconds: 2, nanos: 0 } },
+      as,
+    );
+    expect(past.spend_summary.total).toMatchObject({ total_tokens: '0', total_cost_usd: 0 });
+    const inverted = await failure(
+      call(
+        COSTS,
+        'GetSpendSummary',
+        { tenant_id: 'spender', start_time: { seconds: 3, nanos: 0 }, end_time: { seconds: 2, nanos: 0 } },
+        as,
+      ),
+    );
+    expect(statusDetails(inverted).badRequest?.fieldViolations[0]?.field).toBe('start_time');
+  });
+});
