@@ -29,6 +29,7 @@ import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { mcpRoutes } from './mcp/http.ts';
 import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
+import { createTokenCounter } from '../core/metering/tokens.ts';
 import { MessageJson } from './gateway/message-json.ts';
 import { transcodedRoutes } from './gateway/transcoder.ts';
 import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
@@ -234,10 +235,18 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
+  const tokens = createTokenCounter();
   const grpcServices = {
     'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
     'svc.policy.v1.PolicyService': policyService(policies, approvals, clock),
-    'svc.cost.v1.CostService': costService({ budgets, envelopes, read: storage.read, clock }),
+    'svc.cost.v1.CostService': costService({
+      budgets,
+      envelopes,
+      read: storage.read,
+      pricer: deps.pricer,
+      tokens,
+      clock,
+    }),
     'svc.checkpoint.v1.CheckpointService': checkpointService(),
     'svc.tenant.v1.TenantService': tenantService(keyAdministration),
   };
@@ -334,6 +343,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       // A moment to send what is pending; what is left stays in the store for the next start.
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);
       await outbox.close();
+      tokens.free();
       await webhooks.close();
       await storage.close();
     },

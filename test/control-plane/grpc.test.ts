@@ -538,5 +538,42 @@ describe('spend summary', () => {
       ),
     );
     expect(statusDetails(inverted).badRequest?.fieldViolations[0]?.field).toBe('start_time');
+
+    // The recorded calls (output 10 and 5 tokens) inform the prediction.
+    const predicted = await call(
+      COSTS,
+      'PredictCost',
+      { tenant_id: 'spender', model_ids: ['gpt-4o'], estimated_input_tokens: 1000, use_historical_data: true },
+      as,
+    );
+    expect(predicted).toMatchObject({
+      historical_based: true,
+      sample_size: 2,
+      prediction: { estimated_input_tokens: '1000', estimated_output_tokens: '8', estimated_total_tokens: '1008' },
+    });
+    const p = predicted.prediction as {
+      estimated_cost_usd: number;
+      estimated_cost_usd_min: number;
+      estimated_cost_usd_max: number;
+    };
+    expect(p.estimated_cost_usd).toBeGreaterThan(0);
+    expect(p.estimated_cost_usd_min).toBeLessThanOrEqual(p.estimated_cost_usd);
+    expect(p.estimated_cost_usd_max).toBeGreaterThanOrEqual(p.estimated_cost_usd);
+    const fresh = await call(
+      COSTS,
+      'PredictCost',
+      { tenant_id: 'spender', model_ids: ['gpt-4o', 'gpt-4o-mini'], input_text: 'Summarise this report in one line.' },
+      as,
+    );
+    expect(fresh).toMatchObject({ historical_based: false, sample_size: 0, prediction: { confidence_level: 'low' } });
+    expect(Number(fresh.prediction.estimated_input_tokens)).toBeGreaterThan(3);
+    const noModel = await failure(call(COSTS, 'PredictCost', { tenant_id: 'spender', input_text: 'x' }, as));
+    expect(statusDetails(noModel).badRequest?.fieldViolations[0]?.field).toBe('model_ids');
+    const http = await cp.call('POST', '/v1/costs/predict', {
+      headers: { 'x-tenant-id': 'spender' },
+      body: { modelIds: ['gpt-4o'], estimatedInputTokens: '2000' },
+    });
+    expect(http.status).toBe(200);
+    expect(http.body).toMatchObject({ prediction: { estimated_input_tokens: '2000' }, sample_size: 0 });
   });
 });
