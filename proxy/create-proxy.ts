@@ -1,8 +1,6 @@
-import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { open, type RootDatabase } from 'lmdb';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { Messaging, Subscription } from '../core/bus/bus.ts';
@@ -30,6 +28,7 @@ import { LmdbOutboxStorage } from '../core/outbox/lmdb-outbox-storage.ts';
 import { Outbox } from '../core/outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
 import { listenForTerminations, RulesetSource, watchBudgetStates } from './sync/index.ts';
+import { openProxyStore } from './store/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
 import {
   keySourcesFromConfig,
@@ -178,19 +177,18 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     costUsd: (model, usage) => cost(prices, model, { ...usage, cachedInput: 0 }).costUsd,
   });
   // Opened once the configuration has been read whole, so a bad value leaves no store open.
-  mkdirSync(config.data_dir, { recursive: true });
-  const store: RootDatabase = open({ path: join(config.data_dir, 'proxy') });
+  const store = openProxyStore(config.data_dir, config.proxy_fsync_interval_ms);
   const rulesets = new RulesetSource({
     tenantId,
     keyValue: messaging.keyValue,
-    store,
+    store: store.root,
     logger: logger.child({ component: 'ruleset' }),
   });
   const chosen = judges.selector.modeOf(tenantId) === 'builtin' ? undefined : judges.selector.forTenant(tenantId);
   const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judges.builtin, chosen);
   const outbox = new Outbox({
     bus: messaging.bus,
-    storage: new LmdbOutboxStorage({ root: store }),
+    storage: new LmdbOutboxStorage({ root: store.root }),
     registry,
     metricPrefix: 'svc_proxy_outbox',
     logger: logger.child({ component: 'outbox' }),
@@ -205,6 +203,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       .map((id) => id.trim())
       .filter((id) => id !== ''),
     podExecutionId,
+    maxEntries: config.proxy_envelope_cache_entries,
   });
   const leaseLogger = logger.child({ component: 'lease' });
   // Spec 3.5 breaker on every request to the control plane; OPEN sends leases onto the soft limit at once.

@@ -133,6 +133,17 @@ export const ConfigSchema = z.object({
   /** How long the proxy keeps reading an answer whose client went away, to bill its real usage. */
   proxy_abort_drain_ms: z.coerce.number().int().nonnegative().default(30_000),
   /**
+   * How often the proxy's LMDB store (outbox, ruleset cache) is flushed to disk. Commits land in
+   * the page cache before an answer completes, so a killed process loses nothing; a machine crash
+   * loses at most this interval. 0 flushes after every commit instead.
+   */
+  proxy_fsync_interval_ms: z.coerce.number().int().nonnegative().default(100),
+  /**
+   * Envelopes the proxy keeps in memory (one per execution id it has seen); beyond it the oldest
+   * without a call in flight are forgotten (a later call with that execution id opens a new one).
+   */
+  proxy_envelope_cache_entries: z.coerce.number().int().positive().default(10_000),
+  /**
    * Largest upstream answer the proxy reads whole to govern it (a provider's whole answer, an MCP tools
    * list), and the largest rest of a stream drained after its client left.
    */

@@ -8,7 +8,7 @@ import { price } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { writeToClient as write } from './client-write.ts';
 import { contentCodings, decompressing } from './decode-body.ts';
-import { chargeWorstCase, settle, type LlmCall } from './llm-call.ts';
+import { chargeWorstCase, recorded, settle, type LlmCall } from './llm-call.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { governToolCall } from './tool-calls.ts';
 
@@ -57,7 +57,8 @@ export async function relayMeteredStream(
     return;
   }
   const meter = adapter.createStreamMeter(call.op, parsed.model, {
-    estimatedInputTokens: parsed.estimatedInputTokens,
+    // Running figures use the bound (as the hold did) until the provider reports its count.
+    estimatedInputTokens: () => call.input.current(),
     hideStreamUsage: call.hideStreamUsage,
   });
   const headers = { ...response.headers };
@@ -175,7 +176,16 @@ export async function relayMeteredStream(
     response.body.destroy();
   }
   const reading: ResponseReading = {
-    usage: progress?.usage ?? { input: parsed.estimatedInputTokens, output: 0, cachedInput: 0 },
+    usage:
+      progress === null
+        ? { input: call.input.exact(), output: 0, cachedInput: 0 }
+        : progress.inputReported
+          ? progress.usage
+          : {
+              ...progress.usage,
+              input: call.input.exact(),
+              cachedInput: Math.min(progress.usage.cachedInput, call.input.exact()),
+            },
     usageSource: progress?.usageSource ?? 'estimated',
     toolCalls: (progress?.toolCalls ?? []).map(({ name, arguments: args }) => ({ name, arguments: args })),
     model: parsed.model,
@@ -184,17 +194,21 @@ export async function relayMeteredStream(
     // The proxy stopped the stream itself: the provider stops with it, and what it sent is what it billed.
     settle(deps, call, reading, 'usage', cut.reason, gone);
     deps.metrics.cutoffs.inc({ provider: adapter.id, reason: cut.reason });
-    res.end(meter.errorEvent(cut.code, cut.message));
     if (
       cut.reason === 'budget' &&
       deps.envelopes.end(envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: cut.message })
     ) {
       void deps.recorder.ended(envelope, 'BUDGET_EXCEEDED', cut.message);
     }
+    await recorded(deps);
+    res.end(meter.errorEvent(cut.code, cut.message));
     return;
   }
   if (complete) settle(deps, call, reading, 'usage', gone ? 'client_gone' : null, gone);
   else chargeWorstCase(deps, call, gone ? 'client_gone' : failed ? 'upstream_failed' : 'upstream_incomplete', reading);
   if (gone || failed) res.destroy();
-  else res.end();
+  else {
+    await recorded(deps);
+    res.end();
+  }
 }
