@@ -33,7 +33,6 @@ import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { mcpRoutes } from './mcp/http.ts';
 import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
-import { createTokenCounter } from '../core/metering/tokens.ts';
 import { MessageJson } from './gateway/message-json.ts';
 import { transcodedRoutes } from './gateway/transcoder.ts';
 import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
@@ -284,7 +283,6 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
-  const tokens = createTokenCounter();
   const grpcServices = {
     'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
     'svc.policy.v1.PolicyService': policyService(policies, approvals, clock),
@@ -394,7 +392,6 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       // A moment to send what is pending; what is left stays in the store for the next start.
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);
       await outbox.close();
-      tokens.free();
       await webhooks.close();
       await storage.close();
       tokens.free();
