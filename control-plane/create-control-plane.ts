@@ -33,14 +33,18 @@ import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { mcpRoutes } from './mcp/http.ts';
 import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
+import { createTokenCounter } from '../core/metering/tokens.ts';
+import { MessageJson } from './gateway/message-json.ts';
+import { transcodedRoutes } from './gateway/transcoder.ts';
 import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
+import { listHttpRules } from './grpc/http-rules.ts';
 import { createGrpcServer } from './grpc/server.ts';
 import { checkpointService } from './grpc/services/checkpoint-service.ts';
 import { costService } from './grpc/services/cost-service.ts';
 import { envelopeService } from './grpc/services/envelope-service.ts';
 import { policyService } from './grpc/services/policy-service.ts';
 import { tenantService } from './grpc/services/tenant-service.ts';
-import { createApp } from './rest/app.ts';
+import { createApp, type RegisteredRoute } from './rest/app.ts';
 import { apiKeyRoutes } from './rest/routes/api-keys.ts';
 import { approvalRoutes } from './rest/routes/approvals.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
@@ -99,6 +103,8 @@ export interface ControlPlane {
   listen(): Promise<string>;
   /** The bound gRPC port once listening. */
   grpcPort(): number | undefined;
+  /** Every HTTP route the server registered (method and fastify path). */
+  httpRoutes: readonly RegisteredRoute[];
   /**
    * The drain: stops taking requests (new ones are answered 503), stops pulling events (what a
    * consumer pulled and has not begun goes back to JetStream for the other replicas), lets what is
@@ -193,6 +199,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   const oracle = new Oracle({
     read: storage.read,
     budgets,
+    envelopes,
     clock,
     lookbackPeriods: config.oracle_lookback_periods,
     maxEvents: config.oracle_max_events,
@@ -257,7 +264,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   let listeningAt: string | undefined;
   const documentationBase = () =>
     config.public_base_url ?? listeningAt ?? `http://${config.http_host}:${config.http_port}`;
-  const { app, routes } = await createApp({
+  const { app, routes, registered } = await createApp({
     logger,
     authenticator,
     tenants,
@@ -277,21 +284,39 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
+  const tokens = createTokenCounter();
+  const grpcServices = {
+    'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
+    'svc.policy.v1.PolicyService': policyService(policies, approvals, clock),
+    'svc.cost.v1.CostService': costService({
+      budgets,
+      envelopes,
+      read: storage.read,
+      pricer: deps.pricer,
+      tokens,
+      clock,
+    }),
+    'svc.checkpoint.v1.CheckpointService': checkpointService(),
+    'svc.tenant.v1.TenantService': tenantService(keyAdministration),
+  };
+  const servedDefinition = loadServedDefinition();
+  // After every REST route: a binding REST already serves keeps its route.
+  transcodedRoutes(routes, {
+    definition: servedDefinition,
+    rules: listHttpRules(servedDefinition),
+    services: grpcServices,
+    json: new MessageJson(servedDefinition),
+    tenants,
+  });
   const health: Record<string, DependencyCheck> = {
     database: () => storage.health(),
     event_bus: () =>
       Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
   };
   const grpc = createGrpcServer({
-    definition: loadServedDefinition(),
+    definition: servedDefinition,
     fileDescriptors: servedFileDescriptors(),
-    services: {
-      'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
-      'svc.policy.v1.PolicyService': policyService(policies),
-      'svc.cost.v1.CostService': costService({ budgets, envelopes, clock }),
-      'svc.checkpoint.v1.CheckpointService': checkpointService(),
-      'svc.tenant.v1.TenantService': tenantService(keyAdministration),
-    },
+    services: grpcServices,
     authenticator,
     tenants,
     logger: logger.child({ component: 'grpc' }),
@@ -351,6 +376,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       return address;
     },
     grpcPort: () => grpcPort,
+    httpRoutes: registered,
     async close() {
       const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdown_grace_ms);
       try {
@@ -368,6 +394,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       // A moment to send what is pending; what is left stays in the store for the next start.
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);
       await outbox.close();
+      tokens.free();
       await webhooks.close();
       await storage.close();
       tokens.free();

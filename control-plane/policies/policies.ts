@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { subjects } from '../../core/bus/subjects.ts';
+import type { Actor } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { PolicyViolationMessage } from '../../core/events/messages.ts';
 import {
@@ -9,6 +10,7 @@ import {
   policyFromRestCreate,
   revisePolicy,
   type CompiledRuleset,
+  type Decision,
   type EvaluationResult,
   type Policy,
   type PolicyChanges,
@@ -23,6 +25,24 @@ import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { PolicyDecision, PolicyGate, PolicyQuestion } from '../envelopes/policy-gate.ts';
 import { collectPages } from '../storage/paging.ts';
 import type { Storage } from '../storage/storage.ts';
+
+/** The most evaluations one history query returns (the newest). */
+export const EVALUATION_HISTORY_MAX = 1000;
+
+/** One evaluation of a policy, read back from its audit record. */
+export interface EvaluationRecord {
+  evaluation_id: string;
+  evaluated_at: string;
+  policy_id: string;
+  rule_id: string;
+  action: string;
+  decision: Decision;
+  /** The policy was in AUDIT: what it would have decided, recorded and not enforced. */
+  shadow: boolean;
+  envelope_id: string | null;
+  approval_id: string | null;
+  actor: Actor;
+}
 
 export interface PolicyDeps {
   storage: Storage;
@@ -153,6 +173,64 @@ export class Policies implements PolicyGate {
    * Evaluates and records: the audit record, a violation event on DENY, a pending approval on
    * REQUIRE_APPROVAL. Used by POST /v1/policies/evaluate and by envelope creation alike.
    */
+  /**
+   * The evaluations a policy decided or shadowed (AUDIT), newest first, as the audit log records
+   * every evaluation: within [start, end) and of one decision when asked. The walk stops at the
+   * first record older than `start` and keeps at most EVALUATION_HISTORY_MAX records.
+   */
+  async evaluations(
+    tenant: string,
+    policyId: string,
+    filter: { start?: string | undefined; end?: string | undefined; decision?: Decision | undefined },
+  ): Promise<EvaluationRecord[]> {
+    await this.get(tenant, policyId);
+    const start = filter.start === undefined ? -Infinity : Date.parse(filter.start);
+    const end = filter.end === undefined ? Infinity : Date.parse(filter.end);
+    const found: EvaluationRecord[] = [];
+    let pageToken: string | null = null;
+    do {
+      const page = await this.deps.storage.read.audit.list(
+        tenant,
+        { order: 'newest', action: 'policy.evaluate' },
+        { pageSize: 100, pageToken },
+      );
+      for (const record of page.items) {
+        const at = Date.parse(record.timestamp);
+        if (at < start) return found;
+        if (at >= end) continue;
+        const meta = record.metadata as {
+          matched_policy?: string | null;
+          matched_rule?: string | null;
+          shadow?: Array<{ policy_id: string; rule_id: string; decision: Decision }>;
+          approval_id?: string | null;
+          action?: string;
+        };
+        const shadowed = meta.shadow?.find((s) => s.policy_id === policyId);
+        const decided = meta.matched_policy === policyId;
+        if (!decided && shadowed === undefined) continue;
+        const decision = decided
+          ? (record.result.toUpperCase() as Decision)
+          : (shadowed as { decision: Decision }).decision;
+        if (filter.decision !== undefined && decision !== filter.decision) continue;
+        found.push({
+          evaluation_id: record.audit_id,
+          evaluated_at: record.timestamp,
+          policy_id: policyId,
+          rule_id: decided ? (meta.matched_rule ?? '') : (shadowed as { rule_id: string }).rule_id,
+          action: meta.action ?? '',
+          decision,
+          shadow: !decided,
+          envelope_id: record.resource.type === 'envelope' ? record.resource.id : null,
+          approval_id: decided ? (meta.approval_id ?? null) : null,
+          actor: record.actor,
+        });
+        if (found.length >= EVALUATION_HISTORY_MAX) return found;
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken !== null);
+    return found;
+  }
+
   async decide(caller: Caller, question: PolicyQuestion): Promise<PolicyDecision> {
     const ruleset = await this.ruleset(caller.tenant);
     const input = { action: question.action, context: question.context, policySet: question.policySet };

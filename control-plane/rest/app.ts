@@ -31,7 +31,16 @@ export interface AppOptions {
  * The HTTP server of the control plane. Requests carry `x-request-id` (taken from the caller or
  * generated) into every log line and error body; every failure is rendered as an SVC error.
  */
-export async function createApp(options: AppOptions): Promise<{ app: FastifyInstance; routes: RouteTable }> {
+/** A route as the HTTP server registered it, whichever way it was added. */
+export interface RegisteredRoute {
+  method: string;
+  /** Fastify form: `/v1/envelopes/:envelope_id`. */
+  url: string;
+}
+
+export async function createApp(
+  options: AppOptions,
+): Promise<{ app: FastifyInstance; routes: RouteTable; registered: readonly RegisteredRoute[] }> {
   const loggerInstance: FastifyBaseLogger = options.logger;
   const sendError = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const svc = asSvcError(error);
@@ -52,6 +61,12 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
     frameworkErrors: (error, request, reply) => {
       void sendError(error, request, reply);
     },
+  });
+
+  // Every route the server serves, so that a test can hold the OpenAPI document to all of them.
+  const registered: RegisteredRoute[] = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) registered.push({ method, url: route.url });
   });
 
   app.setErrorHandler(sendError);
@@ -118,5 +133,5 @@ export async function createApp(options: AppOptions): Promise<{ app: FastifyInst
     request.principal = await options.authenticator.authenticate(request.headers);
   };
   const routes = createRouteTable(app, { tenants: options.tenants, authenticate });
-  return { app, routes };
+  return { app, routes, registered };
 }

@@ -164,7 +164,8 @@ export function createRouteTable(
   return {
     operations: () => operations,
     add(spec) {
-      const fastifyPath = spec.path.replace(/\{(\w+)\}/g, ':$1');
+      // A literal colon (`/v1/checkpoints:query`) is escaped; `{name}` becomes the parameter `:name`.
+      const fastifyPath = spec.path.replace(/:/g, '::').replace(/\{(\w+)\}/g, ':$1');
       app.route({
         method: spec.method,
         url: fastifyPath,

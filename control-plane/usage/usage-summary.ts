@@ -141,3 +141,111 @@ export async function summarisePolicy(read: Readers, tenant: string, window: Sum
     truncated,
   };
 }
+
+export const SPEND_GROUPS = ['model', 'day', 'week', 'month', 'workflow'] as const;
+export type SpendGroup = (typeof SPEND_GROUPS)[number];
+
+/** Spend over a window: cost kept in micro-dollars while summing, so totals are exact. */
+export interface Spend {
+  tokens_input: number;
+  tokens_output: number;
+  cost_micros: number;
+  llm_calls: number;
+  tool_calls: number;
+  /** Distinct envelopes with an event in the window. */
+  executions: number;
+}
+
+export interface SpendSummary {
+  total: Spend;
+  groups: Array<{ key: string; spend: Spend }>;
+  truncated: boolean;
+}
+
+const day = (iso: string) => iso.slice(0, 10);
+
+/** The UTC date a group of `by` starts on (YYYY-MM-DD), or the model or workflow. */
+function groupKey(by: SpendGroup, at: string, model: string | null, workflow: string | null): string {
+  if (by === 'model') return model ?? '';
+  if (by === 'workflow') return workflow ?? '';
+  if (by === 'month') return `${at.slice(0, 7)}-01`;
+  if (by === 'day') return day(at);
+  const date = new Date(`${day(at)}T00:00:00Z`);
+  date.setUTCDate(date.getUTCDate() - ((date.getUTCDay() + 6) % 7));
+  return day(date.toISOString());
+}
+
+/**
+ * The tenant's spend from the usage events that arrived in a window, in total and per group (the
+ * day, week and month of the event's own time); a workflow is the workflow of the event's
+ * budget. Reads at most SUMMARY_SCAN_LIMIT events.
+ */
+export async function summariseSpend(
+  read: Readers,
+  tenant: string,
+  query: SummaryWindow & { workflowId?: string | undefined; groupBy?: SpendGroup | undefined },
+): Promise<SpendSummary> {
+  const workflows = new Map<string, string | null>();
+  const workflowOf = async (budgetId: string | null) => {
+    if (budgetId === null) return null;
+    if (!workflows.has(budgetId))
+      workflows.set(budgetId, (await read.budgets.get(tenant, budgetId))?.workflow_id ?? null);
+    return workflows.get(budgetId) ?? null;
+  };
+  const events: Array<{ at: string; model: string | null; budget: string | null; spend: Spend; envelope: string }> = [];
+  const truncated = await scan(
+    (page) => read.events.list(tenant, {}, page),
+    // The list is in arrival order, so the window is of arrival times (as for summariseUsage).
+    (e) => e.received_at,
+    query,
+    (e) =>
+      events.push({
+        at: new Date(e.timestamp).toISOString(),
+        model: e.model,
+        budget: e.budget_id,
+        envelope: e.envelope_id,
+        spend: {
+          tokens_input: e.tokens.input,
+          tokens_output: e.tokens.output,
+          cost_micros: e.cost_micros,
+          llm_calls: e.event_type.startsWith('llm.') ? 1 : 0,
+          tool_calls: e.event_type.startsWith('tool.') ? 1 : 0,
+          executions: 0,
+        },
+      }),
+  );
+  const zero = (): Spend & { envelopes: Set<string> } => ({
+    tokens_input: 0,
+    tokens_output: 0,
+    cost_micros: 0,
+    llm_calls: 0,
+    tool_calls: 0,
+    executions: 0,
+    envelopes: new Set(),
+  });
+  const total = zero();
+  const groups = new Map<string, ReturnType<typeof zero>>();
+  for (const event of events) {
+    const workflow = await workflowOf(event.budget);
+    if (query.workflowId !== undefined && workflow !== query.workflowId) continue;
+    const targets = [total];
+    if (query.groupBy !== undefined) {
+      const key = groupKey(query.groupBy, event.at, event.model, workflow);
+      targets.push(groups.get(key) ?? groups.set(key, zero()).get(key)!);
+    }
+    for (const t of targets) {
+      t.tokens_input += event.spend.tokens_input;
+      t.tokens_output += event.spend.tokens_output;
+      t.cost_micros += event.spend.cost_micros;
+      t.llm_calls += event.spend.llm_calls;
+      t.tool_calls += event.spend.tool_calls;
+      t.envelopes.add(event.envelope);
+    }
+  }
+  const done = ({ envelopes, ...spend }: ReturnType<typeof zero>): Spend => ({ ...spend, executions: envelopes.size });
+  return {
+    total: done(total),
+    groups: [...groups].sort(([a], [b]) => a.localeCompare(b)).map(([key, spend]) => ({ key, spend: done(spend) })),
+    truncated,
+  };
+}

@@ -8,3 +8,4 @@ export * from './oracle/overrun.ts';
 export * from './oracle/overrun-request.ts';
 export { MAX_RECENT_ACTIONS, RecentActionSchema, recentActionsOf, type RecentAction } from './immune/sequences.ts';
 export * from './oracle/predict-cost.ts';
+export { RateBaseline, type AnomalyOptions, type Detection } from './immune/anomaly.ts';

@@ -133,6 +133,17 @@ export const ConfigSchema = z.object({
   /** How long the proxy keeps reading an answer whose client went away, to bill its real usage. */
   proxy_abort_drain_ms: z.coerce.number().int().nonnegative().default(30_000),
   /**
+   * How often the proxy's LMDB store (outbox, ruleset cache) is flushed to disk. Commits land in
+   * the page cache before an answer completes, so a killed process loses nothing; a machine crash
+   * loses at most this interval. 0 flushes after every commit instead.
+   */
+  proxy_fsync_interval_ms: z.coerce.number().int().nonnegative().default(100),
+  /**
+   * Envelopes the proxy keeps in memory (one per execution id it has seen); beyond it the oldest
+   * without a call in flight are forgotten (a later call with that execution id opens a new one).
+   */
+  proxy_envelope_cache_entries: z.coerce.number().int().positive().default(10_000),
+  /**
    * Largest upstream answer the proxy reads whole to govern it (a provider's whole answer, an MCP tools
    * list), and the largest rest of a stream drained after its client left.
    */
@@ -217,6 +228,16 @@ export const ConfigSchema = z.object({
   proxy_sequence_window_seconds: z.coerce.number().int().min(1).max(86_400).default(600),
   /** Executions whose recent tool calls the proxy remembers at once (16 calls each). */
   proxy_sequence_executions: z.coerce.number().int().min(1).max(100_000).default(1024),
+  /** A call-rate anomaly of an execution (docs/brain.md): `off`, `alert` (event, metric, log) or `terminate` the envelope. */
+  proxy_anomaly_action: z.enum(['off', 'alert', 'terminate']).default('alert'),
+  /** The interval calls are counted in against the execution's own baseline (EWMA). */
+  proxy_anomaly_interval_seconds: z.coerce.number().int().min(1).max(3600).default(60),
+  /** Standard deviations above the baseline that make an interval anomalous. */
+  proxy_anomaly_z: z.coerce.number().min(1).max(100).default(4),
+  /** Calls an interval needs at least before it can be anomalous. */
+  proxy_anomaly_min_calls: z.coerce.number().int().min(1).max(1_000_000).default(20),
+  /** Spend (USD) an interval needs at least before it can be anomalous. */
+  proxy_anomaly_min_spend_usd: z.coerce.number().positive().default(1),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
   proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
   /** What one budget may spend through this proxy while the control plane cannot grant a lease. */

@@ -12,16 +12,17 @@ export type ToolSource = 'model' | 'mcp';
  * judge's sequence rules see what it does after what (docs/brain.md, Immune System). Records it as a `tool.call` event whatever the verdict, and on a refusal
  * publishes the violation (and ends the envelope for TERMINATE).
  */
-export function governToolCall(
+export async function governToolCall(
   deps: GovernanceDeps,
   envelope: LocalEnvelope,
   call: ToolCall,
   source: ToolSource,
   context: Record<string, unknown>,
-): GateVerdict {
+): Promise<GateVerdict> {
   const { name } = call;
+  deps.anomalies.observe(envelope);
   const recent = deps.history.recent(envelope.executionId);
-  const verdict = deps.gate.check(`tool:${name}`, {
+  const verdict = await deps.gate.checkJudged(`tool:${name}`, {
     ...toolContext(call, source, context),
     ...(recent.length === 0 ? {} : { recent_actions: recent }),
   });

@@ -211,6 +211,41 @@ describe('the LLM judge deciding policies', () => {
     expect(open.decision).toBe('ALLOW');
   });
 
+  it("follows a condition's own on_judge_failure over the judge's fail mode", async () => {
+    const withMode = (mode: 'closed' | 'open') =>
+      compileRuleset(
+        [
+          {
+            ...denyDestructive,
+            rules: [
+              {
+                rule_id: 'intent',
+                name: 'intent',
+                action: 'tool:*',
+                decision: 'DENY',
+                conditions: [
+                  {
+                    field: 'tool_args',
+                    operator: 'semantic',
+                    value: { intent: 'DESTRUCTIVE', on_judge_failure: mode },
+                  },
+                ],
+              },
+            ],
+          },
+        ],
+        1,
+      );
+    const slow = call('{"sql":"sim-judge:slow=3000 SELECT 2"}');
+    const open = await evaluateAsync(withMode('open'), slow, judgeWith({ timeoutMs: 150 }).judge);
+    expect(open.decision).toBe('ALLOW');
+    expect(open.reason).not.toMatch(/fail-closed/);
+    const closed = await evaluateAsync(withMode('closed'), slow, judgeWith({ timeoutMs: 150, failMode: 'open' }).judge);
+    expect(closed.decision).toBe('DENY');
+    expect(closed.reason).toMatch(/semantic judge failed.*fail-closed/);
+    expect(() => withMode('sometimes' as 'open')).toThrow(/on_judge_failure must be closed or open/);
+  });
+
   it('both: the built-in verdict when it is sure, the LLM asked when it is not', async () => {
     const builtin = createBuiltinJudge({ maxTextChars: 65_536, allowedHosts: [] });
     const both = combineJudges(builtin, judgeWith().judge);

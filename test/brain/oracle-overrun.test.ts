@@ -223,3 +223,56 @@ describe('POST /v1/costs/predict', () => {
     expectSvcError(await predict({ input_text: 'x', model_ids: [] }), 400, 'SVC-SYS-9002');
   });
 });
+
+describe('the Oracle on an envelope', () => {
+  async function envelopeWith(governance: Record<string, unknown>): Promise<string> {
+    const budget = await cp.call('POST', '/v1/budgets', {
+      key,
+      body: { name: 'roomy', type: 'cost', period: 'daily', limits: { max_cost_usd: 1000 } },
+    });
+    const res = await cp.call('POST', '/v1/envelopes', {
+      key,
+      body: { budget_id: budget.body.budget_id, adapter_type: 'langchain', governance_context: governance },
+    });
+    expect(res.status).toBe(201);
+    return res.body.envelope_id as string;
+  }
+
+  it("predicts an envelope's own limit over its lifetime from its own calls", async () => {
+    now = DAY_START + 8 * HOUR;
+    const envelopeId = await envelopeWith({ cost_limit_usd: 10, timeout_seconds: 3600 });
+    // 0.5 USD calls, one more every five minutes: 1, 2, … 5 calls per five minutes, 7.5 USD in 25 minutes.
+    for (let slot = 0; slot < 5; slot++)
+      for (let i = 0; i <= slot; i++) await call(envelopeId, now + slot * 300_000 + ((i + 0.5) * 300_000) / (slot + 1));
+    now += 25 * 60_000;
+    await eventually(
+      async () => (await cp.call('GET', `/v1/envelopes/${envelopeId}`, { key })).body.cost_summary.cost_usd as number,
+      (usd) => usd >= 7.5,
+      10_000,
+    );
+    const res = await cp.call('POST', '/v1/brain/oracle/predict-overrun', { key, body: { envelope_id: envelopeId } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      envelope_id: envelopeId,
+      dimension: 'cost_usd',
+      limit: 10,
+      period_end: new Date(DAY_START + 9 * HOUR).toISOString(),
+    });
+    expect(res.body.probability).toBeGreaterThan(0.9);
+    expect(Date.parse(res.body.expected_exhaustion_at as string)).toBeLessThan(DAY_START + 9 * HOUR);
+  });
+
+  it('has no answer for an envelope without a timeout, and refuses an unknown one', async () => {
+    const open = await envelopeWith({ cost_limit_usd: 10 });
+    const res = await cp.call('POST', '/v1/brain/oracle/predict-overrun', { key, body: { envelope_id: open } });
+    expect(res.body).toMatchObject({ probability: null, method: 'no_period_end', period_end: null });
+    expectSvcError(
+      await cp.call('POST', '/v1/brain/oracle/predict-overrun', {
+        key,
+        body: { envelope_id: '00000000-0000-4000-8000-000000000000' },
+      }),
+      404,
+      'SVC-ENV-1001',
+    );
+  });
+});

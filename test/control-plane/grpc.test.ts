@@ -295,3 +295,285 @@ describe('gRPC server (contracts loaded from proto/)', () => {
     expect(error.code).toBe(status.DEADLINE_EXCEEDED);
   });
 });
+
+describe('policy updates and approvals over gRPC and the gateway', () => {
+  const rules = [{ action: 'tool:shell', actions: [{ action_type: 'ACTION_TYPE_DENY' }] }];
+
+  it('updates the masked fields only, replaces every field with an empty mask, and deletes', async () => {
+    const { policy } = await call(POLICIES, 'CreatePolicy', {
+      policy: {
+        name: 'lifecycle',
+        priority: 200,
+        status: 'POLICY_STATUS_ACTIVE',
+        rules: [
+          {
+            action: 'tool:sql',
+            conditions: [{ field: 'user_id', operator: 'CONDITION_OPERATOR_EQUALS', values: [{ stringValue: 'bob' }] }],
+            actions: [{ action_type: 'ACTION_TYPE_DENY' }],
+          },
+        ],
+      },
+    });
+    const masked = await call(POLICIES, 'UpdatePolicy', {
+      policy: { policy_id: policy.policy_id, priority: 900, name: 'ignored' },
+      update_mask: { paths: ['priority'] },
+    });
+    expect(masked.policy).toMatchObject({
+      name: 'lifecycle',
+      priority: 900,
+      version: '2',
+      status: 'POLICY_STATUS_ACTIVE',
+    });
+    expect(masked.policy.rules[0].conditions[0].values).toEqual([{ stringValue: 'bob', kind: 'stringValue' }]);
+    const badMask = await failure(
+      call(POLICIES, 'UpdatePolicy', { policy: { policy_id: policy.policy_id }, update_mask: { paths: ['version'] } }),
+    );
+    expect(statusDetails(badMask).badRequest?.fieldViolations[0]?.field).toBe('update_mask');
+    const replaced = await call(POLICIES, 'UpdatePolicy', {
+      policy: { policy_id: policy.policy_id, name: 'replaced', rules },
+    });
+    expect(replaced.policy).toMatchObject({
+      name: 'replaced',
+      priority: 100,
+      status: 'POLICY_STATUS_DRAFT',
+      version: '3',
+    });
+
+    // The gateway: PATCH with update_mask in the query, the policy as the body; then DELETE.
+    const patched = await cp.call('PATCH', `/v1/policies/${String(policy.policy_id)}?update_mask=priority,status`, {
+      key: acme,
+      body: { priority: 42, status: 'POLICY_STATUS_ACTIVE' },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body.policy).toMatchObject({ name: 'replaced', priority: 42, status: 'POLICY_STATUS_ACTIVE' });
+    expect((await cp.call('GET', `/v1/policies/${String(policy.policy_id)}`, { key: acme })).body).toMatchObject({
+      priority: 42,
+      enabled: true,
+    });
+    expect((await cp.call('DELETE', `/v1/policies/${String(policy.policy_id)}`, { key: acme })).body).toEqual({});
+    const gone = await failure(call(POLICIES, 'GetPolicy', { policy_id: policy.policy_id }));
+    expect(gone.code).toBe(status.NOT_FOUND);
+    expect((await failure(call(POLICIES, 'DeletePolicy', { policy_id: policy.policy_id }))).code).toBe(
+      status.NOT_FOUND,
+    );
+  });
+
+  it('lists the approval a REQUIRE_APPROVAL decision opened and decides it once', async () => {
+    await call(POLICIES, 'CreatePolicy', {
+      policy: {
+        name: 'review-deploys',
+        status: 'POLICY_STATUS_ACTIVE',
+        enforcement: 'ENFORCEMENT_LEVEL_BLOCK',
+        priority: 999,
+        rules: [{ action: 'tool:deploy', actions: [{ action_type: 'ACTION_TYPE_REQUIRE_APPROVAL' }] }],
+      },
+    });
+    const evaluated = await call(POLICIES, 'EvaluatePolicies', {
+      context: { tenant_id: 'acme', phase: 'EXECUTION_PHASE_PRE_TOOL_CALL', tool_names: ['deploy'] },
+    });
+    expect(evaluated.final_decision).toBe('EVALUATION_DECISION_REQUIRE_APPROVAL');
+    const pending = await call(POLICIES, 'ListApprovals', { tenant_id: 'acme', status: 'APPROVAL_STATUS_PENDING' });
+    const approval = pending.approvals.find((a: { action: string }) => a.action === 'tool:deploy');
+    expect(approval).toMatchObject({ status: 'APPROVAL_STATUS_PENDING', tenant_id: 'acme' });
+    const missingReviewer = await failure(
+      call(POLICIES, 'UpdateApproval', { approval_id: approval.approval_id, status: 'APPROVAL_STATUS_APPROVED' }),
+    );
+    expect(statusDetails(missingReviewer).badRequest?.fieldViolations[0]?.field).toBe('reviewer_id');
+    const decided = await call(POLICIES, 'UpdateApproval', {
+      approval_id: approval.approval_id,
+      status: 'APPROVAL_STATUS_APPROVED',
+      reviewer_id: 'alice',
+      review_note: 'ok',
+    });
+    expect(decided.approval).toMatchObject({ status: 'APPROVAL_STATUS_APPROVED', reviewer_id: 'alice' });
+    const again = await failure(
+      call(POLICIES, 'UpdateApproval', {
+        approval_id: approval.approval_id,
+        status: 'APPROVAL_STATUS_REJECTED',
+        reviewer_id: 'bob',
+      }),
+    );
+    expect(again.code).toBe(status.FAILED_PRECONDITION);
+    expect(statusDetails(again).errorInfo?.reason).toBe('SVC-POL-2006');
+    const rest = await cp.call('PATCH', `/v1/approvals/${String(approval.approval_id)}`, {
+      key: acme,
+      body: { status: 'REJECTED', reviewer_id: 'bob' },
+    });
+    expect(rest.status).toBe(409);
+  });
+});
+
+describe('evaluation history', () => {
+  it('lists the evaluations a policy decided, newest first, by decision and time, over gRPC and GET /v1/policies/{id}/evaluations', async () => {
+    const { policy } = await call(POLICIES, 'CreatePolicy', {
+      policy: {
+        name: 'history',
+        status: 'POLICY_STATUS_ACTIVE',
+        enforcement: 'ENFORCEMENT_LEVEL_BLOCK',
+        priority: 990,
+        rules: [
+          { action: 'tool:rm', actions: [{ action_type: 'ACTION_TYPE_DENY' }] },
+          { action: 'tool:ls', actions: [{ action_type: 'ACTION_TYPE_ALLOW' }] },
+        ],
+      },
+    });
+    const before = new Date(Date.now() - 1000).toISOString();
+    for (const tool of ['rm', 'ls', 'rm'])
+      await call(POLICIES, 'EvaluatePolicy', {
+        policy_id: policy.policy_id,
+        context: { tenant_id: 'acme', phase: 'EXECUTION_PHASE_PRE_TOOL_CALL', tool_names: [tool] },
+      });
+    // A dry run records nothing.
+    await call(POLICIES, 'EvaluatePolicy', {
+      policy_id: policy.policy_id,
+      context: { tenant_id: 'acme', action: 'tool:rm' },
+      dry_run: true,
+    });
+    const all = await call(POLICIES, 'GetEvaluationHistory', { policy_id: policy.policy_id });
+    expect(all.evaluations.map((e: { action: string }) => e.action)).toEqual(['tool:rm', 'tool:ls', 'tool:rm']);
+    expect(all.evaluations[0]).toMatchObject({
+      policy_id: policy.policy_id,
+      decision: 'EVALUATION_DECISION_DENY',
+      rule_id: 'rule-1',
+      shadow: false,
+      actor_type: 'api_key',
+    });
+    const denies = await call(POLICIES, 'GetEvaluationHistory', {
+      policy_id: policy.policy_id,
+      decision: 'EVALUATION_DECISION_DENY',
+      page_size: 1,
+    });
+    expect(denies.evaluations).toHaveLength(1);
+    expect(denies.next_page_token).not.toBe('');
+    const http = await cp.call(
+      'GET',
+      `/v1/policies/${String(policy.policy_id)}/evaluations?decision=EVALUATION_DECISION_ALLOW&start_time=${before}`,
+      { key: acme },
+    );
+    expect(http.status).toBe(200);
+    expect(http.body.evaluations).toHaveLength(1);
+    expect(http.body.evaluations[0]).toMatchObject({ action: 'tool:ls', decision: 'EVALUATION_DECISION_ALLOW' });
+    expect(typeof http.body.evaluations[0].evaluated_at).toBe('string');
+    const future = await call(POLICIES, 'GetEvaluationHistory', {
+      policy_id: policy.policy_id,
+      start_time: { seconds: Math.floor(Date.now() / 1000) + 3600, nanos: 0 },
+    });
+    expect(future.evaluations).toEqual([]);
+  });
+});
+
+describe('spend summary', () => {
+  it('sums the usage events of the window in total and by model, workflow and day', async () => {
+    await tenantWithKey(cp, 'spender');
+    const as = { key: ROOT_KEY, metadata: { 'x-tenant-id': 'spender' } };
+    const rest = (method: string, path: string, body: unknown) =>
+      cp.call(method, path, { headers: { 'x-tenant-id': 'spender' }, body });
+    const budget = await rest('POST', '/v1/budgets', {
+      name: 'wf',
+      type: 'cost',
+      limits: { max_cost_usd: 100 },
+      workflow_id: 'etl',
+    });
+    const envelope = await rest('POST', '/v1/envelopes', { adapter_type: 'custom', budget_id: budget.body.budget_id });
+    const other = await rest('POST', '/v1/envelopes', { adapter_type: 'custom' });
+    const record = (envelopeId: string, event: Record<string, unknown>) =>
+      rest('POST', `/v1/envelopes/${envelopeId}/events`, { timestamp: new Date().toISOString(), ...event });
+    expect(
+      (
+        await record(envelope.body.envelope_id, {
+          event_type: 'llm.call',
+          model: 'gpt-4o',
+          tokens: { input: 100, output: 10 },
+          cost_usd: 0.5,
+        })
+      ).status,
+    ).toBe(202);
+    await record(envelope.body.envelope_id, { event_type: 'tool.call', cost_usd: 0.25 });
+    await record(other.body.envelope_id, {
+      event_type: 'llm.call',
+      model: 'claude',
+      tokens: { input: 5, output: 5 },
+      cost_usd: 1,
+    });
+
+    const byModel = await call(
+      COSTS,
+      'GetSpendSummary',
+      { tenant_id: 'spender', group_by: 'SPEND_GROUP_BY_MODEL' },
+      as,
+    );
+    expect(byModel.spend_summary.total).toMatchObject({
+      total_tokens: '120',
+      total_cost_usd: 1.75,
+      total_llm_calls: '2',
+      total_tool_calls: '1',
+      total_executions: '2',
+    });
+    expect(byModel.spend_summary.groups.map((g: { key: string }) => g.key)).toEqual(['', 'claude', 'gpt-4o']);
+    const etl = await call(
+      COSTS,
+      'GetSpendSummary',
+      { tenant_id: 'spender', workflow_id: 'etl', group_by: 'SPEND_GROUP_BY_WORKFLOW' },
+      as,
+    );
+    expect(etl.spend_summary.total).toMatchObject({ total_cost_usd: 0.75, total_executions: '1' });
+    expect(etl.spend_summary.groups).toMatchObject([{ key: 'etl' }]);
+    const byDay = await call(COSTS, 'GetSpendSummary', { tenant_id: 'spender', group_by: 'SPEND_GROUP_BY_WEEK' }, as);
+    const monday = new Date();
+    monday.setUTCDate(monday.getUTCDate() - ((monday.getUTCDay() + 6) % 7));
+    expect(byDay.spend_summary.groups).toMatchObject([{ key: monday.toISOString().slice(0, 10) }]);
+    const past = await call(
+      COSTS,
+      'GetSpendSummary',
+      { tenant_id: 'spender', start_time: { seconds: 1, nanos: 0 }, end_time: { seconds: 2, nanos: 0 } },
+      as,
+    );
+    expect(past.spend_summary.total).toMatchObject({ total_tokens: '0', total_cost_usd: 0 });
+    const inverted = await failure(
+      call(
+        COSTS,
+        'GetSpendSummary',
+        { tenant_id: 'spender', start_time: { seconds: 3, nanos: 0 }, end_time: { seconds: 2, nanos: 0 } },
+        as,
+      ),
+    );
+    expect(statusDetails(inverted).badRequest?.fieldViolations[0]?.field).toBe('start_time');
+
+    // The recorded calls (output 10 and 5 tokens) inform the prediction.
+    const predicted = await call(
+      COSTS,
+      'PredictCost',
+      { tenant_id: 'spender', model_ids: ['gpt-4o'], estimated_input_tokens: 1000, use_historical_data: true },
+      as,
+    );
+    expect(predicted).toMatchObject({
+      historical_based: true,
+      sample_size: 2,
+      prediction: { estimated_input_tokens: '1000', estimated_output_tokens: '8', estimated_total_tokens: '1008' },
+    });
+    const p = predicted.prediction as {
+      estimated_cost_usd: number;
+      estimated_cost_usd_min: number;
+      estimated_cost_usd_max: number;
+    };
+    expect(p.estimated_cost_usd).toBeGreaterThan(0);
+    expect(p.estimated_cost_usd_min).toBeLessThanOrEqual(p.estimated_cost_usd);
+    expect(p.estimated_cost_usd_max).toBeGreaterThanOrEqual(p.estimated_cost_usd);
+    const fresh = await call(
+      COSTS,
+      'PredictCost',
+      { tenant_id: 'spender', model_ids: ['gpt-4o', 'gpt-4o-mini'], input_text: 'Summarise this report in one line.' },
+      as,
+    );
+    expect(fresh).toMatchObject({ historical_based: false, sample_size: 0, prediction: { confidence_level: 'low' } });
+    expect(Number(fresh.prediction.estimated_input_tokens)).toBeGreaterThan(3);
+    const noModel = await failure(call(COSTS, 'PredictCost', { tenant_id: 'spender', input_text: 'x' }, as));
+    expect(statusDetails(noModel).badRequest?.fieldViolations[0]?.field).toBe('model_ids');
+    const http = await cp.call('POST', '/v1/costs/predict', {
+      headers: { 'x-tenant-id': 'spender' },
+      body: { modelIds: ['gpt-4o'], estimatedInputTokens: '2000' },
+    });
+    expect(http.status).toBe(200);
+    expect(http.body).toMatchObject({ prediction: { estimated_input_tokens: '2000' }, sample_size: 0 });
+  });
+});

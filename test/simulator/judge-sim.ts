@@ -42,7 +42,12 @@ export async function answerJudge(
   const doc = JSON.parse(messages[1]?.content ?? '{}') as JudgeDocument;
   const seen = `${doc.text}\n${doc.tool_args ?? ''}`;
   const slow = /sim-judge:slow=(\d+)/.exec(seen);
-  if (slow !== null) await sleep(Number(slow[1]));
+  if (slow !== null) {
+    // A client that gave up closes the connection: the wait ends with it, no timer outlives the test.
+    const gone = new AbortController();
+    res.once('close', () => gone.abort());
+    await sleep(Number(slow[1]), undefined, { signal: gone.signal }).catch(() => undefined);
+  }
   if (res.destroyed) return;
   const content = seen.includes('sim-judge:garbage')
     ? 'I think this looks fine.'

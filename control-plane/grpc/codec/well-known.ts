@@ -50,7 +50,14 @@ export function toStruct(object: Record<string, unknown>): { fields: Record<stri
 export function fromValue(value: unknown): unknown {
   if (value === null || value === undefined) return null;
   const v = value as ProtoValue;
-  switch (v.kind) {
+  // `kind` names the member set when proto-loader decoded the value; a value made here has none.
+  const kind =
+    typeof v.kind === 'string'
+      ? v.kind
+      : ['numberValue', 'stringValue', 'boolValue', 'listValue', 'structValue'].find(
+          (key) => v[key] !== undefined && v[key] !== null,
+        );
+  switch (kind) {
     case 'numberValue':
       return v.numberValue;
     case 'stringValue':

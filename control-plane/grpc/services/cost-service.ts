@@ -10,6 +10,11 @@ import {
 import { parseOrThrow } from '../../../core/errors/index.ts';
 import type { Budgets } from '../../budgets/budgets.ts';
 import type { Envelopes } from '../../envelopes/envelopes.ts';
+import type { TokenCounter } from '../../../core/metering/tokens.ts';
+import type { Readers } from '../../storage/storage.ts';
+import { predictCost } from '../../usage/cost-prediction.ts';
+import type { Pricer } from '../../usage/pricer.ts';
+import { summariseSpend, type Spend as UsageSpend, type SpendGroup } from '../../usage/usage-summary.ts';
 import { pageOf } from '../codec/paging.ts';
 import { renamedFields } from '../codec/renamed-fields.ts';
 import { enumValue, fromTimestamp, invalidField, present, requiredId, toTimestamp } from '../codec/well-known.ts';
@@ -18,6 +23,12 @@ import { toGrpcCostSummary } from './envelope-service.ts';
 import { notImplemented } from './not-implemented.ts';
 
 type Message = Record<string, unknown>;
+
+/** The longest input_text a prediction counts the tokens of (1 MiB of text). */
+const MAX_PREDICTION_TEXT = 1_048_576;
+
+/** A spend summary without start_time covers the 30 days before its end. */
+const DEFAULT_SPEND_WINDOW_MS = 30 * 86_400_000;
 
 const STATUS_TYPE = { active: 'ACTIVE', warning: 'WARNING', exhausted: 'EXCEEDED', expired: 'EXPIRED' } as const;
 const LIMITS = [
@@ -163,8 +174,15 @@ function budgetStatusOf(budget: Budget, now: Date) {
 }
 
 /** svc.cost.v1.CostService over the budget and envelope services REST uses. */
-export function costService(deps: { budgets: Budgets; envelopes: Envelopes; clock: () => Date }): GrpcServiceHandlers {
-  const { budgets, envelopes, clock } = deps;
+export function costService(deps: {
+  budgets: Budgets;
+  envelopes: Envelopes;
+  read: Readers;
+  pricer: Pricer;
+  tokens: TokenCounter;
+  clock: () => Date;
+}): GrpcServiceHandlers {
+  const { budgets, envelopes, read, clock } = deps;
   return {
     CreateBudget: {
       access: 'budgets:write',
@@ -206,13 +224,91 @@ export function costService(deps: { budgets: Budgets; envelopes: Envelopes; cloc
         cost_summary: toGrpcCostSummary((await envelopes.get(caller.tenant, requiredId(request, 'envelope_id'))).cost),
       }),
     },
-    GetSpendSummary: notImplemented('GetSpendSummary', 'budgets:read'),
+    GetSpendSummary: {
+      access: 'budgets:read',
+      tenantField: 'tenant_id',
+      handle: async (request, { caller }) => {
+        const end = fromTimestamp(request.end_time, 'end_time') ?? clock().toISOString();
+        const start =
+          fromTimestamp(request.start_time, 'start_time') ??
+          new Date(Date.parse(end) - DEFAULT_SPEND_WINDOW_MS).toISOString();
+        if (Date.parse(start) >= Date.parse(end)) throw invalidField('start_time', 'must be before end_time');
+        const groupBy = enumValue(request.group_by, 'SPEND_GROUP_BY_')?.toLowerCase() as SpendGroup | undefined;
+        const workflowId = present(request.workflow_id);
+        const summary = await summariseSpend(read, caller.tenant, {
+          start: new Date(start),
+          end: new Date(end),
+          workflowId,
+          groupBy,
+        });
+        const spend = (s: UsageSpend) => ({
+          total_tokens: s.tokens_input + s.tokens_output,
+          total_cost_usd: microsToUsd(s.cost_micros),
+          total_llm_calls: s.llm_calls,
+          total_tool_calls: s.tool_calls,
+          total_input_tokens: s.tokens_input,
+          total_output_tokens: s.tokens_output,
+          total_executions: s.executions,
+        });
+        return {
+          spend_summary: {
+            tenant_id: caller.tenant,
+            workflow_id: workflowId ?? '',
+            start_time: toTimestamp(start),
+            end_time: toTimestamp(end),
+            group_by: request.group_by,
+            total: spend(summary.total),
+            groups: summary.groups.map((g) => ({ key: g.key, spend: spend(g.spend) })),
+            truncated: summary.truncated,
+          },
+        };
+      },
+    },
     GetBudgetStatus: {
       access: 'budgets:read',
       handle: async (request, { caller }) => ({
         status: budgetStatusOf(await budgets.get(caller.tenant, requiredId(request, 'budget_id')), clock()),
       }),
     },
-    PredictCost: notImplemented('PredictCost', 'budgets:read'),
+    PredictCost: {
+      access: 'budgets:read',
+      tenantField: 'tenant_id',
+      handle: async (request, { caller }) => {
+        const models = (request.model_ids as string[]).map((m) => m.trim()).filter((m) => m !== '');
+        if (models.length === 0) throw invalidField('model_ids', 'name at least one model');
+        if (models.length > 20) throw invalidField('model_ids', 'at most 20 models');
+        const given = Number(request.estimated_input_tokens);
+        if (!Number.isSafeInteger(given) || given < 0)
+          throw invalidField('estimated_input_tokens', 'must be a non-negative integer');
+        const text = request.input_text as string;
+        if (text.length > MAX_PREDICTION_TEXT)
+          throw invalidField('input_text', `longer than ${MAX_PREDICTION_TEXT} characters`);
+        const lookback = request.lookback_days as number;
+        if (lookback < 0 || lookback > 365) throw invalidField('lookback_days', 'must be from 0 to 365');
+        const prediction = await predictCost({ read, pricer: deps.pricer, tokens: deps.tokens, clock }, caller.tenant, {
+          models,
+          inputTokens: given > 0 ? given : undefined,
+          inputText: text,
+          workflowId: present(request.workflow_id),
+          useHistory: request.use_historical_data === true,
+          lookbackDays: lookback === 0 ? 30 : lookback,
+        });
+        return {
+          prediction: {
+            estimated_input_tokens: prediction.input_tokens,
+            estimated_output_tokens: prediction.output_tokens,
+            estimated_total_tokens: prediction.input_tokens + prediction.output_tokens,
+            estimated_cost_usd: prediction.cost_usd,
+            estimated_cost_usd_min: prediction.cost_usd_min,
+            estimated_cost_usd_max: prediction.cost_usd_max,
+            confidence: prediction.confidence,
+            confidence_level: prediction.confidence_level,
+            estimated_duration_seconds: 0,
+          },
+          historical_based: prediction.sample_size > 0,
+          sample_size: prediction.sample_size,
+        };
+      },
+    },
   };
 }

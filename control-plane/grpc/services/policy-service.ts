@@ -1,11 +1,69 @@
-import type { Decision, EvaluationResult, Policy } from '../../../core/policy/index.ts';
+import {
+  ApprovalDecisionSchema,
+  policyFromRestCreate,
+  type Approval,
+  type Decision,
+  type EvaluationResult,
+  type Policy,
+  type PolicyChanges,
+} from '../../../core/policy/index.ts';
+import { parseOrThrow } from '../../../core/errors/index.ts';
+import type { Approvals } from '../../approvals/approvals.ts';
 import type { Caller } from '../../caller.ts';
 import type { Policies } from '../../policies/policies.ts';
 import { pageOf } from '../codec/paging.ts';
 import { evaluationQuestions, policyCreateInput, toGrpcEvaluationResult, toGrpcPolicy } from '../codec/policy-codec.ts';
-import { enumValue, requiredId } from '../codec/well-known.ts';
+import {
+  enumValue,
+  fromTimestamp,
+  invalidField,
+  present,
+  requiredId,
+  toStruct,
+  toTimestamp,
+} from '../codec/well-known.ts';
 import type { GrpcRequest, GrpcServiceHandlers } from '../server.ts';
-import { notImplemented } from './not-implemented.ts';
+
+/** The policy fields an update_mask may name; an empty mask names them all. */
+const UPDATABLE = ['name', 'description', 'rules', 'priority', 'status', 'enforcement', 'tags'] as const;
+
+/**
+ * The changes an UpdatePolicyRequest asks for. The masked fields of the given policy are laid
+ * over the stored one and the whole is read as a create request would be, so a changed field is
+ * validated (and a rule compiled) exactly as on create; an empty mask replaces every field.
+ */
+function policyChanges(current: Policy, request: GrpcRequest, now: Date): PolicyChanges {
+  const given = request.policy as Record<string, unknown>;
+  const paths = ((request.update_mask as { paths?: string[] } | null)?.paths ?? []).map((p) => p.trim());
+  for (const path of paths) {
+    if (!(UPDATABLE as readonly string[]).includes(path))
+      throw invalidField('update_mask', `${path} cannot be changed; one of ${UPDATABLE.join(', ')}`);
+  }
+  const masked = paths.length === 0 ? [...UPDATABLE] : paths;
+  const merged: Record<string, unknown> = { ...toGrpcPolicy(current) };
+  for (const field of masked) merged[field] = given[field];
+  const input = policyCreateInput(merged);
+  const revised = policyFromRestCreate(input, { tenantId: current.tenant_id, policyId: current.policy_id, now });
+  return Object.fromEntries(masked.map((field) => [field, revised[field as keyof Policy]]));
+}
+
+/** A canonical approval as svc.policy.v1.Approval. */
+export function toGrpcApproval(approval: Approval) {
+  return {
+    approval_id: approval.approval_id,
+    tenant_id: approval.tenant_id,
+    status: `APPROVAL_STATUS_${approval.status}`,
+    policy_id: approval.policy_id,
+    rule_id: approval.rule_id,
+    action: approval.action,
+    context: toStruct(approval.context),
+    envelope_id: approval.envelope_id ?? '',
+    created_at: toTimestamp(approval.created_at),
+    decided_at: toTimestamp(approval.decided_at),
+    reviewer_id: approval.reviewer_id ?? '',
+    review_note: approval.review_note ?? '',
+  };
+}
 
 /** The stricter of two decisions wins when one context asks about several tools. */
 const STRICTNESS: Record<Decision, number> = { ALLOW: 0, WARN: 1, REQUIRE_APPROVAL: 2, DENY: 3 };
@@ -43,7 +101,7 @@ async function byId(policies: Policies, tenant: string): Promise<Map<string, Pol
 }
 
 /** svc.policy.v1.PolicyService over the policy service REST uses. */
-export function policyService(policies: Policies): GrpcServiceHandlers {
+export function policyService(policies: Policies, approvals: Approvals, clock: () => Date): GrpcServiceHandlers {
   return {
     CreatePolicy: {
       access: 'policies:write',
@@ -58,8 +116,24 @@ export function policyService(policies: Policies): GrpcServiceHandlers {
         policy: toGrpcPolicy(await policies.get(caller.tenant, requiredId(request, 'policy_id'))),
       }),
     },
-    UpdatePolicy: notImplemented('UpdatePolicy', 'policies:write'),
-    DeletePolicy: notImplemented('DeletePolicy', 'policies:write'),
+    UpdatePolicy: {
+      access: 'policies:write',
+      tenantField: 'policy.tenant_id',
+      handle: async (request, { caller }) => {
+        if (request.policy === null) throw invalidField('policy', 'required');
+        const policyId = requiredId(request.policy as GrpcRequest, 'policy_id');
+        const current = await policies.get(caller.tenant, policyId);
+        const changes = policyChanges(current, request, clock());
+        return { policy: toGrpcPolicy(await policies.update(caller, policyId, changes)) };
+      },
+    },
+    DeletePolicy: {
+      access: 'policies:write',
+      handle: async (request, { caller }) => {
+        await policies.remove(caller, requiredId(request, 'policy_id'));
+        return {};
+      },
+    },
     ListPolicies: {
       access: 'policies:read',
       tenantField: 'tenant_id',
@@ -111,8 +185,58 @@ export function policyService(policies: Policies): GrpcServiceHandlers {
         return { results, final_decision: consolidated.decision, actions: consolidated.actions };
       },
     },
-    GetEvaluationHistory: notImplemented('GetEvaluationHistory', 'policies:read'),
-    ListApprovals: notImplemented('ListApprovals', 'policies:read'),
-    UpdateApproval: notImplemented('UpdateApproval', 'policies:write'),
+    GetEvaluationHistory: {
+      access: 'policies:read',
+      handle: async (request, { caller }) => {
+        const records = await policies.evaluations(caller.tenant, requiredId(request, 'policy_id'), {
+          start: fromTimestamp(request.start_time, 'start_time'),
+          end: fromTimestamp(request.end_time, 'end_time'),
+          decision: enumValue(request.decision, 'EVALUATION_DECISION_') as Decision | undefined,
+        });
+        const page = pageOf(records, request);
+        return {
+          evaluations: page.items.map((r) => ({
+            evaluation_id: r.evaluation_id,
+            evaluated_at: toTimestamp(r.evaluated_at),
+            policy_id: r.policy_id,
+            rule_id: r.rule_id,
+            action: r.action,
+            decision: `EVALUATION_DECISION_${r.decision}`,
+            shadow: r.shadow,
+            envelope_id: r.envelope_id ?? '',
+            approval_id: r.approval_id ?? '',
+            actor_type: r.actor.type,
+            actor_id: r.actor.id,
+          })),
+          next_page_token: page.next_page_token,
+        };
+      },
+    },
+    ListApprovals: {
+      access: 'policies:read',
+      tenantField: 'tenant_id',
+      handle: async (request, { caller }) => {
+        const status = enumValue(request.status, 'APPROVAL_STATUS_') as Approval['status'] | undefined;
+        const page = pageOf(await approvals.list(caller.tenant, { status }), request);
+        return { approvals: page.items.map(toGrpcApproval), next_page_token: page.next_page_token };
+      },
+    },
+    UpdateApproval: {
+      access: 'policies:write',
+      handle: async (request, { caller }) => {
+        const decision = parseOrThrow(
+          ApprovalDecisionSchema,
+          {
+            status: enumValue(request.status, 'APPROVAL_STATUS_'),
+            reviewer_id: request.reviewer_id,
+            ...(present(request.review_note) === undefined ? {} : { review_note: request.review_note }),
+          },
+          'request',
+        );
+        return {
+          approval: toGrpcApproval(await approvals.decide(caller, requiredId(request, 'approval_id'), decision)),
+        };
+      },
+    },
   };
 }

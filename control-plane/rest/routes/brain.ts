@@ -40,7 +40,7 @@ export function brainRoutes(
     tag: 'brain',
     access: 'budgets:read',
     summary:
-      'The probability that a budget (from its spend and recorded history) or a workload given inline runs over before its period ends',
+      'The probability that a budget or an envelope (from its spend and recorded history), or a workload given inline, runs over before its period ends',
     body: PredictOverrunRequestSchema,
     responses: { 200: { description: 'the prediction', schema: PredictOverrunResponseSchema } },
     handler: async ({ caller, body }) => ({
@@ -49,7 +49,9 @@ export function brainRoutes(
       body:
         body.workload !== undefined
           ? predictWorkload(body.workload, clock)
-          : await oracle.predictBudget(caller.tenant, body.budget_id as string),
+          : body.envelope_id !== undefined
+            ? await oracle.predictEnvelope(caller.tenant, body.envelope_id)
+            : await oracle.predictBudget(caller.tenant, body.budget_id as string),
     }),
   });
   routes.add({

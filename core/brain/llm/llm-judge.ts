@@ -160,7 +160,7 @@ export function createLlmJudge(options: LlmJudgeOptions): LlmJudge {
           ? error
           : new JudgeFailure('network', error instanceof Error ? error.message : '');
       metrics.failures.inc({ reason: failure.reason });
-      if (options.failMode === 'open') return { violated: false, confidence: 0, evidence: [] };
+      if ((input.failMode ?? options.failMode) === 'open') return { violated: false, confidence: 0, evidence: [] };
       throw new SvcError('SVC-SYS-9001', `LLM semantic judge failed: ${failure.message}`, {
         judge: LLM_JUDGE_NAME,
         reason: failure.reason,

@@ -21,16 +21,17 @@ export const WorkloadModelSchema = z
     message: 'must be after period_start',
   });
 
-/** POST /v1/brain/oracle/predict-overrun: a stored budget (its history) or a workload model. */
+/** POST /v1/brain/oracle/predict-overrun: a stored budget or envelope (its history), or a workload model. */
 export const PredictOverrunRequestSchema = z
   .strictObject({
     tenant_id: TenantIdSchema.optional(),
     budget_id: IdSchema.optional(),
+    envelope_id: IdSchema.optional(),
     workload: WorkloadModelSchema.optional(),
   })
-  .refine((r) => (r.budget_id === undefined) !== (r.workload === undefined), {
+  .refine((r) => [r.budget_id, r.envelope_id, r.workload].filter((v) => v !== undefined).length === 1, {
     path: ['budget_id'],
-    message: 'give either budget_id or workload',
+    message: 'give exactly one of budget_id, envelope_id and workload',
   });
 export type PredictOverrunRequest = z.infer<typeof PredictOverrunRequestSchema>;
 
@@ -38,6 +39,8 @@ export const OverrunDimensionSchema = z.enum(['cost_usd', 'tokens', 'workload'])
 
 export const PredictOverrunResponseSchema = z.object({
   budget_id: z.string().nullable(),
+  /** Set when the prediction is about an envelope (its lifetime, its own limits). */
+  envelope_id: z.string().nullable(),
   /** The limit the prediction is about: the one most likely to run over. */
   dimension: OverrunDimensionSchema,
   limit: z.number(),
@@ -65,6 +68,7 @@ export function overrunResponse(
   prediction: OverrunPrediction,
   about: {
     budgetId: string | null;
+    envelopeId: string | null;
     dimension: z.infer<typeof OverrunDimensionSchema>;
     limit: number;
     spent: number;
@@ -76,6 +80,7 @@ export function overrunResponse(
   const round = (n: number) => Math.round(n * 1e6) / 1e6;
   return {
     budget_id: about.budgetId,
+    envelope_id: about.envelopeId,
     dimension: about.dimension,
     limit: about.limit,
     spent: round(about.spent),
@@ -114,6 +119,7 @@ export function predictWorkload(
   });
   return overrunResponse(prediction, {
     budgetId: null,
+    envelopeId: null,
     dimension: 'workload',
     limit: workload.limit,
     spent: workload.spent,

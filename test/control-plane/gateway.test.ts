@@ -1,0 +1,141 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
+import { listHttpRules } from '../../control-plane/grpc/http-rules.ts';
+import {
+  expectSvcError,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+} from '../harness/control-plane.ts';
+
+let cp: RunningControlPlane;
+let key: string;
+
+beforeAll(async () => {
+  cp = await startControlPlane();
+  key = await tenantWithKey(cp, 'acme');
+}, 30_000);
+afterAll(async () => cp.close());
+
+describe('the HTTP gateway transcoded from the google.api.http bindings', () => {
+  it('serves a route for every binding: REST where it has one, the transcoder for the rest', async () => {
+    const doc = (await cp.call('GET', '/openapi.json', { key: null })).body as {
+      paths: Record<string, Record<string, { operationId: string }>>;
+    };
+    for (const rule of listHttpRules(loadServedDefinition())) {
+      const path = rule.path.replace(/\{([^}]+)\}/g, (_m, v: string) => `{${v.split('.').at(-1) as string}}`);
+      expect(doc.paths[path]?.[rule.verb.toLowerCase()], `${rule.verb} ${rule.path}`).toBeDefined();
+    }
+    expect(doc.paths['/v1/policies/batch-evaluate']?.post?.operationId).toBe('PolicyService.EvaluatePolicies');
+    // REST keeps its own routes and shapes.
+    expect(doc.paths['/v1/policies']?.get?.operationId).toBe('listPolicies');
+    expect(Array.isArray((await cp.call('GET', '/v1/policies', { key })).body)).toBe(true);
+  });
+
+  it('answers GET /v1/budgets/{budget_id}/status in the proto3 JSON mapping', async () => {
+    const budget = await cp.call('POST', '/v1/budgets', {
+      key,
+      body: { name: 'b', type: 'cost', limits: { max_cost_usd: 10 }, alerts: [{ percent: 50, action: 'warn' }] },
+    });
+    const res = await cp.call('GET', `/v1/budgets/${String(budget.body.budget_id)}/status`, { key });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      status: {
+        budget_id: budget.body.budget_id,
+        status: 'BUDGET_STATUS_TYPE_ACTIVE',
+        cost_usage_percent: 0,
+        remaining: { max_cost_usd: 10 },
+        current_spend: { total_tokens: '0', total_cost_usd: 0 },
+        next_threshold: { threshold_percent: 50, action: 'THRESHOLD_ACTION_WARN' },
+      },
+    });
+    expectSvcError(await cp.call('GET', '/v1/budgets/nope/status', { key }), 404, 'SVC-BUD-3002');
+    expectSvcError(
+      await cp.call('GET', `/v1/budgets/${String(budget.body.budget_id)}/status`, { key: null }),
+      401,
+      'SVC-SYS-9003',
+    );
+  });
+
+  it('evaluates a batch over POST /v1/policies/batch-evaluate, in snake_case or camelCase', async () => {
+    await cp.call('POST', '/v1/policies', {
+      key,
+      body: { name: 'no-shell', rules: [{ action: 'tool:shell', effect: 'deny' }], priority: 300 },
+    });
+    const snake = await cp.call('POST', '/v1/policies/batch-evaluate', {
+      key,
+      body: {
+        context: { tenant_id: 'acme', phase: 'EXECUTION_PHASE_PRE_TOOL_CALL', tool_names: ['shell'] },
+        dry_run: true,
+      },
+    });
+    expect(snake.status).toBe(200);
+    expect(snake.body).toMatchObject({ final_decision: 'EVALUATION_DECISION_DENY', results: [{ allowed: false }] });
+    const camel = await cp.call('POST', '/v1/policies/batch-evaluate', {
+      key,
+      body: {
+        context: { phase: 'EXECUTION_PHASE_PRE_TOOL_CALL', toolNames: ['search'] },
+        stopOnDeny: true,
+        dryRun: true,
+      },
+    });
+    expect(camel.body).toMatchObject({ final_decision: 'EVALUATION_DECISION_ALLOW' });
+    const unknown = expectSvcError(
+      await cp.call('POST', '/v1/policies/batch-evaluate', { key, body: { context: { phase: 'X' }, bogus: 1 } }),
+      400,
+      'SVC-SYS-9002',
+    );
+    expect(JSON.stringify(unknown.details)).toContain('bogus');
+    expectSvcError(
+      await cp.call('POST', '/v1/policies/batch-evaluate', {
+        key,
+        body: { context: { tenant_id: 'globex', phase: 'EXECUTION_PHASE_PRE_EXECUTION' } },
+      }),
+      403,
+      'SVC-SYS-9004',
+    );
+  });
+
+  it('reads an envelope cost summary at GET /v1/costs/{envelope_id}', async () => {
+    const envelope = await cp.call('POST', '/v1/envelopes', { key, body: { adapter_type: 'custom' } });
+    const res = await cp.call('GET', `/v1/costs/${String(envelope.body.envelope_id)}`, { key });
+    expect(res.body).toEqual({
+      cost_summary: {
+        total_input_tokens: '0',
+        total_output_tokens: '0',
+        total_cost_usd: 0,
+        llm_call_count: '0',
+        tool_call_count: '0',
+        model_costs: [],
+      },
+    });
+  });
+
+  it('answers the bindings whose method is not served yet with 501 SVC-SYS-9011, after authorization', async () => {
+    expectSvcError(
+      await cp.call('PATCH', '/v1/budgets/b1?update_mask=name', { key, body: { name: 'x' } }),
+      501,
+      'SVC-SYS-9011',
+    );
+    expectSvcError(await cp.call('POST', '/v1/checkpoints:query', { key, body: { query: {} } }), 501, 'SVC-SYS-9011');
+    expectSvcError(await cp.call('GET', '/v1/executions/e1/context?keys=a&keys=b', { key }), 501, 'SVC-SYS-9011');
+    const reader = await tenantWithKey(cp, 'acme', ['budgets:read']);
+    expectSvcError(await cp.call('DELETE', '/v1/policies/p1', { key: reader }), 403, 'SVC-SYS-9004');
+    expectSvcError(await cp.call('DELETE', '/v1/policies/p1', { key }), 404, 'SVC-POL-2002');
+  });
+
+  it('reads query parameters by their proto names, camelCase too, and refuses a bad one naming it as sent', async () => {
+    const bad = expectSvcError(
+      await cp.call('GET', '/v1/spend?groupBy=SPEND_GROUP_BY_NOPE', { key }),
+      400,
+      'SVC-SYS-9002',
+    );
+    expect(JSON.stringify(bad.details)).toContain('"field":"groupBy"');
+    const spend = await cp.call('GET', '/v1/spend?groupBy=SPEND_GROUP_BY_DAY&start_time=2020-01-01T00:00:00Z', { key });
+    expect(spend.status).toBe(200);
+    expect(spend.body.spend_summary).toMatchObject({
+      group_by: 'SPEND_GROUP_BY_DAY',
+      start_time: '2020-01-01T00:00:00.000Z',
+    });
+  });
+});
