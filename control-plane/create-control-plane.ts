@@ -33,7 +33,6 @@ import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { mcpRoutes } from './mcp/http.ts';
 import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
-import { createTokenCounter } from '../core/metering/tokens.ts';
 import { MessageJson } from './gateway/message-json.ts';
 import { transcodedRoutes } from './gateway/transcoder.ts';
 import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
@@ -284,7 +283,6 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
-  const tokens = createTokenCounter();
   const grpcServices = {
     'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
     'svc.policy.v1.PolicyService': policyService(policies, approvals, clock),
@@ -292,8 +290,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       budgets,
       envelopes,
       read: storage.read,
-      pricer: deps.pricer,
-      tokens,
+      costs,
       clock,
     }),
     'svc.checkpoint.v1.CheckpointService': checkpointService(),
