@@ -77,7 +77,7 @@ async function start(
       ...overrides,
     },
   );
-  const logger = pino({ level: process.env.REPRO_LOG ?? 'silent' });
+  const logger = pino({ level: 'silent' });
   const messaging = openMessaging === undefined ? createMemoryMessaging({ logger }) : await openMessaging();
   const published: BusMessage[] = [];
   for (const family of ['envelopes', 'events', 'budgets', 'policies']) {
