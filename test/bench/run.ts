@@ -232,8 +232,11 @@ async function main(): Promise<void> {
   const small = micro === 'small';
   const benches: [string, string[]][] = [
     ['policy-eval.ts', small ? ['200', '20'] : ['200000', '200']],
-    ['envelope-create.ts', small ? ['20', '4'] : ['3000', '32']],
-    ['event-processor.ts', small ? ['200', '5'] : ['30000', '50']],
+    // The control plane's benches on both storage backends, side by side.
+    ...(['lmdb', 'postgres'] as const).flatMap((backend): [string, string[]][] => [
+      ['envelope-create.ts', [...(small ? ['20', '4'] : ['3000', '32']), `--backend=${backend}`]],
+      ['event-processor.ts', [...(small ? ['200', '5'] : ['30000', '50']), `--backend=${backend}`]],
+    ]),
   ];
   for (const [script, args] of benches) {
     console.log(`\n## ${script} ${args.join(' ')}\n`);
