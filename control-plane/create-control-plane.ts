@@ -7,9 +7,13 @@ import type { Messaging } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
-import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
+import { judgesFromConfig } from '../core/brain/index.ts';
+import { createTokenCounter } from '../core/metering/tokens.ts';
 import { Approvals } from './approvals/approvals.ts';
 import { ApiKeys } from './auth/api-keys.ts';
+import { CostPredictor } from './brain/cost-prediction.ts';
+import { Oracle } from './brain/oracle.ts';
+import { OverrunWatch } from './brain/overrun-watch.ts';
 import { Authenticator } from './auth/authenticator.ts';
 import { KeyAdministration } from './auth/key-administration.ts';
 import { JwtVerifier } from './auth/jwt.ts';
@@ -29,7 +33,6 @@ import { ControlPlaneMetrics } from './observability/metrics.ts';
 import { mcpRoutes } from './mcp/http.ts';
 import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
-import { createTokenCounter } from '../core/metering/tokens.ts';
 import { MessageJson } from './gateway/message-json.ts';
 import { transcodedRoutes } from './gateway/transcoder.ts';
 import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
@@ -87,6 +90,8 @@ export interface ControlPlane {
   };
   processor: EventProcessor;
   jobs: JobRunner;
+  /** The Oracle's background job; tests run a round with `runOnce`. */
+  overrunWatch: OverrunWatch;
   webhooks: WebhookSender;
   effects: EffectDispatcher;
   metrics: ControlPlaneMetrics;
@@ -148,14 +153,18 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
     webhookUrlProblem: (url) => webhookTargets.problemWith(url),
   });
-  const judge = createBuiltinJudge(builtinJudgeOptions(config));
+  const judges = judgesFromConfig(config, {
+    registry: metrics.registry,
+    processName: 'control plane',
+    costUsd: (model, usage) => deps.pricer(model, usage).costMicros / 1_000_000,
+  });
   const approvals = new Approvals({ storage, audit, effects, clock });
   const policies = new Policies({
     storage,
     audit,
     effects,
-    judge,
     approvals,
+    judgeFor: (tenant) => judges.selector.forTenant(tenant),
     clock,
     observe: (r) => metrics.observePolicy(r),
   });
@@ -186,6 +195,33 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
   });
   await processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
+  const oracle = new Oracle({
+    read: storage.read,
+    budgets,
+    envelopes,
+    clock,
+    lookbackPeriods: config.oracle_lookback_periods,
+    maxEvents: config.oracle_max_events,
+  });
+  const tokens = createTokenCounter();
+  const costs = new CostPredictor({
+    read: storage.read,
+    budgets,
+    oracle,
+    pricer: deps.pricer,
+    tokens,
+    clock,
+    maxEvents: config.oracle_max_events,
+  });
+  const overrunWatch = new OverrunWatch({
+    tenants,
+    budgets,
+    oracle,
+    effects,
+    clock,
+    logger: logger.child({ component: 'overrun-watch' }),
+    threshold: config.oracle_overrun_threshold,
+  });
   const jobs = new JobRunner({
     storage,
     holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
@@ -200,6 +236,18 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       intervalMs: config.state_refresh_seconds * 1000,
       run: (signal) => publisher.refresh(signal),
     },
+    // The Oracle looks at every active budget for a coming overrun.
+    ...(config.oracle_interval_seconds > 0
+      ? [
+          {
+            name: 'oracle.overrun-watch',
+            intervalMs: config.oracle_interval_seconds * 1000,
+            run: async (signal: AbortSignal) => {
+              await overrunWatch.runOnce(signal);
+            },
+          },
+        ]
+      : []),
   ]);
 
   const jwt =
@@ -229,13 +277,12 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
   approvalRoutes(routes, approvals);
-  brainRoutes(routes, judge);
+  brainRoutes(routes, { judges: judges.selector, oracle, costs, clock });
   apiKeyRoutes(routes, keyAdministration);
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
-  const tokens = createTokenCounter();
   const grpcServices = {
     'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
     'svc.policy.v1.PolicyService': policyService(policies, approvals, clock),
@@ -243,8 +290,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       budgets,
       envelopes,
       read: storage.read,
-      pricer: deps.pricer,
-      tokens,
+      costs,
       clock,
     }),
     'svc.checkpoint.v1.CheckpointService': checkpointService(),
@@ -300,6 +346,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     version: config.version,
     documentationBase,
     log: logger.child({ component: 'mcp' }),
+    metrics,
   });
   operationalRoutes(routes, {
     version: config.version,
@@ -315,6 +362,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     services: { envelopes, budgets, policies, approvals, keys, tenants, audit, leases },
     processor,
     jobs,
+    overrunWatch,
     webhooks,
     effects,
     metrics,
@@ -346,6 +394,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       tokens.free();
       await webhooks.close();
       await storage.close();
+      tokens.free();
     },
   };
 }

@@ -1,21 +1,26 @@
-import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { open, type RootDatabase } from 'lmdb';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { Messaging, Subscription } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
 import { ErrorPages, listeningBaseUrl, SvcError } from '../core/errors/index.ts';
-import type { PriceTable } from '../core/metering/prices.ts';
+import { cost, type PriceTable } from '../core/metering/prices.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
 import { AdminServer, createProxyNetMetrics, type Readiness } from './admin/index.ts';
 import { AddressPolicy, createEgressCheck, EgressGuard, parsePorts, type Resolve } from './egress/index.ts';
 import { createControlPlaneCircuit, LeaseBook, PICO_PER_MICRO } from './enforcement/index.ts';
 import { EnvelopeRegistry } from './envelopes/index.ts';
-import { builtinJudgeOptions, createBuiltinJudge } from '../core/brain/index.ts';
-import { createGovernedHandler, EventRecorder, PolicyGate, type GovernanceDeps } from './governance/index.ts';
+import { judgesFromConfig } from '../core/brain/index.ts';
+import {
+  ActionHistory,
+  AnomalyWatch,
+  createGovernedHandler,
+  EventRecorder,
+  PolicyGate,
+  type GovernanceDeps,
+} from './governance/index.ts';
 import { compileInterceptList, DEFAULT_REVERSE_ROUTES, ProxyListener } from './listener/index.ts';
 import { parseMcpServers } from './mcp/index.ts';
 import { createGovernanceMetrics } from './metrics/index.ts';
@@ -23,6 +28,7 @@ import { LmdbOutboxStorage } from '../core/outbox/lmdb-outbox-storage.ts';
 import { Outbox } from '../core/outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
 import { listenForTerminations, RulesetSource, watchBudgetStates } from './sync/index.ts';
+import { openProxyStore } from './store/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
 import {
   keySourcesFromConfig,
@@ -164,20 +170,25 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     credentials,
   });
 
+  // The LLM judge's settings are checked here, before anything is opened.
+  const judges = judgesFromConfig(config, {
+    registry,
+    processName: 'proxy',
+    costUsd: (model, usage) => cost(prices, model, { ...usage, cachedInput: 0 }).costUsd,
+  });
   // Opened once the configuration has been read whole, so a bad value leaves no store open.
-  mkdirSync(config.data_dir, { recursive: true });
-  const store: RootDatabase = open({ path: join(config.data_dir, 'proxy') });
+  const store = openProxyStore(config.data_dir, config.proxy_fsync_interval_ms);
   const rulesets = new RulesetSource({
     tenantId,
     keyValue: messaging.keyValue,
-    store,
+    store: store.root,
     logger: logger.child({ component: 'ruleset' }),
   });
-  const judge = createBuiltinJudge(builtinJudgeOptions(config));
-  const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judge);
+  const chosen = judges.selector.modeOf(tenantId) === 'builtin' ? undefined : judges.selector.forTenant(tenantId);
+  const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judges.builtin, chosen);
   const outbox = new Outbox({
     bus: messaging.bus,
-    storage: new LmdbOutboxStorage({ root: store }),
+    storage: new LmdbOutboxStorage({ root: store.root }),
     registry,
     metricPrefix: 'svc_proxy_outbox',
     logger: logger.child({ component: 'outbox' }),
@@ -192,6 +203,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       .map((id) => id.trim())
       .filter((id) => id !== ''),
     podExecutionId,
+    maxEntries: config.proxy_envelope_cache_entries,
   });
   const leaseLogger = logger.child({ component: 'lease' });
   // Spec 3.5 breaker on every request to the control plane; OPEN sends leases onto the soft limit at once.
@@ -222,6 +234,26 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     upstream,
     prices,
     gate,
+    history: new ActionHistory({
+      windowMs: config.proxy_sequence_window_seconds * 1000,
+      maxExecutions: config.proxy_sequence_executions,
+    }),
+    anomalies: new AnomalyWatch({
+      action: config.proxy_anomaly_action,
+      options: {
+        intervalMs: config.proxy_anomaly_interval_seconds * 1000,
+        alpha: 0.3,
+        zThreshold: config.proxy_anomaly_z,
+        warmupIntervals: 5,
+        minCount: config.proxy_anomaly_min_calls,
+      },
+      minSpendUsd: config.proxy_anomaly_min_spend_usd,
+      maxExecutions: config.proxy_sequence_executions,
+      recorder,
+      envelopes,
+      registry,
+      logger: logger.child({ component: 'immune' }),
+    }),
     leases,
     envelopes,
     recorder,

@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { subjects } from '../../core/bus/subjects.ts';
+import { timeOrderedUuid } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { ApprovalMessage } from '../../core/events/messages.ts';
 import {
@@ -13,8 +13,9 @@ import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Effects } from '../effects/effects.ts';
-import { collectPages } from '../storage/paging.ts';
-import type { Repositories, Storage } from '../storage/storage.ts';
+import type { Page, Repositories, Storage } from '../storage/storage.ts';
+
+const DEFAULT_LIST_LIMIT = 100;
 
 export interface ApprovalDeps {
   storage: Storage;
@@ -34,7 +35,7 @@ export interface ApprovalRequest {
 export interface ApprovalFilter {
   status?: ApprovalStatus | undefined;
   workflowId?: string | undefined;
-  /** At most this many, oldest first. */
+  /** At most this many (default 100), oldest first. */
   limit?: number | undefined;
 }
 
@@ -54,10 +55,12 @@ export class Approvals {
    * queues its `approval.requested` event, so the approval exists exactly when the decision does.
    */
   async open(tx: Repositories, effects: Effects, caller: Caller, request: ApprovalRequest): Promise<Approval> {
-    const now = this.deps.clock().toISOString();
+    const at = this.deps.clock();
+    const now = at.toISOString();
     const workflowId = request.context.workflow_id;
     const approval: Approval = {
-      approval_id: randomUUID(),
+      // Time-ordered, so that storage's id order is creation order (list).
+      approval_id: timeOrderedUuid(at),
       tenant_id: caller.tenant,
       status: 'PENDING',
       policy_id: request.result.matched_policy ?? '',
@@ -81,17 +84,25 @@ export class Approvals {
     return approval;
   }
 
-  /** Oldest first. */
+  /**
+   * Oldest first (id order: approvals are opened with time-ordered ids), at most `limit`: the
+   * scan stops at the limit, so a long history of decided approvals is never held at once.
+   */
   async list(tenant: string, filter: ApprovalFilter = {}): Promise<Approval[]> {
-    const all = await collectPages((page) => this.deps.storage.read.approvals.list(tenant, page));
-    return all
-      .filter(
-        (a) =>
-          (filter.status === undefined || a.status === filter.status) &&
-          (filter.workflowId === undefined || a.workflow_id === filter.workflowId),
-      )
-      .sort((a, b) => a.created_at.localeCompare(b.created_at) || a.approval_id.localeCompare(b.approval_id))
-      .slice(0, filter.limit);
+    const limit = filter.limit ?? DEFAULT_LIST_LIMIT;
+    const found: Approval[] = [];
+    let pageToken: string | null = null;
+    do {
+      const page: Page<Approval> = await this.deps.storage.read.approvals.list(tenant, { pageSize: 100, pageToken });
+      for (const a of page.items) {
+        if (filter.status !== undefined && a.status !== filter.status) continue;
+        if (filter.workflowId !== undefined && a.workflow_id !== filter.workflowId) continue;
+        found.push(a);
+        if (found.length >= limit) return found;
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken !== null);
+    return found;
   }
 
   /**

@@ -1,10 +1,15 @@
 import { Metadata, type StatusObject } from '@grpc/grpc-js';
 import { documentationUrl, isSvcError, SvcError } from '../../core/errors/index.ts';
+import { storageUnavailable } from '../storage/unreachable.ts';
 import { encodeStatusDetails } from './status-details.ts';
 
-/** Whatever a handler threw, as an SvcError: anything else is an internal error with no detail. */
+/**
+ * Whatever a handler threw, as an SvcError: an unreachable store is UNAVAILABLE (SVC-SYS-9001),
+ * anything else an internal error with no detail.
+ */
 export function asGrpcSvcError(error: unknown): SvcError {
-  return isSvcError(error) ? error : new SvcError('SVC-SYS-9007', 'internal error');
+  if (isSvcError(error)) return error;
+  return storageUnavailable(error) ?? new SvcError('SVC-SYS-9007', 'internal error');
 }
 
 function metadataValue(value: unknown): string {

@@ -4,6 +4,7 @@ import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { SvcError } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
+import type { ControlPlaneMetrics } from '../observability/metrics.ts';
 import { resolveTenant } from '../auth/tenancy.ts';
 import type { Tenants } from '../tenants/tenants.ts';
 import { mcpServerFor, type McpSurface } from './server.ts';
@@ -15,6 +16,7 @@ export interface McpHttpDeps {
   version: string;
   documentationBase: () => string;
   log: Logger;
+  metrics: ControlPlaneMetrics;
 }
 
 /** The request headers the streamable HTTP transport reads. */
@@ -87,6 +89,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
           version: deps.version,
           documentationBase: deps.documentationBase(),
           log: deps.log,
+          count: (tool, outcome) => deps.metrics.mcpToolCalls.inc({ tool, outcome }),
         });
         const transport = new WebStandardStreamableHTTPServerTransport({
           sessionIdGenerator: undefined,

@@ -11,6 +11,8 @@ import type { McpServices } from './services.ts';
 
 /** How many envelopes `envelopes://latest` shows. */
 const LATEST_ENVELOPES = 20;
+/** `tenant://status` counts pending approvals up to this many. */
+const PENDING_COUNT_LIMIT = 1000;
 
 interface McpResource {
   definition: Resource;
@@ -48,13 +50,14 @@ export function mcpResources(s: McpServices): McpResource[] {
       read: async (caller) => {
         const now = s.clock();
         const budgets = (await s.budgets.list(caller.tenant, 'all')).map((b) => toMcpBudgetStatus(b, now));
-        const pending = await s.approvals.list(caller.tenant, { status: 'PENDING' });
+        const pending = await s.approvals.list(caller.tenant, { status: 'PENDING', limit: PENDING_COUNT_LIMIT });
         return {
           tenant_id: caller.tenant,
           status: 'active',
           budgets,
           spend_usd: budgets.reduce((sum, b) => sum + b.spend_usd, 0),
           budgets_exceeded: budgets.filter((b) => b.status === 'exceeded').length,
+          /** Counted up to PENDING_COUNT_LIMIT. */
           pending_approvals: pending.length,
           ruleset_version: await s.policies.version(caller.tenant),
         };

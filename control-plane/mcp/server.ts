@@ -41,6 +41,8 @@ export interface McpServerOptions {
   version: string;
   documentationBase: string;
   log: Logger;
+  /** Counts each tool call by outcome (svc_mcp_tool_calls_total). */
+  count: (tool: string, outcome: string) => void;
 }
 
 /**
@@ -72,11 +74,22 @@ export function mcpServerFor(surface: McpSurface, caller: Caller, options: McpSe
         code: 'SVC-SYS-9002',
         field_violations: [{ field: 'name', description: 'no such tool' }],
       });
+    const log = (outcome: string) => {
+      options.count(tool.name, outcome);
+      options.log.info({ request_id: caller.requestId, tool: tool.name, outcome }, 'mcp tool call');
+    };
     try {
-      return await tool.call(caller, request.params.arguments);
+      const result = await tool.call(caller, request.params.arguments);
+      log('ok');
+      return result;
     } catch (error) {
-      if (error instanceof RpcError) throw error;
-      return toolFailure(failed(error), caller.requestId, options.documentationBase);
+      if (error instanceof RpcError) {
+        log(typeof error.data.code === 'string' ? error.data.code : String(error.code));
+        throw error;
+      }
+      const svc = failed(error);
+      log(svc.code);
+      return toolFailure(svc, caller.requestId, options.documentationBase);
     }
   });
   server.setRequestHandler(ListResourcesRequestSchema, () => ({

@@ -38,6 +38,12 @@ export class ControlPlaneMetrics {
     buckets: [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01],
     registers: [this.registry],
   });
+  readonly mcpToolCalls = new Counter({
+    name: 'svc_mcp_tool_calls_total',
+    help: 'MCP tool calls by tool and outcome (ok, the SVC code, or the JSON-RPC error code)',
+    labelNames: ['tool', 'outcome'] as const,
+    registers: [this.registry],
+  });
   readonly budgetUsage: Gauge<'tenant_id' | 'budget_id'>;
   readonly budgetLimit: Gauge<'tenant_id' | 'budget_id'>;
   private budgetSpend: () => Promise<Iterable<BudgetSpend>> = () => Promise.resolve([]);

@@ -48,7 +48,8 @@ export interface PolicyDeps {
   storage: Storage;
   audit: AuditLog;
   effects: EffectDispatcher;
-  judge: SemanticJudge;
+  /** The Semantic Judge each tenant chose (built-in, LLM or both). */
+  judgeFor: (tenant: string) => SemanticJudge;
   /** Opens the pending approval of a REQUIRE_APPROVAL decision. */
   approvals: Approvals;
   clock: () => Date;
@@ -233,7 +234,9 @@ export class Policies implements PolicyGate {
   async decide(caller: Caller, question: PolicyQuestion): Promise<PolicyDecision> {
     const ruleset = await this.ruleset(caller.tenant);
     const input = { action: question.action, context: question.context, policySet: question.policySet };
-    const result = ruleset.needsJudge ? await evaluateAsync(ruleset, input, this.deps.judge) : evaluate(ruleset, input);
+    const result = ruleset.needsJudge
+      ? await evaluateAsync(ruleset, input, this.deps.judgeFor(caller.tenant))
+      : evaluate(ruleset, input);
     this.deps.observe?.(result);
     if (question.dryRun === true) return { result, approvalId: null };
     const now = this.deps.clock();

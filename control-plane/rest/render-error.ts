@@ -1,9 +1,6 @@
 import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
 import { documentationUrl, ERROR_CATALOGUE, isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
-import { isStorageUnreachable } from '../storage/unreachable.ts';
-
-/** What a 503 asks the caller to wait before retrying, unless the error says otherwise. */
-export const RETRY_AFTER_SECONDS = 5;
+import { RETRY_AFTER_SECONDS, storageUnavailable } from '../storage/unreachable.ts';
 
 export interface RenderedError {
   status: number;
@@ -100,9 +97,7 @@ export function asSvcError(error: unknown): SvcError {
   if (typeof code === 'string' && Object.hasOwn(FRAMEWORK_ERRORS, code)) return FRAMEWORK_ERRORS[code]!();
   if (typeof code === 'string' && code.startsWith('FST_') && (error as { statusCode?: unknown }).statusCode === 400)
     return new SvcError('SVC-SYS-9002', 'invalid request');
-  if (isStorageUnreachable(error))
-    return new SvcError('SVC-SYS-9001', 'storage unavailable, retry later', {
-      retry_after_seconds: RETRY_AFTER_SECONDS,
-    });
+  const unavailable = storageUnavailable(error);
+  if (unavailable !== undefined) return unavailable;
   return new SvcError('SVC-SYS-9007', 'internal error');
 }

@@ -1,3 +1,8 @@
+import { SvcError } from '../../core/errors/index.ts';
+
+/** What a 503 asks the caller to wait before retrying. */
+export const RETRY_AFTER_SECONDS = 5;
+
 /** Socket failures: the server is down, restarting, or the network between is cut. */
 const NETWORK_CODES: ReadonlySet<string> = new Set([
   'ECONNREFUSED',
@@ -31,4 +36,10 @@ export function isStorageUnreachable(error: unknown): boolean {
     return true;
   const message = (error as { message?: unknown }).message;
   return typeof message === 'string' && LOST_CONNECTION.test(message);
+}
+
+/** The answer every surface gives for a request that failed on an unreachable store, or undefined. */
+export function storageUnavailable(error: unknown): SvcError | undefined {
+  if (!isStorageUnreachable(error)) return undefined;
+  return new SvcError('SVC-SYS-9001', 'storage unavailable, retry later', { retry_after_seconds: RETRY_AFTER_SECONDS });
 }

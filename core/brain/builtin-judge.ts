@@ -9,6 +9,7 @@ import {
 import { scanEntropy } from './entropy.ts';
 import { similarity } from './examples.ts';
 import { finding, matchPatterns, quotedDataOf, type Finding } from './finding.ts';
+import { recentActionsOf, scanSequences, type RecentAction } from './immune/sequences.ts';
 import { urlsIn, type HostPolicy } from './hosts.ts';
 import { secretPathIn } from './paths.ts';
 import { PATTERNS } from './patterns.ts';
@@ -19,7 +20,7 @@ import { scanToolArgs, scanToolName } from './tool-call.ts';
 
 export const BUILTIN_JUDGE_NAME = 'builtin';
 /** Bumped whenever a signal or weight changes, so recorded decisions say which rules made them. */
-export const BUILTIN_JUDGE_VERSION = '1.0.0';
+export const BUILTIN_JUDGE_VERSION = '1.1.0';
 
 export interface BuiltinJudgeOptions {
   /** Each field is read up to this many characters; a longer one makes the verdict `truncated`. */
@@ -68,6 +69,18 @@ const HOME_HOSTS: Readonly<Record<string, RegExp>> = {
   'secrets.google_api_key': /(?:^|\.)googleapis\.com$/,
 };
 
+const AT_HOME_WEIGHT = 0.35;
+const TALK_WEIGHT = 0.35;
+
+/**
+ * Prose about exfiltration rather than asking for it: how attackers do it, or a defensive purpose
+ * (detection rules, preventing it). "Without being detected" is evasion, not defence: the frame
+ * needs a defender's verb as the purpose (`to detect`, `detection rules`) or the attacker as the
+ * subject of a question.
+ */
+const DEFENSIVE_FRAME =
+  /\bhow\s+(?:do|does|did|can|could|would|might)\s+(?:attackers?|adversar(?:y|ies)|hackers?|malware|threat\s+actors?|criminals|insiders?|an?\s+(?:attacker|adversary|insider))\b|\b(?:to|for|can|we|i)\s+(?:detect|prevent|block|catch|spot|stop|mitigate)\b|\bdetection\s+(?:rules?|logic|queries|signatures?)\b|\bwhat\s+is\s+(?:data\s+)?exfiltration\b/;
+
 /**
  * The built-in Semantic Judge: deterministic, in process, no network. It reads the condition's
  * field and, from the context, the tool's name and arguments; JSON arguments are read leaf by
@@ -78,7 +91,14 @@ const HOME_HOSTS: Readonly<Record<string, RegExp>> = {
 export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
   const hosts: HostPolicy = { allowed: options.allowedHosts };
 
-  function read(input: JudgeInput): { views: TextView[]; truncated: boolean; findings: Finding[] } {
+  function read(input: JudgeInput): {
+    views: TextView[];
+    truncated: boolean;
+    findings: Finding[];
+    toolName: string;
+    args: Record<string, unknown> | undefined;
+  } {
+    let args: Record<string, unknown> | undefined;
     const views: TextView[] = [];
     const findings: Finding[] = [];
     let truncated = false;
@@ -101,6 +121,7 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
       collectLeaves(parsed, name, '', leaves, 0);
       views.push(...leaves);
       scanToolArgs(toolName, name, parsed, leaves, hosts, findings);
+      if (name === 'tool_args' && !Array.isArray(parsed)) args = parsed as Record<string, unknown>;
     }
     if (toolName !== '' && field !== 'tool_name') {
       const nameView = viewOf('tool_name', '', toolName.slice(0, MAX_NAME_CHARS));
@@ -108,11 +129,32 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
     } else if (field === 'tool_name') {
       scanToolName(views[0] as TextView, findings);
     }
-    return { views, truncated, findings };
+    return { views, truncated, findings, toolName, args };
+  }
+
+  /** What the judge finds in an earlier action alone (for the sequence rules). */
+  function earlierFindings(action: RecentAction): readonly Finding[] {
+    return classifyOne({
+      text: action.tool_args,
+      intent: 'DATA_EXFILTRATION',
+      field: 'tool_args',
+      context: { tool_name: action.tool_name },
+    }).flatMap((c) => c.findings);
   }
 
   function classify(input: JudgeInput): Classification {
-    const { views, truncated, findings } = read(input);
+    const { categories, truncated } = classifyWith(input, true);
+    return { categories, truncated };
+  }
+
+  function classifyOne(input: JudgeInput): Classification['categories'] {
+    return classifyWith(input, false).categories;
+  }
+
+  function classifyWith(input: JudgeInput, withSequences: boolean): Classification {
+    const { views, truncated, findings, toolName, args } = read(input);
+    if (withSequences)
+      scanSequences({ toolName, views, args }, recentActionsOf(input.context), earlierFindings, hosts, findings);
     for (const view of views) {
       const textOnly = scanShell(view, hosts, findings);
       const quotedData = quotedDataOf(view, textOnly);
@@ -126,11 +168,20 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
         findings.push(finding(view, 'SUSPICIOUS', 0.45, 'injection.zero_width', 0, view.norm.length));
     }
     const destinations = views.flatMap((v) => urlsIn(v.norm).map((u) => u.host));
-    const adjusted = findings.map((f) => {
+    const atHome = findings.filter((f) => {
       const home = HOME_HOSTS[f.signal];
-      return home !== undefined && destinations.length > 0 && destinations.every((d) => home.test(d))
-        ? { ...f, weight: 0.35 }
-        : f;
+      return home !== undefined && destinations.length > 0 && destinations.every((d) => home.test(d));
+    });
+    const defensive = new Set(views.filter((v) => DEFENSIVE_FRAME.test(v.norm)).map((v) => v.field));
+    const adjusted = findings.map((f) => {
+      // The same credential found by its shape and by its entropy is at home for both.
+      if (
+        atHome.some((h) => h.field === f.field && h.start < f.end && f.start < h.end && f.signal.startsWith('secrets.'))
+      )
+        return { ...f, weight: AT_HOME_WEIGHT };
+      if (f.category === 'DATA_EXFILTRATION' && f.signal.startsWith('intent.') && defensive.has(f.field))
+        return { ...f, weight: TALK_WEIGHT };
+      return f;
     });
     const categories = INTENT_CATEGORIES.map((category) => {
       const own = adjusted.filter((f) => f.category === category).sort((a, b) => b.weight - a.weight);

@@ -896,7 +896,7 @@ function readsSecret(inv: Invocation, scan: Scan): void {
       );
     return;
   }
-  for (const w of inv.args) {
+  for (const w of readArguments(inv)) {
     const hit = secretPathIn(` ${w.value}`);
     if (hit === undefined) continue;
     const weak = isWeakSecretPath(w.value);
@@ -910,6 +910,19 @@ function readsSecret(inv: Invocation, scan: Scan): void {
     );
     return;
   }
+}
+
+const COPIERS = new Set(['cp', 'copy', 'copy-item', 'mv']);
+
+/**
+ * The words a reader reads. A copy reads its sources, not its destination: `cp .env.example .env`
+ * writes a credential file from a template, it takes nothing from one.
+ */
+function readArguments(inv: Invocation): readonly Word[] {
+  if (!COPIERS.has(inv.program)) return inv.args;
+  const o = optionsOf(inv.args);
+  const targetGiven = inv.args.some((w) => /^(?:-t|--target-directory(?:=.*)?|-destination)$/i.test(w.value));
+  return targetGiven || o.positional.length < 2 ? o.positional : o.positional.slice(0, -1);
 }
 
 /** Scripts handed to another program: `bash -c '...'`, `ssh host '...'`, `powershell -Command ...`, `cmd /c ...`. */

@@ -9,6 +9,8 @@ export const subjects = {
   event: (tenant: string, eventType: string) => `svc.${tenant}.events.${eventType}`,
   budgetWarning: (tenant: string) => `svc.${tenant}.budgets.warning`,
   budgetExceeded: (tenant: string) => `svc.${tenant}.budgets.exceeded`,
+  /** The Oracle expects a budget to run over before its period ends. */
+  budgetOverrunPredicted: (tenant: string) => `svc.${tenant}.budgets.overrun_predicted`,
   policyViolation: (tenant: string) => `svc.${tenant}.policies.violation`,
   /** Approvals (spec 3.4) travel in the policies family, so the event stream keeps them. */
   approvalRequested: (tenant: string) => `svc.${tenant}.policies.approval.requested`,

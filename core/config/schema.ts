@@ -133,6 +133,17 @@ export const ConfigSchema = z.object({
   /** How long the proxy keeps reading an answer whose client went away, to bill its real usage. */
   proxy_abort_drain_ms: z.coerce.number().int().nonnegative().default(30_000),
   /**
+   * How often the proxy's LMDB store (outbox, ruleset cache) is flushed to disk. Commits land in
+   * the page cache before an answer completes, so a killed process loses nothing; a machine crash
+   * loses at most this interval. 0 flushes after every commit instead.
+   */
+  proxy_fsync_interval_ms: z.coerce.number().int().nonnegative().default(100),
+  /**
+   * Envelopes the proxy keeps in memory (one per execution id it has seen); beyond it the oldest
+   * without a call in flight are forgotten (a later call with that execution id opens a new one).
+   */
+  proxy_envelope_cache_entries: z.coerce.number().int().positive().default(10_000),
+  /**
    * Largest upstream answer the proxy reads whole to govern it (a provider's whole answer, an MCP tools
    * list), and the largest rest of a stream drained after its client left.
    */
@@ -177,6 +188,56 @@ export const ConfigSchema = z.object({
   semantic_judge_max_text_chars: z.coerce.number().int().min(1024).max(4_194_304).default(65_536),
   /** Destinations (`github.com`, `*.corp.example`) uploads to which the judge does not count as exfiltration. */
   semantic_judge_allowed_hosts: z.string().default(''),
+  /** Which Semantic Judge answers SEMANTIC conditions: `builtin` (in process), `llm` (an endpoint) or `both`. */
+  semantic_judge_mode: z.enum(['builtin', 'llm', 'both']).default('builtin'),
+  /** Per-tenant choices that override semantic_judge_mode: `tenant=llm,other=both`, comma-separated. */
+  semantic_judge_tenant_modes: z
+    .string()
+    .regex(
+      /^\s*([^=,\s]+\s*=\s*(builtin|llm|both)(\s*,\s*[^=,\s]+\s*=\s*(builtin|llm|both))*)?\s*$/,
+      'must be comma-separated tenant=builtin|llm|both',
+    )
+    .default(''),
+  /** The LLM judge's OpenAI-compatible base URL (`https://api.openai.com/v1`, `http://vllm:8000/v1`). */
+  semantic_judge_llm_url: z.url({ protocol: /^https?$/ }).optional(),
+  semantic_judge_llm_model: z.string().min(1).default('gpt-4o-mini'),
+  /** File holding the LLM judge endpoint's API key; none sent when unset (a local server). */
+  semantic_judge_llm_key_file: optionalString,
+  /** At most 4 s: the policy engine bounds any judge at 5 s and then fails closed whatever the mode. */
+  semantic_judge_llm_timeout_ms: z.coerce.number().int().min(50).max(4000).default(2000),
+  /** A failed LLM judgement (timeout, error, unparseable answer, budget spent): `closed` or `open`. */
+  semantic_judge_llm_fail_mode: z.enum(['closed', 'open']).default('closed'),
+  semantic_judge_llm_cache_entries: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+  semantic_judge_llm_cache_ttl_seconds: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(7 * 86_400)
+    .default(3600),
+  /** What the LLM judge may spend per UTC day (priced from the price table); 0 for no limit. */
+  semantic_judge_llm_budget_usd_per_day: z.coerce.number().nonnegative().default(10),
+  /** How often the Oracle looks at every active budget for a coming overrun (0: never). */
+  oracle_interval_seconds: z.coerce.number().int().min(0).max(86_400).default(60),
+  /** The probability of an overrun at which `budgets.overrun_predicted` is raised. */
+  oracle_overrun_threshold: z.coerce.number().gt(0).max(1).default(0.8),
+  /** Earlier periods of a budget read for its usual intensity over a period. */
+  oracle_lookback_periods: z.coerce.number().int().min(0).max(31).default(5),
+  /** Events read at most per prediction, newest first. */
+  oracle_max_events: z.coerce.number().int().min(100).max(1_000_000).default(20_000),
+  /** How long an execution's allowed tool calls count for the Immune System's sequence rules. */
+  proxy_sequence_window_seconds: z.coerce.number().int().min(1).max(86_400).default(600),
+  /** Executions whose recent tool calls the proxy remembers at once (16 calls each). */
+  proxy_sequence_executions: z.coerce.number().int().min(1).max(100_000).default(1024),
+  /** A call-rate anomaly of an execution (docs/brain.md): `off`, `alert` (event, metric, log) or `terminate` the envelope. */
+  proxy_anomaly_action: z.enum(['off', 'alert', 'terminate']).default('alert'),
+  /** The interval calls are counted in against the execution's own baseline (EWMA). */
+  proxy_anomaly_interval_seconds: z.coerce.number().int().min(1).max(3600).default(60),
+  /** Standard deviations above the baseline that make an interval anomalous. */
+  proxy_anomaly_z: z.coerce.number().min(1).max(100).default(4),
+  /** Calls an interval needs at least before it can be anomalous. */
+  proxy_anomaly_min_calls: z.coerce.number().int().min(1).max(1_000_000).default(20),
+  /** Spend (USD) an interval needs at least before it can be anomalous. */
+  proxy_anomaly_min_spend_usd: z.coerce.number().positive().default(1),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
   proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
   /** What one budget may spend through this proxy while the control plane cannot grant a lease. */

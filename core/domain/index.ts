@@ -9,3 +9,4 @@ export * from './budget-rest.ts';
 export * from './period.ts';
 export * from './auth.ts';
 export * from './audit.ts';
+export * from './time-ordered-id.ts';

@@ -61,6 +61,26 @@ export const BudgetAlertMessageSchema = z.object({
 });
 export type BudgetAlertMessage = z.infer<typeof BudgetAlertMessageSchema>;
 
+/** `budgets.overrun_predicted`: the Oracle's probability of an overrun crossed the threshold. */
+export const BudgetOverrunPredictedMessageSchema = z.object({
+  tenant_id: z.string(),
+  budget_id: z.string(),
+  budget_name: z.string(),
+  /** The limit expected to run over: `cost_usd` or `tokens`. */
+  dimension: z.enum(['cost_usd', 'tokens']),
+  probability: z.number(),
+  threshold: z.number(),
+  limit: z.number(),
+  spent: z.number(),
+  expected_spend_at_end: z.number(),
+  expected_exhaustion_at: TimestampSchema.nullable(),
+  trend: z.string(),
+  period_start: TimestampSchema,
+  period_end: TimestampSchema.nullable(),
+  occurred_at: TimestampSchema,
+});
+export type BudgetOverrunPredictedMessage = z.infer<typeof BudgetOverrunPredictedMessageSchema>;
+
 export const PolicyViolationMessageSchema = z.object({
   tenant_id: z.string(),
   policy_id: z.string(),

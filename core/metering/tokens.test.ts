@@ -65,3 +65,40 @@ describe('countChatMessages', () => {
     expect(counter.countChatMessages('gpt-4o', messages)).toBe(expected);
   });
 });
+
+describe('the upper bound', () => {
+  const texts = [
+    'hello world',
+    'Grüße aus Köln — naïve café',
+    '日本語のテキストとemoji 🎉🎉 mixed in',
+    '    indented\n\tcode();\n',
+    'a'.repeat(5000),
+    Array.from({ length: 300 }, (_, i) => String.fromCodePoint(0x4e00 + ((i * 7919) % 20000))).join(''),
+  ];
+
+  it.each(['gpt-4o', 'gpt-4-turbo'])('is never below the exact count, text or chat (%s)', (model) => {
+    for (const text of texts) {
+      const bound = counter.bounded(() => counter.countText(model, text));
+      expect(bound).toBe(Buffer.byteLength(text));
+      expect(bound).toBeGreaterThanOrEqual(counter.countText(model, text));
+    }
+    const messages = texts.map((content, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content }));
+    expect(counter.bounded(() => counter.countChatMessages(model, messages))).toBeGreaterThanOrEqual(
+      counter.countChatMessages(model, messages),
+    );
+  });
+
+  it('runs no tokenizer and ends with its scope, also when the scope throws', () => {
+    const encode = vi.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    counter.bounded(() => counter.countText('gpt-4o', 'no tokenizer here'));
+    expect(encode).not.toHaveBeenCalled();
+    expect(() =>
+      counter.bounded(() => {
+        throw new Error('parse failed');
+      }),
+    ).toThrow('parse failed');
+    counter.countText('gpt-4o', 'exact again');
+    expect(encode).toHaveBeenCalled();
+    encode.mockRestore();
+  });
+});

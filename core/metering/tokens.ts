@@ -1,4 +1,6 @@
-import { get_encoding, type Tiktoken } from 'tiktoken';
+import { createRequire } from 'node:module';
+import type * as TiktokenModule from 'tiktoken';
+import type { Tiktoken } from 'tiktoken';
 import { normalizeModelId } from './prices.ts';
 
 export type EncodingName = 'o200k_base' | 'cl100k_base';
@@ -15,6 +17,12 @@ export interface TokenCounter {
   countText(model: string, text: string): number;
   /** Prompt tokens of a chat request, with OpenAI's per-message framing overhead. */
   countChatMessages(model: string, messages: readonly ChatMessageText[]): number;
+  /**
+   * Runs `fn` (synchronous) with every count replaced by the text's UTF-8 byte length, framing
+   * kept: an upper bound of the exact count at no tokenizer cost, since every token of a
+   * byte-level BPE encoding covers at least one byte.
+   */
+  bounded<T>(fn: () => T): T;
   /** Releases the WASM encoders (they are created again on next use). */
   free(): void;
 }
@@ -31,6 +39,18 @@ const TOKENS_PER_NAME = 1;
 const REPLY_PRIMER = 3;
 
 const ENCODING_MEMO_LIMIT = 256;
+
+const requireModule = createRequire(import.meta.url);
+let tiktoken: typeof TiktokenModule | undefined;
+
+/**
+ * tiktoken is loaded on the first exact count, not at start: loading it instantiates its
+ * WebAssembly (about 16 MB resident), and a proxy whose providers report usage rarely counts.
+ */
+function getEncoding(name: EncodingName): Tiktoken {
+  tiktoken ??= requireModule('tiktoken') as typeof TiktokenModule;
+  return tiktoken.get_encoding(name);
+}
 const O200K_FAMILIES = /^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o\d)/;
 
 /**
@@ -65,14 +85,17 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   function encoder(name: EncodingName): Tiktoken {
     let enc = encoders.get(name);
     if (!enc) {
-      enc = get_encoding(name);
+      enc = getEncoding(name);
       encoders.set(name, enc);
     }
     return enc;
   }
 
+  let bounding = false;
+
   function count(name: EncodingName, text: string): number {
     if (text.length === 0) return 0;
+    if (bounding) return Buffer.byteLength(text);
     if (text.length < memoMinChars) return encoder(name).encode_ordinary(text).length;
     const memo = memos[name];
     const known = memo.get(text);
@@ -99,6 +122,15 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
         if (m.name) total += TOKENS_PER_NAME + count(name, m.name);
       }
       return total;
+    },
+    bounded(fn) {
+      const outer = bounding;
+      bounding = true;
+      try {
+        return fn();
+      } finally {
+        bounding = outer;
+      }
     },
     free() {
       for (const enc of encoders.values()) enc.free();

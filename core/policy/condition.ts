@@ -25,6 +25,8 @@ export interface CompiledSemantic {
   readonly minConfidence: number;
   /** A tenant-defined category: the intent's description and labelled examples. */
   readonly category?: SemanticCategory;
+  /** What a failed judgement (an LLM judge's timeout or error) means here; the judge's own mode when absent. */
+  readonly onJudgeFailure?: 'closed' | 'open';
 }
 
 export type CompiledCondition = CompiledCheck | CompiledSemantic;
@@ -170,13 +172,23 @@ function compileSemantic(field: string, read: FieldReader, value: unknown): Cond
       description,
       examples,
       counter_examples: counterExamples,
+      on_judge_failure: onJudgeFailure,
     } = value as Record<string, unknown>;
     if (typeof intent !== 'string' || intent.trim() === '')
       return fault('value', 'semantic needs value.intent, a non-empty string');
     if (typeof minConfidence !== 'number' || !(minConfidence >= 0 && minConfidence <= 1)) {
       return fault('value', 'semantic value.min_confidence must be a number from 0 to 1');
     }
-    const condition: CompiledSemantic = { kind: 'semantic', field, read, intent, minConfidence };
+    if (onJudgeFailure !== undefined && onJudgeFailure !== 'closed' && onJudgeFailure !== 'open')
+      return fault('value', 'semantic value.on_judge_failure must be closed or open');
+    const condition: CompiledSemantic = {
+      kind: 'semantic',
+      field,
+      read,
+      intent,
+      minConfidence,
+      ...(onJudgeFailure === undefined ? {} : { onJudgeFailure }),
+    };
     if (examples === undefined && counterExamples === undefined && description === undefined)
       return { ok: true, condition };
     const category = SemanticCategorySchema.safeParse({
@@ -193,7 +205,7 @@ function compileSemantic(field: string, read: FieldReader, value: unknown): Cond
   }
   return fault(
     'value',
-    'semantic needs an intent string or { intent, min_confidence, description, examples, counter_examples }',
+    'semantic needs an intent string or { intent, min_confidence, on_judge_failure, description, examples, counter_examples }',
   );
 }
 

@@ -362,6 +362,8 @@ async function judgeRule(
         await withTimeout(judge.judge(judgeInput(condition, text, context)), timeoutMs),
       );
     } catch (error) {
+      // A condition that chose to fail open does not hold when its judge cannot answer.
+      if (condition.onJudgeFailure === 'open') return false;
       state.judgeFailure = error instanceof Error ? error.message : String(error);
       return failClosedVerdict(step.rule);
     }
@@ -388,6 +390,7 @@ function judgeRuleNow(
     try {
       verdict = JudgeVerdictSchema.parse(judge.judgeNow(judgeInput(condition, text, context)));
     } catch (error) {
+      if (condition.onJudgeFailure === 'open') return false;
       state.judgeFailure = error instanceof Error ? error.message : String(error);
       return failClosedVerdict(step.rule);
     }
@@ -408,6 +411,7 @@ function judgeInput(condition: CompiledSemantic, text: string, context: Readonly
     field: condition.field,
     context: { ...context },
     ...(condition.category === undefined ? {} : { category: condition.category }),
+    ...(condition.onJudgeFailure === undefined ? {} : { failMode: condition.onJudgeFailure }),
   };
 }
 

@@ -32,6 +32,11 @@ export const JudgeInputSchema = z.object({
   category: SemanticCategorySchema.optional(),
   /** The whole evaluation context: a judge may look beyond the condition's field (`tool_name`, `tool_args`). */
   context: z.record(z.string(), z.unknown()),
+  /**
+   * The condition's choice of what a failed judgement means: a judge that can fail (the LLM
+   * judge) answers "not violated" for `open` and fails for `closed`; its own mode when absent.
+   */
+  failMode: z.enum(['closed', 'open']).optional(),
 });
 /** A category arrives compiled (its defaults applied), so a judge can cache by its identity. */
 export type JudgeInput = Omit<z.input<typeof JudgeInputSchema>, 'category'> & { category?: SemanticCategory };

@@ -14,6 +14,14 @@ export interface Allowance {
 
 export const ZERO: Amount = { tokens: 0, pico: 0 };
 
+/** Whether what is available holds all of `need` in both dimensions. */
+export function covers(available: Allowance, need: Amount): boolean {
+  return (
+    (available.tokens === null || available.tokens >= need.tokens) &&
+    (available.pico === null || available.pico >= need.pico)
+  );
+}
+
 export function microsToPico(micros: number | null): number | null {
   return micros === null ? null : micros * PICO_PER_MICRO;
 }

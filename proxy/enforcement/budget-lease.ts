@@ -2,7 +2,7 @@ import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { LeaseGrantSchema, syncSubjects, type LeaseGrant } from '../../core/sync/contract.ts';
 import type { RequestReply } from '../../core/bus/bus.ts';
 import type { BudgetStatus } from '../../core/domain/budget.ts';
-import { microsToPico, PICO_PER_MICRO, type Allowance, type Amount } from './amounts.ts';
+import { covers, microsToPico, PICO_PER_MICRO, type Allowance, type Amount } from './amounts.ts';
 
 export interface LeaseSettings {
   tenantId: string;
@@ -283,13 +283,6 @@ export class BudgetLease {
 
 function capped(want: number, have: number | null): number {
   return have === null ? want : Math.max(0, Math.min(want, have));
-}
-
-function covers(available: Allowance, need: Amount): boolean {
-  return (
-    (available.tokens === null || available.tokens >= need.tokens) &&
-    (available.pico === null || available.pico >= need.pico)
-  );
 }
 
 function isEmpty(available: Allowance): boolean {

@@ -1,4 +1,4 @@
-export { ZERO, PICO_PER_MICRO, type Allowance, type Amount } from './amounts.ts';
+export { covers, ZERO, PICO_PER_MICRO, type Allowance, type Amount } from './amounts.ts';
 export {
   BudgetLease,
   isRefusal,

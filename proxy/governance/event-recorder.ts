@@ -36,6 +36,8 @@ export class EventRecorder {
   readonly #sink: EventSink;
   readonly #logger: RecorderLogger;
   readonly #clock: () => Date;
+  /** Events handed to the outbox and not yet committed. */
+  readonly #pending = new Set<Promise<void>>();
 
   constructor(
     tenantId: string,
@@ -113,11 +115,25 @@ export class EventRecorder {
     await this.#append(`ended-${envelope.envelopeId}`, subjects.envelopeTerminated(this.#tenantId), data);
   }
 
-  async #append(id: string, subject: string, data: unknown): Promise<void> {
-    try {
-      await this.#sink.append({ id, subject, data });
-    } catch (error) {
-      this.#logger.error({ event_id: id, subject, err: (error as Error).message }, 'event not recorded');
-    }
+  /**
+   * Resolves once every event recorded so far is committed (or refused), or null when none is
+   * pending. An answer completes only after this, so a call whose answer the agent received in
+   * full is on record even if the process is killed right after (docs/performance.md).
+   */
+  written(): Promise<unknown> | null {
+    if (this.#pending.size === 0) return null;
+    return Promise.all(this.#pending);
+  }
+
+  #append(id: string, subject: string, data: unknown): Promise<void> {
+    const write = this.#sink.append({ id, subject, data }).then(
+      () => undefined,
+      (error: unknown) => {
+        this.#logger.error({ event_id: id, subject, err: (error as Error).message }, 'event not recorded');
+      },
+    );
+    this.#pending.add(write);
+    void write.finally(() => this.#pending.delete(write));
+    return write;
   }
 }

@@ -5,6 +5,8 @@ import type { LeaseBook } from '../enforcement/index.ts';
 import type { EnvelopeRegistry } from '../envelopes/index.ts';
 import type { GovernanceMetrics } from '../metrics/index.ts';
 import type { UpstreamClient } from '../upstream/index.ts';
+import type { ActionHistory } from './action-history.ts';
+import type { AnomalyWatch } from './anomaly-watch.ts';
 import type { EventRecorder } from './event-recorder.ts';
 import type { PolicyGate } from './policy-gate.ts';
 
@@ -13,6 +15,10 @@ export interface GovernanceDeps {
   upstream: UpstreamClient;
   prices: PriceTable;
   gate: PolicyGate;
+  /** Each execution's recent tool calls, for the sequence rules. */
+  history: ActionHistory;
+  /** Each execution's call rate against its own baseline (the Immune System's anomalies). */
+  anomalies: AnomalyWatch;
   leases: LeaseBook;
   envelopes: EnvelopeRegistry;
   recorder: EventRecorder;

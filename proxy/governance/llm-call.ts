@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { deniesModel } from '../../core/metering/prices.ts';
 import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
-import { ZERO, isRefusal, type Reservation } from '../enforcement/index.ts';
+import { covers, ZERO, isRefusal, type Reservation } from '../enforcement/index.ts';
 import { ENVELOPE_HEADER, type LocalEnvelope, type Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import type { Operation, ParsedRequest, ProviderAdapter, ResponseReading } from '../providers/index.ts';
@@ -11,6 +11,7 @@ import type { GovernanceDeps } from './governance-deps.ts';
 import { relayMeteredStream } from './metered-stream.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { decodeBody, decodedHeaders, type DecodedBody } from './decode-body.ts';
+import { InputTokens } from './input-tokens.ts';
 import { MAX_BODY_DEPTH, parseJsonBody, readBody } from './read-body.ts';
 import { parseStrictJson } from './strict-json.ts';
 import { chargeCall, type ChargeBasis } from './settle-call.ts';
@@ -23,7 +24,9 @@ export interface LlmCall {
   req: ProxiedRequest;
   adapter: ProviderAdapter;
   op: Operation;
+  /** Parsed with the input tokens' upper bound (`input.bound`); `input` counts exactly when needed. */
   parsed: ParsedRequest;
+  input: InputTokens;
   envelope: LocalEnvelope;
   reservation: Reservation;
   /** Policy context shared by the call's own and its tool-call evaluations. */
@@ -53,6 +56,7 @@ export async function governLlmCall(
   let headers: IncomingHttpHeaders;
   let json: unknown;
   let parsed: ParsedRequest;
+  let input: InputTokens;
   try {
     const received = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
     // Governed as the provider will read it (codings undone, text decoded), and sent on as that text in UTF-8.
@@ -60,7 +64,13 @@ export async function governLlmCall(
     json = parseJsonBody(decoded.text);
     bytes = decoded.utf8;
     headers = decodedHeaders(req.headers, decoded);
-    parsed = adapter.parseRequest(op, json, req.targetUrl.pathname);
+    const path = req.targetUrl.pathname;
+    // Parsed with the token bound; the exact count parses again, only if it is ever needed.
+    parsed = deps.tokens.bounded(() => adapter.parseRequest(op, json, path));
+    input = new InputTokens(
+      parsed.estimatedInputTokens,
+      () => adapter.parseRequest(op, json, path).estimatedInputTokens,
+    );
   } catch (error) {
     if (!isSvcError(error)) throw error;
     deps.metrics.requests.inc({ provider: adapter.id, model: 'unparsed', decision: 'invalid' });
@@ -82,6 +92,8 @@ export async function governLlmCall(
   }
   const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
+  // Counted before the ending is read: an anomaly that ends the envelope refuses this call too.
+  deps.anomalies.observe(envelope);
   if (envelope.ending !== null) {
     count('terminated');
     refuse(
@@ -113,12 +125,13 @@ export async function governLlmCall(
     envelope_id: envelope.envelopeId,
     execution_id: envelope.executionId,
     budget_id: envelope.budgetId,
-    estimated_input_tokens: parsed.estimatedInputTokens,
     max_output_tokens: parsed.maxOutputTokens,
     declared_tools: parsed.declaredTools,
   };
+  // Counted only if a rule reads it.
+  Object.defineProperty(context, 'estimated_input_tokens', { enumerable: true, get: () => input.exact() });
   const action = `llm:${parsed.model}`;
-  const verdict = deps.gate.check(action, context);
+  const verdict = await deps.gate.checkJudged(action, context);
   if (!verdict.allowed) {
     count('denied');
     refused(deps, envelope, action, verdict);
@@ -127,7 +140,10 @@ export async function governLlmCall(
   }
 
   const lease = await deps.leases.lease(envelope.budgetId);
-  const { most, least } = estimate(deps.prices, parsed, adapter.id);
+  let { most, least } = estimate(deps.prices, parsed, adapter.id);
+  // The bound decides alone when the lease holds even its worst case: the exact count could only
+  // lower it. Near the limit, where it could change the decision or the hold, the exact count decides.
+  if (!covers(lease.available(), most)) ({ most, least } = estimate(deps.prices, exactly(parsed, input), adapter.id));
   const reservation = lease.reserve(most, least);
   if (isRefusal(reservation)) {
     count('budget_exceeded');
@@ -140,6 +156,7 @@ export async function governLlmCall(
     adapter,
     op,
     parsed,
+    input,
     envelope,
     reservation,
     context,
@@ -289,7 +306,7 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
     );
     return;
   }
-  const reading = call.adapter.readResponse(call.op, answer, call.parsed.estimatedInputTokens);
+  const reading = call.adapter.readResponse(call.op, answer, () => call.input.exact());
   const aborted = req.signal.aborted;
   const priced = settle(deps, call, reading, 'usage', aborted ? 'client_gone' : null, aborted);
   deps.logger.debug(
@@ -300,9 +317,10 @@ async function finishWhole(deps: GovernanceDeps, call: LlmCall, response: Upstre
   if (aborted) return;
   let blocked: { code: SvcCode; message: string } | null = null;
   for (const toolCall of reading.toolCalls) {
-    const verdict = governToolCall(deps, call.envelope, toolCall, 'model', call.context);
+    const verdict = await governToolCall(deps, call.envelope, toolCall, 'model', call.context);
     if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
   }
+  await recorded(deps);
   if (blocked !== null) {
     sendProviderRefusal(req.clientRes, call.adapter, blocked.code, blocked.message, req.id, call.envelope.envelopeId);
     return;
@@ -339,6 +357,20 @@ export function settle(
   );
 }
 
+/**
+ * Waits until the call's events are committed: the answer completes after its record, so a
+ * process killed at any moment never leaves an answer delivered in full and unrecorded.
+ */
+export async function recorded(deps: GovernanceDeps): Promise<void> {
+  const written = deps.recorder.written();
+  if (written !== null) await written;
+}
+
+/** The request as parsed, with its exact input token count. */
+export function exactly(parsed: ParsedRequest, input: InputTokens): ParsedRequest {
+  return { ...parsed, estimatedInputTokens: input.exact() };
+}
+
 /** Returns the call's hold to the lease uncharged: the provider generated nothing. */
 function release(call: LlmCall): void {
   call.settled = true;
@@ -351,7 +383,7 @@ export function chargeWorstCase(deps: GovernanceDeps, call: LlmCall, cutOff: str
     deps,
     call,
     {
-      usage: worstCase(call.parsed, seen?.usage),
+      usage: worstCase(exactly(call.parsed, call.input), seen?.usage),
       usageSource: 'estimated',
       toolCalls: [...(seen?.toolCalls ?? [])],
       model: '',

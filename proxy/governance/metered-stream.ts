@@ -8,7 +8,7 @@ import { price } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { writeToClient as write } from './client-write.ts';
 import { contentCodings, decompressing } from './decode-body.ts';
-import { chargeWorstCase, settle, type LlmCall } from './llm-call.ts';
+import { chargeWorstCase, recorded, settle, type LlmCall } from './llm-call.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { governToolCall } from './tool-calls.ts';
 
@@ -57,7 +57,8 @@ export async function relayMeteredStream(
     return;
   }
   const meter = adapter.createStreamMeter(call.op, parsed.model, {
-    estimatedInputTokens: parsed.estimatedInputTokens,
+    // Running figures use the bound (as the hold did) until the provider reports its count.
+    estimatedInputTokens: () => call.input.current(),
     hideStreamUsage: call.hideStreamUsage,
   });
   const headers = { ...response.headers };
@@ -80,11 +81,11 @@ export async function relayMeteredStream(
   let progress: StreamProgress | null = null;
   const judged = new Set<StreamedToolCall>();
   /** Judges the calls whose arguments are now complete; the event that completed them is not yet forwarded. */
-  const judgeCompleted = (calls: readonly StreamedToolCall[]) => {
+  const judgeCompleted = async (calls: readonly StreamedToolCall[]) => {
     for (const toolCall of calls) {
       if (!toolCall.complete || judged.has(toolCall)) continue;
       judged.add(toolCall);
-      const verdict = governToolCall(deps, envelope, toolCall, 'model', call.context);
+      const verdict = await governToolCall(deps, envelope, toolCall, 'model', call.context);
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
     }
   };
@@ -108,7 +109,7 @@ export async function relayMeteredStream(
       for (const step of meter.push(chunk as Uint8Array)) {
         progress = step;
         // Tool calls nobody receives are not made: only a delivered stream has them judged.
-        if (!gone) judgeCompleted(step.toolCalls);
+        if (!gone) await judgeCompleted(step.toolCalls);
         if (state.cut === null) {
           const running = price(deps.prices, parsed.model, step.usage, adapter.id);
           const more = {
@@ -164,7 +165,7 @@ export async function relayMeteredStream(
   if (state.cut === null && !failed && !overLimit) {
     progress = meter.end();
     // A call the stream left open ends with it: judged before the last bytes go on.
-    if (!gone) judgeCompleted(progress.toolCalls);
+    if (!gone) await judgeCompleted(progress.toolCalls);
     const out = held.length === 0 ? progress.forward : Buffer.concat([...held, progress.forward]);
     if (state.cut === null && !gone && !(await write(res, out, req.signal))) gone = true;
   }
@@ -175,7 +176,16 @@ export async function relayMeteredStream(
     response.body.destroy();
   }
   const reading: ResponseReading = {
-    usage: progress?.usage ?? { input: parsed.estimatedInputTokens, output: 0, cachedInput: 0 },
+    usage:
+      progress === null
+        ? { input: call.input.exact(), output: 0, cachedInput: 0 }
+        : progress.inputReported
+          ? progress.usage
+          : {
+              ...progress.usage,
+              input: call.input.exact(),
+              cachedInput: Math.min(progress.usage.cachedInput, call.input.exact()),
+            },
     usageSource: progress?.usageSource ?? 'estimated',
     toolCalls: (progress?.toolCalls ?? []).map(({ name, arguments: args }) => ({ name, arguments: args })),
     model: parsed.model,
@@ -184,17 +194,21 @@ export async function relayMeteredStream(
     // The proxy stopped the stream itself: the provider stops with it, and what it sent is what it billed.
     settle(deps, call, reading, 'usage', cut.reason, gone);
     deps.metrics.cutoffs.inc({ provider: adapter.id, reason: cut.reason });
-    res.end(meter.errorEvent(cut.code, cut.message));
     if (
       cut.reason === 'budget' &&
       deps.envelopes.end(envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: cut.message })
     ) {
       void deps.recorder.ended(envelope, 'BUDGET_EXCEEDED', cut.message);
     }
+    await recorded(deps);
+    res.end(meter.errorEvent(cut.code, cut.message));
     return;
   }
   if (complete) settle(deps, call, reading, 'usage', gone ? 'client_gone' : null, gone);
   else chargeWorstCase(deps, call, gone ? 'client_gone' : failed ? 'upstream_failed' : 'upstream_incomplete', reading);
   if (gone || failed) res.destroy();
-  else res.end();
+  else {
+    await recorded(deps);
+    res.end();
+  }
 }

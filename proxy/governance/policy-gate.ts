@@ -1,8 +1,10 @@
 import type { SvcCode } from '../../core/errors/index.ts';
 import {
   evaluate,
+  evaluateAsync,
   type CompiledRuleset,
   type EvaluationResult,
+  type SemanticJudge,
   type SyncSemanticJudge,
 } from '../../core/policy/index.ts';
 import type { GovernanceMetrics } from '../metrics/index.ts';
@@ -22,25 +24,38 @@ export interface GateVerdict {
 
 /**
  * Evaluates actions (`llm:<model>`, `tool:<name>`, `network:connect`) against the locally held
- * ruleset: synchronous, no I/O. SEMANTIC conditions are decided by the in-process judge, only
- * when evaluation reaches one. Without any ruleset the configured fail mode decides.
+ * ruleset: `check` is synchronous, no I/O, its SEMANTIC conditions decided by the in-process
+ * built-in judge, only when evaluation reaches one. `checkJudged` asks the tenant's chosen judge
+ * (the LLM judge, or both) when the tenant chose one and evaluation reaches a SEMANTIC
+ * condition: model and tool calls wait for it; `network:connect` keeps the built-in judge.
+ * Without any ruleset the configured fail mode decides.
  */
 export class PolicyGate {
   readonly #rulesets: { readonly current: CompiledRuleset | null };
   readonly #failMode: PolicyFailMode;
   readonly #metrics: GovernanceMetrics;
   readonly #judge: SyncSemanticJudge;
+  readonly #chosen: SemanticJudge | undefined;
 
   constructor(
     rulesets: { readonly current: CompiledRuleset | null },
     failMode: PolicyFailMode,
     metrics: GovernanceMetrics,
     judge: SyncSemanticJudge,
+    /** The tenant's judge when it chose the LLM judge (or both); absent: the built-in judge. */
+    chosen?: SemanticJudge,
   ) {
     this.#rulesets = rulesets;
     this.#failMode = failMode;
     this.#metrics = metrics;
     this.#judge = judge;
+    this.#chosen = chosen;
+  }
+
+  async checkJudged(action: string, context: Readonly<Record<string, unknown>>): Promise<GateVerdict> {
+    const ruleset = this.#rulesets.current;
+    if (this.#chosen === undefined || ruleset === null || !ruleset.needsJudge) return this.check(action, context);
+    return this.#verdict(action, await evaluateAsync(ruleset, { action, context }, this.#chosen));
   }
 
   check(action: string, context: Readonly<Record<string, unknown>>): GateVerdict {
@@ -56,7 +71,10 @@ export class PolicyGate {
         terminate: false,
       };
     }
-    const result = evaluate(ruleset, { action, context }, this.#judge);
+    return this.#verdict(action, evaluate(ruleset, { action, context }, this.#judge));
+  }
+
+  #verdict(action: string, result: EvaluationResult): GateVerdict {
     this.#metrics.policyEvaluations.inc({ decision: result.decision });
     this.#metrics.policyLatency.observe(result.evaluation_time_ms / 1000);
     const code: SvcCode = result.decision === 'REQUIRE_APPROVAL' ? 'SVC-POL-2004' : 'SVC-POL-2001';

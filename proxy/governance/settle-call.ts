@@ -50,6 +50,7 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
   deps.metrics.tokens.inc({ ...labels, direction: 'input' }, usage.input);
   deps.metrics.tokens.inc({ ...labels, direction: 'output' }, usage.output);
   deps.metrics.cost.inc(labels, priced.usd);
+  deps.anomalies.observeSpend(call.envelope, priced.usd);
   // The requested model was counted before the call; an answer naming another unknown one counts too.
   if (!priced.known && model !== call.requestedModel) deps.metrics.unknownModels.inc({ provider: call.provider });
   void deps.recorder.usage(call.envelope, {

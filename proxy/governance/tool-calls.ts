@@ -8,18 +8,26 @@ export type ToolSource = 'model' | 'mcp';
 /**
  * Evaluates one tool call as `tool:<name>` with its arguments in the context as `tool_args`
  * (the JSON text the model or the MCP client sent), so a SEMANTIC condition judges what the
- * tool will do. Records it as a `tool.call` event whatever the verdict, and on a refusal
+ * tool will do, and the execution's earlier allowed tool calls as `recent_actions`, so the
+ * judge's sequence rules see what it does after what (docs/brain.md, Immune System). Records it as a `tool.call` event whatever the verdict, and on a refusal
  * publishes the violation (and ends the envelope for TERMINATE).
  */
-export function governToolCall(
+export async function governToolCall(
   deps: GovernanceDeps,
   envelope: LocalEnvelope,
   call: ToolCall,
   source: ToolSource,
   context: Record<string, unknown>,
-): GateVerdict {
+): Promise<GateVerdict> {
   const { name } = call;
-  const verdict = deps.gate.check(`tool:${name}`, toolContext(call, source, context));
+  deps.anomalies.observe(envelope);
+  const recent = deps.history.recent(envelope.executionId);
+  const verdict = await deps.gate.checkJudged(`tool:${name}`, {
+    ...toolContext(call, source, context),
+    ...(recent.length === 0 ? {} : { recent_actions: recent }),
+  });
+  // Only what was let through happened: a refused call is no first half of a sequence.
+  if (verdict.allowed) deps.history.record(envelope.executionId, `tool:${name}`, name, call.arguments);
   deps.metrics.toolCalls.inc({ source, decision: verdict.allowed ? 'allowed' : 'blocked' });
   void deps.recorder.usage(envelope, {
     eventType: 'tool.call',

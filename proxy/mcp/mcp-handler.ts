@@ -115,7 +115,7 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
         ? null
         : deps.gate.check(`tool:${lower}`, toolContext({ name: lower, arguments: args }, 'mcp', context));
     const name = quiet !== null && !quiet.allowed ? lower : call.name;
-    const verdict = governToolCall(deps, envelope, { name, arguments: args }, 'mcp', context);
+    const verdict = await governToolCall(deps, envelope, { name, arguments: args }, 'mcp', context);
     if (!verdict.allowed) {
       refusals.push({
         id: call.id,

@@ -74,6 +74,8 @@ export interface StreamProgress {
   toolCalls: readonly StreamedToolCall[];
   /** The provider signalled the end of the answer. */
   done: boolean;
+  /** The provider reported the input tokens; else `usage.input` is the request's estimate. */
+  inputReported: boolean;
   /** Bytes to pass to the client now: whole events only; the incomplete tail is held back. */
   forward: Uint8Array;
 }
@@ -92,8 +94,19 @@ export interface StreamMeter {
   errorEvent(svcCode: SvcCode, message: string): Uint8Array;
 }
 
+/**
+ * The request's input tokens where an answer reports none: a count, or a function that counts
+ * exactly when called (the proxy counts only when it needs the figure, docs/performance.md).
+ */
+export type InputEstimate = number | (() => number);
+
+export function resolveInput(estimate: InputEstimate | undefined): number {
+  return typeof estimate === 'function' ? estimate() : (estimate ?? 0);
+}
+
 export interface StreamMeterOptions {
-  estimatedInputTokens?: number;
+  /** Read at every step until the provider reports input; read once more for the final reading. */
+  estimatedInputTokens?: InputEstimate;
   hideStreamUsage?: boolean;
 }
 
@@ -117,7 +130,7 @@ export interface ProviderAdapter {
   parseRequest(op: Operation, body: unknown, path: string): ParsedRequest;
   prepareRequest(op: Operation, body: unknown): PreparedRequest;
   /** Reads a non-streamed answer; `estimatedInputTokens` stands in if it reports no usage. */
-  readResponse(op: Operation, json: unknown, estimatedInputTokens?: number): ResponseReading;
+  readResponse(op: Operation, json: unknown, estimatedInputTokens?: InputEstimate): ResponseReading;
   createStreamMeter(op: Operation, model: string, options?: StreamMeterOptions): StreamMeter;
   /** A refusal in the provider's error format, with the SVC code in message and code fields. */
   errorResponse(svcCode: SvcCode, message: string, status?: number): ErrorReply;

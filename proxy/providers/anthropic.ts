@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseOrThrow, type SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
-import type { AdapterDeps, ProviderAdapter, ToolCall } from './adapter.ts';
+import { resolveInput, type AdapterDeps, type ProviderAdapter, type ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
 import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
 import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation } from './routes.ts';
@@ -142,7 +142,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
     prepareRequest(_op, body) {
       return { body, modified: false, hideStreamUsage: false };
     },
-    readResponse(_op, body, estimatedInputTokens = 0) {
+    readResponse(_op, body, estimatedInputTokens) {
       const json = asObject(body) ?? {};
       const model = asString(json.model) ?? '';
       const toolCalls: ToolCall[] = [];
@@ -162,7 +162,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
       }
       return {
         usage: {
-          input: estimatedInputTokens,
+          input: resolveInput(estimatedInputTokens),
           output: deps.tokens.countText(model, blocksText(json.content)),
           cachedInput: 0,
         },

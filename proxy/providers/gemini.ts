@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseOrThrow, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
-import type { AdapterDeps, ProviderAdapter, ToolCall } from './adapter.ts';
+import { resolveInput, type AdapterDeps, type ProviderAdapter, type ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, grpcStatusName, type ErrorFormat } from './error-format.ts';
 import { parseGeminiEmbedRequest } from './gemini-embed.ts';
 import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
@@ -166,7 +166,7 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
     prepareRequest(_op, body) {
       return { body, modified: false, hideStreamUsage: false };
     },
-    readResponse(_op, body, estimatedInputTokens = 0) {
+    readResponse(_op, body, estimatedInputTokens) {
       const json = asObject(body) ?? {};
       const model = asString(json.modelVersion) ?? '';
       const reading = readCandidates(json);
@@ -180,7 +180,11 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
         };
       }
       return {
-        usage: { input: estimatedInputTokens, output: deps.tokens.countText(model, reading.text), cachedInput: 0 },
+        usage: {
+          input: resolveInput(estimatedInputTokens),
+          output: deps.tokens.countText(model, reading.text),
+          cachedInput: 0,
+        },
         usageSource: 'estimated',
         toolCalls: reading.toolCalls,
         model,

@@ -1,6 +1,13 @@
 import type { SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
-import type { AdapterDeps, Operation, ResponseReading, ToolCall } from './adapter.ts';
+import {
+  resolveInput,
+  type AdapterDeps,
+  type InputEstimate,
+  type Operation,
+  type ResponseReading,
+  type ToolCall,
+} from './adapter.ts';
 import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
 import { codedMessage, type ErrorFormat } from './error-format.ts';
 import { completionsText } from './openai-completions.ts';
@@ -59,7 +66,7 @@ export function readOpenAiResponse(
   deps: AdapterDeps,
   op: Operation,
   body: unknown,
-  estimatedInputTokens = 0,
+  estimatedInputTokens?: InputEstimate,
 ): ResponseReading {
   const json = asObject(body) ?? {};
   const model = asString(json.model) ?? '';
@@ -79,7 +86,7 @@ export function readOpenAiResponse(
     };
   }
   return {
-    usage: { input: estimatedInputTokens, output: deps.tokens.countText(model, text), cachedInput: 0 },
+    usage: { input: resolveInput(estimatedInputTokens), output: deps.tokens.countText(model, text), cachedInput: 0 },
     usageSource: 'estimated',
     toolCalls: calls,
     model,

@@ -1,6 +1,12 @@
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
-import type { StreamedToolCall, StreamMeter, StreamProgress } from './adapter.ts';
+import {
+  resolveInput,
+  type InputEstimate,
+  type StreamedToolCall,
+  type StreamMeter,
+  type StreamProgress,
+} from './adapter.ts';
 import { streamErrorPayload, type ErrorFormat } from './error-format.ts';
 import { createJsonArrayFramer, createJsonDocumentFramer } from './json-array-framer.ts';
 import { createSseFramer, EMPTY, type Framer, type SseEvent } from './sse-framer.ts';
@@ -34,7 +40,7 @@ export interface StreamMeterContext {
   model: string;
   tokens: TokenCounter;
   /** Input tokens estimated from the request, used until the provider reports its own count. */
-  estimatedInputTokens: number;
+  estimatedInputTokens: InputEstimate;
   /** The largest event the framer holds (proxy_stream_event_limit_bytes). */
   maxEventBytes: number;
   /** Characters of a tool call's arguments kept (AdapterDeps.maxToolArgsChars). */
@@ -124,12 +130,13 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
 
   function progress(forward: Uint8Array): StreamProgress {
     const output = finalUsage ? (reportedOutput ?? estimatedOutput) : Math.max(reportedOutput ?? 0, estimatedOutput);
-    const input = reportedInput ?? ctx.estimatedInputTokens;
+    const input = reportedInput ?? resolveInput(ctx.estimatedInputTokens);
     return {
       usage: { input, output, cachedInput: Math.min(reportedCached ?? 0, input) },
       usageSource: finalUsage ? 'provider' : 'estimated',
       toolCalls,
       done,
+      inputReported: reportedInput !== undefined,
       forward,
     };
   }

@@ -1,6 +1,6 @@
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { SvcError } from '../../core/errors/index.ts';
-import { BoundedLru } from './bounded-lru.ts';
+import { BoundedLru } from '../../core/resilience/bounded-lru.ts';
 import { importCaSigner, type CaSigner } from './ca-signer.ts';
 import { mintLeafCertificate } from './leaf-mint.ts';
 import { P256, subtleCrypto, toPem, type CryptoKey } from './webcrypto.ts';

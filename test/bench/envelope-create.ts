@@ -4,11 +4,8 @@
  * indexes, audit record and outbox publication in one transaction. Run one at a time and with
  * many in flight, the way concurrent REST requests arrive. Prints figures; not a test.
  *
- *   node test/bench/envelope-create.ts [envelopes=5000] [in-flight=32]
+ *   node test/bench/envelope-create.ts [envelopes=5000] [in-flight=32] [--backend=lmdb|postgres]
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { pino } from 'pino';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
 import { loadConfig } from '../../core/config/load.ts';
@@ -16,18 +13,16 @@ import { loadPriceTable } from '../../core/metering/prices.ts';
 import { createControlPlane } from '../../control-plane/create-control-plane.ts';
 import { createPricer } from '../../control-plane/usage/pricer.ts';
 import { NO_LIMITS } from '../../core/domain/index.ts';
+import { benchArguments, benchStorage } from './bench-storage.ts';
 
-const total = Number(process.argv[2] ?? 5_000);
-const inFlight = Number(process.argv[3] ?? 32);
+const { backend, args } = benchArguments();
+const total = Number(args[0] ?? 5_000);
+const inFlight = Number(args[1] ?? 32);
 const logger = pino({ level: 'silent' });
 
 const messaging = createMemoryMessaging({ logger });
-const config = loadConfig(process.env, {
-  data_dir: mkdtempSync(join(tmpdir(), 'bench-envelopes-')),
-  http_port: 0,
-  grpc_port: 0,
-  log_level: 'silent',
-});
+const storage = await benchStorage(backend);
+const config = loadConfig(process.env, { ...storage.config, http_port: 0, grpc_port: 0, log_level: 'silent' });
 const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
 const caller = {
   principal: {
@@ -64,7 +59,7 @@ async function run(label: string, count: number, parallel: number): Promise<void
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(2);
   console.log(
-    `${label}: ${count} envelopes in ${seconds.toFixed(2)} s (${Math.round(count / seconds)} per second), ` +
+    `${backend}, ${label}: ${count} envelopes in ${seconds.toFixed(2)} s (${Math.round(count / seconds)} per second), ` +
       `latency p50 ${at(0.5)} ms, p99 ${at(0.99)} ms`,
   );
 }
@@ -74,3 +69,4 @@ await run('one at a time', total, 1);
 await run(`${inFlight} in flight`, total, inFlight);
 await plane.close();
 await messaging.close();
+await storage.dispose();

@@ -1,15 +1,12 @@
 /**
  * Sustained rate of the control plane's event processor: N usage events are published to a real
  * nats-server (JetStream, de-duplicated by id) while the processor is stopped; then the processor
- * starts and drains the backlog, applying it to storage (LMDB) in batches. The drain time is the processor's
- * own rate; the publish time is the producers' side. Prints figures; not a test.
+ * starts and drains the backlog, applying it to storage (LMDB or PostgreSQL) in batches. The drain
+ * time is the processor's own rate; the publish time is the producers' side. Prints figures; not a test.
  *
- *   node test/bench/event-processor.ts [events=20000] [envelopes=50]
+ *   node test/bench/event-processor.ts [events=20000] [envelopes=50] [--backend=lmdb|postgres]
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { pino } from 'pino';
 import type { Messaging } from '../../core/bus/bus.ts';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
@@ -21,19 +18,17 @@ import { createControlPlane } from '../../control-plane/create-control-plane.ts'
 import { createPricer } from '../../control-plane/usage/pricer.ts';
 import { startNatsServer } from '../harness/nats-server.ts';
 import { NO_LIMITS } from '../../core/domain/index.ts';
+import { benchArguments, benchStorage } from './bench-storage.ts';
 
-const total = Number(process.argv[2] ?? 20_000);
-const envelopes = Number(process.argv[3] ?? 50);
+const { backend, args } = benchArguments();
+const total = Number(args[0] ?? 20_000);
+const envelopes = Number(args[1] ?? 50);
 const IN_FLIGHT = 1_000;
 const logger = pino({ level: 'silent' });
 
 async function run(label: string, messaging: Messaging, publisher: Messaging): Promise<void> {
-  const config = loadConfig(process.env, {
-    data_dir: mkdtempSync(join(tmpdir(), 'bench-cp-')),
-    http_port: 0,
-    grpc_port: 0,
-    log_level: 'silent',
-  });
+  const storage = await benchStorage(backend);
+  const config = loadConfig(process.env, { ...storage.config, http_port: 0, grpc_port: 0, log_level: 'silent' });
   const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
   const caller = {
     principal: {
@@ -88,7 +83,7 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
 
   const usage = (await plane.services.budgets.get('bench', budget.budget_id)).usage;
   const seconds = (applied - published) / 1000;
-  console.log(`${label}: ${total} events over ${envelopes} envelopes`);
+  console.log(`${backend}, ${label}: ${total} events over ${envelopes} envelopes`);
   console.log(
     `  published in      ${((published - started) / 1000).toFixed(2)} s  (${Math.round(total / ((published - started) / 1000))} events/s, ${IN_FLIGHT} publishes in flight)`,
   );
@@ -96,12 +91,13 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
     `  drained in        ${seconds.toFixed(2)} s  (${Math.round(total / seconds)} events/s sustained by the processor)`,
   );
   console.log(
-    `  batches           ${plane.processor.stats.batches} (mean ${(total / plane.processor.stats.batches).toFixed(1)} events per LMDB transaction)`,
+    `  batches           ${plane.processor.stats.batches} (mean ${(total / plane.processor.stats.batches).toFixed(1)} events per storage transaction)`,
   );
   console.log(
     `  budget llm_calls  ${usage.llm_calls} (expected ${total}), cost ${(usage.cost_micros / 1e6).toFixed(6)} USD`,
   );
   await plane.close();
+  await storage.dispose();
 }
 
 const memory = createMemoryMessaging({ logger });

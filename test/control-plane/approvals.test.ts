@@ -84,6 +84,17 @@ describe('approvals as records', () => {
     );
   });
 
+  it('lists oldest first and stops at the limit', async () => {
+    const first = await pendingFromEvaluation({ workflow_id: 'wf-order' });
+    const second = await pendingFromEvaluation({ workflow_id: 'wf-order' });
+    const third = await pendingFromEvaluation({ workflow_id: 'wf-order' });
+    const all = await cp.call('GET', '/v1/approvals?workflow_id=wf-order', { key });
+    expect(all.body.map((a: { approval_id: string }) => a.approval_id)).toEqual([first, second, third]);
+    const two = await cp.call('GET', '/v1/approvals?workflow_id=wf-order&limit=2', { key });
+    expect(two.body.map((a: { approval_id: string }) => a.approval_id)).toEqual([first, second]);
+    expectSvcError(await cp.call('GET', '/v1/approvals?limit=0', { key }), 400, 'SVC-SYS-9002');
+  });
+
   it('is decided once: audited with the actor, announced; a second decision is a 409', async () => {
     const id = await pendingFromEvaluation();
     const missingReviewer = await cp.call('PATCH', `/v1/approvals/${id}`, { key, body: { status: 'APPROVED' } });

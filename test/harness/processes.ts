@@ -149,6 +149,7 @@ export interface ControlPlaneProcess extends ServiceProcess {
 export async function controlPlaneProcess(
   natsUrl: string,
   env: Record<string, string> = {},
+  options: { startTimeoutMs?: number } = {},
 ): Promise<ControlPlaneProcess> {
   const database = env.SVC_DATABASE_URL === undefined ? await controlPlaneDatabase() : null;
   const dataDir = mkdtempSync(join(tmpdir(), 'fleet-cp-'));
@@ -158,6 +159,7 @@ export async function controlPlaneProcess(
     name: 'control-plane',
     script: 'control-plane/main.ts',
     readyUrl: `${url}/health/ready`,
+    ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
     env: {
       ...database?.env,
       SVC_NATS_URL: natsUrl,

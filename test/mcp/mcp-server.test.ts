@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   eventually,
   expectSvcError,
+  ROOT_KEY,
   startControlPlane,
   tenantWithKey,
   type RunningControlPlane,
@@ -112,6 +113,23 @@ describe('POST /mcp: transport and auth', () => {
     expect(unknown.body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32601 } });
   });
 
+  it('acts for the credential’s tenant; only a platform administrator may name another with X-Tenant-ID', async () => {
+    const { policy } = await callOk(client, 'create_policy', {
+      name: 'tenant-probe',
+      policy_type: 'custom',
+      rules: { r: { action: 'tool:probe', effect: 'deny' } },
+    });
+    const root = await mcpClient(cp.url, ROOT_KEY, { headers: { 'x-tenant-id': 'mcp-a' } });
+    expect((await callOk(root, 'get_policy', { policy_id: policy.id })).policy.name).toBe('tenant-probe');
+    await root.close();
+    const otherKey = await tenantWithKey(cp, 'mcp-other');
+    const list = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const refused = await rawMcp(list, { authorization: `Bearer ${otherKey}`, 'x-tenant-id': 'mcp-a' });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBe('SVC-SYS-9004');
+    await callOk(client, 'delete_policy', { policy_id: policy.id });
+  });
+
   it('answers 405 to GET and DELETE: the endpoint is stateless', async () => {
     for (const method of ['GET', 'DELETE']) {
       const res = await fetch(`${cp.url}/mcp`, { method, headers: { authorization: `Bearer ${key}` } });
@@ -193,6 +211,9 @@ describe('tools/call', () => {
     });
     expect(error.documentation_url).toContain('SVC-POL-2002');
     expect((await callFails(client, 'get_budget', { budget_id: 'nope' })).code).toBe('SVC-BUD-3002');
+    const metrics = String((await cp.call('GET', '/metrics', { key: null })).body);
+    expect(metrics).toMatch(/svc_mcp_tool_calls_total\{tool="get_policy",outcome="SVC-POL-2002"\} [1-9]/);
+    expect(metrics).toMatch(/svc_mcp_tool_calls_total\{tool="create_policy",outcome="SVC-SYS-9002"\} [1-9]/);
     const noRules = await rpcError(
       client.callTool({ name: 'create_policy', arguments: { name: 'x', policy_type: 'custom' } }),
     );
@@ -501,4 +522,33 @@ describe('a result a client may trust', () => {
     expect(result.content[0]).toMatchObject({ type: 'text', text: expect.stringMatching(/budgets$/) });
     expect(result.structuredContent).toHaveProperty('budgets');
   });
+});
+
+describe('rate limits', () => {
+  it('count MCP requests per credential like REST ones (429 SVC-SYS-9005)', async () => {
+    const limited = await startControlPlane({ rate_limit_per_minute: 3 });
+    try {
+      const limitedKey = await tenantWithKey(limited, 'mcp-rl');
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const res = await fetch(`${limited.url}/mcp`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${limitedKey}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+          },
+          body: JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tools/list' }),
+        });
+        statuses.push(res.status);
+        if (res.status === 429)
+          expect(((await res.json()) as { error: { code: string } }).error.code).toBe('SVC-SYS-9005');
+        else await res.body?.cancel();
+      }
+      expect(statuses.slice(0, 3)).toEqual([200, 200, 200]);
+      expect(statuses.slice(3)).toEqual([429, 429]);
+    } finally {
+      await limited.close();
+    }
+  }, 60_000);
 });

@@ -20,6 +20,7 @@ import { anthropicMessages } from './anthropic-sim.ts';
 import type { SimHandler } from './context.ts';
 import { resetAfterBytes } from './faults.ts';
 import { geminiEmbed, geminiGenerate } from './gemini-sim.ts';
+import { answerJudge, isJudgePrompt } from './judge-sim.ts';
 import { openAiChat, openAiCompletions, openAiEmbeddings, openAiResponses } from './openai-sim.ts';
 import { planReply } from './plan.ts';
 import { sendJson } from './sse-writer.ts';
@@ -97,7 +98,8 @@ async function readBody(req: IncomingMessage): Promise<string> {
  * A provider stand-in speaking the OpenAI (also under Azure deployment paths and any prefix,
  * for OpenAI-compatible servers), Anthropic and Gemini wire formats. Answers are derived from
  * the request (see plan.ts); headers `x-sim-error-code` (with `x-sim-stream-error-after`)
- * make it answer the adapters' own refusal formats.
+ * make it answer the adapters' own refusal formats. A chat request carrying the Semantic Judge's
+ * prompt is answered as a judge would (judge-sim.ts).
  */
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
   const tokens = createTokenCounter();
@@ -182,6 +184,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       typeof bodyObject.model === 'string'
         ? bodyObject.model
         : (geminiModelFromPath(path) ?? azureDeploymentFromPath(path) ?? 'unknown-model');
+    if (found.operation === 'chat' && isJudgePrompt(bodyObject)) {
+      await answerJudge(res, bodyObject, Buffer.byteLength(body));
+      return;
+    }
     const plan = planReply({
       headers: req.headers,
       bodyBytes: Buffer.byteLength(body),

@@ -4,7 +4,7 @@ import { loadMigrations } from '../../control-plane/storage/postgres/migrate.ts'
 import { PostgresStorage } from '../../control-plane/storage/postgres/postgres-storage.ts';
 import type { Storage } from '../../control-plane/storage/storage.ts';
 import { createTestDatabase, postgresReachable, truncateAll, type TestDatabase } from '../harness/postgres.ts';
-import { aBudget, anAuditDraft, at } from './records.ts';
+import { aBudget, aCharge, anAuditDraft, anEnvelope, at } from './records.ts';
 import { storageContract } from './repositories.contract.ts';
 
 const available = await postgresReachable();
@@ -72,6 +72,26 @@ describe.skipIf(!available)('PostgreSQL', () => {
       );
       expect(reserved.filter((r) => r?.reserved === true)).toHaveLength(25);
       expect((await one.read.budgets.get('acme', budget.budget_id))!.usage.executions).toBe(25);
+    });
+
+    it('lose no envelope cost, per model too, when both charge one envelope at once', async () => {
+      const envelope = anEnvelope('acme');
+      await one.withTransaction((t) => t.envelopes.insert('acme', envelope, { executionTaken: 'refuse' }));
+      await both(20, (s, i) =>
+        s.withTransaction((t) =>
+          t.envelopes.charge(
+            'acme',
+            envelope.envelope_id,
+            aCharge(i % 3 === 0 ? 'gpt-4o' : 'claude'),
+            'saturate',
+            at(),
+          ),
+        ),
+      );
+      const cost = (await two.read.envelopes.get('acme', envelope.envelope_id))!.cost;
+      expect(cost).toMatchObject({ tokens_input: 400, tokens_output: 200, cost_micros: 4000, llm_calls: 40 });
+      const byModel = Object.fromEntries(cost.model_costs.map((m) => [m.model_id, m.call_count]));
+      expect(byModel).toEqual({ 'gpt-4o': 14, claude: 26 });
     });
 
     it('keep one audit chain that verifies when both append at once', async () => {
@@ -155,6 +175,42 @@ describe.skipIf(!available)('PostgreSQL', () => {
       for (const id of [a.budget_id, b.budget_id])
         expect((await one.read.budgets.get('acme', id))?.usage.cost_micros).toBe(2);
     });
+  });
+
+  it('refuses a text value holding U+0000, which PostgreSQL cannot store, as the caller’s error (SVC-SYS-9002)', async () => {
+    await truncateAll(database.url);
+    const { storage } = await PostgresStorage.open({ connectionString: database.url, poolSize: 2 });
+    try {
+      await expect(storage.read.envelopes.get('acme', 'a\u0000b')).rejects.toMatchObject({ code: 'SVC-SYS-9002' });
+      const envelope = anEnvelope('acme', { execution_id: 'x\u0000y' });
+      await expect(
+        storage.withTransaction((t) => t.envelopes.insert('acme', envelope, { executionTaken: 'refuse' })),
+      ).rejects.toMatchObject({ code: 'SVC-SYS-9002' });
+      expect(await storage.read.envelopes.get('acme', envelope.envelope_id)).toBeUndefined();
+      // Inside a JSON document the character is escaped and kept.
+      const kept = anEnvelope('acme', { metadata: { note: 'a\u0000b' } });
+      await storage.withTransaction((t) => t.envelopes.insert('acme', kept, { executionTaken: 'refuse' }));
+      expect(await storage.read.envelopes.get('acme', kept.envelope_id)).toEqual(kept);
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('counts the outbox and answers health checks while every pooled connection is in a transaction', async () => {
+    await truncateAll(database.url);
+    const { storage } = await PostgresStorage.open({ connectionString: database.url, poolSize: 1 });
+    try {
+      // What outbox admission does inside a transaction: with the one connection held, a count on
+      // the same pool would wait for ever.
+      const seen = await storage.withTransaction(async (t) => {
+        await t.outbox.append([{ id: 'm-1', subject: 'svc.acme.events.x', data: {} }]);
+        return { depth: await storage.outbox.depth(), health: await storage.health() };
+      });
+      expect(seen).toEqual({ depth: { entries: 0, bytes: 0 }, health: { status: 'ok' } });
+      expect((await storage.outbox.depth()).entries).toBe(1);
+    } finally {
+      await storage.close();
+    }
   });
 
   it('reports itself down, without the URL, once the database is gone; and refuses a newer schema', async () => {

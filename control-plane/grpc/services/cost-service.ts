@@ -7,13 +7,12 @@ import {
   type Budget,
   type PeriodUsage,
 } from '../../../core/domain/index.ts';
+import { PredictCostRequestSchema } from '../../../core/brain/index.ts';
 import { parseOrThrow } from '../../../core/errors/index.ts';
+import type { CostPredictor } from '../../brain/cost-prediction.ts';
 import type { Budgets } from '../../budgets/budgets.ts';
 import type { Envelopes } from '../../envelopes/envelopes.ts';
-import type { TokenCounter } from '../../../core/metering/tokens.ts';
 import type { Readers } from '../../storage/storage.ts';
-import { predictCost } from '../../usage/cost-prediction.ts';
-import type { Pricer } from '../../usage/pricer.ts';
 import { summariseSpend, type Spend as UsageSpend, type SpendGroup } from '../../usage/usage-summary.ts';
 import { pageOf } from '../codec/paging.ts';
 import { renamedFields } from '../codec/renamed-fields.ts';
@@ -23,9 +22,6 @@ import { toGrpcCostSummary } from './envelope-service.ts';
 import { notImplemented } from './not-implemented.ts';
 
 type Message = Record<string, unknown>;
-
-/** The longest input_text a prediction counts the tokens of (1 MiB of text). */
-const MAX_PREDICTION_TEXT = 1_048_576;
 
 /** A spend summary without start_time covers the 30 days before its end. */
 const DEFAULT_SPEND_WINDOW_MS = 30 * 86_400_000;
@@ -206,8 +202,7 @@ export function costService(deps: {
   budgets: Budgets;
   envelopes: Envelopes;
   read: Readers;
-  pricer: Pricer;
-  tokens: TokenCounter;
+  costs: CostPredictor;
   clock: () => Date;
 }): GrpcServiceHandlers {
   const { budgets, envelopes, read, clock } = deps;
@@ -312,40 +307,22 @@ export function costService(deps: {
       access: 'budgets:read',
       tenantField: 'tenant_id',
       handle: async (request, { caller }) => {
-        const models = (request.model_ids as string[]).map((m) => m.trim()).filter((m) => m !== '');
-        if (models.length === 0) throw invalidField('model_ids', 'name at least one model');
-        if (models.length > 20) throw invalidField('model_ids', 'at most 20 models');
+        // Proto3 zero values mean "not given": no text, tokens counted from the text, the default lookback.
         const given = Number(request.estimated_input_tokens);
-        if (!Number.isSafeInteger(given) || given < 0)
-          throw invalidField('estimated_input_tokens', 'must be a non-negative integer');
-        const text = request.input_text as string;
-        if (text.length > MAX_PREDICTION_TEXT)
-          throw invalidField('input_text', `longer than ${MAX_PREDICTION_TEXT} characters`);
-        const lookback = request.lookback_days as number;
-        if (lookback < 0 || lookback > 365) throw invalidField('lookback_days', 'must be from 0 to 365');
-        const prediction = await predictCost({ read, pricer: deps.pricer, tokens: deps.tokens, clock }, caller.tenant, {
-          models,
-          inputTokens: given > 0 ? given : undefined,
-          inputText: text,
-          workflowId: present(request.workflow_id),
-          useHistory: request.use_historical_data === true,
-          lookbackDays: lookback === 0 ? 30 : lookback,
-        });
-        return {
-          prediction: {
-            estimated_input_tokens: prediction.input_tokens,
-            estimated_output_tokens: prediction.output_tokens,
-            estimated_total_tokens: prediction.input_tokens + prediction.output_tokens,
-            estimated_cost_usd: prediction.cost_usd,
-            estimated_cost_usd_min: prediction.cost_usd_min,
-            estimated_cost_usd_max: prediction.cost_usd_max,
-            confidence: prediction.confidence,
-            confidence_level: prediction.confidence_level,
-            estimated_duration_seconds: 0,
+        const parsed = parseOrThrow(
+          PredictCostRequestSchema,
+          {
+            model_ids: (request.model_ids as string[]).map((m) => m.trim()).filter((m) => m !== ''),
+            ...(present(request.workflow_id) === undefined ? {} : { workflow_id: request.workflow_id }),
+            ...(request.input_text === '' ? {} : { input_text: request.input_text }),
+            ...(given === 0 ? {} : { estimated_input_tokens: given }),
+            use_historical_data: request.use_historical_data === true,
+            ...(request.lookback_days === 0 ? {} : { lookback_days: request.lookback_days }),
           },
-          historical_based: prediction.sample_size > 0,
-          sample_size: prediction.sample_size,
-        };
+          'request',
+        );
+        const { prediction, historical_based, sample_size } = await deps.costs.predict(caller.tenant, parsed);
+        return { prediction, historical_based, sample_size };
       },
     },
   };

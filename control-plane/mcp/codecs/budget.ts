@@ -3,8 +3,7 @@ import {
   BudgetPeriodSchema,
   CreateBudgetRequestSchema,
   IdSchema,
-  isExpired,
-  isExhausted,
+  budgetStatusWithWarning,
   MAX_USD,
   microsToUsd,
   percents,
@@ -69,12 +68,10 @@ export function budgetFromMcp(input: z.output<typeof McpCreateBudgetSchema>): Cr
   });
 }
 
-/** exceeded = exhausted; warning = active with a threshold below 100% reached (docs/surfaces.md). */
+/** The MCP filter's names for the canonical statuses (docs/surfaces.md): exceeded = exhausted. */
 export function mcpBudgetStatus(budget: Budget, now: Date): McpBudgetStatus {
-  if (isExpired(budget, now)) return 'expired';
-  if (isExhausted(budget)) return 'exceeded';
-  const { highest } = percents(budget);
-  return budget.alerts.some((a) => a.percent < 100 && highest >= a.percent) ? 'warning' : 'active';
+  const status = budgetStatusWithWarning(budget, now);
+  return status === 'exhausted' ? 'exceeded' : status;
 }
 
 export const McpBudgetStatusViewSchema = z.object({

@@ -12,6 +12,7 @@ const ListQuery = z.object({
   status: ApprovalStatusSchema.optional(),
   workflow_id: z.string().max(MAX_NAME_LENGTH).optional(),
   workflowId: z.string().max(MAX_NAME_LENGTH).optional(),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
 });
 /** UpdateApproval of spec 4.6: a reviewer is required; the decision is final. */
 const DecisionBody = z.object({
@@ -30,7 +31,7 @@ export function approvalRoutes(routes: RouteTable, approvals: Approvals): void {
     operationId: 'listApprovals',
     tag: 'approvals',
     access: 'policies:read',
-    summary: "The tenant's approvals, oldest first, by status and workflow",
+    summary: "The tenant's approvals, oldest first, by status and workflow (at most `limit`, default 100)",
     query: ListQuery,
     responses: { 200: { description: 'approvals', schema: z.array(ApprovalSchema) } },
     handler: async ({ caller, query }) => ({
@@ -38,6 +39,7 @@ export function approvalRoutes(routes: RouteTable, approvals: Approvals): void {
       body: await approvals.list(caller.tenant, {
         status: query.status,
         workflowId: query.workflow_id ?? query.workflowId,
+        limit: query.limit,
       }),
     }),
   });

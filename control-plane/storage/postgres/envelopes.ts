@@ -31,13 +31,13 @@ interface Row {
 }
 
 /** The envelope with what changes since its insert: status fields, cost totals, per-model costs. */
-const SELECT = `SELECT e.envelope_id, e.doc, e.status, e.status_reason, e.updated_at, e.completed_at,
+const COLUMNS = `e.envelope_id, e.doc, e.status, e.status_reason, e.updated_at, e.completed_at,
   e.tokens_input, e.tokens_output, e.cost_micros, e.llm_calls, e.tool_calls,
   (SELECT coalesce(json_agg(json_build_object('model_id', m.model_id, 'input_tokens', m.input_tokens,
       'output_tokens', m.output_tokens, 'cost_micros', m.cost_micros, 'call_count', m.call_count)
     ORDER BY m.position, m.model_id), '[]'::json)
-   FROM envelope_model_costs m WHERE m.tenant_id = e.tenant_id AND m.envelope_id = e.envelope_id) AS model_costs
-FROM envelopes e`;
+   FROM envelope_model_costs m WHERE m.tenant_id = e.tenant_id AND m.envelope_id = e.envelope_id) AS model_costs`;
+const SELECT = `SELECT ${COLUMNS} FROM envelopes e`;
 
 function envelopeOf(row: Row): Envelope {
   return {
@@ -65,11 +65,16 @@ const TOTALS = [
   ['tool_calls', MAX_TOTAL],
 ] as const satisfies ReadonlyArray<readonly [keyof CostTotals, number]>;
 
-/** Adds `$3`… `$7` to the totals, held at their maxima. */
-const CHARGE = `UPDATE envelopes SET
-  ${TOTALS.map(([c, max], i) => `${c} = LEAST(${c} + $${i + 3}::bigint, ${max})`).join(',\n  ')},
+/**
+ * Adds `$3`… `$7` to the totals, held at their maxima; returns the envelope after. Runs once the
+ * row is locked: had the statement to wait for the lock, the per-model costs it returns would be
+ * read as of before the wait.
+ */
+const CHARGE = `UPDATE envelopes AS e SET
+  ${TOTALS.map(([c, max], i) => `${c} = LEAST(e.${c} + $${i + 3}::bigint, ${max})`).join(',\n  ')},
   updated_at = $8
-WHERE tenant_id = $1 AND envelope_id = $2`;
+WHERE e.tenant_id = $1 AND e.envelope_id = $2
+RETURNING ${COLUMNS}`;
 
 const MODEL_TOTALS = [
   ['input_tokens', MAX_TOKEN_TOTAL],
@@ -79,17 +84,22 @@ const MODEL_TOTALS = [
 ] as const satisfies ReadonlyArray<readonly [keyof ModelCost, number]>;
 
 /**
- * Adds each model's delta (`$3` model ids, `$4`… `$7` the totals) to its row, a model not charged
- * before taking the next position. Runs after CHARGE locked the envelope row, so one charge of an
- * envelope at a time numbers the positions.
+ * Locks the envelope, then adds each model's delta (`$3` model ids, `$4`… `$7` the totals) to its
+ * row, a model not charged before taking the next position (two charges of one envelope that
+ * bring new models at the same moment may share a position; their ids order them). Nothing when
+ * there is no such envelope.
  */
-const CHARGE_MODELS = `INSERT INTO envelope_model_costs AS m
+const CHARGE_MODELS = `WITH envelope AS (
+  SELECT 1 FROM envelopes WHERE tenant_id = $1 AND envelope_id = $2 FOR UPDATE
+)
+INSERT INTO envelope_model_costs AS m
   (tenant_id, envelope_id, model_id, position, input_tokens, output_tokens, cost_micros, call_count)
 SELECT $1, $2, d.model_id,
   (SELECT coalesce(max(position), 0) FROM envelope_model_costs WHERE tenant_id = $1 AND envelope_id = $2) + d.n,
   ${MODEL_TOTALS.map(([c, max]) => `LEAST(d.${c}, ${max})`).join(', ')}
 FROM unnest($3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])
   WITH ORDINALITY AS d(model_id, input_tokens, output_tokens, cost_micros, call_count, n)
+WHERE EXISTS (SELECT 1 FROM envelope)
 ON CONFLICT (tenant_id, envelope_id, model_id) DO UPDATE SET
   ${MODEL_TOTALS.map(([c, max]) => `${c} = LEAST(m.${c} + excluded.${c}, ${max})`).join(',\n  ')}`;
 
@@ -203,16 +213,21 @@ export class PgEnvelopes implements EnvelopeRepository {
       if (rows[0] === undefined) return undefined;
       addCost(envelopeOf(rows[0]).cost, delta, 'refuse');
     }
-    const { rowCount } = await this.#sql.query(CHARGE, [
+    // Locked first (with the models, or on its own): what CHARGE returns is then current.
+    if (delta.model_costs.length > 0)
+      await this.#sql.query(CHARGE_MODELS, [tenant, envelopeId, ...modelColumns(mergeModels(delta.model_costs))]);
+    else if (overflow !== 'refuse')
+      await this.#sql.query('SELECT 1 FROM envelopes WHERE tenant_id = $1 AND envelope_id = $2 FOR UPDATE', [
+        tenant,
+        envelopeId,
+      ]);
+    const { rows } = await this.#sql.query<Row>(CHARGE, [
       tenant,
       envelopeId,
       ...TOTALS.map(([c]) => delta[c]),
       updatedAt,
     ]);
-    if (rowCount === 0) return undefined;
-    if (delta.model_costs.length > 0)
-      await this.#sql.query(CHARGE_MODELS, [tenant, envelopeId, ...modelColumns(mergeModels(delta.model_costs))]);
-    return this.get(tenant, envelopeId);
+    return rows[0] === undefined ? undefined : envelopeOf(rows[0]);
   }
 
   async transition(

@@ -49,11 +49,18 @@ export class PgOutboxAppends implements OutboxRepository {
  */
 export class PgOutboxStorage implements OutboxStorage {
   readonly #pool: Pool;
+  /**
+   * Where the depth is counted: not the transactions' pool, because admission asks for the depth
+   * inside a transaction, and with every connection held by such a transaction none would be free.
+   */
+  readonly #side: Pool;
   readonly #onError: (error: unknown) => void;
   #depth: { value: OutboxDepth; at: number } | null = null;
+  #counting: Promise<OutboxDepth> | null = null;
 
-  constructor(pool: Pool, onError: (error: unknown) => void) {
+  constructor(pool: Pool, side: Pool, onError: (error: unknown) => void) {
     this.#pool = pool;
+    this.#side = side;
     this.#onError = onError;
   }
 
@@ -64,12 +71,19 @@ export class PgOutboxStorage implements OutboxStorage {
 
   async depth(): Promise<OutboxDepth> {
     if (this.#depth !== null && Date.now() - this.#depth.at < DEPTH_TTL_MS) return { ...this.#depth.value };
-    const { rows } = await this.#pool.query<{ entries: string; bytes: string }>(
+    // Concurrent askers share one count.
+    this.#counting ??= this.#count().finally(() => (this.#counting = null));
+    return { ...(await this.#counting) };
+  }
+
+  async #count(): Promise<OutboxDepth> {
+    const at = Date.now();
+    const { rows } = await this.#side.query<{ entries: string; bytes: string }>(
       'SELECT count(*) AS entries, coalesce(sum(bytes), 0) AS bytes FROM outbox',
     );
     const value = { entries: int(rows[0]!.entries), bytes: int(rows[0]!.bytes) };
-    this.#depth = { value, at: Date.now() };
-    return { ...value };
+    this.#depth = { value, at };
+    return value;
   }
 
   async append(events: readonly OutboxEvent[]): Promise<void> {

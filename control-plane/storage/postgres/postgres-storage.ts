@@ -6,6 +6,7 @@ import type { Readers, Repositories, Storage } from '../storage.ts';
 import { loadMigrations, migrate, type SqlMigration } from './migrate.ts';
 import { PgOutboxStorage } from './outbox.ts';
 import { readers, transactionRepositories } from './repositories.ts';
+import { refusingNul } from './sql.ts';
 
 export interface PostgresStorageOptions {
   /** `postgres://…`: holds a password, so it is never logged nor put in an error. */
@@ -23,6 +24,9 @@ const RETRYABLE = new Set(['40001', '40P01']);
 const MAX_ATTEMPTS = 5;
 /** How long a health check waits for the server before it answers "down". */
 const HEALTH_TIMEOUT_MS = 3000;
+const CONNECT_TIMEOUT_MS = 10_000;
+/** Connections beside the pool, for health checks and the outbox depth. */
+const SIDE_POOL_SIZE = 1;
 
 function sqlState(error: unknown): string | undefined {
   return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string'
@@ -44,32 +48,38 @@ export class PostgresStorage implements Storage {
   readonly read: Readers;
   readonly outbox: PgOutboxStorage;
   readonly #pool: pg.Pool;
+  /** Health checks and the outbox depth: answered while every connection of `#pool` is busy. */
+  readonly #side: pg.Pool;
   readonly #scope = new AsyncLocalStorage<Scope>();
   readonly #onError: (error: unknown) => void;
   #closed = false;
 
-  private constructor(pool: pg.Pool, onError: (error: unknown) => void) {
+  private constructor(pool: pg.Pool, side: pg.Pool, onError: (error: unknown) => void) {
     this.#pool = pool;
+    this.#side = side;
     this.#onError = onError;
     this.read = readers(pool);
-    this.outbox = new PgOutboxStorage(pool, onError);
+    this.outbox = new PgOutboxStorage(pool, side, onError);
   }
 
   /** Connects and brings the database to the newest schema; `applied` lists what this start applied. */
   static async open(options: PostgresStorageOptions): Promise<{ storage: PostgresStorage; applied: number[] }> {
     const onError = options.onError ?? (() => undefined);
-    const pool = new pg.Pool({
-      connectionString: options.connectionString,
-      max: options.poolSize,
-      connectionTimeoutMillis: 10_000,
-      idleTimeoutMillis: 30_000,
-      application_name: 'svc-control-plane',
-    });
-    // An idle connection the server dropped is reported here; unheard, it would end the process.
-    pool.on('error', onError);
-    const storage = new PostgresStorage(pool, onError);
+    const connect = (max: number) => {
+      const created = new pg.Pool({
+        connectionString: options.connectionString,
+        max,
+        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+        idleTimeoutMillis: 30_000,
+        application_name: 'svc-control-plane',
+      });
+      // An idle connection the server dropped is reported here; unheard, it would end the process.
+      created.on('error', onError);
+      return created;
+    };
+    const storage = new PostgresStorage(connect(options.poolSize), connect(SIDE_POOL_SIZE), onError);
     try {
-      const applied = await migrate(pool, options.migrations ?? (await loadMigrations()));
+      const applied = await migrate(storage.#pool, options.migrations ?? (await loadMigrations()));
       return { storage, applied };
     } catch (error) {
       await storage.close();
@@ -104,7 +114,7 @@ export class PostgresStorage implements Storage {
       const tx = transactionRepositories(client);
       const result = await this.#scope.run(scope, () => fn(tx.repositories));
       scope.open = false;
-      await tx.audit.seal(client);
+      await tx.audit.seal(refusingNul(client));
       const commit = await client.query('COMMIT');
       // A statement failed and the caller went on: PostgreSQL ended the transaction with a rollback.
       if (commit.command !== 'COMMIT') throw new Error('storage transaction rolled back: a statement in it failed');
@@ -126,7 +136,7 @@ export class PostgresStorage implements Storage {
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
-        this.#pool.query('SELECT 1'),
+        this.#side.query('SELECT 1'),
         new Promise((_, reject) => {
           timer = setTimeout(() => reject(new Error('database did not answer in time')), HEALTH_TIMEOUT_MS);
         }),
@@ -141,7 +151,7 @@ export class PostgresStorage implements Storage {
   }
 
   async schemaVersion(): Promise<number> {
-    const { rows } = await this.#pool.query<{ version: number | null }>(
+    const { rows } = await this.#side.query<{ version: number | null }>(
       'SELECT max(version) AS version FROM schema_migrations',
     );
     return rows[0]?.version ?? 0;
@@ -151,6 +161,6 @@ export class PostgresStorage implements Storage {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#pool.end();
+    await Promise.all([this.#pool.end(), this.#side.end()]);
   }
 }

@@ -10,7 +10,7 @@ import { PgJobs } from './jobs.ts';
 import { PgLeases } from './leases.ts';
 import { PgOutboxAppends } from './outbox.ts';
 import { PgPolicies } from './policies.ts';
-import type { Sql } from './sql.ts';
+import { refusingNul, type Sql } from './sql.ts';
 import { PgTenants } from './tenants.ts';
 
 function records(sql: Sql, drafts: AuditDrafts | null): Readers & Omit<Repositories, 'outbox' | 'dedup' | 'jobs'> {
@@ -29,18 +29,19 @@ function records(sql: Sql, drafts: AuditDrafts | null): Readers & Omit<Repositor
 
 /** Reads of committed state, each statement on a free connection of the pool. */
 export function readers(pool: Sql): Readers {
-  return records(pool, null);
+  return records(refusingNul(pool), null);
 }
 
 /**
  * A transaction's repositories on its one connection, with what its commit has to finish: the
  * audit drafts to seal, and whether it appended to the outbox.
  */
-export function transactionRepositories(client: Sql): {
+export function transactionRepositories(connection: Sql): {
   repositories: Repositories;
   audit: AuditDrafts;
   outbox: PgOutboxAppends;
 } {
+  const client = refusingNul(connection);
   const audit = new AuditDrafts();
   const outbox = new PgOutboxAppends(client);
   return {

@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import type { IntentCategory } from '../../policy/semantic-judge.ts';
+import { finding, type Finding } from '../finding.ts';
+import { classifyDestination, urlsIn, type HostPolicy } from '../hosts.ts';
+import type { TextView } from '../text-view.ts';
+
+/**
+ * One earlier action of the same execution, as the proxy remembers it (bounded, newest last):
+ * the evaluation context carries them as `recent_actions`, so that a judge can see a sequence
+ * that no single action shows.
+ */
+export const RecentActionSchema = z.object({
+  action: z.string().max(300),
+  tool_name: z.string().max(256),
+  tool_args: z.string(),
+  /** Epoch milliseconds. */
+  at: z.number(),
+});
+export type RecentAction = z.infer<typeof RecentActionSchema>;
+
+/** The most actions a judge looks back at. */
+export const MAX_RECENT_ACTIONS = 32;
+
+/** The earlier actions in a context, newest last; malformed entries are skipped. */
+export function recentActionsOf(context: Readonly<Record<string, unknown>>): RecentAction[] {
+  const raw = context.recent_actions;
+  if (!Array.isArray(raw)) return [];
+  return raw.slice(-MAX_RECENT_ACTIONS).flatMap((a) => {
+    const parsed = RecentActionSchema.safeParse(a);
+    return parsed.success ? [parsed.data] : [];
+  });
+}
+
+/** What a sequence rule knows of the action under judgement. */
+export interface CurrentAction {
+  readonly toolName: string;
+  readonly views: readonly TextView[];
+  /** The arguments, parsed, when they are a JSON object. */
+  readonly args: Readonly<Record<string, unknown>> | undefined;
+}
+
+/** The findings of an earlier action, by the same judge. */
+export type EarlierFindings = (action: RecentAction) => readonly Finding[];
+
+/**
+ * A sequence rule: an earlier action of a kind (`first`), then the action under judgement of
+ * another (`then`): the pair shows `category` though neither does alone.
+ */
+interface SequenceRule {
+  readonly signal: string;
+  readonly category: IntentCategory;
+  readonly weight: number;
+  readonly first: (findings: readonly Finding[]) => boolean;
+  /** The view of the current action that completes the sequence (the evidence), if it does. */
+  readonly then: (current: CurrentAction, hosts: HostPolicy) => TextView | undefined;
+}
+
+const SECRET_READS = new Set(['secrets.read_credentials', 'secrets.read_system_file', 'secrets.dump_environment']);
+
+const SENDING_TOOL = /(?:^|[_.:-])(?:post|send|upload|put|webhook|publish|submit)(?:$|[_.:-])/;
+const BODY_KEYS = /^(?:body|data|json|payload|content|form|file|files|attachment|attachments|text|message)$/;
+const UPLOAD_FLAGS = /(?:^|\s)(?:-d|--data(?:-\w+)?|-f|--form|-t|--upload-file|--post-file|--post-data)(?:[\s=]|$)/;
+
+/** A send to a destination that is neither internal nor allowed: the view holding its URL. */
+function outboundSend(current: CurrentAction, hosts: HostPolicy): TextView | undefined {
+  const tool = current.toolName.toLowerCase();
+  const args = current.args ?? {};
+  const method = typeof args.method === 'string' ? args.method.toUpperCase() : '';
+  const hasBody = Object.keys(args).some((k) => BODY_KEYS.test(k.toLowerCase()));
+  for (const view of current.views) {
+    const target = urlsIn(view.norm).find((u) => {
+      const where = classifyDestination(u.hostAndPath, hosts);
+      return where === 'external' || where === 'drop';
+    });
+    if (target === undefined) continue;
+    const shellUpload = /\b(?:curl|wget|http|httpie)\b/.test(view.norm) && UPLOAD_FLAGS.test(view.norm);
+    const toolSend = /^(?:GET|HEAD|OPTIONS)$/.test(method)
+      ? false
+      : /^(?:POST|PUT|PATCH)$/.test(method) || hasBody || SENDING_TOOL.test(tool);
+    if (shellUpload || (view.key !== '' && toolSend)) return view;
+  }
+  return undefined;
+}
+
+const RULES: readonly SequenceRule[] = [
+  {
+    // A credential store read, then data sent out: the read was the first half of an exfiltration.
+    signal: 'sequence.secret_read_then_send',
+    category: 'DATA_EXFILTRATION',
+    weight: 0.9,
+    first: (findings) => findings.some((f) => SECRET_READS.has(f.signal) && f.weight >= 0.55),
+    then: outboundSend,
+  },
+];
+
+/** Applies the sequence rules to the action under judgement and the earlier ones. */
+export function scanSequences(
+  current: CurrentAction,
+  recent: readonly RecentAction[],
+  earlier: EarlierFindings,
+  hosts: HostPolicy,
+  out: Finding[],
+): void {
+  if (recent.length === 0) return;
+  for (const rule of RULES) {
+    const view = rule.then(current, hosts);
+    if (view === undefined) continue;
+    const start = recent.findIndex((a) => rule.first(earlier(a)));
+    if (start < 0) continue;
+    out.push(finding(view, rule.category, rule.weight, rule.signal, 0, view.norm.length));
+  }
+}

@@ -1,0 +1,1 @@
+export { openProxyStore, type ProxyStore } from './open-store.ts';

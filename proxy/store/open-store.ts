@@ -1,0 +1,49 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { open, type RootDatabase } from 'lmdb';
+
+export interface ProxyStore {
+  readonly root: RootDatabase;
+  /** Flushes once more and closes the environment. */
+  close(): Promise<void>;
+}
+
+/** lmdb-js has `sync` (mdb_env_sync) on the root database but leaves it out of its typings. */
+type Flushable = RootDatabase & { sync(done: (error?: Error) => void): void };
+
+function flush(root: RootDatabase): Promise<void> {
+  return new Promise((resolve) => {
+    // A failed flush is retried at the next interval; the data stays in the page cache meanwhile.
+    (root as Flushable).sync(() => resolve());
+  });
+}
+
+/**
+ * Opens the proxy's LMDB environment (`<data_dir>/proxy`: outbox, ruleset cache). With an fsync
+ * interval, commits are not flushed one by one: a commit lands in the page cache, which a killed
+ * process does not lose, and a timer flushes the environment every `fsyncIntervalMs`, so a machine
+ * crash loses at most that interval. Interval 0 keeps LMDB's flush after every commit (overlapping
+ * the next one), for deployments that want each commit durable at the price of throughput.
+ */
+export function openProxyStore(dataDir: string, fsyncIntervalMs: number): ProxyStore {
+  mkdirSync(dataDir, { recursive: true });
+  const path = join(dataDir, 'proxy');
+  if (fsyncIntervalMs === 0) {
+    const root = open({ path });
+    return { root, close: () => root.close() };
+  }
+  const root = open({ path, noSync: true, overlappingSync: false });
+  let flushing: Promise<void> | null = null;
+  const timer = setInterval(() => {
+    flushing ??= flush(root).finally(() => (flushing = null));
+  }, fsyncIntervalMs).unref();
+  return {
+    root,
+    async close() {
+      clearInterval(timer);
+      await flushing;
+      await flush(root);
+      await root.close();
+    },
+  };
+}

@@ -1,0 +1,27 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createTestDatabase } from '../harness/postgres.ts';
+
+/** `--backend=lmdb` (default) or `--backend=postgres`; the other arguments, in order. */
+export function benchArguments(argv = process.argv.slice(2)): { backend: 'lmdb' | 'postgres'; args: string[] } {
+  const flag = argv.find((a) => a.startsWith('--backend='));
+  const backend = flag?.slice('--backend='.length) ?? 'lmdb';
+  if (backend !== 'lmdb' && backend !== 'postgres') throw new Error(`--backend: lmdb or postgres, not ${backend}`);
+  return { backend, args: argv.filter((a) => !a.startsWith('--')) };
+}
+
+/**
+ * The storage settings of a bench's control plane: a fresh LMDB directory, or a fresh database
+ * on the test server (test/harness/postgres.ts: 127.0.0.1:5432 or SVC_TEST_DATABASE_URL),
+ * dropped by `dispose`.
+ */
+export async function benchStorage(backend: 'lmdb' | 'postgres'): Promise<{
+  config: { data_dir: string; database_url?: string; database_pool_size?: number };
+  dispose(): Promise<void>;
+}> {
+  const data_dir = mkdtempSync(join(tmpdir(), 'bench-cp-'));
+  if (backend === 'lmdb') return { config: { data_dir }, dispose: () => Promise.resolve() };
+  const database = await createTestDatabase();
+  return { config: { data_dir, database_url: database.url, database_pool_size: 10 }, dispose: () => database.drop() };
+}

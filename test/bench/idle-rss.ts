@@ -1,0 +1,59 @@
+/**
+ * Resident memory of the proxy-only process at idle, as deployed: the compiled build
+ * (`npm run build` first) started as `node dist/proxy/main.js`, NATS not reachable (it serves
+ * from local state), sampled once it is ready and again a few seconds later.
+ *
+ *   npm run build && node test/bench/idle-rss.ts
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadOrCreateCa } from '../../proxy/tls/index.ts';
+import { freePort } from '../harness/free-port.ts';
+
+const main = new URL('../../dist/proxy/main.js', import.meta.url).pathname;
+if (!existsSync(main)) throw new Error('no compiled build: run npm run build first');
+const dir = mkdtempSync(join(tmpdir(), 'bench-idle-'));
+const ca = await loadOrCreateCa({
+  certFile: join(dir, 'ca.pem'),
+  keyFile: join(dir, 'ca-key.pem'),
+  allowGenerate: true,
+});
+const adminPort = await freePort();
+const started = Date.now();
+const child = spawn(process.execPath, [main], {
+  stdio: 'ignore',
+  env: {
+    ...process.env,
+    SVC_NATS_URL: `nats://127.0.0.1:${await freePort()}`,
+    SVC_TENANT_ID: 'bench',
+    SVC_API_KEY: 'bench-key',
+    SVC_BUDGET_ID: 'bench-budget',
+    SVC_CA_CERT_FILE: ca.certFile,
+    SVC_CA_KEY_FILE: join(dir, 'ca-key.pem'),
+    SVC_DATA_DIR: dir,
+    SVC_PROXY_PORT: String(await freePort()),
+    SVC_PROXY_ADMIN_PORT: String(adminPort),
+    SVC_PROXY_POLICY_FAIL_MODE: 'open',
+    SVC_LOG_LEVEL: 'warn',
+  },
+});
+const rssMb = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1]) / 1024;
+for (;;) {
+  const status = await fetch(`http://127.0.0.1:${adminPort}/health/ready`).then(
+    (r) => r.status,
+    () => 0,
+  );
+  if (status === 200) break;
+  if (Date.now() - started > 30_000) throw new Error('proxy not ready within 30 s');
+  await new Promise((r) => setTimeout(r, 20));
+}
+const readyMs = Date.now() - started;
+const atReady = rssMb();
+await new Promise((r) => setTimeout(r, 5000));
+console.log(
+  `node ${process.version}: dist/proxy/main.js ready in ${readyMs} ms; RSS ${atReady.toFixed(1)} MB at ready, ${rssMb().toFixed(1)} MB 5 s later`,
+);
+child.kill('SIGKILL');
+rmSync(dir, { recursive: true, force: true });

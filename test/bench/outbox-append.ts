@@ -1,0 +1,78 @@
+/**
+ * The proxy's event writes: `llm.call`-sized events appended to the outbox on the proxy's own
+ * store, one at a time and with many calls in flight, with the store flushed after every commit
+ * (`proxy_fsync_interval_ms=0`) and on the default 100 ms interval. Prints appends per second and
+ * events per LMDB commit.
+ *
+ *   node test/bench/outbox-append.ts [events=5000] [in flight=64]
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Registry } from 'prom-client';
+import { MemoryBus } from '../../core/bus/memory-bus.ts';
+import { LmdbOutboxStorage } from '../../core/outbox/lmdb-outbox-storage.ts';
+import { Outbox } from '../../core/outbox/outbox.ts';
+import { openProxyStore } from '../../proxy/store/index.ts';
+
+const total = Number(process.argv[2] ?? 5000);
+const inFlight = Number(process.argv[3] ?? 64);
+const quiet = { warn: () => undefined, error: () => undefined };
+
+/** The shape and size of a proxy `llm.call` event. */
+function event(i: number) {
+  return {
+    id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+    subject: 'svc.bench.events.llm.call',
+    data: {
+      event_id: String(i),
+      tenant_id: 'bench',
+      envelope_id: 'env-bench',
+      budget_id: 'budget-bench',
+      event_type: 'llm.call',
+      timestamp: new Date().toISOString(),
+      tokens: { input: 120, output: 40 },
+      model: 'gpt-4o-mini',
+      cost_usd: 0.000042,
+      payload: { provider: 'openai', operation: 'chat', stream: false, request_id: `req-${i}`, tool_calls: [] },
+      source: 'proxy:bench',
+    },
+  };
+}
+
+async function run(fsyncIntervalMs: number, concurrency: number): Promise<{ perSecond: number; perCommit: number }> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-outbox-'));
+  const store = openProxyStore(dir, fsyncIntervalMs);
+  const storage = new LmdbOutboxStorage({ root: store.root });
+  // The publisher drains to an in-process bus meanwhile, its removals committing beside the appends.
+  const bus = new MemoryBus({ logger: quiet });
+  const outbox = new Outbox(
+    { bus, storage, registry: new Registry(), metricPrefix: 'bench', logger: quiet },
+    { maxEntries: total * 2 },
+  );
+  let next = 0;
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) await outbox.append(event(next++));
+    }),
+  );
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const commits = storage.groupCommits;
+  await bus.close();
+  await outbox.close();
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+  return { perSecond: total / seconds, perCommit: total / commits };
+}
+
+console.log(`node ${process.version}, ${total} events per run`);
+console.log('| store flush | in flight | appends/s | events per commit |');
+console.log('| --- | ---: | ---: | ---: |');
+for (const interval of [0, 100]) {
+  for (const concurrency of [1, inFlight]) {
+    const { perSecond, perCommit } = await run(interval, concurrency);
+    const label = interval === 0 ? 'every commit' : `every ${interval} ms`;
+    console.log(`| ${label} | ${concurrency} | ${Math.round(perSecond)} | ${perCommit.toFixed(1)} |`);
+  }
+}

@@ -1,0 +1,247 @@
+/**
+ * `npm run bench`: the proxy beside a bare relay in one run, then the micro-benchmarks.
+ *
+ * Starts, each in a process of its own: a fast upstream (`fast-upstream.ts`), a bare undici relay
+ * in front of it (`bare-relay.ts`) and the whole governed proxy (`governed-proxy.ts`: policy,
+ * budget lease, token counting, events to the outbox). Drives each with keep-alive requests, whole
+ * and streamed, through the relay, the proxy's reverse route and the proxy by CONNECT with TLS
+ * interception, and prints one table: req/s at each concurrency and its ratio to the relay,
+ * latency at one connection (relay and proxy requests alternating) and what the proxy adds at p50
+ * and p99, first-byte time of streams, and RSS idle, after the calls, and with open slow streams.
+ * Then runs the policy evaluation, envelope creation and event processor benchmarks.
+ *
+ *   node test/bench/run.ts [requests per case=3000] [open streams=1000] [micro=full|small|none]
+ */
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
+
+const perCase = Number(process.argv[2] ?? 3000);
+const openStreams = Number(process.argv[3] ?? 1000);
+const micro = process.argv[4] ?? 'full';
+const HERE = import.meta.dirname;
+const CONCURRENCY = [16, 64];
+
+const children: ChildProcess[] = [];
+process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
+
+async function start<T>(script: string, args: string[]): Promise<[ChildProcess, T]> {
+  const child = fork(join(HERE, script), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  children.push(child);
+  const [message] = (await once(child, 'message')) as [T];
+  return [child, message];
+}
+
+/** Resident set of a process, from /proc (Linux). */
+function rssMb(child: ChildProcess): number {
+  const line = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+  return Number(line?.[1] ?? NaN) / 1024;
+}
+
+interface Target {
+  name: string;
+  url: string;
+  dispatcher: (connections: number) => Dispatcher;
+}
+
+const body = (stream: boolean) =>
+  JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 64, stream, messages: [{ role: 'user', content: 'hi there' }] });
+
+/** One request; resolves with the total and the first-byte time in µs. */
+async function one(
+  target: Target,
+  dispatcher: Dispatcher,
+  stream: boolean,
+  headers: Record<string, string> = {},
+): Promise<{ total: number; first: number }> {
+  const started = process.hrtime.bigint();
+  const res = await request(target.url, {
+    method: 'POST',
+    dispatcher,
+    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench', ...headers },
+    body: body(stream),
+  });
+  let first = 0;
+  for await (const _ of res.body) first ||= Number(process.hrtime.bigint() - started) / 1000;
+  if (res.statusCode !== 200) throw new Error(`${target.name}: status ${res.statusCode}`);
+  return { total: Number(process.hrtime.bigint() - started) / 1000, first };
+}
+
+async function throughput(target: Target, stream: boolean, connections: number, n: number): Promise<number> {
+  const dispatcher = target.dispatcher(connections);
+  let next = 0;
+  const run = () =>
+    Promise.all(
+      Array.from({ length: connections }, async () => {
+        while (next < n) {
+          next++;
+          await one(target, dispatcher, stream);
+        }
+      }),
+    );
+  next = n - Math.min(n, 200);
+  await run(); // warm-up
+  next = 0;
+  const started = process.hrtime.bigint();
+  await run();
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  await dispatcher.close();
+  return n / seconds;
+}
+
+const pct = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+
+/** One connection each, relay and proxy requests alternating, so load from elsewhere hits both alike. */
+async function latency(relay: Target, target: Target, stream: boolean, n: number) {
+  const a = relay.dispatcher(1);
+  const b = target.dispatcher(1);
+  const r: { total: number; first: number }[] = [];
+  const p: { total: number; first: number }[] = [];
+  for (let i = 0; i < n + 100; i++) {
+    const x = await one(relay, a, stream);
+    const y = await one(target, b, stream);
+    if (i < 100) continue;
+    r.push(x);
+    p.push(y);
+  }
+  await Promise.all([a.close(), b.close()]);
+  const sorted = (xs: number[]) => xs.sort((u, v) => u - v);
+  const rt = sorted(r.map((x) => x.total));
+  const pt = sorted(p.map((x) => x.total));
+  const rf = sorted(r.map((x) => x.first));
+  const pf = sorted(p.map((x) => x.first));
+  return {
+    p50: pct(pt, 50),
+    addedP50: pct(pt, 50) - pct(rt, 50),
+    addedP99: pct(pt, 99) - pct(rt, 99),
+    firstByteAdded: pct(pf, 50) - pct(rf, 50),
+  };
+}
+
+/** Opens `n` slow streams through the target, waits until each delivered its first bytes, and reports RSS then. */
+async function rssWithOpenStreams(target: Target, process: ChildProcess, n: number): Promise<number> {
+  const dispatcher = target.dispatcher(n);
+  const controller = new AbortController();
+  let opened = 0;
+  const { promise: allOpen, resolve } = Promise.withResolvers<void>();
+  const streams = Array.from({ length: n }, async () => {
+    const res = await request(target.url, {
+      method: 'POST',
+      dispatcher,
+      signal: controller.signal,
+      headers: { 'content-type': 'application/json', 'x-bench-chunks': '100', 'x-bench-delay-ms': '200' },
+      body: body(true),
+    });
+    for await (const _ of res.body) {
+      if (++opened === n) resolve();
+      break;
+    }
+  });
+  await allOpen;
+  const rss = rssMb(process);
+  controller.abort();
+  await Promise.allSettled(streams);
+  await dispatcher.destroy();
+  return rss;
+}
+
+const fmt = (v: number, digits = 0) =>
+  Number.isFinite(v)
+    ? v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : '–';
+
+async function main(): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'bench-proxy-'));
+  const [, upstream] = await start<{ port: number }>('fast-upstream.ts', []);
+  const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
+  const [relayProcess, relayReady] = await start<{ port: number }>('bare-relay.ts', [upstreamUrl]);
+  const [proxyProcess, proxyReady] = await start<{ port: number; caPem: string }>('governed-proxy.ts', [
+    JSON.stringify({ upstream: upstreamUrl, dataDir, policies: 100 }),
+  ]);
+  await new Promise((r) => setTimeout(r, 1000));
+  const idle = { relay: rssMb(relayProcess), proxy: rssMb(proxyProcess) };
+
+  const relay: Target = {
+    name: 'bare relay',
+    url: `http://127.0.0.1:${relayReady.port}/v1/chat/completions`,
+    dispatcher: (connections) => new Agent({ connections }),
+  };
+  const targets: Target[] = [
+    relay,
+    {
+      name: 'proxy, reverse',
+      url: `http://127.0.0.1:${proxyReady.port}/openai/v1/chat/completions`,
+      dispatcher: (connections) => new Agent({ connections }),
+    },
+    {
+      name: 'proxy, CONNECT + TLS',
+      url: 'https://api.openai.com/v1/chat/completions',
+      dispatcher: (connections) =>
+        new ProxyAgent({
+          uri: `http://127.0.0.1:${proxyReady.port}`,
+          requestTls: { ca: proxyReady.caPem },
+          connections,
+        }),
+    },
+  ];
+
+  console.log(
+    `node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')}; ${perCase} requests per case; upstream answers at once (whole: one JSON; stream: 20 events + usage)`,
+  );
+  console.log(
+    `\n| target | answer | ${CONCURRENCY.map((c) => `req/s @${c}`).join(' | ')} | ratio to relay | p50 @1 (µs) | added p50 | added p99 | first byte added (p50) |`,
+  );
+  console.log(`|---|---|${CONCURRENCY.map(() => '---:').join('|')}|---:|---:|---:|---:|---:|`);
+  let calls = 0;
+  for (const stream of [false, true]) {
+    const relayRates: number[] = [];
+    for (const target of targets) {
+      const rates: number[] = [];
+      for (const c of CONCURRENCY) rates.push(await throughput(target, stream, c, perCase));
+      if (target === relay) relayRates.push(...rates);
+      const lat = await latency(relay, target, stream, Math.max(50, Math.floor(perCase / 5)));
+      if (target !== relay) calls += CONCURRENCY.length * perCase + Math.max(50, Math.floor(perCase / 5));
+      const ratio = rates.map((r, i) => (r / relayRates[i]!).toFixed(2)).join(' / ');
+      const self = target === relay;
+      console.log(
+        `| ${target.name} | ${stream ? 'stream' : 'whole'} | ${rates.map((r) => fmt(r)).join(' | ')} | ${self ? '1' : ratio} | ${fmt(lat.p50)} | ${self ? '–' : fmt(lat.addedP50)} | ${self ? '–' : fmt(lat.addedP99)} | ${stream && !self ? fmt(lat.firstByteAdded) : '–'} |`,
+      );
+    }
+  }
+  const afterCalls = { relay: rssMb(relayProcess), proxy: rssMb(proxyProcess) };
+  const streaming = {
+    relay: await rssWithOpenStreams(relay, relayProcess, openStreams),
+    proxy: await rssWithOpenStreams(targets[1]!, proxyProcess, openStreams),
+  };
+  console.log(`\n| RSS (MB) | idle | after ${fmt(calls)} proxied calls | with ${openStreams} open streams |`);
+  console.log('|---|---:|---:|---:|');
+  for (const k of ['relay', 'proxy'] as const)
+    console.log(
+      `| ${k === 'relay' ? 'bare relay' : 'governed proxy'} | ${fmt(idle[k], 1)} | ${fmt(afterCalls[k], 1)} | ${fmt(streaming[k], 1)} |`,
+    );
+  children.forEach((c) => c.kill('SIGKILL'));
+  rmSync(dataDir, { recursive: true, force: true });
+
+  if (micro === 'none') return;
+  const small = micro === 'small';
+  const benches: [string, string[]][] = [
+    ['policy-eval.ts', small ? ['200', '20'] : ['200000', '200']],
+    ['envelope-create.ts', small ? ['20', '4'] : ['3000', '32']],
+    ['event-processor.ts', small ? ['200', '5'] : ['30000', '50']],
+  ];
+  for (const [script, args] of benches) {
+    console.log(`\n## ${script} ${args.join(' ')}\n`);
+    const child = spawn(process.execPath, [join(HERE, script), ...args], { stdio: 'inherit' });
+    const [code] = (await once(child, 'exit')) as [number | null];
+    if (code !== 0) throw new Error(`${script} exited with ${code}`);
+  }
+}
+
+await main();
+process.exit(0);
