@@ -391,7 +391,6 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       // A moment to send what is pending; what is left stays in the store for the next start.
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);
       await outbox.close();
-      tokens.free();
       await webhooks.close();
       await storage.close();
       tokens.free();

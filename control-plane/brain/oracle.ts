@@ -37,6 +37,8 @@ interface Subject {
   /** How the store is asked for its events, and which of those are its. */
   filter: EventFilter;
   owns: (e: StoredEvent) => boolean;
+  /** Events that shape the earlier periods too (the other budgets of the same workflow). */
+  related: (e: StoredEvent) => boolean;
 }
 
 interface Dimension {
@@ -49,8 +51,10 @@ interface Dimension {
 /**
  * The Oracle on stored budgets and envelopes: their spend so far (the budget's usage, the
  * envelope's cost summary) and their recorded history (the usage events that named them) in the
- * pure model of core/brain/oracle. An envelope's period is its lifetime: from its creation to
- * its `timeout_seconds`.
+ * pure model of core/brain/oracle. A budget's earlier periods also take the calls of the other
+ * budgets of its workflow (the usual shape of the workflow's day, and its call costs); its
+ * current period only its own. An envelope's period is its lifetime: from its creation to its
+ * `timeout_seconds`.
  */
 export class Oracle {
   readonly #deps: OracleDeps;
@@ -64,9 +68,17 @@ export class Oracle {
     return this.predict(await this.#deps.budgets.get(tenant, budgetId));
   }
 
-  predict(budget: Budget): Promise<PredictOverrunResponse> {
+  async predict(budget: Budget): Promise<PredictOverrunResponse> {
     const { limits, usage } = budget;
     const end = usage.period_end ?? budget.expires_at;
+    const siblings =
+      budget.workflow_id === null
+        ? new Set<string>()
+        : new Set(
+            (await this.#deps.budgets.list(budget.tenant_id, 'all'))
+              .filter((b) => b.workflow_id === budget.workflow_id && b.budget_id !== budget.budget_id)
+              .map((b) => b.budget_id),
+          );
     return this.#predict({
       tenant: budget.tenant_id,
       budgetId: budget.budget_id,
@@ -83,6 +95,7 @@ export class Oracle {
       ),
       filter: {},
       owns: (e) => e.budget_id === budget.budget_id,
+      related: (e) => e.budget_id !== null && siblings.has(e.budget_id),
     });
   }
 
@@ -106,6 +119,7 @@ export class Oracle {
       ),
       filter: { envelopeId },
       owns: () => true,
+      related: () => false,
     });
   }
 
@@ -122,7 +136,10 @@ export class Oracle {
       const amountOf = dimension.amount;
       // A call that spent nothing of this limit (a tool event without cost) is not part of its run-rate.
       const calls = events.map((e) => callOf(e, amountOf)).filter((c) => c.amount > 0);
-      const current = calls.filter((c) => c.at >= periodStart);
+      const current = events
+        .filter((e) => subject.owns(e))
+        .map((e) => callOf(e, amountOf))
+        .filter((c) => c.amount > 0 && c.at >= periodStart);
       const past = Array.from({ length: lookback }, (_, i) => {
         const start = periodStart - (i + 1) * length;
         return { start, end: start + length, calls: calls.filter((c) => c.at >= start && c.at < start + length) };
@@ -164,7 +181,7 @@ export class Oracle {
     for (let read = 0; read < this.#deps.maxEvents; read += PAGE) {
       const page = await this.#deps.read.events.list(subject.tenant, subject.filter, { pageSize: PAGE, pageToken });
       for (const event of page.items) {
-        if (!subject.owns(event)) continue;
+        if (!subject.owns(event) && !subject.related(event)) continue;
         const at = Date.parse(event.timestamp);
         if (at >= since && at <= now) out.push(event);
       }

@@ -45,7 +45,7 @@ function getAt(source: unknown, path: readonly string[]): unknown {
  * The HTTP gateway of the contracts (ARCHITECTURE §7b): one route per `google.api.http` binding,
  * made by this one generic transcoder, so an RPC with a binding has its route. A binding whose
  * verb and path REST already serves is left to that route (its contract's shapes win,
- * ARCHITECTURE §4). A transcoded route reads path variables, the body (`*` or the named field)
+ * ARCHITECTURE §4); a method not served yet gets no route. A transcoded route reads path variables, the body (`*` or the named field)
  * and the query as the binding says, in the proto3 JSON mapping, runs the gRPC handler with the
  * REST route table's authentication, scope and tenancy, and answers the response message as JSON.
  */
@@ -55,7 +55,7 @@ export function transcodedRoutes(routes: RouteTable, deps: TranscoderDeps): Http
   for (const rule of deps.rules) {
     if (served.has(routeKey(rule.verb, rule.path))) continue;
     const handler = deps.services[rule.service]?.[rule.method];
-    if (handler === undefined) continue;
+    if (handler === undefined || handler.unimplemented === true) continue;
     served.add(routeKey(rule.verb, rule.path));
     added.push(rule);
     const method = (deps.definition[rule.service] as Record<string, MethodDefinition<object, object>>)[rule.method]!;

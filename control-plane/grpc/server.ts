@@ -42,6 +42,8 @@ export interface GrpcMethod {
    * administrators only.
    */
   tenantField?: string;
+  /** True for a method this version does not serve: gRPC answers UNIMPLEMENTED, HTTP has no route. */
+  unimplemented?: boolean;
   handle(request: GrpcRequest, context: GrpcCallContext): Promise<object>;
 }
 

@@ -84,7 +84,7 @@ export class LmdbOutboxStorage implements OutboxStorage {
     if (group === null) return;
     this.#group = null;
     this.#groupCommits++;
-    // lmdb-js commits the writes issued in one turn in one transaction.
+    // One asynchronous LMDB transaction for the whole group.
     this.#committing = this.#db
       .transaction(() => {
         // Inside the transaction a put is applied at once; its own promise adds nothing.

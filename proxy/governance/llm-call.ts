@@ -1,12 +1,13 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { deniesModel } from '../../core/metering/prices.ts';
 import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
-import { covers, ZERO, isRefusal, type Reservation } from '../enforcement/index.ts';
+import { ZERO, isRefusal, type Reservation } from '../enforcement/index.ts';
 import { ENVELOPE_HEADER, type LocalEnvelope, type Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import type { Operation, ParsedRequest, ProviderAdapter, ResponseReading } from '../providers/index.ts';
 import type { UpstreamResponse } from '../upstream/index.ts';
-import { estimate, worstCase, type PricedUsage } from './call-pricing.ts';
+import { worstCase, type PricedUsage } from './call-pricing.ts';
+import { exactly, reserveCall } from './reserve-call.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { relayMeteredStream } from './metered-stream.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
@@ -140,11 +141,7 @@ export async function governLlmCall(
   }
 
   const lease = await deps.leases.lease(envelope.budgetId);
-  let { most, least } = estimate(deps.prices, parsed, adapter.id);
-  // The bound decides alone when the lease holds even its worst case: the exact count could only
-  // lower it. Near the limit, where it could change the decision or the hold, the exact count decides.
-  if (!covers(lease.available(), most)) ({ most, least } = estimate(deps.prices, exactly(parsed, input), adapter.id));
-  const reservation = lease.reserve(most, least);
+  const reservation = reserveCall(lease, deps.prices, parsed, input, adapter.id);
   if (isRefusal(reservation)) {
     count('budget_exceeded');
     refuse(reservation.code, reservation.message, envelope.envelopeId);
@@ -364,11 +361,6 @@ export function settle(
 export async function recorded(deps: GovernanceDeps): Promise<void> {
   const written = deps.recorder.written();
   if (written !== null) await written;
-}
-
-/** The request as parsed, with its exact input token count. */
-export function exactly(parsed: ParsedRequest, input: InputTokens): ParsedRequest {
-  return { ...parsed, estimatedInputTokens: input.exact() };
 }
 
 /** Returns the call's hold to the lease uncharged: the provider generated nothing. */

@@ -1,0 +1,91 @@
+import { describe, expect, it, vi } from 'vitest';
+import type { RequestReply } from '../../core/bus/bus.ts';
+import { loadPriceTable } from '../../core/metering/prices.ts';
+import type { LeaseRequest } from '../../core/sync/contract.ts';
+import { BudgetLease, isRefusal, type Reservation } from '../enforcement/index.ts';
+import type { ParsedRequest } from '../providers/index.ts';
+import { estimate } from './call-pricing.ts';
+import { InputTokens } from './input-tokens.ts';
+import { reserveCall } from './reserve-call.ts';
+
+const prices = loadPriceTable();
+const PICO = 1_000_000;
+/** Parsed with the bound: 4,000 bytes of prompt that tiktoken counts as 1,000 tokens. */
+const bounded: ParsedRequest = {
+  model: 'gpt-4o-mini',
+  stream: false,
+  estimatedInputTokens: 4000,
+  maxOutputTokens: 10,
+  declaredTools: [],
+};
+const exact = { ...bounded, estimatedInputTokens: 1000 };
+
+/** A lease granted `pico` (rounded down to whole micro-dollars), tokens unlimited. */
+async function leaseOf(pico: number): Promise<BudgetLease> {
+  const requests: RequestReply = {
+    request: (_subject, data) =>
+      Promise.resolve({
+        lease_id: 'L',
+        budget_id: (data as LeaseRequest).budget_id,
+        tokens: null,
+        micros: Math.floor(pico / PICO),
+        expires_at: new Date(Date.now() + 60_000).toISOString(),
+        status: 'active',
+      }),
+    reply: () => Promise.reject(new Error('not used')),
+  };
+  const lease = new BudgetLease(
+    'b',
+    {
+      tenantId: 't',
+      holder: 'h',
+      want: { tokens: 1e9, pico },
+      softLimit: { tokens: 0, pico: 0 },
+      renewBelow: 0,
+      timeoutMs: 1000,
+    },
+    requests,
+    { outcome: () => undefined, warn: () => undefined },
+  );
+  await lease.renew();
+  return lease;
+}
+
+function input(): { tokens: InputTokens; count: ReturnType<typeof vi.fn> } {
+  const count = vi.fn(() => 1000);
+  return { tokens: new InputTokens(4000, count), count };
+}
+
+describe('reserving a call with the input tokens bound', () => {
+  const boundMost = estimate(prices, bounded, 'openai').most;
+  const exactMost = estimate(prices, exact, 'openai').most;
+  const exactLeast = estimate(prices, exact, 'openai').least;
+
+  it('far from the limit: the bound decides and is held, nothing is tokenized', async () => {
+    const lease = await leaseOf(1000 * boundMost.pico);
+    const { tokens, count } = input();
+    const held = reserveCall(lease, prices, bounded, tokens, 'openai') as Reservation;
+    expect(isRefusal(held)).toBe(false);
+    expect(held.held).toEqual(boundMost);
+    expect(count).not.toHaveBeenCalled();
+  });
+
+  it('near the limit: a call the bound would refuse is counted exactly and allowed, holding the exact worst case', async () => {
+    // Covers the exact worst case, not the bound's.
+    const lease = await leaseOf(Math.ceil((exactMost.pico + boundMost.pico) / 2 / PICO) * PICO);
+    expect(lease.available().pico!).toBeLessThan(boundMost.pico);
+    const { tokens, count } = input();
+    const held = reserveCall(lease, prices, bounded, tokens, 'openai') as Reservation;
+    expect(isRefusal(held)).toBe(false);
+    expect(held.held).toEqual(exactMost);
+    expect(count).toHaveBeenCalledTimes(1);
+  });
+
+  it('below the exact minimum: refused as the exact count refuses', async () => {
+    const lease = await leaseOf(Math.floor(exactLeast.pico / 2 / PICO) * PICO);
+    const { tokens } = input();
+    const refusal = reserveCall(lease, prices, bounded, tokens, 'openai');
+    expect(isRefusal(refusal)).toBe(true);
+    expect(isRefusal(lease.reserve(exactMost, exactLeast))).toBe(true);
+  });
+});
