@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
+import { TenantIdSchema } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
@@ -69,10 +70,13 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
         const principal = request.principal;
         if (principal === undefined)
           throw new SvcError('SVC-SYS-9003', 'missing credentials: send X-Api-Key or Authorization: Bearer');
-        const header = request.headers['x-tenant-id'];
-        const tenant = await resolveTenant(principal, deps.tenants, {
-          header: Array.isArray(header) ? header.join(',') : header,
-        });
+        const raw = request.headers['x-tenant-id'];
+        const header = Array.isArray(raw) ? raw.join(',') : raw;
+        if (header !== undefined && !TenantIdSchema.safeParse(header).success)
+          throw new SvcError('SVC-SYS-9002', 'invalid request: X-Tenant-ID: not a tenant id', {}, [
+            { field: 'X-Tenant-ID', description: 'letters, digits, _ and -, at most 64' },
+          ]);
+        const tenant = await resolveTenant(principal, deps.tenants, { header });
         const text = typeof request.body === 'string' ? request.body : '';
         let message: unknown;
         try {

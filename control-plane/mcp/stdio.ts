@@ -11,6 +11,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { loadConfig } from '../../core/config/load.ts';
 import { requiredSetting } from '../../core/config/required.ts';
+import { loggableUrl } from '../../core/observability/redact.ts';
 import { failedToStart } from '../../core/observability/shutdown.ts';
 import { RpcError } from './errors.ts';
 import { MCP_SERVER_NAME } from './server.ts';
@@ -35,11 +36,14 @@ async function main(): Promise<void> {
   const base = requiredSetting(config.mcp_control_plane_url, 'SVC_MCP_CONTROL_PLANE_URL', 'stdio MCP entry');
   const key = requiredSetting(config.mcp_api_key, 'SVC_MCP_API_KEY', 'stdio MCP entry');
   const upstream = new Client({ name: `${MCP_SERVER_NAME}-stdio`, version: config.version });
-  await upstream.connect(
-    new StreamableHTTPClientTransport(new URL('/mcp', base), {
-      requestInit: { headers: { authorization: `Bearer ${key}` } },
-    }),
-  );
+  const endpoint = new URL('/mcp', base);
+  await upstream
+    .connect(
+      new StreamableHTTPClientTransport(endpoint, { requestInit: { headers: { authorization: `Bearer ${key}` } } }),
+    )
+    .catch((error: unknown) => {
+      throw new Error(`${loggableUrl(endpoint)}: ${error instanceof Error ? error.message : String(error)}`);
+    });
   const server = new Server(
     { name: MCP_SERVER_NAME, version: upstream.getServerVersion()?.version ?? config.version },
     { capabilities: { tools: {}, resources: {} }, instructions: upstream.getInstructions() },

@@ -3,6 +3,7 @@ import { TenantIdSchema } from '../domain/bounds.ts';
 import {
   EvidenceSchema,
   MAX_CATEGORY_EXAMPLES,
+  MAX_CATEGORY_NAME_CHARS,
   MAX_EXAMPLE_CHARS,
   SemanticCategorySchema,
   type SemanticJudge,
@@ -11,23 +12,28 @@ import {
 const example = z.string().trim().min(1).max(MAX_EXAMPLE_CHARS);
 
 /** POST /v1/brain/semantic-judge/evaluate: does this action show this intent? */
-export const SemanticJudgeRequestSchema = z.strictObject({
-  tenant_id: TenantIdSchema.optional(),
-  /** The text under judgement (a prompt, a command, a tool's output). */
-  text: z.string(),
-  /** A category (DESTRUCTIVE, DATA_EXFILTRATION, SUSPICIOUS, or a tenant's own with `examples`) or a description. */
-  intent: z.string().trim().min(1).max(200),
-  tool_name: z.string().max(256).optional(),
-  /** The arguments as the model or MCP client sent them: JSON text, or the object. */
-  tool_args: z.union([z.string(), z.record(z.string(), z.unknown()), z.array(z.unknown())]).optional(),
-  context: z.record(z.string(), z.unknown()).default({}),
-  /** `violated` is true only at or above this confidence (the default of SEMANTIC conditions). */
-  min_confidence: z.number().min(0).max(1).default(0.5),
-  /** A tenant category defined inline, as in a SEMANTIC condition's value. */
-  description: z.string().max(MAX_EXAMPLE_CHARS).optional(),
-  examples: z.array(example).min(1).max(MAX_CATEGORY_EXAMPLES).optional(),
-  counter_examples: z.array(example).max(MAX_CATEGORY_EXAMPLES).optional(),
-});
+export const SemanticJudgeRequestSchema = z
+  .strictObject({
+    tenant_id: TenantIdSchema.optional(),
+    /** The text under judgement (a prompt, a command, a tool's output). */
+    text: z.string(),
+    /** A category (DESTRUCTIVE, DATA_EXFILTRATION, SUSPICIOUS, or a tenant's own with `examples`) or a description. */
+    intent: z.string().trim().min(1).max(200),
+    tool_name: z.string().max(256).optional(),
+    /** The arguments as the model or MCP client sent them: JSON text, or the object. */
+    tool_args: z.union([z.string(), z.record(z.string(), z.unknown()), z.array(z.unknown())]).optional(),
+    context: z.record(z.string(), z.unknown()).default({}),
+    /** `violated` is true only at or above this confidence (the default of SEMANTIC conditions). */
+    min_confidence: z.number().min(0).max(1).default(0.5),
+    /** A tenant category defined inline, as in a SEMANTIC condition's value. */
+    description: z.string().max(MAX_EXAMPLE_CHARS).optional(),
+    examples: z.array(example).min(1).max(MAX_CATEGORY_EXAMPLES).optional(),
+    counter_examples: z.array(example).max(MAX_CATEGORY_EXAMPLES).optional(),
+  })
+  .refine((r) => r.examples === undefined || r.intent.length <= MAX_CATEGORY_NAME_CHARS, {
+    path: ['intent'],
+    message: `names the category defined inline by examples: at most ${MAX_CATEGORY_NAME_CHARS} characters`,
+  });
 export type SemanticJudgeRequest = z.infer<typeof SemanticJudgeRequestSchema>;
 
 export const SemanticJudgeResponseSchema = z.object({

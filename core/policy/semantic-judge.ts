@@ -13,8 +13,11 @@ const example = z.string().trim().min(1).max(MAX_EXAMPLE_CHARS);
  * A category a tenant defines in a SEMANTIC condition's value: its name (the intent), what it
  * means, and labelled examples of actions that show it and near-misses that do not.
  */
+/** Longest name of a tenant's own category (a SEMANTIC condition's, or an inline one's intent). */
+export const MAX_CATEGORY_NAME_CHARS = 100;
+
 export const SemanticCategorySchema = z.strictObject({
-  name: z.string().trim().min(1).max(100),
+  name: z.string().trim().min(1).max(MAX_CATEGORY_NAME_CHARS),
   description: z.string().max(MAX_EXAMPLE_CHARS).default(''),
   examples: z.array(example).min(1).max(MAX_CATEGORY_EXAMPLES),
   counter_examples: z.array(example).max(MAX_CATEGORY_EXAMPLES).default([]),

@@ -69,6 +69,9 @@ describe('POST /v1/brain/semantic-judge/evaluate', () => {
     const error = expectSvcError(missing, 400, 'SVC-SYS-9002');
     expect(JSON.stringify(error)).toContain('intent');
     expectSvcError(await judge({ text: 'x', intent: 'DESTRUCTIVE', min_confidence: 2 }), 400, 'SVC-SYS-9002');
+    // An inline category is named by the intent, which then has the category name's bound.
+    const longName = await judge({ text: 'x', intent: 'n'.repeat(101), examples: ['call'] });
+    expect(expectSvcError(longName, 400, 'SVC-SYS-9002').details).toMatchObject({ fields: 'intent' });
     expectSvcError(await judge({ text: 'x', intent: 'DESTRUCTIVE' }, noScope), 403, 'SVC-SYS-9004');
   });
 

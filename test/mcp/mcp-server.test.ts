@@ -127,6 +127,12 @@ describe('POST /mcp: transport and auth', () => {
     const refused = await rawMcp(list, { authorization: `Bearer ${otherKey}`, 'x-tenant-id': 'mcp-a' });
     expect(refused.status).toBe(403);
     expect(refused.body.error.code).toBe('SVC-SYS-9004');
+    const malformed = await rawMcp(list, { authorization: `Bearer ${ROOT_KEY}`, 'x-tenant-id': 'x'.repeat(5000) });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.error).toMatchObject({
+      code: 'SVC-SYS-9002',
+      details: { field_violations: [{ field: 'X-Tenant-ID' }] },
+    });
     await callOk(client, 'delete_policy', { policy_id: policy.id });
   });
 

@@ -7,8 +7,8 @@ export const PredictCostRequestSchema = z
     tenant_id: TenantIdSchema.optional(),
     /** History from the calls of this workflow's budgets only; all of the tenant's when absent. */
     workflow_id: IdSchema.optional(),
-    /** The prompt: its input tokens are counted with tiktoken for each model. */
-    input_text: z.string().max(4_000_000).optional(),
+    /** The prompt: its input tokens are counted with tiktoken for each model. Bounded to fit the body limit. */
+    input_text: z.string().max(262_144).optional(),
     /** Input tokens when the text is not given (or to override its count). */
     estimated_input_tokens: z.number().int().nonnegative().max(100_000_000).optional(),
     model_ids: z.array(NameSchema).min(1).max(20),
