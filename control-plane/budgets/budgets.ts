@@ -19,7 +19,7 @@ import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { BudgetSpend } from '../observability/metrics.ts';
 import { collectPages } from '../storage/paging.ts';
-import type { Readers, Repositories, Storage } from '../storage/storage.ts';
+import type { BudgetDefinition, Readers, Repositories, Storage } from '../storage/storage.ts';
 import { budgetError } from './budget-errors.ts';
 
 export interface BudgetDeps {
@@ -39,8 +39,11 @@ export class Budgets {
     this.deps = deps;
   }
 
-  async create(caller: Caller, request: CreateBudgetRequest): Promise<Budget> {
-    const now = this.deps.clock();
+  /**
+   * The definition a create (or update) request gives, refused naming the field when it expires in
+   * the past or alerts a webhook URL that may not be called.
+   */
+  private definitionOf(request: CreateBudgetRequest, now: Date): BudgetDefinition {
     if (request.expires_at !== undefined && Date.parse(request.expires_at) <= now.getTime()) {
       throw new SvcError('SVC-SYS-9002', 'invalid request: expires_at: must lie in the future', {}, [
         { field: 'expires_at', description: 'must lie in the future' },
@@ -58,19 +61,27 @@ export class Budgets {
         refused,
       );
     }
-    const base = { period: request.period, created_at: now.toISOString() };
-    const budget: Budget = {
-      budget_id: randomUUID(),
-      tenant_id: caller.tenant,
+    return {
       name: request.name,
       description: request.description ?? '',
       type: request.type,
-      period: request.period,
       limits: request.limits,
       alerts: request.alerts ?? [...DEFAULT_ALERTS],
       expires_at: request.expires_at ?? null,
       workflow_id: request.workflow_id ?? null,
       tags: request.tags ?? {},
+    };
+  }
+
+  async create(caller: Caller, request: CreateBudgetRequest): Promise<Budget> {
+    const now = this.deps.clock();
+    const definition = this.definitionOf(request, now);
+    const base = { period: request.period, created_at: now.toISOString() };
+    const budget: Budget = {
+      budget_id: randomUUID(),
+      tenant_id: caller.tenant,
+      ...definition,
+      period: request.period,
       usage: freshUsage(base, now),
       created_at: base.created_at,
       updated_at: base.created_at,
@@ -87,6 +98,35 @@ export class Budgets {
       effects.changes.push({ kind: 'budget', tenant: caller.tenant, budgetId: budget.budget_id });
     });
     return budget;
+  }
+
+  /**
+   * Gives a budget a new definition (`request` is the whole budget as a create request would
+   * state it; its period must stay the budget's). The usage of the period stays; proxies receive
+   * the new limits with the budget's state.
+   */
+  async update(caller: Caller, budgetId: string, request: CreateBudgetRequest): Promise<Budget> {
+    const now = this.deps.clock();
+    const current = await this.get(caller.tenant, budgetId);
+    if (request.period !== current.period)
+      throw new SvcError('SVC-SYS-9002', 'invalid request: period: a budget keeps its period', {}, [
+        { field: 'period', description: `must stay ${current.period}; create another budget for another period` },
+      ]);
+    const definition = this.definitionOf(request, now);
+    return this.deps.effects.commit(async (tx, effects) => {
+      const updated = await tx.budgets.redefine(caller.tenant, budgetId, definition, now.toISOString());
+      if (updated === undefined)
+        throw new SvcError('SVC-BUD-3002', `budget ${budgetId} not found`, { budget_id: budgetId });
+      await this.deps.audit.append(tx, caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'budget.update',
+        resource: { type: 'budget', id: budgetId },
+        result: 'updated',
+        metadata: { name: updated.name, limits: updated.limits },
+      });
+      effects.changes.push({ kind: 'budget', tenant: caller.tenant, budgetId });
+      return rollOver(updated, now);
+    });
   }
 
   /** The budget as of now (usage rolled into the current period), or SVC-BUD-3002. */

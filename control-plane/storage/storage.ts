@@ -179,9 +179,25 @@ export interface BudgetReader {
   list(tenant: string, page?: PageRequest): Promise<Page<Budget>>;
 }
 
+/** What defines a budget, apart from its identity, period and usage: what an update may change. */
+export type BudgetDefinition = Pick<
+  Budget,
+  'name' | 'description' | 'type' | 'limits' | 'alerts' | 'expires_at' | 'workflow_id' | 'tags'
+>;
+
 export interface BudgetRepository extends BudgetReader {
   /** SVC-SYS-9008 (field `budget_id`) when the id is taken. */
   insert(tenant: string, budget: Budget): Promise<void>;
+  /**
+   * Replaces the definition of a stored budget and sets `updated_at`; its usage (changed by other
+   * transactions meanwhile) stays as it is. The budget after, or undefined when there is none.
+   */
+  redefine(
+    tenant: string,
+    budgetId: string,
+    definition: BudgetDefinition,
+    updatedAt: string,
+  ): Promise<Budget | undefined>;
   /**
    * The budget, held against changes by other transactions until this one ends, for decisions
    * made from it and written in the same transaction (lease grants).

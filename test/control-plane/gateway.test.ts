@@ -28,7 +28,6 @@ const NOT_SERVED_YET = [
   'ListCheckpoints',
   'QueryCheckpoints',
   'SaveCheckpoint',
-  'UpdateBudget',
   'UpdateExecutionContext',
 ];
 
@@ -128,11 +127,7 @@ describe('the HTTP gateway transcoded from the google.api.http bindings', () => 
   });
 
   it('gives the bindings whose method is not served yet no route, and leaves them out of the document', async () => {
-    expectSvcError(
-      await cp.call('PATCH', '/v1/budgets/b1?update_mask=name', { key, body: { name: 'x' } }),
-      404,
-      'SVC-SYS-9006',
-    );
+    expectSvcError(await cp.call('DELETE', '/v1/budgets/b1', { key }), 404, 'SVC-SYS-9006');
     expectSvcError(await cp.call('POST', '/v1/checkpoints:query', { key, body: { query: {} } }), 404, 'SVC-SYS-9006');
     expectSvcError(await cp.call('GET', '/v1/executions/e1/context?keys=a&keys=b', { key }), 404, 'SVC-SYS-9006');
     const paths = Object.keys((await cp.call('GET', '/openapi.json')).body.paths as Record<string, unknown>);

@@ -577,3 +577,80 @@ describe('spend summary', () => {
     expect(http.body).toMatchObject({ prediction: { estimated_input_tokens: 2000 }, sample_size: 0 });
   });
 });
+
+describe('budget updates', () => {
+  it('changes the masked fields of a budget, keeps its usage, and refuses a new period', async () => {
+    const { budget } = await call(COSTS, 'CreateBudget', {
+      budget: {
+        name: 'to-change',
+        limits: { max_cost_usd: 10, max_tokens: 1000 },
+        thresholds: [{ threshold_percent: 90 }],
+        period: { period_type: 'BUDGET_PERIOD_TYPE_DAILY' },
+      },
+    });
+    const envelope = await cp.call('POST', '/v1/envelopes', {
+      key: acme,
+      body: { adapter_type: 'custom', budget_id: budget.budget_id },
+    });
+    await cp.call('POST', `/v1/envelopes/${String(envelope.body.envelope_id)}/events`, {
+      key: acme,
+      body: {
+        event_type: 'llm.call',
+        timestamp: new Date().toISOString(),
+        tokens: { input: 50, output: 50 },
+        cost_usd: 1,
+      },
+    });
+    const raised = await call(COSTS, 'UpdateBudget', {
+      budget: { budget_id: budget.budget_id, limits: { max_cost_usd: 20 }, name: 'ignored' },
+      update_mask: { paths: ['limits.max_cost_usd'] },
+    });
+    expect(raised.budget).toMatchObject({
+      name: 'to-change',
+      limits: { max_cost_usd: 20, max_tokens: '1000' },
+      current_spend: { total_tokens: '100', total_cost_usd: 1 },
+      period: { period_type: 'BUDGET_PERIOD_TYPE_DAILY' },
+    });
+    const rest = await cp.call('GET', `/v1/budgets/${String(budget.budget_id)}`, { key: acme });
+    expect(rest.body).toMatchObject({ limits: { max_cost_usd: 20, max_tokens: 1000 }, usage: { tokens_used: 100 } });
+
+    const patched = await cp.call('PATCH', `/v1/budgets/${String(budget.budget_id)}?update_mask=name,thresholds`, {
+      key: acme,
+      body: { name: 'renamed', thresholds: [{ threshold_percent: 50, action: 'THRESHOLD_ACTION_WARN' }] },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body.budget).toMatchObject({
+      name: 'renamed',
+      thresholds: [{ threshold_percent: 50, action: 'THRESHOLD_ACTION_WARN' }],
+      status: 'BUDGET_STATUS_TYPE_ACTIVE',
+    });
+    const period = await failure(
+      call(COSTS, 'UpdateBudget', {
+        budget: {
+          budget_id: budget.budget_id,
+          limits: { max_tokens: 5 },
+          period: { period_type: 'BUDGET_PERIOD_TYPE_MONTHLY' },
+        },
+      }),
+    );
+    expect(statusDetails(period).badRequest?.fieldViolations[0]?.field).toBe('period');
+    const mask = await failure(
+      call(COSTS, 'UpdateBudget', {
+        budget: { budget_id: budget.budget_id },
+        update_mask: { paths: ['current_spend'] },
+      }),
+    );
+    expect(statusDetails(mask).badRequest?.fieldViolations[0]?.field).toBe('update_mask');
+    const invalid = await failure(
+      call(COSTS, 'UpdateBudget', {
+        budget: { budget_id: budget.budget_id, limits: { max_tokens: -1 } },
+        update_mask: { paths: ['limits.max_tokens'] },
+      }),
+    );
+    expect(statusDetails(invalid).badRequest?.fieldViolations[0]?.field).toBe('budget.limits.max_tokens');
+    const missing = await failure(
+      call(COSTS, 'UpdateBudget', { budget: { budget_id: '00000000-0000-4000-8000-000000000000', limits: {} } }),
+    );
+    expect(missing.code).toBe(status.NOT_FOUND);
+  });
+});

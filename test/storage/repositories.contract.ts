@@ -400,6 +400,37 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         });
       });
 
+      it('redefines a budget in its tenant only, keeping the usage other writers added', async () => {
+        const budget = aBudget(A);
+        await tx((t) => t.budgets.insert(A, budget));
+        const delta = {
+          tokens_input: 7,
+          tokens_output: 3,
+          cost_micros: 40,
+          executions: 1,
+          llm_calls: 1,
+          tool_calls: 0,
+        };
+        await tx((t) => t.budgets.addUsage(A, budget.budget_id, delta, MONTH, 'refuse', at(1)));
+        const definition = {
+          name: 'renamed',
+          description: 'now hybrid',
+          type: 'hybrid' as const,
+          limits: { ...budget.limits, max_tokens: 5000, max_cost_usd: 12.5 },
+          alerts: [{ percent: 60, action: 'warn' as const }],
+          expires_at: null,
+          workflow_id: 'etl',
+          tags: { team: 'data' },
+        };
+        expect(await tx((t) => t.budgets.redefine(B, budget.budget_id, definition, at(2)))).toBeUndefined();
+        const after = await tx((t) => t.budgets.redefine(A, budget.budget_id, definition, at(2)));
+        expect(after).toMatchObject({ ...definition, budget_id: budget.budget_id, updated_at: at(2) });
+        expect(after?.usage).toMatchObject({ tokens_input: 7, tokens_output: 3, cost_micros: 40, executions: 1 });
+        expect(await storage.read.budgets.get(A, budget.budget_id)).toEqual(after);
+        const charged = await tx((t) => t.budgets.addUsage(A, budget.budget_id, delta, MONTH, 'refuse', at(3)));
+        expect(charged).toMatchObject({ name: 'renamed', limits: { max_tokens: 5000 }, usage: { tokens_input: 14 } });
+      });
+
       it('adds usage deltas, bounded as asked, and returns the budget after', async () => {
         const budget = aBudget(A);
         await tx((t) => t.budgets.insert(A, budget));

@@ -134,6 +134,34 @@ function budgetCreateInput(budget: Message | null) {
   );
 }
 
+/** The budget fields an update_mask may name (a limit alone as `limits.<name>`); empty names them all. */
+const UPDATABLE = ['name', 'description', 'type', 'limits', 'thresholds', 'expires_at', 'workflow_id', 'tags'] as const;
+
+/**
+ * The whole budget an UpdateBudgetRequest asks for, as a create request: the masked fields of the
+ * given budget laid over the stored one, so that each is validated as on create.
+ */
+function budgetUpdateInput(stored: Message, request: Message) {
+  const given = request.budget as Message;
+  const paths = ((request.update_mask as { paths?: string[] } | null)?.paths ?? []).map((p) => p.trim());
+  const merged: Message = { ...stored, limits: { ...(stored.limits as Message) } };
+  for (const path of paths.length === 0 ? UPDATABLE : paths) {
+    const [field = '', limit] = path.split('.');
+    if (field === 'limits' && limit !== undefined && (LIMITS as readonly string[]).includes(limit)) {
+      const value = (given.limits as Message | null)?.[limit];
+      if (value === undefined) delete (merged.limits as Message)[limit];
+      else (merged.limits as Message)[limit] = value;
+    } else if ((UPDATABLE as readonly string[]).includes(field) && limit === undefined) {
+      merged[field] = given[field];
+    } else {
+      throw invalidField('update_mask', `${path} cannot be changed; one of ${UPDATABLE.join(', ')} or limits.<limit>`);
+    }
+  }
+  // An empty mask replaces the budget; the period stays unless the request names the same one.
+  if (paths.length === 0 && given.period !== null) merged.period = given.period;
+  return budgetCreateInput(merged);
+}
+
 function budgetStatusOf(budget: Budget, now: Date) {
   const used = percents(budget);
   const left = remaining(budget);
@@ -195,7 +223,17 @@ export function costService(deps: {
         budget: toGrpcBudget(await budgets.get(caller.tenant, requiredId(request, 'budget_id')), clock()),
       }),
     },
-    UpdateBudget: notImplemented('UpdateBudget', 'budgets:write'),
+    UpdateBudget: {
+      access: 'budgets:write',
+      tenantField: 'budget.tenant_id',
+      handle: async (request, { caller }) => {
+        if (request.budget === null) throw invalidField('budget', 'required');
+        const budgetId = requiredId(request.budget as Message, 'budget_id');
+        const current = await budgets.get(caller.tenant, budgetId);
+        const input = budgetUpdateInput(toGrpcBudget(current, clock()), request);
+        return { budget: toGrpcBudget(await budgets.update(caller, budgetId, input), clock()) };
+      },
+    },
     DeleteBudget: notImplemented('DeleteBudget', 'budgets:write'),
     ListBudgets: {
       access: 'budgets:read',

@@ -1,6 +1,6 @@
 import { addUsage, type Budget, type Overflow, type UsageDelta } from '../../../core/domain/index.ts';
 import { taken } from '../conflict.ts';
-import type { BudgetRepository, Page, PageRequest, PeriodWindow } from '../storage.ts';
+import type { BudgetDefinition, BudgetRepository, Page, PageRequest, PeriodWindow } from '../storage.ts';
 import { usageIn } from '../totals.ts';
 import type { KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
@@ -30,6 +30,15 @@ export class LmdbBudgets implements Sync<BudgetRepository> {
     if (this.#kv.get(space, budget.budget_id) !== undefined)
       throw taken('budget_id', budget.budget_id, `budget ${budget.budget_id} already exists`);
     this.#kv.put(space, budget.budget_id, budget);
+  }
+
+  redefine(tenant: string, budgetId: string, definition: BudgetDefinition, updatedAt: string): Budget | undefined {
+    const space = this.#layout.tenant(tenant, 'budget');
+    const budget = this.#kv.get<Budget>(space, budgetId);
+    if (budget === undefined) return undefined;
+    const redefined: Budget = { ...budget, ...definition, updated_at: updatedAt };
+    this.#kv.put(space, budgetId, redefined);
+    return redefined;
   }
 
   /** One writer at a time holds every record already. */

@@ -7,7 +7,7 @@ import {
   type UsageDelta,
 } from '../../../core/domain/index.ts';
 import { taken } from '../conflict.ts';
-import type { BudgetRepository, Page, PageRequest, PeriodWindow } from '../storage.ts';
+import type { BudgetDefinition, BudgetRepository, Page, PageRequest, PeriodWindow } from '../storage.ts';
 import { usageIn } from '../totals.ts';
 import { pageOf, pageStart } from './pages.ts';
 import { int, type Sql } from './sql.ts';
@@ -173,6 +173,22 @@ export class PgBudgets implements BudgetRepository {
       addUsage(usageIn(budget.usage, period), delta, 'refuse');
     }
     throw new Error(`budget ${budgetId}: usage change kept racing other writers`);
+  }
+
+  async redefine(
+    tenant: string,
+    budgetId: string,
+    definition: BudgetDefinition,
+    updatedAt: string,
+  ): Promise<Budget | undefined> {
+    // The definition's keys replace those of the stored document; the usage columns stay.
+    const { rows } = await this.#sql.query<Row>(
+      `UPDATE budgets SET doc = (doc::jsonb || $3::jsonb)::json, updated_at = $4
+       WHERE tenant_id = $1 AND budget_id = $2 RETURNING ${COLUMNS}`,
+      [tenant, budgetId, JSON.stringify(definition), updatedAt],
+    );
+    const [row] = rows;
+    return row === undefined ? undefined : budgetOf(row);
   }
 
   async reserveExecution(
