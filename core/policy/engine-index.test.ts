@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { compileRuleset, evaluate, type CompiledRuleset } from './engine.ts';
+import { activePolicy } from '../../test/fixtures/policies.ts';
 import type { Policy, PolicyRule } from './model.ts';
 
 const ACTIONS = ['tool:shell', 'tool:fs:write', 'llm:gpt-4o', 'execution:start', 'mcp:query'];
@@ -20,26 +21,23 @@ const policyArb = fc.record({
 type PolicyShape = typeof policyArb extends fc.Arbitrary<infer T> ? T : never;
 
 function build(shapes: PolicyShape[]): Policy[] {
-  return shapes.map((shape, p) => ({
-    policy_id: `00000000-0000-4000-8000-${String(p).padStart(12, '0')}`,
-    tenant_id: 'tenant-a',
-    name: `policy-${p}`,
-    description: '',
-    priority: shape.priority,
-    status: 'ACTIVE',
-    enforcement: shape.enforcement,
-    tags: {},
-    version: 1,
-    created_at: '2026-01-01T00:00:00.000Z',
-    updated_at: '2026-01-01T00:00:00.000Z',
-    rules: shape.rules.map((r, i) => ({
-      rule_id: `r${i}`,
-      name: `r${i}`,
-      action: r.action,
-      decision: r.decision,
-      conditions: r.risky ? [{ field: 'risk', operator: 'gte', value: 5 }] : [],
-    })),
-  }));
+  return shapes.map((shape, p) =>
+    activePolicy(
+      shape.rules.map((r, i) => ({
+        rule_id: `r${i}`,
+        name: `r${i}`,
+        action: r.action,
+        decision: r.decision,
+        conditions: r.risky ? [{ field: 'risk', operator: 'gte', value: 5 }] : [],
+      })),
+      {
+        policy_id: `00000000-0000-4000-8000-${String(p).padStart(12, '0')}`,
+        name: `policy-${p}`,
+        priority: shape.priority,
+        enforcement: shape.enforcement,
+      },
+    ),
+  );
 }
 
 /** The same ruleset walked rule by rule, as without the index. */

@@ -8,34 +8,14 @@
  */
 import { Registry } from 'prom-client';
 import { createBuiltinJudge, createLlmJudge } from '../../core/brain/index.ts';
-import { compileRuleset, evaluate, evaluateAsync, type Policy } from '../../core/policy/index.ts';
+import { compileRuleset, evaluate, evaluateAsync } from '../../core/policy/index.ts';
+import { activePolicy, DENY_DESTRUCTIVE_TOOL_ARGS } from '../fixtures/policies.ts';
 import { startSimulator } from '../simulator/index.ts';
 
 const at = process.argv.indexOf('--rounds');
 const rounds = at >= 0 ? Number(process.argv[at + 1]) : 200;
 
-const policy: Policy = {
-  policy_id: '00000000-0000-4000-8000-000000000001',
-  tenant_id: 'bench',
-  name: 'no-destruction',
-  description: '',
-  priority: 100,
-  status: 'ACTIVE',
-  enforcement: 'BLOCK',
-  tags: {},
-  version: 1,
-  created_at: '2026-01-01T00:00:00.000Z',
-  updated_at: '2026-01-01T00:00:00.000Z',
-  rules: [
-    {
-      rule_id: 'intent',
-      name: 'intent',
-      action: 'tool:*',
-      decision: 'DENY',
-      conditions: [{ field: 'tool_args', operator: 'semantic', value: { intent: 'DESTRUCTIVE' } }],
-    },
-  ],
-};
+const policy = activePolicy([DENY_DESTRUCTIVE_TOOL_ARGS], { tenant_id: 'bench', name: 'no-destruction' });
 const ruleset = compileRuleset([policy], 1);
 const input = (i: number) => ({
   action: 'tool:run_sql',

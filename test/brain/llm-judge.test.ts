@@ -9,8 +9,9 @@ import {
 } from '../../core/brain/index.ts';
 import { ConfigSchema } from '../../core/config/schema.ts';
 import { SvcError } from '../../core/errors/index.ts';
-import { compileRuleset, evaluateAsync, type Policy } from '../../core/policy/index.ts';
+import { compileRuleset, evaluateAsync } from '../../core/policy/index.ts';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
+import { activePolicy, DENY_DESTRUCTIVE_TOOL_ARGS } from '../fixtures/policies.ts';
 
 let sim: Simulator;
 beforeAll(async () => {
@@ -170,28 +171,7 @@ describe('LLM judge against an OpenAI-compatible endpoint', () => {
 });
 
 describe('the LLM judge deciding policies', () => {
-  const denyDestructive: Policy = {
-    policy_id: '00000000-0000-4000-8000-000000000001',
-    tenant_id: 'tenant-a',
-    name: 'no-destruction',
-    description: '',
-    priority: 100,
-    status: 'ACTIVE',
-    enforcement: 'BLOCK',
-    tags: {},
-    version: 1,
-    created_at: '2026-01-01T00:00:00.000Z',
-    updated_at: '2026-01-01T00:00:00.000Z',
-    rules: [
-      {
-        rule_id: 'intent',
-        name: 'intent',
-        action: 'tool:*',
-        decision: 'DENY',
-        conditions: [{ field: 'tool_args', operator: 'semantic', value: { intent: 'DESTRUCTIVE' } }],
-      },
-    ],
-  };
+  const denyDestructive = activePolicy([DENY_DESTRUCTIVE_TOOL_ARGS], { name: 'no-destruction' });
   const ruleset = compileRuleset([denyDestructive], 1);
   const call = (args: string) => ({ action: 'tool:run_sql', context: { tool_name: 'run_sql', tool_args: args } });
 
