@@ -1,4 +1,13 @@
-import type { Budget, Envelope } from '../../core/domain/index.ts';
+import {
+  addUsage,
+  emptyCostTotals,
+  emptyUsage,
+  type Budget,
+  type CostTotals,
+  type Envelope,
+  type PeriodUsage,
+} from '../../core/domain/index.ts';
+import { addCost } from '../storage/totals.ts';
 import type { Spend } from '../storage/records.ts';
 import type { BudgetRepository, EnvelopeRepository, LeaseRepository, Repositories } from '../storage/storage.ts';
 
@@ -18,23 +27,67 @@ interface HeldSpend {
 
 const key = (tenant: string, id: string): string => `${tenant}\u0000${id}`;
 
+/** A row this transaction has changed (and so holds), with what it still has to add to it. */
+interface Held<T, D> {
+  row: T;
+  pending: D | null;
+  updatedAt: string;
+}
+
 /**
  * The transaction's repositories with fewer round trips for a batch of events (each one is a
- * statement on PostgreSQL): an envelope or budget read once is served again from memory until
- * the transaction writes it, and a write that returns it (a charge, a usage change) leaves it as
- * written. That is exact: a row this transaction wrote stays locked against others until it ends,
- * and one it only read may change under it anyway between two statements. The spend applied to
- * the lease ledger is summed per budget and period and written once at the end: nothing in the
- * batch reads it back, and any other ledger call writes the sums first.
+ * statement on PostgreSQL). An envelope or budget read once is served again from memory until the
+ * transaction writes it; a write that returns it leaves it as written. Once the transaction has
+ * changed one (and so holds it against every other until it ends), its further charges and usage
+ * of the same period are computed here as storage computes them (`addCost`, `addUsage`, both
+ * saturating) and their sum is written once: before any other call that concerns that row, and
+ * at the end. The spend applied to the lease ledger is summed per budget and period and written
+ * once at the end too: nothing in the batch reads it back, and any other ledger call writes it
+ * first. A row only read may change under the transaction between two statements anyway.
  */
 export function batchRepositories(tx: Repositories): BatchRepositories {
   const envelopes = new Map<string, Envelope | undefined>();
   const budgets = new Map<string, Budget | undefined>();
-  const held: HeldSpend[] = [];
+  const heldEnvelopes = new Map<string, Held<Envelope, CostTotals>>();
+  const heldBudgets = new Map<string, Held<Budget, PeriodUsage>>();
+  const spends: HeldSpend[] = [];
 
-  const flush = async (): Promise<void> => {
-    for (const entry of held.splice(0))
+  const writeEnvelope = async (k: string): Promise<void> => {
+    const held = heldEnvelopes.get(k);
+    if (held?.pending == null) return;
+    const { tenant_id, envelope_id } = held.row;
+    const charged = await tx.envelopes.charge(tenant_id, envelope_id, held.pending, 'saturate', held.updatedAt);
+    held.pending = null;
+    envelopes.set(k, charged);
+  };
+  const writeBudget = async (k: string): Promise<void> => {
+    const held = heldBudgets.get(k);
+    if (held?.pending == null) return;
+    const { tenant_id, budget_id } = held.row;
+    const { period_start: start, period_end: end } = held.pending;
+    const changed = await tx.budgets.addUsage(
+      tenant_id,
+      budget_id,
+      held.pending,
+      { start, end },
+      'saturate',
+      held.updatedAt,
+    );
+    held.pending = null;
+    budgets.set(k, changed);
+  };
+  const writeSpends = async (): Promise<void> => {
+    for (const entry of spends.splice(0))
       await tx.leases.addSpend(entry.tenant, entry.budgetId, entry.periodStart, 'applied', entry.spend);
+  };
+  const flush = async (): Promise<void> => {
+    // In the order every writer takes them: budgets before their envelopes.
+    for (const k of heldBudgets.keys()) await writeBudget(k);
+    for (const k of heldEnvelopes.keys()) await writeEnvelope(k);
+    await writeSpends();
+  };
+  const writeEnvelopes = async (): Promise<void> => {
+    for (const k of heldEnvelopes.keys()) await writeEnvelope(k);
   };
 
   const envelopeRepository: EnvelopeRepository = {
@@ -45,25 +98,49 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       envelopes.set(k, envelope);
       return envelope;
     },
-    list: (tenant, filter, page) => tx.envelopes.list(tenant, filter, page),
-    listLive: (tenant, budgetId, page) => tx.envelopes.listLive(tenant, budgetId, page),
+    list: async (tenant, filter, page) => {
+      await writeEnvelopes();
+      return tx.envelopes.list(tenant, filter, page);
+    },
+    listLive: async (tenant, budgetId, page) => {
+      await writeEnvelopes();
+      return tx.envelopes.listLive(tenant, budgetId, page);
+    },
     insert: async (tenant, envelope, options) => {
-      envelopes.delete(key(tenant, envelope.envelope_id));
+      const k = key(tenant, envelope.envelope_id);
+      await writeEnvelope(k);
+      envelopes.delete(k);
       return tx.envelopes.insert(tenant, envelope, options);
     },
     charge: async (tenant, envelopeId, delta, overflow, updatedAt) => {
       const k = key(tenant, envelopeId);
+      const held = heldEnvelopes.get(k);
+      const current = envelopes.get(k);
+      if (overflow === 'saturate' && held !== undefined && current !== undefined) {
+        const charged: Envelope = { ...current, cost: addCost(current.cost, delta, 'saturate'), updated_at: updatedAt };
+        held.row = charged;
+        held.pending = addCost(held.pending ?? emptyCostTotals(), delta, 'saturate');
+        held.updatedAt = updatedAt;
+        envelopes.set(k, charged);
+        return charged;
+      }
+      await writeEnvelope(k);
       envelopes.delete(k);
       const charged = await tx.envelopes.charge(tenant, envelopeId, delta, overflow, updatedAt);
       envelopes.set(k, charged);
+      if (charged !== undefined) heldEnvelopes.set(k, { row: charged, pending: null, updatedAt });
       return charged;
     },
     transition: async (tenant, envelopeId, from, change) => {
       const k = key(tenant, envelopeId);
+      await writeEnvelope(k);
       envelopes.delete(k);
       const moved = await tx.envelopes.transition(tenant, envelopeId, from, change);
       // Not moved: its status moved meanwhile; the next read asks storage.
-      if (moved !== undefined) envelopes.set(k, moved);
+      if (moved !== undefined) {
+        envelopes.set(k, moved);
+        heldEnvelopes.set(k, { row: moved, pending: null, updatedAt: moved.updated_at });
+      }
       return moved;
     },
   };
@@ -76,70 +153,101 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       budgets.set(k, budget);
       return budget;
     },
-    list: (tenant, page) => tx.budgets.list(tenant, page),
+    list: async (tenant, page) => {
+      await flush();
+      return tx.budgets.list(tenant, page);
+    },
     insert: async (tenant, budget) => {
       budgets.delete(key(tenant, budget.budget_id));
       return tx.budgets.insert(tenant, budget);
     },
     getForUpdate: async (tenant, budgetId) => {
+      const k = key(tenant, budgetId);
+      await writeBudget(k);
       const budget = await tx.budgets.getForUpdate(tenant, budgetId);
-      budgets.set(key(tenant, budgetId), budget);
+      budgets.set(k, budget);
       return budget;
     },
     addUsage: async (tenant, budgetId, delta, period, overflow, updatedAt) => {
       const k = key(tenant, budgetId);
+      const held = heldBudgets.get(k);
+      const current = budgets.get(k);
+      if (
+        overflow === 'saturate' &&
+        held !== undefined &&
+        current !== undefined &&
+        current.usage.period_start === period.start
+      ) {
+        const changed: Budget = {
+          ...current,
+          usage: addUsage(current.usage, delta, 'saturate'),
+          updated_at: updatedAt,
+        };
+        held.row = changed;
+        held.pending = addUsage(held.pending ?? emptyUsage(period.start, period.end), delta, 'saturate');
+        held.updatedAt = updatedAt;
+        budgets.set(k, changed);
+        return changed;
+      }
+      await writeBudget(k);
       budgets.delete(k);
-      const budget = await tx.budgets.addUsage(tenant, budgetId, delta, period, overflow, updatedAt);
-      budgets.set(k, budget);
-      return budget;
+      const changed = await tx.budgets.addUsage(tenant, budgetId, delta, period, overflow, updatedAt);
+      budgets.set(k, changed);
+      if (changed !== undefined) heldBudgets.set(k, { row: changed, pending: null, updatedAt });
+      return changed;
     },
     reserveExecution: async (tenant, budgetId, period, updatedAt) => {
       const k = key(tenant, budgetId);
+      await writeBudget(k);
       budgets.delete(k);
+      heldBudgets.delete(k);
       const reserved = await tx.budgets.reserveExecution(tenant, budgetId, period, updatedAt);
       budgets.set(k, reserved?.budget);
       return reserved;
     },
     markAlertsFired: async (tenant, budgetId, periodStart, percents) => {
+      const k = key(tenant, budgetId);
+      await writeBudget(k);
       // The fired alerts are part of the budget as read: the next read asks storage.
-      budgets.delete(key(tenant, budgetId));
+      budgets.delete(k);
+      heldBudgets.delete(k);
       return tx.budgets.markAlertsFired(tenant, budgetId, periodStart, percents);
     },
   };
 
   const leaseRepository: LeaseRepository = {
     get: async (tenant, budgetId, leaseId) => {
-      await flush();
+      await writeSpends();
       return tx.leases.get(tenant, budgetId, leaseId);
     },
     outstanding: async (tenant, budgetId, now, exceptLeaseId) => {
-      await flush();
+      await writeSpends();
       return tx.leases.outstanding(tenant, budgetId, now, exceptLeaseId);
     },
     pendingSpend: async (tenant, budgetId, periodStart) => {
-      await flush();
+      await writeSpends();
       return tx.leases.pendingSpend(tenant, budgetId, periodStart);
     },
     put: async (tenant, lease) => {
-      await flush();
+      await writeSpends();
       return tx.leases.put(tenant, lease);
     },
     remove: async (tenant, budgetId, leaseId) => {
-      await flush();
+      await writeSpends();
       return tx.leases.remove(tenant, budgetId, leaseId);
     },
     addSpend: async (tenant, budgetId, periodStart, side, spend) => {
       if (side !== 'applied') {
-        await flush();
+        await writeSpends();
         return tx.leases.addSpend(tenant, budgetId, periodStart, side, spend);
       }
       // A budget's later entry of the same period adds to its last one; another period starts a
       // new one after it, so the ledger resets in the order the events did.
-      const last = held.findLast((h) => h.tenant === tenant && h.budgetId === budgetId);
+      const last = spends.findLast((h) => h.tenant === tenant && h.budgetId === budgetId);
       if (last !== undefined && last.periodStart === periodStart) {
         last.spend = { tokens: last.spend.tokens + spend.tokens, micros: last.spend.micros + spend.micros };
       } else {
-        held.push({ tenant, budgetId, periodStart, spend: { ...spend } });
+        spends.push({ tenant, budgetId, periodStart, spend: { ...spend } });
       }
     },
   };
