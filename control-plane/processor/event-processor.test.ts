@@ -177,6 +177,8 @@ describe('event processor', () => {
     for (const envelopeId of envelopes) {
       const envelope = await cp.call('GET', `/v1/envelopes/${envelopeId}`, { key });
       expect(envelope.body).toMatchObject({ state: 'TERMINATED', termination_reason: 'budget_exceeded' });
+      const stored = await cp.plane.storage.read.envelopes.get('acme', envelopeId);
+      expect(stored?.cost).toMatchObject({ tokens_input: 400_000, llm_calls: 4 });
     }
     expect((await cp.call('GET', `/v1/envelopes/${replayed.envelope_id}`, { key })).status).toBe(404);
     expect(await cp.plane.storage.read.leases.pendingSpend('acme', budgetId, period)).toEqual({
