@@ -28,8 +28,9 @@ interface HeldSpend {
 const key = (tenant: string, id: string): string => `${tenant}\u0000${id}`;
 
 /** A row this transaction has changed (and so holds), with what it still has to add to it. */
-interface Held<T, D> {
-  row: T;
+interface Held<D> {
+  tenant: string;
+  id: string;
   pending: D | null;
   updatedAt: string;
 }
@@ -48,26 +49,24 @@ interface Held<T, D> {
 export function batchRepositories(tx: Repositories): BatchRepositories {
   const envelopes = new Map<string, Envelope | undefined>();
   const budgets = new Map<string, Budget | undefined>();
-  const heldEnvelopes = new Map<string, Held<Envelope, CostTotals>>();
-  const heldBudgets = new Map<string, Held<Budget, PeriodUsage>>();
+  const heldEnvelopes = new Map<string, Held<CostTotals>>();
+  const heldBudgets = new Map<string, Held<PeriodUsage>>();
   const spends: HeldSpend[] = [];
 
   const writeEnvelope = async (k: string): Promise<void> => {
     const held = heldEnvelopes.get(k);
     if (held?.pending == null) return;
-    const { tenant_id, envelope_id } = held.row;
-    const charged = await tx.envelopes.charge(tenant_id, envelope_id, held.pending, 'saturate', held.updatedAt);
+    const charged = await tx.envelopes.charge(held.tenant, held.id, held.pending, 'saturate', held.updatedAt);
     held.pending = null;
     envelopes.set(k, charged);
   };
   const writeBudget = async (k: string): Promise<void> => {
     const held = heldBudgets.get(k);
     if (held?.pending == null) return;
-    const { tenant_id, budget_id } = held.row;
     const { period_start: start, period_end: end } = held.pending;
     const changed = await tx.budgets.addUsage(
-      tenant_id,
-      budget_id,
+      held.tenant,
+      held.id,
       held.pending,
       { start, end },
       'saturate',
@@ -118,7 +117,6 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       const current = envelopes.get(k);
       if (overflow === 'saturate' && held !== undefined && current !== undefined) {
         const charged: Envelope = { ...current, cost: addCost(current.cost, delta, 'saturate'), updated_at: updatedAt };
-        held.row = charged;
         held.pending = addCost(held.pending ?? emptyCostTotals(), delta, 'saturate');
         held.updatedAt = updatedAt;
         envelopes.set(k, charged);
@@ -128,7 +126,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       envelopes.delete(k);
       const charged = await tx.envelopes.charge(tenant, envelopeId, delta, overflow, updatedAt);
       envelopes.set(k, charged);
-      if (charged !== undefined) heldEnvelopes.set(k, { row: charged, pending: null, updatedAt });
+      if (charged !== undefined) heldEnvelopes.set(k, { tenant, id: envelopeId, pending: null, updatedAt });
       return charged;
     },
     transition: async (tenant, envelopeId, from, change) => {
@@ -139,7 +137,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       // Not moved: its status moved meanwhile; the next read asks storage.
       if (moved !== undefined) {
         envelopes.set(k, moved);
-        heldEnvelopes.set(k, { row: moved, pending: null, updatedAt: moved.updated_at });
+        heldEnvelopes.set(k, { tenant, id: envelopeId, pending: null, updatedAt: moved.updated_at });
       }
       return moved;
     },
@@ -183,7 +181,6 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
           usage: addUsage(current.usage, delta, 'saturate'),
           updated_at: updatedAt,
         };
-        held.row = changed;
         held.pending = addUsage(held.pending ?? emptyUsage(period.start, period.end), delta, 'saturate');
         held.updatedAt = updatedAt;
         budgets.set(k, changed);
@@ -193,7 +190,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       budgets.delete(k);
       const changed = await tx.budgets.addUsage(tenant, budgetId, delta, period, overflow, updatedAt);
       budgets.set(k, changed);
-      if (changed !== undefined) heldBudgets.set(k, { row: changed, pending: null, updatedAt });
+      if (changed !== undefined) heldBudgets.set(k, { tenant, id: budgetId, pending: null, updatedAt });
       return changed;
     },
     reserveExecution: async (tenant, budgetId, period, updatedAt) => {
