@@ -97,6 +97,15 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       envelopes.set(k, envelope);
       return envelope;
     },
+    getMany: async (tenant, envelopeIds) => {
+      const unread = envelopeIds.filter((id) => !envelopes.has(key(tenant, id)));
+      if (unread.length > 0) {
+        for (const id of unread) envelopes.set(key(tenant, id), undefined);
+        for (const envelope of await tx.envelopes.getMany(tenant, unread))
+          envelopes.set(key(tenant, envelope.envelope_id), envelope);
+      }
+      return [...new Set(envelopeIds)].flatMap((id) => envelopes.get(key(tenant, id)) ?? []);
+    },
     list: async (tenant, filter, page) => {
       await writeEnvelopes();
       return tx.envelopes.list(tenant, filter, page);

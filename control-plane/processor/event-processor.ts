@@ -174,6 +174,7 @@ export class EventProcessor {
    * Stores the batch's usage events not stored before, one statement per tenant, and returns them
    * (as stored) by the command that carries each; an id seen earlier, in storage or in the batch,
    * is a replay. Storing them before the batch's other commands apply changes nothing those read.
+   * `tx` is the batch's: the envelopes the new events name are read into it at once.
    */
   private async recordEvents(tx: Repositories, commands: Command[], now: Date): Promise<Map<Command, StoredEvent>> {
     const at = now.toISOString();
@@ -192,10 +193,15 @@ export class EventProcessor {
           list.map((entry) => entry.stored),
         ),
       );
+      const named: string[] = [];
       for (const { command, stored } of list) {
         // The first of the batch's messages with an id counts; the ones after it are replays.
-        if (inserted.delete(stored.event_id)) fresh.set(command, stored);
+        if (!inserted.delete(stored.event_id)) continue;
+        fresh.set(command, stored);
+        named.push(stored.envelope_id);
       }
+      // Their envelopes in one read; the batch's repositories serve them from here on.
+      await tx.envelopes.getMany(tenant, named);
     }
     return fresh;
   }
