@@ -153,4 +153,37 @@ describe('event processor', () => {
     const listed = await cp.call('GET', '/v1/envelopes', { key });
     expect(listed.body.map((e: { envelope_id: string }) => e.envelope_id)).toContain(envelopeId);
   });
+
+  it('applies a batch as its events one by one: replays once, usage summed, envelopes ended at 100 %, ledger applied', async () => {
+    const period = (await cp.plane.storage.read.budgets.get('acme', budgetId))!.usage.period_start;
+    await cp.plane.storage.withTransaction((tx) =>
+      tx.leases.addSpend('acme', budgetId, period, 'reported', { tokens: 2_000_000, micros: 0 }),
+    );
+    // Held back so that all of it arrives as one batch.
+    await cp.plane.processor.stop();
+    const envelopes = [randomUUID(), randomUUID(), randomUUID()];
+    const events = Array.from({ length: 12 }, (_, i) => usageEvent(envelopes[i % 3]!, 100_000));
+    const replayed = { ...events[4]!, envelope_id: randomUUID() };
+    for (const event of [...events, replayed])
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: randomUUID() });
+    await cp.plane.processor.start({ batchSize: 512, maxWaitMs: 200 });
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied + s.duplicates === 13,
+    );
+    expect(cp.plane.processor.stats).toMatchObject({ applied: 12, duplicates: 1, rejected: 0 });
+    // Events after the limit was reached were still spent: they count.
+    expect(await usage()).toMatchObject({ tokens_input: 1_200_000, llm_calls: 12 });
+    for (const envelopeId of envelopes) {
+      const envelope = await cp.call('GET', `/v1/envelopes/${envelopeId}`, { key });
+      expect(envelope.body).toMatchObject({ state: 'TERMINATED', termination_reason: 'budget_exceeded' });
+      const stored = await cp.plane.storage.read.envelopes.get('acme', envelopeId);
+      expect(stored?.cost).toMatchObject({ tokens_input: 400_000, llm_calls: 4 });
+    }
+    expect((await cp.call('GET', `/v1/envelopes/${replayed.envelope_id}`, { key })).status).toBe(404);
+    expect(await cp.plane.storage.read.leases.pendingSpend('acme', budgetId, period)).toEqual({
+      tokens: 800_000,
+      micros: 0,
+    });
+  });
 });

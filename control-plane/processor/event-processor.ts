@@ -23,7 +23,9 @@ import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Effects } from '../effects/effects.ts';
 import { applyTransition } from '../envelopes/lifecycle.ts';
 import type { Repositories } from '../storage/storage.ts';
-import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
+import type { StoredEvent } from '../storage/records.ts';
+import { applyUsage, storedEvent, type UsageDeps } from '../usage/apply-usage.ts';
+import { batchRepositories } from './batch-repositories.ts';
 
 export interface ProcessorOptions {
   batchSize: number;
@@ -112,9 +114,12 @@ export class EventProcessor {
     if (commands.length === 0) return refused;
     const now = this.deps.clock();
     try {
-      const counted = await this.deps.effects.commit(async (tx, effects) => {
+      const counted = await this.deps.effects.commit(async (transaction, effects) => {
+        const batch = batchRepositories(transaction);
         const tally = { applied: 0, duplicates: 0 };
-        for (const command of commands) await this.applyOne(tx, command, now, effects, tally);
+        const fresh = await this.recordEvents(batch.tx, commands, now);
+        for (const command of commands) await this.applyOne(batch.tx, command, now, effects, tally, fresh);
+        await batch.flush();
         return tally;
       });
       this.stats.applied += counted.applied;
@@ -165,20 +170,58 @@ export class EventProcessor {
     return result.ok ? { kind: 'usage', message, data: result.data } : result.reason;
   }
 
+  /**
+   * Stores the batch's usage events not stored before, one statement per tenant, and returns them
+   * (as stored) by the command that carries each; an id seen earlier, in storage or in the batch,
+   * is a replay. Storing them before the batch's other commands apply changes nothing those read.
+   * `tx` is the batch's: the envelopes the new events name are read into it at once.
+   */
+  private async recordEvents(tx: Repositories, commands: Command[], now: Date): Promise<Map<Command, StoredEvent>> {
+    const at = now.toISOString();
+    const byTenant = new Map<string, { command: Command; stored: StoredEvent }[]>();
+    for (const command of commands) {
+      if (command.kind !== 'usage') continue;
+      const list = byTenant.get(command.data.tenant_id) ?? [];
+      list.push({ command, stored: storedEvent(this.deps, command.data, at) });
+      byTenant.set(command.data.tenant_id, list);
+    }
+    const fresh = new Map<Command, StoredEvent>();
+    for (const [tenant, list] of byTenant) {
+      const inserted = new Set(
+        await tx.events.insertNew(
+          tenant,
+          list.map((entry) => entry.stored),
+        ),
+      );
+      const named: string[] = [];
+      for (const { command, stored } of list) {
+        // The first of the batch's messages with an id counts; the ones after it are replays.
+        if (!inserted.delete(stored.event_id)) continue;
+        fresh.set(command, stored);
+        named.push(stored.envelope_id);
+      }
+      // Their envelopes in one read; the batch's repositories serve them from here on.
+      await tx.envelopes.getMany(tenant, named);
+    }
+    return fresh;
+  }
+
   private async applyOne(
     tx: Repositories,
     command: Command,
     now: Date,
     effects: Effects,
     tally: { applied: number; duplicates: number },
+    fresh: Map<Command, StoredEvent>,
   ): Promise<void> {
     if (command.kind === 'announced') return;
     if (command.kind === 'opened') return this.openEnvelope(tx, command.data, now);
     if (command.kind === 'violation') return this.auditViolation(tx, command.data, command.message.msgId);
     if (command.kind === 'ended') return this.endEnvelope(tx, command.data, now, effects);
     const event = command.data;
+    const recorded = fresh.get(command);
     // A replay changes nothing, not even by opening the envelope it names (which may differ).
-    if ((await tx.events.get(event.tenant_id, event.event_id)) !== undefined) {
+    if (recorded === undefined) {
       tally.duplicates += 1;
       return;
     }
@@ -197,9 +240,8 @@ export class EventProcessor {
         now,
       );
     }
-    const result = await applyUsage(this.deps, tx, event, now, effects, false);
-    if (result.duplicate) tally.duplicates += 1;
-    else tally.applied += 1;
+    await applyUsage(this.deps, tx, event, now, effects, false, recorded);
+    tally.applied += 1;
   }
 
   /**

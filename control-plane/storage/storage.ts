@@ -127,6 +127,8 @@ export type StatusChange = Pick<Envelope, 'status' | 'status_reason' | 'updated_
 
 export interface EnvelopeReader {
   get(tenant: string, envelopeId: string): Promise<Envelope | undefined>;
+  /** Those of the envelopes named that exist, in one read (an id not found is left out), in no set order. */
+  getMany(tenant: string, envelopeIds: readonly string[]): Promise<Envelope[]>;
   /** By envelope id; a filtered page holds up to `pageSize` matching envelopes. */
   list(tenant: string, filter: EnvelopeFilter, page?: PageRequest): Promise<Page<Envelope>>;
   /** The budget's envelopes that have not ended (no final status), by envelope id. */

@@ -41,6 +41,8 @@ export interface UsageResult {
  * would carry a running total past its exact range is refused whole (SVC-EVT-4002). The event
  * processor is not strict: tokens a proxy reports after an envelope ended were still spent, so
  * they count toward the budget, and a total at its maximum stays there (see `Overflow`).
+ * `recorded` is the event when the caller has stored it already (with others, in one statement)
+ * and found it new.
  */
 export async function applyUsage(
   deps: UsageDeps,
@@ -49,25 +51,15 @@ export async function applyUsage(
   now: Date,
   effects: Effects,
   strict: boolean,
+  recorded?: StoredEvent,
 ): Promise<UsageResult> {
   const tenant = event.tenant_id;
   const at = now.toISOString();
   const overflow: Overflow = strict ? 'refuse' : 'saturate';
-  // A proxy's report is not bounded like a REST body: an absurd cost is charged at the maximum.
-  const costMicros = Math.min(
-    MAX_TOTAL,
-    event.cost_usd !== null
-      ? usdToMicros(event.cost_usd)
-      : event.model !== null
-        ? deps.pricer(
-            event.model,
-            event.tokens,
-            typeof event.payload.provider === 'string' ? event.payload.provider : undefined,
-          ).costMicros
-        : 0,
-  );
-  const stored: StoredEvent = { ...event, cost_micros: costMicros, received_at: at };
-  if ((await tx.events.insertNew(tenant, [stored])).length === 0) return { duplicate: true, envelope: null };
+  const stored = recorded ?? storedEvent(deps, event, at);
+  if (recorded === undefined && (await tx.events.insertNew(tenant, [stored])).length === 0)
+    return { duplicate: true, envelope: null };
+  const costMicros = stored.cost_micros;
 
   const envelope = await tx.envelopes.get(tenant, event.envelope_id);
   if (strict) {
@@ -168,6 +160,27 @@ export async function applyUsage(
     }
   }
   return { duplicate: false, envelope: current };
+}
+
+/**
+ * The event as stored, priced: its own cost when it carries one, else its model's tokens at the
+ * price table's rate. A proxy's report is not bounded like a REST body: an absurd cost is charged
+ * at the maximum.
+ */
+export function storedEvent(deps: UsageDeps, event: UsageEventMessage, receivedAt: string): StoredEvent {
+  const costMicros = Math.min(
+    MAX_TOTAL,
+    event.cost_usd !== null
+      ? usdToMicros(event.cost_usd)
+      : event.model !== null
+        ? deps.pricer(
+            event.model,
+            event.tokens,
+            typeof event.payload.provider === 'string' ? event.payload.provider : undefined,
+          ).costMicros
+        : 0,
+  );
+  return { ...event, cost_micros: costMicros, received_at: receivedAt };
 }
 
 /** The envelope moved by the system, or as it is now when another transaction moved it first. */

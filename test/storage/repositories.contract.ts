@@ -262,6 +262,23 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(live.map((e) => e.envelope_id).sort()).toEqual([...ids].sort());
       });
 
+      it('reads many envelopes at once: those that exist, of the tenant named, each once', async () => {
+        const [first, second] = [anEnvelope(A), anEnvelope(A)];
+        const other = anEnvelope(B);
+        await tx(async (t) => {
+          await t.envelopes.insert(A, first, { executionTaken: 'refuse' });
+          await t.envelopes.insert(A, second, { executionTaken: 'refuse' });
+          await t.envelopes.insert(B, other, { executionTaken: 'refuse' });
+        });
+        const ids = [second.envelope_id, 'missing', first.envelope_id, other.envelope_id, second.envelope_id];
+        const read = await storage.read.envelopes.getMany(A, ids);
+        expect(read.sort((a, b) => a.envelope_id.localeCompare(b.envelope_id))).toEqual(
+          [first, second].sort((a, b) => a.envelope_id.localeCompare(b.envelope_id)),
+        );
+        expect(await tx((t) => t.envelopes.getMany(A, ids))).toHaveLength(2);
+        expect(await storage.read.envelopes.getMany(A, [])).toEqual([]);
+      });
+
       it('stores, reads and keeps tenants apart', async () => {
         const envelope = anEnvelope(A);
         expect(await tx((t) => t.envelopes.insert(A, envelope, { executionTaken: 'refuse' }))).toBe(true);

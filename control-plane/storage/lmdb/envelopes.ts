@@ -29,6 +29,15 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
     return this.#kv.get<Envelope>(this.#layout.tenant(tenant, 'envelope'), envelopeId);
   }
 
+  getMany(tenant: string, envelopeIds: readonly string[]): Envelope[] {
+    const found: Envelope[] = [];
+    for (const id of new Set(envelopeIds)) {
+      const envelope = this.get(tenant, id);
+      if (envelope !== undefined) found.push(envelope);
+    }
+    return found;
+  }
+
   list(tenant: string, filter: EnvelopeFilter, request?: PageRequest): Page<Envelope> {
     const { size, after } = pageStart(request);
     const all = this.#kv.range<Envelope>(this.#layout.tenant(tenant, 'envelope'), { after });

@@ -122,6 +122,14 @@ export class PgEnvelopes implements EnvelopeRepository {
     ]);
     return rows[0] === undefined ? undefined : envelopeOf(rows[0]);
   }
+  async getMany(tenant: string, envelopeIds: readonly string[]): Promise<Envelope[]> {
+    if (envelopeIds.length === 0) return [];
+    const { rows } = await this.#sql.query<Row>(
+      `${SELECT} WHERE e.tenant_id = $1 AND e.envelope_id = ANY($2::text[])`,
+      [tenant, [...new Set(envelopeIds)]],
+    );
+    return rows.map(envelopeOf);
+  }
 
   async list(tenant: string, filter: EnvelopeFilter, request?: PageRequest): Promise<Page<Envelope>> {
     const { size, after } = pageStart<string>(request, 'string');

@@ -1,0 +1,272 @@
+import {
+  addUsage,
+  emptyCostTotals,
+  emptyUsage,
+  type Budget,
+  type CostTotals,
+  type Envelope,
+  type PeriodUsage,
+} from '../../core/domain/index.ts';
+import { addCost } from '../storage/totals.ts';
+import type { Spend } from '../storage/records.ts';
+import type { BudgetRepository, EnvelopeRepository, LeaseRepository, Repositories } from '../storage/storage.ts';
+
+/** Repositories for one batch's transaction, and what they still have to write at its end. */
+export interface BatchRepositories {
+  tx: Repositories;
+  /** Writes what was held back; call it last, before the transaction commits. */
+  flush(): Promise<void>;
+}
+
+interface HeldSpend {
+  tenant: string;
+  budgetId: string;
+  periodStart: string;
+  spend: Spend;
+}
+
+const key = (tenant: string, id: string): string => `${tenant}\u0000${id}`;
+
+/** A row this transaction has changed (and so holds), with what it still has to add to it. */
+interface Held<D> {
+  tenant: string;
+  id: string;
+  pending: D | null;
+  updatedAt: string;
+}
+
+/**
+ * The transaction's repositories with fewer round trips for a batch of events (each one is a
+ * statement on PostgreSQL). An envelope or budget read once is served again from memory until the
+ * transaction writes it; a write that returns it leaves it as written. Once the transaction has
+ * changed one (and so holds it against every other until it ends), its further charges and usage
+ * of the same period are computed here as storage computes them (`addCost`, `addUsage`, both
+ * saturating) and their sum is written once: before any other call that concerns that row, and
+ * at the end. The spend applied to the lease ledger is summed per budget and period and written
+ * once at the end too: nothing in the batch reads it back, and any other ledger call writes it
+ * first. A row only read may change under the transaction between two statements anyway.
+ */
+export function batchRepositories(tx: Repositories): BatchRepositories {
+  const envelopes = new Map<string, Envelope | undefined>();
+  const budgets = new Map<string, Budget | undefined>();
+  const heldEnvelopes = new Map<string, Held<CostTotals>>();
+  const heldBudgets = new Map<string, Held<PeriodUsage>>();
+  const spends: HeldSpend[] = [];
+
+  const writeEnvelope = async (k: string): Promise<void> => {
+    const held = heldEnvelopes.get(k);
+    if (held?.pending == null) return;
+    const charged = await tx.envelopes.charge(held.tenant, held.id, held.pending, 'saturate', held.updatedAt);
+    held.pending = null;
+    envelopes.set(k, charged);
+  };
+  const writeBudget = async (k: string): Promise<void> => {
+    const held = heldBudgets.get(k);
+    if (held?.pending == null) return;
+    const { period_start: start, period_end: end } = held.pending;
+    const changed = await tx.budgets.addUsage(
+      held.tenant,
+      held.id,
+      held.pending,
+      { start, end },
+      'saturate',
+      held.updatedAt,
+    );
+    held.pending = null;
+    budgets.set(k, changed);
+  };
+  const writeSpends = async (): Promise<void> => {
+    for (const entry of spends.splice(0))
+      await tx.leases.addSpend(entry.tenant, entry.budgetId, entry.periodStart, 'applied', entry.spend);
+  };
+  const flush = async (): Promise<void> => {
+    // In the order every writer takes them: budgets before their envelopes.
+    for (const k of heldBudgets.keys()) await writeBudget(k);
+    for (const k of heldEnvelopes.keys()) await writeEnvelope(k);
+    await writeSpends();
+  };
+  const writeEnvelopes = async (): Promise<void> => {
+    for (const k of heldEnvelopes.keys()) await writeEnvelope(k);
+  };
+
+  const envelopeRepository: EnvelopeRepository = {
+    get: async (tenant, envelopeId) => {
+      const k = key(tenant, envelopeId);
+      if (envelopes.has(k)) return envelopes.get(k);
+      const envelope = await tx.envelopes.get(tenant, envelopeId);
+      envelopes.set(k, envelope);
+      return envelope;
+    },
+    getMany: async (tenant, envelopeIds) => {
+      const unread = envelopeIds.filter((id) => !envelopes.has(key(tenant, id)));
+      if (unread.length > 0) {
+        for (const id of unread) envelopes.set(key(tenant, id), undefined);
+        for (const envelope of await tx.envelopes.getMany(tenant, unread))
+          envelopes.set(key(tenant, envelope.envelope_id), envelope);
+      }
+      return [...new Set(envelopeIds)].flatMap((id) => envelopes.get(key(tenant, id)) ?? []);
+    },
+    list: async (tenant, filter, page) => {
+      await writeEnvelopes();
+      return tx.envelopes.list(tenant, filter, page);
+    },
+    listLive: async (tenant, budgetId, page) => {
+      await writeEnvelopes();
+      return tx.envelopes.listLive(tenant, budgetId, page);
+    },
+    insert: async (tenant, envelope, options) => {
+      const k = key(tenant, envelope.envelope_id);
+      await writeEnvelope(k);
+      envelopes.delete(k);
+      return tx.envelopes.insert(tenant, envelope, options);
+    },
+    charge: async (tenant, envelopeId, delta, overflow, updatedAt) => {
+      const k = key(tenant, envelopeId);
+      const held = heldEnvelopes.get(k);
+      const current = envelopes.get(k);
+      if (overflow === 'saturate' && held !== undefined && current !== undefined) {
+        const charged: Envelope = { ...current, cost: addCost(current.cost, delta, 'saturate'), updated_at: updatedAt };
+        held.pending = addCost(held.pending ?? emptyCostTotals(), delta, 'saturate');
+        held.updatedAt = updatedAt;
+        envelopes.set(k, charged);
+        return charged;
+      }
+      await writeEnvelope(k);
+      envelopes.delete(k);
+      const charged = await tx.envelopes.charge(tenant, envelopeId, delta, overflow, updatedAt);
+      envelopes.set(k, charged);
+      if (charged !== undefined) heldEnvelopes.set(k, { tenant, id: envelopeId, pending: null, updatedAt });
+      return charged;
+    },
+    transition: async (tenant, envelopeId, from, change) => {
+      const k = key(tenant, envelopeId);
+      await writeEnvelope(k);
+      envelopes.delete(k);
+      const moved = await tx.envelopes.transition(tenant, envelopeId, from, change);
+      // Not moved: its status moved meanwhile; the next read asks storage.
+      if (moved !== undefined) {
+        envelopes.set(k, moved);
+        heldEnvelopes.set(k, { tenant, id: envelopeId, pending: null, updatedAt: moved.updated_at });
+      }
+      return moved;
+    },
+  };
+
+  const budgetRepository: BudgetRepository = {
+    get: async (tenant, budgetId) => {
+      const k = key(tenant, budgetId);
+      if (budgets.has(k)) return budgets.get(k);
+      const budget = await tx.budgets.get(tenant, budgetId);
+      budgets.set(k, budget);
+      return budget;
+    },
+    list: async (tenant, page) => {
+      await flush();
+      return tx.budgets.list(tenant, page);
+    },
+    insert: async (tenant, budget) => {
+      budgets.delete(key(tenant, budget.budget_id));
+      return tx.budgets.insert(tenant, budget);
+    },
+    getForUpdate: async (tenant, budgetId) => {
+      const k = key(tenant, budgetId);
+      await writeBudget(k);
+      const budget = await tx.budgets.getForUpdate(tenant, budgetId);
+      budgets.set(k, budget);
+      return budget;
+    },
+    addUsage: async (tenant, budgetId, delta, period, overflow, updatedAt) => {
+      const k = key(tenant, budgetId);
+      const held = heldBudgets.get(k);
+      const current = budgets.get(k);
+      if (
+        overflow === 'saturate' &&
+        held !== undefined &&
+        current !== undefined &&
+        current.usage.period_start === period.start
+      ) {
+        const changed: Budget = {
+          ...current,
+          usage: addUsage(current.usage, delta, 'saturate'),
+          updated_at: updatedAt,
+        };
+        held.pending = addUsage(held.pending ?? emptyUsage(period.start, period.end), delta, 'saturate');
+        held.updatedAt = updatedAt;
+        budgets.set(k, changed);
+        return changed;
+      }
+      await writeBudget(k);
+      budgets.delete(k);
+      const changed = await tx.budgets.addUsage(tenant, budgetId, delta, period, overflow, updatedAt);
+      budgets.set(k, changed);
+      if (changed !== undefined) heldBudgets.set(k, { tenant, id: budgetId, pending: null, updatedAt });
+      return changed;
+    },
+    reserveExecution: async (tenant, budgetId, period, updatedAt) => {
+      const k = key(tenant, budgetId);
+      await writeBudget(k);
+      budgets.delete(k);
+      heldBudgets.delete(k);
+      const reserved = await tx.budgets.reserveExecution(tenant, budgetId, period, updatedAt);
+      budgets.set(k, reserved?.budget);
+      return reserved;
+    },
+    markAlertsFired: async (tenant, budgetId, periodStart, percents) => {
+      const k = key(tenant, budgetId);
+      await writeBudget(k);
+      // The fired alerts are part of the budget as read: the next read asks storage.
+      budgets.delete(k);
+      heldBudgets.delete(k);
+      return tx.budgets.markAlertsFired(tenant, budgetId, periodStart, percents);
+    },
+    redefine: async (tenant, budgetId, definition, updatedAt) => {
+      const k = key(tenant, budgetId);
+      await writeBudget(k);
+      budgets.delete(k);
+      heldBudgets.delete(k);
+      return tx.budgets.redefine(tenant, budgetId, definition, updatedAt);
+    },
+  };
+
+  const leaseRepository: LeaseRepository = {
+    get: async (tenant, budgetId, leaseId) => {
+      await writeSpends();
+      return tx.leases.get(tenant, budgetId, leaseId);
+    },
+    outstanding: async (tenant, budgetId, now, exceptLeaseId) => {
+      await writeSpends();
+      return tx.leases.outstanding(tenant, budgetId, now, exceptLeaseId);
+    },
+    pendingSpend: async (tenant, budgetId, periodStart) => {
+      await writeSpends();
+      return tx.leases.pendingSpend(tenant, budgetId, periodStart);
+    },
+    put: async (tenant, lease) => {
+      await writeSpends();
+      return tx.leases.put(tenant, lease);
+    },
+    remove: async (tenant, budgetId, leaseId) => {
+      await writeSpends();
+      return tx.leases.remove(tenant, budgetId, leaseId);
+    },
+    addSpend: async (tenant, budgetId, periodStart, side, spend) => {
+      if (side !== 'applied') {
+        await writeSpends();
+        return tx.leases.addSpend(tenant, budgetId, periodStart, side, spend);
+      }
+      // A budget's later entry of the same period adds to its last one; another period starts a
+      // new one after it, so the ledger resets in the order the events did.
+      const last = spends.findLast((h) => h.tenant === tenant && h.budgetId === budgetId);
+      if (last !== undefined && last.periodStart === periodStart) {
+        last.spend = { tokens: last.spend.tokens + spend.tokens, micros: last.spend.micros + spend.micros };
+      } else {
+        spends.push({ tenant, budgetId, periodStart, spend: { ...spend } });
+      }
+    },
+  };
+
+  return {
+    tx: { ...tx, envelopes: envelopeRepository, budgets: budgetRepository, leases: leaseRepository },
+    flush,
+  };
+}
