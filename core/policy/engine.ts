@@ -362,10 +362,7 @@ async function judgeRule(
         await withTimeout(judge.judge(judgeInput(condition, text, context)), timeoutMs),
       );
     } catch (error) {
-      // A condition that chose to fail open does not hold when its judge cannot answer.
-      if (condition.onJudgeFailure === 'open') return false;
-      state.judgeFailure = error instanceof Error ? error.message : String(error);
-      return failClosedVerdict(step.rule);
+      return judgeFailed(step, condition, error, state);
     }
     const answer = weigh(step, condition, verdict, state);
     if (answer !== undefined) return answer;
@@ -390,9 +387,7 @@ function judgeRuleNow(
     try {
       verdict = JudgeVerdictSchema.parse(judge.judgeNow(judgeInput(condition, text, context)));
     } catch (error) {
-      if (condition.onJudgeFailure === 'open') return false;
-      state.judgeFailure = error instanceof Error ? error.message : String(error);
-      return failClosedVerdict(step.rule);
+      return judgeFailed(step, condition, error, state);
     }
     const answer = weigh(step, condition, verdict, state);
     if (answer !== undefined) return answer;
@@ -403,6 +398,16 @@ function judgeRuleNow(
 }
 
 type Verdicts = JudgeVerdict[];
+
+/**
+ * Whether a rule holds when its judge could not answer one of its conditions: a condition that
+ * chose to fail open does not hold; otherwise the rule resolves fail-closed and the reason says why.
+ */
+function judgeFailed(step: RuleStep, condition: CompiledSemantic, error: unknown, state: WalkState): boolean {
+  if (condition.onJudgeFailure === 'open') return false;
+  state.judgeFailure = error instanceof Error ? error.message : String(error);
+  return failClosedVerdict(step.rule);
+}
 
 function judgeInput(condition: CompiledSemantic, text: string, context: Readonly<Record<string, unknown>>) {
   return {
