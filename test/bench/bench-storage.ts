@@ -1,6 +1,13 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { Messaging } from '../../core/bus/bus.ts';
+import { loadConfig } from '../../core/config/load.ts';
+import type { Config } from '../../core/config/schema.ts';
+import { loadPriceTable } from '../../core/metering/prices.ts';
+import { createControlPlane, type ControlPlane } from '../../control-plane/create-control-plane.ts';
+import { createPricer } from '../../control-plane/usage/pricer.ts';
 import { createTestDatabase } from '../harness/postgres.ts';
 
 /** `--backend=lmdb` (default) or `--backend=postgres`; the other arguments, in order. */
@@ -24,4 +31,36 @@ export async function benchStorage(backend: 'lmdb' | 'postgres'): Promise<{
   if (backend === 'lmdb') return { config: { data_dir }, dispose: () => Promise.resolve() };
   const database = await createTestDatabase();
   return { config: { data_dir, database_url: database.url, database_pool_size: 10 }, dispose: () => database.drop() };
+}
+
+/** Who the benches act as: the bootstrap administrator, for tenant `bench`. */
+export const BENCH_CALLER = {
+  principal: {
+    type: 'bootstrap' as const,
+    id: 'bench',
+    tenant_id: 'system',
+    scopes: new Set(['admin' as const]),
+    administrator: true,
+  },
+  tenant: 'bench',
+  requestId: 'bench',
+};
+
+/** A control plane on a fresh store of `backend`, over `messaging`; `close` also drops the store. */
+export async function benchControlPlane(
+  backend: 'lmdb' | 'postgres',
+  messaging: Messaging,
+  logger: Logger,
+): Promise<{ plane: ControlPlane; config: Config; close: () => Promise<void> }> {
+  const storage = await benchStorage(backend);
+  const config = loadConfig(process.env, { ...storage.config, http_port: 0, grpc_port: 0, log_level: 'silent' });
+  const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
+  return {
+    plane,
+    config,
+    close: async () => {
+      await plane.close();
+      await storage.dispose();
+    },
+  };
 }

@@ -8,12 +8,8 @@
  */
 import { pino } from 'pino';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
-import { loadConfig } from '../../core/config/load.ts';
-import { loadPriceTable } from '../../core/metering/prices.ts';
-import { createControlPlane } from '../../control-plane/create-control-plane.ts';
-import { createPricer } from '../../control-plane/usage/pricer.ts';
 import { NO_LIMITS } from '../../core/domain/index.ts';
-import { benchArguments, benchStorage } from './bench-storage.ts';
+import { BENCH_CALLER, benchArguments, benchControlPlane } from './bench-storage.ts';
 
 const { backend, args } = benchArguments();
 const total = Number(args[0] ?? 5_000);
@@ -21,20 +17,8 @@ const inFlight = Number(args[1] ?? 32);
 const logger = pino({ level: 'silent' });
 
 const messaging = createMemoryMessaging({ logger });
-const storage = await benchStorage(backend);
-const config = loadConfig(process.env, { ...storage.config, http_port: 0, grpc_port: 0, log_level: 'silent' });
-const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
-const caller = {
-  principal: {
-    type: 'bootstrap' as const,
-    id: 'bench',
-    tenant_id: 'system',
-    scopes: new Set(['admin' as const]),
-    administrator: true,
-  },
-  tenant: 'bench',
-  requestId: 'bench',
-};
+const { plane, close } = await benchControlPlane(backend, messaging, logger);
+const caller = BENCH_CALLER;
 const budget = await plane.services.budgets.create(caller, {
   name: 'bench',
   type: 'cost',
@@ -67,6 +51,5 @@ async function run(label: string, count: number, parallel: number): Promise<void
 await run('warm-up', Math.min(500, total), 1);
 await run('one at a time', total, 1);
 await run(`${inFlight} in flight`, total, inFlight);
-await plane.close();
+await close();
 await messaging.close();
-await storage.dispose();

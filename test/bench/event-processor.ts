@@ -12,13 +12,9 @@ import type { Messaging } from '../../core/bus/bus.ts';
 import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { subjects } from '../../core/bus/subjects.ts';
-import { loadConfig } from '../../core/config/load.ts';
-import { loadPriceTable } from '../../core/metering/prices.ts';
-import { createControlPlane } from '../../control-plane/create-control-plane.ts';
-import { createPricer } from '../../control-plane/usage/pricer.ts';
 import { startNatsServer } from '../harness/nats-server.ts';
 import { NO_LIMITS } from '../../core/domain/index.ts';
-import { benchArguments, benchStorage } from './bench-storage.ts';
+import { BENCH_CALLER, benchArguments, benchControlPlane } from './bench-storage.ts';
 
 const { backend, args } = benchArguments();
 const total = Number(args[0] ?? 20_000);
@@ -27,20 +23,8 @@ const IN_FLIGHT = 1_000;
 const logger = pino({ level: 'silent' });
 
 async function run(label: string, messaging: Messaging, publisher: Messaging): Promise<void> {
-  const storage = await benchStorage(backend);
-  const config = loadConfig(process.env, { ...storage.config, http_port: 0, grpc_port: 0, log_level: 'silent' });
-  const plane = await createControlPlane({ config, logger, messaging, pricer: createPricer(loadPriceTable()) });
-  const caller = {
-    principal: {
-      type: 'bootstrap' as const,
-      id: 'bench',
-      tenant_id: 'system',
-      scopes: new Set(['admin' as const]),
-      administrator: true,
-    },
-    tenant: 'bench',
-    requestId: 'bench',
-  };
+  const { plane, config, close } = await benchControlPlane(backend, messaging, logger);
+  const caller = BENCH_CALLER;
   await plane.storage.withTransaction((tx) =>
     plane.services.tenants.create(tx, { tenant_id: 'bench', name: 'bench', created_at: new Date().toISOString() }),
   );
@@ -96,8 +80,7 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
   console.log(
     `  budget llm_calls  ${usage.llm_calls} (expected ${total}), cost ${(usage.cost_micros / 1e6).toFixed(6)} USD`,
   );
-  await plane.close();
-  await storage.dispose();
+  await close();
 }
 
 const memory = createMemoryMessaging({ logger });
