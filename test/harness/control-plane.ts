@@ -161,6 +161,8 @@ export async function eventually<T>(
   probe: () => T | Promise<T>,
   predicate: (value: T) => boolean,
   timeoutMs = 3000,
+  /** Between probes; a probe over REST polls slower than the per-key rate limit allows. */
+  intervalMs = 20,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -168,7 +170,7 @@ export async function eventually<T>(
     if (predicate(value)) return value;
     if (Date.now() > deadline)
       throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
 
