@@ -77,3 +77,61 @@ export async function collectPages<T>(
   } while (pageToken !== null && out.length < limit);
   return out;
 }
+
+/** One part of a sort key: its type (as a page token carries it) and its direction. */
+export interface KeyPart {
+  type: 'string' | 'number';
+  order: 'asc' | 'desc';
+}
+
+/**
+ * A page of a list ordered in memory by `keyOf` (part by part, each as `parts` says): the items
+ * that sort after the token's key, so pages neither repeat nor skip an item when others are
+ * added or removed between requests. Keys must be unique (end them with an id). A `list` name
+ * goes into the token and must come back, so a token of another list whose key has the same
+ * shape is refused rather than read as a position in this one.
+ */
+export function pageOfSorted<T>(
+  items: readonly T[],
+  request: PageRequest | undefined,
+  keyOf: (item: T) => PageKey,
+  parts: readonly KeyPart[],
+  list?: string,
+): Page<T> {
+  const size = pageSizeOf(request);
+  const named = list === undefined ? [] : [list];
+  const token = decodePageToken(request, [...named.map(() => 'string' as const), ...parts.map((p) => p.type)]);
+  if (token !== undefined && named.some((name, i) => token[i] !== name))
+    throw invalid('page_token', 'not a token this list issued');
+  const after = token?.slice(named.length);
+  const compare = (a: PageKey, b: PageKey): number => {
+    for (const [i, part] of parts.entries()) {
+      if (a[i] === b[i]) continue;
+      const ascending = (a[i] as string | number) < (b[i] as string | number) ? -1 : 1;
+      return part.order === 'asc' ? ascending : -ascending;
+    }
+    return 0;
+  };
+  const sorted = [...items].sort((x, y) => compare(keyOf(x), keyOf(y)));
+  const rest = after === undefined ? sorted : sorted.filter((item) => compare(keyOf(item), after) > 0);
+  return takePage(rest, size, (item) => [...named, ...keyOf(item)]);
+}
+
+/** A page of a list oldest first (ties by id): budgets and API keys, on REST and MCP alike. */
+export function pageOldestFirst<T extends { created_at: string }>(
+  list: string,
+  items: readonly T[],
+  request: PageRequest | undefined,
+  idOf: (item: T) => string,
+): Page<T> {
+  return pageOfSorted(
+    items,
+    request,
+    (item) => [item.created_at, idOf(item)],
+    [
+      { type: 'string', order: 'asc' },
+      { type: 'string', order: 'asc' },
+    ],
+    list,
+  );
+}

@@ -9,7 +9,9 @@ import type {
   Tenant,
   UsageDelta,
 } from '../../core/domain/index.ts';
+import type { DetectionKind, ImmuneDetection } from '../../core/brain/immune/detection.ts';
 import type { OutboxEvent, OutboxStorage } from '../../core/outbox/outbox-storage.ts';
+import type { Checkpoint, CheckpointOrder, CheckpointType, ExecutionContext } from '../checkpoints/checkpoint.ts';
 import type { Approval, Policy } from '../../core/policy/index.ts';
 import type { AuditDraft } from '../audit/chain.ts';
 import type { AuditHead, LeaseRecord, Spend, StoredEvent, WebhookSecretRecord } from './records.ts';
@@ -82,6 +84,9 @@ export interface Readers {
   events: EventReader;
   leases: LeaseReader;
   approvals: ApprovalReader;
+  detections: DetectionReader;
+  checkpoints: CheckpointReader;
+  executionContexts: ExecutionContextReader;
 }
 
 /** What a transaction reads and writes. */
@@ -95,6 +100,9 @@ export interface Repositories {
   events: EventRepository;
   leases: LeaseRepository;
   approvals: ApprovalRepository;
+  detections: DetectionRepository;
+  checkpoints: CheckpointRepository;
+  executionContexts: ExecutionContextRepository;
   outbox: OutboxRepository;
   dedup: DedupRepository;
   jobs: JobLeaseRepository;
@@ -190,6 +198,8 @@ export type BudgetDefinition = Pick<
 export interface BudgetRepository extends BudgetReader {
   /** SVC-SYS-9008 (field `budget_id`) when the id is taken. */
   insert(tenant: string, budget: Budget): Promise<void>;
+  /** Deletes the budget; false when there is none. */
+  remove(tenant: string, budgetId: string): Promise<boolean>;
   /**
    * Replaces the definition of a stored budget and sets `updated_at`; its usage (changed by other
    * transactions meanwhile) stays as it is. The budget after, or undefined when there is none.
@@ -324,12 +334,20 @@ export interface EventRepository extends EventReader {
    * makes a replayed batch count once.
    */
   insertNew(tenant: string, events: readonly StoredEvent[]): Promise<string[]>;
+  /**
+   * Retention: removes the tenant's oldest events, in arrival order, that were received before
+   * `before`, at most `limit` of them, and stops at the first one received later (arrival order is
+   * received order up to the clock skew of replicas). How many it removed.
+   */
+  removeReceivedBefore(tenant: string, before: string, limit: number): Promise<number>;
 }
 
 export interface LeaseReader {
   get(tenant: string, budgetId: string, leaseId: string): Promise<LeaseRecord | undefined>;
   /** The sum of the budget's leases expiring after `now`, leaving out `exceptLeaseId`. */
   outstanding(tenant: string, budgetId: string, now: string, exceptLeaseId?: string | null): Promise<Spend>;
+  /** Whether any lease of the budget expires after `now`, whatever it holds (an unlimited one too). */
+  held(tenant: string, budgetId: string, now: string): Promise<boolean>;
   /**
    * Spend proxies reported out of their leases in the period starting `periodStart` and the event
    * processor has not applied to the budget yet (reported minus applied, never below zero).
@@ -374,14 +392,127 @@ export interface ApprovalRepository extends ApprovalReader {
   decide(tenant: string, approvalId: string, decision: ApprovalDecisionFields): Promise<Approval | undefined>;
 }
 
+export interface DetectionFilter {
+  envelopeId?: string | undefined;
+  executionId?: string | undefined;
+  kind?: DetectionKind | undefined;
+  /** Detected at or after (ISO-8601). */
+  since?: string | undefined;
+  /** Detected before (ISO-8601). */
+  until?: string | undefined;
+}
+
+export interface DetectionReader {
+  /** Newest first (by detection time, then id); a filtered page holds up to `pageSize` matching detections. */
+  list(tenant: string, filter: DetectionFilter, page?: PageRequest): Promise<Page<ImmuneDetection>>;
+}
+
+export interface DetectionRepository extends DetectionReader {
+  /** Stores the detection unless its id is stored already (a replay): true when it was new. */
+  insert(tenant: string, detection: ImmuneDetection): Promise<boolean>;
+}
+
+/** The order key of a detection: its time then its id, so that key order is time order. */
+export function detectionKey(detection: Pick<ImmuneDetection, 'detected_at' | 'detection_id'>): string {
+  return `${detection.detected_at}/${detection.detection_id}`;
+}
+
+/** What a checkpoint query narrows to; absent or empty fields do not narrow. */
+export interface CheckpointFilter {
+  envelopeIds?: readonly string[] | undefined;
+  executionIds?: readonly string[] | undefined;
+  types?: readonly CheckpointType[] | undefined;
+  /** Inclusive bounds of `created_at` (ISO date-times). */
+  createdAfter?: string | undefined;
+  createdBefore?: string | undefined;
+  frameworkTypes?: readonly string[] | undefined;
+  /** Every pair must be among the checkpoint's tags. */
+  tags?: Readonly<Record<string, string>> | undefined;
+  /** Inclusive bounds of `metadata.cost_snapshot_usd` and `size_bytes`. */
+  minCostUsd?: number | undefined;
+  maxCostUsd?: number | undefined;
+  minSizeBytes?: number | undefined;
+  maxSizeBytes?: number | undefined;
+  /** Soft-deleted checkpoints too (a store copy); lists and queries leave them out. */
+  includeDeleted?: boolean | undefined;
+}
+
+export interface CheckpointReader {
+  /** Version `version` of the execution's checkpoints, soft-deleted or not. */
+  get(tenant: string, executionId: string, version: number): Promise<Checkpoint | undefined>;
+  /** The newest version saved under `checkpointId`, soft-deleted or not. */
+  latest(tenant: string, checkpointId: string): Promise<Checkpoint | undefined>;
+  /** The execution's versions that are not soft-deleted, newest first. */
+  versions(tenant: string, executionId: string, page?: PageRequest): Promise<Page<Checkpoint>>;
+  /**
+   * The checkpoints that are not soft-deleted and match `filter`, by `created_at` in `order`
+   * (ties by version, then execution id, in the same direction).
+   */
+  query(
+    tenant: string,
+    filter: CheckpointFilter,
+    order: CheckpointOrder,
+    page?: PageRequest,
+  ): Promise<Page<Checkpoint>>;
+}
+
+export interface CheckpointRepository extends CheckpointReader {
+  /**
+   * Stores the checkpoint as the next version of its execution (`version: 'next'`: one above every
+   * version the execution ever had, pruned and deleted ones too) or as the version it carries.
+   * Returns it as stored. SVC-SYS-9008 naming `checkpoint.version` when the execution has that
+   * version, or `checkpoint.checkpoint_id` when the id belongs to another execution.
+   */
+  insert(tenant: string, checkpoint: Checkpoint, version: 'next' | 'given'): Promise<Checkpoint>;
+  /** Removes the execution's oldest versions (deleted or not) until `keep` remain; how many went. */
+  prune(tenant: string, executionId: string, keep: number): Promise<number>;
+  /**
+   * Marks deleted (`at`; one marked already keeps its time) or removes the execution's versions
+   * saved under `checkpointId`, or all of them when it is null: how many there were.
+   */
+  delete(
+    tenant: string,
+    executionId: string,
+    checkpointId: string | null,
+    mode: { soft: string } | 'hard',
+  ): Promise<number>;
+}
+
+export interface ExecutionContextReader {
+  get(tenant: string, executionId: string): Promise<ExecutionContext | undefined>;
+  /** By execution id. */
+  list(tenant: string, page?: PageRequest): Promise<Page<ExecutionContext>>;
+}
+
+export interface ExecutionContextRepository extends ExecutionContextReader {
+  /**
+   * Stores `context` if the stored version is still `expectedVersion` (0: none stored), compare
+   * and set: false, nothing written, when another update came first. Of concurrent writers with one
+   * expected version, across replicas, exactly one succeeds.
+   */
+  put(tenant: string, context: ExecutionContext, expectedVersion: number): Promise<boolean>;
+}
+
 export interface OutboxRepository {
   /** Appends bus events after every committed one; they commit or roll back with the transaction. */
   append(events: readonly OutboxEvent[]): Promise<void>;
 }
 
 export interface DedupRepository {
-  /** Records that message `messageId` of `scope` was handled: true the first time, false after. */
-  markProcessed(tenant: string, scope: string, messageId: string): Promise<boolean>;
+  /** Records that message `messageId` of `scope` was handled at `at`: true the first time, false after. */
+  markProcessed(tenant: string, scope: string, messageId: string, at: string): Promise<boolean>;
+  /**
+   * Retention: looks at up to `limit` of the scope's entries after message id `after` (null: from
+   * the first), in message id order, and removes those handled before `before`. How many it
+   * removed, and the last message id it looked at (null once it reached the scope's end).
+   */
+  removeProcessedBefore(
+    tenant: string,
+    scope: string,
+    before: string,
+    after: string | null,
+    limit: number,
+  ): Promise<{ removed: number; next: string | null }>;
 }
 
 /** Which process runs a background job (lease expiry, retention, periodic alert evaluation). */

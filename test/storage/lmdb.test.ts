@@ -100,6 +100,30 @@ describe('the LMDB backend', () => {
     }
   });
 
+  it('keeps, under retention, the de-duplication entries written before they carried a time', async () => {
+    const dir = freshDir();
+    const root = open({ path: dir, maxDbs: 8, compression: false });
+    const data = root.openDB<unknown, Array<string | number>>({ name: 'tenant_data' });
+    await root.transaction(() => {
+      void data.put(['acme', 'meta', 'violation/legacy'], true);
+      void data.put(['acme', 'meta', 'violation/old'], at(-40 * 86_400_000));
+    });
+    await root.close();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    try {
+      const removed = await storage.withTransaction((t) =>
+        t.dedup.removeProcessedBefore('acme', 'violation', at(-30 * 86_400_000), null, 10),
+      );
+      expect(removed).toEqual({ removed: 1, next: null });
+      const again = (id: string) =>
+        storage.withTransaction((t) => t.dedup.markProcessed('acme', 'violation', id, at()));
+      expect(await again('legacy')).toBe(false);
+      expect(await again('old')).toBe(true);
+    } finally {
+      await storage.close();
+    }
+  });
+
   it('keeps what was committed across a reopen', async () => {
     const dir = freshDir();
     const budget = aBudget('acme');

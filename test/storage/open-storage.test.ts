@@ -113,7 +113,7 @@ describe('the storage the configuration picks', () => {
         expect(storage.backend).toBe('postgres');
         expect(await storage.health()).toEqual({ status: 'ok' });
         const opened = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.backend);
-        expect(opened).toMatchObject({ backend: 'postgres', schema_version: 1, applied: [1] });
+        expect(opened).toMatchObject({ backend: 'postgres', schema_version: 3, applied: [1, 2, 3] });
         expect(lines.join('\n')).not.toContain(database.url);
         expect(existsSync(join(dataDir, 'control-plane'))).toBe(false);
       } finally {

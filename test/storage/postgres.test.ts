@@ -4,7 +4,7 @@ import { loadMigrations } from '../../control-plane/storage/postgres/migrate.ts'
 import { PostgresStorage } from '../../control-plane/storage/postgres/postgres-storage.ts';
 import type { Storage } from '../../control-plane/storage/storage.ts';
 import { createTestDatabase, postgresReachable, truncateAll, type TestDatabase } from '../harness/postgres.ts';
-import { aBudget, aCharge, anAuditDraft, anEnvelope, at } from './records.ts';
+import { aBudget, aCharge, aCheckpoint, anAuditDraft, anEnvelope, at } from './records.ts';
 import { storageContract } from './repositories.contract.ts';
 
 const available = await postgresReachable();
@@ -92,6 +92,39 @@ describe.skipIf(!available)('PostgreSQL', () => {
       expect(cost).toMatchObject({ tokens_input: 400, tokens_output: 200, cost_micros: 4000, llm_calls: 40 });
       const byModel = Object.fromEntries(cost.model_costs.map((m) => [m.model_id, m.call_count]));
       expect(byModel).toEqual({ 'gpt-4o': 14, claude: 26 });
+    });
+
+    it('let one of two writers that read one execution-context version write it, and number concurrent saves apart', async () => {
+      const context = (version: number, writer: string) => ({
+        execution_id: 'exec-ctx',
+        tenant_id: 'acme',
+        values: { writer },
+        version,
+        updated_at: at(),
+      });
+      await one.withTransaction((t) => t.executionContexts.put('acme', context(1, 'first'), 0));
+      // Both have read version 1 before either writes.
+      let arrived = 0;
+      let release: () => void = () => undefined;
+      const bothRead = new Promise<void>((resolve) => (release = resolve));
+      const write = (s: Storage, writer: string) =>
+        s.withTransaction(async (t) => {
+          const read = (await t.executionContexts.get('acme', 'exec-ctx'))!.version;
+          if (++arrived === 2) release();
+          await bothRead;
+          return t.executionContexts.put('acme', context(read + 1, writer), read);
+        });
+      const outcomes = await Promise.all([write(one, 'one'), write(two, 'two')]);
+      expect(outcomes.filter(Boolean)).toHaveLength(1);
+      const stored = await two.read.executionContexts.get('acme', 'exec-ctx');
+      expect(stored).toMatchObject({ version: 2, values: { writer: outcomes[0] ? 'one' : 'two' } });
+
+      const saved = await both(10, (s) =>
+        s.withTransaction((t) =>
+          t.checkpoints.insert('acme', aCheckpoint('acme', { execution_id: 'exec-ctx' }), 'next'),
+        ),
+      );
+      expect(saved.map((c) => c.version).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
     });
 
     it('keep one audit chain that verifies when both append at once', async () => {

@@ -15,6 +15,7 @@ import {
   type Policy,
 } from '../../core/policy/index.ts';
 import type { AuditDraft } from '../../control-plane/audit/chain.ts';
+import type { Checkpoint } from '../../control-plane/checkpoints/checkpoint.ts';
 import type { StoredEvent } from '../../control-plane/storage/records.ts';
 
 /** Valid records for storage tests, each with its own id unless one is given. */
@@ -150,5 +151,22 @@ export function aCharge(model: string | null, tokens = { input: 10, output: 5 },
               call_count: 1,
             },
           ],
+  };
+}
+
+export function aCheckpoint(tenant: string, overrides: Partial<Checkpoint> = {}): Checkpoint {
+  const data = overrides.data ?? { step: 1, messages: ['hello'] };
+  return {
+    checkpoint_id: randomUUID(),
+    tenant_id: tenant,
+    envelope_id: 'env-1',
+    execution_id: 'exec-1',
+    version: 1,
+    metadata: { type: 'AUTO', framework_type: 'langgraph', current_node: 'plan', cost_snapshot_usd: 0.5, tags: {} },
+    data,
+    size_bytes: Buffer.byteLength(JSON.stringify(data)),
+    created_at: at(),
+    deleted_at: null,
+    ...overrides,
   };
 }

@@ -2,10 +2,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_TOTAL, usdToMicros, type AuditRecord } from '../../core/domain/index.ts';
 import { auditHash, GENESIS } from '../../control-plane/audit/chain.ts';
 import { collectPages } from '../../control-plane/storage/paging.ts';
-import type { Page, PageRequest, Repositories, Storage } from '../../control-plane/storage/storage.ts';
+import type { ImmuneDetection } from '../../core/brain/index.ts';
+import type { DetectionFilter, Page, PageRequest, Repositories, Storage } from '../../control-plane/storage/storage.ts';
 import {
   aBudget,
   aCharge,
+  aCheckpoint,
   anApiKey,
   anApproval,
   anAuditDraft,
@@ -23,6 +25,7 @@ const A = 'tenant-a';
 const B = 'tenant-b';
 const MONTH = { start: '2026-03-01T00:00:00.000Z', end: '2026-04-01T00:00:00.000Z' };
 const NEXT_MONTH = { start: '2026-04-01T00:00:00.000Z', end: '2026-05-01T00:00:00.000Z' };
+const DAY = 86_400_000;
 const ZERO = { tokens_input: 0, tokens_output: 0, cost_micros: 0, executions: 0, llm_calls: 0, tool_calls: 0 };
 
 /** Every page of a list, with the page sizes seen. */
@@ -669,12 +672,118 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect((await storage.read.events.list(B, {})).items.map((e) => e.event_id)).toEqual([first.event_id]);
       });
 
+      it('removes the oldest events received before a time, in bounded batches, and keeps the newer', async () => {
+        const envelopeId = 'env-r';
+        const old = Array.from({ length: 5 }, (_, i) =>
+          anEvent(A, { envelope_id: envelopeId, received_at: at(-40 * DAY + i) }),
+        );
+        const fresh = Array.from({ length: 3 }, (_, i) => anEvent(A, { envelope_id: envelopeId, received_at: at(i) }));
+        const otherTenant = anEvent(B, { received_at: at(-40 * DAY) });
+        await tx((t) => t.events.insertNew(A, old.slice(0, 3)));
+        await tx((t) => t.events.insertNew(A, old.slice(3)));
+        await tx((t) => t.events.insertNew(A, fresh));
+        await tx((t) => t.events.insertNew(B, [otherTenant]));
+        const cutoff = at(-30 * DAY);
+        const batches: number[] = [];
+        for (;;) {
+          const removed = await tx((t) => t.events.removeReceivedBefore(A, cutoff, 2));
+          batches.push(removed);
+          if (removed < 2) break;
+        }
+        expect(batches).toEqual([2, 2, 1]);
+        const newestFirst = fresh.map((e) => e.event_id).reverse();
+        expect((await storage.read.events.list(A, {})).items.map((e) => e.event_id)).toEqual(newestFirst);
+        expect((await storage.read.events.list(A, { envelopeId })).items.map((e) => e.event_id)).toEqual(newestFirst);
+        expect(await storage.read.events.get(A, old[0]!.event_id)).toBeUndefined();
+        expect(await storage.read.events.get(B, otherTenant.event_id)).toEqual(otherTenant);
+      });
+
+      it('stops removing at the first event received after the time, in arrival order', async () => {
+        const [first, later, lateOld] = [
+          anEvent(A, { received_at: at(-40 * DAY) }),
+          anEvent(A, { received_at: at() }),
+          anEvent(A, { received_at: at(-40 * DAY) }),
+        ];
+        for (const e of [first, later, lateOld]) await tx((t) => t.events.insertNew(A, [e]));
+        expect(await tx((t) => t.events.removeReceivedBefore(A, at(-30 * DAY), 10))).toBe(1);
+        expect((await storage.read.events.list(A, {})).items.map((e) => e.event_id)).toEqual([
+          lateOld.event_id,
+          later.event_id,
+        ]);
+      });
+
       it('pages through events in arrival order', async () => {
         const events = Array.from({ length: 7 }, () => anEvent(A, { envelope_id: 'env' }));
         for (const e of events) await tx((t) => t.events.insertNew(A, [e]));
         const { items, sizes } = await walk((page) => storage.read.events.list(A, { envelopeId: 'env' }, page), 3);
         expect(items.map((e) => e.event_id)).toEqual(events.map((e) => e.event_id).reverse());
         expect(sizes).toEqual([3, 3, 1]);
+      });
+    });
+
+    describe('detections', () => {
+      const detection = (id: string, at: string, fields: Partial<ImmuneDetection> = {}): ImmuneDetection => ({
+        detection_id: id,
+        tenant_id: A,
+        kind: 'call_rate',
+        category: null,
+        envelope_id: 'env-1',
+        execution_id: 'exec-1',
+        action: null,
+        policy_id: null,
+        rule_id: null,
+        response: 'alert',
+        details: { count: 40, baseline: 3, z: 7.5 },
+        source: 'proxy:pod-1',
+        detected_at: at,
+        ...fields,
+      });
+
+      it('stores each detection id once, per tenant, and lists newest first by time then id', async () => {
+        const early = detection('d-1', '2026-03-01T10:00:00.000Z');
+        const late = detection('d-2', '2026-03-01T11:00:00.000Z', { kind: 'sequence', execution_id: 'exec-2' });
+        const sameTime = detection('d-3', '2026-03-01T11:00:00.000Z', { envelope_id: 'env-2' });
+        expect(await tx((t) => t.detections.insert(A, early))).toBe(true);
+        expect(await tx((t) => t.detections.insert(A, late))).toBe(true);
+        expect(await tx((t) => t.detections.insert(A, sameTime))).toBe(true);
+        // A replay of the same id changes nothing, even with other fields.
+        expect(await tx((t) => t.detections.insert(A, { ...early, detected_at: '2026-03-02T00:00:00.000Z' }))).toBe(
+          false,
+        );
+        expect(await tx((t) => t.detections.insert(B, early))).toBe(true);
+        const ids = async (filter: DetectionFilter) =>
+          (await storage.read.detections.list(A, filter)).items.map((d) => d.detection_id);
+        expect(await ids({})).toEqual(['d-3', 'd-2', 'd-1']);
+        expect((await storage.read.detections.list(A, {})).items[2]).toEqual(early);
+        expect(await ids({ kind: 'sequence' })).toEqual(['d-2']);
+        expect(await ids({ envelopeId: 'env-1' })).toEqual(['d-2', 'd-1']);
+        expect(await ids({ executionId: 'exec-1' })).toEqual(['d-3', 'd-1']);
+        expect(await ids({ since: '2026-03-01T11:00:00.000Z' })).toEqual(['d-3', 'd-2']);
+        expect(await ids({ until: '2026-03-01T11:00:00.000Z' })).toEqual(['d-1']);
+        expect(
+          await ids({ since: '2026-03-01T10:30:00.000Z', until: '2026-03-01T12:00:00.000Z', kind: 'call_rate' }),
+        ).toEqual(['d-3']);
+        expect((await storage.read.detections.list(B, {})).items.map((d) => d.detection_id)).toEqual(['d-1']);
+      });
+
+      it('pages through filtered detections, and leaves nothing of a failed transaction', async () => {
+        for (let i = 0; i < 7; i++)
+          await tx((t) =>
+            t.detections.insert(
+              A,
+              detection(`p-${i}`, `2026-03-01T10:0${i}:00.000Z`, { kind: i % 2 === 0 ? 'spend' : 'call_rate' }),
+            ),
+          );
+        const { items, sizes } = await walk((page) => storage.read.detections.list(A, { kind: 'spend' }, page), 2);
+        expect(items.map((d) => d.detection_id)).toEqual(['p-6', 'p-4', 'p-2', 'p-0']);
+        expect(sizes).toEqual([2, 2]);
+        await expect(
+          tx(async (t) => {
+            await t.detections.insert(A, detection('lost', '2026-03-01T12:00:00.000Z'));
+            throw new Error('rolled back');
+          }),
+        ).rejects.toThrow('rolled back');
+        expect((await storage.read.detections.list(A, {})).items.map((d) => d.detection_id)).not.toContain('lost');
       });
     });
 
@@ -761,6 +870,199 @@ export function storageContract(backend: string, factory: StorageFactory): void 
       });
     });
 
+    describe('checkpoints', () => {
+      const versionsOf = async (tenant: string, executionId: string) =>
+        (await collectPages((p) => storage.read.checkpoints.versions(tenant, executionId, p))).map((c) => c.version);
+
+      it('numbers versions per execution, never twice (not after pruning either), and refuses a taken version or id', async () => {
+        const first = await tx((t) => t.checkpoints.insert(A, aCheckpoint(A), 'next'));
+        const second = await tx((t) => t.checkpoints.insert(A, aCheckpoint(A), 'next'));
+        const elsewhere = await tx((t) => t.checkpoints.insert(A, aCheckpoint(A, { execution_id: 'exec-2' }), 'next'));
+        expect([first.version, second.version, elsewhere.version]).toEqual([1, 2, 1]);
+        expect(await storage.read.checkpoints.get(A, 'exec-1', 2)).toEqual(second);
+        expect(await storage.read.checkpoints.get(B, 'exec-1', 2)).toBeUndefined();
+
+        const given = await tx((t) => t.checkpoints.insert(A, aCheckpoint(A, { version: 7 }), 'given'));
+        expect(given.version).toBe(7);
+        await expect(tx((t) => t.checkpoints.insert(A, aCheckpoint(A, { version: 7 }), 'given'))).rejects.toMatchObject(
+          {
+            code: 'SVC-SYS-9008',
+            fieldViolations: [{ field: 'checkpoint.version' }],
+          },
+        );
+        // The id of exec-1's checkpoint cannot name a version of another execution.
+        await expect(
+          tx((t) =>
+            t.checkpoints.insert(
+              A,
+              aCheckpoint(A, { checkpoint_id: first.checkpoint_id, execution_id: 'exec-2' }),
+              'next',
+            ),
+          ),
+        ).rejects.toMatchObject({ code: 'SVC-SYS-9008', fieldViolations: [{ field: 'checkpoint.checkpoint_id' }] });
+        // Nothing of a refused save is kept, not even the version it took.
+        expect(await versionsOf(A, 'exec-2')).toEqual([1]);
+
+        expect(await tx((t) => t.checkpoints.prune(A, 'exec-1', 2))).toBe(1);
+        expect(await versionsOf(A, 'exec-1')).toEqual([7, 2]);
+        const next = await tx((t) => t.checkpoints.insert(A, aCheckpoint(A), 'next'));
+        expect(next.version).toBe(8);
+        expect(await tx((t) => t.checkpoints.prune(A, 'exec-1', 1))).toBe(2);
+        expect(await versionsOf(A, 'exec-1')).toEqual([8]);
+        // The last version an int32 holds has no next one.
+        await tx((t) =>
+          t.checkpoints.insert(A, aCheckpoint(A, { execution_id: 'exec-max', version: 2_147_483_647 }), 'given'),
+        );
+        await expect(
+          tx((t) => t.checkpoints.insert(A, aCheckpoint(A, { execution_id: 'exec-max' }), 'next')),
+        ).rejects.toMatchObject({ code: 'SVC-SYS-9002', fieldViolations: [{ field: 'checkpoint.version' }] });
+        // Another tenant's execution of the same id has versions of its own.
+        expect((await tx((t) => t.checkpoints.insert(B, aCheckpoint(B), 'next'))).version).toBe(1);
+      });
+
+      it('finds the newest version saved under a checkpoint id, and pages versions newest first', async () => {
+        const id = 'thread-1';
+        for (let i = 0; i < 5; i++)
+          await tx((t) => t.checkpoints.insert(A, aCheckpoint(A, { checkpoint_id: i === 3 ? 'other' : id }), 'next'));
+        expect((await storage.read.checkpoints.latest(A, id))?.version).toBe(5);
+        expect((await storage.read.checkpoints.latest(A, 'other'))?.version).toBe(4);
+        expect(await storage.read.checkpoints.latest(B, id)).toBeUndefined();
+        const { items, sizes } = await walk((p) => storage.read.checkpoints.versions(A, 'exec-1', p), 2);
+        expect(items.map((c) => c.version)).toEqual([5, 4, 3, 2, 1]);
+        expect(sizes).toEqual([2, 2, 1]);
+      });
+
+      it('soft-deletes (kept, marked, out of lists) or removes the versions of an id or of the whole execution', async () => {
+        const saved = [];
+        for (let i = 0; i < 4; i++)
+          saved.push(await tx((t) => t.checkpoints.insert(A, aCheckpoint(A, { checkpoint_id: `c${i % 2}` }), 'next')));
+        expect(await tx((t) => t.checkpoints.delete(A, 'exec-1', 'c0', { soft: at(10) }))).toBe(2);
+        expect(await storage.read.checkpoints.get(A, 'exec-1', 1)).toEqual({ ...saved[0], deleted_at: at(10) });
+        expect(await versionsOf(A, 'exec-1')).toEqual([4, 2]);
+        // A second soft delete keeps the first mark.
+        await tx((t) => t.checkpoints.delete(A, 'exec-1', null, { soft: at(20) }));
+        expect((await storage.read.checkpoints.get(A, 'exec-1', 1))?.deleted_at).toBe(at(10));
+        expect((await storage.read.checkpoints.get(A, 'exec-1', 2))?.deleted_at).toBe(at(20));
+        expect((await storage.read.checkpoints.query(A, {}, 'created_at desc')).items).toEqual([]);
+        const everything = await storage.read.checkpoints.query(A, { includeDeleted: true }, 'created_at asc');
+        expect(everything.items.map((c) => [c.version, c.deleted_at])).toEqual([
+          [1, at(10)],
+          [2, at(20)],
+          [3, at(10)],
+          [4, at(20)],
+        ]);
+        expect(await tx((t) => t.checkpoints.delete(B, 'exec-1', null, 'hard'))).toBe(0);
+        expect(await tx((t) => t.checkpoints.delete(A, 'exec-1', 'c1', 'hard'))).toBe(2);
+        expect(await storage.read.checkpoints.latest(A, 'c1')).toBeUndefined();
+        expect(await tx((t) => t.checkpoints.delete(A, 'exec-1', null, 'hard'))).toBe(2);
+        expect(await storage.read.checkpoints.get(A, 'exec-1', 1)).toBeUndefined();
+        // The id is free again once no version carries it.
+        await tx((t) =>
+          t.checkpoints.insert(A, aCheckpoint(A, { checkpoint_id: 'c0', execution_id: 'exec-9' }), 'next'),
+        );
+        expect((await storage.read.checkpoints.latest(A, 'c0'))?.execution_id).toBe('exec-9');
+      });
+
+      it('queries by every filter (lists any of, tags all of, inclusive ranges), ordered by creation either way', async () => {
+        const c = [
+          aCheckpoint(A, { envelope_id: 'e1', execution_id: 'x1', created_at: at(1000), data: { a: 1 } }),
+          aCheckpoint(A, {
+            envelope_id: 'e1',
+            execution_id: 'x1',
+            created_at: at(2000),
+            metadata: {
+              type: 'ERROR',
+              framework_type: 'crewai',
+              current_node: null,
+              cost_snapshot_usd: 2,
+              tags: { team: 'red', env: 'prod' },
+            },
+            data: { a: 'x'.repeat(100) },
+          }),
+          aCheckpoint(A, {
+            envelope_id: 'e2',
+            execution_id: 'x2',
+            created_at: at(3000),
+            metadata: {
+              type: null,
+              framework_type: null,
+              current_node: null,
+              cost_snapshot_usd: 5,
+              tags: { team: 'red' },
+            },
+            data: { a: 'y'.repeat(1000) },
+          }),
+          aCheckpoint(A, { envelope_id: 'e3', execution_id: 'x3', created_at: at(3000) }),
+        ].map((x) => ({ ...x, size_bytes: Buffer.byteLength(JSON.stringify(x.data)) }));
+        for (const x of c) await tx((t) => t.checkpoints.insert(A, x, 'next'));
+        await tx((t) => t.checkpoints.insert(B, aCheckpoint(B, { envelope_id: 'e1', execution_id: 'x1' }), 'next'));
+        const ids = async (
+          filter: Parameters<Storage['read']['checkpoints']['query']>[1],
+          order = 'created_at desc' as const,
+        ) =>
+          (await collectPages((p) => storage.read.checkpoints.query(A, filter, order, p))).map((x) => x.checkpoint_id);
+        const [c0, c1, c2, c3] = c.map((x) => x.checkpoint_id);
+        // Same time: by version, then execution id, in the direction asked.
+        expect(await ids({})).toEqual([c3, c2, c1, c0]);
+        expect(await ids({}, 'created_at asc' as never)).toEqual([c0, c1, c2, c3]);
+        expect(await ids({ envelopeIds: ['e1', 'e3'] })).toEqual([c3, c1, c0]);
+        expect(await ids({ executionIds: ['x2'] })).toEqual([c2]);
+        expect(await ids({ types: ['ERROR', 'MANUAL'] })).toEqual([c1]);
+        expect(await ids({ frameworkTypes: ['langgraph'] })).toEqual([c3, c0]);
+        expect(await ids({ tags: { team: 'red' } })).toEqual([c2, c1]);
+        expect(await ids({ tags: { team: 'red', env: 'prod' } })).toEqual([c1]);
+        expect(await ids({ tags: { team: 'blue' } })).toEqual([]);
+        expect(await ids({ minCostUsd: 2, maxCostUsd: 5 })).toEqual([c2, c1]);
+        expect(await ids({ maxCostUsd: 1 })).toEqual([c3, c0]);
+        expect(await ids({ minSizeBytes: 100, maxSizeBytes: 200 })).toEqual([c1]);
+        expect(await ids({ minSizeBytes: 1000 })).toEqual([c2]);
+        expect(await ids({ createdAfter: at(2000), createdBefore: at(2000) })).toEqual([c1]);
+        expect(await ids({ createdAfter: at(2500) })).toEqual([c3, c2]);
+        const { items, sizes } = await walk((p) => storage.read.checkpoints.query(A, {}, 'created_at asc', p), 3);
+        expect(items.map((x) => x.checkpoint_id)).toEqual([c0, c1, c2, c3]);
+        expect(sizes).toEqual([3, 1]);
+        expect((await storage.read.checkpoints.query(B, {}, 'created_at desc')).items).toHaveLength(1);
+      });
+    });
+
+    describe('execution contexts', () => {
+      const context = (tenant: string, version: number, values: Record<string, unknown>) => ({
+        execution_id: 'exec-1',
+        tenant_id: tenant,
+        values,
+        version,
+        updated_at: at(version),
+      });
+
+      it('stores a context only over the version expected (compare and set), per tenant', async () => {
+        expect(await tx((t) => t.executionContexts.put(A, context(A, 1, { a: 1 }), 1))).toBe(false);
+        expect(await storage.read.executionContexts.get(A, 'exec-1')).toBeUndefined();
+        expect(await tx((t) => t.executionContexts.put(A, context(A, 1, { a: 1 }), 0))).toBe(true);
+        expect(await tx((t) => t.executionContexts.put(A, context(A, 1, { a: 2 }), 0))).toBe(false);
+        expect(await tx((t) => t.executionContexts.put(A, context(A, 2, { a: 3 }), 1))).toBe(true);
+        expect(await tx((t) => t.executionContexts.put(A, context(A, 2, { a: 4 }), 1))).toBe(false);
+        expect(await storage.read.executionContexts.get(A, 'exec-1')).toEqual(context(A, 2, { a: 3 }));
+        expect(await storage.read.executionContexts.get(B, 'exec-1')).toBeUndefined();
+        expect(await tx((t) => t.executionContexts.put(B, context(B, 1, { b: 1 }), 0))).toBe(true);
+        expect((await storage.read.executionContexts.get(A, 'exec-1'))?.values).toEqual({ a: 3 });
+        await tx((t) => t.executionContexts.put(A, { ...context(A, 1, {}), execution_id: 'exec-0' }, 0));
+        const { items, sizes } = await walk((p) => storage.read.executionContexts.list(A, p), 1);
+        expect(items.map((c) => c.execution_id)).toEqual(['exec-0', 'exec-1']);
+        expect(sizes).toEqual([1, 1]);
+        expect((await storage.read.executionContexts.list(B)).items.map((c) => c.values)).toEqual([{ b: 1 }]);
+      });
+
+      it('lets exactly one of concurrent writers expecting one version through', async () => {
+        await tx((t) => t.executionContexts.put(A, context(A, 1, {}), 0));
+        const outcomes = await Promise.all(
+          [1, 2, 3, 4].map((n) => tx((t) => t.executionContexts.put(A, context(A, 2, { n }), 1))),
+        );
+        expect(outcomes.filter(Boolean)).toHaveLength(1);
+        const winner = outcomes.indexOf(true) + 1;
+        expect((await storage.read.executionContexts.get(A, 'exec-1'))?.values).toEqual({ n: winner });
+      });
+    });
+
     describe('outbox', () => {
       const message = (n: number) => ({ id: `m-${n}`, subject: 'svc.tenant-a.events.llm.call', data: { n } });
 
@@ -804,17 +1106,52 @@ export function storageContract(backend: string, factory: StorageFactory): void 
 
     describe('processed messages', () => {
       it('tells the first handling of a message from a repeat, per tenant and scope', async () => {
-        expect(await tx((t) => t.dedup.markProcessed(A, 'violation', 'm1'))).toBe(true);
-        expect(await tx((t) => t.dedup.markProcessed(A, 'violation', 'm1'))).toBe(false);
-        expect(await tx((t) => t.dedup.markProcessed(B, 'violation', 'm1'))).toBe(true);
-        expect(await tx((t) => t.dedup.markProcessed(A, 'other', 'm1'))).toBe(true);
+        expect(await tx((t) => t.dedup.markProcessed(A, 'violation', 'm1', at()))).toBe(true);
+        expect(await tx((t) => t.dedup.markProcessed(A, 'violation', 'm1', at()))).toBe(false);
+        expect(await tx((t) => t.dedup.markProcessed(B, 'violation', 'm1', at()))).toBe(true);
+        expect(await tx((t) => t.dedup.markProcessed(A, 'other', 'm1', at()))).toBe(true);
         await expect(
           tx(async (t) => {
-            await t.dedup.markProcessed(A, 'violation', 'm2');
+            await t.dedup.markProcessed(A, 'violation', 'm2', at());
             throw new Error('rolled back');
           }),
         ).rejects.toThrow();
-        expect(await tx((t) => t.dedup.markProcessed(A, 'violation', 'm2'))).toBe(true);
+        expect(await tx((t) => t.dedup.markProcessed(A, 'violation', 'm2', at()))).toBe(true);
+      });
+
+      it('removes the entries of one scope handled before a time, a bounded slice at a time', async () => {
+        const old = at(-40 * DAY);
+        for (const id of ['a', 'b', 'c', 'd', 'e'])
+          await tx((t) => t.dedup.markProcessed(A, 'violation', id, ['b', 'd'].includes(id) ? at() : old));
+        await tx((t) => t.dedup.markProcessed(A, 'other', 'a', old));
+        await tx((t) => t.dedup.markProcessed(B, 'violation', 'a', old));
+        const cutoff = at(-30 * DAY);
+        const slices: Array<{ removed: number; next: string | null }> = [];
+        let after: string | null = null;
+        do {
+          const from: string | null = after;
+          const slice: { removed: number; next: string | null } = await tx((t) =>
+            t.dedup.removeProcessedBefore(A, 'violation', cutoff, from, 2),
+          );
+          slices.push(slice);
+          after = slice.next;
+        } while (after !== null);
+        expect(slices).toEqual([
+          { removed: 1, next: 'b' },
+          { removed: 1, next: 'd' },
+          { removed: 1, next: null },
+        ]);
+        // Removed entries are first handlings again; the kept ones, other scopes and tenants stay.
+        for (const [tenant, scope, id, first] of [
+          [A, 'violation', 'a', true],
+          [A, 'violation', 'b', false],
+          [A, 'violation', 'c', true],
+          [A, 'violation', 'd', false],
+          [A, 'violation', 'e', true],
+          [A, 'other', 'a', false],
+          [B, 'violation', 'a', false],
+        ] as const)
+          expect(await tx((t) => t.dedup.markProcessed(tenant, scope, id, at()))).toBe(first);
       });
     });
 

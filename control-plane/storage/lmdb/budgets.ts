@@ -32,6 +32,13 @@ export class LmdbBudgets implements Sync<BudgetRepository> {
     this.#kv.put(space, budget.budget_id, budget);
   }
 
+  remove(tenant: string, budgetId: string): boolean {
+    const space = this.#layout.tenant(tenant, 'budget');
+    if (this.#kv.get(space, budgetId) === undefined) return false;
+    this.#kv.remove(space, budgetId);
+    return true;
+  }
+
   redefine(tenant: string, budgetId: string, definition: BudgetDefinition, updatedAt: string): Budget | undefined {
     const space = this.#layout.tenant(tenant, 'budget');
     const budget = this.#kv.get<Budget>(space, budgetId);

@@ -72,4 +72,25 @@ export class LmdbEvents implements Sync<EventRepository> {
     if (stored.length > 0) this.#kv.put(meta, 'event_seq', seq);
     return stored;
   }
+
+  removeReceivedBefore(tenant: string, before: string, limit: number): number {
+    const cutoff = Date.parse(before);
+    const space = this.#layout.tenant(tenant, 'event');
+    const log = this.#layout.tenant(tenant, 'event_log');
+    const byEnvelope = this.#layout.tenant(tenant, 'envelope_event');
+    const doomed: Array<{ at: string; event: StoredEvent | undefined; eventId: string }> = [];
+    for (const { id, value } of this.#kv.range<string>(log)) {
+      if (doomed.length >= limit) break;
+      const event = this.#kv.get<StoredEvent>(space, value);
+      if (event !== undefined && Date.parse(event.received_at) >= cutoff) break;
+      doomed.push({ at: String(id), event, eventId: value });
+    }
+    // Removed after the walk: the range reads the staged view, which these removals change.
+    for (const { at, event, eventId } of doomed) {
+      this.#kv.remove(log, at);
+      this.#kv.remove(space, eventId);
+      if (event !== undefined) this.#kv.remove(byEnvelope, `${event.envelope_id}/${at}`);
+    }
+    return doomed.length;
+  }
 }

@@ -19,6 +19,13 @@ export type TenantKind =
   | 'event_log'
   | 'envelope_event'
   | 'lease'
+  | 'detection'
+  | 'detection_id'
+  | 'checkpoint'
+  | 'checkpoint_time'
+  | 'checkpoint_ref'
+  | 'checkpoint_head'
+  | 'execution_context'
   | 'meta';
 
 /** What is looked up before a tenant is known, in database `global` under `[kind, id]`. */
@@ -44,6 +51,14 @@ export class Layout {
       prefix: [tenant, kind],
       name: `t\u0000${kind}\u0000${tenant}`,
     }));
+  }
+
+  /**
+   * A space of its own per record `within` (`[tenant, kind, within]`): the ids under one record,
+   * such as an execution's checkpoint versions, as a range no other record's ids can enter.
+   */
+  nested(tenant: string, kind: TenantKind, within: string): Space {
+    return { db: this.data, prefix: [tenant, kind, within], name: `n\u0000${kind}\u0000${tenant}\u0000${within}` };
   }
 
   globalKind(kind: GlobalKind): Space {

@@ -30,6 +30,16 @@ export class LmdbLeases implements Sync<LeaseRepository> {
     return this.#kv.get<LeaseRecord>(this.#layout.tenant(tenant, 'lease'), `${budgetId}/${leaseId}`);
   }
 
+  held(tenant: string, budgetId: string, now: string): boolean {
+    const at = Date.parse(now);
+    for (const { value: lease } of this.#kv.range<LeaseRecord>(this.#layout.tenant(tenant, 'lease'), {
+      prefix: `${budgetId}/`,
+    })) {
+      if (Date.parse(lease.expires_at) > at) return true;
+    }
+    return false;
+  }
+
   outstanding(tenant: string, budgetId: string, now: string, exceptLeaseId: string | null = null): Spend {
     const at = Date.parse(now);
     const sum = { tokens: 0, micros: 0 };

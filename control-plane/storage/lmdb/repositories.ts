@@ -4,9 +4,12 @@ import type {
   ApprovalRepository,
   AuditRepository,
   BudgetRepository,
+  CheckpointRepository,
   DedupRepository,
+  DetectionRepository,
   EnvelopeRepository,
   EventRepository,
+  ExecutionContextRepository,
   JobLeaseRepository,
   LeaseRepository,
   OutboxRepository,
@@ -19,9 +22,12 @@ import { LmdbApiKeys } from './api-keys.ts';
 import { LmdbApprovals } from './approvals.ts';
 import { LmdbAudit } from './audit.ts';
 import { LmdbBudgets } from './budgets.ts';
+import { LmdbCheckpoints } from './checkpoints.ts';
 import { LmdbDedup } from './dedup.ts';
+import { LmdbDetections } from './detections.ts';
 import { LmdbEnvelopes } from './envelopes.ts';
 import { LmdbEvents } from './events.ts';
+import { LmdbExecutionContexts } from './execution-contexts.ts';
 import { LmdbJobs, type JobLeases } from './jobs.ts';
 import type { KvView, StagedView } from './kv.ts';
 import type { Layout } from './layout.ts';
@@ -45,6 +51,9 @@ export function recordRepositories(
     events: promised<EventRepository>(new LmdbEvents(kv, layout)),
     leases: promised<LeaseRepository>(new LmdbLeases(kv, layout)),
     approvals: promised<ApprovalRepository>(new LmdbApprovals(kv, layout)),
+    detections: promised<DetectionRepository>(new LmdbDetections(kv, layout)),
+    checkpoints: promised<CheckpointRepository>(new LmdbCheckpoints(kv, layout)),
+    executionContexts: promised<ExecutionContextRepository>(new LmdbExecutionContexts(kv, layout)),
   };
 }
 

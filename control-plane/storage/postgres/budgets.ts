@@ -140,6 +140,14 @@ export class PgBudgets implements BudgetRepository {
     if (rowCount === 0) throw taken('budget_id', budget.budget_id, `budget ${budget.budget_id} already exists`);
   }
 
+  async remove(tenant: string, budgetId: string): Promise<boolean> {
+    const { rowCount } = await this.#sql.query('DELETE FROM budgets WHERE tenant_id = $1 AND budget_id = $2', [
+      tenant,
+      budgetId,
+    ]);
+    return (rowCount ?? 0) > 0;
+  }
+
   async getForUpdate(tenant: string, budgetId: string): Promise<Budget | undefined> {
     const { rows } = await this.#sql.query<Row>(
       `SELECT ${COLUMNS} FROM budgets WHERE tenant_id = $1 AND budget_id = $2 FOR UPDATE`,

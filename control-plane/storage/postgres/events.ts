@@ -67,4 +67,21 @@ export class PgEvents implements EventRepository {
     const stored = new Set(rows.map((r) => r.event_id));
     return batch.filter((e) => stored.has(e.event_id)).map((e) => e.event_id);
   }
+
+  async removeReceivedBefore(tenant: string, before: string, limit: number): Promise<number> {
+    // Walks the (tenant, arrival) index from the oldest: a bounded statement however many events
+    // the tenant has, and the events arriving meanwhile (the newest) are never touched.
+    const { rowCount } = await this.#sql.query(
+      `WITH oldest AS (
+         SELECT arrival, (doc->>'received_at')::timestamptz < $2::timestamptz AS old
+         FROM events WHERE tenant_id = $1 ORDER BY arrival LIMIT $3
+       )
+       DELETE FROM events WHERE tenant_id = $1 AND arrival IN (
+         SELECT o.arrival FROM oldest o
+         WHERE NOT EXISTS (SELECT 1 FROM oldest n WHERE NOT n.old AND n.arrival <= o.arrival)
+       )`,
+      [tenant, before, limit],
+    );
+    return rowCount ?? 0;
+  }
 }

@@ -18,6 +18,14 @@ export class PgLeases implements LeaseRepository {
     return rows[0]?.doc;
   }
 
+  async held(tenant: string, budgetId: string, now: string): Promise<boolean> {
+    const { rows } = await this.#sql.query(
+      `SELECT 1 FROM leases WHERE tenant_id = $1 AND budget_id = $2 AND expires_at > $3::text::timestamptz LIMIT 1`,
+      [tenant, budgetId, now],
+    );
+    return rows.length > 0;
+  }
+
   async outstanding(
     tenant: string,
     budgetId: string,

@@ -3,9 +3,12 @@ import { PgApiKeys } from './api-keys.ts';
 import { PgApprovals } from './approvals.ts';
 import { AuditDrafts, PgAudit } from './audit.ts';
 import { PgBudgets } from './budgets.ts';
+import { PgCheckpoints } from './checkpoints.ts';
 import { PgDedup } from './dedup.ts';
+import { PgDetections } from './detections.ts';
 import { PgEnvelopes } from './envelopes.ts';
 import { PgEvents } from './events.ts';
+import { PgExecutionContexts } from './execution-contexts.ts';
 import { PgJobs } from './jobs.ts';
 import { PgLeases } from './leases.ts';
 import { PgOutboxAppends } from './outbox.ts';
@@ -24,6 +27,9 @@ function records(sql: Sql, drafts: AuditDrafts | null): Readers & Omit<Repositor
     events: new PgEvents(sql),
     leases: new PgLeases(sql),
     approvals: new PgApprovals(sql),
+    detections: new PgDetections(sql),
+    checkpoints: new PgCheckpoints(sql),
+    executionContexts: new PgExecutionContexts(sql),
   };
 }
 
