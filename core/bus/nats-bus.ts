@@ -43,7 +43,11 @@ export const natsBusOptionsSchema = z.object({
   publishTimeoutMs: z.number().int().positive().default(5_000),
   /** Time a delivered message may stay unacknowledged before JetStream redelivers it. */
   ackWaitMs: z.number().int().positive().default(30_000),
-  maxAckPending: z.number().int().positive().default(1_000),
+  /**
+   * Messages a durable consumer may have delivered and unacknowledged, across all the processes
+   * sharing it: at least replicas × batch size, or the replicas wait on each other (docs/scaling.md).
+   */
+  maxAckPending: z.number().int().positive().default(8_192),
   /** Delivery attempts before a message is set aside (terminated, counted, dead-lettered). */
   maxDeliver: z.number().int().positive().default(5),
   /** Backoff before retrying a rejected message (or batch); doubles per attempt up to the cap. */
@@ -101,10 +105,10 @@ export class NatsBus implements Bus {
     const jsm = await link.nc.jetstreamManager({ checkAPI: false });
     if (options.manageStream) {
       const streams: Array<[string, () => Promise<void>]> = [
-        [options.stream.name, () => ensureStream(jsm, options.stream)],
+        [options.stream.name, () => ensureStream(jsm, options.stream, logger)],
       ];
       if (options.deadLetters.enabled)
-        streams.push([options.deadLetters.name, () => ensureDeadLetterStream(jsm, options.deadLetters)]);
+        streams.push([options.deadLetters.name, () => ensureDeadLetterStream(jsm, options.deadLetters, logger)]);
       for (const [name, ensure] of streams) {
         await ensure().catch((error: unknown) => {
           throw new SvcError('SVC-SYS-9001', `cannot set up stream ${name}: ${(error as Error).message}`, {

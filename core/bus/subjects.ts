@@ -9,6 +9,7 @@ export const subjects = {
   event: (tenant: string, eventType: string) => `svc.${tenant}.events.${eventType}`,
   budgetWarning: (tenant: string) => `svc.${tenant}.budgets.warning`,
   budgetExceeded: (tenant: string) => `svc.${tenant}.budgets.exceeded`,
+  budgetDeleted: (tenant: string) => `svc.${tenant}.budgets.deleted`,
   /** The Oracle expects a budget to run over before its period ends. */
   budgetOverrunPredicted: (tenant: string) => `svc.${tenant}.budgets.overrun_predicted`,
   policyViolation: (tenant: string) => `svc.${tenant}.policies.violation`,

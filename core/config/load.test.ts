@@ -23,6 +23,18 @@ describe('loadConfig', () => {
     expect(config.nats_url).toBeUndefined();
   });
 
+  it('limits gRPC messages to 4 MiB and calls to a 30 s deadline unless configured (spec 8)', () => {
+    const defaults = loadConfig({});
+    expect(defaults.grpc_max_message_bytes).toBe(4 * 1_048_576);
+    expect(defaults.grpc_default_timeout_ms).toBe(30_000);
+    const set = loadConfig({ SVC_GRPC_MAX_MESSAGE_BYTES: '65536', SVC_GRPC_DEFAULT_TIMEOUT_MS: '5000' });
+    expect(set.grpc_max_message_bytes).toBe(65_536);
+    expect(set.grpc_default_timeout_ms).toBe(5_000);
+    expect(failure(() => loadConfig({ SVC_GRPC_DEFAULT_TIMEOUT_MS: '0' })).message).toContain(
+      'SVC_GRPC_DEFAULT_TIMEOUT_MS',
+    );
+  });
+
   it('reads SVC_* variables over the file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
     const file = join(dir, 'c.json');
@@ -45,5 +57,30 @@ describe('loadConfig', () => {
     const error = failure(() => loadConfig({ SVC_CONFIG_FILE: file }));
     expect(error.message).toContain('log_level (config file)');
     expect(error.fieldViolations.map((v) => v.description).join()).toMatch(/colour/);
+  });
+
+  it('reads the stream settings, and refuses a stream max age the de-duplication entries would not outlive', () => {
+    const config = loadConfig({
+      SVC_NATS_STREAM_MAX_BYTES: '107374182400',
+      SVC_NATS_STREAM_MAX_AGE_SECONDS: '86400',
+      SVC_NATS_STREAM_DISCARD: 'new',
+      SVC_NATS_MAX_ACK_PENDING: '6000',
+    });
+    expect(config).toMatchObject({
+      nats_stream_max_bytes: 100 * 1024 ** 3,
+      nats_stream_max_age_seconds: 86_400,
+      nats_stream_discard: 'new',
+      nats_max_ack_pending: 6_000,
+    });
+    expect(config.nats_stream_replicas).toBeUndefined();
+
+    const error = failure(() => loadConfig({ SVC_NATS_STREAM_MAX_AGE_SECONDS: '864000', SVC_RETENTION_DAYS: '10' }));
+    expect(error.code).toBe('SVC-SYS-9002');
+    expect(error.fieldViolations).toEqual([
+      { field: 'SVC_NATS_STREAM_MAX_AGE_SECONDS', description: expect.stringContaining('SVC_RETENTION_DAYS') },
+    ]);
+    expect(failure(() => loadConfig({ SVC_NATS_MAX_ACK_PENDING: '999' })).message).toContain(
+      'SVC_NATS_MAX_ACK_PENDING',
+    );
   });
 });

@@ -1,6 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { Messaging } from '../bus/bus.ts';
 import { createMemoryMessaging } from '../bus/memory-messaging.ts';
+import type { NatsBusOptions } from '../bus/nats-bus.ts';
 import { openNatsMessaging } from '../bus/nats-messaging.ts';
 import type { BusLogger } from '../bus/bus.ts';
 import type { Config } from './schema.ts';
@@ -25,7 +26,7 @@ export async function messagingFromConfig(
     {
       manage: role.manage,
       registry: role.registry,
-      bus: { deadLetters: { enabled: config.nats_dead_letters === 'on' } },
+      bus: busOptionsOf(config),
       connection: {
         servers,
         name: role.name,
@@ -47,6 +48,26 @@ export async function messagingFromConfig(
     },
     logger,
   );
+}
+
+/** The stream and consumer settings; an unset limit is left to the bus (docs/nats.md, "Stream limits"). */
+function busOptionsOf(config: Config): NatsBusOptions {
+  const seconds = (value: number | undefined) => (value === undefined ? undefined : value * 1000);
+  return {
+    stream: {
+      maxBytes: config.nats_stream_max_bytes,
+      maxAgeMs: seconds(config.nats_stream_max_age_seconds),
+      replicas: config.nats_stream_replicas,
+      discard: config.nats_stream_discard,
+    },
+    deadLetters: {
+      enabled: config.nats_dead_letters === 'on',
+      maxBytes: config.nats_dead_letter_max_bytes,
+      maxAgeMs: seconds(config.nats_dead_letter_max_age_seconds),
+      replicas: config.nats_stream_replicas,
+    },
+    ...(config.nats_max_ack_pending !== undefined ? { maxAckPending: config.nats_max_ack_pending } : {}),
+  };
 }
 
 /**

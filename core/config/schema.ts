@@ -18,7 +18,7 @@ const cidrList = z
  * Every setting of both processes. Each key is settable in the config file (JSON, path in
  * SVC_CONFIG_FILE) and by an environment variable `SVC_<KEY>` (the key upper-cased), which wins.
  */
-export const ConfigSchema = z.object({
+const settings = z.object({
   mode: z.enum(['standalone', 'control-plane', 'proxy']).default('standalone'),
   data_dir: z.string().min(1).default('./data'),
   /**
@@ -29,6 +29,8 @@ export const ConfigSchema = z.object({
   /** Connections each control-plane replica keeps to PostgreSQL. */
   database_pool_size: z.coerce.number().int().min(1).max(1000).default(10),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** How often each process publishes svc.system.health and svc.system.metrics (spec 6.2); 0: never. */
+  system_report_interval_ms: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
   version: z.string().default('1.0.0'),
 
   /** Loopback by default: nothing is reachable from other machines until an address is chosen. */
@@ -64,6 +66,24 @@ export const ConfigSchema = z.object({
   nats_inbox_prefix: optionalString,
   /** Copy the bus messages a consumer sets aside to the dead-letter stream (`on`), or only count and log them. */
   nats_dead_letters: z.enum(['on', 'off']).default('on'),
+  /**
+   * Limits of the event stream (and, for replicas, the dead-letter stream). Unset, a new stream
+   * gets 10 GiB, 7 days, 1 replica and an existing one keeps a larger value it has; set, they are
+   * applied at each start, lowering included (docs/nats.md, "Stream limits").
+   */
+  nats_stream_max_bytes: z.coerce.number().int().min(1_048_576).optional(),
+  nats_stream_max_age_seconds: z.coerce.number().int().min(60).optional(),
+  nats_stream_replicas: z.coerce.number().int().min(1).max(5).optional(),
+  /** At the event stream's max bytes: `old` drops the oldest events, `new` refuses publishes (they stay in the outboxes). */
+  nats_stream_discard: z.enum(['old', 'new']).default('old'),
+  /** Limits of the dead-letter stream; unset as for the event stream (1 GiB, 30 days). */
+  nats_dead_letter_max_bytes: z.coerce.number().int().min(1_048_576).optional(),
+  nats_dead_letter_max_age_seconds: z.coerce.number().int().min(60).optional(),
+  /**
+   * Messages each durable consumer (the event processor's is shared by all replicas) may hold
+   * delivered and unacknowledged: at least replicas × SVC_PROCESSOR_BATCH_SIZE (default 8192).
+   */
+  nats_max_ack_pending: z.coerce.number().int().min(1000).max(1_000_000).optional(),
 
   bootstrap_admin_key: z.string().min(24, 'must be at least 24 characters').optional(),
   jwt_jwks_url: z.url().optional(),
@@ -91,13 +111,28 @@ export const ConfigSchema = z.object({
 
   price_overrides_file: optionalString,
   lease_ttl_seconds: z.coerce.number().int().min(5).max(3600).default(60),
-  /** At most the consumer's max_ack_pending (1000): a larger batch could never fill and would stall. */
+  /** At most 1000, the lowest nats_max_ack_pending: a batch larger than that could never fill and would stall. */
   processor_batch_size: z.coerce.number().int().min(1).max(1000).default(512),
   processor_max_wait_ms: z.coerce.number().int().min(1).max(10_000).default(20),
   /** Every replica's background jobs run on the one holding the job's lease; another takes over this long after it died. */
   job_lease_ttl_seconds: z.coerce.number().int().min(3).max(3600).default(30),
   /** How often the replica holding the job sends every ruleset and budget state to NATS again (periods, expiries). */
   state_refresh_seconds: z.coerce.number().int().min(1).max(86_400).default(60),
+  /**
+   * Usage events and proxies' violation de-duplication entries older than this many days are
+   * removed by the control plane's `retention` job (0 keeps them for ever). At least 8, and longer
+   * than nats_stream_max_age_seconds: an entry must outlive the event stream's max age (7 days by
+   * default) in which a message can be delivered again.
+   */
+  retention_days: z.coerce
+    .number()
+    .int()
+    .refine((days) => days === 0 || (days >= 8 && days <= 36_500), 'must be 0 (keep for ever) or 8 to 36500 days')
+    .default(30),
+  /** Time between the end of one retention sweep and the start of the next. */
+  retention_interval_seconds: z.coerce.number().int().min(1).max(86_400).default(3600),
+  /** Records one retention transaction removes at most: small, so writers wait for it briefly. */
+  retention_batch_size: z.coerce.number().int().min(1).max(10_000).default(500),
   /** On SIGTERM: time for in-flight requests and the consumers' batches to finish before the process exits. */
   shutdown_grace_ms: z.coerce.number().int().min(1_000).max(600_000).default(25_000),
 
@@ -228,8 +263,15 @@ export const ConfigSchema = z.object({
   proxy_sequence_window_seconds: z.coerce.number().int().min(1).max(86_400).default(600),
   /** Executions whose recent tool calls the proxy remembers at once (16 calls each). */
   proxy_sequence_executions: z.coerce.number().int().min(1).max(100_000).default(1024),
-  /** A call-rate anomaly of an execution (docs/brain.md): `off`, `alert` (event, metric, log) or `terminate` the envelope. */
-  proxy_anomaly_action: z.enum(['off', 'alert', 'terminate']).default('alert'),
+  /**
+   * A call-rate or spend anomaly of an execution (docs/brain.md): `off`, `alert` (event, metric,
+   * log), `pause` the envelope (its calls held until it is resumed) or `terminate` it.
+   */
+  proxy_anomaly_action: z.enum(['off', 'alert', 'pause', 'terminate']).default('alert'),
+  /** How long a call of an envelope paused by `proxy_anomaly_action=pause` waits to be resumed before it is refused. */
+  proxy_anomaly_hold_timeout_seconds: z.coerce.number().int().min(1).max(86_400).default(300),
+  /** Calls of paused envelopes held at once; a call over it is refused at once (SVC-SYS-9005). */
+  proxy_anomaly_max_held: z.coerce.number().int().min(1).max(100_000).default(100),
   /** The interval calls are counted in against the execution's own baseline (EWMA). */
   proxy_anomaly_interval_seconds: z.coerce.number().int().min(1).max(3600).default(60),
   /** Standard deviations above the baseline that make an interval anomalous. */
@@ -249,6 +291,15 @@ export const ConfigSchema = z.object({
   /** Renew in the background once less than this fraction of the lease is left. */
   proxy_lease_renew_below: z.coerce.number().gt(0).lt(1).default(0.5),
   proxy_lease_timeout_ms: z.coerce.number().int().positive().default(2000),
+  /** How long a call a REQUIRE_APPROVAL decision holds waits for the approval before it is refused. */
+  proxy_approval_timeout_seconds: z.coerce.number().int().min(1).max(86_400).default(300),
+  /** Calls held for an approval at once; a call over it is refused at once (SVC-SYS-9005). */
+  proxy_approval_max_held: z.coerce.number().int().min(1).max(100_000).default(100),
+  /**
+   * How often a held call asks the control plane how its approval stands (and how long one ask
+   * may take): covers a decision signal missed while NATS or the control plane was away.
+   */
+  proxy_approval_recheck_ms: z.coerce.number().int().min(100).max(600_000).default(5000),
   /** How long the first call on a budget never seen before may wait for its first lease. */
   proxy_lease_first_wait_ms: z.coerce.number().int().nonnegative().default(500),
   /** Largest request body the proxy reads to govern a call, also once decompressed. */
@@ -279,6 +330,18 @@ export const ConfigSchema = z.object({
     .string()
     .regex(/^(max_known|deny|fixed:\d+(\.\d+)?:\d+(\.\d+)?)$/, 'must be max_known, deny or fixed:<input>:<output>')
     .default('max_known'),
+});
+
+export const ConfigSchema = settings.superRefine((config, ctx) => {
+  // A redelivered event must still find its de-duplication entry, or it counts twice.
+  const maxAge = config.nats_stream_max_age_seconds;
+  if (config.retention_days > 0 && maxAge !== undefined && maxAge >= config.retention_days * 86_400) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['nats_stream_max_age_seconds'],
+      message: `must be less than SVC_RETENTION_DAYS (${config.retention_days} days = ${config.retention_days * 86_400} s)`,
+    });
+  }
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

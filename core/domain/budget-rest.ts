@@ -44,7 +44,8 @@ export type CreateBudgetRequest = z.infer<typeof CreateBudgetRequestSchema>;
 export const BudgetListQuerySchema = z.object({
   tenant_id: TenantIdSchema.optional(),
   tenantId: TenantIdSchema.optional(),
-  status: z.enum(['active', 'exhausted', 'expired', 'all']).default('all'),
+  /** `warning`: active budgets past an alert threshold below 100% (spec 3.2). */
+  status: z.enum(['active', 'warning', 'exhausted', 'expired', 'all']).default('all'),
 });
 
 export const BudgetCheckRequestSchema = z.strictObject({

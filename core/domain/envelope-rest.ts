@@ -17,6 +17,7 @@ import {
   TerminationReasonSchema,
   isTerminated,
   type Envelope,
+  type EnvelopeStatus,
   type RestEnvelopeState,
 } from './envelope.ts';
 
@@ -120,17 +121,32 @@ const TERMINATION_REASON = {
   TIMEOUT: 'timeout',
 } as const;
 
+/** A status in REST's words: the terminated family is TERMINATED with its reason (docs/surfaces.md). */
+export function toRestState(status: EnvelopeStatus): Pick<RestEnvelope, 'state' | 'termination_reason'> {
+  const terminated = isTerminated(status);
+  return {
+    state: terminated ? 'TERMINATED' : (status as RestEnvelopeState),
+    termination_reason: terminated ? TERMINATION_REASON[status as keyof typeof TERMINATION_REASON] : null,
+  };
+}
+
+/**
+ * The details of an SVC error as a REST client reads them: the envelope status of a refusal on
+ * an ended envelope (`details.state`) in REST's words, with its `termination_reason`.
+ */
+export function toRestErrorDetails(details: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const status = EnvelopeStatusSchema.safeParse(details.state);
+  return status.success ? { ...details, ...toRestState(status.data) } : { ...details };
+}
+
 export function toRestEnvelope(e: Envelope): RestEnvelope {
-  const terminated = isTerminated(e.status);
-  const state: RestEnvelopeState = terminated ? 'TERMINATED' : (e.status as RestEnvelopeState);
   return {
     envelope_id: e.envelope_id,
     tenant_id: e.tenant_id,
     budget_id: e.budget_id,
     execution_id: e.execution_id,
     adapter_type: e.adapter_type,
-    state,
-    termination_reason: terminated ? TERMINATION_REASON[e.status as keyof typeof TERMINATION_REASON] : null,
+    ...toRestState(e.status),
     status_reason: e.status_reason,
     governance_context: e.governance,
     cost_summary: {

@@ -10,3 +10,4 @@ export * from './period.ts';
 export * from './auth.ts';
 export * from './audit.ts';
 export * from './time-ordered-id.ts';
+export * from './trace.ts';

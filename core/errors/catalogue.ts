@@ -64,6 +64,7 @@ export const ERROR_CATALOGUE = {
   'SVC-BUD-3003': spec(422, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'budget expired'),
   'SVC-BUD-3004': spec(422, GRPC.RESOURCE_EXHAUSTED, JSONRPC_APPLICATION, false, 'budget execution limit reached'),
   'SVC-BUD-3005': spec(422, GRPC.FAILED_PRECONDITION, JSONRPC_INVALID_PARAMS, false, 'budget invalid for this request'),
+  'SVC-BUD-3006': spec(409, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'budget in use'),
 
   'SVC-EVT-4001': spec(503, GRPC.UNAVAILABLE, JSONRPC_APPLICATION, true, 'event delivery failed'),
   'SVC-EVT-4002': spec(400, GRPC.INVALID_ARGUMENT, JSONRPC_INVALID_PARAMS, false, 'invalid event'),
@@ -73,6 +74,7 @@ export const ERROR_CATALOGUE = {
   'SVC-ADP-5003': spec(403, GRPC.PERMISSION_DENIED, JSONRPC_APPLICATION, false, 'egress denied'),
   'SVC-ADP-5004': spec(422, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'model has no price'),
   'SVC-ADP-5005': spec(502, GRPC.RESOURCE_EXHAUSTED, JSONRPC_APPLICATION, false, 'provider answer too large'),
+  'SVC-ADP-5006': spec(409, GRPC.ABORTED, JSONRPC_APPLICATION, false, 'execution context version conflict'),
 
   'SVC-SYS-9001': spec(503, GRPC.UNAVAILABLE, JSONRPC_INTERNAL, true, 'service temporarily unavailable'),
   'SVC-SYS-9002': spec(400, GRPC.INVALID_ARGUMENT, JSONRPC_INVALID_PARAMS, false, 'invalid request'),

@@ -61,6 +61,15 @@ export const BudgetAlertMessageSchema = z.object({
 });
 export type BudgetAlertMessage = z.infer<typeof BudgetAlertMessageSchema>;
 
+/** `budgets.deleted`: a budget was deleted; nothing may be charged to it any more. */
+export const BudgetDeletedMessageSchema = z.object({
+  tenant_id: z.string(),
+  budget_id: z.string(),
+  budget_name: z.string(),
+  occurred_at: TimestampSchema,
+});
+export type BudgetDeletedMessage = z.infer<typeof BudgetDeletedMessageSchema>;
+
 /** `budgets.overrun_predicted`: the Oracle's probability of an overrun crossed the threshold. */
 export const BudgetOverrunPredictedMessageSchema = z.object({
   tenant_id: z.string(),

@@ -13,6 +13,8 @@ export interface CompiledRule {
   readonly matchesAction: ActionMatcher;
   readonly checks: readonly CompiledCheck[];
   readonly semantic: readonly CompiledSemantic[];
+  /** The category of the rule's `sequence` condition, when it has one: its match is a detection. */
+  readonly sequence: string | undefined;
 }
 
 export interface CompiledPolicy {
@@ -88,5 +90,6 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
     matchesAction,
     checks,
     semantic,
+    sequence: checks.find((c) => c.sequence !== undefined)?.sequence,
   };
 }

@@ -1,7 +1,8 @@
 import { RE2JS } from 're2js';
 import { compileFieldPath, type FieldReader } from './field-path.ts';
-import type { PolicyCondition } from './model.ts';
+import { OperatorInputSchema, type PolicyCondition } from './model.ts';
 import { isScalar, scalarMembership, type Scalar } from './scalar-set.ts';
+import { compileSteps, sequenceMatches, SequenceValueSchema } from './sequence.ts';
 import { SemanticCategorySchema, type SemanticCategory } from './semantic-judge.ts';
 
 type ValueTest = (actual: unknown) => boolean;
@@ -13,6 +14,8 @@ export interface CompiledCheck {
   readonly test: ValueTest;
   /** Relative cost (0 cheapest): conditions are ANDed, so cheap ones run first. */
   readonly cost: number;
+  /** For a `sequence` condition: the category the pattern shows. */
+  readonly sequence?: string;
 }
 
 /** A condition answered by the Semantic Judge: does the text at `field` show `intent`? */
@@ -51,6 +54,7 @@ export function compileCondition(condition: PolicyCondition): ConditionCompilati
     return fault('field', (error as Error).message);
   }
   if (condition.operator === 'semantic') return compileSemantic(condition.field, read, condition.value);
+  if (condition.operator === 'sequence') return compileSequence(read, condition.value);
   const test = compileValueTest(condition.operator, condition.value);
   if (typeof test === 'string') return fault('value', test);
   const cost = condition.operator === 'matches' ? 2 : condition.operator === 'contains' ? 1 : 0;
@@ -59,7 +63,7 @@ export function compileCondition(condition: PolicyCondition): ConditionCompilati
 
 /** Returns the test, or a description of why the value does not suit the operator. */
 function compileValueTest(
-  operator: Exclude<PolicyCondition['operator'], 'semantic'>,
+  operator: Exclude<PolicyCondition['operator'], 'semantic' | 'sequence'>,
   value: unknown,
 ): ValueTest | string {
   switch (operator) {
@@ -207,6 +211,52 @@ function compileSemantic(field: string, read: FieldReader, value: unknown): Cond
     'value',
     'semantic needs an intent string or { intent, min_confidence, on_judge_failure, description, examples, counter_examples }',
   );
+}
+
+/**
+ * A `sequence` condition: the field (`recent_actions`) holds the execution's earlier actions, and
+ * they must show the steps in order within the window before the evaluation. The steps'
+ * conditions are plain checks on an earlier action's fields.
+ */
+function compileSequence(read: FieldReader, value: unknown): ConditionCompilation {
+  const parsed = SequenceValueSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue === undefined || issue.path.length === 0 ? '' : `.${issue.path.join('.')}`;
+    return fault(
+      'value',
+      `sequence value${where}: ${issue?.message ?? 'invalid'} (value is { steps: [{ action, conditions }], within_seconds, category })`,
+    );
+  }
+  const checks: CompiledCheck[][] = [];
+  for (const [s, step] of parsed.data.steps.entries()) {
+    const stepChecks: CompiledCheck[] = [];
+    for (const [c, condition] of step.conditions.entries()) {
+      const where = `sequence value.steps.${s}.conditions.${c}`;
+      const operator = OperatorInputSchema.safeParse(condition.operator);
+      if (!operator.success || operator.data === 'semantic' || operator.data === 'sequence')
+        return fault(
+          'value',
+          `${where}.operator: not an operator of a step (eq, neq, in, not_in, matches, contains, gt…)`,
+        );
+      const compiled = compileCondition({ field: condition.field, operator: operator.data, value: condition.value });
+      if (!compiled.ok) return fault('value', `${where}.${compiled.fault.part}: ${compiled.fault.description}`);
+      stepChecks.push(compiled.condition as CompiledCheck);
+    }
+    checks.push(stepChecks.sort((a, b) => a.cost - b.cost));
+  }
+  const sequence = compileSteps(parsed.data, checks);
+  return {
+    ok: true,
+    condition: {
+      kind: 'check',
+      read,
+      // The window ends at the evaluation: a pattern grows stale while the execution goes on.
+      test: (actual) => sequenceMatches(sequence, actual, Date.now()),
+      cost: 3,
+      sequence: sequence.category,
+    },
+  };
 }
 
 function fault(part: ConditionFault['part'], description: string): ConditionCompilation {

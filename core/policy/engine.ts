@@ -294,6 +294,8 @@ function finish(state: WalkState, started: number): EvaluationResult {
       reason: note === '' ? 'no policy rule matched' : `no policy rule matched${note}`,
     };
   }
+  const sequence = (decidedBy ?? firstWarning)?.rule.sequence;
+  if (sequence !== undefined) result.sequence = { category: sequence };
   if (semantic !== undefined && result.matched_rule !== null) {
     result.semantic = semantic;
     result.reason += `; ${describeFinding(semantic)}`;

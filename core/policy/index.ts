@@ -6,3 +6,6 @@ export * from './engine.ts';
 export * from './rest.ts';
 export * from './approvals.ts';
 export * from './revise-policy.ts';
+export * from './sequence.ts';
+export * from './rules-object.ts';
+export * from './guide.ts';

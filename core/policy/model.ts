@@ -12,6 +12,31 @@ export const PolicyStatusInputSchema = enumInput(POLICY_STATUSES, {
   aliases: { INACTIVE: 'DISABLED' },
 });
 
+/** What a rule is for (gRPC `RuleType`, spec 2.6); the ListPolicies filter names one. */
+export const RULE_TYPES = [
+  'COST_LIMIT',
+  'RATE_LIMIT',
+  'TOOL_ALLOWLIST',
+  'TOOL_DENYLIST',
+  'MODEL_ALLOWLIST',
+  'MODEL_DENYLIST',
+  'CONTENT_FILTER',
+  'HUMAN_APPROVAL',
+  'SEMANTIC',
+  'CUSTOM',
+] as const;
+export type RuleType = (typeof RULE_TYPES)[number];
+export const RuleTypeInputSchema = enumInput(RULE_TYPES, { prefixes: ['RULE_TYPE_'] });
+
+/**
+ * The policies with a rule of `ruleType` (all of them when none is named). Rules hold no type in
+ * this version (creating one with a type is refused), so a named type selects none: a filter the
+ * store cannot apply answers nothing rather than everything.
+ */
+export function withRuleType<P>(policies: readonly P[], ruleType: RuleType | undefined): P[] {
+  return ruleType === undefined ? [...policies] : [];
+}
+
 export const ENFORCEMENTS = ['AUDIT', 'WARN', 'BLOCK', 'TERMINATE'] as const;
 export const EnforcementSchema = z.enum(ENFORCEMENTS);
 export type Enforcement = z.infer<typeof EnforcementSchema>;
@@ -35,6 +60,7 @@ export const OPERATORS = [
   'matches',
   'contains',
   'semantic',
+  'sequence',
 ] as const;
 export const OperatorSchema = z.enum(OPERATORS);
 export type Operator = z.infer<typeof OperatorSchema>;

@@ -201,6 +201,8 @@ export const RestPolicyEvaluationResultSchema = z.object({
   warnings: z.array(PolicyWarningSchema),
   /** Extension: what the Semantic Judge found when a SEMANTIC condition decided. */
   semantic: SemanticFindingSchema.optional(),
+  /** Extension: the category of the sequence condition that decided. */
+  sequence: z.object({ category: z.string() }).optional(),
 });
 export type RestPolicyEvaluationResult = z.infer<typeof RestPolicyEvaluationResultSchema>;
 
@@ -215,5 +217,6 @@ export function toRestEvaluationResult(result: EvaluationResult): RestPolicyEval
     decision: result.decision,
     warnings: result.warnings,
     ...(result.semantic === undefined ? {} : { semantic: result.semantic }),
+    ...(result.sequence === undefined ? {} : { sequence: result.sequence }),
   };
 }

@@ -47,6 +47,8 @@ export const EvaluationResultSchema = z.object({
   shadow: z.array(ShadowDecisionSchema),
   /** Present when the deciding (or first warning) rule had SEMANTIC conditions the judge found violated. */
   semantic: SemanticFindingSchema.optional(),
+  /** Present when the deciding (or first warning) rule matched a `sequence` condition: the category it names. */
+  sequence: z.object({ category: z.string() }).optional(),
   evaluation_time_ms: z.number().nonnegative(),
 });
 export type EvaluationResult = z.infer<typeof EvaluationResultSchema>;

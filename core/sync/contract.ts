@@ -1,7 +1,9 @@
 import { z } from 'zod';
+import { ActorSchema } from '../domain/audit.ts';
 import { IdSchema } from '../domain/bounds.ts';
 import { BudgetLimitsSchema, BudgetStatusSchema } from '../domain/budget.ts';
 import { TimestampSchema } from '../domain/common.ts';
+import { ApprovalStatusSchema } from '../policy/approvals.ts';
 import { PolicySchema } from '../policy/model.ts';
 
 /**
@@ -23,6 +25,18 @@ export const syncSubjects = {
   lease: (tenant: string) => `svc.${tenant}.leases.request`,
   /** Signal: end the named envelope's in-flight calls wherever they run. */
   terminate: (tenant: string) => `svc.${tenant}.signals.terminate`,
+  /**
+   * Signal: an envelope was paused (proxies hold its calls from then on) or runs again (they
+   * release the calls they hold for it at once).
+   */
+  pause: (tenant: string) => `svc.${tenant}.signals.pause`,
+  /**
+   * Request-reply: a proxy holding a call opens its pending approval, or asks again how it
+   * stands (after a lost answer, a control-plane restart, or on its periodic re-check).
+   */
+  approval: (tenant: string) => `svc.${tenant}.approvals.request`,
+  /** Signal: an approval was decided; proxies holding a call for it release the call at once. */
+  approvalDecided: (tenant: string) => `svc.${tenant}.signals.approval`,
 } as const;
 
 /** A tenant's policies as of one version; each proxy compiles them with core/policy. */
@@ -88,6 +102,41 @@ export const TerminateSignalSchema = z.object({
   force: z.boolean(),
 });
 export type TerminateSignal = z.infer<typeof TerminateSignalSchema>;
+
+export const PauseSignalSchema = z.object({
+  tenant_id: z.string(),
+  envelope_id: z.string(),
+  paused: z.boolean(),
+  reason: z.string().nullable(),
+});
+export type PauseSignal = z.infer<typeof PauseSignalSchema>;
+
+/**
+ * A proxy's call waits for an approval: opens it under the id the proxy chose (so asking again
+ * never opens a second one), or reads it when it exists.
+ */
+export const ApprovalHoldRequestSchema = z.object({
+  tenant_id: z.string(),
+  approval_id: IdSchema,
+  requested_by: ActorSchema,
+  action: z.string().min(1).max(1000),
+  context: z.record(z.string(), z.unknown()),
+  envelope_id: IdSchema.nullable(),
+  policy_id: z.string().max(1000),
+  rule_id: z.string().max(1000),
+  reason: z.string().max(10_000),
+});
+export type ApprovalHoldRequest = z.infer<typeof ApprovalHoldRequestSchema>;
+
+/** How an approval stands: the reply to a hold request, and the signal of a decision. */
+export const ApprovalStandingSchema = z.object({
+  tenant_id: z.string(),
+  approval_id: z.string(),
+  status: ApprovalStatusSchema,
+  reviewer_id: z.string().nullable(),
+  review_note: z.string().nullable(),
+});
+export type ApprovalStanding = z.infer<typeof ApprovalStandingSchema>;
 
 /**
  * A proxy opened an envelope for an execution it saw first (published on

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { IntentCategory } from '../../policy/semantic-judge.ts';
+import { matchInOrder } from '../../policy/sequence.ts';
 import { finding, type Finding } from '../finding.ts';
 import { classifyDestination, urlsIn, type HostPolicy } from '../hosts.ts';
 import type { TextView } from '../text-view.ts';
@@ -43,14 +44,15 @@ export interface CurrentAction {
 export type EarlierFindings = (action: RecentAction) => readonly Finding[];
 
 /**
- * A sequence rule: an earlier action of a kind (`first`), then the action under judgement of
- * another (`then`): the pair shows `category` though neither does alone.
+ * A sequence rule: earlier actions of some kinds, in order (`earlier`), then the action under
+ * judgement of another (`then`): together they show `category` though none does alone. The
+ * order is matched as a tenant's `sequence` condition is (core/policy/sequence.ts).
  */
 interface SequenceRule {
   readonly signal: string;
   readonly category: IntentCategory;
   readonly weight: number;
-  readonly first: (findings: readonly Finding[]) => boolean;
+  readonly earlier: readonly ((findings: readonly Finding[]) => boolean)[];
   /** The view of the current action that completes the sequence (the evidence), if it does. */
   readonly then: (current: CurrentAction, hosts: HostPolicy) => TextView | undefined;
 }
@@ -88,7 +90,7 @@ const RULES: readonly SequenceRule[] = [
     signal: 'sequence.secret_read_then_send',
     category: 'DATA_EXFILTRATION',
     weight: 0.9,
-    first: (findings) => findings.some((f) => SECRET_READS.has(f.signal) && f.weight >= 0.55),
+    earlier: [(findings) => findings.some((f) => SECRET_READS.has(f.signal) && f.weight >= 0.55)],
     then: outboundSend,
   },
 ];
@@ -105,8 +107,13 @@ export function scanSequences(
   for (const rule of RULES) {
     const view = rule.then(current, hosts);
     if (view === undefined) continue;
-    const start = recent.findIndex((a) => rule.first(earlier(a)));
-    if (start < 0) continue;
+    if (
+      !matchInOrder(
+        recent,
+        rule.earlier.map((step) => (a: RecentAction) => step(earlier(a))),
+      )
+    )
+      continue;
     out.push(finding(view, rule.category, rule.weight, rule.signal, 0, view.norm.length));
   }
 }
