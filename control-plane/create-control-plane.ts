@@ -7,9 +7,12 @@ import type { Messaging } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
-import { judgesFromConfig } from '../core/brain/index.ts';
+import { ActionHistory, judgesFromConfig } from '../core/brain/index.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
 import { Approvals } from './approvals/approvals.ts';
+import { Checkpoints } from './checkpoints/checkpoints.ts';
+import { ExecutionContexts } from './checkpoints/execution-contexts.ts';
+import { serveApprovalHolds } from './approvals/hold-responder.ts';
 import { ApiKeys } from './auth/api-keys.ts';
 import { CostPredictor } from './brain/cost-prediction.ts';
 import { Oracle } from './brain/oracle.ts';
@@ -25,7 +28,9 @@ import { WebhookTargets } from './effects/webhook-targets.ts';
 import { WebhookSender } from './effects/webhooks.ts';
 import { Envelopes } from './envelopes/envelopes.ts';
 import { JobRunner } from './jobs/job-runner.ts';
+import { RetentionSweep } from './retention/retention-sweep.ts';
 import { LeaseLedger } from './leases/lease-ledger.ts';
+import { featuresFromConfig } from './features/features.ts';
 import { EventProcessor } from './processor/event-processor.ts';
 import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
@@ -48,16 +53,23 @@ import { apiKeyRoutes } from './rest/routes/api-keys.ts';
 import { approvalRoutes } from './rest/routes/approvals.ts';
 import { auditRoutes } from './rest/routes/audit.ts';
 import { brainRoutes } from './rest/routes/brain.ts';
+import { Detections } from './brain/detections.ts';
+import { immuneSystemService, oracleService, semanticJudgeService } from './grpc/services/brain-services.ts';
 import { budgetRoutes } from './rest/routes/budgets.ts';
 import { envelopeRoutes } from './rest/routes/envelopes.ts';
 import { errorDocsRoutes } from './rest/routes/error-docs.ts';
 import { eventRoutes } from './rest/routes/events.ts';
-import { operationalRoutes, type DependencyCheck } from './rest/routes/operational.ts';
+import { startSystemReports } from '../core/observability/system-reports.ts';
+import { checkHealth, operationalRoutes, type DependencyCheck } from './rest/routes/operational.ts';
+import { guideConfigRoutes } from './rest/routes/guide-config.ts';
+import { guidePolicyRoutes } from './rest/routes/guide-policies.ts';
+import { guideTraceRoutes } from './rest/routes/guide-traces.ts';
 import { policyRoutes } from './rest/routes/policies.ts';
 import { tenantRoutes } from './rest/routes/tenants.ts';
 import { openStorage } from './storage/open-storage.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Storage } from './storage/storage.ts';
 import { Tenants } from './tenants/tenants.ts';
+import { Traces } from './traces/traces.ts';
 import { WebhookSecrets } from './tenants/webhook-secrets.ts';
 import type { Pricer } from './usage/pricer.ts';
 
@@ -145,7 +157,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     registry: metrics.registry,
     logger: logger.child({ component: 'outbox' }),
   });
-  const effects = new EffectDispatcher({ storage, outbox, webhooks, log: logger.child({ component: 'effects' }) });
+  const effects = new EffectDispatcher({
+    storage,
+    outbox,
+    webhooks,
+    log: logger.child({ component: 'effects' }),
+    detected: (kind) => metrics.immuneDetections.inc({ kind }),
+  });
   const budgets = new Budgets({
     storage,
     audit,
@@ -166,6 +184,10 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     approvals,
     judgeFor: (tenant) => judges.selector.forTenant(tenant),
     clock,
+    history: new ActionHistory({
+      windowMs: config.proxy_sequence_window_seconds * 1000,
+      maxExecutions: config.proxy_sequence_executions,
+    }),
     observe: (r) => metrics.observePolicy(r),
   });
   metrics.reportBudgetSpend(async () =>
@@ -186,6 +208,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   await publisher.start();
   effects.attach(publisher);
   const leaseService = await serveLeases({ messaging, leases, effects });
+  const approvalHolds = await serveApprovalHolds({ messaging, approvals });
   const processor = new EventProcessor({
     audit,
     pricer: deps.pricer,
@@ -213,6 +236,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
     maxEvents: config.oracle_max_events,
   });
+  const detections = new Detections(storage.read);
   const overrunWatch = new OverrunWatch({
     tenants,
     budgets,
@@ -221,6 +245,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
     logger: logger.child({ component: 'overrun-watch' }),
     threshold: config.oracle_overrun_threshold,
+  });
+  const retention = new RetentionSweep({
+    storage,
+    days: config.retention_days,
+    batchSize: config.retention_batch_size,
+    clock,
+    onRemoved: (kind, count) => metrics.retentionRemoved.inc({ kind }, count),
   });
   const jobs = new JobRunner({
     storage,
@@ -236,6 +267,18 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       intervalMs: config.state_refresh_seconds * 1000,
       run: (signal) => publisher.refresh(signal),
     },
+    // Old usage events and de-duplication entries go, a small batch per transaction.
+    ...(config.retention_days > 0
+      ? [
+          {
+            name: 'retention',
+            intervalMs: config.retention_interval_seconds * 1000,
+            run: async (signal: AbortSignal) => {
+              await retention.runOnce(signal);
+            },
+          },
+        ]
+      : []),
     // The Oracle looks at every active budget for a coming overrun.
     ...(config.oracle_interval_seconds > 0
       ? [
@@ -277,11 +320,20 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   budgetRoutes(routes, budgets, clock);
   policyRoutes(routes, policies);
   approvalRoutes(routes, approvals);
-  brainRoutes(routes, { judges: judges.selector, oracle, costs, clock });
+  brainRoutes(routes, { judges: judges.selector, oracle, costs, detections });
   apiKeyRoutes(routes, keyAdministration);
   tenantRoutes(routes, { tenants, webhookSecrets, storage, audit, effects, clock });
   auditRoutes(routes, audit);
   eventRoutes(routes, storage.read);
+  const publicConfig = {
+    version: config.version,
+    rate_limit_per_minute: config.rate_limit_per_minute,
+    body_limit_bytes: config.body_limit_bytes,
+    page_size: { default: DEFAULT_PAGE_SIZE, max: MAX_PAGE_SIZE },
+  };
+  guidePolicyRoutes(routes, policies);
+  guideTraceRoutes(routes, new Traces({ read: storage.read, envelopes }));
+  guideConfigRoutes(routes, { read: storage.read, publicConfig, features: featuresFromConfig(config) });
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
   const grpcServices = {
     'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),
@@ -293,8 +345,14 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       costs,
       clock,
     }),
-    'svc.checkpoint.v1.CheckpointService': checkpointService(),
+    'svc.checkpoint.v1.CheckpointService': checkpointService(
+      new Checkpoints({ storage, audit, effects, clock }),
+      new ExecutionContexts({ storage, audit, effects, clock }),
+    ),
     'svc.tenant.v1.TenantService': tenantService(keyAdministration),
+    'svc.brain.v1.SemanticJudgeService': semanticJudgeService(judges.selector),
+    'svc.brain.v1.OracleService': oracleService(oracle),
+    'svc.brain.v1.ImmuneSystemService': immuneSystemService(detections),
   };
   const servedDefinition = loadServedDefinition();
   // After every REST route: a binding REST already serves keeps its route.
@@ -309,6 +367,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     database: () => storage.health(),
     event_bus: () =>
       Promise.resolve(messaging.healthy() ? { status: 'ok' } : { status: 'down', detail: 'not connected' }),
+    cache: () => Promise.resolve(publisher.health()),
   };
   const grpc = createGrpcServer({
     definition: servedDefinition,
@@ -334,12 +393,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       tenants,
       read: storage.read,
       clock,
-      publicConfig: {
-        version: config.version,
-        rate_limit_per_minute: config.rate_limit_per_minute,
-        body_limit_bytes: config.body_limit_bytes,
-        page_size: { default: DEFAULT_PAGE_SIZE, max: MAX_PAGE_SIZE },
-      },
+      publicConfig,
     }),
     authenticator,
     tenants,
@@ -348,6 +402,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     log: logger.child({ component: 'mcp' }),
     metrics,
   });
+  let stopReports = (): void => undefined;
   operationalRoutes(routes, {
     version: config.version,
     schemaVersion: () => storage.schemaVersion(),
@@ -368,6 +423,15 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     metrics,
     async listen() {
       const address = await app.listen({ host: config.http_host, port: config.http_port });
+      stopReports = startSystemReports({
+        signals: messaging.signals,
+        service: 'control-plane',
+        intervalMs: config.system_report_interval_ms,
+        health: () => checkHealth(health),
+        registry: metrics.registry,
+        clock,
+        logger,
+      });
       listeningAt = listeningBaseUrl(app.server.address());
       grpcPort = await grpc.listen(config.http_host, config.grpc_port);
       return address;
@@ -375,6 +439,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     grpcPort: () => grpcPort,
     httpRoutes: registered,
     async close() {
+      stopReports();
       const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdown_grace_ms);
       try {
         await Promise.all([
@@ -382,6 +447,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
           app.close(),
           processor.stop(),
           leaseService.unsubscribe(),
+          approvalHolds.unsubscribe(),
           jobs.stop(),
         ]);
       } finally {

@@ -1,7 +1,8 @@
 import { subjects } from '../../core/bus/subjects.ts';
-import { timeOrderedUuid } from '../../core/domain/index.ts';
+import { timeOrderedUuid, type Actor } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { ApprovalMessage } from '../../core/events/messages.ts';
+import type { ApprovalHoldRequest, ApprovalStanding } from '../../core/sync/contract.ts';
 import {
   decideApproval,
   type Approval,
@@ -13,7 +14,8 @@ import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Effects } from '../effects/effects.ts';
-import type { Page, Repositories, Storage } from '../storage/storage.ts';
+import { collectPages, encodePageToken, pageSizeOf } from '../storage/paging.ts';
+import { MAX_PAGE_SIZE, type Page, type PageRequest, type Repositories, type Storage } from '../storage/storage.ts';
 
 const DEFAULT_LIST_LIMIT = 100;
 
@@ -56,24 +58,73 @@ export class Approvals {
    */
   async open(tx: Repositories, effects: Effects, caller: Caller, request: ApprovalRequest): Promise<Approval> {
     const at = this.deps.clock();
-    const now = at.toISOString();
-    const workflowId = request.context.workflow_id;
-    const approval: Approval = {
+    return this.insert(tx, effects, {
       // Time-ordered, so that storage's id order is creation order (list).
       approval_id: timeOrderedUuid(at),
       tenant_id: caller.tenant,
-      status: 'PENDING',
+      at,
       policy_id: request.result.matched_policy ?? '',
       rule_id: request.result.matched_rule ?? '',
       action: request.action,
       context: request.context,
-      ...(request.envelopeId !== undefined ? { envelope_id: request.envelopeId } : {}),
-      ...(typeof workflowId === 'string' ? { workflow_id: workflowId } : {}),
+      envelope_id: request.envelopeId ?? null,
       requested_by: actorOf(caller.principal),
       reason: request.result.message ?? request.result.reason,
+    });
+  }
+
+  /**
+   * A proxy holds a call for this approval: opens it under the id the proxy chose (time-ordered
+   * there too), or answers how it stands when it exists, so a proxy that asks again (its answer
+   * lost, the control plane restarted) never opens a second one.
+   */
+  async hold(tenant: string, request: ApprovalHoldRequest): Promise<ApprovalStanding> {
+    const approval = await this.deps.effects.commit(async (tx, effects) => {
+      const existing = await tx.approvals.get(tenant, request.approval_id);
+      if (existing !== undefined) return existing;
+      return this.insert(tx, effects, {
+        approval_id: request.approval_id,
+        tenant_id: tenant,
+        at: this.deps.clock(),
+        policy_id: request.policy_id,
+        rule_id: request.rule_id,
+        action: request.action,
+        context: request.context,
+        envelope_id: request.envelope_id,
+        requested_by: request.requested_by,
+        reason: request.reason,
+      });
+    });
+    return standing(approval);
+  }
+
+  private async insert(
+    tx: Repositories,
+    effects: Effects,
+    fields: Omit<Approval, 'status' | 'created_at' | 'envelope_id' | 'workflow_id' | 'requested_by' | 'reason'> & {
+      at: Date;
+      envelope_id: string | null;
+      requested_by: Actor;
+      reason: string;
+    },
+  ): Promise<Approval> {
+    const now = fields.at.toISOString();
+    const workflowId = fields.context.workflow_id;
+    const approval: Approval = {
+      approval_id: fields.approval_id,
+      tenant_id: fields.tenant_id,
+      status: 'PENDING',
+      policy_id: fields.policy_id,
+      rule_id: fields.rule_id,
+      action: fields.action,
+      context: fields.context,
+      ...(fields.envelope_id !== null ? { envelope_id: fields.envelope_id } : {}),
+      ...(typeof workflowId === 'string' ? { workflow_id: workflowId } : {}),
+      requested_by: fields.requested_by,
+      reason: fields.reason,
       created_at: now,
     };
-    await tx.approvals.insert(caller.tenant, approval);
+    await tx.approvals.insert(fields.tenant_id, approval);
     this.announce(effects, 'requested', approval, now);
     return approval;
   }
@@ -88,21 +139,34 @@ export class Approvals {
    * Oldest first (id order: approvals are opened with time-ordered ids), at most `limit`: the
    * scan stops at the limit, so a long history of decided approvals is never held at once.
    */
-  async list(tenant: string, filter: ApprovalFilter = {}): Promise<Approval[]> {
-    const limit = filter.limit ?? DEFAULT_LIST_LIMIT;
+  list(tenant: string, filter: ApprovalFilter = {}): Promise<Approval[]> {
+    return collectPages((page) => this.page(tenant, filter, page), filter.limit ?? DEFAULT_LIST_LIMIT);
+  }
+
+  /**
+   * A page of the approvals the filter keeps, oldest first. The token is the one storage issues
+   * for this list (the id of the last approval), here of the last one kept, so the next page
+   * reads on from there and a filtered page is full unless the list ends.
+   */
+  async page(tenant: string, filter: Omit<ApprovalFilter, 'limit'>, request: PageRequest): Promise<Page<Approval>> {
+    const size = pageSizeOf(request);
     const found: Approval[] = [];
-    let pageToken: string | null = null;
+    let pageToken = request.pageToken ?? null;
     do {
-      const page: Page<Approval> = await this.deps.storage.read.approvals.list(tenant, { pageSize: 100, pageToken });
+      const page: Page<Approval> = await this.deps.storage.read.approvals.list(tenant, {
+        pageSize: MAX_PAGE_SIZE,
+        pageToken,
+      });
       for (const a of page.items) {
         if (filter.status !== undefined && a.status !== filter.status) continue;
         if (filter.workflowId !== undefined && a.workflow_id !== filter.workflowId) continue;
+        if (found.length === size)
+          return { items: found, nextPageToken: encodePageToken([found[size - 1]!.approval_id]) };
         found.push(a);
-        if (found.length >= limit) return found;
       }
       pageToken = page.nextPageToken;
     } while (pageToken !== null);
-    return found;
+    return { items: found, nextPageToken: null };
   }
 
   /**
@@ -142,6 +206,7 @@ export class Approvals {
         },
       });
       this.announce(effects, 'decided', approval, now.toISOString());
+      effects.decisions.push(standing(approval));
       return approval;
     });
   }
@@ -157,6 +222,16 @@ export class Approvals {
       msgId: `approval-${what}-${approval.approval_id}`,
     });
   }
+}
+
+function standing(approval: Approval): ApprovalStanding {
+  return {
+    tenant_id: approval.tenant_id,
+    approval_id: approval.approval_id,
+    status: approval.status,
+    reviewer_id: approval.reviewer_id ?? null,
+    review_note: approval.review_note ?? null,
+  };
 }
 
 function notFound(approvalId: string): SvcError {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { makeWellFormed, type Actor, type AuditRecord } from '../../core/domain/index.ts';
 import { collectPages } from '../storage/paging.ts';
-import type { Repositories, Storage } from '../storage/storage.ts';
+import type { Page, PageRequest, Repositories, Storage } from '../storage/storage.ts';
 import { auditHash, GENESIS } from './chain.ts';
 
 export interface AuditEntry {
@@ -58,11 +58,16 @@ export class AuditLog {
     tenant: string,
     filter: { action?: string; resource_type?: string; actor_id?: string; limit: number },
   ): Promise<AuditRecord[]> {
+    return collectPages(this.pages(tenant, filter), filter.limit);
+  }
+
+  /** The pages of the same query, newest first, for a list answered a page at a time. */
+  pages(
+    tenant: string,
+    filter: { action?: string | undefined; resource_type?: string | undefined; actor_id?: string | undefined },
+  ): (page: PageRequest) => Promise<Page<AuditRecord>> {
     const { action, resource_type: resourceType, actor_id: actorId } = filter;
-    return collectPages(
-      (page) => this.storage.read.audit.list(tenant, { order: 'newest', action, resourceType, actorId }, page),
-      filter.limit,
-    );
+    return (page) => this.storage.read.audit.list(tenant, { order: 'newest', action, resourceType, actorId }, page);
   }
 
   /** Walks the tenant's chain from its first record, checking every link and hash. */

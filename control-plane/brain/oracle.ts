@@ -1,7 +1,9 @@
 import {
   overrunResponse,
   predictOverrun,
+  predictWorkload,
   seasonalProfile,
+  type PredictOverrunRequest,
   type PredictOverrunResponse,
   type RecordedCall,
 } from '../../core/brain/index.ts';
@@ -61,6 +63,16 @@ export class Oracle {
 
   constructor(deps: OracleDeps) {
     this.#deps = deps;
+  }
+
+  /**
+   * One overrun question as REST and gRPC ask it: a workload given inline, an envelope, or a
+   * budget (the request schema admits exactly one).
+   */
+  async answer(tenant: string, request: PredictOverrunRequest): Promise<PredictOverrunResponse> {
+    if (request.workload !== undefined) return predictWorkload(request.workload, this.#deps.clock);
+    if (request.envelope_id !== undefined) return this.predictEnvelope(tenant, request.envelope_id);
+    return this.predictBudget(tenant, request.budget_id as string);
   }
 
   /** The prediction for the budget's limit most likely to run over (cost, else tokens). */

@@ -73,7 +73,7 @@ export class OverrunWatch {
     };
     const key = `${budget.budget_id}:${budget.usage.period_start}`;
     return this.#deps.effects.commit(async (tx, effects) => {
-      if (!(await tx.dedup.markProcessed(budget.tenant_id, DEDUP_SCOPE, key))) return false;
+      if (!(await tx.dedup.markProcessed(budget.tenant_id, DEDUP_SCOPE, key, message.occurred_at))) return false;
       effects.publications.push({
         subject: subjects.budgetOverrunPredicted(budget.tenant_id),
         data: message,

@@ -23,3 +23,7 @@ export function budgetError(code: SvcCode, budget: Budget, message: string): Svc
   }
   return new SvcError(code, message, { budget_id: budget.budget_id, current_usage: current, current, limit, unit });
 }
+
+export function budgetNotFound(budgetId: string): SvcError {
+  return new SvcError('SVC-BUD-3002', `budget ${budgetId} not found`, { budget_id: budgetId });
+}

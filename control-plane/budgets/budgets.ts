@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { subjects } from '../../core/bus/subjects.ts';
 import { SvcError } from '../../core/errors/index.ts';
+import type { BudgetDeletedMessage } from '../../core/events/messages.ts';
 import {
   budgetStatus,
+  budgetStatusWithWarning,
   checkBudget,
   currentPeriod,
   DEFAULT_ALERTS,
@@ -20,7 +23,7 @@ import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { BudgetSpend } from '../observability/metrics.ts';
 import { collectPages } from '../storage/paging.ts';
 import type { BudgetDefinition, Readers, Repositories, Storage } from '../storage/storage.ts';
-import { budgetError } from './budget-errors.ts';
+import { budgetError, budgetNotFound } from './budget-errors.ts';
 
 export interface BudgetDeps {
   storage: Storage;
@@ -115,8 +118,7 @@ export class Budgets {
     const definition = this.definitionOf(request, now);
     return this.deps.effects.commit(async (tx, effects) => {
       const updated = await tx.budgets.redefine(caller.tenant, budgetId, definition, now.toISOString());
-      if (updated === undefined)
-        throw new SvcError('SVC-BUD-3002', `budget ${budgetId} not found`, { budget_id: budgetId });
+      if (updated === undefined) throw budgetNotFound(budgetId);
       await this.deps.audit.append(tx, caller.tenant, {
         actor: actorOf(caller.principal),
         action: 'budget.update',
@@ -129,11 +131,52 @@ export class Budgets {
     });
   }
 
+  /**
+   * Deletes a budget nothing is charged to any more. Refused with SVC-BUD-3006 while an envelope
+   * on it has not ended or a proxy holds a lease of it: deleting then would leave spend that no
+   * budget limits. Once deleted, its state leaves the proxies' bucket and a lease request for it
+   * is refused with SVC-BUD-3002, so a proxy still configured for it refuses calls (fail closed).
+   */
+  async remove(caller: Caller, budgetId: string): Promise<void> {
+    await this.deps.effects.commit(async (tx, effects) => {
+      const now = this.deps.clock().toISOString();
+      const budget = await tx.budgets.getForUpdate(caller.tenant, budgetId);
+      if (budget === undefined) throw budgetNotFound(budgetId);
+      const liveEnvelopes = (await tx.envelopes.listLive(caller.tenant, budgetId, { pageSize: 1 })).items.length > 0;
+      const leased = await tx.leases.held(caller.tenant, budgetId, now);
+      if (liveEnvelopes || leased)
+        throw new SvcError(
+          'SVC-BUD-3006',
+          `budget ${budgetId} is in use: ${liveEnvelopes ? 'an envelope on it has not ended' : 'a proxy holds a lease of it'}`,
+          { budget_id: budgetId, live_envelopes: liveEnvelopes, leased },
+        );
+      await tx.budgets.remove(caller.tenant, budgetId);
+      await this.deps.audit.append(tx, caller.tenant, {
+        actor: actorOf(caller.principal),
+        action: 'budget.delete',
+        resource: { type: 'budget', id: budgetId },
+        result: 'deleted',
+        metadata: { name: budget.name, limits: budget.limits },
+      });
+      const message: BudgetDeletedMessage = {
+        tenant_id: caller.tenant,
+        budget_id: budgetId,
+        budget_name: budget.name,
+        occurred_at: now,
+      };
+      effects.publications.push({
+        subject: subjects.budgetDeleted(caller.tenant),
+        data: message,
+        msgId: `budget-deleted-${caller.tenant}-${budgetId}`,
+      });
+      effects.changes.push({ kind: 'budget', tenant: caller.tenant, budgetId });
+    });
+  }
+
   /** The budget as of now (usage rolled into the current period), or SVC-BUD-3002. */
   async get(tenant: string, budgetId: string, from: Readers = this.deps.storage.read): Promise<Budget> {
     const budget = await this.find(tenant, budgetId, from);
-    if (budget === undefined)
-      throw new SvcError('SVC-BUD-3002', `budget ${budgetId} not found`, { budget_id: budgetId });
+    if (budget === undefined) throw budgetNotFound(budgetId);
     return budget;
   }
 
@@ -142,10 +185,17 @@ export class Budgets {
     return stored === undefined ? undefined : rollOver(stored, this.deps.clock());
   }
 
-  async list(tenant: string, status: BudgetStatus | 'all'): Promise<Budget[]> {
+  /** `warning` selects the active budgets past an alert threshold (which REST reports as active). */
+  async list(tenant: string, status: BudgetStatus | 'warning' | 'all'): Promise<Budget[]> {
     const now = this.deps.clock();
     const stored = await collectPages((page) => this.deps.storage.read.budgets.list(tenant, page));
-    return stored.map((b) => rollOver(b, now)).filter((b) => status === 'all' || budgetStatus(b, now) === status);
+    return stored
+      .map((b) => rollOver(b, now))
+      .filter(
+        (b) =>
+          status === 'all' ||
+          (status === 'warning' ? budgetStatusWithWarning(b, now) : budgetStatus(b, now)) === status,
+      );
   }
 
   /** Current-period spend of every budget of these tenants, for the budget usage gauge. */

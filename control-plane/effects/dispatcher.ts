@@ -1,18 +1,21 @@
 import type { Logger } from 'pino';
 import type { Outbox } from '../../core/outbox/outbox.ts';
-import type { TerminateSignal } from '../../core/sync/contract.ts';
+import type { DetectionKind } from '../../core/brain/immune/detection.ts';
+import type { ApprovalStanding, PauseSignal, TerminateSignal } from '../../core/sync/contract.ts';
 import type { Repositories, Storage } from '../storage/storage.ts';
 import { noEffects, type Effects, type StateChange } from './effects.ts';
 import type { WebhookSender } from './webhooks.ts';
 
 /**
- * Pushes changed state to the proxies and signals terminations (control-plane/sync). Both only
- * queue the work and return: the pushes happen in the background and are repeated until NATS
- * has taken them.
+ * Pushes changed state to the proxies and signals terminations, pauses and resumptions, and approval decisions
+ * (control-plane/sync). All only queue the work and return: the pushes happen in the background
+ * and are repeated until NATS has taken them.
  */
 export interface StateSync {
   push(changes: readonly StateChange[]): void;
   signal(signal: TerminateSignal): void;
+  decided(standing: ApprovalStanding): void;
+  paused(signal: PauseSignal): void;
 }
 
 /**
@@ -26,13 +29,22 @@ export class EffectDispatcher {
   private readonly outbox: Outbox;
   private readonly webhooks: WebhookSender;
   private readonly log: Logger;
+  private readonly detected: ((kind: DetectionKind) => void) | undefined;
   private sync: StateSync | null = null;
 
-  constructor(deps: { storage: Storage; outbox: Outbox; webhooks: WebhookSender; log: Logger }) {
+  constructor(deps: {
+    storage: Storage;
+    outbox: Outbox;
+    webhooks: WebhookSender;
+    log: Logger;
+    /** Called for each detection a committed change stored, for metrics. */
+    detected?: (kind: DetectionKind) => void;
+  }) {
     this.storage = deps.storage;
     this.outbox = deps.outbox;
     this.webhooks = deps.webhooks;
     this.log = deps.log;
+    this.detected = deps.detected;
   }
 
   /** Set once at start; before it, state changes are only stored (a full push follows at start). */
@@ -70,11 +82,18 @@ export class EffectDispatcher {
   dispatch(effects: Omit<Effects, 'publications'>): Promise<void> {
     if (this.sync !== null) {
       for (const signal of effects.signals) this.sync.signal(signal);
+      for (const standing of effects.decisions) this.sync.decided(standing);
+      for (const pause of effects.pauses) this.sync.paused(pause);
       if (effects.changes.length > 0) this.sync.push(effects.changes);
-    } else if (effects.signals.length > 0) {
-      this.log.warn({ signals: effects.signals.length }, 'terminate signals before state sync started; not sent');
+    } else if (effects.signals.length + effects.decisions.length + effects.pauses.length > 0) {
+      // A proxy holding a call for a decision reads it on its next re-check.
+      this.log.warn(
+        { signals: effects.signals.length, decisions: effects.decisions.length, pauses: effects.pauses.length },
+        'signals before state sync started; not sent',
+      );
     }
     for (const call of effects.webhooks) this.webhooks.send(call);
+    for (const kind of effects.detections) this.detected?.(kind);
     return Promise.resolve();
   }
 }

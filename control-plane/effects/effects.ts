@@ -1,4 +1,5 @@
-import type { TerminateSignal } from '../../core/sync/contract.ts';
+import type { DetectionKind } from '../../core/brain/immune/detection.ts';
+import type { ApprovalStanding, PauseSignal, TerminateSignal } from '../../core/sync/contract.ts';
 
 /** A bus message announcing a change: written to the outbox in the change's own transaction. */
 export interface Publication {
@@ -30,8 +31,14 @@ export interface Effects {
   webhooks: WebhookCall[];
   changes: StateChange[];
   signals: TerminateSignal[];
+  /** Envelopes paused or running again: signalled to the proxies, which hold or release their calls. */
+  pauses: PauseSignal[];
+  /** Approvals decided: signalled to the proxies holding a call for one of them. */
+  decisions: ApprovalStanding[];
+  /** Immune System detections stored, counted once committed (`svc_immune_detections_total`). */
+  detections: DetectionKind[];
 }
 
 export function noEffects(): Effects {
-  return { publications: [], webhooks: [], changes: [], signals: [] };
+  return { publications: [], webhooks: [], changes: [], signals: [], pauses: [], decisions: [], detections: [] };
 }

@@ -18,8 +18,7 @@ import type { AuditLog } from '../audit/audit-log.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
-import { collectPages } from '../storage/paging.ts';
-import type { Readers, Storage } from '../storage/storage.ts';
+import type { Page, PageRequest, Readers, Storage } from '../storage/storage.ts';
 import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
 import { applyTransition, lifecycleMessage } from './lifecycle.ts';
 import type { PolicyGate } from './policy-gate.ts';
@@ -143,12 +142,12 @@ export class Envelopes {
     return envelope;
   }
 
-  list(tenant: string, filter: { status?: EnvelopeStatus; budget_id?: string; limit: number }): Promise<Envelope[]> {
-    return collectPages(
-      (page) =>
-        this.deps.storage.read.envelopes.list(tenant, { status: filter.status, budgetId: filter.budget_id }, page),
-      filter.limit,
-    );
+  list(
+    tenant: string,
+    filter: { status?: EnvelopeStatus | undefined; budget_id?: string | undefined },
+    page: PageRequest,
+  ): Promise<Page<Envelope>> {
+    return this.deps.storage.read.envelopes.list(tenant, { status: filter.status, budgetId: filter.budget_id }, page);
   }
 
   /** Records an event (202): updates the cost summary and budget usage, fires alerts. */
@@ -171,19 +170,14 @@ export class Envelopes {
     });
     const outcome = await this.deps.effects.commit(async (tx, effects) => {
       const envelope = await this.get(caller.tenant, envelopeId, tx);
-      const applied = await applyUsage(
-        this.deps,
-        tx,
-        { ...message, budget_id: envelope.budget_id },
-        this.deps.clock(),
-        effects,
-        true,
-      );
+      // The budget the event is charged to, as every event on the bus names it.
+      const charged = { ...message, budget_id: envelope.budget_id };
+      const applied = await applyUsage(this.deps, tx, charged, this.deps.clock(), effects, true);
       // The event itself goes out first, before what it caused (alerts, status changes).
       if (!applied.duplicate) {
         effects.publications.unshift({
           subject: subjects.event(caller.tenant, message.event_type),
-          data: message,
+          data: charged,
           msgId: message.event_id,
         });
       }
@@ -228,7 +222,8 @@ export class Envelopes {
         const current = await this.get(caller.tenant, envelopeId, tx);
         if (isFinal(current.status)) {
           const code = isTerminated(current.status) ? 'SVC-ENV-1003' : 'SVC-ENV-1004';
-          throw new SvcError(code, `envelope ${envelopeId} is already ${current.status}`, {
+          // The status is named in details.state, which each surface words its own way.
+          throw new SvcError(code, `envelope ${envelopeId} has already ended`, {
             envelope_id: envelopeId,
             state: current.status,
           });

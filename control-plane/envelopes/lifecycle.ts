@@ -31,7 +31,7 @@ export function lifecycleMessage(envelope: Envelope, force = false): EnvelopeLif
 
 /**
  * Moves an envelope in the current transaction from the status it was read in: the record, the
- * audit record, and the lifecycle publication and terminate signal to send after commit. Callers
+ * audit record, and the lifecycle publication and terminate or pause signal to send after commit. Callers
  * have checked that the move is allowed. Undefined when the envelope's status changed since it
  * was read (another transaction moved it): the caller reads it again and decides anew.
  */
@@ -65,6 +65,16 @@ export async function applyTransition(
       subject: subject(tenant),
       data: lifecycleMessage(next, change.force ?? false),
       msgId: `env-${next.envelope_id}-${to}`,
+    });
+  }
+  // The proxies hold the calls of a paused envelope and release them when it runs again (an
+  // ending reaches them as a terminate signal, which refuses the held calls instead).
+  if (to === 'PAUSED' || (envelope.status === 'PAUSED' && to === 'RUNNING')) {
+    effects.pauses.push({
+      tenant_id: tenant,
+      envelope_id: next.envelope_id,
+      paused: to === 'PAUSED',
+      reason: change.reason,
     });
   }
   if (isTerminated(to)) {

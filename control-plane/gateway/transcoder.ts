@@ -55,7 +55,7 @@ export function transcodedRoutes(routes: RouteTable, deps: TranscoderDeps): Http
   for (const rule of deps.rules) {
     if (served.has(routeKey(rule.verb, rule.path))) continue;
     const handler = deps.services[rule.service]?.[rule.method];
-    if (handler === undefined || handler.unimplemented === true) continue;
+    if (handler === undefined) continue;
     served.add(routeKey(rule.verb, rule.path));
     added.push(rule);
     const method = (deps.definition[rule.service] as Record<string, MethodDefinition<object, object>>)[rule.method]!;
@@ -95,7 +95,12 @@ export function transcodedRoutes(routes: RouteTable, deps: TranscoderDeps): Http
       ...(params === undefined ? {} : { params }),
       responses: {
         200: { description: `${responseType} in the proto3 JSON mapping`, schema: deps.json.output(responseType) },
-        501: { description: 'not implemented by this version (SVC-SYS-9011)', schema: ErrorBodySchema },
+        ...Object.fromEntries(
+          Object.entries(handler.statuses ?? {}).map(([status, description]) => [
+            status,
+            { description, schema: ErrorBodySchema },
+          ]),
+        ),
       },
       handler: async ({ body, query, params: pathValues, caller }) => {
         const message = query === undefined ? {} : deps.json.fromQuery(requestType, query);

@@ -1,4 +1,5 @@
 import { Metadata, type StatusObject } from '@grpc/grpc-js';
+import { EnvelopeStatusSchema } from '../../core/domain/index.ts';
 import { documentationUrl, isSvcError, SvcError } from '../../core/errors/index.ts';
 import { storageUnavailable } from '../storage/unreachable.ts';
 import { encodeStatusDetails } from './status-details.ts';
@@ -28,6 +29,8 @@ export function toGrpcStatus(error: SvcError, requestId: string, documentationBa
   for (const [key, value] of Object.entries(error.details)) {
     if (value !== undefined) info[key] = metadataValue(value);
   }
+  // The envelope status of a refusal on an ended envelope, in this surface's words.
+  if (EnvelopeStatusSchema.safeParse(error.details.state).success) info.state = `ENVELOPE_STATUS_${info.state}`;
   info.request_id = requestId;
   info.documentation_url = documentationUrl(documentationBase, error.code);
   const metadata = new Metadata();

@@ -5,6 +5,7 @@ import { status } from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../core/config/load.ts';
+import { SvcError } from '../../core/errors/index.ts';
 import { clientsFor, failure, statusDetails, unary, type Clients } from '../../test/harness/grpc.ts';
 import { ApiKeys } from '../auth/api-keys.ts';
 import { Authenticator } from '../auth/authenticator.ts';
@@ -12,8 +13,7 @@ import { openStorage } from '../storage/open-storage.ts';
 import type { Storage } from '../storage/storage.ts';
 import { Tenants } from '../tenants/tenants.ts';
 import { loadServedDefinition, servedFileDescriptors } from './contracts.ts';
-import { createGrpcServer, type GrpcServer, type GrpcServiceHandlers } from './server.ts';
-import { notImplemented } from './services/not-implemented.ts';
+import { createGrpcServer, type GrpcMethod, type GrpcServer, type GrpcServiceHandlers } from './server.ts';
 
 const ROOT = 'root-administrator-key-for-grpc-server-0001';
 const definition = loadServedDefinition();
@@ -23,13 +23,19 @@ let healthy = true;
 /** What the slow method saw: whether its signal was aborted when the call ended. */
 const seen: { aborted?: boolean } = {};
 
+/** A method this server test does not need: refused as UNIMPLEMENTED after authentication. */
+function unimplemented(method: string): GrpcMethod {
+  return {
+    access: 'authenticated',
+    handle: () => Promise.reject(new SvcError('SVC-SYS-9011', `${method} is not served here`, { method })),
+  };
+}
+
 function handlers(): Record<string, GrpcServiceHandlers> {
   const services: Record<string, GrpcServiceHandlers> = {};
   for (const [name, entry] of Object.entries(definition)) {
     if (!name.startsWith('svc.') || 'format' in entry) continue;
-    services[name] = Object.fromEntries(
-      Object.keys(entry).map((method) => [method, notImplemented(method, 'authenticated')]),
-    );
+    services[name] = Object.fromEntries(Object.keys(entry).map((method) => [method, unimplemented(method)]));
   }
   // ListPolicies waits until its call is aborted; GetPolicy echoes what it was sent.
   services['svc.policy.v1.PolicyService']!.ListPolicies = {

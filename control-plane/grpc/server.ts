@@ -42,8 +42,11 @@ export interface GrpcMethod {
    * administrators only.
    */
   tenantField?: string;
-  /** True for a method this version does not serve: gRPC answers UNIMPLEMENTED, HTTP has no route. */
-  unimplemented?: boolean;
+  /**
+   * HTTP statuses the method answers besides those every route may (400, 401, 403, 404, 413,
+   * 429), with what they mean: its transcoded route documents them.
+   */
+  statuses?: Record<number, string>;
   handle(request: GrpcRequest, context: GrpcCallContext): Promise<object>;
 }
 

@@ -4,6 +4,7 @@ import { toRestEnvelope, type Envelope, type Scope } from '../../core/domain/ind
 import { requireScope } from '../auth/scopes.ts';
 import type { Caller } from '../caller.ts';
 import { collectPages } from '../storage/paging.ts';
+import { tenantConfig } from '../tenants/tenant-config.ts';
 import { SUMMARY_SCAN_LIMIT } from '../usage/usage-summary.ts';
 import { toMcpBudgetStatus } from './codecs/budget.ts';
 import { toMcpPolicy } from './codecs/policy.ts';
@@ -66,20 +67,7 @@ export function mcpResources(s: McpServices): McpResource[] {
     {
       definition: { uri: 'tenant://config', name: 'tenant-config', title: 'Tenant configuration', ...json },
       scope: null,
-      read: async (caller) => {
-        const tenant = await s.read.tenants.get(caller.tenant);
-        return {
-          tenant_id: caller.tenant,
-          name: tenant?.name ?? caller.tenant,
-          created_at: tenant?.created_at ?? null,
-          credential: {
-            type: caller.principal.type,
-            id: caller.principal.id,
-            scopes: [...caller.principal.scopes].sort(),
-          },
-          service: s.publicConfig,
-        };
-      },
+      read: (caller) => tenantConfig(s.read, caller, s.publicConfig),
     },
   ];
 }

@@ -12,6 +12,8 @@ export interface CopyReport {
   apiKeys: number;
   approvals: number;
   envelopes: number;
+  checkpoints: number;
+  executionContexts: number;
   events: number;
   auditRecords: number;
   outbox: number;
@@ -58,9 +60,11 @@ async function assertEmpty(target: Storage): Promise<void> {
  * the same sequence number and hash (sealing is deterministic); the target's head is then compared
  * with the source's and a difference fails the copy. Usage events keep their arrival order, policy
  * writes their ruleset version (proxies compare versions), budgets the spend proxies reported and
- * the processor has not applied yet. Not copied, because they are short-lived and rebuilt: budget
+ * the processor has not applied yet. Checkpoints keep their versions (soft-deleted ones too) and
+ * contexts theirs. Not copied, because they are short-lived and rebuilt: budget
  * leases (proxies ask again; until their old leases expire they spend from their own reserve),
- * background job leases, and the message ids of denials already audited.
+ * background job leases, the message ids of denials already audited, and an execution's memory of
+ * checkpoint versions deleted outright above its newest one (they could be numbered again).
  */
 export async function copyStore(
   source: Storage,
@@ -75,6 +79,8 @@ export async function copyStore(
     apiKeys: 0,
     approvals: 0,
     envelopes: 0,
+    checkpoints: 0,
+    executionContexts: 0,
     events: 0,
     auditRecords: 0,
     outbox: 0,
@@ -146,6 +152,21 @@ export async function copyStore(
         for (const envelope of page) await tx.envelopes.insert(tenant, envelope, { executionTaken: 'keep' });
       });
       report.envelopes += page.length;
+    }
+
+    // Oldest first, so that each execution's versions keep their creation order.
+    const everyCheckpoint = { includeDeleted: true } as const;
+    for await (const page of pages((p) => read.checkpoints.query(tenant, everyCheckpoint, 'created_at asc', p))) {
+      await write(async (tx) => {
+        for (const checkpoint of page) await tx.checkpoints.insert(tenant, checkpoint, 'given');
+      });
+      report.checkpoints += page.length;
+    }
+    for await (const page of pages((p) => read.executionContexts.list(tenant, p))) {
+      await write(async (tx) => {
+        for (const context of page) await tx.executionContexts.put(tenant, context, 0);
+      });
+      report.executionContexts += page.length;
     }
 
     report.events += await copyEvents(source, write, tenant);

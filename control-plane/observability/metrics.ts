@@ -44,6 +44,18 @@ export class ControlPlaneMetrics {
     labelNames: ['tool', 'outcome'] as const,
     registers: [this.registry],
   });
+  readonly immuneDetections = new Counter({
+    name: 'svc_immune_detections_total',
+    help: 'Immune System detections the control plane stored, by kind (sequence, call_rate, spend)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly retentionRemoved = new Counter({
+    name: 'svc_retention_removed_total',
+    help: 'Records the retention job removed, by kind (events, processed_messages)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
   readonly budgetUsage: Gauge<'tenant_id' | 'budget_id'>;
   readonly budgetLimit: Gauge<'tenant_id' | 'budget_id'>;
   private budgetSpend: () => Promise<Iterable<BudgetSpend>> = () => Promise.resolve([]);

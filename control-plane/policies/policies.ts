@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { sequenceOf, type ActionHistory } from '../../core/brain/index.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import type { Actor } from '../../core/domain/index.ts';
-import { SvcError } from '../../core/errors/index.ts';
+import { isSvcError, SvcError, type FieldViolation } from '../../core/errors/index.ts';
 import type { PolicyViolationMessage } from '../../core/events/messages.ts';
 import {
   compileRuleset,
@@ -25,6 +26,7 @@ import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { PolicyDecision, PolicyGate, PolicyQuestion } from '../envelopes/policy-gate.ts';
 import { collectPages } from '../storage/paging.ts';
 import type { Storage } from '../storage/storage.ts';
+import { recordedEvaluation } from './evaluation-record.ts';
 
 /** The most evaluations one history query returns (the newest). */
 export const EVALUATION_HISTORY_MAX = 1000;
@@ -53,6 +55,11 @@ export interface PolicyDeps {
   /** Opens the pending approval of a REQUIRE_APPROVAL decision. */
   approvals: Approvals;
   clock: () => Date;
+  /**
+   * The actions each execution was allowed over REST/gRPC (keyed by tenant and the context's
+   * `execution_id`), given to later evaluations as `recent_actions` for sequence conditions.
+   */
+  history: ActionHistory;
   /** Called after every evaluation, for metrics. */
   observe?: (result: EvaluationResult) => void;
 }
@@ -70,21 +77,59 @@ export class Policies implements PolicyGate {
   }
 
   async create(caller: Caller, request: RestCreatePolicyRequest): Promise<Policy> {
+    const policy = policyFromRestCreate(request, {
+      tenantId: caller.tenant,
+      policyId: randomUUID(),
+      now: this.deps.clock(),
+    });
+    await this.insert(caller, [policy]);
+    return policy;
+  }
+
+  /**
+   * Creates every policy or none: each is built and compiled first, and a fault in any refuses the
+   * whole batch before anything is stored, naming the policy's index with the field
+   * (`2.rules.0.action`). The rest goes in one transaction, with one ruleset version.
+   */
+  async import(caller: Caller, requests: readonly RestCreatePolicyRequest[]): Promise<Policy[]> {
     const now = this.deps.clock();
-    const policy = policyFromRestCreate(request, { tenantId: caller.tenant, policyId: randomUUID(), now });
+    const violations: FieldViolation[] = [];
+    const built: Policy[] = [];
+    requests.forEach((request, index) => {
+      try {
+        built.push(policyFromRestCreate(request, { tenantId: caller.tenant, policyId: randomUUID(), now }));
+      } catch (error) {
+        if (!isSvcError(error) || error.fieldViolations.length === 0) throw error;
+        for (const v of error.fieldViolations)
+          violations.push({ field: `${index}.${v.field}`, description: v.description });
+      }
+    });
+    if (violations.length > 0)
+      throw new SvcError(
+        'SVC-POL-2003',
+        `invalid policies, none imported: ${violations.map((v) => `${v.field}: ${v.description}`).join('; ')}`,
+        { fields: violations.map((v) => v.field).join(', ') },
+        violations,
+      );
+    await this.insert(caller, built);
+    return built;
+  }
+
+  private async insert(caller: Caller, policies: readonly Policy[]): Promise<void> {
     await this.deps.effects.commit(async (tx, effects) => {
-      await tx.policies.insert(caller.tenant, policy);
+      for (const policy of policies) await tx.policies.insert(caller.tenant, policy);
       await tx.policies.bumpVersion(caller.tenant);
-      await this.deps.audit.append(tx, caller.tenant, {
-        actor: actorOf(caller.principal),
-        action: 'policy.create',
-        resource: { type: 'policy', id: policy.policy_id },
-        result: 'created',
-        metadata: { name: policy.name, priority: policy.priority, status: policy.status },
-      });
+      for (const policy of policies) {
+        await this.deps.audit.append(tx, caller.tenant, {
+          actor: actorOf(caller.principal),
+          action: 'policy.create',
+          resource: { type: 'policy', id: policy.policy_id },
+          result: 'created',
+          metadata: { name: policy.name, priority: policy.priority, status: policy.status },
+        });
+      }
       effects.changes.push({ kind: 'ruleset', tenant: caller.tenant });
     });
-    return policy;
   }
 
   /**
@@ -198,31 +243,23 @@ export class Policies implements PolicyGate {
         const at = Date.parse(record.timestamp);
         if (at < start) return found;
         if (at >= end) continue;
-        const meta = record.metadata as {
-          matched_policy?: string | null;
-          matched_rule?: string | null;
-          shadow?: Array<{ policy_id: string; rule_id: string; decision: Decision }>;
-          approval_id?: string | null;
-          action?: string;
-        };
-        const shadowed = meta.shadow?.find((s) => s.policy_id === policyId);
-        const decided = meta.matched_policy === policyId;
+        const evaluation = recordedEvaluation(record);
+        const shadowed = evaluation.shadow.find((s) => s.policy_id === policyId);
+        const decided = evaluation.matched_policy === policyId;
         if (!decided && shadowed === undefined) continue;
-        const decision = decided
-          ? (record.result.toUpperCase() as Decision)
-          : (shadowed as { decision: Decision }).decision;
+        const decision = decided ? evaluation.decision : (shadowed as { decision: Decision }).decision;
         if (filter.decision !== undefined && decision !== filter.decision) continue;
         found.push({
-          evaluation_id: record.audit_id,
-          evaluated_at: record.timestamp,
+          evaluation_id: evaluation.evaluation_id,
+          evaluated_at: evaluation.evaluated_at,
           policy_id: policyId,
-          rule_id: decided ? (meta.matched_rule ?? '') : (shadowed as { rule_id: string }).rule_id,
-          action: meta.action ?? '',
+          rule_id: decided ? (evaluation.matched_rule ?? '') : (shadowed as { rule_id: string }).rule_id,
+          action: evaluation.action,
           decision,
           shadow: !decided,
-          envelope_id: record.resource.type === 'envelope' ? record.resource.id : null,
-          approval_id: decided ? (meta.approval_id ?? null) : null,
-          actor: record.actor,
+          envelope_id: evaluation.envelope_id,
+          approval_id: decided ? evaluation.approval_id : null,
+          actor: evaluation.actor,
         });
         if (found.length >= EVALUATION_HISTORY_MAX) return found;
       }
@@ -233,7 +270,13 @@ export class Policies implements PolicyGate {
 
   async decide(caller: Caller, question: PolicyQuestion): Promise<PolicyDecision> {
     const ruleset = await this.ruleset(caller.tenant);
-    const input = { action: question.action, context: question.context, policySet: question.policySet };
+    const { execution_id: executionId, recent_actions: given } = question.context;
+    // The tenant in the key keeps one tenant's executions from reading another's.
+    const historyKey =
+      typeof executionId === 'string' && executionId !== '' ? `${caller.tenant}\u0000${executionId}` : undefined;
+    const recent = historyKey === undefined || given !== undefined ? [] : this.deps.history.recent(historyKey);
+    const context = recent.length === 0 ? question.context : { ...question.context, recent_actions: recent };
+    const input = { action: question.action, context, policySet: question.policySet };
     const result = ruleset.needsJudge
       ? await evaluateAsync(ruleset, input, this.deps.judgeFor(caller.tenant))
       : evaluate(ruleset, input);
@@ -267,6 +310,25 @@ export class Policies implements PolicyGate {
           ...(result.semantic === undefined ? {} : { semantic: result.semantic }),
         },
       });
+      const sequence = sequenceOf(result);
+      if (sequence !== undefined) {
+        await tx.detections.insert(caller.tenant, {
+          detection_id: randomUUID(),
+          tenant_id: caller.tenant,
+          kind: 'sequence',
+          category: sequence.category,
+          envelope_id: question.envelopeId ?? null,
+          execution_id: historyKey === undefined ? null : (executionId as string),
+          action: question.action,
+          policy_id: sequence.policy_id,
+          rule_id: sequence.rule_id,
+          response: result.decision.toLowerCase(),
+          details: {},
+          source: 'control-plane',
+          detected_at: now.toISOString(),
+        });
+        effects.detections.push('sequence');
+      }
       if (!result.allowed) {
         const violation: PolicyViolationMessage = {
           tenant_id: caller.tenant,
@@ -288,6 +350,16 @@ export class Policies implements PolicyGate {
       }
       return approval?.approval_id ?? null;
     });
+    // Only what was let through, and recorded, happened: a refused action is no step of a sequence.
+    if (historyKey !== undefined && result.allowed) {
+      const { tool_name: toolName, tool_args: toolArgs } = question.context;
+      this.deps.history.record(
+        historyKey,
+        question.action,
+        typeof toolName === 'string' ? toolName : '',
+        typeof toolArgs === 'string' ? toolArgs : toolArgs === undefined ? '' : JSON.stringify(toolArgs),
+      );
+    }
     return { result, approvalId };
   }
 }

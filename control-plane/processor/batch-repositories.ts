@@ -219,6 +219,13 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       heldBudgets.delete(k);
       return tx.budgets.markAlertsFired(tenant, budgetId, periodStart, percents);
     },
+    remove: async (tenant, budgetId) => {
+      const k = key(tenant, budgetId);
+      await writeBudget(k);
+      budgets.delete(k);
+      heldBudgets.delete(k);
+      return tx.budgets.remove(tenant, budgetId);
+    },
     redefine: async (tenant, budgetId, definition, updatedAt) => {
       const k = key(tenant, budgetId);
       await writeBudget(k);
@@ -237,6 +244,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       await writeSpends();
       return tx.leases.outstanding(tenant, budgetId, now, exceptLeaseId);
     },
+    held: (tenant, budgetId, now) => tx.leases.held(tenant, budgetId, now),
     pendingSpend: async (tenant, budgetId, periodStart) => {
       await writeSpends();
       return tx.leases.pendingSpend(tenant, budgetId, periodStart);

@@ -55,6 +55,38 @@ describe('event processor', () => {
     expect(await usage()).toMatchObject({ tokens_input: 10, llm_calls: 1 });
   });
 
+  it("records PAUSED from a proxy's immune.anomaly event with action pause, and only that action", async () => {
+    const paused = randomUUID();
+    const alerted = randomUUID();
+    const anomaly = (envelopeId: string, action: string) => ({
+      ...usageEvent(envelopeId, 0),
+      event_type: 'immune.anomaly',
+      payload: { kind: 'call_rate', count: 40, baseline: 3, z: 12, interval_start: new Date().toISOString(), action },
+    });
+    for (const [envelopeId, action] of [
+      [paused, 'pause'],
+      [alerted, 'alert'],
+    ] as const) {
+      const first = usageEvent(envelopeId, 1);
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), first, { msgId: first.event_id });
+      const event = anomaly(envelopeId, action);
+      await cp.messaging.bus.publish(subjects.event('acme', 'immune.anomaly'), event, { msgId: event.event_id });
+    }
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied === 4,
+    );
+    const envelope = (id: string) => cp.call('GET', `/v1/envelopes/${id}`, { key });
+    expect((await envelope(paused)).body).toMatchObject({
+      state: 'PAUSED',
+      status_reason: 'immune system: call_rate anomaly',
+    });
+    expect((await envelope(alerted)).body).toMatchObject({ state: 'RUNNING' });
+    // Spec 3.1: PAUSED runs again through UpdateEnvelopeStatus.
+    const resumed = await cp.call('POST', `/v1/envelopes/${paused}/status`, { key, body: { status: 'RUNNING' } });
+    expect(resumed.body).toMatchObject({ state: 'RUNNING' });
+  });
+
   it('refuses a subject whose tenant could not be a tenant id, at once, and goes on', async () => {
     for (const tenant of ['t'.repeat(65), 'x'.repeat(2_000)]) {
       const event = usageEvent(randomUUID(), 1, randomUUID(), tenant);

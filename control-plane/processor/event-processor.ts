@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { BusMessage, Messaging, SetAside, Subscription } from '../../core/bus/bus.ts';
 import {
+  canTransition,
   emptyCostTotals,
   IdSchema,
   isFinal,
@@ -55,6 +56,12 @@ function invalidReason(error: z.ZodError): string {
     .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.code}`)
     .join('; ');
 }
+
+/**
+ * The de-duplication scope of proxies' violation messages: a redelivery is recognised while the
+ * event stream can redeliver it, which is what retention keeps these entries for.
+ */
+export const VIOLATION_DEDUP_SCOPE = 'violation';
 
 /**
  * The event processor: a durable consumer of every tenant's usage events and proxy-opened
@@ -216,7 +223,7 @@ export class EventProcessor {
   ): Promise<void> {
     if (command.kind === 'announced') return;
     if (command.kind === 'opened') return this.openEnvelope(tx, command.data, now);
-    if (command.kind === 'violation') return this.auditViolation(tx, command.data, command.message.msgId);
+    if (command.kind === 'violation') return this.auditViolation(tx, command.data, command.message.msgId, now);
     if (command.kind === 'ended') return this.endEnvelope(tx, command.data, now, effects);
     const event = command.data;
     const recorded = fresh.get(command);
@@ -241,16 +248,47 @@ export class EventProcessor {
       );
     }
     await applyUsage(this.deps, tx, event, now, effects, false, recorded);
+    if (event.event_type === 'immune.anomaly' && event.payload.action === 'pause') {
+      await this.pauseEnvelope(tx, event, now, effects);
+    }
     tally.applied += 1;
+  }
+
+  /**
+   * A proxy's Immune System paused an envelope (`proxy_anomaly_action=pause`) and holds its calls:
+   * record it PAUSED here, so that it shows as paused and is resumed by UpdateEnvelopeStatus
+   * RUNNING, which signals the proxies to release the calls. Only a running (or authorized)
+   * envelope pauses; one ended or paused already stays as it is.
+   */
+  private async pauseEnvelope(tx: Repositories, event: UsageEventMessage, now: Date, effects: Effects): Promise<void> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const envelope = await tx.envelopes.get(event.tenant_id, event.envelope_id);
+      if (envelope === undefined || !canTransition(envelope.status, 'PAUSED')) return;
+      const reason = `immune system: ${typeof event.payload.kind === 'string' ? event.payload.kind : 'rate'} anomaly`;
+      const moved = await applyTransition(
+        this.deps,
+        tx,
+        envelope,
+        'PAUSED',
+        { reason, actor: { type: 'proxy', id: event.source }, now },
+        effects,
+      );
+      if (moved !== undefined) return;
+    }
   }
 
   /**
    * A denial at a proxy enters the tenant's audit log here; the control plane audits its own
    * evaluations when it makes them. The message id guards against auditing a redelivery twice.
    */
-  private async auditViolation(tx: Repositories, violation: PolicyViolationMessage, msgId: string): Promise<void> {
+  private async auditViolation(
+    tx: Repositories,
+    violation: PolicyViolationMessage,
+    msgId: string,
+    now: Date,
+  ): Promise<void> {
     if (violation.source === 'control-plane') return;
-    if (!(await tx.dedup.markProcessed(violation.tenant_id, 'violation', msgId))) return;
+    if (!(await tx.dedup.markProcessed(violation.tenant_id, VIOLATION_DEDUP_SCOPE, msgId, now.toISOString()))) return;
     await this.deps.audit.append(tx, violation.tenant_id, {
       actor: { type: 'proxy', id: violation.source },
       action: 'policy.evaluate',

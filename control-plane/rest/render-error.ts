@@ -1,4 +1,4 @@
-import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
+import { MAX_PATH_ID_LENGTH, toRestErrorDetails } from '../../core/domain/index.ts';
 import { documentationUrl, ERROR_CATALOGUE, isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import { RETRY_AFTER_SECONDS, storageUnavailable } from '../storage/unreachable.ts';
 
@@ -21,7 +21,7 @@ function str(value: unknown): string {
  */
 export function renderError(error: SvcError, requestId: string, now: Date, documentationBase: string): RenderedError {
   const spec = ERROR_CATALOGUE[error.code];
-  const details: Record<string, unknown> = { ...error.details };
+  const details = toRestErrorDetails(error.details);
   if (error.fieldViolations.length > 0) details.field_violations = error.fieldViolations;
   const structured = {
     code: error.code,

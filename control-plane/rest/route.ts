@@ -72,7 +72,7 @@ export interface RouteTable {
   operations(): Array<{ path: string; method: string; operation: ZodOpenApiOperationObject }>;
 }
 
-type ResponseSpec = { description: string; schema?: z.ZodType; contentType?: string };
+type ResponseSpec = { description: string; schema?: z.ZodType; contentType?: string; headers?: z.ZodObject };
 
 /**
  * The errors every authenticated route can answer with, whatever its own responses say, so the
@@ -214,7 +214,11 @@ export function createRouteTable(
         responses[status as `${1 | 2 | 3 | 4 | 5}${string}`] =
           r.schema === undefined
             ? { description: r.description }
-            : { description: r.description, content: { [r.contentType ?? 'application/json']: { schema: r.schema } } };
+            : {
+                description: r.description,
+                content: { [r.contentType ?? 'application/json']: { schema: r.schema } },
+                ...(r.headers !== undefined ? { headers: r.headers } : {}),
+              };
       }
       const operation: ZodOpenApiOperationObject = {
         operationId: spec.operationId,

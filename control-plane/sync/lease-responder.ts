@@ -1,8 +1,9 @@
 import type { Messaging, Subscription } from '../../core/bus/bus.ts';
-import { parseOrThrow, SvcError } from '../../core/errors/index.ts';
+import { parseOrThrow } from '../../core/errors/index.ts';
 import { LeaseRequestSchema, type LeaseGrant } from '../../core/sync/contract.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { LeaseLedger } from '../leases/lease-ledger.ts';
+import { subjectTenant } from './subject-tenant.ts';
 
 /**
  * Answers lease requests from every tenant's proxies. The tenant is taken from the subject, which
@@ -14,16 +15,8 @@ export async function serveLeases(deps: {
   effects: EffectDispatcher;
 }): Promise<Subscription> {
   return deps.messaging.requests.reply('svc.*.leases.request', async (data, subject) => {
-    const tenant = subject.split('.')[1] ?? '';
     const request = parseOrThrow(LeaseRequestSchema, data, 'lease request');
-    if (request.tenant_id !== tenant) {
-      throw new SvcError(
-        'SVC-SYS-9004',
-        `lease request for tenant ${request.tenant_id} on tenant ${tenant}'s subject`,
-        {},
-        [{ field: 'tenant_id', description: 'differs from the subject tenant' }],
-      );
-    }
+    const tenant = subjectTenant(subject, request.tenant_id, 'lease request');
     return deps.effects.commit(async (tx, effects): Promise<LeaseGrant> => {
       const grant = await deps.leases.handle(tx, tenant, request);
       effects.changes.push({ kind: 'budget', tenant, budgetId: request.budget_id });

@@ -9,7 +9,9 @@ import {
   keys,
   syncSubjects,
   type BudgetState,
+  type ApprovalStanding,
   type RulesetSnapshot,
+  type PauseSignal,
   type TerminateSignal,
 } from '../../core/sync/contract.ts';
 import type { Budgets } from '../budgets/budgets.ts';
@@ -51,7 +53,8 @@ function keyOf(change: StateChange): string {
 
 /**
  * Keeps the key-value buckets the proxies watch current: each tenant's ruleset and each budget's
- * state, written after every committed change and in full at start. Terminations go out as signals.
+ * state, written after every committed change and in full at start. Terminations and approval
+ * decisions go out as signals.
  *
  * Nothing waits on NATS: `push` and `signal` queue the work and one background sender carries it
  * out, signals first. A key is queued once however often it changes (the value is read from
@@ -76,9 +79,14 @@ export class StatePublisher implements StateSync {
   private budgetBucket: KeyValueStore | null = null;
   /** Keys to send, with a mark that changes when the key is queued again while it is being sent. */
   private readonly pending = new Map<string, { change: StateChange; mark: number }>();
-  /** Terminate signals to send, one per envelope. */
-  private readonly signals = new Map<string, TerminateSignal>();
+  /** Signals to send: one terminate and one pause state per envelope, one decision per approval. */
+  private readonly signals = new Map<
+    string,
+    { subject: string; data: TerminateSignal | PauseSignal | ApprovalStanding }
+  >();
   private marks = 0;
+  /** Failed attempts in a row to bring the buckets up to date; 0 once one succeeds. */
+  private failures = 0;
   private resync = false;
   private sending: Promise<void> | null = null;
   private stopped = false;
@@ -119,8 +127,40 @@ export class StatePublisher implements StateSync {
   }
 
   signal(signal: TerminateSignal): void {
-    this.signals.set(`${signal.tenant_id}/${signal.envelope_id}`, signal);
+    this.signals.set(`terminate/${signal.tenant_id}/${signal.envelope_id}`, {
+      subject: syncSubjects.terminate(signal.tenant_id),
+      data: signal,
+    });
     this.kick();
+  }
+
+  /** The latest of an envelope's pauses and resumptions wins: only its current state is sent. */
+  paused(signal: PauseSignal): void {
+    this.signals.set(`pause/${signal.tenant_id}/${signal.envelope_id}`, {
+      subject: syncSubjects.pause(signal.tenant_id),
+      data: signal,
+    });
+    this.kick();
+  }
+
+  decided(standing: ApprovalStanding): void {
+    this.signals.set(`approval/${standing.tenant_id}/${standing.approval_id}`, {
+      subject: syncSubjects.approvalDecided(standing.tenant_id),
+      data: standing,
+    });
+    this.kick();
+  }
+
+  /**
+   * The state of the copies proxies enforce from (the `cache` of GET /health, spec 4.5): down
+   * while sending to the buckets fails, with what waits to be sent.
+   */
+  health(): { status: 'ok' | 'down'; detail?: string } {
+    if (this.failures === 0) return { status: 'ok' };
+    return {
+      status: 'down',
+      detail: `${this.failures} failed attempts to update the proxies' buckets; ${this.pending.size} keys waiting`,
+    };
   }
 
   /** Resolves once everything queued has been sent. */
@@ -147,10 +187,10 @@ export class StatePublisher implements StateSync {
   }
 
   private async send(): Promise<void> {
-    for (let failures = 0; !this.stopped && (this.pending.size > 0 || this.signals.size > 0);) {
+    while (!this.stopped && (this.pending.size > 0 || this.signals.size > 0)) {
       try {
-        for (const [key, signal] of this.signals) {
-          await this.deps.messaging.signals.publishSignal(syncSubjects.terminate(signal.tenant_id), signal);
+        for (const [key, { subject, data }] of this.signals) {
+          await this.deps.messaging.signals.publishSignal(subject, data);
           this.signals.delete(key);
         }
         if (this.resync) {
@@ -163,9 +203,9 @@ export class StatePublisher implements StateSync {
           // Queued again while it was sent: storage may have changed since it was read.
           if (this.pending.get(key)?.mark === mark) this.pending.delete(key);
         }
-        failures = 0;
+        this.failures = 0;
       } catch (error) {
-        failures++;
+        const failures = ++this.failures;
         this.resync = true;
         this.deps.logger.warn(
           { err: error, queued: this.pending.size, signals: this.signals.size, failures },
@@ -199,7 +239,10 @@ export class StatePublisher implements StateSync {
   private async pushBudget(tenant: string, budgetId: string): Promise<void> {
     const bucket = this.budgetBucket;
     if (bucket === null) return;
-    await this.publish(bucket, keys.budget(tenant, budgetId), async () => {
+    const key = keys.budget(tenant, budgetId);
+    // A deleted budget's state leaves the bucket: a proxy's next lease request for it is refused.
+    if ((await this.deps.budgets.find(tenant, budgetId)) === undefined) return bucket.delete(key);
+    await this.publish(bucket, key, async () => {
       const budget = await this.deps.budgets.find(tenant, budgetId);
       if (budget === undefined) return undefined;
       return budgetState(budget, await this.deps.leases.unleased(tenant, budget), this.deps.clock());

@@ -1,3 +1,4 @@
+import { detectionOfEvent } from '../../core/brain/immune/detection.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import {
   currentPeriod,
@@ -67,11 +68,20 @@ export async function applyUsage(
       throw new SvcError('SVC-ENV-1001', `envelope ${event.envelope_id} not found`, { envelope_id: event.envelope_id });
     if (isFinal(envelope.status)) {
       const code = isTerminated(envelope.status) ? 'SVC-ENV-1003' : 'SVC-ENV-1004';
-      throw new SvcError(code, `envelope ${envelope.envelope_id} is ${envelope.status}; it takes no more events`, {
+      throw new SvcError(code, `envelope ${envelope.envelope_id} has ended; it takes no more events`, {
         envelope_id: envelope.envelope_id,
         state: envelope.status,
       });
     }
+  }
+
+  // A detection a proxy (or a REST caller) reported becomes a record of its own, once: the
+  // event is new here, and its id is the detection's.
+  const detection = detectionOfEvent(stored);
+  if (detection !== undefined) {
+    const execution = detection.execution_id ?? envelope?.execution_id ?? null;
+    if (await tx.detections.insert(tenant, { ...detection, execution_id: execution }))
+      effects.detections.push(detection.kind);
   }
 
   const isLlm = event.event_type.startsWith('llm.');

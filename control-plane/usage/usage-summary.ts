@@ -40,9 +40,9 @@ export interface PolicySummary {
 
 /**
  * Newest-first records of a list inside the window: stops at the first one older than `start`,
- * or after SUMMARY_SCAN_LIMIT records.
+ * or after SUMMARY_SCAN_LIMIT records (then true: the answer is truncated).
  */
-async function scan<T>(
+export async function scan<T>(
   list: (page: PageRequest) => Promise<Page<T>>,
   timeOf: (item: T) => string,
   window: SummaryWindow,

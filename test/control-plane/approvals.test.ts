@@ -157,3 +157,81 @@ describe('approvals as records', () => {
     expect((await cp.call('GET', `/v1/approvals/${id}`, { key })).body.status).toBe('PENDING');
   });
 });
+
+describe('approvals a proxy holds a call for', () => {
+  const ask = (tenant: string, body: Record<string, unknown>) =>
+    cp.messaging.requests.request(`svc.${tenant}.approvals.request`, body, 2_000);
+  const request = (approvalId: string) => ({
+    tenant_id: 'appr-a',
+    approval_id: approvalId,
+    requested_by: { type: 'proxy', id: 'proxy:host-1' },
+    action: 'llm:gpt-4o',
+    context: { model: 'gpt-4o', workflow_id: 'wf-proxy' },
+    envelope_id: 'env-held-1',
+    policy_id: 'p-held',
+    rule_id: 'r-held',
+    reason: 'gpt-4o needs a human',
+  });
+
+  it('opens the approval under the id the proxy chose, once however often it asks', async () => {
+    const id = '01a20000-0000-7000-8000-00000000a001';
+    const pending = { tenant_id: 'appr-a', approval_id: id, status: 'PENDING', reviewer_id: null, review_note: null };
+    expect(await ask('appr-a', request(id))).toEqual(pending);
+    expect(await ask('appr-a', request(id))).toEqual(pending);
+    const stored = await cp.call('GET', `/v1/approvals/${id}`, { key });
+    expect(stored.body).toMatchObject({
+      approval_id: id,
+      status: 'PENDING',
+      action: 'llm:gpt-4o',
+      envelope_id: 'env-held-1',
+      workflow_id: 'wf-proxy',
+      requested_by: { type: 'proxy', id: 'proxy:host-1' },
+      policy_id: 'p-held',
+      rule_id: 'r-held',
+      reason: 'gpt-4o needs a human',
+    });
+    const listed = await cp.call('GET', '/v1/approvals?workflowId=wf-proxy', { key });
+    expect(listed.body.map((a: { approval_id: string }) => a.approval_id)).toEqual([id]);
+    const requested = cp.published.filter(
+      (m) =>
+        m.subject === 'svc.appr-a.policies.approval.requested' &&
+        (m.data as { approval: { approval_id: string } }).approval.approval_id === id,
+    );
+    expect(requested).toHaveLength(1);
+  });
+
+  it('signals the decision to the proxies, and answers a later ask with it', async () => {
+    const id = '01a20000-0000-7000-8000-00000000a002';
+    await ask('appr-a', request(id));
+    const signals: unknown[] = [];
+    const subscription = await cp.messaging.signals.subscribeSignals('svc.appr-a.signals.approval', (data) => {
+      signals.push(data);
+    });
+    const decided = await cp.call('PATCH', `/v1/approvals/${id}`, {
+      key,
+      body: { status: 'REJECTED', reviewer_id: 'alice', review_note: 'no' },
+    });
+    expect(decided.status).toBe(200);
+    const standing = {
+      tenant_id: 'appr-a',
+      approval_id: id,
+      status: 'REJECTED',
+      reviewer_id: 'alice',
+      review_note: 'no',
+    };
+    await eventually(
+      () => signals.length,
+      (n) => n === 1,
+    );
+    expect(signals).toEqual([standing]);
+    expect(await ask('appr-a', request(id))).toEqual(standing);
+    await subscription.unsubscribe();
+  });
+
+  it("refuses a body naming another tenant than the subject's, and a malformed one, storing nothing", async () => {
+    const id = '01a20000-0000-7000-8000-00000000a003';
+    await expect(ask('appr-b', request(id))).rejects.toMatchObject({ code: 'SVC-SYS-9004' });
+    await expect(ask('appr-a', { ...request(id), action: '' })).rejects.toMatchObject({ code: 'SVC-SYS-9002' });
+    expectSvcError(await cp.call('GET', `/v1/approvals/${id}`, { key }), 404, 'SVC-POL-2005');
+  });
+});

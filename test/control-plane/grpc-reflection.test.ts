@@ -22,6 +22,9 @@ beforeAll(async () => {
 afterAll(async () => cp.close());
 
 const CONTRACT_SERVICES = [
+  'svc.brain.v1.ImmuneSystemService',
+  'svc.brain.v1.OracleService',
+  'svc.brain.v1.SemanticJudgeService',
   'svc.checkpoint.v1.CheckpointService',
   'svc.cost.v1.CostService',
   'svc.envelope.v1.EnvelopeService',
@@ -54,7 +57,7 @@ describe('gRPC through server reflection only (no local .proto)', () => {
     expect(Object.keys(constructor.service)).toContain('EvaluatePolicies');
   });
 
-  it('reaches every method of the five services: each answers, or refuses with an SVC code in its details', async () => {
+  it('reaches every method of the eight services: each answers, or refuses with an SVC code in its details', async () => {
     const outcomes: Record<string, string> = {};
     for (const service of CONTRACT_SERVICES) {
       const client = clients.client(service);
@@ -78,14 +81,18 @@ describe('gRPC through server reflection only (no local .proto)', () => {
       'svc.cost.v1.CostService/ListBudgets': 'OK',
       'svc.envelope.v1.EnvelopeService/CreateEnvelope': 'SVC-SYS-9002',
       'svc.tenant.v1.TenantService/ListApiKeys': 'OK',
-      'svc.checkpoint.v1.CheckpointService/SaveCheckpoint': 'SVC-SYS-9011',
+      'svc.checkpoint.v1.CheckpointService/SaveCheckpoint': 'SVC-SYS-9002',
+      'svc.checkpoint.v1.CheckpointService/ListCheckpoints': 'OK',
+      'svc.brain.v1.ImmuneSystemService/ListDetections': 'OK',
+      'svc.brain.v1.SemanticJudgeService/Evaluate': 'SVC-SYS-9002',
+      'svc.brain.v1.OracleService/PredictOverrun': 'SVC-SYS-9002',
     });
     expect(Object.keys(outcomes)).toHaveLength(
       CONTRACT_SERVICES.reduce((n, s) => n + methodsOf(discovered.definition, s).length, 0),
     );
   });
 
-  it('answers 16, 7, 3 with a BadRequest, and 5, as the contracts say', async () => {
+  it('answers 16, 7, 3 with a BadRequest, 5 and 10, as the contracts say', async () => {
     const policies = clients.client('svc.policy.v1.PolicyService');
     expect((await failure(unary(policies, 'ListPolicies', {}))).code).toBe(status.UNAUTHENTICATED);
     const reader = await tenantWithKey(cp, 'acme', ['envelopes:read']);
@@ -106,6 +113,23 @@ describe('gRPC through server reflection only (no local .proto)', () => {
       { key: admin },
     );
     expect(created.budget).toMatchObject({ tenant_id: 'acme', type: 'BUDGET_TYPE_COST' });
+    // A version conflict: the context was written since the version this writer read.
+    const contexts = clients.client('svc.checkpoint.v1.CheckpointService');
+    const update = (expected: number) =>
+      unary(
+        contexts,
+        'UpdateExecutionContext',
+        {
+          execution_id: 'by-reflection',
+          updates: { fields: [{ key: 'step', value: { number_value: expected } }] },
+          expected_version: expected,
+        },
+        { key: admin },
+      );
+    await update(0);
+    const stale = await failure(update(0));
+    expect(stale.code).toBe(status.ABORTED);
+    expect(statusDetails(stale).errorInfo?.reason).toBe('SVC-ADP-5006');
   });
 });
 

@@ -11,7 +11,6 @@ let acme: string;
 const ENVELOPES = 'svc.envelope.v1.EnvelopeService';
 const POLICIES = 'svc.policy.v1.PolicyService';
 const COSTS = 'svc.cost.v1.CostService';
-const CHECKPOINTS = 'svc.checkpoint.v1.CheckpointService';
 const TENANTS = 'svc.tenant.v1.TenantService';
 
 /** Calls `service.method` as the acme administrator unless told otherwise. */
@@ -145,6 +144,38 @@ describe('gRPC server (contracts loaded from proto/)', () => {
     expect(cost.cost_summary).toMatchObject({ total_input_tokens: '0', total_cost_usd: 0 });
   });
 
+  it("names an ended envelope's status in the words of the surface that refuses it", async () => {
+    const budget = await cp.call('POST', '/v1/budgets', {
+      key: acme,
+      body: { name: 'small', type: 'cost', limits: { max_cost_usd: 1 } },
+    });
+    const created = await cp.call('POST', '/v1/envelopes', {
+      key: acme,
+      body: { budget_id: budget.body.budget_id, adapter_type: 'custom' },
+    });
+    const id = String(created.body.envelope_id);
+    const event = { event_type: 'llm.call', timestamp: new Date().toISOString(), cost_usd: 2 };
+    await cp.call('POST', `/v1/envelopes/${id}/events`, { key: acme, body: event });
+    expect((await call(ENVELOPES, 'GetEnvelope', { envelope_id: id })).envelope.status).toBe(
+      'ENVELOPE_STATUS_BUDGET_EXCEEDED',
+    );
+
+    const rest = await cp.call('POST', `/v1/envelopes/${id}/events`, { key: acme, body: event });
+    expect(rest.status).toBe(409);
+    expect(rest.body.error).toMatchObject({
+      code: 'SVC-ENV-1003',
+      details: { envelope_id: id, state: 'TERMINATED', termination_reason: 'budget_exceeded' },
+    });
+    const grpc = await failure(
+      call(ENVELOPES, 'UpdateEnvelopeStatus', { envelope_id: id, status: 'ENVELOPE_STATUS_COMPLETED' }),
+    );
+    expect(grpc.code).toBe(status.FAILED_PRECONDITION);
+    expect(statusDetails(grpc).errorInfo).toMatchObject({
+      reason: 'SVC-ENV-1003',
+      metadata: { envelope_id: id, state: 'ENVELOPE_STATUS_BUDGET_EXCEEDED' },
+    });
+  });
+
   it('creates policies and budgets over gRPC that REST reads, and the reverse', async () => {
     const { policy } = await call(POLICIES, 'CreatePolicy', {
       policy: {
@@ -243,6 +274,14 @@ describe('gRPC server (contracts loaded from proto/)', () => {
     });
   });
 
+  it('refuses a message over the 4 MiB default with RESOURCE_EXHAUSTED and reads one under it', async () => {
+    const over = await failure(call(POLICIES, 'GetPolicy', { policy_id: 'p'.repeat(4 * 1_048_576 + 16) }));
+    expect(over.code).toBe(status.RESOURCE_EXHAUSTED);
+    // Under the limit the message is read and answered on its merits (an id that long is no policy's).
+    const under = await failure(call(POLICIES, 'GetPolicy', { policy_id: 'p'.repeat(3 * 1_048_576) }));
+    expect(under.code).not.toBe(status.RESOURCE_EXHAUSTED);
+  });
+
   it('pages lists with page_size and an opaque page_token', async () => {
     for (let i = 0; i < 3; i++)
       await call(COSTS, 'CreateBudget', { budget: { name: `paged-${i}`, limits: { max_cost_usd: 1 } } });
@@ -255,6 +294,51 @@ describe('gRPC server (contracts loaded from proto/)', () => {
     expect(rest.next_page_token).toBe('');
     const bad = await failure(call(COSTS, 'ListBudgets', { page_token: 'bm90IG91cnM' }));
     expect(statusDetails(bad).badRequest?.fieldViolations[0]?.field).toBe('page_token');
+  });
+
+  it('filters ListPolicies by rule_type: a named type selects none, since rules hold no type', async () => {
+    await call(POLICIES, 'CreatePolicy', {
+      policy: { name: 'untyped', rules: [{ action: 'tool:ls', actions: [{ action_type: 'ACTION_TYPE_ALLOW' }] }] },
+    });
+    expect((await call(POLICIES, 'ListPolicies', {})).policies.length).toBeGreaterThan(0);
+    const typed = await call(POLICIES, 'ListPolicies', { rule_type: 'RULE_TYPE_TOOL_ALLOWLIST' });
+    expect(typed.policies).toEqual([]);
+  });
+
+  it('answers 20 items per page unless asked, and at most 100 (spec 8)', async () => {
+    const have = (await call(COSTS, 'ListBudgets', { page_size: 100 })).budgets.length;
+    for (let i = have; i < 101; i++)
+      await call(COSTS, 'CreateBudget', { budget: { name: `many-${i}`, limits: { max_cost_usd: 1 } } });
+    const first = await call(COSTS, 'ListBudgets', {});
+    expect(first.budgets).toHaveLength(20);
+    expect(first.next_page_token).not.toBe('');
+    const clamped = await call(COSTS, 'ListBudgets', { page_size: 1000 });
+    expect(clamped.budgets).toHaveLength(100);
+    expect(clamped.next_page_token).not.toBe('');
+    const negative = await failure(call(COSTS, 'ListBudgets', { page_size: -1 }));
+    expect(statusDetails(negative).badRequest?.fieldViolations[0]?.field).toBe('page_size');
+  });
+
+  it('lists budgets by the WARNING status past an alert threshold', async () => {
+    const { budget } = await call(COSTS, 'CreateBudget', {
+      budget: { name: 'warned', limits: { max_cost_usd: 10 }, thresholds: [{ threshold_percent: 50 }] },
+    });
+    const env = await cp.call('POST', '/v1/envelopes', {
+      key: acme,
+      body: { budget_id: budget.budget_id, adapter_type: 'custom' },
+    });
+    await cp.call('POST', `/v1/envelopes/${String(env.body.envelope_id)}/events`, {
+      key: acme,
+      body: { event_type: 'llm.call', timestamp: new Date().toISOString(), cost_usd: 6 },
+    });
+    const ids = async (status: string) =>
+      ((await call(COSTS, 'ListBudgets', { status, page_size: 100 })).budgets as Array<{ budget_id: string }>).map(
+        (b) => b.budget_id,
+      );
+    expect(await ids('BUDGET_STATUS_TYPE_WARNING')).toContain(budget.budget_id);
+    expect(await ids('BUDGET_STATUS_TYPE_ACTIVE')).not.toContain(budget.budget_id);
+    const status = await call(COSTS, 'GetBudgetStatus', { budget_id: budget.budget_id });
+    expect(status.status.status).toBe('BUDGET_STATUS_TYPE_WARNING');
   });
 
   it('issues API keys whose secret is shown once and whose revocation holds on every surface', async () => {
@@ -280,14 +364,6 @@ describe('gRPC server (contracts loaded from proto/)', () => {
     const gone = await call(TENANTS, 'RevokeApiKey', { key_id: restKey.body.id });
     expect(gone.api_key.status).toBe('API_KEY_STATUS_REVOKED');
     expect((await cp.call('GET', '/v1/budgets', { key: restKey.body.key_secret })).status).toBe(401);
-  });
-
-  it('refuses the methods this version does not serve with UNIMPLEMENTED, after authorization', async () => {
-    const error = await failure(call(CHECKPOINTS, 'GetCheckpoint', { checkpoint_id: 'c1' }));
-    expect(error.code).toBe(status.UNIMPLEMENTED);
-    expect(statusDetails(error).errorInfo?.reason).toBe('SVC-SYS-9011');
-    const unauthenticated = await failure(call(CHECKPOINTS, 'GetCheckpoint', {}, { key: null }));
-    expect(unauthenticated.code).toBe(status.UNAUTHENTICATED);
   });
 
   it('ends a call whose deadline has passed with DEADLINE_EXCEEDED', async () => {

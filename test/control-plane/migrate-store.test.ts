@@ -3,7 +3,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { seedTenant, startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
+import {
+  eventually,
+  seedTenant,
+  startControlPlane,
+  tenantWithKey,
+  type RunningControlPlane,
+} from '../harness/control-plane.ts';
 import { createTestDatabase, postgresReachable } from '../harness/postgres.ts';
 
 const ROOT_DIR = new URL('../..', import.meta.url).pathname;
@@ -49,6 +55,13 @@ async function snapshot(cp: RunningControlPlane, key: string) {
     keys: await get('/v1/api-keys'),
     events: await get('/v1/events'),
     audit: await get('/v1/audit'),
+    checkpoints: await get('/v1/checkpoints'),
+    versions: await get('/v1/checkpoints/exec-m/versions'),
+    context: await get('/v1/executions/exec-m/context'),
+    // Soft-deleted: out of the lists, shown by id (acme), 404 elsewhere (beta).
+    deletedCheckpoint: await cp
+      .call('GET', '/v1/checkpoints/m-gone', { key })
+      .then((res) => ({ status: res.status, checkpoint: (res.body as { checkpoint?: unknown }).checkpoint ?? null })),
   };
 }
 
@@ -73,6 +86,27 @@ async function filledLmdbStore(): Promise<Filled> {
     key: keys.acme,
     body: { budget_id: budget.body.budget_id, adapter_type: 'custom' },
   });
+  for (const id of ['m-kept', 'm-gone']) {
+    const saved = await source.call('POST', '/v1/checkpoints', {
+      key: keys.acme,
+      body: {
+        checkpoint: { checkpoint_id: id, envelope_id: envelope.body.envelope_id, execution_id: 'exec-m', data: { id } },
+        auto_version: true,
+      },
+    });
+    expect(saved.status).toBe(200);
+  }
+  expect((await source.call('DELETE', '/v1/checkpoints/m-gone?soft_delete=true', { key: keys.acme })).status).toBe(200);
+  const context = await source.call('PUT', '/v1/executions/exec-m/context', {
+    key: keys.acme,
+    body: { updates: { step: 2 } },
+  });
+  expect(context.status).toBe(200);
+  // Both saves announced themselves as events: recorded before the snapshot.
+  await eventually(
+    () => source.call('GET', '/v1/events?event_type=checkpoint.*', { key: keys.acme }),
+    (res) => (res.body as unknown[]).length === 2,
+  );
   for (let i = 0; i < 120; i++) {
     const event = await source.call('POST', `/v1/envelopes/${envelope.body.envelope_id}/events`, {
       key: keys.acme,
@@ -97,7 +131,7 @@ async function migrateAndCompare(filled: Filled, to: string, overrides: Record<s
   const line = run.stdout.split('\n').find((l) => l.startsWith('{"migrated"'));
   expect(line, run.stdout).toBeDefined();
   const report = JSON.parse(line!) as { migrated: Record<string, number> };
-  expect(report.migrated).toMatchObject({ tenants: 2, events: 122 });
+  expect(report.migrated).toMatchObject({ tenants: 2, events: 124, checkpoints: 2, executionContexts: 1 });
 
   const target = await startControlPlane(overrides, dataDir);
   try {

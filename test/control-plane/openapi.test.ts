@@ -10,6 +10,7 @@ import {
 } from '../harness/control-plane.ts';
 
 interface Operation {
+  operationId?: string;
   security?: unknown[];
   requestBody?: unknown;
   responses: Record<string, { content?: Record<string, { schema?: unknown }> }>;
@@ -78,6 +79,25 @@ describe('GET /openapi.json', () => {
     expect(registered).toEqual(documented);
   });
 
+  it('documents DELETE /v1/budgets/{budget_id}, transcoded from CostService.DeleteBudget', () => {
+    const operation = doc.paths['/v1/budgets/{budget_id}']?.delete;
+    expect(operation?.operationId).toBe('CostService.DeleteBudget');
+    expect(Object.keys(operation!.responses)).toEqual(expect.arrayContaining(['200', '401', '403', '404']));
+  });
+
+  it.each(['/v1/budgets', '/v1/policies'])(
+    'documents the paging of GET %s: parameters and next-page header',
+    (path) => {
+      const operation = doc.paths[path]?.get as unknown as {
+        parameters: Array<{ name: string; in: string }>;
+        responses: Record<string, { headers?: Record<string, unknown> }>;
+      };
+      const query = operation.parameters.filter((p) => p.in === 'query').map((p) => p.name);
+      expect(query).toEqual(expect.arrayContaining(['page_size', 'pageSize', 'page_token', 'pageToken']));
+      expect(Object.keys(operation.responses['200']?.headers ?? {})).toEqual(['x-next-page-token']);
+    },
+  );
+
   it.each(SPEC_ROUTES)('documents %s %s with its statuses and the error responses', (method, path, statuses) => {
     const operation = doc.paths[path]?.[method];
     expect(operation, `${method} ${path}`).toBeDefined();
@@ -104,7 +124,7 @@ describe('operational endpoints', () => {
     expect(health.body).toMatchObject({
       status: 'ok',
       version: expect.any(String) as unknown,
-      services: { database: { status: 'ok' }, event_bus: { status: 'ok' } },
+      services: { database: { status: 'ok' }, cache: { status: 'ok' }, event_bus: { status: 'ok' } },
     });
     expect((await get('/health/live')).status).toBe(200);
     const ready = await get('/health/ready');

@@ -64,9 +64,18 @@ describe('a control-plane process whose disk is full', () => {
     expect(body.error).toMatchObject({ code: 'SVC-SYS-9007', message: 'internal error' });
 
     expect((await fetch(`${url}/health/live`)).status).toBe(200);
-    const list = await call('GET', '/v1/budgets');
-    expect(list.status).toBe(200);
-    expect(((await list.json()) as unknown[]).length).toBe(created);
+    // Every budget written before the disk filled is still read, page by page.
+    let listed = 0;
+    for (let token: string | null = ''; token !== null;) {
+      const page = await call(
+        'GET',
+        `/v1/budgets?page_size=100${token === '' ? '' : `&page_token=${encodeURIComponent(token)}`}`,
+      );
+      expect(page.status).toBe(200);
+      listed += ((await page.json()) as unknown[]).length;
+      token = page.headers.get('x-next-page-token');
+    }
+    expect(listed).toBe(created);
     const metrics = await (await fetch(`${url}/metrics`)).text();
     expect(metrics).toContain('svc_process_unhandled_rejections_total');
     expect(child.exitCode).toBeNull();

@@ -87,6 +87,28 @@ describe('state pushed to proxies', () => {
   });
 });
 
+describe('usage events on the bus', () => {
+  it('name the budget a REST-recorded llm.call or tool.call was charged to', async () => {
+    const budgetId = await costBudget(5);
+    const env = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'custom' } });
+    for (const eventType of ['llm.call', 'tool.call'])
+      await cp.call('POST', `/v1/envelopes/${String(env.body.envelope_id)}/events`, {
+        key,
+        body: { event_type: eventType, timestamp: new Date().toISOString(), cost_usd: 0.1 },
+      });
+    const published = await eventually(
+      () => cp.published.filter((m) => m.subject.startsWith('svc.acme.events.')),
+      (m) => m.length === 2,
+    );
+    expect(published.map((m) => [m.subject, (m.data as { budget_id: unknown }).budget_id])).toEqual([
+      ['svc.acme.events.llm.call', budgetId],
+      ['svc.acme.events.tool.call', budgetId],
+    ]);
+    const stored = (await cp.call('GET', '/v1/events', { key })).body as Array<{ budget_id: unknown }>;
+    expect(stored.map((e) => e.budget_id)).toEqual([budgetId, budgetId]);
+  });
+});
+
 describe('leases over request-reply', () => {
   it('grants from the remainder and refuses a body naming another tenant', async () => {
     const budgetId = await costBudget(1);

@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
   emptyCostTotals,
+  EnvelopeStatusSchema,
   toRestEnvelope,
+  toTrace,
   UpdateEnvelopeStatusRequestSchema,
   type Envelope,
   type EnvelopeStatus,
@@ -11,17 +13,22 @@ import {
   compileRuleset,
   DecisionInputSchema,
   evaluate,
+  GuideCreatePolicyRequestSchema,
+  guideCreateRequest,
+  GuidePolicyTypeSchema,
   OperatorInputSchema,
   policyFromRestCreate,
+  POLICY_TYPE_TAG,
   PolicyStatusInputSchema,
   RestCreatePolicyRequestSchema,
+  toGuidePolicy,
   toRestEvaluationResult,
   toRestPolicy,
 } from '../../core/policy/index.ts';
 
 import { canonicalResourceType } from '../../control-plane/mcp/codecs/audit.ts';
 import { budgetFromMcp, McpCreateBudgetSchema } from '../../control-plane/mcp/codecs/budget.ts';
-import { POLICY_TYPE_TAG, toMcpPolicy } from '../../control-plane/mcp/codecs/policy.ts';
+import { toMcpPolicy } from '../../control-plane/mcp/codecs/policy.ts';
 
 const doc = readFileSync(new URL('../../docs/surfaces.md', import.meta.url), 'utf8');
 
@@ -111,6 +118,34 @@ describe('docs/surfaces.md', () => {
       const policy = onePolicy('deny');
       expect(toMcpPolicy({ ...policy, tags: { [POLICY_TYPE_TAG]: tag! } }).type).toBe(mcp);
     }
+  });
+
+  it('guide policy type rows round-trip through the guide and MCP codecs', () => {
+    const rows = table('Guide policy type');
+    expect(rows.map((r) => r[0])).toEqual([...GuidePolicyTypeSchema.options]);
+    for (const [guide, tag, mcp] of rows) {
+      const request = guideCreateRequest(
+        GuideCreatePolicyRequestSchema.parse({
+          name: 'p',
+          policy_type: guide,
+          rules: { r: { action: 'tool:*', effect: 'deny' } },
+        }),
+      );
+      expect(request.tags?.[POLICY_TYPE_TAG]).toBe(tag);
+      const policy = policyFromRestCreate(request, {
+        tenantId: 't',
+        policyId: '00000000-0000-4000-8000-000000000003',
+        now,
+      });
+      expect(toGuidePolicy(policy).policy_type).toBe(guide);
+      expect(toMcpPolicy(policy).type, guide).toBe(mcp);
+    }
+  });
+
+  it('trace state rows match the trace codec', () => {
+    const rows = table('Trace state');
+    expect(rows).toHaveLength(EnvelopeStatusSchema.options.length);
+    for (const [canonical, state] of rows) expect(toTrace(envelope(canonical as EnvelopeStatus)).status).toBe(state);
   });
 
   it('MCP budget period, action and scope rows match what create_budget stores', () => {

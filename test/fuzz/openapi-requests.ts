@@ -73,7 +73,8 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 /** JSON Schema validation of bodies and parameters against the document, compiled once each. */
 export class SchemaChecker {
   private readonly bodies = addFormats(new Ajv2020(ajvOptions));
-  private readonly params = addFormats(new Ajv2020({ ...ajvOptions, coerceTypes: true }));
+  // A query value is text; one value of an array parameter (`?keys=a`) is an array of one.
+  private readonly params = addFormats(new Ajv2020({ ...ajvOptions, coerceTypes: 'array' }));
   private readonly cache = new WeakMap<object, ValidateFunction>();
   private readonly paramCache = new WeakMap<object, ValidateFunction>();
 

@@ -230,7 +230,7 @@ describe('NATS', () => {
         .map((m) => m[1]!)
         .filter((s) => !s.includes('secret') && !/^[A-Za-z0-9]{40}$/.test(s));
     };
-    expect(block(conf)).toHaveLength(14);
+    expect(block(conf)).toHaveLength(17);
     expect(block(conf)).toEqual(block(reference));
     // The sidecars' credentials in the governed namespace match the server's user.
     const client = manifest(rendered, 'Secret', 'ag-agent-governance-nats-client', 'agents');

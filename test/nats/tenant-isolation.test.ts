@@ -93,6 +93,7 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       'svc.globex.events.llm.call',
       'svc.globex.envelopes.created',
       'svc.globex.leases.request',
+      'svc.globex.approvals.request',
       // the stream and its consumers through the JetStream API: read, create, purge, delete
       '$JS.API.STREAM.INFO.SVC_EVENTS',
       '$JS.API.STREAM.PURGE.SVC_EVENTS',
@@ -116,6 +117,9 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
     ];
     const answers = Object.fromEntries(await Promise.all(refusedSubjects.map(async (s) => [s, await send(s)])));
     expect(answers).toEqual(Object.fromEntries(refusedSubjects.map((s) => [s, 'refused'])));
+    // Its status reports (spec 6.2) go out on the shared system subjects.
+    expect(await send('svc.system.health')).toBe('not refused');
+    expect(await send('svc.system.metrics')).toBe('not refused');
 
     // A watch consumer whose filter reaches past tenant A's keys is refused by the server itself.
     const wider = await send('$JS.API.CONSUMER.CREATE.KV_svc_budgets.sneak.$KV.svc_budgets.budget.acme.>', {

@@ -159,6 +159,27 @@ const SERVICES: Record<string, Record<string, Expected>> = {
     ListApiKeys: { http: ['GET', '/v1/api-keys', null], request: [...PAGE] },
     RevokeApiKey: { http: ['DELETE', '/v1/api-keys/{key_id}', null], request: ['key_id'] },
   },
+  'svc.brain.v1.SemanticJudgeService': {
+    Evaluate: {
+      http: ['POST', '/v1/brain/semantic-judge/evaluate', '*'],
+      request: ['tenant_id', 'text', 'intent', 'tool_name', 'tool_args', 'context', 'min_confidence'],
+      response: ['violated', 'category', 'confidence', 'evidence', 'judge'],
+    },
+  },
+  'svc.brain.v1.OracleService': {
+    PredictOverrun: {
+      http: ['POST', '/v1/brain/oracle/predict-overrun', '*'],
+      request: ['tenant_id', 'budget_id', 'envelope_id', 'workload'],
+      response: ['probability', 'expected_spend_at_end', 'method'],
+    },
+  },
+  'svc.brain.v1.ImmuneSystemService': {
+    ListDetections: {
+      http: ['GET', '/v1/brain/immune-system/detections', null],
+      request: ['tenant_id', 'envelope_id', 'execution_id', 'kind', 'start_time', 'end_time', ...PAGE],
+      response: ['detections', 'next_page_token'],
+    },
+  },
 };
 
 /** Resource messages and the fields spec section 2 (and spec 4.6 for queries) lists for them. */
@@ -357,6 +378,7 @@ function requestTypeOf(serviceName: string, method: string): string {
 describe('gRPC contracts (spec 4.6)', () => {
   it('loads every contract file with proto-loader, the googleapis imports resolving', () => {
     expect(contractFiles()).toEqual([
+      'svc/brain/v1/brain.proto',
       'svc/checkpoint/v1/checkpoint.proto',
       'svc/cost/v1/cost.proto',
       'svc/envelope/v1/envelope.proto',
@@ -404,7 +426,7 @@ describe('gRPC contracts (spec 4.6)', () => {
         .filter((m) => m.startsWith('List') || m === 'QueryCheckpoints' || m === 'GetEvaluationHistory')
         .map((m) => requestTypeOf(name, m)),
     );
-    expect(lists).toHaveLength(8);
+    expect(lists).toHaveLength(9);
     for (const request of lists) {
       const fields = fieldsOf(definition, request);
       expect(fields.find((f) => f.name === 'page_size')?.type, request).toBe('TYPE_INT32');

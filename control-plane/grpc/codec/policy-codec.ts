@@ -23,6 +23,7 @@ const GRPC_OPERATOR: Record<Operator, string> = {
   matches: 'REGEX',
   contains: 'CONTAINS',
   semantic: 'SEMANTIC',
+  sequence: 'SEQUENCE',
 };
 
 const CONDITION_TYPE: Record<Operator, string> = {
@@ -37,6 +38,7 @@ const CONDITION_TYPE: Record<Operator, string> = {
   matches: 'PATTERN',
   contains: 'PATTERN',
   semantic: 'SEMANTIC',
+  sequence: 'SEQUENCE',
 };
 
 const LIST_OPERATORS: ReadonlySet<string> = new Set(['IN', 'NOT_IN']);

@@ -19,7 +19,6 @@ import { renamedFields } from '../codec/renamed-fields.ts';
 import { enumValue, fromTimestamp, invalidField, present, requiredId, toTimestamp } from '../codec/well-known.ts';
 import type { GrpcServiceHandlers } from '../server.ts';
 import { toGrpcCostSummary } from './envelope-service.ts';
-import { notImplemented } from './not-implemented.ts';
 
 type Message = Record<string, unknown>;
 
@@ -234,7 +233,14 @@ export function costService(deps: {
         return { budget: toGrpcBudget(await budgets.update(caller, budgetId, input), clock()) };
       },
     },
-    DeleteBudget: notImplemented('DeleteBudget', 'budgets:write'),
+    DeleteBudget: {
+      access: 'budgets:write',
+      statuses: { 409: 'an envelope on the budget has not ended, or a proxy holds a lease of it (SVC-BUD-3006)' },
+      handle: async (request, { caller }) => {
+        await budgets.remove(caller, requiredId(request, 'budget_id'));
+        return {};
+      },
+    },
     ListBudgets: {
       access: 'budgets:read',
       tenantField: 'tenant_id',

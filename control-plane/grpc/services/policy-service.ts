@@ -1,11 +1,13 @@
 import {
   ApprovalDecisionSchema,
   policyFromRestCreate,
+  withRuleType,
   type Approval,
   type Decision,
   type EvaluationResult,
   type Policy,
   type PolicyChanges,
+  type RuleType,
 } from '../../../core/policy/index.ts';
 import { parseOrThrow } from '../../../core/errors/index.ts';
 import type { Approvals } from '../../approvals/approvals.ts';
@@ -139,12 +141,8 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
       tenantField: 'tenant_id',
       handle: async (request, { caller }) => {
         const status = enumValue(request.status, 'POLICY_STATUS_') as Policy['status'] | undefined;
-        // Rules carry no type in this version (docs/grpc.md), so no policy has a rule of a given type.
-        const listed =
-          enumValue(request.rule_type, 'RULE_TYPE_') === undefined
-            ? await policies.list(caller.tenant, { status })
-            : [];
-        const page = pageOf(listed, request);
+        const ruleType = enumValue(request.rule_type, 'RULE_TYPE_') as RuleType | undefined;
+        const page = pageOf(withRuleType(await policies.list(caller.tenant, { status }), ruleType), request);
         return { policies: page.items.map(toGrpcPolicy), next_page_token: page.next_page_token };
       },
     },

@@ -7,6 +7,8 @@ import {
   NameSchema,
   ScopeSchema,
 } from '../../../core/domain/index.ts';
+import { pageOldestFirst } from '../../storage/paging.ts';
+import { McpNextPageToken, mcpPageRequest, McpPagingInput, morePages } from '../paging.ts';
 import type { McpServices } from '../services.ts';
 import { defineTool, hints, type McpTool } from '../tool.ts';
 
@@ -15,14 +17,18 @@ export function apiKeyTools(s: McpServices): McpTool[] {
     defineTool({
       name: 'list_api_keys',
       title: 'List API keys',
-      description: "The tenant's API keys, masked: id, name, prefix, scopes, status, last use.",
+      description:
+        "The tenant's API keys, masked: id, name, prefix, scopes, status, last use; oldest first, a page at a time (20 unless page_size says otherwise, at most 100).",
       scope: 'admin',
       hints: hints.read,
-      input: z.object({}),
-      output: z.object({ api_keys: z.array(ApiKeyViewSchema) }),
-      run: async (caller) => {
-        const keys = await s.keys.list(caller.tenant);
-        return { text: `${keys.length} API keys`, data: { api_keys: keys } };
+      input: z.object(McpPagingInput),
+      output: z.object({ api_keys: z.array(ApiKeyViewSchema), ...McpNextPageToken }),
+      run: async (caller, input) => {
+        const page = pageOldestFirst('api-keys', await s.keys.list(caller.tenant), mcpPageRequest(input), (k) => k.id);
+        return {
+          text: `${page.items.length} API keys${morePages(page.nextPageToken)}`,
+          data: { api_keys: page.items, next_page_token: page.nextPageToken },
+        };
       },
     }),
     defineTool({

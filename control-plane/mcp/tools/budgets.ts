@@ -8,6 +8,8 @@ import {
   toMcpBudget,
   toMcpBudgetStatus,
 } from '../codecs/budget.ts';
+import { pageOldestFirst } from '../../storage/paging.ts';
+import { McpNextPageToken, mcpPageRequest, McpPagingInput, morePages } from '../paging.ts';
 import type { McpServices } from '../services.ts';
 import { defineTool, hints, type McpTool } from '../tool.ts';
 
@@ -19,17 +21,23 @@ export function budgetTools(s: McpServices): McpTool[] {
     defineTool({
       name: 'list_budgets',
       title: 'List budgets',
-      description: "The tenant's budgets with limit, spend, percentage used and status.",
+      description:
+        "The tenant's budgets with limit, spend, percentage used and status, oldest first, a page at a time (20 unless page_size says otherwise, at most 100).",
       scope: 'budgets:read',
       hints: hints.read,
-      input: z.object({ status: z.enum(['active', 'warning', 'exceeded', 'all']).default('all') }),
-      output: z.object({ budgets: z.array(McpBudgetSchema) }),
+      input: z.object({ status: z.enum(['active', 'warning', 'exceeded', 'all']).default('all'), ...McpPagingInput }),
+      output: z.object({ budgets: z.array(McpBudgetSchema), ...McpNextPageToken }),
       run: async (caller, input) => {
         const now = s.clock();
-        const budgets = (await s.budgets.list(caller.tenant, 'all'))
-          .filter((b) => input.status === 'all' || mcpBudgetStatus(b, now) === input.status)
-          .map((b) => toMcpBudget(b, now));
-        return { text: `${budgets.length} budgets`, data: { budgets } };
+        const listed = (await s.budgets.list(caller.tenant, 'all')).filter(
+          (b) => input.status === 'all' || mcpBudgetStatus(b, now) === input.status,
+        );
+        const page = pageOldestFirst('budgets', listed, mcpPageRequest(input), (b) => b.budget_id);
+        const budgets = page.items.map((b) => toMcpBudget(b, now));
+        return {
+          text: `${budgets.length} budgets${morePages(page.nextPageToken)}`,
+          data: { budgets, next_page_token: page.nextPageToken },
+        };
       },
     }),
     defineTool({

@@ -1,18 +1,24 @@
 import { z } from 'zod';
 import { MAX_TEXT_LENGTH, NameSchema } from '../../../core/domain/index.ts';
 import { SvcError } from '../../../core/errors/index.ts';
-import { DecisionSchema, PrioritySchema, PolicyWarningSchema } from '../../../core/policy/index.ts';
+import {
+  DecisionSchema,
+  POLICY_TYPE_TAG,
+  PrioritySchema,
+  PolicyWarningSchema,
+  RulesObjectInputSchema,
+  rulesFromObject,
+} from '../../../core/policy/index.ts';
 import {
   canonicalStatus,
   McpPolicyNameSchema,
   McpPolicySchema,
   McpPolicyStatusSchema,
   McpPolicyTypeSchema,
-  McpRulesInputSchema,
-  POLICY_TYPE_TAG,
-  rulesFromMcp,
   toMcpPolicy,
 } from '../codecs/policy.ts';
+import { policyPage } from '../../policies/policy-page.ts';
+import { McpNextPageToken, mcpPageRequest, McpPagingInput, morePages } from '../paging.ts';
 import type { McpServices } from '../services.ts';
 import { defineTool, hints, type McpTool } from '../tool.ts';
 
@@ -82,15 +88,20 @@ export function policyTools(s: McpServices): McpTool[] {
     defineTool({
       name: 'list_policies',
       title: 'List policies',
-      description: "The tenant's policies, highest priority first, optionally by status.",
+      description:
+        "The tenant's policies, highest priority first, optionally by status, a page at a time (20 unless page_size says otherwise, at most 100).",
       scope: 'policies:read',
       hints: hints.read,
-      input: z.object({ status: z.enum(['ACTIVE', 'INACTIVE', 'DRAFT', 'all']).default('all') }),
-      output: z.object({ policies: z.array(McpPolicySchema) }),
+      input: z.object({ status: z.enum(['ACTIVE', 'INACTIVE', 'DRAFT', 'all']).default('all'), ...McpPagingInput }),
+      output: z.object({ policies: z.array(McpPolicySchema), ...McpNextPageToken }),
       run: async (caller, input) => {
         const status = input.status === 'all' ? undefined : canonicalStatus(input.status);
-        const policies = (await s.policies.list(caller.tenant, { status })).map(toMcpPolicy);
-        return { text: `${policies.length} policies`, data: { policies } };
+        const page = policyPage(await s.policies.list(caller.tenant, { status }), mcpPageRequest(input));
+        const policies = page.items.map(toMcpPolicy);
+        return {
+          text: `${policies.length} policies${morePages(page.nextPageToken)}`,
+          data: { policies, next_page_token: page.nextPageToken },
+        };
       },
     }),
     defineTool({
@@ -118,11 +129,11 @@ export function policyTools(s: McpServices): McpTool[] {
         policy_type: McpPolicyTypeSchema,
         description: z.string().max(MAX_TEXT_LENGTH).optional(),
         priority: PrioritySchema.optional().describe('1 to 1000, higher first; default 100'),
-        rules: McpRulesInputSchema.optional(),
+        rules: RulesObjectInputSchema.optional(),
       }),
       output: OnePolicy,
       run: async (caller, input) => {
-        const rules = rulesFromMcp(input.rules);
+        const rules = rulesFromObject(input.rules);
         if (rules === undefined || rules.length === 0)
           throw new SvcError('SVC-POL-2003', 'invalid policy: rules: a policy needs at least one rule', {}, [
             { field: 'rules', description: 'at least one rule is required' },
@@ -150,11 +161,11 @@ export function policyTools(s: McpServices): McpTool[] {
         name: McpPolicyNameSchema.optional(),
         description: z.string().max(MAX_TEXT_LENGTH).optional(),
         priority: PrioritySchema.optional(),
-        rules: McpRulesInputSchema.optional(),
+        rules: RulesObjectInputSchema.optional(),
       }),
       output: OnePolicy,
       run: async (caller, input) => {
-        const rules = rulesFromMcp(input.rules);
+        const rules = rulesFromObject(input.rules);
         const updated = await s.policies.update(caller, input.policy_id, {
           name: input.name,
           description: input.description,

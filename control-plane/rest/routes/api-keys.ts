@@ -7,6 +7,8 @@ import {
 } from '../../../core/domain/index.ts';
 import { ErrorBodySchema } from '../../../core/errors/index.ts';
 import type { KeyAdministration } from '../../auth/key-administration.ts';
+import { pageOldestFirst } from '../../storage/paging.ts';
+import { nextPageHeaders, NextPageHeaders, pageRequest, PagingQueryFields } from '../paging-query.ts';
 import type { RouteTable } from '../route.ts';
 
 /** The HTTP face of TenantService's key methods (spec 4.6): the secret is in the create answer only. */
@@ -31,9 +33,13 @@ export function apiKeyRoutes(routes: RouteTable, keys: KeyAdministration): void 
     operationId: 'listApiKeys',
     tag: 'tenancy',
     access: 'admin',
-    summary: "List the tenant's API keys (masked)",
-    responses: { 200: { description: 'keys', schema: z.array(ApiKeyViewSchema) } },
-    handler: async ({ caller }) => ({ status: 200, body: await keys.list(caller.tenant) }),
+    summary: "The tenant's API keys (masked), oldest first, a page at a time (next page token in X-Next-Page-Token)",
+    query: z.object(PagingQueryFields),
+    responses: { 200: { description: 'a page of keys', schema: z.array(ApiKeyViewSchema), headers: NextPageHeaders } },
+    handler: async ({ caller, query }) => {
+      const page = pageOldestFirst('api-keys', await keys.list(caller.tenant), pageRequest(query), (k) => k.id);
+      return { status: 200, body: page.items, headers: nextPageHeaders(page.nextPageToken) };
+    },
   });
   routes.add({
     method: 'DELETE',

@@ -3,6 +3,7 @@ import { MAX_NAME_LENGTH, PathIdSchema, TenantIdSchema } from '../../../core/dom
 import { ErrorBodySchema } from '../../../core/errors/index.ts';
 import { ApprovalSchema, ApprovalStatusSchema } from '../../../core/policy/index.ts';
 import type { Approvals } from '../../approvals/approvals.ts';
+import { LimitOrPagingQueryFields, nextPageHeaders, NextPageHeaders, pageOrLimit } from '../paging-query.ts';
 import type { RouteTable } from '../route.ts';
 
 const ApprovalParams = z.object({ approval_id: PathIdSchema });
@@ -12,7 +13,7 @@ const ListQuery = z.object({
   status: ApprovalStatusSchema.optional(),
   workflow_id: z.string().max(MAX_NAME_LENGTH).optional(),
   workflowId: z.string().max(MAX_NAME_LENGTH).optional(),
-  limit: z.coerce.number().int().min(1).max(1000).default(100),
+  ...LimitOrPagingQueryFields,
 });
 /** UpdateApproval of spec 4.6: a reviewer is required; the decision is final. */
 const DecisionBody = z.object({
@@ -31,17 +32,15 @@ export function approvalRoutes(routes: RouteTable, approvals: Approvals): void {
     operationId: 'listApprovals',
     tag: 'approvals',
     access: 'policies:read',
-    summary: "The tenant's approvals, oldest first, by status and workflow (at most `limit`, default 100)",
+    summary:
+      "The tenant's approvals, oldest first, by status and workflow, a page at a time (next page token in X-Next-Page-Token) or up to `limit`",
     query: ListQuery,
-    responses: { 200: { description: 'approvals', schema: z.array(ApprovalSchema) } },
-    handler: async ({ caller, query }) => ({
-      status: 200,
-      body: await approvals.list(caller.tenant, {
-        status: query.status,
-        workflowId: query.workflow_id ?? query.workflowId,
-        limit: query.limit,
-      }),
-    }),
+    responses: { 200: { description: 'approvals', schema: z.array(ApprovalSchema), headers: NextPageHeaders } },
+    handler: async ({ caller, query }) => {
+      const filter = { status: query.status, workflowId: query.workflow_id ?? query.workflowId };
+      const page = await pageOrLimit(query, (p) => approvals.page(caller.tenant, filter, p));
+      return { status: 200, body: page.items, headers: nextPageHeaders(page.nextPageToken) };
+    },
   });
   routes.add({
     method: 'GET',

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { AuditQuerySchema, AuditRecordSchema } from '../../../core/domain/index.ts';
 import type { AuditLog } from '../../audit/audit-log.ts';
+import { LimitOrPagingQueryFields, nextPageHeaders, NextPageHeaders, pageOrLimit } from '../paging-query.ts';
 import type { RouteTable } from '../route.ts';
 
 const VerificationSchema = z.object({
@@ -17,18 +18,21 @@ export function auditRoutes(routes: RouteTable, audit: AuditLog): void {
     operationId: 'queryAudit',
     tag: 'audit',
     access: 'admin',
-    summary: "The tenant's audit records, newest first",
-    query: AuditQuerySchema,
-    responses: { 200: { description: 'audit records', schema: z.array(AuditRecordSchema) } },
-    handler: async ({ caller, query }) => ({
-      status: 200,
-      body: await audit.query(caller.tenant, {
+    summary:
+      "The tenant's audit records, newest first, a page at a time (next page token in X-Next-Page-Token) or up to `limit`",
+    query: AuditQuerySchema.extend(LimitOrPagingQueryFields),
+    responses: {
+      200: { description: 'audit records', schema: z.array(AuditRecordSchema), headers: NextPageHeaders },
+    },
+    handler: async ({ caller, query }) => {
+      const filter = {
         action: query.action,
         resource_type: query.resource_type ?? query.resourceType,
         actor_id: query.actor_id ?? query.actorId,
-        limit: query.limit,
-      }),
-    }),
+      };
+      const page = await pageOrLimit(query, audit.pages(caller.tenant, filter));
+      return { status: 200, body: page.items, headers: nextPageHeaders(page.nextPageToken) };
+    },
   });
   routes.add({
     method: 'GET',

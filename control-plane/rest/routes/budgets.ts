@@ -11,10 +11,13 @@ import {
   toRestBudget,
 } from '../../../core/domain/index.ts';
 import { ErrorBodySchema } from '../../../core/errors/index.ts';
+import { pageOldestFirst } from '../../storage/paging.ts';
 import type { Budgets } from '../../budgets/budgets.ts';
+import { nextPageHeaders, NextPageHeaders, pageRequest, PagingQueryFields } from '../paging-query.ts';
 import type { RouteTable } from '../route.ts';
 
 const BudgetParams = z.object({ budget_id: PathIdSchema });
+const ListQuery = BudgetListQuerySchema.extend(PagingQueryFields);
 const notFound = { description: 'budget not found (SVC-BUD-3002)', schema: ErrorBodySchema };
 
 export function budgetRoutes(routes: RouteTable, budgets: Budgets, clock: () => Date): void {
@@ -41,13 +44,25 @@ export function budgetRoutes(routes: RouteTable, budgets: Budgets, clock: () => 
     operationId: 'listBudgets',
     tag: 'budgets',
     access: 'budgets:read',
-    summary: "List the tenant's budgets, optionally by status",
-    query: BudgetListQuerySchema,
-    responses: { 200: { description: 'budgets', schema: z.array(RestBudgetSchema) } },
-    handler: async ({ caller, query }) => ({
-      status: 200,
-      body: (await budgets.list(caller.tenant, query.status)).map((b) => toRestBudget(b, clock())),
-    }),
+    summary:
+      "The tenant's budgets, oldest first, optionally by status, a page at a time (next page token in X-Next-Page-Token)",
+    query: ListQuery,
+    responses: {
+      200: { description: 'a page of budgets', schema: z.array(RestBudgetSchema), headers: NextPageHeaders },
+    },
+    handler: async ({ caller, query }) => {
+      const page = pageOldestFirst(
+        'budgets',
+        await budgets.list(caller.tenant, query.status),
+        pageRequest(query),
+        (b) => b.budget_id,
+      );
+      return {
+        status: 200,
+        body: page.items.map((b) => toRestBudget(b, clock())),
+        headers: nextPageHeaders(page.nextPageToken),
+      };
+    },
   });
   routes.add({
     method: 'GET',

@@ -13,6 +13,7 @@ import {
 } from '../../../core/domain/index.ts';
 import { BudgetErrorBodySchema, ErrorBodySchema, PolicyViolationBodySchema } from '../../../core/errors/index.ts';
 import type { Envelopes } from '../../envelopes/envelopes.ts';
+import { LimitOrPagingQueryFields, nextPageHeaders, NextPageHeaders, pageOrLimit } from '../paging-query.ts';
 import type { RouteTable } from '../route.ts';
 
 const EnvelopeParams = z.object({ envelope_id: PathIdSchema });
@@ -29,7 +30,7 @@ const ListQuery = z.object({
   budgetId: IdSchema.optional(),
   tenant_id: TenantIdSchema.optional(),
   tenantId: TenantIdSchema.optional(),
-  limit: z.coerce.number().int().min(1).max(1000).default(100),
+  ...LimitOrPagingQueryFields,
 });
 
 const notFound = { description: 'envelope not found (SVC-ENV-1001)', schema: ErrorBodySchema };
@@ -69,19 +70,16 @@ export function envelopeRoutes(routes: RouteTable, envelopes: Envelopes): void {
     operationId: 'listEnvelopes',
     tag: 'envelopes',
     access: 'envelopes:read',
-    summary: "List the tenant's envelopes",
+    summary: "The tenant's envelopes, a page at a time (next page token in X-Next-Page-Token), or up to `limit`",
     query: ListQuery,
-    responses: { 200: { description: 'envelopes', schema: z.array(RestEnvelopeSchema) } },
-    handler: async ({ caller, query }) => ({
-      status: 200,
-      body: (
-        await envelopes.list(caller.tenant, {
-          status: query.status,
-          budget_id: query.budget_id ?? query.budgetId,
-          limit: query.limit,
-        })
-      ).map(toRestEnvelope),
-    }),
+    responses: {
+      200: { description: 'envelopes', schema: z.array(RestEnvelopeSchema), headers: NextPageHeaders },
+    },
+    handler: async ({ caller, query }) => {
+      const filter = { status: query.status, budget_id: query.budget_id ?? query.budgetId };
+      const page = await pageOrLimit(query, (p) => envelopes.list(caller.tenant, filter, p));
+      return { status: 200, body: page.items.map(toRestEnvelope), headers: nextPageHeaders(page.nextPageToken) };
+    },
   });
   routes.add({
     method: 'GET',

@@ -25,6 +25,21 @@ const VersionSchema = z.object({
   schema_version: z.number().int(),
 });
 
+/**
+ * The control plane's status from its dependency checks: `down` without its store (it can answer
+ * nothing), `degraded` while another dependency is away (without NATS it still serves: the outbox
+ * keeps what it publishes), else `ok`. Served by GET /health and published on svc.system.health.
+ */
+export async function checkHealth(checks: Record<string, DependencyCheck>) {
+  const checked = await Promise.all(
+    Object.entries(checks).map(async ([name, check]) => [name, await check()] as const),
+  );
+  const services = Object.fromEntries(checked);
+  const ok = checked.every(([, s]) => s.status === 'ok');
+  const down = services.database?.status === 'down';
+  return { status: ok ? ('ok' as const) : down ? ('down' as const) : ('degraded' as const), services };
+}
+
 export function operationalRoutes(
   routes: RouteTable,
   deps: {
@@ -36,19 +51,13 @@ export function operationalRoutes(
   },
 ): void {
   const health = async () => {
-    const checked = await Promise.all(
-      Object.entries(deps.checks).map(async ([name, check]) => [name, await check()] as const),
-    );
-    const services = Object.fromEntries(checked);
-    const ok = checked.every(([, s]) => s.status === 'ok');
-    // Without its store the control plane can answer nothing; without NATS it still serves (the
-    // outbox keeps what it publishes).
-    const down = services.database?.status === 'down';
+    const { status, services } = await checkHealth(deps.checks);
+    const down = status === 'down';
     return {
-      ok,
+      ok: status === 'ok',
       down,
       body: {
-        status: ok ? ('ok' as const) : down ? ('down' as const) : ('degraded' as const),
+        status,
         service: 'control-plane',
         version: deps.version,
         services,

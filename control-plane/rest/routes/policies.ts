@@ -7,22 +7,47 @@ import {
   RestPolicyEvaluationRequestSchema,
   RestPolicyEvaluationResultSchema,
   RestPolicySchema,
+  RuleTypeInputSchema,
   toRestEvaluationResult,
   toRestPolicy,
+  withRuleType,
+  type PolicyStatus,
 } from '../../../core/policy/index.ts';
+import type { PolicyDecision } from '../../envelopes/policy-gate.ts';
 import type { Policies } from '../../policies/policies.ts';
+import { policyPage } from '../../policies/policy-page.ts';
+import { nextPageHeaders, NextPageHeaders, pageRequest, PagingQueryFields } from '../paging-query.ts';
 import type { RouteTable } from '../route.ts';
 
-const PolicyParams = z.object({ policy_id: PathIdSchema });
-const ListQuery = z.object({
+export const PolicyParams = z.object({ policy_id: PathIdSchema });
+export const PolicyListQuery = z.object({
   tenant_id: TenantIdSchema.optional(),
   tenantId: TenantIdSchema.optional(),
   status: PolicyStatusInputSchema.optional(),
   enabled: z.enum(['true', 'false']).optional(),
 });
 
+/** Spec 4.4 (`ruleType`) and the gRPC binding (`rule_type`). */
+const ListQuery = PolicyListQuery.extend({
+  rule_type: RuleTypeInputSchema.optional(),
+  ruleType: RuleTypeInputSchema.optional(),
+  ...PagingQueryFields,
+});
+
+/** The status a list asks for: `status`, else `enabled` (true ACTIVE, false DISABLED). */
+export function listedStatus(query: z.output<typeof PolicyListQuery>): PolicyStatus | undefined {
+  return query.status ?? (query.enabled === undefined ? undefined : query.enabled === 'true' ? 'ACTIVE' : 'DISABLED');
+}
+
 /** The result, with the pending approval a REQUIRE_APPROVAL decision opened (extension). */
-const EvaluationAnswerSchema = RestPolicyEvaluationResultSchema.extend({ approval_id: z.uuid().optional() });
+export const EvaluationAnswerSchema = RestPolicyEvaluationResultSchema.extend({ approval_id: z.uuid().optional() });
+
+export function evaluationAnswer(decision: PolicyDecision): z.infer<typeof EvaluationAnswerSchema> {
+  return {
+    ...toRestEvaluationResult(decision.result),
+    ...(decision.approvalId !== null ? { approval_id: decision.approvalId } : {}),
+  };
+}
 
 export function policyRoutes(routes: RouteTable, policies: Policies): void {
   routes.add({
@@ -48,13 +73,15 @@ export function policyRoutes(routes: RouteTable, policies: Policies): void {
     operationId: 'listPolicies',
     tag: 'policies',
     access: 'policies:read',
-    summary: "List the tenant's policies, highest priority first",
+    summary: "The tenant's policies, highest priority first, a page at a time (next page token in X-Next-Page-Token)",
     query: ListQuery,
-    responses: { 200: { description: 'policies', schema: z.array(RestPolicySchema) } },
+    responses: {
+      200: { description: 'a page of policies', schema: z.array(RestPolicySchema), headers: NextPageHeaders },
+    },
     handler: async ({ caller, query }) => {
-      const status =
-        query.status ?? (query.enabled === undefined ? undefined : query.enabled === 'true' ? 'ACTIVE' : 'DISABLED');
-      return { status: 200, body: (await policies.list(caller.tenant, { status })).map(toRestPolicy) };
+      const listed = await policies.list(caller.tenant, { status: listedStatus(query) });
+      const page = policyPage(withRuleType(listed, query.rule_type ?? query.ruleType), pageRequest(query));
+      return { status: 200, body: page.items.map(toRestPolicy), headers: nextPageHeaders(page.nextPageToken) };
     },
   });
   routes.add({
@@ -73,13 +100,7 @@ export function policyRoutes(routes: RouteTable, policies: Policies): void {
         policySet: body.policy_set,
         envelopeId: body.envelope_id,
       });
-      return {
-        status: 200,
-        body: {
-          ...toRestEvaluationResult(decision.result),
-          ...(decision.approvalId !== null ? { approval_id: decision.approvalId } : {}),
-        },
-      };
+      return { status: 200, body: evaluationAnswer(decision) };
     },
   });
   routes.add({

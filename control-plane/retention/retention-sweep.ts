@@ -1,0 +1,92 @@
+import { setImmediate as turn } from 'node:timers/promises';
+import { SYSTEM_TENANT } from '../../core/domain/index.ts';
+import { VIOLATION_DEDUP_SCOPE } from '../processor/event-processor.ts';
+import type { Storage } from '../storage/storage.ts';
+
+/** What retention removes (docs/storage.md, "Retention"). */
+export type RetainedKind = 'events' | 'processed_messages';
+
+export interface RetentionSweepOptions {
+  storage: Storage;
+  /** Records older than this many days go; 0 keeps every record. */
+  days: number;
+  /** Records one transaction removes (or, for de-duplication entries, looks at) at most. */
+  batchSize: number;
+  clock: () => Date;
+  /** Told of each batch's removals (the svc_retention_removed_total counter). */
+  onRemoved: (kind: RetainedKind, count: number) => void;
+}
+
+const DAY_MS = 86_400_000;
+
+/**
+ * Removes, tenant by tenant, the usage events received and the proxies' violation messages handled
+ * more than `days` ago. Each batch is a transaction of its own, and the sweep yields to the event
+ * loop between batches, so the event processor's and the API's writes never wait for more than one
+ * small batch. Budgets keep their period totals in their own records, which no sweep touches; the
+ * audit chain is immutable and kept whole.
+ */
+export class RetentionSweep {
+  readonly #options: RetentionSweepOptions;
+
+  constructor(options: RetentionSweepOptions) {
+    this.#options = options;
+  }
+
+  /** One sweep over every tenant; stops early, having removed whole batches only, once aborted. */
+  async runOnce(signal: AbortSignal): Promise<Record<RetainedKind, number>> {
+    const removed: Record<RetainedKind, number> = { events: 0, processed_messages: 0 };
+    const { days, clock } = this.#options;
+    if (days === 0) return removed;
+    const before = new Date(clock().getTime() - days * DAY_MS).toISOString();
+    for await (const tenant of this.#tenants(signal)) {
+      removed.events += await this.#events(tenant, before, signal);
+      removed.processed_messages += await this.#processed(tenant, before, signal);
+    }
+    return removed;
+  }
+
+  async #events(tenant: string, before: string, signal: AbortSignal): Promise<number> {
+    const { storage, batchSize, onRemoved } = this.#options;
+    let total = 0;
+    while (!signal.aborted) {
+      const count = await storage.withTransaction((tx) => tx.events.removeReceivedBefore(tenant, before, batchSize));
+      total += count;
+      if (count > 0) onRemoved('events', count);
+      if (count < batchSize) break;
+      await turn();
+    }
+    return total;
+  }
+
+  async #processed(tenant: string, before: string, signal: AbortSignal): Promise<number> {
+    const { storage, batchSize, onRemoved } = this.#options;
+    let total = 0;
+    let after: string | null = null;
+    do {
+      const from: string | null = after;
+      const { removed, next }: { removed: number; next: string | null } = await storage.withTransaction((tx) =>
+        tx.dedup.removeProcessedBefore(tenant, VIOLATION_DEDUP_SCOPE, before, from, batchSize),
+      );
+      total += removed;
+      if (removed > 0) onRemoved('processed_messages', removed);
+      after = next;
+      if (after !== null) await turn();
+    } while (after !== null && !signal.aborted);
+    return total;
+  }
+
+  /** The registered tenants and the system tenant, which exists without a record. */
+  async *#tenants(signal: AbortSignal): AsyncGenerator<string> {
+    yield SYSTEM_TENANT;
+    let pageToken: string | null = null;
+    do {
+      const page = await this.#options.storage.read.tenants.list({ pageSize: 100, pageToken });
+      for (const tenant of page.items) {
+        if (signal.aborted) return;
+        if (tenant.tenant_id !== SYSTEM_TENANT) yield tenant.tenant_id;
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken !== null && !signal.aborted);
+  }
+}
