@@ -9,12 +9,13 @@ import { ErrorPages, listeningBaseUrl, SvcError } from '../core/errors/index.ts'
 import { cost, type PriceTable } from '../core/metering/prices.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
 import { AdminServer, createProxyNetMetrics, type Readiness } from './admin/index.ts';
+import { ApprovalHolds } from './approvals/index.ts';
+import { PauseHolds } from './holds/index.ts';
 import { AddressPolicy, createEgressCheck, EgressGuard, parsePorts, type Resolve } from './egress/index.ts';
 import { createControlPlaneCircuit, LeaseBook, PICO_PER_MICRO } from './enforcement/index.ts';
 import { EnvelopeRegistry } from './envelopes/index.ts';
-import { judgesFromConfig } from '../core/brain/index.ts';
+import { ActionHistory, judgesFromConfig } from '../core/brain/index.ts';
 import {
-  ActionHistory,
   AnomalyWatch,
   createGovernedHandler,
   EventRecorder,
@@ -23,10 +24,11 @@ import {
 } from './governance/index.ts';
 import { compileInterceptList, DEFAULT_REVERSE_ROUTES, ProxyListener } from './listener/index.ts';
 import { parseMcpServers } from './mcp/index.ts';
-import { createGovernanceMetrics } from './metrics/index.ts';
+import { createApprovalMetrics, createGovernanceMetrics, createPauseMetrics } from './metrics/index.ts';
 import { LmdbOutboxStorage } from '../core/outbox/lmdb-outbox-storage.ts';
 import { Outbox } from '../core/outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
+import { startSystemReports } from '../core/observability/system-reports.ts';
 import { listenForTerminations, RulesetSource, watchBudgetStates } from './sync/index.ts';
 import { openProxyStore } from './store/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
@@ -80,9 +82,15 @@ export interface Proxy {
   readiness(): Readiness;
   /** Re-reads provider key files (wired to SIGHUP by the entry points). */
   reloadCredentials(): Promise<void>;
-  /** Starts the sync watch, the default budget's lease, the terminate listener and both ports. */
+  /**
+   * Starts the sync watch, the default budget's lease, the terminate and approval-decision
+   * listeners and both ports.
+   */
   listen(): Promise<ProxyAddresses>;
-  /** Stops taking traffic, returns leases, and closes the outbox (pending events stay on disk). */
+  /**
+   * Refuses the calls held for approval, stops taking traffic, returns leases, and closes the
+   * outbox (pending events stay on disk).
+   */
   close(): Promise<void>;
 }
 
@@ -185,7 +193,20 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     logger: logger.child({ component: 'ruleset' }),
   });
   const chosen = judges.selector.modeOf(tenantId) === 'builtin' ? undefined : judges.selector.forTenant(tenantId);
-  const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judges.builtin, chosen);
+  const source = `proxy:${hostname()}`;
+  const approvals = new ApprovalHolds(
+    {
+      tenantId,
+      requestedBy: { type: 'proxy', id: source },
+      timeoutMs: config.proxy_approval_timeout_seconds * 1000,
+      maxHeld: config.proxy_approval_max_held,
+      recheckMs: config.proxy_approval_recheck_ms,
+    },
+    messaging,
+    createApprovalMetrics(registry),
+    logger.child({ component: 'approvals' }),
+  );
+  const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judges.builtin, chosen, approvals);
   const outbox = new Outbox({
     bus: messaging.bus,
     storage: new LmdbOutboxStorage({ root: store.root }),
@@ -194,7 +215,6 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     logger: logger.child({ component: 'outbox' }),
   });
   const podExecutionId = `pod-${hostname()}-${randomUUID().slice(0, 8)}`;
-  const source = `proxy:${hostname()}`;
   const recorder = new EventRecorder(tenantId, source, outbox, logger);
   const envelopes = new EnvelopeRegistry({
     defaultBudgetId: bootstrap.budgetId,
@@ -205,6 +225,15 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     podExecutionId,
     maxEntries: config.proxy_envelope_cache_entries,
   });
+  const pauses = new PauseHolds(
+    {
+      tenantId,
+      timeoutMs: config.proxy_anomaly_hold_timeout_seconds * 1000,
+      maxHeld: config.proxy_anomaly_max_held,
+    },
+    envelopes,
+    createPauseMetrics(registry),
+  );
   const leaseLogger = logger.child({ component: 'lease' });
   // Spec 3.5 breaker on every request to the control plane; OPEN sends leases onto the soft limit at once.
   const controlPlane = createControlPlaneCircuit({
@@ -251,9 +280,11 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       maxExecutions: config.proxy_sequence_executions,
       recorder,
       envelopes,
+      pauses,
       registry,
       logger: logger.child({ component: 'immune' }),
     }),
+    pauses,
     leases,
     envelopes,
     recorder,
@@ -301,6 +332,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     host: config.proxy_admin_host,
   });
   const subscriptions: Subscription[] = [];
+  let stopReports = (): void => undefined;
   let stopReloading = (): void => undefined;
 
   return {
@@ -330,6 +362,8 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
               }),
             logger,
           ),
+          await approvals.listen(),
+          await pauses.listen(messaging.signals, logger),
           await watchBudgetStates(
             messaging.keyValue,
             tenantId,
@@ -347,6 +381,26 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       const adminAddress = await admin.listen();
       const adminPort = adminAddress.port;
       adminAt = listeningBaseUrl(adminAddress);
+      stopReports = startSystemReports({
+        signals: messaging.signals,
+        service: 'proxy',
+        intervalMs: config.system_report_interval_ms,
+        health: () => {
+          const ready = readiness();
+          const bus = messaging.healthy();
+          return Promise.resolve({
+            // Without NATS it still enforces, from its cached ruleset and leases or soft limit.
+            status: !ready.ready ? 'down' : bus ? 'ok' : 'degraded',
+            services: {
+              ruleset: ready.ready ? { status: 'ok' } : { status: 'down', detail: ready.reasons.join('; ') },
+              event_bus: bus ? { status: 'ok' } : { status: 'down', detail: 'not connected' },
+            },
+          });
+        },
+        registry,
+        clock: () => new Date(),
+        logger,
+      });
       logger.info(
         {
           proxy_port: proxyPort,
@@ -365,7 +419,10 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       };
     },
     async close() {
+      stopReports();
       stopReloading();
+      // Held calls are answered (refused) before the listener waits for its requests to end.
+      await Promise.all([approvals.close(), pauses.close()]);
       await listener.close();
       await admin.close();
       await Promise.all(subscriptions.splice(0).map((s) => s.unsubscribe()));

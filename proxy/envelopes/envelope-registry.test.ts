@@ -94,15 +94,18 @@ describe('EnvelopeRegistry', () => {
     expect(r.resolve({ 'x-svc-execution-id': 'exec-x' }).envelope.ending?.status).toBe('TERMINATED');
   });
 
-  it('forgets the oldest idle envelopes beyond its bound but never the pod execution or one in flight', () => {
+  it('forgets the oldest idle envelopes beyond its bound but never the pod execution, one in flight or one paused', () => {
     const r = registry();
     const pod = r.resolve({}).envelope;
     const busy = r.resolve({ 'x-svc-execution-id': 'busy' }).envelope;
     busy.inflight.add(() => undefined);
+    const paused = r.resolve({ 'x-svc-execution-id': 'paused' }).envelope;
+    paused.paused = 'immune system';
     r.resolve({ 'x-svc-execution-id': 'idle' });
     r.resolve({ 'x-svc-execution-id': 'newer' });
     expect(r.get(pod.envelopeId)).toBe(pod);
     expect(r.get(busy.envelopeId)).toBe(busy);
+    expect(r.get(paused.envelopeId)).toBe(paused);
     expect(r.resolve({ 'x-svc-execution-id': 'idle' }).opened).toBe(true);
   });
 });

@@ -25,6 +25,8 @@ export interface LocalEnvelope {
   readonly budgetId: string;
   /** Set once the envelope ended here or was terminated elsewhere; further calls are refused. */
   ending: Ending | null;
+  /** Why the envelope is paused here (the Immune System paused it); its calls are held meanwhile. */
+  paused: string | null;
   readonly inflight: Set<Cutter>;
 }
 
@@ -139,7 +141,14 @@ export class EnvelopeRegistry {
   }
 
   #add(envelopeId: string, executionId: string, budgetId: string): LocalEnvelope {
-    const envelope: LocalEnvelope = { envelopeId, executionId, budgetId, ending: null, inflight: new Set() };
+    const envelope: LocalEnvelope = {
+      envelopeId,
+      executionId,
+      budgetId,
+      ending: null,
+      paused: null,
+      inflight: new Set(),
+    };
     this.#byEnvelope.set(envelopeId, envelope);
     this.#byExecution.set(executionId, envelope);
     this.#evict();
@@ -150,7 +159,13 @@ export class EnvelopeRegistry {
     if (this.#byEnvelope.size <= this.#options.maxEntries) return;
     for (const [id, envelope] of this.#byEnvelope) {
       if (this.#byEnvelope.size <= this.#options.maxEntries) break;
-      if (envelope.inflight.size > 0 || envelope.executionId === this.#options.podExecutionId) continue;
+      // A paused one stays: forgetting it would let its next call through before it is resumed.
+      if (
+        envelope.inflight.size > 0 ||
+        envelope.paused !== null ||
+        envelope.executionId === this.#options.podExecutionId
+      )
+        continue;
       this.#byEnvelope.delete(id);
       if (this.#byExecution.get(envelope.executionId) === envelope) this.#byExecution.delete(envelope.executionId);
     }

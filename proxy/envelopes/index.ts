@@ -9,3 +9,4 @@ export {
   type LocalEnvelope,
   type Resolution,
 } from './envelope-registry.ts';
+export { whileInflight } from './while-inflight.ts';

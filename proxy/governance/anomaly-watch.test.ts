@@ -10,6 +10,7 @@ function rig(action: AnomalyAction) {
   let now = 0;
   const events: UsageRecord[] = [];
   const ended: { id: string; ending: Ending }[] = [];
+  const paused: { id: string; reason: string }[] = [];
   const registry = new Registry();
   const watch = new AnomalyWatch({
     action,
@@ -29,6 +30,12 @@ function rig(action: AnomalyAction) {
         return true;
       },
     },
+    pauses: {
+      pause: (envelope, reason) => {
+        paused.push({ id: envelope.envelopeId, reason });
+        return true;
+      },
+    },
     registry,
     logger: { warn: () => undefined },
     now: () => now,
@@ -38,6 +45,7 @@ function rig(action: AnomalyAction) {
     executionId: execution,
     budgetId: 'b',
     ending: null,
+    paused: null,
     inflight: new Set(),
   });
   /** `perSecond[i]` calls of `execution` in second i. */
@@ -58,7 +66,7 @@ function rig(action: AnomalyAction) {
       }
     }
   };
-  return { run, spend, events, ended, registry };
+  return { run, spend, events, ended, paused, registry };
 }
 
 describe('AnomalyWatch', () => {
@@ -82,6 +90,19 @@ describe('AnomalyWatch', () => {
     const off = rig('off');
     off.run('x', [3, 3, 3, 3, 3, 3, 40]);
     expect(off.events).toEqual([]);
+  });
+
+  it('pauses the envelope with action pause, records the action, and ends nothing', async () => {
+    const { run, events, ended, paused, registry } = rig('pause');
+    run('steady', [3, 3, 3, 3, 3, 3, 3, 3]);
+    expect(paused).toEqual([]);
+    run('x', [3, 3, 3, 3, 3, 3, 40]);
+    expect(paused).toEqual([{ id: 'env-x', reason: expect.stringContaining('immune system: ') }]);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ eventType: 'immune.anomaly', payload: { kind: 'call_rate', action: 'pause' } });
+    expect(ended).toEqual([]);
+    const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === 'svc_immune_anomalies_total');
+    expect(metric?.values[0]).toMatchObject({ value: 1, labels: { kind: 'call_rate', action: 'pause' } });
   });
 
   it('watches spend the same way, in its own unit', () => {

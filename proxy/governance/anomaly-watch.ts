@@ -2,10 +2,14 @@ import { Counter, type Registry } from 'prom-client';
 import { RateBaseline, type AnomalyOptions, type Detection } from '../../core/brain/index.ts';
 import { BoundedLru } from '../../core/resilience/bounded-lru.ts';
 import type { EnvelopeRegistry, LocalEnvelope } from '../envelopes/index.ts';
+import type { PauseHolds } from '../holds/index.ts';
 import type { EventRecorder } from './event-recorder.ts';
 
-/** What a detected anomaly does: nothing, an alert (event, metric, log), or the envelope's end. */
-export type AnomalyAction = 'off' | 'alert' | 'terminate';
+/**
+ * What a detected anomaly does: nothing, an alert (event, metric, log), the envelope paused (its
+ * calls held until it is resumed), or the envelope's end.
+ */
+export type AnomalyAction = 'off' | 'alert' | 'pause' | 'terminate';
 
 export interface AnomalyWatchDeps {
   action: AnomalyAction;
@@ -15,6 +19,7 @@ export interface AnomalyWatchDeps {
   maxExecutions: number;
   recorder: Pick<EventRecorder, 'usage' | 'ended'>;
   envelopes: Pick<EnvelopeRegistry, 'end'>;
+  pauses: Pick<PauseHolds, 'pause'>;
   registry: Registry;
   logger: { warn(obj: object, msg: string): void };
   now?: () => number;
@@ -24,8 +29,9 @@ export interface AnomalyWatchDeps {
  * The Immune System's anomaly detection in the proxy: each execution's rate of governed calls
  * (model calls and tool calls) and its spend (priced model calls) against its own baselines
  * (core/brain/immune/anomaly.ts). A detection is recorded as an `immune.anomaly` event (on the bus, stored and listed with the
- * other events), counted in `svc_immune_anomalies_total`, logged, and with action `terminate`
- * ends the envelope, which cuts its calls in flight.
+ * other events), counted in `svc_immune_anomalies_total`, logged; with action `pause` it pauses
+ * the envelope (its calls are held until it is resumed; the control plane records PAUSED from
+ * the event), with action `terminate` it ends the envelope, which cuts its calls in flight.
  */
 export class AnomalyWatch {
   readonly #deps: AnomalyWatchDeps;
@@ -91,6 +97,7 @@ export class AnomalyWatch {
         action,
       },
     });
+    if (action === 'pause') this.#deps.pauses.pause(envelope, reason);
     if (action === 'terminate' && this.#deps.envelopes.end(envelope.envelopeId, { status: 'TERMINATED', reason }))
       void this.#deps.recorder.ended(envelope, 'TERMINATED', reason);
   }

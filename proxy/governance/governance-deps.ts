@@ -3,9 +3,10 @@ import type { PriceTable } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
 import type { LeaseBook } from '../enforcement/index.ts';
 import type { EnvelopeRegistry } from '../envelopes/index.ts';
+import type { PauseHolds } from '../holds/index.ts';
 import type { GovernanceMetrics } from '../metrics/index.ts';
 import type { UpstreamClient } from '../upstream/index.ts';
-import type { ActionHistory } from './action-history.ts';
+import type { ActionHistory } from '../../core/brain/index.ts';
 import type { AnomalyWatch } from './anomaly-watch.ts';
 import type { EventRecorder } from './event-recorder.ts';
 import type { PolicyGate } from './policy-gate.ts';
@@ -19,6 +20,8 @@ export interface GovernanceDeps {
   history: ActionHistory;
   /** Each execution's call rate against its own baseline (the Immune System's anomalies). */
   anomalies: AnomalyWatch;
+  /** Holds the calls of the envelopes the Immune System paused until they are resumed. */
+  pauses: Pick<PauseHolds, 'await'>;
   leases: LeaseBook;
   envelopes: EnvelopeRegistry;
   recorder: EventRecorder;

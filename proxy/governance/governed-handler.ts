@@ -2,7 +2,7 @@ import type { ProxiedRequest, ProxyHandler } from '../listener/index.ts';
 import { governMcp, type McpServers } from '../mcp/index.ts';
 import type { ProviderAdapter, ProviderRegistry } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
-import { governLlmCall } from './llm-call.ts';
+import { governLlmCall } from './llm-call/pipeline.ts';
 import { governUnclassifiedCall, passThrough } from './unclassified-call.ts';
 
 /**

@@ -3,5 +3,4 @@ export { EventRecorder, type EventSink, type UsageRecord } from './event-recorde
 export { createGovernedHandler } from './governed-handler.ts';
 export type { GovernanceDeps } from './governance-deps.ts';
 export { PolicyGate, type GateVerdict, type PolicyFailMode } from './policy-gate.ts';
-export { ActionHistory } from './action-history.ts';
 export { AnomalyWatch, type AnomalyAction } from './anomaly-watch.ts';

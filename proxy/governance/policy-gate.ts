@@ -11,6 +11,16 @@ import type { GovernanceMetrics } from '../metrics/index.ts';
 
 export type PolicyFailMode = 'closed' | 'open';
 
+/** Holds a call a REQUIRE_APPROVAL decision stopped until its approval is decided (proxy/approvals). */
+export interface ApprovalWait {
+  await(
+    action: string,
+    context: Readonly<Record<string, unknown>>,
+    verdict: GateVerdict,
+    signal: AbortSignal,
+  ): Promise<GateVerdict>;
+}
+
 export interface GateVerdict {
   allowed: boolean;
   /** Null when there was no ruleset to evaluate. */
@@ -28,7 +38,8 @@ export interface GateVerdict {
  * built-in judge, only when evaluation reaches one. `checkJudged` asks the tenant's chosen judge
  * (the LLM judge, or both) when the tenant chose one and evaluation reaches a SEMANTIC
  * condition: model and tool calls wait for it; `network:connect` keeps the built-in judge.
- * Without any ruleset the configured fail mode decides.
+ * Without any ruleset the configured fail mode decides. A call `checkJudged` is given the
+ * client's abort signal for is held while its approval is pending (REQUIRE_APPROVAL).
  */
 export class PolicyGate {
   readonly #rulesets: { readonly current: CompiledRuleset | null };
@@ -36,6 +47,7 @@ export class PolicyGate {
   readonly #metrics: GovernanceMetrics;
   readonly #judge: SyncSemanticJudge;
   readonly #chosen: SemanticJudge | undefined;
+  readonly #approvals: ApprovalWait | undefined;
 
   constructor(
     rulesets: { readonly current: CompiledRuleset | null },
@@ -44,18 +56,30 @@ export class PolicyGate {
     judge: SyncSemanticJudge,
     /** The tenant's judge when it chose the LLM judge (or both); absent: the built-in judge. */
     chosen?: SemanticJudge,
+    /** Holds REQUIRE_APPROVAL calls; absent: they are refused at once with SVC-POL-2004. */
+    approvals?: ApprovalWait,
   ) {
     this.#rulesets = rulesets;
     this.#failMode = failMode;
     this.#metrics = metrics;
     this.#judge = judge;
     this.#chosen = chosen;
+    this.#approvals = approvals;
   }
 
-  async checkJudged(action: string, context: Readonly<Record<string, unknown>>): Promise<GateVerdict> {
+  async checkJudged(
+    action: string,
+    context: Readonly<Record<string, unknown>>,
+    held?: AbortSignal,
+  ): Promise<GateVerdict> {
     const ruleset = this.#rulesets.current;
-    if (this.#chosen === undefined || ruleset === null || !ruleset.needsJudge) return this.check(action, context);
-    return this.#verdict(action, await evaluateAsync(ruleset, { action, context }, this.#chosen));
+    const verdict =
+      this.#chosen === undefined || ruleset === null || !ruleset.needsJudge
+        ? this.check(action, context)
+        : this.#verdict(action, await evaluateAsync(ruleset, { action, context }, this.#chosen));
+    if (verdict.allowed || verdict.result?.decision !== 'REQUIRE_APPROVAL') return verdict;
+    if (this.#approvals === undefined || held === undefined) return verdict;
+    return this.#approvals.await(action, context, verdict, held);
   }
 
   check(action: string, context: Readonly<Record<string, unknown>>): GateVerdict {

@@ -1,3 +1,5 @@
+import { sequenceOf, sequencePayload } from '../../core/brain/index.ts';
+import { urlsIn } from '../../core/brain/hosts.ts';
 import type { LocalEnvelope } from '../envelopes/index.ts';
 import type { ToolCall } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
@@ -36,17 +38,39 @@ export async function governToolCall(
     costUsd: 0,
     payload: { tool: name, source, decision: verdict.result?.decision ?? 'DENY', blocked: !verdict.allowed },
   });
+  // A sequence that decided is a detection of the Immune System: the control plane keeps it.
+  const sequence = verdict.result === null ? undefined : sequenceOf(verdict.result);
+  if (sequence !== undefined && verdict.result !== null) {
+    void deps.recorder.usage(envelope, {
+      eventType: 'immune.sequence',
+      model: null,
+      tokens: { input: 0, output: 0 },
+      costUsd: 0,
+      payload: sequencePayload(sequence, `tool:${name}`, verdict.result),
+    });
+  }
   if (!verdict.allowed) refused(deps, envelope, `tool:${name}`, verdict);
   return verdict;
 }
 
-/** The evaluation context of a tool call. */
+/**
+ * The evaluation context of a tool call; `tool_hosts`, the hosts of the URLs in its arguments
+ * (absent when there are none), lets a rule name the destinations it allows (`not_in`).
+ */
 export function toolContext(
   call: ToolCall,
   source: ToolSource,
   context: Record<string, unknown>,
 ): Record<string, unknown> {
-  return { ...context, tool_name: call.name, tool: call.name, tool_args: call.arguments, source };
+  const hosts = [...new Set(urlsIn(call.arguments).map((u) => u.host))];
+  return {
+    ...context,
+    tool_name: call.name,
+    tool: call.name,
+    tool_args: call.arguments,
+    ...(hosts.length === 0 ? {} : { tool_hosts: hosts }),
+    source,
+  };
 }
 
 /** Publishes a policy refusal; a TERMINATE policy also ends the envelope. */

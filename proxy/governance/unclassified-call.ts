@@ -8,7 +8,7 @@ import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
 import { price } from './call-pricing.ts';
 import { writeToClient } from './client-write.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
-import { governedHeaders } from './llm-call.ts';
+import { governedHeaders } from './llm-call/forward-call.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { contentCodings, decompress } from './decode-body.ts';
 import { readBody } from './read-body.ts';

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
-import { ENVELOPE_HEADER, type Resolution } from '../envelopes/index.ts';
+import { ENVELOPE_HEADER, whileInflight, type Resolution } from '../envelopes/index.ts';
 import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { readBody } from '../governance/read-body.ts';
@@ -87,6 +87,24 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
   if (opened) void deps.recorder.opened(envelope);
 
   const refusals: (RpcRefusal & { code: SvcCode; data: Record<string, unknown> })[] = [];
+  // The tool calls of a paused envelope wait for it to run again before anything is forwarded.
+  if (envelope.paused !== null && envelope.ending === null && reading.calls.length > 0) {
+    const held = await whileInflight(envelope, (ended) =>
+      deps.pauses.await(envelope, AbortSignal.any([req.signal, ended])),
+    );
+    if (held !== null && envelope.ending === null) {
+      const ids = reading.calls.map((call) => call.id);
+      const pausedRefusals = ids.map((id) => ({
+        id,
+        rpcCode: -32000,
+        code: held.code,
+        message: held.message,
+        data: { envelope_id: envelope.envelopeId },
+      }));
+      answer(req, 200, refusalAnswer(reading, pausedRefusals, held.code), envelope.envelopeId);
+      return;
+    }
+  }
   const server = req.route ?? req.targetUrl.host;
   for (const call of reading.calls) {
     if (envelope.ending !== null) {

@@ -5,3 +5,5 @@ export {
   type UsageDirection,
 } from './governance-metrics.ts';
 export { createModelLabels, OTHER_MODEL, type ModelLabels } from './model-labels.ts';
+export { createApprovalMetrics, type ApprovalMetrics, type HoldOutcome } from './approval-metrics.ts';
+export { createPauseMetrics, type PauseMetrics, type PauseHoldOutcome } from './pause-metrics.ts';

@@ -176,6 +176,8 @@ export async function startProxyRig(
               (m.data as UsageEventMessage).payload.request_id === requestId,
           ),
         (m) => m !== undefined,
+        // Published after the proxy's drain bound and its group commit, later on a loaded machine.
+        10_000,
       );
       return found?.data as UsageEventMessage;
     },

@@ -1,6 +1,8 @@
 import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startProxyRig, type ProxyRig } from './harness.ts';
+import { eventually } from '../harness/control-plane.ts';
+import { READ_AND_POST_REQUEST } from './read-and-post.ts';
 import { openAiClient } from './sdk-options.ts';
 
 /**
@@ -33,16 +35,6 @@ afterAll(async () => {
   await rig.close();
 });
 
-const request = {
-  model: 'gpt-4o-mini',
-  max_tokens: 5,
-  messages: [{ role: 'user' as const, content: 'send the weekly report' }],
-  tools: [
-    { type: 'function' as const, function: { name: 'read_file', parameters: { type: 'object' } } },
-    { type: 'function' as const, function: { name: 'http_post', parameters: { type: 'object' } } },
-  ],
-};
-
 function client(execution: string, tool: string, args: string) {
   return openAiClient(rig.agent, {
     'X-Svc-Execution-Id': execution,
@@ -53,13 +45,16 @@ function client(execution: string, tool: string, args: string) {
 
 /** One model answer asking for `tool` with `args`, in execution `execution`. */
 function ask(execution: string, tool: string, args: string) {
-  return client(execution, tool, args).chat.completions.create(request);
+  return client(execution, tool, args).chat.completions.create(READ_AND_POST_REQUEST);
 }
 
 /** The same, streamed: the arguments as received. */
 async function askStreamed(execution: string, tool: string, args: string): Promise<string> {
   let received = '';
-  for await (const chunk of await client(execution, tool, args).chat.completions.create({ ...request, stream: true }))
+  for await (const chunk of await client(execution, tool, args).chat.completions.create({
+    ...READ_AND_POST_REQUEST,
+    stream: true,
+  }))
     received += chunk.choices[0]?.delta.tool_calls?.[0]?.function?.arguments ?? '';
   return received;
 }
@@ -83,6 +78,19 @@ describe('a secret read, then a post out, in one execution', () => {
     expect((error as APIError).code).toBe('SVC-POL-2001');
     expect((error as APIError).message).toContain('judged DATA_EXFILTRATION');
     expect((error as APIError).message).toContain('collector.example.net');
+    // The built-in rule's match is a detection the control plane keeps, as a tenant rule's is.
+    const page = await eventually(
+      async () =>
+        (await rig.admin('GET', '/v1/brain/immune-system/detections?execution_id=exec-immune-1')).body as {
+          detections: Record<string, unknown>[];
+        },
+      (p) => p.detections.length > 0,
+      5000,
+      100,
+    );
+    expect(page.detections).toEqual([
+      expect.objectContaining({ kind: 'sequence', category: 'DATA_EXFILTRATION', action: 'tool:http_post' }),
+    ]);
   });
 
   it('refuses it in a stream too', async () => {

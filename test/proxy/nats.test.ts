@@ -1,125 +1,27 @@
-import { mkdtempSync } from 'node:fs';
-import { rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { connect } from 'nats';
 import type { APIError } from 'openai';
-import { pino } from 'pino';
-import { ProxyAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureSidecarIdentity } from '../../control-plane/bootstrap/sidecar-identity.ts';
-import { createControlPlane, type ControlPlane } from '../../control-plane/create-control-plane.ts';
-import { createPricer } from '../../control-plane/usage/pricer.ts';
-import type { Messaging } from '../../core/bus/bus.ts';
-import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
-import { loadConfig } from '../../core/config/load.ts';
-import { loadPriceTable } from '../../core/metering/prices.ts';
-import { createProxy, type Proxy } from '../../proxy/create-proxy.ts';
-import { generateCa } from '../../proxy/tls/index.ts';
-import { eventually, ROOT_KEY } from '../harness/control-plane.ts';
-import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
-import { controlPlaneDatabase, type ControlPlaneDatabase } from '../harness/postgres.ts';
-import { startSimulator, type Simulator } from '../simulator/index.ts';
+import { SystemHealthMessageSchema, SystemMetricsMessageSchema } from '../../core/observability/system-reports.ts';
+import { eventually } from '../harness/control-plane.ts';
+import { startNatsPair, type NatsPair } from './nats-pair.ts';
 import { openAiClient } from './sdk-options.ts';
 
-const logger = pino({ level: 'silent' });
-let nats: NatsServer;
-let sim: Simulator;
-let cpMessaging: Messaging;
-let proxyMessaging: Messaging;
-let plane: ControlPlane;
-let proxy: Proxy;
-let agent: ProxyAgent;
-let cpUrl = '';
-let database: ControlPlaneDatabase | null;
-const dirs = [mkdtempSync(join(tmpdir(), 'cp-nats-')), mkdtempSync(join(tmpdir(), 'proxy-nats-'))] as const;
+let pair: NatsPair;
 
 beforeAll(async () => {
-  nats = await startNatsServer();
-  sim = await startSimulator();
-  cpMessaging = await openNatsMessaging({ manage: true, connection: { servers: nats.url } }, logger);
-  const prices = loadPriceTable();
-  database = await controlPlaneDatabase();
-  plane = await createControlPlane({
-    config: loadConfig(
-      {},
-      {
-        ...database?.config,
-        data_dir: dirs[0],
-        http_host: '127.0.0.1',
-        http_port: 0,
-        grpc_port: 0,
-        bootstrap_admin_key: ROOT_KEY,
-        log_level: 'silent',
-      },
-    ),
-    logger,
-    messaging: cpMessaging,
-    pricer: createPricer(prices),
-  });
-  cpUrl = await plane.listen();
-  const { identity } = await ensureSidecarIdentity(plane, { dataDir: dirs[0], tenantId: 'acme' });
-  proxyMessaging = await openNatsMessaging({ manage: false, connection: { servers: nats.url } }, logger);
-  const config = loadConfig(
-    {},
-    {
-      mode: 'proxy',
-      data_dir: dirs[1],
-      log_level: 'silent',
-      proxy_host: '127.0.0.1',
-      proxy_port: 0,
-      proxy_admin_port: 0,
-      ca_cert_file: join(dirs[1], 'missing-ca.pem'),
-      ca_key_file: join(dirs[1], 'missing-ca-key.pem'),
-      upstream_overrides: `api.openai.com=http://127.0.0.1:${sim.port}`,
-    },
-  );
-  // Proxy mode never generates a CA: an operator mounts one. The test makes it the way an operator would.
-  const ca = await generateCa();
-  await writeFile(config.ca_cert_file ?? '', ca.certPem);
-  await writeFile(config.ca_key_file ?? '', ca.keyPem);
-  proxy = await createProxy({
-    config,
-    logger,
-    messaging: proxyMessaging,
-    prices,
-    bootstrap: { tenantId: 'acme', apiKey: identity.api_key, budgetId: identity.budget_id },
-  });
-  const addresses = await proxy.listen();
-  agent = new ProxyAgent({ uri: addresses.proxyUrl, requestTls: { ca: proxy.caCertPem } });
+  // Frequent system reports, for their test.
+  pair = await startNatsPair({ system_report_interval_ms: 200 }, { system_report_interval_ms: 200 });
 });
-afterAll(async () => {
-  await agent.close();
-  await proxy.close();
-  await proxyMessaging.close();
-  await plane.close();
-  await cpMessaging.close();
-  await sim.close();
-  await nats.dispose();
-  await database?.drop();
-  await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
-});
-
-async function rest(
-  method: string,
-  path: string,
-  body?: unknown,
-): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(cpUrl + path, {
-    method,
-    headers: { 'x-api-key': ROOT_KEY, 'x-tenant-id': 'acme', 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+afterAll(async () => pair.close());
 
 describe('proxy and control plane as separate processes over NATS', () => {
   it('syncs the ruleset, leases the budget and delivers usage to the envelope', async () => {
     await eventually(
-      () => proxy.rulesets.origin,
+      () => pair.proxy.rulesets.origin,
       (origin) => origin === 'sync',
       5000,
     );
-    const { data, response } = await openAiClient(agent, { 'X-Svc-Execution-Id': 'exec-nats' })
+    const { data, response } = await openAiClient(pair.agent, { 'X-Svc-Execution-Id': 'exec-nats' })
       .chat.completions.create({
         model: 'gpt-4o-mini',
         max_tokens: 5,
@@ -128,29 +30,28 @@ describe('proxy and control plane as separate processes over NATS', () => {
       .withResponse();
     expect(data.usage?.completion_tokens).toBe(5);
     expect(
-      proxy.leases.peek(proxy.envelopes.get(String(response.headers.get('x-svc-envelope-id')))?.budgetId ?? '')?.mode,
+      pair.proxy.leases.peek(
+        pair.proxy.envelopes.get(String(response.headers.get('x-svc-envelope-id')))?.budgetId ?? '',
+      )?.mode,
     ).toBe('granted');
     const envelope = await eventually(
-      () => rest('GET', `/v1/envelopes/${response.headers.get('x-svc-envelope-id')}`),
+      () => pair.rest('GET', `/v1/envelopes/${response.headers.get('x-svc-envelope-id')}`),
       (r) => (r.body.cost_summary as { llm_calls?: number } | undefined)?.llm_calls === 1,
       5000,
     );
     expect(envelope.body.execution_id).toBe('exec-nats');
-
-    const policy = await rest('POST', '/v1/policies', {
-      name: 'no-mini',
-      rules: [{ action: 'llm:gpt-4o-mini', effect: 'deny' }],
-      priority: 600,
+    // The usage event names the budget the call was charged to.
+    const events = await pair.rest('GET', `/v1/events?envelope_id=${response.headers.get('x-svc-envelope-id')}`);
+    expect((events.body as unknown as Array<{ event_type: string; budget_id: unknown }>)[0]).toMatchObject({
+      event_type: 'llm.call',
+      budget_id: envelope.body.budget_id,
     });
-    expect(policy.status).toBe(201);
-    await eventually(
-      () => proxy.rulesets.current?.policies.length,
-      (n) => n === 1,
-      5000,
-    );
+    expect(envelope.body.budget_id).toEqual(expect.any(String));
+
+    await pair.addPolicy({ name: 'no-mini', rules: [{ action: 'llm:gpt-4o-mini', effect: 'deny' }], priority: 600 });
     let error: unknown;
     try {
-      await openAiClient(agent).chat.completions.create({
+      await openAiClient(pair.agent).chat.completions.create({
         model: 'gpt-4o-mini',
         max_tokens: 5,
         messages: [{ role: 'user', content: 'denied' }],
@@ -159,5 +60,50 @@ describe('proxy and control plane as separate processes over NATS', () => {
       error = caught;
     }
     expect((error as APIError).code).toBe('SVC-POL-2001');
+  });
+});
+
+describe('system reports (spec 6.2)', () => {
+  it('has the control plane and the proxy publish svc.system.health and svc.system.metrics periodically', async () => {
+    const nc = await connect({ servers: pair.natsUrl });
+    const seen: Array<{ subject: string; data: Record<string, any> }> = [];
+    const sub = nc.subscribe('svc.system.*', {
+      callback: (_error, msg) => seen.push({ subject: msg.subject, data: msg.json() }),
+    });
+    try {
+      const report = (subject: string, service: string) =>
+        seen.filter((m) => m.subject === subject && m.data.service === service);
+      await eventually(
+        () => seen,
+        () =>
+          ['control-plane', 'proxy'].every(
+            (service) =>
+              report('svc.system.health', service).length >= 2 && report('svc.system.metrics', service).length >= 2,
+          ),
+        10_000,
+      );
+      const [cpHealth] = report('svc.system.health', 'control-plane');
+      expect(SystemHealthMessageSchema.parse(cpHealth?.data)).toMatchObject({
+        status: 'ok',
+        services: { database: { status: 'ok' }, cache: { status: 'ok' }, event_bus: { status: 'ok' } },
+      });
+      const [proxyHealth] = report('svc.system.health', 'proxy');
+      expect(SystemHealthMessageSchema.parse(proxyHealth?.data)).toMatchObject({
+        status: 'ok',
+        services: { ruleset: { status: 'ok' }, event_bus: { status: 'ok' } },
+      });
+      const cpMetrics = SystemMetricsMessageSchema.parse(report('svc.system.metrics', 'control-plane').at(-1)?.data);
+      // The first test's REST calls were counted: one number per metric, a histogram by its count.
+      expect(cpMetrics.metrics.svc_http_requests_total).toBeGreaterThan(0);
+      expect(cpMetrics.metrics.svc_http_request_duration_seconds).toBe(cpMetrics.metrics.svc_http_requests_total);
+      const proxyMetrics = SystemMetricsMessageSchema.parse(report('svc.system.metrics', 'proxy').at(-1)?.data);
+      expect(Object.keys(proxyMetrics.metrics).some((name) => name.startsWith('svc_proxy_'))).toBe(true);
+      // Periodic: two reports of one process are an interval apart, not a burst.
+      const times = report('svc.system.health', 'proxy').map((m) => Date.parse(m.data.occurred_at as string));
+      expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(150);
+    } finally {
+      sub.unsubscribe();
+      await nc.close();
+    }
   });
 });

@@ -1,16 +1,15 @@
 import type { Readable } from 'node:stream';
-import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
-import type { Ending } from '../envelopes/index.ts';
-import type { CutoffReason } from '../metrics/index.ts';
-import type { ResponseReading, StreamedToolCall, StreamProgress } from '../providers/index.ts';
-import type { UpstreamResponse } from '../upstream/index.ts';
-import { price } from './call-pricing.ts';
-import type { GovernanceDeps } from './governance-deps.ts';
-import { writeToClient as write } from './client-write.ts';
-import { contentCodings, decompressing } from './decode-body.ts';
-import { chargeWorstCase, recorded, settle, type LlmCall } from './llm-call.ts';
-import { sendProviderRefusal } from './provider-refusal.ts';
-import { governToolCall } from './tool-calls.ts';
+import { isSvcError, type SvcCode } from '../../../core/errors/index.ts';
+import type { Ending } from '../../envelopes/index.ts';
+import type { CutoffReason } from '../../metrics/index.ts';
+import type { ResponseReading, StreamedToolCall, StreamProgress } from '../../providers/index.ts';
+import type { UpstreamResponse } from '../../upstream/index.ts';
+import { price } from '../call-pricing.ts';
+import type { GovernanceDeps } from '../governance-deps.ts';
+import { writeToClient as write } from '../client-write.ts';
+import { contentCodings, decompressing } from '../decode-body.ts';
+import { chargeWorstCase, recorded, refuseAnswer, settle, type LlmCall } from './settlement.ts';
+import { governToolCall } from '../tool-calls.ts';
 
 interface Cut {
   reason: CutoffReason;
@@ -19,7 +18,7 @@ interface Cut {
 }
 
 /**
- * Relays a streamed answer as it arrives, metering it event by event. Before an event is
+ * Step 4, meter, for a streamed answer: relays it as it arrives, metering it event by event. Before an event is
  * forwarded its running cost must be covered by the reservation (extended from the lease as needed);
  * when it cannot be, or a tool call the model starts is blocked, or the envelope is ended
  * elsewhere, forwarding stops, the provider's own stream error event is written and the
@@ -30,11 +29,7 @@ interface Cut {
  * stream that does not reach its end (drain bound, connection failure, closed early) is
  * charged at the worst case of what remained: the whole answer bound.
  */
-export async function relayMeteredStream(
-  deps: GovernanceDeps,
-  call: LlmCall,
-  response: UpstreamResponse,
-): Promise<void> {
+export async function meterStream(deps: GovernanceDeps, call: LlmCall, response: UpstreamResponse): Promise<void> {
   const { req, adapter, parsed, envelope, reservation } = call;
   const res = req.clientRes;
   // Metered as the client reads it: a coding the provider applied although asked for identity
@@ -46,13 +41,10 @@ export async function relayMeteredStream(
     if (!isSvcError(error)) throw error;
     response.body.destroy();
     chargeWorstCase(deps, call, 'answer_unreadable');
-    sendProviderRefusal(
-      res,
-      adapter,
+    refuseAnswer(
+      call,
       'SVC-ADP-5001',
       `the provider's stream cannot be read (${error.message}); it cannot be governed, so it is withheld, and the call is charged at its worst case`,
-      req.id,
-      envelope.envelopeId,
     );
     return;
   }

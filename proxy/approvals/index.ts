@@ -1,0 +1,1 @@
+export { ApprovalHolds, type ApprovalHoldOptions } from './approval-holds.ts';

@@ -1,0 +1,117 @@
+import { isSvcError } from '../../../core/errors/index.ts';
+import { deniesModel } from '../../../core/metering/prices.ts';
+import { isRefusal } from '../../enforcement/index.ts';
+import { whileInflight, type Resolution } from '../../envelopes/index.ts';
+import type { ProxiedRequest } from '../../listener/index.ts';
+import type { Operation, ProviderAdapter } from '../../providers/index.ts';
+import type { GovernanceDeps } from '../governance-deps.ts';
+import { reserveCall } from '../reserve-call.ts';
+import { refused } from '../tool-calls.ts';
+import type { ReadCall } from './read-call.ts';
+import { refusal, type Refusal } from './refusal.ts';
+import type { LlmCall } from './settlement.ts';
+
+/**
+ * Step 2, decide: the envelope the call belongs to (ended ones refuse, paused ones hold the call
+ * until resumed), the price check, the policies on `llm:<model>`, and the hold on the budget
+ * lease. Nothing has gone upstream yet.
+ */
+export async function decideCall(
+  deps: GovernanceDeps,
+  req: ProxiedRequest,
+  adapter: ProviderAdapter,
+  op: Operation,
+  read: ReadCall,
+): Promise<LlmCall | Refusal> {
+  const { parsed, input } = read;
+  let resolution: Resolution;
+  try {
+    resolution = deps.envelopes.resolve(req.headers);
+  } catch (error) {
+    // A budget this sidecar may not charge.
+    if (!isSvcError(error)) throw error;
+    return refusal('denied', error.code, error.message, null);
+  }
+  const { envelope, opened } = resolution;
+  if (opened) void deps.recorder.opened(envelope);
+  // Counted before the ending is read: an anomaly that ends the envelope refuses this call too.
+  deps.anomalies.observe(envelope);
+  const ended = (): Refusal | null =>
+    envelope.ending === null
+      ? null
+      : refusal(
+          'terminated',
+          'SVC-ENV-1003',
+          `envelope ${envelope.envelopeId} already ended (${envelope.ending.status}): ${envelope.ending.reason}`,
+          envelope.envelopeId,
+        );
+  const endedBefore = ended();
+  if (endedBefore !== null) return endedBefore;
+  // The calls of a paused envelope wait here for it to run again, before anything is reserved
+  // or sent; the wait ends early when the client leaves or the envelope ends meanwhile.
+  if (envelope.paused !== null) {
+    const held = await whileInflight(envelope, (signal) =>
+      deps.pauses.await(envelope, AbortSignal.any([req.signal, signal])),
+    );
+    const endedWhilePaused = ended();
+    if (endedWhilePaused !== null) return endedWhilePaused;
+    if (held !== null) return refusal('paused', held.code, held.message, envelope.envelopeId);
+  }
+
+  if (deps.prices.lookup(parsed.model) === undefined) deps.metrics.unknownModels.inc({ provider: adapter.id });
+  if (deniesModel(deps.prices, parsed.model)) {
+    return refusal(
+      'unpriced',
+      'SVC-ADP-5004',
+      `model ${parsed.model} has no price in the price table, and unknown models are refused (unknown_model_price=deny)`,
+      envelope.envelopeId,
+    );
+  }
+
+  const context: Record<string, unknown> = {
+    model: parsed.model,
+    model_name: parsed.model,
+    provider: adapter.id,
+    operation: op,
+    stream: parsed.stream,
+    host: req.targetUrl.hostname,
+    envelope_id: envelope.envelopeId,
+    execution_id: envelope.executionId,
+    budget_id: envelope.budgetId,
+    max_output_tokens: parsed.maxOutputTokens,
+    declared_tools: parsed.declaredTools,
+  };
+  // Counted only if a rule reads it.
+  Object.defineProperty(context, 'estimated_input_tokens', { enumerable: true, get: () => input.exact() });
+  const action = `llm:${parsed.model}`;
+  // A call that needs an approval waits here for it, before anything is reserved or sent; the
+  // wait ends early when the client leaves or the envelope ends meanwhile.
+  const verdict = await whileInflight(envelope, (signal) =>
+    deps.gate.checkJudged(action, context, AbortSignal.any([req.signal, signal])),
+  );
+  const endedWhileHeld = ended();
+  if (endedWhileHeld !== null) return endedWhileHeld;
+  if (!verdict.allowed) {
+    refused(deps, envelope, action, verdict);
+    return refusal('denied', verdict.code, verdict.message, envelope.envelopeId);
+  }
+
+  const lease = await deps.leases.lease(envelope.budgetId);
+  const reservation = reserveCall(lease, deps.prices, parsed, input, adapter.id);
+  if (isRefusal(reservation)) {
+    return refusal('budget_exceeded', reservation.code, reservation.message, envelope.envelopeId);
+  }
+  return {
+    req,
+    adapter,
+    op,
+    parsed,
+    input,
+    envelope,
+    reservation,
+    context,
+    hideStreamUsage: false,
+    sent: false,
+    settled: false,
+  };
+}

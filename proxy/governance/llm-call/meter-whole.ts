@@ -1,0 +1,107 @@
+import { isSvcError, SvcError, type SvcCode } from '../../../core/errors/index.ts';
+import type { ProxiedRequest } from '../../listener/index.ts';
+import type { UpstreamResponse } from '../../upstream/index.ts';
+import { decodeBody, decodedHeaders, type DecodedBody } from '../decode-body.ts';
+import type { GovernanceDeps } from '../governance-deps.ts';
+import { MAX_BODY_DEPTH, readBody } from '../read-body.ts';
+import { parseStrictJson } from '../strict-json.ts';
+import { governToolCall } from '../tool-calls.ts';
+import { chargeWorstCase, recorded, refuseAnswer, release, settle, type LlmCall } from './settlement.ts';
+
+function relayWhole(
+  req: ProxiedRequest,
+  response: UpstreamResponse,
+  bytes: Buffer,
+  headers: Record<string, string | string[] | undefined> = response.headers,
+): void {
+  if (req.signal.aborted) return;
+  req.clientRes.writeHead(response.statusCode, { ...headers, 'content-length': String(bytes.length) });
+  req.clientRes.end(bytes);
+}
+
+/** The provider refused the call itself: nothing was generated, so nothing is charged. */
+export async function relayProviderRefusal(
+  deps: GovernanceDeps,
+  call: LlmCall,
+  response: UpstreamResponse,
+): Promise<void> {
+  release(call);
+  let bytes: Buffer;
+  try {
+    bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'provider error answer', rest: 'destroy' });
+  } catch (error) {
+    refuseAnswer(
+      call,
+      'SVC-ADP-5001',
+      `provider refusal (status ${response.statusCode}) could not be read: ${(error as Error).message}`,
+    );
+    return;
+  }
+  relayWhole(call.req, response, bytes);
+}
+
+/**
+ * Step 4, meter, for a whole (non-streamed) answer: read within its bound, metered from its
+ * usage field, tool calls judged, then relayed or refused. An answer that cannot be read (over
+ * the bound, the connection failed, the client left and the drain ran out) is charged at the
+ * worst case.
+ */
+export async function meterWhole(deps: GovernanceDeps, call: LlmCall, response: UpstreamResponse): Promise<void> {
+  const { req } = call;
+  let bytes: Buffer;
+  try {
+    bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'provider answer', rest: 'destroy' });
+  } catch (error) {
+    const tooLarge = isSvcError(error) && error.code === 'SVC-SYS-9009';
+    chargeWorstCase(deps, call, tooLarge ? 'answer_too_large' : req.signal.aborted ? 'client_gone' : 'upstream_failed');
+    refuseAnswer(
+      call,
+      tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
+      tooLarge
+        ? `the provider's answer is larger than ${deps.responseLimitBytes} bytes (proxy_response_limit_bytes): it cannot be governed, so it is withheld; the call is charged at its worst case`
+        : `the provider's answer failed mid-way: ${(error as Error).message}`,
+    );
+    return;
+  }
+  // Read as the agent's client will read it: a coding undone (a provider may compress although
+  // asked for identity), the text decoded, each key once. What cannot be read so cannot be
+  // governed (its tool calls, its usage): it is withheld and charged at its worst case.
+  let decoded: DecodedBody;
+  let answer: unknown;
+  try {
+    decoded = await decodeBody(bytes, response.headers, deps.responseLimitBytes, "the provider's answer");
+    const parsed = parseStrictJson(decoded.text, { maxDepth: MAX_BODY_DEPTH });
+    if (!parsed.ok) throw new SvcError('SVC-ADP-5001', `the provider's answer cannot be read: ${parsed.reason}`);
+    answer = parsed.value;
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    const tooLarge = error.code === 'SVC-SYS-9009';
+    chargeWorstCase(deps, call, tooLarge ? 'answer_too_large' : 'answer_unreadable');
+    refuseAnswer(
+      call,
+      tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
+      `${error.message}; it cannot be governed, so it is withheld, and the call is charged at its worst case`,
+    );
+    return;
+  }
+  const reading = call.adapter.readResponse(call.op, answer, () => call.input.exact());
+  const aborted = req.signal.aborted;
+  const priced = settle(deps, call, reading, 'usage', aborted ? 'client_gone' : null, aborted);
+  deps.logger.debug(
+    { request_id: req.id, envelope_id: call.envelope.envelopeId, model: reading.model, cost_usd: priced.usd, aborted },
+    'llm call metered',
+  );
+  // Nobody receives the answer, so its tool calls will not be made.
+  if (aborted) return;
+  let blocked: { code: SvcCode; message: string } | null = null;
+  for (const toolCall of reading.toolCalls) {
+    const verdict = await governToolCall(deps, call.envelope, toolCall, 'model', call.context);
+    if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
+  }
+  await recorded(deps);
+  if (blocked !== null) {
+    refuseAnswer(call, blocked.code, blocked.message);
+    return;
+  }
+  relayWhole(req, response, decoded.utf8, decodedHeaders(response.headers, decoded));
+}

@@ -1,0 +1,48 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { isSvcError } from '../../../core/errors/index.ts';
+import type { ProxiedRequest } from '../../listener/index.ts';
+import type { Operation, ParsedRequest, ProviderAdapter } from '../../providers/index.ts';
+import { decodeBody, decodedHeaders } from '../decode-body.ts';
+import type { GovernanceDeps } from '../governance-deps.ts';
+import { InputTokens } from '../input-tokens.ts';
+import { parseJsonBody, readBody } from '../read-body.ts';
+import { refusal, type Refusal } from './refusal.ts';
+
+/** The request as the later steps govern it. */
+export interface ReadCall {
+  /** The body as sent on: the decoded text in UTF-8. */
+  bytes: Buffer;
+  headers: IncomingHttpHeaders;
+  json: unknown;
+  /** Parsed with the input tokens' upper bound (`input.bound`); `input` counts exactly when needed. */
+  parsed: ParsedRequest;
+  input: InputTokens;
+}
+
+/**
+ * Step 1, read: the body within its bound, governed as the provider will read it (codings undone,
+ * text decoded) and parsed by the provider's adapter. What cannot be read is refused.
+ */
+export async function readCall(
+  deps: GovernanceDeps,
+  req: ProxiedRequest,
+  adapter: ProviderAdapter,
+  op: Operation,
+): Promise<ReadCall | Refusal> {
+  try {
+    const received = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+    const decoded = await decodeBody(received, req.headers, deps.bodyLimitBytes);
+    const json = parseJsonBody(decoded.text);
+    const path = req.targetUrl.pathname;
+    // Parsed with the token bound; the exact count parses again, only if it is ever needed.
+    const parsed = deps.tokens.bounded(() => adapter.parseRequest(op, json, path));
+    const input = new InputTokens(
+      parsed.estimatedInputTokens,
+      () => adapter.parseRequest(op, json, path).estimatedInputTokens,
+    );
+    return { bytes: decoded.utf8, headers: decodedHeaders(req.headers, decoded), json, parsed, input };
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    return refusal('invalid', error.code, error.message, null);
+  }
+}

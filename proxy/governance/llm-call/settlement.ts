@@ -1,0 +1,102 @@
+import type { SvcCode } from '../../../core/errors/index.ts';
+import { ZERO, type Reservation } from '../../enforcement/index.ts';
+import type { LocalEnvelope } from '../../envelopes/index.ts';
+import type { ProxiedRequest } from '../../listener/index.ts';
+import type { Operation, ParsedRequest, ProviderAdapter, ResponseReading } from '../../providers/index.ts';
+import { worstCase, type PricedUsage } from '../call-pricing.ts';
+import type { GovernanceDeps } from '../governance-deps.ts';
+import type { InputTokens } from '../input-tokens.ts';
+import { sendProviderRefusal } from '../provider-refusal.ts';
+import { exactly } from '../reserve-call.ts';
+import { chargeCall, type ChargeBasis } from '../settle-call.ts';
+
+/** One governed LLM call once it is decided: what forwarding, metering and settling share. */
+export interface LlmCall {
+  req: ProxiedRequest;
+  adapter: ProviderAdapter;
+  op: Operation;
+  parsed: ParsedRequest;
+  input: InputTokens;
+  envelope: LocalEnvelope;
+  reservation: Reservation;
+  /** Policy context shared by the call's own and its tool-call evaluations. */
+  context: Record<string, unknown>;
+  hideStreamUsage: boolean;
+  /** Set once the request went upstream: from then on it may cost, whatever happens. */
+  sent: boolean;
+  /** Set once the call is charged (or released): exactly one settlement per call. */
+  settled: boolean;
+}
+
+/**
+ * Step 5, settle: the reservation with what the answer used (or, for `worst_case`, the most it
+ * could have), counted, and the `llm.call` event recorded. `cutOff` names why the answer did not
+ * reach its client whole.
+ */
+export function settle(
+  deps: GovernanceDeps,
+  call: LlmCall,
+  reading: ResponseReading,
+  basis: ChargeBasis,
+  cutOff: string | null,
+  aborted: boolean,
+): PricedUsage {
+  call.settled = true;
+  return chargeCall(
+    deps,
+    {
+      provider: call.adapter.id,
+      envelope: call.envelope,
+      reservation: call.reservation,
+      requestId: call.req.id,
+      requestedModel: call.parsed.model,
+      operation: call.op,
+      stream: call.parsed.stream,
+    },
+    { ...reading, basis, cutOff, aborted },
+  );
+}
+
+/** Charges a call whose answer could not be read at the most it could have used. */
+export function chargeWorstCase(deps: GovernanceDeps, call: LlmCall, cutOff: string, seen?: ResponseReading): void {
+  settle(
+    deps,
+    call,
+    {
+      usage: worstCase(exactly(call.parsed, call.input), seen?.usage),
+      usageSource: 'estimated',
+      toolCalls: [...(seen?.toolCalls ?? [])],
+      model: '',
+    },
+    'worst_case',
+    cutOff,
+    call.req.signal.aborted,
+  );
+}
+
+/** Returns the call's hold to the lease uncharged: the provider generated nothing. */
+export function release(call: LlmCall): void {
+  call.settled = true;
+  call.reservation.settle(ZERO);
+}
+
+/** Whatever ended the call without settling it: charged if it may have reached the provider. */
+export function settleUnfinished(deps: GovernanceDeps, call: LlmCall): void {
+  if (call.settled) return;
+  if (call.sent) chargeWorstCase(deps, call, 'proxy_failed');
+  else release(call);
+}
+
+/**
+ * Step 6, record: waits until the call's events are committed. The answer completes after its
+ * record, so a process killed at any moment never leaves an answer delivered in full and unrecorded.
+ */
+export async function recorded(deps: GovernanceDeps): Promise<void> {
+  const written = deps.recorder.written();
+  if (written !== null) await written;
+}
+
+/** Answers the call's agent with a refusal in its provider's format. */
+export function refuseAnswer(call: LlmCall, code: SvcCode, message: string): void {
+  sendProviderRefusal(call.req.clientRes, call.adapter, code, message, call.req.id, call.envelope.envelopeId);
+}

@@ -1,0 +1,2 @@
+export { HeldCalls, type HoldEnding } from './held-calls.ts';
+export { PauseHolds, type PauseHoldOptions, type PauseRefusal } from './pause-holds.ts';
