@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Messaging } from '../../core/bus/bus.ts';
 import { loadConfig } from '../../core/config/load.ts';
 import type { Config } from '../../core/config/schema.ts';
+import { NO_LIMITS, type Budget } from '../../core/domain/index.ts';
 import { loadPriceTable } from '../../core/metering/prices.ts';
 import { createControlPlane, type ControlPlane } from '../../control-plane/create-control-plane.ts';
 import { createPricer } from '../../control-plane/usage/pricer.ts';
@@ -63,4 +64,17 @@ export async function benchControlPlane(
       await storage.dispose();
     },
   };
+}
+
+/** Tenant `bench` and a monthly budget of it that the benches' calls never exhaust. */
+export async function benchTenantBudget(plane: ControlPlane): Promise<Budget> {
+  await plane.storage.withTransaction((tx) =>
+    plane.services.tenants.create(tx, { tenant_id: 'bench', name: 'bench', created_at: new Date().toISOString() }),
+  );
+  return plane.services.budgets.create(BENCH_CALLER, {
+    name: 'bench',
+    type: 'cost',
+    period: 'monthly',
+    limits: { ...NO_LIMITS, max_cost_usd: 1e9 },
+  });
 }

@@ -13,8 +13,7 @@ import { createMemoryMessaging } from '../../core/bus/memory-messaging.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { startNatsServer } from '../harness/nats-server.ts';
-import { NO_LIMITS } from '../../core/domain/index.ts';
-import { BENCH_CALLER, benchArguments, benchControlPlane } from './bench-storage.ts';
+import { benchArguments, benchControlPlane, benchTenantBudget } from './bench-storage.ts';
 
 const { backend, args } = benchArguments();
 const total = Number(args[0] ?? 20_000);
@@ -24,16 +23,7 @@ const logger = pino({ level: 'silent' });
 
 async function run(label: string, messaging: Messaging, publisher: Messaging): Promise<void> {
   const { plane, config, close } = await benchControlPlane(backend, messaging, logger);
-  const caller = BENCH_CALLER;
-  await plane.storage.withTransaction((tx) =>
-    plane.services.tenants.create(tx, { tenant_id: 'bench', name: 'bench', created_at: new Date().toISOString() }),
-  );
-  const budget = await plane.services.budgets.create(caller, {
-    name: 'bench',
-    type: 'cost',
-    period: 'monthly',
-    limits: { ...NO_LIMITS, max_cost_usd: 1e9 },
-  });
+  const budget = await benchTenantBudget(plane);
   const envelopeIds = Array.from({ length: envelopes }, () => randomUUID());
 
   await plane.processor.stop();

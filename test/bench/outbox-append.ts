@@ -14,31 +14,11 @@ import { MemoryBus } from '../../core/bus/memory-bus.ts';
 import { LmdbOutboxStorage } from '../../core/outbox/lmdb-outbox-storage.ts';
 import { Outbox } from '../../core/outbox/outbox.ts';
 import { openProxyStore } from '../../proxy/store/index.ts';
+import { callEvent as event } from './call-event.ts';
 
 const total = Number(process.argv[2] ?? 5000);
 const inFlight = Number(process.argv[3] ?? 64);
 const quiet = { warn: () => undefined, error: () => undefined };
-
-/** The shape and size of a proxy `llm.call` event. */
-function event(i: number) {
-  return {
-    id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
-    subject: 'svc.bench.events.llm.call',
-    data: {
-      event_id: String(i),
-      tenant_id: 'bench',
-      envelope_id: 'env-bench',
-      budget_id: 'budget-bench',
-      event_type: 'llm.call',
-      timestamp: new Date().toISOString(),
-      tokens: { input: 120, output: 40 },
-      model: 'gpt-4o-mini',
-      cost_usd: 0.000042,
-      payload: { provider: 'openai', operation: 'chat', stream: false, request_id: `req-${i}`, tool_calls: [] },
-      source: 'proxy:bench',
-    },
-  };
-}
 
 async function run(fsyncIntervalMs: number, concurrency: number): Promise<{ perSecond: number; perCommit: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-outbox-'));
