@@ -12,7 +12,7 @@ import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { loadConfig } from '../../core/config/load.ts';
 import { loadPriceTable } from '../../core/metering/prices.ts';
 import { createProxy, type Proxy } from '../../proxy/create-proxy.ts';
-import { generateCa } from '../../proxy/tls/index.ts';
+import { generateCa } from '../../proxy/tls/ca-generate.ts';
 import { eventually, ROOT_KEY } from '../harness/control-plane.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
 import { controlPlaneDatabase, type ControlPlaneDatabase } from '../harness/postgres.ts';
