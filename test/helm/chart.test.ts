@@ -117,6 +117,13 @@ describe('the chart renders valid Kubernetes objects', () => {
     });
   }
 
+  it('starts every injected sidecar with a young generation pinned small (docs/performance.md)', () => {
+    const template = JSON.parse(
+      manifest(renderChart(), 'ConfigMap', 'ag-agent-governance-injector').data['template.json'],
+    );
+    expect(template.sidecar.args).toEqual(['--max-semi-space-size=2', 'dist/proxy/main.js']);
+  });
+
   it('refuses an unknown field, so the strict validation above means something', async () => {
     const rendered = renderChart();
     const sts = structuredClone(manifest(rendered, 'StatefulSet', 'ag-agent-governance-control-plane'));
