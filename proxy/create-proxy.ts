@@ -80,6 +80,8 @@ export interface Proxy {
   readonly rulesets: RulesetSource;
   readonly leases: LeaseBook;
   readonly envelopes: EnvelopeRegistry;
+  /** The tenant's paused and ended envelopes, from the `svc_holds` bucket. */
+  readonly holds: HoldStates;
   readiness(): Readiness;
   /** Re-reads provider key files (wired to SIGHUP by the entry points). */
   reloadCredentials(): Promise<void>;
@@ -348,6 +350,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     rulesets,
     leases,
     envelopes,
+    holds,
     readiness,
     reloadCredentials: () => credentials.reload(),
     async listen() {

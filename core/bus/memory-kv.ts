@@ -1,11 +1,4 @@
-import type {
-  BusLogger,
-  KeyValueEntry,
-  KeyValueOptions,
-  KeyValueStore,
-  KeyValueStores,
-  Subscription,
-} from './bus.ts';
+import type { BusLogger, KeyValueEntry, KeyValueOptions, KeyValueStore, KeyValueStores, Subscription } from './bus.ts';
 import { asPromise } from './as-promise.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertKey, assertName, assertPattern } from './names.ts';

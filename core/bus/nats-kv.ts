@@ -2,14 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { nanos, type KV, type KvEntry, type QueuedIterator } from 'nats';
 import { SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
-import type {
-  BusLogger,
-  KeyValueEntry,
-  KeyValueOptions,
-  KeyValueStore,
-  KeyValueStores,
-  Subscription,
-} from './bus.ts';
+import type { BusLogger, KeyValueEntry, KeyValueOptions, KeyValueStore, KeyValueStores, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertKey, assertName, assertPattern } from './names.ts';
 import type { NatsLink } from './nats-connection.ts';

@@ -126,8 +126,7 @@ export class EnvelopeRegistry {
     // The execution's envelope is held (this proxy restarted or forgot it): its calls stay with it.
     const held = this.#holds?.forExecution(execution);
     if (held !== undefined) {
-      const envelope =
-        this.#byEnvelope.get(held.envelope_id) ?? this.#add(held.envelope_id, execution, budgetId);
+      const envelope = this.#byEnvelope.get(held.envelope_id) ?? this.#add(held.envelope_id, execution, budgetId);
       return { envelope, opened: false };
     }
     return {

@@ -97,7 +97,11 @@ export async function watchHoldStates(
   return bucket.watch(keys.holdFilter(tenantId), (entry) => {
     if (entry.operation !== 'PUT') return;
     const parsed = HoldStateSchema.safeParse(entry.value);
-    if (!parsed.success || parsed.data.tenant_id !== tenantId || entry.key !== keys.hold(tenantId, parsed.data.envelope_id)) {
+    if (
+      !parsed.success ||
+      parsed.data.tenant_id !== tenantId ||
+      entry.key !== keys.hold(tenantId, parsed.data.envelope_id)
+    ) {
       logger.warn({ key: entry.key }, 'envelope hold does not parse; ignored');
       return;
     }
