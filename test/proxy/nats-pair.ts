@@ -150,9 +150,10 @@ export async function startNatsPair(
   const closeProxy = async (): Promise<void> => {
     if (!proxyOpen) return;
     proxyOpen = false;
-    await agent.close();
+    // The proxy first: it answers the calls it holds before its listener closes.
     await proxy.close();
     await proxyMessaging.close();
+    await agent.close();
   };
   const stopPlane = async (): Promise<void> => {
     const stopping = plane;
