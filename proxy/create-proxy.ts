@@ -219,7 +219,11 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   });
   const podExecutionId = `pod-${hostname()}-${randomUUID().slice(0, 8)}`;
   const recorder = new EventRecorder(tenantId, source, outbox, logger);
-  const holds = new HoldStates({ maxEntries: config.proxy_hold_entries, store: store.root });
+  const holds = new HoldStates({
+    maxEntries: config.proxy_hold_entries,
+    maxAgeMs: config.hold_max_age_seconds * 1000,
+    store: store.root,
+  });
   const envelopes = new EnvelopeRegistry({
     defaultBudgetId: bootstrap.budgetId,
     allowedBudgetIds: config.allowed_budget_ids

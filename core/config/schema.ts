@@ -120,7 +120,8 @@ const settings = z.object({
   state_refresh_seconds: z.coerce.number().int().min(1).max(86_400).default(60),
   /**
    * How long an envelope's hold (paused or ended) stays in the `svc_holds` bucket after it was last
-   * written; a pause still in force is written again before then, an ending is not.
+   * written; a pause still in force is written again before then, an ending is not. A proxy drops
+   * the holds it kept on disk once they are older.
    */
   hold_max_age_seconds: z.coerce.number().int().min(600).max(7_776_000).default(604_800),
   /**

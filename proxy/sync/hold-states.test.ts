@@ -6,13 +6,14 @@ import type { EnvelopeStatus } from '../../core/domain/envelope.ts';
 import { openProxyStore, type ProxyStore } from '../store/index.ts';
 import { HoldStates } from './hold-states.ts';
 
+const DAY = 86_400_000;
 const hold = (envelope: string, status: EnvelopeStatus) => ({
   tenant_id: 'acme',
   envelope_id: envelope,
   execution_id: `exec-${envelope}`,
   status,
   reason: null,
-  written_at: '2026-01-01T00:00:00.000Z',
+  written_at: new Date().toISOString(),
 });
 
 const opened: Array<{ dir: string; store: ProxyStore }> = [];
@@ -30,7 +31,7 @@ afterEach(async () => {
 
 describe('HoldStates', () => {
   it('forgets the oldest ended envelopes first beyond its bound, paused ones only when nothing else is left', () => {
-    const holds = new HoldStates({ maxEntries: 3, store: openStore().store.root });
+    const holds = new HoldStates({ maxEntries: 3, maxAgeMs: DAY, store: openStore().store.root });
     holds.apply(hold('p1', 'PAUSED'));
     holds.apply(hold('t1', 'TERMINATED'));
     holds.apply(hold('c1', 'COMPLETED'));
@@ -51,7 +52,7 @@ describe('HoldStates', () => {
 
   it('lifts a hold on RUNNING and keeps what it holds across a restart of the proxy', async () => {
     const first = openStore();
-    const holds = new HoldStates({ maxEntries: 10, store: first.store.root });
+    const holds = new HoldStates({ maxEntries: 10, maxAgeMs: DAY, store: first.store.root });
     holds.apply(hold('p1', 'PAUSED'));
     holds.apply(hold('t1', 'TERMINATED'));
     holds.apply(hold('r1', 'PAUSED'));
@@ -61,9 +62,16 @@ describe('HoldStates', () => {
     await first.store.close();
     opened.splice(0);
     const again = openStore(first.dir);
-    const restarted = new HoldStates({ maxEntries: 10, store: again.store.root });
+    const now = Date.now();
+    const restarted = new HoldStates({ maxEntries: 10, maxAgeMs: DAY, store: again.store.root, now: () => now });
     expect(restarted.size).toBe(2);
     expect(restarted.forEnvelope('p1')?.status).toBe('PAUSED');
     expect(restarted.forExecution('exec-t1')?.status).toBe('TERMINATED');
+    // Older than the bucket keeps holds: not loaded, and gone from disk.
+    restarted.apply({ ...hold('old', 'TERMINATED'), written_at: new Date(now - 2 * DAY).toISOString() });
+    await again.store.root.flushed;
+    const later = new HoldStates({ maxEntries: 10, maxAgeMs: DAY, store: again.store.root, now: () => now });
+    expect(later.forEnvelope('old')).toBeUndefined();
+    expect(later.size).toBe(2);
   });
 });

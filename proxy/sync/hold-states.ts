@@ -26,12 +26,19 @@ export class HoldStates {
   readonly #paused = new Map<string, HoldState>();
   readonly #byExecution = new Map<string, string>();
 
-  constructor(options: { maxEntries: number; store: RootDatabase }) {
+  /**
+   * `maxAgeMs` (`hold_max_age_seconds`): a hold kept on disk that is older than the bucket keeps
+   * holds is not loaded, as the bucket would not have it either (a pause in force is written
+   * again before then, and the watch brings it back).
+   */
+  constructor(options: { maxEntries: number; maxAgeMs: number; store: RootDatabase; now?: () => number }) {
     this.#maxEntries = options.maxEntries;
     this.#db = options.store.openDB<HoldState, string>({ name: DB_NAME, encoding: 'json' });
-    for (const { value } of this.#db.getRange()) {
+    const oldest = (options.now ?? Date.now)() - options.maxAgeMs;
+    for (const { key, value } of this.#db.getRange()) {
       const parsed = HoldStateSchema.safeParse(value);
-      if (parsed.success) this.#remember(parsed.data);
+      if (parsed.success && Date.parse(parsed.data.written_at) > oldest) this.#remember(parsed.data);
+      else this.#remove(key);
     }
   }
 
@@ -52,12 +59,15 @@ export class HoldStates {
   /** Records the hold (RUNNING lifts it). */
   apply(hold: HoldState): void {
     this.#forget(hold.envelope_id);
-    if (hold.status === 'RUNNING') {
-      void this.#db.remove(hold.envelope_id);
-      return;
-    }
+    if (hold.status === 'RUNNING') return this.#remove(hold.envelope_id);
     this.#remember(hold);
-    void this.#db.put(hold.envelope_id, hold);
+    // The copy in memory is in force whatever becomes of the one on disk, which serves a start
+    // without NATS only.
+    this.#db.put(hold.envelope_id, hold).catch(() => undefined);
+  }
+
+  #remove(envelopeId: string): void {
+    this.#db.remove(envelopeId).catch(() => undefined);
   }
 
   #remember(hold: HoldState): void {
@@ -69,7 +79,7 @@ export class HoldStates {
       const [oldest] = this.#ended.size > 0 ? this.#ended.keys() : this.#paused.keys();
       if (oldest === undefined) break;
       this.#forget(oldest);
-      void this.#db.remove(oldest);
+      this.#remove(oldest);
     }
   }
 
