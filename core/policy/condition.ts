@@ -1,6 +1,7 @@
 import { RE2JS } from 're2js';
 import { compileFieldPath, type FieldReader } from './field-path.ts';
 import { OperatorInputSchema, type PolicyCondition } from './model.ts';
+import { regexPrefilter } from './regex-prefilter.ts';
 import { isScalar, scalarMembership, type Scalar } from './scalar-set.ts';
 import { compileSteps, sequenceMatches, SequenceValueSchema } from './sequence.ts';
 import { SemanticCategorySchema, type SemanticCategory } from './semantic-judge.ts';
@@ -14,6 +15,11 @@ export interface CompiledCheck {
   readonly test: ValueTest;
   /** Relative cost (0 cheapest): conditions are ANDed, so cheap ones run first. */
   readonly cost: number;
+  /**
+   * Field, operator and value: checks with the same key give the same answer on one context, so
+   * an evaluation runs each once. Absent for `sequence`, whose answer depends on the clock.
+   */
+  readonly key?: string;
   /** For a `sequence` condition: the category the pattern shows. */
   readonly sequence?: string;
 }
@@ -58,7 +64,8 @@ export function compileCondition(condition: PolicyCondition): ConditionCompilati
   const test = compileValueTest(condition.operator, condition.value);
   if (typeof test === 'string') return fault('value', test);
   const cost = condition.operator === 'matches' ? 2 : condition.operator === 'contains' ? 1 : 0;
-  return { ok: true, condition: { kind: 'check', read, test, cost } };
+  const key = `${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
+  return { ok: true, condition: { kind: 'check', read, test, cost, key } };
 }
 
 /** Returns the test, or a description of why the value does not suit the operator. */
@@ -146,8 +153,11 @@ function compileRegex(value: unknown): ValueTest | string {
   } catch (error) {
     return `invalid or unsupported regular expression (linear-time RE2 syntax; no backreferences or lookaround): ${(error as Error).message}`;
   }
+  const mayMatch = regexPrefilter(value);
+  const search =
+    mayMatch === null ? (text: string) => regex.test(text) : (text: string) => mayMatch(text) && regex.test(text);
   const test = (actual: unknown): boolean =>
-    typeof actual === 'string' ? regex.test(actual) : typeof actual === 'number' && regex.test(String(actual));
+    typeof actual === 'string' ? search(actual) : typeof actual === 'number' && search(String(actual));
   return (actual) => (Array.isArray(actual) ? actual.some(test) : test(actual));
 }
 

@@ -13,6 +13,8 @@ export interface RuleStep {
   /** Texts built at compile time, so evaluation does not format strings. */
   readonly reason: string;
   readonly warning: string;
+  /** The ruleset-wide id of each of the rule's checks (same order), under which an evaluation keeps its answer. */
+  readonly checkIds: Int32Array;
 }
 
 export interface CompiledRuleset {
@@ -24,6 +26,8 @@ export interface CompiledRuleset {
   readonly index: ActionIndex;
   /** True when some rule has a SEMANTIC condition: use `evaluateAsync` with a judge. */
   readonly needsJudge: boolean;
+  /** How many distinct checks the rules hold (the ids in `RuleStep.checkIds`). */
+  readonly checkCount: number;
 }
 
 export interface EvaluationInput {
@@ -54,9 +58,20 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
     );
   const compiled = ordered.map(compilePolicy);
   const steps: RuleStep[] = [];
+  const ids = new Map<string, number>();
+  let checkCount = 0;
+  const idOf = (check: CompiledCheck): number => {
+    if (check.key === undefined) return checkCount++;
+    let id = ids.get(check.key);
+    if (id === undefined) ids.set(check.key, (id = checkCount++));
+    return id;
+  };
   for (const policy of compiled) {
     const policyEnd = steps.length + policy.rules.length;
-    for (const rule of policy.rules) steps.push({ policy, rule, policyEnd, ...describe(policy, rule) });
+    for (const rule of policy.rules) {
+      const checkIds = Int32Array.from(rule.checks, idOf);
+      steps.push({ policy, rule, policyEnd, checkIds, ...describe(policy, rule) });
+    }
   }
   return {
     version,
@@ -64,6 +79,7 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
     steps,
     index: indexActions(steps.map((s) => s.rule.action)),
     needsJudge: steps.some((s) => s.rule.semantic.length > 0),
+    checkCount,
   };
 }
 
@@ -101,7 +117,13 @@ interface WalkState {
   overLimit: string | null;
   /** What the judge found for each rule whose SEMANTIC conditions it found violated. */
   readonly findings: Map<RuleStep, SemanticFinding>;
+  /** Each check's answer on this context once known, by check id: UNKNOWN, FAILED or PASSED. */
+  readonly answers: Uint8Array;
 }
+
+const UNKNOWN = 0;
+const FAILED = 1;
+const PASSED = 2;
 
 /** Answers a rule's SEMANTIC conditions: true/false, or undefined to pause the walk there. */
 type SemanticAnswer = (
@@ -129,7 +151,7 @@ export function evaluate(
   judge?: SyncSemanticJudge,
 ): EvaluationResult {
   const started = performance.now();
-  const state = newState();
+  const state = newState(ruleset);
   const answer: SemanticAnswer =
     judge === undefined ? resolveFailClosed : (step, _index, context) => judgeRuleNow(step, context, judge, state);
   walk(ruleset, input, state, 0, answer);
@@ -145,7 +167,7 @@ export async function evaluateAsync(
 ): Promise<EvaluationResult> {
   if (!ruleset.needsJudge) return evaluate(ruleset, input);
   const started = performance.now();
-  const state = newState();
+  const state = newState(ruleset);
   const timeoutMs = options.judgeTimeoutMs ?? DEFAULT_JUDGE_TIMEOUT_MS;
   let judgedIndex = DONE;
   let judgedVerdict = false;
@@ -162,7 +184,7 @@ export async function evaluateAsync(
   return finish(state, started);
 }
 
-function newState(): WalkState {
+function newState(ruleset: CompiledRuleset): WalkState {
   return {
     warnings: [],
     shadow: [],
@@ -172,6 +194,7 @@ function newState(): WalkState {
     judgeFailure: null,
     overLimit: null,
     findings: new Map(),
+    answers: new Uint8Array(ruleset.checkCount),
   };
 }
 
@@ -202,7 +225,7 @@ function walk(
       selectedUntil = step.policyEnd;
     }
     const { rule } = step;
-    if (!rule.matchesAction(action) || !checksPass(rule.checks, context)) continue;
+    if (!rule.matchesAction(action) || !checksPass(rule.checks, step.checkIds, context, state.answers)) continue;
     if (rule.semantic.length > 0) {
       const verdict = answer(step, i, context, state);
       if (verdict === undefined) return i;
@@ -215,11 +238,23 @@ function walk(
   return DONE;
 }
 
-function checksPass(checks: readonly CompiledCheck[], context: Readonly<Record<string, unknown>>): boolean {
-  for (const check of checks) {
-    const value = check.read(context);
-    // A condition on a missing field does not match, whatever its operator.
-    if (value === undefined || !check.test(value)) return false;
+function checksPass(
+  checks: readonly CompiledCheck[],
+  ids: Int32Array,
+  context: Readonly<Record<string, unknown>>,
+  answers: Uint8Array,
+): boolean {
+  for (let c = 0; c < checks.length; c++) {
+    const id = ids[c] as number;
+    let answer = answers[id];
+    if (answer === UNKNOWN) {
+      const check = checks[c] as CompiledCheck;
+      const value = check.read(context);
+      // A condition on a missing field does not match, whatever its operator.
+      answer = value === undefined || !check.test(value) ? FAILED : PASSED;
+      answers[id] = answer;
+    }
+    if (answer === FAILED) return false;
   }
   return true;
 }
