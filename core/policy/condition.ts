@@ -11,6 +11,8 @@ type ValueTest = (actual: unknown) => boolean;
 /** A condition checked synchronously against a context value. */
 export interface CompiledCheck {
   readonly kind: 'check';
+  /** The field path as written. */
+  readonly field: string;
   readonly read: FieldReader;
   readonly test: ValueTest;
   /** Relative cost (0 cheapest): conditions are ANDed, so cheap ones run first. */
@@ -60,12 +62,12 @@ export function compileCondition(condition: PolicyCondition): ConditionCompilati
     return fault('field', (error as Error).message);
   }
   if (condition.operator === 'semantic') return compileSemantic(condition.field, read, condition.value);
-  if (condition.operator === 'sequence') return compileSequence(read, condition.value);
+  if (condition.operator === 'sequence') return compileSequence(condition.field, read, condition.value);
   const test = compileValueTest(condition.operator, condition.value);
   if (typeof test === 'string') return fault('value', test);
   const cost = condition.operator === 'matches' ? 2 : condition.operator === 'contains' ? 1 : 0;
   const key = `${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
-  return { ok: true, condition: { kind: 'check', read, test, cost, key } };
+  return { ok: true, condition: { kind: 'check', field: condition.field, read, test, cost, key } };
 }
 
 /** Returns the test, or a description of why the value does not suit the operator. */
@@ -228,7 +230,7 @@ function compileSemantic(field: string, read: FieldReader, value: unknown): Cond
  * they must show the steps in order within the window before the evaluation. The steps'
  * conditions are plain checks on an earlier action's fields.
  */
-function compileSequence(read: FieldReader, value: unknown): ConditionCompilation {
+function compileSequence(field: string, read: FieldReader, value: unknown): ConditionCompilation {
   const parsed = SequenceValueSchema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -260,6 +262,7 @@ function compileSequence(read: FieldReader, value: unknown): ConditionCompilatio
     ok: true,
     condition: {
       kind: 'check',
+      field,
       read,
       // The window ends at the evaluation: a pattern grows stale while the execution goes on.
       test: (actual) => sequenceMatches(sequence, actual, Date.now()),

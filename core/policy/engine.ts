@@ -1,6 +1,7 @@
 import { indexActions, type ActionIndex } from './action-index.ts';
 import { compilePolicy, type CompiledPolicy, type CompiledRule } from './compile-policy.ts';
-import type { CompiledCheck, CompiledSemantic } from './condition.ts';
+import { CheckAnswers, numberChecks, type CheckTable } from './check-answers.ts';
+import type { CompiledSemantic } from './condition.ts';
 import type { Policy } from './model.ts';
 import type { EvaluationResult, PolicyWarning, SemanticFinding, ShadowDecision } from './result.ts';
 import { JudgeVerdictSchema, type JudgeVerdict, type SemanticJudge, type SyncSemanticJudge } from './semantic-judge.ts';
@@ -13,7 +14,7 @@ export interface RuleStep {
   /** Texts built at compile time, so evaluation does not format strings. */
   readonly reason: string;
   readonly warning: string;
-  /** The ruleset-wide id of each of the rule's checks (same order), under which an evaluation keeps its answer. */
+  /** The number of each of the rule's checks in the ruleset's `checks` table. */
   readonly checkIds: Int32Array;
 }
 
@@ -26,8 +27,10 @@ export interface CompiledRuleset {
   readonly index: ActionIndex;
   /** True when some rule has a SEMANTIC condition: use `evaluateAsync` with a judge. */
   readonly needsJudge: boolean;
-  /** How many distinct checks the rules hold (the ids in `RuleStep.checkIds`). */
-  readonly checkCount: number;
+  /** The rules' distinct checks, numbered. */
+  readonly checks: CheckTable;
+  /** Answers reused by one synchronous evaluation at a time. */
+  readonly answers: CheckAnswers;
 }
 
 export interface EvaluationInput {
@@ -57,19 +60,13 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
         b.priority - a.priority || compareText(a.created_at, b.created_at) || compareText(a.policy_id, b.policy_id),
     );
   const compiled = ordered.map(compilePolicy);
+  const rules = compiled.flatMap((policy) => policy.rules);
+  const checks = numberChecks(rules);
   const steps: RuleStep[] = [];
-  const ids = new Map<string, number>();
-  let checkCount = 0;
-  const idOf = (check: CompiledCheck): number => {
-    if (check.key === undefined) return checkCount++;
-    let id = ids.get(check.key);
-    if (id === undefined) ids.set(check.key, (id = checkCount++));
-    return id;
-  };
   for (const policy of compiled) {
     const policyEnd = steps.length + policy.rules.length;
     for (const rule of policy.rules) {
-      const checkIds = Int32Array.from(rule.checks, idOf);
+      const checkIds = checks.ids[steps.length] as Int32Array;
       steps.push({ policy, rule, policyEnd, checkIds, ...describe(policy, rule) });
     }
   }
@@ -77,9 +74,10 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
     version,
     policies: compiled,
     steps,
-    index: indexActions(steps.map((s) => s.rule.action)),
-    needsJudge: steps.some((s) => s.rule.semantic.length > 0),
-    checkCount,
+    index: indexActions(rules),
+    needsJudge: rules.some((rule) => rule.semantic.length > 0),
+    checks,
+    answers: new CheckAnswers(checks),
   };
 }
 
@@ -117,13 +115,8 @@ interface WalkState {
   overLimit: string | null;
   /** What the judge found for each rule whose SEMANTIC conditions it found violated. */
   readonly findings: Map<RuleStep, SemanticFinding>;
-  /** Each check's answer on this context once known, by check id: UNKNOWN, FAILED or PASSED. */
-  readonly answers: Uint8Array;
+  readonly answers: CheckAnswers;
 }
-
-const UNKNOWN = 0;
-const FAILED = 1;
-const PASSED = 2;
 
 /** Answers a rule's SEMANTIC conditions: true/false, or undefined to pause the walk there. */
 type SemanticAnswer = (
@@ -151,10 +144,18 @@ export function evaluate(
   judge?: SyncSemanticJudge,
 ): EvaluationResult {
   const started = performance.now();
-  const state = newState(ruleset);
+  // A judge that evaluates again from inside this walk gets answers of its own.
+  const answers = ruleset.answers.inUse ? new CheckAnswers(ruleset.checks) : ruleset.answers;
+  const state = newState(answers);
   const answer: SemanticAnswer =
     judge === undefined ? resolveFailClosed : (step, _index, context) => judgeRuleNow(step, context, judge, state);
-  walk(ruleset, input, state, 0, answer);
+  answers.inUse = true;
+  try {
+    walk(ruleset, input, state, 0, answer);
+  } finally {
+    answers.end();
+    answers.inUse = false;
+  }
   return finish(state, started);
 }
 
@@ -167,7 +168,8 @@ export async function evaluateAsync(
 ): Promise<EvaluationResult> {
   if (!ruleset.needsJudge) return evaluate(ruleset, input);
   const started = performance.now();
-  const state = newState(ruleset);
+  // Its walk pauses for the judge while other evaluations run, so it keeps answers of its own.
+  const state = newState(new CheckAnswers(ruleset.checks));
   const timeoutMs = options.judgeTimeoutMs ?? DEFAULT_JUDGE_TIMEOUT_MS;
   let judgedIndex = DONE;
   let judgedVerdict = false;
@@ -184,7 +186,8 @@ export async function evaluateAsync(
   return finish(state, started);
 }
 
-function newState(ruleset: CompiledRuleset): WalkState {
+function newState(answers: CheckAnswers): WalkState {
+  answers.begin();
   return {
     warnings: [],
     shadow: [],
@@ -194,7 +197,7 @@ function newState(ruleset: CompiledRuleset): WalkState {
     judgeFailure: null,
     overLimit: null,
     findings: new Map(),
-    answers: new Uint8Array(ruleset.checkCount),
+    answers,
   };
 }
 
@@ -208,7 +211,7 @@ function walk(
 ): number {
   const { steps } = ruleset;
   const { action, context, policySet } = input;
-  const candidates = ruleset.index.candidates(action);
+  const candidates = ruleset.index.matching(action);
   const restricted = policySet !== undefined && policySet.length > 0;
   let selectedUntil = from;
   // `next` is the first step still to consider: jumps past a policy move it, candidates before it are skipped.
@@ -225,7 +228,7 @@ function walk(
       selectedUntil = step.policyEnd;
     }
     const { rule } = step;
-    if (!rule.matchesAction(action) || !checksPass(rule.checks, step.checkIds, context, state.answers)) continue;
+    if (!state.answers.pass(rule.checks, step.checkIds, context)) continue;
     if (rule.semantic.length > 0) {
       const verdict = answer(step, i, context, state);
       if (verdict === undefined) return i;
@@ -236,27 +239,6 @@ function walk(
     next = applied === NEXT_POLICY ? step.policyEnd : i + 1;
   }
   return DONE;
-}
-
-function checksPass(
-  checks: readonly CompiledCheck[],
-  ids: Int32Array,
-  context: Readonly<Record<string, unknown>>,
-  answers: Uint8Array,
-): boolean {
-  for (let c = 0; c < checks.length; c++) {
-    const id = ids[c] as number;
-    let answer = answers[id];
-    if (answer === UNKNOWN) {
-      const check = checks[c] as CompiledCheck;
-      const value = check.read(context);
-      // A condition on a missing field does not match, whatever its operator.
-      answer = value === undefined || !check.test(value) ? FAILED : PASSED;
-      answers[id] = answer;
-    }
-    if (answer === FAILED) return false;
-  }
-  return true;
 }
 
 /** Records what a matching rule means under its policy's enforcement. */
