@@ -114,7 +114,7 @@ interface WalkState {
   /** A judged text went beyond what the judge reads. */
   overLimit: string | null;
   /** What the judge found for each rule whose SEMANTIC conditions it found violated. */
-  readonly findings: Map<RuleStep, SemanticFinding>;
+  findings: Map<RuleStep, SemanticFinding> | null;
   readonly answers: CheckAnswers;
 }
 
@@ -196,7 +196,8 @@ function newState(answers: CheckAnswers): WalkState {
     unjudged: false,
     judgeFailure: null,
     overLimit: null,
-    findings: new Map(),
+    // Made when the judge first finds something: most evaluations never need it.
+    findings: null,
     answers,
   };
 }
@@ -268,7 +269,7 @@ function addWarning(state: WalkState, step: RuleStep): void {
 function finish(state: WalkState, started: number): EvaluationResult {
   const { decidedBy, firstWarning, warnings, shadow } = state;
   const note = failClosedNote(state);
-  const semantic = state.findings.get((decidedBy ?? firstWarning) as RuleStep);
+  const semantic = state.findings?.get((decidedBy ?? firstWarning) as RuleStep);
   const base = { warnings, shadow, evaluation_time_ms: 0 };
   let result: EvaluationResult;
   if (decidedBy !== null) {
@@ -463,6 +464,7 @@ function record(step: RuleStep, judge: SemanticJudge, verdicts: Verdicts, state:
     undefined,
   );
   if (strongest === undefined) return;
+  state.findings ??= new Map();
   state.findings.set(step, {
     judge: judge.name,
     judge_version: judge.version,
