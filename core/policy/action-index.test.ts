@@ -54,5 +54,9 @@ describe('action index', () => {
     expect([...index.matching(long)]).toEqual([0]);
     expect([...index.matching(long)]).toEqual([0]);
     expect([...index.matching('llm:gpt-4o')]).toEqual([2]);
+    // A large ruleset: the remembered lists stay within their bound and answers stay right.
+    const wide = indexActions(rules(Array.from({ length: 3000 }, (_, i) => (i % 3 === 0 ? '*' : `tool:*`))));
+    for (let i = 0; i < 300; i++) expect(wide.matching(`tool:t${i}`).length).toBe(3000);
+    expect(wide.matching('llm:x').length).toBe(1000);
   });
 });

@@ -27,10 +27,12 @@ export interface ActionRule {
 }
 
 /**
- * How many actions' matching rules an index remembers, and the longest action it remembers:
- * agents call a small vocabulary of actions, and made-up ones cannot grow the memory.
+ * How many actions' matching rules an index remembers, how many rule indexes in all (1 MiB),
+ * and the longest action it remembers: agents call a small vocabulary of actions, and made-up
+ * ones cannot grow the memory. Past a limit it starts afresh.
  */
 const REMEMBERED_ACTIONS = 512;
+const REMEMBERED_INDEXES = 262_144;
 const REMEMBERED_ACTION_LENGTH = 256;
 
 export function indexActions(rules: readonly ActionRule[]): ActionIndex {
@@ -52,15 +54,20 @@ export function indexActions(rules: readonly ActionRule[]): ActionIndex {
     exact.set(action, merge(indexes, byType.get(actionType(action)) ?? [], any));
   const candidates = (action: string): Int32Array => exact.get(action) ?? typed.get(actionType(action)) ?? anyList;
   const remembered = new Map<string, Int32Array>();
+  let rememberedIndexes = 0;
   return {
     candidates,
     matching: (action) => {
       const known = remembered.get(action);
       if (known !== undefined) return known;
       const matching = candidates(action).filter((i) => (rules[i] as ActionRule).matchesAction(action));
-      if (action.length <= REMEMBERED_ACTION_LENGTH) {
-        if (remembered.size >= REMEMBERED_ACTIONS) remembered.clear();
+      if (action.length <= REMEMBERED_ACTION_LENGTH && matching.length <= REMEMBERED_INDEXES) {
+        if (remembered.size >= REMEMBERED_ACTIONS || rememberedIndexes + matching.length > REMEMBERED_INDEXES) {
+          remembered.clear();
+          rememberedIndexes = 0;
+        }
         remembered.set(action, matching);
+        rememberedIndexes += matching.length;
       }
       return matching;
     },
