@@ -237,7 +237,14 @@ describe('NATS', () => {
         .map((m) => m[1]!)
         .filter((s) => !s.includes('secret') && !/^[A-Za-z0-9]{40}$/.test(s));
     };
-    expect(block(conf)).toHaveLength(17);
+    expect(block(conf)).toHaveLength(20);
+    // The envelope holds: read and watched by a proxy on its own tenant's keys only.
+    expect(block(conf)).toEqual(
+      expect.arrayContaining([
+        '$JS.API.DIRECT.GET.KV_svc_holds.$KV.svc_holds.hold.acme.>',
+        '$JS.API.CONSUMER.CREATE.KV_svc_holds.*.$KV.svc_holds.hold.acme.>',
+      ]),
+    );
     expect(block(conf)).toEqual(block(reference));
     // The sidecars' credentials in the governed namespace match the server's user.
     const client = manifest(rendered, 'Secret', 'ag-agent-governance-nats-client', 'agents');
