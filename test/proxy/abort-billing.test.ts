@@ -9,7 +9,8 @@ import { eventually } from '../harness/control-plane.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { anthropicClient, openAiClient } from './sdk-options.ts';
 
-const DRAIN_MS = 1000;
+/** Three times the rest of the drained stream below (30 chunks, 20 ms apart), so a busy machine still drains it. */
+const DRAIN_MS = 2000;
 const ANSWER_LIMIT = 16 * 1024;
 let rig: ProxyRig;
 const tokens = createTokenCounter();
