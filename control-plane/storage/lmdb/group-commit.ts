@@ -19,6 +19,19 @@ function newGroup(view: StagedView, outbox: readonly OutboxEvent[]): Group {
   return { view, outbox: [...outbox], done };
 }
 
+/** lmdb-js rejects a failed asynchronous commit with a placeholder whose `commitError` brings the cause. */
+async function causeOf(error: unknown): Promise<Error> {
+  const pending = (error as { commitError?: Promise<unknown> } | null)?.commitError;
+  const cause =
+    pending === undefined
+      ? error
+      : await pending.then(
+          () => error,
+          (reason: unknown) => reason,
+        );
+  return cause instanceof Error ? cause : new Error(String(cause));
+}
+
 /**
  * Group commit for the LMDB storage. Transactions still run one at a time (the storage's lock),
  * but a finished one does not hold the lock through its commit: its writes join the open group,
@@ -114,15 +127,15 @@ export class GroupCommit {
           // Flushes complete in commit order, so this one's answer never overtakes an earlier one's.
           return this.#root.flushed.then(() => group.done.resolve());
         },
-        (error: unknown) => {
-          const failure = error instanceof Error ? error : new Error(String(error));
+        async (error: unknown) => {
           this.#failures++;
-          this.#lastFailure = failure;
           this.#inFlight = null;
-          group.done.reject(failure);
           // The open group was staged over the failed one's writes.
           const dependent = this.#open;
           this.#open = null;
+          const failure = await causeOf(error);
+          this.#lastFailure = failure;
+          group.done.reject(failure);
           dependent?.done.reject(failure);
         },
       )
