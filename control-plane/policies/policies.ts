@@ -216,10 +216,6 @@ export class Policies implements PolicyGate {
   }
 
   /**
-   * Evaluates and records: the audit record, a violation event on DENY, a pending approval on
-   * REQUIRE_APPROVAL. Used by POST /v1/policies/evaluate and by envelope creation alike.
-   */
-  /**
    * The evaluations a policy decided or shadowed (AUDIT), newest first, as the audit log records
    * every evaluation: within [start, end) and of one decision when asked. The walk stops at the
    * first record older than `start` and keeps at most EVALUATION_HISTORY_MAX records.
@@ -269,6 +265,10 @@ export class Policies implements PolicyGate {
     return found;
   }
 
+  /**
+   * Evaluates and records: the audit record, a violation event on DENY, a pending approval on
+   * REQUIRE_APPROVAL. Used by POST /v1/policies/evaluate and by envelope creation alike.
+   */
   async decide(caller: Caller, question: PolicyQuestion): Promise<PolicyDecision> {
     const prepared = await this.prepare(caller, question);
     if (question.dryRun === true) return { result: prepared.result, approvalId: null };

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SYSTEM_TENANT } from '../../core/domain/index.ts';
 import { eventually } from '../../test/harness/control-plane.ts';
 import { createTestDatabase, postgresReachable, type TestDatabase } from '../../test/harness/postgres.ts';
-import { aBudget, anAuditDraft, anEvent, at, NOW } from '../../test/storage/records.ts';
+import { aBudget, aDetection, anAuditDraft, anEvent, at, NOW } from '../../test/storage/records.ts';
 import { AuditLog } from '../audit/audit-log.ts';
 import { JobRunner } from '../jobs/job-runner.ts';
 import { ControlPlaneMetrics } from '../observability/metrics.ts';
@@ -60,7 +60,7 @@ const backends: Array<[string, () => Promise<Backend>, boolean]> = [
 describe.each(backends)('retention on %s', (_name, open, available) => {
   let backend: Backend;
   let storage: Storage;
-  const removedSeen: Record<RetainedKind, number> = { events: 0, processed_messages: 0 };
+  const removedSeen: Record<RetainedKind, number> = { events: 0, detections: 0, processed_messages: 0 };
   const sweep = (batchSize: number) =>
     new RetentionSweep({
       storage,
@@ -74,8 +74,7 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
     if (!available) return;
     backend = await open();
     storage = backend.storage;
-    removedSeen.events = 0;
-    removedSeen.processed_messages = 0;
+    for (const kind of Object.keys(removedSeen) as RetainedKind[]) removedSeen[kind] = 0;
     await storage.withTransaction((tx) => tx.tenants.create({ tenant_id: TENANT, name: 'Acme', created_at: at(OLD) }));
   });
   afterEach(async () => {
@@ -114,6 +113,10 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
         await storage.withTransaction((tx) =>
           tx.dedup.markProcessed(TENANT, VIOLATION_DEDUP_SCOPE, `old-${i}`, at(OLD)),
         );
+      const detections = [OLD, OLD + 1, OLD + 2, -DAY].map((offset, i) =>
+        aDetection(TENANT, { detection_id: `d-${i}`, detected_at: at(offset) }),
+      );
+      for (const d of detections) await storage.withTransaction((tx) => tx.detections.insert(TENANT, d));
       await storage.withTransaction(async (tx) => {
         await tx.dedup.markProcessed(TENANT, VIOLATION_DEDUP_SCOPE, 'fresh', at(-DAY));
         // Other scopes mark once-per-period work (an overrun alert), not redeliveries: kept.
@@ -124,11 +127,12 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
 
       const removed = await sweep(4).runOnce(new AbortController().signal);
 
-      expect(removed).toEqual({ events: 26, processed_messages: 7 });
+      expect(removed).toEqual({ events: 26, detections: 3, processed_messages: 7 });
       expect(removedSeen).toEqual(removed);
       const kept = await storage.read.events.list(TENANT, {}, { pageSize: 100 });
       expect(kept.items.map((e) => e.event_id)).toEqual(fresh.map((e) => e.event_id).reverse());
       expect((await storage.read.events.list(SYSTEM_TENANT, {})).items).toEqual([]);
+      expect((await storage.read.detections.list(TENANT, {})).items).toEqual([detections[3]]);
       expect(await storage.read.budgets.get(TENANT, budget.budget_id)).toEqual(budgetBefore);
       expect(budgetBefore?.usage).toMatchObject({ cost_micros: 3000, llm_calls: 30 });
       expect(await storage.read.leases.pendingSpend(TENANT, budget.budget_id, period.start)).toEqual(pendingBefore);
@@ -144,7 +148,11 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
       expect(await firstAgain(VIOLATION_DEDUP_SCOPE, 'fresh')).toBe(false);
       expect(await firstAgain('oracle.overrun', 'b:total')).toBe(false);
       // Nothing left to remove: a second sweep changes nothing.
-      expect(await sweep(4).runOnce(new AbortController().signal)).toEqual({ events: 0, processed_messages: 0 });
+      expect(await sweep(4).runOnce(new AbortController().signal)).toEqual({
+        events: 0,
+        detections: 0,
+        processed_messages: 0,
+      });
     },
   );
 
@@ -171,7 +179,7 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
       written.push(event.event_id);
       if (sweeping) writtenDuringSweep += 1;
     }
-    expect(await running).toEqual({ events: backlog, processed_messages: 0 });
+    expect(await running).toEqual({ events: backlog, detections: 0, processed_messages: 0 });
     // The writer was never held up for the whole sweep: its transactions went in between batches.
     expect(writtenDuringSweep).toBeGreaterThanOrEqual(10);
     const kept = await collectPages((page) => storage.read.events.list(TENANT, {}, page));
@@ -227,7 +235,11 @@ describe('retention switched off', () => {
       await storage.withTransaction((tx) => tx.events.insertNew(TENANT, [anEvent(TENANT, { received_at: at(OLD) })]));
       await storage.withTransaction((tx) => tx.tenants.create({ tenant_id: TENANT, name: 'Acme', created_at: at() }));
       const sweep = new RetentionSweep({ storage, days: 0, batchSize: 10, clock: () => NOW, onRemoved: () => {} });
-      expect(await sweep.runOnce(new AbortController().signal)).toEqual({ events: 0, processed_messages: 0 });
+      expect(await sweep.runOnce(new AbortController().signal)).toEqual({
+        events: 0,
+        detections: 0,
+        processed_messages: 0,
+      });
       expect((await storage.read.events.list(TENANT, {})).items).toHaveLength(1);
     } finally {
       await backend.close();

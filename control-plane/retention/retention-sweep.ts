@@ -1,10 +1,10 @@
 import { setImmediate as turn } from 'node:timers/promises';
 import { SYSTEM_TENANT } from '../../core/domain/index.ts';
 import { VIOLATION_DEDUP_SCOPE } from '../processor/event-processor.ts';
-import type { Storage } from '../storage/storage.ts';
+import type { Repositories, Storage } from '../storage/storage.ts';
 
 /** What retention removes (docs/storage.md, "Retention"). */
-export type RetainedKind = 'events' | 'processed_messages';
+export type RetainedKind = 'events' | 'detections' | 'processed_messages';
 
 export interface RetentionSweepOptions {
   storage: Storage;
@@ -20,8 +20,8 @@ export interface RetentionSweepOptions {
 const DAY_MS = 86_400_000;
 
 /**
- * Removes, tenant by tenant, the usage events received and the proxies' violation messages handled
- * more than `days` ago. Each batch is a transaction of its own, and the sweep yields to the event
+ * Removes, tenant by tenant, the usage events received, the Immune System's detections made and
+ * the proxies' violation messages handled more than `days` ago. Each batch is a transaction of its own, and the sweep yields to the event
  * loop between batches, so the event processor's and the API's writes never wait for more than one
  * small batch. Budgets keep their period totals in their own records, which no sweep touches; the
  * audit chain is immutable and kept whole.
@@ -35,24 +35,34 @@ export class RetentionSweep {
 
   /** One sweep over every tenant; stops early, having removed whole batches only, once aborted. */
   async runOnce(signal: AbortSignal): Promise<Record<RetainedKind, number>> {
-    const removed: Record<RetainedKind, number> = { events: 0, processed_messages: 0 };
+    const removed: Record<RetainedKind, number> = { events: 0, detections: 0, processed_messages: 0 };
     const { days, clock } = this.#options;
     if (days === 0) return removed;
     const before = new Date(clock().getTime() - days * DAY_MS).toISOString();
     for await (const tenant of this.#tenants(signal)) {
-      removed.events += await this.#events(tenant, before, signal);
+      removed.events += await this.#oldest('events', signal, (tx, batch) =>
+        tx.events.removeReceivedBefore(tenant, before, batch),
+      );
+      removed.detections += await this.#oldest('detections', signal, (tx, batch) =>
+        tx.detections.removeDetectedBefore(tenant, before, batch),
+      );
       removed.processed_messages += await this.#processed(tenant, before, signal);
     }
     return removed;
   }
 
-  async #events(tenant: string, before: string, signal: AbortSignal): Promise<number> {
+  /** Removes batch after batch of the oldest records of a kind until a batch comes back short. */
+  async #oldest(
+    kind: RetainedKind,
+    signal: AbortSignal,
+    removeBatch: (tx: Repositories, batchSize: number) => Promise<number>,
+  ): Promise<number> {
     const { storage, batchSize, onRemoved } = this.#options;
     let total = 0;
     while (!signal.aborted) {
-      const count = await storage.withTransaction((tx) => tx.events.removeReceivedBefore(tenant, before, batchSize));
+      const count = await storage.withTransaction((tx) => removeBatch(tx, batchSize));
       total += count;
-      if (count > 0) onRemoved('events', count);
+      if (count > 0) onRemoved(kind, count);
       if (count < batchSize) break;
       await turn();
     }

@@ -410,6 +410,8 @@ export interface DetectionReader {
 export interface DetectionRepository extends DetectionReader {
   /** Stores the detection unless its id is stored already (a replay): true when it was new. */
   insert(tenant: string, detection: ImmuneDetection): Promise<boolean>;
+  /** Removes up to `limit` of the oldest detections made before `before` (retention); how many went. */
+  removeDetectedBefore(tenant: string, before: string, limit: number): Promise<number>;
 }
 
 /** The order key of a detection: its time then its id, so that key order is time order. */

@@ -294,6 +294,23 @@ describe('gRPC server (contracts loaded from proto/)', () => {
     expect(rest.next_page_token).toBe('');
     const bad = await failure(call(COSTS, 'ListBudgets', { page_token: 'bm90IG91cnM' }));
     expect(statusDetails(bad).badRequest?.fieldViolations[0]?.field).toBe('page_token');
+    const foreign = (await call(POLICIES, 'ListPolicies', { page_size: 1 })).next_page_token;
+    const ofPolicies = await failure(call(COSTS, 'ListBudgets', { page_token: foreign }));
+    expect(statusDetails(ofPolicies).badRequest?.fieldViolations[0]?.field).toBe('page_token');
+  });
+
+  it('pages as REST does: a token of either surface continues the same list on the other', async () => {
+    const ids = (budgets: Array<{ budget_id: string }>) => budgets.map((b) => b.budget_id);
+    const restFirst = await cp.call('GET', '/v1/budgets?page_size=2', { key: acme });
+    const restToken = restFirst.headers.get('x-next-page-token')!;
+    const restNext = await cp.call('GET', `/v1/budgets?page_size=2&page_token=${restToken}`, { key: acme });
+    const grpcNext = await call(COSTS, 'ListBudgets', { page_size: 2, page_token: restToken });
+    expect(ids(grpcNext.budgets)).toEqual(ids(restNext.body));
+    const grpcFirst = await call(COSTS, 'ListBudgets', { page_size: 2 });
+    const fromGrpc = await cp.call('GET', `/v1/budgets?page_size=2&page_token=${grpcFirst.next_page_token}`, {
+      key: acme,
+    });
+    expect(ids(fromGrpc.body)).toEqual(ids(restNext.body));
   });
 
   it('filters ListPolicies by rule_type: a named type selects none, since rules hold no type', async () => {

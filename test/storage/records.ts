@@ -14,6 +14,7 @@ import {
   type Approval,
   type Policy,
 } from '../../core/policy/index.ts';
+import type { ImmuneDetection } from '../../core/brain/immune/detection.ts';
 import type { AuditDraft } from '../../control-plane/audit/chain.ts';
 import type { Checkpoint } from '../../control-plane/checkpoints/checkpoint.ts';
 import type { StoredEvent } from '../../control-plane/storage/records.ts';
@@ -167,6 +168,25 @@ export function aCheckpoint(tenant: string, overrides: Partial<Checkpoint> = {})
     size_bytes: Buffer.byteLength(JSON.stringify(data)),
     created_at: at(),
     deleted_at: null,
+    ...overrides,
+  };
+}
+
+export function aDetection(tenant: string, overrides: Partial<ImmuneDetection> = {}): ImmuneDetection {
+  return {
+    detection_id: randomUUID(),
+    tenant_id: tenant,
+    kind: 'call_rate',
+    category: null,
+    envelope_id: 'env-1',
+    execution_id: 'exec-1',
+    action: null,
+    policy_id: null,
+    rule_id: null,
+    response: 'alert',
+    details: { count: 40, baseline: 3, z: 7.5 },
+    source: 'proxy:pod-1',
+    detected_at: at(),
     ...overrides,
   };
 }

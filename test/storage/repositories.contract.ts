@@ -8,6 +8,7 @@ import {
   aBudget,
   aCharge,
   aCheckpoint,
+  aDetection,
   anApiKey,
   anApproval,
   anAuditDraft,
@@ -722,22 +723,8 @@ export function storageContract(backend: string, factory: StorageFactory): void 
     });
 
     describe('detections', () => {
-      const detection = (id: string, at: string, fields: Partial<ImmuneDetection> = {}): ImmuneDetection => ({
-        detection_id: id,
-        tenant_id: A,
-        kind: 'call_rate',
-        category: null,
-        envelope_id: 'env-1',
-        execution_id: 'exec-1',
-        action: null,
-        policy_id: null,
-        rule_id: null,
-        response: 'alert',
-        details: { count: 40, baseline: 3, z: 7.5 },
-        source: 'proxy:pod-1',
-        detected_at: at,
-        ...fields,
-      });
+      const detection = (id: string, detectedAt: string, fields: Partial<ImmuneDetection> = {}) =>
+        aDetection(A, { detection_id: id, detected_at: detectedAt, ...fields });
 
       it('stores each detection id once, per tenant, and lists newest first by time then id', async () => {
         const early = detection('d-1', '2026-03-01T10:00:00.000Z');
@@ -784,6 +771,19 @@ export function storageContract(backend: string, factory: StorageFactory): void 
           }),
         ).rejects.toThrow('rolled back');
         expect((await storage.read.detections.list(A, {})).items.map((d) => d.detection_id)).not.toContain('lost');
+      });
+
+      it('removes the oldest detections made before a time, a batch at a time, in one tenant only', async () => {
+        for (let i = 0; i < 5; i++) await tx((t) => t.detections.insert(A, detection(`r-${i}`, at(i * 1000))));
+        await tx((t) => t.detections.insert(B, detection('r-b', at(0))));
+        expect(await tx((t) => t.detections.removeDetectedBefore(A, at(3000), 2))).toBe(2);
+        expect(await tx((t) => t.detections.removeDetectedBefore(A, at(3000), 2))).toBe(1);
+        expect(await tx((t) => t.detections.removeDetectedBefore(A, at(3000), 2))).toBe(0);
+        const left = (await storage.read.detections.list(A, {})).items.map((d) => d.detection_id);
+        expect(left).toEqual(['r-4', 'r-3']);
+        expect((await storage.read.detections.list(B, {})).items).toHaveLength(1);
+        // A removed id may be stored again (the retention is far past any replay).
+        expect(await tx((t) => t.detections.insert(A, detection('r-0', at(5000))))).toBe(true);
       });
     });
 

@@ -9,14 +9,13 @@ import {
 import { parseOrThrow } from '../../../core/errors/index.ts';
 import { DetectionQuerySchema, type Detections } from '../../brain/detections.ts';
 import type { Oracle } from '../../brain/oracle.ts';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../codec/paging.ts';
+import { grpcPageRequest } from '../codec/paging.ts';
 import { renamedFields } from '../codec/renamed-fields.ts';
 import {
   enumValue,
   fromStruct,
   fromTimestamp,
   fromValue,
-  invalidField,
   present,
   toStruct,
   toTimestamp,
@@ -136,8 +135,6 @@ export function immuneSystemService(detections: Detections): GrpcServiceHandlers
       access: 'events:read',
       tenantField: 'tenant_id',
       handle: async (request, { caller }) => {
-        const size = Number(request.page_size);
-        if (!Number.isInteger(size) || size < 0) throw invalidField('page_size', 'must not be negative');
         const kind = enumValue(request.kind, 'DETECTION_KIND_');
         const query = renamedFields({ since: 'start_time', until: 'end_time' }, () =>
           parseOrThrow(DetectionQuerySchema, {
@@ -148,11 +145,7 @@ export function immuneSystemService(detections: Detections): GrpcServiceHandlers
             until: fromTimestamp(request.end_time, 'end_time'),
           }),
         );
-        const page = await detections.list(caller.tenant, query, {
-          // gRPC lists lower a page size above the maximum to it (codec/paging.ts).
-          pageSize: size === 0 ? DEFAULT_PAGE_SIZE : Math.min(size, MAX_PAGE_SIZE),
-          pageToken: present(request.page_token),
-        });
+        const page = await detections.list(caller.tenant, query, grpcPageRequest(request));
         return { detections: page.detections.map(toGrpcDetection), next_page_token: page.next_page_token };
       },
     },

@@ -14,7 +14,8 @@ import type { Budgets } from '../../budgets/budgets.ts';
 import type { Envelopes } from '../../envelopes/envelopes.ts';
 import type { Readers } from '../../storage/storage.ts';
 import { summariseSpend, type Spend as UsageSpend, type SpendGroup } from '../../usage/usage-summary.ts';
-import { pageOf } from '../codec/paging.ts';
+import { pageOldestFirst } from '../../storage/paging.ts';
+import { grpcNextPageToken, grpcPageRequest } from '../codec/paging.ts';
 import { renamedFields } from '../codec/renamed-fields.ts';
 import { enumValue, fromTimestamp, invalidField, present, requiredId, toTimestamp } from '../codec/well-known.ts';
 import type { GrpcServiceHandlers } from '../server.ts';
@@ -253,8 +254,8 @@ export function costService(deps: {
             (workflow === undefined || b.workflow_id === workflow) &&
             (status === undefined || STATUS_TYPE[budgetStatusWithWarning(b, now)] === status),
         );
-        const page = pageOf(listed, request);
-        return { budgets: page.items.map((b) => toGrpcBudget(b, now)), next_page_token: page.next_page_token };
+        const page = pageOldestFirst('budgets', listed, grpcPageRequest(request), (b) => b.budget_id);
+        return { budgets: page.items.map((b) => toGrpcBudget(b, now)), next_page_token: grpcNextPageToken(page) };
       },
     },
     GetCostSummary: {

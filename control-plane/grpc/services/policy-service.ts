@@ -13,7 +13,9 @@ import { parseOrThrow } from '../../../core/errors/index.ts';
 import type { Approvals } from '../../approvals/approvals.ts';
 import type { Caller } from '../../caller.ts';
 import type { Policies } from '../../policies/policies.ts';
-import { pageOf } from '../codec/paging.ts';
+import { evaluationPage } from '../../policies/evaluation-record.ts';
+import { policyPage } from '../../policies/policy-page.ts';
+import { grpcNextPageToken, grpcPageRequest } from '../codec/paging.ts';
 import { evaluationQuestions, policyCreateInput, toGrpcEvaluationResult, toGrpcPolicy } from '../codec/policy-codec.ts';
 import {
   enumValue,
@@ -142,8 +144,9 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
       handle: async (request, { caller }) => {
         const status = enumValue(request.status, 'POLICY_STATUS_') as Policy['status'] | undefined;
         const ruleType = enumValue(request.rule_type, 'RULE_TYPE_') as RuleType | undefined;
-        const page = pageOf(withRuleType(await policies.list(caller.tenant, { status }), ruleType), request);
-        return { policies: page.items.map(toGrpcPolicy), next_page_token: page.next_page_token };
+        const listed = withRuleType(await policies.list(caller.tenant, { status }), ruleType);
+        const page = policyPage(listed, grpcPageRequest(request));
+        return { policies: page.items.map(toGrpcPolicy), next_page_token: grpcNextPageToken(page) };
       },
     },
     EvaluatePolicy: {
@@ -191,7 +194,7 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
           end: fromTimestamp(request.end_time, 'end_time'),
           decision: enumValue(request.decision, 'EVALUATION_DECISION_') as Decision | undefined,
         });
-        const page = pageOf(records, request);
+        const page = evaluationPage(records, grpcPageRequest(request));
         return {
           evaluations: page.items.map((r) => ({
             evaluation_id: r.evaluation_id,
@@ -206,7 +209,7 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
             actor_type: r.actor.type,
             actor_id: r.actor.id,
           })),
-          next_page_token: page.next_page_token,
+          next_page_token: grpcNextPageToken(page),
         };
       },
     },
@@ -215,8 +218,8 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
       tenantField: 'tenant_id',
       handle: async (request, { caller }) => {
         const status = enumValue(request.status, 'APPROVAL_STATUS_') as Approval['status'] | undefined;
-        const page = pageOf(await approvals.list(caller.tenant, { status }), request);
-        return { approvals: page.items.map(toGrpcApproval), next_page_token: page.next_page_token };
+        const page = await approvals.page(caller.tenant, { status }, grpcPageRequest(request));
+        return { approvals: page.items.map(toGrpcApproval), next_page_token: grpcNextPageToken(page) };
       },
     },
     UpdateApproval: {

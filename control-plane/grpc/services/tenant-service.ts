@@ -1,7 +1,8 @@
 import { CreateApiKeyRequestSchema, type ApiKeyView } from '../../../core/domain/index.ts';
 import { parseOrThrow } from '../../../core/errors/index.ts';
 import type { KeyAdministration } from '../../auth/key-administration.ts';
-import { pageOf } from '../codec/paging.ts';
+import { pageOldestFirst } from '../../storage/paging.ts';
+import { grpcNextPageToken, grpcPageRequest } from '../codec/paging.ts';
 import { requiredId, toTimestamp } from '../codec/well-known.ts';
 import type { GrpcServiceHandlers } from '../server.ts';
 
@@ -43,8 +44,8 @@ export function tenantService(keys: KeyAdministration): GrpcServiceHandlers {
     ListApiKeys: {
       access: 'admin',
       handle: async (request, { caller }) => {
-        const page = pageOf(await keys.list(caller.tenant), request);
-        return { api_keys: page.items.map(toGrpcApiKey), next_page_token: page.next_page_token };
+        const page = pageOldestFirst('api-keys', await keys.list(caller.tenant), grpcPageRequest(request), (k) => k.id);
+        return { api_keys: page.items.map(toGrpcApiKey), next_page_token: grpcNextPageToken(page) };
       },
     },
     RevokeApiKey: {

@@ -42,6 +42,21 @@ export class LmdbDetections implements Sync<DetectionRepository> {
     return pageOf(matching(), size);
   }
 
+  removeDetectedBefore(tenant: string, before: string, limit: number): number {
+    const space = this.#layout.tenant(tenant, 'detection');
+    const doomed: ImmuneDetection[] = [];
+    for (const { value } of this.#kv.range<ImmuneDetection>(space)) {
+      if (doomed.length >= limit || value.detected_at >= before) break;
+      doomed.push(value);
+    }
+    // Removed after the walk: the range reads the staged view, which these removals change.
+    for (const d of doomed) {
+      this.#kv.remove(space, detectionKey(d));
+      this.#kv.remove(this.#layout.tenant(tenant, 'detection_id'), d.detection_id);
+    }
+    return doomed.length;
+  }
+
   insert(tenant: string, detection: ImmuneDetection): boolean {
     const ids = this.#layout.tenant(tenant, 'detection_id');
     if (this.#kv.get(ids, detection.detection_id) !== undefined) return false;

@@ -49,6 +49,18 @@ export class PgDetections implements DetectionRepository {
     );
   }
 
+  async removeDetectedBefore(tenant: string, before: string, limit: number): Promise<number> {
+    // `<detected_at>/<id>` sorts below `before` exactly when the detection is older: the time index
+    // bounds the walk to the oldest `limit` rows.
+    const { rowCount } = await this.#sql.query(
+      `DELETE FROM detections WHERE tenant_id = $1 AND sort_key IN (
+         SELECT sort_key FROM detections WHERE tenant_id = $1 AND sort_key < $2 ORDER BY sort_key LIMIT $3
+       )`,
+      [tenant, before, limit],
+    );
+    return rowCount ?? 0;
+  }
+
   async insert(tenant: string, detection: ImmuneDetection): Promise<boolean> {
     const { rowCount } = await this.#sql.query(
       `INSERT INTO detections (tenant_id, detection_id, sort_key, kind, envelope_id, execution_id, doc)
