@@ -4,7 +4,7 @@
 # (the base image's entry point is node):
 #   docker run -p 8080:8080 -p 3128:3128 -e SVC_PROXY_HOST=0.0.0.0 agent-governance   standalone
 #   args: [dist/control-plane/main.js]            control plane
-#   args: [dist/proxy/main.js]                    sidecar proxy
+#   args: [--max-semi-space-size=2, dist/proxy/main.js]   sidecar proxy (docs/performance.md)
 #   args: [dist/control-plane/injector/main.js]   injection webhook
 #
 # Build: docker build --build-arg VERSION=1.0.0 --build-arg REVISION=$(git rev-parse HEAD) \

@@ -202,6 +202,8 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     budgets,
     leases,
     tenants,
+    envelopes: storage.read.envelopes,
+    holdMaxAgeMs: config.hold_max_age_seconds * 1000,
     clock,
     logger: logger.child({ component: 'state-sync' }),
   });

@@ -29,7 +29,8 @@ import { LmdbOutboxStorage } from '../core/outbox/lmdb-outbox-storage.ts';
 import { Outbox } from '../core/outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
 import { startSystemReports } from '../core/observability/system-reports.ts';
-import { listenForTerminations, RulesetSource, watchBudgetStates } from './sync/index.ts';
+import { isFinal } from '../core/domain/envelope.ts';
+import { HoldStates, listenForTerminations, RulesetSource, watchBudgetStates, watchHoldStates } from './sync/index.ts';
 import { openProxyStore } from './store/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
 import {
@@ -79,6 +80,8 @@ export interface Proxy {
   readonly rulesets: RulesetSource;
   readonly leases: LeaseBook;
   readonly envelopes: EnvelopeRegistry;
+  /** The tenant's paused and ended envelopes, from the `svc_holds` bucket. */
+  readonly holds: HoldStates;
   readiness(): Readiness;
   /** Re-reads provider key files (wired to SIGHUP by the entry points). */
   reloadCredentials(): Promise<void>;
@@ -216,6 +219,11 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   });
   const podExecutionId = `pod-${hostname()}-${randomUUID().slice(0, 8)}`;
   const recorder = new EventRecorder(tenantId, source, outbox, logger);
+  const holds = new HoldStates({
+    maxEntries: config.proxy_hold_entries,
+    maxAgeMs: config.hold_max_age_seconds * 1000,
+    store: store.root,
+  });
   const envelopes = new EnvelopeRegistry({
     defaultBudgetId: bootstrap.budgetId,
     allowedBudgetIds: config.allowed_budget_ids
@@ -224,6 +232,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       .filter((id) => id !== ''),
     podExecutionId,
     maxEntries: config.proxy_envelope_cache_entries,
+    holds,
   });
   const pauses = new PauseHolds(
     {
@@ -345,6 +354,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     rulesets,
     leases,
     envelopes,
+    holds,
     readiness,
     reloadCredentials: () => credentials.reload(),
     async listen() {
@@ -352,6 +362,23 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       const sync = (async () => {
         await rulesets.start();
         subscriptions.push(
+          // Before the proxy serves: the holds present now are known before its first call.
+          await watchHoldStates(
+            messaging.keyValue,
+            tenantId,
+            holds,
+            (hold) => {
+              if (hold.status === 'RUNNING') return pauses.resume(hold.envelope_id);
+              if (isFinal(hold.status))
+                return void envelopes.end(hold.envelope_id, {
+                  status: hold.status,
+                  reason: hold.reason ?? hold.status.toLowerCase(),
+                });
+              const envelope = envelopes.get(hold.envelope_id);
+              if (envelope !== undefined) pauses.pause(envelope, hold.reason ?? 'paused');
+            },
+            logger,
+          ),
           await listenForTerminations(
             messaging.signals,
             tenantId,

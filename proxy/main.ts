@@ -37,11 +37,9 @@ async function main(): Promise<void> {
       process.exit(1);
     },
   });
-  // With NATS up, start as current as a direct connection would; without it, go on after a moment.
-  await Promise.race([
-    messaging.ready.catch(() => undefined),
-    new Promise((resolve) => setTimeout(resolve, 2000).unref()),
-  ]);
+  // With NATS up, start as current as a direct connection would. A refused connection ends the
+  // first attempt at once and the proxy serves from local state; one that hangs is given 2 s.
+  await Promise.race([messaging.firstAttempt, new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
   const prices = priceTableFromConfig(config);
   const registry = new Registry();
   registerNatsConnected(registry, () => messaging.healthy());

@@ -17,8 +17,11 @@ export interface WebhookCall {
   deliveryId: string;
 }
 
-/** State the proxies hold a copy of, changed by the transaction. */
-export type StateChange = { kind: 'ruleset'; tenant: string } | { kind: 'budget'; tenant: string; budgetId: string };
+/** State the proxies hold a copy of, changed by the transaction; `hold`: an envelope paused, resumed or ended. */
+export type StateChange =
+  | { kind: 'ruleset'; tenant: string }
+  | { kind: 'budget'; tenant: string; budgetId: string }
+  | { kind: 'hold'; tenant: string; envelopeId: string };
 
 /**
  * What a change asks the outside world to learn, collected while its transaction runs

@@ -67,9 +67,16 @@ export async function applyTransition(
       msgId: `env-${next.envelope_id}-${to}`,
     });
   }
-  // The proxies hold the calls of a paused envelope and release them when it runs again (an
-  // ending reaches them as a terminate signal, which refuses the held calls instead).
-  if (to === 'PAUSED' || (envelope.status === 'PAUSED' && to === 'RUNNING')) {
+  // The proxies hold the calls of a paused envelope and refuse those of an ended one. The hold is
+  // kept in a key-value bucket, so that a proxy that restarted, was cut off from NATS when it
+  // changed, or forgot the envelope still knows it; the signals below are only the fast path.
+  const resumed = envelope.status === 'PAUSED' && to === 'RUNNING';
+  if (to === 'PAUSED' || resumed || isFinal(to)) {
+    effects.changes.push({ kind: 'hold', tenant, envelopeId: next.envelope_id });
+  }
+  // A paused envelope's held calls are released when it runs again (an ending reaches them as a
+  // terminate signal, which refuses the held calls instead).
+  if (to === 'PAUSED' || resumed) {
     effects.pauses.push({
       tenant_id: tenant,
       envelope_id: next.envelope_id,

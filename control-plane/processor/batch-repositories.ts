@@ -110,6 +110,10 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       await writeEnvelopes();
       return tx.envelopes.list(tenant, filter, page);
     },
+    listNewest: async (tenant, filter, page) => {
+      await writeEnvelopes();
+      return tx.envelopes.listNewest(tenant, filter, page);
+    },
     listLive: async (tenant, budgetId, page) => {
       await writeEnvelopes();
       return tx.envelopes.listLive(tenant, budgetId, page);

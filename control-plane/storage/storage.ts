@@ -140,6 +140,15 @@ export interface EnvelopeReader {
   getMany(tenant: string, envelopeIds: readonly string[]): Promise<Envelope[]>;
   /** By envelope id; a filtered page holds up to `pageSize` matching envelopes. */
   list(tenant: string, filter: EnvelopeFilter, page?: PageRequest): Promise<Page<Envelope>>;
+  /**
+   * Newest first (by creation time, then id), of the statuses given when given: read from an
+   * index in that order, so the newest page is found however many envelopes the tenant has.
+   */
+  listNewest(
+    tenant: string,
+    filter: { statuses?: readonly EnvelopeStatus[] | undefined },
+    page?: PageRequest,
+  ): Promise<Page<Envelope>>;
   /** The budget's envelopes that have not ended (no final status), by envelope id. */
   listLive(tenant: string, budgetId: string, page?: PageRequest): Promise<Page<Envelope>>;
 }
@@ -413,6 +422,11 @@ export interface DetectionRepository extends DetectionReader {
   insert(tenant: string, detection: ImmuneDetection): Promise<boolean>;
   /** Removes up to `limit` of the oldest detections made before `before` (retention); how many went. */
   removeDetectedBefore(tenant: string, before: string, limit: number): Promise<number>;
+}
+
+/** The order key of an envelope in the newest-first list: its creation time, then its id. */
+export function envelopeTimeKey(envelope: Pick<Envelope, 'created_at' | 'envelope_id'>): string {
+  return `${envelope.created_at}/${envelope.envelope_id}`;
 }
 
 /** The order key of a detection: its time then its id, so that key order is time order. */

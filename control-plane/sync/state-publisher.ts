@@ -2,7 +2,8 @@ import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { KeyValueStore, Messaging } from '../../core/bus/bus.ts';
-import { budgetStatus, type Budget } from '../../core/domain/index.ts';
+import { assertKey } from '../../core/bus/names.ts';
+import { budgetStatus, isFinal, type Budget, type Envelope } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import {
   BUCKETS,
@@ -10,6 +11,7 @@ import {
   syncSubjects,
   type BudgetState,
   type ApprovalStanding,
+  type HoldState,
   type RulesetSnapshot,
   type PauseSignal,
   type TerminateSignal,
@@ -19,6 +21,7 @@ import type { StateSync } from '../effects/dispatcher.ts';
 import type { StateChange } from '../effects/effects.ts';
 import type { LeaseLedger } from '../leases/lease-ledger.ts';
 import type { Policies } from '../policies/policies.ts';
+import type { EnvelopeReader } from '../storage/storage.ts';
 import type { Tenants } from '../tenants/tenants.ts';
 
 export function budgetState(
@@ -48,13 +51,29 @@ const MAX_PUBLISH_RACES = 10;
 const MAX_RETRY_MS = 5_000;
 
 function keyOf(change: StateChange): string {
-  return change.kind === 'ruleset' ? keys.ruleset(change.tenant) : keys.budget(change.tenant, change.budgetId);
+  switch (change.kind) {
+    case 'ruleset':
+      return keys.ruleset(change.tenant);
+    case 'budget':
+      return keys.budget(change.tenant, change.budgetId);
+    case 'hold':
+      return keys.hold(change.tenant, change.envelopeId);
+  }
 }
 
+/** Whether the proxies must hold (PAUSED) or refuse (ended) the envelope's calls. */
+function held(envelope: Envelope): boolean {
+  return envelope.status === 'PAUSED' || isFinal(envelope.status);
+}
+
+/** Envelopes read per page when every paused one is sent again. */
+const PAUSED_PAGE = 100;
+
 /**
- * Keeps the key-value buckets the proxies watch current: each tenant's ruleset and each budget's
- * state, written after every committed change and in full at start. Terminations and approval
- * decisions go out as signals.
+ * Keeps the key-value buckets the proxies watch current: each tenant's ruleset, each budget's
+ * state, and the hold on each envelope paused, resumed or ended, written after every committed
+ * change and in full at start (the holds: every paused envelope). Terminations, pauses and
+ * approval decisions also go out as signals, which reach the proxies sooner.
  *
  * Nothing waits on NATS: `push` and `signal` queue the work and one background sender carries it
  * out, signals first. A key is queued once however often it changes (the value is read from
@@ -72,11 +91,15 @@ export class StatePublisher implements StateSync {
     budgets: Budgets;
     leases: LeaseLedger;
     tenants: Tenants;
+    envelopes: Pick<EnvelopeReader, 'get' | 'list'>;
+    /** `hold_max_age_seconds`: the age limit of `svc_holds`. */
+    holdMaxAgeMs: number;
     clock: () => Date;
     logger: Logger;
   };
   private rulesets: KeyValueStore | null = null;
   private budgetBucket: KeyValueStore | null = null;
+  private holdBucket: KeyValueStore | null = null;
   /** Keys to send, with a mark that changes when the key is queued again while it is being sent. */
   private readonly pending = new Map<string, { change: StateChange; mark: number }>();
   /** Signals to send: one terminate and one pause state per envelope, one decision per approval. */
@@ -100,6 +123,7 @@ export class StatePublisher implements StateSync {
   async start(): Promise<void> {
     this.rulesets = await this.deps.messaging.keyValue.open(BUCKETS.rulesets);
     this.budgetBucket = await this.deps.messaging.keyValue.open(BUCKETS.budgets);
+    this.holdBucket = await this.deps.messaging.keyValue.open(BUCKETS.holds, { maxAgeMs: this.deps.holdMaxAgeMs });
     await this.refresh();
   }
 
@@ -174,6 +198,13 @@ export class StatePublisher implements StateSync {
       changes.push({ kind: 'ruleset', tenant });
       for (const budget of await this.deps.budgets.list(tenant, 'all'))
         changes.push({ kind: 'budget', tenant, budgetId: budget.budget_id });
+      // A pause lasts until someone resumes it: its hold is kept from ageing out of the bucket.
+      let pageToken: string | null = null;
+      do {
+        const page = await this.deps.envelopes.list(tenant, { status: 'PAUSED' }, { pageSize: PAUSED_PAGE, pageToken });
+        for (const envelope of page.items) changes.push({ kind: 'hold', tenant, envelopeId: envelope.envelope_id });
+        pageToken = page.nextPageToken;
+      } while (pageToken !== null);
     }
     return changes;
   }
@@ -199,7 +230,8 @@ export class StatePublisher implements StateSync {
         }
         for (const [key, { change, mark }] of this.pending) {
           if (change.kind === 'ruleset') await this.pushRuleset(change.tenant);
-          else await this.pushBudget(change.tenant, change.budgetId);
+          else if (change.kind === 'budget') await this.pushBudget(change.tenant, change.budgetId);
+          else await this.pushHold(change.tenant, change.envelopeId);
           // Queued again while it was sent: storage may have changed since it was read.
           if (this.pending.get(key)?.mark === mark) this.pending.delete(key);
         }
@@ -246,6 +278,46 @@ export class StatePublisher implements StateSync {
       const budget = await this.deps.budgets.find(tenant, budgetId);
       if (budget === undefined) return undefined;
       return budgetState(budget, await this.deps.leases.unleased(tenant, budget), this.deps.clock());
+    });
+  }
+
+  /**
+   * The envelope's hold as storage has it: PAUSED or ended, or RUNNING again over a hold that is
+   * still in the bucket. The same hold is not written again until half the bucket's age limit
+   * has passed (then it is, so a pause in force never ages out).
+   */
+  private async pushHold(tenant: string, envelopeId: string): Promise<void> {
+    const bucket = this.holdBucket;
+    if (bucket === null) return;
+    const key = keys.hold(tenant, envelopeId);
+    try {
+      assertKey(key);
+    } catch {
+      // Proxies only serve envelopes whose ids are UUIDs; no proxy could meet this one.
+      this.deps.logger.warn({ tenant, envelope_id: envelopeId }, 'envelope id cannot be a hold key; not sent');
+      return;
+    }
+    await this.publish(bucket, key, async (current) => {
+      const envelope = await this.deps.envelopes.get(tenant, envelopeId);
+      if (envelope === undefined) return undefined;
+      const sent = current as Partial<HoldState> | undefined;
+      // Nothing to lift: the proxies never learnt of a hold on it.
+      if (!held(envelope) && (sent === undefined || sent.status === 'RUNNING')) return undefined;
+      const now = this.deps.clock();
+      const fresh =
+        sent?.status === envelope.status &&
+        sent.reason === envelope.status_reason &&
+        now.getTime() - Date.parse(sent.written_at ?? '') < this.deps.holdMaxAgeMs / 2;
+      if (fresh) return undefined;
+      const state: HoldState = {
+        tenant_id: tenant,
+        envelope_id: envelopeId,
+        execution_id: envelope.execution_id,
+        status: held(envelope) ? envelope.status : 'RUNNING',
+        reason: envelope.status_reason,
+        written_at: now.toISOString(),
+      };
+      return state;
     });
   }
 

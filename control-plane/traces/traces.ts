@@ -1,17 +1,11 @@
-import { traceStateOf, type Envelope, type TraceState } from '../../core/domain/index.ts';
+import { statusesOf, type Envelope, type TraceState } from '../../core/domain/index.ts';
 import type { Envelopes } from '../envelopes/envelopes.ts';
 import { queryEvents } from '../events/event-query.ts';
 import { recordedEvaluation, type RecordedEvaluation } from '../policies/evaluation-record.ts';
-import { collectPages, pageOfSorted, type KeyPart } from '../storage/paging.ts';
+import { pageOfSorted } from '../storage/paging.ts';
 import type { StoredEvent } from '../storage/records.ts';
 import type { Page, PageRequest, Readers } from '../storage/storage.ts';
-import { scan, SUMMARY_SCAN_LIMIT } from '../usage/usage-summary.ts';
-
-/** Newest first by creation, then by id. */
-const NEWEST_FIRST: KeyPart[] = [
-  { type: 'string', order: 'desc' },
-  { type: 'string', order: 'asc' },
-];
+import { scan } from '../usage/usage-summary.ts';
 
 /** The most events a trace shows (its newest). */
 export const TRACE_EVENTS_MAX = 100;
@@ -32,21 +26,10 @@ export class Traces {
     this.deps = deps;
   }
 
-  /**
-   * Newest first, in one trace state when asked. The store lists envelopes by id, so the newest
-   * are found among the first SUMMARY_SCAN_LIMIT read (`truncated` beyond); the page token is
-   * the last trace's creation time and id.
-   */
-  async list(
-    tenant: string,
-    filter: { state?: TraceState | undefined; page: PageRequest },
-  ): Promise<TracePage<Envelope>> {
-    const all = await collectPages((page) => this.deps.read.envelopes.list(tenant, {}, page), SUMMARY_SCAN_LIMIT);
-    const kept = filter.state === undefined ? all : all.filter((e) => traceStateOf(e.status) === filter.state);
-    return {
-      ...pageOfSorted(kept, filter.page, (e) => [e.created_at, e.envelope_id], NEWEST_FIRST),
-      truncated: all.length >= SUMMARY_SCAN_LIMIT,
-    };
+  /** Newest first (by creation, then id), in one trace state when asked. */
+  list(tenant: string, filter: { state?: TraceState | undefined; page: PageRequest }): Promise<Page<Envelope>> {
+    const statuses = filter.state === undefined ? undefined : statusesOf(filter.state);
+    return this.deps.read.envelopes.listNewest(tenant, { statuses }, filter.page);
   }
 
   /** The trace with its newest TRACE_EVENTS_MAX events, oldest first; SVC-ENV-1001 when unknown. */

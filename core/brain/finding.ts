@@ -1,4 +1,5 @@
 import { RE2JS } from 're2js';
+import { lazyRegex } from './lazy-regex.ts';
 import type { IntentCategory } from '../policy/semantic-judge.ts';
 import { rawSpan, type TextView } from './text-view.ts';
 
@@ -60,11 +61,12 @@ export interface PatternSignal {
 }
 
 export interface CompiledPattern extends PatternSignal {
-  readonly regex: RE2JS;
+  /** Compiled when its triggers first occur (lazy-regex.ts). */
+  readonly regex: () => RE2JS;
 }
 
 export function compilePatterns(signals: readonly PatternSignal[]): CompiledPattern[] {
-  return signals.map((s) => ({ ...s, regex: RE2JS.compile(s.pattern, RE2JS.CASE_INSENSITIVE | RE2JS.MULTILINE) }));
+  return signals.map((s) => ({ ...s, regex: lazyRegex(s.pattern, RE2JS.CASE_INSENSITIVE | RE2JS.MULTILINE) }));
 }
 
 /**
@@ -80,7 +82,7 @@ export function matchPatterns(
   const text = view.norm;
   for (const p of patterns) {
     if (!p.triggers.some((t) => text.includes(t))) continue;
-    const m = p.regex.matcher(text);
+    const m = p.regex().matcher(text);
     let from = 0;
     while (from < text.length && m.find(from)) {
       if (p.action === true && quotedData(m.start())) {

@@ -1,4 +1,5 @@
 import { RE2JS } from 're2js';
+import { lazyRegex } from './lazy-regex.ts';
 
 /**
  * What a path names, as a security team sees it: credential stores (reading or moving them is
@@ -7,7 +8,7 @@ import { RE2JS } from 're2js';
  */
 
 /** Credential and secret stores. `.env` but not `.env.example`; `id_rsa` but not `id_rsa.pub`. */
-const SECRET_PATH = RE2JS.compile(
+const SECRET_PATH = lazyRegex(
   String.raw`(?:^|[\s/\\'"=:@(~])(\.aws/credentials|\.aws/config|\.ssh/id_[a-z0-9]+|\.ssh/[\w.-]*_key|\.ssh/authorized_keys|/etc/shadow|/etc/gshadow|/etc/sudoers|/etc/master\.passwd|\.env(?:\.(?:local|prod|production|dev|development|staging|secret|secrets))?|\.netrc|\.pgpass|\.my\.cnf|\.git-credentials|\.docker/config\.json|\.kube/config|kubeconfig|\.npmrc|\.pypirc|\.gnupg/|\.password-store|credentials\.json|client_secret[\w.-]*\.json|service[-_]?account[\w.-]*\.json|application_default_credentials\.json|/var/run/secrets/|/run/secrets/|/proc/(?:self|\d+)/environ|\.bash_history|\.zsh_history|[\w-]+\.(?:pem|p12|pfx|keystore|jks|kdbx|ppk)|(?:private|server|tls|ssl|client|signing)[\w-]*\.key|wallet\.dat|\.vault-token|terraform\.tfstate|secrets?\.(?:ya?ml|json|txt|env)|/etc/passwd|\\config\\sam|ntds\.dit)`,
   RE2JS.CASE_INSENSITIVE,
 );
@@ -16,7 +17,7 @@ const SECRET_PATH = RE2JS.compile(
 const PATH_END = /[\s'"`;|&),}\]]/;
 
 export function secretPathIn(text: string): { index: number; length: number } | undefined {
-  const m = SECRET_PATH.matcher(text);
+  const m = SECRET_PATH().matcher(text);
   let from = 0;
   while (from < text.length && m.find(from)) {
     const start = m.start(1);

@@ -103,9 +103,17 @@ export interface KeyValueStore {
   watch(filter: string, callback: (entry: KeyValueEntry) => void | Promise<void>): Promise<Subscription>;
 }
 
+export interface KeyValueOptions {
+  /**
+   * Values older than this are removed (never announced to watches), so the bucket stays bounded.
+   * Applied by a writer that creates buckets; an existing bucket with another age is changed to it.
+   */
+  maxAgeMs?: number;
+}
+
 export interface KeyValueStores {
   /** Opens the bucket, creating it when it does not exist. */
-  open(bucket: string): Promise<KeyValueStore>;
+  open(bucket: string, options?: KeyValueOptions): Promise<KeyValueStore>;
 }
 
 /**

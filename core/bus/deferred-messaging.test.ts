@@ -47,6 +47,23 @@ describe('deferMessaging', () => {
     expect(seen).toEqual([{ n: 1 }]);
   });
 
+  it('ends its first attempt as soon as NATS refuses, without waiting for the retries, and at once when it opens', async () => {
+    const { state, open } = opener();
+    const refused = deferMessaging({ open, logger, retryMs: 60_000, onFatal: () => expect.fail('not fatal') });
+    await refused.firstAttempt;
+    expect(state.attempts).toBe(1);
+    expect(refused.healthy()).toBe(false);
+    await refused.close();
+
+    const up = opener();
+    up.state.reachable = true;
+    const opened = deferMessaging({ open: up.open, logger, onFatal: () => expect.fail('not fatal') });
+    await opened.firstAttempt;
+    expect(opened.healthy()).toBe(true);
+    await opened.close();
+    await state.inner.close();
+  });
+
   it('reports a failure retrying cannot cure, and stops retrying when closed', async () => {
     const fatal: unknown[] = [];
     const bad = deferMessaging({

@@ -14,6 +14,8 @@ export interface DeferredMessagingOptions {
 export interface DeferredMessaging extends Messaging {
   /** Resolves once the real messaging is open. */
   readonly ready: Promise<void>;
+  /** Resolves once the first attempt to open it has ended, opened or not (never rejects). */
+  readonly firstAttempt: Promise<void>;
 }
 
 /**
@@ -28,6 +30,8 @@ export function deferMessaging(options: DeferredMessagingOptions): DeferredMessa
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let wake: (() => void) | undefined;
+  let firstAttemptEnded = (): void => undefined;
+  const firstAttempt = new Promise<void>((resolve) => (firstAttemptEnded = resolve));
   const ready = (async () => {
     for (let attempt = 1; ; attempt++) {
       if (closed) throw new SvcError('SVC-SYS-9001', 'messaging closed before NATS was reached');
@@ -40,6 +44,7 @@ export function deferMessaging(options: DeferredMessagingOptions): DeferredMessa
         if (attempt > 1) options.logger.warn({ attempts: attempt }, 'NATS reached; messaging open');
         return;
       } catch (error) {
+        firstAttemptEnded();
         if (closed) throw error;
         if (!isSvcError(error) || !error.spec.retryable) {
           options.onFatal(error);
@@ -58,7 +63,7 @@ export function deferMessaging(options: DeferredMessagingOptions): DeferredMessa
     }
   })();
   // Waiters see the failure; nobody else needs to.
-  ready.catch(() => undefined);
+  ready.then(firstAttemptEnded, firstAttemptEnded);
 
   const now = (): Messaging | undefined => inner;
   const later = async (): Promise<Messaging> => {
@@ -70,6 +75,7 @@ export function deferMessaging(options: DeferredMessagingOptions): DeferredMessa
 
   return {
     ready,
+    firstAttempt,
     bus: {
       publish: (subject, data, publishOptions) =>
         now()?.bus.publish(subject, data, publishOptions) ?? unreachable('SVC-EVT-4001'),

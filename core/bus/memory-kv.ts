@@ -1,4 +1,4 @@
-import type { BusLogger, KeyValueEntry, KeyValueStore, KeyValueStores, Subscription } from './bus.ts';
+import type { BusLogger, KeyValueEntry, KeyValueOptions, KeyValueStore, KeyValueStores, Subscription } from './bus.ts';
 import { asPromise } from './as-promise.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertKey, assertName, assertPattern } from './names.ts';
@@ -13,20 +13,37 @@ interface Watcher {
 
 /** One bucket in memory, keeping the last value per key (history 1). */
 class MemoryKeyValueStore implements KeyValueStore {
-  readonly #entries = new Map<string, { payload: Uint8Array; revision: number }>();
+  /** In the order written, so the oldest are first when values age out. */
+  readonly #entries = new Map<string, { payload: Uint8Array; revision: number; writtenAt: number }>();
   readonly #watchers = new Set<Watcher>();
   readonly #logger: BusLogger;
   readonly #bucket: string;
   #revision = 0;
+  #maxAgeMs: number | undefined;
 
   constructor(bucket: string, logger: BusLogger) {
     this.#bucket = bucket;
     this.#logger = logger;
   }
 
+  set maxAgeMs(value: number | undefined) {
+    this.#maxAgeMs = value;
+  }
+
+  /** Removes the values older than the bucket's age limit, as JetStream does (no watch hears of it). */
+  #expire(): void {
+    if (this.#maxAgeMs === undefined) return;
+    const oldest = Date.now() - this.#maxAgeMs;
+    for (const [key, stored] of this.#entries) {
+      if (stored.writtenAt > oldest) return;
+      this.#entries.delete(key);
+    }
+  }
+
   get(key: string): Promise<KeyValueEntry | undefined> {
     return asPromise(() => {
       assertKey(key);
+      this.#expire();
       const stored = this.#entries.get(key);
       return (
         stored && { key, value: decodePayload(stored.payload), revision: stored.revision, operation: 'PUT' as const }
@@ -41,6 +58,7 @@ class MemoryKeyValueStore implements KeyValueStore {
   putIf(key: string, value: unknown, revision: number | null): Promise<number | null> {
     return asPromise(() => {
       assertKey(key);
+      this.#expire();
       return (this.#entries.get(key)?.revision ?? null) === revision ? this.#put(key, value) : null;
     });
   }
@@ -49,7 +67,9 @@ class MemoryKeyValueStore implements KeyValueStore {
     assertKey(key);
     const payload = encodePayload(value);
     const revision = ++this.#revision;
-    this.#entries.set(key, { payload, revision });
+    this.#expire();
+    this.#entries.delete(key);
+    this.#entries.set(key, { payload, revision, writtenAt: Date.now() });
     this.#notify(key, () => ({ key, value: decodePayload(payload), revision, operation: 'PUT' }));
     return revision;
   }
@@ -66,6 +86,7 @@ class MemoryKeyValueStore implements KeyValueStore {
   async watch(filter: string, callback: (entry: KeyValueEntry) => void | Promise<void>): Promise<Subscription> {
     assertPattern(filter, 'filter');
     const watcher: Watcher = { filter, callback, queue: Promise.resolve() };
+    this.#expire();
     for (const [key, stored] of [...this.#entries].sort((a, b) => a[1].revision - b[1].revision)) {
       if (subjectMatches(filter, key))
         this.#enqueue(watcher, {
@@ -111,7 +132,7 @@ export class MemoryKeyValueStores implements KeyValueStores {
     this.#logger = logger;
   }
 
-  open(bucket: string): Promise<KeyValueStore> {
+  open(bucket: string, options: KeyValueOptions = {}): Promise<KeyValueStore> {
     return asPromise(() => {
       assertName('bucket', bucket);
       let store = this.#buckets.get(bucket);
@@ -119,6 +140,7 @@ export class MemoryKeyValueStores implements KeyValueStores {
         store = new MemoryKeyValueStore(bucket, this.#logger);
         this.#buckets.set(bucket, store);
       }
+      if (options.maxAgeMs !== undefined) store.maxAgeMs = options.maxAgeMs;
       return store;
     });
   }

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { KV, KvEntry, QueuedIterator } from 'nats';
+import { nanos, type KV, type KvEntry, type QueuedIterator } from 'nats';
 import { SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
-import type { BusLogger, KeyValueEntry, KeyValueStore, KeyValueStores, Subscription } from './bus.ts';
+import type { BusLogger, KeyValueEntry, KeyValueOptions, KeyValueStore, KeyValueStores, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertKey, assertName, assertPattern } from './names.ts';
 import type { NatsLink } from './nats-connection.ts';
@@ -184,15 +184,41 @@ export class NatsKeyValueStores implements KeyValueStores {
     this.#create = options.create ?? true;
   }
 
-  async open(bucket: string): Promise<KeyValueStore> {
+  async open(bucket: string, options: KeyValueOptions = {}): Promise<KeyValueStore> {
     await asPromise(() => assertName('bucket', bucket));
+    const { maxAgeMs } = options;
     const kv = await this.#link.nc
       .jetstream()
       // Direct get names the key in the request subject, so permissions can limit reads per tenant.
-      .views.kv(bucket, this.#create ? { history: 1 } : { bindOnly: true, allow_direct: true })
+      .views.kv(
+        bucket,
+        this.#create
+          ? { history: 1, ...(maxAgeMs === undefined ? {} : { ttl: maxAgeMs }) }
+          : { bindOnly: true, allow_direct: true },
+      )
       .catch((error: unknown) => {
         throw unavailable(`cannot open key-value bucket ${bucket}`, error);
       });
+    if (this.#create && maxAgeMs !== undefined) await this.#keepMaxAge(bucket, maxAgeMs);
     return new NatsKeyValueStore(kv, this.#link, bucket, this.#logger);
+  }
+
+  /** A bucket made with another age limit (the setting changed since) gets the configured one. */
+  async #keepMaxAge(bucket: string, maxAgeMs: number): Promise<void> {
+    const stream = `KV_${bucket}`;
+    const maxAge = nanos(maxAgeMs);
+    try {
+      const manager = await this.#link.nc.jetstreamManager();
+      const { config } = await manager.streams.info(stream);
+      if (config.max_age !== maxAge)
+        await manager.streams.update(stream, {
+          ...config,
+          max_age: maxAge,
+          // The server refuses a de-duplication window longer than the age limit.
+          duplicate_window: Math.min(config.duplicate_window, maxAge),
+        });
+    } catch (error) {
+      throw unavailable(`cannot set the age limit of key-value bucket ${bucket}`, error);
+    }
   }
 }

@@ -119,6 +119,12 @@ const settings = z.object({
   /** How often the replica holding the job sends every ruleset and budget state to NATS again (periods, expiries). */
   state_refresh_seconds: z.coerce.number().int().min(1).max(86_400).default(60),
   /**
+   * How long an envelope's hold (paused or ended) stays in the `svc_holds` bucket after it was last
+   * written; a pause still in force is written again before then, an ending is not. A proxy drops
+   * the holds it kept on disk once they are older.
+   */
+  hold_max_age_seconds: z.coerce.number().int().min(600).max(7_776_000).default(604_800),
+  /**
    * Usage events and proxies' violation de-duplication entries older than this many days are
    * removed by the control plane's `retention` job (0 keeps them for ever). At least 8, and longer
    * than nats_stream_max_age_seconds: an entry must outlive the event stream's max age (7 days by
@@ -178,6 +184,8 @@ const settings = z.object({
    * without a call in flight are forgotten (a later call with that execution id opens a new one).
    */
   proxy_envelope_cache_entries: z.coerce.number().int().positive().default(10_000),
+  /** Holds (paused or ended envelopes of the tenant, from `svc_holds`) the proxy keeps in memory. */
+  proxy_hold_entries: z.coerce.number().int().positive().default(100_000),
   /**
    * Largest upstream answer the proxy reads whole to govern it (a provider's whole answer, an MCP tools
    * list), and the largest rest of a stream drained after its client left.

@@ -28,6 +28,11 @@ export function traceStateOf(status: EnvelopeStatus): TraceState {
   return TRACE_STATE[status];
 }
 
+/** The envelope statuses a trace state stands for. */
+export function statusesOf(state: TraceState): EnvelopeStatus[] {
+  return (Object.keys(TRACE_STATE) as EnvelopeStatus[]).filter((status) => TRACE_STATE[status] === state);
+}
+
 /** The envelope as REST shows it, with the trace's id, state and duration. */
 export const TraceSchema = RestEnvelopeSchema.extend({
   trace_id: z.uuid(),

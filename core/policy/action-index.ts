@@ -1,3 +1,5 @@
+import type { ActionMatcher } from './action-pattern.ts';
+
 /**
  * Which rules of a ruleset can match an action, so an evaluation walks only those and not every
  * rule: with a thousand rules spread over `tool:*`, `llm:*` and `execution:*` patterns, a call
@@ -7,14 +9,34 @@
  * - no `*` at all (`tool:shell`): only that exact action can match;
  * - a head with a `:` (`tool:fs:*`, `llm:gpt-4*`): only actions of that type (`tool`, `llm`);
  * - any other (`*`, `*:delete`, `tool*`): every action is a candidate.
- * Every list keeps evaluation order, so the walk decides exactly as a full scan would.
+ * Every list keeps evaluation order, so the walk decides exactly as a full scan would. The rules
+ * that do match an action are worked out on its first call and remembered, so a walk visits
+ * only rules whose pattern matches, without testing a pattern.
  */
 export interface ActionIndex {
   /** Indexes of the rules that can match `action`, ascending. */
   candidates(action: string): Int32Array;
+  /** Indexes of the rules whose pattern matches `action`, ascending. */
+  matching(action: string): Int32Array;
 }
 
-export function indexActions(patterns: readonly string[]): ActionIndex {
+/** A rule's action pattern as written, and compiled. */
+export interface ActionRule {
+  readonly action: string;
+  readonly matchesAction: ActionMatcher;
+}
+
+/**
+ * How many actions' matching rules an index remembers, how many rule indexes in all (1 MiB),
+ * and the longest action it remembers: agents call a small vocabulary of actions, and made-up
+ * ones cannot grow the memory. Past a limit it starts afresh.
+ */
+const REMEMBERED_ACTIONS = 512;
+const REMEMBERED_INDEXES = 262_144;
+const REMEMBERED_ACTION_LENGTH = 256;
+
+export function indexActions(rules: readonly ActionRule[]): ActionIndex {
+  const patterns = rules.map((r) => r.action);
   const any: number[] = [];
   const byType = new Map<string, number[]>();
   const byAction = new Map<string, number[]>();
@@ -30,8 +52,25 @@ export function indexActions(patterns: readonly string[]): ActionIndex {
   const exact = new Map<string, Int32Array>();
   for (const [action, indexes] of byAction)
     exact.set(action, merge(indexes, byType.get(actionType(action)) ?? [], any));
+  const candidates = (action: string): Int32Array => exact.get(action) ?? typed.get(actionType(action)) ?? anyList;
+  const remembered = new Map<string, Int32Array>();
+  let rememberedIndexes = 0;
   return {
-    candidates: (action) => exact.get(action) ?? typed.get(actionType(action)) ?? anyList,
+    candidates,
+    matching: (action) => {
+      const known = remembered.get(action);
+      if (known !== undefined) return known;
+      const matching = candidates(action).filter((i) => (rules[i] as ActionRule).matchesAction(action));
+      if (action.length <= REMEMBERED_ACTION_LENGTH && matching.length <= REMEMBERED_INDEXES) {
+        if (remembered.size >= REMEMBERED_ACTIONS || rememberedIndexes + matching.length > REMEMBERED_INDEXES) {
+          remembered.clear();
+          rememberedIndexes = 0;
+        }
+        remembered.set(action, matching);
+        rememberedIndexes += matching.length;
+      }
+      return matching;
+    },
   };
 }
 

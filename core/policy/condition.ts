@@ -1,6 +1,7 @@
 import { RE2JS } from 're2js';
 import { compileFieldPath, type FieldReader } from './field-path.ts';
 import { OperatorInputSchema, type PolicyCondition } from './model.ts';
+import { regexPrefilter } from './regex-prefilter.ts';
 import { isScalar, scalarMembership, type Scalar } from './scalar-set.ts';
 import { compileSteps, sequenceMatches, SequenceValueSchema } from './sequence.ts';
 import { SemanticCategorySchema, type SemanticCategory } from './semantic-judge.ts';
@@ -10,10 +11,17 @@ type ValueTest = (actual: unknown) => boolean;
 /** A condition checked synchronously against a context value. */
 export interface CompiledCheck {
   readonly kind: 'check';
+  /** The field path as written. */
+  readonly field: string;
   readonly read: FieldReader;
   readonly test: ValueTest;
   /** Relative cost (0 cheapest): conditions are ANDed, so cheap ones run first. */
   readonly cost: number;
+  /**
+   * Field, operator and value: checks with the same key give the same answer on one context, so
+   * an evaluation runs each once. Absent for `sequence`, whose answer depends on the clock.
+   */
+  readonly key?: string;
   /** For a `sequence` condition: the category the pattern shows. */
   readonly sequence?: string;
 }
@@ -54,11 +62,12 @@ export function compileCondition(condition: PolicyCondition): ConditionCompilati
     return fault('field', (error as Error).message);
   }
   if (condition.operator === 'semantic') return compileSemantic(condition.field, read, condition.value);
-  if (condition.operator === 'sequence') return compileSequence(read, condition.value);
+  if (condition.operator === 'sequence') return compileSequence(condition.field, read, condition.value);
   const test = compileValueTest(condition.operator, condition.value);
   if (typeof test === 'string') return fault('value', test);
   const cost = condition.operator === 'matches' ? 2 : condition.operator === 'contains' ? 1 : 0;
-  return { ok: true, condition: { kind: 'check', read, test, cost } };
+  const key = `${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
+  return { ok: true, condition: { kind: 'check', field: condition.field, read, test, cost, key } };
 }
 
 /** Returns the test, or a description of why the value does not suit the operator. */
@@ -146,8 +155,11 @@ function compileRegex(value: unknown): ValueTest | string {
   } catch (error) {
     return `invalid or unsupported regular expression (linear-time RE2 syntax; no backreferences or lookaround): ${(error as Error).message}`;
   }
+  const mayMatch = regexPrefilter(value);
+  const search =
+    mayMatch === null ? (text: string) => regex.test(text) : (text: string) => mayMatch(text) && regex.test(text);
   const test = (actual: unknown): boolean =>
-    typeof actual === 'string' ? regex.test(actual) : typeof actual === 'number' && regex.test(String(actual));
+    typeof actual === 'string' ? search(actual) : typeof actual === 'number' && search(String(actual));
   return (actual) => (Array.isArray(actual) ? actual.some(test) : test(actual));
 }
 
@@ -218,7 +230,7 @@ function compileSemantic(field: string, read: FieldReader, value: unknown): Cond
  * they must show the steps in order within the window before the evaluation. The steps'
  * conditions are plain checks on an earlier action's fields.
  */
-function compileSequence(read: FieldReader, value: unknown): ConditionCompilation {
+function compileSequence(field: string, read: FieldReader, value: unknown): ConditionCompilation {
   const parsed = SequenceValueSchema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -250,6 +262,7 @@ function compileSequence(read: FieldReader, value: unknown): ConditionCompilatio
     ok: true,
     condition: {
       kind: 'check',
+      field,
       read,
       // The window ends at the evaluation: a pattern grows stale while the execution goes on.
       test: (actual) => sequenceMatches(sequence, actual, Date.now()),

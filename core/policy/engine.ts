@@ -1,6 +1,7 @@
 import { indexActions, type ActionIndex } from './action-index.ts';
 import { compilePolicy, type CompiledPolicy, type CompiledRule } from './compile-policy.ts';
-import type { CompiledCheck, CompiledSemantic } from './condition.ts';
+import { CheckAnswers, numberChecks, type CheckTable } from './check-answers.ts';
+import type { CompiledSemantic } from './condition.ts';
 import type { Policy } from './model.ts';
 import type { EvaluationResult, PolicyWarning, SemanticFinding, ShadowDecision } from './result.ts';
 import { JudgeVerdictSchema, type JudgeVerdict, type SemanticJudge, type SyncSemanticJudge } from './semantic-judge.ts';
@@ -13,6 +14,8 @@ export interface RuleStep {
   /** Texts built at compile time, so evaluation does not format strings. */
   readonly reason: string;
   readonly warning: string;
+  /** The number of each of the rule's checks in the ruleset's `checks` table. */
+  readonly checkIds: Int32Array;
 }
 
 export interface CompiledRuleset {
@@ -24,6 +27,10 @@ export interface CompiledRuleset {
   readonly index: ActionIndex;
   /** True when some rule has a SEMANTIC condition: use `evaluateAsync` with a judge. */
   readonly needsJudge: boolean;
+  /** The rules' distinct checks, numbered. */
+  readonly checks: CheckTable;
+  /** Answers reused by one synchronous evaluation at a time. */
+  readonly answers: CheckAnswers;
 }
 
 export interface EvaluationInput {
@@ -53,17 +60,24 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
         b.priority - a.priority || compareText(a.created_at, b.created_at) || compareText(a.policy_id, b.policy_id),
     );
   const compiled = ordered.map(compilePolicy);
+  const rules = compiled.flatMap((policy) => policy.rules);
+  const checks = numberChecks(rules);
   const steps: RuleStep[] = [];
   for (const policy of compiled) {
     const policyEnd = steps.length + policy.rules.length;
-    for (const rule of policy.rules) steps.push({ policy, rule, policyEnd, ...describe(policy, rule) });
+    for (const rule of policy.rules) {
+      const checkIds = checks.ids[steps.length] as Int32Array;
+      steps.push({ policy, rule, policyEnd, checkIds, ...describe(policy, rule) });
+    }
   }
   return {
     version,
     policies: compiled,
     steps,
-    index: indexActions(steps.map((s) => s.rule.action)),
-    needsJudge: steps.some((s) => s.rule.semantic.length > 0),
+    index: indexActions(rules),
+    needsJudge: rules.some((rule) => rule.semantic.length > 0),
+    checks,
+    answers: new CheckAnswers(checks),
   };
 }
 
@@ -100,7 +114,8 @@ interface WalkState {
   /** A judged text went beyond what the judge reads. */
   overLimit: string | null;
   /** What the judge found for each rule whose SEMANTIC conditions it found violated. */
-  readonly findings: Map<RuleStep, SemanticFinding>;
+  findings: Map<RuleStep, SemanticFinding> | null;
+  readonly answers: CheckAnswers;
 }
 
 /** Answers a rule's SEMANTIC conditions: true/false, or undefined to pause the walk there. */
@@ -129,10 +144,18 @@ export function evaluate(
   judge?: SyncSemanticJudge,
 ): EvaluationResult {
   const started = performance.now();
-  const state = newState();
+  // A judge that evaluates again from inside this walk gets answers of its own.
+  const answers = ruleset.answers.inUse ? new CheckAnswers(ruleset.checks) : ruleset.answers;
+  const state = newState(answers);
   const answer: SemanticAnswer =
     judge === undefined ? resolveFailClosed : (step, _index, context) => judgeRuleNow(step, context, judge, state);
-  walk(ruleset, input, state, 0, answer);
+  answers.inUse = true;
+  try {
+    walk(ruleset, input, state, 0, answer);
+  } finally {
+    answers.end();
+    answers.inUse = false;
+  }
   return finish(state, started);
 }
 
@@ -145,7 +168,8 @@ export async function evaluateAsync(
 ): Promise<EvaluationResult> {
   if (!ruleset.needsJudge) return evaluate(ruleset, input);
   const started = performance.now();
-  const state = newState();
+  // Its walk pauses for the judge while other evaluations run, so it keeps answers of its own.
+  const state = newState(new CheckAnswers(ruleset.checks));
   const timeoutMs = options.judgeTimeoutMs ?? DEFAULT_JUDGE_TIMEOUT_MS;
   let judgedIndex = DONE;
   let judgedVerdict = false;
@@ -162,7 +186,8 @@ export async function evaluateAsync(
   return finish(state, started);
 }
 
-function newState(): WalkState {
+function newState(answers: CheckAnswers): WalkState {
+  answers.begin();
   return {
     warnings: [],
     shadow: [],
@@ -171,7 +196,9 @@ function newState(): WalkState {
     unjudged: false,
     judgeFailure: null,
     overLimit: null,
-    findings: new Map(),
+    // Made when the judge first finds something: most evaluations never need it.
+    findings: null,
+    answers,
   };
 }
 
@@ -185,7 +212,7 @@ function walk(
 ): number {
   const { steps } = ruleset;
   const { action, context, policySet } = input;
-  const candidates = ruleset.index.candidates(action);
+  const candidates = ruleset.index.matching(action);
   const restricted = policySet !== undefined && policySet.length > 0;
   let selectedUntil = from;
   // `next` is the first step still to consider: jumps past a policy move it, candidates before it are skipped.
@@ -202,7 +229,7 @@ function walk(
       selectedUntil = step.policyEnd;
     }
     const { rule } = step;
-    if (!rule.matchesAction(action) || !checksPass(rule.checks, context)) continue;
+    if (!state.answers.pass(rule.checks, step.checkIds, context)) continue;
     if (rule.semantic.length > 0) {
       const verdict = answer(step, i, context, state);
       if (verdict === undefined) return i;
@@ -213,15 +240,6 @@ function walk(
     next = applied === NEXT_POLICY ? step.policyEnd : i + 1;
   }
   return DONE;
-}
-
-function checksPass(checks: readonly CompiledCheck[], context: Readonly<Record<string, unknown>>): boolean {
-  for (const check of checks) {
-    const value = check.read(context);
-    // A condition on a missing field does not match, whatever its operator.
-    if (value === undefined || !check.test(value)) return false;
-  }
-  return true;
 }
 
 /** Records what a matching rule means under its policy's enforcement. */
@@ -251,7 +269,7 @@ function addWarning(state: WalkState, step: RuleStep): void {
 function finish(state: WalkState, started: number): EvaluationResult {
   const { decidedBy, firstWarning, warnings, shadow } = state;
   const note = failClosedNote(state);
-  const semantic = state.findings.get((decidedBy ?? firstWarning) as RuleStep);
+  const semantic = state.findings?.get((decidedBy ?? firstWarning) as RuleStep);
   const base = { warnings, shadow, evaluation_time_ms: 0 };
   let result: EvaluationResult;
   if (decidedBy !== null) {
@@ -446,6 +464,7 @@ function record(step: RuleStep, judge: SemanticJudge, verdicts: Verdicts, state:
     undefined,
   );
   if (strongest === undefined) return;
+  state.findings ??= new Map();
   state.findings.set(step, {
     judge: judge.name,
     judge_version: judge.version,

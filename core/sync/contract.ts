@@ -3,21 +3,25 @@ import { ActorSchema } from '../domain/audit.ts';
 import { IdSchema } from '../domain/bounds.ts';
 import { BudgetLimitsSchema, BudgetStatusSchema } from '../domain/budget.ts';
 import { TimestampSchema } from '../domain/common.ts';
+import { EnvelopeStatusSchema } from '../domain/envelope.ts';
 import { ApprovalStatusSchema } from '../policy/approvals.ts';
 import { PolicySchema } from '../policy/model.ts';
 
 /**
  * What passes between the control plane and its proxies besides the events of spec 6.2.
- * Rulesets and budget state travel in key-value buckets (the last value per key, so a proxy that
- * starts or reconnects is current at once); leases are request-reply; terminations are signals.
- * Every subject and key starts with the tenant, so per-tenant credentials can fence them.
+ * Rulesets, budget state and the holds on envelopes (paused or ended) travel in key-value buckets
+ * (the last value per key, so a proxy that starts or reconnects is current at once); leases are
+ * request-reply; terminations and pauses are also signalled, as the fast path. Every subject and
+ * key starts with the tenant, so per-tenant credentials can fence them.
  */
-export const BUCKETS = { rulesets: 'svc_rulesets', budgets: 'svc_budgets' } as const;
+export const BUCKETS = { rulesets: 'svc_rulesets', budgets: 'svc_budgets', holds: 'svc_holds' } as const;
 
 export const keys = {
   ruleset: (tenant: string) => `ruleset.${tenant}`,
   budget: (tenant: string, budgetId: string) => `budget.${tenant}.${budgetId}`,
   budgetFilter: (tenant: string) => `budget.${tenant}.>`,
+  hold: (tenant: string, envelopeId: string) => `hold.${tenant}.${envelopeId}`,
+  holdFilter: (tenant: string) => `hold.${tenant}.>`,
 } as const;
 
 export const syncSubjects = {
@@ -110,6 +114,22 @@ export const PauseSignalSchema = z.object({
   reason: z.string().nullable(),
 });
 export type PauseSignal = z.infer<typeof PauseSignalSchema>;
+
+/**
+ * How the control plane holds an envelope, kept in `svc_holds` under `hold.<tenant>.<envelope>`:
+ * PAUSED (its calls wait), a final status (its calls are refused), or RUNNING again after a
+ * pause (its calls go on). `written_at` lets the control plane re-write a long pause before the
+ * bucket's age limit removes it.
+ */
+export const HoldStateSchema = z.object({
+  tenant_id: z.string(),
+  envelope_id: z.string(),
+  execution_id: z.string(),
+  status: EnvelopeStatusSchema,
+  reason: z.string().nullable(),
+  written_at: TimestampSchema,
+});
+export type HoldState = z.infer<typeof HoldStateSchema>;
 
 /**
  * A proxy's call waits for an approval: opens it under the id the proxy chose (so asking again

@@ -109,3 +109,49 @@ describe('EnvelopeRegistry', () => {
     expect(r.resolve({ 'x-svc-execution-id': 'idle' }).opened).toBe(true);
   });
 });
+
+describe('EnvelopeRegistry with the control plane holds', () => {
+  const PAUSED_ENVELOPE = '1c7d9a3e-0f4b-4f5e-8f0a-6b2d3c4e5f60';
+  const ENDED_ENVELOPE = '2d8e0b4f-1a5c-4a6f-9a1b-7c3e4d5f6a71';
+  const hold = (envelope_id: string, execution_id: string, status: 'PAUSED' | 'TERMINATED') => ({
+    tenant_id: 'acme',
+    envelope_id,
+    execution_id,
+    status,
+    reason: status === 'PAUSED' ? 'operator looks first' : null,
+    written_at: '2026-01-01T00:00:00.000Z',
+  });
+  const holds = [hold(PAUSED_ENVELOPE, 'exec-paused', 'PAUSED'), hold(ENDED_ENVELOPE, 'exec-ended', 'TERMINATED')];
+  const held = () =>
+    new EnvelopeRegistry({
+      defaultBudgetId: 'default-budget',
+      podExecutionId: 'pod-1',
+      maxEntries: 2,
+      holds: {
+        forEnvelope: (id) => holds.find((h) => h.envelope_id === id),
+        forExecution: (id) => holds.find((h) => h.execution_id === id),
+      },
+    });
+
+  it('meets a held envelope anew paused or ended, by envelope id and by execution id, and announces nothing', () => {
+    const r = held();
+    const byId = r.resolve({ 'x-svc-envelope-id': PAUSED_ENVELOPE });
+    expect(byId.envelope.paused).toBe('operator looks first');
+    expect(byId.envelope.ending).toBeNull();
+    const byExecution = r.resolve({ 'x-svc-execution-id': 'exec-ended' });
+    expect(byExecution).toMatchObject({ opened: false, envelope: { envelopeId: ENDED_ENVELOPE } });
+    expect(byExecution.envelope.ending).toEqual({ status: 'TERMINATED', reason: 'terminated' });
+    expect(r.resolve({ 'x-svc-execution-id': 'exec-paused' }).envelope).toBe(byId.envelope);
+  });
+
+  it('still knows an ended envelope after forgetting it', () => {
+    const r = held();
+    const ended = r.resolve({ 'x-svc-execution-id': 'exec-ended' }).envelope;
+    for (const execution of ['a', 'b', 'c']) r.resolve({ 'x-svc-execution-id': execution });
+    expect(r.get(ended.envelopeId)).toBeUndefined();
+    const again = r.resolve({ 'x-svc-execution-id': 'exec-ended' });
+    expect(again.opened).toBe(false);
+    expect(again.envelope.ending?.status).toBe('TERMINATED');
+    expect(r.resolve({ 'x-svc-execution-id': 'unheld' }).envelope.ending).toBeNull();
+  });
+});

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { EnvelopeStatus } from '../../core/domain/envelope.ts';
+import { isFinal, type EnvelopeStatus } from '../../core/domain/envelope.ts';
+import type { HoldState } from '../../core/sync/contract.ts';
 import type { z } from 'zod';
 import { IdSchema, MAX_ID_LENGTH } from '../../core/domain/bounds.ts';
 import { UuidSchema } from '../../core/domain/common.ts';
@@ -44,6 +45,16 @@ export interface EnvelopeRegistryOptions {
   podExecutionId: string;
   /** Envelopes remembered; the oldest idle ones are forgotten beyond it. */
   maxEntries?: number;
+  /**
+   * What the control plane holds (paused or ended): consulted for every envelope this registry
+   * meets anew, so one it never knew or forgot is not served ungoverned.
+   */
+  holds?: HeldEnvelopes;
+}
+
+export interface HeldEnvelopes {
+  forEnvelope(envelopeId: string): HoldState | undefined;
+  forExecution(executionId: string): HoldState | undefined;
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -75,11 +86,13 @@ function checked(value: string | undefined, name: string, schema: z.ZodType<stri
 export class EnvelopeRegistry {
   readonly #byEnvelope = new Map<string, LocalEnvelope>();
   readonly #byExecution = new Map<string, LocalEnvelope>();
-  readonly #options: Required<Omit<EnvelopeRegistryOptions, 'allowedBudgetIds'>>;
+  readonly #options: Required<Omit<EnvelopeRegistryOptions, 'allowedBudgetIds' | 'holds'>>;
   readonly #allowedBudgets: ReadonlySet<string>;
+  readonly #holds: HeldEnvelopes | undefined;
 
   constructor(options: EnvelopeRegistryOptions) {
-    const { allowedBudgetIds = [], ...rest } = options;
+    const { allowedBudgetIds = [], holds, ...rest } = options;
+    this.#holds = holds;
     this.#options = { maxEntries: 10_000, ...rest };
     this.#allowedBudgets = new Set([options.defaultBudgetId, ...allowedBudgetIds]);
   }
@@ -110,6 +123,12 @@ export class EnvelopeRegistry {
     const execution = executionId ?? this.#options.podExecutionId;
     const known = this.#byExecution.get(execution);
     if (known !== undefined) return { envelope: known, opened: false };
+    // The execution's envelope is held (this proxy restarted or forgot it): its calls stay with it.
+    const held = this.#holds?.forExecution(execution);
+    if (held !== undefined) {
+      const envelope = this.#byEnvelope.get(held.envelope_id) ?? this.#add(held.envelope_id, execution, budgetId);
+      return { envelope, opened: false };
+    }
     return {
       envelope: this.#add(
         randomUUID(),
@@ -149,6 +168,10 @@ export class EnvelopeRegistry {
       paused: null,
       inflight: new Set(),
     };
+    const hold = this.#holds?.forEnvelope(envelopeId);
+    if (hold !== undefined && isFinal(hold.status))
+      envelope.ending = { status: hold.status, reason: hold.reason ?? hold.status.toLowerCase() };
+    else if (hold?.status === 'PAUSED') envelope.paused = hold.reason ?? 'paused';
     this.#byEnvelope.set(envelopeId, envelope);
     this.#byExecution.set(executionId, envelope);
     this.#evict();

@@ -1,4 +1,5 @@
-import { STATUS_CODES, type ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
+import { STATUS_CODES } from './node-http.ts';
 import type { z } from 'zod';
 import { documentationUrl, isSvcError, SvcError, type ErrorBodySchema } from '../../core/errors/index.ts';
 

@@ -1,7 +1,6 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { SvcError } from '../../core/errors/index.ts';
-import { generateCa } from './ca-generate.ts';
 
 export interface CaFileOptions {
   certFile: string;
@@ -40,6 +39,8 @@ export async function loadOrCreateCa(options: CaFileOptions): Promise<LoadedCa> 
     // Half a CA is never regenerated: a new key would orphan the certificate agents already trust.
     throw new SvcError('SVC-SYS-9001', `proxy CA file missing: ${missing}`, { file: missing });
   }
+  // Only a standalone first start generates a CA: the certificate library is loaded for it alone.
+  const { generateCa } = await import('./ca-generate.ts');
   const ca = await generateCa();
   await writeNew(keyFile, ca.keyPem, 0o600);
   await writeNew(certFile, ca.certPem, 0o644);

@@ -1,4 +1,4 @@
 export { loadOrCreateCa, type CaFileOptions, type LoadedCa } from './ca-files.ts';
-export { generateCa, type CaPem } from './ca-generate.ts';
+export type { CaPem } from './ca-generate.ts';
 export { LeafCertificateCache, type LeafCacheOptions, type LeafCacheStats } from './leaf-cache.ts';
 export { writeTrustBundle } from './trust-bundle.ts';

@@ -1,8 +1,9 @@
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { SvcError } from '../../core/errors/index.ts';
 import { BoundedLru } from '../../core/resilience/bounded-lru.ts';
-import { importCaSigner, type CaSigner } from './ca-signer.ts';
-import { mintLeafCertificate } from './leaf-mint.ts';
+import { importCaKey, type CaKey } from './ca-key.ts';
+import type { CaSigner } from './ca-signer.ts';
+import type { mintLeafCertificate } from './leaf-mint.ts';
 import { P256, subtleCrypto, toPem, type CryptoKey } from './webcrypto.ts';
 
 export interface LeafCacheOptions {
@@ -17,12 +18,20 @@ export interface LeafCacheStats {
   minted: number;
 }
 
+interface Minter {
+  ca: CaSigner;
+  mint: typeof mintLeafCertificate;
+}
+
 /**
  * TLS server contexts for intercepted hosts, one leaf per host signed by the proxy CA.
  * All leaves share one ECDSA P-256 key made at start, so a new host costs a signature only.
+ * The CA is checked at start with node:crypto; the certificate library that builds leaves
+ * (about 15 MB resident) is loaded by the first interception, which pays for it once.
  */
 export class LeafCertificateCache {
-  readonly #ca: CaSigner;
+  readonly #caKey: CaKey;
+  #minter: Promise<Minter> | undefined;
   readonly #leafPublicKey: CryptoKey;
   readonly #leafKeyPem: string;
   readonly #caCertPem: string;
@@ -30,13 +39,13 @@ export class LeafCertificateCache {
   #minted = 0;
 
   private constructor(
-    ca: CaSigner,
+    caKey: CaKey,
     caCertPem: string,
     leafPublicKey: CryptoKey,
     leafKeyPem: string,
     maxEntries: number,
   ) {
-    this.#ca = ca;
+    this.#caKey = caKey;
     this.#caCertPem = caCertPem;
     this.#leafPublicKey = leafPublicKey;
     this.#leafKeyPem = leafKeyPem;
@@ -44,10 +53,10 @@ export class LeafCertificateCache {
   }
 
   static async create(options: LeafCacheOptions): Promise<LeafCertificateCache> {
-    const ca = await importCaSigner(options.caCertPem, options.caKeyPem);
+    const caKey = await importCaKey(options.caCertPem, options.caKeyPem);
     const keys = await subtleCrypto.subtle.generateKey(P256, true, ['sign', 'verify']);
     const leafKeyPem = toPem(await subtleCrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
-    return new LeafCertificateCache(ca, options.caCertPem, keys.publicKey, leafKeyPem, options.maxEntries ?? 1000);
+    return new LeafCertificateCache(caKey, options.caCertPem, keys.publicKey, leafKeyPem, options.maxEntries ?? 1000);
   }
 
   /** The CA certificate agents must trust, in PEM. */
@@ -73,7 +82,8 @@ export class LeafCertificateCache {
 
   async #mint(host: string): Promise<SecureContext> {
     try {
-      const cert = await mintLeafCertificate(this.#ca, this.#leafPublicKey, host);
+      const { ca, mint } = await this.#loadMinter();
+      const cert = await mint(ca, this.#leafPublicKey, host);
       this.#minted += 1;
       return createSecureContext({ key: this.#leafKeyPem, cert: cert.toString('pem') });
     } catch (error) {
@@ -81,5 +91,15 @@ export class LeafCertificateCache {
         host,
       });
     }
+  }
+
+  #loadMinter(): Promise<Minter> {
+    this.#minter ??= Promise.all([import('./ca-signer.ts'), import('./leaf-mint.ts')]).then(([signer, leaf]) => ({
+      ca: signer.caSigner(this.#caCertPem, this.#caKey),
+      mint: leaf.mintLeafCertificate,
+    }));
+    // A failed load is not kept, so the next connection tries again.
+    this.#minter.catch(() => (this.#minter = undefined));
+    return this.#minter;
   }
 }

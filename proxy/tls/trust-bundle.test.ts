@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { generateCa } from './index.ts';
+import { generateCa } from './ca-generate.ts';
 import { writeTrustBundle } from './trust-bundle.ts';
 
 describe('writeTrustBundle', () => {

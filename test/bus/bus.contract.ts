@@ -336,6 +336,21 @@ export function busContract(name: string, makeMessaging: (registry: Registry) =>
       await watch.unsubscribe();
     });
 
+    it('removes values older than the age limit of the bucket, also of a bucket opened before with another', async () => {
+      const { keyValue } = await open();
+      const bucket = `svc_aged_${tenant().replace(/[^a-zA-Z0-9]/g, '')}`;
+      await keyValue.open(bucket, { maxAgeMs: 60_000 });
+      const kv = await keyValue.open(bucket, { maxAgeMs: 1_000 });
+      const key = `hold.${tenant()}.e1`;
+      await kv.put(key, { status: 'PAUSED' });
+      expect(await kv.get(key)).toMatchObject({ value: { status: 'PAUSED' } });
+      await eventually(async () => expect(await kv.get(key)).toBeUndefined(), 5_000);
+      const seen: KeyValueEntry[] = [];
+      const watch = await kv.watch(`hold.>`, (entry) => void seen.push(entry));
+      expect(seen).toEqual([]);
+      await watch.unsubscribe();
+    });
+
     it('writes a key only while it is at the revision the writer read (compare and set)', async () => {
       const { keyValue } = await open();
       const kv = await keyValue.open('svc_contract');

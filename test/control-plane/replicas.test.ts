@@ -154,6 +154,8 @@ describe('state publishers of two replicas', () => {
       budgets,
       leases: services.leases,
       tenants: services.tenants,
+      envelopes: cp.plane.storage.read.envelopes,
+      holdMaxAgeMs: 3_600_000,
       clock: () => new Date(),
       logger: silent,
     });

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   BudgetStateSchema,
+  HoldStateSchema,
   keys,
   LeaseGrantSchema,
   RulesetSnapshotSchema,
@@ -216,6 +217,73 @@ describe('event processor', () => {
       (s) => s.length === 1,
     );
     expect(signals[0]).toMatchObject({ envelope_id: env.body.envelope_id, reason: 'stop', force: true });
+  });
+});
+
+describe('envelope holds pushed to proxies (svc_holds)', () => {
+  async function holdsOf(control: RunningControlPlane, envelopeId: string) {
+    const bucket = await control.messaging.keyValue.open('svc_holds');
+    return {
+      bucket,
+      read: async () => {
+        const entry = await bucket.get(keys.hold('acme', envelopeId));
+        return entry === undefined ? null : HoldStateSchema.parse(entry.value);
+      },
+    };
+  }
+
+  it('keeps a paused envelope held, lifts the hold on resumption and holds an ended one', async () => {
+    const budgetId = await costBudget(1);
+    const env = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'custom' } });
+    const envelopeId = env.body.envelope_id as string;
+    const { read } = await holdsOf(cp, envelopeId);
+    // Running envelopes the proxies never held leave nothing in the bucket.
+    await cp.call('POST', `/v1/envelopes/${envelopeId}/status`, { key, body: { status: 'RUNNING' } });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await read()).toBeNull();
+    await cp.call('POST', `/v1/envelopes/${envelopeId}/status`, { key, body: { status: 'PAUSED', reason: 'look' } });
+    expect(await eventually(read, (h) => h?.status === 'PAUSED')).toMatchObject({
+      tenant_id: 'acme',
+      envelope_id: envelopeId,
+      execution_id: env.body.execution_id,
+      reason: 'look',
+    });
+    await cp.call('POST', `/v1/envelopes/${envelopeId}/status`, { key, body: { status: 'RUNNING' } });
+    await eventually(read, (h) => h?.status === 'RUNNING');
+    await cp.call('POST', `/v1/envelopes/${envelopeId}/terminate`, { key, body: { reason: 'stop' } });
+    expect(await eventually(read, (h) => h?.status === 'TERMINATED')).toMatchObject({ reason: 'stop' });
+  });
+
+  it('writes a pause still in force again when it went missing or grew old, so it never ages out', async () => {
+    const refreshing = await startControlPlane({ state_refresh_seconds: 1, hold_max_age_seconds: 600 });
+    try {
+      const admin = await tenantWithKey(refreshing, 'acme');
+      const budget = await refreshing.call('POST', '/v1/budgets', {
+        key: admin,
+        body: { name: 'b', type: 'cost', limits: { max_cost_usd: 1 } },
+      });
+      const env = await refreshing.call('POST', '/v1/envelopes', {
+        key: admin,
+        body: { budget_id: budget.body.budget_id, adapter_type: 'custom' },
+      });
+      const envelopeId = env.body.envelope_id as string;
+      await refreshing.call('POST', `/v1/envelopes/${envelopeId}/status`, {
+        key: admin,
+        body: { status: 'PAUSED', reason: 'look' },
+      });
+      const { bucket, read } = await holdsOf(refreshing, envelopeId);
+      const first = (await eventually(read, (h) => h?.status === 'PAUSED'))!;
+      await bucket.delete(keys.hold('acme', envelopeId));
+      await eventually(read, (h) => h?.status === 'PAUSED', 5000);
+      // Written 6 minutes ago: more than half of the 10-minute age limit.
+      const old = new Date(Date.now() - 360_000).toISOString();
+      await bucket.put(keys.hold('acme', envelopeId), { ...first, written_at: old });
+      const rewritten = (await eventually(read, (h) => h !== null && h.written_at !== old, 5000))!;
+      expect(Date.parse(rewritten.written_at)).toBeGreaterThan(Date.parse(first.written_at) - 1);
+      expect(rewritten.status).toBe('PAUSED');
+    } finally {
+      await refreshing.close();
+    }
   });
 });
 

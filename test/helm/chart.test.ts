@@ -117,6 +117,13 @@ describe('the chart renders valid Kubernetes objects', () => {
     });
   }
 
+  it('starts every injected sidecar with a young generation pinned small (docs/performance.md)', () => {
+    const template = JSON.parse(
+      manifest(renderChart(), 'ConfigMap', 'ag-agent-governance-injector').data['template.json'],
+    );
+    expect(template.sidecar.args).toEqual(['--max-semi-space-size=2', 'dist/proxy/main.js']);
+  });
+
   it('refuses an unknown field, so the strict validation above means something', async () => {
     const rendered = renderChart();
     const sts = structuredClone(manifest(rendered, 'StatefulSet', 'ag-agent-governance-control-plane'));
@@ -230,7 +237,14 @@ describe('NATS', () => {
         .map((m) => m[1]!)
         .filter((s) => !s.includes('secret') && !/^[A-Za-z0-9]{40}$/.test(s));
     };
-    expect(block(conf)).toHaveLength(17);
+    expect(block(conf)).toHaveLength(20);
+    // The envelope holds: read and watched by a proxy on its own tenant's keys only.
+    expect(block(conf)).toEqual(
+      expect.arrayContaining([
+        '$JS.API.DIRECT.GET.KV_svc_holds.$KV.svc_holds.hold.acme.>',
+        '$JS.API.CONSUMER.CREATE.KV_svc_holds.*.$KV.svc_holds.hold.acme.>',
+      ]),
+    );
     expect(block(conf)).toEqual(block(reference));
     // The sidecars' credentials in the governed namespace match the server's user.
     const client = manifest(rendered, 'Secret', 'ag-agent-governance-nats-client', 'agents');

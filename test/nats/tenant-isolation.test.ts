@@ -30,6 +30,9 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
     const budgets = await controlPlane.keyValue.open(BUCKETS.budgets);
     await budgets.put(keys.budget('acme', 'b1'), { remaining: 10 });
     await budgets.put(keys.budget('globex', 'b2'), { remaining: 20 });
+    const holds = await controlPlane.keyValue.open(BUCKETS.holds, { maxAgeMs: 3_600_000 });
+    await holds.put(keys.hold('acme', 'e-acme'), { status: 'PAUSED' });
+    await holds.put(keys.hold('globex', 'e-globex'), { status: 'TERMINATED' });
     await controlPlane.requests.reply(syncSubjects.lease('*'), (data, subject) => {
       leaseRequests.push(subject);
       return Promise.resolve({ granted: (data as { tokens: number }).tokens });
@@ -110,6 +113,10 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       '$KV.svc_rulesets.ruleset.globex',
       '$KV.svc_budgets.budget.globex.b2',
       '$JS.API.STREAM.PURGE.KV_svc_budgets',
+      '$KV.svc_holds.hold.globex.e-globex',
+      '$KV.svc_holds.hold.acme.e-acme',
+      '$JS.API.STREAM.PURGE.KV_svc_holds',
+      '$JS.API.STREAM.UPDATE.KV_svc_holds',
       // what only the control plane sends: terminate signals and budget alerts, even of tenant A
       'svc.acme.signals.terminate',
       'svc.acme.budgets.exceeded',
@@ -137,6 +144,21 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       last_by_subj: '$KV.svc_budgets.budget.globex.b2',
     });
     expect(byBody).not.toContain('remaining');
+    // Nor can a watch of its own holds reach tenant B's, nor a direct get ask for them by body.
+    const widerHolds = await send('$JS.API.CONSUMER.CREATE.KV_svc_holds.sneak.$KV.svc_holds.hold.acme.>', {
+      stream_name: 'KV_svc_holds',
+      config: {
+        name: 'sneak',
+        filter_subject: '$KV.svc_holds.hold.>',
+        deliver_subject: '_INBOX_acme.sneak-holds',
+        ack_policy: 'none',
+      },
+    });
+    expect(widerHolds).toContain('did not match filtered subject');
+    const holdByBody = await send('$JS.API.DIRECT.GET.KV_svc_holds.$KV.svc_holds.hold.acme.e-acme', {
+      last_by_subj: '$KV.svc_holds.hold.globex.e-globex',
+    });
+    expect(holdByBody).not.toContain('TERMINATED');
 
     const cp = await controlPlane.keyValue.open(BUCKETS.rulesets);
     expect(await cp.get(keys.ruleset('globex'))).toMatchObject({ value: { version: 7 } });
@@ -222,6 +244,18 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
     await expect(budgets.watch(keys.budgetFilter('globex'), () => undefined)).rejects.toMatchObject({
       code: 'SVC-SYS-9001',
     });
+
+    const holds = await acme.keyValue.open(BUCKETS.holds);
+    expect(await holds.get(keys.hold('acme', 'e-acme'))).toMatchObject({ value: { status: 'PAUSED' } });
+    await expect(holds.get(keys.hold('globex', 'e-globex'))).rejects.toMatchObject({ code: 'SVC-SYS-9001' });
+    const held: KeyValueEntry[] = [];
+    const holdWatch = await holds.watch(keys.holdFilter('acme'), (entry) => void held.push(entry));
+    expect(held.map((e) => [e.key, e.value])).toEqual([['hold.acme.e-acme', { status: 'PAUSED' }]]);
+    await holdWatch.unsubscribe();
+    await expect(holds.watch(keys.holdFilter('globex'), () => undefined)).rejects.toMatchObject({
+      code: 'SVC-SYS-9001',
+    });
+    await expect(holds.watch('hold.>', () => undefined)).rejects.toMatchObject({ code: 'SVC-SYS-9001' });
   });
 
   it("cannot write tenant A's keys either: the control plane owns the synced state", async () => {

@@ -15,8 +15,10 @@ import {
   type ProxyHandler,
   type ProxyListenerOptions,
 } from '../../proxy/listener/index.ts';
-import { importCaSigner } from '../../proxy/tls/ca-signer.ts';
-import { generateCa, LeafCertificateCache, type CaPem } from '../../proxy/tls/index.ts';
+import { generateCa } from '../../proxy/tls/ca-generate.ts';
+import { importCaKey } from '../../proxy/tls/ca-key.ts';
+import { caSigner } from '../../proxy/tls/ca-signer.ts';
+import { LeafCertificateCache, type CaPem } from '../../proxy/tls/index.ts';
 import { mintLeafCertificate } from '../../proxy/tls/leaf-mint.ts';
 import { toPem } from '../../proxy/tls/webcrypto.ts';
 import { parseUpstreamOverrides, UpstreamClient } from '../../proxy/upstream/index.ts';
@@ -125,7 +127,7 @@ export class FakeProvider {
 /** A certificate for 127.0.0.1 signed by its own CA, as an upstream the proxy must be told to trust. */
 export async function upstreamCredentials(): Promise<{ ca: CaPem; key: string; cert: string }> {
   const ca = await generateCa('Upstream Test CA');
-  const signer = await importCaSigner(ca.certPem, ca.keyPem);
+  const signer = caSigner(ca.certPem, await importCaKey(ca.certPem, ca.keyPem));
   const keys = await webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, ['sign', 'verify']);
   const leaf = await mintLeafCertificate(signer, keys.publicKey, '127.0.0.1');
   return {

@@ -6,7 +6,8 @@ import { connect, TLSSocket } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isSvcError } from '../../core/errors/index.ts';
-import { generateCa, LeafCertificateCache, loadOrCreateCa } from '../../proxy/tls/index.ts';
+import { generateCa } from '../../proxy/tls/ca-generate.ts';
+import { LeafCertificateCache, loadOrCreateCa } from '../../proxy/tls/index.ts';
 
 let dir: string;
 beforeEach(async () => {
@@ -147,5 +148,62 @@ describe('LeafCertificateCache', () => {
     expect(Date.parse(served.peer?.validTo ?? '')).toBeLessThanOrEqual(
       Date.parse(new X509Certificate(loaded.certPem).validTo),
     );
+  });
+});
+
+describe('LeafCertificateCache at start', () => {
+  it('refuses a CA whose certificate is not valid PEM with SVC-SYS-9001, before any interception', async () => {
+    const ca = await generateCa();
+    const error: unknown = await LeafCertificateCache.create({
+      caCertPem: ca.certPem.replace(/[A-Za-z]{8}/, 'AAAAAAAA'),
+      caKeyPem: ca.keyPem,
+    }).catch((e: unknown) => e);
+    expect(isSvcError(error) && error.code).toBe('SVC-SYS-9001');
+    expect((error as Error).message).toContain('proxy CA is not valid PEM');
+  });
+
+  it('refuses a CA key of a type it cannot sign with (Ed25519) with SVC-SYS-9001', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const keyFile = join(dir, 'ed.key');
+    const certFile = join(dir, 'ed.crt');
+    execFileSync('openssl', ['genpkey', '-algorithm', 'ed25519', '-out', keyFile]);
+    execFileSync('openssl', [
+      'req',
+      '-x509',
+      '-new',
+      '-key',
+      keyFile,
+      '-subj',
+      '/CN=Ed CA',
+      '-days',
+      '1',
+      '-out',
+      certFile,
+    ]);
+    const error: unknown = await LeafCertificateCache.create({
+      caCertPem: await readFile(certFile, 'utf8'),
+      caKeyPem: await readFile(keyFile, 'utf8'),
+    }).catch((e: unknown) => e);
+    expect(isSvcError(error) && error.code).toBe('SVC-SYS-9001');
+    expect((error as Error).message).toContain('ed25519');
+  });
+
+  it('loads the certificate library on the first minting, not when the cache is made', async () => {
+    // A fresh process, since this one has loaded the library already; module hooks record every load.
+    const ca = await generateCa();
+    const script = `
+      import { registerHooks } from 'node:module';
+      const loaded = [];
+      registerHooks({ load(url, context, next) { loaded.push(url); return next(url, context); } });
+      const x509 = () => loaded.some((url) => url.includes('@peculiar/x509'));
+      const { LeafCertificateCache } = await import(${JSON.stringify(new URL('../../proxy/tls/index.ts', import.meta.url).href)});
+      const cache = await LeafCertificateCache.create(${JSON.stringify({ caCertPem: ca.certPem, caKeyPem: ca.keyPem })});
+      const atStart = x509();
+      await cache.secureContextFor('api.openai.com');
+      console.log(JSON.stringify({ atStart, afterMint: x509(), minted: cache.stats.minted }));
+    `;
+    const { execFileSync } = await import('node:child_process');
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual({ atStart: false, afterMint: true, minted: 1 });
   });
 });

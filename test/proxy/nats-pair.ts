@@ -8,13 +8,15 @@ import { ensureSidecarIdentity } from '../../control-plane/bootstrap/sidecar-ide
 import { createControlPlane, type ControlPlane } from '../../control-plane/create-control-plane.ts';
 import { createPricer } from '../../control-plane/usage/pricer.ts';
 import type { Messaging } from '../../core/bus/bus.ts';
+import { deferMessaging } from '../../core/bus/deferred-messaging.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { loadConfig } from '../../core/config/load.ts';
 import { loadPriceTable } from '../../core/metering/prices.ts';
 import { createProxy, type Proxy } from '../../proxy/create-proxy.ts';
-import { generateCa } from '../../proxy/tls/index.ts';
+import { generateCa } from '../../proxy/tls/ca-generate.ts';
 import { eventually, ROOT_KEY } from '../harness/control-plane.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+import { startTcpRelay, type TcpRelay } from '../harness/tcp-relay.ts';
 import { controlPlaneDatabase, type ControlPlaneDatabase } from '../harness/postgres.ts';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
 
@@ -27,9 +29,12 @@ import { startSimulator, type Simulator } from '../simulator/index.ts';
 export interface NatsPair {
   readonly natsUrl: string;
   readonly sim: Simulator;
+  /** The current proxy (another one after `restartProxy`). */
   readonly proxy: Proxy;
   /** The proxy's traffic address (reverse routes such as `/mcp/<name>/mcp`). */
   readonly proxyUrl: string;
+  /** The proxy's way to NATS, which a test may cut and restore (a network outage). */
+  readonly proxyLink: TcpRelay;
   /** The current control plane (another one after `restartPlane`). */
   readonly plane: ControlPlane;
   readonly cpUrl: string;
@@ -44,6 +49,11 @@ export interface NatsPair {
   startPlane(): Promise<void>;
   /** Closes the proxy before `close` (a suite testing its shutdown). */
   closeProxy(): Promise<void>;
+  /**
+   * Closes the proxy and its NATS connection and starts a new one on the same data directory, as
+   * a restarted sidecar; `proxy`, `proxyUrl` and `agent` then reach the new one.
+   */
+  restartProxy(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -87,7 +97,9 @@ export async function startNatsPair(
   };
   await startPlane();
   const { identity } = await ensureSidecarIdentity(current(), { dataDir: dirs[0], tenantId: 'acme' });
-  const proxyMessaging = await openNatsMessaging({ manage: false, connection: { servers: nats.url } }, logger);
+  // The proxy reaches NATS through a relay, so a test can cut it off alone.
+  const natsPort = Number(new URL(nats.url).port);
+  const proxyLink = await startTcpRelay({ host: '127.0.0.1', port: natsPort });
   const config = loadConfig(
     {},
     {
@@ -107,20 +119,41 @@ export async function startNatsPair(
   const ca = await generateCa();
   await writeFile(config.ca_cert_file ?? '', ca.certPem);
   await writeFile(config.ca_key_file ?? '', ca.keyPem);
-  const proxy = await createProxy({
-    config,
-    logger,
-    messaging: proxyMessaging,
-    prices,
-    bootstrap: { tenantId: 'acme', apiKey: identity.api_key, budgetId: identity.budget_id },
-  });
-  const addresses = await proxy.listen();
-  let proxyOpen = true;
-  const agent = new ProxyAgent({ uri: addresses.proxyUrl, requestTls: { ca: proxy.caCertPem } });
+  let proxyMessaging!: Messaging;
+  let proxy!: Proxy;
+  let proxyUrl = '';
+  let agent!: ProxyAgent;
+  let proxyOpen = false;
+  const startProxy = async (): Promise<void> => {
+    // As the sidecar's entry point does: it starts even while NATS is away.
+    const messaging = deferMessaging({
+      open: () =>
+        openNatsMessaging({ manage: false, connection: { servers: `nats://127.0.0.1:${proxyLink.port}` } }, logger),
+      logger,
+      retryMs: 200,
+      onFatal: () => undefined,
+    });
+    await Promise.race([messaging.ready.catch(() => undefined), new Promise((r) => setTimeout(r, 1000))]);
+    proxyMessaging = messaging;
+    proxy = await createProxy({
+      config,
+      logger,
+      messaging: proxyMessaging,
+      prices,
+      bootstrap: { tenantId: 'acme', apiKey: identity.api_key, budgetId: identity.budget_id },
+    });
+    proxyUrl = (await proxy.listen()).proxyUrl;
+    proxyOpen = true;
+    agent = new ProxyAgent({ uri: proxyUrl, requestTls: { ca: proxy.caCertPem } });
+  };
+  await startProxy();
   const closeProxy = async (): Promise<void> => {
     if (!proxyOpen) return;
     proxyOpen = false;
+    // The proxy first: it answers the calls it holds before its listener closes.
     await proxy.close();
+    await proxyMessaging.close();
+    await agent.close();
   };
   const stopPlane = async (): Promise<void> => {
     const stopping = plane;
@@ -140,15 +173,22 @@ export async function startNatsPair(
   return {
     natsUrl: nats.url,
     sim,
-    proxy,
-    proxyUrl: addresses.proxyUrl,
+    get proxy() {
+      return proxy;
+    },
+    get proxyUrl() {
+      return proxyUrl;
+    },
+    proxyLink,
     get plane() {
       return current();
     },
     get cpUrl() {
       return cpUrl;
     },
-    agent,
+    get agent() {
+      return agent;
+    },
     rest,
     async addPolicy(policy) {
       const res = await rest('POST', '/v1/policies', policy);
@@ -163,10 +203,13 @@ export async function startNatsPair(
     stopPlane,
     startPlane,
     closeProxy,
-    async close() {
-      await agent.close();
+    async restartProxy() {
       await closeProxy();
-      await proxyMessaging.close();
+      await startProxy();
+    },
+    async close() {
+      await closeProxy();
+      await proxyLink.close();
       await stopPlane();
       await cpMessaging.close();
       await sim.close();

@@ -67,14 +67,16 @@ describe('the LMDB backend', () => {
 
     const { storage, applied } = await LmdbStorage.open({ path: dir });
     try {
-      expect(applied).toEqual([]);
-      expect(await storage.schemaVersion()).toBe(1);
+      // Version 2 indexes the envelopes found by creation time.
+      expect(applied).toEqual([2]);
+      expect(await storage.schemaVersion()).toBe(2);
       const r = storage.read;
       expect(await r.tenants.get('acme')).toMatchObject({ name: 'Acme' });
       expect(await r.apiKeys.tenantOf(key.id)).toBe('acme');
       expect(await r.apiKeys.get('acme', key.id)).toEqual(key);
       expect(await r.budgets.get('acme', budget.budget_id)).toEqual(budget);
       expect((await r.envelopes.listLive('acme', budget.budget_id)).items).toEqual([envelope]);
+      expect((await r.envelopes.listNewest('acme', {})).items).toEqual([envelope]);
       expect(await r.policies.version('acme')).toBe(4);
       expect((await r.policies.list('acme')).items).toEqual([policy]);
       expect((await r.events.list('acme', { envelopeId: envelope.envelope_id })).items).toEqual([event]);
@@ -128,7 +130,7 @@ describe('the LMDB backend', () => {
     const dir = freshDir();
     const budget = aBudget('acme');
     const first = await LmdbStorage.open({ path: dir });
-    expect(first.applied).toEqual([SCHEMA_VERSION]);
+    expect(first.applied).toEqual(Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1));
     await first.storage.withTransaction((t) => t.budgets.insert('acme', budget));
     await first.storage.withTransaction((t) => t.outbox.append([{ id: 'm', subject: 'svc.acme.events.x', data: {} }]));
     await first.storage.close();

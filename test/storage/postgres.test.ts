@@ -1,3 +1,4 @@
+import { Pool } from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AuditLog } from '../../control-plane/audit/audit-log.ts';
 import { loadMigrations } from '../../control-plane/storage/postgres/migrate.ts';
@@ -179,6 +180,40 @@ describe.skipIf(!available)('PostgreSQL', () => {
         for (const { storage } of opened) expect(await storage.schemaVersion()).toBe(Math.max(...versions));
       } finally {
         await Promise.all(opened.map((o) => o.storage.close()));
+      }
+    });
+
+    it('index the envelopes a database held before their creation time had a column, U+0000 in a document too', async () => {
+      const older = await createTestDatabase();
+      extra.push(older);
+      const before = (await loadMigrations()).filter((m) => m.version < 4);
+      await (
+        await PostgresStorage.open({ connectionString: older.url, poolSize: 1, migrations: before })
+      ).storage.close();
+      const made = [
+        anEnvelope('acme', { created_at: at(-2000), metadata: { note: 'a\u0000b' } }),
+        anEnvelope('acme', { created_at: at(-1000) }),
+      ];
+      const pool = new Pool({ connectionString: older.url });
+      try {
+        for (const e of made)
+          await pool.query(
+            `INSERT INTO envelopes (tenant_id, envelope_id, budget_id, status, status_reason, updated_at, completed_at,
+               ended, tokens_input, tokens_output, cost_micros, llm_calls, tool_calls, doc)
+             VALUES ($1, $2, NULL, $3, NULL, $4, NULL, false, 0, 0, 0, 0, 0, $5)`,
+            ['acme', e.envelope_id, e.status, e.updated_at, JSON.stringify(e)],
+          );
+      } finally {
+        await pool.end();
+      }
+      const { storage, applied } = await PostgresStorage.open({ connectionString: older.url, poolSize: 1 });
+      try {
+        expect(applied).toContain(4);
+        const newest = await storage.read.envelopes.listNewest('acme', {});
+        expect(newest.items.map((e) => e.envelope_id)).toEqual([made[1]!.envelope_id, made[0]!.envelope_id]);
+        expect(newest.items[1]!.metadata).toEqual({ note: 'a\u0000b' });
+      } finally {
+        await storage.close();
       }
     });
 

@@ -248,6 +248,38 @@ export function storageContract(backend: string, factory: StorageFactory): void 
     });
 
     describe('envelopes', () => {
+      it('lists newest first by creation time then id, by status when asked, a page at a time, per tenant', async () => {
+        const made = [
+          anEnvelope(A, { envelope_id: 'e-old', created_at: at(-3000), status: 'RUNNING' }),
+          anEnvelope(A, { envelope_id: 'e-mid-a', created_at: at(-2000), status: 'COMPLETED' }),
+          anEnvelope(A, { envelope_id: 'e-mid-b', created_at: at(-2000) }),
+          anEnvelope(A, { envelope_id: 'e-new', created_at: at(-1000), status: 'TERMINATED' }),
+          anEnvelope(B, { envelope_id: 'e-other', created_at: at() }),
+        ];
+        await tx(async (t) => {
+          for (const e of made) await t.envelopes.insert(e.tenant_id, e, { executionTaken: 'keep' });
+        });
+        const { items, sizes } = await walk((page) => storage.read.envelopes.listNewest(A, {}, page), 3);
+        expect(items.map((e) => e.envelope_id)).toEqual(['e-new', 'e-mid-b', 'e-mid-a', 'e-old']);
+        expect(sizes).toEqual([3, 1]);
+        const ended = await storage.read.envelopes.listNewest(A, { statuses: ['COMPLETED', 'TERMINATED'] });
+        expect(ended.items.map((e) => e.envelope_id)).toEqual(['e-new', 'e-mid-a']);
+        // A status change leaves the order as it was: creation does not change.
+        await tx((t) =>
+          t.envelopes.transition(A, 'e-old', 'RUNNING', {
+            status: 'COMPLETED',
+            status_reason: null,
+            updated_at: at(),
+            completed_at: at(),
+          }),
+        );
+        expect((await storage.read.envelopes.listNewest(A, {})).items.at(-1)).toMatchObject({
+          envelope_id: 'e-old',
+          status: 'COMPLETED',
+        });
+        expect((await storage.read.envelopes.listNewest(B, {})).items.map((e) => e.envelope_id)).toEqual(['e-other']);
+      });
+
       it('lists ids of every character, those starting outside the Basic Multilingual Plane included', async () => {
         const budget = aBudget(A);
         const ids = ['a', '\uffff', '😀', '𝔘x', '\u{10fffd}'];

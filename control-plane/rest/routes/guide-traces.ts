@@ -30,7 +30,6 @@ const truncated = z.boolean().meta({ description: 'more records were there than 
 const TracePageSchema = z.object({
   traces: z.array(TraceSchema),
   next_page_token: z.string().nullable(),
-  truncated,
 });
 const TraceDetailSchema = TraceSchema.extend({
   events: z.array(StoredEventSchema),
@@ -73,7 +72,7 @@ export function guideTraceRoutes(routes: RouteTable, traces: Traces): void {
       });
       return {
         status: 200,
-        body: { traces: listed.items.map(toTrace), next_page_token: listed.nextPageToken, truncated: listed.truncated },
+        body: { traces: listed.items.map(toTrace), next_page_token: listed.nextPageToken },
       };
     },
   });

@@ -7,7 +7,14 @@ import {
 } from '../../../core/domain/index.ts';
 import { taken } from '../conflict.ts';
 import { addCost } from '../totals.ts';
-import type { EnvelopeFilter, EnvelopeRepository, Page, PageRequest, StatusChange } from '../storage.ts';
+import {
+  envelopeTimeKey,
+  type EnvelopeFilter,
+  type EnvelopeRepository,
+  type Page,
+  type PageRequest,
+  type StatusChange,
+} from '../storage.ts';
 import type { Entry, KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
 import { pageOf, pageStart, where } from './pages.ts';
@@ -52,6 +59,26 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
     );
   }
 
+  listNewest(
+    tenant: string,
+    filter: { statuses?: readonly EnvelopeStatus[] | undefined },
+    request?: PageRequest,
+  ): Page<Envelope> {
+    const { size, after } = pageStart(request);
+    const index = this.#kv.range<string>(this.#layout.tenant(tenant, 'envelope_time'), { reverse: true, after });
+    const envelopes = this.#layout.tenant(tenant, 'envelope');
+    const kv = this.#kv;
+    const statuses = filter.statuses === undefined ? undefined : new Set(filter.statuses);
+    function* newest(): Generator<Entry<Envelope>> {
+      for (const { id, value } of index) {
+        const envelope = kv.get<Envelope>(envelopes, value);
+        if (envelope !== undefined && (statuses === undefined || statuses.has(envelope.status)))
+          yield { id, value: envelope };
+      }
+    }
+    return pageOf(newest(), size);
+  }
+
   listLive(tenant: string, budgetId: string, request?: PageRequest): Page<Envelope> {
     const { size, after } = pageStart(request);
     const index = this.#kv.range<string>(this.#layout.tenant(tenant, 'budget_envelope'), {
@@ -83,6 +110,7 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
       );
     }
     this.#kv.put(envelopes, envelope.envelope_id, envelope);
+    this.#kv.put(this.#layout.tenant(tenant, 'envelope_time'), envelopeTimeKey(envelope), envelope.envelope_id);
     if (!executionTaken) this.#kv.put(executions, envelope.execution_id, envelope.envelope_id);
     if (envelope.budget_id !== null && !isFinal(envelope.status)) {
       this.#kv.put(

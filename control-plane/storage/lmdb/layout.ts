@@ -8,6 +8,7 @@ import type { Space } from './kv.ts';
  */
 export type TenantKind =
   | 'envelope'
+  | 'envelope_time'
   | 'execution'
   | 'budget_envelope'
   | 'budget'

@@ -1,3 +1,5 @@
+import type { Envelope } from '../../../core/domain/index.ts';
+import { envelopeTimeKey } from '../storage.ts';
 import type { StagedView } from './kv.ts';
 import type { Layout } from './layout.ts';
 
@@ -18,6 +20,18 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'initial layout: tenant-prefixed records, global key index',
     up: () => {
       // Version 1 is the layout itself; nothing to convert.
+    },
+  },
+  {
+    version: 2,
+    name: 'envelopes indexed by creation time (`envelope_time`), for the newest-first list',
+    up: (kv, layout) => {
+      for (const { key, value } of layout.data.getRange()) {
+        const [tenant, kind] = key;
+        if (kind !== 'envelope' || typeof tenant !== 'string') continue;
+        const envelope = value as Envelope;
+        kv.put(layout.tenant(tenant, 'envelope_time'), envelopeTimeKey(envelope), envelope.envelope_id);
+      }
     },
   },
 ];

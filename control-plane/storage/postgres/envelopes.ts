@@ -9,7 +9,14 @@ import {
 } from '../../../core/domain/index.ts';
 import { taken } from '../conflict.ts';
 import { addCost } from '../totals.ts';
-import type { EnvelopeFilter, EnvelopeRepository, Page, PageRequest, StatusChange } from '../storage.ts';
+import {
+  envelopeTimeKey,
+  type EnvelopeFilter,
+  type EnvelopeRepository,
+  type Page,
+  type PageRequest,
+  type StatusChange,
+} from '../storage.ts';
 import { pageOf, pageStart } from './pages.ts';
 import { int, type Sql } from './sql.ts';
 
@@ -142,6 +149,29 @@ export class PgEnvelopes implements EnvelopeRepository {
     return pageOf(rows, size, (r) => r.envelope_id, envelopeOf);
   }
 
+  async listNewest(
+    tenant: string,
+    filter: { statuses?: readonly EnvelopeStatus[] | undefined },
+    request?: PageRequest,
+  ): Promise<Page<Envelope>> {
+    const { size, after } = pageStart<string>(request, 'string');
+    // The key is `<created_at>/<envelope_id>`; a creation time holds no '/'.
+    const cut = after === null ? -1 : after.indexOf('/');
+    const { rows } = await this.#sql.query<Row>(
+      `${SELECT} WHERE e.tenant_id = $1 AND ($2::text IS NULL OR (e.created_at, e.envelope_id) < ($2, $3))
+         AND ($4::text[] IS NULL OR e.status = ANY($4::text[]))
+       ORDER BY e.created_at DESC, e.envelope_id DESC LIMIT $5`,
+      [
+        tenant,
+        after === null ? null : after.slice(0, cut),
+        after === null ? null : after.slice(cut + 1),
+        filter.statuses ?? null,
+        size + 1,
+      ],
+    );
+    return pageOf(rows, size, (r) => envelopeTimeKey(r.doc), envelopeOf);
+  }
+
   async listLive(tenant: string, budgetId: string, request?: PageRequest): Promise<Page<Envelope>> {
     const { size, after } = pageStart<string>(request, 'string');
     const { rows } = await this.#sql.query<Row>(
@@ -158,8 +188,8 @@ export class PgEnvelopes implements EnvelopeRepository {
     const { rows } = await this.#sql.query<{ inserted: number; claimed: number }>(
       `WITH env AS (
          INSERT INTO envelopes (tenant_id, envelope_id, budget_id, status, status_reason, updated_at, completed_at,
-           ended, tokens_input, tokens_output, cost_micros, llm_calls, tool_calls, doc)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING
+           ended, tokens_input, tokens_output, cost_micros, llm_calls, tool_calls, doc, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $16) ON CONFLICT DO NOTHING
          RETURNING envelope_id
        ), exe AS (
          INSERT INTO executions (tenant_id, execution_id, envelope_id) SELECT $1, $15, envelope_id FROM env
@@ -182,6 +212,7 @@ export class PgEnvelopes implements EnvelopeRepository {
         cost.tool_calls,
         JSON.stringify(envelope),
         envelope.execution_id,
+        envelope.created_at,
       ],
     );
     const { inserted, claimed } = rows[0]!;

@@ -1,0 +1,77 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { EnvelopeStatus } from '../../core/domain/envelope.ts';
+import { openProxyStore, type ProxyStore } from '../store/index.ts';
+import { HoldStates } from './hold-states.ts';
+
+const DAY = 86_400_000;
+const hold = (envelope: string, status: EnvelopeStatus) => ({
+  tenant_id: 'acme',
+  envelope_id: envelope,
+  execution_id: `exec-${envelope}`,
+  status,
+  reason: null,
+  written_at: new Date().toISOString(),
+});
+
+const opened: Array<{ dir: string; store: ProxyStore }> = [];
+function openStore(dir = mkdtempSync(join(tmpdir(), 'holds-'))): { dir: string; store: ProxyStore } {
+  const entry = { dir, store: openProxyStore(dir, 0) };
+  opened.push(entry);
+  return entry;
+}
+afterEach(async () => {
+  for (const { dir, store } of opened.splice(0)) {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+describe('HoldStates', () => {
+  it('forgets the oldest ended envelopes first beyond its bound, paused ones only when nothing else is left', () => {
+    const holds = new HoldStates({ maxEntries: 3, maxAgeMs: DAY, store: openStore().store.root });
+    holds.apply(hold('p1', 'PAUSED'));
+    holds.apply(hold('t1', 'TERMINATED'));
+    holds.apply(hold('c1', 'COMPLETED'));
+    holds.apply(hold('p2', 'PAUSED'));
+    expect(holds.size).toBe(3);
+    expect(holds.forEnvelope('t1')).toBeUndefined();
+    expect(holds.forExecution('exec-c1')?.status).toBe('COMPLETED');
+    holds.apply(hold('p3', 'PAUSED'));
+    holds.apply(hold('p4', 'PAUSED'));
+    expect(['p1', 'p2', 'p3', 'p4', 'c1'].map((e) => holds.forEnvelope(e)?.status ?? null)).toEqual([
+      null,
+      'PAUSED',
+      'PAUSED',
+      'PAUSED',
+      null,
+    ]);
+  });
+
+  it('lifts a hold on RUNNING and keeps what it holds across a restart of the proxy', async () => {
+    const first = openStore();
+    const holds = new HoldStates({ maxEntries: 10, maxAgeMs: DAY, store: first.store.root });
+    holds.apply(hold('p1', 'PAUSED'));
+    holds.apply(hold('t1', 'TERMINATED'));
+    holds.apply(hold('r1', 'PAUSED'));
+    holds.apply(hold('r1', 'RUNNING'));
+    expect(holds.forEnvelope('r1')).toBeUndefined();
+    expect(holds.forExecution('exec-r1')).toBeUndefined();
+    await first.store.close();
+    opened.splice(0);
+    const again = openStore(first.dir);
+    const now = Date.now();
+    const restarted = new HoldStates({ maxEntries: 10, maxAgeMs: DAY, store: again.store.root, now: () => now });
+    expect(restarted.size).toBe(2);
+    expect(restarted.forEnvelope('p1')?.status).toBe('PAUSED');
+    expect(restarted.forExecution('exec-t1')?.status).toBe('TERMINATED');
+    // Older than the bucket keeps holds: not loaded, and gone from disk.
+    restarted.apply({ ...hold('old', 'TERMINATED'), written_at: new Date(now - 2 * DAY).toISOString() });
+    await again.store.root.flushed;
+    const later = new HoldStates({ maxEntries: 10, maxAgeMs: DAY, store: again.store.root, now: () => now });
+    expect(later.forEnvelope('old')).toBeUndefined();
+    expect(later.size).toBe(2);
+  });
+});

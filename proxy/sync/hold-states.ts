@@ -1,0 +1,121 @@
+import type { Database, RootDatabase } from 'lmdb';
+import type { KeyValueStores, Subscription } from '../../core/bus/bus.ts';
+import { isFinal } from '../../core/domain/envelope.ts';
+import { BUCKETS, HoldStateSchema, keys, type HoldState } from '../../core/sync/contract.ts';
+
+export interface HoldLogger {
+  warn(object: Record<string, unknown>, message: string): void;
+}
+
+const DB_NAME = 'hold-states';
+
+/**
+ * The tenant's envelopes the control plane holds (paused) or ended, as the `svc_holds` bucket has
+ * them, so that an envelope this proxy meets anew (after a restart, an eviction from its envelope
+ * cache, a NATS outage when the signal went out) is held or refused and never served ungoverned.
+ *
+ * Bounded: beyond `maxEntries` the oldest ended envelopes are forgotten first (an ended envelope
+ * is rarely called again), paused ones only when nothing else is left. Kept in the proxy's LMDB
+ * store too, so a proxy that restarts while NATS is away still knows them.
+ */
+export class HoldStates {
+  readonly #maxEntries: number;
+  readonly #db: Database<HoldState, string>;
+  /** In the order learnt, oldest first, split so that eviction finds an ended one at once. */
+  readonly #ended = new Map<string, HoldState>();
+  readonly #paused = new Map<string, HoldState>();
+  readonly #byExecution = new Map<string, string>();
+
+  /**
+   * `maxAgeMs` (`hold_max_age_seconds`): a hold kept on disk that is older than the bucket keeps
+   * holds is not loaded, as the bucket would not have it either (a pause in force is written
+   * again before then, and the watch brings it back).
+   */
+  constructor(options: { maxEntries: number; maxAgeMs: number; store: RootDatabase; now?: () => number }) {
+    this.#maxEntries = options.maxEntries;
+    this.#db = options.store.openDB<HoldState, string>({ name: DB_NAME, encoding: 'json' });
+    const oldest = (options.now ?? Date.now)() - options.maxAgeMs;
+    for (const { key, value } of this.#db.getRange()) {
+      const parsed = HoldStateSchema.safeParse(value);
+      if (parsed.success && Date.parse(parsed.data.written_at) > oldest) this.#remember(parsed.data);
+      else this.#remove(key);
+    }
+  }
+
+  get size(): number {
+    return this.#ended.size + this.#paused.size;
+  }
+
+  forEnvelope(envelopeId: string): HoldState | undefined {
+    return this.#ended.get(envelopeId) ?? this.#paused.get(envelopeId);
+  }
+
+  /** The held envelope an execution id belongs to (a proxy opens one envelope per execution). */
+  forExecution(executionId: string): HoldState | undefined {
+    const envelopeId = this.#byExecution.get(executionId);
+    return envelopeId === undefined ? undefined : this.forEnvelope(envelopeId);
+  }
+
+  /** Records the hold (RUNNING lifts it). */
+  apply(hold: HoldState): void {
+    this.#forget(hold.envelope_id);
+    if (hold.status === 'RUNNING') return this.#remove(hold.envelope_id);
+    this.#remember(hold);
+    // The copy in memory is in force whatever becomes of the one on disk, which serves a start
+    // without NATS only.
+    this.#db.put(hold.envelope_id, hold).catch(() => undefined);
+  }
+
+  #remove(envelopeId: string): void {
+    this.#db.remove(envelopeId).catch(() => undefined);
+  }
+
+  #remember(hold: HoldState): void {
+    this.#forget(hold.envelope_id);
+    if (hold.status === 'RUNNING') return;
+    (isFinal(hold.status) ? this.#ended : this.#paused).set(hold.envelope_id, hold);
+    this.#byExecution.set(hold.execution_id, hold.envelope_id);
+    while (this.size > this.#maxEntries) {
+      const [oldest] = this.#ended.size > 0 ? this.#ended.keys() : this.#paused.keys();
+      if (oldest === undefined) break;
+      this.#forget(oldest);
+      this.#remove(oldest);
+    }
+  }
+
+  #forget(envelopeId: string): void {
+    const hold = this.forEnvelope(envelopeId);
+    if (hold === undefined) return;
+    this.#ended.delete(envelopeId);
+    this.#paused.delete(envelopeId);
+    if (this.#byExecution.get(hold.execution_id) === envelopeId) this.#byExecution.delete(hold.execution_id);
+  }
+}
+
+/**
+ * Watches the tenant's holds; resolves once the values present at start are applied. `onHold`
+ * hears each change after it is recorded, to apply it to the envelopes this proxy serves.
+ */
+export async function watchHoldStates(
+  keyValue: KeyValueStores,
+  tenantId: string,
+  holds: HoldStates,
+  onHold: (hold: HoldState) => void,
+  logger: HoldLogger,
+): Promise<Subscription> {
+  const bucket = await keyValue.open(BUCKETS.holds);
+  return bucket.watch(keys.holdFilter(tenantId), (entry) => {
+    if (entry.operation !== 'PUT') return;
+    const parsed = HoldStateSchema.safeParse(entry.value);
+    if (
+      !parsed.success ||
+      parsed.data.tenant_id !== tenantId ||
+      entry.key !== keys.hold(tenantId, parsed.data.envelope_id)
+    ) {
+      logger.warn({ key: entry.key }, 'envelope hold does not parse; ignored');
+      return;
+    }
+    holds.apply(parsed.data);
+    onHold(parsed.data);
+  });
+}
