@@ -66,16 +66,18 @@ export class Envelopes {
       request: { adapter_type: request.adapter_type, metadata: request.metadata ?? {} },
       budget: budget === undefined ? undefined : { percent_used: percents(budget).highest },
     };
-    const decision = await this.deps.policies.decide(caller, {
+    const decision = await this.deps.policies.prepare(caller, {
       action: 'execution:start',
       context,
       policySet: request.policy_set,
     });
     const { result } = decision;
     if (!result.allowed) {
-      if (decision.approvalId !== null) {
-        throw new SvcError('SVC-POL-2004', `execution:start requires approval ${decision.approvalId}`, {
-          approval_id: decision.approvalId,
+      const approvalId = await this.deps.effects.commit((tx, effects) => decision.record(tx, effects));
+      decision.recorded();
+      if (approvalId !== null) {
+        throw new SvcError('SVC-POL-2004', `execution:start requires approval ${approvalId}`, {
+          approval_id: approvalId,
           policy_id: result.matched_policy ?? '',
           denied_action: 'execution:start',
         });
@@ -87,7 +89,9 @@ export class Envelopes {
       });
     }
 
-    const envelope = await this.deps.effects.commit(async (tx, effects) => {
+    // The decision and the envelope commit together: one durable commit per creation.
+    const creation = this.deps.effects.commit(async (tx, effects) => {
+      await decision.record(tx, effects);
       const now = clock();
       const envelopeId = randomUUID();
       const created: Envelope = {
@@ -132,6 +136,14 @@ export class Envelopes {
       });
       return created;
     });
+    const envelope = await creation.catch(async (error: unknown) => {
+      // The envelope was refused (a taken execution id, an exhausted budget): the decision that
+      // let it through is recorded still.
+      await this.deps.effects.commit((tx, effects) => decision.record(tx, effects));
+      decision.recorded();
+      throw error;
+    });
+    decision.recorded();
     return envelope;
   }
 

@@ -23,9 +23,10 @@ import type { Approvals } from '../approvals/approvals.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
-import type { PolicyDecision, PolicyGate, PolicyQuestion } from '../envelopes/policy-gate.ts';
+import type { Effects } from '../effects/effects.ts';
+import type { PolicyDecision, PolicyGate, PolicyQuestion, PreparedDecision } from '../envelopes/policy-gate.ts';
 import { collectPages } from '../storage/paging.ts';
-import type { Storage } from '../storage/storage.ts';
+import type { Repositories, Storage } from '../storage/storage.ts';
 import { recordedEvaluation } from './evaluation-record.ts';
 
 /** The most evaluations one history query returns (the newest). */
@@ -269,6 +270,14 @@ export class Policies implements PolicyGate {
    * REQUIRE_APPROVAL. Used by POST /v1/policies/evaluate and by envelope creation alike.
    */
   async decide(caller: Caller, question: PolicyQuestion): Promise<PolicyDecision> {
+    const prepared = await this.prepare(caller, question);
+    if (question.dryRun === true) return { result: prepared.result, approvalId: null };
+    const approvalId = await this.deps.effects.commit((tx, effects) => prepared.record(tx, effects));
+    prepared.recorded();
+    return { result: prepared.result, approvalId };
+  }
+
+  async prepare(caller: Caller, question: PolicyQuestion): Promise<PreparedDecision> {
     const ruleset = await this.ruleset(caller.tenant);
     const { execution_id: executionId, recent_actions: given } = question.context;
     // The tenant in the key keeps one tenant's executions from reading another's.
@@ -281,9 +290,8 @@ export class Policies implements PolicyGate {
       ? await evaluateAsync(ruleset, input, this.deps.judgeFor(caller.tenant))
       : evaluate(ruleset, input);
     this.deps.observe?.(result);
-    if (question.dryRun === true) return { result, approvalId: null };
     const now = this.deps.clock();
-    const approvalId = await this.deps.effects.commit(async (tx, effects) => {
+    const record = async (tx: Repositories, effects: Effects): Promise<string | null> => {
       const approval =
         result.decision === 'REQUIRE_APPROVAL'
           ? await this.deps.approvals.open(tx, effects, caller, {
@@ -349,9 +357,10 @@ export class Policies implements PolicyGate {
         });
       }
       return approval?.approval_id ?? null;
-    });
-    // Only what was let through, and recorded, happened: a refused action is no step of a sequence.
-    if (historyKey !== undefined && result.allowed) {
+    };
+    const recorded = (): void => {
+      // Only what was let through, and recorded, happened: a refused action is no step of a sequence.
+      if (historyKey === undefined || !result.allowed) return;
       const { tool_name: toolName, tool_args: toolArgs } = question.context;
       this.deps.history.record(
         historyKey,
@@ -359,8 +368,8 @@ export class Policies implements PolicyGate {
         typeof toolName === 'string' ? toolName : '',
         typeof toolArgs === 'string' ? toolArgs : toolArgs === undefined ? '' : JSON.stringify(toolArgs),
       );
-    }
-    return { result, approvalId };
+    };
+    return { result, record, recorded };
   }
 }
 

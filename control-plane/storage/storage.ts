@@ -42,8 +42,9 @@ export interface Storage {
    *
    * PostgreSQL: READ COMMITTED, retried (bounded) on a serialization failure or deadlock, so `fn`
    * must be safe to run again; effects leave through the outbox, which is in the transaction.
-   * LMDB: one writer at a time (an async lock per storage), writes staged in memory and committed
-   * in one synchronous LMDB transaction when `fn` resolves.
+   * LMDB: one writer at a time (an async lock per storage), writes staged in memory; transactions
+   * that end while a commit is under way are committed together, each resolving once its commit
+   * is flushed to disk (docs/storage.md).
    */
   withTransaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T>;
   /**

@@ -104,11 +104,11 @@ export class LmdbOutboxStorage implements OutboxStorage {
   }
 
   /**
-   * Writes events inside the caller's open synchronous transaction, so they commit or roll back
-   * with the change they announce; call what it returns once that transaction committed.
+   * Writes events inside the caller's open write transaction, so they commit or roll back with
+   * the change they announce; call what it returns once that transaction committed.
    */
   appendInTransaction(events: readonly OutboxEvent[]): () => void {
-    // Synchronous commits happen in call order too, so key order stays commit order.
+    // The caller's transactions commit in call order too, so key order stays commit order.
     for (const event of events) this.#db.putSync(this.#nextKey++, event);
     return () => {
       for (const event of events) this.#count(event, 1);

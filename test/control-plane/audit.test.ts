@@ -64,6 +64,20 @@ describe('every governance action leaves an audit record naming its actor', () =
     ).toEqual(['allow']);
   });
 
+  it('records the decision that let an envelope through when the envelope itself is refused', async () => {
+    const executionStarts = async () =>
+      (await audit('?action=policy.evaluate&limit=1000')).filter((r) => r.resource.id === 'execution:start');
+    const before = await executionStarts();
+    const body = { budget_id: seed.budgetId, adapter_type: 'custom', execution_id: 'exec-taken' };
+    expect((await cp.call('POST', '/v1/envelopes', { key, body })).status).toBe(201);
+    const again = await cp.call('POST', '/v1/envelopes', { key, body });
+    expect(again.status).toBe(409);
+    // Decision and envelope commit together; the refused envelope's decision is written alone.
+    expect((await executionStarts()).map((r) => r.result)).toEqual(['allow', 'allow', ...before.map((r) => r.result)]);
+    expect((await audit('?action=envelope.create&limit=1000')).length).toBe(2);
+    expect((await cp.call('GET', '/v1/audit/verify', { key })).body).toMatchObject({ valid: true });
+  });
+
   it('filters by action, resource type and actor, newest first, up to the limit', async () => {
     const all = await audit('?limit=1000');
     expect(all.map((r) => r.seq)).toEqual([...all.map((r) => r.seq)].sort((a, b) => b - a));

@@ -202,4 +202,40 @@ describe('the LMDB backend', () => {
       await storage.close();
     }
   });
+
+  it('runs concurrent transactions in order, each over the staged writes of those before, and answers each once committed', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    const budget = aBudget('acme');
+    const delta = { tokens_input: 0, tokens_output: 0, cost_micros: 1, executions: 0, llm_calls: 1, tool_calls: 0 };
+    const period = { start: budget.usage.period_start, end: budget.usage.period_end };
+    try {
+      await storage.withTransaction((t) => t.budgets.insert('acme', budget));
+      const seen: number[] = [];
+      const stored: number[] = [];
+      await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          storage
+            .withTransaction(async (t) => {
+              // What the transactions before this one staged, committed or not yet, is read here.
+              seen.push((await t.budgets.get('acme', budget.budget_id))!.usage.llm_calls);
+              await t.budgets.addUsage('acme', budget.budget_id, delta, period, 'refuse', at());
+              await t.outbox.append([{ id: `m${i}`, subject: 'svc.acme.events.x', data: {} }]);
+            })
+            .then(async () => {
+              // Answered only once committed: the reads outside transactions see at least this one.
+              stored.push((await storage.read.budgets.get('acme', budget.budget_id))!.usage.llm_calls);
+            }),
+        ),
+      );
+      expect(seen).toEqual(Array.from({ length: 50 }, (_, i) => i));
+      expect(Math.min(...stored)).toBeGreaterThanOrEqual(1);
+      for (const [i, n] of stored.entries()) expect(n, `answer ${i}`).toBeGreaterThanOrEqual(i + 1);
+      expect((await storage.outbox.claim(100)).entries.map((e) => e.event.id)).toEqual(
+        Array.from({ length: 50 }, (_, i) => `m${i}`),
+      );
+    } finally {
+      await storage.close();
+    }
+  });
 });

@@ -101,15 +101,26 @@ export class CommittedView implements KvView {
 const REMOVED = Symbol('removed');
 type Staged = { space: Space; id: Id; value: unknown };
 
+/** Committed state, beneath every staged view. */
+export const COMMITTED: KvView = new CommittedView();
+
 /**
  * A transaction's view: its writes are kept in memory, one latest value per record (a record
- * written many times in a batch is written to LMDB once), and its reads see them over the
- * committed state. `commit` writes them all inside the caller's synchronous LMDB transaction.
+ * written many times in a batch is written to LMDB once), and its reads see them over the layer
+ * below: committed state, or the staged writes of earlier transactions waiting for their commit
+ * (a commit group, itself a StagedView). `commit` writes them all inside the caller's LMDB write
+ * transaction.
  */
 export class StagedView implements KvView {
   readonly writable = true;
   /** Per space, per id: the latest value (or REMOVED). */
   readonly #staged = new Map<string, Map<Id, Staged>>();
+  /** What reads see beneath the own writes; set to committed state once the layer below is in LMDB. */
+  base: KvView;
+
+  constructor(base: KvView = COMMITTED) {
+    this.base = base;
+  }
 
   /** Whether nothing was written. */
   get empty(): boolean {
@@ -119,7 +130,7 @@ export class StagedView implements KvView {
 
   get<T>(space: Space, id: Id): T | undefined {
     const staged = this.#staged.get(space.name)?.get(id);
-    if (staged === undefined) return space.db.get(keyOf(space, id)) as T | undefined;
+    if (staged === undefined) return this.base.get<T>(space, id);
     return staged.value === REMOVED ? undefined : (staged.value as T);
   }
 
@@ -134,7 +145,7 @@ export class StagedView implements KvView {
   *range<T>(space: Space, options: RangeOptions = {}): Generator<Entry<T>> {
     const ownWrites = this.#staged.get(space.name);
     if (ownWrites === undefined || ownWrites.size === 0) {
-      yield* committedRange<T>(space, options);
+      yield* this.base.range<T>(space, options);
       return;
     }
     const direction = options.reverse === true ? -1 : 1;
@@ -143,7 +154,7 @@ export class StagedView implements KvView {
       .filter((s) => inRange(s.id, options) && (after === undefined || compareIds(s.id, after) * direction > 0))
       .sort((a, b) => compareIds(a.id, b.id) * direction);
     let i = 0;
-    for (const entry of committedRange<T>(space, options)) {
+    for (const entry of this.base.range<T>(space, options)) {
       while (i < staged.length && compareIds(staged[i]!.id, entry.id) * direction < 0) {
         const s = staged[i++]!;
         if (s.value !== REMOVED) yield { id: s.id, value: s.value as T };
@@ -157,7 +168,16 @@ export class StagedView implements KvView {
     }
   }
 
-  /** Writes every staged change; call inside a synchronous LMDB write transaction. */
+  /** Takes over the writes of a later transaction: its values replace those staged here. */
+  absorb(later: StagedView): void {
+    for (const [name, writes] of later.#staged) {
+      const own = this.#staged.get(name);
+      if (own === undefined) this.#staged.set(name, new Map(writes));
+      else for (const [id, staged] of writes) own.set(id, staged);
+    }
+  }
+
+  /** Writes every staged change; call inside an LMDB write transaction. */
   commit(): void {
     for (const writes of this.#staged.values()) {
       for (const { space, id, value } of writes.values()) {

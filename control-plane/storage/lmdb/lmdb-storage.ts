@@ -5,6 +5,7 @@ import { SvcError } from '../../../core/errors/index.ts';
 import { LmdbOutboxStorage } from '../../../core/outbox/lmdb-outbox-storage.ts';
 import type { Readers, Repositories, Storage } from '../storage.ts';
 import { AsyncLock } from './async-lock.ts';
+import { GroupCommit } from './group-commit.ts';
 import { JobLeases } from './jobs.ts';
 import { CommittedView, StagedView } from './kv.ts';
 import { Layout } from './layout.ts';
@@ -31,11 +32,12 @@ interface Scope {
 }
 
 /**
- * The LMDB backend: the embedded default, one process. Transactions are serialised by an async
- * lock; a transaction's writes are staged in memory (its reads see them) and written in one
- * synchronous LMDB transaction when it ends, so a throw anywhere leaves nothing behind and a
- * record changed many times in a batch is written once. Reads outside transactions read LMDB's
- * committed state directly.
+ * The LMDB backend: the embedded default, one process. Transactions run one at a time under an
+ * async lock; a transaction's writes are staged in memory (its reads see them), so a throw
+ * anywhere leaves nothing behind and a record changed many times in a batch is written once.
+ * Transactions that end while a commit is under way are written together in the next one (group
+ * commit), each answered once its commit is flushed to disk. Reads outside transactions read
+ * LMDB's committed state directly.
  */
 export class LmdbStorage implements Storage {
   readonly backend = 'lmdb' as const;
@@ -44,6 +46,7 @@ export class LmdbStorage implements Storage {
   readonly #root: RootDatabase;
   readonly #layout: Layout;
   readonly #lock = new AsyncLock();
+  readonly #groups: GroupCommit;
   readonly #jobs = new JobLeases();
   readonly #scope = new AsyncLocalStorage<Scope>();
   readonly #onCheckFailure: (error: unknown) => void;
@@ -56,6 +59,7 @@ export class LmdbStorage implements Storage {
     this.#layout = new Layout(root);
     this.read = recordRepositories(new CommittedView(), this.#layout);
     this.outbox = new LmdbOutboxStorage({ root });
+    this.#groups = new GroupCommit(root, this.outbox);
     this.#onCheckFailure = options.onCheckFailure ?? (() => undefined);
   }
 
@@ -82,25 +86,22 @@ export class LmdbStorage implements Storage {
       throw new Error('storage transactions do not nest: pass the open transaction on instead');
     const release = await this.#lock.acquire();
     const scope: Scope = { open: true };
+    let result: T;
+    let durable: Promise<void>;
     try {
       if (this.#closed) throw new SvcError('SVC-SYS-9001', 'storage is closed');
-      const kv = new StagedView();
+      const since = this.#groups.failures;
+      const kv = new StagedView(this.#groups.base());
       const tx = transactionRepositories(kv, this.#layout, this.#jobs);
-      const result = await this.#scope.run(scope, () => fn(tx.repositories));
-      let committed = (): void => undefined;
-      if (!kv.empty || tx.outbox.events.length > 0) {
-        this.#root.transactionSync(() => {
-          kv.commit();
-          if (tx.outbox.events.length > 0) committed = this.outbox.appendInTransaction(tx.outbox.events);
-        });
-      }
-      committed();
+      result = await this.#scope.run(scope, () => fn(tx.repositories));
+      durable = this.#groups.join(kv, tx.outbox.events, since);
       tx.jobs.commit();
-      return result;
     } finally {
       scope.open = false;
       release();
     }
+    await durable;
+    return result;
   }
 
   async health(): Promise<{ status: 'ok' | 'down'; detail?: string }> {
@@ -127,6 +128,7 @@ export class LmdbStorage implements Storage {
     const release = await this.#lock.acquire();
     try {
       this.#closed = true;
+      await this.#groups.idle();
       await this.outbox.close();
       await this.#root.close();
     } finally {

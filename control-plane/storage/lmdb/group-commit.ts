@@ -1,0 +1,144 @@
+import type { RootDatabase } from 'lmdb';
+import { SvcError } from '../../../core/errors/index.ts';
+import type { LmdbOutboxStorage } from '../../../core/outbox/lmdb-outbox-storage.ts';
+import type { OutboxEvent } from '../../../core/outbox/outbox-storage.ts';
+import { COMMITTED, type KvView, type StagedView } from './kv.ts';
+
+/** Transactions that ended while the commit before them was under way: written together. */
+interface Group {
+  /** The writes of every member, a later member's over an earlier one's. */
+  view: StagedView;
+  outbox: OutboxEvent[];
+  done: PromiseWithResolvers<void>;
+}
+
+function newGroup(view: StagedView, outbox: readonly OutboxEvent[]): Group {
+  const done = Promise.withResolvers<void>();
+  // A group may fail with nobody waiting on it yet; its members see the rejection when they do.
+  done.promise.catch(() => undefined);
+  return { view, outbox: [...outbox], done };
+}
+
+/** lmdb-js rejects a failed asynchronous commit with a placeholder whose `commitError` brings the cause. */
+async function causeOf(error: unknown): Promise<Error> {
+  const pending = (error as { commitError?: Promise<unknown> } | null)?.commitError;
+  const cause =
+    pending === undefined
+      ? error
+      : await pending.then(
+          () => error,
+          (reason: unknown) => reason,
+        );
+  return cause instanceof Error ? cause : new Error(String(cause));
+}
+
+/**
+ * Group commit for the LMDB storage. Transactions still run one at a time (the storage's lock),
+ * but a finished one does not hold the lock through its commit: its writes join the open group,
+ * which the next transaction reads beneath its own writes, and the lock passes on. One group is
+ * written at a time, in one LMDB write transaction; while it is written the next group fills. A
+ * group's members are answered once LMDB reports the commit flushed to disk, so nothing is
+ * answered before it is durable, and a group is never answered before the groups before it.
+ *
+ * A group whose commit fails rejects its members and every transaction that may have read its
+ * writes: the open group, and any transaction under way when the failure was seen.
+ */
+export class GroupCommit {
+  readonly #root: RootDatabase;
+  readonly #outbox: LmdbOutboxStorage;
+  /** Filling: transactions that ended after the group in flight was sealed. */
+  #open: Group | null = null;
+  /** Being written: not yet visible in LMDB. */
+  #inFlight: Group | null = null;
+  #failures = 0;
+  #lastFailure: Error | null = null;
+
+  constructor(root: RootDatabase, outbox: LmdbOutboxStorage) {
+    this.#root = root;
+    this.#outbox = outbox;
+  }
+
+  /** What a transaction starting now reads beneath its own writes. */
+  base(): KvView {
+    return this.#open?.view ?? this.#inFlight?.view ?? COMMITTED;
+  }
+
+  /** A mark to pass to `join`: failures seen so far. */
+  get failures(): number {
+    return this.#failures;
+  }
+
+  /**
+   * Adds a finished transaction (its view and outbox events); resolves once they are on disk. A
+   * transaction that wrote nothing waits for the writes it may have read. `since` is `failures`
+   * when the transaction began: a commit that failed after that may have been read, so the
+   * transaction is refused.
+   */
+  join(view: StagedView, outbox: readonly OutboxEvent[], since: number): Promise<void> {
+    if (this.#failures !== since) {
+      return Promise.reject(
+        new SvcError('SVC-SYS-9001', 'storage commit failed; the transaction read writes that were not kept', {
+          cause: this.#lastFailure?.message ?? 'unknown',
+        }),
+      );
+    }
+    if (view.empty && outbox.length === 0) {
+      const pending = this.#open ?? this.#inFlight;
+      return pending === null ? Promise.resolve() : pending.done.promise;
+    }
+    if (this.#open === null) {
+      // The first member's view becomes the group's; whatever it read beneath is in flight or in LMDB.
+      view.base = this.#inFlight?.view ?? COMMITTED;
+      this.#open = newGroup(view, outbox);
+    } else {
+      this.#open.view.absorb(view);
+      this.#open.outbox.push(...outbox);
+    }
+    const done = this.#open.done.promise;
+    if (this.#inFlight === null) this.#writeNext();
+    return done;
+  }
+
+  /** Resolves once every group has been written (or has failed). */
+  async idle(): Promise<void> {
+    while (this.#inFlight !== null || this.#open !== null) {
+      await (this.#inFlight ?? this.#open)!.done.promise.catch(() => undefined);
+    }
+  }
+
+  #writeNext(): void {
+    const group = this.#open;
+    if (group === null) return;
+    this.#open = null;
+    this.#inFlight = group;
+    let counted = (): void => undefined;
+    this.#root
+      .transaction(() => {
+        group.view.commit();
+        if (group.outbox.length > 0) counted = this.#outbox.appendInTransaction(group.outbox);
+      })
+      .then(
+        () => {
+          // Visible in LMDB now: the next group reads it there.
+          counted();
+          this.#inFlight = null;
+          if (this.#open !== null) this.#open.view.base = COMMITTED;
+          this.#writeNext();
+          // Flushes complete in commit order, so this one's answer never overtakes an earlier one's.
+          return this.#root.flushed.then(() => group.done.resolve());
+        },
+        async (error: unknown) => {
+          this.#failures++;
+          this.#inFlight = null;
+          // The open group was staged over the failed one's writes.
+          const dependent = this.#open;
+          this.#open = null;
+          const failure = await causeOf(error);
+          this.#lastFailure = failure;
+          group.done.reject(failure);
+          dependent?.done.reject(failure);
+        },
+      )
+      .catch((error: unknown) => group.done.reject(error instanceof Error ? error : new Error(String(error))));
+  }
+}
