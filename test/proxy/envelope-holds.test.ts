@@ -47,6 +47,17 @@ async function terminate(envelopeId: string): Promise<void> {
   expect(res.status).toBe(200);
 }
 
+/** Terminates the envelope at the control plane and waits until the proxy holds it ended. */
+async function terminatedHere(envelopeId: string): Promise<void> {
+  await terminate(envelopeId);
+  await eventually(
+    () => Promise.resolve(pair.proxy.envelopes.get(envelopeId)?.ending?.status),
+    (status) => status === 'TERMINATED',
+    5000,
+    50,
+  );
+}
+
 /** Calls of other executions until the proxy's envelope cache forgot `envelopeId`. */
 async function evict(envelopeId: string, prefix: string): Promise<void> {
   for (let i = 0; i <= CACHE_ENTRIES && pair.proxy.envelopes.get(envelopeId) !== undefined; i++)
@@ -120,13 +131,7 @@ describe('a proxy that restarted', () => {
 
   it('still refuses after a restart with NATS away, from what it kept on disk', async () => {
     const envelopeId = await openEnvelope('restart-offline');
-    await terminate(envelopeId);
-    await eventually(
-      () => Promise.resolve(pair.proxy.envelopes.get(envelopeId)?.ending?.status),
-      (status) => status === 'TERMINATED',
-      5000,
-      50,
-    );
+    await terminatedHere(envelopeId);
     await pair.proxyLink.cut();
     try {
       await pair.restartProxy();
@@ -170,13 +175,7 @@ describe('a proxy cut off from NATS when the envelope was paused or ended', () =
 describe('an envelope the proxy forgot (its envelope cache is full)', () => {
   it('is refused when met again after it ended', async () => {
     const envelopeId = await openEnvelope('evicted-ended');
-    await terminate(envelopeId);
-    await eventually(
-      () => Promise.resolve(pair.proxy.envelopes.get(envelopeId)?.ending?.status),
-      (status) => status === 'TERMINATED',
-      5000,
-      50,
-    );
+    await terminatedHere(envelopeId);
     await evict(envelopeId, 'evicted-ended');
     await expectEnded({ 'x-svc-execution-id': 'evicted-ended' }, envelopeId);
     await evict(envelopeId, 'evicted-ended-again');
