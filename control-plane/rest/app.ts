@@ -13,6 +13,7 @@ import type { Authenticator } from '../auth/authenticator.ts';
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
 import { requestIdOf } from '../observability/request-id.ts';
 import type { Tenants } from '../tenants/tenants.ts';
+import { declaredOverLimit, drainOversizedBody } from './oversized-body.ts';
 import { asSvcError, renderError } from './render-error.ts';
 import { createRouteTable, type RouteTable } from './route.ts';
 
@@ -93,6 +94,11 @@ export async function createApp(
     void parseJson(request, body as string, done);
   });
 
+  app.addHook('onRequest', async (request, reply) => {
+    if (!declaredOverLimit(request.raw, options.bodyLimitBytes)) return;
+    if (!(await drainOversizedBody(request.raw, options.bodyLimitBytes))) void reply.header('connection', 'close');
+    throw new SvcError('SVC-SYS-9009', `request body too large: the limit is ${options.bodyLimitBytes} bytes`);
+  });
   app.addHook('onSend', async (request, reply) => {
     void reply.header('x-request-id', request.id);
   });
