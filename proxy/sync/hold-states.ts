@@ -2,6 +2,7 @@ import type { Database, RootDatabase } from 'lmdb';
 import type { KeyValueStores, Subscription } from '../../core/bus/bus.ts';
 import { isFinal } from '../../core/domain/envelope.ts';
 import { BUCKETS, HoldStateSchema, keys, type HoldState } from '../../core/sync/contract.ts';
+import { watchTenantValues } from './tenant-values.ts';
 
 export interface HoldLogger {
   warn(object: Record<string, unknown>, message: string): void;
@@ -96,26 +97,28 @@ export class HoldStates {
  * Watches the tenant's holds; resolves once the values present at start are applied. `onHold`
  * hears each change after it is recorded, to apply it to the envelopes this proxy serves.
  */
-export async function watchHoldStates(
+export function watchHoldStates(
   keyValue: KeyValueStores,
   tenantId: string,
   holds: HoldStates,
   onHold: (hold: HoldState) => void,
   logger: HoldLogger,
 ): Promise<Subscription> {
-  const bucket = await keyValue.open(BUCKETS.holds);
-  return bucket.watch(keys.holdFilter(tenantId), (entry) => {
-    if (entry.operation !== 'PUT') return;
-    const parsed = HoldStateSchema.safeParse(entry.value);
-    if (
-      !parsed.success ||
-      parsed.data.tenant_id !== tenantId ||
-      entry.key !== keys.hold(tenantId, parsed.data.envelope_id)
-    ) {
-      logger.warn({ key: entry.key }, 'envelope hold does not parse; ignored');
-      return;
-    }
-    holds.apply(parsed.data);
-    onHold(parsed.data);
-  });
+  const watched = {
+    bucket: BUCKETS.holds,
+    filter: keys.holdFilter,
+    schema: HoldStateSchema,
+    what: 'envelope hold',
+    keyOf: (tenant: string, hold: HoldState) => keys.hold(tenant, hold.envelope_id),
+  };
+  return watchTenantValues(
+    keyValue,
+    watched,
+    tenantId,
+    (hold) => {
+      holds.apply(hold);
+      onHold(hold);
+    },
+    logger,
+  );
 }
