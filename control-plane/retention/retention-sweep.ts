@@ -21,10 +21,10 @@ const DAY_MS = 86_400_000;
 
 /**
  * Removes, tenant by tenant, the usage events received, the Immune System's detections made and
- * the proxies' violation messages handled more than `days` ago. Each batch is a transaction of its own, and the sweep yields to the event
- * loop between batches, so the event processor's and the API's writes never wait for more than one
- * small batch. Budgets keep their period totals in their own records, which no sweep touches; the
- * audit chain is immutable and kept whole.
+ * the proxies' violation messages handled more than `days` ago. Each batch is a transaction of its
+ * own, and the sweep yields to the event loop between batches, so the event processor's and the
+ * API's writes never wait for more than one small batch. Budgets keep their period totals in their
+ * own records, which no sweep touches; the audit chain is immutable and kept whole.
  */
 export class RetentionSweep {
   readonly #options: RetentionSweepOptions;

@@ -64,7 +64,8 @@ export class LmdbOutboxStorage implements OutboxStorage {
    * and none pays for one of its own. Synchronous, because a lone commit is then a few tens of
    * microseconds of this thread's time, where an asynchronous one waits for LMDB's writer thread
    * and back (about six times as long on a lone call); the environment is opened without sync, so
-   * no commit waits for the disk. Keys are taken now, in call order, and groups commit in that order.
+   * no commit waits for the disk. Keys are taken now, in call order, and groups commit in that
+   * order.
    */
   append(events: readonly OutboxEvent[]): Promise<void> {
     // Counted before they land, so that the depth bounds concurrent appends.
