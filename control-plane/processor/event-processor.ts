@@ -67,6 +67,7 @@ export const VIOLATION_DEDUP_SCOPE = 'violation';
  * The event processor: a durable consumer of every tenant's usage events and proxy-opened
  * envelopes. Each batch is applied in one storage transaction and acknowledged after it commits,
  * so a crash redelivers the batch and the event-id de-duplication makes the replay count once.
+ * The next batch is applied while one commits (each is still acknowledged after its own commit).
  * A message that does not validate (or names another tenant than its subject) is handed back to
  * the bus to be set aside: counted, logged and dead-lettered, never silently dropped. A batch
  * whose transaction fails is retried by the bus one message at a time; one that fails alone with
@@ -88,27 +89,27 @@ export class EventProcessor {
 
   async start(options: ProcessorOptions): Promise<void> {
     const { bus } = this.deps.messaging;
-    this.subscriptions.push(
-      await bus.consumeBatches('svc.*.envelopes.created', 'envelope-opener', options, (batch) => this.apply(batch)),
-    );
-    this.subscriptions.push(
-      await bus.consumeBatches('svc.*.events.>', 'event-processor', options, (batch) => this.apply(batch)),
-    );
-    this.subscriptions.push(
-      await bus.consumeBatches('svc.*.envelopes.terminated', 'envelope-terminator', options, (batch) =>
-        this.apply(batch),
-      ),
-    );
-    this.subscriptions.push(
-      await bus.consumeBatches('svc.*.policies.violation', 'violation-auditor', options, (batch) => this.apply(batch)),
-    );
+    const consumers = [
+      ['svc.*.envelopes.created', 'envelope-opener'],
+      ['svc.*.events.>', 'event-processor'],
+      ['svc.*.envelopes.terminated', 'envelope-terminator'],
+      ['svc.*.policies.violation', 'violation-auditor'],
+    ] as const;
+    for (const [pattern, durable] of consumers)
+      this.subscriptions.push(
+        await bus.consumeBatches(pattern, durable, options, (batch, applied) => this.apply(batch, applied)),
+      );
   }
 
   async stop(): Promise<void> {
     await Promise.all(this.subscriptions.splice(0).map((s) => s.unsubscribe()));
   }
 
-  private async apply(batch: BusMessage[]): Promise<SetAside[]> {
+  /**
+   * `applied` is called once the batch's transaction has done its work: the bus may then hand over
+   * the next batch, whose transaction follows this one while this one's commit becomes durable.
+   */
+  private async apply(batch: BusMessage[], applied: () => void): Promise<SetAside[]> {
     const refused: SetAside[] = [];
     const commands: Command[] = [];
     for (const message of batch) {
@@ -127,6 +128,7 @@ export class EventProcessor {
         const fresh = await this.recordEvents(batch.tx, commands, now);
         for (const command of commands) await this.applyOne(batch.tx, command, now, effects, tally, fresh);
         await batch.flush();
+        applied();
         return tally;
       });
       this.stats.applied += counted.applied;

@@ -87,4 +87,47 @@ describe('deliverInOrder', () => {
     expect(count).toBe(1);
     expect(settled).toEqual(['ack m0', 'release m1', 'release m2']);
   });
+
+  it('runs a pipelined batch while the one before is delivered, and acknowledges it when it is done', async () => {
+    const { batch, settled } = held([1, 1]);
+    const before = Promise.withResolvers<void>();
+    const applied = (): void => void settled.push('applied');
+    const count = await deliverInOrder(
+      batch,
+      (_messages, signal) => {
+        signal();
+        return Promise.resolve();
+      },
+      policy,
+      quiet,
+      () => false,
+      { previous: before.promise, applied },
+    );
+    // The batch before is still under way: this one's own success is what its acks wait for.
+    expect(count).toBe(2);
+    expect(settled).toEqual(['applied', 'ack m0', 'ack m1']);
+  });
+
+  it('hands a failed pipelined batch over one message at a time only after the batch before', async () => {
+    const { batch, settled } = held([1, 1]);
+    const before = Promise.withResolvers<void>();
+    const calls: string[] = [];
+    const delivery = deliverInOrder(
+      batch,
+      (messages) => {
+        calls.push(messages.map(seqOf).join(','));
+        return messages.length > 1 ? Promise.reject(new Error('batch')) : Promise.resolve();
+      },
+      policy,
+      quiet,
+      () => false,
+      { previous: before.promise, applied: () => undefined },
+    );
+    await new Promise((r) => setTimeout(r, 20));
+    expect(calls).toEqual(['0,1']);
+    before.resolve();
+    await delivery;
+    expect(calls).toEqual(['0,1', '0', '1']);
+    expect(settled).toEqual(['ack m0', 'ack m1']);
+  });
 });

@@ -18,16 +18,39 @@ export interface Held {
   working(): void;
 }
 
-type Handler = (messages: BusMessage[]) => Promise<readonly SetAside[] | void>;
+type Handler = (messages: BusMessage[], applied: () => void) => Promise<readonly SetAside[] | void>;
+
+/**
+ * How a batch overlaps the one before it: `previous` settles once that batch's delivery is done;
+ * `applied` is passed on to the handler, which calls it once the batch's changes are ordered (the
+ * next batch may then be handed over while this one becomes durable).
+ */
+export interface Pipeline {
+  previous: Promise<unknown>;
+  applied: () => void;
+}
+
+const NOT_PIPELINED: Pipeline = { previous: Promise.resolve(), applied: () => undefined };
 
 function toMessage(held: Held, deliveryCount: number): BusMessage {
   return { subject: held.subject, data: held.data, msgId: held.msgId, deliveryCount };
 }
 
-async function settle(held: Held, message: BusMessage, refusals: readonly SetAside[] | void): Promise<void> {
-  const refusal = refusals?.find((r) => r.message === message);
-  if (refusal === undefined) held.ack();
-  else await held.setAside('refused', refusal.reason);
+/**
+ * Acknowledges the handled messages and sets aside the refused ones, in order. The acks are sent
+ * without a pause between them when nothing is refused, so the client writes them in one go.
+ */
+async function settle(
+  held: readonly Held[],
+  messages: readonly BusMessage[],
+  refusals: readonly SetAside[] | void,
+): Promise<void> {
+  const refused = new Map((refusals ?? []).map((r) => [r.message, r.reason]));
+  for (const [i, one] of held.entries()) {
+    const reason = refused.get(messages[i]!);
+    if (reason === undefined) one.ack();
+    else await one.setAside('refused', reason);
+  }
 }
 
 /**
@@ -35,6 +58,9 @@ async function settle(held: Held, message: BusMessage, refusals: readonly SetAsi
  * refused or when its handler kept failing, released when the subscriber stopped. A batch is
  * tried whole once; when it fails, its messages are tried one at a time with the retry policy,
  * so that a message that fails alone is set aside alone and the others are handled.
+ * With a `pipeline`, the whole batch's attempt may run while the batch before it is still being
+ * delivered; anything else (one message alone, the attempts after a failed batch) waits until
+ * that batch is done, so that retries keep the stream's order.
  * Returns how many messages, from the first, were settled (the rest were released).
  */
 export async function deliverInOrder(
@@ -43,6 +69,7 @@ export async function deliverInOrder(
   policy: RetryPolicy,
   logger: BusLogger,
   stopped: () => boolean,
+  pipeline: Pipeline = NOT_PIPELINED,
 ): Promise<number> {
   const held: Held[] = [];
   for (const one of batch) {
@@ -55,8 +82,8 @@ export async function deliverInOrder(
     const messages = held.map((one) => toMessage(one, one.firstAttempt));
     try {
       for (const one of held) one.working();
-      const refusals = await handler(messages);
-      for (const [i, one] of held.entries()) await settle(one, messages[i]!, refusals);
+      const refusals = await handler(messages, pipeline.applied);
+      await settle(held, messages, refusals);
       return batch.length;
     } catch (error) {
       logger.warn(
@@ -65,6 +92,7 @@ export async function deliverInOrder(
       );
     }
   }
+  await pipeline.previous;
   for (const [i, one] of held.entries()) {
     const release = (): number => {
       for (const rest of held.slice(i)) rest.release();
@@ -79,10 +107,10 @@ export async function deliverInOrder(
     const result = await deliverWithRetries(policy, logger, context, first, stopped, async (count) => {
       for (const waiting of held.slice(i)) waiting.working();
       message = toMessage(one, count);
-      refusals = await handler([message]);
+      refusals = await handler([message], () => undefined);
     });
     if (result.outcome === 'stopped') return release();
-    if (result.outcome === 'delivered') await settle(one, message!, refusals);
+    if (result.outcome === 'delivered') await settle([one], [message!], refusals);
     else await one.setAside('failed', failureDetail(result.error));
   }
   return batch.length;

@@ -42,6 +42,8 @@ export interface BatchOptions {
   maxWaitMs: number;
 }
 
+export type BatchHandler = (messages: BusMessage[], applied: () => void) => Promise<readonly SetAside[] | void>;
+
 export interface Bus {
   publish(subject: string, data: unknown, options?: { msgId?: string }): Promise<void>;
   /**
@@ -60,13 +62,12 @@ export interface Bus {
    * is acknowledged only after it resolved; the messages it returns are set aside instead. A
    * rejected batch is handed over again one message at a time, in order, each with the retry
    * policy of `subscribe`, so a message that fails alone is set aside alone.
+   * A handler may call `applied` once the batch's changes are ordered behind the previous batch's
+   * (its storage transaction has ended, its commit is under way): the next batch is then handed
+   * over while this one's promise is pending, and each batch is acknowledged when its own promise
+   * resolves. Without that call, a batch is handed over once the one before it is done.
    */
-  consumeBatches(
-    pattern: string,
-    durable: string,
-    options: BatchOptions,
-    handler: (messages: BusMessage[]) => Promise<readonly SetAside[] | void>,
-  ): Promise<Subscription>;
+  consumeBatches(pattern: string, durable: string, options: BatchOptions, handler: BatchHandler): Promise<Subscription>;
   close(): Promise<void>;
   /** For /health: whether the bus is connected right now. */
   healthy(): boolean;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { SvcError } from '../errors/index.ts';
-import type { BatchOptions, Bus, BusLogger, BusMessage, SetAside, Subscription } from './bus.ts';
+import type { BatchHandler, BatchOptions, Bus, BusLogger, BusMessage, Subscription } from './bus.ts';
 import { asPromise } from './as-promise.ts';
 import { deliverInOrder, type Held } from './batch-delivery.ts';
 import { decodePayload, encodePayload } from './codec.ts';
@@ -123,7 +123,7 @@ export class MemoryBus implements Bus {
     pattern: string,
     durable: string,
     options: BatchOptions,
-    handler: (messages: BusMessage[]) => Promise<readonly SetAside[] | void>,
+    handler: BatchHandler,
   ): Promise<Subscription> {
     return asPromise(() => {
       assertEventSubject('pattern', pattern);
@@ -167,11 +167,7 @@ export class MemoryBus implements Bus {
     return cursor;
   }
 
-  #run(
-    cursor: Cursor,
-    batchSize: number,
-    deliver: (batch: BusMessage[]) => Promise<readonly SetAside[] | void>,
-  ): Subscription {
+  #run(cursor: Cursor, batchSize: number, deliver: BatchHandler): Subscription {
     let stopped = false;
     let wake: () => void = () => undefined;
     const waker = (): void => wake();

@@ -15,8 +15,8 @@ import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
-import { deliverInOrder, type Held } from './batch-delivery.ts';
-import type { BatchOptions, Bus, BusLogger, BusMessage, SetAside, Subscription } from './bus.ts';
+import { deliverInOrder, type Held, type Pipeline } from './batch-delivery.ts';
+import type { BatchHandler, BatchOptions, Bus, BusLogger, BusMessage, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertEventSubject, assertName } from './names.ts';
 import type { NatsLink } from './nats-connection.ts';
@@ -166,11 +166,23 @@ export class NatsBus implements Bus {
     pattern: string,
     durable: string,
     options: BatchOptions,
-    handler: (messages: BusMessage[]) => Promise<readonly SetAside[] | void>,
+    handler: BatchHandler,
   ): Promise<Subscription> {
     const batchSize = Math.max(1, options.batchSize);
     const expires = Math.max(MIN_FETCH_EXPIRES_MS, options.maxWaitMs);
-    return this.#consume(pattern, durable, batchSize, expires, async (pulled, stopped, consumer) => {
+    // The delivery of the last batch handed over: the next one follows once it is applied.
+    let delivering: Promise<void> = Promise.resolve();
+    const handOver = async (batch: JsMsg[], stopped: () => boolean, consumer: string): Promise<void> => {
+      const applied = Promise.withResolvers<void>();
+      const pipeline: Pipeline = { previous: delivering, applied: () => applied.resolve() };
+      // Nobody may await it any more by the time it fails: what it leaves unsettled comes back
+      // after the ack wait, as when a pull fails.
+      delivering = this.#deliver(batch, consumer, expires, stopped, handler, pipeline).catch((error: unknown) => {
+        this.#logger.warn({ err: error, consumer }, 'delivering a batch failed; its messages come back');
+      });
+      await Promise.race([applied.promise, delivering]);
+    };
+    const pull = async (pulled: AsyncIterable<JsMsg>, stopped: () => boolean, consumer: string): Promise<void> => {
       const iterator = pulled[Symbol.asyncIterator]();
       let next = iterator.next();
       for (;;) {
@@ -191,10 +203,11 @@ export class NatsBus implements Bus {
           next = iterator.next();
         }
         if (stopped()) for (const msg of batch) handBack(msg, expires);
-        else await this.#deliver(batch, consumer, expires, stopped, handler);
+        else await handOver(batch, stopped, consumer);
         if (ended) return;
       }
-    });
+    };
+    return this.#consume(pattern, durable, batchSize, expires, pull, () => delivering);
   }
 
   async close(): Promise<void> {
@@ -215,7 +228,8 @@ export class NatsBus implements Bus {
     consumer: string,
     expiresMs: number,
     stopped: () => boolean,
-    handler: (messages: BusMessage[]) => Promise<readonly SetAside[] | void>,
+    handler: BatchHandler,
+    pipeline?: Pipeline,
   ): Promise<void> {
     const held: Held[] = [];
     for (const msg of messages) {
@@ -239,7 +253,7 @@ export class NatsBus implements Bus {
         working: () => msg.working(),
       });
     }
-    await deliverInOrder(held, handler, this.#retry, this.#logger, stopped);
+    await deliverInOrder(held, handler, this.#retry, this.#logger, stopped, pipeline);
   }
 
   /**
@@ -314,8 +328,8 @@ export class NatsBus implements Bus {
   }
 
   /**
-   * Creates the consumer and runs the pull loop: `handle` gets each pull's messages and returns
-   * whether to wait the redelivery delay before pulling again.
+   * Creates the consumer and runs the pull loop: `handle` gets each pull's messages. Stopping
+   * waits for the loop, then for `delivering` (a delivery `handle` left under way).
    */
   async #consume(
     pattern: string,
@@ -323,6 +337,7 @@ export class NatsBus implements Bus {
     batchSize: number,
     expiresMs: number,
     handle: (pulled: AsyncIterable<JsMsg>, stopped: () => boolean, consumer: string) => Promise<void>,
+    delivering: () => Promise<void> = () => Promise.resolve(),
   ): Promise<Subscription> {
     await asPromise(() => {
       assertEventSubject('pattern', pattern);
@@ -382,6 +397,7 @@ export class NatsBus implements Bus {
     const stop = async (): Promise<void> => {
       stopped = true;
       await loop;
+      await delivering();
       this.#stops.delete(stop);
       if (durable === undefined) await this.#jsm.consumers.delete(stream, name).catch(() => undefined);
     };

@@ -64,6 +64,38 @@ describe('NATS bus specifics', () => {
     await messaging.close();
   });
 
+  it('hands the next batch over once a batch says it is applied, and acknowledges each on its own success', async () => {
+    const messaging = await open(recordingLogger(), { ackWaitMs: 1_500 });
+    const subject = 'svc.pipe.events.llm.call';
+    const pattern = 'svc.pipe.events.>';
+    for (let i = 0; i < 6; i++) await messaging.bus.publish(subject, { n: i }, { msgId: `pipe-${i}` });
+    const handed: number[][] = [];
+    const first = Promise.withResolvers<void>();
+    const subscription = await messaging.bus.consumeBatches(
+      pattern,
+      'pipelined',
+      { batchSize: 3, maxWaitMs: 50 },
+      (messages, applied) => {
+        handed.push(messages.map((m) => (m.data as { n: number }).n));
+        applied();
+        // The first batch fails after it said it was applied: none of it may be acknowledged.
+        return handed.length === 1 ? first.promise : Promise.resolve();
+      },
+    );
+    await until(() => handed.length === 2);
+    expect(handed).toEqual([
+      [0, 1, 2],
+      [3, 4, 5],
+    ]);
+    first.reject(new Error('commit failed'));
+    // Handed over again one at a time; the second batch, acknowledged, does not come back.
+    await until(() => handed.length === 5);
+    await sleep(2_000);
+    await subscription.unsubscribe();
+    expect(handed.slice(2)).toEqual([[0], [1], [2]]);
+    await messaging.close();
+  });
+
   it('creates the event stream with file storage, limits retention, 7 day age and the de-dup window, and updates its limits', async () => {
     const messaging = await open(recordingLogger(), { stream: { maxBytes: 1024 ** 3 } });
     await messaging.close();
