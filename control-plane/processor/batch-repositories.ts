@@ -38,11 +38,11 @@ interface Held<D> {
 /**
  * The transaction's repositories with fewer round trips for a batch of events (each one is a
  * statement on PostgreSQL). An envelope or budget read once is served again from memory until the
- * transaction writes it; a write that returns it leaves it as written. Once the transaction has
- * changed one (and so holds it against every other until it ends), its further charges and usage
- * of the same period are computed here as storage computes them (`addCost`, `addUsage`, both
- * saturating) and their sum is written once: before any other call that concerns that row, and
- * at the end. The spend applied to the lease ledger is summed per budget and period and written
+ * transaction writes it; a write that returns it leaves it as written. Once the transaction holds
+ * one against every other until it ends (read by `getManyForUpdate`, or changed), its charges and
+ * usage of the same period are computed here as storage computes them (`addCost`, `addUsage`,
+ * both saturating) and their sum is written once: before any other call that concerns that row,
+ * and at the end. The spend applied to the lease ledger is summed per budget and period and written
  * once at the end too: nothing in the batch reads it back, and any other ledger call writes it
  * first. A row only read may change under the transaction between two statements anyway.
  */
@@ -105,6 +105,19 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
           envelopes.set(key(tenant, envelope.envelope_id), envelope);
       }
       return [...new Set(envelopeIds)].flatMap((id) => envelopes.get(key(tenant, id)) ?? []);
+    },
+    getManyForUpdate: async (tenant, envelopeIds) => {
+      const ids = [...new Set(envelopeIds)];
+      // Read again from storage: what is held back is written first.
+      for (const id of ids) await writeEnvelope(key(tenant, id));
+      const found = await tx.envelopes.getManyForUpdate(tenant, ids);
+      for (const id of ids) envelopes.set(key(tenant, id), undefined);
+      for (const envelope of found) {
+        const k = key(tenant, envelope.envelope_id);
+        envelopes.set(k, envelope);
+        heldEnvelopes.set(k, { tenant, id: envelope.envelope_id, pending: null, updatedAt: envelope.updated_at });
+      }
+      return found;
     },
     list: async (tenant, filter, page) => {
       await writeEnvelopes();
@@ -171,6 +184,18 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
     insert: async (tenant, budget) => {
       budgets.delete(key(tenant, budget.budget_id));
       return tx.budgets.insert(tenant, budget);
+    },
+    getManyForUpdate: async (tenant, budgetIds) => {
+      const ids = [...new Set(budgetIds)];
+      for (const id of ids) await writeBudget(key(tenant, id));
+      const found = await tx.budgets.getManyForUpdate(tenant, ids);
+      for (const id of ids) budgets.set(key(tenant, id), undefined);
+      for (const budget of found) {
+        const k = key(tenant, budget.budget_id);
+        budgets.set(k, budget);
+        heldBudgets.set(k, { tenant, id: budget.budget_id, pending: null, updatedAt: budget.updated_at });
+      }
+      return found;
     },
     getForUpdate: async (tenant, budgetId) => {
       const k = key(tenant, budgetId);

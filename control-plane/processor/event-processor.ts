@@ -202,15 +202,23 @@ export class EventProcessor {
           list.map((entry) => entry.stored),
         ),
       );
-      const named: string[] = [];
+      const named: StoredEvent[] = [];
       for (const { command, stored } of list) {
         // The first of the batch's messages with an id counts; the ones after it are replays.
         if (!inserted.delete(stored.event_id)) continue;
         fresh.set(command, stored);
-        named.push(stored.envelope_id);
+        named.push(stored);
       }
-      // Their envelopes in one read; the batch's repositories serve them from here on.
-      await tx.envelopes.getMany(tenant, named);
+      // Their budgets, then their envelopes, each held in one statement (budgets first, as every
+      // writer takes them): the batch's repositories then sum their changes in memory and write
+      // each once, at the end.
+      const envelopeIds = named.map((stored) => stored.envelope_id);
+      const envelopes = await tx.envelopes.getMany(tenant, envelopeIds);
+      const budgetOf = new Map(envelopes.map((e) => [e.envelope_id, e.budget_id]));
+      // The budget an event is charged to: its envelope's, or else its own.
+      const budgets = named.flatMap((stored) => budgetOf.get(stored.envelope_id) ?? stored.budget_id ?? []);
+      await tx.budgets.getManyForUpdate(tenant, budgets);
+      await tx.envelopes.getManyForUpdate(tenant, envelopeIds);
     }
     return fresh;
   }

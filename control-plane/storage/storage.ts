@@ -155,6 +155,11 @@ export interface EnvelopeReader {
 
 export interface EnvelopeRepository extends EnvelopeReader {
   /**
+   * Those of the envelopes named that exist, as `getMany`, each held against changes by other
+   * transactions until this one ends; taken in id order, so that two such calls cannot deadlock.
+   */
+  getManyForUpdate(tenant: string, envelopeIds: readonly string[]): Promise<Envelope[]>;
+  /**
    * Stores a new envelope; its execution id is unique per tenant. When the execution id has an
    * envelope already, `refuse` throws SVC-SYS-9008 (field `execution_id`) and `keep` stores the
    * envelope while the execution id stays with the one that has it. False, and nothing written,
@@ -225,6 +230,8 @@ export interface BudgetRepository extends BudgetReader {
    * made from it and written in the same transaction (lease grants).
    */
   getForUpdate(tenant: string, budgetId: string): Promise<Budget | undefined>;
+  /** Those of the budgets named that exist, each as `getForUpdate`, taken in id order. */
+  getManyForUpdate(tenant: string, budgetIds: readonly string[]): Promise<Budget[]>;
   /**
    * Adds `delta` to the usage of `period` and sets `updated_at`. A stored usage of an earlier
    * period is replaced by a fresh one for `period` first (counters and fired alerts reset); one of

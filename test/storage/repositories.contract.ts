@@ -315,6 +315,54 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(await storage.read.envelopes.getMany(A, [])).toEqual([]);
       });
 
+      it('holds the budgets and envelopes read for update until the transaction ends', async () => {
+        const budget = aBudget(A);
+        const envelope = { ...anEnvelope(A), budget_id: budget.budget_id };
+        const other = anEnvelope(B);
+        await tx(async (t) => {
+          await t.budgets.insert(A, budget);
+          await t.envelopes.insert(A, envelope, { executionTaken: 'refuse' });
+          await t.envelopes.insert(B, other, { executionTaken: 'refuse' });
+        });
+        const order: string[] = [];
+        const held = Promise.withResolvers<void>();
+        const release = Promise.withResolvers<void>();
+        const first = tx(async (t) => {
+          const budgets = await t.budgets.getManyForUpdate(A, [budget.budget_id, 'missing', budget.budget_id]);
+          const envelopes = await t.envelopes.getManyForUpdate(A, [
+            envelope.envelope_id,
+            other.envelope_id,
+            envelope.envelope_id,
+          ]);
+          expect(budgets).toEqual([budget]);
+          expect(envelopes).toEqual([envelope]);
+          held.resolve();
+          await release.promise;
+          order.push('first');
+        });
+        await held.promise;
+        const second = tx(async (t) => {
+          await t.envelopes.charge(A, envelope.envelope_id, aCharge('gpt-4o'), 'refuse', at(1));
+          await t.budgets.addUsage(
+            A,
+            budget.budget_id,
+            { tokens_input: 1, tokens_output: 0, cost_micros: 0, executions: 0, llm_calls: 1, tool_calls: 0 },
+            MONTH,
+            'refuse',
+            at(1),
+          );
+          order.push('second');
+        });
+        // The second writer waits for the rows the first holds.
+        await new Promise((r) => setTimeout(r, 300));
+        expect(order).toEqual([]);
+        release.resolve();
+        await Promise.all([first, second]);
+        expect(order).toEqual(['first', 'second']);
+        expect(await tx((t) => t.envelopes.getManyForUpdate(A, []))).toEqual([]);
+        expect(await tx((t) => t.budgets.getManyForUpdate(A, []))).toEqual([]);
+      });
+
       it('stores, reads and keeps tenants apart', async () => {
         const envelope = anEnvelope(A);
         expect(await tx((t) => t.envelopes.insert(A, envelope, { executionTaken: 'refuse' }))).toBe(true);

@@ -53,6 +53,10 @@ export class LmdbBudgets implements Sync<BudgetRepository> {
     return this.get(tenant, budgetId);
   }
 
+  getManyForUpdate(tenant: string, budgetIds: readonly string[]): Budget[] {
+    return [...new Set(budgetIds)].flatMap((id) => this.get(tenant, id) ?? []);
+  }
+
   addUsage(
     tenant: string,
     budgetId: string,

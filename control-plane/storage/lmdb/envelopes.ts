@@ -45,6 +45,11 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
     return found;
   }
 
+  /** One writer at a time holds every record already. */
+  getManyForUpdate(tenant: string, envelopeIds: readonly string[]): Envelope[] {
+    return this.getMany(tenant, envelopeIds);
+  }
+
   list(tenant: string, filter: EnvelopeFilter, request?: PageRequest): Page<Envelope> {
     const { size, after } = pageStart(request);
     const all = this.#kv.range<Envelope>(this.#layout.tenant(tenant, 'envelope'), { after });

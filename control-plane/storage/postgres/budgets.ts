@@ -156,6 +156,17 @@ export class PgBudgets implements BudgetRepository {
     return rows[0] === undefined ? undefined : budgetOf(rows[0]);
   }
 
+  async getManyForUpdate(tenant: string, budgetIds: readonly string[]): Promise<Budget[]> {
+    if (budgetIds.length === 0) return [];
+    // What the lock waited for is read: the row is read again once locked.
+    const { rows } = await this.#sql.query<Row>(
+      `SELECT ${COLUMNS} FROM budgets WHERE tenant_id = $1 AND budget_id = ANY($2::text[])
+       ORDER BY budget_id FOR UPDATE`,
+      [tenant, [...new Set(budgetIds)]],
+    );
+    return rows.map(budgetOf);
+  }
+
   async addUsage(
     tenant: string,
     budgetId: string,

@@ -138,6 +138,18 @@ export class PgEnvelopes implements EnvelopeRepository {
     return rows.map(envelopeOf);
   }
 
+  async getManyForUpdate(tenant: string, envelopeIds: readonly string[]): Promise<Envelope[]> {
+    if (envelopeIds.length === 0) return [];
+    await this.#sql.query(
+      `SELECT 1 FROM envelopes WHERE tenant_id = $1 AND envelope_id = ANY($2::text[])
+       ORDER BY envelope_id FOR UPDATE`,
+      [tenant, [...new Set(envelopeIds)]],
+    );
+    // Read once they are held: a read in the locking statement would see their model costs as
+    // they were before it waited for a lock.
+    return this.getMany(tenant, envelopeIds);
+  }
+
   async list(tenant: string, filter: EnvelopeFilter, request?: PageRequest): Promise<Page<Envelope>> {
     const { size, after } = pageStart<string>(request, 'string');
     const { rows } = await this.#sql.query<Row>(
