@@ -36,6 +36,34 @@ interface Held<D> {
 }
 
 /**
+ * Reads rows for update (held by the transaction from then on) and keeps them as read: served
+ * from memory, each charge of them summed there. They are read again from storage, so what is held
+ * back for them is written first.
+ */
+async function readHeld<T extends { updated_at: string }, D>(
+  tenant: string,
+  named: readonly string[],
+  kind: {
+    write: (k: string) => Promise<void>;
+    read: (ids: string[]) => Promise<T[]>;
+    idOf: (row: T) => string;
+    rows: Map<string, T | undefined>;
+    held: Map<string, Held<D>>;
+  },
+): Promise<T[]> {
+  const ids = [...new Set(named)];
+  for (const id of ids) await kind.write(key(tenant, id));
+  const found = await kind.read(ids);
+  for (const id of ids) kind.rows.set(key(tenant, id), undefined);
+  for (const row of found) {
+    const id = kind.idOf(row);
+    kind.rows.set(key(tenant, id), row);
+    kind.held.set(key(tenant, id), { tenant, id, pending: null, updatedAt: row.updated_at });
+  }
+  return found;
+}
+
+/**
  * The transaction's repositories with fewer round trips for a batch of events (each one is a
  * statement on PostgreSQL). An envelope or budget read once is served again from memory until the
  * transaction writes it; a write that returns it leaves it as written. Once the transaction holds
@@ -106,19 +134,14 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       }
       return [...new Set(envelopeIds)].flatMap((id) => envelopes.get(key(tenant, id)) ?? []);
     },
-    getManyForUpdate: async (tenant, envelopeIds) => {
-      const ids = [...new Set(envelopeIds)];
-      // Read again from storage: what is held back is written first.
-      for (const id of ids) await writeEnvelope(key(tenant, id));
-      const found = await tx.envelopes.getManyForUpdate(tenant, ids);
-      for (const id of ids) envelopes.set(key(tenant, id), undefined);
-      for (const envelope of found) {
-        const k = key(tenant, envelope.envelope_id);
-        envelopes.set(k, envelope);
-        heldEnvelopes.set(k, { tenant, id: envelope.envelope_id, pending: null, updatedAt: envelope.updated_at });
-      }
-      return found;
-    },
+    getManyForUpdate: (tenant, envelopeIds) =>
+      readHeld(tenant, envelopeIds, {
+        write: writeEnvelope,
+        read: (ids) => tx.envelopes.getManyForUpdate(tenant, ids),
+        idOf: (envelope) => envelope.envelope_id,
+        rows: envelopes,
+        held: heldEnvelopes,
+      }),
     list: async (tenant, filter, page) => {
       await writeEnvelopes();
       return tx.envelopes.list(tenant, filter, page);
@@ -185,18 +208,14 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       budgets.delete(key(tenant, budget.budget_id));
       return tx.budgets.insert(tenant, budget);
     },
-    getManyForUpdate: async (tenant, budgetIds) => {
-      const ids = [...new Set(budgetIds)];
-      for (const id of ids) await writeBudget(key(tenant, id));
-      const found = await tx.budgets.getManyForUpdate(tenant, ids);
-      for (const id of ids) budgets.set(key(tenant, id), undefined);
-      for (const budget of found) {
-        const k = key(tenant, budget.budget_id);
-        budgets.set(k, budget);
-        heldBudgets.set(k, { tenant, id: budget.budget_id, pending: null, updatedAt: budget.updated_at });
-      }
-      return found;
-    },
+    getManyForUpdate: (tenant, budgetIds) =>
+      readHeld(tenant, budgetIds, {
+        write: writeBudget,
+        read: (ids) => tx.budgets.getManyForUpdate(tenant, ids),
+        idOf: (budget) => budget.budget_id,
+        rows: budgets,
+        held: heldBudgets,
+      }),
     getForUpdate: async (tenant, budgetId) => {
       const k = key(tenant, budgetId);
       await writeBudget(k);
