@@ -150,7 +150,7 @@ export async function governUnclassifiedCall(
   }
   const sent = new TextSample();
   sent.push(bytes);
-  const input = sent.tokens(deps.tokens, model);
+  const input = await sent.tokens(deps.tokens, model);
   const action = `llm:${model === '' ? 'unclassified' : model}`;
   const verdict = deps.gate.check(action, {
     model,
@@ -234,7 +234,7 @@ export async function governUnclassifiedCall(
       return;
     }
     const answer = await relayCounting(deps, req, response);
-    charge(answer.sample.tokens(deps.tokens, model), answer.cutOff);
+    charge(await answer.sample.tokens(deps.tokens, model), answer.cutOff);
   } finally {
     upstream.dispose();
   }

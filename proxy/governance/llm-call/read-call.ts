@@ -39,6 +39,7 @@ export async function readCall(
     const input = new InputTokens(
       parsed.estimatedInputTokens,
       () => adapter.parseRequest(op, json, path).estimatedInputTokens,
+      deps.tokens,
     );
     return { bytes: decoded.utf8, headers: decodedHeaders(req.headers, decoded), json, parsed, input };
   } catch (error) {
