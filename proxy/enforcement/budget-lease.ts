@@ -302,7 +302,7 @@ export class BudgetLease {
   }
 }
 
-/** Spend reported in one renewal, numbered per lease so that a report sent again counts once. */
+/** Spend reported in one renewal, numbered per holder and budget so that one sent again counts once. */
 interface Report {
   seq: number;
   tokens: number;
