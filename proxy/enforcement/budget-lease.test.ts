@@ -80,7 +80,7 @@ describe('BudgetLease', () => {
     for (const request of rr.seen.slice(1)) {
       expect(request).toMatchObject({ lease_id: 'L1', spent_tokens: 30, spent_micros: 300, report_seq: 1 });
     }
-    // The answer to the report leaves out the later spend, which counts against the grant until reported.
+    // The answer leaves out the later spend, which counts against the grant until reported.
     expect(lease.available().pico).toBe(1000 * PICO - 200 * PICO);
 
     const answered = rr.seen.length;

@@ -190,7 +190,7 @@ export class BudgetLease {
       void this.renew();
   }
 
-  /** Whole micro-dollars and the tokens not yet reported, as a report numbered next; null when none. */
+  /** The whole micro-dollars and tokens not yet reported, as the next report; null when none. */
   #nextReport(): Report | null {
     const micros = Math.floor(this.#unreported.pico / PICO_PER_MICRO);
     if (micros === 0 && this.#unreported.tokens === 0) return null;
@@ -236,7 +236,7 @@ export class BudgetLease {
     if (release) return true;
     this.#leaseId = grant.lease_id;
     this.#grant = { tokens: grant.tokens, pico: microsToPico(grant.micros) };
-    // The grant is what is left after every report answered: spend in none of them counts against it.
+    // The grant is what is left after every answered report: spend in none counts against it.
     this.#consumed = { ...this.#unreported };
     if (grant.status !== 'active') {
       this.applyStatus(grant.status);
@@ -302,7 +302,7 @@ export class BudgetLease {
   }
 }
 
-/** Spend reported in one renewal, numbered per holder and budget so that one sent again counts once. */
+/** Spend reported in one renewal, numbered per holder and budget: one sent again counts once. */
 interface Report {
   seq: number;
   tokens: number;
