@@ -9,11 +9,12 @@ import Fastify, {
 import type { Logger } from 'pino';
 import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
 import { isSvcError, SvcError, type DocumentationBase } from '../../core/errors/index.ts';
+import { drainOversizedBody } from '../../core/http/oversized-body.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
 import { requestIdOf } from '../observability/request-id.ts';
 import type { Tenants } from '../tenants/tenants.ts';
-import { declaredOverLimit, drainOversizedBody } from './oversized-body.ts';
+import { declaredOverLimit } from './oversized-body.ts';
 import { asSvcError, renderError } from './render-error.ts';
 import { createRouteTable, type RouteTable } from './route.ts';
 
@@ -96,7 +97,12 @@ export async function createApp(
 
   app.addHook('onRequest', async (request, reply) => {
     if (!declaredOverLimit(request.raw, options.bodyLimitBytes)) return;
-    if (!(await drainOversizedBody(request.raw, options.bodyLimitBytes))) void reply.header('connection', 'close');
+    const drained = await drainOversizedBody(
+      request.raw,
+      options.bodyLimitBytes,
+      request.raw.headers['content-length'],
+    );
+    if (!drained) void reply.header('connection', 'close');
     throw new SvcError('SVC-SYS-9009', `request body too large: the limit is ${options.bodyLimitBytes} bytes`);
   });
   app.addHook('onSend', async (request, reply) => {

@@ -5,7 +5,7 @@ import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ENVELOPE_HEADER, whileInflight, type Resolution } from '../envelopes/index.ts';
 import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
-import { readBody } from '../governance/read-body.ts';
+import { readBody, readRequestBody } from '../governance/read-body.ts';
 import { governToolCall, toolContext } from '../governance/tool-calls.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { createSseFramer, formatSseEvent } from '../providers/sse-framer.ts';
@@ -42,7 +42,7 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
   let headers: IncomingHttpHeaders;
   let message: unknown;
   try {
-    const bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+    const bytes = await readRequestBody(req, deps.bodyLimitBytes);
     const decoded = await decodeBody(bytes, req.headers, deps.bodyLimitBytes);
     const parsed = parseStrictJson(decoded.text);
     if (!parsed.ok) throw new SvcError('SVC-SYS-9002', `request body is not JSON-RPC: ${parsed.reason}`);
