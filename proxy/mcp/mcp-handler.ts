@@ -106,15 +106,22 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
     }
   }
   const server = req.route ?? req.targetUrl.host;
+  const ended = (id: RpcRefusal['id'], when: string) => {
+    const { ending } = envelope;
+    return ending === null
+      ? null
+      : {
+          id,
+          rpcCode: -32000,
+          code: 'SVC-ENV-1003' as const,
+          message: `envelope ${envelope.envelopeId} ${when} (${ending.status})`,
+          data: { envelope_id: envelope.envelopeId },
+        };
+  };
   for (const call of reading.calls) {
-    if (envelope.ending !== null) {
-      refusals.push({
-        id: call.id,
-        rpcCode: -32000,
-        code: 'SVC-ENV-1003',
-        message: `envelope ${envelope.envelopeId} already ended (${envelope.ending.status})`,
-        data: { envelope_id: envelope.envelopeId },
-      });
+    const endedBefore = ended(call.id, 'already ended');
+    if (endedBefore !== null) {
+      refusals.push(endedBefore);
       continue;
     }
     const context = {
@@ -133,7 +140,16 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
         ? null
         : deps.gate.check(`tool:${lower}`, toolContext({ name: lower, arguments: args }, 'mcp', context));
     const name = quiet !== null && !quiet.allowed ? lower : call.name;
-    const verdict = await governToolCall(deps, envelope, { name, arguments: args }, 'mcp', context);
+    // A call that needs an approval waits here for it, before anything is forwarded; the wait
+    // ends early when the client leaves or the envelope ends meanwhile.
+    const verdict = await whileInflight(envelope, (ended) =>
+      governToolCall(deps, envelope, { name, arguments: args }, 'mcp', context, AbortSignal.any([req.signal, ended])),
+    );
+    const endedWhileHeld = verdict.allowed ? ended(call.id, 'ended while the call waited') : null;
+    if (endedWhileHeld !== null) {
+      refusals.push(endedWhileHeld);
+      continue;
+    }
     if (!verdict.allowed) {
       refusals.push({
         id: call.id,
