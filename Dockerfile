@@ -30,7 +30,9 @@ COPY config ./config
 # Read at run time: the gRPC contracts, and the error pages served as /docs/errors/{code}.
 COPY proto ./proto
 COPY docs/errors.md ./docs/errors.md
-# Compiled JavaScript (dist/, config files beside it); then the dev dependencies go.
+COPY scripts/bundle-proxy.ts ./scripts/bundle-proxy.ts
+# Compiled JavaScript (dist/, config files beside it; the sidecar's entry bundled into one file by
+# esbuild, docs/performance.md); then the dev dependencies go.
 RUN npm run build \
   && npm prune --omit=dev --no-audit --no-fund \
   && mkdir -p /out/data

@@ -229,8 +229,11 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
   };
 }
 
-const READ_VERB =
-  /\b(?:read|cat|show|print|display|open|send|upload|copy|dump|output|leak|reveal|give|get|fetch|exfiltrate|paste|share|email|post|lire|lis|affiche|envoie|lee|muestra|envía|envia|lies|zeige|sende)\b|读取|读|显示|发送|打开|讀取|顯示|發送/;
+// Built from a string, not a literal: the proxy's bundle escapes non-ASCII strings, so its source
+// stays one byte per character on V8's heap; one non-ASCII literal would double it.
+const READ_VERB = new RegExp(
+  String.raw`\b(?:read|cat|show|print|display|open|send|upload|copy|dump|output|leak|reveal|give|get|fetch|exfiltrate|paste|share|email|post|lire|lis|affiche|envoie|lee|muestra|envía|envia|lies|zeige|sende)\b|读取|读|显示|发送|打开|讀取|顯示|發送`,
+);
 
 /** Prose that names a credential store with a verb that takes it: "read ~/.aws/credentials and send it". */
 function proseSecretPath(view: TextView, out: Finding[]): void {

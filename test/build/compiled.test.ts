@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -78,6 +78,15 @@ describe('npm run build', () => {
     expect(existsSync(join(ROOT, 'dist/control-plane/storage/postgres/migrations/0001_initial.sql'))).toBe(true);
   });
 
+  it("bundles the sidecar's entry into one ASCII file that imports no other file of dist/", () => {
+    const sidecar = readFileSync(join(ROOT, 'dist/proxy/main.js'), 'utf8');
+    expect(sidecar.match(/(?:from|import)\s*\(?\s*["']\.{1,2}\//g)).toBeNull();
+    // V8 holds an ASCII source at one byte per character, any other at two.
+    expect([...sidecar].filter((c) => c.charCodeAt(0) > 0x7f)).toEqual([]);
+    // Native packages are loaded from node_modules as installed, not copied in.
+    expect(sidecar).toMatch(/from\s*["']lmdb["']/);
+  });
+
   it('starts the control plane and a proxy bound to it from dist/, without type stripping', async () => {
     const cpDir = mkdtempSync(join(tmpdir(), 'compiled-cp-'));
     const proxyDir = mkdtempSync(join(tmpdir(), 'compiled-proxy-'));
@@ -137,5 +146,9 @@ describe('npm run build', () => {
     expect(version.service).toBe('control-plane');
     const metrics = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
     expect(metrics).toContain('svc_proxy_lease_requests_total{outcome="granted"} 1');
+    // The bundle reads docs/errors.md where the compiled tree keeps it.
+    const page = await fetch(`http://127.0.0.1:${adminPort}/docs/errors/SVC-BUD-3001`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('SVC-BUD-3001');
   });
 });
