@@ -1,5 +1,5 @@
 /**
- * Bundles the sidecar's entry (`proxy/main.ts`) into one minified ESM file that replaces
+ * Bundles the sidecar's entry (`proxy/main.ts`) into one ESM file that replaces
  * `dist/proxy/main.js`, after `tsc` has compiled the tree (`npm run build`). Node then loads a
  * handful of files instead of a few hundred, and keeps less module source text on its heap (see
  * docs/performance.md, "Start and idle memory"). Native and WebAssembly packages stay in
@@ -36,7 +36,10 @@ await build({
   entryPoints: [`${root}proxy/main.ts`],
   outfile: out,
   bundle: true,
-  minify: true,
+  // Names stay as written, so the sidecar's stack traces read as the source does.
+  minifyWhitespace: true,
+  minifySyntax: true,
+  minifyIdentifiers: false,
   format: 'esm',
   platform: 'node',
   target: 'node24',

@@ -59,7 +59,8 @@ export function createTokenThread(entry: URL = ENTRY): TokenThread {
   }
 
   function start(): Worker {
-    const started = new Worker(entry);
+    // The process's own flags are not the thread's (`--inspect` would claim the same port).
+    const started = new Worker(entry, { execArgv: [] });
     started.on('message', (reply: CountReply) => {
       const waiting = pending.get(reply.id);
       if (waiting === undefined) return;

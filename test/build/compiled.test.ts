@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -85,6 +85,29 @@ describe('npm run build', () => {
     expect([...sidecar].filter((c) => c.charCodeAt(0) > 0x7f)).toEqual([]);
     // Native packages are loaded from node_modules as installed, not copied in.
     expect(sidecar).toMatch(/from\s*["']lmdb["']/);
+  });
+
+  it("names the token thread's compiled entry, which counts without type stripping", () => {
+    // The bundle finds the thread's entry beside the compiled twin of the module that starts it.
+    const sidecar = readFileSync(join(ROOT, 'dist/proxy/main.js'), 'utf8');
+    expect(sidecar).toContain('"../core/metering/token-thread.js"');
+    const dir = mkdtempSync(join(tmpdir(), 'compiled-thread-'));
+    dirs.push(dir);
+    const script = join(dir, 'count.mjs');
+    writeFileSync(
+      script,
+      [
+        `import { createTokenThread } from '${join(ROOT, 'dist/core/metering/token-thread.js')}';`,
+        'const thread = createTokenThread();',
+        "console.log(JSON.stringify(await thread.count([{ encoding: 'o200k_base', text: 'hello world' }])));",
+        'await thread.close();',
+      ].join('\n'),
+    );
+    const counted = execFileSync(process.execPath, ['--no-experimental-strip-types', script], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    expect(JSON.parse(counted)).toEqual([2]);
   });
 
   it('starts the control plane and a proxy bound to it from dist/, without type stripping', async () => {
