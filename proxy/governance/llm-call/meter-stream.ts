@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import { isSvcError, type SvcCode } from '../../../core/errors/index.ts';
 import type { Ending } from '../../envelopes/index.ts';
 import type { CutoffReason } from '../../metrics/index.ts';
+import type { TokenUsage } from '../../../core/metering/prices.ts';
 import type { ResponseReading, StreamedToolCall, StreamProgress } from '../../providers/index.ts';
 import type { UpstreamResponse } from '../../upstream/index.ts';
 import { price } from '../call-pricing.ts';
@@ -57,7 +58,11 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   delete headers['content-length'];
   delete headers['content-encoding'];
   res.writeHead(response.statusCode, headers);
-  res.flushHeaders();
+  // The headers go out with the first events when those are already here (one write, as a bare
+  // relay makes), else on the next turn of the loop, so the agent never waits on them.
+  const early = setImmediate(() => {
+    if (!res.headersSent && !res.destroyed) res.flushHeaders();
+  });
 
   const state: { cut: Cut | null } = { cut: null };
   const cutter = (ending: Ending) => {
@@ -81,9 +86,24 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
     }
   };
+  /** Whether the reservation covers `usage`, extended from the lease as needed. */
+  const covers = (usage: TokenUsage) => {
+    const running = price(deps.prices, parsed.model, usage, adapter.id);
+    const tokens = running.tokens - reservation.held.tokens;
+    const pico = running.pico - reservation.held.pico;
+    return (tokens <= 0 && pico <= 0) || reservation.extend({ tokens: Math.max(0, tokens), pico: Math.max(0, pico) });
+  };
   /** Bytes held back while a tool call the model is writing awaits its judgement. */
   let held: Uint8Array[] = [];
   let heldBytes = 0;
+  /** Events metered and cleared to go, written together once the chunk that brought them is read. */
+  let ready: Uint8Array[] = [];
+  const flush = async (): Promise<void> => {
+    if (ready.length === 0) return;
+    const out = ready.length === 1 ? (ready[0] as Uint8Array) : Buffer.concat(ready);
+    ready = [];
+    if (!gone && !(await write(res, out, req.signal))) gone = true;
+  };
   let failed = false;
   let gone = false;
   let drained = 0;
@@ -100,21 +120,20 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
       }
       for (const step of meter.push(chunk as Uint8Array)) {
         progress = step;
-        // Tool calls nobody receives are not made: only a delivered stream has them judged.
-        if (!gone) await judgeCompleted(step.toolCalls);
-        if (state.cut === null) {
-          const running = price(deps.prices, parsed.model, step.usage, adapter.id);
-          const more = {
-            tokens: Math.max(0, running.tokens - reservation.held.tokens),
-            pico: Math.max(0, running.pico - reservation.held.pico),
+        // Tool calls nobody receives are not made: only a delivered stream has them judged. What
+        // was cleared before goes on first, so a judgement never delays it.
+        if (!gone && step.toolCalls.length > 0) {
+          await flush();
+          await judgeCompleted(step.toolCalls);
+        }
+        // The running output is an upper bound; only when it would not be covered is the text
+        // counted exactly, and the stream cut if that is not covered either.
+        if (state.cut === null && !covers(step.usage) && !covers(meter.exact().usage)) {
+          state.cut = {
+            reason: 'budget',
+            code: 'SVC-BUD-3001',
+            message: `budget ${envelope.budgetId} exhausted mid-stream`,
           };
-          if ((more.tokens > 0 || more.pico > 0) && !reservation.extend(more)) {
-            state.cut = {
-              reason: 'budget',
-              code: 'SVC-BUD-3001',
-              message: `budget ${envelope.budgetId} exhausted mid-stream`,
-            };
-          }
         }
         if (state.cut !== null) break reads;
         if (gone) continue;
@@ -133,11 +152,14 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
           }
           continue;
         }
-        const out = held.length === 0 ? step.forward : Buffer.concat([...held, step.forward]);
-        held = [];
-        heldBytes = 0;
-        if (!(await write(res, out, req.signal))) gone = true;
+        if (held.length > 0) {
+          ready.push(...held);
+          held = [];
+          heldBytes = 0;
+        }
+        if (step.forward.length > 0) ready.push(step.forward);
       }
+      await flush();
     }
   } catch (error) {
     // The meter refuses an event over the event limit: the stream ends with the provider's error event.
@@ -153,6 +175,8 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   } finally {
     envelope.inflight.delete(cutter);
   }
+  // The events before a cut were cleared: they go on, then the error event.
+  if (!failed) await flush();
   gone ||= req.signal.aborted;
   if (state.cut === null && !failed && !overLimit) {
     progress = meter.end();
@@ -160,7 +184,11 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
     if (!gone) await judgeCompleted(progress.toolCalls);
     const out = held.length === 0 ? progress.forward : Buffer.concat([...held, progress.forward]);
     if (state.cut === null && !gone && !(await write(res, out, req.signal))) gone = true;
+  } else if (progress !== null) {
+    // Charged on what was metered: counted exactly where the provider reported no usage.
+    progress = meter.exact();
   }
+  clearImmediate(early);
   const cut = state.cut;
   const complete = cut === null && !failed && !overLimit && progress?.done === true;
   if (cut !== null || overLimit) {
