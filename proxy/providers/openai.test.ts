@@ -3,6 +3,7 @@ import { SvcError } from '../../core/errors/index.ts';
 import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
 import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createOpenAiAdapter } from './openai.ts';
+import { UNCOUNTED_TEXT_LIMIT } from './stream-meter.ts';
 
 const fx = useAdapterFixture();
 const { deps } = fx;
@@ -372,6 +373,21 @@ describe('OpenAI error formats', () => {
 });
 
 describe('OpenAI stream meter memory', () => {
+  it('keeps at most UNCOUNTED_TEXT_LIMIT characters for the exact count; the rest is charged at its bytes', () => {
+    const delta = 'abcdefé '.repeat(128); // 1,024 characters, 1,152 bytes
+    const events = 300;
+    const event = (content: string) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content } }] })}\n\n`;
+    const meter = openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 3 });
+    for (let i = 0; i < events; i++) pushChunk(meter, new TextEncoder().encode(event(delta)));
+    pushChunk(meter, new TextEncoder().encode('data: [DONE]\n\n'));
+    const kept = UNCOUNTED_TEXT_LIMIT / delta.length;
+    const last = meter.end();
+    expect(last.usageSource).toBe('estimated');
+    expect(last.usage.output).toBe(
+      deps.tokens.countText('gpt-4o-mini', delta.repeat(kept)) + (events - kept) * Buffer.byteLength(delta),
+    );
+  });
+
   it('never holds more than the current incomplete event', async () => {
     const raw = await captureRaw(fx.sim, '/v1/chat/completions', {
       ...chatBody,

@@ -61,7 +61,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   // The headers go out with the first events when those are already here (one write, as a bare
   // relay makes), else on the next turn of the loop, so the agent never waits on them.
   const early = setImmediate(() => {
-    if (!res.headersSent && !res.destroyed) res.flushHeaders();
+    if (!res.destroyed) res.flushHeaders();
   });
 
   const state: { cut: Cut | null } = { cut: null };
@@ -102,6 +102,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
     if (ready.length === 0) return;
     const out = ready.length === 1 ? (ready[0] as Uint8Array) : Buffer.concat(ready);
     ready = [];
+    clearImmediate(early);
     if (!gone && !(await write(res, out, req.signal))) gone = true;
   };
   let failed = false;
@@ -122,7 +123,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
         progress = step;
         // Tool calls nobody receives are not made: only a delivered stream has them judged. What
         // was cleared before goes on first, so a judgement never delays it.
-        if (!gone && step.toolCalls.length > 0) {
+        if (!gone && step.toolCalls.some((toolCall) => toolCall.complete && !judged.has(toolCall))) {
           await flush();
           await judgeCompleted(step.toolCalls);
         }
@@ -177,6 +178,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   }
   // The events before a cut were cleared: they go on, then the error event.
   if (!failed) await flush();
+  clearImmediate(early);
   gone ||= req.signal.aborted;
   if (state.cut === null && !failed && !overLimit) {
     progress = meter.end();
@@ -188,7 +190,6 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
     // Charged on what was metered: counted exactly where the provider reported no usage.
     progress = meter.exact();
   }
-  clearImmediate(early);
   const cut = state.cut;
   const complete = cut === null && !failed && !overLimit && progress?.done === true;
   if (cut !== null || overLimit) {
