@@ -86,12 +86,17 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
     }
   };
-  /** Whether the reservation covers `usage`, extended from the lease as needed. */
-  const covers = (usage: TokenUsage) => {
+  /**
+   * Whether the reservation covers `usage`, extended from the lease by what it lacks when
+   * `extend`. The running output is an upper bound: the lease is extended only by an exact
+   * figure, so a stream never takes from it more than it used.
+   */
+  const covers = (usage: TokenUsage, extend: boolean) => {
     const running = price(deps.prices, parsed.model, usage, adapter.id);
     const tokens = running.tokens - reservation.held.tokens;
     const pico = running.pico - reservation.held.pico;
-    return (tokens <= 0 && pico <= 0) || reservation.extend({ tokens: Math.max(0, tokens), pico: Math.max(0, pico) });
+    if (tokens <= 0 && pico <= 0) return true;
+    return extend && reservation.extend({ tokens: Math.max(0, tokens), pico: Math.max(0, pico) });
   };
   /** Bytes held back while a tool call the model is writing awaits its judgement. */
   let held: Uint8Array[] = [];
@@ -127,9 +132,9 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
           await flush();
           await judgeCompleted(step.toolCalls);
         }
-        // The running output is an upper bound; only when it would not be covered is the text
-        // counted exactly, and the stream cut if that is not covered either.
-        if (state.cut === null && !covers(step.usage) && !covers(meter.exact().usage)) {
+        // Only when the bound outgrows the reservation is the text counted exactly (each piece
+        // once), and the stream cut if the lease cannot cover that either.
+        if (state.cut === null && !covers(step.usage, false) && !covers(meter.exact().usage, true)) {
           state.cut = {
             reason: 'budget',
             code: 'SVC-BUD-3001',
