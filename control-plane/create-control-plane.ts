@@ -43,6 +43,7 @@ import { transcodedRoutes } from './gateway/transcoder.ts';
 import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
 import { listHttpRules } from './grpc/http-rules.ts';
 import { createGrpcServer } from './grpc/server.ts';
+import { createRequestRate } from './auth/request-rate.ts';
 import { checkpointService } from './grpc/services/checkpoint-service.ts';
 import { costService } from './grpc/services/cost-service.ts';
 import { envelopeService } from './grpc/services/envelope-service.ts';
@@ -308,13 +309,14 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   let listeningAt: string | undefined;
   const documentationBase = () =>
     config.public_base_url ?? listeningAt ?? `http://${config.http_host}:${config.http_port}`;
+  const requestRate = createRequestRate(config.rate_limit_per_minute);
   const { app, routes, registered } = await createApp({
     logger,
     authenticator,
     tenants,
     metrics,
     bodyLimitBytes: config.body_limit_bytes,
-    rateLimitPerMinute: config.rate_limit_per_minute,
+    requestRate,
     documentationBase,
   });
 
@@ -376,6 +378,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     fileDescriptors: servedFileDescriptors(),
     services: grpcServices,
     authenticator,
+    requestRate,
     tenants,
     logger: logger.child({ component: 'grpc' }),
     documentationBase,

@@ -9,6 +9,7 @@ import { SvcError } from '../../core/errors/index.ts';
 import { clientsFor, failure, statusDetails, unary, type Clients } from '../../test/harness/grpc.ts';
 import { ApiKeys } from '../auth/api-keys.ts';
 import { Authenticator } from '../auth/authenticator.ts';
+import { createRequestRate } from '../auth/request-rate.ts';
 import { openStorage } from '../storage/open-storage.ts';
 import type { Storage } from '../storage/storage.ts';
 import { Tenants } from '../tenants/tenants.ts';
@@ -61,6 +62,7 @@ async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: numbe
     fileDescriptors: servedFileDescriptors(),
     services: handlers(),
     authenticator: new Authenticator(new ApiKeys(storage), null, ROOT, () => new Date()),
+    requestRate: createRequestRate(1000),
     tenants: new Tenants(storage),
     logger: pino({ level: 'silent' }),
     documentationBase: () => 'http://docs.test',

@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import type { Scope } from '../../core/domain/index.ts';
 import { SvcError, type DocumentationBase } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
+import type { RequestRate } from '../auth/request-rate.ts';
 import { requireAdministrator, requireScope } from '../auth/scopes.ts';
 import { requestedTenant, resolveTenant } from '../auth/tenancy.ts';
 import type { Caller } from '../caller.ts';
@@ -61,6 +62,8 @@ export interface GrpcServerOptions {
   /** Handlers by fully qualified service name (`svc.policy.v1.PolicyService`). */
   services: Record<string, GrpcServiceHandlers>;
   authenticator: Authenticator;
+  /** Shared with REST: a caller has one limit whichever way it calls. */
+  requestRate: RequestRate;
   tenants: Tenants;
   logger: Logger;
   documentationBase: DocumentationBase;
@@ -136,6 +139,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
           'x-api-key': firstValue(call.metadata, 'x-api-key'),
         });
         principalId = principal.id;
+        await options.requestRate.take(principal);
         if (method.access === 'administrator') requireAdministrator(principal);
         else if (method.access !== 'authenticated') requireScope(principal, method.access);
         const tenant = await resolveTenant(

@@ -15,6 +15,10 @@ import type { Readers, Repositories, Storage } from '../storage/storage.ts';
  * Spend a proxy reports in a renewal leaves its lease at once but reaches the budget's usage only
  * with its events; until the event processor applied it, the storage keeps it as reported and not
  * applied (`pendingSpend`), and it is not leased out again meanwhile.
+ *
+ * A holder numbers its reports; one sent again because its answer was lost (the replica died
+ * after committing, the answer came too late) carries the number already counted, and adds
+ * nothing. The number is kept in storage with the spend, so it holds across replicas.
  */
 export class LeaseLedger {
   private readonly storage: Storage;
@@ -61,13 +65,17 @@ export class LeaseLedger {
     const leaseId = held?.lease_id ?? randomUUID();
     const status = budgetStatus(budget, now);
 
+    // A report sent again after its answer was lost was counted then: it adds nothing now, and
+    // the lease it was answered with is renewed as it stands, not topped up a second time.
+    const repeated = !(await counts(tx, tenant, budgetId, request));
+    const spent = repeated ? { tokens: 0, micros: 0 } : { tokens: request.spent_tokens, micros: request.spent_micros };
+    const want =
+      repeated && held !== undefined
+        ? { tokens: 0, micros: 0 }
+        : { tokens: request.want_tokens, micros: request.want_micros };
     // The reported spend leaves the lease now but reaches the usage only with its events: hold it back meanwhile.
-    if (request.spent_tokens !== 0 || request.spent_micros !== 0) {
-      await tx.leases.addSpend(tenant, budgetId, budget.usage.period_start, 'reported', {
-        tokens: request.spent_tokens,
-        micros: request.spent_micros,
-      });
-    }
+    if (spent.tokens !== 0 || spent.micros !== 0)
+      await tx.leases.addSpend(tenant, budgetId, budget.usage.period_start, 'reported', spent);
     const pending = await tx.leases.pendingSpend(tenant, budgetId, budget.usage.period_start);
 
     if (request.release || status !== 'active') {
@@ -75,8 +83,8 @@ export class LeaseLedger {
       return { lease_id: leaseId, budget_id: budgetId, tokens: 0, micros: 0, expires_at: now.toISOString(), status };
     }
 
-    const selfTokens = Math.max(0, (held?.tokens ?? 0) - request.spent_tokens);
-    const selfMicros = Math.max(0, (held?.micros ?? 0) - request.spent_micros);
+    const selfTokens = Math.max(0, (held?.tokens ?? 0) - spent.tokens);
+    const selfMicros = Math.max(0, (held?.micros ?? 0) - spent.micros);
     const others = await tx.leases.outstanding(tenant, budgetId, now.toISOString(), held?.lease_id ?? null);
     const left = remaining(budget);
     const grant = (limitLeft: number | null, self: number, other: number, want: number): number | null =>
@@ -85,8 +93,8 @@ export class LeaseLedger {
       lease_id: leaseId,
       holder: request.holder,
       budget_id: budgetId,
-      tokens: grant(left.tokens, selfTokens, others.tokens + pending.tokens, request.want_tokens),
-      micros: grant(left.cost_micros, selfMicros, others.micros + pending.micros, request.want_micros),
+      tokens: grant(left.tokens, selfTokens, others.tokens + pending.tokens, want.tokens),
+      micros: grant(left.cost_micros, selfMicros, others.micros + pending.micros, want.micros),
       expires_at: new Date(now.getTime() + this.ttlMs).toISOString(),
     };
     if (existing !== undefined && existing.lease_id !== leaseId)
@@ -101,4 +109,11 @@ export class LeaseLedger {
       status,
     };
   }
+}
+
+/** Whether the request's spend is to be counted: always, unless its report was counted before. */
+function counts(tx: Repositories, tenant: string, budgetId: string, request: LeaseRequest): Promise<boolean> {
+  if (request.report_seq === null || (request.spent_tokens === 0 && request.spent_micros === 0))
+    return Promise.resolve(true);
+  return tx.leases.claimReport(tenant, budgetId, request.holder, request.report_seq);
 }

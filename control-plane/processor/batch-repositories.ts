@@ -261,6 +261,10 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       await writeSpends();
       return tx.leases.remove(tenant, budgetId, leaseId);
     },
+    claimReport: async (tenant, budgetId, holder, seq) => {
+      await writeSpends();
+      return tx.leases.claimReport(tenant, budgetId, holder, seq);
+    },
     addSpend: async (tenant, budgetId, periodStart, side, spend) => {
       if (side !== 'applied') {
         await writeSpends();

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { createLogger } from '../../core/observability/logger.ts';
 import { ApiKeys } from '../auth/api-keys.ts';
 import { Authenticator } from '../auth/authenticator.ts';
+import { createRequestRate } from '../auth/request-rate.ts';
 import { ControlPlaneMetrics } from '../observability/metrics.ts';
 import { LmdbStorage } from '../storage/lmdb/lmdb-storage.ts';
 import { Tenants } from '../tenants/tenants.ts';
@@ -35,7 +36,7 @@ beforeAll(async () => {
     tenants,
     metrics: new ControlPlaneMetrics(),
     bodyLimitBytes: 1024,
-    rateLimitPerMinute: 1000,
+    requestRate: createRequestRate(1000),
     documentationBase: () => 'http://127.0.0.1:8080',
   });
   app = created.app;

@@ -9,11 +9,13 @@ import Fastify, {
 import type { Logger } from 'pino';
 import { MAX_PATH_ID_LENGTH } from '../../core/domain/index.ts';
 import { isSvcError, SvcError, type DocumentationBase } from '../../core/errors/index.ts';
+import { drainOversizedBody } from '../../core/http/oversized-body.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
+import { RATE_WINDOW_MS, rateExceeded, rateKey, type RequestRate } from '../auth/request-rate.ts';
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
 import { requestIdOf } from '../observability/request-id.ts';
 import type { Tenants } from '../tenants/tenants.ts';
-import { declaredOverLimit, drainOversizedBody } from './oversized-body.ts';
+import { declaredOverLimit } from './oversized-body.ts';
 import { asSvcError, renderError } from './render-error.ts';
 import { createRouteTable, type RouteTable } from './route.ts';
 
@@ -23,7 +25,8 @@ export interface AppOptions {
   tenants: Tenants;
   metrics: ControlPlaneMetrics;
   bodyLimitBytes: number;
-  rateLimitPerMinute: number;
+  /** Shared with the gRPC surface: a caller has one limit whichever way it calls. */
+  requestRate: RequestRate;
   /** Base of the `documentation_url` of error bodies. */
   documentationBase: DocumentationBase;
 }
@@ -96,7 +99,12 @@ export async function createApp(
 
   app.addHook('onRequest', async (request, reply) => {
     if (!declaredOverLimit(request.raw, options.bodyLimitBytes)) return;
-    if (!(await drainOversizedBody(request.raw, options.bodyLimitBytes))) void reply.header('connection', 'close');
+    const drained = await drainOversizedBody(
+      request.raw,
+      options.bodyLimitBytes,
+      request.raw.headers['content-length'],
+    );
+    if (!drained) void reply.header('connection', 'close');
     throw new SvcError('SVC-SYS-9009', `request body too large: the limit is ${options.bodyLimitBytes} bytes`);
   });
   app.addHook('onSend', async (request, reply) => {
@@ -121,18 +129,12 @@ export async function createApp(
   await app.register(rateLimit, {
     global: true,
     hook: 'preHandler',
-    max: options.rateLimitPerMinute,
-    timeWindow: 60_000,
+    max: options.requestRate.perMinute,
+    timeWindow: RATE_WINDOW_MS,
+    store: options.requestRate.store,
     keyGenerator: (request: FastifyRequest) =>
-      request.principal === undefined
-        ? request.ip
-        : `${request.principal.type}:${request.principal.tenant_id}:${request.principal.id}`,
-    errorResponseBuilder: (_request, context) =>
-      new SvcError(
-        'SVC-SYS-9005',
-        `rate limit of ${context.max} requests per minute exceeded; retry after ${Math.ceil(context.ttl / 1000)} s`,
-        { limit: context.max, retry_after_seconds: Math.ceil(context.ttl / 1000) },
-      ),
+      request.principal === undefined ? request.ip : rateKey(request.principal),
+    errorResponseBuilder: (_request, context) => rateExceeded(context.max, context.ttl),
   });
 
   const authenticate = async (request: FastifyRequest): Promise<void> => {

@@ -380,6 +380,12 @@ export interface LeaseRepository extends LeaseReader {
     side: 'reported' | 'applied',
     spend: Spend,
   ): Promise<void>;
+  /**
+   * Records that the holder's report numbered `seq` on the budget is counted; false, and nothing
+   * written, when that report or a later one of the holder already was (a report sent again).
+   * Holders' numbers are kept after their leases end, as a report can arrive late.
+   */
+  claimReport(tenant: string, budgetId: string, holder: string, seq: number): Promise<boolean>;
 }
 
 export interface ApprovalReader {

@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import type * as TiktokenModule from 'tiktoken';
 import type { Tiktoken } from 'tiktoken';
 import { normalizeModelId } from './prices.ts';
+import { createTokenThread, type TextToCount, type TokenThread } from './token-thread.ts';
 
 export type EncodingName = 'o200k_base' | 'cl100k_base';
 
@@ -23,7 +24,17 @@ export interface TokenCounter {
    * byte-level BPE encoding covers at least one byte.
    */
   bounded<T>(fn: () => T): T;
-  /** Releases the WASM encoders (they are created again on next use). */
+  /**
+   * Resolves with what `fn` returns when every count in it is exact. `fn` must be synchronous and
+   * free of side effects: it runs once to learn which texts it counts and once more with their
+   * counts. When those texts reach `offThreadMinChars` in all, they are tokenized on a worker
+   * thread, so a large prompt does not stall every other call on the event loop; should the
+   * thread fail, they are counted here instead (a count is never skipped).
+   */
+  exactly<T>(fn: () => T): Promise<T>;
+  /** A text's exact count in a named encoding. */
+  countIn(encoding: EncodingName, text: string): number;
+  /** Releases the WASM encoders and stops the worker thread (both are created again on next use). */
   free(): void;
 }
 
@@ -31,6 +42,13 @@ export interface TokenCounterOptions {
   /** Texts at least this long are remembered, so one large prompt is never tokenized twice. */
   memoMinChars?: number;
   memoEntries?: number;
+  /**
+   * `exactly` tokenizes on a worker thread from this many characters on (Infinity: never). Below
+   * it the thread's round trip costs about what the count does.
+   */
+  offThreadMinChars?: number;
+  /** Starts the thread `exactly` counts on. */
+  createThread?: () => TokenThread;
 }
 
 // OpenAI's documented framing: every message costs 3 tokens, a name 1 more, and the reply is primed with 3.
@@ -92,10 +110,31 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   }
 
   let bounding = false;
+  /** While `exactly` learns its texts: each text asked for, answered with its bound. */
+  let learning: TextToCount[] | null = null;
+  /** While `exactly` runs again: the counts of the texts it learnt, in the order asked. */
+  let replaying: { texts: readonly TextToCount[]; counts: readonly number[]; next: number } | null = null;
+  const offThreadMinChars = options.offThreadMinChars ?? 2048;
+  let thread: TokenThread | null = null;
 
   function count(name: EncodingName, text: string): number {
     if (text.length === 0) return 0;
     if (bounding) return Buffer.byteLength(text);
+    if (learning !== null) {
+      learning.push({ encoding: name, text });
+      return Buffer.byteLength(text);
+    }
+    if (replaying !== null) {
+      const i = replaying.next++;
+      const learnt = replaying.texts[i];
+      // The same function asks for the same texts in the same order; anything else is counted here.
+      if (learnt !== undefined && learnt.encoding === name && learnt.text === text)
+        return replaying.counts[i] as number;
+    }
+    return exact(name, text);
+  }
+
+  function exact(name: EncodingName, text: string): number {
     if (text.length < memoMinChars) return encoder(name).encode_ordinary(text).length;
     const memo = memos[name];
     const known = memo.get(text);
@@ -132,7 +171,36 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
         bounding = outer;
       }
     },
+    async exactly(fn) {
+      const texts: TextToCount[] = [];
+      learning = texts;
+      let first: ReturnType<typeof fn>;
+      try {
+        first = fn();
+      } finally {
+        learning = null;
+      }
+      // Nothing was counted, so nothing in it is an estimate.
+      if (texts.length === 0) return first;
+      let chars = 0;
+      for (const t of texts) chars += t.text.length;
+      if (chars < offThreadMinChars) return fn();
+      thread ??= (options.createThread ?? createTokenThread)();
+      const counts = await thread.count(texts).catch(() => null);
+      if (counts === null) return fn();
+      replaying = { texts, counts, next: 0 };
+      try {
+        return fn();
+      } finally {
+        replaying = null;
+      }
+    },
+    countIn(encoding, text) {
+      return exact(encoding, text);
+    },
     free() {
+      void thread?.close();
+      thread = null;
       for (const enc of encoders.values()) enc.free();
       encoders.clear();
       memos.o200k_base.clear();

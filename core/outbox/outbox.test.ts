@@ -67,6 +67,19 @@ describe('Outbox', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('publishes in a later turn of the event loop, so what awaits an append runs first', async () => {
+    // An answer waits for its event's append; the publisher must not run (and commit the
+    // removal) between the append and that answer.
+    const flaky = flakyBus();
+    const box = outbox(flaky.bus);
+    await box.flush(2_000);
+    await box.append(event(1));
+    for (let i = 0; i < 20; i++) await Promise.resolve();
+    expect(flaky.attempts()).toBe(0);
+    await box.flush(2_000);
+    expect(flaky.accepted).toEqual(['evt-1']);
+  });
+
   it('publishes appended events in order with the event id as msgId, and counts them', async () => {
     const flaky = flakyBus();
     const registry = new Registry();

@@ -139,10 +139,16 @@ export class Outbox {
     }
   }
 
-  /** Tells the publisher that events were committed, so it sends them without waiting for its poll. */
+  /**
+   * Tells the publisher that events were committed, so it sends them without waiting for its poll.
+   * It wakes in the next turn of the event loop: woken at once, its claim, publication and removal
+   * commit would run among the microtasks of the append's caller, ahead of the answer that waits
+   * for that append (about 0.1 ms on every governed call).
+   */
   notify(): void {
+    if (this.#woken) return;
     this.#woken = true;
-    this.#wake();
+    setImmediate(() => this.#wake());
   }
 
   /** Resolves once the outbox is empty, or rejects with SVC-EVT-4001 after `timeoutMs`. */

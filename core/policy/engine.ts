@@ -27,6 +27,8 @@ export interface CompiledRuleset {
   readonly index: ActionIndex;
   /** True when some rule has a SEMANTIC condition: use `evaluateAsync` with a judge. */
   readonly needsJudge: boolean;
+  /** The context fields the rules' conditions read, as written: a costly field is made only if read. */
+  readonly fields: ReadonlySet<string>;
   /** The rules' distinct checks, numbered. */
   readonly checks: CheckTable;
   /** Answers reused by one synchronous evaluation at a time. */
@@ -76,6 +78,7 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
     steps,
     index: indexActions(rules),
     needsJudge: rules.some((rule) => rule.semantic.length > 0),
+    fields: new Set(rules.flatMap((rule) => [...rule.checks, ...rule.semantic].map((c) => c.field))),
     checks,
     answers: new CheckAnswers(checks),
   };

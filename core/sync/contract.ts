@@ -78,9 +78,15 @@ export const LeaseRequestSchema = z.object({
   lease_id: z.string().nullable().default(null),
   want_tokens: z.number().int().nonnegative(),
   want_micros: z.number().int().nonnegative(),
-  /** What the holder has settled out of its current lease since the last request. */
+  /** What the holder has settled out of its current lease and not reported before. */
   spent_tokens: z.number().int().nonnegative().default(0),
   spent_micros: z.number().int().nonnegative().default(0),
+  /**
+   * The report's number, increasing per holder and budget. A request whose answer was lost is
+   * sent again with the same number and amounts, and the ledger counts a number once; without it
+   * (an older proxy) the spend is counted on every request.
+   */
+  report_seq: z.number().int().positive().nullable().default(null),
   /** Give everything back (shutdown). */
   release: z.boolean().default(false),
 });

@@ -16,14 +16,15 @@ const settings: LeaseSettings = {
 const observer = { outcome: () => undefined, warn: () => undefined };
 
 /** A lease responder granting up to `left` micro-dollars (tokens unlimited), recording each request. */
-function responder(left: { micros: number }, fail?: () => Error): RequestReply & { seen: LeaseRequest[] } {
+function responder(left: { micros: number }, fail?: () => Error | undefined): RequestReply & { seen: LeaseRequest[] } {
   const seen: LeaseRequest[] = [];
   return {
     seen,
     request(_subject, data) {
       const req = data as LeaseRequest;
       seen.push(req);
-      if (fail) return Promise.reject(fail());
+      const error = fail?.();
+      if (error !== undefined) return Promise.reject(error);
       left.micros -= req.spent_micros;
       return Promise.resolve({
         lease_id: 'L1',
@@ -49,9 +50,69 @@ describe('BudgetLease', () => {
     held.settle({ tokens: 80, pico: 600 * PICO + 5 });
     expect(lease.available().pico).toBe(400 * PICO - 5);
     await lease.renew();
-    // Whole micro-dollars are reported; the 5 pico-dollar remainder waits for the next report.
-    expect(rr.seen.at(-1)).toMatchObject({ spent_micros: 600, spent_tokens: 80, lease_id: 'L1' });
+    // Whole micro-dollars are reported; the 5 pico-dollar remainder waits for the next report
+    // and counts against the new grant meanwhile.
+    expect(rr.seen.at(-1)).toMatchObject({ spent_micros: 600, spent_tokens: 80, lease_id: 'L1', report_seq: 1 });
+    expect(lease.available().pico).toBe(1000 * PICO - 5);
+  });
+
+  it('sends a report whose answer was lost again unchanged, and what was spent since in the next one', async () => {
+    let lose = false;
+    const rr = responder({ micros: 1_000_000 }, () => (lose ? new SvcError('SVC-SYS-9001', 'timed out') : undefined));
+    const lease = new BudgetLease('b', settings, rr, observer);
+    await lease.renew();
+    expect(rr.seen[0]).toMatchObject({ spent_tokens: 0, spent_micros: 0, report_seq: null });
+    const spend = (tokens: number, micros: number) =>
+      (lease.reserve({ tokens, pico: micros * PICO }, { tokens: 1, pico: 1 }) as Reservation).settle({
+        tokens,
+        pico: micros * PICO,
+      });
+
+    spend(30, 300);
+    lose = true;
+    await lease.renew();
+    spend(20, 200);
+    await lease.renew();
+    lose = false;
+    await lease.renew();
+    // Two lost answers and the one that came: the same report each time.
+    expect(rr.seen.length).toBeGreaterThanOrEqual(4);
+    for (const request of rr.seen.slice(1)) {
+      expect(request).toMatchObject({ lease_id: 'L1', spent_tokens: 30, spent_micros: 300, report_seq: 1 });
+    }
+    // The answer leaves out the later spend, which counts against the grant until reported.
+    expect(lease.available().pico).toBe(1000 * PICO - 200 * PICO);
+
+    const answered = rr.seen.length;
+    await lease.renew();
+    expect(rr.seen[answered]).toMatchObject({ spent_tokens: 20, spent_micros: 200, report_seq: 2 });
     expect(lease.available().pico).toBe(1000 * PICO);
+    await lease.renew();
+    expect(rr.seen[answered + 1]).toMatchObject({ spent_tokens: 0, spent_micros: 0, report_seq: null });
+    await lease.release();
+  });
+
+  it('on release sends the unanswered report as it was, then what was spent after it', async () => {
+    let lose = false;
+    const rr = responder({ micros: 1_000_000 }, () => (lose ? new SvcError('SVC-SYS-9001', 'timed out') : undefined));
+    const lease = new BudgetLease('b', settings, rr, observer);
+    await lease.renew();
+    const spend = (micros: number) =>
+      (lease.reserve({ tokens: 1, pico: micros * PICO }, { tokens: 1, pico: 1 }) as Reservation).settle({
+        tokens: 1,
+        pico: micros * PICO,
+      });
+    spend(300);
+    lose = true;
+    await lease.renew();
+    spend(200);
+    lose = false;
+    const before = rr.seen.length;
+    await lease.release();
+    expect(rr.seen.slice(before)).toMatchObject([
+      { release: true, spent_tokens: 1, spent_micros: 300, report_seq: 1 },
+      { release: true, spent_tokens: 1, spent_micros: 200, report_seq: 2 },
+    ]);
   });
 
   it('holds what is left when it covers the minimum, refuses below it, and lets an answer extend only while the lease can pay', async () => {

@@ -58,8 +58,11 @@ export class BudgetLease {
   /** Settled against the current grant. */
   #consumed: Amount = { tokens: 0, pico: 0 };
   #reserved: Amount = { tokens: 0, pico: 0 };
-  /** Settled and not yet reported to the control plane. */
+  /** Settled and not yet in a report to the control plane. */
   #unreported: Amount = { tokens: 0, pico: 0 };
+  /** The report sent and not yet answered: sent again, unchanged, until an answer comes. */
+  #report: Report | null = null;
+  #lastReportSeq = 0;
   #renewal: Promise<void> | null = null;
   #expiryTimer: NodeJS.Timeout | undefined;
   #closed = false;
@@ -85,9 +88,11 @@ export class BudgetLease {
 
   /** Asks for (or renews) the lease now; resolves when the answer, or its failure, is applied. */
   renew(): Promise<void> {
-    this.#renewal ??= this.#request(false).finally(() => {
-      this.#renewal = null;
-    });
+    this.#renewal ??= this.#request(false)
+      .then(() => undefined)
+      .finally(() => {
+        this.#renewal = null;
+      });
     return this.#renewal;
   }
 
@@ -159,12 +164,16 @@ export class BudgetLease {
     if (this.#mode === 'pending') this.#applySoftLimit('first lease not granted in time');
   }
 
-  /** Returns what is left to the control plane (shutdown); failures are only logged. */
+  /**
+   * Returns what is left to the control plane (shutdown), with what was spent; a report still
+   * unanswered goes first, as it was, and the rest after it. Failures are only logged.
+   */
   async release(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#expiryTimer);
     await this.#renewal;
-    if (this.#leaseId !== null) await this.#request(true);
+    if (this.#leaseId === null) return;
+    if ((await this.#request(true)) && this.#nextReport() !== null) await this.#request(true);
   }
 
   #maybeRenew(): void {
@@ -181,12 +190,24 @@ export class BudgetLease {
       void this.renew();
   }
 
-  async #request(release: boolean): Promise<void> {
+  /** The whole micro-dollars and tokens not yet reported, as the next report; null when none. */
+  #nextReport(): Report | null {
+    const micros = Math.floor(this.#unreported.pico / PICO_PER_MICRO);
+    if (micros === 0 && this.#unreported.tokens === 0) return null;
+    return { seq: this.#lastReportSeq + 1, tokens: this.#unreported.tokens, micros };
+  }
+
+  /** Sends a renewal (or the release) with the pending report, or a new one; true once answered. */
+  async #request(release: boolean): Promise<boolean> {
     const { tenantId, holder, want, timeoutMs } = this.#settings;
-    const reportedMicros = Math.floor(this.#unreported.pico / PICO_PER_MICRO);
-    const report: Amount = { tokens: this.#unreported.tokens, pico: reportedMicros * PICO_PER_MICRO };
-    const consumedAtSend: Amount = { ...this.#consumed };
-    this.#add(this.#unreported, report, -1);
+    if (this.#report === null) {
+      this.#report = this.#nextReport();
+      if (this.#report !== null) {
+        this.#lastReportSeq = this.#report.seq;
+        this.#add(this.#unreported, { tokens: this.#report.tokens, pico: this.#report.micros * PICO_PER_MICRO }, -1);
+      }
+    }
+    const report = this.#report;
     let grant: LeaseGrant;
     try {
       const reply = await this.#requests.request(
@@ -198,26 +219,25 @@ export class BudgetLease {
           lease_id: this.#leaseId,
           want_tokens: release ? 0 : want.tokens,
           want_micros: release ? 0 : Math.ceil(want.pico / PICO_PER_MICRO),
-          spent_tokens: report.tokens,
-          spent_micros: reportedMicros,
+          spent_tokens: report?.tokens ?? 0,
+          spent_micros: report?.micros ?? 0,
+          report_seq: report?.seq ?? null,
           release,
         },
         timeoutMs,
       );
       grant = LeaseGrantSchema.parse(reply);
     } catch (error) {
-      this.#add(this.#unreported, report, 1);
+      // The control plane may have counted the report all the same: it is sent again as it is.
       this.#failed(error);
-      return;
+      return false;
     }
-    if (release) return;
+    this.#report = null;
+    if (release) return true;
     this.#leaseId = grant.lease_id;
     this.#grant = { tokens: grant.tokens, pico: microsToPico(grant.micros) };
-    // Spending settled while the request was on its way counts against the new grant.
-    this.#consumed = {
-      tokens: this.#consumed.tokens - consumedAtSend.tokens,
-      pico: this.#consumed.pico - consumedAtSend.pico,
-    };
+    // The grant is what is left after every answered report: spend in none counts against it.
+    this.#consumed = { ...this.#unreported };
     if (grant.status !== 'active') {
       this.applyStatus(grant.status);
     } else {
@@ -226,6 +246,7 @@ export class BudgetLease {
     }
     this.#observer.outcome('granted');
     this.#scheduleExpiry(grant.expires_at);
+    return true;
   }
 
   #failed(error: unknown): void {
@@ -279,6 +300,13 @@ export class BudgetLease {
     target.tokens += sign * amount.tokens;
     target.pico += sign * amount.pico;
   }
+}
+
+/** Spend reported in one renewal, numbered per holder and budget: one sent again counts once. */
+interface Report {
+  seq: number;
+  tokens: number;
+  micros: number;
 }
 
 function capped(want: number, have: number | null): number {

@@ -64,23 +64,23 @@ describe('TextSample', () => {
   const tokens = createTokenCounter();
   afterAll(() => tokens.free());
 
-  it('counts a small body exactly, across chunks', () => {
+  it('counts a small body exactly, across chunks', async () => {
     const sample = new TextSample();
     const text = 'The quick brown fox jumps over the lazy dog. '.repeat(10);
     const bytes = Buffer.from(text);
     sample.push(bytes.subarray(0, 7));
     sample.push(bytes.subarray(7));
     expect(sample.totalBytes).toBe(bytes.length);
-    expect(sample.tokens(tokens, 'gpt-4o')).toBe(tokens.countText('gpt-4o', text));
+    expect(await sample.tokens(tokens, 'gpt-4o')).toBe(tokens.countText('gpt-4o', text));
   });
 
-  it('scales a large body from its first 64 KiB without holding the rest', () => {
+  it('scales a large body from its first 64 KiB without holding the rest', async () => {
     const sample = new TextSample();
     const chunk = Buffer.from('lorem ipsum dolor sit amet '.repeat(4096));
     for (let i = 0; i < 10; i++) sample.push(chunk);
     const head = Buffer.concat(Array.from({ length: 10 }, () => chunk)).subarray(0, 64 * 1024);
     const counted = tokens.countText('gpt-4o', head.toString('utf8'));
-    expect(sample.tokens(tokens, 'gpt-4o')).toBe(Math.ceil((counted * chunk.length * 10) / (64 * 1024)));
-    expect(new TextSample().tokens(tokens, 'gpt-4o')).toBe(0);
+    expect(await sample.tokens(tokens, 'gpt-4o')).toBe(Math.ceil((counted * chunk.length * 10) / (64 * 1024)));
+    expect(await new TextSample().tokens(tokens, 'gpt-4o')).toBe(0);
   });
 });

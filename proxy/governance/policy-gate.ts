@@ -82,6 +82,11 @@ export class PolicyGate {
     return this.#approvals.await(action, context, verdict, held);
   }
 
+  /** Whether the current ruleset's conditions read this context field. */
+  reads(field: string): boolean {
+    return this.#rulesets.current?.fields.has(field) ?? false;
+  }
+
   check(action: string, context: Readonly<Record<string, unknown>>): GateVerdict {
     const ruleset = this.#rulesets.current;
     if (ruleset === null) {

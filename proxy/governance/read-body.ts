@@ -1,5 +1,7 @@
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { SvcError } from '../../core/errors/index.ts';
+import { drainOversizedBody } from '../../core/http/oversized-body.ts';
+import type { ProxiedRequest } from '../listener/index.ts';
 import { parseStrictJson } from './strict-json.ts';
 
 export interface ReadBodyOptions {
@@ -8,25 +10,30 @@ export interface ReadBodyOptions {
   /** Its Content-Length, when declared: a body declared too large is refused before any read. */
   declaredLength?: string | string[] | undefined;
   /**
-   * What becomes of the unread rest of a body refused as too large. `discard` (a client's
-   * request) reads and drops it, so the refusal still reaches the client on its connection;
-   * `destroy` (an upstream answer) closes the stream at once.
+   * What becomes of the unread rest of a body refused as too large. An upstream answer's is
+   * closed at once (`destroy`). A client's request names the response its refusal goes out on:
+   * the rest is read and dropped within the bounds of `drainOversizedBody`, so the refusal still
+   * reaches the client on its connection; a body beyond them (endless, or trickling) has its
+   * connection closed once the refusal is sent.
    */
-  rest?: 'discard' | 'destroy';
+  rest: 'destroy' | { answer: Writable };
 }
 
 /**
  * Reads a body whole (governance needs the JSON), refusing one larger than `limit` with
  * SVC-SYS-9009 as soon as it is known to be; never more than `limit` bytes are held.
  */
-export function readBody(body: Readable, limit: number, options: ReadBodyOptions = {}): Promise<Buffer> {
+export function readBody(body: Readable, limit: number, options: ReadBodyOptions): Promise<Buffer> {
   const tooLarge = () =>
     new SvcError('SVC-SYS-9009', `${options.what ?? 'request body'} larger than ${limit} bytes`, { limit });
   const drop = () => {
     // Nothing reads the stream any more: a failure it reports on its way out has no one to tell.
     body.on('error', () => undefined);
-    if (options.rest === 'destroy') body.destroy();
-    else body.resume();
+    const { rest } = options;
+    if (rest === 'destroy') return void body.destroy();
+    void drainOversizedBody(body, limit, options.declaredLength).then((drained) => {
+      if (!drained) afterAnswer(rest.answer, () => body.destroy());
+    });
   };
   const declared = options.declaredLength;
   if (typeof declared === 'string' && Number(declared) > limit) {
@@ -64,6 +71,17 @@ export function readBody(body: Readable, limit: number, options: ReadBodyOptions
     };
     body.on('data', onData).once('end', onEnd).once('error', onError).once('close', onClose);
   });
+}
+
+/** A client's request body, by `readBody`: refused as too large on its declared length already. */
+export function readRequestBody(req: ProxiedRequest, limit: number): Promise<Buffer> {
+  return readBody(req.body, limit, { declaredLength: req.headers['content-length'], rest: { answer: req.clientRes } });
+}
+
+/** Runs `then` once the answer is sent, or could not be. */
+function afterAnswer(answer: Writable, then: () => void): void {
+  if (answer.writableFinished || answer.destroyed) then();
+  else answer.once('finish', then).once('close', then);
 }
 
 /**

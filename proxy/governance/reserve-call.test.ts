@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { RequestReply } from '../../core/bus/bus.ts';
 import { loadPriceTable } from '../../core/metering/prices.ts';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
 import type { LeaseRequest } from '../../core/sync/contract.ts';
 import { BudgetLease, isRefusal, type Reservation } from '../enforcement/index.ts';
 import type { ParsedRequest } from '../providers/index.ts';
@@ -53,7 +54,7 @@ async function leaseOf(pico: number): Promise<BudgetLease> {
 
 function input(): { tokens: InputTokens; count: ReturnType<typeof vi.fn> } {
   const count = vi.fn(() => 1000);
-  return { tokens: new InputTokens(4000, count), count };
+  return { tokens: new InputTokens(4000, count, createTokenCounter()), count };
 }
 
 describe('reserving a call with the input tokens bound', () => {
@@ -64,7 +65,7 @@ describe('reserving a call with the input tokens bound', () => {
   it('far from the limit: the bound decides and is held, nothing is tokenized', async () => {
     const lease = await leaseOf(1000 * boundMost.pico);
     const { tokens, count } = input();
-    const held = reserveCall(lease, prices, bounded, tokens, 'openai') as Reservation;
+    const held = (await reserveCall(lease, prices, bounded, tokens, 'openai')) as Reservation;
     expect(isRefusal(held)).toBe(false);
     expect(held.held).toEqual(boundMost);
     expect(count).not.toHaveBeenCalled();
@@ -75,7 +76,7 @@ describe('reserving a call with the input tokens bound', () => {
     const lease = await leaseOf(Math.ceil((exactMost.pico + boundMost.pico) / 2 / PICO) * PICO);
     expect(lease.available().pico!).toBeLessThan(boundMost.pico);
     const { tokens, count } = input();
-    const held = reserveCall(lease, prices, bounded, tokens, 'openai') as Reservation;
+    const held = (await reserveCall(lease, prices, bounded, tokens, 'openai')) as Reservation;
     expect(isRefusal(held)).toBe(false);
     expect(held.held).toEqual(exactMost);
     expect(count).toHaveBeenCalledTimes(1);
@@ -84,7 +85,7 @@ describe('reserving a call with the input tokens bound', () => {
   it('below the exact minimum: refused as the exact count refuses', async () => {
     const lease = await leaseOf(Math.floor(exactLeast.pico / 2 / PICO) * PICO);
     const { tokens } = input();
-    const refusal = reserveCall(lease, prices, bounded, tokens, 'openai');
+    const refusal = await reserveCall(lease, prices, bounded, tokens, 'openai');
     expect(isRefusal(refusal)).toBe(true);
     expect(isRefusal(lease.reserve(exactMost, exactLeast))).toBe(true);
   });

@@ -5,8 +5,8 @@ import { estimate } from './call-pricing.ts';
 import type { InputTokens } from './input-tokens.ts';
 
 /** The request as parsed, with its exact input token count. */
-export function exactly(parsed: ParsedRequest, input: InputTokens): ParsedRequest {
-  return { ...parsed, estimatedInputTokens: input.exact() };
+export async function exactly(parsed: ParsedRequest, input: InputTokens): Promise<ParsedRequest> {
+  return { ...parsed, estimatedInputTokens: await input.exact() };
 }
 
 /**
@@ -15,14 +15,16 @@ export function exactly(parsed: ParsedRequest, input: InputTokens): ParsedReques
  * only lower it. Near the limit, where the bound could turn the decision or the size of the hold,
  * the request is counted exactly and the exact figures decide, as if the bound had never been.
  */
-export function reserveCall(
+export async function reserveCall(
   lease: Pick<BudgetLease, 'available' | 'reserve'>,
   prices: PriceTable,
   parsed: ParsedRequest,
   input: InputTokens,
   provider: string,
-): Reservation | LeaseRefusal {
+): Promise<Reservation | LeaseRefusal> {
   let { most, least } = estimate(prices, parsed, provider);
-  if (!covers(lease.available(), most)) ({ most, least } = estimate(prices, exactly(parsed, input), provider));
+  // The lease decides again when reserving, so what other calls took while this one was being
+  // counted is seen.
+  if (!covers(lease.available(), most)) ({ most, least } = estimate(prices, await exactly(parsed, input), provider));
   return lease.reserve(most, least);
 }

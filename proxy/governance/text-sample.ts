@@ -24,9 +24,10 @@ export class TextSample {
     this.#held += part.length;
   }
 
-  tokens(counter: TokenCounter, model: string): number {
+  async tokens(counter: TokenCounter, model: string): Promise<number> {
     if (this.#total === 0) return 0;
-    const counted = counter.countText(model, Buffer.concat(this.#chunks).toString('utf8'));
+    const text = Buffer.concat(this.#chunks).toString('utf8');
+    const counted = await counter.exactly(() => counter.countText(model, text));
     return this.#held >= this.#total ? counted : Math.ceil((counted * this.#total) / this.#held);
   }
 }

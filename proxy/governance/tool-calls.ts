@@ -12,7 +12,8 @@ export type ToolSource = 'model' | 'mcp';
  * (the JSON text the model or the MCP client sent), so a SEMANTIC condition judges what the
  * tool will do, and the execution's earlier allowed tool calls as `recent_actions`, so the
  * judge's sequence rules see what it does after what (docs/brain.md, Immune System). Records it as a `tool.call` event whatever the verdict, and on a refusal
- * publishes the violation (and ends the envelope for TERMINATE).
+ * publishes the violation (and ends the envelope for TERMINATE). Given `held`, a call that needs
+ * an approval waits for it (until the signal aborts); without, it is refused.
  */
 export async function governToolCall(
   deps: GovernanceDeps,
@@ -20,14 +21,16 @@ export async function governToolCall(
   call: ToolCall,
   source: ToolSource,
   context: Record<string, unknown>,
+  held?: AbortSignal,
 ): Promise<GateVerdict> {
   const { name } = call;
   deps.anomalies.observe(envelope);
   const recent = deps.history.recent(envelope.executionId);
-  const verdict = await deps.gate.checkJudged(`tool:${name}`, {
-    ...toolContext(call, source, context),
-    ...(recent.length === 0 ? {} : { recent_actions: recent }),
-  });
+  const verdict = await deps.gate.checkJudged(
+    `tool:${name}`,
+    { ...toolContext(call, source, context), ...(recent.length === 0 ? {} : { recent_actions: recent }) },
+    held,
+  );
   // Only what was let through happened: a refused call is no first half of a sequence.
   if (verdict.allowed) deps.history.record(envelope.executionId, `tool:${name}`, name, call.arguments);
   deps.metrics.toolCalls.inc({ source, decision: verdict.allowed ? 'allowed' : 'blocked' });

@@ -11,7 +11,7 @@ import type { GovernanceDeps } from './governance-deps.ts';
 import { governedHeaders } from './llm-call/forward-call.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { contentCodings, decompress } from './decode-body.ts';
-import { readBody } from './read-body.ts';
+import { readRequestBody } from './read-body.ts';
 import { chargeCall, type ChargedCall } from './settle-call.ts';
 import { TextSample } from './text-sample.ts';
 import { refused } from './tool-calls.ts';
@@ -101,7 +101,7 @@ export async function governUnclassifiedCall(
   let bytes: Buffer;
   let headers = req.headers;
   try {
-    bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+    bytes = await readRequestBody(req, deps.bodyLimitBytes);
     // Counted as what it holds, and sent as that: a compressed body would be estimated at a
     // fraction of what the provider reads. Not decoded as text: it may be a binary upload.
     const codings = contentCodings(req.headers);
@@ -150,7 +150,7 @@ export async function governUnclassifiedCall(
   }
   const sent = new TextSample();
   sent.push(bytes);
-  const input = sent.tokens(deps.tokens, model);
+  const input = await sent.tokens(deps.tokens, model);
   const action = `llm:${model === '' ? 'unclassified' : model}`;
   const verdict = deps.gate.check(action, {
     model,
@@ -234,7 +234,7 @@ export async function governUnclassifiedCall(
       return;
     }
     const answer = await relayCounting(deps, req, response);
-    charge(answer.sample.tokens(deps.tokens, model), answer.cutOff);
+    charge(await answer.sample.tokens(deps.tokens, model), answer.cutOff);
   } finally {
     upstream.dispose();
   }

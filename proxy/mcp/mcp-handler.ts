@@ -5,7 +5,7 @@ import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ENVELOPE_HEADER, whileInflight, type Resolution } from '../envelopes/index.ts';
 import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
-import { readBody } from '../governance/read-body.ts';
+import { readBody, readRequestBody } from '../governance/read-body.ts';
 import { governToolCall, toolContext } from '../governance/tool-calls.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { createSseFramer, formatSseEvent } from '../providers/sse-framer.ts';
@@ -42,7 +42,7 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
   let headers: IncomingHttpHeaders;
   let message: unknown;
   try {
-    const bytes = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+    const bytes = await readRequestBody(req, deps.bodyLimitBytes);
     const decoded = await decodeBody(bytes, req.headers, deps.bodyLimitBytes);
     const parsed = parseStrictJson(decoded.text);
     if (!parsed.ok) throw new SvcError('SVC-SYS-9002', `request body is not JSON-RPC: ${parsed.reason}`);
@@ -106,15 +106,22 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
     }
   }
   const server = req.route ?? req.targetUrl.host;
+  const ended = (id: RpcRefusal['id'], when: string) => {
+    const { ending } = envelope;
+    return ending === null
+      ? null
+      : {
+          id,
+          rpcCode: -32000,
+          code: 'SVC-ENV-1003' as const,
+          message: `envelope ${envelope.envelopeId} ${when} (${ending.status})`,
+          data: { envelope_id: envelope.envelopeId },
+        };
+  };
   for (const call of reading.calls) {
-    if (envelope.ending !== null) {
-      refusals.push({
-        id: call.id,
-        rpcCode: -32000,
-        code: 'SVC-ENV-1003',
-        message: `envelope ${envelope.envelopeId} already ended (${envelope.ending.status})`,
-        data: { envelope_id: envelope.envelopeId },
-      });
+    const endedBefore = ended(call.id, 'already ended');
+    if (endedBefore !== null) {
+      refusals.push(endedBefore);
       continue;
     }
     const context = {
@@ -133,7 +140,16 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
         ? null
         : deps.gate.check(`tool:${lower}`, toolContext({ name: lower, arguments: args }, 'mcp', context));
     const name = quiet !== null && !quiet.allowed ? lower : call.name;
-    const verdict = await governToolCall(deps, envelope, { name, arguments: args }, 'mcp', context);
+    // A call that needs an approval waits here for it, before anything is forwarded; the wait
+    // ends early when the client leaves or the envelope ends meanwhile.
+    const verdict = await whileInflight(envelope, (ended) =>
+      governToolCall(deps, envelope, { name, arguments: args }, 'mcp', context, AbortSignal.any([req.signal, ended])),
+    );
+    const endedWhileHeld = verdict.allowed ? ended(call.id, 'ended while the call waited') : null;
+    if (endedWhileHeld !== null) {
+      refusals.push(endedWhileHeld);
+      continue;
+    }
     if (!verdict.allowed) {
       refusals.push({
         id: call.id,

@@ -1,10 +1,15 @@
+import { status } from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
 import {
   expectSvcError,
   startControlPlane,
   tenantWithKey,
   type RunningControlPlane,
 } from '../harness/control-plane.ts';
+import { clientsFor, failure, statusDetails, unary } from '../harness/grpc.ts';
+
+const COSTS = 'svc.cost.v1.CostService';
 
 let cp: RunningControlPlane;
 afterEach(async () => cp.close());
@@ -196,6 +201,25 @@ describe('429 SVC-SYS-9005 per API key', () => {
         })
       ).status,
     ).toBe(201);
+  });
+});
+
+describe('one rate limit per caller across REST and gRPC', () => {
+  it('refuses a gRPC call with RESOURCE_EXHAUSTED SVC-SYS-9005 once REST calls used up the limit, and the other way round', async () => {
+    const first = await withTenant({ rate_limit_per_minute: 4 });
+    const second = await tenantWithKey(cp, 'globex');
+    const clients = clientsFor(loadServedDefinition(), `127.0.0.1:${String(cp.plane.grpcPort())}`);
+    try {
+      const listOverGrpc = (key: string) => unary(clients.client(COSTS), 'ListBudgets', {}, { defaultKey: key });
+      for (let i = 0; i < 4; i += 1) expect((await cp.call('GET', '/v1/budgets', { key: first })).status).toBe(200);
+      const refused = await failure(listOverGrpc(first));
+      expect(refused.code).toBe(status.RESOURCE_EXHAUSTED);
+      expect(statusDetails(refused).errorInfo).toMatchObject({ reason: 'SVC-SYS-9005' });
+      for (let i = 0; i < 4; i += 1) expect((await listOverGrpc(second)).budgets).toEqual([]);
+      expectSvcError(await cp.call('GET', '/v1/budgets', { key: second }), 429, 'SVC-SYS-9005');
+    } finally {
+      clients.close();
+    }
   });
 });
 

@@ -1,10 +1,12 @@
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
 import { eventually, ROOT_KEY } from '../harness/control-plane.ts';
 import { clientsFor, unary } from '../harness/grpc.ts';
 import { callOk, mcpClient } from '../mcp/mcp-client.ts';
+import { startToolServer, type ToolServer } from './mcp-server.ts';
 import { startNatsPair, type NatsPair } from './nats-pair.ts';
 import { openAiClient } from './sdk-options.ts';
 import { settledWithin } from './settled-within.ts';
@@ -18,16 +20,24 @@ const TIMEOUT_SECONDS = 5;
 const MAX_HELD = 2;
 let pair: NatsPair;
 let mcp: Client;
+let tools: ToolServer;
 
 beforeAll(async () => {
+  tools = await startToolServer(true);
   pair = await startNatsPair({
     proxy_approval_timeout_seconds: TIMEOUT_SECONDS,
     proxy_approval_max_held: MAX_HELD,
     proxy_approval_recheck_ms: 300,
+    proxy_mcp_servers: `tools=${tools.url}`,
   });
   await pair.addPolicy({
     name: 'big-model-needs-a-human',
     rules: [{ action: 'llm:gpt-4o', effect: 'require_approval', message: 'gpt-4o needs a human' }],
+    priority: 600,
+  });
+  await pair.addPolicy({
+    name: 'deletes-need-a-human',
+    rules: [{ action: 'tool:delete_repo', effect: 'require_approval', message: 'deletes need a human' }],
     priority: 600,
   });
   mcp = await mcpClient(pair.cpUrl, ROOT_KEY, { headers: { 'x-tenant-id': 'acme' } });
@@ -36,6 +46,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await mcp.close();
   await pair.close();
+  await tools.close();
 });
 
 interface PendingApproval {
@@ -89,6 +100,61 @@ async function refusal(call: Promise<unknown>): Promise<APIError> {
   expect(error).toBeInstanceOf(APIError);
   return error as APIError;
 }
+
+describe('an MCP tool call held for approval', () => {
+  it('waits, with nothing forwarded to the tool server, and is forwarded once approved', async () => {
+    const known = await pendingIds();
+    const agent = new Client({ name: 'agent', version: '1.0.0' });
+    await agent.connect(
+      new StreamableHTTPClientTransport(new URL(`${pair.proxyUrl}/mcp/tools/mcp`), {
+        requestInit: { headers: { 'x-svc-execution-id': 'exec-mcp-approval' } },
+      }),
+    );
+    try {
+      const call = agent.callTool({ name: 'delete_repo', arguments: { repo: 'demo' } });
+      const [approval] = await newPending(known);
+      expect(approval).toMatchObject({ action: 'tool:delete_repo', requested_by: { type: 'proxy' } });
+      expect(await settledWithin(call, 300)).toBe(false);
+      expect(tools.calls).not.toContain('delete_repo');
+      expect(await heldNow()).toBe(1);
+
+      await callOk(mcp, 'approve_action', { approval_id: approval!.approval_id, comment: 'fine' });
+      const result = await call;
+      expect(result.content).toEqual([{ type: 'text', text: 'delete_repo done' }]);
+      expect(tools.calls).toContain('delete_repo');
+      expect(await heldNow()).toBe(0);
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it('is refused with SVC-POL-2004 when the approval is rejected, and never forwarded', async () => {
+    const known = await pendingIds();
+    const before = tools.calls.length;
+    const agent = new Client({ name: 'agent', version: '1.0.0' });
+    await agent.connect(
+      new StreamableHTTPClientTransport(new URL(`${pair.proxyUrl}/mcp/tools/mcp`), {
+        requestInit: { headers: { 'x-svc-execution-id': 'exec-mcp-rejected' } },
+      }),
+    );
+    try {
+      const call = agent.callTool({ name: 'delete_repo', arguments: { repo: 'prod' } }).then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
+      const [approval] = await newPending(known);
+      const denying = Date.now();
+      await callOk(mcp, 'deny_action', { approval_id: approval!.approval_id, reason: 'not in prod' });
+      const error = await call;
+      expect(Date.now() - denying).toBeLessThan(1000);
+      expect(String(error)).toContain('SVC-POL-2004');
+      expect(String(error)).toContain('not in prod');
+      expect(tools.calls.length).toBe(before);
+    } finally {
+      await agent.close();
+    }
+  });
+});
 
 describe('a call held for approval', () => {
   it('waits, with nothing sent upstream, and is released within 1 s of approve_action over MCP', async () => {

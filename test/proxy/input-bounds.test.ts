@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -155,4 +156,51 @@ describe('deep input under the default body limit', () => {
     expect(error.message).toContain('nested deeper than 128');
     expect(roomy.sim.requests.length).toBe(before);
   });
+});
+
+/**
+ * A chat call over the limit whose body never ends, sent chunk by chunk on a raw connection: the
+ * answer the client got and when the proxy closed the connection (null if it did not in 30 s).
+ */
+function endlessChat(chunkBytes: number, everyMs: number): Promise<{ answer: string; closedAfterMs: number | null }> {
+  const url = new URL(rig.addresses.proxyUrl);
+  return new Promise((resolve) => {
+    const socket = connect(Number(url.port), url.hostname);
+    const started = Date.now();
+    let answer = '';
+    const done = (closedAfterMs: number | null) => {
+      clearInterval(sending);
+      clearTimeout(giveUp);
+      socket.destroy();
+      resolve({ answer, closedAfterMs });
+    };
+    const chunk = (bytes: number) => `${bytes.toString(16)}\r\n${'x'.repeat(bytes)}\r\n`;
+    socket.write(
+      'POST /openai/v1/chat/completions HTTP/1.1\r\nhost: proxy\r\ncontent-type: application/json\r\n' +
+        `transfer-encoding: chunked\r\n\r\n${chunk(2 * BODY_LIMIT)}`,
+    );
+    const sending = setInterval(() => {
+      if (socket.writable) socket.write(chunk(chunkBytes));
+    }, everyMs);
+    const giveUp = setTimeout(() => done(null), 30_000);
+    socket.setEncoding('latin1').on('data', (text: string) => (answer += text));
+    socket.on('error', () => undefined).on('close', () => done(Date.now() - started));
+  });
+}
+
+describe('a refused request body that never ends', () => {
+  it('is answered 413 and its connection closed once more than four times the limit arrived', async () => {
+    const sent = await endlessChat(BODY_LIMIT, 5);
+    expect(sent.answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(sent.answer).toContain('SVC-SYS-9009');
+    expect(sent.closedAfterMs).not.toBeNull();
+  });
+
+  it('is answered 413 and its connection closed after the drain time when it only trickles', async () => {
+    const sent = await endlessChat(10, 100);
+    expect(sent.answer).toMatch(/^HTTP\/1\.1 413 /);
+    // Four times the limit would take minutes at this pace: the time bound (5 s) closed it.
+    expect(sent.closedAfterMs).not.toBeNull();
+    expect(sent.closedAfterMs!).toBeGreaterThanOrEqual(4_000);
+  }, 40_000);
 });

@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MAX_TOTAL, usdToMicros, type AuditRecord } from '../../core/domain/index.ts';
+import { MAX_TOTAL, NO_LIMITS, usdToMicros, type AuditRecord } from '../../core/domain/index.ts';
+import { LeaseRequestSchema, type LeaseRequest } from '../../core/sync/contract.ts';
+import { LeaseLedger } from '../../control-plane/leases/lease-ledger.ts';
 import { auditHash, GENESIS } from '../../control-plane/audit/chain.ts';
 import { collectPages } from '../../control-plane/storage/paging.ts';
 import type { ImmuneDetection } from '../../core/brain/index.ts';
@@ -862,6 +864,61 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         await add('reported', 9, NEXT_MONTH.start);
         expect(await storage.read.leases.pendingSpend(A, 'b1', NEXT_MONTH.start)).toEqual({ tokens: 1, micros: 9 });
         expect(await storage.read.leases.pendingSpend(A, 'b1', MONTH.start)).toEqual({ tokens: 0, micros: 0 });
+      });
+
+      it('counts each report of a holder once, a late one of its earlier reports not at all', async () => {
+        const claim = (tenant: string, budgetId: string, holder: string, seq: number) =>
+          tx((t) => t.leases.claimReport(tenant, budgetId, holder, seq));
+        expect(await claim(A, 'b1', 'h1', 1)).toBe(true);
+        expect(await claim(A, 'b1', 'h1', 1)).toBe(false);
+        expect(await claim(A, 'b1', 'h1', 2)).toBe(true);
+        expect(await claim(A, 'b1', 'h1', 1)).toBe(false);
+        expect(await claim(A, 'b1', 'h2', 1)).toBe(true);
+        expect(await claim(A, 'b2', 'h1', 1)).toBe(true);
+        expect(await claim(B, 'b1', 'h1', 1)).toBe(true);
+        // A claim in a transaction that fails is not kept.
+        await expect(
+          tx(async (t) => {
+            await t.leases.claimReport(A, 'b1', 'h1', 3);
+            throw new Error('rolled back');
+          }),
+        ).rejects.toThrow('rolled back');
+        expect(await claim(A, 'b1', 'h1', 3)).toBe(true);
+      });
+
+      it('lets the ledger count a renewal sent again after its answer was lost once', async () => {
+        const budget = aBudget(A, { limits: { ...NO_LIMITS, max_cost_usd: 1 } });
+        await tx((t) => t.budgets.insert(A, budget));
+        const ledger = new LeaseLedger(storage, () => NOW, 60_000);
+        const renew = (extra: Partial<LeaseRequest>) =>
+          tx((t) =>
+            ledger.handle(
+              t,
+              A,
+              LeaseRequestSchema.parse({
+                tenant_id: A,
+                budget_id: budget.budget_id,
+                holder: 'h1',
+                want_tokens: 0,
+                want_micros: 100_000,
+                ...extra,
+              }),
+            ),
+          );
+        const pending = async () => (await storage.read.leases.pendingSpend(A, budget.budget_id, MONTH.start)).micros;
+        const { lease_id } = await renew({});
+        const first = await renew({ lease_id, spent_micros: 30_000, report_seq: 1 });
+        expect(await pending()).toBe(30_000);
+        // The same report again: the spend counted once, and the lease the lost answer granted.
+        const again = await renew({ lease_id, spent_micros: 30_000, report_seq: 1 });
+        expect(again).toMatchObject({ lease_id, status: 'active', micros: first.micros });
+        expect(await pending()).toBe(30_000);
+        await renew({ lease_id, spent_micros: 30_000, report_seq: 2 });
+        expect(await pending()).toBe(60_000);
+        // Without a number (an older proxy) every request counts.
+        await renew({ lease_id, spent_micros: 5_000 });
+        await renew({ lease_id, spent_micros: 5_000 });
+        expect(await pending()).toBe(70_000);
       });
     });
 

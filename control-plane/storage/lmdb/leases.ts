@@ -13,9 +13,15 @@ interface LeaseSpend {
   applied_micros: number;
 }
 
+/** The last report of a holder's counted on a budget. */
+interface ReportMark {
+  seq: number;
+}
+
 /**
  * Leases under `[tenant, 'lease', '<budget>/<lease>']`; the budget's reported and applied spend
- * beside them under `spend/<budget>`, a key their `<budget>/` range never matches.
+ * beside them under `spend/<budget>`, and each holder's last counted report under
+ * `report/<budget>/<holder>`, keys their `<budget>/` range never matches.
  */
 export class LmdbLeases implements Sync<LeaseRepository> {
   readonly #kv: KvView;
@@ -84,6 +90,15 @@ export class LmdbLeases implements Sync<LeaseRepository> {
             applied_micros: record.applied_micros + spend.micros,
           };
     this.#kv.put(this.#layout.tenant(tenant, 'lease'), `spend/${budgetId}`, next);
+  }
+
+  claimReport(tenant: string, budgetId: string, holder: string, seq: number): boolean {
+    const table = this.#layout.tenant(tenant, 'lease');
+    const key = `report/${budgetId}/${holder}`;
+    const mark = this.#kv.get<ReportMark>(table, key);
+    if (mark !== undefined && mark.seq >= seq) return false;
+    this.#kv.put(table, key, { seq } satisfies ReportMark);
+    return true;
   }
 
   /** The period's spend record; a fresh one when the stored record is of another period. */

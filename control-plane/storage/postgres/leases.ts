@@ -2,7 +2,10 @@ import type { LeaseRecord, Spend } from '../records.ts';
 import type { LeaseRepository } from '../storage.ts';
 import { int, type Sql } from './sql.ts';
 
-/** Leases per budget; the spend reported and applied in the budget's period in `lease_spend`. */
+/**
+ * Leases per budget; the spend reported and applied in the budget's period in `lease_spend`, the
+ * last report counted per holder in `lease_reports`.
+ */
 export class PgLeases implements LeaseRepository {
   readonly #sql: Sql;
 
@@ -68,6 +71,16 @@ export class PgLeases implements LeaseRepository {
       budgetId,
       leaseId,
     ]);
+  }
+
+  async claimReport(tenant: string, budgetId: string, holder: string, seq: number): Promise<boolean> {
+    const { rows } = await this.#sql.query(
+      `INSERT INTO lease_reports AS r (tenant_id, budget_id, holder, seq) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (tenant_id, budget_id, holder) DO UPDATE SET seq = excluded.seq WHERE r.seq < excluded.seq
+       RETURNING 1`,
+      [tenant, budgetId, holder, seq],
+    );
+    return rows.length > 0;
   }
 
   async addSpend(

@@ -81,8 +81,10 @@ export async function decideCall(
     max_output_tokens: parsed.maxOutputTokens,
     declared_tools: parsed.declaredTools,
   };
-  // Counted only if a rule reads it.
-  Object.defineProperty(context, 'estimated_input_tokens', { enumerable: true, get: () => input.exact() });
+  // Counted only if a rule reads it, before the evaluation, which cannot wait; a ruleset that
+  // starts reading it meanwhile has it counted on the event loop.
+  if (deps.gate.reads('estimated_input_tokens')) await input.exact();
+  Object.defineProperty(context, 'estimated_input_tokens', { enumerable: true, get: () => input.within() });
   const action = `llm:${parsed.model}`;
   // A call that needs an approval waits here for it, before anything is reserved or sent; the
   // wait ends early when the client leaves or the envelope ends meanwhile.
@@ -97,7 +99,7 @@ export async function decideCall(
   }
 
   const lease = await deps.leases.lease(envelope.budgetId);
-  const reservation = reserveCall(lease, deps.prices, parsed, input, adapter.id);
+  const reservation = await reserveCall(lease, deps.prices, parsed, input, adapter.id);
   if (isRefusal(reservation)) {
     return refusal('budget_exceeded', reservation.code, reservation.message, envelope.envelopeId);
   }

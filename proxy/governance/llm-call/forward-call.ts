@@ -40,7 +40,7 @@ export async function forwardCall(
     });
   } catch (error) {
     if (mayHaveReachedProvider(error))
-      chargeWorstCase(deps, call, req.signal.aborted ? 'client_gone' : 'upstream_failed');
+      await chargeWorstCase(deps, call, req.signal.aborted ? 'client_gone' : 'upstream_failed');
     else release(call);
     const failure = isSvcError(error) ? error : undefined;
     // An unforeseen error's text stays in the log.

@@ -41,7 +41,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   } catch (error) {
     if (!isSvcError(error)) throw error;
     response.body.destroy();
-    chargeWorstCase(deps, call, 'answer_unreadable');
+    await chargeWorstCase(deps, call, 'answer_unreadable');
     refuseAnswer(
       call,
       'SVC-ADP-5001',
@@ -201,17 +201,14 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
     source.destroy();
     response.body.destroy();
   }
+  const input = progress?.inputReported === true ? 0 : await call.input.exact();
   const reading: ResponseReading = {
     usage:
       progress === null
-        ? { input: call.input.exact(), output: 0, cachedInput: 0 }
+        ? { input, output: 0, cachedInput: 0 }
         : progress.inputReported
           ? progress.usage
-          : {
-              ...progress.usage,
-              input: call.input.exact(),
-              cachedInput: Math.min(progress.usage.cachedInput, call.input.exact()),
-            },
+          : { ...progress.usage, input, cachedInput: Math.min(progress.usage.cachedInput, input) },
     usageSource: progress?.usageSource ?? 'estimated',
     toolCalls: (progress?.toolCalls ?? []).map(({ name, arguments: args }) => ({ name, arguments: args })),
     model: parsed.model,
@@ -231,7 +228,13 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
     return;
   }
   if (complete) settle(deps, call, reading, 'usage', gone ? 'client_gone' : null, gone);
-  else chargeWorstCase(deps, call, gone ? 'client_gone' : failed ? 'upstream_failed' : 'upstream_incomplete', reading);
+  else
+    await chargeWorstCase(
+      deps,
+      call,
+      gone ? 'client_gone' : failed ? 'upstream_failed' : 'upstream_incomplete',
+      reading,
+    );
   if (gone || failed) res.destroy();
   else {
     await recorded(deps);

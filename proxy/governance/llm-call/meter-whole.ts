@@ -53,7 +53,11 @@ export async function meterWhole(deps: GovernanceDeps, call: LlmCall, response: 
     bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'provider answer', rest: 'destroy' });
   } catch (error) {
     const tooLarge = isSvcError(error) && error.code === 'SVC-SYS-9009';
-    chargeWorstCase(deps, call, tooLarge ? 'answer_too_large' : req.signal.aborted ? 'client_gone' : 'upstream_failed');
+    await chargeWorstCase(
+      deps,
+      call,
+      tooLarge ? 'answer_too_large' : req.signal.aborted ? 'client_gone' : 'upstream_failed',
+    );
     refuseAnswer(
       call,
       tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
@@ -76,7 +80,7 @@ export async function meterWhole(deps: GovernanceDeps, call: LlmCall, response: 
   } catch (error) {
     if (!isSvcError(error)) throw error;
     const tooLarge = error.code === 'SVC-SYS-9009';
-    chargeWorstCase(deps, call, tooLarge ? 'answer_too_large' : 'answer_unreadable');
+    await chargeWorstCase(deps, call, tooLarge ? 'answer_too_large' : 'answer_unreadable');
     refuseAnswer(
       call,
       tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
@@ -84,7 +88,10 @@ export async function meterWhole(deps: GovernanceDeps, call: LlmCall, response: 
     );
     return;
   }
-  const reading = call.adapter.readResponse(call.op, answer, () => call.input.exact());
+  // Exact counts of what the answer does not report, the input's and the output's alike.
+  const reading = await deps.tokens.exactly(() =>
+    call.adapter.readResponse(call.op, answer, () => call.input.within()),
+  );
   const aborted = req.signal.aborted;
   const priced = settle(deps, call, reading, 'usage', aborted ? 'client_gone' : null, aborted);
   deps.logger.debug(

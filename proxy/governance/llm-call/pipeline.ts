@@ -47,7 +47,7 @@ export async function governLlmCall(
     else await meterWhole(deps, call, response);
   } finally {
     upstream.dispose();
-    settleUnfinished(deps, call);
+    await settleUnfinished(deps, call);
   }
 }
 

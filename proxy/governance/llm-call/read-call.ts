@@ -5,7 +5,7 @@ import type { Operation, ParsedRequest, ProviderAdapter } from '../../providers/
 import { decodeBody, decodedHeaders } from '../decode-body.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
 import { InputTokens } from '../input-tokens.ts';
-import { parseJsonBody, readBody } from '../read-body.ts';
+import { parseJsonBody, readRequestBody } from '../read-body.ts';
 import { refusal, type Refusal } from './refusal.ts';
 
 /** The request as the later steps govern it. */
@@ -30,7 +30,7 @@ export async function readCall(
   op: Operation,
 ): Promise<ReadCall | Refusal> {
   try {
-    const received = await readBody(req.body, deps.bodyLimitBytes, { declaredLength: req.headers['content-length'] });
+    const received = await readRequestBody(req, deps.bodyLimitBytes);
     const decoded = await decodeBody(received, req.headers, deps.bodyLimitBytes);
     const json = parseJsonBody(decoded.text);
     const path = req.targetUrl.pathname;
@@ -39,6 +39,7 @@ export async function readCall(
     const input = new InputTokens(
       parsed.estimatedInputTokens,
       () => adapter.parseRequest(op, json, path).estimatedInputTokens,
+      deps.tokens,
     );
     return { bytes: decoded.utf8, headers: decodedHeaders(req.headers, decoded), json, parsed, input };
   } catch (error) {

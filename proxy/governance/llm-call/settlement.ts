@@ -58,12 +58,20 @@ export function settle(
 }
 
 /** Charges a call whose answer could not be read at the most it could have used. */
-export function chargeWorstCase(deps: GovernanceDeps, call: LlmCall, cutOff: string, seen?: ResponseReading): void {
+export async function chargeWorstCase(
+  deps: GovernanceDeps,
+  call: LlmCall,
+  cutOff: string,
+  seen?: ResponseReading,
+): Promise<void> {
+  // Settled from now on: nothing else charges the call while its input is being counted.
+  call.settled = true;
+  const parsed = await exactly(call.parsed, call.input);
   settle(
     deps,
     call,
     {
-      usage: worstCase(exactly(call.parsed, call.input), seen?.usage),
+      usage: worstCase(parsed, seen?.usage),
       usageSource: 'estimated',
       toolCalls: [...(seen?.toolCalls ?? [])],
       model: '',
@@ -81,9 +89,9 @@ export function release(call: LlmCall): void {
 }
 
 /** Whatever ended the call without settling it: charged if it may have reached the provider. */
-export function settleUnfinished(deps: GovernanceDeps, call: LlmCall): void {
+export async function settleUnfinished(deps: GovernanceDeps, call: LlmCall): Promise<void> {
   if (call.settled) return;
-  if (call.sent) chargeWorstCase(deps, call, 'proxy_failed');
+  if (call.sent) await chargeWorstCase(deps, call, 'proxy_failed');
   else release(call);
 }
 

@@ -1,0 +1,62 @@
+import { createRequire } from 'node:module';
+import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
+import type { Principal } from '../../core/domain/index.ts';
+import { SvcError } from '../../core/errors/index.ts';
+
+type LocalStoreCtor = new (continueExceeding: boolean, exponentialBackoff: boolean) => FastifyRateLimitStore;
+
+// @fastify/rate-limit's own in-memory store (a fixed window per key in a bounded LRU).
+const LocalStore = createRequire(import.meta.url)('@fastify/rate-limit/store/LocalStore.js') as LocalStoreCtor;
+
+export const RATE_WINDOW_MS = 60_000;
+
+/**
+ * One request count per caller and replica, whichever surface the request comes by: REST (and the
+ * MCP endpoint on the same server) through @fastify/rate-limit, gRPC through `take`. Counted apart,
+ * a caller would have each surface's limit.
+ */
+export interface RequestRate {
+  readonly perMinute: number;
+  /** For @fastify/rate-limit's `store`: every instance it makes is the one shared store. */
+  readonly store: FastifyRateLimitStoreCtor;
+  /** Counts one request of the caller; rejects with SVC-SYS-9005 past the limit. */
+  take(principal: Principal): Promise<void>;
+}
+
+export function rateKey(principal: Principal): string {
+  return `${principal.type}:${principal.tenant_id}:${principal.id}`;
+}
+
+export function rateExceeded(max: number, ttlMs: number): SvcError {
+  const seconds = Math.ceil(ttlMs / 1000);
+  return new SvcError('SVC-SYS-9005', `rate limit of ${max} requests per minute exceeded; retry after ${seconds} s`, {
+    limit: max,
+    retry_after_seconds: seconds,
+  });
+}
+
+export function createRequestRate(perMinute: number): RequestRate {
+  const shared = new LocalStore(false, false);
+  // A constructor that returns an object makes `new` give that object.
+  const store = function SharedStore() {
+    return shared;
+  } as unknown as FastifyRateLimitStoreCtor;
+  return {
+    perMinute,
+    store,
+    take(principal) {
+      return new Promise((resolve, reject) => {
+        shared.incr(
+          rateKey(principal),
+          (error, result) => {
+            if (error !== null || result === undefined) reject(error ?? new Error('rate store gave no count'));
+            else if (result.current > perMinute) reject(rateExceeded(perMinute, result.ttl));
+            else resolve();
+          },
+          RATE_WINDOW_MS,
+          perMinute,
+        );
+      });
+    },
+  };
+}

@@ -1,0 +1,88 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createTokenThread, type TextToCount, type TokenThread } from './token-thread.ts';
+import { createTokenCounter, type TokenCounter } from './tokens.ts';
+
+const prose = (chars: number) =>
+  'Governed calls, naïve café, 日本語, 1234 — '.repeat(Math.ceil(chars / 40)).slice(0, chars);
+
+describe('exactly', () => {
+  const counters: TokenCounter[] = [];
+  const counter = (options: Parameters<typeof createTokenCounter>[0] = {}) => {
+    const made = createTokenCounter(options);
+    counters.push(made);
+    return made;
+  };
+  afterEach(() => counters.splice(0).forEach((c) => c.free()));
+
+  it('gives what the function gives with exact counts, on the thread for large texts', async () => {
+    const inline = counter({ offThreadMinChars: Number.POSITIVE_INFINITY });
+    let threads = 0;
+    const threaded = counter({
+      offThreadMinChars: 1000,
+      createThread: () => {
+        threads++;
+        return createTokenThread();
+      },
+    });
+    const messages = [
+      { role: 'system', content: prose(3000) },
+      { role: 'user', content: prose(500), name: 'ann' },
+    ];
+    const fn = (c: TokenCounter) => () => ({
+      chat: c.countChatMessages('gpt-4o', messages),
+      text: c.countText('gpt-4', prose(1200)),
+    });
+    const expected = fn(inline)();
+    expect(expected.chat).toBeLessThan(3500);
+    expect(await threaded.exactly(fn(threaded))).toEqual(expected);
+    expect(threads).toBe(1);
+    // Small texts are counted in place: no thread is started for them.
+    const small = counter({ offThreadMinChars: 1000, createThread: () => expect.unreachable() });
+    expect(await small.exactly(() => small.countText('gpt-4o', 'hello there'))).toBe(2);
+  });
+
+  it('counts in place when the thread fails, never skipping a count', async () => {
+    const failing: TokenThread = {
+      count: () => Promise.reject(new Error('thread died')),
+      close: () => Promise.resolve(),
+    };
+    const inline = counter({ offThreadMinChars: Number.POSITIVE_INFINITY });
+    const c = counter({ offThreadMinChars: 10, createThread: () => failing });
+    const text = prose(5000);
+    expect(await c.exactly(() => c.countText('gpt-4o', text))).toBe(inline.countText('gpt-4o', text));
+  });
+
+  it('counts a text the second run asks for and the first did not', async () => {
+    const inline = counter({ offThreadMinChars: Number.POSITIVE_INFINITY });
+    const c = counter({ offThreadMinChars: 10 });
+    let run = 0;
+    // A function that (wrongly) asks for other texts on its second run still gets exact counts.
+    const fn = () => c.countText('gpt-4o', run++ === 0 ? prose(100) : prose(200));
+    expect(await c.exactly(fn)).toBe(inline.countText('gpt-4o', prose(200)));
+  });
+});
+
+describe('createTokenThread', () => {
+  it('rejects counts when its thread cannot start, and starts afresh on the next count', async () => {
+    const broken = createTokenThread(new URL('./no-such-token-thread.ts', import.meta.url));
+    const texts: TextToCount[] = [{ encoding: 'o200k_base', text: 'hello' }];
+    await expect(broken.count(texts)).rejects.toThrow();
+    await expect(broken.count(texts)).rejects.toThrow();
+    await broken.close();
+  });
+
+  it('answers counts in flight together and in order', async () => {
+    const thread = createTokenThread();
+    const inline = createTokenCounter();
+    try {
+      const batches = [prose(100), prose(3000), prose(10)].map((text) => [{ encoding: 'cl100k_base' as const, text }]);
+      const counts = await Promise.all(batches.map((texts) => thread.count(texts)));
+      expect(counts).toEqual(batches.map(([t]) => [inline.countIn(t!.encoding, t!.text)]));
+    } finally {
+      inline.free();
+      await thread.close();
+    }
+    await expect(thread.count([{ encoding: 'cl100k_base', text: 'x' }])).resolves.toEqual([1]);
+    await thread.close();
+  });
+});
