@@ -64,7 +64,10 @@ export interface PreparedRequest {
 }
 
 export interface StreamProgress {
-  /** Running totals: provider-reported where known, else tiktoken on the deltas so far. */
+  /**
+   * Running totals: provider-reported where known, else an upper bound of the output so far (its
+   * UTF-8 bytes, with what `exact` already counted); exact in `end` and `exact`.
+   */
   usage: TokenUsage;
   usageSource: UsageSource;
   /**
@@ -88,8 +91,16 @@ export interface StreamMeter {
    * an event exceeds the event limit: end the stream with `errorEvent` then.
    */
   push(chunk: Uint8Array): Iterable<StreamProgress>;
-  /** Upstream closed: releases any unterminated last event. `done` still false means the answer was cut short. */
+  /**
+   * Upstream closed: releases any unterminated last event, the output counted exactly where the
+   * provider reported none. `done` still false means the answer was cut short.
+   */
   end(): StreamProgress;
+  /**
+   * The progress so far with the output counted exactly (with tiktoken, text counted once), for
+   * a decision the running bound would change: a cut, or a charge of a stream that ended early.
+   */
+  exact(): StreamProgress;
   /** Bytes that end the stream with an error the client's SDK raises; send after the last `forward` passed on. */
   errorEvent(svcCode: SvcCode, message: string): Uint8Array;
 }

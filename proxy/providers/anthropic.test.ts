@@ -122,8 +122,11 @@ describe('Anthropic stream meter', () => {
       (e) => !e.startsWith('event: message_delta') && !e.startsWith('event: message_stop'),
     );
     const p = pushChunk(meter, new TextEncoder().encode(untilDeltas.map((e) => e + '\n\n').join(''))).last!;
-    expect(p.usage).toEqual({ input: 30, output: 4, cachedInput: 0 });
+    // Until message_delta the output is bounded by the bytes of the text; counted exactly on demand.
+    expect(p.usage.input).toBe(30);
+    expect(p.usage.output).toBeGreaterThanOrEqual(4);
     expect(p.usageSource).toBe('estimated');
+    expect(meter.exact().usage).toEqual({ input: 30, output: 4, cachedInput: 0 });
     expect(p.done).toBe(false);
   });
 });

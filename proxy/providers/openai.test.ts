@@ -3,6 +3,7 @@ import { SvcError } from '../../core/errors/index.ts';
 import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
 import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createOpenAiAdapter } from './openai.ts';
+import { UNCOUNTED_TEXT_LIMIT } from './stream-meter.ts';
 
 const fx = useAdapterFixture();
 const { deps } = fx;
@@ -284,10 +285,36 @@ describe('OpenAI stream meter', () => {
       openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 3 }),
       splitAt(raw, 3, 40),
     );
-    const outputs = run.progress.map((p) => p.usage.output);
-    expect(outputs).toEqual([...outputs].sort((a, b) => a - b));
-    expect(outputs.some((o) => o > 0 && o < 6)).toBe(true);
+    // Until the provider's usage arrives, the output is bounded by the UTF-8 bytes of the text.
+    const running = run.progress.filter((p) => p.usageSource === 'estimated').map((p) => p.usage.output);
+    expect(running).toEqual([...running].sort((a, b) => a - b));
+    expect(running.some((o) => o > 0)).toBe(true);
     expect(run.progress.find((p) => p.usage.output > 0)?.usage.input).toBe(3);
+    expect(run.last).toMatchObject({ usage: { output: 6 }, usageSource: 'provider' });
+  });
+
+  it('bounds the running output by the bytes of the text and counts it exactly once on demand', async () => {
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, max_tokens: 40, stream: true });
+    const events = decodeText(raw).split('\n\n');
+    const half = new TextEncoder().encode(events.slice(0, 20).join('\n\n') + '\n\n');
+    const meter = openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 3 });
+    const bound = pushChunk(meter, half).last!.usage.output;
+    const text = events
+      .slice(0, 20)
+      .map((e) => JSON.parse(e.slice(6)) as { choices: { delta: { content?: string } }[] })
+      .map((e) => e.choices[0]?.delta.content ?? '')
+      .join('');
+    expect(bound).toBe(Buffer.byteLength(text));
+    const exact = meter.exact().usage.output;
+    expect(exact).toBe(deps.tokens.countText('gpt-4o-mini', text));
+    expect(exact).toBeLessThan(bound);
+    // What was counted stays counted: the bound goes on from the exact figure.
+    const next = pushChunk(meter, new TextEncoder().encode(events[20] + '\n\n')).last!.usage.output;
+    expect(next).toBeGreaterThanOrEqual(exact);
+    expect(next).toBeLessThan(bound);
+    const rest = new TextEncoder().encode(events.slice(21).join('\n\n'));
+    pushChunk(meter, rest);
+    expect(meter.end()).toMatchObject({ usage: { output: 40 }, usageSource: 'estimated', done: true });
   });
 
   it('hides the usage chunk it asked for from a client that did not', async () => {
@@ -346,6 +373,21 @@ describe('OpenAI error formats', () => {
 });
 
 describe('OpenAI stream meter memory', () => {
+  it('keeps at most UNCOUNTED_TEXT_LIMIT characters for the exact count; the rest is charged at its bytes', () => {
+    const delta = 'abcdefé '.repeat(128); // 1,024 characters, 1,152 bytes
+    const events = 300;
+    const event = (content: string) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content } }] })}\n\n`;
+    const meter = openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 3 });
+    for (let i = 0; i < events; i++) pushChunk(meter, new TextEncoder().encode(event(delta)));
+    pushChunk(meter, new TextEncoder().encode('data: [DONE]\n\n'));
+    const kept = UNCOUNTED_TEXT_LIMIT / delta.length;
+    const last = meter.end();
+    expect(last.usageSource).toBe('estimated');
+    expect(last.usage.output).toBe(
+      deps.tokens.countText('gpt-4o-mini', delta.repeat(kept)) + (events - kept) * Buffer.byteLength(delta),
+    );
+  });
+
   it('never holds more than the current incomplete event', async () => {
     const raw = await captureRaw(fx.sim, '/v1/chat/completions', {
       ...chatBody,

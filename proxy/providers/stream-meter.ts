@@ -15,7 +15,7 @@ import { createSseFramer, EMPTY, type Framer, type SseEvent } from './sse-framer
 export interface StreamAccumulator {
   /** Usage as the provider reports it; `final` marks the totals of the whole answer. */
   reportUsage(usage: Partial<TokenUsage>, final: boolean): void;
-  /** Generated text (or tool arguments), counted with tiktoken while no final usage is known. */
+  /** Generated text (or tool arguments), metered while no final usage is known. */
   text(delta: string): void;
   /** A tool call begins (`key` tells calls of one answer apart), with arguments when they come whole. */
   toolStart(key: string, name: string, args?: string): void;
@@ -47,6 +47,12 @@ export interface StreamMeterContext {
   maxToolArgsChars: number;
 }
 
+/**
+ * Characters of generated text kept for an exact count should the provider report no usage. Past
+ * it, text is metered by its byte bound alone, so the meter holds no more than this per stream.
+ */
+export const UNCOUNTED_TEXT_LIMIT = 256 * 1024;
+
 const OPEN_BRACKET = 0x5b;
 const OPEN_BRACE = 0x7b;
 const UTF8_BOM = [0xef, 0xbb, 0xbf];
@@ -60,7 +66,15 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   let reportedOutput: number | undefined;
   let reportedCached: number | undefined;
   let finalUsage = false;
-  let estimatedOutput = 0;
+  // Output is metered by its UTF-8 bytes, an upper bound of its tokens for a byte-level BPE
+  // encoding (every token covers at least one byte), and counted with tiktoken only when that
+  // bound would decide something: a cut, or a charge without the provider's usage. Text counted
+  // once is not counted again: `counted` tokens, then `uncounted` text of `uncountedBytes`.
+  let counted = 0;
+  let uncounted = '';
+  let uncountedBytes = 0;
+  /** Bytes of text past UNCOUNTED_TEXT_LIMIT: metered by their bound, never counted. */
+  let boundOnly = 0;
   let done = false;
   const toolCalls: StreamedToolCall[] = [];
   const open = new Map<string, StreamedToolCall>();
@@ -78,7 +92,13 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
       if (final) finalUsage = true;
     },
     text(delta) {
-      if (!finalUsage) estimatedOutput += ctx.tokens.countText(ctx.model, delta);
+      if (finalUsage) return;
+      const bytes = Buffer.byteLength(delta);
+      if (uncounted.length + delta.length > UNCOUNTED_TEXT_LIMIT) boundOnly += bytes;
+      else {
+        uncounted += delta;
+        uncountedBytes += bytes;
+      }
     },
     toolStart(key, name, args = '') {
       const previous = open.get(key);
@@ -128,8 +148,17 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     return null;
   }
 
+  /** Counts the text not yet counted, once: the bound of the output becomes its exact count. */
+  function countExactly(): void {
+    if (uncounted.length > 0) counted += ctx.tokens.countText(ctx.model, uncounted);
+    uncounted = '';
+    uncountedBytes = 0;
+  }
+
   function progress(forward: Uint8Array): StreamProgress {
-    const output = finalUsage ? (reportedOutput ?? estimatedOutput) : Math.max(reportedOutput ?? 0, estimatedOutput);
+    if (finalUsage && reportedOutput === undefined) countExactly();
+    const metered = counted + uncountedBytes + boundOnly;
+    const output = finalUsage ? (reportedOutput ?? metered) : Math.max(reportedOutput ?? 0, metered);
     const input = reportedInput ?? resolveInput(ctx.estimatedInputTokens);
     return {
       usage: { input, output, cachedInput: Math.min(reportedCached ?? 0, input) },
@@ -151,8 +180,15 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
       }
       for (const forward of framer.push(chunk)) yield progress(forward);
     },
+    exact() {
+      if (!finalUsage) countExactly();
+      return progress(EMPTY);
+    },
     end() {
-      const last = progress(framer ? framer.end() : EMPTY);
+      const forward = framer ? framer.end() : EMPTY;
+      // The answer is whole: without the provider's usage it is charged at its exact count.
+      if (!finalUsage) countExactly();
+      const last = progress(forward);
       // The answer ended: whatever a call has by now is all it will get.
       acc.toolEnd();
       return last;

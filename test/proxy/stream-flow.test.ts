@@ -1,3 +1,4 @@
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { openAiClient } from './sdk-options.ts';
@@ -43,5 +44,29 @@ describe('a streamed answer flows through the proxy', () => {
     // Half-way through the answer, at least a third of it has reached the agent.
     const halfway = first + (last - first) / 2;
     expect(arrivals.filter((t) => t < halfway).length).toBeGreaterThan(chunks / 3);
+  });
+
+  it('answers with its headers while the model has not yet sent its first event', async () => {
+    const firstEventDelayMs = 1500;
+    const started = performance.now();
+    const res = await request('https://api.openai.com/v1/chat/completions', {
+      method: 'POST',
+      dispatcher: rig.agent,
+      headers: {
+        'content-type': 'application/json',
+        authorization: 'Bearer sk-test-key',
+        'x-svc-execution-id': 'exec-stream-headers',
+        'x-sim-first-event-delay-ms': String(firstEventDelayMs),
+      },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    });
+    const headersAfter = performance.now() - started;
+    expect(res.statusCode).toBe(200);
+    const text = await res.body.text();
+    const answeredAfter = performance.now() - started;
+    expect(text).toContain('data: [DONE]');
+    // The events wait on the model; the headers do not.
+    expect(answeredAfter).toBeGreaterThan(firstEventDelayMs);
+    expect(headersAfter).toBeLessThan(answeredAfter - firstEventDelayMs / 2);
   });
 });

@@ -31,7 +31,7 @@ export async function anthropicMessages(ctx: SimContext): Promise<TokenUsage> {
     });
     return usage;
   }
-  const out = startStream(ctx.res, 'text/event-stream; charset=utf-8', plan.delayMs);
+  const out = startStream(ctx.res, 'text/event-stream; charset=utf-8', plan);
   await out.write(
     sse(
       {

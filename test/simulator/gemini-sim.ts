@@ -45,7 +45,7 @@ export async function geminiGenerate(ctx: SimContext): Promise<TokenUsage> {
       ...base,
     });
   });
-  const out = startStream(ctx.res, sseMode ? 'text/event-stream' : 'application/json', plan.delayMs);
+  const out = startStream(ctx.res, sseMode ? 'text/event-stream' : 'application/json', plan);
   const frames = sseMode
     ? elements.map((e) => `data: ${e}\r\n\r\n`)
     : elements.map((e, i) => (i === 0 ? `[${e}` : `,\r\n${e}`));

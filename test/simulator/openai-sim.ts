@@ -67,7 +67,7 @@ export async function openAiChat(ctx: SimContext): Promise<TokenUsage> {
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
       ...(includeUsage ? { usage: null } : {}),
     });
-  const out = startStream(ctx.res, 'text/event-stream', plan.delayMs);
+  const out = startStream(ctx.res, 'text/event-stream', plan);
   const frames = plan.toolCall
     ? [
         chunk({
@@ -146,7 +146,7 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
   }
   let seq = 0;
   const event = (type: string, data: Record<string, unknown>) => sse({ type, sequence_number: seq++, ...data }, type);
-  const out = startStream(ctx.res, 'text/event-stream', plan.delayMs);
+  const out = startStream(ctx.res, 'text/event-stream', plan);
   await out.write(event('response.created', { response: response('in_progress', [], null) }));
   const frames = plan.toolCall
     ? [
@@ -220,7 +220,7 @@ export async function openAiCompletions(ctx: SimContext): Promise<TokenUsage> {
     return usage;
   }
   const streamOptions = ctx.body.stream_options as { include_usage?: boolean } | undefined;
-  const out = startStream(ctx.res, 'text/event-stream', plan.delayMs);
+  const out = startStream(ctx.res, 'text/event-stream', plan);
   const { sent, failed } = await writeDeltas(
     ctx,
     out,

@@ -45,6 +45,8 @@ export interface ReplyPlan {
   streamErrorAfter: number | undefined;
   /** A pause before the answer's headers, as a model thinking before its first byte. */
   firstByteDelayMs: number;
+  /** A pause between a stream's headers and its first event. */
+  firstEventDelayMs: number;
   /** The connection is reset once this many bytes of the answer's body went out. */
   resetAfterBytes: number | undefined;
 }
@@ -101,6 +103,7 @@ export function planReply(input: PlanInput): ReplyPlan {
     errorCode: svcCodeHeader(headers),
     streamErrorAfter: intHeader(headers, 'x-sim-stream-error-after'),
     firstByteDelayMs: intHeader(headers, 'x-sim-first-byte-delay-ms') ?? 0,
+    firstEventDelayMs: intHeader(headers, 'x-sim-first-event-delay-ms') ?? 0,
     resetAfterBytes: intHeader(headers, 'x-sim-reset-after-bytes'),
   };
 }

@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { ReplyPlan } from './plan.ts';
 
 /** Writes a stream event by event, pausing between events so tests can observe them arrive one by one. */
 export interface StreamWriter {
@@ -7,13 +8,18 @@ export interface StreamWriter {
   end(): void;
 }
 
-export function startStream(res: ServerResponse, contentType: string, delayMs: number): StreamWriter {
+export function startStream(
+  res: ServerResponse,
+  contentType: string,
+  { delayMs, firstEventDelayMs }: Pick<ReplyPlan, 'delayMs' | 'firstEventDelayMs'>,
+): StreamWriter {
   res.writeHead(200, { 'content-type': contentType, 'cache-control': 'no-cache', connection: 'keep-alive' });
   res.flushHeaders();
   let first = true;
   return {
     async write(bytes) {
-      if (!first && delayMs > 0) await sleep(delayMs);
+      const pause = first ? firstEventDelayMs : delayMs;
+      if (pause > 0) await sleep(pause);
       first = false;
       if (!res.destroyed) res.write(bytes);
     },

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import { isSvcError, type SvcCode } from '../../../core/errors/index.ts';
 import type { Ending } from '../../envelopes/index.ts';
 import type { CutoffReason } from '../../metrics/index.ts';
+import type { TokenUsage } from '../../../core/metering/prices.ts';
 import type { ResponseReading, StreamedToolCall, StreamProgress } from '../../providers/index.ts';
 import type { UpstreamResponse } from '../../upstream/index.ts';
 import { price } from '../call-pricing.ts';
@@ -57,7 +58,11 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   delete headers['content-length'];
   delete headers['content-encoding'];
   res.writeHead(response.statusCode, headers);
-  res.flushHeaders();
+  // The headers go out with the first events when those are already here (one write, as a bare
+  // relay makes), else on the next turn of the loop, so the agent never waits on them.
+  const early = setImmediate(() => {
+    if (!res.destroyed) res.flushHeaders();
+  });
 
   const state: { cut: Cut | null } = { cut: null };
   const cutter = (ending: Ending) => {
@@ -81,9 +86,30 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
     }
   };
+  /**
+   * Whether the reservation covers `usage`, extended from the lease by what it lacks when
+   * `extend`. The running output is an upper bound: the lease is extended only by an exact
+   * figure, so a stream never takes from it more than it used.
+   */
+  const covers = (usage: TokenUsage, extend: boolean) => {
+    const running = price(deps.prices, parsed.model, usage, adapter.id);
+    const tokens = running.tokens - reservation.held.tokens;
+    const pico = running.pico - reservation.held.pico;
+    if (tokens <= 0 && pico <= 0) return true;
+    return extend && reservation.extend({ tokens: Math.max(0, tokens), pico: Math.max(0, pico) });
+  };
   /** Bytes held back while a tool call the model is writing awaits its judgement. */
   let held: Uint8Array[] = [];
   let heldBytes = 0;
+  /** Events metered and cleared to go, written together once the chunk that brought them is read. */
+  let ready: Uint8Array[] = [];
+  const flush = async (): Promise<void> => {
+    if (ready.length === 0) return;
+    const out = ready.length === 1 ? (ready[0] as Uint8Array) : Buffer.concat(ready);
+    ready = [];
+    clearImmediate(early);
+    if (!gone && !(await write(res, out, req.signal))) gone = true;
+  };
   let failed = false;
   let gone = false;
   let drained = 0;
@@ -100,21 +126,20 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
       }
       for (const step of meter.push(chunk as Uint8Array)) {
         progress = step;
-        // Tool calls nobody receives are not made: only a delivered stream has them judged.
-        if (!gone) await judgeCompleted(step.toolCalls);
-        if (state.cut === null) {
-          const running = price(deps.prices, parsed.model, step.usage, adapter.id);
-          const more = {
-            tokens: Math.max(0, running.tokens - reservation.held.tokens),
-            pico: Math.max(0, running.pico - reservation.held.pico),
+        // Tool calls nobody receives are not made: only a delivered stream has them judged. What
+        // was cleared before goes on first, so a judgement never delays it.
+        if (!gone && step.toolCalls.some((toolCall) => toolCall.complete && !judged.has(toolCall))) {
+          await flush();
+          await judgeCompleted(step.toolCalls);
+        }
+        // Only when the bound outgrows the reservation is the text counted exactly (each piece
+        // once), and the stream cut if the lease cannot cover that either.
+        if (state.cut === null && !covers(step.usage, false) && !covers(meter.exact().usage, true)) {
+          state.cut = {
+            reason: 'budget',
+            code: 'SVC-BUD-3001',
+            message: `budget ${envelope.budgetId} exhausted mid-stream`,
           };
-          if ((more.tokens > 0 || more.pico > 0) && !reservation.extend(more)) {
-            state.cut = {
-              reason: 'budget',
-              code: 'SVC-BUD-3001',
-              message: `budget ${envelope.budgetId} exhausted mid-stream`,
-            };
-          }
         }
         if (state.cut !== null) break reads;
         if (gone) continue;
@@ -133,11 +158,14 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
           }
           continue;
         }
-        const out = held.length === 0 ? step.forward : Buffer.concat([...held, step.forward]);
-        held = [];
-        heldBytes = 0;
-        if (!(await write(res, out, req.signal))) gone = true;
+        if (held.length > 0) {
+          ready.push(...held);
+          held = [];
+          heldBytes = 0;
+        }
+        if (step.forward.length > 0) ready.push(step.forward);
       }
+      await flush();
     }
   } catch (error) {
     // The meter refuses an event over the event limit: the stream ends with the provider's error event.
@@ -153,6 +181,9 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   } finally {
     envelope.inflight.delete(cutter);
   }
+  // The events before a cut were cleared: they go on, then the error event.
+  if (!failed) await flush();
+  clearImmediate(early);
   gone ||= req.signal.aborted;
   if (state.cut === null && !failed && !overLimit) {
     progress = meter.end();
@@ -160,6 +191,9 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
     if (!gone) await judgeCompleted(progress.toolCalls);
     const out = held.length === 0 ? progress.forward : Buffer.concat([...held, progress.forward]);
     if (state.cut === null && !gone && !(await write(res, out, req.signal))) gone = true;
+  } else if (progress !== null) {
+    // Charged on what was metered: counted exactly where the provider reported no usage.
+    progress = meter.exact();
   }
   const cut = state.cut;
   const complete = cut === null && !failed && !overLimit && progress?.done === true;
