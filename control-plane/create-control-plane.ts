@@ -31,6 +31,7 @@ import { JobRunner } from './jobs/job-runner.ts';
 import { RetentionSweep } from './retention/retention-sweep.ts';
 import { LeaseLedger } from './leases/lease-ledger.ts';
 import { featuresFromConfig } from './features/features.ts';
+import { TenantFeatures } from './features/tenant-features.ts';
 import { EventProcessor } from './processor/event-processor.ts';
 import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
@@ -240,6 +241,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     maxEvents: config.oracle_max_events,
   });
   const detections = new Detections(storage.read);
+  const features = new TenantFeatures({ storage, audit, service: featuresFromConfig(config) });
   const overrunWatch = new OverrunWatch({
     tenants,
     budgets,
@@ -337,7 +339,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
   };
   guidePolicyRoutes(routes, policies);
   guideTraceRoutes(routes, new Traces({ read: storage.read, envelopes }));
-  guideConfigRoutes(routes, { read: storage.read, publicConfig, features: featuresFromConfig(config) });
+  guideConfigRoutes(routes, { read: storage.read, publicConfig, features });
   errorDocsRoutes(routes, deps.errorPages ?? ErrorPages.load());
   const grpcServices = {
     'svc.envelope.v1.EnvelopeService': envelopeService(envelopes),

@@ -5,6 +5,7 @@ import type { Budget } from '../../core/domain/index.ts';
 import type { BudgetOverrunPredictedMessage } from '../../core/events/messages.ts';
 import type { Budgets } from '../budgets/budgets.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
+import { switchedOff } from '../features/features.ts';
 import type { Tenants } from '../tenants/tenants.ts';
 import type { Oracle } from './oracle.ts';
 
@@ -20,12 +21,15 @@ export interface OverrunWatchDeps {
 }
 
 const DEDUP_SCOPE = 'oracle.overrun';
+/** The feature a tenant's admin switches off to stop these warnings for the tenant. */
+const OVERRUN_WATCH = 'oracle_overrun_watch';
 
 /**
  * The Oracle's background job (run by the job runner on one replica at a time): asks the Oracle
  * about every active budget with a limit and a period end, and raises `budgets.overrun_predicted`
  * (bus, through the outbox, and the budget's alert webhooks) when the probability of an overrun
- * reaches the threshold, once per budget and period.
+ * reaches the threshold, once per budget and period. Tenants that switched the feature off are
+ * passed over.
  */
 export class OverrunWatch {
   readonly #deps: OverrunWatchDeps;
@@ -38,6 +42,7 @@ export class OverrunWatch {
   async runOnce(signal?: AbortSignal): Promise<number> {
     let announced = 0;
     for (const tenant of await this.#deps.tenants.list()) {
+      if (switchedOff(tenant, OVERRUN_WATCH)) continue;
       for (const budget of await this.#deps.budgets.list(tenant.tenant_id, 'active')) {
         if (signal?.aborted === true) return announced;
         try {

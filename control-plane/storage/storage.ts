@@ -120,6 +120,10 @@ export interface TenantReader {
 export interface TenantRepository extends TenantReader {
   /** SVC-SYS-9008 (field `tenant_id`) when the id is taken. */
   create(tenant: Tenant): Promise<void>;
+  /** Reads the tenant and holds it against other writers until the transaction ends. */
+  getForUpdate(tenantId: string): Promise<Tenant | undefined>;
+  /** Replaces a tenant read with `getForUpdate` in the same transaction. */
+  replace(tenant: Tenant): Promise<void>;
   /** Stores the tenant's first secret unless it has one already; returns the one it has now. */
   issueWebhookSecret(tenantId: string, record: WebhookSecretRecord): Promise<WebhookSecretRecord>;
   /** Replaces the tenant's secret (a rotation). */

@@ -25,6 +25,8 @@ export const TenantSchema = z.object({
   tenant_id: TenantIdSchema,
   name: z.string(),
   created_at: TimestampSchema,
+  /** Features the tenant's admin switched off for it (`PATCH /api/v1/features/{name}`); absent: none. */
+  disabled_features: z.array(z.string()).optional(),
 });
 export type Tenant = z.infer<typeof TenantSchema>;
 

@@ -14,7 +14,8 @@ let cp: RunningControlPlane;
 let key: string;
 
 beforeAll(async () => {
-  cp = await startControlPlane({ oracle_interval_seconds: 0 }, undefined, undefined, () => new Date(now));
+  // The watch is on, its background round a day apart: the tests run each round themselves.
+  cp = await startControlPlane({ oracle_interval_seconds: 86_400 }, undefined, undefined, () => new Date(now));
   key = await tenantWithKey(cp, 'oracleco');
 });
 afterAll(async () => {
@@ -89,6 +90,12 @@ describe('the Oracle on the control plane', () => {
     now = DAY_START + 6 * HOUR;
     await spent(accelerating.budgetId, 21);
     await spent(steady.budgetId, 9);
+    // Switched off for the tenant, the watch passes it over; switched on again, it warns.
+    const off = await cp.call('PATCH', '/api/v1/features/oracle_overrun_watch', { key, body: { enabled: false } });
+    expect(off.body).toMatchObject({ name: 'oracle_overrun_watch', enabled: false, switchable: true });
+    expect(await cp.plane.overrunWatch.runOnce()).toBe(0);
+    const on = await cp.call('PATCH', '/api/v1/features/oracle_overrun_watch', { key, body: { enabled: true } });
+    expect(on.body).toMatchObject({ enabled: true });
     expect(await cp.plane.overrunWatch.runOnce()).toBe(1);
     const [message] = await eventually(announced, (m) => m.length === 1);
     expect(message?.data).toMatchObject({

@@ -61,6 +61,7 @@ describe('authentication and scopes', () => {
     ['GET', '/api/v1/config'],
     ['GET', '/api/v1/features'],
     ['GET', '/api/v1/features/nats'],
+    ['PATCH', '/api/v1/features/oracle_overrun_watch', { enabled: false }],
   ];
 
   it.each(routes)('refuses %s %s without a credential (401) and with a bad one', async (method, path, body) => {
@@ -585,6 +586,64 @@ describe('/api/v1/config and /api/v1/features', () => {
     );
     expect(String(error.message)).toContain('teleport');
   });
+
+  const feature = async (name: string, as = key) =>
+    (await cp.call('GET', `/api/v1/features/${name}`, { key: as })).body as Record<string, unknown>;
+
+  it("switches a switchable feature for the caller's tenant alone, audited", async () => {
+    expect(await feature('oracle_overrun_watch')).toMatchObject({ enabled: true, switchable: true });
+    expect(await feature('nats')).toMatchObject({ switchable: false });
+    const off = await cp.call('PATCH', '/api/v1/features/oracle_overrun_watch', { key, body: { enabled: false } });
+    expect(off.status).toBe(200);
+    expect(off.body).toMatchObject({ name: 'oracle_overrun_watch', enabled: false, switchable: true });
+    expect(await feature('oracle_overrun_watch', readerKey)).toMatchObject({ enabled: false });
+    expect(await feature('oracle_overrun_watch', otherKey)).toMatchObject({ enabled: true });
+    // Asked again, nothing changes and nothing more is recorded.
+    expect(
+      (await cp.call('PATCH', '/api/v1/features/oracle_overrun_watch', { key, body: { enabled: false } })).status,
+    ).toBe(200);
+    const on = await cp.call('PATCH', '/api/v1/features/oracle_overrun_watch', { key, body: { enabled: true } });
+    expect(on.body).toMatchObject({ enabled: true });
+    // Newest first.
+    const audit = await cp.call('GET', '/v1/audit?action=feature.update', { key });
+    const records = audit.body as Array<{ resource: { id: string }; metadata: { enabled: boolean } }>;
+    expect(records.map((r) => [r.resource.id, r.metadata.enabled])).toEqual([
+      ['oracle_overrun_watch', true],
+      ['oracle_overrun_watch', false],
+    ]);
+  });
+
+  it('refuses a switch the configuration decides, a bad body and a caller without admin', async () => {
+    const fixed = expectSvcError(
+      await cp.call('PATCH', '/api/v1/features/nats', { key, body: { enabled: true } }),
+      501,
+      'SVC-SYS-9011',
+    );
+    expect(fixed.details).toMatchObject({ feature: 'nats', field: 'enabled', settings: ['SVC_NATS_URL'] });
+    // The state it is in is no change.
+    expect((await cp.call('PATCH', '/api/v1/features/nats', { key, body: { enabled: false } })).body).toMatchObject({
+      enabled: false,
+    });
+    for (const body of [{}, { enabled: 'no' }, { enabled: false, scope: 'all' }]) {
+      const bad = expectSvcError(
+        await cp.call('PATCH', '/api/v1/features/oracle_overrun_watch', { key, body }),
+        400,
+        'SVC-SYS-9002',
+      );
+      expect(JSON.stringify(bad), JSON.stringify(body)).toMatch(/enabled|scope/);
+    }
+    expectSvcError(
+      await cp.call('PATCH', '/api/v1/features/teleport', { key, body: { enabled: false } }),
+      404,
+      'SVC-SYS-9006',
+    );
+    expectSvcError(
+      await cp.call('PATCH', '/api/v1/features/oracle_overrun_watch', { key: readerKey, body: { enabled: false } }),
+      403,
+      'SVC-SYS-9004',
+    );
+    expect(await feature('oracle_overrun_watch')).toMatchObject({ enabled: true });
+  });
 });
 
 describe('the OpenAPI document', () => {
@@ -605,6 +664,7 @@ describe('the OpenAPI document', () => {
       ['get', '/api/v1/traces/{trace_id}/evaluations', '200'],
       ['get', '/api/v1/config', '200'],
       ['get', '/api/v1/features/{name}', '404'],
+      ['patch', '/api/v1/features/{name}', '501'],
       ['get', '/version', '200'],
     ];
     for (const [method, path, status] of expected) {

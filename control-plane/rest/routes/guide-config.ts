@@ -1,17 +1,19 @@
 import { z } from 'zod';
 import { NameSchema } from '../../../core/domain/index.ts';
-import { ErrorBodySchema, SvcError } from '../../../core/errors/index.ts';
-import { FeatureSchema, type Feature } from '../../features/features.ts';
+import { ErrorBodySchema } from '../../../core/errors/index.ts';
+import { FeatureSchema } from '../../features/features.ts';
+import type { TenantFeatures } from '../../features/tenant-features.ts';
 import type { Readers } from '../../storage/storage.ts';
 import { tenantConfig, TenantConfigSchema } from '../../tenants/tenant-config.ts';
 import type { RouteTable } from '../route.ts';
 
 const FeatureParams = z.object({ name: NameSchema });
+const FeatureSwitchSchema = z.strictObject({ enabled: z.boolean() });
 
 /** The guides' configuration paths (spec 4.4): any valid credential may read them. */
 export function guideConfigRoutes(
   routes: RouteTable,
-  deps: { read: Readers; publicConfig: Record<string, unknown>; features: readonly Feature[] },
+  deps: { read: Readers; publicConfig: Record<string, unknown>; features: TenantFeatures },
 ): void {
   routes.add({
     method: 'GET',
@@ -29,9 +31,9 @@ export function guideConfigRoutes(
     operationId: 'guideListFeatures',
     tag: 'guide',
     access: 'authenticated',
-    summary: 'The optional capabilities and whether the configuration switched each on',
+    summary: "The optional capabilities and whether each is on for the caller's tenant",
     responses: { 200: { description: 'features', schema: z.object({ features: z.array(FeatureSchema) }) } },
-    handler: () => ({ status: 200, body: { features: deps.features } }),
+    handler: async ({ caller }) => ({ status: 200, body: { features: await deps.features.list(caller.tenant) } }),
   });
   routes.add({
     method: 'GET',
@@ -45,15 +47,28 @@ export function guideConfigRoutes(
       200: { description: 'the feature', schema: FeatureSchema },
       404: { description: 'no such feature (SVC-SYS-9006)', schema: ErrorBodySchema },
     },
-    handler: ({ params }) => {
-      const feature = deps.features.find((f) => f.name === params.name);
-      if (feature === undefined)
-        throw new SvcError(
-          'SVC-SYS-9006',
-          `no feature ${params.name}; known: ${deps.features.map((f) => f.name).join(', ')}`,
-          { feature: params.name },
-        );
-      return { status: 200, body: feature };
+    handler: async ({ caller, params }) => ({ status: 200, body: await deps.features.get(caller.tenant, params.name) }),
+  });
+  routes.add({
+    method: 'PATCH',
+    path: '/api/v1/features/{name}',
+    operationId: 'guideSwitchFeature',
+    tag: 'guide',
+    access: 'admin',
+    summary: "Switch a feature off or on again for the caller's tenant",
+    params: FeatureParams,
+    body: FeatureSwitchSchema,
+    responses: {
+      200: { description: 'the feature as the tenant now has it', schema: FeatureSchema },
+      404: { description: 'no such feature (SVC-SYS-9006)', schema: ErrorBodySchema },
+      501: {
+        description: "the service's configuration decides this feature (SVC-SYS-9011)",
+        schema: ErrorBodySchema,
+      },
     },
+    handler: async ({ caller, params, body }) => ({
+      status: 200,
+      body: await deps.features.switch(caller, params.name, body.enabled),
+    }),
   });
 }

@@ -36,6 +36,15 @@ export class LmdbTenants implements Sync<TenantRepository> {
     this.#kv.put(space, tenant.tenant_id, tenant);
   }
 
+  // One writer at a time: what this transaction read stays as read until it commits.
+  getForUpdate(tenantId: string): Tenant | undefined {
+    return this.get(tenantId);
+  }
+
+  replace(tenant: Tenant): void {
+    this.#kv.put(this.#layout.globalKind('tenant'), tenant.tenant_id, tenant);
+  }
+
   issueWebhookSecret(tenantId: string, record: WebhookSecretRecord): WebhookSecretRecord {
     const existing = this.webhookSecret(tenantId);
     if (existing !== undefined) return existing;

@@ -52,6 +52,18 @@ export class PgTenants implements TenantRepository {
     if (rowCount === 0) throw taken('tenant_id', tenant.tenant_id, `tenant ${tenant.tenant_id} already exists`);
   }
 
+  async getForUpdate(tenantId: string): Promise<Tenant | undefined> {
+    const { rows } = await this.#sql.query<Row>('SELECT doc FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
+    return rows[0]?.doc;
+  }
+
+  async replace(tenant: Tenant): Promise<void> {
+    await this.#sql.query('UPDATE tenants SET doc = $2 WHERE tenant_id = $1', [
+      tenant.tenant_id,
+      JSON.stringify(tenant),
+    ]);
+  }
+
   async issueWebhookSecret(tenantId: string, record: WebhookSecretRecord): Promise<WebhookSecretRecord> {
     // A concurrent first issue waits for the other to commit, then reads the secret it stored.
     await this.#sql.query('INSERT INTO webhook_secrets (tenant_id, doc) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
