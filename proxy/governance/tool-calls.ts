@@ -1,6 +1,6 @@
 import { sequenceOf, sequencePayload } from '../../core/brain/index.ts';
 import { urlsIn } from '../../core/brain/hosts.ts';
-import type { LocalEnvelope } from '../envelopes/index.ts';
+import { whileInflight, type LocalEnvelope } from '../envelopes/index.ts';
 import type { ToolCall } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import type { GateVerdict } from './policy-gate.ts';
@@ -54,6 +54,24 @@ export async function governToolCall(
   }
   if (!verdict.allowed) refused(deps, envelope, `tool:${name}`, verdict);
   return verdict;
+}
+
+/**
+ * Judges a tool call in a model's answer. Given `hold`, one that needs an approval holds the
+ * answer until it is decided, the wait ending early when the client leaves or the envelope ends;
+ * without, it is refused at once and no approval is opened.
+ */
+export function governAnswerToolCall(
+  deps: GovernanceDeps,
+  envelope: LocalEnvelope,
+  call: ToolCall,
+  context: Record<string, unknown>,
+  client: AbortSignal,
+  hold: boolean,
+): Promise<GateVerdict> {
+  return whileInflight(envelope, (ended) =>
+    governToolCall(deps, envelope, call, 'model', context, hold ? AbortSignal.any([client, ended]) : undefined),
+  );
 }
 
 /**

@@ -1,5 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type OpenAI from 'openai';
 import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
@@ -82,6 +83,23 @@ async function holdOutcomes(): Promise<Record<string, number>> {
   return Object.fromEntries(metric.values.map((v) => [String(v.labels.outcome), v.value]));
 }
 
+/** The envelope a held call's approval names, once the control plane knows it. */
+async function envelopeOf(approval: PendingApproval | undefined): Promise<string> {
+  const envelopeId = String(approval?.envelope_id);
+  await eventually(
+    () => pair.rest('GET', `/v1/envelopes/${envelopeId}`),
+    (r) => r.status === 200,
+    5000,
+    200,
+  );
+  return envelopeId;
+}
+
+async function terminate(envelopeId: string): Promise<void> {
+  const terminated = await pair.rest('POST', `/v1/envelopes/${envelopeId}/terminate`, { reason: 'operator stop' });
+  expect(terminated.status).toBe(200);
+}
+
 function held(content: string) {
   return openAiClient(pair.agent)
     .chat.completions.create(
@@ -153,6 +171,79 @@ describe('an MCP tool call held for approval', () => {
     } finally {
       await agent.close();
     }
+  });
+});
+
+describe("a tool call in a model's answer held for approval", () => {
+  const toolAnswer = (execution: string) =>
+    openAiClient(pair.agent, { 'x-sim-tool-call': 'delete_repo', 'X-Svc-Execution-Id': execution })
+      .chat.completions.create(
+        { model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: 'clean up' }] },
+        { maxRetries: 0 },
+      )
+      .withResponse();
+
+  it('holds the answer, paid for, until approved, then relays it with the tool call', async () => {
+    const known = await pendingIds();
+    const upstreamBefore = pair.sim.requests.length;
+    const answer = toolAnswer('exec-answer-approved');
+    const [approval] = await newPending(known);
+    expect(approval).toMatchObject({ action: 'tool:delete_repo', requested_by: { type: 'proxy' } });
+    // The model answered; the agent has not received the answer.
+    expect(pair.sim.requests.length).toBe(upstreamBefore + 1);
+    expect(await settledWithin(answer, 300)).toBe(false);
+    expect(await heldNow()).toBe(1);
+
+    await callOk(mcp, 'approve_action', { approval_id: approval!.approval_id, comment: 'fine' });
+    const { data } = await answer;
+    expect(data.choices[0]?.message.tool_calls?.[0]).toMatchObject({ function: { name: 'delete_repo' } });
+    expect(await heldNow()).toBe(0);
+  });
+
+  it('holds a stream at the tool call until approved; the stream then ends with it', async () => {
+    const known = await pendingIds();
+    const stream = await openAiClient(pair.agent, {
+      'x-sim-tool-call': 'delete_repo',
+      'X-Svc-Execution-Id': 'exec-stream-approved',
+    }).chat.completions.create(
+      { model: 'gpt-4o-mini', max_tokens: 5, stream: true, messages: [{ role: 'user', content: 'clean up' }] },
+      { maxRetries: 0 },
+    );
+    const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
+    const read = (async () => {
+      for await (const chunk of stream) chunks.push(chunk);
+    })();
+    const [approval] = await newPending(known);
+    expect(approval).toMatchObject({ action: 'tool:delete_repo' });
+    expect(await settledWithin(read, 300)).toBe(false);
+    expect(chunks.some((c) => c.choices[0]?.finish_reason === 'tool_calls')).toBe(false);
+
+    await callOk(mcp, 'approve_action', { approval_id: approval!.approval_id, comment: 'fine' });
+    await read;
+    expect(chunks.some((c) => c.choices[0]?.delta.tool_calls?.[0]?.function?.name === 'delete_repo')).toBe(true);
+    expect(chunks.at(-1)?.choices[0]?.finish_reason).toBe('tool_calls');
+  });
+
+  it('refuses the held answer with SVC-ENV-1003 when its envelope is terminated meanwhile', async () => {
+    const known = await pendingIds();
+    const refused = refusal(toolAnswer('exec-answer-terminated'));
+    const [approval] = await newPending(known);
+    await terminate(await envelopeOf(approval));
+    const error = await refused;
+    expect(error.status).toBe(409);
+    expect(error.code).toBe('SVC-ENV-1003');
+    expect(await heldNow()).toBe(0);
+  });
+
+  it('refuses the answer with SVC-POL-2004 once rejected', async () => {
+    const known = await pendingIds();
+    const refused = refusal(toolAnswer('exec-answer-rejected'));
+    const [approval] = await newPending(known);
+    await callOk(mcp, 'deny_action', { approval_id: approval!.approval_id, reason: 'not this repo' });
+    const error = await refused;
+    expect(error.status).toBe(403);
+    expect(error.code).toBe('SVC-POL-2004');
+    expect(error.message).toContain('not this repo');
   });
 });
 
@@ -297,22 +388,16 @@ describe('a call held for approval', () => {
       ),
     );
     const [approval] = await newPending(known);
-    const envelopeId = String(approval!.envelope_id);
-    await eventually(
-      () => pair.rest('GET', `/v1/envelopes/${envelopeId}`),
-      (r) => r.status === 200,
-      5000,
-      200,
-    );
+    const envelopeId = await envelopeOf(approval);
+    const cancelled = (await holdOutcomes()).cancelled ?? 0;
     const terminating = Date.now();
-    const terminated = await pair.rest('POST', `/v1/envelopes/${envelopeId}/terminate`, { reason: 'operator stop' });
-    expect(terminated.status).toBe(200);
+    await terminate(envelopeId);
     const error = await refused;
     expect(Date.now() - terminating).toBeLessThan(1000);
     expect(error.status).toBe(409);
     expect(error.code).toBe('SVC-ENV-1003');
     expect(await heldNow()).toBe(0);
-    expect((await holdOutcomes()).cancelled).toBe(1);
+    expect((await holdOutcomes()).cancelled).toBe(cancelled + 1);
   });
 
   it('survives a control-plane restart: the proxy asks again and opens or finds its approval', async () => {

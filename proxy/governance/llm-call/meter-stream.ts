@@ -10,7 +10,7 @@ import type { GovernanceDeps } from '../governance-deps.ts';
 import { writeToClient as write } from '../client-write.ts';
 import { contentCodings, decompressing } from '../decode-body.ts';
 import { chargeWorstCase, recorded, refuseAnswer, settle, type LlmCall } from './settlement.ts';
-import { governToolCall } from '../tool-calls.ts';
+import { governAnswerToolCall } from '../tool-calls.ts';
 
 interface Cut {
   reason: CutoffReason;
@@ -77,20 +77,22 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   envelope.inflight.add(cutter);
   let progress: StreamProgress | null = null;
   const judged = new Set<StreamedToolCall>();
-  /** Judges the calls whose arguments are now complete; the event that completed them is not yet forwarded. */
+  /**
+   * Judges the calls whose arguments are now complete; the event that completed them is not yet
+   * forwarded. One that needs an approval holds the stream (the upstream is not read meanwhile)
+   * until it is decided, the client leaves or the envelope ends; once the stream is to be cut or
+   * its client has left, calls are judged without opening approvals.
+   */
   const judgeCompleted = async (calls: readonly StreamedToolCall[]) => {
     for (const toolCall of calls) {
       if (!toolCall.complete || judged.has(toolCall)) continue;
       judged.add(toolCall);
-      const verdict = await governToolCall(deps, envelope, toolCall, 'model', call.context);
+      const hold = state.cut === null && !req.signal.aborted;
+      const verdict = await governAnswerToolCall(deps, envelope, toolCall, call.context, req.signal, hold);
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
     }
   };
-  /**
-   * Whether the reservation covers `usage`, extended from the lease by what it lacks when
-   * `extend`. The running output is an upper bound: the lease is extended only by an exact
-   * figure, so a stream never takes from it more than it used.
-   */
+  /** Whether the reservation covers `usage`, extended from the lease by what it lacks when `extend`. */
   const covers = (usage: TokenUsage, extend: boolean) => {
     const running = price(deps.prices, parsed.model, usage, adapter.id);
     const tokens = running.tokens - reservation.held.tokens;

@@ -5,7 +5,7 @@ import { decodeBody, decodedHeaders, type DecodedBody } from '../decode-body.ts'
 import type { GovernanceDeps } from '../governance-deps.ts';
 import { MAX_BODY_DEPTH, readBody } from '../read-body.ts';
 import { parseStrictJson } from '../strict-json.ts';
-import { governToolCall } from '../tool-calls.ts';
+import { governAnswerToolCall } from '../tool-calls.ts';
 import { chargeWorstCase, recorded, refuseAnswer, release, settle, type LlmCall } from './settlement.ts';
 
 function relayWhole(
@@ -100,11 +100,25 @@ export async function meterWhole(deps: GovernanceDeps, call: LlmCall, response: 
   );
   // Nobody receives the answer, so its tool calls will not be made.
   if (aborted) return;
-  let blocked: { code: SvcCode; message: string } | null = null;
+  // A tool call that needs an approval holds the answer until it is decided (the wait ends early
+  // when the client leaves or the envelope ends); once one is refused the answer is refused, and
+  // the rest are judged without opening approvals for them.
+  const { envelope } = call;
+  const endingBefore = envelope.ending;
+  let blocked: { code: SvcCode; message: string; terminate: boolean } | null = null;
   for (const toolCall of reading.toolCalls) {
-    const verdict = await governToolCall(deps, call.envelope, toolCall, 'model', call.context);
-    if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message };
+    const verdict = await governAnswerToolCall(deps, envelope, toolCall, call.context, req.signal, blocked === null);
+    if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message, terminate: verdict.terminate };
   }
+  // Ended meanwhile, other than by a refusal here that ends it (a TERMINATE policy), as a held
+  // model call is answered.
+  const ending = envelope.ending;
+  if (ending !== null && ending !== endingBefore && blocked?.terminate !== true)
+    blocked = {
+      code: 'SVC-ENV-1003',
+      message: `envelope ${envelope.envelopeId} ended (${ending.status}) while the answer's tool calls were judged: ${ending.reason}`,
+      terminate: false,
+    };
   await recorded(deps);
   if (blocked !== null) {
     refuseAnswer(call, blocked.code, blocked.message);
