@@ -95,12 +95,13 @@ export interface StreamMeter {
    * Upstream closed: releases any unterminated last event, the output counted exactly where the
    * provider reported none. `done` still false means the answer was cut short.
    */
-  end(): StreamProgress;
+  end(): Promise<StreamProgress>;
   /**
-   * The progress so far with the output counted exactly (with tiktoken, text counted once), for
-   * a decision the running bound would change: a cut, or a charge of a stream that ended early.
+   * The progress so far with the output counted exactly (with tiktoken, text counted once, a
+   * large text on the token thread), for a decision the running bound would change: a cut, or a
+   * charge of a stream that ended early. Nothing may be pushed until it resolves.
    */
-  exact(): StreamProgress;
+  exact(): Promise<StreamProgress>;
   /** Bytes that end the stream with an error the client's SDK raises; send after the last `forward` passed on. */
   errorEvent(svcCode: SvcCode, message: string): Uint8Array;
 }

@@ -93,13 +93,13 @@ describe('Anthropic stream meter', () => {
     async (_name, headers: Record<string, string>) => {
       const raw = await captureRaw(fx.sim, '/v1/messages', { ...body, stream: true }, headers);
       const sent = fx.sim.requests.at(-1)?.usageSent;
-      const whole = runMeter(anthropic.createStreamMeter('messages', body.model), [raw]);
+      const whole = await runMeter(anthropic.createStreamMeter('messages', body.model), [raw]);
       expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
       expect(whole.last.toolCalls.map((c) => c.name)).toEqual(headers['x-sim-tool-call'] ? ['search'] : []);
       for (const call of whole.last.toolCalls)
         expect(call).toMatchObject({ complete: true, arguments: expect.stringMatching(/^\{.*\}$/) });
       for (const seed of [2, 3, 5, 8, 13]) {
-        const split = runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(raw, seed));
+        const split = await runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(raw, seed));
         expect(split.last.usage).toEqual(whole.last.usage);
         expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
         expect(decodeText(split.forwarded)).toBe(decodeText(raw));
@@ -126,7 +126,7 @@ describe('Anthropic stream meter', () => {
     expect(p.usage.input).toBe(30);
     expect(p.usage.output).toBeGreaterThanOrEqual(4);
     expect(p.usageSource).toBe('estimated');
-    expect(meter.exact().usage).toEqual({ input: 30, output: 4, cachedInput: 0 });
+    expect((await meter.exact()).usage).toEqual({ input: 30, output: 4, cachedInput: 0 });
     expect(p.done).toBe(false);
   });
 });
@@ -160,7 +160,7 @@ describe('Anthropic truncated stream', () => {
     const raw = await captureRaw(fx.sim, '/v1/messages', { ...body, max_tokens: 4, stream: true });
     const text = decodeText(raw);
     const cut = new TextEncoder().encode(text.slice(0, text.indexOf('event: message_delta')));
-    const run = runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(cut, 6));
+    const run = await runMeter(anthropic.createStreamMeter('messages', body.model), splitAt(cut, 6));
     expect(run.last.done).toBe(false);
     expect(run.last.usageSource).toBe('estimated');
     expect(run.last.usage.output).toBe(4);

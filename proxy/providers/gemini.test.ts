@@ -98,13 +98,16 @@ describe('Gemini stream meter', () => {
     async (_name, path, headers: Record<string, string>) => {
       const raw = await captureRaw(fx.sim, path, body, headers);
       const sent = fx.sim.requests.at(-1)?.usageSent;
-      const whole = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), [raw]);
+      const whole = await runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), [raw]);
       expect(whole.last).toMatchObject({ usage: sent, usageSource: 'provider', done: true });
       expect(whole.last.toolCalls.map((c) => c.name)).toEqual(headers['x-sim-tool-call'] ? ['lookup'] : []);
       for (const call of whole.last.toolCalls)
         expect(call).toMatchObject({ complete: true, arguments: expect.stringMatching(/^\{.*\}$/) });
       for (const seed of [4, 9, 16, 25, 36]) {
-        const split = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(raw, seed));
+        const split = await runMeter(
+          gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'),
+          splitAt(raw, seed),
+        );
         expect(split.last.usage).toEqual(whole.last.usage);
         expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
         expect(decodeText(split.forwarded)).toBe(decodeText(raw));
@@ -115,7 +118,7 @@ describe('Gemini stream meter', () => {
   it('reads one JSON document answered to a stream request whole, releasing nothing before its tool calls are read', async () => {
     const raw = await captureRaw(fx.sim, generatePath, body, { 'x-sim-tool-call': 'lookup' });
     for (const seed of [1, 2, 3]) {
-      const run = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(raw, seed));
+      const run = await runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(raw, seed));
       expect(
         run.progress.every((p) => p.forward.length === 0),
         `seed ${seed}`,
@@ -130,7 +133,10 @@ describe('Gemini stream meter', () => {
     const raw = await captureRaw(fx.sim, streamPath, body, { 'x-sim-tool-call': 'lookup' });
     const marked = new Uint8Array([0xef, 0xbb, 0xbf, ...raw]);
     for (const seed of [1, 2, 3, 9]) {
-      const run = runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(marked, seed, 2));
+      const run = await runMeter(
+        gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'),
+        splitAt(marked, seed, 2),
+      );
       expect(
         run.last.toolCalls.map((c) => c.name),
         `seed ${seed}`,

@@ -38,7 +38,7 @@ describe('legacy OpenAI completions are metered like chat', () => {
     expect(prepared).toMatchObject({ modified: true, hideStreamUsage: true });
     const raw = await captureRaw(fx.sim, '/v1/completions', prepared.body);
     const sent = fx.sim.requests.at(-1)?.usageSent;
-    const run = runMeter(
+    const run = await runMeter(
       openai.createStreamMeter('completions', body.model, { hideStreamUsage: true }),
       splitAt(raw, 3),
     );
@@ -46,7 +46,7 @@ describe('legacy OpenAI completions are metered like chat', () => {
     expect(new TextDecoder().decode(run.forwarded)).not.toContain('"usage"');
 
     const counted = await captureRaw(fx.sim, '/v1/completions', body);
-    const estimate = runMeter(openai.createStreamMeter('completions', body.model, { estimatedInputTokens: 3 }), [
+    const estimate = await runMeter(openai.createStreamMeter('completions', body.model, { estimatedInputTokens: 3 }), [
       counted,
     ]);
     expect(estimate.last.usage).toEqual({ input: 3, output: 6, cachedInput: 0 });

@@ -4,6 +4,8 @@ import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixt
 import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createOpenAiAdapter } from './openai.ts';
 import { UNCOUNTED_TEXT_LIMIT } from './stream-meter.ts';
+import { createTokenThread } from '../../core/metering/token-thread.ts';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
 
 const fx = useAdapterFixture();
 const { deps } = fx;
@@ -244,13 +246,13 @@ describe('OpenAI stream meter', () => {
       const raw = await captureRaw(fx.sim, path, body, headers);
       const sent = fx.sim.requests.at(-1)?.usageSent;
       const op = path.endsWith('responses') ? 'responses' : 'chat';
-      const whole = runMeter(openai.createStreamMeter(op, body.model), [raw]);
+      const whole = await runMeter(openai.createStreamMeter(op, body.model), [raw]);
       expect(whole.last.usage).toEqual(sent);
       expect(whole.last.usageSource).toBe('provider');
       expect(whole.last.done).toBe(true);
       expect(decodeText(whole.forwarded)).toBe(decodeText(raw));
       for (const seed of [1, 7, 42, 1234, 99991]) {
-        const split = runMeter(openai.createStreamMeter(op, body.model), splitAt(raw, seed));
+        const split = await runMeter(openai.createStreamMeter(op, body.model), splitAt(raw, seed));
         expect(split.last.usage).toEqual(whole.last.usage);
         expect(split.last.toolCalls).toEqual(whole.last.toolCalls);
         expect(split.forwarded).toEqual(raw);
@@ -265,7 +267,7 @@ describe('OpenAI stream meter', () => {
 
   it('meters a stream without provider usage by counting the deltas', async () => {
     const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, max_tokens: 7, stream: true });
-    const run = runMeter(
+    const run = await runMeter(
       openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 11 }),
       splitAt(raw, 5),
     );
@@ -281,7 +283,7 @@ describe('OpenAI stream meter', () => {
       stream: true,
       stream_options: { include_usage: true },
     });
-    const run = runMeter(
+    const run = await runMeter(
       openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 3 }),
       splitAt(raw, 3, 40),
     );
@@ -305,7 +307,7 @@ describe('OpenAI stream meter', () => {
       .map((e) => e.choices[0]?.delta.content ?? '')
       .join('');
     expect(bound).toBe(Buffer.byteLength(text));
-    const exact = meter.exact().usage.output;
+    const exact = (await meter.exact()).usage.output;
     expect(exact).toBe(deps.tokens.countText('gpt-4o-mini', text));
     expect(exact).toBeLessThan(bound);
     // What was counted stays counted: the bound goes on from the exact figure.
@@ -314,14 +316,14 @@ describe('OpenAI stream meter', () => {
     expect(next).toBeLessThan(bound);
     const rest = new TextEncoder().encode(events.slice(21).join('\n\n'));
     pushChunk(meter, rest);
-    expect(meter.end()).toMatchObject({ usage: { output: 40 }, usageSource: 'estimated', done: true });
+    expect(await meter.end()).toMatchObject({ usage: { output: 40 }, usageSource: 'estimated', done: true });
   });
 
   it('hides the usage chunk it asked for from a client that did not', async () => {
     const prepared = openai.prepareRequest('chat', { ...chatBody, stream: true });
     const raw = await captureRaw(fx.sim, '/v1/chat/completions', prepared.body);
     expect(decodeText(raw)).toContain('"choices":[],"usage":{');
-    const run = runMeter(
+    const run = await runMeter(
       openai.createStreamMeter('chat', 'gpt-4o-mini', { hideStreamUsage: prepared.hideStreamUsage }),
       splitAt(raw, 11),
     );
@@ -372,8 +374,47 @@ describe('OpenAI error formats', () => {
   });
 });
 
+describe('OpenAI stream meter, exact counts', () => {
+  it('counts a large text the provider reports no usage for on the token thread, each piece once', async () => {
+    const asked: number[] = [];
+    const tokens = createTokenCounter({
+      offThreadMinChars: 2048,
+      createThread: () => {
+        const thread = createTokenThread();
+        return {
+          count: (texts) => {
+            asked.push(...texts.map((t) => t.text.length));
+            return thread.count(texts);
+          },
+          close: () => thread.close(),
+        };
+      },
+    });
+    try {
+      const meter = createOpenAiAdapter({ ...deps, tokens }).createStreamMeter('chat', 'gpt-4o-mini', {
+        estimatedInputTokens: 3,
+      });
+      const delta = 'naïve café, 日本語 '.repeat(64); // 1,024 characters
+      const event = new TextEncoder().encode(
+        `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: delta } }] })}\n\n`,
+      );
+      for (let i = 0; i < 10; i++) pushChunk(meter, event);
+      const first = (await meter.exact()).usage.output;
+      expect(first).toBe(fx.tokens.countText('gpt-4o-mini', delta.repeat(10)));
+      for (let i = 0; i < 5; i++) pushChunk(meter, event);
+      pushChunk(meter, new TextEncoder().encode('data: [DONE]\n\n'));
+      const last = await meter.end();
+      expect(last).toMatchObject({ usageSource: 'estimated', done: true });
+      expect(last.usage.output).toBe(first + fx.tokens.countText('gpt-4o-mini', delta.repeat(5)));
+      expect(asked).toEqual([delta.length * 10, delta.length * 5]);
+    } finally {
+      tokens.free();
+    }
+  });
+});
+
 describe('OpenAI stream meter memory', () => {
-  it('keeps at most UNCOUNTED_TEXT_LIMIT characters for the exact count; the rest is charged at its bytes', () => {
+  it('keeps at most UNCOUNTED_TEXT_LIMIT characters for the exact count; the rest is charged at its bytes', async () => {
     const delta = 'abcdefé '.repeat(128); // 1,024 characters, 1,152 bytes
     const events = 300;
     const event = (content: string) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content } }] })}\n\n`;
@@ -381,7 +422,7 @@ describe('OpenAI stream meter memory', () => {
     for (let i = 0; i < events; i++) pushChunk(meter, new TextEncoder().encode(event(delta)));
     pushChunk(meter, new TextEncoder().encode('data: [DONE]\n\n'));
     const kept = UNCOUNTED_TEXT_LIMIT / delta.length;
-    const last = meter.end();
+    const last = await meter.end();
     expect(last.usageSource).toBe('estimated');
     expect(last.usage.output).toBe(
       deps.tokens.countText('gpt-4o-mini', delta.repeat(kept)) + (events - kept) * Buffer.byteLength(delta),

@@ -69,7 +69,7 @@ describe('Azure OpenAI', () => {
     expect(azure?.prepareRequest('chat', body).modified).toBe(false);
     const raw = await captureRaw(fx.sim, path, body);
     expect(fx.sim.requests.at(-1)?.provider).toBe('azure-openai');
-    const run = runMeter(
+    const run = await runMeter(
       azure!.createStreamMeter('chat', 'gpt-4o-prod', { estimatedInputTokens: 8 }),
       splitAt(raw, 77),
     );

@@ -148,15 +148,24 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     return null;
   }
 
-  /** Counts the text not yet counted, once: the bound of the output becomes its exact count. */
-  function countExactly(): void {
-    if (uncounted.length > 0) counted += ctx.tokens.countText(ctx.model, uncounted);
-    uncounted = '';
-    uncountedBytes = 0;
+  /**
+   * Counts the text not yet counted, once (a large text on the token thread, so the loop stays
+   * free): the bound of the output becomes its exact count. Not needed once the provider reported
+   * the output itself.
+   */
+  async function countExactly(): Promise<void> {
+    if (finalUsage && reportedOutput !== undefined) return;
+    const text = uncounted;
+    if (text.length === 0) return;
+    const bytes = uncountedBytes;
+    const tokens = await ctx.tokens.exactly(() => ctx.tokens.countText(ctx.model, text));
+    // Only appended to meanwhile: what was counted is the start of it.
+    uncounted = uncounted.slice(text.length);
+    uncountedBytes -= bytes;
+    counted += tokens;
   }
 
   function progress(forward: Uint8Array): StreamProgress {
-    if (finalUsage && reportedOutput === undefined) countExactly();
     const metered = counted + uncountedBytes + boundOnly;
     const output = finalUsage ? (reportedOutput ?? metered) : Math.max(reportedOutput ?? 0, metered);
     const input = reportedInput ?? resolveInput(ctx.estimatedInputTokens);
@@ -180,14 +189,14 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
       }
       for (const forward of framer.push(chunk)) yield progress(forward);
     },
-    exact() {
-      if (!finalUsage) countExactly();
+    async exact() {
+      await countExactly();
       return progress(EMPTY);
     },
-    end() {
+    async end() {
       const forward = framer ? framer.end() : EMPTY;
       // The answer is whole: without the provider's usage it is charged at its exact count.
-      if (!finalUsage) countExactly();
+      await countExactly();
       const last = progress(forward);
       // The answer ended: whatever a call has by now is all it will get.
       acc.toolEnd();

@@ -41,7 +41,7 @@ export interface MeterRun {
 }
 
 /** Feeds chunks to a meter as a proxy would, collecting what it lets through. */
-export function runMeter(meter: StreamMeter, chunks: readonly Uint8Array[]): MeterRun {
+export async function runMeter(meter: StreamMeter, chunks: readonly Uint8Array[]): Promise<MeterRun> {
   const out: Uint8Array[] = [];
   const progress: StreamProgress[] = [];
   for (const chunk of chunks) {
@@ -50,7 +50,7 @@ export function runMeter(meter: StreamMeter, chunks: readonly Uint8Array[]): Met
       out.push(p.forward);
     }
   }
-  const last = meter.end();
+  const last = await meter.end();
   out.push(last.forward);
   return { last: { ...last, toolCalls: [...last.toolCalls] }, forwarded: new Uint8Array(Buffer.concat(out)), progress };
 }

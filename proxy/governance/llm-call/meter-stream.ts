@@ -134,9 +134,11 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
           await flush();
           await judgeCompleted(step.toolCalls);
         }
-        // Only when the bound outgrows the reservation is the text counted exactly (each piece
-        // once), and the stream cut if the lease cannot cover that either.
-        if (state.cut === null && !covers(step.usage, false) && !covers(meter.exact().usage, true)) {
+        // A bound that outgrows the reservation extends it by the bound while the lease holds that
+        // (far from the limit, as the reservation itself was made); else the text is counted
+        // exactly (each piece once), the reservation extended by the exact figure only, and the
+        // stream cut if the lease cannot cover that either. Settling gives back what was not used.
+        if (state.cut === null && !covers(step.usage, true) && !covers((await meter.exact()).usage, true)) {
           state.cut = {
             reason: 'budget',
             code: 'SVC-BUD-3001',
@@ -188,14 +190,14 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   clearImmediate(early);
   gone ||= req.signal.aborted;
   if (state.cut === null && !failed && !overLimit) {
-    progress = meter.end();
+    progress = await meter.end();
     // A call the stream left open ends with it: judged before the last bytes go on.
     if (!gone) await judgeCompleted(progress.toolCalls);
     const out = held.length === 0 ? progress.forward : Buffer.concat([...held, progress.forward]);
     if (state.cut === null && !gone && !(await write(res, out, req.signal))) gone = true;
   } else if (progress !== null) {
     // Charged on what was metered: counted exactly where the provider reported no usage.
-    progress = meter.exact();
+    progress = await meter.exact();
   }
   const cut = state.cut;
   const complete = cut === null && !failed && !overLimit && progress?.done === true;
