@@ -67,7 +67,7 @@ export class LeaseLedger {
 
     // A report sent again after its answer was lost was counted then: it adds nothing now, and
     // the lease it was answered with is renewed as it stands, not topped up a second time.
-    const repeated = !(await counts(tx, tenant, budgetId, request));
+    const repeated = !(await counts(tx, tenant, budgetId, request, now));
     const spent = repeated ? { tokens: 0, micros: 0 } : { tokens: request.spent_tokens, micros: request.spent_micros };
     const want =
       repeated && held !== undefined
@@ -112,8 +112,14 @@ export class LeaseLedger {
 }
 
 /** Whether the request's spend is to be counted: always, unless its report was counted before. */
-function counts(tx: Repositories, tenant: string, budgetId: string, request: LeaseRequest): Promise<boolean> {
+function counts(
+  tx: Repositories,
+  tenant: string,
+  budgetId: string,
+  request: LeaseRequest,
+  now: Date,
+): Promise<boolean> {
   if (request.report_seq === null || (request.spent_tokens === 0 && request.spent_micros === 0))
     return Promise.resolve(true);
-  return tx.leases.claimReport(tenant, budgetId, request.holder, request.report_seq);
+  return tx.leases.claimReport(tenant, budgetId, request.holder, request.report_seq, now.toISOString());
 }

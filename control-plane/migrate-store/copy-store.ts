@@ -60,7 +60,7 @@ async function assertEmpty(target: Storage): Promise<void> {
  * the same sequence number and hash (sealing is deterministic); the target's head is then compared
  * with the source's and a difference fails the copy. Usage events keep their arrival order, policy
  * writes their ruleset version (proxies compare versions), budgets the spend proxies reported and
- * the processor has not applied yet. Checkpoints keep their versions (soft-deleted ones too) and
+ * the processor has not applied yet and the proxies' report numbers counted. Checkpoints keep their versions (soft-deleted ones too) and
  * contexts theirs. Not copied, because they are short-lived and rebuilt: budget
  * leases (proxies ask again; until their old leases expire they spend from their own reserve),
  * background job leases, the message ids of denials already audited, and an execution's memory of
@@ -104,16 +104,20 @@ export async function copyStore(
 
   for (const tenant of tenants) {
     for await (const page of pages((p) => read.budgets.list(tenant, p))) {
-      // Spend proxies reported out of their leases and the processor has not applied yet.
+      // Spend proxies reported out of their leases and the processor has not applied yet, and the
+      // report numbers counted, so that a report sent again after the move is counted once there.
       const pending = await Promise.all(
         page.map((b) => read.leases.pendingSpend(tenant, b.budget_id, b.usage.period_start)),
       );
+      const reports = await Promise.all(page.map((b) => read.leases.reports(tenant, b.budget_id)));
       await write(async (tx) => {
         for (const [i, budget] of page.entries()) {
           await tx.budgets.insert(tenant, budget);
           const spend = pending[i]!;
           if (spend.tokens > 0 || spend.micros > 0)
             await tx.leases.addSpend(tenant, budget.budget_id, budget.usage.period_start, 'reported', spend);
+          for (const r of reports[i]!)
+            await tx.leases.claimReport(tenant, budget.budget_id, r.holder, r.seq, r.counted_at);
         }
       });
       report.budgets += page.length;

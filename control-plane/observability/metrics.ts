@@ -52,7 +52,7 @@ export class ControlPlaneMetrics {
   });
   readonly retentionRemoved = new Counter({
     name: 'svc_retention_removed_total',
-    help: 'Records the retention job removed, by kind (events, detections, processed_messages)',
+    help: 'Records the retention job removed, by kind (events, detections, processed_messages, leases, lease_reports)',
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });

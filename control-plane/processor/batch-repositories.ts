@@ -305,10 +305,13 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       await writeSpends();
       return tx.leases.remove(tenant, budgetId, leaseId);
     },
-    claimReport: async (tenant, budgetId, holder, seq) => {
+    claimReport: async (tenant, budgetId, holder, seq, at) => {
       await writeSpends();
-      return tx.leases.claimReport(tenant, budgetId, holder, seq);
+      return tx.leases.claimReport(tenant, budgetId, holder, seq, at);
     },
+    reports: (tenant, budgetId) => tx.leases.reports(tenant, budgetId),
+    removeExpiredBefore: (tenant, before, limit) => tx.leases.removeExpiredBefore(tenant, before, limit),
+    removeReportsBefore: (tenant, before, limit) => tx.leases.removeReportsBefore(tenant, before, limit),
     addSpend: async (tenant, budgetId, periodStart, side, spend) => {
       if (side !== 'applied') {
         await writeSpends();

@@ -60,7 +60,13 @@ const backends: Array<[string, () => Promise<Backend>, boolean]> = [
 describe.each(backends)('retention on %s', (_name, open, available) => {
   let backend: Backend;
   let storage: Storage;
-  const removedSeen: Record<RetainedKind, number> = { events: 0, detections: 0, processed_messages: 0 };
+  const removedSeen: Record<RetainedKind, number> = {
+    events: 0,
+    detections: 0,
+    processed_messages: 0,
+    leases: 0,
+    lease_reports: 0,
+  };
   const sweep = (batchSize: number) =>
     new RetentionSweep({
       storage,
@@ -82,7 +88,7 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
   });
 
   it.skipIf(!available)(
-    'removes events and violation entries older than the retention, keeps the newer, and leaves budgets, spend and the audit chain as they were',
+    'removes events, violation entries, expired leases and report numbers older than the retention, keeps the newer, and leaves budgets, spend and the audit chain as they were',
     async () => {
       const budget = aBudget(TENANT, { period: 'total' });
       const period = { start: budget.usage.period_start, end: budget.usage.period_end };
@@ -117,6 +123,25 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
         aDetection(TENANT, { detection_id: `d-${i}`, detected_at: at(offset) }),
       );
       for (const d of detections) await storage.withTransaction((tx) => tx.detections.insert(TENANT, d));
+      // Leases expired long ago, lately, and live; a holder's report number counted long ago, another's lately.
+      await storage.withTransaction(async (tx) => {
+        for (const [leaseId, expires] of [
+          ['gone', OLD],
+          ['lately', -DAY],
+          ['live', DAY],
+        ] as const)
+          await tx.leases.put(TENANT, {
+            lease_id: leaseId,
+            holder: `h-${leaseId}`,
+            budget_id: budget.budget_id,
+            tokens: 1,
+            micros: 100,
+            expires_at: at(expires),
+          });
+        await tx.leases.claimReport(TENANT, budget.budget_id, 'h-old', 4, at(OLD));
+        await tx.leases.claimReport(TENANT, budget.budget_id, 'h-fresh', 9, at(-DAY));
+      });
+      const leasedBefore = await storage.read.leases.outstanding(TENANT, budget.budget_id, at());
       await storage.withTransaction(async (tx) => {
         await tx.dedup.markProcessed(TENANT, VIOLATION_DEDUP_SCOPE, 'fresh', at(-DAY));
         // Other scopes mark once-per-period work (an overrun alert), not redeliveries: kept.
@@ -127,7 +152,7 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
 
       const removed = await sweep(4).runOnce(new AbortController().signal);
 
-      expect(removed).toEqual({ events: 26, detections: 3, processed_messages: 7 });
+      expect(removed).toEqual({ events: 26, detections: 3, processed_messages: 7, leases: 1, lease_reports: 1 });
       expect(removedSeen).toEqual(removed);
       const kept = await storage.read.events.list(TENANT, {}, { pageSize: 100 });
       expect(kept.items.map((e) => e.event_id)).toEqual(fresh.map((e) => e.event_id).reverse());
@@ -142,6 +167,17 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
         first_invalid_seq: null,
         reason: null,
       });
+      expect(await storage.read.leases.get(TENANT, budget.budget_id, 'gone')).toBeUndefined();
+      expect(await storage.read.leases.get(TENANT, budget.budget_id, 'lately')).toBeDefined();
+      expect(await storage.read.leases.outstanding(TENANT, budget.budget_id, at())).toEqual(leasedBefore);
+      expect(await storage.read.leases.reports(TENANT, budget.budget_id)).toEqual([
+        { holder: 'h-fresh', seq: 9, counted_at: at(-DAY) },
+      ]);
+      // The kept number still refuses its report sent again; the removed one's holder starts afresh.
+      const claim = (holder: string, seq: number) =>
+        storage.withTransaction((tx) => tx.leases.claimReport(TENANT, budget.budget_id, holder, seq, at()));
+      expect(await claim('h-fresh', 9)).toBe(false);
+      expect(await claim('h-old', 4)).toBe(true);
       const firstAgain = (scope: string, id: string) =>
         storage.withTransaction((tx) => tx.dedup.markProcessed(TENANT, scope, id, at()));
       expect(await firstAgain(VIOLATION_DEDUP_SCOPE, 'old-3')).toBe(true);
@@ -152,6 +188,8 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
         events: 0,
         detections: 0,
         processed_messages: 0,
+        leases: 0,
+        lease_reports: 0,
       });
     },
   );
@@ -179,7 +217,13 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
       written.push(event.event_id);
       if (sweeping) writtenDuringSweep += 1;
     }
-    expect(await running).toEqual({ events: backlog, detections: 0, processed_messages: 0 });
+    expect(await running).toEqual({
+      events: backlog,
+      detections: 0,
+      processed_messages: 0,
+      leases: 0,
+      lease_reports: 0,
+    });
     // The writer was never held up for the whole sweep: its transactions went in between batches.
     expect(writtenDuringSweep).toBeGreaterThanOrEqual(10);
     const kept = await collectPages((page) => storage.read.events.list(TENANT, {}, page));
@@ -239,6 +283,8 @@ describe('retention switched off', () => {
         events: 0,
         detections: 0,
         processed_messages: 0,
+        leases: 0,
+        lease_reports: 0,
       });
       expect((await storage.read.events.list(TENANT, {})).items).toHaveLength(1);
     } finally {

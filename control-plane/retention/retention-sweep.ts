@@ -4,7 +4,7 @@ import { VIOLATION_DEDUP_SCOPE } from '../processor/event-processor.ts';
 import type { Repositories, Storage } from '../storage/storage.ts';
 
 /** What retention removes (docs/storage.md, "Retention"). */
-export type RetainedKind = 'events' | 'detections' | 'processed_messages';
+export type RetainedKind = 'events' | 'detections' | 'processed_messages' | 'leases' | 'lease_reports';
 
 export interface RetentionSweepOptions {
   storage: Storage;
@@ -20,8 +20,10 @@ export interface RetentionSweepOptions {
 const DAY_MS = 86_400_000;
 
 /**
- * Removes, tenant by tenant, the usage events received, the Immune System's detections made and
- * the proxies' violation messages handled more than `days` ago. Each batch is a transaction of its
+ * Removes, tenant by tenant, the usage events received, the Immune System's detections made, the
+ * proxies' violation messages handled, the budget leases expired and the lease report numbers last
+ * counted more than `days` ago. (A proxy sends a report again only while its renewal's answer is
+ * lost, seconds to minutes; a number older than the retention guards nothing.) Each batch is a transaction of its
  * own, and the sweep yields to the event loop between batches, so the event processor's and the
  * API's writes never wait for more than one small batch. Budgets keep their period totals in their
  * own records, which no sweep touches; the audit chain is immutable and kept whole.
@@ -35,7 +37,13 @@ export class RetentionSweep {
 
   /** One sweep over every tenant; stops early, having removed whole batches only, once aborted. */
   async runOnce(signal: AbortSignal): Promise<Record<RetainedKind, number>> {
-    const removed: Record<RetainedKind, number> = { events: 0, detections: 0, processed_messages: 0 };
+    const removed: Record<RetainedKind, number> = {
+      events: 0,
+      detections: 0,
+      processed_messages: 0,
+      leases: 0,
+      lease_reports: 0,
+    };
     const { days, clock } = this.#options;
     if (days === 0) return removed;
     const before = new Date(clock().getTime() - days * DAY_MS).toISOString();
@@ -47,6 +55,12 @@ export class RetentionSweep {
         tx.detections.removeDetectedBefore(tenant, before, batch),
       );
       removed.processed_messages += await this.#processed(tenant, before, signal);
+      removed.leases += await this.#oldest('leases', signal, (tx, batch) =>
+        tx.leases.removeExpiredBefore(tenant, before, batch),
+      );
+      removed.lease_reports += await this.#oldest('lease_reports', signal, (tx, batch) =>
+        tx.leases.removeReportsBefore(tenant, before, batch),
+      );
     }
     return removed;
   }

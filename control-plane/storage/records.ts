@@ -26,6 +26,14 @@ export const LeaseRecordSchema = z.object({
 });
 export type LeaseRecord = z.infer<typeof LeaseRecordSchema>;
 
+/** The last report of a holder's counted on a budget, and when. */
+export const LeaseReportSchema = z.object({
+  holder: z.string(),
+  seq: z.number().int().nonnegative(),
+  counted_at: TimestampSchema,
+});
+export type LeaseReport = z.infer<typeof LeaseReportSchema>;
+
 /** Tokens and micro-dollars, the two dimensions a lease counts. */
 export interface Spend {
   tokens: number;

@@ -14,7 +14,7 @@ import type { OutboxEvent, OutboxStorage } from '../../core/outbox/outbox-storag
 import type { Checkpoint, CheckpointOrder, CheckpointType, ExecutionContext } from '../checkpoints/checkpoint.ts';
 import type { Approval, Policy } from '../../core/policy/index.ts';
 import type { AuditDraft } from '../audit/chain.ts';
-import type { AuditHead, LeaseRecord, Spend, StoredEvent, WebhookSecretRecord } from './records.ts';
+import type { AuditHead, LeaseRecord, LeaseReport, Spend, StoredEvent, WebhookSecretRecord } from './records.ts';
 
 /**
  * The control plane's storage: one interface, two backends (LMDB embedded, PostgreSQL for N
@@ -374,6 +374,8 @@ export interface LeaseReader {
    * processor has not applied to the budget yet (reported minus applied, never below zero).
    */
   pendingSpend(tenant: string, budgetId: string, periodStart: string): Promise<Spend>;
+  /** The last report counted of each holder on the budget, by holder. */
+  reports(tenant: string, budgetId: string): Promise<LeaseReport[]>;
 }
 
 export interface LeaseRepository extends LeaseReader {
@@ -394,9 +396,14 @@ export interface LeaseRepository extends LeaseReader {
   /**
    * Records that the holder's report numbered `seq` on the budget is counted; false, and nothing
    * written, when that report or a later one of the holder already was (a report sent again).
-   * Holders' numbers are kept after their leases end, as a report can arrive late.
+   * Holders' numbers are kept after their leases end, as a report can arrive late, until retention
+   * removes those counted before its cutoff (`removeReportsBefore`).
    */
-  claimReport(tenant: string, budgetId: string, holder: string, seq: number): Promise<boolean>;
+  claimReport(tenant: string, budgetId: string, holder: string, seq: number, at: string): Promise<boolean>;
+  /** Removes at most `limit` of the tenant's leases that expired before `before`; how many it removed. */
+  removeExpiredBefore(tenant: string, before: string, limit: number): Promise<number>;
+  /** Removes at most `limit` of the tenant's report numbers last counted before `before`; how many. */
+  removeReportsBefore(tenant: string, before: string, limit: number): Promise<number>;
 }
 
 export interface ApprovalReader {

@@ -11,6 +11,7 @@ import {
   type RunningControlPlane,
 } from '../harness/control-plane.ts';
 import { createTestDatabase, postgresReachable } from '../harness/postgres.ts';
+import { LeaseRequestSchema } from '../../core/sync/contract.ts';
 
 const ROOT_DIR = new URL('../..', import.meta.url).pathname;
 const dirs: string[] = [];
@@ -65,8 +66,30 @@ async function snapshot(cp: RunningControlPlane, key: string) {
   };
 }
 
+/**
+ * A proxy's lease report on the `leased` budget, given back at once (no lease stays): the spend is
+ * held back as reported until its events arrive, and the report's number is counted once.
+ */
+async function leaseReport(cp: RunningControlPlane, budgetId: string, seq: number, micros: number): Promise<number> {
+  const { storage, services } = cp.plane;
+  const request = LeaseRequestSchema.parse({
+    tenant_id: 'acme',
+    budget_id: budgetId,
+    holder: 'proxy-1',
+    want_tokens: 0,
+    want_micros: 0,
+    spent_micros: micros,
+    report_seq: seq,
+    release: true,
+  });
+  await storage.withTransaction((tx) => services.leases.handle(tx, 'acme', request));
+  const budget = await storage.read.budgets.get('acme', budgetId);
+  return (await storage.read.leases.pendingSpend('acme', budgetId, budget!.usage.period_start)).micros;
+}
+
 interface Filled {
   from: string;
+  leasedBudget: string;
   keys: Record<'acme' | 'beta', string>;
   revokedKey: string;
   before: Record<'acme' | 'beta', Awaited<ReturnType<typeof snapshot>>>;
@@ -86,6 +109,11 @@ async function filledLmdbStore(): Promise<Filled> {
     key: keys.acme,
     body: { budget_id: budget.body.budget_id, adapter_type: 'custom' },
   });
+  const leased = await source.call('POST', '/v1/budgets', {
+    key: keys.acme,
+    body: { name: 'leased', type: 'cost', limits: { max_cost_usd: 10 } },
+  });
+  expect(await leaseReport(source, String(leased.body.budget_id), 1, 500)).toBe(500);
   for (const id of ['m-kept', 'm-gone']) {
     const saved = await source.call('POST', '/v1/checkpoints', {
       key: keys.acme,
@@ -121,7 +149,13 @@ async function filledLmdbStore(): Promise<Filled> {
   expect((await source.call('DELETE', `/v1/api-keys/${revoked.body.id}`, { key: keys.beta })).status).toBe(200);
   const before = { acme: await snapshot(source, keys.acme), beta: await snapshot(source, keys.beta) };
   await source.close();
-  return { from, keys, revokedKey: String(revoked.body.key_secret), before };
+  return {
+    from,
+    leasedBudget: String(leased.body.budget_id),
+    keys,
+    revokedKey: String(revoked.body.key_secret),
+    before,
+  };
 }
 
 /** Runs the command into `to`, then a control plane on the target, which must show what the source did. */
@@ -141,6 +175,9 @@ async function migrateAndCompare(filled: Filled, to: string, overrides: Record<s
       expect(verified.body).toMatchObject({ valid: true });
     }
     expect((await target.call('GET', '/v1/audit/verify')).body).toMatchObject({ valid: true });
+    // The report sent again after the move (its answer lost) is counted once; the next one counts.
+    expect(await leaseReport(target, filled.leasedBudget, 1, 500)).toBe(500);
+    expect(await leaseReport(target, filled.leasedBudget, 2, 200)).toBe(700);
     // The revoked key stays revoked; a write on the target extends the migrated chain.
     expect((await target.call('GET', '/v1/budgets', { key: filled.revokedKey })).status).toBe(401);
     const policy = await target.call('POST', '/v1/policies', {

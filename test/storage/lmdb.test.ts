@@ -62,14 +62,19 @@ describe('the LMDB backend', () => {
       void data.put(['acme', 'meta', 'event_seq'], 1);
       void data.put(['acme', 'audit', 1], audit);
       void data.put(['acme', 'meta', 'audit_head'], { seq: 1, hash: audit.hash });
+      void data.put(['acme', 'lease', `report/${budget.budget_id}/proxy-1`], { seq: 3 });
     });
     await root.close();
 
     const { storage, applied } = await LmdbStorage.open({ path: dir });
     try {
-      // Version 2 indexes the envelopes found by creation time.
-      expect(applied).toEqual([2]);
-      expect(await storage.schemaVersion()).toBe(2);
+      // Version 2 indexes the envelopes found by creation time; 3 stamps report numbers as counted then.
+      const migrating = Date.now();
+      expect(applied).toEqual([2, 3]);
+      expect(await storage.schemaVersion()).toBe(3);
+      const [mark] = await storage.read.leases.reports('acme', budget.budget_id);
+      expect(mark).toMatchObject({ holder: 'proxy-1', seq: 3 });
+      expect(Date.parse(mark!.counted_at)).toBeGreaterThanOrEqual(migrating - 60_000);
       const r = storage.read;
       expect(await r.tenants.get('acme')).toMatchObject({ name: 'Acme' });
       expect(await r.apiKeys.tenantOf(key.id)).toBe('acme');

@@ -916,7 +916,7 @@ export function storageContract(backend: string, factory: StorageFactory): void 
 
       it('counts each report of a holder once, a late one of its earlier reports not at all', async () => {
         const claim = (tenant: string, budgetId: string, holder: string, seq: number) =>
-          tx((t) => t.leases.claimReport(tenant, budgetId, holder, seq));
+          tx((t) => t.leases.claimReport(tenant, budgetId, holder, seq, at()));
         expect(await claim(A, 'b1', 'h1', 1)).toBe(true);
         expect(await claim(A, 'b1', 'h1', 1)).toBe(false);
         expect(await claim(A, 'b1', 'h1', 2)).toBe(true);
@@ -927,7 +927,7 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         // A claim in a transaction that fails is not kept.
         await expect(
           tx(async (t) => {
-            await t.leases.claimReport(A, 'b1', 'h1', 3);
+            await t.leases.claimReport(A, 'b1', 'h1', 3, at());
             throw new Error('rolled back');
           }),
         ).rejects.toThrow('rolled back');

@@ -1,4 +1,4 @@
-import type { LeaseRecord, Spend } from '../records.ts';
+import type { LeaseRecord, LeaseReport, Spend } from '../records.ts';
 import type { LeaseRepository } from '../storage.ts';
 import type { KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
@@ -13,15 +13,19 @@ interface LeaseSpend {
   applied_micros: number;
 }
 
-/** The last report of a holder's counted on a budget. */
-interface ReportMark {
+/** The last report of a holder's counted on a budget (`counted_at` since schema version 3). */
+export interface ReportMark {
   seq: number;
+  counted_at: string;
 }
+
+const SPEND = 'spend/';
+const REPORT = 'report/';
 
 /**
  * Leases under `[tenant, 'lease', '<budget>/<lease>']`; the budget's reported and applied spend
  * beside them under `spend/<budget>`, and each holder's last counted report under
- * `report/<budget>/<holder>`, keys their `<budget>/` range never matches.
+ * `report/<budget>/<holder>`, keys their `<budget>/` range never matches (budget ids are UUIDs).
  */
 export class LmdbLeases implements Sync<LeaseRepository> {
   readonly #kv: KvView;
@@ -89,21 +93,66 @@ export class LmdbLeases implements Sync<LeaseRepository> {
             applied_tokens: record.applied_tokens + spend.tokens,
             applied_micros: record.applied_micros + spend.micros,
           };
-    this.#kv.put(this.#layout.tenant(tenant, 'lease'), `spend/${budgetId}`, next);
+    this.#kv.put(this.#layout.tenant(tenant, 'lease'), `${SPEND}${budgetId}`, next);
   }
 
-  claimReport(tenant: string, budgetId: string, holder: string, seq: number): boolean {
+  claimReport(tenant: string, budgetId: string, holder: string, seq: number, at: string): boolean {
     const table = this.#layout.tenant(tenant, 'lease');
-    const key = `report/${budgetId}/${holder}`;
+    const key = `${REPORT}${budgetId}/${holder}`;
     const mark = this.#kv.get<ReportMark>(table, key);
     if (mark !== undefined && mark.seq >= seq) return false;
-    this.#kv.put(table, key, { seq } satisfies ReportMark);
+    this.#kv.put(table, key, { seq, counted_at: at } satisfies ReportMark);
     return true;
+  }
+
+  reports(tenant: string, budgetId: string): LeaseReport[] {
+    const prefix = `${REPORT}${budgetId}/`;
+    return [...this.#kv.range<ReportMark>(this.#layout.tenant(tenant, 'lease'), { prefix })].map(({ id, value }) => ({
+      holder: String(id).slice(prefix.length),
+      seq: value.seq,
+      counted_at: value.counted_at,
+    }));
+  }
+
+  removeExpiredBefore(tenant: string, before: string, limit: number): number {
+    const at = Date.parse(before);
+    return this.#removeWhere(tenant, limit, (id, value) => {
+      if (id.startsWith(SPEND) || id.startsWith(REPORT)) return false;
+      return Date.parse((value as LeaseRecord).expires_at) < at;
+    });
+  }
+
+  removeReportsBefore(tenant: string, before: string, limit: number): number {
+    const at = Date.parse(before);
+    return this.#removeWhere(
+      tenant,
+      limit,
+      (id, value) => id.startsWith(REPORT) && Date.parse((value as ReportMark).counted_at) < at,
+      REPORT,
+    );
+  }
+
+  /** Removes at most `limit` records of the tenant's lease table that `doomed` picks. */
+  #removeWhere(
+    tenant: string,
+    limit: number,
+    doomed: (id: string, value: unknown) => boolean,
+    prefix?: string,
+  ): number {
+    const space = this.#layout.tenant(tenant, 'lease');
+    const ids: string[] = [];
+    for (const { id, value } of this.#kv.range<unknown>(space, { prefix })) {
+      if (ids.length >= limit) break;
+      if (doomed(String(id), value)) ids.push(String(id));
+    }
+    // Removed after the walk: the range reads the staged view, which these removals change.
+    for (const id of ids) this.#kv.remove(space, id);
+    return ids.length;
   }
 
   /** The period's spend record; a fresh one when the stored record is of another period. */
   #spend(tenant: string, budgetId: string, periodStart: string): LeaseSpend {
-    const record = this.#kv.get<LeaseSpend>(this.#layout.tenant(tenant, 'lease'), `spend/${budgetId}`);
+    const record = this.#kv.get<LeaseSpend>(this.#layout.tenant(tenant, 'lease'), `${SPEND}${budgetId}`);
     if (record !== undefined && record.period_start === periodStart) return record;
     return { period_start: periodStart, reported_tokens: 0, reported_micros: 0, applied_tokens: 0, applied_micros: 0 };
   }

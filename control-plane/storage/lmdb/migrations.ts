@@ -1,4 +1,5 @@
 import type { Envelope } from '../../../core/domain/index.ts';
+import type { ReportMark } from './leases.ts';
 import { envelopeTimeKey } from '../storage.ts';
 import type { StagedView } from './kv.ts';
 import type { Layout } from './layout.ts';
@@ -31,6 +32,21 @@ export const MIGRATIONS: readonly Migration[] = [
         if (kind !== 'envelope' || typeof tenant !== 'string') continue;
         const envelope = value as Envelope;
         kv.put(layout.tenant(tenant, 'envelope_time'), envelopeTimeKey(envelope), envelope.envelope_id);
+      }
+    },
+  },
+  {
+    version: 3,
+    name: 'lease report numbers stamped with when they were counted (`counted_at`), for retention',
+    up: (kv, layout) => {
+      // Numbers counted before are taken as counted now: retention keeps them its full age from here.
+      const now = new Date().toISOString();
+      for (const { key, value } of layout.data.getRange()) {
+        const [tenant, kind, id] = key;
+        if (kind !== 'lease' || typeof tenant !== 'string' || typeof id !== 'string' || !id.startsWith('report/'))
+          continue;
+        const mark = value as Partial<ReportMark>;
+        if (mark.counted_at === undefined) kv.put(layout.tenant(tenant, 'lease'), id, { ...mark, counted_at: now });
       }
     },
   },

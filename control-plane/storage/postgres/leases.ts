@@ -1,4 +1,4 @@
-import type { LeaseRecord, Spend } from '../records.ts';
+import type { LeaseRecord, LeaseReport, Spend } from '../records.ts';
 import type { LeaseRepository } from '../storage.ts';
 import { int, type Sql } from './sql.ts';
 
@@ -73,14 +73,46 @@ export class PgLeases implements LeaseRepository {
     ]);
   }
 
-  async claimReport(tenant: string, budgetId: string, holder: string, seq: number): Promise<boolean> {
+  async claimReport(tenant: string, budgetId: string, holder: string, seq: number, at: string): Promise<boolean> {
     const { rows } = await this.#sql.query(
-      `INSERT INTO lease_reports AS r (tenant_id, budget_id, holder, seq) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (tenant_id, budget_id, holder) DO UPDATE SET seq = excluded.seq WHERE r.seq < excluded.seq
+      `INSERT INTO lease_reports AS r (tenant_id, budget_id, holder, seq, counted_at)
+       VALUES ($1, $2, $3, $4, $5::text::timestamptz)
+       ON CONFLICT (tenant_id, budget_id, holder) DO UPDATE SET seq = excluded.seq, counted_at = excluded.counted_at
+         WHERE r.seq < excluded.seq
        RETURNING 1`,
-      [tenant, budgetId, holder, seq],
+      [tenant, budgetId, holder, seq, at],
     );
     return rows.length > 0;
+  }
+
+  async reports(tenant: string, budgetId: string): Promise<LeaseReport[]> {
+    const { rows } = await this.#sql.query<{ holder: string; seq: string; counted_at: Date }>(
+      'SELECT holder, seq, counted_at FROM lease_reports WHERE tenant_id = $1 AND budget_id = $2 ORDER BY holder',
+      [tenant, budgetId],
+    );
+    return rows.map((r) => ({ holder: r.holder, seq: int(r.seq), counted_at: r.counted_at.toISOString() }));
+  }
+
+  async removeExpiredBefore(tenant: string, before: string, limit: number): Promise<number> {
+    const { rowCount } = await this.#sql.query(
+      `DELETE FROM leases WHERE (tenant_id, budget_id, lease_id) IN (
+         SELECT tenant_id, budget_id, lease_id FROM leases
+         WHERE tenant_id = $1 AND expires_at < $2::text::timestamptz LIMIT $3
+       )`,
+      [tenant, before, limit],
+    );
+    return rowCount ?? 0;
+  }
+
+  async removeReportsBefore(tenant: string, before: string, limit: number): Promise<number> {
+    const { rowCount } = await this.#sql.query(
+      `DELETE FROM lease_reports WHERE (tenant_id, budget_id, holder) IN (
+         SELECT tenant_id, budget_id, holder FROM lease_reports
+         WHERE tenant_id = $1 AND counted_at < $2::text::timestamptz LIMIT $3
+       )`,
+      [tenant, before, limit],
+    );
+    return rowCount ?? 0;
   }
 
   async addSpend(
