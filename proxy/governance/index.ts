@@ -3,4 +3,6 @@ export { EventRecorder, type EventSink, type UsageRecord } from './event-recorde
 export { createGovernedHandler } from './governed-handler.ts';
 export type { GovernanceDeps } from './governance-deps.ts';
 export { PolicyGate, type GateVerdict, type PolicyFailMode } from './policy-gate.ts';
+export { parseBounded } from './input-tokens.ts';
+export { reserveCall } from './reserve-call.ts';
 export { AnomalyWatch, type AnomalyAction } from './anomaly-watch.ts';

@@ -1,4 +1,5 @@
 import type { TokenCounter } from '../../core/metering/tokens.ts';
+import type { Operation, ParsedRequest, ProviderAdapter } from '../providers/index.ts';
 
 /**
  * A request's input tokens, counted only when needed. The request is parsed with the cheap
@@ -47,4 +48,17 @@ export class InputTokens {
   current(): number {
     return this.#exact ?? this.bound;
   }
+}
+
+/** Parses a request with the input tokens' bound; the exact count parses again, only if ever needed. */
+export function parseBounded(
+  tokens: TokenCounter,
+  adapter: ProviderAdapter,
+  op: Operation,
+  json: unknown,
+  path: string,
+): { parsed: ParsedRequest; input: InputTokens } {
+  const parsed = tokens.bounded(() => adapter.parseRequest(op, json, path));
+  const count = () => adapter.parseRequest(op, json, path).estimatedInputTokens;
+  return { parsed, input: new InputTokens(parsed.estimatedInputTokens, count, tokens) };
 }

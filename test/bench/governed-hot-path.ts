@@ -1,7 +1,10 @@
 /**
- * The proxy's governed hot path per call, without the network: parse the request (tiktoken
- * estimate), evaluate `llm:<model>` against the local ruleset, reserve the estimate from the
- * budget lease, price the answer's usage and settle. Prints latency percentiles and throughput.
+ * The proxy's governed hot path per call, without the network, with the proxy's own steps: parse
+ * the request with the input tokens' byte bound (`parseBounded`), evaluate `llm:<model>` against
+ * the local ruleset, reserve from the budget lease (`reserveCall`: the bound decides while the
+ * lease holds it, as it does far from the limit), price the answer's usage and settle. Prints
+ * latency percentiles and throughput, then each stage alone, among them the exact tiktoken count
+ * the proxy makes only near the limit or for a policy on `estimated_input_tokens`.
  *
  *   node test/bench/governed-hot-path.ts [calls=100000] [policies=100]
  */
@@ -14,7 +17,7 @@ import { createTokenCounter } from '../../core/metering/tokens.ts';
 import { compileRuleset, type Policy } from '../../core/policy/index.ts';
 import type { LeaseRequest } from '../../core/sync/contract.ts';
 import { BudgetLease, isRefusal } from '../../proxy/enforcement/index.ts';
-import { estimate, price, PolicyGate } from '../../proxy/governance/index.ts';
+import { estimate, parseBounded, price, PolicyGate, reserveCall } from '../../proxy/governance/index.ts';
 import { createGovernanceMetrics } from '../../proxy/metrics/index.ts';
 import { createAdapterDeps, createOpenAiAdapter } from '../../proxy/providers/index.ts';
 
@@ -98,22 +101,25 @@ const prompts = Array.from({ length: 64 }, (_, i) => ({
   ],
 }));
 
-function governedCall(i: number): void {
-  const parsed = adapter.parseRequest('chat', prompts[i % prompts.length], '/v1/chat/completions');
+const PATH = '/v1/chat/completions';
+const usage = { input: 90, output: 200, cachedInput: 0 };
+
+async function governedCall(i: number): Promise<void> {
+  const { parsed, input } = parseBounded(tokens, adapter, 'chat', prompts[i % prompts.length], PATH);
   const verdict = gate.check(`llm:${parsed.model}`, { model: parsed.model, max_output_tokens: parsed.maxOutputTokens });
   if (!verdict.allowed) throw new Error('bench ruleset must allow the call');
-  const { most, least } = estimate(prices, parsed);
-  const reservation = lease.reserve(most, least);
+  const reservation = await reserveCall(lease, prices, parsed, input, adapter.id);
   if (isRefusal(reservation)) throw new Error('bench lease must cover the call');
-  reservation.settle(price(prices, parsed.model, { input: parsed.estimatedInputTokens, output: 200, cachedInput: 0 }));
+  if (input.known() !== undefined) throw new Error('far from the limit the bound decides: nothing is counted');
+  reservation.settle(price(prices, parsed.model, usage));
 }
 
-for (let i = 0; i < 2000; i++) governedCall(i);
+for (let i = 0; i < 2000; i++) await governedCall(i);
 const samples = new Float64Array(calls);
 const started = process.hrtime.bigint();
 for (let i = 0; i < calls; i++) {
   const t0 = process.hrtime.bigint();
-  governedCall(i);
+  await governedCall(i);
   samples[i] = Number(process.hrtime.bigint() - t0) / 1000;
 }
 const totalMs = Number(process.hrtime.bigint() - started) / 1e6;
@@ -125,22 +131,25 @@ console.log(
 console.log(`  p50 ${at(0.5)} µs   p90 ${at(0.9)} µs   p99 ${at(0.99)} µs   p99.9 ${at(0.999)} µs   max ${at(1)} µs`);
 console.log(`  throughput ${Math.round(calls / (totalMs / 1000)).toLocaleString('en')} calls/s on one core`);
 /** Mean time of one stage alone, so the total can be read. */
-function stage(name: string, run: (i: number) => void): void {
+async function stage(name: string, run: (i: number) => unknown): Promise<void> {
   const n = Math.min(calls, 50_000);
   const t0 = process.hrtime.bigint();
-  for (let i = 0; i < n; i++) run(i);
-  console.log(`  ${name.padEnd(44)} ${(Number(process.hrtime.bigint() - t0) / 1000 / n).toFixed(2)} µs mean`);
+  for (let i = 0; i < n; i++) await run(i);
+  console.log(`  ${name.padEnd(52)} ${(Number(process.hrtime.bigint() - t0) / 1000 / n).toFixed(2)} µs mean`);
 }
-const parsed = adapter.parseRequest('chat', prompts[0], '/v1/chat/completions');
-stage('parse + tiktoken estimate (330-char prompt)', (i) =>
-  adapter.parseRequest('chat', prompts[i % prompts.length], '/v1/chat/completions'),
+const { parsed } = parseBounded(tokens, adapter, 'chat', prompts[0], PATH);
+await stage('parse with the byte bound (330-char prompt)', (i) =>
+  parseBounded(tokens, adapter, 'chat', prompts[i % prompts.length], PATH),
 );
-stage('policy evaluation (llm:<model>)', () =>
+await stage('exact count with tiktoken (near the limit only)', (i) =>
+  parseBounded(tokens, adapter, 'chat', prompts[i % prompts.length], PATH).input.exact(),
+);
+await stage('policy evaluation (llm:<model>)', () =>
   gate.check('llm:gpt-4o-mini', { model: 'gpt-4o-mini', max_output_tokens: 256 }),
 );
-stage('lease reserve + price + settle', () => {
+await stage('lease reserve + price + settle', () => {
   const r = lease.reserve(estimate(prices, parsed).most, { tokens: 1, pico: 1 });
-  if (!isRefusal(r)) r.settle(price(prices, parsed.model, { input: 90, output: 200, cachedInput: 0 }));
+  if (!isRefusal(r)) r.settle(price(prices, parsed.model, usage));
 });
 await lease.release();
 tokens.free();

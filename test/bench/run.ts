@@ -7,10 +7,12 @@
  * and streamed, through the relay, the proxy's reverse route and the proxy by CONNECT with TLS
  * interception, and prints one table: req/s at each concurrency and its ratio to the relay,
  * latency at one connection (relay and proxy requests alternating) and what the proxy adds at p50
- * and p99, first-byte time of streams, and RSS idle, after the calls, and with open slow streams.
- * Then runs the policy evaluation, envelope creation and event processor benchmarks.
+ * and p99, first-byte time of streams, and RSS idle, after the calls, with open slow streams and
+ * a while after they closed. Then runs the policy evaluation, governed hot path, envelope
+ * creation and event processor benchmarks.
  *
  *   node test/bench/run.ts [requests per case=3000] [open streams=1000] [micro=full|small|none]
+ *     [seconds after the streams closed=10]
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -22,6 +24,7 @@ import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
 const perCase = Number(process.argv[2] ?? 3000);
 const openStreams = Number(process.argv[3] ?? 1000);
 const micro = process.argv[4] ?? 'full';
+const settleSeconds = Number(process.argv[5] ?? 10);
 const HERE = import.meta.dirname;
 const CONCURRENCY = [16, 64];
 
@@ -122,8 +125,15 @@ async function latency(relay: Target, target: Target, stream: boolean, n: number
   };
 }
 
-/** Opens `n` slow streams through the target, waits until each delivered its first bytes, and reports RSS then. */
-async function rssWithOpenStreams(target: Target, process: ChildProcess, n: number): Promise<number> {
+/**
+ * Opens `n` slow streams through the target, waits until each delivered its first bytes, and
+ * reports RSS then and `settleSeconds` after they were all closed.
+ */
+async function rssWithOpenStreams(
+  target: Target,
+  process: ChildProcess,
+  n: number,
+): Promise<{ open: number; after: number }> {
   const dispatcher = target.dispatcher(n);
   const controller = new AbortController();
   let opened = 0;
@@ -142,11 +152,12 @@ async function rssWithOpenStreams(target: Target, process: ChildProcess, n: numb
     }
   });
   await allOpen;
-  const rss = rssMb(process);
+  const open = rssMb(process);
   controller.abort();
   await Promise.allSettled(streams);
   await dispatcher.destroy();
-  return rss;
+  await new Promise((r) => setTimeout(r, settleSeconds * 1000));
+  return { open, after: rssMb(process) };
 }
 
 const fmt = (v: number, digits = 0) =>
@@ -223,11 +234,13 @@ async function main(): Promise<void> {
     relay: await rssWithOpenStreams(relay, relayProcess, openStreams),
     proxy: await rssWithOpenStreams(targets[1]!, proxyProcess, openStreams),
   };
-  console.log(`\n| RSS (MB) | idle | after ${fmt(calls)} proxied calls | with ${openStreams} open streams |`);
-  console.log('|---|---:|---:|---:|');
+  console.log(
+    `\n| RSS (MB) | idle | after ${fmt(calls)} proxied calls | with ${openStreams} open streams | ${settleSeconds} s after they closed |`,
+  );
+  console.log('|---|---:|---:|---:|---:|');
   for (const k of ['relay', 'proxy'] as const)
     console.log(
-      `| ${k === 'relay' ? 'bare relay' : 'governed proxy'} | ${fmt(idle[k], 1)} | ${fmt(afterCalls[k], 1)} | ${fmt(streaming[k], 1)} |`,
+      `| ${k === 'relay' ? 'bare relay' : 'governed proxy'} | ${fmt(idle[k], 1)} | ${fmt(afterCalls[k], 1)} | ${fmt(streaming[k].open, 1)} | ${fmt(streaming[k].after, 1)} |`,
     );
   children.forEach((c) => c.kill('SIGKILL'));
   rmSync(dataDir, { recursive: true, force: true });
@@ -236,6 +249,7 @@ async function main(): Promise<void> {
   const small = micro === 'small';
   const benches: [string, string[]][] = [
     ['policy-eval.ts', small ? ['200', '20'] : ['200000', '200']],
+    ['governed-hot-path.ts', small ? ['200', '10'] : ['100000', '100']],
     // The control plane's benches on both storage backends, side by side.
     ...(['lmdb', 'postgres'] as const).flatMap((backend): [string, string[]][] => [
       ['envelope-create.ts', [...(small ? ['20', '4'] : ['3000', '32']), `--backend=${backend}`]],

@@ -4,7 +4,7 @@ import type { ProxiedRequest } from '../../listener/index.ts';
 import type { Operation, ParsedRequest, ProviderAdapter } from '../../providers/index.ts';
 import { decodeBody, decodedHeaders } from '../decode-body.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
-import { InputTokens } from '../input-tokens.ts';
+import { parseBounded, type InputTokens } from '../input-tokens.ts';
 import { parseJsonBody, readRequestBody } from '../read-body.ts';
 import { refusal, type Refusal } from './refusal.ts';
 
@@ -33,14 +33,7 @@ export async function readCall(
     const received = await readRequestBody(req, deps.bodyLimitBytes);
     const decoded = await decodeBody(received, req.headers, deps.bodyLimitBytes);
     const json = parseJsonBody(decoded.text);
-    const path = req.targetUrl.pathname;
-    // Parsed with the token bound; the exact count parses again, only if it is ever needed.
-    const parsed = deps.tokens.bounded(() => adapter.parseRequest(op, json, path));
-    const input = new InputTokens(
-      parsed.estimatedInputTokens,
-      () => adapter.parseRequest(op, json, path).estimatedInputTokens,
-      deps.tokens,
-    );
+    const { parsed, input } = parseBounded(deps.tokens, adapter, op, json, req.targetUrl.pathname);
     return { bytes: decoded.utf8, headers: decodedHeaders(req.headers, decoded), json, parsed, input };
   } catch (error) {
     if (!isSvcError(error)) throw error;
