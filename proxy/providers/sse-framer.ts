@@ -173,6 +173,9 @@ export function createSseFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX
     },
     *push(chunk) {
       let eventStart = 0;
+      // Where the next CR is (-1: none left in the chunk); CRs are rare, so it is searched for
+      // again only once passed.
+      let nextCr = chunk.indexOf(CR);
       for (let i = 0; i < chunk.length; i++) {
         const b = chunk[i];
         if (b === LF && previousCr) {
@@ -182,6 +185,11 @@ export function createSseFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX
         if (b !== LF && b !== CR) {
           previousCr = false;
           atLineStart = false;
+          // The rest of the line holds no line ending: jump to the byte before the next one.
+          if (nextCr !== -1 && nextCr < i) nextCr = chunk.indexOf(CR, i);
+          const nextLf = chunk.indexOf(LF, i);
+          const next = nextLf === -1 ? nextCr : nextCr === -1 ? nextLf : Math.min(nextLf, nextCr);
+          i = (next === -1 ? chunk.length : next) - 1;
           continue;
         }
         previousCr = b === CR;
