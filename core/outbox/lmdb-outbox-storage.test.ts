@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LmdbOutboxStorage } from './lmdb-outbox-storage.ts';
-import type { OutboxEvent } from './outbox-storage.ts';
+import { eventSize, type OutboxEvent } from './outbox-storage.ts';
 
 const event = (i: number): OutboxEvent => ({ id: `e-${i}`, subject: 'svc.t.events.llm.call', data: { i } });
 
@@ -44,5 +44,26 @@ describe('LMDB outbox storage group commit', () => {
     expect(storage.groupCommits).toBe(2);
     expect((await storage.depth()).entries).toBe(2);
     await storage.close();
+  });
+
+  it('counts the bytes it holds through appends, a reopen and settled claims', async () => {
+    const sizes = [1, 2, 30].map((i) => eventSize(event(i)));
+    const storage = new LmdbOutboxStorage({ path: dir });
+    await storage.append([event(1), event(2)]);
+    await storage.append([event(30)]);
+    expect(await storage.depth()).toEqual({ entries: 3, bytes: sizes[0]! + sizes[1]! + sizes[2]! });
+    await storage.close();
+
+    const reopened = new LmdbOutboxStorage({ path: dir });
+    expect(await reopened.depth()).toEqual({ entries: 3, bytes: sizes[0]! + sizes[1]! + sizes[2]! });
+    const claim = await reopened.claim(10);
+    // The first and last went to the bus; the second is given back.
+    await claim.settle([claim.entries[0]!.key, claim.entries[2]!.key]);
+    expect(await reopened.depth()).toEqual({ entries: 1, bytes: sizes[1]! });
+    const again = await reopened.claim(10);
+    expect(again.entries.map((e) => e.event.id)).toEqual(['e-2']);
+    await again.settle([again.entries[0]!.key]);
+    expect(await reopened.depth()).toEqual({ entries: 0, bytes: 0 });
+    await reopened.close();
   });
 });

@@ -35,6 +35,8 @@ export class LmdbOutboxStorage implements OutboxStorage {
   readonly #ownsRoot: boolean;
   readonly #db: Database<OutboxEvent, number>;
   readonly #depth: OutboxDepth = { entries: 0, bytes: 0 };
+  /** The size of each held event by key, so that removing one does not encode it again. */
+  readonly #sizes = new Map<number, number>();
   /** Keys handed to a claim that has not settled yet. */
   readonly #claimed = new Set<number>();
   #nextKey: number;
@@ -48,7 +50,7 @@ export class LmdbOutboxStorage implements OutboxStorage {
     this.#db = this.#root.openDB<OutboxEvent, number>({ name: DB_NAME, encoding: 'msgpack' });
     let last = 0;
     for (const { key, value } of this.#db.getRange()) {
-      this.#count(value, 1);
+      this.#add(key, value);
       last = key;
     }
     this.#nextKey = last + 1;
@@ -68,14 +70,17 @@ export class LmdbOutboxStorage implements OutboxStorage {
    * order.
    */
   append(events: readonly OutboxEvent[]): Promise<void> {
-    // Counted before they land, so that the depth bounds concurrent appends.
-    for (const event of events) this.#count(event, 1);
     if (this.#group === null) {
       this.#group = newGroup();
       setImmediate(() => this.#commitGroup());
     }
     const group = this.#group;
-    for (const event of events) group.entries.push({ key: this.#nextKey++, event });
+    for (const event of events) {
+      const key = this.#nextKey++;
+      // Counted before they land, so that the depth bounds concurrent appends.
+      this.#add(key, event);
+      group.entries.push({ key, event });
+    }
     return group.done.promise;
   }
 
@@ -95,7 +100,7 @@ export class LmdbOutboxStorage implements OutboxStorage {
       });
       group.done.resolve();
     } catch (error) {
-      for (const { event } of group.entries) this.#count(event, -1);
+      for (const { key } of group.entries) this.#remove(key);
       group.done.reject(error instanceof Error ? error : new Error(String(error)));
     }
   }
@@ -106,10 +111,12 @@ export class LmdbOutboxStorage implements OutboxStorage {
    */
   appendInTransaction(events: readonly OutboxEvent[]): () => void {
     // The caller's transactions commit in call order too, so key order stays commit order.
-    for (const event of events) this.#db.putSync(this.#nextKey++, event);
-    return () => {
-      for (const event of events) this.#count(event, 1);
-    };
+    const keys = events.map((event) => {
+      const key = this.#nextKey++;
+      this.#db.putSync(key, event);
+      return key;
+    });
+    return () => keys.forEach((key, i) => this.#add(key, events[i] as OutboxEvent));
   }
 
   claim(limit: number): Promise<OutboxClaim> {
@@ -130,14 +137,13 @@ export class LmdbOutboxStorage implements OutboxStorage {
   }
 
   #settle(entries: readonly OutboxEntry[], done: readonly number[]): Promise<void> {
-    const removed = new Set(done);
     try {
       // One synchronous commit for all of them, as appends commit: no asynchronous write stays
       // in flight for an append to wait behind.
       this.#root.transactionSync(() => {
         for (const key of done) this.#db.removeSync(key);
       });
-      for (const entry of entries) if (removed.has(entry.key)) this.#count(entry.event, -1);
+      for (const key of done) this.#remove(key);
       return Promise.resolve();
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
@@ -146,8 +152,18 @@ export class LmdbOutboxStorage implements OutboxStorage {
     }
   }
 
-  #count(event: OutboxEvent, sign: 1 | -1): void {
-    this.#depth.entries += sign;
-    this.#depth.bytes += sign * eventSize(event);
+  #add(key: number, event: OutboxEvent): void {
+    const size = eventSize(event);
+    this.#sizes.set(key, size);
+    this.#depth.entries++;
+    this.#depth.bytes += size;
+  }
+
+  #remove(key: number): void {
+    const size = this.#sizes.get(key);
+    if (size === undefined) return;
+    this.#sizes.delete(key);
+    this.#depth.entries--;
+    this.#depth.bytes -= size;
   }
 }

@@ -45,7 +45,17 @@ export interface OutboxStorage {
   close(): Promise<void>;
 }
 
-/** The size an event counts for against the byte bounds. */
+const sizes = new WeakMap<OutboxEvent, number>();
+
+/**
+ * The size an event counts for against the byte bounds. Measured once per event object (events
+ * are not changed once admitted), so the admission's measure serves the storage's count.
+ */
 export function eventSize(event: OutboxEvent): number {
-  return Buffer.byteLength(JSON.stringify(event));
+  let size = sizes.get(event);
+  if (size === undefined) {
+    size = Buffer.byteLength(JSON.stringify(event));
+    sizes.set(event, size);
+  }
+  return size;
 }
