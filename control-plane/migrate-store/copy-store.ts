@@ -60,11 +60,12 @@ async function assertEmpty(target: Storage): Promise<void> {
  * the same sequence number and hash (sealing is deterministic); the target's head is then compared
  * with the source's and a difference fails the copy. Usage events keep their arrival order, policy
  * writes their ruleset version (proxies compare versions), budgets the spend proxies reported and
- * the processor has not applied yet and the proxies' report numbers counted. Checkpoints keep their versions (soft-deleted ones too) and
- * contexts theirs. Not copied, because they are short-lived and rebuilt: budget
- * leases (proxies ask again; until their old leases expire they spend from their own reserve),
- * background job leases, the message ids of denials already audited, and an execution's memory of
- * checkpoint versions deleted outright above its newest one (they could be numbered again).
+ * the processor has not applied yet and the proxies' report numbers counted. Checkpoints keep
+ * their versions (soft-deleted ones too) and contexts theirs. Not copied, because they are
+ * short-lived and rebuilt: budget leases (proxies ask again; until their old leases expire they
+ * spend from their own reserve), background job leases, the message ids of denials already
+ * audited, and an execution's memory of checkpoint versions deleted outright above its newest one
+ * (they could be numbered again).
  */
 export async function copyStore(
   source: Storage,

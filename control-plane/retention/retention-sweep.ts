@@ -23,10 +23,11 @@ const DAY_MS = 86_400_000;
  * Removes, tenant by tenant, the usage events received, the Immune System's detections made, the
  * proxies' violation messages handled, the budget leases expired and the lease report numbers last
  * counted more than `days` ago. (A proxy sends a report again only while its renewal's answer is
- * lost, seconds to minutes; a number older than the retention guards nothing.) Each batch is a transaction of its
- * own, and the sweep yields to the event loop between batches, so the event processor's and the
- * API's writes never wait for more than one small batch. Budgets keep their period totals in their
- * own records, which no sweep touches; the audit chain is immutable and kept whole.
+ * lost, seconds to minutes; a number older than the retention guards nothing.) Each batch is a
+ * transaction of its own, and the sweep yields to the event loop between batches, so the event
+ * processor's and the API's writes never wait for more than one small batch. Budgets keep their
+ * period totals in their own records, which no sweep touches; the audit chain is immutable and
+ * kept whole.
  */
 export class RetentionSweep {
   readonly #options: RetentionSweepOptions;
