@@ -69,4 +69,42 @@ describe('a streamed answer flows through the proxy', () => {
     expect(answeredAfter).toBeGreaterThan(firstEventDelayMs);
     expect(headersAfter).toBeLessThan(answeredAfter - firstEventDelayMs / 2);
   });
+
+  it("sends the answer's last event only once the call's usage is recorded", async () => {
+    // A slow disk: every append to the proxy's outbox lands 400 ms late.
+    const { outbox } = rig.proxy;
+    const append = outbox.append.bind(outbox);
+    const landed = new Map<string, number>();
+    outbox.append = async (event) => {
+      await new Promise((r) => setTimeout(r, 400));
+      await append(event);
+      const requestId = (event.data as { payload?: { request_id?: string } }).payload?.request_id;
+      if (requestId !== undefined) landed.set(requestId, performance.now());
+    };
+    try {
+      const res = await request('https://api.openai.com/v1/chat/completions', {
+        method: 'POST',
+        dispatcher: rig.agent,
+        headers: {
+          'content-type': 'application/json',
+          authorization: 'Bearer sk-test-key',
+          'x-request-id': 'req-last-event',
+          'x-svc-execution-id': 'exec-stream-last-event',
+          'x-sim-output-tokens': '5',
+        },
+        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+      });
+      let doneAt: number | undefined;
+      let text = '';
+      for await (const chunk of res.body) {
+        text += String(chunk);
+        if (doneAt === undefined && text.includes('data: [DONE]')) doneAt = performance.now();
+      }
+      const recordedAt = landed.get('req-last-event');
+      expect(recordedAt).toBeDefined();
+      expect(doneAt).toBeGreaterThanOrEqual(recordedAt as number);
+    } finally {
+      outbox.append = append;
+    }
+  });
 });

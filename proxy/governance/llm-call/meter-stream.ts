@@ -116,6 +116,12 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   let gone = false;
   let drained = 0;
   let overLimit = false;
+  /**
+   * Whether the events of the chunk that completed the answer wait to go with the response's end:
+   * one write fewer, and the answer's last event leaves only once the call is recorded. Only that
+   * chunk's: whatever a provider sends after it flushes them as before.
+   */
+  let deferred = false;
   try {
     reads: for await (const chunk of source) {
       gone ||= req.signal.aborted;
@@ -169,7 +175,8 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
         }
         if (step.forward.length > 0) ready.push(step.forward);
       }
-      await flush();
+      if (progress?.done === true && !deferred) deferred = true;
+      else await flush();
     }
   } catch (error) {
     // The meter refuses an event over the event limit: the stream ends with the provider's error event.
@@ -186,19 +193,20 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
     envelope.inflight.delete(cutter);
   }
   // The events before a cut were cleared: they go on, then the error event.
-  if (!failed) await flush();
-  clearImmediate(early);
+  if (!failed && state.cut !== null) await flush();
   gone ||= req.signal.aborted;
   if (state.cut === null && !failed && !overLimit) {
     progress = await meter.end();
     // A call the stream left open ends with it: judged before the last bytes go on.
     if (!gone) await judgeCompleted(progress.toolCalls);
-    const out = held.length === 0 ? progress.forward : Buffer.concat([...held, progress.forward]);
-    if (state.cut === null && !gone && !(await write(res, out, req.signal))) gone = true;
+    if (state.cut === null) ready.push(...held, progress.forward);
+    else await flush();
   } else if (progress !== null) {
     // Charged on what was metered: counted exactly where the provider reported no usage.
     progress = await meter.exact();
   }
+  // The response ends next: headers not yet sent go with its last bytes.
+  clearImmediate(early);
   const cut = state.cut;
   const complete = cut === null && !failed && !overLimit && progress?.done === true;
   if (cut !== null || overLimit) {
@@ -242,6 +250,6 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   if (gone || failed) res.destroy();
   else {
     await recorded(deps);
-    res.end();
+    res.end(ready.length === 0 ? undefined : Buffer.concat(ready));
   }
 }
