@@ -38,7 +38,7 @@ function gate(): { gate: PolicyGate; waits: { action: string; verdict: GateVerdi
 describe('PolicyGate and approvals', () => {
   it('hands a REQUIRE_APPROVAL call given its client signal to the approval wait', async () => {
     const { gate: g, waits } = gate();
-    const verdict = await g.checkJudged('llm:gpt-4o', {}, new AbortController().signal);
+    const verdict = await g.checkJudged('llm:gpt-4o', {}, () => new AbortController().signal);
     expect(verdict).toMatchObject({ allowed: true, message: 'approved' });
     expect(waits).toHaveLength(1);
     expect(waits[0]?.verdict).toMatchObject({ allowed: false, code: 'SVC-POL-2004' });
@@ -48,12 +48,18 @@ describe('PolicyGate and approvals', () => {
   it('refuses REQUIRE_APPROVAL at once without a client signal (tool calls), and never holds ALLOW or DENY', async () => {
     const { gate: g, waits } = gate();
     expect(await g.checkJudged('llm:gpt-4o', {})).toMatchObject({ allowed: false, code: 'SVC-POL-2004' });
-    const signal = new AbortController().signal;
+    // The signal is made only for a call that is held: neither of these is.
+    let made = 0;
+    const signal = () => {
+      made++;
+      return new AbortController().signal;
+    };
     expect(await g.checkJudged('llm:gpt-3.5-turbo', {}, signal)).toMatchObject({
       allowed: false,
       code: 'SVC-POL-2001',
     });
     expect((await g.checkJudged('llm:gpt-4o-mini', {}, signal)).allowed).toBe(true);
     expect(waits).toHaveLength(0);
+    expect(made).toBe(0);
   });
 });

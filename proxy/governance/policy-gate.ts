@@ -11,6 +11,13 @@ import type { GovernanceMetrics } from '../metrics/index.ts';
 
 export type PolicyFailMode = 'closed' | 'open';
 
+/**
+ * The signal that ends the wait of a held call, made only once a call is held: a joined signal
+ * (`AbortSignal.any`) costs a few microseconds and weak references the collector must visit, on
+ * every call that would otherwise never wait.
+ */
+export type HoldSignal = () => AbortSignal;
+
 /** Holds a call a REQUIRE_APPROVAL decision stopped until its approval is decided (proxy/approvals). */
 export interface ApprovalWait {
   await(
@@ -39,7 +46,7 @@ export interface GateVerdict {
  * (the LLM judge, or both) when the tenant chose one and evaluation reaches a SEMANTIC
  * condition: model and tool calls wait for it; `network:connect` keeps the built-in judge.
  * Without any ruleset the configured fail mode decides. A call `checkJudged` is given the
- * client's abort signal for is held while its approval is pending (REQUIRE_APPROVAL).
+ * client's abort signal for (`held`) is held while its approval is pending (REQUIRE_APPROVAL).
  */
 export class PolicyGate {
   readonly #rulesets: { readonly current: CompiledRuleset | null };
@@ -70,7 +77,7 @@ export class PolicyGate {
   async checkJudged(
     action: string,
     context: Readonly<Record<string, unknown>>,
-    held?: AbortSignal,
+    held?: HoldSignal,
   ): Promise<GateVerdict> {
     const ruleset = this.#rulesets.current;
     const verdict =
@@ -79,7 +86,7 @@ export class PolicyGate {
         : this.#verdict(action, await evaluateAsync(ruleset, { action, context }, this.#chosen));
     if (verdict.allowed || verdict.result?.decision !== 'REQUIRE_APPROVAL') return verdict;
     if (this.#approvals === undefined || held === undefined) return verdict;
-    return this.#approvals.await(action, context, verdict, held);
+    return this.#approvals.await(action, context, verdict, held());
   }
 
   /** Whether the current ruleset's conditions read this context field. */

@@ -3,7 +3,7 @@ import { urlsIn } from '../../core/brain/hosts.ts';
 import { whileInflight, type LocalEnvelope } from '../envelopes/index.ts';
 import type { ToolCall } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
-import type { GateVerdict } from './policy-gate.ts';
+import type { GateVerdict, HoldSignal } from './policy-gate.ts';
 
 export type ToolSource = 'model' | 'mcp';
 
@@ -21,7 +21,7 @@ export async function governToolCall(
   call: ToolCall,
   source: ToolSource,
   context: Record<string, unknown>,
-  held?: AbortSignal,
+  held?: HoldSignal,
 ): Promise<GateVerdict> {
   const { name } = call;
   deps.anomalies.observe(envelope);
@@ -70,7 +70,7 @@ export function governAnswerToolCall(
   hold: boolean,
 ): Promise<GateVerdict> {
   return whileInflight(envelope, (ended) =>
-    governToolCall(deps, envelope, call, 'model', context, hold ? AbortSignal.any([client, ended]) : undefined),
+    governToolCall(deps, envelope, call, 'model', context, hold ? () => AbortSignal.any([client, ended]) : undefined),
   );
 }
 

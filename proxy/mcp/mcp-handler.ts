@@ -143,7 +143,9 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
     // A call that needs an approval waits here for it, before anything is forwarded; the wait
     // ends early when the client leaves or the envelope ends meanwhile.
     const verdict = await whileInflight(envelope, (ended) =>
-      governToolCall(deps, envelope, { name, arguments: args }, 'mcp', context, AbortSignal.any([req.signal, ended])),
+      governToolCall(deps, envelope, { name, arguments: args }, 'mcp', context, () =>
+        AbortSignal.any([req.signal, ended]),
+      ),
     );
     const endedWhileHeld = verdict.allowed ? ended(call.id, 'ended while the call waited') : null;
     if (endedWhileHeld !== null) {

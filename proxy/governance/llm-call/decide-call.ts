@@ -89,7 +89,7 @@ export async function decideCall(
   // A call that needs an approval waits here for it, before anything is reserved or sent; the
   // wait ends early when the client leaves or the envelope ends meanwhile.
   const verdict = await whileInflight(envelope, (signal) =>
-    deps.gate.checkJudged(action, context, AbortSignal.any([req.signal, signal])),
+    deps.gate.checkJudged(action, context, () => AbortSignal.any([req.signal, signal])),
   );
   const endedWhileHeld = ended();
   if (endedWhileHeld !== null) return endedWhileHeld;
