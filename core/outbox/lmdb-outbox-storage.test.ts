@@ -28,6 +28,10 @@ describe('LMDB outbox storage group commit', () => {
     expect(storage.groupCommits).toBeLessThan(100);
     expect(storage.groupCommits).toBeGreaterThan(0);
     expect((await storage.depth()).entries).toBe(1000);
+    // Claimed in the same process (from the events kept in memory), then after a reopen (from disk).
+    const same = await storage.claim(2000);
+    expect(same.entries.map((e) => e.event.id)).toEqual(Array.from({ length: 1000 }, (_, i) => `e-${i}`));
+    await same.settle([]);
     await storage.close();
 
     const reopened = new LmdbOutboxStorage({ path: dir });
@@ -43,6 +47,22 @@ describe('LMDB outbox storage group commit', () => {
     await storage.append([event(2)]);
     expect(storage.groupCommits).toBe(2);
     expect((await storage.depth()).entries).toBe(2);
+    await storage.close();
+  });
+
+  it('hands out, in order, more events than it keeps in memory, and none that is settled', async () => {
+    const storage = new LmdbOutboxStorage({ path: dir });
+    await Promise.all(Array.from({ length: 3000 }, (_, i) => storage.append([event(i)])));
+    const first = await storage.claim(5000);
+    expect(first.entries.map((e) => e.event)).toEqual(Array.from({ length: 3000 }, (_, i) => event(i)));
+    await first.settle(first.entries.slice(0, 2500).map((e) => e.key));
+    await storage.append([event(3000)]);
+    const rest = await storage.claim(5000);
+    expect(rest.entries.map((e) => e.event.id)).toEqual([
+      ...Array.from({ length: 500 }, (_, i) => `e-${2500 + i}`),
+      'e-3000',
+    ]);
+    await rest.settle([]);
     await storage.close();
   });
 

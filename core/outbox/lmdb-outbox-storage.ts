@@ -9,6 +9,11 @@ import {
 } from './outbox-storage.ts';
 
 const DB_NAME = 'outbox';
+/**
+ * Events appended here kept in memory until the bus took them, so that the publisher does not
+ * decode what it just encoded; past this many (the bus away), the rest are read back from LMDB.
+ */
+const RECENT_LIMIT = 1024;
 
 interface Group {
   entries: OutboxEntry[];
@@ -37,6 +42,8 @@ export class LmdbOutboxStorage implements OutboxStorage {
   readonly #depth: OutboxDepth = { entries: 0, bytes: 0 };
   /** The size of each held event by key, so that removing one does not encode it again. */
   readonly #sizes = new Map<number, number>();
+  /** Events appended by this process and not yet removed, by key, at most RECENT_LIMIT. */
+  readonly #recent = new Map<number, OutboxEvent>();
   /** Keys handed to a claim that has not settled yet. */
   readonly #claimed = new Set<number>();
   #nextKey: number;
@@ -79,6 +86,8 @@ export class LmdbOutboxStorage implements OutboxStorage {
       const key = this.#nextKey++;
       // Counted before they land, so that the depth bounds concurrent appends.
       this.#add(key, event);
+      // A claim sees only committed keys: an event kept before its commit is not handed out early.
+      if (this.#recent.size < RECENT_LIMIT) this.#recent.set(key, event);
       group.entries.push({ key, event });
     }
     return group.done.promise;
@@ -100,7 +109,10 @@ export class LmdbOutboxStorage implements OutboxStorage {
       });
       group.done.resolve();
     } catch (error) {
-      for (const { key } of group.entries) this.#remove(key);
+      for (const { key } of group.entries) {
+        this.#remove(key);
+        this.#recent.delete(key);
+      }
       group.done.reject(error instanceof Error ? error : new Error(String(error)));
     }
   }
@@ -121,10 +133,11 @@ export class LmdbOutboxStorage implements OutboxStorage {
 
   claim(limit: number): Promise<OutboxClaim> {
     const entries: OutboxEntry[] = [];
-    for (const { key, value } of this.#db.getRange()) {
+    for (const key of this.#db.getKeys()) {
       if (entries.length >= limit) break;
       if (this.#claimed.has(key)) continue;
-      entries.push({ key, event: value });
+      const event = this.#recent.get(key) ?? this.#db.get(key);
+      if (event !== undefined) entries.push({ key, event });
     }
     for (const { key } of entries) this.#claimed.add(key);
     return Promise.resolve({ entries, settle: (done) => this.#settle(entries, done) });
@@ -143,7 +156,10 @@ export class LmdbOutboxStorage implements OutboxStorage {
       this.#root.transactionSync(() => {
         for (const key of done) this.#db.removeSync(key);
       });
-      for (const key of done) this.#remove(key);
+      for (const key of done) {
+        this.#remove(key);
+        this.#recent.delete(key);
+      }
       return Promise.resolve();
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
