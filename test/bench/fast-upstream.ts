@@ -14,9 +14,11 @@ const WHOLE = JSON.stringify({
   choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
   usage: { prompt_tokens: 12, completion_tokens: 1, total_tokens: 13 },
 });
-const chunk = (content: string) =>
+/** One streamed event carrying `content`, as the upstream writes it. */
+export const streamChunk = (content: string): string =>
   `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', model: 'gpt-4o-mini', choices: [{ index: 0, delta: { content } }] })}\n\n`;
-const USAGE = `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', model: 'gpt-4o-mini', choices: [], usage: { prompt_tokens: 12, completion_tokens: 20, total_tokens: 32 } })}\n\ndata: [DONE]\n\n`;
+/** The usage chunk and `[DONE]` that end every stream. */
+export const STREAM_END = `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', model: 'gpt-4o-mini', choices: [], usage: { prompt_tokens: 12, completion_tokens: 20, total_tokens: 32 } })}\n\ndata: [DONE]\n\n`;
 
 export async function startFastUpstream(port = 0): Promise<Server> {
   const server = createServer((req, res) => {
@@ -36,10 +38,10 @@ export async function startFastUpstream(port = 0): Promise<Server> {
       const next = () => {
         if (res.destroyed) return;
         if (sent === chunks) {
-          res.end(USAGE);
+          res.end(STREAM_END);
           return;
         }
-        res.write(chunk(`w${sent++} `));
+        res.write(streamChunk(`w${sent++} `));
         if (delayMs > 0) setTimeout(next, delayMs);
         else next();
       };

@@ -5,11 +5,11 @@
  * in front of it (`bare-relay.ts`) and the whole governed proxy (`governed-proxy.ts`: policy,
  * budget lease, token counting, events to the outbox). Drives each with keep-alive requests, whole
  * and streamed, through the relay, the proxy's reverse route and the proxy by CONNECT with TLS
- * interception, and prints one table: req/s at each concurrency and its ratio to the relay,
- * latency at one connection (relay and proxy requests alternating) and what the proxy adds at p50
- * and p99, first-byte time of streams, and RSS idle, after the calls, with open slow streams and
- * a while after they closed. Then runs the policy evaluation, governed hot path, envelope
- * creation and event processor benchmarks.
+ * interception, and prints one table: req/s at each concurrency, its ratio to the relay and the
+ * serving process's CPU time per call (/proc), latency at one connection (relay and proxy requests
+ * alternating) and what the proxy adds at p50 and p99, first-byte time of streams, and RSS idle,
+ * after the calls, with open slow streams and a while after they closed. Then runs the policy
+ * evaluation, governed hot path, stream meter, envelope creation and event processor benchmarks.
  *
  *   node test/bench/run.ts [requests per case=3000] [open streams=1000] [micro=full|small|none]
  *     [seconds after the streams closed=10]
@@ -38,6 +38,12 @@ async function start<T>(script: string, args: string[], execArgv: string[] = [])
   return [child, message];
 }
 
+/** CPU time a process has used (user + system), in µs, from /proc (Linux; 100 ticks per second). */
+function cpuMicros(child: ChildProcess): number {
+  const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
 /** Resident set of a process, from /proc (Linux). */
 function rssMb(child: ChildProcess): number {
   const line = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
@@ -48,6 +54,8 @@ interface Target {
   name: string;
   url: string;
   dispatcher: (connections: number) => Dispatcher;
+  /** The process serving it, whose CPU time per call is reported. */
+  server: ChildProcess;
 }
 
 const body = (stream: boolean) =>
@@ -73,7 +81,13 @@ async function one(
   return { total: Number(process.hrtime.bigint() - started) / 1000, first };
 }
 
-async function throughput(target: Target, stream: boolean, connections: number, n: number): Promise<number> {
+/** Requests per second, and the server's CPU time per request in µs, over `n` requests after a warm-up. */
+async function throughput(
+  target: Target,
+  stream: boolean,
+  connections: number,
+  n: number,
+): Promise<{ rate: number; cpu: number }> {
   const dispatcher = target.dispatcher(connections);
   let next = 0;
   const run = () =>
@@ -88,11 +102,13 @@ async function throughput(target: Target, stream: boolean, connections: number, 
   next = n - Math.min(n, 200);
   await run(); // warm-up
   next = 0;
+  const cpuBefore = cpuMicros(target.server);
   const started = process.hrtime.bigint();
   await run();
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpu = (cpuMicros(target.server) - cpuBefore) / n;
   await dispatcher.close();
-  return n / seconds;
+  return { rate: n / seconds, cpu };
 }
 
 const pct = (sorted: number[], p: number) =>
@@ -184,6 +200,7 @@ async function main(): Promise<void> {
     name: 'bare relay',
     url: `http://127.0.0.1:${relayReady.port}/v1/chat/completions`,
     dispatcher: (connections) => new Agent({ connections }),
+    server: relayProcess,
   };
   const targets: Target[] = [
     relay,
@@ -191,6 +208,7 @@ async function main(): Promise<void> {
       name: 'proxy, reverse',
       url: `http://127.0.0.1:${proxyReady.port}/openai/v1/chat/completions`,
       dispatcher: (connections) => new Agent({ connections }),
+      server: proxyProcess,
     },
     {
       name: 'proxy, CONNECT + TLS',
@@ -201,6 +219,7 @@ async function main(): Promise<void> {
           requestTls: { ca: proxyReady.caPem },
           connections,
         }),
+      server: proxyProcess,
     },
   ];
 
@@ -210,22 +229,23 @@ async function main(): Promise<void> {
       .join(' ')}; ${perCase} requests per case; upstream answers at once (whole: one JSON; stream: 20 events + usage)`,
   );
   console.log(
-    `\n| target | answer | ${CONCURRENCY.map((c) => `req/s @${c}`).join(' | ')} | ratio to relay | p50 @1 (µs) | added p50 | added p99 | first byte added (p50) |`,
+    `\n| target | answer | ${CONCURRENCY.map((c) => `req/s @${c}`).join(' | ')} | ratio to relay | server CPU per call @${CONCURRENCY.join(' / @')} (µs) | p50 @1 (µs) | added p50 | added p99 | first byte added (p50) |`,
   );
-  console.log(`|---|---|${CONCURRENCY.map(() => '---:').join('|')}|---:|---:|---:|---:|---:|`);
+  console.log(`|---|---|${CONCURRENCY.map(() => '---:').join('|')}|---:|---:|---:|---:|---:|---:|`);
   let calls = 0;
   for (const stream of [false, true]) {
     const relayRates: number[] = [];
     for (const target of targets) {
-      const rates: number[] = [];
-      for (const c of CONCURRENCY) rates.push(await throughput(target, stream, c, perCase));
+      const runs: { rate: number; cpu: number }[] = [];
+      for (const c of CONCURRENCY) runs.push(await throughput(target, stream, c, perCase));
+      const rates = runs.map((r) => r.rate);
       if (target === relay) relayRates.push(...rates);
       const lat = await latency(relay, target, stream, Math.max(50, Math.floor(perCase / 5)));
       if (target !== relay) calls += CONCURRENCY.length * perCase + Math.max(50, Math.floor(perCase / 5));
       const ratio = rates.map((r, i) => (r / relayRates[i]!).toFixed(2)).join(' / ');
       const self = target === relay;
       console.log(
-        `| ${target.name} | ${stream ? 'stream' : 'whole'} | ${rates.map((r) => fmt(r)).join(' | ')} | ${self ? '1' : ratio} | ${fmt(lat.p50)} | ${self ? '–' : fmt(lat.addedP50)} | ${self ? '–' : fmt(lat.addedP99)} | ${stream && !self ? fmt(lat.firstByteAdded) : '–'} |`,
+        `| ${target.name} | ${stream ? 'stream' : 'whole'} | ${rates.map((r) => fmt(r)).join(' | ')} | ${self ? '1' : ratio} | ${runs.map((r) => fmt(r.cpu)).join(' / ')} | ${fmt(lat.p50)} | ${self ? '–' : fmt(lat.addedP50)} | ${self ? '–' : fmt(lat.addedP99)} | ${stream && !self ? fmt(lat.firstByteAdded) : '–'} |`,
       );
     }
   }
@@ -250,6 +270,7 @@ async function main(): Promise<void> {
   const benches: [string, string[]][] = [
     ['policy-eval.ts', small ? ['200', '20'] : ['200000', '200']],
     ['governed-hot-path.ts', small ? ['200', '10'] : ['100000', '100']],
+    ['stream-meter.ts', small ? ['200'] : ['30000']],
     // The control plane's benches on both storage backends, side by side.
     ...(['lmdb', 'postgres'] as const).flatMap((backend): [string, string[]][] => [
       ['envelope-create.ts', [...(small ? ['20', '4'] : ['3000', '32']), `--backend=${backend}`]],
