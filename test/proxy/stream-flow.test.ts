@@ -5,6 +5,16 @@ import { openAiClient } from './sdk-options.ts';
 
 let rig: ProxyRig;
 
+/** A streamed chat completion through the proxy by CONNECT, with the simulator's knobs in `headers`. */
+function streamThroughProxy(headers: Record<string, string>) {
+  return request('https://api.openai.com/v1/chat/completions', {
+    method: 'POST',
+    dispatcher: rig.agent,
+    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-test-key', ...headers },
+    body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+  });
+}
+
 beforeAll(async () => {
   rig = await startProxyRig();
 });
@@ -49,16 +59,9 @@ describe('a streamed answer flows through the proxy', () => {
   it('answers with its headers while the model has not yet sent its first event', async () => {
     const firstEventDelayMs = 1500;
     const started = performance.now();
-    const res = await request('https://api.openai.com/v1/chat/completions', {
-      method: 'POST',
-      dispatcher: rig.agent,
-      headers: {
-        'content-type': 'application/json',
-        authorization: 'Bearer sk-test-key',
-        'x-svc-execution-id': 'exec-stream-headers',
-        'x-sim-first-event-delay-ms': String(firstEventDelayMs),
-      },
-      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    const res = await streamThroughProxy({
+      'x-svc-execution-id': 'exec-stream-headers',
+      'x-sim-first-event-delay-ms': String(firstEventDelayMs),
     });
     const headersAfter = performance.now() - started;
     expect(res.statusCode).toBe(200);
@@ -82,17 +85,10 @@ describe('a streamed answer flows through the proxy', () => {
       if (requestId !== undefined) landed.set(requestId, performance.now());
     };
     try {
-      const res = await request('https://api.openai.com/v1/chat/completions', {
-        method: 'POST',
-        dispatcher: rig.agent,
-        headers: {
-          'content-type': 'application/json',
-          authorization: 'Bearer sk-test-key',
-          'x-request-id': 'req-last-event',
-          'x-svc-execution-id': 'exec-stream-last-event',
-          'x-sim-output-tokens': '5',
-        },
-        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+      const res = await streamThroughProxy({
+        'x-request-id': 'req-last-event',
+        'x-svc-execution-id': 'exec-stream-last-event',
+        'x-sim-output-tokens': '5',
       });
       let doneAt: number | undefined;
       let text = '';

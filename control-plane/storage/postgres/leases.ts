@@ -93,22 +93,27 @@ export class PgLeases implements LeaseRepository {
     return rows.map((r) => ({ holder: r.holder, seq: int(r.seq), counted_at: r.counted_at.toISOString() }));
   }
 
-  async removeExpiredBefore(tenant: string, before: string, limit: number): Promise<number> {
-    const { rowCount } = await this.#sql.query(
-      `DELETE FROM leases WHERE (tenant_id, budget_id, lease_id) IN (
-         SELECT tenant_id, budget_id, lease_id FROM leases
-         WHERE tenant_id = $1 AND expires_at < $2::text::timestamptz LIMIT $3
-       )`,
-      [tenant, before, limit],
-    );
-    return rowCount ?? 0;
+  removeExpiredBefore(tenant: string, before: string, limit: number): Promise<number> {
+    return this.#removeBefore('leases', 'lease_id', 'expires_at', tenant, before, limit);
   }
 
-  async removeReportsBefore(tenant: string, before: string, limit: number): Promise<number> {
+  removeReportsBefore(tenant: string, before: string, limit: number): Promise<number> {
+    return this.#removeBefore('lease_reports', 'holder', 'counted_at', tenant, before, limit);
+  }
+
+  /** Removes at most `limit` of the tenant's rows of `table` whose `column` is before `before`. */
+  async #removeBefore(
+    table: 'leases' | 'lease_reports',
+    key: 'lease_id' | 'holder',
+    column: 'expires_at' | 'counted_at',
+    tenant: string,
+    before: string,
+    limit: number,
+  ): Promise<number> {
     const { rowCount } = await this.#sql.query(
-      `DELETE FROM lease_reports WHERE (tenant_id, budget_id, holder) IN (
-         SELECT tenant_id, budget_id, holder FROM lease_reports
-         WHERE tenant_id = $1 AND counted_at < $2::text::timestamptz LIMIT $3
+      `DELETE FROM ${table} WHERE (tenant_id, budget_id, ${key}) IN (
+         SELECT tenant_id, budget_id, ${key} FROM ${table}
+         WHERE tenant_id = $1 AND ${column} < $2::text::timestamptz LIMIT $3
        )`,
       [tenant, before, limit],
     );
