@@ -92,6 +92,54 @@ describe('Outbox', () => {
     expect(await metric(registry, 'svc_proxy_outbox_depth')).toBe(0);
   });
 
+  it("sends a claim's events together, not one round trip each, and in order", async () => {
+    const flaky = flakyBus();
+    let inFlight = 0;
+    let most = 0;
+    const bus: Bus = {
+      ...flaky.bus,
+      publish: async (subject, data, options) => {
+        most = Math.max(most, ++inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        inFlight--;
+        await flaky.bus.publish(subject, data, options);
+      },
+    };
+    const box = outbox(bus);
+    await Promise.all(Array.from({ length: 20 }, (_, n) => box.append(event(n + 1))));
+    await box.flush(2_000);
+    expect(most).toBeGreaterThanOrEqual(10);
+    expect(flaky.accepted).toEqual(Array.from({ length: 20 }, (_, n) => `evt-${n + 1}`));
+  });
+
+  it('settles only what the bus took before a failure; the rest goes again and the stream keeps one of each', async () => {
+    const flaky = flakyBus();
+    const attempts = new Map<string, number>();
+    let refused = false;
+    const bus: Bus = {
+      ...flaky.bus,
+      publish: (subject, data, options) => {
+        const id = options?.msgId ?? '';
+        attempts.set(id, (attempts.get(id) ?? 0) + 1);
+        if (id !== 'evt-3' || refused) return flaky.bus.publish(subject, data, options);
+        refused = true;
+        return Promise.reject(new SvcError('SVC-EVT-4001', 'no stream leader'));
+      },
+    };
+    const box = outbox(bus);
+    await Promise.all(Array.from({ length: 5 }, (_, n) => box.append(event(n + 1))));
+    await box.flush(2_000);
+    // The two before the failure were settled; the failed one and the two after it went again.
+    expect(Object.fromEntries(attempts)).toEqual({ 'evt-1': 1, 'evt-2': 1, 'evt-3': 2, 'evt-4': 2, 'evt-5': 2 });
+    const stored: string[] = [];
+    const sub = await flaky.bus.subscribe('svc.acme.events.>', (m) => Promise.resolve(void stored.push(m.msgId)), {
+      durable: 'check',
+    });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sub.unsubscribe();
+    expect([...stored].sort()).toEqual(['evt-1', 'evt-2', 'evt-3', 'evt-4', 'evt-5']);
+  });
+
   it('keeps events while the bus fails, backs off, and sends them in order once it is back', async () => {
     const flaky = flakyBus();
     flaky.setDown(true);

@@ -237,28 +237,39 @@ export class Outbox {
         if (!this.#woken) await this.#idle();
         continue;
       }
+      // The claim is sent at once and its acknowledgements read in order: waiting for each one
+      // before the next send held the outbox to one event per round trip to the server. One
+      // connection hands the server the events in order, so when the connection fails what the
+      // server took is a prefix of what was sent. Only that prefix is settled: from the first
+      // failure on, everything is sent again with the next claim, and the stream drops by msgId
+      // what it had already taken. After a failure one event goes first, alone, so a bus that is
+      // still away is not sent the whole claim on every retry.
+      const sending = failures > 0 ? claim.entries.slice(0, 1) : claim.entries;
+      const sent = await Promise.allSettled(
+        sending.map(({ event }) => this.#bus.publish(event.subject, event.data, { msgId: event.id })),
+      );
       const done: number[] = [];
       let failed = false;
-      for (const { key, event } of claim.entries) {
-        if (this.#closed) break;
-        try {
-          await this.#bus.publish(event.subject, event.data, { msgId: event.id });
+      for (const [i, { key, event }] of sending.entries()) {
+        const outcome = sent[i] as PromiseSettledResult<void>;
+        if (outcome.status === 'fulfilled') {
           failures = 0;
           done.push(key);
           this.#published.inc();
-        } catch (error) {
-          if (isSvcError(error) && !error.spec.retryable) {
-            // The bus will never take this event; keeping it would block every event behind it.
-            this.#logger.error({ err: error, event_id: event.id }, 'bus refused an outbox event as invalid; dropped');
-            this.#dropped.inc();
-            done.push(key);
-            continue;
-          }
-          failures++;
-          failed = true;
-          this.#logger.warn({ err: error, event_id: event.id, failures }, 'outbox publish failed; backing off');
-          break;
+          continue;
         }
+        const error: unknown = outcome.reason;
+        if (isSvcError(error) && !error.spec.retryable) {
+          // The bus will never take this event; keeping it would block every event behind it.
+          this.#logger.error({ err: error, event_id: event.id }, 'bus refused an outbox event as invalid; dropped');
+          this.#dropped.inc();
+          done.push(key);
+          continue;
+        }
+        failures++;
+        failed = true;
+        this.#logger.warn({ err: error, event_id: event.id, failures }, 'outbox publish failed; backing off');
+        break;
       }
       // Should the process die before the removal lands, the events go out again at the next
       // start and the stream drops them by msgId.

@@ -2,7 +2,8 @@
  * The proxy's event writes: `llm.call`-sized events appended to the outbox on the proxy's own
  * store, one at a time and with many calls in flight, with the store flushed after every commit
  * (`proxy_fsync_interval_ms=0`) and on the default 100 ms interval. Prints appends per second and
- * events per LMDB commit.
+ * events per LMDB commit. Then the publisher's own rate: the same events appended while it drains
+ * them to a real nats-server (JetStream), timed until the outbox is empty.
  *
  *   node test/bench/outbox-append.ts [events=5000] [in flight=64]
  */
@@ -11,9 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { MemoryBus } from '../../core/bus/memory-bus.ts';
+import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { LmdbOutboxStorage } from '../../core/outbox/lmdb-outbox-storage.ts';
 import { Outbox } from '../../core/outbox/outbox.ts';
 import { openProxyStore } from '../../proxy/store/index.ts';
+import { startNatsServer } from '../harness/nats-server.ts';
 import { callEvent as event } from './call-event.ts';
 
 const total = Number(process.argv[2] ?? 5000);
@@ -56,3 +59,38 @@ for (const interval of [0, 100]) {
     console.log(`| ${label} | ${concurrency} | ${Math.round(perSecond)} | ${perCommit.toFixed(1)} |`);
   }
 }
+
+/** Events per second the publisher moves from the outbox to nats-server, appends running beside it. */
+async function drainOverNats(): Promise<number> {
+  const server = await startNatsServer();
+  const messaging = await openNatsMessaging({ connection: { servers: server.url } }, quiet);
+  const dir = mkdtempSync(join(tmpdir(), 'bench-outbox-nats-'));
+  const store = openProxyStore(dir, 100);
+  const outbox = new Outbox(
+    {
+      bus: messaging.bus,
+      storage: new LmdbOutboxStorage({ root: store.root }),
+      registry: new Registry(),
+      metricPrefix: 'bench',
+      logger: quiet,
+    },
+    { maxEntries: total * 2 },
+  );
+  let next = 0;
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < total) await outbox.append(event(next++));
+    }),
+  );
+  while ((await outbox.depth()) > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  await outbox.close();
+  await messaging.close();
+  await store.close();
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+  return total / seconds;
+}
+
+console.log(`\npublisher to nats-server, ${inFlight} appends in flight: ${Math.round(await drainOverNats())} events/s`);
