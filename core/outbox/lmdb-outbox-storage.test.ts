@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { open } from 'lmdb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LmdbOutboxStorage } from './lmdb-outbox-storage.ts';
 import { eventSize, type OutboxEvent } from './outbox-storage.ts';
@@ -64,6 +65,23 @@ describe('LMDB outbox storage group commit', () => {
     ]);
     await rest.settle([]);
     await storage.close();
+  });
+
+  it('comes out even when a claim settles a transactional append before its caller counts it', async () => {
+    const root = open({ path: dir });
+    const storage = new LmdbOutboxStorage({ root });
+    let count = (): void => undefined;
+    root.transactionSync(() => {
+      count = storage.appendInTransaction([event(1), event(2)]);
+    });
+    const claim = await storage.claim(10);
+    await claim.settle(claim.entries.map((e) => e.key));
+    count();
+    expect(await storage.depth()).toEqual({ entries: 0, bytes: 0 });
+    await storage.append([event(3)]);
+    expect(await storage.depth()).toEqual({ entries: 1, bytes: eventSize(event(3)) });
+    await storage.close();
+    await root.close();
   });
 
   it('counts the bytes it holds through appends, a reopen and settled claims', async () => {

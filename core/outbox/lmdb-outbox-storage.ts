@@ -42,6 +42,11 @@ export class LmdbOutboxStorage implements OutboxStorage {
   readonly #depth: OutboxDepth = { entries: 0, bytes: 0 };
   /** The size of each held event by key, so that removing one does not encode it again. */
   readonly #sizes = new Map<number, number>();
+  /**
+   * Keys removed before they were counted: a claim may settle a transactional append's events
+   * before its caller counts them (`appendInTransaction`), and the count must still come out even.
+   */
+  readonly #removedEarly = new Set<number>();
   /** Events appended by this process and not yet removed, by key, at most RECENT_LIMIT. */
   readonly #recent = new Map<number, OutboxEvent>();
   /** Keys handed to a claim that has not settled yet. */
@@ -109,8 +114,8 @@ export class LmdbOutboxStorage implements OutboxStorage {
       });
       group.done.resolve();
     } catch (error) {
-      for (const { key } of group.entries) {
-        this.#remove(key);
+      for (const { key, event } of group.entries) {
+        this.#remove(key, event);
         this.#recent.delete(key);
       }
       group.done.reject(error instanceof Error ? error : new Error(String(error)));
@@ -150,14 +155,16 @@ export class LmdbOutboxStorage implements OutboxStorage {
   }
 
   #settle(entries: readonly OutboxEntry[], done: readonly number[]): Promise<void> {
+    const removed = new Set(done);
     try {
       // One synchronous commit for all of them, as appends commit: no asynchronous write stays
       // in flight for an append to wait behind.
       this.#root.transactionSync(() => {
         for (const key of done) this.#db.removeSync(key);
       });
-      for (const key of done) {
-        this.#remove(key);
+      for (const { key, event } of entries) {
+        if (!removed.has(key)) continue;
+        this.#remove(key, event);
         this.#recent.delete(key);
       }
       return Promise.resolve();
@@ -170,14 +177,17 @@ export class LmdbOutboxStorage implements OutboxStorage {
 
   #add(key: number, event: OutboxEvent): void {
     const size = eventSize(event);
-    this.#sizes.set(key, size);
     this.#depth.entries++;
     this.#depth.bytes += size;
+    if (!this.#removedEarly.delete(key)) this.#sizes.set(key, size);
   }
 
-  #remove(key: number): void {
-    const size = this.#sizes.get(key);
-    if (size === undefined) return;
+  #remove(key: number, event: OutboxEvent): void {
+    let size = this.#sizes.get(key);
+    if (size === undefined) {
+      size = eventSize(event);
+      this.#removedEarly.add(key);
+    }
     this.#sizes.delete(key);
     this.#depth.entries--;
     this.#depth.bytes -= size;

@@ -246,7 +246,7 @@ export class Outbox {
       // still away is not sent the whole claim on every retry.
       const sending = failures > 0 ? claim.entries.slice(0, 1) : claim.entries;
       const sent = await Promise.allSettled(
-        sending.map(({ event }) => this.#bus.publish(event.subject, event.data, { msgId: event.id })),
+        sending.map(async ({ event }) => this.#bus.publish(event.subject, event.data, { msgId: event.id })),
       );
       const done: number[] = [];
       let failed = false;
