@@ -23,6 +23,16 @@ const total = Number(process.argv[2] ?? 5000);
 const inFlight = Number(process.argv[3] ?? 64);
 const quiet = { warn: () => undefined, error: () => undefined };
 
+/** Appends `total` events, `concurrency` at a time, as that many calls would. */
+async function appendAll(outbox: Outbox, concurrency: number): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) await outbox.append(event(next++));
+    }),
+  );
+}
+
 async function run(fsyncIntervalMs: number, concurrency: number): Promise<{ perSecond: number; perCommit: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-outbox-'));
   const store = openProxyStore(dir, fsyncIntervalMs);
@@ -33,13 +43,8 @@ async function run(fsyncIntervalMs: number, concurrency: number): Promise<{ perS
     { bus, storage, registry: new Registry(), metricPrefix: 'bench', logger: quiet },
     { maxEntries: total * 2 },
   );
-  let next = 0;
   const started = process.hrtime.bigint();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < total) await outbox.append(event(next++));
-    }),
-  );
+  await appendAll(outbox, concurrency);
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const commits = storage.groupCommits;
   await bus.close();
@@ -76,13 +81,8 @@ async function drainOverNats(): Promise<number> {
     },
     { maxEntries: total * 2 },
   );
-  let next = 0;
   const started = process.hrtime.bigint();
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (next < total) await outbox.append(event(next++));
-    }),
-  );
+  await appendAll(outbox, inFlight);
   while ((await outbox.depth()) > 0) await new Promise((resolve) => setTimeout(resolve, 10));
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   await outbox.close();
