@@ -57,20 +57,22 @@ export async function governToolCall(
 }
 
 /**
- * Judges a tool call in a model's answer. Given `hold`, one that needs an approval holds the
- * answer until it is decided, the wait ending early when the client leaves or the envelope ends;
- * without, it is refused at once and no approval is opened.
+ * Judges a tool call counted among the envelope's calls in flight. Given `hold`, one that needs an
+ * approval waits until it is decided (holding the model's answer, or the MCP call), the wait
+ * ending early when the client leaves or the envelope ends; without, it is refused at once and no
+ * approval is opened.
  */
-export function governAnswerToolCall(
+export function governHeldToolCall(
   deps: GovernanceDeps,
   envelope: LocalEnvelope,
   call: ToolCall,
+  source: ToolSource,
   context: Record<string, unknown>,
   client: AbortSignal,
   hold: boolean,
 ): Promise<GateVerdict> {
   return whileInflight(envelope, (ended) =>
-    governToolCall(deps, envelope, call, 'model', context, hold ? () => AbortSignal.any([client, ended]) : undefined),
+    governToolCall(deps, envelope, call, source, context, hold ? () => AbortSignal.any([client, ended]) : undefined),
   );
 }
 

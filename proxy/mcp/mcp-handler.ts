@@ -6,7 +6,7 @@ import { ENVELOPE_HEADER, whileInflight, type Resolution } from '../envelopes/in
 import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { readBody, readRequestBody } from '../governance/read-body.ts';
-import { governToolCall, toolContext } from '../governance/tool-calls.ts';
+import { governHeldToolCall, toolContext } from '../governance/tool-calls.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { createSseFramer, formatSseEvent } from '../providers/sse-framer.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
@@ -142,10 +142,14 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
     const name = quiet !== null && !quiet.allowed ? lower : call.name;
     // A call that needs an approval waits here for it, before anything is forwarded; the wait
     // ends early when the client leaves or the envelope ends meanwhile.
-    const verdict = await whileInflight(envelope, (ended) =>
-      governToolCall(deps, envelope, { name, arguments: args }, 'mcp', context, () =>
-        AbortSignal.any([req.signal, ended]),
-      ),
+    const verdict = await governHeldToolCall(
+      deps,
+      envelope,
+      { name, arguments: args },
+      'mcp',
+      context,
+      req.signal,
+      true,
     );
     const endedWhileHeld = verdict.allowed ? ended(call.id, 'ended while the call waited') : null;
     if (endedWhileHeld !== null) {

@@ -14,13 +14,11 @@ interface LeaseSpend {
 }
 
 /** The last report of a holder's counted on a budget (`counted_at` since schema version 3). */
-export interface ReportMark {
-  seq: number;
-  counted_at: string;
-}
+export type ReportMark = Omit<LeaseReport, 'holder'>;
 
 const SPEND = 'spend/';
-const REPORT = 'report/';
+/** The key prefix of report numbers in a tenant's lease table. */
+export const REPORT = 'report/';
 
 /**
  * Leases under `[tenant, 'lease', '<budget>/<lease>']`; the budget's reported and applied spend

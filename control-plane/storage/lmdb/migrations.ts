@@ -1,5 +1,5 @@
 import type { Envelope } from '../../../core/domain/index.ts';
-import type { ReportMark } from './leases.ts';
+import { REPORT, type ReportMark } from './leases.ts';
 import { envelopeTimeKey } from '../storage.ts';
 import type { StagedView } from './kv.ts';
 import type { Layout } from './layout.ts';
@@ -43,7 +43,7 @@ export const MIGRATIONS: readonly Migration[] = [
       const now = new Date().toISOString();
       for (const { key, value } of layout.data.getRange()) {
         const [tenant, kind, id] = key;
-        if (kind !== 'lease' || typeof tenant !== 'string' || typeof id !== 'string' || !id.startsWith('report/'))
+        if (kind !== 'lease' || typeof tenant !== 'string' || typeof id !== 'string' || !id.startsWith(REPORT))
           continue;
         const mark = value as Partial<ReportMark>;
         if (mark.counted_at === undefined) kv.put(layout.tenant(tenant, 'lease'), id, { ...mark, counted_at: now });

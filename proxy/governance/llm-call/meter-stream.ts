@@ -10,7 +10,7 @@ import type { GovernanceDeps } from '../governance-deps.ts';
 import { writeToClient as write } from '../client-write.ts';
 import { contentCodings, decompressing } from '../decode-body.ts';
 import { chargeWorstCase, recorded, refuseAnswer, settle, type LlmCall } from './settlement.ts';
-import { governAnswerToolCall } from '../tool-calls.ts';
+import { governHeldToolCall } from '../tool-calls.ts';
 
 interface Cut {
   reason: CutoffReason;
@@ -88,7 +88,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
       if (!toolCall.complete || judged.has(toolCall)) continue;
       judged.add(toolCall);
       const hold = state.cut === null && !req.signal.aborted;
-      const verdict = await governAnswerToolCall(deps, envelope, toolCall, call.context, req.signal, hold);
+      const verdict = await governHeldToolCall(deps, envelope, toolCall, 'model', call.context, req.signal, hold);
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
     }
   };

@@ -5,7 +5,7 @@ import { decodeBody, decodedHeaders, type DecodedBody } from '../decode-body.ts'
 import type { GovernanceDeps } from '../governance-deps.ts';
 import { MAX_BODY_DEPTH, readBody } from '../read-body.ts';
 import { parseStrictJson } from '../strict-json.ts';
-import { governAnswerToolCall } from '../tool-calls.ts';
+import { governHeldToolCall } from '../tool-calls.ts';
 import { chargeWorstCase, recorded, refuseAnswer, release, settle, type LlmCall } from './settlement.ts';
 
 function relayWhole(
@@ -107,7 +107,15 @@ export async function meterWhole(deps: GovernanceDeps, call: LlmCall, response: 
   const endingBefore = envelope.ending;
   let blocked: { code: SvcCode; message: string; terminate: boolean } | null = null;
   for (const toolCall of reading.toolCalls) {
-    const verdict = await governAnswerToolCall(deps, envelope, toolCall, call.context, req.signal, blocked === null);
+    const verdict = await governHeldToolCall(
+      deps,
+      envelope,
+      toolCall,
+      'model',
+      call.context,
+      req.signal,
+      blocked === null,
+    );
     if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message, terminate: verdict.terminate };
   }
   // Ended meanwhile, other than by a refusal here that ends it (a TERMINATE policy), as a held
