@@ -183,12 +183,7 @@ describe('an envelope the Immune System paused', () => {
         { type: 'text', text: 'search done' },
       ]);
       const envelopeId = pair.proxy.envelopes.resolve({ 'x-svc-execution-id': 'mcp-paused' }).envelope.envelopeId;
-      await eventually(
-        () => pair.rest('GET', `/v1/envelopes/${envelopeId}`),
-        (r) => r.status === 200,
-        5000,
-        100,
-      );
+      await pair.envelopeStored(envelopeId);
       const paused = await pair.rest('POST', `/v1/envelopes/${envelopeId}/status`, { status: 'PAUSED' });
       expect(paused.body.state).toBe('PAUSED');
       await eventually(

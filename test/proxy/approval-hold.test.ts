@@ -86,12 +86,7 @@ async function holdOutcomes(): Promise<Record<string, number>> {
 /** The envelope a held call's approval names, once the control plane knows it. */
 async function envelopeOf(approval: PendingApproval | undefined): Promise<string> {
   const envelopeId = String(approval?.envelope_id);
-  await eventually(
-    () => pair.rest('GET', `/v1/envelopes/${envelopeId}`),
-    (r) => r.status === 200,
-    5000,
-    200,
-  );
+  await pair.envelopeStored(envelopeId);
   return envelopeId;
 }
 

@@ -28,12 +28,7 @@ function call(headers: Record<string, string>, content = 'hello') {
 async function openEnvelope(execution: string): Promise<string> {
   const { response } = await call({ 'x-svc-execution-id': execution });
   const envelopeId = response.headers.get('x-svc-envelope-id')!;
-  await eventually(
-    () => pair.rest('GET', `/v1/envelopes/${envelopeId}`),
-    (r) => r.status === 200,
-    5000,
-    50,
-  );
+  await pair.envelopeStored(envelopeId);
   return envelopeId;
 }
 

@@ -42,6 +42,8 @@ export interface NatsPair {
   readonly agent: ProxyAgent;
   /** A REST call as the bootstrap administrator acting for `acme`. */
   rest(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  /** Resolves once the control plane has stored the envelope (proxies announce theirs over NATS). */
+  envelopeStored(envelopeId: string): Promise<void>;
   /** Creates a policy over REST and waits until the proxy enforces it (its ruleset holds it). */
   addPolicy(policy: Record<string, unknown>): Promise<void>;
   /** Closes the control plane (its store stays); `startPlane` starts it again on the same store. */
@@ -190,6 +192,14 @@ export async function startNatsPair(
       return agent;
     },
     rest,
+    async envelopeStored(envelopeId) {
+      await eventually(
+        () => rest('GET', `/v1/envelopes/${envelopeId}`),
+        (r) => r.status === 200,
+        5000,
+        50,
+      );
+    },
     async addPolicy(policy) {
       const res = await rest('POST', '/v1/policies', policy);
       if (res.status !== 201) throw new Error(`policy not created: ${JSON.stringify(res.body)}`);
