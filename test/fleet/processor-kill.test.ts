@@ -9,7 +9,7 @@ import { useFleet } from '../harness/fleet.ts';
 /** Small batches: many of them in flight, one applied while the one before it commits. */
 const fleet = useFleet({
   tenants: { drained: { max_tokens: 1_000_000_000 } },
-  controlPlaneEnv: { SVC_PROCESSOR_BATCH_SIZE: '50', SVC_RATE_LIMIT_PER_MINUTE: '100000000' },
+  controlPlaneEnv: { SVC_PROCESSOR_BATCH_SIZE: '50' },
 });
 const EVENTS = 12_000;
 /** Events published twice (another msg id): the second copy must count nothing. */

@@ -82,8 +82,6 @@ describe.skipIf(!available)('three control planes on one PostgreSQL', () => {
             SVC_DATABASE_POOL_SIZE: '4',
             SVC_JOB_LEASE_TTL_SECONDS: '3',
             SVC_LEASE_TTL_SECONDS: String(LEASE_TTL_SECONDS),
-            // The test's REST traffic (writes, polls, checks) is all one administrator key.
-            SVC_RATE_LIMIT_PER_MINUTE: '1000000',
             SVC_SHUTDOWN_GRACE_MS: '5000',
           },
           // Three start at once on a machine that may be busy.
