@@ -212,7 +212,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judges.builtin, chosen, approvals);
   const outbox = new Outbox({
     bus: messaging.bus,
-    storage: new LmdbOutboxStorage({ root: store.root }),
+    storage: new LmdbOutboxStorage(store),
     registry,
     metricPrefix: 'svc_proxy_outbox',
     logger: logger.child({ component: 'outbox' }),

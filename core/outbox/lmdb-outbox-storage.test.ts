@@ -69,7 +69,7 @@ describe('LMDB outbox storage group commit', () => {
 
   it('comes out even when a claim settles a transactional append before its caller counts it', async () => {
     const root = open({ path: dir });
-    const storage = new LmdbOutboxStorage({ root });
+    const storage = new LmdbOutboxStorage({ root, synced: true });
     let count = (): void => undefined;
     root.transactionSync(() => {
       count = storage.appendInTransaction([event(1), event(2)]);
@@ -80,6 +80,26 @@ describe('LMDB outbox storage group commit', () => {
     expect(await storage.depth()).toEqual({ entries: 0, bytes: 0 });
     await storage.append([event(3)]);
     expect(await storage.depth()).toEqual({ entries: 1, bytes: eventSize(event(3)) });
+    await storage.close();
+    await root.close();
+  });
+
+  it('where each commit waits for the disk, removes a settled claim off the calling thread and hands none of it out meanwhile', async () => {
+    const root = open({ path: dir });
+    const db = root.openDB({ name: 'outbox', encoding: 'msgpack' });
+    const storage = new LmdbOutboxStorage({ root, synced: true });
+    await storage.append([event(1), event(2), event(3)]);
+    const claim = await storage.claim(10);
+    const settled = claim.settle([claim.entries[0]!.key, claim.entries[1]!.key]);
+    // Nothing committed on this thread: the events are still in LMDB, and still claimed.
+    expect(db.getCount()).toBe(3);
+    expect((await storage.claim(10)).entries).toEqual([]);
+    await settled;
+    expect(db.getCount()).toBe(1);
+    expect(await storage.depth()).toEqual({ entries: 1, bytes: eventSize(event(3)) });
+    const again = await storage.claim(10);
+    expect(again.entries.map((e) => e.event.id)).toEqual(['e-3']);
+    await again.settle([]);
     await storage.close();
     await root.close();
   });

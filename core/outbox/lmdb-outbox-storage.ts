@@ -28,12 +28,21 @@ function newGroup(): Group {
   return { entries: [], done };
 }
 
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
 /**
  * The outbox in an LMDB environment, database `outbox`, keyed by a sequence continued across
  * restarts. Given the process's open root (the proxy's cache, the control plane's storage), its
  * transactional appends share that environment's write transactions; given a path, it opens
  * (and on close, closes) an environment of its own. One process owns an environment, so the
  * depth is counted here in memory (from a scan at open) and claims are tracked here too.
+ *
+ * `synced` says whether each commit of the environment waits for the disk (the control plane's
+ * storage, an environment opened here, a proxy with an fsync interval of 0). Its own commits are
+ * then left to LMDB's writer thread: a synchronous one would hold the event loop, and every
+ * request on it, through a flush.
  */
 export class LmdbOutboxStorage implements OutboxStorage {
   readonly #root: RootDatabase;
@@ -51,14 +60,18 @@ export class LmdbOutboxStorage implements OutboxStorage {
   readonly #recent = new Map<number, OutboxEvent>();
   /** Keys handed to a claim that has not settled yet. */
   readonly #claimed = new Set<number>();
+  readonly #synced: boolean;
+  /** Asynchronous commits not yet done, which `close` waits for. */
+  readonly #writing = new Set<Promise<void>>();
   #nextKey: number;
   /** Appends waiting for the next commit. */
   #group: Group | null = null;
   #groupCommits = 0;
 
-  constructor(store: { root: RootDatabase } | { path: string }) {
+  constructor(store: { root: RootDatabase; synced: boolean } | { path: string }) {
     this.#ownsRoot = 'path' in store;
     this.#root = 'path' in store ? open({ path: store.path }) : store.root;
+    this.#synced = 'path' in store || store.synced;
     this.#db = this.#root.openDB<OutboxEvent, number>({ name: DB_NAME, encoding: 'msgpack' });
     let last = 0;
     for (const { key, value } of this.#db.getRange()) {
@@ -74,12 +87,12 @@ export class LmdbOutboxStorage implements OutboxStorage {
 
   /**
    * Group commit: the events appended in one turn of the event loop are written together, in one
-   * synchronous LMDB transaction at the end of that turn, so under load many calls share a commit
-   * and none pays for one of its own. Synchronous, because a lone commit is then a few tens of
-   * microseconds of this thread's time, where an asynchronous one waits for LMDB's writer thread
-   * and back (about six times as long on a lone call); the environment is opened without sync, so
-   * no commit waits for the disk. Keys are taken now, in call order, and groups commit in that
-   * order.
+   * LMDB transaction at the end of that turn, so under load many calls share a commit and none
+   * pays for one of its own. In an environment that does not sync each commit, a synchronous
+   * one: a lone commit is then a few tens of microseconds of this thread's time, where an
+   * asynchronous one waits for LMDB's writer thread and back (about six times as long on a lone
+   * call). Resolves once the events are on disk (in a synced environment, once flushed). Keys
+   * are taken now, in call order, and groups commit in that order.
    */
   append(events: readonly OutboxEvent[]): Promise<void> {
     if (this.#group === null) {
@@ -108,18 +121,45 @@ export class LmdbOutboxStorage implements OutboxStorage {
     if (group === null) return;
     this.#group = null;
     this.#groupCommits++;
-    try {
-      this.#root.transactionSync(() => {
-        for (const { key, event } of group.entries) this.#db.putSync(key, event);
-      });
-      group.done.resolve();
-    } catch (error) {
-      for (const { key, event } of group.entries) {
-        this.#remove(key, event);
-        this.#recent.delete(key);
+    const written = this.#commit(() => {
+      for (const { key, event } of group.entries) this.#db.putSync(key, event);
+    }, true);
+    written.then(
+      () => group.done.resolve(),
+      (error: unknown) => {
+        for (const { key, event } of group.entries) {
+          this.#remove(key, event);
+          this.#recent.delete(key);
+        }
+        group.done.reject(asError(error));
+      },
+    );
+  }
+
+  /**
+   * One write transaction: synchronous where commits do not wait for the disk, else on LMDB's
+   * writer thread (after the writes queued before it), then, when `flushed`, until on disk.
+   */
+  #commit(write: () => void, flushed: boolean): Promise<void> {
+    if (!this.#synced) {
+      try {
+        this.#root.transactionSync(write);
+        return Promise.resolve();
+      } catch (error) {
+        return Promise.reject(asError(error));
       }
-      group.done.reject(error instanceof Error ? error : new Error(String(error)));
     }
+    const done = this.#root
+      .transaction(write)
+      .then(() => (flushed ? this.#root.flushed : undefined))
+      .then(
+        () => undefined,
+        (error: unknown) => Promise.reject(asError(error)),
+      );
+    this.#writing.add(done);
+    const forget = () => this.#writing.delete(done);
+    done.then(forget, forget);
+    return done;
   }
 
   /**
@@ -151,28 +191,32 @@ export class LmdbOutboxStorage implements OutboxStorage {
   async close(): Promise<void> {
     // What was appended this turn is written before the environment may close.
     this.#commitGroup();
+    await Promise.allSettled([...this.#writing]);
     if (this.#ownsRoot) await this.#root.close();
   }
 
+  /**
+   * One commit for all of them, committed as appends are: where those are synchronous, no
+   * asynchronous write stays in flight for an append to wait behind. A removal need not reach
+   * the disk: one lost to a crash sends its event again, which the bus de-duplicates. The keys
+   * stay claimed until the removal committed, so that no claim hands them out again meanwhile.
+   */
   #settle(entries: readonly OutboxEntry[], done: readonly number[]): Promise<void> {
     const removed = new Set(done);
-    try {
-      // One synchronous commit for all of them, as appends commit: no asynchronous write stays
-      // in flight for an append to wait behind.
-      this.#root.transactionSync(() => {
-        for (const key of done) this.#db.removeSync(key);
-      });
+    const settled = this.#commit(() => {
+      for (const key of done) this.#db.removeSync(key);
+    }, false).then(() => {
       for (const { key, event } of entries) {
         if (!removed.has(key)) continue;
         this.#remove(key, event);
         this.#recent.delete(key);
       }
-      return Promise.resolve();
-    } catch (error) {
-      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
-    } finally {
+    });
+    const release = () => {
       for (const entry of entries) this.#claimed.delete(entry.key);
-    }
+    };
+    settled.then(release, release);
+    return settled;
   }
 
   #add(key: number, event: OutboxEvent): void {

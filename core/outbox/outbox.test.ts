@@ -267,7 +267,7 @@ describe('Outbox', () => {
     flaky.setDown(true);
     const box = new Outbox({
       bus: flaky.bus,
-      storage: new LmdbOutboxStorage({ root }),
+      storage: new LmdbOutboxStorage({ root, synced: true }),
       registry: new Registry(),
       metricPrefix: 'svc_proxy_outbox',
       logger: quiet,
@@ -284,7 +284,7 @@ describe('Outbox', () => {
   it('stages events inside the caller transaction: they commit with it, roll back with it, and go out in commit order', async () => {
     const root = open({ path: join(dir, 'shared') });
     const data = root.openDB<number, string>({ name: 'data' });
-    const storage = new LmdbOutboxStorage({ root });
+    const storage = new LmdbOutboxStorage({ root, synced: true });
     const flaky = flakyBus();
     flaky.setDown(true);
     const registry = new Registry();

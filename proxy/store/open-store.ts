@@ -4,6 +4,8 @@ import { open, type RootDatabase } from 'lmdb';
 
 export interface ProxyStore {
   readonly root: RootDatabase;
+  /** Whether each commit waits for the disk (an fsync interval of 0). */
+  readonly synced: boolean;
   /** Flushes once more and closes the environment. */
   close(): Promise<void>;
 }
@@ -30,7 +32,7 @@ export function openProxyStore(dataDir: string, fsyncIntervalMs: number): ProxyS
   const path = join(dataDir, 'proxy');
   if (fsyncIntervalMs === 0) {
     const root = open({ path });
-    return { root, close: () => root.close() };
+    return { root, synced: true, close: () => root.close() };
   }
   const root = open({ path, noSync: true, overlappingSync: false });
   let flushing: Promise<void> | null = null;
@@ -39,6 +41,7 @@ export function openProxyStore(dataDir: string, fsyncIntervalMs: number): ProxyS
   }, fsyncIntervalMs).unref();
   return {
     root,
+    synced: false,
     async close() {
       clearInterval(timer);
       await flushing;

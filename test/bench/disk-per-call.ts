@@ -48,7 +48,7 @@ function report(store: string, bytes: number): void {
 async function proxyStore(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-disk-proxy-'));
   const store = openProxyStore(dir, 100);
-  const outbox = new LmdbOutboxStorage({ root: store.root });
+  const outbox = new LmdbOutboxStorage(store);
   const before = diskBytes(dir);
   for (let i = 0; i < calls; i += BATCH)
     await outbox.append(Array.from({ length: Math.min(BATCH, calls - i) }, (_, j) => callEvent(i + j)));

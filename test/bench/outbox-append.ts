@@ -36,7 +36,7 @@ async function appendAll(outbox: Outbox, concurrency: number): Promise<void> {
 async function run(fsyncIntervalMs: number, concurrency: number): Promise<{ perSecond: number; perCommit: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-outbox-'));
   const store = openProxyStore(dir, fsyncIntervalMs);
-  const storage = new LmdbOutboxStorage({ root: store.root });
+  const storage = new LmdbOutboxStorage(store);
   // The publisher drains to an in-process bus meanwhile, its removals committing beside the appends.
   const bus = new MemoryBus({ logger: quiet });
   const outbox = new Outbox(
@@ -74,7 +74,7 @@ async function drainOverNats(): Promise<number> {
   const outbox = new Outbox(
     {
       bus: messaging.bus,
-      storage: new LmdbOutboxStorage({ root: store.root }),
+      storage: new LmdbOutboxStorage(store),
       registry: new Registry(),
       metricPrefix: 'bench',
       logger: quiet,

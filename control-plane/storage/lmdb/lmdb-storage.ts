@@ -58,7 +58,7 @@ export class LmdbStorage implements Storage {
     this.#path = path;
     this.#layout = new Layout(root);
     this.read = recordRepositories(new CommittedView(), this.#layout);
-    this.outbox = new LmdbOutboxStorage({ root });
+    this.outbox = new LmdbOutboxStorage({ root, synced: true });
     this.#groups = new GroupCommit(root, this.outbox);
     this.#onCheckFailure = options.onCheckFailure ?? (() => undefined);
   }
