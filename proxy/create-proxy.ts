@@ -304,6 +304,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     responseLimitBytes: config.proxy_response_limit_bytes,
     eventLimitBytes: config.proxy_stream_event_limit_bytes,
     abortDrainMs: config.proxy_abort_drain_ms,
+    streamEndWaitMs: config.proxy_stream_end_wait_ms,
     unclassifiedPaths: config.proxy_unclassified_paths,
   };
   // Links in error bodies point at the admin port, which the agent's pod reaches like the proxy.

@@ -174,6 +174,11 @@ const settings = z.object({
   /** How long the proxy keeps reading an answer whose client went away, to bill its real usage. */
   proxy_abort_drain_ms: z.coerce.number().int().nonnegative().default(30_000),
   /**
+   * How long a stream's body may stay open once the answer in it is complete ([DONE],
+   * message_stop): past it the agent's response ends and the upstream connection is closed.
+   */
+  proxy_stream_end_wait_ms: z.coerce.number().int().nonnegative().default(1000),
+  /**
    * How often the proxy's LMDB store (outbox, ruleset cache) is flushed to disk. Commits land in
    * the page cache before an answer completes, so a killed process loses nothing; a machine crash
    * loses at most this interval. 0 flushes after every commit instead.

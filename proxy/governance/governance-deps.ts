@@ -35,6 +35,8 @@ export interface GovernanceDeps {
   eventLimitBytes: number;
   /** How long an answer is still read after its client left (`proxy_abort_drain_ms`). */
   abortDrainMs: number;
+  /** How long a stream's body may stay open once its answer is complete (`proxy_stream_end_wait_ms`). */
+  streamEndWaitMs: number;
   /** A path on a provider host that is none of its routes: metered by estimate, or refused. */
   unclassifiedPaths: 'meter' | 'refuse';
 }

@@ -73,6 +73,25 @@ describe('a streamed answer flows through the proxy', () => {
     expect(headersAfter).toBeLessThan(answeredAfter - firstEventDelayMs / 2);
   });
 
+  it('ends the answer once the provider holds its body open past the end bound after the last event, billed by its usage', async () => {
+    const started = performance.now();
+    const res = await streamThroughProxy({
+      'x-request-id': 'req-held-open',
+      'x-svc-execution-id': 'exec-stream-held-open',
+      'x-sim-output-tokens': '5',
+      'x-sim-end-delay-ms': '60000',
+    });
+    const text = await res.body.text();
+    const elapsed = performance.now() - started;
+    expect(text).toContain('data: [DONE]');
+    // proxy_stream_end_wait_ms (1 s by default), not the provider's minute.
+    expect(elapsed).toBeGreaterThan(900);
+    expect(elapsed).toBeLessThan(10_000);
+    const event = await rig.usageEvent('req-held-open');
+    expect(event.tokens.output).toBe(5);
+    expect(event.payload).toMatchObject({ charged: 'usage', usage_source: 'provider' });
+  });
+
   it("sends the answer's last event only once the call's usage is recorded", async () => {
     // A slow disk: every append to the proxy's outbox lands 400 ms late.
     const { outbox } = rig.proxy;

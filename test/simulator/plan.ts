@@ -47,6 +47,8 @@ export interface ReplyPlan {
   firstByteDelayMs: number;
   /** A pause between a stream's headers and its first event. */
   firstEventDelayMs: number;
+  /** A pause between a stream's last event and the end of its body, the connection held open. */
+  endDelayMs: number;
   /** The connection is reset once this many bytes of the answer's body went out. */
   resetAfterBytes: number | undefined;
 }
@@ -104,6 +106,7 @@ export function planReply(input: PlanInput): ReplyPlan {
     streamErrorAfter: intHeader(headers, 'x-sim-stream-error-after'),
     firstByteDelayMs: intHeader(headers, 'x-sim-first-byte-delay-ms') ?? 0,
     firstEventDelayMs: intHeader(headers, 'x-sim-first-event-delay-ms') ?? 0,
+    endDelayMs: intHeader(headers, 'x-sim-end-delay-ms') ?? 0,
     resetAfterBytes: intHeader(headers, 'x-sim-reset-after-bytes'),
   };
 }

@@ -11,7 +11,7 @@ export interface StreamWriter {
 export function startStream(
   res: ServerResponse,
   contentType: string,
-  { delayMs, firstEventDelayMs }: Pick<ReplyPlan, 'delayMs' | 'firstEventDelayMs'>,
+  { delayMs, firstEventDelayMs, endDelayMs }: Pick<ReplyPlan, 'delayMs' | 'firstEventDelayMs' | 'endDelayMs'>,
 ): StreamWriter {
   res.writeHead(200, { 'content-type': contentType, 'cache-control': 'no-cache', connection: 'keep-alive' });
   res.flushHeaders();
@@ -24,7 +24,11 @@ export function startStream(
       if (!res.destroyed) res.write(bytes);
     },
     end() {
-      if (!res.destroyed) res.end();
+      const end = () => {
+        if (!res.destroyed) res.end();
+      };
+      if (endDelayMs > 0) setTimeout(end, endDelayMs).unref();
+      else end();
     },
   };
 }

@@ -122,6 +122,12 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
    * chunk's: whatever a provider sends after it flushes them as before.
    */
   let deferred = false;
+  /**
+   * Once the answer is complete, its body gets `streamEndWaitMs` to end. A provider that holds it
+   * open longer would otherwise hold the agent's last events (deferred above) with it.
+   */
+  let endWait: NodeJS.Timeout | undefined;
+  let endedByWait = false;
   try {
     reads: for await (const chunk of source) {
       gone ||= req.signal.aborted;
@@ -175,14 +181,24 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
         }
         if (step.forward.length > 0) ready.push(step.forward);
       }
-      if (progress?.done === true && !deferred) deferred = true;
-      else await flush();
+      if (progress?.done === true && !deferred) {
+        deferred = true;
+        endWait = setTimeout(() => {
+          endedByWait = true;
+          deps.logger.info(
+            { request_id: req.id, wait_ms: deps.streamEndWaitMs },
+            'provider held its stream open after the answer completed; closed',
+          );
+          source.destroy();
+          response.body.destroy();
+        }, deps.streamEndWaitMs);
+      } else await flush();
     }
   } catch (error) {
     // The meter refuses an event over the event limit: the stream ends with the provider's error event.
     if (state.cut === null && isSvcError(error)) {
       state.cut = { reason: 'oversize', code: error.code, message: error.message };
-    } else if (state.cut === null) {
+    } else if (state.cut === null && !endedByWait) {
       failed = true;
       deps.logger.warn(
         { request_id: req.id, err: (error as Error).message, client_gone: gone || req.signal.aborted },
@@ -190,6 +206,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
       );
     }
   } finally {
+    clearTimeout(endWait);
     envelope.inflight.delete(cutter);
   }
   // The events before a cut were cleared: they go on, then the error event.
