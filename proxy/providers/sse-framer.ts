@@ -114,21 +114,44 @@ export class HeldBytes {
   }
 }
 
+const COLON = 0x3a;
+const SPACE = 0x20;
+
+/** Whether `text` from `start` to `end` is the field name `name`. */
+function isField(text: string, start: number, end: number, name: string): boolean {
+  return end - start === name.length && text.startsWith(name, start);
+}
+
+/**
+ * The event's fields, line by line, without splitting it into an array of lines: on the hot path
+ * an event is usually one `data:` line, and only its value is cut out of the text.
+ */
 function parseSseEvent(text: string): SseEvent | null {
   let event: string | undefined;
   let data: string | null = null;
   let id: string | undefined;
   let retry: string | undefined;
-  for (const line of text.split(/\r\n|\r|\n/)) {
-    if (line === '' || line.startsWith(':')) continue;
-    const colon = line.indexOf(':');
-    const field = colon < 0 ? line : line.slice(0, colon);
-    let value = colon < 0 ? '' : line.slice(colon + 1);
-    if (value.startsWith(' ')) value = value.slice(1);
-    if (field === 'event') event = value;
-    else if (field === 'data') data = data === null ? value : data + '\n' + value;
-    else if (field === 'id') id = value;
-    else if (field === 'retry') retry = value;
+  // CRs are rare: searched for again only once passed.
+  let nextCr = text.indexOf('\r');
+  for (let start = 0; start < text.length;) {
+    if (nextCr !== -1 && nextCr < start) nextCr = text.indexOf('\r', start);
+    const lf = text.indexOf('\n', start);
+    const end = lf === -1 ? (nextCr === -1 ? text.length : nextCr) : nextCr === -1 ? lf : Math.min(lf, nextCr);
+    if (end > start && text.charCodeAt(start) !== COLON) {
+      const colon = text.indexOf(':', start);
+      const named = colon !== -1 && colon < end;
+      const fieldEnd = named ? colon : end;
+      let valueStart = named ? colon + 1 : end;
+      if (valueStart < end && text.charCodeAt(valueStart) === SPACE) valueStart++;
+      if (isField(text, start, fieldEnd, 'data')) {
+        const value = text.slice(valueStart, end);
+        data = data === null ? value : data + '\n' + value;
+      } else if (isField(text, start, fieldEnd, 'event')) event = text.slice(valueStart, end);
+      else if (isField(text, start, fieldEnd, 'id')) id = text.slice(valueStart, end);
+      else if (isField(text, start, fieldEnd, 'retry')) retry = text.slice(valueStart, end);
+    }
+    // A CRLF ends one line.
+    start = end + (text.charCodeAt(end) === CR && text.charCodeAt(end + 1) === LF ? 2 : 1);
   }
   if (data === null && event === undefined) return null;
   const parsed: SseEvent = { event, data: data ?? '' };
