@@ -2,10 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { eventually } from '../harness/control-plane.ts';
 import { useFleet } from '../harness/fleet.ts';
 
-const fleet = useFleet({
-  tenants: { durable: { max_cost_usd: 1000 } },
-  controlPlaneEnv: { SVC_RATE_LIMIT_PER_MINUTE: '100000000' },
-});
+const fleet = useFleet({ tenants: { durable: { max_cost_usd: 1000 } } });
 /** Concurrent clients: enough that transactions share commits (group commit on LMDB). */
 const CLIENTS = 16;
 const KILLS = 3;

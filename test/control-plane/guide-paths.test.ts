@@ -16,7 +16,7 @@ let readerKey: string;
 let envelopeReaderKey: string;
 
 beforeAll(async () => {
-  cp = await startControlPlane();
+  cp = await startControlPlane({ rate_limit_per_minute: 600 });
   key = await tenantWithKey(cp, 'guide-a');
   otherKey = await tenantWithKey(cp, 'guide-b');
   readerKey = await tenantWithKey(cp, 'guide-a', ['policies:read']);

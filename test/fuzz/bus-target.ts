@@ -80,8 +80,6 @@ export async function startBusTarget(): Promise<BusTarget> {
   };
   try {
     cp = await controlPlaneProcess(server.url, {
-      // The suite reads back over REST thousands of times a minute.
-      SVC_RATE_LIMIT_PER_MINUTE: '100000000',
       SVC_PRICE_OVERRIDES_FILE: priceFile,
       SVC_UNKNOWN_MODEL_PRICE: `fixed:${UNKNOWN_MODEL_RATE.inputPerMillion}:${UNKNOWN_MODEL_RATE.outputPerMillion}`,
     });

@@ -77,7 +77,7 @@ export async function startProxyTarget(options: ProxyTargetOptions): Promise<Pro
   let proxy: ProxyProcess | undefined;
   try {
     nats = await startNatsServer();
-    cp = await controlPlaneProcess(nats.url, { SVC_RATE_LIMIT_PER_MINUTE: '100000000' });
+    cp = await controlPlaneProcess(nats.url);
     await cp.start();
     const tenant = await seedFleetTenant(cp, 'fuzz', { max_cost_usd: 1e9, max_tokens: 1e15 });
     const budget = async (name: string) => {

@@ -128,7 +128,7 @@ export async function startRestTarget(): Promise<RestTarget> {
   let cp: ControlPlaneProcess | undefined;
   try {
     nats = await startNatsServer();
-    cp = await controlPlaneProcess(nats.url, { SVC_RATE_LIMIT_PER_MINUTE: '100000000' });
+    cp = await controlPlaneProcess(nats.url);
     await cp.start();
     const home = await seed(cp, 'fuzz-home');
     const other = await seed(cp, 'fuzz-other');

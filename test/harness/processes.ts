@@ -169,8 +169,8 @@ export async function controlPlaneProcess(
       SVC_GRPC_PORT: String(await freePort()),
       SVC_BOOTSTRAP_ADMIN_KEY: FLEET_ROOT_KEY,
       SVC_LOG_LEVEL: 'warn',
-      // Suites poll the usage as the root key every 20 ms, 3,000 a minute: over the default 600,
-      // every poll after the window's 600th would read a 429 body until the deadline.
+      // Suites poll as the root key every 20 ms, 3,000 a minute: over the default 600, every
+      // poll after the window's 600th would read a 429 body until the deadline.
       SVC_RATE_LIMIT_PER_MINUTE: '1000000',
       ...env,
     },
