@@ -49,3 +49,16 @@ describe('name checks', () => {
     );
   });
 });
+
+describe('assertEventSubject over many subjects', () => {
+  it('answers the same for a subject checked before, past the bound of the subjects it remembers', () => {
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 5_000; i++)
+        expect(() => assertEventSubject('subject', `svc.t${i}.events.llm.call`)).not.toThrow();
+      // Valid as a pattern does not make it valid as a subject, nor the other way round.
+      expect(() => assertEventSubject('pattern', 'svc.*.events.>')).not.toThrow();
+      expect(() => assertEventSubject('subject', 'svc.*.events.>')).toThrow(/invalid subject/);
+      expect(() => assertEventSubject('subject', 'svc.t1.signals.terminate')).toThrow(/must lie within/);
+    }
+  });
+});

@@ -38,12 +38,24 @@ export function assertName(field: string, name: string): void {
 }
 
 /**
+ * Event subjects and patterns found valid, so that the few a process publishes on every call are
+ * checked once: the check splits and matches each against every stream family. Bounded: emptied
+ * when full.
+ */
+const validEventSubjects = { subject: new Set<string>(), pattern: new Set<string>() };
+const VALID_SUBJECTS_KEPT = 4096;
+
+/**
  * A subject or pattern of the event bus: it must fall inside one stream family, since a JetStream
  * consumer on nats-server 2.9 filters on one subset of one stream subject.
  */
 export function assertEventSubject(field: 'subject' | 'pattern', value: string): void {
+  const valid = validEventSubjects[field];
+  if (valid.has(value)) return;
   if (field === 'subject') assertSubject(value);
   else assertPattern(value);
   if (!inEventStream(value))
     throw invalid(field, value, 'must lie within svc.<tenant>.envelopes|events|budgets|policies.>');
+  if (valid.size >= VALID_SUBJECTS_KEPT) valid.clear();
+  valid.add(value);
 }
