@@ -3,3 +3,4 @@ export * from './svc-error.ts';
 export * from './validation.ts';
 export * from './bodies.ts';
 export * from './documentation.ts';
+export * from './as-error.ts';

@@ -7,6 +7,8 @@ import {
   type OutboxEvent,
   type OutboxStorage,
 } from './outbox-storage.ts';
+import { asError } from '../errors/index.ts';
+import { commitFailure } from './lmdb-commit-failure.ts';
 
 const DB_NAME = 'outbox';
 /**
@@ -26,10 +28,6 @@ function newGroup(): Group {
   // leave an unhandled rejection behind.
   done.promise.catch(() => undefined);
   return { entries: [], done };
-}
-
-function asError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
 }
 
 /**
@@ -154,7 +152,7 @@ export class LmdbOutboxStorage implements OutboxStorage {
       .then(() => (flushed ? this.#root.flushed : undefined))
       .then(
         () => undefined,
-        (error: unknown) => Promise.reject(asError(error)),
+        async (error: unknown) => Promise.reject(await commitFailure(error)),
       );
     this.#writing.add(done);
     const forget = () => this.#writing.delete(done);

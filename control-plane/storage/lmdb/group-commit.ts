@@ -1,5 +1,6 @@
 import type { RootDatabase } from 'lmdb';
-import { SvcError } from '../../../core/errors/index.ts';
+import { asError, SvcError } from '../../../core/errors/index.ts';
+import { commitFailure } from '../../../core/outbox/lmdb-commit-failure.ts';
 import type { LmdbOutboxStorage } from '../../../core/outbox/lmdb-outbox-storage.ts';
 import type { OutboxEvent } from '../../../core/outbox/outbox-storage.ts';
 import { COMMITTED, type KvView, type StagedView } from './kv.ts';
@@ -17,19 +18,6 @@ function newGroup(view: StagedView, outbox: readonly OutboxEvent[]): Group {
   // A group may fail with nobody waiting on it yet; its members see the rejection when they do.
   done.promise.catch(() => undefined);
   return { view, outbox: [...outbox], done };
-}
-
-/** lmdb-js rejects a failed asynchronous commit with a placeholder whose `commitError` brings the cause. */
-async function causeOf(error: unknown): Promise<Error> {
-  const pending = (error as { commitError?: Promise<unknown> } | null)?.commitError;
-  const cause =
-    pending === undefined
-      ? error
-      : await pending.then(
-          () => error,
-          (reason: unknown) => reason,
-        );
-  return cause instanceof Error ? cause : new Error(String(cause));
 }
 
 /**
@@ -133,12 +121,12 @@ export class GroupCommit {
           // The open group was staged over the failed one's writes.
           const dependent = this.#open;
           this.#open = null;
-          const failure = await causeOf(error);
+          const failure = await commitFailure(error);
           this.#lastFailure = failure;
           group.done.reject(failure);
           dependent?.done.reject(failure);
         },
       )
-      .catch((error: unknown) => group.done.reject(error instanceof Error ? error : new Error(String(error))));
+      .catch((error: unknown) => group.done.reject(asError(error)));
   }
 }

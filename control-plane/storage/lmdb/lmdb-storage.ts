@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { resolve } from 'node:path';
 import { open, type RootDatabase } from 'lmdb';
-import { SvcError } from '../../../core/errors/index.ts';
+import { asError, SvcError } from '../../../core/errors/index.ts';
 import { LmdbOutboxStorage } from '../../../core/outbox/lmdb-outbox-storage.ts';
 import type { Readers, Repositories, Storage } from '../storage.ts';
 import { AsyncLock } from './async-lock.ts';
@@ -118,7 +118,7 @@ export class LmdbStorage implements Storage {
     try {
       return Promise.resolve(this.#storedVersion());
     } catch (error) {
-      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      return Promise.reject(asError(error));
     }
   }
 

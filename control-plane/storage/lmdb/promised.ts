@@ -1,3 +1,5 @@
+import { asError } from '../../../core/errors/index.ts';
+
 /** The synchronous form of an interface of async methods: what an LMDB repository implements. */
 export type Sync<T> = {
   [K in keyof T]: T[K] extends (...args: infer A) => Promise<infer R> ? (...args: A) => R : never;
@@ -28,7 +30,7 @@ function facadePrototype(proto: object): object {
         try {
           return Promise.resolve(implementation[name]!(...args));
         } catch (error) {
-          return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+          return Promise.reject(asError(error));
         }
       });
     }
