@@ -1,6 +1,8 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { acked, busContract } from '../../test/bus/bus.contract.ts';
-import type { BusLogger } from './bus.ts';
+import { eventually } from '../../test/harness/eventually.ts';
+import type { BusLogger, BusMessage } from './bus.ts';
 import { MemoryBus } from './memory-bus.ts';
 import { createMemoryMessaging } from './memory-messaging.ts';
 
@@ -38,6 +40,87 @@ describe('MemoryBus', () => {
     expect(logger.errors).toEqual(['bus message set aside']);
     expect(JSON.stringify(logger.objects)).not.toContain('secret words');
     expect(logger.objects.at(-1)).toMatchObject({ subject: 'svc.a.events.x', msg_id: 'bad', reason: 'failed', seq: 1 });
+  });
+
+  it('hands the next batch over once a batch says it is applied, and moves the durable past batches only once settled', async () => {
+    const bus = new MemoryBus({ logger: recordingLogger(), retryBackoffMs: 1 });
+    for (let n = 0; n < 6; n++) await bus.publish('svc.a.events.x', { n }, { msgId: `m${n}` });
+    const handed: number[][] = [];
+    const first = Promise.withResolvers<void>();
+    const numbers = (messages: BusMessage[]) => messages.map((m) => (m.data as { n: number }).n);
+    const subscription = await bus.consumeBatches(
+      'svc.a.events.>',
+      'pipe',
+      { batchSize: 3, maxWaitMs: 10 },
+      (messages, applied) => {
+        handed.push(numbers(messages));
+        applied();
+        // The first batch fails after it said it was applied, while the second is already done.
+        return handed.length === 1 ? first.promise : Promise.resolve();
+      },
+    );
+    await eventually(
+      () => handed.length,
+      (n) => n === 2,
+    );
+    expect(handed).toEqual([
+      [0, 1, 2],
+      [3, 4, 5],
+    ]);
+    first.reject(new Error('commit failed'));
+    // Handed over again one at a time, after which the second batch is not handed over again.
+    await eventually(
+      () => handed.length,
+      (n) => n === 5,
+    );
+    await sleep(50);
+    expect(handed.slice(2)).toEqual([[0], [1], [2]]);
+    await subscription.unsubscribe();
+
+    // The durable resumes after everything settled.
+    const resumed: number[][] = [];
+    await bus.consumeBatches('svc.a.events.>', 'pipe', { batchSize: 3, maxWaitMs: 10 }, (messages) =>
+      acked(resumed.push(numbers(messages))),
+    );
+    await bus.publish('svc.a.events.x', { n: 6 }, { msgId: 'm6' });
+    await bus.close();
+    expect(resumed).toEqual([[6]]);
+  });
+
+  it('a durable stopped while a batch is still being applied resumes from that batch', async () => {
+    const bus = new MemoryBus({ logger: recordingLogger() });
+    for (let n = 0; n < 6; n++) await bus.publish('svc.a.events.x', { n }, { msgId: `m${n}` });
+    const handed: number[][] = [];
+    const commit = Promise.withResolvers<void>();
+    const subscription = await bus.consumeBatches(
+      'svc.a.events.>',
+      'slow',
+      { batchSize: 3, maxWaitMs: 10 },
+      (messages, applied) => {
+        handed.push(messages.map((m) => (m.data as { n: number }).n));
+        applied();
+        return handed.length === 2 ? commit.promise : Promise.resolve();
+      },
+    );
+    await eventually(
+      () => handed.length,
+      (n) => n === 2,
+    );
+    const stopping = subscription.unsubscribe();
+    // Stopping waits for the batch in flight, and only then is the durable free again.
+    await sleep(20);
+    await expect(
+      bus.consumeBatches('svc.a.events.>', 'slow', { batchSize: 3, maxWaitMs: 10 }, () => acked()),
+    ).rejects.toMatchObject({ code: 'SVC-SYS-9008' });
+    commit.resolve();
+    await stopping;
+    const resumed: number[] = [];
+    await bus.consumeBatches('svc.a.events.>', 'slow', { batchSize: 3, maxWaitMs: 10 }, (messages) =>
+      acked(resumed.push(...messages.map((m) => (m.data as { n: number }).n))),
+    );
+    await bus.publish('svc.a.events.x', { n: 6 }, { msgId: 'm6' });
+    await bus.close();
+    expect(resumed).toEqual([6]);
   });
 
   it('close drains what was appended and refuses new messages with SVC-EVT-4001', async () => {

@@ -167,27 +167,58 @@ export class MemoryBus implements Bus {
     return cursor;
   }
 
+  /**
+   * Hands batches over as the NATS bus does: the next one once the handler says this one is
+   * applied (or once it is done), so one batch's commit overlaps the next one's work. Two
+   * positions: `read`, where the next batch starts, runs ahead of the durable's cursor, which
+   * moves past a batch only once it and every batch before it are settled, so a subscriber that
+   * stops resumes from the first message not settled.
+   */
   #run(cursor: Cursor, batchSize: number, deliver: BatchHandler): Subscription {
     let stopped = false;
     let wake: () => void = () => undefined;
     const waker = (): void => wake();
     this.#wakers.add(waker);
     const loop = (async () => {
-      while (!stopped) {
-        const batch = this.#pending(cursor.nextSeq, cursor.pattern, batchSize);
+      let read = cursor.nextSeq;
+      let delivering: Promise<void> = Promise.resolve();
+      /** Set once a batch was released unsettled (the subscriber stopped): nothing after it counts. */
+      let halted = false;
+      let inFlight = 0;
+      while (!stopped && !halted) {
+        const batch = this.#pending(read, cursor.pattern, batchSize);
         const last = batch.at(-1);
         if (last === undefined) {
+          if (inFlight > 0) {
+            // The cursor may not pass what is still being delivered: wait, then look again.
+            await delivering;
+            continue;
+          }
           // Nothing up to the end of the log matches: later scans can start from there.
-          cursor.nextSeq = this.#nextSeq;
+          cursor.nextSeq = read = this.#nextSeq;
           if (this.#closing) break;
           await new Promise<void>((resolve) => (wake = resolve));
           continue;
         }
         const held = batch.flatMap((stored) => this.#hold(stored, cursor.consumer));
-        const settled = await deliverInOrder(held, deliver, this.#retry, this.#logger, () => stopped);
-        cursor.nextSeq = settled < held.length ? held[settled]!.seq : last.seq + 1;
-        if (settled < held.length) break;
+        const applied = Promise.withResolvers<void>();
+        const previous = delivering;
+        inFlight++;
+        const delivery = deliverInOrder(held, deliver, this.#retry, this.#logger, () => stopped, {
+          previous,
+          applied: () => applied.resolve(),
+        }).then(async (settled) => {
+          await previous;
+          inFlight--;
+          if (halted) return;
+          cursor.nextSeq = settled < held.length ? held[settled]!.seq : last.seq + 1;
+          halted = settled < held.length;
+        });
+        delivering = delivery;
+        read = last.seq + 1;
+        await Promise.race([applied.promise, delivery]);
       }
+      await delivering;
     })().finally(() => {
       cursor.active = false;
       this.#wakers.delete(waker);

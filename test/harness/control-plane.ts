@@ -12,6 +12,8 @@ import { createControlPlane, type ControlPlane } from '../../control-plane/creat
 import { createPricer } from '../../control-plane/usage/pricer.ts';
 import { controlPlaneDatabase, type ControlPlaneDatabase } from './postgres.ts';
 
+export { eventually } from './eventually.ts';
+
 export const ROOT_KEY = 'root-administrator-key-for-tests-0001';
 
 export interface RunningControlPlane {
@@ -156,24 +158,6 @@ export async function tenantWithKey(
   });
   if (key.status !== 201) throw new Error(`key for ${tenantId}: ${JSON.stringify(key.body)}`);
   return key.body.key_secret as string;
-}
-
-/** Waits until `predicate` holds, polling; fails after `timeoutMs`. */
-export async function eventually<T>(
-  probe: () => T | Promise<T>,
-  predicate: (value: T) => boolean,
-  timeoutMs = 3000,
-  /** Between probes (the harnesses' control planes lift the per-key rate limit for this). */
-  intervalMs = 20,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (predicate(value)) return value;
-    if (Date.now() > deadline)
-      throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
 }
 
 /** One of each resource a tenant owns, made over REST; suites read them back or attack them. */
