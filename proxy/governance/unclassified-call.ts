@@ -12,6 +12,7 @@ import { governedHeaders } from './llm-call/forward-call.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { contentCodings, decompress } from './decode-body.ts';
 import { readRequestBody } from './read-body.ts';
+import { recorded } from './llm-call/settlement.ts';
 import { chargeCall, type ChargedCall } from './settle-call.ts';
 import { TextSample } from './text-sample.ts';
 import { refused } from './tool-calls.ts';
@@ -235,6 +236,10 @@ export async function governUnclassifiedCall(
     }
     const answer = await relayCounting(deps, req, response);
     charge(await answer.sample.tokens(deps.tokens, model), answer.cutOff);
+    if (answer.cutOff === null) {
+      await recorded(deps);
+      req.clientRes.end(answer.rest);
+    }
   } finally {
     upstream.dispose();
   }
@@ -243,22 +248,31 @@ export async function governUnclassifiedCall(
 /**
  * Relays an answer chunk by chunk while sampling it for its token estimate. A client that
  * leaves does not stop the count: the rest is read (within the drain time and the answer bound).
+ *
+ * A complete answer is left open: the caller ends it with `rest` once the charge is recorded, so
+ * a process killed at any moment never leaves an answer delivered in full and unrecorded. A
+ * chunked answer is forwarded as it comes and only its terminating chunk waits; one of a known
+ * length is whole with its last byte, so its newest chunk waits for the next (or for the end).
  */
 async function relayCounting(
   deps: GovernanceDeps,
   req: ProxiedRequest,
   response: UpstreamResponse,
-): Promise<{ sample: TextSample; cutOff: string | null }> {
+): Promise<{ sample: TextSample; cutOff: string | null; rest: Uint8Array | undefined }> {
   const res = req.clientRes;
   const sample = new TextSample();
+  const sized = response.headers['content-length'] !== undefined;
   res.writeHead(response.statusCode, response.headers);
-  if (response.headers['content-length'] === undefined) res.flushHeaders();
+  if (!sized) res.flushHeaders();
+  let held: Uint8Array | undefined;
   let gone = false;
   let failed = false;
   try {
     for await (const chunk of response.body) {
       sample.push(chunk as Uint8Array);
-      if (!gone && !(await writeToClient(res, chunk as Uint8Array, req.signal))) gone = true;
+      const out = sized ? held : (chunk as Uint8Array);
+      if (sized) held = chunk as Uint8Array;
+      if (!gone && out !== undefined && !(await writeToClient(res, out, req.signal))) gone = true;
       if (gone && sample.totalBytes > deps.responseLimitBytes) {
         response.body.destroy();
         break;
@@ -269,6 +283,5 @@ async function relayCounting(
   }
   gone ||= req.signal.aborted;
   if (gone || failed) res.destroy();
-  else res.end();
-  return { sample, cutOff: gone ? 'client_gone' : failed ? 'upstream_failed' : null };
+  return { sample, cutOff: gone ? 'client_gone' : failed ? 'upstream_failed' : null, rest: held };
 }

@@ -6,6 +6,7 @@ import { ENVELOPE_HEADER, whileInflight, type Resolution } from '../envelopes/in
 import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { readBody, readRequestBody } from '../governance/read-body.ts';
+import { recorded } from '../governance/llm-call/settlement.ts';
 import { governHeldToolCall, toolContext } from '../governance/tool-calls.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { createSseFramer, formatSseEvent } from '../providers/sse-framer.ts';
@@ -241,6 +242,9 @@ async function forward(
     provider: 'mcp',
     receivedAt: req.receivedAt,
   });
+  // The tool calls it carries were recorded as they were let through: on disk before any of the
+  // answer goes back, as every governed call is.
+  await recorded(deps);
   if (envelopeId !== undefined) response.headers[ENVELOPE_HEADER] = envelopeId;
   if (filtering === null || response.statusCode >= 400) {
     await relayResponse(req.clientRes, response);

@@ -156,7 +156,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     });
     if (!found && method === 'POST' && new URL(path, 'http://simulator').pathname === '/v1/batches') {
       // A call the proxy cannot meter: the batch runs later, out of its sight.
-      sendJson(res, 200, {
+      const batch = {
         id: 'batch_sim',
         object: 'batch',
         endpoint: '/v1/chat/completions',
@@ -164,7 +164,17 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
         completion_window: '24h',
         status: 'validating',
         created_at: 1_700_000_000,
-      });
+      };
+      if (req.headers['x-sim-chunked'] === undefined) {
+        sendJson(res, 200, batch);
+        return;
+      }
+      // Without a length, in two pieces a moment apart: the answer's end is its last chunk.
+      const text = JSON.stringify(batch);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write(text.slice(0, 20));
+      await sleep(20);
+      res.end(text.slice(20));
       return;
     }
     if (!found) {
