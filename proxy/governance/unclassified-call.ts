@@ -215,8 +215,10 @@ export async function governUnclassifiedCall(
         receivedAt: req.receivedAt,
       });
     } catch (error) {
-      if (mayHaveReachedProvider(error)) charge(0, req.signal.aborted ? 'client_gone' : 'upstream_failed');
-      else reservation.settle(ZERO);
+      if (mayHaveReachedProvider(error)) {
+        charge(0, req.signal.aborted ? 'client_gone' : 'upstream_failed');
+        await recorded(deps);
+      } else reservation.settle(ZERO);
       const failure = isSvcError(error) ? error : undefined;
       // An unforeseen error's text stays in the log; the agent reads the code and its request id.
       if (failure === undefined) deps.logger.warn({ request_id: req.id, err: error }, 'upstream call failed');

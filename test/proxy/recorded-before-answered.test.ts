@@ -56,14 +56,14 @@ describe('an answer completes only after its call is recorded', () => {
     return answer;
   }
 
-  async function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<string> {
+  async function post(path: string, body: unknown, headers: Record<string, string> = {}, status = 200) {
     const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: 'Bearer sk', ...headers },
       body: JSON.stringify(body),
     });
     const text = await res.text();
-    expect(res.status).toBe(200);
+    expect(res.status).toBe(status);
     return text;
   }
 
@@ -77,6 +77,13 @@ describe('an answer completes only after its call is recorded', () => {
   it('a whole answer', async () => {
     const text = await heldUntilRecorded(() => post('/openai/v1/chat/completions', chat(false)));
     expect(JSON.parse(text)).toHaveProperty('usage');
+  });
+
+  it('an answer that failed mid-way: its refusal waits for the worst-case charge', async () => {
+    const text = await heldUntilRecorded(() =>
+      post('/openai/v1/chat/completions', chat(false), { 'x-sim-reset-after-bytes': '10' }, 502),
+    );
+    expect(text).toContain('SVC-ADP-5001');
   });
 
   it('a streamed answer: its last events wait', async () => {

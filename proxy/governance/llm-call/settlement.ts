@@ -57,7 +57,10 @@ export function settle(
   );
 }
 
-/** Charges a call whose answer could not be read at the most it could have used. */
+/**
+ * Charges a call whose answer could not be read at the most it could have used, and resolves once
+ * that charge is recorded: the refusal or the cut answer that tells the agent goes out after it.
+ */
 export async function chargeWorstCase(
   deps: GovernanceDeps,
   call: LlmCall,
@@ -80,6 +83,7 @@ export async function chargeWorstCase(
     cutOff,
     call.req.signal.aborted,
   );
+  await recorded(deps);
 }
 
 /** Returns the call's hold to the lease uncharged: the provider generated nothing. */
