@@ -210,13 +210,16 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     logger.child({ component: 'approvals' }),
   );
   const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judges.builtin, chosen, approvals);
-  const outbox = new Outbox({
-    bus: messaging.bus,
-    storage: new LmdbOutboxStorage(store),
-    registry,
-    metricPrefix: 'svc_proxy_outbox',
-    logger: logger.child({ component: 'outbox' }),
-  });
+  const outbox = new Outbox(
+    {
+      bus: messaging.bus,
+      storage: new LmdbOutboxStorage(store),
+      registry,
+      metricPrefix: 'svc_proxy_outbox',
+      logger: logger.child({ component: 'outbox' }),
+    },
+    { maxEntries: config.proxy_outbox_max_entries, maxBytes: config.proxy_outbox_max_bytes },
+  );
   const podExecutionId = `pod-${hostname()}-${randomUUID().slice(0, 8)}`;
   const recorder = new EventRecorder(tenantId, source, outbox, logger);
   const holds = new HoldStates({

@@ -185,6 +185,16 @@ const settings = z.object({
    */
   proxy_fsync_interval_ms: z.coerce.number().int().nonnegative().default(100),
   /**
+   * Events (and their bytes, as JSON) the proxy's outbox holds while the bus is away. Once full, a
+   * call whose usage event would not fit is refused before anything is sent.
+   */
+  proxy_outbox_max_entries: z.coerce.number().int().positive().default(100_000),
+  proxy_outbox_max_bytes: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(256 * 1024 * 1024),
+  /**
    * Envelopes the proxy keeps in memory (one per execution id it has seen); beyond it the oldest
    * without a call in flight are forgotten (a later call with that execution id opens a new one).
    */

@@ -188,6 +188,37 @@ describe('Outbox', () => {
     expect(flaky.accepted).toEqual(['evt-1', 'evt-2', 'evt-3']);
   });
 
+  it('holds room for events to come: counted against the bounds, taken by the append that names it, given back on release', async () => {
+    const flaky = flakyBus();
+    flaky.setDown(true);
+    const box = outbox(flaky.bus, { ...fast, maxEntries: 3, maxBytes: 10_000 });
+    await box.append(event(1));
+    const first = await box.reserveRoom(1, 1_000);
+    const second = await box.reserveRoom(1, 1_000);
+    expect(first).not.toBeNull();
+    expect(second).not.toBeNull();
+    // One event held and two promised: nothing more fits, neither a room nor an append without one.
+    expect(await box.reserveRoom(1, 1)).toBeNull();
+    await expect(box.append(event(2))).rejects.toMatchObject({ code: 'SVC-EVT-4001' });
+    // An append into its room fits, and takes it: the outbox is then exactly full.
+    await box.append(event(3), first!);
+    expect(await box.depth()).toBe(2);
+    expect(await box.reserveRoom(1, 1)).toBeNull();
+    // A room given back (a call that charged nothing) is free again, once only.
+    second!.release();
+    second!.release();
+    const third = await box.reserveRoom(1, 1_000);
+    expect(third).not.toBeNull();
+    expect(await box.reserveRoom(1, 1)).toBeNull();
+    // An event refused before it was counted gives its room back all the same.
+    await expect(box.append({ id: '', subject: 'svc.acme.events.llm.call', data: {} }, third!)).rejects.toMatchObject({
+      code: 'SVC-SYS-9002',
+    });
+    expect(await box.reserveRoom(1, 1_000)).not.toBeNull();
+    // Room is counted in bytes as well.
+    expect(await box.reserveRoom(0, 9_000)).toBeNull();
+  });
+
   it('refuses events beyond maxBytes', async () => {
     const flaky = flakyBus();
     flaky.setDown(true);

@@ -37,6 +37,12 @@ export const outboxOptionsSchema = z.object({
 });
 export type OutboxOptions = z.input<typeof outboxOptionsSchema>;
 
+/** Room held in an outbox for events not yet appended (`Outbox.reserveRoom`). */
+export interface OutboxRoom {
+  /** Gives the room back; an append that names the room does so itself. Idempotent. */
+  release(): void;
+}
+
 export interface OutboxDeps {
   bus: Bus;
   storage: OutboxStorage;
@@ -107,11 +113,31 @@ export class Outbox {
   }
 
   /**
-   * Writes the event and resolves once it is on disk. A full outbox refuses it with SVC-EVT-4001
-   * (and counts it), so the caller knows this event was not recorded.
+   * Holds room for `entries` events of `bytes` in all, counted against the bounds as appends in
+   * progress are, until released or taken by an append that names it: a caller that must not act
+   * unless it can record what it did (a governed call) takes it first. Null when the outbox,
+   * counting what it holds and what is held for others, has no such room.
    */
-  async append(input: OutboxEvent): Promise<void> {
-    const { events, release } = await this.#admit([input]);
+  async reserveRoom(entries: number, bytes: number): Promise<OutboxRoom | null> {
+    const held = await this.#storage.depth();
+    // From here to the reservation nothing awaits, so concurrent reservations see each other.
+    if (
+      this.#closed ||
+      held.entries + this.#reserved.entries + entries > this.#options.maxEntries ||
+      held.bytes + this.#reserved.bytes + bytes > this.#options.maxBytes
+    )
+      return null;
+    return { release: this.#reserve(entries, bytes) };
+  }
+
+  /**
+   * Writes the event and resolves once it is on disk. A full outbox refuses it with SVC-EVT-4001
+   * (and counts it), so the caller knows this event was not recorded. Given the room held for it,
+   * it takes that room instead of looking for more.
+   */
+  async append(input: OutboxEvent, room?: OutboxRoom): Promise<void> {
+    // An event refused before it was counted gives the room back all the same.
+    const { events, release } = await this.#admit([input], room).finally(() => room?.release());
     try {
       await this.#storage.append(events);
     } catch (error) {
@@ -174,7 +200,10 @@ export class Outbox {
    * Validates events and checks the bounds for all of them together, counting them as reserved
    * until `release` (by then the storage counts them, or they were not written).
    */
-  async #admit(inputs: readonly OutboxEvent[]): Promise<{ events: OutboxEvent[]; release: () => void }> {
+  async #admit(
+    inputs: readonly OutboxEvent[],
+    room?: OutboxRoom,
+  ): Promise<{ events: OutboxEvent[]; release: () => void }> {
     const events: OutboxEvent[] = [];
     let bytes = 0;
     for (const input of inputs) {
@@ -193,7 +222,9 @@ export class Outbox {
       events.push(event);
     }
     const held = await this.#storage.depth();
-    // From here to the reservation nothing awaits, so concurrent admissions see each other.
+    // From here to the reservation nothing awaits, so concurrent admissions see each other, and
+    // the room held for these events is theirs.
+    room?.release();
     if (this.#closed) throw new SvcError('SVC-EVT-4001', 'outbox is closed', { event_id: events[0]?.id });
     const entries = held.entries + this.#reserved.entries;
     const total = held.bytes + this.#reserved.bytes;
@@ -207,16 +238,20 @@ export class Outbox {
         max_bytes: this.#options.maxBytes,
       });
     }
-    this.#reserved.entries += events.length;
+    return { events, release: this.#reserve(events.length, bytes) };
+  }
+
+  /** Counts room as taken until the function it returns is called (once; later calls do nothing). */
+  #reserve(entries: number, bytes: number): () => void {
+    this.#reserved.entries += entries;
     this.#reserved.bytes += bytes;
     let released = false;
-    const release = () => {
+    return () => {
       if (released) return;
       released = true;
-      this.#reserved.entries -= events.length;
+      this.#reserved.entries -= entries;
       this.#reserved.bytes -= bytes;
     };
-    return { events, release };
   }
 
   async #run(): Promise<void> {

@@ -7,10 +7,14 @@ import type {
 } from '../../core/events/messages.ts';
 import type { EnvelopeOpened } from '../../core/sync/contract.ts';
 import type { OutboxEvent } from '../../core/outbox/outbox-storage.ts';
+import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import type { LocalEnvelope } from '../envelopes/index.ts';
 
 export interface EventSink {
-  append(event: OutboxEvent): Promise<void>;
+  /** Writes the event, into `room` when room was held for it. */
+  append(event: OutboxEvent, room?: OutboxRoom): Promise<void>;
+  /** Holds room for events to come; null when there is none. */
+  reserveRoom(entries: number, bytes: number): Promise<OutboxRoom | null>;
 }
 
 export interface UsageRecord {
@@ -20,6 +24,13 @@ export interface UsageRecord {
   costUsd: number | null;
   payload: Record<string, unknown>;
 }
+
+/**
+ * Bytes held for a call's usage event before the call is made: more than such an event takes
+ * (its fields, a few tool call names, an unclassified call's path). A larger one looks for its
+ * own room when it is written.
+ */
+const USAGE_EVENT_BYTES = 16 * 1024;
 
 export interface RecorderLogger {
   error(object: Record<string, unknown>, message: string): void;
@@ -67,7 +78,15 @@ export class EventRecorder {
     await this.#append(`opened-${envelope.envelopeId}`, subjects.envelopeCreated(this.#tenantId), data);
   }
 
-  async usage(envelope: LocalEnvelope, record: UsageRecord): Promise<string> {
+  /**
+   * Room for one usage event of a call about to be made, or null when the outbox cannot promise
+   * it (full: the bus has been away); the call's `usage` takes it.
+   */
+  usageRoom(): Promise<OutboxRoom | null> {
+    return this.#sink.reserveRoom(1, USAGE_EVENT_BYTES);
+  }
+
+  async usage(envelope: LocalEnvelope, record: UsageRecord, room?: OutboxRoom): Promise<string> {
     const eventId = randomUUID();
     const data: UsageEventMessage = {
       event_id: eventId,
@@ -82,7 +101,7 @@ export class EventRecorder {
       payload: { ...record.payload, execution_id: envelope.executionId },
       source: this.#source,
     };
-    await this.#append(eventId, subjects.event(this.#tenantId, record.eventType), data);
+    await this.#append(eventId, subjects.event(this.#tenantId, record.eventType), data, room);
     return eventId;
   }
 
@@ -125,8 +144,8 @@ export class EventRecorder {
     return Promise.all(this.#pending);
   }
 
-  #append(id: string, subject: string, data: unknown): Promise<void> {
-    const write = this.#sink.append({ id, subject, data }).then(
+  #append(id: string, subject: string, data: unknown, room?: OutboxRoom): Promise<void> {
+    const write = this.#sink.append({ id, subject, data }, room).then(
       () => undefined,
       (error: unknown) => {
         this.#logger.error({ event_id: id, subject, err: (error as Error).message }, 'event not recorded');

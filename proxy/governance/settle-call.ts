@@ -1,4 +1,5 @@
 import type { TokenUsage } from '../../core/metering/prices.ts';
+import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import type { Reservation } from '../enforcement/index.ts';
 import type { LocalEnvelope } from '../envelopes/index.ts';
 import type { ProviderId, ToolCall, UsageSource } from '../providers/index.ts';
@@ -18,6 +19,8 @@ export interface ChargedCall {
   requestedModel: string;
   operation: string;
   stream: boolean;
+  /** The outbox room held for its usage event when it was decided. */
+  room: OutboxRoom;
 }
 
 export interface Charge {
@@ -53,28 +56,32 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
   deps.anomalies.observeSpend(call.envelope, priced.usd);
   // The requested model was counted before the call; an answer naming another unknown one counts too.
   if (!priced.known && model !== call.requestedModel) deps.metrics.unknownModels.inc({ provider: call.provider });
-  void deps.recorder.usage(call.envelope, {
-    eventType: 'llm.call',
-    // An unclassified call may name no model.
-    model: model === '' ? null : model,
-    tokens: { input: usage.input, output: usage.output },
-    costUsd: priced.usd,
-    payload: {
-      provider: call.provider,
-      operation: call.operation,
-      stream: call.stream,
-      usage_source: charge.usageSource,
-      charged: charge.basis,
-      aborted: charge.aborted,
-      cached_input_tokens: usage.cachedInput,
-      cost_pico_usd: priced.pico,
-      priced: priced.known,
-      price_basis: priced.basis,
-      tool_calls: charge.toolCalls.map((c) => c.name),
-      request_id: call.requestId,
-      cut_off: charge.cutOff,
-      ...charge.detail,
+  void deps.recorder.usage(
+    call.envelope,
+    {
+      eventType: 'llm.call',
+      // An unclassified call may name no model.
+      model: model === '' ? null : model,
+      tokens: { input: usage.input, output: usage.output },
+      costUsd: priced.usd,
+      payload: {
+        provider: call.provider,
+        operation: call.operation,
+        stream: call.stream,
+        usage_source: charge.usageSource,
+        charged: charge.basis,
+        aborted: charge.aborted,
+        cached_input_tokens: usage.cachedInput,
+        cost_pico_usd: priced.pico,
+        priced: priced.known,
+        price_basis: priced.basis,
+        tool_calls: charge.toolCalls.map((c) => c.name),
+        request_id: call.requestId,
+        cut_off: charge.cutOff,
+        ...charge.detail,
+      },
     },
-  });
+    call.room,
+  );
   return priced;
 }

@@ -8,6 +8,7 @@ import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
 import { price } from './call-pricing.ts';
 import { writeToClient } from './client-write.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
+import { UNRECORDED } from './llm-call/decide-call.ts';
 import { governedHeaders } from './llm-call/forward-call.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { contentCodings, decompress } from './decode-body.ts';
@@ -180,6 +181,13 @@ export async function governUnclassifiedCall(
     refuse(reservation.code, reservation.message, envelope.envelopeId);
     return;
   }
+  const room = await deps.recorder.usageRoom();
+  if (room === null) {
+    reservation.settle(ZERO);
+    count('refused');
+    refuse('SVC-EVT-4001', UNRECORDED, envelope.envelopeId);
+    return;
+  }
   count('metered');
   const call: ChargedCall = {
     provider: adapter.id,
@@ -189,6 +197,7 @@ export async function governUnclassifiedCall(
     requestedModel: model,
     operation: 'unclassified',
     stream: false,
+    room,
   };
   const charge = (output: number, cutOff: string | null) =>
     chargeCall(deps, call, {
@@ -244,6 +253,8 @@ export async function governUnclassifiedCall(
     }
   } finally {
     upstream.dispose();
+    // Not charged (nothing reached the provider, or it refused): the room is not needed.
+    room.release();
   }
 }
 

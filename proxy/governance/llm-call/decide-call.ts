@@ -1,6 +1,6 @@
 import { isSvcError } from '../../../core/errors/index.ts';
 import { deniesModel } from '../../../core/metering/prices.ts';
-import { isRefusal } from '../../enforcement/index.ts';
+import { isRefusal, ZERO } from '../../enforcement/index.ts';
 import { whileInflight, type Resolution } from '../../envelopes/index.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
 import type { Operation, ProviderAdapter } from '../../providers/index.ts';
@@ -11,10 +11,14 @@ import type { ReadCall } from './read-call.ts';
 import { refusal, type Refusal } from './refusal.ts';
 import type { LlmCall } from './settlement.ts';
 
+/** Why a call is refused when its usage event could not be recorded. */
+export const UNRECORDED =
+  "the proxy's event outbox is full (the bus has been unreachable for a while): a call it could not record is not made; calls go through again once its events are sent";
+
 /**
  * Step 2, decide: the envelope the call belongs to (ended ones refuse, paused ones hold the call
- * until resumed), the price check, the policies on `llm:<model>`, and the hold on the budget
- * lease. Nothing has gone upstream yet.
+ * until resumed), the price check, the policies on `llm:<model>`, the hold on the budget
+ * lease and the room for its usage event in the outbox. Nothing has gone upstream yet.
  */
 export async function decideCall(
   deps: GovernanceDeps,
@@ -103,6 +107,13 @@ export async function decideCall(
   if (isRefusal(reservation)) {
     return refusal('budget_exceeded', reservation.code, reservation.message, envelope.envelopeId);
   }
+  // A call whose usage could not be recorded is not made: with the outbox full (the bus away
+  // for long), it would be served and never charged beyond this sidecar.
+  const room = await deps.recorder.usageRoom();
+  if (room === null) {
+    reservation.settle(ZERO);
+    return refusal('unrecorded', 'SVC-EVT-4001', UNRECORDED, envelope.envelopeId);
+  }
   return {
     req,
     adapter,
@@ -111,6 +122,7 @@ export async function decideCall(
     input,
     envelope,
     reservation,
+    room,
     context,
     hideStreamUsage: false,
     sent: false,

@@ -3,7 +3,8 @@ import type { SvcCode } from '../../../core/errors/index.ts';
 /** Why a step refused a call before it was forwarded; counted under `decision` and answered in the provider's format. */
 export interface Refusal {
   kind: 'refusal';
-  decision: 'invalid' | 'denied' | 'terminated' | 'paused' | 'unpriced' | 'budget_exceeded' | 'upstream_error';
+  decision:
+    'invalid' | 'denied' | 'terminated' | 'paused' | 'unpriced' | 'budget_exceeded' | 'unrecorded' | 'upstream_error';
   code: SvcCode;
   message: string;
   envelopeId: string | null;

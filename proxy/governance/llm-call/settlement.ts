@@ -1,4 +1,5 @@
 import type { SvcCode } from '../../../core/errors/index.ts';
+import type { OutboxRoom } from '../../../core/outbox/outbox.ts';
 import { ZERO, type Reservation } from '../../enforcement/index.ts';
 import type { LocalEnvelope } from '../../envelopes/index.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
@@ -19,6 +20,8 @@ export interface LlmCall {
   input: InputTokens;
   envelope: LocalEnvelope;
   reservation: Reservation;
+  /** Room held in the outbox for the call's usage event: a call is made only if it can be recorded. */
+  room: OutboxRoom;
   /** Policy context shared by the call's own and its tool-call evaluations. */
   context: Record<string, unknown>;
   hideStreamUsage: boolean;
@@ -52,6 +55,7 @@ export function settle(
       requestedModel: call.parsed.model,
       operation: call.op,
       stream: call.parsed.stream,
+      room: call.room,
     },
     { ...reading, basis, cutOff, aborted },
   );
@@ -90,6 +94,7 @@ export async function chargeWorstCase(
 export function release(call: LlmCall): void {
   call.settled = true;
   call.reservation.settle(ZERO);
+  call.room.release();
 }
 
 /** Whatever ended the call without settling it: charged if it may have reached the provider. */

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { eventually } from '../harness/control-plane.ts';
+import { useFleet } from '../harness/fleet.ts';
+import { metricValue } from '../harness/processes.ts';
+import { chat } from './agent-calls.ts';
+
+const fleet = useFleet({ tenants: { full: { max_cost_usd: 100, max_tokens: 10_000_000 } } });
+const OUTBOX_ENTRIES = 4;
+
+const chatCalls = () => fleet.sim.requests.filter((r) => r.path === '/v1/chat/completions').length;
+
+describe('a proxy whose outbox is full', () => {
+  it('refuses the calls it could not record, before anything is sent, and serves again once the bus took its events', async () => {
+    const tenant = fleet.tenant('full');
+    const proxy = await fleet.proxy(tenant, { SVC_PROXY_OUTBOX_MAX_ENTRIES: String(OUTBOX_ENTRIES) });
+    await proxy.start();
+    const depth = async () => metricValue(await proxy.metrics(), 'svc_proxy_outbox_depth') ?? -1;
+    // The pod's envelope is opened and announced while the bus is up.
+    expect(await chat(proxy, 'gpt-4o-mini')).toEqual({ status: 200, code: null });
+    await eventually(depth, (d) => d === 0, 10_000);
+
+    await fleet.nats.stop();
+    // Served, on the soft limit, while their events fit.
+    for (let i = 0; i < OUTBOX_ENTRIES; i++)
+      expect(await chat(proxy, 'gpt-4o-mini')).toEqual({ status: 200, code: null });
+    expect(await depth()).toBe(OUTBOX_ENTRIES);
+    const sent = chatCalls();
+    expect(await chat(proxy, 'gpt-4o-mini')).toEqual({ status: 503, code: 'SVC-EVT-4001' });
+    expect(await chat(proxy, 'gpt-4o')).toEqual({ status: 503, code: 'SVC-EVT-4001' });
+    expect(chatCalls()).toBe(sent);
+    const refused = 'provider="openai",model="gpt-4o-mini",decision="unrecorded"';
+    expect(metricValue(await proxy.metrics(), 'svc_proxy_requests_total', refused)).toBe(1);
+
+    await fleet.nats.restart();
+    await eventually(depth, (d) => d === 0, 20_000);
+    expect(await chat(proxy, 'gpt-4o-mini')).toEqual({ status: 200, code: null });
+    // Every call served is on record at the control plane, and none that was refused.
+    const calls = async (): Promise<number> => {
+      const res = await fleet.cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: tenant.tenantId });
+      return Number((res.body as { llm_calls: number }).llm_calls);
+    };
+    expect(await eventually(calls, (n) => n >= OUTBOX_ENTRIES + 2, 20_000)).toBe(OUTBOX_ENTRIES + 2);
+  }, 90_000);
+});
