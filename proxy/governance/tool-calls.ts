@@ -1,5 +1,6 @@
 import { sequenceOf, sequencePayload } from '../../core/brain/index.ts';
 import { urlsIn } from '../../core/brain/hosts.ts';
+import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import { whileInflight, type LocalEnvelope } from '../envelopes/index.ts';
 import type { ToolCall } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
@@ -11,7 +12,8 @@ export type ToolSource = 'model' | 'mcp';
  * Evaluates one tool call as `tool:<name>` with its arguments in the context as `tool_args`
  * (the JSON text the model or the MCP client sent), so a SEMANTIC condition judges what the
  * tool will do, and the execution's earlier allowed tool calls as `recent_actions`, so the
- * judge's sequence rules see what it does after what (docs/brain.md, Immune System). Records it as a `tool.call` event whatever the verdict, and on a refusal
+ * judge's sequence rules see what it does after what (docs/brain.md, Immune System). Records it as a `tool.call` event whatever the verdict (into `room` when room was held
+ * for it), and on a refusal
  * publishes the violation (and ends the envelope for TERMINATE). Given `held`, a call that needs
  * an approval waits for it (until the signal aborts); without, it is refused.
  */
@@ -22,6 +24,7 @@ export async function governToolCall(
   source: ToolSource,
   context: Record<string, unknown>,
   held?: HoldSignal,
+  room?: OutboxRoom,
 ): Promise<GateVerdict> {
   const { name } = call;
   deps.anomalies.observe(envelope);
@@ -34,13 +37,17 @@ export async function governToolCall(
   // Only what was let through happened: a refused call is no first half of a sequence.
   if (verdict.allowed) deps.history.record(envelope.executionId, `tool:${name}`, name, call.arguments);
   deps.metrics.toolCalls.inc({ source, decision: verdict.allowed ? 'allowed' : 'blocked' });
-  void deps.recorder.usage(envelope, {
-    eventType: 'tool.call',
-    model: null,
-    tokens: { input: 0, output: 0 },
-    costUsd: 0,
-    payload: { tool: name, source, decision: verdict.result?.decision ?? 'DENY', blocked: !verdict.allowed },
-  });
+  void deps.recorder.usage(
+    envelope,
+    {
+      eventType: 'tool.call',
+      model: null,
+      tokens: { input: 0, output: 0 },
+      costUsd: 0,
+      payload: { tool: name, source, decision: verdict.result?.decision ?? 'DENY', blocked: !verdict.allowed },
+    },
+    room,
+  );
   // A sequence that decided is a detection of the Immune System: the control plane keeps it.
   const sequence = verdict.result === null ? undefined : sequenceOf(verdict.result);
   if (sequence !== undefined && verdict.result !== null) {
@@ -70,9 +77,18 @@ export function governHeldToolCall(
   context: Record<string, unknown>,
   client: AbortSignal,
   hold: boolean,
+  room?: OutboxRoom,
 ): Promise<GateVerdict> {
   return whileInflight(envelope, (ended) =>
-    governToolCall(deps, envelope, call, source, context, hold ? () => AbortSignal.any([client, ended]) : undefined),
+    governToolCall(
+      deps,
+      envelope,
+      call,
+      source,
+      context,
+      hold ? () => AbortSignal.any([client, ended]) : undefined,
+      room,
+    ),
   );
 }
 

@@ -2,10 +2,12 @@ import { once } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
-import { ENVELOPE_HEADER, whileInflight, type Resolution } from '../envelopes/index.ts';
+import type { OutboxRoom } from '../../core/outbox/outbox.ts';
+import { ENVELOPE_HEADER, whileInflight, type LocalEnvelope, type Resolution } from '../envelopes/index.ts';
 import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { readBody, readRequestBody } from '../governance/read-body.ts';
+import { UNRECORDED } from '../governance/llm-call/decide-call.ts';
 import { recorded } from '../governance/llm-call/settlement.ts';
 import { governHeldToolCall, toolContext } from '../governance/tool-calls.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
@@ -87,7 +89,6 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
   const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
 
-  const refusals: (RpcRefusal & { code: SvcCode; data: Record<string, unknown> })[] = [];
   // The tool calls of a paused envelope wait for it to run again before anything is forwarded.
   if (envelope.paused !== null && envelope.ending === null && reading.calls.length > 0) {
     const held = await whileInflight(envelope, (ended) =>
@@ -106,6 +107,43 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
       return;
     }
   }
+  // Every tools/call is recorded, allowed or not: none is judged or sent unless its event can be.
+  const rooms: OutboxRoom[] = [];
+  for (const room of await Promise.all(reading.calls.map(() => deps.recorder.usageRoom()))) {
+    if (room !== null) rooms.push(room);
+  }
+  if (rooms.length < reading.calls.length) {
+    rooms.forEach((room) => room.release());
+    const unrecorded = reading.calls.map((call) => ({
+      id: call.id,
+      rpcCode: -32000,
+      code: 'SVC-EVT-4001' as const,
+      message: UNRECORDED,
+      data: { envelope_id: envelope.envelopeId },
+    }));
+    answer(req, 200, refusalAnswer(reading, unrecorded, 'SVC-EVT-4001'), envelope.envelopeId);
+    return;
+  }
+  try {
+    await judgeAndForward(deps, req, reading, envelope, body, headers, streamOpen, rooms);
+  } finally {
+    // The rooms of calls refused before they were judged (and so not recorded) go back.
+    rooms.forEach((room) => room.release());
+  }
+}
+
+/** Judges each tools/call of the body (recording it into its room), then forwards the body or refuses it whole. */
+async function judgeAndForward(
+  deps: GovernanceDeps,
+  req: ProxiedRequest,
+  reading: RpcReading,
+  envelope: LocalEnvelope,
+  body: Buffer,
+  headers: IncomingHttpHeaders,
+  streamOpen: boolean,
+  rooms: readonly OutboxRoom[],
+): Promise<void> {
+  const refusals: (RpcRefusal & { code: SvcCode; data: Record<string, unknown> })[] = [];
   const server = req.route ?? req.targetUrl.host;
   const ended = (id: RpcRefusal['id'], when: string) => {
     const { ending } = envelope;
@@ -119,7 +157,7 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
           data: { envelope_id: envelope.envelopeId },
         };
   };
-  for (const call of reading.calls) {
+  for (const [i, call] of reading.calls.entries()) {
     const endedBefore = ended(call.id, 'already ended');
     if (endedBefore !== null) {
       refusals.push(endedBefore);
@@ -151,6 +189,7 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
       context,
       req.signal,
       true,
+      rooms[i],
     );
     const endedWhileHeld = verdict.allowed ? ended(call.id, 'ended while the call waited') : null;
     if (endedWhileHeld !== null) {
