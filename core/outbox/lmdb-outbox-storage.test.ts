@@ -104,6 +104,35 @@ describe('LMDB outbox storage group commit', () => {
     await root.close();
   });
 
+  it("where commits are synchronous, removes settled events in the next appends' commit, or alone a moment later", async () => {
+    const root = open({ path: dir, noSync: true });
+    const db = root.openDB({ name: 'outbox', encoding: 'msgpack' });
+    const storage = new LmdbOutboxStorage({ root, synced: false });
+    await storage.append([event(1), event(2)]);
+    const commits = storage.groupCommits;
+    const claim = await storage.claim(10);
+    const settled = claim.settle([claim.entries[0]!.key]);
+    // Not removed yet, and handed out to nobody meanwhile.
+    expect(db.getCount()).toBe(2);
+    const meanwhile = await storage.claim(10);
+    expect(meanwhile.entries).toEqual([]);
+    await meanwhile.settle([]);
+    // The next append's commit carries the removal: one commit for both.
+    await Promise.all([storage.append([event(3)]), settled]);
+    expect(storage.groupCommits).toBe(commits + 1);
+    expect(db.getCount()).toBe(2);
+    expect(await storage.depth()).toEqual({ entries: 2, bytes: eventSize(event(2)) + eventSize(event(3)) });
+    // Without appends, a removal commits on its own.
+    const rest = await storage.claim(10);
+    expect(rest.entries.map((e) => e.event.id)).toEqual(['e-2', 'e-3']);
+    await rest.settle(rest.entries.map((e) => e.key));
+    expect(storage.groupCommits).toBe(commits + 2);
+    expect(db.getCount()).toBe(0);
+    expect(await storage.depth()).toEqual({ entries: 0, bytes: 0 });
+    await storage.close();
+    await root.close();
+  });
+
   it('counts the bytes it holds through appends, a reopen and settled claims', async () => {
     const sizes = [1, 2, 30].map((i) => eventSize(event(i)));
     const storage = new LmdbOutboxStorage({ path: dir });
