@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -131,6 +133,36 @@ describe('LMDB outbox storage group commit', () => {
     expect(await storage.depth()).toEqual({ entries: 0, bytes: 0 });
     await storage.close();
     await root.close();
+  });
+
+  it('a removal waiting for company keeps the process alive until it commits', async () => {
+    // Run alone, where nothing else holds the event loop: a settle must still resolve.
+    const script = `
+      import { open } from 'lmdb';
+      import { Registry } from 'prom-client';
+      import { MemoryBus } from ${JSON.stringify(new URL('../bus/memory-bus.ts', import.meta.url).href)};
+      import { LmdbOutboxStorage } from ${JSON.stringify(new URL('./lmdb-outbox-storage.ts', import.meta.url).href)};
+      import { Outbox } from ${JSON.stringify(new URL('./outbox.ts', import.meta.url).href)};
+      const quiet = { warn: () => undefined, error: () => undefined };
+      const root = open({ path: ${JSON.stringify(dir)}, noSync: true });
+      const bus = new MemoryBus({ logger: quiet });
+      const storage = new LmdbOutboxStorage({ root, synced: false });
+      const outbox = new Outbox({ bus, storage, registry: new Registry(), metricPrefix: 't', logger: quiet });
+      await outbox.append({ id: 'e-1', subject: 'svc.t.events.llm.call', data: {} });
+      // Published in the next turn; its removal then waits for company that never comes.
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      await bus.close();
+      await outbox.close();
+      console.log('left', root.openDB({ name: 'outbox', encoding: 'msgpack' }).getCount());
+      await root.close();
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const [code] = (await once(child, 'exit')) as [number | null];
+    expect({ code, out: out.trim() }).toEqual({ code: 0, out: 'left 0' });
   });
 
   it('counts the bytes it holds through appends, a reopen and settled claims', async () => {

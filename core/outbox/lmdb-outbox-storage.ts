@@ -130,7 +130,7 @@ export class LmdbOutboxStorage implements OutboxStorage {
       clearTimeout(group.timer);
       setImmediate(() => this.#commitGroup(group));
     } else if (!group.soon && group.timer === undefined) {
-      group.timer = setTimeout(() => this.#commitGroup(group), REMOVAL_WAIT_MS).unref();
+      group.timer = setTimeout(() => this.#commitGroup(group), REMOVAL_WAIT_MS);
     }
     return group;
   }
