@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
+import type { Bus } from '../../core/bus/bus.ts';
 import { MemoryBus } from '../../core/bus/memory-bus.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { LmdbOutboxStorage } from '../../core/outbox/lmdb-outbox-storage.ts';
@@ -33,24 +34,36 @@ async function appendAll(outbox: Outbox, concurrency: number): Promise<void> {
   );
 }
 
-async function run(fsyncIntervalMs: number, concurrency: number): Promise<{ perSecond: number; perCommit: number }> {
+/** An outbox on a fresh proxy store in front of `bus`, as the sidecar builds it. */
+function benchOutbox(bus: Bus, fsyncIntervalMs: number) {
   const dir = mkdtempSync(join(tmpdir(), 'bench-outbox-'));
   const store = openProxyStore(dir, fsyncIntervalMs);
   const storage = new LmdbOutboxStorage(store);
-  // The publisher drains to an in-process bus meanwhile, its removals committing beside the appends.
-  const bus = new MemoryBus({ logger: quiet });
   const outbox = new Outbox(
     { bus, storage, registry: new Registry(), metricPrefix: 'bench', logger: quiet },
     { maxEntries: total * 2 },
   );
+  return {
+    outbox,
+    storage,
+    close: async () => {
+      await outbox.close();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function run(fsyncIntervalMs: number, concurrency: number): Promise<{ perSecond: number; perCommit: number }> {
+  // The publisher drains to an in-process bus meanwhile, its removals committing beside the appends.
+  const bus = new MemoryBus({ logger: quiet });
+  const { outbox, storage, close } = benchOutbox(bus, fsyncIntervalMs);
   const started = process.hrtime.bigint();
   await appendAll(outbox, concurrency);
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const commits = storage.groupCommits;
   await bus.close();
-  await outbox.close();
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
+  await close();
   return { perSecond: total / seconds, perCommit: total / commits };
 }
 
@@ -69,27 +82,14 @@ for (const interval of [0, 100]) {
 async function drainOverNats(): Promise<number> {
   const server = await startNatsServer();
   const messaging = await openNatsMessaging({ connection: { servers: server.url } }, quiet);
-  const dir = mkdtempSync(join(tmpdir(), 'bench-outbox-nats-'));
-  const store = openProxyStore(dir, 100);
-  const outbox = new Outbox(
-    {
-      bus: messaging.bus,
-      storage: new LmdbOutboxStorage(store),
-      registry: new Registry(),
-      metricPrefix: 'bench',
-      logger: quiet,
-    },
-    { maxEntries: total * 2 },
-  );
+  const { outbox, close } = benchOutbox(messaging.bus, 100);
   const started = process.hrtime.bigint();
   await appendAll(outbox, inFlight);
   while ((await outbox.depth()) > 0) await new Promise((resolve) => setTimeout(resolve, 10));
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  await outbox.close();
+  await close();
   await messaging.close();
-  await store.close();
   await server.stop();
-  rmSync(dir, { recursive: true, force: true });
   return total / seconds;
 }
 
