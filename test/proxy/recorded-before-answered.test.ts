@@ -43,9 +43,11 @@ describe('an answer completes only after its call is recorded', () => {
     const before = held;
     const answer = call();
     try {
+      // The first estimate loads the tokenizer, slow on a loaded machine.
       await eventually(
         () => held,
         (n) => n === before + 1,
+        15_000,
       );
       const first = await Promise.race([answer.then(() => 'answered'), sleep(300).then(() => 'waiting')]);
       expect(first).toBe('waiting');
