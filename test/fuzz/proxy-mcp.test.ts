@@ -1,3 +1,5 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CATALOGUE, ErrorBodySchema, isSvcCode } from '../../core/errors/index.ts';
@@ -143,9 +145,18 @@ describe('MCP through a spawned proxy under generated JSON-RPC bodies', () => {
       fuzzParameters('proxy-mcp'),
     );
     process.stdout.write(`proxy-mcp outcomes: ${JSON.stringify(Object.fromEntries([...tally].sort()))}\n`);
-    // The run reached the servers and ran the allowed tool: the denied one was withheld, not unreachable.
-    expect([...json.calls, ...sse.calls]).toContain('search');
-    expect([...tally.keys()].some((k) => k.includes('SVC-POL-2001'))).toBe(true);
+    // The generated inputs need not include a well-formed call of either tool: the same proxy, asked
+    // by an SDK client, runs the allowed one and refuses the denied one, so the denied tool was
+    // withheld, not unreachable.
+    const client = new Client({ name: 'agent', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp/tools/mcp`)));
+    await client.callTool({ name: 'search', arguments: {} });
+    await expect(client.callTool({ name: DENIED_MCP_TOOL, arguments: {} })).rejects.toMatchObject({
+      data: { code: 'SVC-POL-2001' },
+    });
+    await client.close();
+    expect(json.calls).toContain('search');
+    expect([...json.calls, ...sse.calls]).not.toContain(DENIED_MCP_TOOL);
   }, 1_800_000);
 
   it('leaves the proxy alive, ready, without unhandled failures or crash output', async () => {
