@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -104,65 +102,6 @@ describe('LMDB outbox storage group commit', () => {
     await again.settle([]);
     await storage.close();
     await root.close();
-  });
-
-  it("where commits are synchronous, removes settled events in the next appends' commit, or alone a moment later", async () => {
-    const root = open({ path: dir, noSync: true });
-    const db = root.openDB({ name: 'outbox', encoding: 'msgpack' });
-    const storage = new LmdbOutboxStorage({ root, synced: false });
-    await storage.append([event(1), event(2)]);
-    const commits = storage.groupCommits;
-    const claim = await storage.claim(10);
-    const settled = claim.settle([claim.entries[0]!.key]);
-    // Not removed yet, and handed out to nobody meanwhile.
-    expect(db.getCount()).toBe(2);
-    const meanwhile = await storage.claim(10);
-    expect(meanwhile.entries).toEqual([]);
-    await meanwhile.settle([]);
-    // The next append's commit carries the removal: one commit for both.
-    await Promise.all([storage.append([event(3)]), settled]);
-    expect(storage.groupCommits).toBe(commits + 1);
-    expect(db.getCount()).toBe(2);
-    expect(await storage.depth()).toEqual({ entries: 2, bytes: eventSize(event(2)) + eventSize(event(3)) });
-    // Without appends, a removal commits on its own.
-    const rest = await storage.claim(10);
-    expect(rest.entries.map((e) => e.event.id)).toEqual(['e-2', 'e-3']);
-    await rest.settle(rest.entries.map((e) => e.key));
-    expect(storage.groupCommits).toBe(commits + 2);
-    expect(db.getCount()).toBe(0);
-    expect(await storage.depth()).toEqual({ entries: 0, bytes: 0 });
-    await storage.close();
-    await root.close();
-  });
-
-  it('a removal waiting for company keeps the process alive until it commits', async () => {
-    // Run alone, where nothing else holds the event loop: a settle must still resolve.
-    const script = `
-      import { open } from 'lmdb';
-      import { Registry } from 'prom-client';
-      import { MemoryBus } from ${JSON.stringify(new URL('../bus/memory-bus.ts', import.meta.url).href)};
-      import { LmdbOutboxStorage } from ${JSON.stringify(new URL('./lmdb-outbox-storage.ts', import.meta.url).href)};
-      import { Outbox } from ${JSON.stringify(new URL('./outbox.ts', import.meta.url).href)};
-      const quiet = { warn: () => undefined, error: () => undefined };
-      const root = open({ path: ${JSON.stringify(dir)}, noSync: true });
-      const bus = new MemoryBus({ logger: quiet });
-      const storage = new LmdbOutboxStorage({ root, synced: false });
-      const outbox = new Outbox({ bus, storage, registry: new Registry(), metricPrefix: 't', logger: quiet });
-      await outbox.append({ id: 'e-1', subject: 'svc.t.events.llm.call', data: {} });
-      // Published in the next turn; its removal then waits for company that never comes.
-      await new Promise((resolve) => setTimeout(resolve, 1));
-      await bus.close();
-      await outbox.close();
-      console.log('left', root.openDB({ name: 'outbox', encoding: 'msgpack' }).getCount());
-      await root.close();
-    `;
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    const [code] = (await once(child, 'exit')) as [number | null];
-    expect({ code, out: out.trim() }).toEqual({ code: 0, out: 'left 0' });
   });
 
   it('counts the bytes it holds through appends, a reopen and settled claims', async () => {

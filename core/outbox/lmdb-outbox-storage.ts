@@ -17,21 +17,9 @@ const DB_NAME = 'outbox';
  */
 const RECENT_LIMIT = 1024;
 
-/**
- * How long the removal of settled events may wait for an append's commit to join, where commits
- * are synchronous: under traffic they ride the next group's commit instead of taking their own.
- */
-const REMOVAL_WAIT_MS = 10;
-
 interface Group {
   entries: OutboxEntry[];
-  /** Keys of settled events, removed in the same commit. */
-  removals: number[];
   done: PromiseWithResolvers<void>;
-  /** Due at the end of this turn of the event loop (it holds appends). */
-  soon: boolean;
-  /** Due after REMOVAL_WAIT_MS (it holds removals only, so far). */
-  timer: NodeJS.Timeout | undefined;
 }
 
 function newGroup(): Group {
@@ -39,7 +27,7 @@ function newGroup(): Group {
   // A caller that does not await (a failed write is counted and logged by the outbox) must not
   // leave an unhandled rejection behind.
   done.promise.catch(() => undefined);
-  return { entries: [], removals: [], done, soon: false, timer: undefined };
+  return { entries: [], done };
 }
 
 /**
@@ -105,7 +93,11 @@ export class LmdbOutboxStorage implements OutboxStorage {
    * are taken now, in call order, and groups commit in that order.
    */
   append(events: readonly OutboxEvent[]): Promise<void> {
-    const group = this.#openGroup(true);
+    if (this.#group === null) {
+      this.#group = newGroup();
+      setImmediate(() => this.#commitGroup());
+    }
+    const group = this.#group;
     for (const event of events) {
       const key = this.#nextKey++;
       // Counted before they land, so that the depth bounds concurrent appends.
@@ -122,27 +114,13 @@ export class LmdbOutboxStorage implements OutboxStorage {
     return this.#groupCommits;
   }
 
-  /** The group the next commit writes, due at the end of this turn when `soon`, else after REMOVAL_WAIT_MS. */
-  #openGroup(soon: boolean): Group {
-    const group = (this.#group ??= newGroup());
-    if (soon && !group.soon) {
-      group.soon = true;
-      clearTimeout(group.timer);
-      setImmediate(() => this.#commitGroup(group));
-    } else if (!group.soon && group.timer === undefined) {
-      group.timer = setTimeout(() => this.#commitGroup(group), REMOVAL_WAIT_MS);
-    }
-    return group;
-  }
-
-  #commitGroup(group: Group): void {
-    if (this.#group !== group) return;
+  #commitGroup(): void {
+    const group = this.#group;
+    if (group === null) return;
     this.#group = null;
-    clearTimeout(group.timer);
     this.#groupCommits++;
     const written = this.#commit(() => {
       for (const { key, event } of group.entries) this.#db.putSync(key, event);
-      for (const key of group.removals) this.#db.removeSync(key);
     }, true);
     written.then(
       () => group.done.resolve(),
@@ -209,31 +187,23 @@ export class LmdbOutboxStorage implements OutboxStorage {
   }
 
   async close(): Promise<void> {
-    // What was appended (or settled) and not yet written is written before the environment may close.
-    if (this.#group !== null) this.#commitGroup(this.#group);
+    // What was appended this turn is written before the environment may close.
+    this.#commitGroup();
     await Promise.allSettled([...this.#writing]);
     if (this.#ownsRoot) await this.#root.close();
   }
 
   /**
-   * Removes the events the bus took. Where commits are synchronous, in the group commit of the
-   * next appends (or after REMOVAL_WAIT_MS without any), so that under traffic a call costs one
-   * commit, not two, and no asynchronous write stays in flight for an append to wait behind;
-   * elsewhere in a commit of their own on LMDB's writer thread. A removal need not reach the disk:
-   * one lost to a crash sends its event again, which the bus de-duplicates. The keys stay claimed
-   * until the removal committed, so that no claim hands them out again meanwhile.
+   * One commit for all of them, committed as appends are: where those are synchronous, no
+   * asynchronous write stays in flight for an append to wait behind. A removal need not reach
+   * the disk: one lost to a crash sends its event again, which the bus de-duplicates. The keys
+   * stay claimed until the removal committed, so that no claim hands them out again meanwhile.
    */
   #settle(entries: readonly OutboxEntry[], done: readonly number[]): Promise<void> {
     const removed = new Set(done);
-    const committed =
-      done.length === 0
-        ? Promise.resolve()
-        : this.#synced
-          ? this.#commit(() => {
-              for (const key of done) this.#db.removeSync(key);
-            }, false)
-          : this.#joinGroup(done);
-    const settled = committed.then(() => {
+    const settled = this.#commit(() => {
+      for (const key of done) this.#db.removeSync(key);
+    }, false).then(() => {
       for (const { key, event } of entries) {
         if (!removed.has(key)) continue;
         this.#remove(key, event);
@@ -245,12 +215,6 @@ export class LmdbOutboxStorage implements OutboxStorage {
     };
     settled.then(release, release);
     return settled;
-  }
-
-  #joinGroup(keys: readonly number[]): Promise<void> {
-    const group = this.#openGroup(false);
-    group.removals.push(...keys);
-    return group.done.promise;
   }
 
   #add(key: number, event: OutboxEvent): void {
