@@ -19,6 +19,9 @@ function recordingLogger(): BusLogger & { errors: string[]; warnings: string[]; 
   };
 }
 
+/** The `n` each message carries, in order. */
+const numbers = (messages: BusMessage[]) => messages.map((m) => (m.data as { n: number }).n);
+
 busContract('memory', (registry) =>
   Promise.resolve(createMemoryMessaging({ logger: recordingLogger(), retryBackoffMs: 10, maxDeliver: 3, registry })),
 );
@@ -47,7 +50,6 @@ describe('MemoryBus', () => {
     for (let n = 0; n < 6; n++) await bus.publish('svc.a.events.x', { n }, { msgId: `m${n}` });
     const handed: number[][] = [];
     const first = Promise.withResolvers<void>();
-    const numbers = (messages: BusMessage[]) => messages.map((m) => (m.data as { n: number }).n);
     const subscription = await bus.consumeBatches(
       'svc.a.events.>',
       'pipe',
@@ -97,7 +99,7 @@ describe('MemoryBus', () => {
       'slow',
       { batchSize: 3, maxWaitMs: 10 },
       (messages, applied) => {
-        handed.push(messages.map((m) => (m.data as { n: number }).n));
+        handed.push(numbers(messages));
         applied();
         return handed.length === 2 ? commit.promise : Promise.resolve();
       },
@@ -116,7 +118,7 @@ describe('MemoryBus', () => {
     await stopping;
     const resumed: number[] = [];
     await bus.consumeBatches('svc.a.events.>', 'slow', { batchSize: 3, maxWaitMs: 10 }, (messages) =>
-      acked(resumed.push(...messages.map((m) => (m.data as { n: number }).n))),
+      acked(resumed.push(...numbers(messages))),
     );
     await bus.publish('svc.a.events.x', { n: 6 }, { msgId: 'm6' });
     await bus.close();

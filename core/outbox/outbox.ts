@@ -4,7 +4,13 @@ import { z } from 'zod';
 import type { Bus, BusLogger } from '../bus/bus.ts';
 import { assertEventSubject } from '../bus/names.ts';
 import { isSvcError, parseOrThrow, SvcError } from '../errors/index.ts';
-import { eventSize, outboxEventSchema, type OutboxEvent, type OutboxStorage } from './outbox-storage.ts';
+import {
+  eventSize,
+  outboxEventSchema,
+  type OutboxDepth,
+  type OutboxEvent,
+  type OutboxStorage,
+} from './outbox-storage.ts';
 
 /** How often a backoff looks whether a bus that was down is back. */
 const RECONNECT_CHECK_MS = 250;
@@ -121,12 +127,7 @@ export class Outbox {
   async reserveRoom(entries: number, bytes: number): Promise<OutboxRoom | null> {
     const held = await this.#storage.depth();
     // From here to the reservation nothing awaits, so concurrent reservations see each other.
-    if (
-      this.#closed ||
-      held.entries + this.#reserved.entries + entries > this.#options.maxEntries ||
-      held.bytes + this.#reserved.bytes + bytes > this.#options.maxBytes
-    )
-      return null;
+    if (this.#closed || !this.#fits(held, entries, bytes)) return null;
     return { release: this.#reserve(entries, bytes) };
   }
 
@@ -226,19 +227,25 @@ export class Outbox {
     // the room held for these events is theirs.
     room?.release();
     if (this.#closed) throw new SvcError('SVC-EVT-4001', 'outbox is closed', { event_id: events[0]?.id });
-    const entries = held.entries + this.#reserved.entries;
-    const total = held.bytes + this.#reserved.bytes;
-    if (entries + events.length > this.#options.maxEntries || total + bytes > this.#options.maxBytes) {
+    if (!this.#fits(held, events.length, bytes)) {
       this.#dropped.inc(events.length);
       throw new SvcError('SVC-EVT-4001', 'event outbox is full; event not recorded', {
         event_id: events[0]?.id,
-        depth: entries,
+        depth: held.entries + this.#reserved.entries,
         max_entries: this.#options.maxEntries,
-        bytes: total,
+        bytes: held.bytes + this.#reserved.bytes,
         max_bytes: this.#options.maxBytes,
       });
     }
     return { events, release: this.#reserve(events.length, bytes) };
+  }
+
+  /** Whether `entries` events of `bytes` fit beside what the storage holds and what is reserved. */
+  #fits(held: OutboxDepth, entries: number, bytes: number): boolean {
+    return (
+      held.entries + this.#reserved.entries + entries <= this.#options.maxEntries &&
+      held.bytes + this.#reserved.bytes + bytes <= this.#options.maxBytes
+    );
   }
 
   /** Counts room as taken until the function it returns is called (once; later calls do nothing). */

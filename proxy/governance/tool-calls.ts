@@ -12,10 +12,10 @@ export type ToolSource = 'model' | 'mcp';
  * Evaluates one tool call as `tool:<name>` with its arguments in the context as `tool_args`
  * (the JSON text the model or the MCP client sent), so a SEMANTIC condition judges what the
  * tool will do, and the execution's earlier allowed tool calls as `recent_actions`, so the
- * judge's sequence rules see what it does after what (docs/brain.md, Immune System). Records it as a `tool.call` event whatever the verdict (into `room` when room was held
- * for it), and on a refusal
- * publishes the violation (and ends the envelope for TERMINATE). Given `held`, a call that needs
- * an approval waits for it (until the signal aborts); without, it is refused.
+ * judge's sequence rules see what it does after what (docs/brain.md, Immune System). Records it
+ * as a `tool.call` event whatever the verdict (into `room` when room was held for it), and on a
+ * refusal publishes the violation (and ends the envelope for TERMINATE). Given `held`, a call that
+ * needs an approval waits for it (until the signal aborts); without, it is refused.
  */
 export async function governToolCall(
   deps: GovernanceDeps,
