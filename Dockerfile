@@ -4,8 +4,9 @@
 # (the base image's entry point is node):
 #   docker run -p 8080:8080 -p 3128:3128 -e SVC_PROXY_HOST=0.0.0.0 agent-governance   standalone
 #   args: [dist/control-plane/main.js]            control plane
-#   args: [--max-semi-space-size=2, dist/proxy/main.js]   sidecar proxy (docs/performance.md)
 #   args: [dist/control-plane/injector/main.js]   injection webhook
+#   args: [--max-semi-space-size=16, --heap-growing-percent=100, dist/proxy/main.js]
+#                                                 sidecar proxy (its V8 flags: docs/performance.md)
 #
 # Build: docker build --build-arg VERSION=1.0.0 --build-arg REVISION=$(git rev-parse HEAD) \
 #          --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) -t agent-governance:1.0.0 .

@@ -1,6 +1,6 @@
 /**
  * Resident memory of the proxy-only process at idle, as deployed: the compiled build
- * (`npm run build` first) started as the chart starts it, `node --max-semi-space-size=2
+ * (`npm run build` first) started as the chart starts it, `node <SIDECAR_NODE_FLAGS>
  * dist/proxy/main.js`, NATS not reachable (it serves from local state), sampled once it is ready
  * and again a few seconds later. The CPU time it used until ready is printed beside the wall
  * time, since the wall time on a shared machine mostly measures the other work.
@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
 import { loadOrCreateCa } from '../../proxy/tls/index.ts';
 import { freePort } from '../harness/free-port.ts';
 
@@ -24,7 +25,7 @@ const ca = await loadOrCreateCa({
 });
 const adminPort = await freePort();
 const started = Date.now();
-const flags = ['--max-semi-space-size=2'];
+const flags = SIDECAR_NODE_FLAGS;
 const child = spawn(process.execPath, [...flags, main], {
   stdio: 'ignore',
   env: {

@@ -21,6 +21,7 @@ describe('npm run bench', () => {
       'policy-eval.ts',
       'governed-hot-path.ts',
       'stream-meter.ts',
+      'rss-over-calls.ts',
       'envelope-create.ts',
       'event-processor.ts',
     ])

@@ -9,17 +9,19 @@
  * serving process's CPU time per call (/proc), latency at one connection (relay and proxy requests
  * alternating) and what the proxy adds at p50 and p99, first-byte time of streams, and RSS idle,
  * after the calls, with open slow streams and a while after they closed. Then runs the policy
- * evaluation, governed hot path, stream meter, envelope creation and event processor benchmarks.
+ * evaluation, governed hot path, stream meter, memory over many calls, envelope creation and event
+ * processor benchmarks.
  *
  *   node test/bench/run.ts [requests per case=3000] [open streams=1000] [micro=full|small|none]
  *     [seconds after the streams closed=10]
  */
-import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
+import { killChildren, rssMb, startChild, startGovernedProxy } from './children.ts';
 
 const perCase = Number(process.argv[2] ?? 3000);
 const openStreams = Number(process.argv[3] ?? 1000);
@@ -28,26 +30,10 @@ const settleSeconds = Number(process.argv[5] ?? 10);
 const HERE = import.meta.dirname;
 const CONCURRENCY = [16, 64];
 
-const children: ChildProcess[] = [];
-process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
-
-async function start<T>(script: string, args: string[], execArgv: string[] = []): Promise<[ChildProcess, T]> {
-  const child = fork(join(HERE, script), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
-  children.push(child);
-  const [message] = (await once(child, 'message')) as [T];
-  return [child, message];
-}
-
 /** CPU time a process has used (user + system), in µs, from /proc (Linux; 100 ticks per second). */
 function cpuMicros(child: ChildProcess): number {
   const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
-}
-
-/** Resident set of a process, from /proc (Linux). */
-function rssMb(child: ChildProcess): number {
-  const line = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
-  return Number(line?.[1] ?? NaN) / 1024;
 }
 
 interface Target {
@@ -183,16 +169,11 @@ const fmt = (v: number, digits = 0) =>
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-proxy-'));
-  const [, upstream] = await start<{ port: number }>('fast-upstream.ts', []);
+  const [, upstream] = await startChild<{ port: number }>('fast-upstream.ts', []);
   const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
-  const [relayProcess, relayReady] = await start<{ port: number }>('bare-relay.ts', [upstreamUrl]);
-  // With the young generation pinned as the chart and `npm run proxy` start the sidecar: left to
-  // V8, it grows to 64 MB per semi-space under load here and stays committed.
-  const [proxyProcess, proxyReady] = await start<{ port: number; caPem: string }>(
-    'governed-proxy.ts',
-    [JSON.stringify({ upstream: upstreamUrl, dataDir, policies: 100 })],
-    ['--max-semi-space-size=2'],
-  );
+  const [relayProcess, relayReady] = await startChild<{ port: number }>('bare-relay.ts', [upstreamUrl]);
+  // With the sidecar's V8 flags, as the chart and `npm run proxy` start it.
+  const [proxyProcess, proxyReady] = await startGovernedProxy({ upstream: upstreamUrl, dataDir, policies: 100 });
   await new Promise((r) => setTimeout(r, 1000));
   const idle = { relay: rssMb(relayProcess), proxy: rssMb(proxyProcess) };
 
@@ -262,7 +243,7 @@ async function main(): Promise<void> {
     console.log(
       `| ${k === 'relay' ? 'bare relay' : 'governed proxy'} | ${fmt(idle[k], 1)} | ${fmt(afterCalls[k], 1)} | ${fmt(streaming[k].open, 1)} | ${fmt(streaming[k].after, 1)} |`,
     );
-  children.forEach((c) => c.kill('SIGKILL'));
+  killChildren();
   rmSync(dataDir, { recursive: true, force: true });
 
   if (micro === 'none') return;
@@ -271,6 +252,7 @@ async function main(): Promise<void> {
     ['policy-eval.ts', small ? ['200', '20'] : ['200000', '200']],
     ['governed-hot-path.ts', small ? ['200', '10'] : ['100000', '100']],
     ['stream-meter.ts', small ? ['200'] : ['30000']],
+    ['rss-over-calls.ts', small ? ['200', '8'] : ['200000', '64']],
     // The control plane's benches on both storage backends, side by side.
     ...(['lmdb', 'postgres'] as const).flatMap((backend): [string, string[]][] => [
       ['envelope-create.ts', [...(small ? ['20', '4'] : ['3000', '32']), `--backend=${backend}`]],

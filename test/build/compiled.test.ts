@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../harness/free-port.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
 import { proxyCa, removeDirs } from '../harness/processes.ts';
+import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 const ROOT_KEY = 'compiled-build-root-administrator-key';
@@ -19,9 +20,14 @@ const dirs: string[] = [];
 let nats: NatsServer;
 
 /** `node dist/...js` with type stripping off, so that any .ts left in the import graph fails to load. */
-async function startCompiled(script: string, env: Record<string, string>, readyUrl: string): Promise<() => string> {
+async function startCompiled(
+  script: string,
+  env: Record<string, string>,
+  readyUrl: string,
+  nodeFlags: readonly string[] = [],
+): Promise<() => string> {
   let log = '';
-  const child = spawn(process.execPath, ['--no-experimental-strip-types', script], {
+  const child = spawn(process.execPath, ['--no-experimental-strip-types', ...nodeFlags, script], {
     cwd: ROOT,
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -164,6 +170,7 @@ describe('npm run build', () => {
         SVC_LOG_LEVEL: 'warn',
       },
       `http://127.0.0.1:${adminPort}/health/ready`,
+      SIDECAR_NODE_FLAGS,
     );
     const version = (await (await fetch(`${cpUrl}/version`)).json()) as any;
     expect(version.service).toBe('control-plane');

@@ -8,6 +8,7 @@ import { parseInjectionTemplate } from '../../control-plane/injector/injection-t
 import { validateStrict } from './k8s-validate.ts';
 import { documentedTable, valuesTable } from './values-table.ts';
 import { CHART_DIR, manifest, removeRenderer, renderChart, type RenderOptions } from './render.ts';
+import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 const MONITORING = ['monitoring.coreos.com/v1'];
@@ -117,11 +118,11 @@ describe('the chart renders valid Kubernetes objects', () => {
     });
   }
 
-  it('starts every injected sidecar with a young generation pinned small (docs/performance.md)', () => {
+  it("starts every injected sidecar with the sidecar's V8 flags (proxy/node-flags.ts)", () => {
     const template = JSON.parse(
       manifest(renderChart(), 'ConfigMap', 'ag-agent-governance-injector').data['template.json'],
     );
-    expect(template.sidecar.args).toEqual(['--max-semi-space-size=2', 'dist/proxy/main.js']);
+    expect(template.sidecar.args).toEqual([...SIDECAR_NODE_FLAGS, 'dist/proxy/main.js']);
   });
 
   it('refuses an unknown field, so the strict validation above means something', async () => {

@@ -1,0 +1,14 @@
+/**
+ * The V8 flags the sidecar runs with. The chart's injected sidecar, the image's documented
+ * command and `npm run proxy` carry them as text (`test/build/node-flags.test.ts` holds those
+ * copies to this list); the benchmarks and the compiled-build test start the proxy with them.
+ *
+ * - A young generation of 16 MB per semi-space, fixed: V8 sizes it from the machine's memory
+ *   (up to 64 MB here), so the same sidecar would idle larger on larger nodes; and with a smaller
+ *   one (2 MB) a scavenge runs every few milliseconds under load, so the state of the calls in
+ *   flight survives two of them and is promoted to the old generation as garbage to be.
+ * - The old generation grows to twice its live size between full collections, not up to four
+ *   times as V8's own heuristic lets it under a high allocation rate: the memory a burst of
+ *   calls leaves behind stays near what is live (docs/performance.md, "Memory over many calls").
+ */
+export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=16', '--heap-growing-percent=100'] as const;

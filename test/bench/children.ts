@@ -1,0 +1,98 @@
+/**
+ * The processes the benchmarks and the memory test start: the fast upstream, the bare relay and
+ * the governed proxy, each forked from this folder and ready once it sent its first message.
+ * Every child started here is killed when the parent exits.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { request, type Agent } from 'undici';
+import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
+import type { GovernedProxyOptions, GovernedProxyStats } from './governed-proxy.ts';
+
+const started: ChildProcess[] = [];
+process.on('exit', () => killChildren());
+
+export async function startChild<T>(
+  script: string,
+  args: string[],
+  execArgv: string[] = [],
+): Promise<[ChildProcess, T]> {
+  const child = fork(join(import.meta.dirname, script), args, {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv,
+  });
+  started.push(child);
+  const [message] = (await Promise.race([
+    once(child, 'message'),
+    once(child, 'exit').then(([code]) =>
+      Promise.reject(new Error(`${script} exited (${String(code)}) before it was ready`)),
+    ),
+  ])) as [T];
+  return [child, message];
+}
+
+/** The governed proxy, started with the sidecar's V8 flags (and `execArgv` after them). */
+export function startGovernedProxy(
+  options: GovernedProxyOptions,
+  execArgv: string[] = [],
+): Promise<[ChildProcess, { port: number; caPem: string }]> {
+  return startChild('governed-proxy.ts', [JSON.stringify(options)], [...SIDECAR_NODE_FLAGS, ...execArgv]);
+}
+
+/** The proxy's memory, after a full GC when it runs with --expose-gc. */
+export async function proxyStats(proxy: ChildProcess): Promise<GovernedProxyStats> {
+  const answer = once(proxy, 'message');
+  proxy.send('stats');
+  return (await answer)[0] as GovernedProxyStats;
+}
+
+export function killChildren(): void {
+  for (const child of started.splice(0)) child.kill('SIGKILL');
+}
+
+/** Resident set of a process, in MB, from /proc (Linux). */
+export function rssMb(child: ChildProcess): number {
+  const line = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+  return Number(line?.[1] ?? NaN) / 1024;
+}
+
+/**
+ * Calls `from` to `to` (exclusive) through the proxy's reverse route, `connections` at a time:
+ * every fourth a stream, every other one a new execution (so a new envelope).
+ */
+export async function mixedCalls(
+  url: string,
+  agent: Agent,
+  from: number,
+  to: number,
+  connections: number,
+): Promise<void> {
+  let next = from;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (next < to) await mixedCall(url, agent, next++);
+    }),
+  );
+}
+
+async function mixedCall(url: string, agent: Agent, i: number): Promise<void> {
+  const res = await request(url, {
+    method: 'POST',
+    dispatcher: agent,
+    headers: {
+      'content-type': 'application/json',
+      authorization: 'Bearer sk-bench',
+      ...(i % 2 === 0 ? { 'x-svc-execution-id': `exec-${i}` } : {}),
+    },
+    body: JSON.stringify({
+      model: 'gpt-4o-mini',
+      max_tokens: 32,
+      stream: i % 4 === 0,
+      messages: [{ role: 'user', content: `call ${i}` }],
+    }),
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`call ${i}: ${res.statusCode} ${text}`);
+}
