@@ -5,7 +5,7 @@
 #   docker run -p 8080:8080 -p 3128:3128 -e SVC_PROXY_HOST=0.0.0.0 agent-governance   standalone
 #   args: [dist/control-plane/main.js]            control plane
 #   args: [dist/control-plane/injector/main.js]   injection webhook
-#   args: [--max-semi-space-size=16, --heap-growing-percent=100, dist/proxy/main.js]
+#   args: [--max-semi-space-size=16, --heap-growing-percent=100, --expose-gc, dist/proxy/main.js]
 #                                                 sidecar proxy (its V8 flags: docs/performance.md)
 #
 # Build: docker build --build-arg VERSION=1.0.0 --build-arg REVISION=$(git rev-parse HEAD) \

@@ -31,6 +31,7 @@ import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from
 import { startSystemReports } from '../core/observability/system-reports.ts';
 import { isFinal } from '../core/domain/envelope.ts';
 import { HoldStates, listenForTerminations, RulesetSource, watchBudgetStates, watchHoldStates } from './sync/index.ts';
+import { IdleGc } from './idle-gc/index.ts';
 import { openProxyStore } from './store/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
 import {
@@ -60,6 +61,8 @@ export interface ProxyDeps {
   resolve?: Resolve;
   /** The pages of `/docs/errors/{code}` on the admin port; docs/errors.md beside the code when absent. */
   errorPages?: ErrorPages;
+  /** V8's collector (`globalThis.gc` under --expose-gc), for the collection once idle; none when absent. */
+  gc?: NodeJS.GCFunction;
 }
 
 export interface ProxyAddresses {
@@ -313,6 +316,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   // Links in error bodies point at the admin port, which the agent's pod reaches like the proxy.
   let adminAt: string | undefined;
   const documentationBase = () => config.public_base_url ?? adminAt ?? `http://127.0.0.1:${config.proxy_admin_port}`;
+  const idleGc = new IdleGc({ gc: deps.gc, idleMs: config.proxy_idle_gc_ms, registry, logger });
   const listener = new ProxyListener({
     handler: createGovernedHandler(governance, providers, mcp),
     interceptHost,
@@ -330,6 +334,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     documentationBase,
     port: config.proxy_port,
     host: config.proxy_host,
+    activity: idleGc,
   });
   const readiness = (): Readiness =>
     rulesets.current !== null || config.proxy_policy_fail_mode === 'open'
@@ -455,6 +460,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       // Held calls are answered (refused) before the listener waits for its requests to end.
       await Promise.all([approvals.close(), pauses.close()]);
       await listener.close();
+      idleGc.close();
       await admin.close();
       await Promise.all(subscriptions.splice(0).map((s) => s.unsubscribe()));
       await rulesets.stop();

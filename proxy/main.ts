@@ -43,7 +43,7 @@ async function main(): Promise<void> {
   const prices = priceTableFromConfig(config);
   const registry = new Registry();
   registerNatsConnected(registry, () => messaging.healthy());
-  const proxy = await createProxy({ config, logger, messaging, prices, bootstrap, registry });
+  const proxy = await createProxy({ config, logger, messaging, prices, bootstrap, registry, gc: globalThis.gc });
   guard.expose(proxy.registry);
   // Written before the ports open: an injected pod's agent starts once the sidecar is ready.
   if (config.proxy_trust_bundle_file !== undefined) writeTrustBundle(config.proxy_trust_bundle_file, proxy.caCertPem);

@@ -10,5 +10,7 @@
  * - The old generation grows to twice its live size between full collections, not up to four
  *   times as V8's own heuristic lets it under a high allocation rate: the memory a burst of
  *   calls leaves behind stays near what is live (docs/performance.md, "Memory over many calls").
+ * - `gc` exposed, so that once the proxy is idle one collection gives that memory back to the
+ *   system (`proxy/idle-gc/`, `proxy_idle_gc_ms`).
  */
-export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=16', '--heap-growing-percent=100'] as const;
+export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=16', '--heap-growing-percent=100', '--expose-gc'] as const;

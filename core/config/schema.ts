@@ -339,6 +339,13 @@ const settings = z.object({
     .default(8 * 1024 * 1024),
   /** Distinct model labels per metric before further models are counted as `other`. */
   proxy_model_label_cap: z.coerce.number().int().positive().default(50),
+  /**
+   * Quiet time after the last governed request before the proxy runs one heap-shrinking collection,
+   * which gives the memory a burst of calls left behind back to the system (it holds the event loop
+   * for up to about 100 ms, hence only when idle); 0 turns it off. Needs node's --expose-gc, which
+   * the sidecar's command carries.
+   */
+  proxy_idle_gc_ms: z.coerce.number().int().nonnegative().default(5_000),
   /** The injection webhook (`npm run injector`): HTTPS port, serving certificate, sidecar template. */
   injector_port: port.default(8443),
   injector_tls_cert_file: optionalString,

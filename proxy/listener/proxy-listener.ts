@@ -51,6 +51,8 @@ export interface ProxyListenerOptions {
    * agent's pooled connection is not closed under a request it is just sending.
    */
   keepAliveTimeoutMs?: number;
+  /** Told of each request it serves (intercepted or not) until its response closes. */
+  activity?: { begin(): () => void };
 }
 
 /**
@@ -154,7 +156,9 @@ export class ProxyListener {
     const receivedAt = process.hrtime.bigint();
     const id = headerValue(clientReq.headers['x-request-id']) ?? randomUUID();
     const abort = new AbortController();
+    const ended = this.#options.activity?.begin();
     clientRes.once('close', () => {
+      ended?.();
       if (!clientRes.writableFinished) abort.abort();
     });
     void this.#serve(clientReq, clientRes, intercepted, id, receivedAt, abort.signal).catch((error: unknown) => {

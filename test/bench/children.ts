@@ -41,10 +41,10 @@ export function startGovernedProxy(
   return startChild('governed-proxy.ts', [JSON.stringify(options)], [...SIDECAR_NODE_FLAGS, ...execArgv]);
 }
 
-/** The proxy's memory, after a full GC when it runs with --expose-gc. */
-export async function proxyStats(proxy: ChildProcess): Promise<GovernedProxyStats> {
+/** The proxy's memory, after a full GC when `collect`. */
+export async function proxyStats(proxy: ChildProcess, collect = false): Promise<GovernedProxyStats> {
   const answer = once(proxy, 'message');
-  proxy.send('stats');
+  proxy.send(collect ? 'stats after gc' : 'stats');
   return (await answer)[0] as GovernedProxyStats;
 }
 

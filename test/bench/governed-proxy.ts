@@ -4,7 +4,7 @@
  * policies sits in the key-value store, and lease requests are answered with large slices, as
  * an idle control plane would. `api.openai.com` goes to `upstream`. Started with `fork` by the
  * benchmarks and the memory test; it sends `{ port, caPem }` once listening and answers the
- * message 'stats' with its memory (after a full GC when run with --expose-gc).
+ * message 'stats' with its memory ('stats after gc': after a full GC; it runs with --expose-gc).
  *
  *   fork('test/bench/governed-proxy.ts', [JSON.stringify({ upstream, dataDir, policies })])
  */
@@ -97,12 +97,13 @@ async function serve(options: GovernedProxyOptions): Promise<void> {
     messaging,
     prices: priceTableFromConfig(config),
     bootstrap: { tenantId: TENANT, apiKey: 'bench-key', budgetId: 'bench-budget' },
+    gc: globalThis.gc,
   });
   const { proxyPort } = await proxy.listen();
   process.send?.({ port: proxyPort, caPem: proxy.caCertPem });
   process.on('message', (message) => {
-    if (message !== 'stats') return;
-    globalThis.gc?.();
+    if (message !== 'stats' && message !== 'stats after gc') return;
+    if (message === 'stats after gc') globalThis.gc?.();
     const { heapUsed, rss } = process.memoryUsage();
     process.send?.({ heapUsed, rss } satisfies GovernedProxyStats);
   });

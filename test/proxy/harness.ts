@@ -80,7 +80,7 @@ export function proxyTestConfig(dataDir: string, overrides: Partial<Record<keyof
   );
 }
 
-export interface ProxyRigOptions extends Partial<Pick<ProxyDeps, 'resolve' | 'logger'>> {
+export interface ProxyRigOptions extends Partial<Pick<ProxyDeps, 'resolve' | 'logger' | 'gc'>> {
   /**
    * Cost budgets (USD) made over REST before the proxy starts and added to its
    * allowed_budget_ids, since a sidecar may charge only the budgets it is bound to.
@@ -133,6 +133,7 @@ export async function startProxyRig(
     config,
     logger: options.logger ?? pino({ level: 'silent' }),
     ...(options.resolve === undefined ? {} : { resolve: options.resolve }),
+    ...(options.gc === undefined ? {} : { gc: options.gc }),
     messaging: cp.messaging,
     prices,
     bootstrap: { tenantId: TENANT, apiKey: identity.api_key, budgetId: identity.budget_id },

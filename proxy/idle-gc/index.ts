@@ -1,0 +1,1 @@
+export { IdleGc, type IdleGcDeps } from './idle-gc.ts';
