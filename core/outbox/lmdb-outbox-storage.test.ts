@@ -104,6 +104,24 @@ describe('LMDB outbox storage group commit', () => {
     await root.close();
   });
 
+  it('settling a claim with nothing done writes no transaction, and gives its events back', async () => {
+    const root = open({ path: dir, noSync: true });
+    const storage = new LmdbOutboxStorage({ root, synced: false });
+    await storage.append([event(1)]);
+    let transactions = 0;
+    const transactionSync = root.transactionSync.bind(root);
+    root.transactionSync = ((write: () => unknown) => {
+      transactions++;
+      return transactionSync(write);
+    }) as typeof root.transactionSync;
+    const claim = await storage.claim(10);
+    await claim.settle([]);
+    expect(transactions).toBe(0);
+    expect((await storage.claim(10)).entries.map((e) => e.event.id)).toEqual(['e-1']);
+    await storage.close();
+    await root.close();
+  });
+
   it('counts the bytes it holds through appends, a reopen and settled claims', async () => {
     const sizes = [1, 2, 30].map((i) => eventSize(event(i)));
     const storage = new LmdbOutboxStorage({ path: dir });

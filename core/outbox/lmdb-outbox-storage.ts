@@ -201,9 +201,14 @@ export class LmdbOutboxStorage implements OutboxStorage {
    */
   #settle(entries: readonly OutboxEntry[], done: readonly number[]): Promise<void> {
     const removed = new Set(done);
-    const settled = this.#commit(() => {
-      for (const key of done) this.#db.removeSync(key);
-    }, false).then(() => {
+    // An idle publisher settles an empty claim every poll: nothing to remove is no transaction.
+    const committed =
+      done.length === 0
+        ? Promise.resolve()
+        : this.#commit(() => {
+            for (const key of done) this.#db.removeSync(key);
+          }, false);
+    const settled = committed.then(() => {
       for (const { key, event } of entries) {
         if (!removed.has(key)) continue;
         this.#remove(key, event);
