@@ -21,6 +21,8 @@ export interface IdleGcDeps {
  */
 export class IdleGc {
   readonly #deps: IdleGcDeps;
+  /** The collector when idle collection is on (exposed, and a quiet time above 0). */
+  readonly #gc: NodeJS.GCFunction | undefined;
   readonly #collections: Counter;
   readonly #pause: Histogram;
   #inflight = 0;
@@ -28,6 +30,7 @@ export class IdleGc {
 
   constructor(deps: IdleGcDeps) {
     this.#deps = deps;
+    this.#gc = deps.idleMs > 0 ? deps.gc : undefined;
     this.#collections = new Counter({
       name: 'svc_proxy_idle_gc_total',
       help: 'Heap-shrinking collections run after the proxy went idle',
@@ -63,14 +66,14 @@ export class IdleGc {
 
   /** Armed as the last request in flight ends: once per idle spell. */
   #arm(): void {
-    if (this.#deps.gc === undefined || this.#deps.idleMs <= 0) return;
+    if (this.#gc === undefined) return;
     // An idle proxy may exit; the collection does not keep it alive.
     this.#timer = setTimeout(() => this.#collect(), this.#deps.idleMs).unref();
   }
 
   #collect(): void {
     this.#timer = undefined;
-    const gc = this.#deps.gc;
+    const gc = this.#gc;
     if (gc === undefined || this.#inflight > 0) return;
     const started = performance.now();
     try {
