@@ -15,9 +15,9 @@ export interface IdleGcDeps {
  * reducer, which after a busy spell waits for its watchdog, about 100 s (docs/performance.md,
  * "Memory over many calls"). A collection that shrinks the heap (V8's last-resort flavor) returns
  * them at once, but holds the event loop for up to about 100 ms; so it runs once per idle spell,
- * `idleMs` after the last request ended, and never while one is in flight. What no agent waits on
- * is not counted: bytes through blind CONNECT tunnels wait out the pause in the sockets' buffers,
- * and the rest of an answer read after its client left (to bill it) is read a moment later.
+ * `idleMs` after the last request ended, and never while one is in flight, counting the rest of
+ * an answer still read after its client left (to bill it). Bytes through blind CONNECT tunnels
+ * are not counted: they wait out the pause in the sockets' buffers.
  */
 export class IdleGc {
   readonly #deps: IdleGcDeps;

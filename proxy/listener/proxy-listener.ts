@@ -51,7 +51,11 @@ export interface ProxyListenerOptions {
    * agent's pooled connection is not closed under a request it is just sending.
    */
   keepAliveTimeoutMs?: number;
-  /** Told of each request it serves (intercepted or not) until its response closes. */
+  /**
+   * Told of each request it serves (intercepted or not) until its response has closed and its
+   * handler has finished, whichever is later: the rest of an answer read after its client left,
+   * to bill it, is still the request's work.
+   */
   activity?: { begin(): () => void };
 }
 
@@ -157,26 +161,32 @@ export class ProxyListener {
     const id = headerValue(clientReq.headers['x-request-id']) ?? randomUUID();
     const abort = new AbortController();
     const ended = this.#options.activity?.begin();
+    let unsettled = 2;
+    const settled = () => {
+      if (--unsettled === 0) ended?.();
+    };
     clientRes.once('close', () => {
-      ended?.();
+      settled();
       if (!clientRes.writableFinished) abort.abort();
     });
-    void this.#serve(clientReq, clientRes, intercepted, id, receivedAt, abort.signal).catch((error: unknown) => {
-      const failure = asSvcError(error);
-      // A client that hung up mid-answer is routine; anything else is worth a warning.
-      const fields = {
-        request_id: id,
-        method: clientReq.method,
-        url: clientReq.url,
-        // Credential headers are redacted by the logger's scrubber, like every field of every line.
-        headers: clientReq.headers,
-        code: failure.code,
-        err: error,
-      };
-      if (abort.signal.aborted) this.#options.logger?.debug(fields, 'client left before its answer was complete');
-      else this.#options.logger?.warn(fields, 'proxied request failed');
-      sendError(clientRes, failure, id, this.#options.documentationBase());
-    });
+    void this.#serve(clientReq, clientRes, intercepted, id, receivedAt, abort.signal)
+      .catch((error: unknown) => {
+        const failure = asSvcError(error);
+        // A client that hung up mid-answer is routine; anything else is worth a warning.
+        const fields = {
+          request_id: id,
+          method: clientReq.method,
+          url: clientReq.url,
+          // Credential headers are redacted by the logger's scrubber, like every field of every line.
+          headers: clientReq.headers,
+          code: failure.code,
+          err: error,
+        };
+        if (abort.signal.aborted) this.#options.logger?.debug(fields, 'client left before its answer was complete');
+        else this.#options.logger?.warn(fields, 'proxied request failed');
+        sendError(clientRes, failure, id, this.#options.documentationBase());
+      })
+      .finally(settled);
   }
 
   async #serve(

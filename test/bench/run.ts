@@ -8,12 +8,12 @@
  * interception, and prints one table: req/s at each concurrency, its ratio to the relay and the
  * serving process's CPU time per call (/proc), latency at one connection (relay and proxy requests
  * alternating) and what the proxy adds at p50 and p99, first-byte time of streams, and RSS idle,
- * after the calls, with open slow streams and a while after they closed. Then runs the policy
+ * after the calls, with open slow streams and a while after they ended. Then runs the policy
  * evaluation, governed hot path, stream meter, memory over many calls, envelope creation and event
  * processor benchmarks.
  *
  *   node test/bench/run.ts [requests per case=3000] [open streams=1000] [micro=full|small|none]
- *     [seconds after the streams closed=10]
+ *     [seconds after the streams ended=10]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -128,8 +128,9 @@ async function latency(relay: Target, target: Target, stream: boolean, n: number
 }
 
 /**
- * Opens `n` slow streams through the target, waits until each delivered its first bytes, and
- * reports RSS then and `settleSeconds` after they were all closed.
+ * Opens `n` slow streams through the target (40 events 200 ms apart, about 8 s each), reports RSS
+ * once each has delivered its first bytes, reads them all to their end and reports RSS again
+ * `settleSeconds` later.
  */
 async function rssWithOpenStreams(
   target: Target,
@@ -137,27 +138,26 @@ async function rssWithOpenStreams(
   n: number,
 ): Promise<{ open: number; after: number }> {
   const dispatcher = target.dispatcher(n);
-  const controller = new AbortController();
   let opened = 0;
   const { promise: allOpen, resolve } = Promise.withResolvers<void>();
   const streams = Array.from({ length: n }, async () => {
     const res = await request(target.url, {
       method: 'POST',
       dispatcher,
-      signal: controller.signal,
-      headers: { 'content-type': 'application/json', 'x-bench-chunks': '100', 'x-bench-delay-ms': '200' },
+      headers: { 'content-type': 'application/json', 'x-bench-chunks': '40', 'x-bench-delay-ms': '200' },
       body: body(true),
     });
+    let first = true;
     for await (const _ of res.body) {
-      if (++opened === n) resolve();
-      break;
+      if (first && ++opened === n) resolve();
+      first = false;
     }
   });
-  await allOpen;
+  const ended = Promise.all(streams);
+  await Promise.race([allOpen, ended]);
   const open = rssMb(process);
-  controller.abort();
-  await Promise.allSettled(streams);
-  await dispatcher.destroy();
+  await ended;
+  await dispatcher.close();
   await new Promise((r) => setTimeout(r, settleSeconds * 1000));
   return { open, after: rssMb(process) };
 }
@@ -236,7 +236,7 @@ async function main(): Promise<void> {
     proxy: await rssWithOpenStreams(targets[1]!, proxyProcess, openStreams),
   };
   console.log(
-    `\n| RSS (MB) | idle | after ${fmt(calls)} proxied calls | with ${openStreams} open streams | ${settleSeconds} s after they closed |`,
+    `\n| RSS (MB) | idle | after ${fmt(calls)} proxied calls | with ${openStreams} open streams | ${settleSeconds} s after they ended |`,
   );
   console.log('|---|---:|---:|---:|---:|');
   for (const k of ['relay', 'proxy'] as const)

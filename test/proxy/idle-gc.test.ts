@@ -59,4 +59,34 @@ describe('the proxy gives memory back once idle', () => {
     expect(gc).toHaveBeenCalledTimes(2);
     expect(await collectionsCounted()).toBe(2);
   });
+
+  it('counts the rest of an answer read after its client left as work: no collection until it is read', async () => {
+    const before = gc.mock.calls.length;
+    // 80 events 50 ms apart: the upstream sends for about 4 s; the client leaves after the first.
+    const controller = new AbortController();
+    const res = await request(`http://127.0.0.1:${rig.addresses.proxyPort}/openai/v1/chat/completions`, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: {
+        'content-type': 'application/json',
+        authorization: 'Bearer sk-test-key',
+        'x-sim-output-tokens': '80',
+        'x-sim-chunk-delay-ms': '50',
+      },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    });
+    for await (const _ of res.body) break;
+    controller.abort();
+    const left = performance.now();
+    // The proxy reads on to bill the answer: the quiet time passes several times over meanwhile.
+    await new Promise((resolve) => setTimeout(resolve, IDLE_MS * 4));
+    expect(gc).toHaveBeenCalledTimes(before);
+    await eventually(
+      () => gc.mock.calls.length,
+      (n) => n === before + 1,
+      10_000,
+    );
+    // Collected only once the answer was read to its end, not a quiet time after the client left.
+    expect(performance.now() - left).toBeGreaterThan(2000);
+  });
 });
