@@ -9,7 +9,13 @@ import {
 } from '../../core/domain/index.ts';
 import { addCost } from '../storage/totals.ts';
 import type { Spend } from '../storage/records.ts';
-import type { BudgetRepository, EnvelopeRepository, LeaseRepository, Repositories } from '../storage/storage.ts';
+import type {
+  BudgetRepository,
+  EnvelopeCharge,
+  EnvelopeRepository,
+  LeaseRepository,
+  Repositories,
+} from '../storage/storage.ts';
 
 /** Repositories for one batch's transaction, and what they still have to write at its end. */
 export interface BatchRepositories {
@@ -67,12 +73,13 @@ async function readHeld<T extends { updated_at: string }, D>(
  * The transaction's repositories with fewer round trips for a batch of events (each one is a
  * statement on PostgreSQL). An envelope or budget read once is served again from memory until the
  * transaction writes it; a write that returns it leaves it as written. Once the transaction holds
- * one against every other until it ends (read by `getManyForUpdate`, or changed), its charges and
- * usage of the same period are computed here as storage computes them (`addCost`, `addUsage`,
- * both saturating) and their sum is written once: before any other call that concerns that row,
- * and at the end. The spend applied to the lease ledger is summed per budget and period and written
- * once at the end too: nothing in the batch reads it back, and any other ledger call writes it
- * first. A row only read may change under the transaction between two statements anyway.
+ * one against every other until it ends (read by `getManyForUpdate`, inserted, or changed), its
+ * charges and usage of the same period are computed here as storage computes them (`addCost`,
+ * `addUsage`, both saturating) and their sum is written once: before any other call that concerns
+ * that row, and at the end, where the envelopes' sums go in one call per tenant. The spend
+ * applied to the lease ledger is summed per budget and period and written once at the end too:
+ * nothing in the batch reads it back, and any other ledger call writes it first. A row only read
+ * may change under the transaction between two statements anyway.
  */
 export function batchRepositories(tx: Repositories): BatchRepositories {
   const envelopes = new Map<string, Envelope | undefined>();
@@ -107,14 +114,23 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
     for (const entry of spends.splice(0))
       await tx.leases.addSpend(entry.tenant, entry.budgetId, entry.periodStart, 'applied', entry.spend);
   };
+  /** Every held envelope's sum, in one call per tenant; the rows kept in memory are as written. */
+  const writeEnvelopes = async (): Promise<void> => {
+    const byTenant = new Map<string, EnvelopeCharge[]>();
+    for (const held of heldEnvelopes.values()) {
+      if (held.pending === null) continue;
+      const charges = byTenant.get(held.tenant) ?? [];
+      charges.push({ envelopeId: held.id, delta: held.pending, updatedAt: held.updatedAt });
+      byTenant.set(held.tenant, charges);
+      held.pending = null;
+    }
+    for (const [tenant, charges] of byTenant) await tx.envelopes.chargeMany(tenant, charges);
+  };
   const flush = async (): Promise<void> => {
     // In the order every writer takes them: budgets before their envelopes.
     for (const k of heldBudgets.keys()) await writeBudget(k);
-    for (const k of heldEnvelopes.keys()) await writeEnvelope(k);
+    await writeEnvelopes();
     await writeSpends();
-  };
-  const writeEnvelopes = async (): Promise<void> => {
-    for (const k of heldEnvelopes.keys()) await writeEnvelope(k);
   };
 
   const envelopeRepository: EnvelopeRepository = {
@@ -158,7 +174,23 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       const k = key(tenant, envelope.envelope_id);
       await writeEnvelope(k);
       envelopes.delete(k);
-      return tx.envelopes.insert(tenant, envelope, options);
+      const inserted = await tx.envelopes.insert(tenant, envelope, options);
+      // No other transaction sees the row before this one commits: it is held like one locked.
+      if (inserted) {
+        envelopes.set(k, envelope);
+        heldEnvelopes.set(k, { tenant, id: envelope.envelope_id, pending: null, updatedAt: envelope.updated_at });
+      }
+      return inserted;
+    },
+    changeStatus: async (tenant, envelopeId, from, change) =>
+      (await envelopeRepository.transition(tenant, envelopeId, from, change)) !== undefined,
+    chargeMany: async (tenant, charges) => {
+      for (const { envelopeId } of charges) {
+        const k = key(tenant, envelopeId);
+        await writeEnvelope(k);
+        envelopes.delete(k);
+      }
+      await tx.envelopes.chargeMany(tenant, charges);
     },
     charge: async (tenant, envelopeId, delta, overflow, updatedAt) => {
       const k = key(tenant, envelopeId);
@@ -180,6 +212,19 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
     },
     transition: async (tenant, envelopeId, from, change) => {
       const k = key(tenant, envelopeId);
+      const held = heldEnvelopes.get(k);
+      const current = envelopes.get(k);
+      if (held?.pending != null && current !== undefined) {
+        // A status change touches no total: the charges held back still add to the row at the end.
+        if (!(await tx.envelopes.changeStatus(tenant, envelopeId, from, change))) {
+          envelopes.delete(k);
+          return undefined;
+        }
+        const next: Envelope = { ...current, ...change };
+        envelopes.set(k, next);
+        held.updatedAt = next.updated_at;
+        return next;
+      }
       await writeEnvelope(k);
       envelopes.delete(k);
       const moved = await tx.envelopes.transition(tenant, envelopeId, from, change);

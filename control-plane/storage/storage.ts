@@ -157,6 +157,12 @@ export interface EnvelopeReader {
   listLive(tenant: string, budgetId: string, page?: PageRequest): Promise<Page<Envelope>>;
 }
 
+/** What `chargeMany` adds to one envelope. */
+export interface EnvelopeCharge {
+  envelopeId: string;
+  delta: CostTotals;
+  updatedAt: string;
+}
 export interface EnvelopeRepository extends EnvelopeReader {
   /**
    * Those of the envelopes named that exist, as `getMany`, each held against changes by other
@@ -184,6 +190,13 @@ export interface EnvelopeRepository extends EnvelopeReader {
     updatedAt: string,
   ): Promise<Envelope | undefined>;
   /**
+   * `charge` with `saturate` for many envelopes of the tenant at once, each named once; one that
+   * does not exist is left out. For envelopes the transaction already holds (read with
+   * `getManyForUpdate`, or inserted by it): it locks them in no set order. On PostgreSQL two
+   * statements for all of them, where `charge` takes two for each.
+   */
+  chargeMany(tenant: string, charges: readonly EnvelopeCharge[]): Promise<void>;
+  /**
    * Sets the status fields if the envelope's status is still `from` (compare and set): the
    * envelope after the change, or undefined when it is absent or its status moved meanwhile.
    */
@@ -193,6 +206,8 @@ export interface EnvelopeRepository extends EnvelopeReader {
     from: EnvelopeStatus,
     change: StatusChange,
   ): Promise<Envelope | undefined>;
+  /** `transition` without reading the envelope back: whether its status moved. */
+  changeStatus(tenant: string, envelopeId: string, from: EnvelopeStatus, change: StatusChange): Promise<boolean>;
 }
 
 /** A budget period: `start` identifies it; `end` is null for the `total` period. */

@@ -459,6 +459,64 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(saturated?.cost.cost_micros).toBe(MAX_TOTAL);
       });
 
+      it('charges many envelopes in one call exactly as one saturating charge each would', async () => {
+        // Twins: each charged one way, the other the other, from the same start.
+        const starts = [aCharge('gpt-4o'), aCharge(null), { ...aCharge('claude'), cost_micros: MAX_TOTAL - 5 }];
+        const many = starts.map(() => anEnvelope(A));
+        const one = starts.map(() => anEnvelope(A));
+        await tx(async (t) => {
+          for (const [i, start] of starts.entries())
+            for (const e of [many[i]!, one[i]!]) {
+              await t.envelopes.insert(A, e, { executionTaken: 'refuse' });
+              await t.envelopes.charge(A, e.envelope_id, start, 'refuse', at(1));
+            }
+        });
+        const twoModels = aCharge('gpt-4o');
+        twoModels.model_costs.push(
+          { model_id: 'mistral', input_tokens: 1, output_tokens: 1, cost_micros: 1, call_count: 1 },
+          { model_id: 'gpt-4o', input_tokens: 3, output_tokens: 0, cost_micros: 2, call_count: 1 },
+        );
+        const deltas = [twoModels, aCharge('claude', { input: 2, output: 3 }, 9), aCharge('claude', undefined, 50)];
+        await tx(async (t) => {
+          await t.envelopes.chargeMany(A, [
+            ...deltas.map((delta, i) => ({ envelopeId: many[i]!.envelope_id, delta, updatedAt: at(2 + i) })),
+            { envelopeId: 'no-such-envelope', delta: aCharge('gpt-4o'), updatedAt: at(9) },
+          ]);
+          for (const [i, delta] of deltas.entries())
+            await t.envelopes.charge(A, one[i]!.envelope_id, delta, 'saturate', at(2 + i));
+        });
+        for (const i of starts.keys()) {
+          const got = await storage.read.envelopes.get(A, many[i]!.envelope_id);
+          const want = await storage.read.envelopes.get(A, one[i]!.envelope_id);
+          expect({ cost: got?.cost, updated_at: got?.updated_at }).toEqual({
+            cost: want?.cost,
+            updated_at: want?.updated_at,
+          });
+        }
+        expect((await storage.read.envelopes.get(A, many[0]!.envelope_id))?.cost.model_costs).toEqual([
+          { model_id: 'gpt-4o', input_tokens: 23, output_tokens: 10, cost_micros: 202, call_count: 3 },
+          { model_id: 'mistral', input_tokens: 1, output_tokens: 1, cost_micros: 1, call_count: 1 },
+        ]);
+        expect((await storage.read.envelopes.get(A, many[2]!.envelope_id))?.cost.cost_micros).toBe(MAX_TOTAL);
+        expect(await storage.read.envelopes.get(A, 'no-such-envelope')).toBeUndefined();
+        // Another tenant's envelope of the same id is not charged.
+        await tx((t) =>
+          t.envelopes.chargeMany(B, [{ envelopeId: many[1]!.envelope_id, delta: aCharge('x'), updatedAt: at(9) }]),
+        );
+        expect((await storage.read.envelopes.get(A, many[1]!.envelope_id))?.updated_at).toBe(at(3));
+        await tx((t) => t.envelopes.chargeMany(A, []));
+      });
+
+      it('changes status without reading the envelope back, from the status the caller saw only', async () => {
+        const envelope = anEnvelope(A);
+        await tx((t) => t.envelopes.insert(A, envelope, { executionTaken: 'refuse' }));
+        const change = { status: 'RUNNING' as const, status_reason: 'go', updated_at: at(5), completed_at: null };
+        expect(await tx((t) => t.envelopes.changeStatus(A, envelope.envelope_id, 'AUTHORIZED', change))).toBe(true);
+        expect(await tx((t) => t.envelopes.changeStatus(A, envelope.envelope_id, 'AUTHORIZED', change))).toBe(false);
+        expect(await tx((t) => t.envelopes.changeStatus(B, envelope.envelope_id, 'RUNNING', change))).toBe(false);
+        expect(await storage.read.envelopes.get(A, envelope.envelope_id)).toEqual({ ...envelope, ...change });
+      });
+
       it('moves status only from the status the caller saw (compare and set), and drops ended ones from the live list', async () => {
         const budget = aBudget(A);
         const one = anEnvelope(A, { budget_id: budget.budget_id });

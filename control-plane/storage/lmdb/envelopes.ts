@@ -9,6 +9,7 @@ import { taken } from '../conflict.ts';
 import { addCost } from '../totals.ts';
 import {
   envelopeTimeKey,
+  type EnvelopeCharge,
   type EnvelopeFilter,
   type EnvelopeRepository,
   type Page,
@@ -140,6 +141,15 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
     const charged: Envelope = { ...envelope, cost: addCost(envelope.cost, delta, overflow), updated_at: updatedAt };
     this.#kv.put(space, envelopeId, charged);
     return charged;
+  }
+
+  chargeMany(tenant: string, charges: readonly EnvelopeCharge[]): void {
+    for (const { envelopeId, delta, updatedAt } of charges)
+      this.charge(tenant, envelopeId, delta, 'saturate', updatedAt);
+  }
+
+  changeStatus(tenant: string, envelopeId: string, from: EnvelopeStatus, change: StatusChange): boolean {
+    return this.transition(tenant, envelopeId, from, change) !== undefined;
   }
 
   transition(tenant: string, envelopeId: string, from: EnvelopeStatus, change: StatusChange): Envelope | undefined {

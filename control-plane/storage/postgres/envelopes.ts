@@ -11,6 +11,7 @@ import { taken } from '../conflict.ts';
 import { addCost } from '../totals.ts';
 import {
   envelopeTimeKey,
+  type EnvelopeCharge,
   type EnvelopeFilter,
   type EnvelopeRepository,
   type Page,
@@ -107,6 +108,32 @@ SELECT $1, $2, d.model_id,
 FROM unnest($3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])
   WITH ORDINALITY AS d(model_id, input_tokens, output_tokens, cost_micros, call_count, n)
 WHERE EXISTS (SELECT 1 FROM envelope)
+ON CONFLICT (tenant_id, envelope_id, model_id) DO UPDATE SET
+  ${MODEL_TOTALS.map(([c, max]) => `${c} = LEAST(m.${c} + excluded.${c}, ${max})`).join(',\n  ')}`;
+
+/**
+ * CHARGE for many envelopes (`$2` their ids, `$3`… `$7` the totals, `$8` each one's `updated_at`),
+ * each named once.
+ */
+const CHARGE_MANY = `UPDATE envelopes AS e SET
+  ${TOTALS.map(([c, max]) => `${c} = LEAST(e.${c} + d.${c}, ${max})`).join(',\n  ')},
+  updated_at = d.updated_at
+FROM unnest($2::text[], ${TOTALS.map((_, i) => `$${i + 3}::bigint[]`).join(', ')}, $8::text[])
+  AS d(envelope_id, ${TOTALS.map(([c]) => c).join(', ')}, updated_at)
+WHERE e.tenant_id = $1 AND e.envelope_id = d.envelope_id`;
+
+/**
+ * CHARGE_MODELS for many envelopes, already locked (`$2` the envelope of each row, `$3` its model,
+ * `$4`… `$7` the totals, `$8` its place among its envelope's rows), each model once per envelope.
+ */
+const CHARGE_MANY_MODELS = `INSERT INTO envelope_model_costs AS m
+  (tenant_id, envelope_id, model_id, position, input_tokens, output_tokens, cost_micros, call_count)
+SELECT $1, d.envelope_id, d.model_id,
+  (SELECT coalesce(max(position), 0) FROM envelope_model_costs WHERE tenant_id = $1 AND envelope_id = d.envelope_id) + d.n,
+  ${MODEL_TOTALS.map(([c, max]) => `LEAST(d.${c}, ${max})`).join(', ')}
+FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::int[])
+  AS d(envelope_id, model_id, input_tokens, output_tokens, cost_micros, call_count, n)
+WHERE EXISTS (SELECT 1 FROM envelopes e WHERE e.tenant_id = $1 AND e.envelope_id = d.envelope_id)
 ON CONFLICT (tenant_id, envelope_id, model_id) DO UPDATE SET
   ${MODEL_TOTALS.map(([c, max]) => `${c} = LEAST(m.${c} + excluded.${c}, ${max})`).join(',\n  ')}`;
 
@@ -281,12 +308,38 @@ export class PgEnvelopes implements EnvelopeRepository {
     return rows[0] === undefined ? undefined : envelopeOf(rows[0]);
   }
 
+  async chargeMany(tenant: string, charges: readonly EnvelopeCharge[]): Promise<void> {
+    if (charges.length === 0) return;
+    const models = charges.flatMap(({ envelopeId, delta }) =>
+      mergeModels(delta.model_costs).map((model, i) => ({ envelopeId, model, n: i + 1 })),
+    );
+    if (models.length > 0)
+      await this.#sql.query(CHARGE_MANY_MODELS, [
+        tenant,
+        models.map((m) => m.envelopeId),
+        ...modelColumns(models.map((m) => m.model)),
+        models.map((m) => m.n),
+      ]);
+    await this.#sql.query(CHARGE_MANY, [
+      tenant,
+      charges.map((c) => c.envelopeId),
+      ...TOTALS.map(([c]) => charges.map((charge) => charge.delta[c])),
+      charges.map((c) => c.updatedAt),
+    ]);
+  }
+
   async transition(
     tenant: string,
     envelopeId: string,
     from: EnvelopeStatus,
     change: StatusChange,
   ): Promise<Envelope | undefined> {
+    // Read after the change, not returned by it: had the update waited for the row's lock, what it
+    // returned of the per-model costs would be as of before the wait.
+    return (await this.changeStatus(tenant, envelopeId, from, change)) ? this.get(tenant, envelopeId) : undefined;
+  }
+
+  async changeStatus(tenant: string, envelopeId: string, from: EnvelopeStatus, change: StatusChange): Promise<boolean> {
     const { rowCount } = await this.#sql.query(
       `UPDATE envelopes SET status = $4, status_reason = $5, updated_at = $6, completed_at = $7, ended = $8
        WHERE tenant_id = $1 AND envelope_id = $2 AND status = $3`,
@@ -301,7 +354,7 @@ export class PgEnvelopes implements EnvelopeRepository {
         isFinal(change.status),
       ],
     );
-    return rowCount === 0 ? undefined : this.get(tenant, envelopeId);
+    return rowCount !== 0;
   }
 }
 
