@@ -257,6 +257,8 @@ async function main(): Promise<void> {
     ...(['lmdb', 'postgres'] as const).flatMap((backend): [string, string[]][] => [
       ['envelope-create.ts', [...(small ? ['20', '4'] : ['3000', '32']), `--backend=${backend}`]],
       ['event-processor.ts', [...(small ? ['200', '5'] : ['30000', '50']), `--backend=${backend}`]],
+      // A fleet's shape: each event of a batch names another envelope.
+      ['event-processor.ts', [...(small ? ['200', '100'] : ['30000', '1000']), `--backend=${backend}`]],
     ]),
   ];
   for (const [script, args] of benches) {
