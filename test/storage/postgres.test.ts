@@ -27,6 +27,35 @@ describe.skipIf(!available)('PostgreSQL', () => {
     return { storage, dispose: () => storage.close() };
   });
 
+  it('leaves room on each page of envelopes, so that a charge rewrites the row where it is', async () => {
+    const { storage } = await PostgresStorage.open({ connectionString: database.url, poolSize: 1 });
+    const pool = new Pool({ connectionString: database.url, max: 1 });
+    try {
+      await truncateAll(database.url);
+      // More than a page of them: the first page is as full as the table lets inserts make it.
+      const envelopes = Array.from({ length: 60 }, () => anEnvelope('acme'));
+      await storage.withTransaction(async (t) => {
+        for (const e of envelopes) await t.envelopes.insert('acme', e, { executionTaken: 'refuse' });
+      });
+      const pageOf = async (id: string): Promise<string> =>
+        (
+          await pool.query<{ page: string }>(
+            'SELECT (ctid::text::point)[0]::text AS page FROM envelopes WHERE envelope_id = $1',
+            [id],
+          )
+        ).rows[0]!.page;
+      const first = envelopes[0]!.envelope_id;
+      const before = await pageOf(first);
+      await storage.withTransaction((t) =>
+        t.envelopes.chargeMany('acme', [{ envelopeId: first, delta: aCharge('gpt-4o'), updatedAt: at(1) }]),
+      );
+      expect(await pageOf(first)).toBe(before);
+    } finally {
+      await pool.end();
+      await storage.close();
+    }
+  });
+
   describe('two replicas on one database', () => {
     let one: Storage;
     let two: Storage;
