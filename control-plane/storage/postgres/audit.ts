@@ -49,9 +49,14 @@ export class AuditDrafts {
         records.push(record);
         head = { seq: record.seq, hash: record.hash };
       }
+      // The records and the new head in one statement (a WITH that inserts always runs whole).
       await sql.query(
-        `INSERT INTO audit_records (tenant_id, seq, action, resource_type, actor_id, doc)
-         SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::json[])`,
+        `WITH records AS (
+           INSERT INTO audit_records (tenant_id, seq, action, resource_type, actor_id, doc)
+           SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::json[])
+         )
+         INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, $7, $8)
+         ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`,
         [
           tenant,
           records.map((r) => r.seq),
@@ -59,12 +64,9 @@ export class AuditDrafts {
           records.map((r) => r.resource.type),
           records.map((r) => r.actor.id),
           records.map((r) => JSON.stringify(r)),
+          head!.seq,
+          head!.hash,
         ],
-      );
-      await sql.query(
-        `INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, $2, $3)
-         ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`,
-        [tenant, head!.seq, head!.hash],
       );
     }
   }
