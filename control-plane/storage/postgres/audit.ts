@@ -1,5 +1,5 @@
 import type { AuditRecord } from '../../../core/domain/index.ts';
-import { sealAuditRecord, type AuditDraft } from '../../audit/chain.ts';
+import { GENESIS, sealAuditRecord, type AuditDraft } from '../../audit/chain.ts';
 import type { AuditHead } from '../records.ts';
 import type { AuditFilter, AuditRepository, Page, PageRequest } from '../storage.ts';
 import { pageOf, pageStart } from './pages.ts';
@@ -23,9 +23,9 @@ export class AuditDrafts {
   }
 
   /**
-   * Seals the drafts onto their tenants' chains. Each tenant's appends hold a transaction advisory
-   * lock on the tenant until commit, so that writers on every replica extend one chain; tenants
-   * are taken in one order, so two transactions appending to the same tenants never deadlock.
+   * Seals the drafts onto their tenants' chains. Each tenant's appends hold the lock of its row in
+   * `audit_heads` until commit, so that writers on every replica extend one chain; tenants are
+   * taken in one order, so two transactions appending to the same tenants never deadlock.
    */
   async seal(sql: Sql): Promise<void> {
     if (this.#drafts.length === 0) return;
@@ -36,13 +36,16 @@ export class AuditDrafts {
       byTenant.set(tenant, drafts);
     }
     for (const tenant of [...byTenant.keys()].sort()) {
-      await sql.query("SELECT pg_advisory_xact_lock(hashtext('svc.audit'), hashtext($1))", [tenant]);
+      // Locks the tenant's head row and reads it in one statement: an upsert waits for another
+      // writer's lock and then returns the row as that writer committed it. A tenant's first
+      // append creates it as the chain's start (sequence 0, the genesis link).
       const { rows } = await sql.query<{ seq: string; hash: string }>(
-        'SELECT seq, hash FROM audit_heads WHERE tenant_id = $1',
-        [tenant],
+        `INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, 0, $2)
+         ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = excluded.tenant_id
+         RETURNING seq, hash`,
+        [tenant, GENESIS],
       );
-      let head: AuditHead | undefined =
-        rows[0] === undefined ? undefined : { seq: int(rows[0].seq), hash: rows[0].hash };
+      let head: AuditHead = { seq: int(rows[0]!.seq), hash: rows[0]!.hash };
       const records: AuditRecord[] = [];
       for (const draft of byTenant.get(tenant)!) {
         const record = sealAuditRecord(tenant, head, draft);
@@ -64,8 +67,8 @@ export class AuditDrafts {
           records.map((r) => r.resource.type),
           records.map((r) => r.actor.id),
           records.map((r) => JSON.stringify(r)),
-          head!.seq,
-          head!.hash,
+          head.seq,
+          head.hash,
         ],
       );
     }
