@@ -163,6 +163,7 @@ export interface EnvelopeCharge {
   delta: CostTotals;
   updatedAt: string;
 }
+
 export interface EnvelopeRepository extends EnvelopeReader {
   /**
    * Those of the envelopes named that exist, as `getMany`, each held against changes by other
