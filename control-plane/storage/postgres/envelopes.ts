@@ -91,6 +91,14 @@ const MODEL_TOTALS = [
   ['call_count', MAX_TOTAL],
 ] as const satisfies ReadonlyArray<readonly [keyof ModelCost, number]>;
 
+/** The per-model cost rows CHARGE_MODELS and CHARGE_MANY_MODELS insert, from their deltas `d`. */
+const INSERT_MODEL_COSTS = `INSERT INTO envelope_model_costs AS m
+  (tenant_id, envelope_id, model_id, position, input_tokens, output_tokens, cost_micros, call_count)`;
+const BOUNDED_MODEL_DELTAS = MODEL_TOTALS.map(([c, max]) => `LEAST(d.${c}, ${max})`).join(', ');
+/** A model the envelope was charged for before adds the delta to its row, held at the maxima. */
+const ADD_TO_MODEL_COSTS = `ON CONFLICT (tenant_id, envelope_id, model_id) DO UPDATE SET
+  ${MODEL_TOTALS.map(([c, max]) => `${c} = LEAST(m.${c} + excluded.${c}, ${max})`).join(',\n  ')}`;
+
 /**
  * Locks the envelope, then adds each model's delta (`$3` model ids, `$4`… `$7` the totals) to its
  * row, a model not charged before taking the next position (two charges of one envelope that
@@ -100,16 +108,14 @@ const MODEL_TOTALS = [
 const CHARGE_MODELS = `WITH envelope AS (
   SELECT 1 FROM envelopes WHERE tenant_id = $1 AND envelope_id = $2 FOR UPDATE
 )
-INSERT INTO envelope_model_costs AS m
-  (tenant_id, envelope_id, model_id, position, input_tokens, output_tokens, cost_micros, call_count)
+${INSERT_MODEL_COSTS}
 SELECT $1, $2, d.model_id,
   (SELECT coalesce(max(position), 0) FROM envelope_model_costs WHERE tenant_id = $1 AND envelope_id = $2) + d.n,
-  ${MODEL_TOTALS.map(([c, max]) => `LEAST(d.${c}, ${max})`).join(', ')}
+  ${BOUNDED_MODEL_DELTAS}
 FROM unnest($3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])
   WITH ORDINALITY AS d(model_id, input_tokens, output_tokens, cost_micros, call_count, n)
 WHERE EXISTS (SELECT 1 FROM envelope)
-ON CONFLICT (tenant_id, envelope_id, model_id) DO UPDATE SET
-  ${MODEL_TOTALS.map(([c, max]) => `${c} = LEAST(m.${c} + excluded.${c}, ${max})`).join(',\n  ')}`;
+${ADD_TO_MODEL_COSTS}`;
 
 /**
  * CHARGE for many envelopes (`$2` their ids, `$3`… `$7` the totals, `$8` each one's `updated_at`),
@@ -126,16 +132,14 @@ WHERE e.tenant_id = $1 AND e.envelope_id = d.envelope_id`;
  * CHARGE_MODELS for many envelopes, already locked (`$2` the envelope of each row, `$3` its model,
  * `$4`… `$7` the totals, `$8` its place among its envelope's rows), each model once per envelope.
  */
-const CHARGE_MANY_MODELS = `INSERT INTO envelope_model_costs AS m
-  (tenant_id, envelope_id, model_id, position, input_tokens, output_tokens, cost_micros, call_count)
+const CHARGE_MANY_MODELS = `${INSERT_MODEL_COSTS}
 SELECT $1, d.envelope_id, d.model_id,
   (SELECT coalesce(max(position), 0) FROM envelope_model_costs WHERE tenant_id = $1 AND envelope_id = d.envelope_id) + d.n,
-  ${MODEL_TOTALS.map(([c, max]) => `LEAST(d.${c}, ${max})`).join(', ')}
+  ${BOUNDED_MODEL_DELTAS}
 FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::int[])
   AS d(envelope_id, model_id, input_tokens, output_tokens, cost_micros, call_count, n)
 WHERE EXISTS (SELECT 1 FROM envelopes e WHERE e.tenant_id = $1 AND e.envelope_id = d.envelope_id)
-ON CONFLICT (tenant_id, envelope_id, model_id) DO UPDATE SET
-  ${MODEL_TOTALS.map(([c, max]) => `${c} = LEAST(m.${c} + excluded.${c}, ${max})`).join(',\n  ')}`;
+${ADD_TO_MODEL_COSTS}`;
 
 /** The model costs as the arrays CHARGE_MODELS takes. */
 function modelColumns(models: readonly ModelCost[]): unknown[] {
