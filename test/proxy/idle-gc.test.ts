@@ -15,12 +15,18 @@ afterAll(async () => {
 });
 
 /** A chat completion through the proxy's reverse route; `headers` carry the simulator's knobs. */
-async function chat(stream: boolean, headers: Record<string, string> = {}): Promise<string> {
-  const res = await request(`http://127.0.0.1:${rig.addresses.proxyPort}/openai/v1/chat/completions`, {
+function send(stream: boolean, headers: Record<string, string> = {}, signal?: AbortSignal) {
+  return request(`http://127.0.0.1:${rig.addresses.proxyPort}/openai/v1/chat/completions`, {
     method: 'POST',
+    signal,
     headers: { 'content-type': 'application/json', authorization: 'Bearer sk-test-key', ...headers },
     body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream }),
   });
+}
+
+/** `send`, read whole: the answer must be a success. */
+async function chat(stream: boolean, headers: Record<string, string> = {}): Promise<string> {
+  const res = await send(stream, headers);
   const text = await res.body.text();
   expect(res.statusCode, text).toBe(200);
   return text;
@@ -64,17 +70,7 @@ describe('the proxy gives memory back once idle', () => {
     const before = gc.mock.calls.length;
     // 80 events 50 ms apart: the upstream sends for about 4 s; the client leaves after the first.
     const controller = new AbortController();
-    const res = await request(`http://127.0.0.1:${rig.addresses.proxyPort}/openai/v1/chat/completions`, {
-      method: 'POST',
-      signal: controller.signal,
-      headers: {
-        'content-type': 'application/json',
-        authorization: 'Bearer sk-test-key',
-        'x-sim-output-tokens': '80',
-        'x-sim-chunk-delay-ms': '50',
-      },
-      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
-    });
+    const res = await send(true, { 'x-sim-output-tokens': '80', 'x-sim-chunk-delay-ms': '50' }, controller.signal);
     for await (const _ of res.body) break;
     controller.abort();
     const left = performance.now();
