@@ -1,4 +1,5 @@
 import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -21,17 +22,24 @@ export function benchArguments(argv = process.argv.slice(2)): { backend: 'lmdb' 
 
 /**
  * The storage settings of a bench's control plane: a fresh LMDB directory, or a fresh database
- * on the test server (test/harness/postgres.ts: 127.0.0.1:5432 or SVC_TEST_DATABASE_URL),
- * dropped by `dispose`.
+ * on the test server (test/harness/postgres.ts: 127.0.0.1:5432 or SVC_TEST_DATABASE_URL);
+ * `dispose` removes the directory and drops the database.
  */
 export async function benchStorage(backend: 'lmdb' | 'postgres'): Promise<{
   config: { data_dir: string; database_url?: string; database_pool_size?: number };
   dispose(): Promise<void>;
 }> {
   const data_dir = mkdtempSync(join(tmpdir(), 'bench-cp-'));
-  if (backend === 'lmdb') return { config: { data_dir }, dispose: () => Promise.resolve() };
+  const removeDir = () => rm(data_dir, { recursive: true, force: true });
+  if (backend === 'lmdb') return { config: { data_dir }, dispose: removeDir };
   const database = await createTestDatabase();
-  return { config: { data_dir, database_url: database.url, database_pool_size: 10 }, dispose: () => database.drop() };
+  return {
+    config: { data_dir, database_url: database.url, database_pool_size: 10 },
+    dispose: async () => {
+      await database.drop();
+      await removeDir();
+    },
+  };
 }
 
 /** Who the benches act as: the bootstrap administrator, for tenant `bench`. */
