@@ -17,7 +17,6 @@ function held(firstAttempts: number[]): { batch: Held[]; settled: string[] } {
     ack: () => void settled.push(`ack m${seq}`),
     setAside: (reason, detail) => Promise.resolve(void settled.push(`aside m${seq} ${reason} ${detail}`)),
     release: () => void settled.push(`release m${seq}`),
-    working: () => undefined,
   }));
   return { batch, settled };
 }

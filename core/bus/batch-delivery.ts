@@ -14,8 +14,6 @@ export interface Held {
   setAside(reason: PoisonReason, detail: string): Promise<void>;
   /** Hands it back unhandled (the subscriber stopped), for the next subscriber. */
   release(): void;
-  /** Tells the server it is still being worked on. */
-  working(): void;
 }
 
 type Handler = (messages: BusMessage[], applied: () => void) => Promise<readonly SetAside[] | void>;
@@ -81,7 +79,6 @@ export async function deliverInOrder(
   if (held.length > 1) {
     const messages = held.map((one) => toMessage(one, one.firstAttempt));
     try {
-      for (const one of held) one.working();
       const refusals = await handler(messages, pipeline.applied);
       await settle(held, messages, refusals);
       return batch.length;
@@ -105,7 +102,6 @@ export async function deliverInOrder(
     // In a batch that failed, its first attempt was the batch's; still, each gets one alone.
     const first = held.length > 1 ? Math.min(one.firstAttempt + 1, policy.maxDeliver) : one.firstAttempt;
     const result = await deliverWithRetries(policy, logger, context, first, stopped, async (count) => {
-      for (const waiting of held.slice(i)) waiting.working();
       message = toMessage(one, count);
       refusals = await handler([message], () => undefined);
     });

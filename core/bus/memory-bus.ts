@@ -259,7 +259,6 @@ export class MemoryBus implements Bus {
         ack: nothing,
         setAside,
         release: nothing,
-        working: nothing,
       },
     ];
   }

@@ -190,17 +190,22 @@ export class NatsBus implements Bus {
         if (first.done === true) return;
         const batch: JsMsg[] = [first.value];
         next = iterator.next();
-        const deadline = Date.now() + options.maxWaitMs;
+        // One timer for the batch, not one per message it waits for.
+        const wait = expiry(options.maxWaitMs);
         let ended = false;
-        while (batch.length < batchSize) {
-          const result = await within(next, deadline - Date.now());
-          if (result === undefined) break;
-          if (result.done === true) {
-            ended = true;
-            break;
+        try {
+          while (batch.length < batchSize) {
+            const result = await Promise.race([next, wait.expired]);
+            if (result === undefined) break;
+            if (result.done === true) {
+              ended = true;
+              break;
+            }
+            batch.push(result.value);
+            next = iterator.next();
           }
-          batch.push(result.value);
-          next = iterator.next();
+        } finally {
+          wait.clear();
         }
         if (stopped()) for (const msg of batch) handBack(msg, expires);
         else await handOver(batch, stopped, consumer);
@@ -232,8 +237,15 @@ export class NatsBus implements Bus {
     pipeline?: Pipeline,
   ): Promise<void> {
     const held: Held[] = [];
+    // Not yet settled: told to the server as still in progress every third of the ack wait, so a
+    // delivery that runs long (a slow commit, retries with backoff) is not redelivered meanwhile,
+    // and one that ends in milliseconds, as nearly all do, sends the server nothing extra.
+    const unsettled = new Set<JsMsg>();
     for (const msg of messages) {
-      const setAside = (reason: PoisonReason, detail: string) => this.#setAside(msg, consumer, reason, detail);
+      const setAside = (reason: PoisonReason, detail: string) => {
+        unsettled.delete(msg);
+        return this.#setAside(msg, consumer, reason, detail);
+      };
       let data: unknown;
       try {
         data = decodePayload(msg.data);
@@ -247,13 +259,26 @@ export class NatsBus implements Bus {
         seq: msg.seq,
         data,
         firstAttempt: msg.info.redeliveryCount,
-        ack: () => msg.ack(),
+        ack: () => {
+          unsettled.delete(msg);
+          msg.ack();
+        },
         setAside,
-        release: () => handBack(msg, expiresMs),
-        working: () => msg.working(),
+        release: () => {
+          unsettled.delete(msg);
+          handBack(msg, expiresMs);
+        },
       });
+      unsettled.add(msg);
     }
-    await deliverInOrder(held, handler, this.#retry, this.#logger, stopped, pipeline);
+    const heartbeat = setInterval(() => {
+      for (const msg of unsettled) msg.working();
+    }, this.#options.ackWaitMs / 3);
+    try {
+      await deliverInOrder(held, handler, this.#retry, this.#logger, stopped, pipeline);
+    } finally {
+      clearInterval(heartbeat);
+    }
   }
 
   /**
@@ -414,16 +439,11 @@ function handBack(msg: JsMsg, expiresMs: number): void {
   msg.nak(expiresMs + 100);
 }
 
-/** The promise's result if it settles within `ms`, else undefined (the promise stays usable). */
-async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  if (ms <= 0) return Promise.race([promise, Promise.resolve(undefined)]);
+/** A promise that resolves to undefined `ms` from now, and a way to stop its timer. */
+function expiry(ms: number): { expired: Promise<undefined>; clear: () => void } {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<undefined>((resolve) => {
+  const expired = new Promise<undefined>((resolve) => {
     timer = setTimeout(() => resolve(undefined), ms);
   });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return { expired, clear: () => clearTimeout(timer) };
 }

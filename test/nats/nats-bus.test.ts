@@ -64,6 +64,29 @@ describe('NATS bus specifics', () => {
     await messaging.close();
   });
 
+  it('keeps a batch whose handling outlasts the ack wait from being redelivered meanwhile', async () => {
+    const messaging = await open(recordingLogger(), { ackWaitMs: 600 });
+    for (let i = 0; i < 3; i++) await messaging.bus.publish('svc.slow.events.x', { n: i }, { msgId: `slow-${i}` });
+    const handed: { n: number; deliveryCount: number }[] = [];
+    const subscription = await messaging.bus.consumeBatches(
+      'svc.slow.events.>',
+      'slow-batches',
+      { batchSize: 3, maxWaitMs: 50 },
+      async (messages, applied) => {
+        for (const m of messages) handed.push({ n: (m.data as { n: number }).n, deliveryCount: m.deliveryCount });
+        // Three ack waits long.
+        await sleep(1_800);
+        applied();
+      },
+    );
+    await until(() => handed.length >= 3);
+    // Long enough for a redelivery of anything left unacknowledged to be handed over.
+    await sleep(2_500);
+    await subscription.unsubscribe();
+    expect(handed).toEqual([0, 1, 2].map((n) => ({ n, deliveryCount: 1 })));
+    await messaging.close();
+  });
+
   it('hands the next batch over once a batch says it is applied, and acknowledges each on its own success', async () => {
     const messaging = await open(recordingLogger(), { ackWaitMs: 1_500 });
     const subject = 'svc.pipe.events.llm.call';
