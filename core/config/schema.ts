@@ -340,10 +340,10 @@ const settings = z.object({
   /** Distinct model labels per metric before further models are counted as `other`. */
   proxy_model_label_cap: z.coerce.number().int().positive().default(50),
   /**
-   * Quiet time after the last governed request before the proxy runs one heap-shrinking collection,
-   * which gives the memory a burst of calls left behind back to the system (it holds the event loop
-   * for up to about 100 ms, hence only when idle); 0 turns it off. Needs node's --expose-gc, which
-   * the sidecar's command carries.
+   * Quiet time after the start or the last governed request before the proxy runs one
+   * heap-shrinking collection, which gives the memory the start or a burst of calls left behind
+   * back to the system (it holds the event loop for up to about 100 ms, hence only when idle); 0
+   * turns it off. Needs node's --expose-gc, which the sidecar's command carries.
    */
   proxy_idle_gc_ms: z.coerce.number().int().nonnegative().default(5_000),
   /** The injection webhook (`npm run injector`): HTTPS port, serving certificate, sidecar template. */

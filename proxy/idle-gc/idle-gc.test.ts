@@ -44,6 +44,24 @@ describe('IdleGc', () => {
     expect(gc).toHaveBeenCalledTimes(2);
   });
 
+  it('collects once idleMs after the start when no request came, and not while one is in flight', () => {
+    const quietStart = idleGc(1000);
+    vi.advanceTimersByTime(999);
+    expect(quietStart.gc).not.toHaveBeenCalled();
+    vi.advanceTimersByTime(1);
+    expect(quietStart.gc).toHaveBeenCalledTimes(1);
+    vi.advanceTimersByTime(60_000);
+    expect(quietStart.gc).toHaveBeenCalledTimes(1);
+
+    const busyStart = idleGc(1000);
+    const first = busyStart.idle.begin();
+    vi.advanceTimersByTime(5000);
+    expect(busyStart.gc).not.toHaveBeenCalled();
+    first();
+    vi.advanceTimersByTime(1000);
+    expect(busyStart.gc).toHaveBeenCalledTimes(1);
+  });
+
   it('a request that begins before the quiet time is over puts the collection off', () => {
     const { idle, gc } = idleGc(1000);
     idle.begin()();

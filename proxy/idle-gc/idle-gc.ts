@@ -15,9 +15,9 @@ export interface IdleGcDeps {
  * reducer, which after a busy spell waits for its watchdog, about 100 s (docs/performance.md,
  * "Memory over many calls"). A collection that shrinks the heap (V8's last-resort flavor) returns
  * them at once, but holds the event loop for up to about 100 ms; so it runs once per idle spell,
- * `idleMs` after the last request ended, and never while one is in flight, counting the rest of
- * an answer still read after its client left (to bill it). Bytes through blind CONNECT tunnels
- * are not counted: they wait out the pause in the sockets' buffers.
+ * `idleMs` after the start or after the last request ended, and never while one is in flight,
+ * counting the rest of an answer still read after its client left (to bill it). Bytes through
+ * blind CONNECT tunnels are not counted: they wait out the pause in the sockets' buffers.
  */
 export class IdleGc {
   readonly #deps: IdleGcDeps;
@@ -44,6 +44,9 @@ export class IdleGc {
     });
     if (deps.idleMs > 0 && deps.gc === undefined)
       deps.logger.info({ proxy_idle_gc_ms: deps.idleMs }, 'node runs without --expose-gc; no idle collection');
+    // The start is an idle spell too: loading the modules leaves the young generation grown (about
+    // 10 MB resident at ready), and only a collection of this flavor shrinks it again.
+    this.#arm();
   }
 
   /** Counts a request in flight until the function it returns is called (once; later calls do nothing). */
@@ -64,7 +67,7 @@ export class IdleGc {
     this.#timer = undefined;
   }
 
-  /** Armed as the last request in flight ends: once per idle spell. */
+  /** Armed at the start and as the last request in flight ends: once per idle spell. */
   #arm(): void {
     if (this.#gc === undefined) return;
     // An idle proxy may exit; the collection does not keep it alive.

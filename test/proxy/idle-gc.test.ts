@@ -39,31 +39,44 @@ async function collectionsCounted(): Promise<number> {
 }
 
 describe('the proxy gives memory back once idle', () => {
-  it('collects once after its calls, never while a stream is still flowing, and counts it', async () => {
-    await chat(false);
+  it('collects once after the start, with no call made', async () => {
     await eventually(
       () => gc.mock.calls.length,
       (n) => n === 1,
       5000,
     );
+    await new Promise((resolve) => setTimeout(resolve, IDLE_MS * 3));
+    expect(gc).toHaveBeenCalledTimes(1);
     expect(gc).toHaveBeenCalledWith({ type: 'major', flavor: 'last-resort' });
     expect(await collectionsCounted()).toBe(1);
+  });
+
+  it('collects once after its calls, never while a stream is still flowing, and counts it', async () => {
+    const before = gc.mock.calls.length;
+    const counted = await collectionsCounted();
+    await chat(false);
+    await eventually(
+      () => gc.mock.calls.length,
+      (n) => n === before + 1,
+      5000,
+    );
+    expect(await collectionsCounted()).toBe(counted + 1);
 
     // A stream of 40 events 50 ms apart flows for about 2 s, far longer than the quiet time:
     // nothing is collected until it has ended.
     const streaming = chat(true, { 'x-sim-output-tokens': '40', 'x-sim-chunk-delay-ms': '50' });
     await new Promise((resolve) => setTimeout(resolve, IDLE_MS * 4));
-    expect(gc).toHaveBeenCalledTimes(1);
+    expect(gc).toHaveBeenCalledTimes(before + 1);
     expect(await streaming).toContain('[DONE]');
     await eventually(
       () => gc.mock.calls.length,
-      (n) => n === 2,
+      (n) => n === before + 2,
       5000,
     );
     // Idle on, nothing more: one collection per idle spell.
     await new Promise((resolve) => setTimeout(resolve, IDLE_MS * 3));
-    expect(gc).toHaveBeenCalledTimes(2);
-    expect(await collectionsCounted()).toBe(2);
+    expect(gc).toHaveBeenCalledTimes(before + 2);
+    expect(await collectionsCounted()).toBe(counted + 2);
   });
 
   it('counts the rest of an answer read after its client left as work: no collection until it is read', async () => {
