@@ -272,13 +272,15 @@ export class StatePublisher implements StateSync {
     const bucket = this.budgetBucket;
     if (bucket === null) return;
     const key = keys.budget(tenant, budgetId);
-    // A deleted budget's state leaves the bucket: a proxy's next lease request for it is refused.
-    if ((await this.deps.budgets.find(tenant, budgetId)) === undefined) return bucket.delete(key);
+    let deleted = false;
     await this.publish(bucket, key, async () => {
       const budget = await this.deps.budgets.find(tenant, budgetId);
+      deleted = budget === undefined;
       if (budget === undefined) return undefined;
       return budgetState(budget, await this.deps.leases.unleased(tenant, budget), this.deps.clock());
     });
+    // A deleted budget's state leaves the bucket: a proxy's next lease request for it is refused.
+    if (deleted) await bucket.delete(key);
   }
 
   /**
