@@ -3,6 +3,7 @@
 # One image for the control plane, the sidecar proxy and the injection webhook; the command picks
 # (the base image's entry point is node):
 #   docker run -p 8080:8080 -p 3128:3128 -e SVC_PROXY_HOST=0.0.0.0 agent-governance   standalone
+#                                                 (the default command, with the proxy's V8 flags)
 #   args: [dist/control-plane/main.js]            control plane
 #   args: [dist/control-plane/injector/main.js]   injection webhook
 #   args: [--max-semi-space-size=16, --heap-growing-percent=100, --expose-gc, dist/proxy/main.js]
@@ -60,4 +61,4 @@ COPY --from=build /app/dist ./dist
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
 EXPOSE 8080 50051 3128 9464 8443
-CMD ["dist/standalone/main.js"]
+CMD ["--max-semi-space-size=16", "--heap-growing-percent=100", "--expose-gc", "dist/standalone/main.js"]

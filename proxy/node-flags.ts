@@ -1,7 +1,9 @@
 /**
- * The V8 flags the sidecar runs with. The chart's injected sidecar, the image's documented
- * command and `npm run proxy` carry them as text (`test/build/node-flags.test.ts` holds those
- * copies to this list); the benchmarks and the compiled-build test start the proxy with them.
+ * The V8 flags the sidecar runs with, and standalone mode, which serves agents with the same
+ * proxy. The chart's injected sidecar, the image's documented command and its default
+ * (standalone) one, `npm run proxy` and `npm start` carry them as text
+ * (`test/build/node-flags.test.ts` holds those copies to this list); the benchmarks and the
+ * compiled-build test start the proxy with them.
  *
  * - A young generation of 16 MB per semi-space, fixed: V8 sizes it from the machine's memory
  *   (up to 64 MB here), so the same sidecar would idle larger on larger nodes; and with a smaller

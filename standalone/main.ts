@@ -48,6 +48,7 @@ async function main(): Promise<void> {
     messaging,
     prices,
     bootstrap: { tenantId: identity.tenant_id, apiKey: identity.api_key, budgetId: identity.budget_id },
+    gc: globalThis.gc,
   });
   const addresses = await proxy.listen();
   // Absolute paths: the agent that uses them runs from another directory.

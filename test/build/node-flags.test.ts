@@ -19,11 +19,15 @@ describe("the sidecar's V8 flags", () => {
     ).toThrow(/bad option/);
   });
 
-  it('are the ones `npm run proxy`, the image and the docs give the sidecar', () => {
+  it('are the ones `npm run proxy`, `npm start`, the image and the docs give the sidecar and standalone mode', () => {
     const line = SIDECAR_NODE_FLAGS.join(' ');
     const scripts = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts;
     expect(scripts.proxy).toBe(`node ${line} proxy/main.ts`);
+    expect(scripts.start).toBe(`node ${line} standalone/main.ts`);
     expect(read('Dockerfile')).toContain(`args: [${SIDECAR_NODE_FLAGS.join(', ')}, dist/proxy/main.js]`);
+    expect(read('Dockerfile')).toContain(
+      `CMD ${JSON.stringify([...SIDECAR_NODE_FLAGS, 'dist/standalone/main.js']).replaceAll(',', ', ')}`,
+    );
     expect(flat(read('README.md'))).toContain(`node ${line} dist/proxy/main.js`);
     expect(flat(read('docs/kubernetes.md'))).toContain(`node ${line} dist/proxy/main.js`);
   });

@@ -8,6 +8,7 @@ import { eventually } from '../harness/control-plane.ts';
 import { freePort } from '../harness/free-port.ts';
 import { controlPlaneDatabase, type ControlPlaneDatabase } from '../harness/postgres.ts';
 import { startSimulator, type Simulator } from '../simulator/server.ts';
+import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
 
 const ROOT = 'standalone-root-administrator-key-0001';
 const ROOT_DIR = new URL('../..', import.meta.url).pathname;
@@ -17,9 +18,9 @@ interface Running {
   printed: Record<string, string>;
 }
 
-/** Runs `node standalone/main.ts` as `npm start` does, and reads what it prints. */
+/** Runs `node <flags> standalone/main.ts` as `npm start` does, and reads what it prints. */
 async function startStandalone(env: Record<string, string>): Promise<Running> {
-  const child = spawn(process.execPath, ['standalone/main.ts'], {
+  const child = spawn(process.execPath, [...SIDECAR_NODE_FLAGS, 'standalone/main.ts'], {
     cwd: ROOT_DIR,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -103,6 +104,7 @@ describe('standalone mode (npm start)', () => {
       SVC_PROXY_ADMIN_PORT: String(await freePort()),
       SVC_BOOTSTRAP_ADMIN_KEY: ROOT,
       SVC_LOG_LEVEL: 'warn',
+      SVC_PROXY_IDLE_GC_MS: '300',
       SVC_UPSTREAM_OVERRIDES: `api.openai.com=http://127.0.0.1:${sim.port}`,
     };
     running = await startStandalone(env);
@@ -152,6 +154,14 @@ describe('standalone mode (npm start)', () => {
       llm_calls: 1,
     });
     expect(envelope.body.cost_summary.cost_usd).toBeCloseTo(expected, 6);
+  });
+
+  it("gives the proxy's memory back once idle, as the sidecar does", async () => {
+    const collections = async () => {
+      const res = await fetch(`http://127.0.0.1:${env.SVC_PROXY_ADMIN_PORT}/metrics`);
+      return Number(/^svc_proxy_idle_gc_total (\d+)$/m.exec(await res.text())?.[1] ?? 0);
+    };
+    await eventually(collections, (n) => n >= 1, 10_000);
   });
 
   it('keeps its identity and state across a restart', async () => {
