@@ -272,7 +272,12 @@ export class NatsBus implements Bus {
       unsettled.add(msg);
     }
     const heartbeat = setInterval(() => {
-      for (const msg of unsettled) msg.working();
+      try {
+        for (const msg of unsettled) msg.working();
+      } catch (error) {
+        // A connection that closed meanwhile refuses the signal; the server redelivers what it lacks.
+        this.#logger.warn({ err: error, consumer }, 'could not tell the server a delivery is still running');
+      }
     }, this.#options.ackWaitMs / 3);
     try {
       await deliverInOrder(held, handler, this.#retry, this.#logger, stopped, pipeline);
