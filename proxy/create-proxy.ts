@@ -221,7 +221,11 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       metricPrefix: 'svc_proxy_outbox',
       logger: logger.child({ component: 'outbox' }),
     },
-    { maxEntries: config.proxy_outbox_max_entries, maxBytes: config.proxy_outbox_max_bytes },
+    {
+      maxEntries: config.proxy_outbox_max_entries,
+      maxBytes: config.proxy_outbox_max_bytes,
+      publishDelayMs: config.proxy_outbox_publish_delay_ms,
+    },
   );
   const podExecutionId = `pod-${hostname()}-${randomUUID().slice(0, 8)}`;
   const recorder = new EventRecorder(tenantId, source, outbox, logger);

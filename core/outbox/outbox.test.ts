@@ -2,13 +2,15 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { open } from 'lmdb';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Bus, BusLogger } from '../bus/bus.ts';
 import { MemoryBus } from '../bus/memory-bus.ts';
 import { SvcError } from '../errors/index.ts';
+import { eventually } from '../../test/harness/eventually.ts';
 import { LmdbOutboxStorage } from './lmdb-outbox-storage.ts';
-import { eventSize, type OutboxEvent } from './outbox-storage.ts';
+import { eventSize, type OutboxEvent, type OutboxStorage } from './outbox-storage.ts';
 import { Outbox, type OutboxOptions } from './outbox.ts';
 
 const quiet: BusLogger = { warn: () => undefined, error: () => undefined };
@@ -78,6 +80,47 @@ describe('Outbox', () => {
     expect(flaky.attempts()).toBe(0);
     await box.flush(2_000);
     expect(flaky.accepted).toEqual(['evt-1']);
+  });
+
+  it('with a publish delay, sends what was appended within it in one claim, and closes without waiting it out', async () => {
+    const flaky = flakyBus();
+    const storage = new LmdbOutboxStorage({ path: dir });
+    /** How many events each claim handed out. */
+    const claims: number[] = [];
+    const counted: OutboxStorage = {
+      depth: () => storage.depth(),
+      append: (events) => storage.append(events),
+      claim: async (limit) => {
+        const claim = await storage.claim(limit);
+        claims.push(claim.entries.length);
+        return claim;
+      },
+      close: () => storage.close(),
+    };
+    const box = new Outbox(
+      { bus: flaky.bus, storage: counted, registry: new Registry(), metricPrefix: 'svc_proxy_outbox', logger: quiet },
+      { ...fast, pollMs: 60_000, publishDelayMs: 1_000 },
+    );
+    opened.push(box);
+    // The first claim, at start, finds nothing.
+    await eventually(
+      () => claims.length,
+      (n) => n === 1,
+    );
+    await box.append(event(1));
+    await sleep(100);
+    await box.append(event(2));
+    await sleep(100);
+    expect(flaky.attempts()).toBe(0);
+    await box.flush(2_000);
+    expect(flaky.accepted).toEqual(['evt-1', 'evt-2']);
+    expect(claims.filter((n) => n > 0)).toEqual([2]);
+
+    await box.append(event(3));
+    const closing = performance.now();
+    await box.close();
+    expect(performance.now() - closing).toBeLessThan(500);
+    expect(flaky.attempts()).toBe(2);
   });
 
   it('publishes appended events in order with the event id as msgId, and counts them', async () => {

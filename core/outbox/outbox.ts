@@ -40,6 +40,12 @@ export const outboxOptionsSchema = z.object({
    * to a shared storage, or left claimed when they stopped.
    */
   pollMs: z.number().int().positive().default(1000),
+  /**
+   * How long the publisher waits, once told of new events, before it claims them: what is
+   * appended meanwhile goes out in the same claim, settled by one storage write, and its work
+   * stays out of the turns that serve the calls appending. 0: in the next turn of the event loop.
+   */
+  publishDelayMs: z.number().int().nonnegative().default(0),
 });
 export type OutboxOptions = z.input<typeof outboxOptionsSchema>;
 
@@ -168,14 +174,18 @@ export class Outbox {
 
   /**
    * Tells the publisher that events were committed, so it sends them without waiting for its poll.
-   * It wakes in the next turn of the event loop: woken at once, its claim, publication and removal
-   * commit would run among the microtasks of the append's caller, ahead of the answer that waits
-   * for that append (about 0.1 ms on every governed call).
+   * It wakes `publishDelayMs` later, at the soonest in the next turn of the event loop: woken at
+   * once, its claim, publication and removal commit would run among the microtasks of the
+   * append's caller, ahead of the answer that waits for that append (about 0.1 ms on every
+   * governed call).
    */
   notify(): void {
     if (this.#woken) return;
     this.#woken = true;
-    setImmediate(() => this.#wake());
+    const delay = this.#options.publishDelayMs;
+    if (delay === 0) setImmediate(() => this.#wake());
+    // Like the poll, the wait does not keep a process alive: what it holds is stored.
+    else setTimeout(() => this.#wake(), delay).unref();
   }
 
   /** Resolves once the outbox is empty, or rejects with SVC-EVT-4001 after `timeoutMs`. */
@@ -192,7 +202,9 @@ export class Outbox {
     if (this.#closed) return;
     this.#closed = true;
     this.#abort.abort();
-    this.notify();
+    // At once, not after the publish delay.
+    this.#woken = true;
+    this.#wake();
     await this.#loop;
     await this.#storage.close();
   }
