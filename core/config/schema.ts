@@ -189,17 +189,17 @@ const settings = z.object({
    * call whose usage event would not fit is refused before anything is sent.
    */
   proxy_outbox_max_entries: z.coerce.number().int().positive().default(100_000),
+  proxy_outbox_max_bytes: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(256 * 1024 * 1024),
   /**
    * How long the proxy's outbox waits, once a call's event is written, before it publishes: the
    * events of the calls answered meanwhile go to NATS together, and the publishing work stays out
    * of the turns that serve calls. 0 publishes in the next turn of the event loop.
    */
   proxy_outbox_publish_delay_ms: z.coerce.number().int().nonnegative().max(1_000).default(10),
-  proxy_outbox_max_bytes: z.coerce
-    .number()
-    .int()
-    .positive()
-    .default(256 * 1024 * 1024),
   /**
    * Envelopes the proxy keeps in memory (one per execution id it has seen); beyond it the oldest
    * without a call in flight are forgotten (a later call with that execution id opens a new one).
