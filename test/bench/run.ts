@@ -115,8 +115,8 @@ async function latency(relay: Target, target: Target, stream: boolean, n: number
     r.push(x);
     p.push(y);
   }
-  // Each process serves only its own requests: the target's CPU time is its own calls'.
-  const cpu = (cpuMicros(target.server) - cpuBefore) / n;
+  // The target's CPU time over the calls it served: both of each pair when it is the relay itself.
+  const cpu = (cpuMicros(target.server) - cpuBefore) / (target === relay ? 2 * n : n);
   await Promise.all([a.close(), b.close()]);
   const sorted = (xs: number[]) => xs.sort((u, v) => u - v);
   const rt = sorted(r.map((x) => x.total));
