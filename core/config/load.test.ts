@@ -59,6 +59,16 @@ describe('loadConfig', () => {
     expect(error.fieldViolations.map((v) => v.description).join()).toMatch(/colour/);
   });
 
+  it("reads the proxy outbox's publish delay, 10 ms by default, and refuses one below 0 or above 1000 ms", () => {
+    expect(loadConfig({}).proxy_outbox_publish_delay_ms).toBe(10);
+    expect(loadConfig({ SVC_PROXY_OUTBOX_PUBLISH_DELAY_MS: '0' }).proxy_outbox_publish_delay_ms).toBe(0);
+    for (const bad of ['1001', '-1']) {
+      const error = failure(() => loadConfig({ SVC_PROXY_OUTBOX_PUBLISH_DELAY_MS: bad }));
+      expect(error.code).toBe('SVC-SYS-9002');
+      expect(error.message).toContain('SVC_PROXY_OUTBOX_PUBLISH_DELAY_MS');
+    }
+  });
+
   it('reads the stream settings, and refuses a stream max age the de-duplication entries would not outlive', () => {
     const config = loadConfig({
       SVC_NATS_STREAM_MAX_BYTES: '107374182400',
