@@ -95,8 +95,14 @@ describe('event processor', () => {
     const good = usageEvent(randomUUID(), 7);
     await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), good, { msgId: good.event_id });
     // Retrying a write storage cannot take would hold the good event back for seconds.
-    await eventually(usage, (u) => u.llm_calls === 1, 1_000);
+    // The counters move after the commit, so the usage may be readable a moment before they do.
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied === 1,
+      1_000,
+    );
     expect(cp.plane.processor.stats).toMatchObject({ rejected: 2, applied: 1 });
+    expect(await usage()).toMatchObject({ llm_calls: 1 });
   });
 
   it('refuses, at once, a denial whose msg id (its de-duplication key) is longer than an id may be', async () => {
