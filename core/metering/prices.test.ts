@@ -6,6 +6,7 @@ import { SvcError } from '../errors/index.ts';
 import {
   buildPriceTable,
   cost,
+  costPico,
   createCostTotal,
   DEFAULT_PRICES_PATH,
   deniesModel,
@@ -107,6 +108,19 @@ describe('cost', () => {
 
   it('converts large totals without losing cents', () => {
     expect(picoToUsd(123_456_789_012_345_678_901n)).toBe(123_456_789.01234567);
+  });
+
+  it('gives the same figure alone (costPico) for listed and unlisted models, cached input included', () => {
+    const usage = { input: 1_234, output: 567, cachedInput: 200 };
+    for (const [model, provider] of [
+      ['gpt-4o-mini', 'openai'],
+      ['claude-next', 'anthropic'],
+      ['model-from-next-week', undefined],
+    ] as const) {
+      const pico = costPico(table, model, usage, provider);
+      expect(pico, model).toBeGreaterThan(0);
+      expect(pico, model).toBe(cost(table, model, usage, provider).costPicoUsd);
+    }
   });
 
   it('gives the per-model answer bound or the fallback', () => {

@@ -236,12 +236,7 @@ function multiply(tokens: number, pico: number): number {
  */
 export function cost(table: PriceTable, model: string, usage: TokenUsage, provider?: string): CostResult {
   const listed = table.lookup(model);
-  const price = listed ?? table.unknownPrice(provider);
-  const cached = Math.min(usage.cachedInput, usage.input);
-  const pico =
-    multiply(usage.input - cached, price.inputPico) +
-    multiply(cached, price.cachedInputPico) +
-    multiply(usage.output, price.outputPico);
+  const pico = picoAt(listed ?? table.unknownPrice(provider), usage);
   return {
     costUsd: pico / PICO_PER_USD,
     costPicoUsd: pico,
@@ -249,6 +244,20 @@ export function cost(table: PriceTable, model: string, usage: TokenUsage, provid
     basis: listed !== undefined ? 'table' : table.unknownModel.mode === 'fixed' ? 'fixed' : 'max_known',
     priceKey: listed?.key ?? null,
   };
+}
+
+/** `cost`'s figure alone, in pico-dollars: what a check made many times per call needs, without the rest. */
+export function costPico(table: PriceTable, model: string, usage: TokenUsage, provider?: string): number {
+  return picoAt(table.lookup(model) ?? table.unknownPrice(provider), usage);
+}
+
+function picoAt(price: ModelPrice, usage: TokenUsage): number {
+  const cached = Math.min(usage.cachedInput, usage.input);
+  return (
+    multiply(usage.input - cached, price.inputPico) +
+    multiply(cached, price.cachedInputPico) +
+    multiply(usage.output, price.outputPico)
+  );
 }
 
 /** True when the rule is `deny` and the table lacks the model: the call must not be sent. */

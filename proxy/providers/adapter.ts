@@ -63,6 +63,10 @@ export interface PreparedRequest {
   hideStreamUsage: boolean;
 }
 
+/**
+ * Where a stream's metering stands. A meter hands out one object, updated in place at each step:
+ * copy what must outlive the next step.
+ */
 export interface StreamProgress {
   /**
    * Running totals: provider-reported where known, else an upper bound of the output so far (its

@@ -1,4 +1,12 @@
-import { DEFAULT_MAX_EVENT_BYTES, EMPTY, encodeText, HeldBytes, type EventVisitor, type Framer } from './sse-framer.ts';
+import {
+  decodeFrame,
+  DEFAULT_MAX_EVENT_BYTES,
+  EMPTY,
+  encodeText,
+  HeldBytes,
+  type EventVisitor,
+  type Framer,
+} from './sse-framer.ts';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -14,7 +22,6 @@ const CLOSE_BRACKET = 0x5d;
  * visitor's verdict is not used. Bounded like the SSE framer.
  */
 export function createJsonArrayFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX_EVENT_BYTES): Framer {
-  const decoder = new TextDecoder();
   const held = new HeldBytes(maxEventBytes);
   let depth = 0;
   let inString = false;
@@ -57,7 +64,7 @@ export function createJsonArrayFramer(visit: EventVisitor, maxEventBytes = DEFAU
             elements++;
             const frame = held.take(chunk.subarray(cut, i + 1));
             cut = i + 1;
-            visit({ event: undefined, data: decoder.decode(frame.subarray(elementStart)) });
+            visit({ event: undefined, data: decodeFrame(frame.subarray(elementStart)) });
             yield frame;
             Object.assign(shown, { opened, elements });
           } else if (depth === 0) {
@@ -91,7 +98,6 @@ export function createJsonArrayFramer(visit: EventVisitor, maxEventBytes = DEFAU
  * like the other framers.
  */
 export function createJsonDocumentFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX_EVENT_BYTES): Framer {
-  const decoder = new TextDecoder();
   const held = new HeldBytes(maxEventBytes);
   let closed = false;
   return {
@@ -106,7 +112,7 @@ export function createJsonDocumentFramer(visit: EventVisitor, maxEventBytes = DE
     end() {
       closed = true;
       const document = held.take(EMPTY);
-      visit({ event: undefined, data: decoder.decode(document) });
+      visit({ event: undefined, data: decodeFrame(document) });
       return document;
     },
     errorFrame(_eventName, payload) {

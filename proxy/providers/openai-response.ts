@@ -129,8 +129,8 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
         return true;
       }
       const choices = asArray(json.choices);
-      for (const [position, choice] of choices.entries()) {
-        const c = asObject(choice);
+      for (let position = 0; position < choices.length; position++) {
+        const c = asObject(choices[position]);
         const at = asCount(c?.index) ?? position;
         // Legacy completions stream `choices[].text` where chat streams `choices[].delta`.
         const legacy = asString(c?.text);
@@ -139,7 +139,9 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
         if (delta) {
           const content = asString(delta.content) ?? asString(delta.refusal) ?? asString(delta.reasoning_content);
           if (content) acc.text(content);
-          for (const [n, call] of asArray(delta.tool_calls).entries()) {
+          const calls = asArray(delta.tool_calls);
+          for (let n = 0; n < calls.length; n++) {
+            const call = calls[n];
             const key = `${at}:${asCount(asObject(call)?.index) ?? n}`;
             const fn = asObject(asObject(call)?.function);
             const name = asString(fn?.name);

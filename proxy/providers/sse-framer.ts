@@ -44,6 +44,8 @@ export const EMPTY = new Uint8Array(0);
 const LF = 0x0a;
 const CR = 0x0d;
 const encoder = new TextEncoder();
+// Each frame is decoded whole (never a part of a character), so one decoder serves every framer.
+const decoder = new TextDecoder();
 
 export function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
   if (a.length === 0) return b;
@@ -56,6 +58,11 @@ export function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
 
 export function encodeText(text: string): Uint8Array {
   return encoder.encode(text);
+}
+
+/** The text of one whole frame. */
+export function decodeFrame(frame: Uint8Array): string {
+  return decoder.decode(frame);
 }
 
 export function eventTooLarge(limit: number): SvcError {
@@ -176,7 +183,6 @@ export function sseErrorFrame(eventName: string | undefined, payload: unknown): 
 
 /** The one SSE splitter: every provider's stream meter and the MCP answer filter frame with it. */
 export function createSseFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX_EVENT_BYTES): Framer {
-  const decoder = new TextDecoder();
   const held = new HeldBytes(maxEventBytes);
   // Line-ending state survives chunk boundaries, so a CRLF split across two chunks counts once.
   let atLineStart = true;
@@ -184,7 +190,7 @@ export function createSseFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX
   let closed = false;
 
   function release(frame: Uint8Array): Uint8Array {
-    const parsed = parseSseEvent(decoder.decode(frame));
+    const parsed = parseSseEvent(decodeFrame(frame));
     if (parsed === null) return frame;
     const verdict = visit(parsed);
     return verdict === true ? frame : verdict === false ? EMPTY : verdict;

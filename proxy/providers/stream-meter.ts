@@ -165,18 +165,28 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     counted += tokens;
   }
 
+  // One object for the whole stream, brought up to date at each step: an event makes no garbage here.
+  const current: StreamProgress = {
+    usage: { input: 0, output: 0, cachedInput: 0 },
+    usageSource: 'estimated',
+    toolCalls,
+    done: false,
+    inputReported: false,
+    forward: EMPTY,
+  };
+
   function progress(forward: Uint8Array): StreamProgress {
     const metered = counted + uncountedBytes + boundOnly;
-    const output = finalUsage ? (reportedOutput ?? metered) : Math.max(reportedOutput ?? 0, metered);
     const input = reportedInput ?? resolveInput(ctx.estimatedInputTokens);
-    return {
-      usage: { input, output, cachedInput: Math.min(reportedCached ?? 0, input) },
-      usageSource: finalUsage ? 'provider' : 'estimated',
-      toolCalls,
-      done,
-      inputReported: reportedInput !== undefined,
-      forward,
-    };
+    const usage = current.usage;
+    usage.input = input;
+    usage.output = finalUsage ? (reportedOutput ?? metered) : Math.max(reportedOutput ?? 0, metered);
+    usage.cachedInput = Math.min(reportedCached ?? 0, input);
+    current.usageSource = finalUsage ? 'provider' : 'estimated';
+    current.done = done;
+    current.inputReported = reportedInput !== undefined;
+    current.forward = forward;
+    return current;
   }
 
   return {

@@ -5,7 +5,7 @@
  *
  *   node test/bench/stream-meter.ts [streams=30000]
  */
-import { cost, loadPriceTable } from '../../core/metering/prices.ts';
+import { costPico, loadPriceTable } from '../../core/metering/prices.ts';
 import { createTokenCounter } from '../../core/metering/tokens.ts';
 import { createOpenAiAdapter } from '../../proxy/providers/openai.ts';
 import { createAdapterDeps } from '../../proxy/providers/registry.ts';
@@ -28,7 +28,7 @@ async function meterOne(): Promise<number> {
   for (const chunk of chunks)
     for (const step of meter.push(chunk)) {
       events++;
-      cost(prices, 'gpt-4o-mini', step.usage, 'openai');
+      costPico(prices, 'gpt-4o-mini', step.usage, 'openai');
     }
   await meter.end();
   return events;

@@ -46,13 +46,17 @@ export async function runMeter(meter: StreamMeter, chunks: readonly Uint8Array[]
   const progress: StreamProgress[] = [];
   for (const chunk of chunks) {
     for (const p of meter.push(chunk)) {
-      progress.push({ ...p, toolCalls: [...p.toolCalls] });
+      progress.push({ ...p, usage: { ...p.usage }, toolCalls: [...p.toolCalls] });
       out.push(p.forward);
     }
   }
   const last = await meter.end();
   out.push(last.forward);
-  return { last: { ...last, toolCalls: [...last.toolCalls] }, forwarded: new Uint8Array(Buffer.concat(out)), progress };
+  return {
+    last: { ...last, usage: { ...last.usage }, toolCalls: [...last.toolCalls] },
+    forwarded: new Uint8Array(Buffer.concat(out)),
+    progress,
+  };
 }
 
 /** Feeds one chunk to a meter, returning the bytes it lets through and the last progress. */

@@ -2,10 +2,9 @@ import type { Readable } from 'node:stream';
 import { isSvcError, type SvcCode } from '../../../core/errors/index.ts';
 import type { Ending } from '../../envelopes/index.ts';
 import type { CutoffReason } from '../../metrics/index.ts';
-import type { TokenUsage } from '../../../core/metering/prices.ts';
+import { costPico, type TokenUsage } from '../../../core/metering/prices.ts';
 import type { ResponseReading, StreamedToolCall, StreamProgress } from '../../providers/index.ts';
 import type { UpstreamResponse } from '../../upstream/index.ts';
-import { price } from '../call-pricing.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
 import { writeToClient as write } from '../client-write.ts';
 import { contentCodings, decompressing } from '../decode-body.ts';
@@ -94,9 +93,8 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   };
   /** Whether the reservation covers `usage`, extended from the lease by what it lacks when `extend`. */
   const covers = (usage: TokenUsage, extend: boolean) => {
-    const running = price(deps.prices, parsed.model, usage, adapter.id);
-    const tokens = running.tokens - reservation.held.tokens;
-    const pico = running.pico - reservation.held.pico;
+    const tokens = usage.input + usage.output - reservation.held.tokens;
+    const pico = costPico(deps.prices, parsed.model, usage, adapter.id) - reservation.held.pico;
     if (tokens <= 0 && pico <= 0) return true;
     return extend && reservation.extend({ tokens: Math.max(0, tokens), pico: Math.max(0, pico) });
   };
@@ -142,7 +140,8 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
         progress = step;
         // Tool calls nobody receives are not made: only a delivered stream has them judged. What
         // was cleared before goes on first, so a judgement never delays it.
-        if (!gone && step.toolCalls.some((toolCall) => toolCall.complete && !judged.has(toolCall))) {
+        const hasCalls = step.toolCalls.length > 0;
+        if (hasCalls && !gone && step.toolCalls.some((toolCall) => toolCall.complete && !judged.has(toolCall))) {
           await flush();
           await judgeCompleted(step.toolCalls);
         }
@@ -159,7 +158,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
         }
         if (state.cut !== null) break reads;
         if (gone) continue;
-        if (step.toolCalls.some((toolCall) => !judged.has(toolCall))) {
+        if (hasCalls && step.toolCalls.some((toolCall) => !judged.has(toolCall))) {
           // A tool call is still being written: none of it reaches the agent before it is judged
           // whole, so a refused call is never half-delivered (its name included).
           held.push(step.forward);
