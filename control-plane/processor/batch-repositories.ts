@@ -7,6 +7,7 @@ import {
   type Envelope,
   type PeriodUsage,
 } from '../../core/domain/index.ts';
+import { SvcError } from '../../core/errors/index.ts';
 import { addCost } from '../storage/totals.ts';
 import type { Spend } from '../storage/records.ts';
 import type {
@@ -87,8 +88,33 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
   const heldEnvelopes = new Map<string, Held<CostTotals>>();
   const heldBudgets = new Map<string, Held<PeriodUsage>>();
   const spends: HeldSpend[] = [];
+  /** Envelopes the transaction inserts, not written yet: each as inserted, with its status changes. */
+  const unwritten = new Map<string, { tenant: string; envelope: Envelope }>();
 
+  /**
+   * The envelopes inserted so far, in one call per tenant. Each was read as absent in this
+   * transaction; one that another transaction stored since fails the batch, which the bus then
+   * hands over again (its events then find the envelope).
+   */
+  const writeInserted = async (): Promise<void> => {
+    const byTenant = new Map<string, Envelope[]>();
+    for (const { tenant, envelope } of unwritten.values()) {
+      const list = byTenant.get(tenant) ?? [];
+      list.push(envelope);
+      byTenant.set(tenant, list);
+    }
+    unwritten.clear();
+    for (const [tenant, list] of byTenant) {
+      const stored = await tx.envelopes.insertMany(tenant, list);
+      if (stored.length < list.length) {
+        throw new SvcError('SVC-EVT-4001', 'an envelope the batch opens was stored meanwhile by another writer', {
+          tenant_id: tenant,
+        });
+      }
+    }
+  };
   const writeEnvelope = async (k: string): Promise<void> => {
+    if (unwritten.has(k)) await writeInserted();
     const held = heldEnvelopes.get(k);
     if (held?.pending == null) return;
     const charged = await tx.envelopes.charge(held.tenant, held.id, held.pending, 'saturate', held.updatedAt);
@@ -116,6 +142,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
   };
   /** Every held envelope's sum, in one call per tenant; the rows kept in memory are as written. */
   const writeEnvelopes = async (): Promise<void> => {
+    await writeInserted();
     const byTenant = new Map<string, EnvelopeCharge[]>();
     for (const held of heldEnvelopes.values()) {
       if (held.pending === null) continue;
@@ -134,6 +161,11 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
   };
 
   const envelopeRepository: EnvelopeRepository = {
+    insertMany: async (tenant, list) => {
+      for (const envelope of list) await writeEnvelope(key(tenant, envelope.envelope_id));
+      for (const envelope of list) envelopes.delete(key(tenant, envelope.envelope_id));
+      return tx.envelopes.insertMany(tenant, list);
+    },
     get: async (tenant, envelopeId) => {
       const k = key(tenant, envelopeId);
       if (envelopes.has(k)) return envelopes.get(k);
@@ -172,6 +204,13 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
     },
     insert: async (tenant, envelope, options) => {
       const k = key(tenant, envelope.envelope_id);
+      // Read as absent in this transaction: written with the other envelopes it inserts, later.
+      if (options.executionTaken === 'keep' && envelopes.has(k) && envelopes.get(k) === undefined) {
+        envelopes.set(k, envelope);
+        unwritten.set(k, { tenant, envelope });
+        heldEnvelopes.set(k, { tenant, id: envelope.envelope_id, pending: null, updatedAt: envelope.updated_at });
+        return true;
+      }
       await writeEnvelope(k);
       envelopes.delete(k);
       const inserted = await tx.envelopes.insert(tenant, envelope, options);
@@ -214,6 +253,16 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       const k = key(tenant, envelopeId);
       const held = heldEnvelopes.get(k);
       const current = envelopes.get(k);
+      const inserted = unwritten.get(k);
+      if (inserted !== undefined && held !== undefined && current !== undefined) {
+        // Not written yet: it is inserted with its status as it ends up.
+        if (current.status !== from) return undefined;
+        const next: Envelope = { ...current, ...change };
+        inserted.envelope = { ...inserted.envelope, ...change };
+        envelopes.set(k, next);
+        held.updatedAt = next.updated_at;
+        return next;
+      }
       if (held?.pending != null && current !== undefined) {
         // A status change touches no total: the charges held back still add to the row at the end.
         if (!(await tx.envelopes.changeStatus(tenant, envelopeId, from, change))) {

@@ -178,6 +178,14 @@ export interface EnvelopeRepository extends EnvelopeReader {
    */
   insert(tenant: string, envelope: Envelope, options: { executionTaken: 'refuse' | 'keep' }): Promise<boolean>;
   /**
+   * Stores new envelopes as `insert` with `executionTaken: 'keep'` would, one after another in
+   * list order: an execution id taken before, or by an envelope earlier in the list, stays with
+   * the envelope that has it. Returns the ids stored; an envelope id that exists (or came earlier
+   * in the list) is left out, and nothing of it is written. On PostgreSQL one statement for all
+   * of them (a second for their per-model costs, when any has some).
+   */
+  insertMany(tenant: string, envelopes: readonly Envelope[]): Promise<string[]>;
+  /**
    * Adds `delta` to the cost totals and, per model, to the model costs (a model not listed yet is
    * appended); sets `updated_at`. Each total is bounded as `overflow` says: `refuse` throws
    * SVC-EVT-4002 naming the total, `saturate` holds it at its maximum. The envelope after the

@@ -1,6 +1,7 @@
 import { Pool } from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AuditLog } from '../../control-plane/audit/audit-log.ts';
+import { batchRepositories } from '../../control-plane/processor/batch-repositories.ts';
 import { loadMigrations } from '../../control-plane/storage/postgres/migrate.ts';
 import { PostgresStorage } from '../../control-plane/storage/postgres/postgres-storage.ts';
 import type { Storage } from '../../control-plane/storage/storage.ts';
@@ -56,6 +57,27 @@ describe.skipIf(!available)('PostgreSQL', () => {
     }
   });
 
+  it('gives an execution id that envelopes of one insertMany share to the first of them', async () => {
+    const { storage } = await PostgresStorage.open({ connectionString: database.url, poolSize: 1 });
+    const pool = new Pool({ connectionString: database.url, max: 1 });
+    try {
+      await truncateAll(database.url);
+      // Many, so that an order PostgreSQL chose itself would show.
+      const envelopes = Array.from({ length: 40 }, (_, i) => anEnvelope('acme', { execution_id: `exec-${i % 4}` }));
+      const stored = await storage.withTransaction((t) => t.envelopes.insertMany('acme', envelopes));
+      expect(stored).toHaveLength(40);
+      const { rows } = await pool.query<{ execution_id: string; envelope_id: string }>(
+        'SELECT execution_id, envelope_id FROM executions ORDER BY execution_id',
+      );
+      expect(rows).toEqual(
+        envelopes.slice(0, 4).map((e) => ({ execution_id: e.execution_id, envelope_id: e.envelope_id })),
+      );
+    } finally {
+      await pool.end();
+      await storage.close();
+    }
+  });
+
   describe('two replicas on one database', () => {
     let one: Storage;
     let two: Storage;
@@ -77,6 +99,21 @@ describe.skipIf(!available)('PostgreSQL', () => {
     /** `n` transactions on each replica at once, alternating. */
     const both = <T>(n: number, fn: (storage: Storage, i: number) => Promise<T>): Promise<T[]> =>
       Promise.all(Array.from({ length: 2 * n }, (_, i) => fn(i % 2 === 0 ? one : two, i)));
+
+    it('fail a batch whose new envelope the other stored meanwhile, leaving nothing of the batch', async () => {
+      const envelope = anEnvelope('acme');
+      const theirs = { ...envelope, adapter_type: 'theirs' };
+      const attempt = one.withTransaction(async (t) => {
+        const batch = batchRepositories(t);
+        expect(await batch.tx.envelopes.get('acme', envelope.envelope_id)).toBeUndefined();
+        expect(await batch.tx.envelopes.insert('acme', envelope, { executionTaken: 'keep' })).toBe(true);
+        await batch.tx.envelopes.charge('acme', envelope.envelope_id, aCharge('gpt-4o'), 'saturate', at(1));
+        await two.withTransaction((u) => u.envelopes.insert('acme', theirs, { executionTaken: 'keep' }));
+        await batch.flush();
+      });
+      await expect(attempt).rejects.toMatchObject({ code: 'SVC-EVT-4001' });
+      expect(await one.read.envelopes.get('acme', envelope.envelope_id)).toEqual(theirs);
+    });
 
     it('lose no budget update and never reserve past the execution limit', async () => {
       const budget = aBudget('acme', { limits: { ...aBudget('acme').limits, max_executions: 25 } });

@@ -377,6 +377,50 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect((await storage.read.envelopes.get(A, envelope.envelope_id))?.adapter_type).toBe('custom');
       });
 
+      it('inserts many as one keeping insert each would: an id that exists left out, execution ids kept by their first', async () => {
+        const budget = aBudget(A);
+        const existing = anEnvelope(A, { execution_id: 'exec-many-1' });
+        await tx((t) => t.envelopes.insert(A, existing, { executionTaken: 'refuse' }));
+        const charged = anEnvelope(A, { status: 'RUNNING', cost: aCharge('gpt-4o', { input: 7, output: 3 }, 42) });
+        const sharing = anEnvelope(A, { execution_id: 'exec-many-1' });
+        const twin = anEnvelope(A, { execution_id: 'exec-many-2' });
+        const twinsTwin = anEnvelope(A, { execution_id: 'exec-many-2' });
+        const ended = anEnvelope(A, { budget_id: budget.budget_id, status: 'COMPLETED', completed_at: at(1) });
+        const live = anEnvelope(A, { budget_id: budget.budget_id });
+        const stored = [charged, sharing, twin, twinsTwin, ended, live];
+        const ids = await tx((t) =>
+          t.envelopes.insertMany(A, [
+            charged,
+            { ...existing, adapter_type: 'again' },
+            sharing,
+            twin,
+            twinsTwin,
+            { ...twin, adapter_type: 'again' },
+            ended,
+            live,
+          ]),
+        );
+        expect(ids).toEqual(stored.map((e) => e.envelope_id));
+        for (const e of [...stored, existing]) expect(await storage.read.envelopes.get(A, e.envelope_id)).toEqual(e);
+        expect(await storage.read.envelopes.get(B, charged.envelope_id)).toBeUndefined();
+        // The execution ids are taken: by the envelope before the list, and by the first of the twins.
+        for (const execution of ['exec-many-1', 'exec-many-2']) {
+          const another = anEnvelope(A, { execution_id: execution });
+          await expect(
+            tx((t) => t.envelopes.insert(A, another, { executionTaken: 'refuse' })),
+            execution,
+          ).rejects.toMatchObject({ code: 'SVC-SYS-9008' });
+        }
+        const onBudget = await collectPages((page) => storage.read.envelopes.listLive(A, budget.budget_id, page));
+        expect(onBudget.map((e) => e.envelope_id)).toEqual([live.envelope_id]);
+        // Stored as inserted: its per-model costs take a charge as one inserted alone would.
+        await tx((t) => t.envelopes.charge(A, charged.envelope_id, aCharge('gpt-4o'), 'refuse', at(2)));
+        expect((await storage.read.envelopes.get(A, charged.envelope_id))?.cost.model_costs).toEqual([
+          { model_id: 'gpt-4o', input_tokens: 17, output_tokens: 8, cost_micros: 142, call_count: 2 },
+        ]);
+        expect(await tx((t) => t.envelopes.insertMany(A, []))).toEqual([]);
+      });
+
       it('keeps execution ids unique per tenant: refused (SVC-SYS-9008) or kept with the first', async () => {
         const first = anEnvelope(A, { execution_id: 'exec-1' });
         await tx((t) => t.envelopes.insert(A, first, { executionTaken: 'refuse' }));

@@ -143,6 +143,12 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
     return charged;
   }
 
+  insertMany(tenant: string, envelopes: readonly Envelope[]): string[] {
+    return envelopes.flatMap((envelope) =>
+      this.insert(tenant, envelope, { executionTaken: 'keep' }) ? [envelope.envelope_id] : [],
+    );
+  }
+
   chargeMany(tenant: string, charges: readonly EnvelopeCharge[]): void {
     for (const { envelopeId, delta, updatedAt } of charges)
       this.charge(tenant, envelopeId, delta, 'saturate', updatedAt);

@@ -141,6 +141,30 @@ FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7
 WHERE EXISTS (SELECT 1 FROM envelopes e WHERE e.tenant_id = $1 AND e.envelope_id = d.envelope_id)
 ${ADD_TO_MODEL_COSTS}`;
 
+/**
+ * The single insert's statement for many envelopes at once, in the order of their arrays (`$2` the
+ * ids, then the columns, `$14` the documents, `$15` the execution ids, `$16` the creation times): an execution id goes to
+ * the first stored envelope that names it, unless another had it before. Returns the ids stored.
+ */
+const INSERT_MANY = `WITH d AS (
+  SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[],
+    ${TOTALS.map((_, i) => `$${i + 9}::bigint[]`).join(', ')}, $14::json[], $15::text[], $16::text[])
+    WITH ORDINALITY AS d(envelope_id, budget_id, status, status_reason, updated_at, completed_at, ended,
+      ${TOTALS.map(([c]) => c).join(', ')}, doc, execution_id, created_at, n)
+), env AS (
+  INSERT INTO envelopes (tenant_id, envelope_id, budget_id, status, status_reason, updated_at, completed_at,
+    ended, ${TOTALS.map(([c]) => c).join(', ')}, doc, created_at)
+  SELECT $1, envelope_id, budget_id, status, status_reason, updated_at, completed_at,
+    ended, ${TOTALS.map(([c]) => c).join(', ')}, doc, created_at
+  FROM d ORDER BY n
+  ON CONFLICT DO NOTHING RETURNING envelope_id
+), exe AS (
+  INSERT INTO executions (tenant_id, execution_id, envelope_id)
+  SELECT $1, d.execution_id, d.envelope_id FROM d JOIN env USING (envelope_id) ORDER BY d.n
+  ON CONFLICT DO NOTHING
+)
+SELECT envelope_id FROM env`;
+
 /** The model costs as the arrays CHARGE_MODELS takes. */
 function modelColumns(models: readonly ModelCost[]): unknown[] {
   return [models.map((m) => m.model_id), ...MODEL_TOTALS.map(([c]) => models.map((m) => m[c]))];
@@ -312,23 +336,59 @@ export class PgEnvelopes implements EnvelopeRepository {
     return rows[0] === undefined ? undefined : envelopeOf(rows[0]);
   }
 
+  async insertMany(tenant: string, envelopes: readonly Envelope[]): Promise<string[]> {
+    // An id's first envelope is the one stored; the others are left out, as if it existed.
+    const seen = new Set<string>();
+    const first = envelopes.filter((e) => !seen.has(e.envelope_id) && seen.add(e.envelope_id));
+    if (first.length === 0) return [];
+    const column = <T>(read: (envelope: Envelope) => T) => first.map(read);
+    const { rows } = await this.#sql.query<{ envelope_id: string }>(INSERT_MANY, [
+      tenant,
+      column((e) => e.envelope_id),
+      column((e) => e.budget_id),
+      column((e) => e.status),
+      column((e) => e.status_reason),
+      column((e) => e.updated_at),
+      column((e) => e.completed_at),
+      column((e) => isFinal(e.status)),
+      ...TOTALS.map(([c]) => column((e) => e.cost[c])),
+      column((e) => JSON.stringify(e)),
+      column((e) => e.execution_id),
+      column((e) => e.created_at),
+    ]);
+    const stored = new Set(rows.map((row) => row.envelope_id));
+    await this.#chargeModels(
+      tenant,
+      first.filter((e) => stored.has(e.envelope_id)).map((e) => ({ envelopeId: e.envelope_id, delta: e.cost })),
+    );
+    return first.flatMap((e) => (stored.has(e.envelope_id) ? [e.envelope_id] : []));
+  }
+
   async chargeMany(tenant: string, charges: readonly EnvelopeCharge[]): Promise<void> {
     if (charges.length === 0) return;
-    const models = charges.flatMap(({ envelopeId, delta }) =>
-      mergeModels(delta.model_costs).map((model, i) => ({ envelopeId, model, n: i + 1 })),
-    );
-    if (models.length > 0)
-      await this.#sql.query(CHARGE_MANY_MODELS, [
-        tenant,
-        models.map((m) => m.envelopeId),
-        ...modelColumns(models.map((m) => m.model)),
-        models.map((m) => m.n),
-      ]);
+    await this.#chargeModels(tenant, charges);
     await this.#sql.query(CHARGE_MANY, [
       tenant,
       charges.map((c) => c.envelopeId),
       ...TOTALS.map(([c]) => charges.map((charge) => charge.delta[c])),
       charges.map((c) => c.updatedAt),
+    ]);
+  }
+
+  /** Adds each charge's per-model costs (one statement for all, none when there are none). */
+  async #chargeModels(
+    tenant: string,
+    charges: readonly { envelopeId: string; delta: Pick<CostTotals, 'model_costs'> }[],
+  ): Promise<void> {
+    const models = charges.flatMap(({ envelopeId, delta }) =>
+      mergeModels(delta.model_costs).map((model, i) => ({ envelopeId, model, n: i + 1 })),
+    );
+    if (models.length === 0) return;
+    await this.#sql.query(CHARGE_MANY_MODELS, [
+      tenant,
+      models.map((m) => m.envelopeId),
+      ...modelColumns(models.map((m) => m.model)),
+      models.map((m) => m.n),
     ]);
   }
 
