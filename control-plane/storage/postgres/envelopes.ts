@@ -143,8 +143,9 @@ ${ADD_TO_MODEL_COSTS}`;
 
 /**
  * The single insert's statement for many envelopes at once, in the order of their arrays (`$2` the
- * ids, then the columns, `$14` the documents, `$15` the execution ids, `$16` the creation times): an execution id goes to
- * the first stored envelope that names it, unless another had it before. Returns the ids stored.
+ * ids, then the columns, `$14` the documents, `$15` the execution ids, `$16` the creation times):
+ * an execution id goes to the first stored envelope that names it, unless another had it before.
+ * Returns the ids stored.
  */
 const INSERT_MANY = `WITH d AS (
   SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[],
