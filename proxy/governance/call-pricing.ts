@@ -8,6 +8,11 @@ export interface PricedUsage extends Amount {
   basis: CostResult['basis'];
 }
 
+/** The tokens a usage counts for against a reservation and a budget: input and output. */
+export function billedTokens(usage: TokenUsage): number {
+  return usage.input + usage.output;
+}
+
 /**
  * Prices token usage from the table; a model the table lacks falls to the unknown-model rule,
  * among the rates of `provider` (the adapter id).
@@ -15,7 +20,7 @@ export interface PricedUsage extends Amount {
 export function price(prices: PriceTable, model: string, usage: TokenUsage, provider?: string): PricedUsage {
   const result = cost(prices, model, usage, provider);
   return {
-    tokens: usage.input + usage.output,
+    tokens: billedTokens(usage),
     pico: result.costPicoUsd,
     usd: result.costUsd,
     known: result.known,

@@ -6,6 +6,7 @@ import { costPico, type TokenUsage } from '../../../core/metering/prices.ts';
 import type { ResponseReading, StreamedToolCall, StreamProgress } from '../../providers/index.ts';
 import type { UpstreamResponse } from '../../upstream/index.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
+import { billedTokens } from '../call-pricing.ts';
 import { writeToClient as write } from '../client-write.ts';
 import { contentCodings, decompressing } from '../decode-body.ts';
 import { chargeWorstCase, recorded, refuseAnswer, settle, type LlmCall } from './settlement.ts';
@@ -93,7 +94,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   };
   /** Whether the reservation covers `usage`, extended from the lease by what it lacks when `extend`. */
   const covers = (usage: TokenUsage, extend: boolean) => {
-    const tokens = usage.input + usage.output - reservation.held.tokens;
+    const tokens = billedTokens(usage) - reservation.held.tokens;
     const pico = costPico(deps.prices, parsed.model, usage, adapter.id) - reservation.held.pico;
     if (tokens <= 0 && pico <= 0) return true;
     return extend && reservation.extend({ tokens: Math.max(0, tokens), pico: Math.max(0, pico) });
