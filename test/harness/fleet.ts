@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { startSimulator, type Simulator } from '../simulator/server.ts';
 import { startNatsServer, type NatsServer, type NatsServerOptions } from './nats-server.ts';
 import {
@@ -11,6 +11,7 @@ import {
   proxyProcess,
   removeDirs,
   seedFleetTenant,
+  warnings,
   type ControlPlaneProcess,
   type FleetTenant,
   type ProxyCa,
@@ -56,6 +57,15 @@ export function useFleet(options: FleetOptions): Fleet {
     await cp.start();
     for (const [id, limits] of Object.entries(options.tenants)) tenants.set(id, await seedFleetTenant(cp, id, limits));
   }, 60_000);
+  // A fleet test that fails on a loaded CI machine is not run again by hand: what the processes
+  // warned of is the only trace of why.
+  beforeEach((context) => {
+    context.onTestFailed(() => {
+      const processes = parts === undefined ? proxies : [parts.cp, ...proxies];
+      for (const service of processes)
+        process.stderr.write(`--- ${service.name}: warnings and errors ---\n${warnings(service.output())}\n`);
+    });
+  });
   afterAll(async () => {
     await killAllProcesses();
     await parts?.sim.close();

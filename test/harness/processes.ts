@@ -114,6 +114,25 @@ function service(spec: ServiceSpec): ServiceProcess {
   return proc;
 }
 
+/** pino's level of a warning. */
+const WARN = 40;
+
+/**
+ * The lines of a process's output at warning level or above, and those that are not a log
+ * record (a crash's stack), the last `limit` of them.
+ */
+export function warnings(output: string, limit = 200): string {
+  const lines = output.split('\n').filter((line) => {
+    if (line.trim() === '') return false;
+    try {
+      return ((JSON.parse(line) as { level?: unknown }).level as number) >= WARN;
+    } catch {
+      return true;
+    }
+  });
+  return lines.slice(-limit).join('\n');
+}
+
 /**
  * Kills every child started through this harness (afterAll of every fleet suite), then drops the
  * PostgreSQL databases their control planes ran on.
