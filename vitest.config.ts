@@ -1,17 +1,86 @@
-import { defineConfig } from 'vitest/config';
+import { availableParallelism } from 'node:os';
+import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
+
+const EVERY_SUITE = [
+  'core/**/*.test.ts',
+  'proxy/**/*.test.ts',
+  'control-plane/**/*.test.ts',
+  'standalone/**/*.test.ts',
+  'test/**/*.test.ts',
+];
+
+/** The suites that start a control plane, run once more on PostgreSQL (docs/storage.md). */
+const ON_POSTGRES = [
+  'test/control-plane/**/*.test.ts',
+  'test/fleet/**/*.test.ts',
+  'test/standalone/**/*.test.ts',
+  'test/proxy/**/*.test.ts',
+  'test/nats/control-plane-outbox.test.ts',
+  'test/nats/poison-messages.test.ts',
+  'test/injector/injected-pod.test.ts',
+  'test/observability/no-secrets-in-logs.test.ts',
+  'control-plane/processor/event-processor.test.ts',
+];
+/** Suites about the LMDB store or the proxy alone, which a PostgreSQL control plane changes nothing in. */
+const NOT_ON_POSTGRES = [
+  'test/control-plane/storage-failure.test.ts',
+  'test/proxy/ca-in-place.test.ts',
+  'test/proxy/resilience.test.ts',
+];
+
+/**
+ * Suites that start whole fleets of processes, drive load through them or measure memory: each
+ * has the machine to itself, after the rest, so that their waits hold on a small CI machine.
+ */
+const FLEET = 'test/fleet/**/*.test.ts';
+const MEMORY = 'test/proxy/memory.test.ts';
+const ALONE = [FLEET, 'test/bench/**/*.test.ts', MEMORY];
+
+/**
+ * Two projects per storage: the suites that share the machine, every file in a process of its own
+ * and as many at a time as there are cores (most of a suite's time is waiting on its servers and
+ * child processes), then the suites that run alone, one after the other.
+ */
+function onStorage(
+  storage: 'lmdb' | 'postgres',
+  suites: { include: string[]; exclude: string[]; alone: string[] },
+  order: number,
+): TestProjectInlineConfiguration[] {
+  const env = storage === 'postgres' ? { SVC_TEST_STORAGE: 'postgres' } : {};
+  return [
+    {
+      extends: true,
+      test: {
+        name: storage,
+        include: suites.include,
+        exclude: [...configDefaults.exclude, ...suites.exclude, ...ALONE],
+        env,
+        maxWorkers: availableParallelism(),
+        sequence: { groupOrder: order },
+      },
+    },
+    {
+      extends: true,
+      test: {
+        name: `${storage}-alone`,
+        include: suites.alone,
+        env,
+        fileParallelism: false,
+        sequence: { groupOrder: order + 1 },
+      },
+    },
+  ];
+}
 
 export default defineConfig({
   test: {
-    include: [
-      'core/**/*.test.ts',
-      'proxy/**/*.test.ts',
-      'control-plane/**/*.test.ts',
-      'standalone/**/*.test.ts',
-      'test/**/*.test.ts',
-    ],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
     reporters: ['default', './test/reporters/summary-line.ts'],
+    projects: [
+      ...onStorage('lmdb', { include: EVERY_SUITE, exclude: [], alone: ALONE }, 0),
+      ...onStorage('postgres', { include: ON_POSTGRES, exclude: NOT_ON_POSTGRES, alone: [FLEET, MEMORY] }, 2),
+    ],
   },
 });
