@@ -21,20 +21,23 @@ const ON_POSTGRES = [
   'test/observability/no-secrets-in-logs.test.ts',
   'control-plane/processor/event-processor.test.ts',
 ];
-/** Suites about the LMDB store or the proxy alone, which a PostgreSQL control plane changes nothing in. */
+/**
+ * Suites about the LMDB store, or about a proxy that runs without a control plane, which a
+ * PostgreSQL control plane changes nothing in.
+ */
 const NOT_ON_POSTGRES = [
   'test/control-plane/storage-failure.test.ts',
   'test/proxy/ca-in-place.test.ts',
   'test/proxy/resilience.test.ts',
+  'test/proxy/memory.test.ts',
+  'test/proxy/start-footprint.test.ts',
 ];
 
 /**
- * Suites that start whole fleets of processes, drive load through them or measure memory: each
- * has the machine to itself, after the rest, so that their waits hold on a small CI machine.
+ * Suites that start whole fleets of processes or drive load to measure memory: each has the
+ * machine to itself, after the rest, so that their waits hold on a small CI machine.
  */
-const FLEET = 'test/fleet/**/*.test.ts';
-const MEMORY = 'test/proxy/memory.test.ts';
-const ALONE = [FLEET, 'test/bench/**/*.test.ts', MEMORY];
+const ALONE = ['test/fleet/**/*.test.ts', 'test/proxy/memory.test.ts'];
 
 /**
  * Two projects per storage: the suites that share the machine, every file in a process of its own
@@ -43,7 +46,7 @@ const ALONE = [FLEET, 'test/bench/**/*.test.ts', MEMORY];
  */
 function onStorage(
   storage: 'lmdb' | 'postgres',
-  suites: { include: string[]; exclude: string[]; alone: string[] },
+  suites: { include: string[]; exclude: string[] },
   order: number,
 ): TestProjectInlineConfiguration[] {
   const env = storage === 'postgres' ? { SVC_TEST_STORAGE: 'postgres' } : {};
@@ -63,7 +66,8 @@ function onStorage(
       extends: true,
       test: {
         name: `${storage}-alone`,
-        include: suites.alone,
+        include: ALONE,
+        exclude: [...configDefaults.exclude, ...suites.exclude],
         env,
         fileParallelism: false,
         sequence: { groupOrder: order + 1 },
@@ -79,8 +83,8 @@ export default defineConfig({
     pool: 'forks',
     reporters: ['default', './test/reporters/summary-line.ts'],
     projects: [
-      ...onStorage('lmdb', { include: EVERY_SUITE, exclude: [], alone: ALONE }, 0),
-      ...onStorage('postgres', { include: ON_POSTGRES, exclude: NOT_ON_POSTGRES, alone: [FLEET, MEMORY] }, 2),
+      ...onStorage('lmdb', { include: EVERY_SUITE, exclude: [] }, 0),
+      ...onStorage('postgres', { include: ON_POSTGRES, exclude: NOT_ON_POSTGRES }, 2),
     ],
   },
 });
