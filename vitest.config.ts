@@ -41,15 +41,14 @@ const ALONE = ['test/fleet/**/*.test.ts', 'test/proxy/memory.test.ts'];
 
 /**
  * Two projects per storage: the suites that share the machine, every file in a process of its own
- * and as many at a time as there are cores (most of a suite's time is waiting on its servers and
- * child processes), then the suites that run alone, one after the other.
+ * and as many at a time as there are cores, then the suites that run alone, one after the other.
  */
 function onStorage(
   storage: 'lmdb' | 'postgres',
   suites: { include: string[]; exclude: string[] },
   order: number,
 ): TestProjectInlineConfiguration[] {
-  const env = storage === 'postgres' ? { SVC_TEST_STORAGE: 'postgres' } : {};
+  const env = { SVC_TEST_STORAGE: storage };
   return [
     {
       extends: true,
