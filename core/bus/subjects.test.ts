@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { subjectMatches } from './subjects.ts';
+import { inEventStream, patternWithin, subjectMatches } from './subjects.ts';
 
 describe('subjectMatches, as NATS matches subjects', () => {
   it.each([
@@ -26,5 +26,29 @@ describe('subjectMatches, as NATS matches subjects', () => {
     ['rulesets.*', 'rulesets.acme', true],
   ])('%s against %s: %s', (pattern, subject, matches) => {
     expect(subjectMatches(pattern, subject)).toBe(matches);
+  });
+});
+
+describe('patternWithin', () => {
+  it.each([
+    ['svc.acme.events.llm.call', 'svc.*.events.>', true],
+    ['svc.*.events.>', 'svc.*.events.>', true],
+    ['svc.acme.events.*', 'svc.*.events.>', true],
+    ['svc.*.envelopes.created', 'svc.*.envelopes.>', true],
+    ['svc.acme.events', 'svc.*.events.>', false],
+    ['svc.acme.>', 'svc.*.events.>', false],
+    ['svc.*.*.x', 'svc.*.events.>', false],
+    ['svc.acme.leases.request', 'svc.*.events.>', false],
+    ['a.b', 'a.b', true],
+    ['a.b.c', 'a.b', false],
+  ])('%s within %s is %s', (pattern, filter, expected) => {
+    expect(patternWithin(pattern, filter)).toBe(expected);
+  });
+
+  it('places the spec 6.2 families in the event stream and leases, signals and system subjects outside', () => {
+    expect(inEventStream('svc.acme.budgets.exceeded')).toBe(true);
+    expect(inEventStream('svc.acme.policies.violation')).toBe(true);
+    expect(inEventStream('svc.acme.signals.terminate')).toBe(false);
+    expect(inEventStream('svc.system.health')).toBe(false);
   });
 });
