@@ -3,11 +3,19 @@ import { X509Certificate } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import { parse as parseYaml } from 'yaml';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseInjectionTemplate } from '../../control-plane/injector/injection-template.ts';
 import { validateStrict } from './k8s-validate.ts';
 import { documentedTable, valuesTable } from './values-table.ts';
-import { CHART_DIR, manifest, removeRenderer, renderChart, type RenderOptions } from './render.ts';
+import {
+  buildRenderer,
+  CHART_DIR,
+  manifest,
+  RENDERER_SETUP_MS,
+  removeRenderer,
+  renderChart,
+  type RenderOptions,
+} from './render.ts';
 import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -103,6 +111,7 @@ function env(c: any, name: string): any {
   return c.env.find((e: any) => e.name === name);
 }
 
+beforeAll(buildRenderer, RENDERER_SETUP_MS);
 afterAll(() => removeRenderer());
 
 describe('the chart renders valid Kubernetes objects', () => {

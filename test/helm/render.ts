@@ -23,6 +23,12 @@ export interface RenderOptions {
 
 let binary: { dir: string; path: string } | undefined;
 
+/**
+ * What a suite's `beforeAll(buildRenderer, RENDERER_SETUP_MS)` allows: on a machine without the
+ * Debian packages the first build installs them, which takes longer than a test may.
+ */
+export const RENDERER_SETUP_MS = 300_000;
+
 /** Builds test/helm/render.go (GOPATH mode, Debian's sprig and YAML packages) into a temp dir, once. */
 export function buildRenderer(): string {
   if (binary !== undefined) return binary.path;

@@ -16,7 +16,14 @@ import {
   type FleetTenant,
 } from '../harness/processes.ts';
 import { startSimulator, type Simulator } from '../simulator/server.ts';
-import { manifest, removeRenderer, renderChart, type Rendered } from '../helm/render.ts';
+import {
+  buildRenderer,
+  manifest,
+  RENDERER_SETUP_MS,
+  removeRenderer,
+  renderChart,
+  type Rendered,
+} from '../helm/render.ts';
 import { podOf, podReview, startInjector, type InjectorProcess } from './injector-process.ts';
 import { addSecrets, materialisePod, type ClusterSecrets } from './pod-runtime.ts';
 
@@ -57,6 +64,7 @@ let proxyLog = '';
 const dirs: string[] = [];
 let ports: { proxy: number; admin: number };
 
+beforeAll(buildRenderer, RENDERER_SETUP_MS);
 beforeAll(async () => {
   sim = await startSimulator();
   ports = { proxy: await freePort(), admin: await freePort() };

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { injectionPatch } from '../../control-plane/injector/sidecar-patch.ts';
 import { parseInjectionTemplate } from '../../control-plane/injector/injection-template.ts';
 import { validateStrict } from '../helm/k8s-validate.ts';
-import { removeRenderer, renderChart, manifest } from '../helm/render.ts';
+import { buildRenderer, manifest, RENDERER_SETUP_MS, removeRenderer, renderChart } from '../helm/render.ts';
 import { podOf, podReview, startInjector, type InjectorProcess } from './injector-process.ts';
 
 const BUDGET = '3f1c9a52-8e0b-4c1e-9d7a-2b6f4e8a1c30';
@@ -105,6 +105,7 @@ const system = deployment('dns-helper', 'kube-system', {
 
 let injector: InjectorProcess;
 
+beforeAll(buildRenderer, RENDERER_SETUP_MS);
 beforeAll(async () => {
   injector = await startInjector(renderChart(VALUES));
 }, 60_000);
