@@ -4,9 +4,9 @@ import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
 import { resolveInput, type AdapterDeps, type ProviderAdapter, type ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
-import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
+import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation } from './routes.ts';
-import { createStreamMeter, type StreamDialect } from './stream-meter.ts';
+import { createStreamMeter, eventObject, type StreamDialect } from './stream-meter.ts';
 
 export const AnthropicMessagesRequestSchema = z.looseObject({
   model: z.string().min(1),
@@ -76,7 +76,7 @@ const messagesStreamDialect: StreamDialect = {
   framing: 'sse',
   errorFormat: ANTHROPIC_ERRORS,
   onEvent(event, acc) {
-    const json = asObject(parseJson(event.data));
+    const json = eventObject(event, acc);
     if (!json) return true;
     switch (asString(json.type) ?? event.event) {
       case 'message_start': {

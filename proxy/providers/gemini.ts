@@ -5,9 +5,9 @@ import type { ChatMessageText } from '../../core/metering/tokens.ts';
 import { resolveInput, type AdapterDeps, type ProviderAdapter, type ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, grpcStatusName, type ErrorFormat } from './error-format.ts';
 import { parseGeminiEmbedRequest } from './gemini-embed.ts';
-import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
+import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { compileRoutes, GEMINI_ROUTES, geminiModelFromPath, meteredOperation } from './routes.ts';
-import { createStreamMeter, type StreamDialect } from './stream-meter.ts';
+import { createStreamMeter, eventObject, type StreamDialect } from './stream-meter.ts';
 
 const count = z.number().int().nonnegative();
 const FunctionDeclarations = z.array(z.looseObject({ name: z.string() }));
@@ -101,7 +101,7 @@ const generateStreamDialect: StreamDialect = {
   framing: 'auto',
   errorFormat: GEMINI_ERRORS,
   onEvent(event, acc) {
-    const json = asObject(parseJson(event.data));
+    const json = eventObject(event, acc);
     if (!json) return true;
     if (json.error !== undefined) {
       acc.finish();

@@ -8,10 +8,10 @@ import {
   type ResponseReading,
   type ToolCall,
 } from './adapter.ts';
-import { asArray, asCount, asObject, asString, parseJson, textOf, type JsonObject } from './json-access.ts';
+import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { codedMessage, type ErrorFormat } from './error-format.ts';
 import { completionsText } from './openai-completions.ts';
-import type { StreamDialect } from './stream-meter.ts';
+import { eventObject, type StreamDialect } from './stream-meter.ts';
 
 /** Chat and embeddings report prompt/completion tokens; the Responses API input/output tokens. */
 function openAiUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undefined {
@@ -122,7 +122,7 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
         acc.finish();
         return true;
       }
-      const json = asObject(parseJson(event.data));
+      const json = eventObject(event, acc);
       if (!json) return true;
       if (json.error !== undefined) {
         acc.finish();
@@ -175,7 +175,7 @@ export const responsesStreamDialect: StreamDialect = {
   framing: 'sse',
   errorFormat: OPENAI_ERRORS,
   onEvent(event, acc) {
-    const json = asObject(parseJson(event.data));
+    const json = eventObject(event, acc);
     if (!json) return true;
     const type = asString(json.type) ?? event.event;
     switch (type) {

@@ -9,6 +9,7 @@ import {
 } from './adapter.ts';
 import { streamErrorPayload, type ErrorFormat } from './error-format.ts';
 import { createJsonArrayFramer, createJsonDocumentFramer } from './json-array-framer.ts';
+import { asObject, parseJson, type JsonObject } from './json-access.ts';
 import { createSseFramer, EMPTY, type Framer, type SseEvent } from './sse-framer.ts';
 
 /** What a provider's stream events tell the meter. */
@@ -34,6 +35,17 @@ export interface StreamDialect {
   framing: 'sse' | 'auto';
   onEvent(event: SseEvent, acc: StreamAccumulator): boolean;
   errorFormat: ErrorFormat;
+}
+
+/**
+ * An event's data as the JSON object a dialect reads. Data that is not one still goes on to the
+ * client, so it is metered as generated text, by its bytes, until the provider's final usage
+ * replaces the estimate: what the proxy passes on unread is never metered at zero.
+ */
+export function eventObject(event: SseEvent, acc: StreamAccumulator): JsonObject | undefined {
+  const json = asObject(parseJson(event.data));
+  if (json === undefined) acc.text(event.data);
+  return json;
 }
 
 export interface StreamMeterContext {
