@@ -23,13 +23,22 @@ function openAiUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undef
   return { input, output, cachedInput: asCount(details?.cached_tokens) ?? 0 };
 }
 
+/**
+ * The text a chat message or stream delta generated: its content, a refusal, and the reasoning
+ * that OpenAI-compatible servers (vLLM, DeepSeek) send beside it. All of it is metered when the
+ * server reports no usage; one may come with the others empty.
+ */
+function generatedText(message: JsonObject): string {
+  return textOf(message.content) + (asString(message.refusal) ?? '') + (asString(message.reasoning_content) ?? '');
+}
+
 function chatToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
   const calls: ToolCall[] = [];
   let text = '';
   for (const choice of asArray(json.choices)) {
     const message = asObject(asObject(choice)?.message);
     if (!message) continue;
-    text += textOf(message.content) + (asString(message.refusal) ?? '');
+    text += generatedText(message);
     for (const call of asArray(message.tool_calls)) {
       const fn = asObject(asObject(call)?.function);
       const name = asString(fn?.name);
@@ -39,7 +48,9 @@ function chatToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
     }
     const legacy = asObject(message.function_call);
     const legacyName = asString(legacy?.name);
-    if (legacyName !== undefined) calls.push({ name: legacyName, arguments: asString(legacy?.arguments) ?? '' });
+    const legacyArgs = asString(legacy?.arguments) ?? '';
+    if (legacyName !== undefined) calls.push({ name: legacyName, arguments: legacyArgs });
+    text += legacyArgs;
   }
   return { calls, text };
 }
@@ -137,7 +148,7 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
         if (legacy) acc.text(legacy);
         const delta = asObject(c?.delta);
         if (delta) {
-          const content = asString(delta.content) ?? asString(delta.refusal) ?? asString(delta.reasoning_content);
+          const content = generatedText(delta);
           if (content) acc.text(content);
           const calls = asArray(delta.tool_calls);
           for (let n = 0; n < calls.length; n++) {

@@ -199,6 +199,17 @@ describe('OpenAI readResponse', () => {
     expect(openai.readResponse('chat', 'garbage').usage.output).toBe(0);
   });
 
+  it('counts the reasoning and the legacy function arguments of an answer without usage', () => {
+    const message = {
+      content: '',
+      reasoning_content: ' weigh the options first',
+      function_call: { name: 'lookup', arguments: '{"q":"weather"}' },
+    };
+    const reading = openai.readResponse('chat', { model: 'gpt-4o', choices: [{ message }] }, 42);
+    expect(reading.usage.output).toBe(fx.tokens.countText('gpt-4o', message.reasoning_content + '{"q":"weather"}'));
+    expect(reading.toolCalls).toEqual([{ name: 'lookup', arguments: '{"q":"weather"}' }]);
+  });
+
   it('takes a usage count beyond the safe integers for no count at all', () => {
     // Such a count cannot be priced exactly, fails the event schema, and would empty any budget.
     for (const absurd of [1e21, 2 ** 53 + 2, 1e308]) {
@@ -274,6 +285,17 @@ describe('OpenAI stream meter', () => {
     expect(run.last.usage).toEqual({ input: 11, output: 7, cachedInput: 0 });
     expect(run.last.usageSource).toBe('estimated');
     expect(run.last.done).toBe(true);
+  });
+
+  it('meters the reasoning a delta carries beside an empty content', async () => {
+    const chunk = (delta: object) =>
+      `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+    const stream = chunk({ content: '', reasoning_content: ' weigh the options first' }) + chunk({ content: ' done' });
+    const run = await runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 2 }), [
+      new TextEncoder().encode(stream + 'data: [DONE]\n\n'),
+    ]);
+    expect(run.progress[0]?.usage.output).toBe(Buffer.byteLength(' weigh the options first'));
+    expect(run.last.usage.output).toBe(fx.tokens.countText('gpt-4o-mini', ' weigh the options first done'));
   });
 
   it('reports running usage while the stream flows', async () => {
