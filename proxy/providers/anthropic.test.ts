@@ -81,6 +81,15 @@ describe('Anthropic readResponse', () => {
     );
     expect(reading).toMatchObject({ usage: { input: 9, output: 2, cachedInput: 0 }, usageSource: 'estimated' });
   });
+
+  it('counts extended thinking in an answer without usage, as a stream does', () => {
+    const content = [
+      { type: 'thinking', thinking: ' weigh the options first', signature: 'c2lnbmF0dXJl' },
+      { type: 'text', text: ' one two' },
+    ];
+    const reading = anthropic.readResponse('messages', { model: 'claude-sonnet-4', content }, 9);
+    expect(reading.usage.output).toBe(fx.tokens.countText('claude-sonnet-4', ' one two weigh the options first'));
+  });
 });
 
 describe('Anthropic stream meter', () => {

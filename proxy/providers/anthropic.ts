@@ -22,6 +22,9 @@ function blocksText(content: unknown): string {
   for (const block of asArray(content)) {
     const b = asObject(block);
     if (b?.type === 'tool_use') out += (asString(b.name) ?? '') + JSON.stringify(b.input ?? {});
+    // Extended thinking counts as its text, as in a stream: an answer's is billed as output, and
+    // in a prompt it can only raise the estimate.
+    else if (b?.type === 'thinking') out += asString(b.thinking) ?? '';
   }
   return out;
 }
