@@ -2,8 +2,8 @@
 # Installs what test/helm/render.go needs from Debian when it is missing: the Go toolchain, sprig
 # (Helm's template functions) and the YAML libraries, all built offline in GOPATH mode.
 set -euo pipefail
-# Test files run side by side and each may call this: one installs while the others wait, then
-# find the packages there. apt itself would refuse a second process outright.
+# Test files run side by side and each may call this: the first installs while the others wait
+# for the lock, then find the packages installed (apt would refuse a second process outright).
 exec 9>"${TMPDIR:-/tmp}/agent-governance-helm-deps.lock"
 flock 9
 packages=(golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev golang-gopkg-yaml.v3-dev)
