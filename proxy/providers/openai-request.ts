@@ -6,9 +6,11 @@ import { textOf } from './json-access.ts';
 
 const count = z.number().int().nonnegative();
 
+/** A function tool (chat: `function.name`; Responses: `name`) or a custom one (chat: `custom.name`). */
 const ChatToolSchema = z.looseObject({
   type: z.string().optional(),
   function: z.looseObject({ name: z.string() }).optional(),
+  custom: z.looseObject({ name: z.string() }).optional(),
   name: z.string().optional(),
 });
 
@@ -52,7 +54,7 @@ export const OpenAiEmbeddingsRequestSchema = z.looseObject({
 });
 
 function toolNames(tools: readonly z.infer<typeof ChatToolSchema>[] | undefined): string[] {
-  return (tools ?? []).map((t) => t.function?.name ?? t.name ?? t.type ?? 'unknown');
+  return (tools ?? []).map((t) => t.function?.name ?? t.custom?.name ?? t.name ?? t.type ?? 'unknown');
 }
 
 export function requireModel(model: string | undefined, pathModel: string | undefined): string {

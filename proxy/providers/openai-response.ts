@@ -32,6 +32,18 @@ function generatedText(message: JsonObject): string {
   return textOf(message.content) + (asString(message.refusal) ?? '') + (asString(message.reasoning_content) ?? '');
 }
 
+/**
+ * A chat tool call, whole or as a stream delta: a function (`function.name`, `function.arguments`)
+ * or a custom tool (`custom.name`, `custom.input`, free text instead of JSON arguments).
+ */
+function chatToolCall(call: unknown): { name: string | undefined; args: string | undefined } {
+  const c = asObject(call);
+  const fn = asObject(c?.function);
+  if (fn) return { name: asString(fn.name), args: asString(fn.arguments) };
+  const custom = asObject(c?.custom);
+  return { name: asString(custom?.name), args: asString(custom?.input) };
+}
+
 function chatToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
   const calls: ToolCall[] = [];
   let text = '';
@@ -40,11 +52,9 @@ function chatToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
     if (!message) continue;
     text += generatedText(message);
     for (const call of asArray(message.tool_calls)) {
-      const fn = asObject(asObject(call)?.function);
-      const name = asString(fn?.name);
-      const args = asString(fn?.arguments) ?? '';
-      if (name !== undefined) calls.push({ name, arguments: args });
-      text += args;
+      const { name, args } = chatToolCall(call);
+      if (name !== undefined) calls.push({ name, arguments: args ?? '' });
+      text += args ?? '';
     }
     const legacy = asObject(message.function_call);
     const legacyName = asString(legacy?.name);
@@ -55,17 +65,28 @@ function chatToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
   return { calls, text };
 }
 
+/**
+ * A Responses output item that is a tool call the model makes for the client to run, with its
+ * arguments when the item holds them: a function's JSON `arguments` or a custom tool's free-text
+ * `input`. Undefined for any other item.
+ */
+function responsesToolCall(item: JsonObject | undefined): { args: string | undefined } | undefined {
+  if (item?.type === 'function_call') return { args: asString(item.arguments) };
+  if (item?.type === 'custom_tool_call') return { args: asString(item.input) };
+  return undefined;
+}
+
 function responsesToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
   const calls: ToolCall[] = [];
   let text = '';
   for (const item of asArray(json.output)) {
     const it = asObject(item);
     if (!it) continue;
-    if (it.type === 'function_call') {
+    const call = responsesToolCall(it);
+    if (call !== undefined) {
       const name = asString(it.name);
-      const args = asString(it.arguments) ?? '';
-      if (name !== undefined) calls.push({ name, arguments: args });
-      text += args;
+      if (name !== undefined) calls.push({ name, arguments: call.args ?? '' });
+      text += call.args ?? '';
     } else {
       text += textOf(it.content);
     }
@@ -154,9 +175,7 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
           for (let n = 0; n < calls.length; n++) {
             const call = calls[n];
             const key = `${at}:${asCount(asObject(call)?.index) ?? n}`;
-            const fn = asObject(asObject(call)?.function);
-            const name = asString(fn?.name);
-            const args = asString(fn?.arguments);
+            const { name, args } = chatToolCall(call);
             if (name) acc.toolStart(key, name, args ?? '');
             else if (args) acc.toolArgs(key, args);
             if (args) acc.text(args);
@@ -189,34 +208,48 @@ export const responsesStreamDialect: StreamDialect = {
     const json = eventObject(event, acc);
     if (!json) return true;
     const type = asString(json.type) ?? event.event;
+    const key = String(asCount(json.output_index) ?? 0);
     switch (type) {
+      // Text the model generates: the answer, a refusal, its reasoning as text or as a summary,
+      // code for the code interpreter, arguments for a remote MCP server's tool, an audio transcript.
       case 'response.output_text.delta':
-      case 'response.refusal.delta': {
+      case 'response.refusal.delta':
+      case 'response.reasoning_text.delta':
+      case 'response.reasoning_summary_text.delta':
+      case 'response.code_interpreter_call_code.delta':
+      case 'response.mcp_call_arguments.delta':
+      case 'response.audio.transcript.delta': {
         const delta = asString(json.delta);
         if (delta) acc.text(delta);
         break;
       }
-      case 'response.function_call_arguments.delta': {
+      // A tool call the client runs, judged once whole: a function's arguments, a custom tool's input.
+      case 'response.function_call_arguments.delta':
+      case 'response.custom_tool_call_input.delta': {
         const delta = asString(json.delta);
         if (delta) {
           acc.text(delta);
-          acc.toolArgs(String(asCount(json.output_index) ?? 0), delta);
+          acc.toolArgs(key, delta);
         }
         break;
       }
       case 'response.function_call_arguments.done':
-        acc.toolEnd(String(asCount(json.output_index) ?? 0), asString(json.arguments));
+        acc.toolEnd(key, asString(json.arguments));
+        break;
+      case 'response.custom_tool_call_input.done':
+        acc.toolEnd(key, asString(json.input));
         break;
       case 'response.output_item.added': {
         const item = asObject(json.item);
-        const name = item?.type === 'function_call' ? asString(item.name) : undefined;
-        if (name) acc.toolStart(String(asCount(json.output_index) ?? 0), name, asString(item?.arguments) ?? '');
+        const call = responsesToolCall(item);
+        const name = call === undefined ? undefined : asString(item?.name);
+        if (name) acc.toolStart(key, name, call?.args ?? '');
         break;
       }
       case 'response.output_item.done': {
         const item = asObject(json.item);
-        if (item?.type === 'function_call')
-          acc.toolEnd(String(asCount(json.output_index) ?? 0), asString(item.arguments));
+        const call = responsesToolCall(item);
+        if (call !== undefined) acc.toolEnd(key, call.args);
         break;
       }
       case 'response.completed':

@@ -175,6 +175,32 @@ describe('OpenAI readResponse', () => {
     expect(reading.toolCalls).toEqual([{ name: 'lookup', arguments: expect.stringMatching(/^\{.*\}$/) }]);
   });
 
+  it('reads a custom tool call, in a Responses answer and in a chat answer', async () => {
+    const raw = await captureRaw(
+      fx.sim,
+      '/v1/responses',
+      { model: 'gpt-5', input: 'hi', max_output_tokens: 3 },
+      { 'x-sim-tool-call': 'run_sql', 'x-sim-tool-kind': 'custom', 'x-sim-tool-args': 'DROP TABLE users' },
+    );
+    expect(openai.readResponse('responses', JSON.parse(decodeText(raw))).toolCalls).toEqual([
+      { name: 'run_sql', arguments: 'DROP TABLE users' },
+    ]);
+    const chat = {
+      model: 'gpt-5',
+      choices: [
+        {
+          message: {
+            content: null,
+            tool_calls: [{ id: 'call_1', type: 'custom', custom: { name: 'run_sql', input: 'DROP TABLE users' } }],
+          },
+        },
+      ],
+    };
+    const reading = openai.readResponse('chat', chat, 3);
+    expect(reading.toolCalls).toEqual([{ name: 'run_sql', arguments: 'DROP TABLE users' }]);
+    expect(reading.usage.output).toBe(fx.tokens.countText('gpt-5', 'DROP TABLE users'));
+  });
+
   it('reads embeddings usage', async () => {
     const raw = await captureRaw(fx.sim, '/v1/embeddings', { model: 'text-embedding-3-small', input: 'abc' });
     expect(openai.readResponse('embeddings', JSON.parse(decodeText(raw))).usage).toEqual({
@@ -296,6 +322,40 @@ describe('OpenAI stream meter', () => {
     ]);
     expect(run.progress[0]?.usage.output).toBe(Buffer.byteLength(' weigh the options first'));
     expect(run.last.usage.output).toBe(fx.tokens.countText('gpt-4o-mini', ' weigh the options first done'));
+  });
+
+  it('holds a streamed custom tool call open until its input is whole', async () => {
+    const raw = await captureRaw(
+      fx.sim,
+      '/v1/responses',
+      { model: 'gpt-5', input: 'hi', max_output_tokens: 6, stream: true },
+      { 'x-sim-tool-call': 'run_sql', 'x-sim-tool-kind': 'custom', 'x-sim-tool-args': 'DROP TABLE users' },
+    );
+    const meter = openai.createStreamMeter('responses', 'gpt-5', { estimatedInputTokens: 3 });
+    const seen: { complete: boolean; input: string }[] = [];
+    for (const step of meter.push(raw)) {
+      const call = step.toolCalls[0];
+      if (call !== undefined) seen.push({ complete: call.complete, input: call.arguments });
+    }
+    expect(seen.at(0)).toEqual({ complete: false, input: '' });
+    expect(seen.filter((s) => !s.complete).length).toBeGreaterThan(1);
+    expect(seen.at(-1)).toEqual({ complete: true, input: 'DROP TABLE users' });
+    expect((await meter.end()).toolCalls).toMatchObject([{ name: 'run_sql', arguments: 'DROP TABLE users' }]);
+  });
+
+  it('meters the other text a Responses stream generates', async () => {
+    const deltas = [
+      'response.reasoning_text.delta',
+      'response.reasoning_summary_text.delta',
+      'response.code_interpreter_call_code.delta',
+      'response.mcp_call_arguments.delta',
+      'response.audio.transcript.delta',
+    ];
+    const stream = deltas.map((type) => `data: ${JSON.stringify({ type, output_index: 0, delta: 'abcd' })}\n\n`);
+    const run = await runMeter(openai.createStreamMeter('responses', 'gpt-5', { estimatedInputTokens: 3 }), [
+      new TextEncoder().encode(stream.join('')),
+    ]);
+    expect(run.progress.map((p) => p.usage.output)).toEqual([4, 8, 12, 16, 20]);
   });
 
   it('reports running usage while the stream flows', async () => {

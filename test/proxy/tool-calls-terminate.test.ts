@@ -97,12 +97,47 @@ describe('tool calls a model asks for', () => {
     ).toBe(1);
   });
 
+  it('blocks a denied custom tool call, whole or streamed, as it blocks a function call', async () => {
+    const client = openAiClient(rig.agent, {
+      'X-Svc-Execution-Id': 'exec-custom-tool',
+      'x-sim-tool-call': 'delete_repo',
+      'x-sim-tool-kind': 'custom',
+    });
+    const whole = await failure(() =>
+      client.responses.create({ model: 'gpt-4o', input: 'delete', max_output_tokens: 5 }),
+    );
+    expect(whole).toBeInstanceOf(APIError);
+    expect((whole as APIError).status).toBe(403);
+    expect((whole as APIError).code).toBe('SVC-POL-2001');
+    const streamed = await failure(async () => {
+      const stream = await client.responses.create({
+        model: 'gpt-4o',
+        input: 'delete',
+        max_output_tokens: 5,
+        stream: true,
+      });
+      for await (const event of stream)
+        if (event.type === 'response.completed') throw new Error('the stream reached its end');
+    });
+    expect((streamed as Error).message).toContain('SVC-POL-2001');
+    const events = await eventually(
+      () => toolEvents('exec-custom-tool'),
+      (list) => list.length === 2,
+    );
+    expect(events.map((e) => [e.tool, e.blocked])).toEqual([
+      ['delete_repo', true],
+      ['delete_repo', true],
+    ]);
+  });
+
   it('lets no part of a denied streamed tool call reach the agent, its name included', async () => {
-    for (const [path, body] of [
+    for (const [path, body, kind] of [
       [
         '/openai/v1/chat/completions',
         { model: 'gpt-4o-mini', max_tokens: 20, stream: true, messages: [{ role: 'user', content: 'delete' }] },
+        'function',
       ],
+      ['/openai/v1/responses', { model: 'gpt-4o', max_output_tokens: 20, stream: true, input: 'delete' }, 'custom'],
       [
         '/anthropic/v1/messages',
         {
@@ -111,11 +146,17 @@ describe('tool calls a model asks for', () => {
           stream: true,
           messages: [{ role: 'user', content: 'x' }],
         },
+        'function',
       ],
     ] as const) {
       const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-sim-tool-call': 'delete_repo', 'x-api-key': 'k' },
+        headers: {
+          'content-type': 'application/json',
+          'x-sim-tool-call': 'delete_repo',
+          'x-sim-tool-kind': kind,
+          'x-api-key': 'k',
+        },
         body: JSON.stringify(body),
       });
       const received = await res.text();

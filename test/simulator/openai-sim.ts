@@ -113,13 +113,17 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
   const { plan } = ctx;
   const usage = usageOf(plan, plan.words.length);
   const text = plan.words.join('');
+  // A custom tool's call carries free text as `input` where a function's carries `arguments`.
+  const [itemId, argsField, deltaType] = plan.customTool
+    ? ['ctc_sim', 'input', 'response.custom_tool_call_input.delta']
+    : ['fc_sim', 'arguments', 'response.function_call_arguments.delta'];
   const item = plan.toolCall
     ? {
-        type: 'function_call',
-        id: 'fc_sim',
+        type: plan.customTool ? 'custom_tool_call' : 'function_call',
+        id: itemId,
         call_id: 'call_sim',
         name: plan.toolCall,
-        arguments: toolArguments(plan),
+        [argsField]: toolArguments(plan),
         status: 'completed',
       }
     : {
@@ -152,10 +156,10 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
     ? [
         event('response.output_item.added', {
           output_index: 0,
-          item: { ...item, arguments: '', status: 'in_progress' },
+          item: { ...item, [argsField]: '', status: 'in_progress' },
         }),
         ...(plan.toolArgs === undefined ? plan.words : argumentPieces(plan.toolArgs)).map((w) =>
-          event('response.function_call_arguments.delta', { item_id: 'fc_sim', output_index: 0, delta: w }),
+          event(deltaType, { item_id: itemId, output_index: 0, delta: w }),
         ),
       ]
     : [

@@ -39,6 +39,8 @@ export interface ReplyPlan {
   toolCall: string | undefined;
   /** The tool call's arguments (JSON text), else `{"input": <the words>}`. */
   toolArgs: string | undefined;
+  /** Responses only: the tool call is a custom tool's (free-text `input`), not a function's. */
+  customTool: boolean;
   delayMs: number;
   errorCode: SvcCode | undefined;
   /** With `errorCode`: the stream fails after this many deltas instead of the call being refused. */
@@ -101,6 +103,7 @@ export function planReply(input: PlanInput): ReplyPlan {
     cachedTokens: Math.min(intHeader(headers, 'x-sim-cached-tokens') ?? 0, inputTokens),
     toolCall: header(headers, 'x-sim-tool-call'),
     toolArgs: header(headers, 'x-sim-tool-args'),
+    customTool: header(headers, 'x-sim-tool-kind') === 'custom',
     delayMs: intHeader(headers, 'x-sim-chunk-delay-ms') ?? input.defaultDelayMs,
     errorCode: svcCodeHeader(headers),
     streamErrorAfter: intHeader(headers, 'x-sim-stream-error-after'),
