@@ -56,6 +56,21 @@ describe('OpenAI parseRequest', () => {
     expect(parsed.estimatedInputTokens).toBeGreaterThan(framing);
   });
 
+  it('declares custom tools by their names', () => {
+    const tools = [
+      { type: 'function', function: { name: 'get_weather', parameters: {} } },
+      { type: 'custom', custom: { name: 'run_sql', description: 'free-text SQL' } },
+    ];
+    const chat = openai.parseRequest('chat', { model: 'gpt-5', messages: [], tools }, '/v1/chat/completions');
+    expect(chat.declaredTools).toEqual(['get_weather', 'run_sql']);
+    const responses = openai.parseRequest(
+      'responses',
+      { model: 'gpt-5', input: 'hi', tools: [{ type: 'custom', name: 'run_sql' }] },
+      '/v1/responses',
+    );
+    expect(responses.declaredTools).toEqual(['run_sql']);
+  });
+
   it('bounds the answer by the model default when the request sets none', () => {
     const parsed = openai.parseRequest(
       'chat',
