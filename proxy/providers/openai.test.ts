@@ -358,6 +358,25 @@ describe('OpenAI stream meter', () => {
     expect((await meter.end()).toolCalls).toMatchObject([{ name: 'run_sql', arguments: 'DROP TABLE users' }]);
   });
 
+  it('holds a chat stream custom tool call until its choice finishes', () => {
+    // The shape OpenAI streams custom tool calls in (openai/openai-openapi#576).
+    const chunk = (delta: object, finish: string | null = null) =>
+      `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    const call = (custom: object) => ({ tool_calls: [{ index: 0, id: 'call_1', type: 'custom', custom }] });
+    const stream = [
+      chunk(call({ name: 'run_sql', input: '' })),
+      chunk(call({ input: 'DROP TABLE ' })),
+      chunk(call({ input: 'users' })),
+      chunk({}, 'tool_calls'),
+    ];
+    const meter = openai.createStreamMeter('chat', 'gpt-5', { estimatedInputTokens: 3 });
+    const seen = stream.flatMap((text) =>
+      [...meter.push(new TextEncoder().encode(text))].map((step) => ({ ...step.toolCalls[0] })),
+    );
+    expect(seen.map((c) => c.complete)).toEqual([false, false, false, true]);
+    expect(seen.at(-1)).toEqual({ name: 'run_sql', arguments: 'DROP TABLE users', complete: true });
+  });
+
   it('meters the other text a Responses stream generates', async () => {
     const deltas = [
       'response.reasoning_text.delta',
