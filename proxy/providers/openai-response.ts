@@ -201,6 +201,9 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
   };
 }
 
+/** The tool call a Responses event concerns, by the output item it belongs to. */
+const itemKey = (json: JsonObject): string => String(asCount(json.output_index) ?? 0);
+
 export const responsesStreamDialect: StreamDialect = {
   framing: 'sse',
   errorFormat: OPENAI_ERRORS,
@@ -208,7 +211,6 @@ export const responsesStreamDialect: StreamDialect = {
     const json = eventObject(event, acc);
     if (!json) return true;
     const type = asString(json.type) ?? event.event;
-    const key = String(asCount(json.output_index) ?? 0);
     switch (type) {
       // Text the model generates: the answer, a refusal, its reasoning as text or as a summary,
       // code for the code interpreter, arguments for a remote MCP server's tool, an audio transcript.
@@ -229,27 +231,27 @@ export const responsesStreamDialect: StreamDialect = {
         const delta = asString(json.delta);
         if (delta) {
           acc.text(delta);
-          acc.toolArgs(key, delta);
+          acc.toolArgs(itemKey(json), delta);
         }
         break;
       }
       case 'response.function_call_arguments.done':
-        acc.toolEnd(key, asString(json.arguments));
+        acc.toolEnd(itemKey(json), asString(json.arguments));
         break;
       case 'response.custom_tool_call_input.done':
-        acc.toolEnd(key, asString(json.input));
+        acc.toolEnd(itemKey(json), asString(json.input));
         break;
       case 'response.output_item.added': {
         const item = asObject(json.item);
         const call = responsesToolCall(item);
         const name = call === undefined ? undefined : asString(item?.name);
-        if (name) acc.toolStart(key, name, call?.args ?? '');
+        if (name) acc.toolStart(itemKey(json), name, call?.args ?? '');
         break;
       }
       case 'response.output_item.done': {
         const item = asObject(json.item);
         const call = responsesToolCall(item);
-        if (call !== undefined) acc.toolEnd(key, call.args);
+        if (call !== undefined) acc.toolEnd(itemKey(json), call.args);
         break;
       }
       case 'response.completed':
