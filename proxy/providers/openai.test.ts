@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { SvcError } from '../../core/errors/index.ts';
 import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
 import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/index.ts';
+import { sse } from '../../test/simulator/sse-writer.ts';
 import { createOpenAiAdapter } from './openai.ts';
 import { UNCOUNTED_TEXT_LIMIT } from './stream-meter.ts';
 import { createTokenThread } from '../../core/metering/token-thread.ts';
@@ -269,6 +270,10 @@ describe('OpenAI readResponse', () => {
   });
 });
 
+/** One chat stream chunk of a single choice, as an SSE event. */
+const chatChunk = (delta: object, finish: string | null = null): string =>
+  sse({ choices: [{ index: 0, delta, finish_reason: finish }] });
+
 describe('OpenAI stream meter', () => {
   const streams = [
     [
@@ -329,9 +334,8 @@ describe('OpenAI stream meter', () => {
   });
 
   it('meters the reasoning a delta carries beside an empty content', async () => {
-    const chunk = (delta: object) =>
-      `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
-    const stream = chunk({ content: '', reasoning_content: ' weigh the options first' }) + chunk({ content: ' done' });
+    const stream =
+      chatChunk({ content: '', reasoning_content: ' weigh the options first' }) + chatChunk({ content: ' done' });
     const run = await runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini', { estimatedInputTokens: 2 }), [
       new TextEncoder().encode(stream + 'data: [DONE]\n\n'),
     ]);
@@ -360,14 +364,12 @@ describe('OpenAI stream meter', () => {
 
   it('holds a chat stream custom tool call until its choice finishes', () => {
     // The shape OpenAI streams custom tool calls in (openai/openai-openapi#576).
-    const chunk = (delta: object, finish: string | null = null) =>
-      `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
     const call = (custom: object) => ({ tool_calls: [{ index: 0, id: 'call_1', type: 'custom', custom }] });
     const stream = [
-      chunk(call({ name: 'run_sql', input: '' })),
-      chunk(call({ input: 'DROP TABLE ' })),
-      chunk(call({ input: 'users' })),
-      chunk({}, 'tool_calls'),
+      chatChunk(call({ name: 'run_sql', input: '' })),
+      chatChunk(call({ input: 'DROP TABLE ' })),
+      chatChunk(call({ input: 'users' })),
+      chatChunk({}, 'tool_calls'),
     ];
     const meter = openai.createStreamMeter('chat', 'gpt-5', { estimatedInputTokens: 3 });
     const seen = stream.flatMap((text) =>
@@ -385,7 +387,7 @@ describe('OpenAI stream meter', () => {
       'response.mcp_call_arguments.delta',
       'response.audio.transcript.delta',
     ];
-    const stream = deltas.map((type) => `data: ${JSON.stringify({ type, output_index: 0, delta: 'abcd' })}\n\n`);
+    const stream = deltas.map((type) => sse({ type, output_index: 0, delta: 'abcd' }));
     const run = await runMeter(openai.createStreamMeter('responses', 'gpt-5', { estimatedInputTokens: 3 }), [
       new TextEncoder().encode(stream.join('')),
     ]);
