@@ -73,6 +73,26 @@ describe('Anthropic readResponse', () => {
     expect(fx.sim.requests.at(-1)?.usageSent).toEqual(reading.usage);
   });
 
+  it('reads the tools Anthropic runs itself and remote MCP tools as tool calls', () => {
+    const content = [
+      { type: 'server_tool_use', id: 's1', name: 'web_search', input: { query: 'payroll' } },
+      { type: 'web_search_tool_result', tool_use_id: 's1', content: [] },
+      { type: 'mcp_tool_use', id: 'm1', name: 'delete_repo', server_name: 'github', input: { repo: 'a/b' } },
+      { type: 'server_tool_use', id: 's2', input: {} },
+      { type: 'text', text: 'Done.' },
+    ];
+    const reading = anthropic.readResponse('messages', { model: body.model, content }, 3);
+    expect(reading.toolCalls).toEqual([
+      { name: 'web_search', arguments: '{"query":"payroll"}' },
+      { name: 'delete_repo', arguments: '{"repo":"a/b"}' },
+      { name: 'server_tool_use', arguments: '{}' },
+    ]);
+    // Without usage, their input is generated text like a client tool's.
+    expect(reading.usage.output).toBe(
+      fx.tokens.countText(body.model, 'Done.web_search{"query":"payroll"}delete_repo{"repo":"a/b"}server_tool_use{}'),
+    );
+  });
+
   it('falls back to tiktoken on the content without usage', () => {
     const reading = anthropic.readResponse(
       'messages',
@@ -115,6 +135,24 @@ describe('Anthropic stream meter', () => {
       }
     },
   );
+
+  it('holds a streamed server tool call open until its block stops', async () => {
+    const raw = await captureRaw(
+      fx.sim,
+      '/v1/messages',
+      { ...body, max_tokens: 4, stream: true },
+      { 'x-sim-tool-call': 'web_fetch', 'x-sim-tool-kind': 'hosted' },
+    );
+    const meter = anthropic.createStreamMeter('messages', body.model, { estimatedInputTokens: 3 });
+    const seen: boolean[] = [];
+    // One progress object serves the whole stream: read each step as it comes.
+    for (const step of meter.push(raw)) seen.push(...step.toolCalls.map((c) => c.complete));
+    expect(seen.at(0)).toBe(false);
+    expect(seen.at(-1)).toBe(true);
+    expect((await meter.end()).toolCalls).toMatchObject([
+      { name: 'web_fetch', arguments: expect.stringMatching(/^\{"input": ".+"\}$/) },
+    ]);
+  });
 
   it('takes input from message_start and estimates output until message_delta', async () => {
     const raw = await captureRaw(

@@ -17,11 +17,24 @@ export const AnthropicMessagesRequestSchema = z.looseObject({
   tools: z.array(z.looseObject({ name: z.string() })).optional(),
 });
 
+const TOOL_USE_BLOCKS: ReadonlySet<unknown> = new Set(['tool_use', 'server_tool_use', 'mcp_tool_use']);
+
+/**
+ * The tool a content block calls: one the client runs (`tool_use`), one Anthropic runs itself
+ * (`server_tool_use`: web search and fetch, code execution) or a remote MCP server's tool
+ * (`mcp_tool_use`). All three are judged alike, by the tool's name.
+ */
+function toolUseName(block: JsonObject | undefined): string | undefined {
+  if (block === undefined || !TOOL_USE_BLOCKS.has(block.type)) return undefined;
+  return asString(block.name) || String(block.type);
+}
+
 function blocksText(content: unknown): string {
   let out = textOf(content);
   for (const block of asArray(content)) {
     const b = asObject(block);
-    if (b?.type === 'tool_use') out += (asString(b.name) ?? '') + JSON.stringify(b.input ?? {});
+    const tool = toolUseName(b);
+    if (tool !== undefined) out += tool + JSON.stringify(b?.input ?? {});
     // Extended thinking counts as its text, as in a stream: an answer's is billed as output, and
     // in a prompt it can only raise the estimate.
     else if (b?.type === 'thinking') out += asString(b.thinking) ?? '';
@@ -89,7 +102,7 @@ const messagesStreamDialect: StreamDialect = {
       }
       case 'content_block_start': {
         const block = asObject(json.content_block);
-        const name = block?.type === 'tool_use' ? asString(block.name) : undefined;
+        const name = toolUseName(block);
         const input = asObject(block?.input);
         const given = input !== undefined && Object.keys(input).length > 0 ? JSON.stringify(input) : '';
         if (name) acc.toolStart(String(asCount(json.index) ?? 0), name, given);
@@ -151,7 +164,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
       const toolCalls: ToolCall[] = [];
       for (const block of asArray(json.content)) {
         const b = asObject(block);
-        const name = b?.type === 'tool_use' ? asString(b.name) : undefined;
+        const name = toolUseName(b);
         if (name !== undefined) toolCalls.push({ name, arguments: JSON.stringify(b?.input ?? {}) });
       }
       const usage = anthropicUsage(asObject(json.usage));

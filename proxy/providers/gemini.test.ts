@@ -79,6 +79,26 @@ describe('Gemini readResponse', () => {
     expect(reading.usage.cachedInput).toBe(2);
   });
 
+  it('reads code the model runs with the code execution tool as a tool call, whole and streamed', async () => {
+    const parts = [
+      { text: 'Let me compute.' },
+      { executableCode: { language: 'PYTHON', code: 'import os; os.remove("x")' } },
+      { codeExecutionResult: { outcome: 'OUTCOME_OK', output: '' } },
+    ];
+    const answer = { candidates: [{ content: { role: 'model', parts }, finishReason: 'STOP' }] };
+    const reading = gemini.readResponse('generate', answer, 3);
+    expect(reading.toolCalls).toEqual([{ name: 'code_execution', arguments: 'import os; os.remove("x")' }]);
+    expect(reading.usage.output).toBe(
+      fx.tokens.countText('gemini-2.0-flash', 'Let me compute.import os; os.remove("x")'),
+    );
+    const run = await runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), [
+      new TextEncoder().encode(`data: ${JSON.stringify(answer)}\n\n`),
+    ]);
+    expect(run.last.toolCalls).toEqual([
+      { name: 'code_execution', arguments: 'import os; os.remove("x")', complete: true },
+    ]);
+  });
+
   it('counts thoughts as output', () => {
     const reading = gemini.readResponse('generate', {
       usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 4, thoughtsTokenCount: 6 },

@@ -59,6 +59,8 @@ interface CandidateReading {
   finished: boolean;
 }
 
+const CODE_EXECUTION = 'code_execution';
+
 function readCandidates(json: JsonObject): CandidateReading {
   const reading: CandidateReading = { text: '', toolCalls: [], finished: false };
   for (const candidate of asArray(json.candidates)) {
@@ -76,6 +78,14 @@ function readCandidates(json: JsonObject): CandidateReading {
         const args = JSON.stringify(call?.args ?? {});
         reading.toolCalls.push({ name, arguments: args });
         reading.text += name + args;
+      }
+      // Code the model wrote for Gemini's code execution tool, which Google runs itself: a tool
+      // call all the same, judged as `code_execution`.
+      const code = asObject(p.executableCode);
+      if (code !== undefined) {
+        const source = asString(code.code) ?? '';
+        reading.toolCalls.push({ name: CODE_EXECUTION, arguments: source });
+        reading.text += source;
       }
     }
   }

@@ -66,14 +66,33 @@ function chatToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
 }
 
 /**
- * A Responses output item that is a tool call the model makes for the client to run, with its
- * arguments when the item holds them: a function's JSON `arguments` or a custom tool's free-text
- * `input`. Undefined for any other item.
+ * What a Responses tool call will do: a function's JSON `arguments`, a custom tool's or a remote
+ * MCP tool's input, the code interpreter's code, or the action of a shell, a computer, a search or
+ * a patch as JSON. Undefined when the item holds none yet.
  */
-function responsesToolCall(item: JsonObject | undefined): { args: string | undefined } | undefined {
-  if (item?.type === 'function_call') return { args: asString(item.arguments) };
-  if (item?.type === 'custom_tool_call') return { args: asString(item.input) };
-  return undefined;
+function callArguments(item: JsonObject): string | undefined {
+  const text = asString(item.arguments) ?? asString(item.input) ?? asString(item.code);
+  if (text !== undefined) return text;
+  const detail = item.action ?? item.operation ?? item.queries;
+  return detail === undefined ? undefined : JSON.stringify(detail);
+}
+
+const CALL_SUFFIX = '_call';
+
+/**
+ * A Responses output item that is a tool call: every item whose type ends in `_call`, whether the
+ * client runs it (a function, a custom tool, a local shell, the computer, a patch) or OpenAI runs
+ * it (a web or file search, the code interpreter, image generation, a remote MCP server's tool),
+ * and a remote MCP call that asks the client's approval. It is named by its tool where the item
+ * names one, else by its kind (`local_shell`, `web_search`). A kind not known here is still a
+ * call, judged by that kind: a tool OpenAI adds is never let through unjudged.
+ */
+function responsesToolCall(item: JsonObject | undefined): ToolCall | undefined {
+  const type = asString(item?.type);
+  if (item === undefined || type === undefined) return undefined;
+  const kind = type.endsWith(CALL_SUFFIX) ? type.slice(0, -CALL_SUFFIX.length) : undefined;
+  if (kind === undefined && type !== 'mcp_approval_request') return undefined;
+  return { name: asString(item.name) || kind || type, arguments: callArguments(item) ?? '' };
 }
 
 function responsesToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
@@ -84,9 +103,8 @@ function responsesToolCalls(json: JsonObject): { calls: ToolCall[]; text: string
     if (!it) continue;
     const call = responsesToolCall(it);
     if (call !== undefined) {
-      const name = asString(it.name);
-      if (name !== undefined) calls.push({ name, arguments: call.args ?? '' });
-      text += call.args ?? '';
+      calls.push(call);
+      text += call.arguments;
     } else {
       text += textOf(it.content);
     }
@@ -212,22 +230,22 @@ export const responsesStreamDialect: StreamDialect = {
     if (!json) return true;
     const type = asString(json.type) ?? event.event;
     switch (type) {
-      // Text the model generates: the answer, a refusal, its reasoning as text or as a summary,
-      // code for the code interpreter, arguments for a remote MCP server's tool, an audio transcript.
+      // Text the model generates: the answer, a refusal, its reasoning as text or as a summary, an
+      // audio transcript.
       case 'response.output_text.delta':
       case 'response.refusal.delta':
       case 'response.reasoning_text.delta':
       case 'response.reasoning_summary_text.delta':
-      case 'response.code_interpreter_call_code.delta':
-      case 'response.mcp_call_arguments.delta':
       case 'response.audio.transcript.delta': {
         const delta = asString(json.delta);
         if (delta) acc.text(delta);
         break;
       }
-      // A tool call the client runs, judged once whole: a function's arguments, a custom tool's input.
+      // A tool call's arguments as the model writes them; the call is judged once whole.
       case 'response.function_call_arguments.delta':
-      case 'response.custom_tool_call_input.delta': {
+      case 'response.custom_tool_call_input.delta':
+      case 'response.code_interpreter_call_code.delta':
+      case 'response.mcp_call_arguments.delta': {
         const delta = asString(json.delta);
         if (delta) {
           acc.text(delta);
@@ -236,22 +254,25 @@ export const responsesStreamDialect: StreamDialect = {
         break;
       }
       case 'response.function_call_arguments.done':
+      case 'response.mcp_call_arguments.done':
         acc.toolEnd(itemKey(json), asString(json.arguments));
         break;
       case 'response.custom_tool_call_input.done':
         acc.toolEnd(itemKey(json), asString(json.input));
         break;
+      case 'response.code_interpreter_call_code.done':
+        acc.toolEnd(itemKey(json), asString(json.code));
+        break;
       case 'response.output_item.added': {
-        const item = asObject(json.item);
-        const call = responsesToolCall(item);
-        const name = call === undefined ? undefined : asString(item?.name);
-        if (name) acc.toolStart(itemKey(json), name, call?.args ?? '');
+        const call = responsesToolCall(asObject(json.item));
+        if (call !== undefined) acc.toolStart(itemKey(json), call.name, call.arguments);
         break;
       }
       case 'response.output_item.done': {
+        // The whole item replaces the arguments gathered, unless it carries none.
         const item = asObject(json.item);
-        const call = responsesToolCall(item);
-        if (call !== undefined) acc.toolEnd(itemKey(json), call.args);
+        if (item !== undefined && responsesToolCall(item) !== undefined)
+          acc.toolEnd(itemKey(json), callArguments(item));
         break;
       }
       case 'response.completed':

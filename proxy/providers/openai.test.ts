@@ -217,6 +217,39 @@ describe('OpenAI readResponse', () => {
     expect(reading.usage.output).toBe(fx.tokens.countText('gpt-5', 'DROP TABLE users'));
   });
 
+  it('reads every kind of Responses tool call, named by its tool or else by its kind', () => {
+    const output = [
+      { type: 'message', content: [{ type: 'output_text', text: 'Running it.' }] },
+      { type: 'local_shell_call', call_id: 'c1', action: { type: 'exec', command: ['rm', '-rf', '/'] } },
+      { type: 'shell_call', call_id: 'c2', action: { commands: ['cat /etc/passwd'] } },
+      { type: 'computer_call', call_id: 'c3', action: { type: 'click', x: 1, y: 2 } },
+      { type: 'apply_patch_call', call_id: 'c4', operation: { type: 'delete_file', path: 'README.md' } },
+      { type: 'web_search_call', action: { type: 'search', query: 'payroll' } },
+      { type: 'file_search_call', queries: ['salaries'] },
+      { type: 'code_interpreter_call', code: 'print(1)' },
+      { type: 'image_generation_call', result: 'iVBORw0KGgo=' },
+      { type: 'mcp_call', server_label: 'github', name: 'delete_repo', arguments: '{"repo":"a/b"}' },
+      { type: 'mcp_approval_request', server_label: 'github', name: 'delete_repo', arguments: '{}' },
+      { type: 'function_call', call_id: 'c5', name: '', arguments: '{}' },
+      { type: 'teleport_call', destination: 'mars' },
+      { type: 'reasoning', summary: [] },
+    ];
+    expect(openai.readResponse('responses', { model: 'gpt-5', output }, 3).toolCalls).toEqual([
+      { name: 'local_shell', arguments: '{"type":"exec","command":["rm","-rf","/"]}' },
+      { name: 'shell', arguments: '{"commands":["cat /etc/passwd"]}' },
+      { name: 'computer', arguments: '{"type":"click","x":1,"y":2}' },
+      { name: 'apply_patch', arguments: '{"type":"delete_file","path":"README.md"}' },
+      { name: 'web_search', arguments: '{"type":"search","query":"payroll"}' },
+      { name: 'file_search', arguments: '["salaries"]' },
+      { name: 'code_interpreter', arguments: 'print(1)' },
+      { name: 'image_generation', arguments: '' },
+      { name: 'delete_repo', arguments: '{"repo":"a/b"}' },
+      { name: 'delete_repo', arguments: '{}' },
+      { name: 'function', arguments: '{}' },
+      { name: 'teleport', arguments: '' },
+    ]);
+  });
+
   it('reads embeddings usage', async () => {
     const raw = await captureRaw(fx.sim, '/v1/embeddings', { model: 'text-embedding-3-small', input: 'abc' });
     expect(openai.readResponse('embeddings', JSON.parse(decodeText(raw))).usage).toEqual({
@@ -377,6 +410,55 @@ describe('OpenAI stream meter', () => {
     );
     expect(seen.map((c) => c.complete)).toEqual([false, false, false, true]);
     expect(seen.at(-1)).toEqual({ name: 'run_sql', arguments: 'DROP TABLE users', complete: true });
+  });
+
+  it('holds every kind of streamed Responses tool call open until it is whole', () => {
+    const event = (type: string, data: object) => sse({ type, ...data }, type);
+    const stream = [
+      event('response.output_item.added', {
+        output_index: 0,
+        item: { type: 'local_shell_call', status: 'in_progress', action: { type: 'exec', command: ['ls'] } },
+      }),
+      event('response.output_item.done', {
+        output_index: 0,
+        item: { type: 'local_shell_call', status: 'completed', action: { type: 'exec', command: ['rm', '-rf', '/'] } },
+      }),
+      event('response.output_item.added', {
+        output_index: 1,
+        item: { type: 'mcp_call', server_label: 'github', name: 'delete_repo', arguments: '' },
+      }),
+      event('response.mcp_call_arguments.delta', { output_index: 1, delta: '{"repo":' }),
+      event('response.mcp_call_arguments.delta', { output_index: 1, delta: '"a/b"}' }),
+      event('response.mcp_call_arguments.done', { output_index: 1, arguments: '{"repo":"a/b"}' }),
+      event('response.mcp_call.completed', { output_index: 1 }),
+      event('response.output_item.added', {
+        output_index: 2,
+        item: { type: 'web_search_call', status: 'in_progress' },
+      }),
+      event('response.web_search_call.searching', { output_index: 2 }),
+      event('response.output_item.done', {
+        output_index: 2,
+        item: { type: 'web_search_call', action: { type: 'search', query: 'payroll' } },
+      }),
+    ];
+    const meter = openai.createStreamMeter('responses', 'gpt-5', { estimatedInputTokens: 3 });
+    const seen = stream.map((text) =>
+      [...meter.push(new TextEncoder().encode(text))].flatMap((step) =>
+        step.toolCalls.map((c) => `${c.name}${c.complete ? '' : '…'} ${c.arguments}`),
+      ),
+    );
+    expect(seen.map((calls) => calls.at(-1))).toEqual([
+      'local_shell… {"type":"exec","command":["ls"]}',
+      'local_shell {"type":"exec","command":["rm","-rf","/"]}',
+      'delete_repo… ',
+      'delete_repo… {"repo":',
+      'delete_repo… {"repo":"a/b"}',
+      'delete_repo {"repo":"a/b"}',
+      'delete_repo {"repo":"a/b"}',
+      'web_search… ',
+      'web_search… ',
+      'web_search {"type":"search","query":"payroll"}',
+    ]);
   });
 
   it('meters the other text a Responses stream generates', async () => {

@@ -130,6 +130,41 @@ describe('tool calls a model asks for', () => {
     ]);
   });
 
+  it('blocks a denied tool the provider runs itself, as it blocks one the agent runs', async () => {
+    const headers = {
+      'X-Svc-Execution-Id': 'exec-hosted-tool',
+      'x-sim-tool-call': 'delete_repo',
+      'x-sim-tool-kind': 'hosted',
+    };
+    // OpenAI calling a remote MCP server's tool, Anthropic one of its server tools: the agent
+    // receives neither the call nor its result.
+    const responses = await failure(() =>
+      openAiClient(rig.agent, headers).responses.create({ model: 'gpt-4o', input: 'delete', max_output_tokens: 5 }),
+    );
+    expect((responses as APIError).status).toBe(403);
+    expect((responses as APIError).code).toBe('SVC-POL-2001');
+    const messages = await failure(async () => {
+      const stream = await anthropicClient(rig.agent, headers).messages.create({
+        model: 'claude-3-5-haiku-20241022',
+        max_tokens: 20,
+        stream: true,
+        messages: [{ role: 'user', content: 'delete' }],
+      });
+      for await (const event of stream)
+        if (event.type === 'message_stop') throw new Error('the stream reached its end');
+    });
+    expect(messages).toBeInstanceOf(AnthropicError);
+    expect((messages as Error).message).toContain('SVC-POL-2001');
+    const events = await eventually(
+      () => toolEvents('exec-hosted-tool'),
+      (list) => list.length === 2,
+    );
+    expect(events.map((e) => [e.tool, e.blocked])).toEqual([
+      ['delete_repo', true],
+      ['delete_repo', true],
+    ]);
+  });
+
   it('lets no part of a denied streamed tool call reach the agent, its name included', async () => {
     for (const [path, body, kind] of [
       [
@@ -138,6 +173,7 @@ describe('tool calls a model asks for', () => {
         'function',
       ],
       ['/openai/v1/responses', { model: 'gpt-4o', max_output_tokens: 20, stream: true, input: 'delete' }, 'custom'],
+      ['/openai/v1/responses', { model: 'gpt-4o', max_output_tokens: 20, stream: true, input: 'delete' }, 'hosted'],
       [
         '/anthropic/v1/messages',
         {
@@ -147,6 +183,16 @@ describe('tool calls a model asks for', () => {
           messages: [{ role: 'user', content: 'x' }],
         },
         'function',
+      ],
+      [
+        '/anthropic/v1/messages',
+        {
+          model: 'claude-3-5-haiku-20241022',
+          max_tokens: 20,
+          stream: true,
+          messages: [{ role: 'user', content: 'x' }],
+        },
+        'hosted',
       ],
     ] as const) {
       const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {

@@ -18,7 +18,9 @@ export async function anthropicMessages(ctx: SimContext): Promise<TokenUsage> {
   const text = plan.words.join('');
   const stopReason = plan.toolCall ? 'tool_use' : 'end_turn';
   const block = plan.toolCall
-    ? { type: 'tool_use', id: 'toolu_sim', name: plan.toolCall, input: { input: text.trim() } }
+    ? plan.toolKind === 'hosted'
+      ? { type: 'server_tool_use', id: 'srvtoolu_sim', name: plan.toolCall, input: { input: text.trim() } }
+      : { type: 'tool_use', id: 'toolu_sim', name: plan.toolCall, input: { input: text.trim() } }
     : { type: 'text', text };
   const message = { id: 'msg_sim', type: 'message', role: 'assistant', model: plan.model };
   if (!ctx.stream) {

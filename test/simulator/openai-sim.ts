@@ -109,23 +109,42 @@ function responsesUsage(u: TokenUsage): Record<string, unknown> {
   };
 }
 
+/**
+ * A Responses tool call item by the kind of tool: a custom tool's carries free text as `input`
+ * where a function's carries `arguments`; a remote MCP server's tool, which OpenAI calls itself,
+ * carries `arguments` and its server's label.
+ */
+const RESPONSES_TOOL_ITEMS = {
+  function: {
+    type: 'function_call',
+    itemId: 'fc_sim',
+    argsField: 'arguments',
+    deltaType: 'response.function_call_arguments.delta',
+    extra: { call_id: 'call_sim' },
+  },
+  custom: {
+    type: 'custom_tool_call',
+    itemId: 'ctc_sim',
+    argsField: 'input',
+    deltaType: 'response.custom_tool_call_input.delta',
+    extra: { call_id: 'call_sim' },
+  },
+  hosted: {
+    type: 'mcp_call',
+    itemId: 'mcp_sim',
+    argsField: 'arguments',
+    deltaType: 'response.mcp_call_arguments.delta',
+    extra: { server_label: 'sim' },
+  },
+} as const;
+
 export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
   const { plan } = ctx;
   const usage = usageOf(plan, plan.words.length);
   const text = plan.words.join('');
-  // A custom tool's call carries free text as `input` where a function's carries `arguments`.
-  const [itemId, argsField, deltaType] = plan.customTool
-    ? ['ctc_sim', 'input', 'response.custom_tool_call_input.delta']
-    : ['fc_sim', 'arguments', 'response.function_call_arguments.delta'];
+  const { type, itemId, argsField, deltaType, extra } = RESPONSES_TOOL_ITEMS[plan.toolKind];
   const item = plan.toolCall
-    ? {
-        type: plan.customTool ? 'custom_tool_call' : 'function_call',
-        id: itemId,
-        call_id: 'call_sim',
-        name: plan.toolCall,
-        [argsField]: toolArguments(plan),
-        status: 'completed',
-      }
+    ? { type, id: itemId, ...extra, name: plan.toolCall, [argsField]: toolArguments(plan), status: 'completed' }
     : {
         type: 'message',
         id: 'msg_sim',

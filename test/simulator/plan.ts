@@ -39,8 +39,12 @@ export interface ReplyPlan {
   toolCall: string | undefined;
   /** The tool call's arguments (JSON text), else `{"input": <the words>}`. */
   toolArgs: string | undefined;
-  /** Responses only: the tool call is a custom tool's (free-text `input`), not a function's. */
-  customTool: boolean;
+  /**
+   * The kind of tool called: a function (the default); `custom`, a custom tool's call with
+   * free-text `input` (Responses); `hosted`, one the provider runs itself (Responses: a remote MCP
+   * server's tool, `mcp_call`; Anthropic: a server tool, `server_tool_use`).
+   */
+  toolKind: 'function' | 'custom' | 'hosted';
   delayMs: number;
   errorCode: SvcCode | undefined;
   /** With `errorCode`: the stream fails after this many deltas instead of the call being refused. */
@@ -74,6 +78,15 @@ function svcCodeHeader(headers: IncomingHttpHeaders): SvcCode | undefined {
   return code as SvcCode;
 }
 
+const TOOL_KINDS = ['function', 'custom', 'hosted'] as const;
+
+function toolKindHeader(value: string | undefined): ReplyPlan['toolKind'] {
+  if (value === undefined) return 'function';
+  const kind = TOOL_KINDS.find((k) => k === value);
+  if (kind === undefined) throw new Error(`x-sim-tool-kind: one of ${TOOL_KINDS.join(', ')}, not ${value}`);
+  return kind;
+}
+
 export function replyWords(count: number): string[] {
   return Array.from({ length: count }, (_, i) => WORDS[i % WORDS.length] ?? ' one');
 }
@@ -103,7 +116,7 @@ export function planReply(input: PlanInput): ReplyPlan {
     cachedTokens: Math.min(intHeader(headers, 'x-sim-cached-tokens') ?? 0, inputTokens),
     toolCall: header(headers, 'x-sim-tool-call'),
     toolArgs: header(headers, 'x-sim-tool-args'),
-    customTool: header(headers, 'x-sim-tool-kind') === 'custom',
+    toolKind: toolKindHeader(header(headers, 'x-sim-tool-kind')),
     delayMs: intHeader(headers, 'x-sim-chunk-delay-ms') ?? input.defaultDelayMs,
     errorCode: svcCodeHeader(headers),
     streamErrorAfter: intHeader(headers, 'x-sim-stream-error-after'),
