@@ -18,6 +18,7 @@ const bounded: ParsedRequest = {
   estimatedInputTokens: 4000,
   maxOutputTokens: 10,
   declaredTools: [],
+  builtinTools: [],
 };
 const exact = { ...bounded, estimatedInputTokens: 1000 };
 

@@ -6,7 +6,8 @@ import type { ToolCall } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import type { GateVerdict, HoldSignal } from './policy-gate.ts';
 
-export type ToolSource = 'model' | 'mcp';
+/** Who asked for a tool: the model in its answer, an MCP client, or a request that declares a built-in tool. */
+export type ToolSource = 'model' | 'mcp' | 'declared';
 
 /**
  * Evaluates one tool call as `tool:<name>` with its arguments in the context as `tool_args`

@@ -20,6 +20,10 @@ export const OperationSchema = z.enum([
 ]);
 export type Operation = z.infer<typeof OperationSchema>;
 
+/** A tool call the model asked for: its name and its arguments as the model wrote them (JSON text). */
+export const ToolCallSchema = z.object({ name: z.string(), arguments: z.string() });
+export type ToolCall = z.infer<typeof ToolCallSchema>;
+
 /** What the governance pipeline needs to know about a call before it is sent. */
 export const ParsedRequestSchema = z.object({
   model: z.string(),
@@ -30,15 +34,23 @@ export const ParsedRequestSchema = z.object({
   maxOutputTokens: z.number().int().nonnegative(),
   /** Names of the tools the request offers the model. */
   declaredTools: z.array(z.string()),
+  /**
+   * The declared tools the provider defines rather than the agent: those it runs itself (web
+   * search, code execution, a remote MCP server, named `mcp`, with its URL as arguments) and
+   * built-ins the agent runs (a shell, the computer). Each is judged as `tool:<name>` before the
+   * call goes upstream: a call of the provider's own shows only once the provider has made it.
+   */
+  builtinTools: z.array(ToolCallSchema),
 });
 export type ParsedRequest = z.infer<typeof ParsedRequestSchema>;
 
+/** The tools of a request that declares none (embeddings, legacy completions). */
+export function noTools(): Pick<ParsedRequest, 'declaredTools' | 'builtinTools'> {
+  return { declaredTools: [], builtinTools: [] };
+}
+
 export const UsageSourceSchema = z.enum(['provider', 'estimated']);
 export type UsageSource = z.infer<typeof UsageSourceSchema>;
-
-/** A tool call the model asked for: its name and its arguments as the model wrote them (JSON text). */
-export const ToolCallSchema = z.object({ name: z.string(), arguments: z.string() });
-export type ToolCall = z.infer<typeof ToolCallSchema>;
 
 /** A tool call in a stream: its arguments arrive in pieces; `complete` once its block or the answer ended. */
 export interface StreamedToolCall extends ToolCall {

@@ -45,6 +45,28 @@ describe('Anthropic classify and parseRequest', () => {
     );
   });
 
+  it('declares server tools by name and remote MCP servers as mcp, built in, without their credentials', () => {
+    const declared = (extra: object) => anthropic.parseRequest('messages', { ...body, ...extra }, '/v1/messages');
+    const server = { type: 'url', url: 'https://mcp.example.com/sse', name: 'example', authorization_token: 'sk-1' };
+    const mcp = { name: 'mcp', arguments: '{"name":"example","url":"https://mcp.example.com/sse"}' };
+    expect(
+      declared({
+        tools: [
+          { name: 'lookup', input_schema: { type: 'object' } },
+          { type: 'custom', name: 'search', input_schema: { type: 'object' } },
+          { type: 'web_search_20250305', name: 'web_search' },
+          { type: 'bash_20250124', name: 'bash' },
+          { type: 'mcp_toolset', mcp_server_name: 'example' },
+        ],
+        mcp_servers: [server],
+      }),
+    ).toMatchObject({
+      declaredTools: ['lookup', 'search', 'web_search', 'bash', 'mcp'],
+      builtinTools: [{ name: 'web_search', arguments: '' }, { name: 'bash', arguments: '' }, mcp],
+    });
+    expect(declared({ mcp_servers: [server] })).toMatchObject({ declaredTools: ['mcp'], builtinTools: [mcp] });
+  });
+
   it('requires max_tokens, naming it', () => {
     try {
       anthropic.parseRequest('messages', { model: 'claude-sonnet-4', messages: [] }, '/v1/messages');

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseOrThrow, type SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
-import { resolveInput, type AdapterDeps, type ProviderAdapter, type ToolCall } from './adapter.ts';
+import { resolveInput, type AdapterDeps, type ParsedRequest, type ProviderAdapter, type ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation } from './routes.ts';
@@ -14,8 +14,39 @@ export const AnthropicMessagesRequestSchema = z.looseObject({
   messages: z.array(z.looseObject({ role: z.string(), content: z.unknown() })),
   system: z.union([z.string(), z.array(z.unknown())]).optional(),
   stream: z.boolean().optional(),
-  tools: z.array(z.looseObject({ name: z.string() })).optional(),
+  // A client tool and a server tool have a name; an MCP toolset names its server instead.
+  tools: z.array(z.looseObject({ name: z.string().optional(), type: z.string().optional() })).optional(),
+  mcp_servers: z.array(z.looseObject({ name: z.string().optional(), url: z.string().optional() })).optional(),
 });
+
+const MCP = 'mcp';
+
+/** A custom tool the agent defines has no type, or `custom`; an MCP toolset is its server's. */
+const NOT_BUILTIN: ReadonlySet<unknown> = new Set([undefined, 'custom', 'mcp_toolset']);
+
+/**
+ * The tools a request declares: each by its name (an MCP toolset as `mcp`), and `mcp` for each
+ * remote MCP server it hands Anthropic to call, as OpenAI's `mcp` tool is declared. Built in:
+ * every typed tool Anthropic defines (web search, code execution, bash, the computer), and each
+ * MCP server with where it is (its URL gives a rule `tool_hosts`), never its credentials.
+ */
+function toolsOf(
+  req: z.infer<typeof AnthropicMessagesRequestSchema>,
+): Pick<ParsedRequest, 'declaredTools' | 'builtinTools'> {
+  const declaredTools: string[] = [];
+  const builtinTools: ToolCall[] = [];
+  for (const t of req.tools ?? []) {
+    const name = t.name ?? (t.type === 'mcp_toolset' ? MCP : (t.type ?? 'unknown'));
+    declaredTools.push(name);
+    if (!NOT_BUILTIN.has(t.type)) builtinTools.push({ name, arguments: '' });
+  }
+  for (const server of req.mcp_servers ?? []) {
+    if (!declaredTools.includes(MCP)) declaredTools.push(MCP);
+    const { name, url } = server;
+    builtinTools.push({ name: MCP, arguments: JSON.stringify({ name, url }) });
+  }
+  return { declaredTools, builtinTools };
+}
 
 const TOOL_USE_BLOCKS: ReadonlySet<unknown> = new Set(['tool_use', 'server_tool_use', 'mcp_tool_use']);
 
@@ -152,7 +183,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
         stream: req.stream === true,
         estimatedInputTokens: deps.tokens.countChatMessages(req.model, messages) + tools,
         maxOutputTokens: req.max_tokens,
-        declaredTools: (req.tools ?? []).map((t) => t.name),
+        ...toolsOf(req),
       };
     },
     prepareRequest(_op, body) {

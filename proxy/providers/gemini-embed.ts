@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parseOrThrow } from '../../core/errors/index.ts';
-import type { AdapterDeps, ParsedRequest } from './adapter.ts';
+import { noTools, type AdapterDeps, type ParsedRequest } from './adapter.ts';
 import { textOf } from './json-access.ts';
 
 const Content = z.looseObject({ parts: z.array(z.unknown()).optional() });
@@ -25,5 +25,5 @@ export function parseGeminiEmbedRequest(
     : [parseOrThrow(GeminiEmbedRequestSchema, body).content];
   let input = 0;
   for (const content of contents) input += deps.tokens.countText(model, textOf(content.parts));
-  return { model, stream: false, estimatedInputTokens: input, maxOutputTokens: 0, declaredTools: [] };
+  return { model, stream: false, estimatedInputTokens: input, maxOutputTokens: 0, ...noTools() };
 }

@@ -18,13 +18,13 @@ describe('Gemini classify and parseRequest', () => {
     expect(gemini.classify('GET', '/v1beta/models')).toBeNull();
   });
 
-  it('takes the model from the path', () => {
+  it('takes the model from the path and declares functions and the tools Google runs', () => {
     const parsed = gemini.parseRequest(
       'stream_generate',
       {
         ...body,
         systemInstruction: { parts: [{ text: 'Be brief' }] },
-        tools: [{ functionDeclarations: [{ name: 'lookup' }] }],
+        tools: [{ functionDeclarations: [{ name: 'lookup' }] }, { codeExecution: {} }, { google_search: {} }],
       },
       streamPath + '?alt=sse',
     );
@@ -32,7 +32,11 @@ describe('Gemini classify and parseRequest', () => {
       model: 'gemini-2.0-flash',
       stream: true,
       maxOutputTokens: 5,
-      declaredTools: ['lookup'],
+      declaredTools: ['lookup', 'code_execution', 'google_search'],
+      builtinTools: [
+        { name: 'code_execution', arguments: '' },
+        { name: 'google_search', arguments: '' },
+      ],
     });
     expect(parsed.estimatedInputTokens).toBeGreaterThan(
       fx.tokens.countChatMessages('gemini-2.0-flash', [{ role: 'user', content: 'Hi' }]),

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseOrThrow, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
-import { resolveInput, type AdapterDeps, type ProviderAdapter, type ToolCall } from './adapter.ts';
+import { resolveInput, type AdapterDeps, type ParsedRequest, type ProviderAdapter, type ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, grpcStatusName, type ErrorFormat } from './error-format.ts';
 import { parseGeminiEmbedRequest } from './gemini-embed.ts';
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
@@ -18,6 +18,11 @@ const GenerationConfig = z.looseObject({
   candidate_count: z.number().int().positive().optional(),
 });
 
+const GeminiToolSchema = z.looseObject({
+  functionDeclarations: FunctionDeclarations.optional(),
+  function_declarations: FunctionDeclarations.optional(),
+});
+
 /** Gemini's REST surface accepts proto JSON, so both camelCase and snake_case names are read. */
 export const GeminiGenerateRequestSchema = z.looseObject({
   contents: z.array(z.looseObject({ role: z.string().optional(), parts: z.array(z.unknown()).optional() })),
@@ -25,14 +30,7 @@ export const GeminiGenerateRequestSchema = z.looseObject({
   system_instruction: z.looseObject({ parts: z.array(z.unknown()).optional() }).optional(),
   generationConfig: GenerationConfig.optional(),
   generation_config: GenerationConfig.optional(),
-  tools: z
-    .array(
-      z.looseObject({
-        functionDeclarations: FunctionDeclarations.optional(),
-        function_declarations: FunctionDeclarations.optional(),
-      }),
-    )
-    .optional(),
+  tools: z.array(GeminiToolSchema).optional(),
 });
 
 export { geminiModelFromPath };
@@ -57,6 +55,30 @@ interface CandidateReading {
   text: string;
   toolCalls: ToolCall[];
   finished: boolean;
+}
+
+const FUNCTION_DECLARATIONS = new Set(['functionDeclarations', 'function_declarations']);
+
+/**
+ * The tools a request declares: its functions by name, and the tools Google defines
+ * (`codeExecution`, `googleSearch`, `urlContext`, ...), built in, by their field in snake_case,
+ * so `code_execution` names the tool here as it names its calls in the answer.
+ */
+function toolsOf(
+  tools: readonly z.infer<typeof GeminiToolSchema>[],
+): Pick<ParsedRequest, 'declaredTools' | 'builtinTools'> {
+  const declaredTools: string[] = [];
+  const builtinTools: ToolCall[] = [];
+  for (const tool of tools) {
+    for (const f of tool.functionDeclarations ?? tool.function_declarations ?? []) declaredTools.push(f.name);
+    for (const key of Object.keys(tool)) {
+      if (FUNCTION_DECLARATIONS.has(key)) continue;
+      const name = key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
+      declaredTools.push(name);
+      builtinTools.push({ name, arguments: '' });
+    }
+  }
+  return { declaredTools, builtinTools };
 }
 
 const CODE_EXECUTION = 'code_execution';
@@ -160,9 +182,6 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
       if (system) messages.unshift({ role: 'system', content: textOf(system.parts) });
       const config = req.generationConfig ?? req.generation_config;
       const perCandidate = config?.maxOutputTokens ?? config?.max_output_tokens ?? deps.defaultMaxOutputTokens(model);
-      const declared = (req.tools ?? []).flatMap((t) =>
-        (t.functionDeclarations ?? t.function_declarations ?? []).map((f) => f.name),
-      );
       return {
         model,
         stream: op === 'stream_generate',
@@ -170,7 +189,7 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
           deps.tokens.countChatMessages(model, messages) +
           (req.tools ? deps.tokens.countText(model, JSON.stringify(req.tools)) : 0),
         maxOutputTokens: perCandidate * (config?.candidateCount ?? config?.candidate_count ?? 1),
-        declaredTools: declared,
+        ...toolsOf(req.tools ?? []),
       };
     },
     prepareRequest(_op, body) {

@@ -24,6 +24,7 @@ describe('legacy OpenAI completions are metered like chat', () => {
       estimatedInputTokens: text,
       maxOutputTokens: 21,
       declaredTools: [],
+      builtinTools: [],
     });
     const tokens = openai.parseRequest('completions', { model: 'm', prompt: [[1, 2, 3], [4]], max_tokens: 1 }, '/');
     expect(tokens.estimatedInputTokens).toBe(4);
@@ -75,6 +76,7 @@ describe('Gemini embeddings are metered at their prompt', () => {
       estimatedInputTokens: words,
       maxOutputTokens: 0,
       declaredTools: [],
+      builtinTools: [],
     });
     const batch = gemini.parseRequest(
       'batch_embed',

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parseOrThrow } from '../../core/errors/index.ts';
-import type { AdapterDeps, ParsedRequest } from './adapter.ts';
+import { noTools, type AdapterDeps, type ParsedRequest } from './adapter.ts';
 import { asArray, asObject, asString, type JsonObject } from './json-access.ts';
 import { requireModel } from './openai-request.ts';
 
@@ -44,7 +44,7 @@ export function parseOpenAiCompletionsRequest(
     stream: req.stream === true,
     estimatedInputTokens: input,
     maxOutputTokens: perCompletion * Math.max(req.n ?? 1, req.best_of ?? 1),
-    declaredTools: [],
+    ...noTools(),
   };
 }
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { parseOrThrow, SvcError } from '../../core/errors/index.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
-import type { AdapterDeps, Operation, ParsedRequest } from './adapter.ts';
+import { noTools, type AdapterDeps, type Operation, type ParsedRequest, type ToolCall } from './adapter.ts';
 import { textOf } from './json-access.ts';
 
 const count = z.number().int().nonnegative();
@@ -53,8 +53,35 @@ export const OpenAiEmbeddingsRequestSchema = z.looseObject({
   input: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
 });
 
-function toolNames(tools: readonly z.infer<typeof ChatToolSchema>[] | undefined): string[] {
-  return (tools ?? []).map((t) => t.function?.name ?? t.custom?.name ?? t.name ?? t.type ?? 'unknown');
+const AGENT_DEFINED: ReadonlySet<unknown> = new Set(['function', 'custom']);
+
+/**
+ * Where a remote MCP server OpenAI is to call is (its URL gives a rule `tool_hosts`), never the
+ * credentials its declaration carries.
+ */
+function mcpServer(tool: z.infer<typeof ChatToolSchema>): string {
+  const { server_label, server_url, connector_id, allowed_tools } = tool;
+  return JSON.stringify({ server_label, server_url, connector_id, allowed_tools });
+}
+
+/**
+ * The request's tools by name (a built-in by its type) and, among them, those OpenAI defines:
+ * any type but a function or a custom tool.
+ */
+function toolsOf(
+  tools: readonly z.infer<typeof ChatToolSchema>[] | undefined,
+  functions: readonly { name: string }[] = [],
+): Pick<ParsedRequest, 'declaredTools' | 'builtinTools'> {
+  const declaredTools: string[] = [];
+  const builtinTools: ToolCall[] = [];
+  for (const t of tools ?? []) {
+    const name = t.function?.name ?? t.custom?.name ?? t.name ?? t.type ?? 'unknown';
+    declaredTools.push(name);
+    if (t.type !== undefined && !AGENT_DEFINED.has(t.type))
+      builtinTools.push({ name, arguments: t.type === 'mcp' ? mcpServer(t) : '' });
+  }
+  for (const f of functions) declaredTools.push(f.name);
+  return { declaredTools, builtinTools };
 }
 
 export function requireModel(model: string | undefined, pathModel: string | undefined): string {
@@ -93,7 +120,7 @@ export function parseOpenAiRequest(
     else
       for (const item of inputs)
         tokens += typeof item === 'string' ? deps.tokens.countText(model, item) : (item as number[]).length;
-    return { model, stream: false, estimatedInputTokens: tokens, maxOutputTokens: 0, declaredTools: [] };
+    return { model, stream: false, estimatedInputTokens: tokens, maxOutputTokens: 0, ...noTools() };
   }
   if (op === 'responses') {
     const req = parseOrThrow(OpenAiResponsesRequestSchema, body);
@@ -107,7 +134,7 @@ export function parseOpenAiRequest(
       stream: req.stream === true,
       estimatedInputTokens: deps.tokens.countChatMessages(model, messages) + toolsTokens(deps, model, req.tools),
       maxOutputTokens: req.max_output_tokens ?? deps.defaultMaxOutputTokens(model),
-      declaredTools: toolNames(req.tools),
+      ...toolsOf(req.tools),
     };
   }
   const req = parseOrThrow(OpenAiChatRequestSchema, body);
@@ -120,6 +147,6 @@ export function parseOpenAiRequest(
       deps.tokens.countChatMessages(model, req.messages.map(chatMessageText)) +
       toolsTokens(deps, model, req.tools ?? req.functions),
     maxOutputTokens: perChoice * (req.n ?? 1),
-    declaredTools: [...toolNames(req.tools), ...(req.functions ?? []).map((f) => f.name)],
+    ...toolsOf(req.tools, req.functions),
   };
 }

@@ -72,6 +72,28 @@ describe('OpenAI parseRequest', () => {
     expect(responses.declaredTools).toEqual(['run_sql']);
   });
 
+  it('declares the tools OpenAI defines by their type, built in, a remote MCP server without its credentials', () => {
+    const tools = [
+      { type: 'function', name: 'lookup', parameters: {} },
+      { type: 'web_search' },
+      { type: 'mcp', server_label: 'gh', server_url: 'https://mcp.example.com/', authorization: 'ghp_1' },
+      { type: 'local_shell' },
+    ];
+    const parsed = openai.parseRequest('responses', { model: 'gpt-5', input: 'hi', tools }, '/v1/responses');
+    expect(parsed.declaredTools).toEqual(['lookup', 'web_search', 'mcp', 'local_shell']);
+    expect(parsed.builtinTools).toEqual([
+      { name: 'web_search', arguments: '' },
+      { name: 'mcp', arguments: '{"server_label":"gh","server_url":"https://mcp.example.com/"}' },
+      { name: 'local_shell', arguments: '' },
+    ]);
+    const chat = openai.parseRequest(
+      'chat',
+      { model: 'gpt-5', messages: [], tools: [{ type: 'function', function: { name: 'lookup' } }] },
+      '/v1/chat/completions',
+    );
+    expect(chat.builtinTools).toEqual([]);
+  });
+
   it('bounds the answer by the model default when the request sets none', () => {
     const parsed = openai.parseRequest(
       'chat',
