@@ -18,6 +18,12 @@ export type EventVerdict = boolean | Uint8Array;
 export type EventVisitor = (event: SseEvent) => EventVerdict;
 
 /**
+ * Sees the text of each frame that is no event (a comment, a lone `id` or `retry`, fields the
+ * client does not know): the client dispatches nothing for it, and it is passed on as it came.
+ */
+export type UnreadVisitor = (frame: string) => void;
+
+/**
  * Splits a byte stream into complete frames as chunks arrive (a chunk may end anywhere, even
  * inside a UTF-8 character), and says which bytes may go on to the client: only whole frames,
  * so a stream can be cut between two frames and an error frame appended cleanly.
@@ -182,7 +188,11 @@ export function sseErrorFrame(eventName: string | undefined, payload: unknown): 
 }
 
 /** The one SSE splitter: every provider's stream meter and the MCP answer filter frame with it. */
-export function createSseFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX_EVENT_BYTES): Framer {
+export function createSseFramer(
+  visit: EventVisitor,
+  maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
+  unread?: UnreadVisitor,
+): Framer {
   const held = new HeldBytes(maxEventBytes);
   // Line-ending state survives chunk boundaries, so a CRLF split across two chunks counts once.
   let atLineStart = true;
@@ -190,8 +200,12 @@ export function createSseFramer(visit: EventVisitor, maxEventBytes = DEFAULT_MAX
   let closed = false;
 
   function release(frame: Uint8Array): Uint8Array {
-    const parsed = parseSseEvent(decodeFrame(frame));
-    if (parsed === null) return frame;
+    const text = decodeFrame(frame);
+    const parsed = parseSseEvent(text);
+    if (parsed === null) {
+      unread?.(text);
+      return frame;
+    }
     const verdict = visit(parsed);
     return verdict === true ? frame : verdict === false ? EMPTY : verdict;
   }

@@ -142,7 +142,9 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   };
 
   const visit = (event: SseEvent): boolean => dialect.onEvent(event, acc);
-  const sse = () => createSseFramer(visit, ctx.maxEventBytes);
+  // A frame that is no event still reaches the client, so it is metered like data no dialect
+  // reads (eventObject): as text, until the provider's final usage replaces the estimate.
+  const sse = () => createSseFramer(visit, ctx.maxEventBytes, (frame) => acc.text(frame));
   let framer: Framer | null = dialect.framing === 'sse' ? sse() : null;
 
   /** Bytes looked at before the framing was known: a byte order mark may only open the stream. */

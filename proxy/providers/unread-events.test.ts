@@ -28,6 +28,23 @@ describe('a stream event whose data is not a JSON object', () => {
     expect(run.last.usage.output).toBe(fx.tokens.countText(model, UNREAD + '[1, 2, 3]'));
   });
 
+  it.each(dialects)(
+    '%s: a frame that is no event (comment, id, unknown field) is passed on and metered as text',
+    async (_name, adapter, op, model) => {
+      const frames = [`: ${UNREAD}\n\n`, 'id: 42\nretry: 10\n\n', `DATA: ${UNREAD}\n\n`];
+      const run = await runMeter(adapter.createStreamMeter(op, model, { estimatedInputTokens: 4 }), [
+        bytes(frames.join('')),
+      ]);
+      expect(decodeText(run.forwarded)).toBe(frames.join(''));
+      expect(run.progress.map((p) => p.usage.output)).toEqual([
+        Buffer.byteLength(frames[0]!),
+        Buffer.byteLength(frames[0]! + frames[1]!),
+        Buffer.byteLength(frames.join('')),
+      ]);
+      expect(run.last.usage.output).toBe(fx.tokens.countText(model, frames.join('')));
+    },
+  );
+
   it("gives way to the provider's final usage when one follows", async () => {
     const openai = createOpenAiAdapter(fx.deps);
     const usage = { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 };
