@@ -46,7 +46,11 @@ export const OpenAiResponsesRequestSchema = z.looseObject({
   stream: z.boolean().nullish(),
   max_output_tokens: count.nullish(),
   tools: z.array(ChatToolSchema).optional(),
+  background: z.boolean().nullish(),
 });
+
+const BACKGROUND =
+  "background: a background response is generated after the call returns and read back later, out of the proxy's sight, so its usage and tool calls could not be governed; it is refused (send the request in the foreground, streamed if it runs long)";
 
 export const OpenAiEmbeddingsRequestSchema = z.looseObject({
   model: z.string().min(1).optional(),
@@ -124,6 +128,11 @@ export function parseOpenAiRequest(
   }
   if (op === 'responses') {
     const req = parseOrThrow(OpenAiResponsesRequestSchema, body);
+    if (req.background === true) {
+      throw new SvcError('SVC-ADP-5003', BACKGROUND, { fields: 'background' }, [
+        { field: 'background', description: 'background responses are not governed' },
+      ]);
+    }
     const model = requireModel(req.model, pathModel);
     const messages: ChatMessageText[] = [];
     if (req.instructions) messages.push({ role: 'system', content: req.instructions });
