@@ -3,12 +3,14 @@ import { governMcp, type McpServers } from '../mcp/index.ts';
 import type { ProviderAdapter, ProviderRegistry } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { governLlmCall } from './llm-call/pipeline.ts';
+import { governStoredAnswer } from './stored-answer.ts';
 import { governUnclassifiedCall, passThrough } from './unclassified-call.ts';
 
 /**
  * The proxy's one request handler: MCP servers go through the MCP path; on a provider host, a
  * metered route goes through the governed LLM path, a free route (token counting) is relayed,
- * and any other path is governed as an unclassified call (metered by estimate or refused, never
+ * a stored answer read back has its tool calls judged, and any other path is governed as an
+ * unclassified call (metered by estimate or refused, never
  * free; plain reads excepted). Every other host passes through unchanged (governance headers
  * stripped).
  */
@@ -28,6 +30,7 @@ export function createGovernedHandler(
     const route = adapter.route(req.method, req.targetUrl.pathname);
     if (route?.kind === 'metered') return governLlmCall(deps, req, adapter, route.op);
     if (route?.kind === 'free') return passThrough(deps, req, adapter.id, adapter);
+    if (route?.kind === 'stored') return governStoredAnswer(deps, req, adapter, route.shape);
     return governUnclassifiedCall(deps, req, adapter);
   };
 }

@@ -6,8 +6,11 @@ import type { ToolCall } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import type { GateVerdict, HoldSignal } from './policy-gate.ts';
 
-/** Who asked for a tool: the model in its answer, an MCP client, or a request that declares a built-in tool. */
-export type ToolSource = 'model' | 'mcp' | 'declared';
+/**
+ * Who asked for a tool: the model in its answer, an MCP client, a request that declares a
+ * built-in tool, or a stored answer read back.
+ */
+export type ToolSource = 'model' | 'mcp' | 'declared' | 'stored';
 
 /**
  * Evaluates one tool call as `tool:<name>` with its arguments in the context as `tool_args`

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { SvcCode } from '../../core/errors/index.ts';
 import { TokenUsageSchema, type TokenUsage } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
-import type { RouteMatch } from './routes.ts';
+import type { RouteMatch, StoredShape } from './routes.ts';
 
 export const ProviderIdSchema = z.enum(['openai', 'anthropic', 'gemini', 'azure-openai', 'openai-compatible']);
 export type ProviderId = z.infer<typeof ProviderIdSchema>;
@@ -159,6 +159,8 @@ export interface ProviderAdapter {
   prepareRequest(op: Operation, body: unknown): PreparedRequest;
   /** Reads a non-streamed answer; `estimatedInputTokens` stands in if it reports no usage. */
   readResponse(op: Operation, json: unknown, estimatedInputTokens?: InputEstimate): ResponseReading;
+  /** The tool calls of stored answers read back; only a provider with `stored` routes has them. */
+  storedToolCalls?(shape: StoredShape, json: unknown): ToolCall[];
   createStreamMeter(op: Operation, model: string, options?: StreamMeterOptions): StreamMeter;
   /** A refusal in the provider's error format, with the SVC code in message and code fields. */
   errorResponse(svcCode: SvcCode, message: string, status?: number): ErrorReply;

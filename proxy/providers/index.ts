@@ -14,3 +14,4 @@ export {
   type ReverseMatch,
 } from './registry.ts';
 export { DEFAULT_MAX_EVENT_BYTES } from './sse-framer.ts';
+export type { StoredShape } from './routes.ts';

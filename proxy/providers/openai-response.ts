@@ -11,6 +11,7 @@ import {
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { codedMessage, type ErrorFormat } from './error-format.ts';
 import { completionsText } from './openai-completions.ts';
+import type { StoredShape } from './routes.ts';
 import { eventObject, type StreamDialect } from './stream-meter.ts';
 
 /** Chat and embeddings report prompt/completion tokens; the Responses API input/output tokens. */
@@ -141,6 +142,23 @@ export function readOpenAiResponse(
     toolCalls: calls,
     model,
   };
+}
+
+/** The tool calls of answers OpenAI stored, read back in the shape their route serves them in. */
+export function storedToolCalls(shape: StoredShape, body: unknown): ToolCall[] {
+  const json = asObject(body) ?? {};
+  switch (shape) {
+    case 'response':
+      return responsesToolCalls(json).calls;
+    case 'completion':
+      return chatToolCalls(json).calls;
+    case 'completions':
+      return asArray(json.data).flatMap((completion) => chatToolCalls(asObject(completion) ?? {}).calls);
+    case 'items':
+      return responsesToolCalls({ output: asArray(json.data) }).calls;
+    case 'item':
+      return responsesToolCalls({ output: [json] }).calls;
+  }
 }
 
 function openAiErrorType(status: number): string {

@@ -272,6 +272,22 @@ describe('OpenAI readResponse', () => {
     ]);
   });
 
+  it('reads the tool calls of stored answers in each shape they are read back in', () => {
+    const completion = (name: string) => ({
+      choices: [{ message: { tool_calls: [{ type: 'function', function: { name, arguments: '{}' } }] } }],
+    });
+    const item = (name: string) => ({ type: 'function_call', name, arguments: '{}' });
+    const names = (shape: Parameters<NonNullable<typeof openai.storedToolCalls>>[0], body: unknown) =>
+      openai.storedToolCalls?.(shape, body).map((c) => c.name);
+    expect(names('response', { output: [item('a')] })).toEqual(['a']);
+    expect(names('completion', completion('b'))).toEqual(['b']);
+    expect(names('completions', { object: 'list', data: [completion('c'), completion('d')] })).toEqual(['c', 'd']);
+    expect(names('items', { object: 'list', data: [{ type: 'message', content: [] }, item('e')] })).toEqual(['e']);
+    expect(names('item', { type: 'local_shell_call', action: { type: 'exec', command: ['ls'] } })).toEqual([
+      'local_shell',
+    ]);
+  });
+
   it('reads embeddings usage', async () => {
     const raw = await captureRaw(fx.sim, '/v1/embeddings', { model: 'text-embedding-3-small', input: 'abc' });
     expect(openai.readResponse('embeddings', JSON.parse(decodeText(raw))).usage).toEqual({

@@ -3,7 +3,13 @@ import { errorReplies } from './error-format.ts';
 import { asObject } from './json-access.ts';
 import { parseOpenAiCompletionsRequest } from './openai-completions.ts';
 import { parseOpenAiRequest } from './openai-request.ts';
-import { chatStreamDialect, OPENAI_ERRORS, readOpenAiResponse, responsesStreamDialect } from './openai-response.ts';
+import {
+  chatStreamDialect,
+  OPENAI_ERRORS,
+  readOpenAiResponse,
+  responsesStreamDialect,
+  storedToolCalls,
+} from './openai-response.ts';
 import { compileRoutes, meteredOperation, openAiRoutes, type RouteTable } from './routes.ts';
 import { createStreamMeter } from './stream-meter.ts';
 
@@ -67,6 +73,7 @@ export function createOpenAiAdapter(deps: AdapterDeps, flavour: OpenAiFlavour = 
     readResponse(op, json, estimatedInputTokens) {
       return readOpenAiResponse(deps, op, json, estimatedInputTokens);
     },
+    storedToolCalls,
     createStreamMeter(op, model, options = {}) {
       const dialect = op === 'responses' ? responsesStreamDialect : chatStreamDialect(options.hideStreamUsage === true);
       return createStreamMeter(dialect, {

@@ -14,15 +14,23 @@ const deps = {
   maxEventBytes: 8 * 1024 * 1024,
   maxToolArgsChars: 65_537,
 };
-/** An operation, 'free', or null for no route. */
+/** An operation, 'free', 'stored:<shape>', or null for no route. */
 type Expected = string | null;
 
 function check(adapter: ProviderAdapter, rows: readonly [string, string, Expected][]): void {
   it.each(rows)('%s %s → %s', (method, path, expected) => {
     const match = adapter.route(method, path);
-    const got = match === null ? null : match.kind === 'free' ? 'free' : match.op;
+    const got =
+      match === null
+        ? null
+        : match.kind === 'free'
+          ? 'free'
+          : match.kind === 'stored'
+            ? `stored:${match.shape}`
+            : match.op;
     expect(got).toBe(expected);
-    expect(adapter.classify(method, path)).toBe(expected === 'free' ? null : expected);
+    const metered = expected === 'free' || expected?.startsWith('stored:') === true ? null : expected;
+    expect(adapter.classify(method, path)).toBe(metered);
   });
 }
 
@@ -49,9 +57,25 @@ describe('OpenAI routes', () => {
     ['POST', '/v1/responses/resp_1/cancel', null],
     ['POST', '/v1/batches', null],
     ['POST', '/v1/files', null],
-    ['GET', '/v1/chat/completions', null],
     ['GET', '/v1/models', null],
     ['PUT', '/v1/responses', null],
+    // Answers OpenAI stored, read back.
+    ['GET', '/v1/responses/resp_1', 'stored:response'],
+    ['GET', '/v1/responses/resp_1?stream=true&starting_after=3', 'stored:response'],
+    ['GET', '/v1/chat/completions', 'stored:completions'],
+    ['GET', '/v1/chat/completions/chatcmpl-1', 'stored:completion'],
+    ['GET', '/v1/conversations/conv_1/items', 'stored:items'],
+    ['GET', '/v1/conversations/conv_1/items/msg_1', 'stored:item'],
+    ['GET', '/v1/responses/resp_1/input_items', null],
+    // Spellings a lenient server may route to a stored answer are judged as one.
+    ['GET', '/v1/responses%2Fresp_1', 'stored:response'],
+    ['GET', '/V1/Responses/resp_1', 'stored:response'],
+    ['GET', '/v1/chat%2fcompletions', 'stored:completions'],
+    ['GET', '/v1/chat/completions%zz/x', null],
+    ['GET', '/v1/responses', null],
+    ['HEAD', '/v1/responses/resp_1', null],
+    ['DELETE', '/v1/responses/resp_1', null],
+    ['POST', '/v1/responses/resp_1', null],
   ]);
 });
 
@@ -69,6 +93,9 @@ describe('Azure OpenAI routes', () => {
     ['POST', '/v1/chat/completions', null],
     ['POST', '/openai/deployments/d/extensions/chat/completions', null],
     ['GET', '/openai/deployments?api-version=2022-12-01', null],
+    ['GET', '/openai/responses/resp_1?api-version=2025-04-01-preview', 'stored:response'],
+    ['GET', '/openai/v1/responses/resp_1', 'stored:response'],
+    ['GET', '/openai/v1/chat/completions/chatcmpl-1', 'stored:completion'],
   ]);
 
   it('names the deployment only on a deployment route', () => {

@@ -1,23 +1,29 @@
 import type { Operation } from './adapter.ts';
 import { pathOnly } from './json-access.ts';
 
+/**
+ * What a stored answer read back holds: one Responses response, one chat completion, a list of
+ * chat completions, a list of conversation items, or one item.
+ */
+export type StoredShape = 'response' | 'completion' | 'completions' | 'items' | 'item';
+
 /** Where a request stands on a provider's surface. */
 export type RouteMatch =
   /** A call the proxy governs and meters as `op`. */
   | { kind: 'metered'; op: Operation }
   /** A route that generates nothing billable (token counting): relayed free. */
   | { kind: 'free' }
+  /** A `GET` of answers the provider stored: the model's output again, its tool calls judged. */
+  | { kind: 'stored'; shape: StoredShape }
   /** No route of this provider: the unclassified-path rule applies (metered by estimate, or refused). */
   | null;
 
 /**
- * One exact route, always POST: literal segments, and `{name}` for one segment's variable part
- * (no `/` or `:`, so `{model}:generateContent` takes the model id alone).
+ * One exact route: literal segments, and `{name}` for one segment's variable part (no `/` or
+ * `:`, so `{model}:generateContent` takes the model id alone). A call or a free route is a POST;
+ * a stored answer's is a GET.
  */
-export interface RoutePattern {
-  path: string;
-  op: Operation | 'free';
-}
+export type RoutePattern = { path: string; op: Operation | 'free' } | { path: string; stored: StoredShape };
 
 export interface RouteTable {
   readonly patterns: readonly RoutePattern[];
@@ -35,6 +41,22 @@ export function normalizeRoutePath(path: string): string {
   return collapsed.length > 1 && collapsed.endsWith('/') ? collapsed.slice(0, -1) : collapsed;
 }
 
+/**
+ * A read's path as a lenient server might route it: percent-decoded and in lower case. Reads
+ * pass unless they match a stored answer's route, so they are matched in this form too: a
+ * spelling the provider may route to a stored answer (`/v1/responses%2Fresp_1`,
+ * `/V1/Responses/resp_1`) is judged like it, never passed unjudged.
+ */
+function lenientReadPath(path: string): string {
+  let decoded = path;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch {
+    // Not valid percent-encoding: matched as it is.
+  }
+  return normalizeRoutePath(decoded.toLowerCase());
+}
+
 const REGEX_SPECIAL = /[.*+?^${}()|[\]\\]/g;
 
 function compile(pattern: string): RegExp {
@@ -45,20 +67,33 @@ function compile(pattern: string): RegExp {
   return new RegExp(`^${source}$`);
 }
 
+interface MethodRoutes {
+  exact: Map<string, RouteMatch>;
+  templated: { regex: RegExp; match: RouteMatch }[];
+}
+
 export function compileRoutes(patterns: readonly RoutePattern[]): RouteTable {
-  const exact = new Map<string, RouteMatch>();
-  const templated: { regex: RegExp; match: RouteMatch }[] = [];
-  for (const { path, op } of patterns) {
-    const match: RouteMatch = op === 'free' ? { kind: 'free' } : { kind: 'metered', op };
-    if (path.includes('{')) templated.push({ regex: compile(path), match });
-    else exact.set(path, match);
+  const byMethod = {
+    POST: { exact: new Map(), templated: [] } as MethodRoutes,
+    GET: { exact: new Map(), templated: [] } as MethodRoutes,
+  };
+  for (const pattern of patterns) {
+    const [routes, match]: [MethodRoutes, RouteMatch] =
+      'stored' in pattern
+        ? [byMethod.GET, { kind: 'stored', shape: pattern.stored }]
+        : [byMethod.POST, pattern.op === 'free' ? { kind: 'free' } : { kind: 'metered', op: pattern.op }];
+    if (pattern.path.includes('{')) routes.templated.push({ regex: compile(pattern.path), match });
+    else routes.exact.set(pattern.path, match);
   }
   return {
     patterns,
     match(method, path) {
-      if (method.toUpperCase() !== 'POST') return null;
+      const upper = method.toUpperCase();
+      const routes = upper === 'POST' ? byMethod.POST : upper === 'GET' ? byMethod.GET : undefined;
+      if (routes === undefined) return null;
+      const find = (p: string) => routes.exact.get(p) ?? routes.templated.find((t) => t.regex.test(p))?.match;
       const p = normalizeRoutePath(path);
-      return exact.get(p) ?? templated.find((t) => t.regex.test(p))?.match ?? null;
+      return find(p) ?? (routes === byMethod.GET ? find(lenientReadPath(p)) : undefined) ?? null;
     },
   };
 }
@@ -91,7 +126,19 @@ export function openAiRoutes(basePaths: readonly string[]): RoutePattern[] {
     { path: `${base}/responses/input_tokens`, op: 'free' as const },
     // OpenAI does not bill moderation.
     { path: `${base}/moderations`, op: 'free' as const },
+    ...storedRoutes(base),
   ]);
+}
+
+/** Where OpenAI serves the answers it stored (`store`, conversations): read back with a GET. */
+function storedRoutes(base: string): RoutePattern[] {
+  return [
+    { path: `${base}/responses/{id}`, stored: 'response' },
+    { path: `${base}/chat/completions`, stored: 'completions' },
+    { path: `${base}/chat/completions/{id}`, stored: 'completion' },
+    { path: `${base}/conversations/{id}/items`, stored: 'items' },
+    { path: `${base}/conversations/{id}/items/{item}`, stored: 'item' },
+  ];
 }
 
 /** Azure: deployment routes (`?api-version=` is a query, not part of the route), and the v1 API. */
@@ -100,6 +147,7 @@ export const AZURE_OPENAI_ROUTES: readonly RoutePattern[] = [
   { path: '/openai/deployments/{deployment}/completions', op: 'completions' },
   { path: '/openai/deployments/{deployment}/embeddings', op: 'embeddings' },
   { path: '/openai/responses', op: 'responses' },
+  { path: '/openai/responses/{id}', stored: 'response' },
   ...openAiRoutes(['/openai/v1']),
 ];
 

@@ -122,6 +122,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     for (const adapter of [gemini, anthropic, azure, openai]) {
       const operation = adapter.classify(method, path);
       if (operation) return { adapter, provider: adapter.id, operation };
+      // A stored response or chat completion read back is answered whole, as the call would be now.
+      const match = adapter.route(method, path);
+      if (match?.kind === 'stored' && match.shape === 'response')
+        return { adapter, provider: adapter.id, operation: 'responses' };
+      if (match?.kind === 'stored' && match.shape === 'completion')
+        return { adapter, provider: adapter.id, operation: 'chat' };
     }
     const v1 = path.lastIndexOf('/v1/');
     const operation = v1 > 0 ? openai.classify(method, path.slice(v1)) : null;
@@ -213,7 +219,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       res.end(reply.body);
       return;
     }
-    const stream = found.operation === 'stream_generate' || bodyObject.stream === true;
+    // A stored response read back with `?stream=true` is replayed as its stream.
+    const stream =
+      found.operation === 'stream_generate' ||
+      bodyObject.stream === true ||
+      (method === 'GET' && url.searchParams.get('stream') === 'true');
     record.usageSent = await HANDLERS[found.operation]({
       res,
       plan,

@@ -8,7 +8,8 @@ import { parseStrictJson } from '../strict-json.ts';
 import { governHeldToolCall } from '../tool-calls.ts';
 import { chargeWorstCase, recorded, refuseAnswer, release, settle, type LlmCall } from './settlement.ts';
 
-function relayWhole(
+/** Relays an answer read whole, its length as read. */
+export function relayWhole(
   req: ProxiedRequest,
   response: UpstreamResponse,
   bytes: Buffer,

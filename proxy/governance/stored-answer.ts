@@ -1,0 +1,111 @@
+import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
+import type { Resolution } from '../envelopes/index.ts';
+import type { ProxiedRequest } from '../listener/index.ts';
+import type { ProviderAdapter, StoredShape } from '../providers/index.ts';
+import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
+import { decodeBody, decodedHeaders } from './decode-body.ts';
+import type { GovernanceDeps } from './governance-deps.ts';
+import { relayWhole } from './llm-call/meter-whole.ts';
+import { sendProviderRefusal } from './provider-refusal.ts';
+import { MAX_BODY_DEPTH, readBody } from './read-body.ts';
+import { parseStrictJson } from './strict-json.ts';
+import { refused, toolContext } from './tool-calls.ts';
+
+/**
+ * Answers the provider stored, read back (OpenAI's `GET /v1/responses/{id}`, stored chat
+ * completions, conversation items): the model's output again, which may hold a tool call refused
+ * when it was generated. Each tool call it holds is judged as `tool:<name>` (source `stored`)
+ * against the policies of now, without an approval wait: a refused one refuses the read with
+ * its violation published, and nothing of the answer reaches the agent. What cannot be judged
+ * (an answer over the bound, unreadable, or a resumed stream, which is not JSON) is withheld.
+ * Nothing is generated, so nothing is charged.
+ */
+export async function governStoredAnswer(
+  deps: GovernanceDeps,
+  req: ProxiedRequest,
+  adapter: ProviderAdapter,
+  shape: StoredShape,
+): Promise<void> {
+  const refuse = (code: SvcCode, message: string, envelopeId: string | null) =>
+    sendProviderRefusal(req.clientRes, adapter, code, message, req.id, envelopeId);
+  let resolution: Resolution;
+  try {
+    resolution = deps.envelopes.resolve(req.headers);
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    refuse(error.code, error.message, null);
+    return;
+  }
+  const { envelope, opened } = resolution;
+  if (opened) void deps.recorder.opened(envelope);
+  if (envelope.ending !== null) {
+    refuse(
+      'SVC-ENV-1003',
+      `envelope ${envelope.envelopeId} already ended (${envelope.ending.status}): ${envelope.ending.reason}`,
+      envelope.envelopeId,
+    );
+    return;
+  }
+  let response: UpstreamResponse;
+  try {
+    response = await deps.upstream.request({
+      url: req.targetUrl,
+      method: req.method,
+      headers: req.headers,
+      body: null,
+      signal: req.signal,
+      provider: adapter.id,
+      receivedAt: req.receivedAt,
+    });
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    refuse(error.code, error.message, envelope.envelopeId);
+    return;
+  }
+  // A refusal holds no answer of the model's.
+  if (response.statusCode >= 400) {
+    await relayResponse(req.clientRes, response);
+    return;
+  }
+  let answer: unknown;
+  let relayed: { bytes: Buffer; headers: ReturnType<typeof decodedHeaders> };
+  try {
+    const bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'stored answer', rest: 'destroy' });
+    const decoded = await decodeBody(bytes, response.headers, deps.responseLimitBytes, 'the stored answer');
+    const parsed = parseStrictJson(decoded.text, { maxDepth: MAX_BODY_DEPTH });
+    if (!parsed.ok) throw new SvcError('SVC-ADP-5001', `the stored answer cannot be read: ${parsed.reason}`);
+    answer = parsed.value;
+    relayed = { bytes: decoded.utf8, headers: decodedHeaders(response.headers, decoded) };
+  } catch (error) {
+    if (!isSvcError(error)) throw error;
+    const tooLarge = error.code === 'SVC-SYS-9009';
+    refuse(
+      tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
+      `${error.message}; its tool calls cannot be judged, so it is withheld`,
+      envelope.envelopeId,
+    );
+    return;
+  }
+  const calls = adapter.storedToolCalls?.(shape, answer);
+  if (calls === undefined) {
+    refuse('SVC-ADP-5003', `${adapter.id} has no reader for stored answers, so it is withheld`, envelope.envelopeId);
+    return;
+  }
+  const context = {
+    provider: adapter.id,
+    operation: 'stored',
+    host: req.targetUrl.hostname,
+    envelope_id: envelope.envelopeId,
+    execution_id: envelope.executionId,
+    budget_id: envelope.budgetId,
+  };
+  for (const call of calls) {
+    const action = `tool:${call.name}`;
+    const verdict = deps.gate.check(action, toolContext(call, 'stored', context));
+    if (verdict.allowed) continue;
+    refused(deps, envelope, action, verdict);
+    refuse(verdict.code, verdict.message, envelope.envelopeId);
+    return;
+  }
+  relayWhole(req, response, relayed.bytes, relayed.headers);
+}

@@ -1,0 +1,96 @@
+import { APIError } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PolicyViolationMessage, UsageEventMessage } from '../../core/events/messages.ts';
+import { eventually } from '../harness/control-plane.ts';
+import { startProxyRig, type ProxyRig } from './harness.ts';
+import { openAiClient } from './sdk-options.ts';
+
+let rig: ProxyRig;
+
+beforeAll(async () => {
+  rig = await startProxyRig();
+  await rig.addPolicy({ name: 'no-deletes', rules: [{ action: 'tool:delete_repo', effect: 'deny' }], priority: 400 });
+});
+afterAll(async () => {
+  await rig.close();
+});
+
+async function failure(run: () => Promise<unknown>): Promise<unknown> {
+  try {
+    await run();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a failure');
+}
+
+/** Usage events of one execution published on `subject`. */
+const published = (subject: string, execution: string) =>
+  rig.cp.published.filter(
+    (m) => m.subject === subject && (m.data as UsageEventMessage).payload.execution_id === execution,
+  );
+
+describe('answers OpenAI stored, read back', () => {
+  it('refuses to read back a response whose tool call was refused when it was generated', async () => {
+    // The simulator answers a stored response as it would answer the call: with the tool call
+    // `x-sim-tool-call` names.
+    const client = openAiClient(rig.agent, {
+      'X-Svc-Execution-Id': 'exec-stored-denied',
+      'x-sim-tool-call': 'delete_repo',
+    });
+    const streamed = await failure(async () => {
+      const stream = await client.responses.create({ model: 'gpt-4o', input: 'delete', stream: true });
+      for await (const event of stream)
+        if (event.type === 'response.completed') throw new Error('the stream reached its end');
+    });
+    expect((streamed as Error).message).toContain('SVC-POL-2001');
+    // The stream's first event named the response: reading it back is the walk-around.
+    const readBack = await failure(() => client.responses.retrieve('resp_sim'));
+    expect(readBack).toBeInstanceOf(APIError);
+    expect((readBack as APIError).status).toBe(403);
+    expect((readBack as APIError).code).toBe('SVC-POL-2001');
+    const completion = await failure(() => client.chat.completions.retrieve('chatcmpl_sim'));
+    expect((completion as APIError).status).toBe(403);
+    // One violation for the stream's call, one for each read back (only this test denies).
+    const violations = await eventually(
+      () => rig.cp.published.filter((m) => m.subject === 'svc.acme.policies.violation'),
+      (list) => list.length === 3,
+    );
+    expect(violations.map((m) => (m.data as PolicyViolationMessage).denied_action)).toEqual([
+      'tool:delete_repo',
+      'tool:delete_repo',
+      'tool:delete_repo',
+    ]);
+  });
+
+  it('withholds a stored response replayed as a stream, which cannot be judged whole', async () => {
+    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/responses/resp_sim?stream=true`, {
+      headers: { 'x-sim-tool-call': 'delete_repo', authorization: 'Bearer sk-test-key' },
+    });
+    const body = await res.text();
+    expect(res.status).toBe(502);
+    expect(body).toContain('SVC-ADP-5001');
+    expect(body).not.toContain('"delete_repo"');
+  });
+
+  it('relays a stored answer whose tool calls are allowed, charging nothing', async () => {
+    const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-stored-ok', 'x-sim-tool-call': 'search' });
+    const response = await client.responses.retrieve('resp_sim');
+    expect(response.output[0]).toMatchObject({ type: 'function_call', name: 'search' });
+    const completion = await client.chat.completions.retrieve('chatcmpl_sim');
+    expect(completion.choices[0]?.message.tool_calls?.[0]).toMatchObject({ function: { name: 'search' } });
+    // Reading back generates nothing: once a call made after the reads is recorded, it is the
+    // only one, and no tool call was recorded with it (events leave in order).
+    await openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-stored-ok' }).responses.create({
+      model: 'gpt-4o',
+      input: 'hi',
+      max_output_tokens: 4,
+    });
+    await eventually(
+      () => published('svc.acme.events.llm.call', 'exec-stored-ok'),
+      (list) => list.length > 0,
+    );
+    expect(published('svc.acme.events.llm.call', 'exec-stored-ok')).toHaveLength(1);
+    expect(published('svc.acme.events.tool.call', 'exec-stored-ok')).toEqual([]);
+  });
+});
