@@ -46,12 +46,16 @@ export async function governStoredAnswer(
     );
     return;
   }
+  // Asked for unencoded, as a call's answer is; a body, which a read has no use for, is not sent.
+  const headers = { ...req.headers, 'accept-encoding': 'identity' };
+  delete headers['content-length'];
+  delete headers['transfer-encoding'];
   let response: UpstreamResponse;
   try {
     response = await deps.upstream.request({
       url: req.targetUrl,
       method: req.method,
-      headers: req.headers,
+      headers,
       body: null,
       signal: req.signal,
       provider: adapter.id,

@@ -1,4 +1,5 @@
 import { APIError } from 'openai';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PolicyViolationMessage, UsageEventMessage } from '../../core/events/messages.ts';
 import { eventually } from '../harness/control-plane.ts';
@@ -71,6 +72,18 @@ describe('answers OpenAI stored, read back', () => {
     expect(res.status).toBe(502);
     expect(body).toContain('SVC-ADP-5001');
     expect(body).not.toContain('"delete_repo"');
+  });
+
+  it('judges a read that carries a body as any other, and sends no body upstream', async () => {
+    const res = await request(`${rig.addresses.proxyUrl}/openai/v1/responses/resp_sim`, {
+      method: 'GET',
+      body: '{"padding":"x"}',
+      headers: { 'content-type': 'application/json', 'x-sim-tool-call': 'delete_repo' },
+    });
+    expect(res.statusCode).toBe(403);
+    expect(await res.body.text()).toContain('SVC-POL-2001');
+    expect(rig.sim.requests.at(-1)).toMatchObject({ method: 'GET', body: '' });
+    expect(rig.sim.requests.at(-1)?.headers['accept-encoding']).toBe('identity');
   });
 
   it('relays a stored answer whose tool calls are allowed, charging nothing', async () => {
