@@ -62,8 +62,13 @@ export async function governStoredAnswer(
       receivedAt: req.receivedAt,
     });
   } catch (error) {
-    if (!isSvcError(error)) throw error;
-    refuse(error.code, error.message, envelope.envelopeId);
+    // An unforeseen error's text stays in the log.
+    if (!isSvcError(error)) deps.logger.warn({ request_id: req.id, err: error }, 'stored answer read failed');
+    refuse(
+      isSvcError(error) ? error.code : 'SVC-ADP-5001',
+      isSvcError(error) ? error.message : 'the stored answer could not be read upstream; see the proxy log',
+      envelope.envelopeId,
+    );
     return;
   }
   // A refusal holds no answer of the model's.
@@ -81,11 +86,12 @@ export async function governStoredAnswer(
     answer = parsed.value;
     relayed = { bytes: decoded.utf8, headers: decodedHeaders(response.headers, decoded) };
   } catch (error) {
-    if (!isSvcError(error)) throw error;
-    const tooLarge = error.code === 'SVC-SYS-9009';
+    // Over the bound, cut, undecodable or not JSON: nothing of it can be judged.
+    const tooLarge = isSvcError(error) && error.code === 'SVC-SYS-9009';
+    const reason = isSvcError(error) ? error.message : `the stored answer failed mid-way: ${(error as Error).message}`;
     refuse(
       tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
-      `${error.message}; its tool calls cannot be judged, so it is withheld`,
+      `${reason}; its tool calls cannot be judged, so it is withheld`,
       envelope.envelopeId,
     );
     return;

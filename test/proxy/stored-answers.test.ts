@@ -74,6 +74,14 @@ describe('answers OpenAI stored, read back', () => {
     expect(body).not.toContain('"delete_repo"');
   });
 
+  it('withholds a stored answer the connection drops mid-way, which cannot be judged whole', async () => {
+    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/responses/resp_sim`, {
+      headers: { 'x-sim-reset-after-bytes': '40', authorization: 'Bearer sk-test-key' },
+    });
+    expect(res.status).toBe(502);
+    expect(await res.text()).toContain('SVC-ADP-5001');
+  });
+
   it('judges a read that carries a body as any other, and sends no body upstream', async () => {
     const res = await request(`${rig.addresses.proxyUrl}/openai/v1/responses/resp_sim`, {
       method: 'GET',
