@@ -499,6 +499,36 @@ describe('OpenAI stream meter', () => {
     ]);
   });
 
+  it('judges every reading of a chat tool call named again before it ends', async () => {
+    const call = (fn: object, id?: string) => ({ tool_calls: [{ index: 0, ...(id ? { id } : {}), function: fn }] });
+    const names = async (deltas: object[]) => {
+      const stream = [...deltas.map((d) => chatChunk(d)), chatChunk({}, 'tool_calls')].join('');
+      const run = await runMeter(openai.createStreamMeter('chat', 'gpt-4o', { estimatedInputTokens: 3 }), [
+        new TextEncoder().encode(stream),
+      ]);
+      return run.last.toolCalls.map((c) => `${c.name}(${c.arguments})${c.complete ? '' : '…'}`);
+    };
+    // In pieces: read joined by the Python SDK and LangChain, as pieces by others.
+    expect(
+      await names([
+        call({ name: 'delete', arguments: '{"repo":' }, 'call_1'),
+        call({ name: '_repo', arguments: '"a/b"' }),
+        call({ arguments: '}' }),
+      ]),
+    ).toEqual(['delete({"repo":)', 'delete_repo({"repo":"a/b"})', '_repo("a/b"})']);
+    // Two calls in the same place, told apart by their ids.
+    expect(
+      await names([
+        call({ name: 'search', arguments: '{}' }, 'call_1'),
+        call({ name: 'delete_repo', arguments: '{}' }, 'call_2'),
+      ]),
+    ).toEqual(['search({})', 'searchdelete_repo({}{})', 'delete_repo({})']);
+    // The same name sent with every delta.
+    expect(
+      await names([call({ name: 'search', arguments: '{"q"' }), call({ name: 'search', arguments: ':1}' })]),
+    ).toEqual(['search({"q")', 'searchsearch({"q":1})', 'search(:1})']);
+  });
+
   it('meters the other text a Responses stream generates', async () => {
     const deltas = [
       'response.reasoning_text.delta',

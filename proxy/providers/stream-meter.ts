@@ -90,8 +90,26 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   let done = false;
   const toolCalls: StreamedToolCall[] = [];
   const open = new Map<string, StreamedToolCall>();
+  /**
+   * A key names one call until it ends, yet a provider may name it again before then: whole
+   * again, in pieces, or for the next call in the same place. Clients read that differently: the
+   * Python SDK and LangChain join every piece of a call's index into one name, others tell the
+   * calls apart. Each reading is judged: the call so far ends where the next name comes (`open`),
+   * and from the second name on, the names joined are one more call (`joined`).
+   */
+  const joined = new Map<string, StreamedToolCall>();
   const bounded = (args: string) => (args.length > ctx.maxToolArgsChars ? args.slice(0, ctx.maxToolArgsChars) : args);
-  const close = (call: StreamedToolCall, args: string | undefined) => {
+  const begin = (name: string, args: string): StreamedToolCall => {
+    const call: StreamedToolCall = { name: bounded(name), arguments: bounded(args), complete: false };
+    toolCalls.push(call);
+    return call;
+  };
+  const append = (call: StreamedToolCall | undefined, delta: string) => {
+    if (call !== undefined && call.arguments.length < ctx.maxToolArgsChars)
+      call.arguments = bounded(call.arguments + delta);
+  };
+  const close = (call: StreamedToolCall | undefined, args: string | undefined) => {
+    if (call === undefined) return;
     if (args !== undefined) call.arguments = bounded(args);
     call.complete = true;
   };
@@ -114,26 +132,32 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     },
     toolStart(key, name, args = '') {
       const previous = open.get(key);
-      if (previous !== undefined) close(previous, undefined);
-      const call: StreamedToolCall = { name, arguments: bounded(args), complete: false };
-      toolCalls.push(call);
-      open.set(key, call);
+      if (previous !== undefined) {
+        close(previous, undefined);
+        const join = joined.get(key);
+        if (join === undefined) joined.set(key, begin(previous.name + name, previous.arguments + args));
+        else {
+          join.name = bounded(join.name + name);
+          append(join, args);
+        }
+      }
+      open.set(key, begin(name, args));
     },
     toolArgs(key, delta) {
-      const call = open.get(key);
-      if (call === undefined || call.arguments.length >= ctx.maxToolArgsChars) return;
-      call.arguments = bounded(call.arguments + delta);
+      append(open.get(key), delta);
+      append(joined.get(key), delta);
     },
     toolEnd(key, args) {
       if (key === undefined) {
-        for (const call of open.values()) close(call, undefined);
+        for (const call of [...open.values(), ...joined.values()]) close(call, undefined);
         open.clear();
+        joined.clear();
         return;
       }
-      const call = open.get(key);
-      if (call === undefined) return;
-      close(call, args);
+      close(open.get(key), args);
+      close(joined.get(key), args);
       open.delete(key);
+      joined.delete(key);
     },
     finish() {
       done = true;
