@@ -3,6 +3,7 @@ import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { anthropicClient, openAiClient } from './sdk-options.ts';
+import { failure } from '../harness/failure.ts';
 
 let rig: ProxyRig;
 
@@ -31,15 +32,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rig.close();
 });
-
-async function failure(run: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a failure');
-}
 
 /** Requests the simulator received so far: a refused call never reaches it. */
 const upstreamCalls = () => rig.sim.requests.length;

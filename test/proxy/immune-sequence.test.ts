@@ -4,6 +4,7 @@ import { startProxyRig, type ProxyRig } from './harness.ts';
 import { eventually } from '../harness/control-plane.ts';
 import { READ_AND_POST_REQUEST } from './read-and-post.ts';
 import { openAiClient } from './sdk-options.ts';
+import { failure } from '../harness/failure.ts';
 
 /**
  * The Immune System's sequence rule through the proxy with the OpenAI SDK: a model asking to
@@ -57,15 +58,6 @@ async function askStreamed(execution: string, tool: string, args: string): Promi
   }))
     received += chunk.choices[0]?.delta.tool_calls?.[0]?.function?.arguments ?? '';
   return received;
-}
-
-async function failure(run: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a failure');
 }
 
 describe('a secret read, then a post out, in one execution', () => {

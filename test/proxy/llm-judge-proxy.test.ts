@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '../simulator/index.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { openAiClient } from './sdk-options.ts';
+import { failure } from '../harness/failure.ts';
 
 /**
  * A tenant that chose the LLM judge: the proxy asks it (here a second simulator answering as a
@@ -48,15 +49,6 @@ function ask(execution: string, args: string) {
     'x-sim-tool-call': 'note',
     'x-sim-tool-args': args,
   }).chat.completions.create(request);
-}
-
-async function failure(run: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a failure');
 }
 
 const judgeCalls = () => judge.requests.filter((r) => r.path === '/v1/chat/completions').length;

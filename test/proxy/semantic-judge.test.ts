@@ -8,6 +8,7 @@ import { eventually } from '../harness/control-plane.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { startToolServer, type ToolServer } from './mcp-server.ts';
 import { openAiClient } from './sdk-options.ts';
+import { failure } from '../harness/failure.ts';
 
 /**
  * One SEMANTIC DENY rule on `tool:*` judging `tool_args`: a destructive tool call is refused as
@@ -39,15 +40,6 @@ afterAll(async () => {
   await rig.close();
   await tools.close();
 });
-
-async function failure(run: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a failure');
-}
 
 function client(execution: string, tool: string, args: string) {
   return openAiClient(rig.agent, { 'X-Svc-Execution-Id': execution, 'x-sim-tool-call': tool, 'x-sim-tool-args': args });

@@ -5,6 +5,7 @@ import type { PolicyViolationMessage, UsageEventMessage } from '../../core/event
 import { eventually } from '../harness/control-plane.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { openAiClient } from './sdk-options.ts';
+import { failure } from '../harness/failure.ts';
 
 let rig: ProxyRig;
 
@@ -15,15 +16,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rig.close();
 });
-
-async function failure(run: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a failure');
-}
 
 /** Usage events of one execution published on `subject`. */
 const published = (subject: string, execution: string) =>

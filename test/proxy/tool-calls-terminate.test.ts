@@ -6,6 +6,7 @@ import { eventually } from '../harness/control-plane.ts';
 import { metricValue } from '../proxy-net/harness.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { anthropicClient, openAiClient } from './sdk-options.ts';
+import { failure } from '../harness/failure.ts';
 
 let rig: ProxyRig;
 
@@ -16,15 +17,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rig.close();
 });
-
-async function failure(run: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a failure');
-}
 
 function toolEvents(execution: string): Array<{ tool: string; blocked: boolean; source: string }> {
   return rig.cp.published
