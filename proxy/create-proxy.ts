@@ -147,6 +147,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       createAdapterDeps(tokens, prices, {
         maxEventBytes: config.proxy_stream_event_limit_bytes,
         judgedTextChars: config.semantic_judge_max_text_chars,
+        serverContextTokens: config.proxy_server_context_tokens,
       }),
       {
         compatibleHosts,

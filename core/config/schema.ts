@@ -343,6 +343,12 @@ const settings = z.object({
     .int()
     .positive()
     .default(8 * 1024 * 1024),
+  /**
+   * Input tokens reserved, and charged when the provider reports no usage, for context a request
+   * refers to on the provider's side (Responses `previous_response_id`, `conversation`, a stored
+   * `prompt`; Gemini `cachedContent`), which the proxy cannot count.
+   */
+  proxy_server_context_tokens: z.coerce.number().int().nonnegative().default(128_000),
   /** Distinct model labels per metric before further models are counted as `other`. */
   proxy_model_label_cap: z.coerce.number().int().positive().default(50),
   /**

@@ -181,4 +181,9 @@ export interface AdapterDeps {
    * `truncated` (fail closed).
    */
   maxToolArgsChars: number;
+  /**
+   * Input tokens counted for context a request refers to on the provider's side, which the proxy
+   * cannot see: reserved before the call, charged when the provider reports no usage.
+   */
+  serverContextTokens: number;
 }

@@ -43,6 +43,14 @@ describe('Gemini classify and parseRequest', () => {
     );
   });
 
+  it("counts cached content, context on Google's side, at the configured allowance", () => {
+    const parse = (extra: object) =>
+      gemini.parseRequest('generate', { ...body, ...extra }, generatePath).estimatedInputTokens;
+    const alone = parse({});
+    expect(parse({ cachedContent: 'cachedContents/abc' })).toBe(alone + fx.deps.serverContextTokens);
+    expect(parse({ cached_content: 'cachedContents/abc' })).toBe(alone + fx.deps.serverContextTokens);
+  });
+
   it('reads snake_case fields and defaults the bound per model', () => {
     const parsed = gemini.parseRequest(
       'generate',

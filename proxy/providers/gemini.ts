@@ -187,7 +187,9 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
         stream: op === 'stream_generate',
         estimatedInputTokens:
           deps.tokens.countChatMessages(model, messages) +
-          (req.tools ? deps.tokens.countText(model, JSON.stringify(req.tools)) : 0),
+          (req.tools ? deps.tokens.countText(model, JSON.stringify(req.tools)) : 0) +
+          // Cached content is context on Google's side, which the proxy cannot count.
+          (req.cachedContent != null || req.cached_content != null ? deps.serverContextTokens : 0),
         maxOutputTokens: perCandidate * (config?.candidateCount ?? config?.candidate_count ?? 1),
         ...toolsOf(req.tools ?? []),
       };

@@ -49,6 +49,9 @@ export const OpenAiResponsesRequestSchema = z.looseObject({
   background: z.boolean().nullish(),
 });
 
+/** Context a Responses request refers to on OpenAI's side: an earlier response, a conversation, a stored prompt. */
+const SERVER_CONTEXT = ['previous_response_id', 'conversation', 'prompt'] as const;
+
 const BACKGROUND =
   "background: a background response is generated after the call returns and read back later, out of the proxy's sight, so its usage and tool calls could not be governed; it is refused (send the request in the foreground, streamed if it runs long)";
 
@@ -141,7 +144,10 @@ export function parseOpenAiRequest(
     return {
       model,
       stream: req.stream === true,
-      estimatedInputTokens: deps.tokens.countChatMessages(model, messages) + toolsTokens(deps, model, req.tools),
+      estimatedInputTokens:
+        deps.tokens.countChatMessages(model, messages) +
+        toolsTokens(deps, model, req.tools) +
+        (SERVER_CONTEXT.some((field) => req[field] != null) ? deps.serverContextTokens : 0),
       maxOutputTokens: req.max_output_tokens ?? deps.defaultMaxOutputTokens(model),
       ...toolsOf(req.tools),
     };

@@ -94,6 +94,22 @@ describe('OpenAI parseRequest', () => {
     expect(chat.builtinTools).toEqual([]);
   });
 
+  it("counts context a Responses request refers to on OpenAI's side at the configured allowance", () => {
+    const parse = (extra: object) =>
+      openai.parseRequest('responses', { model: 'gpt-5', input: 'and then?', ...extra }, '/v1/responses')
+        .estimatedInputTokens;
+    const alone = parse({});
+    for (const context of [
+      { previous_response_id: 'resp_1' },
+      { conversation: 'conv_1' },
+      { conversation: { id: 'conv_1' } },
+      { prompt: { id: 'pmpt_1', version: '2' } },
+    ])
+      expect(parse(context), JSON.stringify(context)).toBe(alone + deps.serverContextTokens);
+    expect(parse({ previous_response_id: null })).toBe(alone);
+    expect(deps.serverContextTokens).toBe(128_000);
+  });
+
   it('bounds the answer by the model default when the request sets none', () => {
     const parsed = openai.parseRequest(
       'chat',

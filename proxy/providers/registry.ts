@@ -41,7 +41,11 @@ export interface AdapterLimits {
   fallbackMaxOutputTokens?: number;
   /** What the Semantic Judge reads of a field (semantic_judge_max_text_chars). */
   judgedTextChars?: number;
+  /** Input held for context a request refers to on the provider's side (proxy_server_context_tokens). */
+  serverContextTokens?: number;
 }
+
+const DEFAULT_SERVER_CONTEXT_TOKENS = 128_000;
 
 /** Adapter dependencies from the shared token counter and price table (its max_output_tokens bound requests). */
 export function createAdapterDeps(tokens: TokenCounter, prices: PriceTable, limits: AdapterLimits = {}): AdapterDeps {
@@ -52,6 +56,7 @@ export function createAdapterDeps(tokens: TokenCounter, prices: PriceTable, limi
     // One character more than the judge reads, so a longer call is judged as truncated.
     maxToolArgsChars: (limits.judgedTextChars ?? DEFAULT_JUDGED_TEXT_CHARS) + 1,
     defaultMaxOutputTokens: (model) => maxOutputTokens(prices, model, fallback),
+    serverContextTokens: limits.serverContextTokens ?? DEFAULT_SERVER_CONTEXT_TOKENS,
   };
 }
 

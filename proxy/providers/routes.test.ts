@@ -13,6 +13,7 @@ const deps = {
   defaultMaxOutputTokens: () => 4096,
   maxEventBytes: 8 * 1024 * 1024,
   maxToolArgsChars: 65_537,
+  serverContextTokens: 128_000,
 };
 /** An operation, 'free', 'stored:<shape>', or null for no route. */
 type Expected = string | null;

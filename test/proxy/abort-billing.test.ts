@@ -297,6 +297,31 @@ describe('an upstream failure after the request was sent is billed', () => {
     await expectLeaseCharged(event, spent);
   });
 
+  it("a reset answer to a call that refers to context on the provider's side charges that context at its allowance", async () => {
+    const { budgetId, spent } = await freshLease();
+    const id = 'reset-server-context';
+    const client = openAiClient(rig.agent, {
+      'x-request-id': id,
+      'X-Svc-Budget-Id': budgetId,
+      'X-Svc-Execution-Id': `exec-${id}`,
+      'x-sim-reset-after-bytes': '40',
+    });
+    const request = { model: 'gpt-4o-mini', input: 'and then?', max_output_tokens: 20 };
+    const error = await client.responses
+      .create({ ...request, previous_response_id: 'resp_earlier' }, { maxRetries: 0 })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect((error as APIError).status).toBe(502);
+    // The earlier response is billed by the provider as input the proxy could not count.
+    const event = await rig.usageEvent(id);
+    expect(event.tokens.input).toBeGreaterThan(128_000);
+    expect(event.tokens.output).toBe(20);
+    expect(event.payload).toMatchObject({ charged: 'worst_case', cut_off: 'upstream_failed' });
+    await expectLeaseCharged(event, spent);
+  });
+
   it('a provider refusal is relayed and not charged', async () => {
     const { budgetId, spent } = await freshLease();
     const client = anthropicClient(rig.agent, {

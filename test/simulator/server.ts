@@ -108,6 +108,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     maxEventBytes: DEFAULT_MAX_EVENT_BYTES,
     defaultMaxOutputTokens: () => 4096,
     maxToolArgsChars: 65_537,
+    serverContextTokens: 128_000,
   };
   const openai = createOpenAiAdapter(deps);
   const anthropic = createAnthropicAdapter(deps);
