@@ -1,7 +1,7 @@
 import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
-import type { ProviderAdapter, StoredShape } from '../providers/index.ts';
+import { JSON_LINES_SHAPES, type ProviderAdapter, type StoredShape } from '../providers/index.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
 import { decodeBody, decodedHeaders } from './decode-body.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
@@ -13,13 +13,21 @@ import { refused, toolContext } from './tool-calls.ts';
 
 /**
  * Answers the provider stored, read back (OpenAI's `GET /v1/responses/{id}`, stored chat
- * completions, conversation items): the model's output again, which may hold a tool call refused
+ * completions, conversation items; an Anthropic message batch's results, as JSON Lines): the
+ * model's output again, which may hold a tool call refused
  * when it was generated. Each tool call it holds is judged as `tool:<name>` (source `stored`)
  * against the policies of now, without an approval wait: a refused one refuses the read with
  * its violation published, and nothing of the answer reaches the agent. What cannot be judged
  * (an answer over the bound, unreadable, or a resumed stream, which is not JSON) is withheld.
  * Nothing is generated, so nothing is charged.
  */
+/** One JSON document, each key once, nested within bounds; throws SVC-ADP-5001 otherwise. */
+function strictJson(text: string): unknown {
+  const parsed = parseStrictJson(text, { maxDepth: MAX_BODY_DEPTH });
+  if (!parsed.ok) throw new SvcError('SVC-ADP-5001', `the stored answer cannot be read: ${parsed.reason}`);
+  return parsed.value;
+}
+
 export async function governStoredAnswer(
   deps: GovernanceDeps,
   req: ProxiedRequest,
@@ -81,9 +89,12 @@ export async function governStoredAnswer(
   try {
     const bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'stored answer', rest: 'destroy' });
     const decoded = await decodeBody(bytes, response.headers, deps.responseLimitBytes, 'the stored answer');
-    const parsed = parseStrictJson(decoded.text, { maxDepth: MAX_BODY_DEPTH });
-    if (!parsed.ok) throw new SvcError('SVC-ADP-5001', `the stored answer cannot be read: ${parsed.reason}`);
-    answer = parsed.value;
+    answer = JSON_LINES_SHAPES.has(shape)
+      ? decoded.text
+          .split('\n')
+          .filter((line) => line.trim() !== '')
+          .map(strictJson)
+      : strictJson(decoded.text);
     relayed = { bytes: decoded.utf8, headers: decodedHeaders(response.headers, decoded) };
   } catch (error) {
     // Over the bound, cut, undecodable or not JSON: nothing of it can be judged.

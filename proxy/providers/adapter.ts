@@ -159,8 +159,11 @@ export interface ProviderAdapter {
   prepareRequest(op: Operation, body: unknown): PreparedRequest;
   /** Reads a non-streamed answer; `estimatedInputTokens` stands in if it reports no usage. */
   readResponse(op: Operation, json: unknown, estimatedInputTokens?: InputEstimate): ResponseReading;
-  /** The tool calls of stored answers read back; only a provider with `stored` routes has them. */
-  storedToolCalls?(shape: StoredShape, json: unknown): ToolCall[];
+  /**
+   * The tool calls of stored answers read back (JSON Lines shapes as the array of their lines);
+   * only a provider with `stored` routes has them, undefined for a shape it does not serve.
+   */
+  storedToolCalls?(shape: StoredShape, json: unknown): ToolCall[] | undefined;
   createStreamMeter(op: Operation, model: string, options?: StreamMeterOptions): StreamMeter;
   /** A refusal in the provider's error format, with the SVC code in message and code fields. */
   errorResponse(svcCode: SvcCode, message: string, status?: number): ErrorReply;

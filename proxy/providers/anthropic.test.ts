@@ -200,6 +200,27 @@ describe('Anthropic stream meter', () => {
   });
 });
 
+describe('Anthropic message batch results read back', () => {
+  it("reads each succeeded request's tool calls, the provider's own included", () => {
+    const line = (content: object[]) => ({
+      custom_id: 'r',
+      result: { type: 'succeeded', message: { role: 'assistant', content } },
+    });
+    const lines = [
+      line([{ type: 'text', text: 'Done.' }]),
+      line([{ type: 'tool_use', id: 't1', name: 'delete_repo', input: { repo: 'a/b' } }]),
+      { custom_id: 'e', result: { type: 'errored', error: { type: 'invalid_request_error' } } },
+      line([{ type: 'server_tool_use', id: 's1', name: 'web_search', input: { query: 'q' } }]),
+    ];
+    expect(anthropic.storedToolCalls?.('batch_results', lines)).toEqual([
+      { name: 'delete_repo', arguments: '{"repo":"a/b"}' },
+      { name: 'web_search', arguments: '{"query":"q"}' },
+    ]);
+    // Not a shape Anthropic serves: withheld rather than read as holding no call.
+    expect(anthropic.storedToolCalls?.('response', {})).toBeUndefined();
+  });
+});
+
 describe('Anthropic error formats', () => {
   it('answers in Anthropic format with the code in the message', () => {
     const reply = anthropic.errorResponse('SVC-BUD-3001', 'budget exhausted');

@@ -5,7 +5,7 @@ import type { ChatMessageText } from '../../core/metering/tokens.ts';
 import { resolveInput, type AdapterDeps, type ParsedRequest, type ProviderAdapter, type ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
-import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation } from './routes.ts';
+import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation, type StoredShape } from './routes.ts';
 import { createStreamMeter, eventObject, type StreamDialect } from './stream-meter.ts';
 
 export const AnthropicMessagesRequestSchema = z.looseObject({
@@ -166,6 +166,29 @@ const messagesStreamDialect: StreamDialect = {
   },
 };
 
+/**
+ * The tool calls of a message batch's results read back: each line's message, when its request
+ * succeeded, holds them as an answer does.
+ */
+function batchToolCalls(shape: StoredShape, lines: unknown): ToolCall[] | undefined {
+  if (shape !== 'batch_results') return undefined;
+  return asArray(lines).flatMap((line) => {
+    const message = asObject(asObject(asObject(line)?.result)?.message);
+    return messageToolCalls(asArray(message?.content));
+  });
+}
+
+/** The tool calls of an answer's content blocks, with their input as JSON. */
+function messageToolCalls(content: readonly unknown[]): ToolCall[] {
+  const toolCalls: ToolCall[] = [];
+  for (const block of content) {
+    const b = asObject(block);
+    const name = toolUseName(b);
+    if (name !== undefined) toolCalls.push({ name, arguments: JSON.stringify(b?.input ?? {}) });
+  }
+  return toolCalls;
+}
+
 export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
   return {
     id: 'anthropic',
@@ -192,12 +215,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
     readResponse(_op, body, estimatedInputTokens) {
       const json = asObject(body) ?? {};
       const model = asString(json.model) ?? '';
-      const toolCalls: ToolCall[] = [];
-      for (const block of asArray(json.content)) {
-        const b = asObject(block);
-        const name = toolUseName(b);
-        if (name !== undefined) toolCalls.push({ name, arguments: JSON.stringify(b?.input ?? {}) });
-      }
+      const toolCalls = messageToolCalls(asArray(json.content));
       const usage = anthropicUsage(asObject(json.usage));
       if (usage?.input !== undefined) {
         return {
@@ -218,6 +236,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
         model,
       };
     },
+    storedToolCalls: batchToolCalls,
     createStreamMeter(_op, model, options = {}) {
       return createStreamMeter(messagesStreamDialect, {
         model,

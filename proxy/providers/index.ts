@@ -14,4 +14,4 @@ export {
   type ReverseMatch,
 } from './registry.ts';
 export { DEFAULT_MAX_EVENT_BYTES } from './sse-framer.ts';
-export type { StoredShape } from './routes.ts';
+export { JSON_LINES_SHAPES, type StoredShape } from './routes.ts';

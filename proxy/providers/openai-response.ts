@@ -144,8 +144,11 @@ export function readOpenAiResponse(
   };
 }
 
-/** The tool calls of answers OpenAI stored, read back in the shape their route serves them in. */
-export function storedToolCalls(shape: StoredShape, body: unknown): ToolCall[] {
+/**
+ * The tool calls of answers OpenAI stored, read back in the shape their route serves them in;
+ * undefined for a shape OpenAI does not serve.
+ */
+export function storedToolCalls(shape: StoredShape, body: unknown): ToolCall[] | undefined {
   const json = asObject(body) ?? {};
   switch (shape) {
     case 'response':
@@ -158,6 +161,8 @@ export function storedToolCalls(shape: StoredShape, body: unknown): ToolCall[] {
       return responsesToolCalls({ output: asArray(json.data) }).calls;
     case 'item':
       return responsesToolCalls({ output: [json] }).calls;
+    case 'batch_results':
+      return undefined;
   }
 }
 

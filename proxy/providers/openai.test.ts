@@ -294,7 +294,7 @@ describe('OpenAI readResponse', () => {
     });
     const item = (name: string) => ({ type: 'function_call', name, arguments: '{}' });
     const names = (shape: Parameters<NonNullable<typeof openai.storedToolCalls>>[0], body: unknown) =>
-      openai.storedToolCalls?.(shape, body).map((c) => c.name);
+      openai.storedToolCalls?.(shape, body)?.map((c) => c.name);
     expect(names('response', { output: [item('a')] })).toEqual(['a']);
     expect(names('completion', completion('b'))).toEqual(['b']);
     expect(names('completions', { object: 'list', data: [completion('c'), completion('d')] })).toEqual(['c', 'd']);
@@ -302,6 +302,8 @@ describe('OpenAI readResponse', () => {
     expect(names('item', { type: 'local_shell_call', action: { type: 'exec', command: ['ls'] } })).toEqual([
       'local_shell',
     ]);
+    // Not a shape OpenAI serves: withheld rather than read as holding no call.
+    expect(names('batch_results', [])).toBeUndefined();
   });
 
   it('reads embeddings usage', async () => {

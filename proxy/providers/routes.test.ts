@@ -118,6 +118,10 @@ describe('Anthropic routes', () => {
     ['POST', '/v1/files/x/v1/messages', null],
     ['GET', '/v1/messages', null],
     ['GET', '/v1/models', null],
+    ['GET', '/v1/messages/batches/msgbatch_1/results', 'stored:batch_results'],
+    ['GET', '/v1/messages/batches%2Fmsgbatch_1/results', 'stored:batch_results'],
+    ['GET', '/v1/messages/batches/msgbatch_1', null],
+    ['GET', '/v1/messages/batches', null],
   ]);
 });
 

@@ -3,9 +3,13 @@ import { pathOnly } from './json-access.ts';
 
 /**
  * What a stored answer read back holds: one Responses response, one chat completion, a list of
- * chat completions, a list of conversation items, or one item.
+ * chat completions, a list of conversation items, one item, or a message batch's results (JSON
+ * Lines, one request's result a line).
  */
-export type StoredShape = 'response' | 'completion' | 'completions' | 'items' | 'item';
+export type StoredShape = 'response' | 'completion' | 'completions' | 'items' | 'item' | 'batch_results';
+
+/** Stored answers served as JSON Lines rather than one JSON document. */
+export const JSON_LINES_SHAPES: ReadonlySet<StoredShape> = new Set(['batch_results']);
 
 /** Where a request stands on a provider's surface. */
 export type RouteMatch =
@@ -154,6 +158,8 @@ export const AZURE_OPENAI_ROUTES: readonly RoutePattern[] = [
 export const ANTHROPIC_ROUTES: readonly RoutePattern[] = [
   { path: '/v1/messages', op: 'messages' },
   { path: '/v1/messages/count_tokens', op: 'free' },
+  // A message batch's answers, generated out of the proxy's sight and read back here.
+  { path: '/v1/messages/batches/{id}/results', stored: 'batch_results' },
 ];
 
 const GEMINI_VERBS = {

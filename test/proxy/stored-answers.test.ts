@@ -23,7 +23,7 @@ const published = (subject: string, execution: string) =>
     (m) => m.subject === subject && (m.data as UsageEventMessage).payload.execution_id === execution,
   );
 
-describe('answers OpenAI stored, read back', () => {
+describe('answers a provider stored, read back', () => {
   it('refuses to read back a response whose tool call was refused when it was generated', async () => {
     // The simulator answers a stored response as it would answer the call: with the tool call
     // `x-sim-tool-call` names.
@@ -84,6 +84,24 @@ describe('answers OpenAI stored, read back', () => {
     expect(await res.body.text()).toContain('SVC-POL-2001');
     expect(rig.sim.requests.at(-1)).toMatchObject({ method: 'GET', body: '' });
     expect(rig.sim.requests.at(-1)?.headers['accept-encoding']).toBe('identity');
+  });
+
+  it("refuses to read back an Anthropic batch's results holding a denied tool call, and relays them otherwise", async () => {
+    const results = (tool: string) =>
+      fetch(`${rig.addresses.proxyUrl}/anthropic/v1/messages/batches/msgbatch_sim/results`, {
+        headers: { 'x-sim-tool-call': tool, 'x-api-key': 'sk-ant-test', 'X-Svc-Execution-Id': 'exec-batch' },
+      });
+    const denied = await results('delete_repo');
+    expect(denied.status).toBe(403);
+    const refusal = await denied.text();
+    expect(refusal).toContain('SVC-POL-2001');
+    expect(refusal).not.toContain('"delete_repo"');
+    const allowed = await results('search');
+    expect(allowed.status).toBe(200);
+    const lines = (await allowed.text()).trim().split('\n');
+    expect(JSON.parse(lines[0] ?? '')).toMatchObject({
+      result: { type: 'succeeded', message: { content: [{ type: 'tool_use', name: 'search' }] } },
+    });
   });
 
   it('relays a stored answer whose tool calls are allowed, charging nothing', async () => {

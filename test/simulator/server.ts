@@ -184,6 +184,24 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       res.end(text.slice(20));
       return;
     }
+    if (!found && method === 'GET' && anthropic.route(method, path)?.kind === 'stored') {
+      // A message batch's results: one JSON line per request, here one, answered as the
+      // request's x-sim headers plan it.
+      const plan = planReply({
+        headers: req.headers,
+        bodyBytes: 0,
+        model: 'claude-sim',
+        maxTokens: undefined,
+        defaultDelayMs: 0,
+      });
+      const content = plan.toolCall
+        ? [{ type: 'tool_use', id: 'toolu_sim', name: plan.toolCall, input: { input: 'sim' } }]
+        : [{ type: 'text', text: plan.words.join('') }];
+      const message = { id: 'msg_sim', type: 'message', role: 'assistant', model: plan.model, content };
+      res.writeHead(200, { 'content-type': 'application/binary' });
+      res.end(JSON.stringify({ custom_id: 'request-1', result: { type: 'succeeded', message } }) + '\n');
+      return;
+    }
     if (!found) {
       sendJson(res, 404, {
         error: {
