@@ -3,14 +3,15 @@ import { governMcp, type McpServers } from '../mcp/index.ts';
 import type { ProviderAdapter, ProviderRegistry } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { governLlmCall } from './llm-call/pipeline.ts';
+import { sendProviderRefusal } from './provider-refusal.ts';
 import { governStoredAnswer } from './stored-answer.ts';
 import { governUnclassifiedCall, passThrough } from './unclassified-call.ts';
 
 /**
  * The proxy's one request handler: MCP servers go through the MCP path; on a provider host, a
  * metered route goes through the governed LLM path, a free route (token counting) is relayed,
- * a stored answer read back has its tool calls judged, and any other path is governed as an
- * unclassified call (metered by estimate or refused, never
+ * a stored answer read back has its tool calls judged, a route around the proxy (an ephemeral
+ * key, a realtime session) is refused, and any other path is governed as an unclassified call (metered by estimate or refused, never
  * free; plain reads excepted). Every other host passes through unchanged (governance headers
  * stripped).
  */
@@ -31,6 +32,10 @@ export function createGovernedHandler(
     if (route?.kind === 'metered') return governLlmCall(deps, req, adapter, route.op);
     if (route?.kind === 'free') return passThrough(deps, req, adapter.id, adapter);
     if (route?.kind === 'stored') return governStoredAnswer(deps, req, adapter, route.shape);
+    if (route?.kind === 'denied') {
+      const message = `${req.method} ${req.targetUrl.pathname} is refused: ${route.reason}`;
+      return sendProviderRefusal(req.clientRes, adapter, 'SVC-ADP-5003', message, req.id, null);
+    }
     return governUnclassifiedCall(deps, req, adapter);
   };
 }

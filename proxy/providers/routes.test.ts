@@ -28,9 +28,12 @@ function check(adapter: ProviderAdapter, rows: readonly [string, string, Expecte
           ? 'free'
           : match.kind === 'stored'
             ? `stored:${match.shape}`
-            : match.op;
+            : match.kind === 'denied'
+              ? 'denied'
+              : match.op;
     expect(got).toBe(expected);
-    const metered = expected === 'free' || expected?.startsWith('stored:') === true ? null : expected;
+    const metered =
+      expected === 'free' || expected === 'denied' || expected?.startsWith('stored:') === true ? null : expected;
     expect(adapter.classify(method, path)).toBe(metered);
   });
 }
@@ -68,6 +71,16 @@ describe('OpenAI routes', () => {
     ['GET', '/v1/conversations/conv_1/items', 'stored:items'],
     ['GET', '/v1/conversations/conv_1/items/msg_1', 'stored:item'],
     ['GET', '/v1/responses/resp_1/input_items', null],
+    // Routes around the proxy: ephemeral keys and realtime sessions, in any spelling.
+    ['POST', '/v1/realtime/client_secrets', 'denied'],
+    ['POST', '/v1/realtime/sessions', 'denied'],
+    ['POST', '/v1/realtime/transcription_sessions', 'denied'],
+    ['POST', '/v1/realtime/calls', 'denied'],
+    ['POST', '/v1/realtime/calls/rtc_1/accept', 'denied'],
+    ['POST', '/V1/Realtime/Client_Secrets', 'denied'],
+    ['POST', '/v1/realtime%2Fclient_secrets', 'denied'],
+    ['POST', '/v1/realtime/calls/rtc_1/hangup', null],
+    ['GET', '/v1/realtime/client_secrets', null],
     // Spellings a lenient server may route to a stored answer are judged as one.
     ['GET', '/v1/responses%2Fresp_1', 'stored:response'],
     ['GET', '/V1/Responses/resp_1', 'stored:response'],
@@ -97,6 +110,8 @@ describe('Azure OpenAI routes', () => {
     ['GET', '/openai/responses/resp_1?api-version=2025-04-01-preview', 'stored:response'],
     ['GET', '/openai/v1/responses/resp_1', 'stored:response'],
     ['GET', '/openai/v1/chat/completions/chatcmpl-1', 'stored:completion'],
+    ['POST', '/openai/v1/realtime/client_secrets', 'denied'],
+    ['POST', '/openai/realtimeapi/sessions?api-version=2025-04-01-preview', 'denied'],
   ]);
 
   it('names the deployment only on a deployment route', () => {
@@ -133,6 +148,8 @@ describe('Gemini routes', () => {
     ['POST', '/v1beta/models/gemini-embedding-001:embedContent', 'embed'],
     ['POST', '/v1beta/models/gemini-embedding-001:batchEmbedContents', 'batch_embed'],
     ['POST', '/v1beta/models/gemini-2.0-flash:countTokens', 'free'],
+    ['POST', '/v1alpha/auth_tokens', 'denied'],
+    ['POST', '/v1beta/auth_tokens', 'denied'],
     ['POST', '/v1beta/models/gemini-2.0-flash:batchGenerateContent', null],
     ['POST', '/evil/v1beta/models/gemini-2.0-flash:generateContent', null],
     ['POST', '/v1beta/files/x/models/gemini-2.0-flash:generateContent', null],

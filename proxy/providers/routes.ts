@@ -19,6 +19,8 @@ export type RouteMatch =
   | { kind: 'free' }
   /** A `GET` of answers the provider stored: the model's output again, its tool calls judged. */
   | { kind: 'stored'; shape: StoredShape }
+  /** A route that opens a way to the provider around the proxy: always refused, for `reason`. */
+  | { kind: 'denied'; reason: string }
   /** No route of this provider: the unclassified-path rule applies (metered by estimate, or refused). */
   | null;
 
@@ -27,7 +29,8 @@ export type RouteMatch =
  * `:`, so `{model}:generateContent` takes the model id alone). A call or a free route is a POST;
  * a stored answer's is a GET.
  */
-export type RoutePattern = { path: string; op: Operation | 'free' } | { path: string; stored: StoredShape };
+export type RoutePattern =
+  { path: string; op: Operation | 'free' } | { path: string; stored: StoredShape } | { path: string; denied: string };
 
 export interface RouteTable {
   readonly patterns: readonly RoutePattern[];
@@ -46,12 +49,12 @@ export function normalizeRoutePath(path: string): string {
 }
 
 /**
- * A read's path as a lenient server might route it: percent-decoded and in lower case. Reads
- * pass unless they match a stored answer's route, so they are matched in this form too: a
- * spelling the provider may route to a stored answer (`/v1/responses%2Fresp_1`,
- * `/V1/Responses/resp_1`) is judged like it, never passed unjudged.
+ * A path as a lenient server might route it: percent-decoded and in lower case. A stored answer's
+ * read and a denied route are matched in this form too, so a spelling the provider may route to
+ * one of them (`/v1/responses%2Fresp_1`, `/V1/Realtime/Client_Secrets`) is governed like it,
+ * never passed as a plain read or metered by estimate.
  */
-function lenientReadPath(path: string): string {
+function lenientPath(path: string): string {
   let decoded = path;
   try {
     decoded = decodeURIComponent(path);
@@ -85,7 +88,9 @@ export function compileRoutes(patterns: readonly RoutePattern[]): RouteTable {
     const [routes, match]: [MethodRoutes, RouteMatch] =
       'stored' in pattern
         ? [byMethod.GET, { kind: 'stored', shape: pattern.stored }]
-        : [byMethod.POST, pattern.op === 'free' ? { kind: 'free' } : { kind: 'metered', op: pattern.op }];
+        : 'denied' in pattern
+          ? [byMethod.POST, { kind: 'denied', reason: pattern.denied }]
+          : [byMethod.POST, pattern.op === 'free' ? { kind: 'free' } : { kind: 'metered', op: pattern.op }];
     if (pattern.path.includes('{')) routes.templated.push({ regex: compile(pattern.path), match });
     else routes.exact.set(pattern.path, match);
   }
@@ -97,7 +102,11 @@ export function compileRoutes(patterns: readonly RoutePattern[]): RouteTable {
       if (routes === undefined) return null;
       const find = (p: string) => routes.exact.get(p) ?? routes.templated.find((t) => t.regex.test(p))?.match;
       const p = normalizeRoutePath(path);
-      return find(p) ?? (routes === byMethod.GET ? find(lenientReadPath(p)) : undefined) ?? null;
+      const strict = find(p);
+      if (strict !== undefined) return strict;
+      // Only a route that governs more than the unclassified rule is taken in a lenient spelling.
+      const lenient = find(lenientPath(p));
+      return lenient?.kind === 'stored' || lenient?.kind === 'denied' ? lenient : null;
     },
   };
 }
@@ -131,7 +140,24 @@ export function openAiRoutes(basePaths: readonly string[]): RoutePattern[] {
     // OpenAI does not bill moderation.
     { path: `${base}/moderations`, op: 'free' as const },
     ...storedRoutes(base),
+    ...deniedRoutes(base),
   ]);
+}
+
+const MINTS_CREDENTIAL =
+  'it mints a credential for the provider that reaches it without the proxy, so nothing the agent did with it would be governed';
+const OPENS_SESSION =
+  "it opens a realtime session whose audio and text flow between the agent and the provider, out of the proxy's sight";
+
+/** The OpenAI routes that would take the agent around the proxy: ephemeral keys, realtime sessions. */
+function deniedRoutes(base: string): RoutePattern[] {
+  return [
+    { path: `${base}/realtime/client_secrets`, denied: MINTS_CREDENTIAL },
+    { path: `${base}/realtime/sessions`, denied: MINTS_CREDENTIAL },
+    { path: `${base}/realtime/transcription_sessions`, denied: MINTS_CREDENTIAL },
+    { path: `${base}/realtime/calls`, denied: OPENS_SESSION },
+    { path: `${base}/realtime/calls/{id}/accept`, denied: OPENS_SESSION },
+  ];
 }
 
 /** Where OpenAI serves the answers it stored (`store`, conversations): read back with a GET. */
@@ -152,6 +178,7 @@ export const AZURE_OPENAI_ROUTES: readonly RoutePattern[] = [
   { path: '/openai/deployments/{deployment}/embeddings', op: 'embeddings' },
   { path: '/openai/responses', op: 'responses' },
   { path: '/openai/responses/{id}', stored: 'response' },
+  { path: '/openai/realtimeapi/sessions', denied: MINTS_CREDENTIAL },
   ...openAiRoutes(['/openai/v1']),
 ];
 
@@ -170,9 +197,13 @@ const GEMINI_VERBS = {
   countTokens: 'free',
 } as const satisfies Record<string, Operation | 'free'>;
 
-export const GEMINI_ROUTES: readonly RoutePattern[] = ['v1', 'v1beta'].flatMap((version) =>
-  Object.entries(GEMINI_VERBS).map(([verb, op]) => ({ path: `/${version}/models/{model}:${verb}`, op })),
-);
+export const GEMINI_ROUTES: readonly RoutePattern[] = [
+  ...['v1', 'v1beta'].flatMap((version) =>
+    Object.entries(GEMINI_VERBS).map(([verb, op]) => ({ path: `/${version}/models/{model}:${verb}`, op })),
+  ),
+  // Ephemeral tokens, for the Live API from a client the proxy does not stand in front of.
+  ...['v1', 'v1beta', 'v1alpha'].map((version) => ({ path: `/${version}/auth_tokens`, denied: MINTS_CREDENTIAL })),
+];
 
 const GEMINI_MODEL = /^\/v1(?:beta)?\/models\/([^/:]+):[A-Za-z]+$/;
 

@@ -1,0 +1,61 @@
+import { APIError } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { failure } from '../harness/failure.ts';
+import { startProxyRig, type ProxyRig } from './harness.ts';
+import { openAiClient } from './sdk-options.ts';
+
+let rig: ProxyRig;
+
+beforeAll(async () => {
+  rig = await startProxyRig();
+});
+afterAll(async () => {
+  await rig.close();
+});
+
+describe('a Responses request in the background', () => {
+  it('is refused with 403 SVC-ADP-5003 naming the field, and never reaches the provider', async () => {
+    const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-background' });
+    const before = rig.sim.requests.length;
+    const error = await failure(() =>
+      client.responses.create({ model: 'gpt-4o', input: 'write a long report', background: true }),
+    );
+    expect(error).toBeInstanceOf(APIError);
+    expect((error as APIError).status).toBe(403);
+    expect((error as APIError).code).toBe('SVC-ADP-5003');
+    expect((error as APIError).message).toContain('background');
+    expect(rig.sim.requests.length).toBe(before);
+    // In the foreground the same request is served.
+    const answer = await client.responses.create({
+      model: 'gpt-4o',
+      input: 'write a long report',
+      background: false,
+      max_output_tokens: 4,
+    });
+    expect(answer.status).toBe('completed');
+  });
+});
+
+describe('a route that would take the agent around the proxy', () => {
+  it('refuses an ephemeral key or a realtime session with 403 SVC-ADP-5003, never reaching the provider', async () => {
+    const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-realtime' });
+    const before = rig.sim.requests.length;
+    const error = await failure(() =>
+      client.realtime.clientSecrets.create({ session: { type: 'realtime', model: 'gpt-realtime' } }),
+    );
+    expect(error).toBeInstanceOf(APIError);
+    expect((error as APIError).status).toBe(403);
+    expect((error as APIError).code).toBe('SVC-ADP-5003');
+    expect((error as APIError).message).toContain('mints a credential');
+    for (const path of ['/openai/v1/realtime/calls', '/openai/V1/Realtime/Sessions', '/gemini/v1alpha/auth_tokens']) {
+      const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
+      expect(res.status, path).toBe(403);
+      expect(await res.text(), path).toContain('SVC-ADP-5003');
+    }
+    expect(rig.sim.requests.length).toBe(before);
+  });
+});
