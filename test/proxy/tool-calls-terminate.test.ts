@@ -1,3 +1,4 @@
+import type Anthropic from '@anthropic-ai/sdk';
 import { APIError as AnthropicError } from '@anthropic-ai/sdk';
 import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,6 +27,18 @@ function toolEvents(execution: string): Array<{ tool: string; blocked: boolean; 
     )
     .map((m) => (m.data as UsageEventMessage).payload as { tool: string; blocked: boolean; source: string });
 }
+
+/** What an Anthropic stream asking to delete fails with; one that reaches its end fails the test. */
+const streamedToItsEnd = (client: Anthropic) =>
+  failure(async () => {
+    const stream = await client.messages.create({
+      model: 'claude-3-5-haiku-20241022',
+      max_tokens: 20,
+      stream: true,
+      messages: [{ role: 'user', content: 'delete' }],
+    });
+    for await (const event of stream) if (event.type === 'message_stop') throw new Error('the stream reached its end');
+  });
 
 describe('tool calls a model asks for', () => {
   it('records an allowed tool call and relays the answer', async () => {
@@ -72,16 +85,7 @@ describe('tool calls a model asks for', () => {
       'X-Svc-Execution-Id': 'exec-tool-stream',
       'x-sim-tool-call': 'delete_repo',
     });
-    const error = await failure(async () => {
-      const stream = await client.messages.create({
-        model: 'claude-3-5-haiku-20241022',
-        max_tokens: 20,
-        stream: true,
-        messages: [{ role: 'user', content: 'delete' }],
-      });
-      for await (const event of stream)
-        if (event.type === 'message_stop') throw new Error('the stream reached its end');
-    });
+    const error = await streamedToItsEnd(client);
     expect(error).toBeInstanceOf(AnthropicError);
     expect((error as Error).message).toContain('SVC-POL-2001');
     expect(
@@ -135,16 +139,7 @@ describe('tool calls a model asks for', () => {
     );
     expect((responses as APIError).status).toBe(403);
     expect((responses as APIError).code).toBe('SVC-POL-2001');
-    const messages = await failure(async () => {
-      const stream = await anthropicClient(rig.agent, headers).messages.create({
-        model: 'claude-3-5-haiku-20241022',
-        max_tokens: 20,
-        stream: true,
-        messages: [{ role: 'user', content: 'delete' }],
-      });
-      for await (const event of stream)
-        if (event.type === 'message_stop') throw new Error('the stream reached its end');
-    });
+    const messages = await streamedToItsEnd(anthropicClient(rig.agent, headers));
     expect(messages).toBeInstanceOf(AnthropicError);
     expect((messages as Error).message).toContain('SVC-POL-2001');
     const events = await eventually(
