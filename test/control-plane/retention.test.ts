@@ -84,7 +84,12 @@ describe('the retention job of a running control plane', () => {
     expect(kept.items.map((e) => e.event_id)).toEqual(recent.reverse());
     expect(await plane.storage.read.budgets.get(TENANT, budget.budget_id)).toEqual(spent);
     expect(spent?.usage.cost_micros).toBe(50_000);
-    expect((await plane.metrics.retentionRemoved.get()).values).toEqual([{ labels: { kind: 'events' }, value: 3 }]);
+    // Counted once the removal's transaction resolves, which is after its commit became visible.
+    const removed = await eventually(
+      async () => (await plane.metrics.retentionRemoved.get()).values,
+      (values) => values.length > 0,
+    );
+    expect(removed).toEqual([{ labels: { kind: 'events' }, value: 3 }]);
     expect(await new AuditLog(plane.storage).verify(TENANT)).toMatchObject({ valid: true, first_invalid_seq: null });
   }, 60_000);
 });
