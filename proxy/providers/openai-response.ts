@@ -88,12 +88,12 @@ const CALL_SUFFIX = '_call';
  * names one, else by its kind (`local_shell`, `web_search`). A kind not known here is still a
  * call, judged by that kind: a tool OpenAI adds is never let through unjudged.
  */
-function responsesToolCall(item: JsonObject | undefined): ToolCall | undefined {
+function responsesToolCall(item: JsonObject | undefined): { name: string; args: string | undefined } | undefined {
   const type = asString(item?.type);
   if (item === undefined || type === undefined) return undefined;
   const kind = type.endsWith(CALL_SUFFIX) ? type.slice(0, -CALL_SUFFIX.length) : undefined;
   if (kind === undefined && type !== 'mcp_approval_request') return undefined;
-  return { name: asString(item.name) || kind || type, arguments: callArguments(item) ?? '' };
+  return { name: asString(item.name) || kind || type, args: callArguments(item) };
 }
 
 function responsesToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
@@ -104,8 +104,8 @@ function responsesToolCalls(json: JsonObject): { calls: ToolCall[]; text: string
     if (!it) continue;
     const call = responsesToolCall(it);
     if (call !== undefined) {
-      calls.push(call);
-      text += call.arguments;
+      calls.push({ name: call.name, arguments: call.args ?? '' });
+      text += call.args ?? '';
     } else {
       text += textOf(it.content);
     }
@@ -288,14 +288,13 @@ export const responsesStreamDialect: StreamDialect = {
         break;
       case 'response.output_item.added': {
         const call = responsesToolCall(asObject(json.item));
-        if (call !== undefined) acc.toolStart(itemKey(json), call.name, call.arguments);
+        if (call !== undefined) acc.toolStart(itemKey(json), call.name, call.args ?? '');
         break;
       }
       case 'response.output_item.done': {
         // The whole item replaces the arguments gathered, unless it carries none.
-        const item = asObject(json.item);
-        if (item !== undefined && responsesToolCall(item) !== undefined)
-          acc.toolEnd(itemKey(json), callArguments(item));
+        const call = responsesToolCall(asObject(json.item));
+        if (call !== undefined) acc.toolEnd(itemKey(json), call.args);
         break;
       }
       case 'response.completed':
