@@ -1,14 +1,13 @@
-import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
+import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { JSON_LINES_SHAPES, type ProviderAdapter, type StoredShape } from '../providers/index.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
-import { decodeBody, decodedHeaders } from './decode-body.ts';
+import { decodedHeaders } from './decode-body.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { relayWhole } from './llm-call/meter-whole.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
-import { MAX_BODY_DEPTH, readBody } from './read-body.ts';
-import { parseStrictJson } from './strict-json.ts';
+import { readAnswer } from './read-answer.ts';
 import { refused, toolContext } from './tool-calls.ts';
 
 /**
@@ -21,13 +20,6 @@ import { refused, toolContext } from './tool-calls.ts';
  * (an answer over the bound, unreadable, or a resumed stream, which is not JSON) is withheld.
  * Nothing is generated, so nothing is charged.
  */
-/** One JSON document, each key once, nested within bounds; throws SVC-ADP-5001 otherwise. */
-function strictJson(text: string): unknown {
-  const parsed = parseStrictJson(text, { maxDepth: MAX_BODY_DEPTH });
-  if (!parsed.ok) throw new SvcError('SVC-ADP-5001', `the stored answer cannot be read: ${parsed.reason}`);
-  return parsed.value;
-}
-
 export async function governStoredAnswer(
   deps: GovernanceDeps,
   req: ProxiedRequest,
@@ -84,29 +76,17 @@ export async function governStoredAnswer(
     await relayResponse(req.clientRes, response);
     return;
   }
-  let answer: unknown;
-  let relayed: { bytes: Buffer; headers: ReturnType<typeof decodedHeaders> };
-  try {
-    const bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'stored answer', rest: 'destroy' });
-    const decoded = await decodeBody(bytes, response.headers, deps.responseLimitBytes, 'the stored answer');
-    answer = JSON_LINES_SHAPES.has(shape)
-      ? decoded.text
-          .split('\n')
-          .filter((line) => line.trim() !== '')
-          .map(strictJson)
-      : strictJson(decoded.text);
-    relayed = { bytes: decoded.utf8, headers: decodedHeaders(response.headers, decoded) };
-  } catch (error) {
-    // Over the bound, cut, undecodable or not JSON: nothing of it can be judged.
-    const tooLarge = isSvcError(error) && error.code === 'SVC-SYS-9009';
-    const reason = isSvcError(error) ? error.message : `the stored answer failed mid-way: ${(error as Error).message}`;
+  // Over the bound, cut, undecodable or not JSON: nothing of it can be judged.
+  const read = await readAnswer(response, deps.responseLimitBytes, 'the stored answer', JSON_LINES_SHAPES.has(shape));
+  if (!read.ok) {
     refuse(
-      tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
-      `${reason}; its tool calls cannot be judged, so it is withheld`,
+      read.tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
+      `${read.message}; its tool calls cannot be judged, so it is withheld`,
       envelope.envelopeId,
     );
     return;
   }
+  const { answer, decoded } = read;
   const calls = adapter.storedToolCalls?.(shape, answer);
   if (calls === undefined) {
     refuse('SVC-ADP-5003', `${adapter.id} has no reader for stored answers, so it is withheld`, envelope.envelopeId);
@@ -128,5 +108,5 @@ export async function governStoredAnswer(
     refuse(verdict.code, verdict.message, envelope.envelopeId);
     return;
   }
-  relayWhole(req, response, relayed.bytes, relayed.headers);
+  relayWhole(req, response, decoded.utf8, decodedHeaders(response.headers, decoded));
 }

@@ -1,10 +1,10 @@
-import { isSvcError, SvcError, type SvcCode } from '../../../core/errors/index.ts';
+import type { SvcCode } from '../../../core/errors/index.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
 import type { UpstreamResponse } from '../../upstream/index.ts';
-import { decodeBody, decodedHeaders, type DecodedBody } from '../decode-body.ts';
+import { decodedHeaders } from '../decode-body.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
-import { MAX_BODY_DEPTH, readBody } from '../read-body.ts';
-import { parseStrictJson } from '../strict-json.ts';
+import { readAnswer } from '../read-answer.ts';
+import { readBody } from '../read-body.ts';
 import { governHeldToolCall } from '../tool-calls.ts';
 import { chargeWorstCase, recorded, refuseAnswer, release, settle, type LlmCall } from './settlement.ts';
 
@@ -49,46 +49,30 @@ export async function relayProviderRefusal(
  */
 export async function meterWhole(deps: GovernanceDeps, call: LlmCall, response: UpstreamResponse): Promise<void> {
   const { req } = call;
-  let bytes: Buffer;
-  try {
-    bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'provider answer', rest: 'destroy' });
-  } catch (error) {
-    const tooLarge = isSvcError(error) && error.code === 'SVC-SYS-9009';
+  // What cannot be read as the agent's client will read it (a coding undone, the text decoded,
+  // each key once) cannot be governed, its tool calls nor its usage: it is withheld and charged at
+  // its worst case.
+  const read = await readAnswer(response, deps.responseLimitBytes, "the provider's answer");
+  if (!read.ok) {
     await chargeWorstCase(
       deps,
       call,
-      tooLarge ? 'answer_too_large' : req.signal.aborted ? 'client_gone' : 'upstream_failed',
+      read.tooLarge
+        ? 'answer_too_large'
+        : read.stage === 'decode'
+          ? 'answer_unreadable'
+          : req.signal.aborted
+            ? 'client_gone'
+            : 'upstream_failed',
     );
     refuseAnswer(
       call,
-      tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
-      tooLarge
-        ? `the provider's answer is larger than ${deps.responseLimitBytes} bytes (proxy_response_limit_bytes): it cannot be governed, so it is withheld; the call is charged at its worst case`
-        : `the provider's answer failed mid-way: ${(error as Error).message}`,
+      read.tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
+      `${read.message}; it cannot be governed, so it is withheld, and the call is charged at its worst case`,
     );
     return;
   }
-  // Read as the agent's client will read it: a coding undone (a provider may compress although
-  // asked for identity), the text decoded, each key once. What cannot be read so cannot be
-  // governed (its tool calls, its usage): it is withheld and charged at its worst case.
-  let decoded: DecodedBody;
-  let answer: unknown;
-  try {
-    decoded = await decodeBody(bytes, response.headers, deps.responseLimitBytes, "the provider's answer");
-    const parsed = parseStrictJson(decoded.text, { maxDepth: MAX_BODY_DEPTH });
-    if (!parsed.ok) throw new SvcError('SVC-ADP-5001', `the provider's answer cannot be read: ${parsed.reason}`);
-    answer = parsed.value;
-  } catch (error) {
-    if (!isSvcError(error)) throw error;
-    const tooLarge = error.code === 'SVC-SYS-9009';
-    await chargeWorstCase(deps, call, tooLarge ? 'answer_too_large' : 'answer_unreadable');
-    refuseAnswer(
-      call,
-      tooLarge ? 'SVC-ADP-5005' : 'SVC-ADP-5001',
-      `${error.message}; it cannot be governed, so it is withheld, and the call is charged at its worst case`,
-    );
-    return;
-  }
+  const { answer, decoded } = read;
   // Exact counts of what the answer does not report, the input's and the output's alike.
   const reading = await deps.tokens.exactly(() =>
     call.adapter.readResponse(call.op, answer, () => call.input.within()),
