@@ -29,7 +29,7 @@ function isPlainRead(req: ProxiedRequest): boolean {
   return (method === 'GET' || method === 'HEAD') && !req.hasBody && req.headers.upgrade === undefined;
 }
 
-/** The `model` a JSON body names, or '' (a file upload, a batch, no JSON at all). */
+/** The `model` a JSON body names, or '' (a file upload, an image prompt that names none, no JSON at all). */
 function modelNamed(bytes: Buffer): string {
   try {
     const json = JSON.parse(bytes.toString('utf8')) as unknown;

@@ -148,10 +148,20 @@ const MINTS_CREDENTIAL =
   'it mints a credential for the provider that reaches it without the proxy, so nothing the agent did with it would be governed';
 const OPENS_SESSION =
   "it opens a realtime session whose audio and text flow between the agent and the provider, out of the proxy's sight";
+const WORKS_LATER =
+  "it starts work the provider runs and bills after the request returns (a batch, an evaluation run, a fine-tuning job, a video), out of the proxy's sight: its cost could not be metered nor its output governed";
 
-/** The OpenAI routes that would take the agent around the proxy: ephemeral keys, realtime sessions. */
+/**
+ * The OpenAI routes that would take the agent around the proxy: ephemeral keys, realtime
+ * sessions, and work that generates (and bills) after the request returns.
+ */
 function deniedRoutes(base: string): RoutePattern[] {
   return [
+    { path: `${base}/batches`, denied: WORKS_LATER },
+    { path: `${base}/evals/{id}/runs`, denied: WORKS_LATER },
+    { path: `${base}/fine_tuning/jobs`, denied: WORKS_LATER },
+    { path: `${base}/videos`, denied: WORKS_LATER },
+    { path: `${base}/videos/{id}/remix`, denied: WORKS_LATER },
     { path: `${base}/realtime/client_secrets`, denied: MINTS_CREDENTIAL },
     { path: `${base}/realtime/sessions`, denied: MINTS_CREDENTIAL },
     { path: `${base}/realtime/transcription_sessions`, denied: MINTS_CREDENTIAL },
@@ -179,12 +189,15 @@ export const AZURE_OPENAI_ROUTES: readonly RoutePattern[] = [
   { path: '/openai/responses', op: 'responses' },
   { path: '/openai/responses/{id}', stored: 'response' },
   { path: '/openai/realtimeapi/sessions', denied: MINTS_CREDENTIAL },
+  { path: '/openai/batches', denied: WORKS_LATER },
+  { path: '/openai/fine_tuning/jobs', denied: WORKS_LATER },
   ...openAiRoutes(['/openai/v1']),
 ];
 
 export const ANTHROPIC_ROUTES: readonly RoutePattern[] = [
   { path: '/v1/messages', op: 'messages' },
   { path: '/v1/messages/count_tokens', op: 'free' },
+  { path: '/v1/messages/batches', denied: WORKS_LATER },
   // A message batch's answers, generated out of the proxy's sight and read back here.
   { path: '/v1/messages/batches/{id}/results', stored: 'batch_results' },
 ];
@@ -203,6 +216,14 @@ export const GEMINI_ROUTES: readonly RoutePattern[] = [
   ),
   // Ephemeral tokens, for the Live API from a client the proxy does not stand in front of.
   ...['v1', 'v1beta', 'v1alpha'].map((version) => ({ path: `/${version}/auth_tokens`, denied: MINTS_CREDENTIAL })),
+  // Batches, video generation (Veo) and tuning, run and billed after the request returns.
+  ...['v1', 'v1beta'].flatMap((version) => [
+    ...['batchGenerateContent', 'asyncBatchEmbedContent', 'predictLongRunning'].map((verb) => ({
+      path: `/${version}/models/{model}:${verb}`,
+      denied: WORKS_LATER,
+    })),
+    { path: `/${version}/tunedModels`, denied: WORKS_LATER },
+  ]),
 ];
 
 const GEMINI_MODEL = /^\/v1(?:beta)?\/models\/([^/:]+):[A-Za-z]+$/;

@@ -44,6 +44,15 @@ function routePath(path: string): string {
   return bare.length > 1 && bare.endsWith('/') ? bare.slice(0, -1) : bare;
 }
 
+/** The route path as a lenient server may read it: percent-decoded where it can be. */
+function lenientRoutePath(path: string): string {
+  try {
+    return routePath(decodeURIComponent(path));
+  } catch {
+    return routePath(path);
+  }
+}
+
 const SEGMENT = '[^/:]+';
 const OPENAI_OPS = '(chat/completions|responses|embeddings|completions)';
 /** Metered routes per adapter (docs/providers.md), as patterns on the route path. */
@@ -64,6 +73,15 @@ const FREE: Record<ProviderId, RegExp> = {
   'azure-openai': /^\/openai\/v1\/(responses\/input_tokens|moderations)$/,
   anthropic: /^\/v1\/messages\/count_tokens$/,
   gemini: new RegExp(`^/(v1beta|v1)/models/${SEGMENT}:countTokens$`),
+};
+
+/** Routes that generate after the request returns: refused, so never reaching the upstream (in any spelling). */
+const DENIED: Record<ProviderId, RegExp> = {
+  openai: /^\/v1\/batches$/i,
+  'openai-compatible': /^\/v1\/batches$/i,
+  'azure-openai': /^\/openai(\/v1)?\/batches$/i,
+  anthropic: /^\/v1\/messages\/batches$/i,
+  gemini: new RegExp(`^/(v1beta|v1)/models/${SEGMENT}:batchGenerateContent$`, 'i'),
 };
 
 /** How the proxy must have treated a request that reached the upstream. */
@@ -163,6 +181,8 @@ export function ungoverned(
   for (const name of Object.keys(reached.headers)) {
     if (name.toLowerCase().startsWith('x-svc-')) problems.push(`governance header ${name} reached the upstream`);
   }
+  if (reached.method === 'POST' && DENIED[provider].test(lenientRoutePath(reached.path)))
+    problems.push('a route that generates after the request returns reached the upstream');
   const treatment = treatmentOf(provider, reached);
   if (treatment === 'free') return problems;
   const coding = String(reached.headers['content-encoding'] ?? 'identity').toLowerCase();

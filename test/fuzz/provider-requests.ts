@@ -6,7 +6,7 @@ import type { RawRequest } from './raw-http.ts';
 /** The error format a provider's refusals come in. */
 export type ErrorFamily = 'openai' | 'anthropic' | 'gemini';
 
-export type RouteKind = 'metered' | 'free' | 'unclassified';
+export type RouteKind = 'metered' | 'free' | 'unclassified' | 'denied';
 
 /** One provider endpoint, as an agent's SDK would call it. */
 export interface Endpoint {
@@ -105,8 +105,16 @@ function openAiFamily(provider: ProviderId, host: string, base: string, reverse?
     },
     {
       ...common,
-      name: `${provider} batches`,
+      name: `${provider} images`,
       kind: 'unclassified',
+      method: 'POST',
+      path: at('/images/generations'),
+      body: (p) => defined({ model: p.model, prompt: p.text }),
+    },
+    {
+      ...common,
+      name: `${provider} batches`,
+      kind: 'denied',
       method: 'POST',
       path: at('/batches'),
       body: embeddings,
@@ -201,7 +209,7 @@ export const ENDPOINTS: readonly Endpoint[] = [
       ['embedContent', 'metered'],
       ['batchEmbedContents', 'metered'],
       ['countTokens', 'free'],
-      ['batchGenerateContent', 'unclassified'],
+      ['batchGenerateContent', 'denied'],
     ] as const
   ).map(([verb, kind]): Endpoint => ({
     name: `gemini ${verb}`,

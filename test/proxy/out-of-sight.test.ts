@@ -1,8 +1,9 @@
+import { APIError as AnthropicError } from '@anthropic-ai/sdk';
 import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { failure } from '../harness/failure.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
-import { openAiClient } from './sdk-options.ts';
+import { anthropicClient, openAiClient } from './sdk-options.ts';
 
 let rig: ProxyRig;
 
@@ -48,6 +49,54 @@ describe('a route that would take the agent around the proxy', () => {
     expect((error as APIError).code).toBe('SVC-ADP-5003');
     expect((error as APIError).message).toContain('mints a credential');
     for (const path of ['/openai/v1/realtime/calls', '/openai/V1/Realtime/Sessions', '/gemini/v1alpha/auth_tokens']) {
+      const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
+      expect(res.status, path).toBe(403);
+      expect(await res.text(), path).toContain('SVC-ADP-5003');
+    }
+    expect(rig.sim.requests.length).toBe(before);
+  });
+});
+
+describe('work the provider runs after the request returns', () => {
+  it('refuses a batch through each SDK, and a batch, video or tuning job by any spelling, never reaching the provider', async () => {
+    const before = rig.sim.requests.length;
+    const openai = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-batch' });
+    const batch = await failure(() =>
+      openai.batches.create({ input_file_id: 'file-abc', endpoint: '/v1/chat/completions', completion_window: '24h' }),
+    );
+    expect(batch).toBeInstanceOf(APIError);
+    expect((batch as APIError).status).toBe(403);
+    expect((batch as APIError).code).toBe('SVC-ADP-5003');
+    expect((batch as APIError).message).toContain('after the request returns');
+
+    const anthropic = anthropicClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-batch' });
+    const messageBatch = await failure(() =>
+      anthropic.messages.batches.create({
+        requests: [
+          {
+            custom_id: 'one',
+            params: { model: 'claude-sonnet-4-5', max_tokens: 64000, messages: [{ role: 'user', content: 'hello' }] },
+          },
+        ],
+      }),
+    );
+    expect(messageBatch).toBeInstanceOf(AnthropicError);
+    expect((messageBatch as AnthropicError).status).toBe(403);
+    expect(JSON.stringify((messageBatch as AnthropicError).error)).toContain('SVC-ADP-5003');
+
+    for (const path of [
+      '/openai/V1/Batches',
+      '/openai/v1/evals/eval_1/runs',
+      '/openai/v1/fine_tuning/jobs',
+      '/openai/v1/videos',
+      '/anthropic/v1/messages%2Fbatches',
+      '/gemini/v1beta/models/gemini-2.5-flash:batchGenerateContent',
+      '/gemini/v1beta/models/veo-3.0-generate-001:predictLongRunning',
+    ]) {
       const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },

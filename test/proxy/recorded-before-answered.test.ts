@@ -99,9 +99,9 @@ describe('an answer completes only after its call is recorded', () => {
   ] as const) {
     it(`an unclassified call, charged at its estimate: an answer ${form}`, async () => {
       const text = await heldUntilRecorded(() =>
-        post('/openai/v1/batches', { input_file_id: 'file-abc', completion_window: '24h' }, headers),
+        post('/openai/v1/images/generations', { prompt: 'a lighthouse at dusk' }, headers),
       );
-      expect(JSON.parse(text)).toMatchObject({ object: 'batch' });
+      expect(JSON.parse(text)).toMatchObject({ data: [{ b64_json: 'iVBORw0KGgo=' }] });
     });
   }
 

@@ -39,12 +39,12 @@ describe('by default', () => {
   afterAll(async () => rig.close());
 
   it('meters a request outside every route by the token estimate of request and answer, at the highest known rate', async () => {
-    const body = { input_file_id: 'file-abc', endpoint: '/v1/chat/completions', completion_window: '24h' };
-    const answer = await post(rig, '/openai/v1/batches', body, 'batch-1');
+    const body = { prompt: 'a lighthouse at dusk', n: 1, size: '1024x1024' };
+    const answer = await post(rig, '/openai/v1/images/generations', body, 'image-1');
     expect(answer.status).toBe(200);
-    expect(rig.sim.requests.at(-1)?.path).toBe('/v1/batches');
+    expect(rig.sim.requests.at(-1)?.path).toBe('/v1/images/generations');
 
-    const event = await rig.usageEvent('batch-1');
+    const event = await rig.usageEvent('image-1');
     const expected = {
       input: tokens.countText('', JSON.stringify(body)),
       output: tokens.countText('', answer.text),
@@ -55,7 +55,7 @@ describe('by default', () => {
     expect(event.cost_usd).toBe(cost(rig.prices, 'no-model', { ...expected, cachedInput: 0 }, 'openai').costUsd);
     expect(event.payload).toMatchObject({
       operation: 'unclassified',
-      path: '/v1/batches',
+      path: '/v1/images/generations',
       method: 'POST',
       charged: 'estimate',
       price_basis: 'max_known',
@@ -87,26 +87,26 @@ describe('by default', () => {
   });
 
   it('counts a compressed body as what it holds, and sends the provider that, without the coding', async () => {
-    const body = { input_file_id: 'file-abc', note: 'a long note that compresses well '.repeat(40) };
-    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/batches`, {
+    const body = { prompt: 'a lighthouse at dusk, '.repeat(40) };
+    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/images/generations`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-request-id': 'batch-gzip' },
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-request-id': 'image-gzip' },
       body: gzipSync(JSON.stringify(body)),
     });
     expect(res.status).toBe(200);
     const seen = rig.sim.requests.at(-1);
     expect(seen?.headers['content-encoding']).toBeUndefined();
     expect(seen?.json).toEqual(body);
-    const event = await rig.usageEvent('batch-gzip');
+    const event = await rig.usageEvent('image-gzip');
     expect(event.tokens.input).toBe(tokens.countText('', JSON.stringify(body)));
   });
 
   it('refuses a body labelled with a coding it is not in, in the provider format', async () => {
     const before = rig.sim.requests.length;
-    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/batches`, {
+    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/images/generations`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
-      body: JSON.stringify({ input_file_id: 'file-abc' }),
+      body: JSON.stringify({ prompt: 'a lighthouse at dusk' }),
     });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('SVC-SYS-9002');
@@ -188,7 +188,12 @@ describe('with unknown_model_price=deny and proxy_unclassified_paths=refuse', ()
 
   it('refuses a request outside every route, and still relays a plain read', async () => {
     const before = rig.sim.requests.length;
-    const refused = await post(rig, '/openai/v1/batches', { input_file_id: 'file-abc' }, 'batch-refused');
+    const refused = await post(
+      rig,
+      '/openai/v1/images/generations',
+      { prompt: 'a lighthouse at dusk' },
+      'image-refused',
+    );
     expect(refused.status).toBe(403);
     expect(JSON.parse(refused.text)).toMatchObject({ error: { code: 'SVC-ADP-5003' } });
     expect(refused.text).toContain('proxy_unclassified_paths');

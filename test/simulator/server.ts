@@ -161,23 +161,15 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     res.on('finish', () => {
       record.status = res.statusCode;
     });
-    if (!found && method === 'POST' && new URL(path, 'http://simulator').pathname === '/v1/batches') {
-      // A call the proxy cannot meter: the batch runs later, out of its sight.
-      const batch = {
-        id: 'batch_sim',
-        object: 'batch',
-        endpoint: '/v1/chat/completions',
-        input_file_id: 'file-sim',
-        completion_window: '24h',
-        status: 'validating',
-        created_at: 1_700_000_000,
-      };
+    if (!found && method === 'POST' && new URL(path, 'http://simulator').pathname === '/v1/images/generations') {
+      // A call on no route the proxy meters: charged at the estimate of its bytes.
+      const image = { created: 1_700_000_000, data: [{ b64_json: 'iVBORw0KGgo=' }] };
       if (req.headers['x-sim-chunked'] === undefined) {
-        sendJson(res, 200, batch);
+        sendJson(res, 200, image);
         return;
       }
       // Without a length, in two pieces a moment apart: the answer's end is its last chunk.
-      const text = JSON.stringify(batch);
+      const text = JSON.stringify(image);
       res.writeHead(200, { 'content-type': 'application/json' });
       res.write(text.slice(0, 20));
       await sleep(20);
