@@ -33,6 +33,9 @@ const NOT_ON_POSTGRES = [
   'test/proxy/start-footprint.test.ts',
 ];
 
+/** Suites that run on PostgreSQL whatever the storage under test: run once, with the PostgreSQL suites. */
+const ONLY_ON_POSTGRES = ['test/fleet/replicas.test.ts'];
+
 /**
  * Suites that start whole fleets of processes or drive load to measure memory: each has the
  * machine to itself, after the rest, so that their waits hold on a small CI machine.
@@ -82,7 +85,7 @@ export default defineConfig({
     pool: 'forks',
     reporters: ['default', './test/reporters/summary-line.ts'],
     projects: [
-      ...onStorage('lmdb', { include: EVERY_SUITE, exclude: [] }, 0),
+      ...onStorage('lmdb', { include: EVERY_SUITE, exclude: ONLY_ON_POSTGRES }, 0),
       ...onStorage('postgres', { include: ON_POSTGRES, exclude: NOT_ON_POSTGRES }, 2),
     ],
   },

@@ -67,6 +67,7 @@ function busOptionsOf(config: Config): NatsBusOptions {
       replicas: config.nats_stream_replicas,
     },
     ...(config.nats_max_ack_pending !== undefined ? { maxAckPending: config.nats_max_ack_pending } : {}),
+    ...(config.nats_ack_wait_seconds !== undefined ? { ackWaitMs: config.nats_ack_wait_seconds * 1000 } : {}),
   };
 }
 

@@ -84,6 +84,11 @@ const settings = z.object({
    * delivered and unacknowledged: at least replicas × SVC_PROCESSOR_BATCH_SIZE (default 8192).
    */
   nats_max_ack_pending: z.coerce.number().int().min(1000).max(1_000_000).optional(),
+  /**
+   * How long a message delivered to a process that died waits before another is handed it
+   * (default 30 s). A delivery under way extends it; messages pulled and waiting their turn do not.
+   */
+  nats_ack_wait_seconds: z.coerce.number().int().min(2).max(3_600).optional(),
 
   bootstrap_admin_key: z.string().min(24, 'must be at least 24 characters').optional(),
   jwt_jwks_url: z.url().optional(),

@@ -9,7 +9,8 @@ import { useFleet } from '../harness/fleet.ts';
 /** Small batches: many of them in flight, one applied while the one before it commits. */
 const fleet = useFleet({
   tenants: { drained: { max_tokens: 1_000_000_000 } },
-  controlPlaneEnv: { SVC_PROCESSOR_BATCH_SIZE: '50' },
+  // What a killed process held comes back after the ack wait: short here, so the drain ends soon.
+  controlPlaneEnv: { SVC_PROCESSOR_BATCH_SIZE: '50', SVC_NATS_ACK_WAIT_SECONDS: '3' },
 });
 const EVENTS = 12_000;
 /** Events published twice (another msg id): the second copy must count nothing. */
@@ -68,7 +69,7 @@ describe('the control-plane process killed with SIGKILL while its event processo
     await cp.start();
 
     const expectedTokens = events.reduce((sum, e) => sum + e.tokens.input, 0);
-    // What was in flight at a kill comes back after the ack wait (30 s).
+    // What was in flight at a kill comes back after the ack wait.
     const drained = await eventually(usage, (u) => u.llm_calls >= EVENTS, 90_000);
     await new Promise((r) => setTimeout(r, 500));
     expect(await usage()).toEqual(drained);

@@ -57,7 +57,7 @@ describe('stream and consumer settings on nats-server', () => {
     await messaging.close();
   }
 
-  it('applies the configured limits to both streams and max_ack_pending to a durable consumer', async () => {
+  it('applies the configured limits to both streams, and max_ack_pending and the ack wait to a durable consumer', async () => {
     const messaging = await controlPlane({
       nats_stream_max_bytes: 64 * 1024 ** 2,
       nats_stream_max_age_seconds: 3_600,
@@ -65,6 +65,7 @@ describe('stream and consumer settings on nats-server', () => {
       nats_dead_letter_max_bytes: 2 * 1024 ** 2,
       nats_dead_letter_max_age_seconds: 86_400,
       nats_max_ack_pending: 4_096,
+      nats_ack_wait_seconds: 7,
     });
     const events = (await jsm.streams.info('SVC_EVENTS')).config;
     expect(events).toMatchObject({
@@ -85,7 +86,10 @@ describe('stream and consumer settings on nats-server', () => {
       { batchSize: 512, maxWaitMs: 20 },
       () => Promise.resolve(),
     );
-    expect((await jsm.consumers.info('SVC_EVENTS', 'event-processor')).config.max_ack_pending).toBe(4_096);
+    expect((await jsm.consumers.info('SVC_EVENTS', 'event-processor')).config).toMatchObject({
+      max_ack_pending: 4_096,
+      ack_wait: nanos(7_000),
+    });
     await sub.unsubscribe();
   });
 
@@ -97,7 +101,10 @@ describe('stream and consumer settings on nats-server', () => {
       { batchSize: 8, maxWaitMs: 20 },
       () => Promise.resolve(),
     );
-    expect((await jsm.consumers.info('SVC_EVENTS', 'event-processor')).config.max_ack_pending).toBe(8_192);
+    expect((await jsm.consumers.info('SVC_EVENTS', 'event-processor')).config).toMatchObject({
+      max_ack_pending: 8_192,
+      ack_wait: nanos(30_000),
+    });
     await sub.unsubscribe();
     for (let n = 0; n < 5; n++) await first.bus.publish('svc.acme.events.llm.call', { n });
     const before = await jsm.streams.info('SVC_EVENTS');
