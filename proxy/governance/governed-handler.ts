@@ -5,13 +5,14 @@ import type { GovernanceDeps } from './governance-deps.ts';
 import { governLlmCall } from './llm-call/pipeline.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { governStoredAnswer } from './stored-answer.ts';
-import { governUnclassifiedCall, passThrough } from './unclassified-call.ts';
+import { governUnclassifiedCall, isPlainRead, passThrough } from './unclassified-call.ts';
 
 /**
  * The proxy's one request handler: MCP servers go through the MCP path; on a provider host, a
  * metered route goes through the governed LLM path, a free route (token counting) is relayed,
  * a stored answer read back has its tool calls judged, a route around the proxy (an ephemeral
- * key, a realtime session) is refused, and any other path is governed as an unclassified call (metered by estimate or refused, never
+ * key, a realtime session, a batch) is refused, so is a request that would have the answer leave
+ * out what the proxy meters (a field mask), and any other path is governed as an unclassified call (metered by estimate or refused, never
  * free; plain reads excepted). Every other host passes through unchanged (governance headers
  * stripped).
  */
@@ -29,13 +30,20 @@ export function createGovernedHandler(
     const adapter = adapterOf(req);
     if (adapter === undefined) return passThrough(deps, req, 'other');
     const route = adapter.route(req.method, req.targetUrl.pathname);
-    if (route?.kind === 'metered') return governLlmCall(deps, req, adapter, route.op);
     if (route?.kind === 'free') return passThrough(deps, req, adapter.id, adapter);
-    if (route?.kind === 'stored') return governStoredAnswer(deps, req, adapter, route.shape);
     if (route?.kind === 'denied') {
       const message = `${req.method} ${req.targetUrl.pathname} is refused: ${route.reason}`;
       return sendProviderRefusal(req.clientRes, adapter, 'SVC-ADP-5003', message, req.id, null);
     }
+    // What an answer holds is what the proxy meters and judges; a plain read generates nothing.
+    const hiding =
+      route !== null || !isPlainRead(req) ? adapter.hidingParameter?.(req.targetUrl, req.headers) : undefined;
+    if (hiding !== undefined) {
+      const message = `${hiding}: it would have the provider leave out of the answer what the proxy meters and judges (its usage, its parts), so the request is refused; send it without`;
+      return sendProviderRefusal(req.clientRes, adapter, 'SVC-ADP-5003', message, req.id, null);
+    }
+    if (route?.kind === 'metered') return governLlmCall(deps, req, adapter, route.op);
+    if (route?.kind === 'stored') return governStoredAnswer(deps, req, adapter, route.shape);
     return governUnclassifiedCall(deps, req, adapter);
   };
 }

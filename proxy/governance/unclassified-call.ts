@@ -24,7 +24,7 @@ import { upstreamSignal } from './upstream-signal.ts';
  * A plain read generates nothing: `GET`/`HEAD` without a body and without a protocol upgrade
  * (a realtime websocket is a generation the proxy cannot meter).
  */
-function isPlainRead(req: ProxiedRequest): boolean {
+export function isPlainRead(req: ProxiedRequest): boolean {
   const method = req.method.toUpperCase();
   return (method === 'GET' || method === 'HEAD') && !req.hasBody && req.headers.upgrade === undefined;
 }

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
 import type { SvcCode } from '../../core/errors/index.ts';
 import { TokenUsageSchema, type TokenUsage } from '../../core/metering/prices.ts';
@@ -154,6 +155,12 @@ export interface ProviderAdapter {
   route(method: string, path: string): RouteMatch;
   /** The metered operation of a request, or null when it is not a metered route. */
   classify(method: string, path: string): Operation | null;
+  /**
+   * A parameter of the request (in its query or headers) that has the provider leave out of its
+   * answer what the proxy meters or judges, such as a response field mask; its name, for the
+   * refusal, or undefined.
+   */
+  hidingParameter?(url: URL, headers: IncomingHttpHeaders): string | undefined;
   /** Throws SvcError SVC-SYS-9002 naming the field when the body is not a valid request. */
   parseRequest(op: Operation, body: unknown, path: string): ParsedRequest;
   prepareRequest(op: Operation, body: unknown): PreparedRequest;

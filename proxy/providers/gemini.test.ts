@@ -75,6 +75,25 @@ describe('Gemini classify and parseRequest', () => {
   });
 });
 
+describe('Gemini response field masks', () => {
+  const named = (url: string, headers: Record<string, string> = {}) =>
+    gemini.hidingParameter?.(new URL(url, 'https://generativelanguage.googleapis.com'), headers);
+
+  it('names a field mask in the query, in any spelling, or in the header', () => {
+    const generate = '/v1beta/models/gemini-2.5-pro:generateContent';
+    expect(named(`${generate}?fields=candidates`)).toBe('fields');
+    expect(named(`${generate}?%24fields=candidates`)).toBe('$fields');
+    expect(named(`${generate}?alt=sse&Fields=candidates`)).toBe('Fields');
+    expect(named(`${generate}?%66ields=candidates`)).toBe('fields');
+    expect(named(generate, { 'x-goog-fieldmask': 'candidates' })).toBe('X-Goog-FieldMask');
+  });
+
+  it('names nothing in a request without one', () => {
+    expect(named('/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse')).toBeUndefined();
+    expect(named('/v1beta/models/gemini-2.5-pro:generateContent?fieldsx=1&my_fields=2')).toBeUndefined();
+  });
+});
+
 describe('Gemini readResponse', () => {
   it('reads usage and function calls', async () => {
     const raw = await captureRaw(fx.sim, generatePath, body, {

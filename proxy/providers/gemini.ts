@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
 import { parseOrThrow, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { TokenUsage } from '../../core/metering/prices.ts';
@@ -154,6 +155,17 @@ const generateStreamDialect: StreamDialect = {
   },
 };
 
+/**
+ * Google's response field mask, a system parameter of its every API: `fields` or `$fields` in the
+ * query, `X-Goog-FieldMask` as a header. It trims the answer to the fields named, so it can drop
+ * `usageMetadata` (a thinking model's hidden output tokens would then go uncounted) and parts.
+ */
+function fieldMask(url: URL, headers: IncomingHttpHeaders): string | undefined {
+  if (headers['x-goog-fieldmask'] !== undefined) return 'X-Goog-FieldMask';
+  for (const key of url.searchParams.keys()) if (/^\$?fields$/i.test(key)) return key;
+  return undefined;
+}
+
 export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
   return {
     id: 'gemini',
@@ -161,6 +173,7 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
     reversePrefix: '/gemini',
     route: (method, path) => ROUTES.match(method, path),
     classify: (method, path) => meteredOperation(ROUTES.match(method, path)),
+    hidingParameter: fieldMask,
     parseRequest(op, body, path) {
       const model = geminiModelFromPath(path);
       if (model === undefined) {

@@ -108,3 +108,47 @@ describe('work the provider runs after the request returns', () => {
     expect(rig.sim.requests.length).toBe(before);
   });
 });
+
+describe('a Gemini response field mask', () => {
+  const generate = '/gemini/v1beta/models/gemini-2.5-pro:generateContent';
+  const body = JSON.stringify({
+    contents: [{ role: 'user', parts: [{ text: 'think hard' }] }],
+    generationConfig: { maxOutputTokens: 16 },
+  });
+  const post = (path: string, headers: Record<string, string> = {}) =>
+    fetch(`${rig.addresses.proxyUrl}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-svc-execution-id': 'exec-fields', ...headers },
+      body,
+    });
+
+  it('is refused with 403 SVC-ADP-5003 naming it, in the query or the header, never reaching the provider', async () => {
+    const before = rig.sim.requests.length;
+    for (const [path, headers] of [
+      // Without usageMetadata the answer's hidden thinking tokens would go uncounted.
+      [`${generate}?fields=candidates`, {}],
+      [`${generate}?%24fields=candidates`, {}],
+      ['/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse&fields=candidates', {}],
+      [generate, { 'x-goog-fieldmask': 'candidates' }],
+      // An unclassified call is charged at the estimate of its answer's bytes: a mask would shrink it.
+      ['/gemini/v1beta/models/imagen-4.0-generate-001:predict?fields=name', {}],
+    ] as const) {
+      const res = await post(path, headers);
+      const text = await res.text();
+      expect(res.status, path).toBe(403);
+      expect(text, path).toContain('SVC-ADP-5003');
+      expect(text, path).toContain('leave out of the answer');
+    }
+    expect(rig.sim.requests.length).toBe(before);
+  });
+
+  it('is left to a plain read, which generates nothing, and a call without one is served', async () => {
+    const read = await fetch(`${rig.addresses.proxyUrl}/gemini/v1beta/models?fields=models.name`);
+    await read.arrayBuffer();
+    expect(read.status).not.toBe(403);
+    expect(rig.sim.requests.at(-1)?.path).toBe('/v1beta/models?fields=models.name');
+    const served = await post(generate);
+    expect(served.status).toBe(200);
+    expect(await served.json()).toHaveProperty('usageMetadata');
+  });
+});
