@@ -10,7 +10,12 @@ describe('parseConnectTarget', () => {
     expect(parseConnectTarget('example.com')).toEqual({ host: 'example.com', port: 443 });
   });
 
-  it.each(['', 'a/b:443', 'user@host:443', 'host:99999'])('refuses %j with SVC-SYS-9002', (authority) => {
+  it('drops the trailing dot of a fully qualified name, and reads the name in lower case', () => {
+    expect(parseConnectTarget('api.openai.com.:443')).toEqual({ host: 'api.openai.com', port: 443 });
+    expect(parseConnectTarget('API.OpenAI.com..')).toEqual({ host: 'api.openai.com', port: 443 });
+  });
+
+  it.each(['', 'a/b:443', 'user@host:443', 'host:99999', '.:443'])('refuses %j with SVC-SYS-9002', (authority) => {
     let caught: unknown;
     try {
       parseConnectTarget(authority);

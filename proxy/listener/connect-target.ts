@@ -6,16 +6,32 @@ export interface ConnectTarget {
   port: number;
 }
 
-/** Parses a CONNECT request target (`host:port`, `[::1]:443`). */
+/**
+ * A host name as the proxy decides on it: lower case (as a URL writes it) without the trailing
+ * dot of a fully qualified name. `api.openai.com.` is `api.openai.com` to DNS and to a client's
+ * certificate check, so no spelling may take a provider's host around interception, provider
+ * matching, upstream overrides or egress rules.
+ */
+export function canonicalHostname(hostname: string): string {
+  return hostname.toLowerCase().replace(/\.+$/, '');
+}
+
+/** Parses a CONNECT request target (`host:port`, `[::1]:443`), its host in canonical form. */
 export function parseConnectTarget(authority: string | undefined): ConnectTarget {
   // https: so that an omitted or default port reads as 443, the CONNECT default.
   const url = URL.parse(`https://${authority ?? ''}`);
-  if (url === null || url.hostname === '' || url.pathname !== '/' || url.username !== '' || url.search !== '') {
+  if (
+    url === null ||
+    canonicalHostname(url.hostname) === '' ||
+    url.pathname !== '/' ||
+    url.username !== '' ||
+    url.search !== ''
+  ) {
     throw new SvcError('SVC-SYS-9002', `invalid CONNECT target: ${authority ?? '(none)'}`, { fields: 'authority' }, [
       { field: 'authority', description: 'must be host:port' },
     ]);
   }
-  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : canonicalHostname(url.hostname);
   return { host, port: url.port === '' ? 443 : Number(url.port) };
 }
 

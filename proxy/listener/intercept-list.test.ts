@@ -7,6 +7,7 @@ describe('compileInterceptList', () => {
     built_in: ['api.openai.com', '*.openai.azure.com'],
     proxy_mcp_servers: ['tools.internal:7000', '[fd00::5]:8080'],
     proxy_compatible_hosts: ['vllm.internal:8000', '*.inference.internal:9000'],
+    proxy_intercept_hosts: ['gateway.internal.:8443'],
   });
 
   it.each([
@@ -24,6 +25,8 @@ describe('compileInterceptList', () => {
     ['vllm.internal', 8000, true],
     ['a.inference.internal', 9000, true],
     ['a.inference.internal', 443, false],
+    // A pattern written as a fully qualified name matches the canonical target.
+    ['gateway.internal', 8443, true],
   ])('%s:%i intercepted: %s', (host, port, expected) => {
     expect(intercepted(host, port)).toBe(expected);
   });

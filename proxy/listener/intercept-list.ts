@@ -1,4 +1,5 @@
 import { SvcError } from '../../core/errors/index.ts';
+import { canonicalHostname } from './connect-target.ts';
 
 /** Whether a CONNECT to `host:port` is decrypted and governed. */
 export type InterceptList = (host: string, port: number) => boolean;
@@ -22,7 +23,8 @@ export function compileInterceptList(sources: Readonly<Record<string, readonly s
           { field: key, description },
         ]);
       }
-      const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+      // Matched against canonical targets (connect-target.ts), so written the same way.
+      const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : canonicalHostname(url.hostname);
       const port = url.port === '' ? 443 : Number(url.port);
       if (wildcard) suffixes.push({ suffix: `.${host}`, port });
       else exact.add(`${host}:${port}`);

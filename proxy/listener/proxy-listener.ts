@@ -9,7 +9,7 @@ import type { ConnectionMode, EgressRefusalReason, ProxyNetMetrics } from '../ad
 import { EgressGuard, type EgressDecision } from '../egress/index.ts';
 import type { LeafCertificateCache } from '../tls/index.ts';
 import { CONNECT_ESTABLISHED, openBlindTunnel } from './blind-tunnel.ts';
-import { interceptedOrigin, parseConnectTarget, type ConnectTarget } from './connect-target.ts';
+import { canonicalHostname, interceptedOrigin, parseConnectTarget, type ConnectTarget } from './connect-target.ts';
 import { asSvcError, rawErrorResponse, sendError } from './error-response.ts';
 import { requestHasBody, type ProxiedRequest, type ProxyHandler } from './proxied-request.ts';
 import { compileReverseRoutes, type ReverseRouter, type ReverseRoutes } from './reverse-routes.ts';
@@ -238,11 +238,16 @@ export class ProxyListener {
       return { mode: 'reverse', targetUrl: reverse.url, route: reverse.route };
     }
     const absolute = URL.parse(rawUrl);
-    if (absolute === null || (absolute.protocol !== 'http:' && absolute.protocol !== 'https:')) {
+    if (
+      absolute === null ||
+      (absolute.protocol !== 'http:' && absolute.protocol !== 'https:') ||
+      canonicalHostname(absolute.hostname) === ''
+    ) {
       throw new SvcError('SVC-SYS-9002', `invalid request target: ${rawUrl}`, { fields: 'url' }, [
         { field: 'url', description: 'must be an absolute http(s) URL or a path' },
       ]);
     }
+    if (!absolute.hostname.startsWith('[')) absolute.hostname = canonicalHostname(absolute.hostname);
     const host = absolute.hostname.startsWith('[') ? absolute.hostname.slice(1, -1) : absolute.hostname;
     const port = absolute.port === '' ? (absolute.protocol === 'https:' ? 443 : 80) : Number(absolute.port);
     const refusal = await this.#egressRefusal(host, port);
