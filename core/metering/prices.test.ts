@@ -123,6 +123,23 @@ describe('cost', () => {
     }
   });
 
+  it("bills a call whose input exceeds a model's long-context threshold wholly at that tier", () => {
+    // Gemini 2.5 Pro: 1.25 / 10 / 0.31 per million up to 200k input tokens, 2.50 / 15 / 0.625 above.
+    const at = (input: number, cachedInput = 0) =>
+      cost(table, 'gemini-2.5-pro', { input, output: 1_000, cachedInput }).costPicoUsd;
+    expect(at(200_000)).toBe(200_000 * 1_250_000 + 1_000 * 10_000_000);
+    expect(at(200_001)).toBe(200_001 * 2_500_000 + 1_000 * 15_000_000);
+    expect(at(300_000, 100_000)).toBe(200_000 * 2_500_000 + 100_000 * 625_000 + 1_000 * 15_000_000);
+    // Claude Sonnet 4 with its million-token context: 6 / 22.50 above 200k.
+    expect(
+      cost(table, 'claude-sonnet-4-20250514', { input: 500_000, output: 2_000, cachedInput: 0 }).costUsd,
+    ).toBeCloseTo(0.5 * 6 + 0.002 * 22.5, 12);
+    // costPico, the figure a reservation is checked with, takes the same tier.
+    expect(costPico(table, 'gemini-2.5-pro', { input: 250_000, output: 0, cachedInput: 0 })).toBe(250_000 * 2_500_000);
+    // A model without such a tier keeps its rates at any length.
+    expect(cost(table, 'gpt-4.1', { input: 900_000, output: 0, cachedInput: 0 }).costPicoUsd).toBe(900_000 * 2_000_000);
+  });
+
   it('gives the per-model answer bound or the fallback', () => {
     expect(maxOutputTokens(table, 'gpt-4o-mini', 4096)).toBe(16384);
     expect(maxOutputTokens(table, 'unknown', 4096)).toBe(4096);
@@ -131,11 +148,12 @@ describe('cost', () => {
 
 describe('unknown models are never free', () => {
   const million = { input: 1_000_000, output: 1_000_000, cachedInput: 0 };
+  // A long-context tier's rates count: an unknown model may bill a long prompt at such rates.
   const highest = (provider: string) => {
     const own = Object.entries(prices.models).filter(([, e]) => e.provider === provider);
     return {
-      input: Math.max(...own.map(([, e]) => e.input)),
-      output: Math.max(...own.map(([, e]) => e.output)),
+      input: Math.max(...own.map(([, e]) => Math.max(e.input, e.long_context?.input ?? 0))),
+      output: Math.max(...own.map(([, e]) => Math.max(e.output, e.long_context?.output ?? 0))),
     };
   };
 
@@ -226,6 +244,34 @@ describe('price table files', () => {
       expect((err as SvcError).code).toBe('SVC-SYS-9002');
       expect((err as SvcError).fieldViolations.map((v) => v.field)).toEqual(['models.x.input']);
     }
+  });
+
+  it("takes an override's long-context tier, and names a bad one's field", () => {
+    const overridePath = writeTemp('long.json', {
+      as_of: '2026-01-01',
+      models: {
+        'acme-long': { input: 1, output: 2, long_context: { above_input_tokens: 1_000, input: 4, output: 8 } },
+      },
+    });
+    const merged = loadPriceTable({ overridePath });
+    // Without a cached price of its own, the tier bills cached input at its input rate.
+    expect(cost(merged, 'acme-long', { input: 2_000, output: 10, cachedInput: 500 }).costPicoUsd).toBe(
+      2_000 * 4_000_000 + 10 * 8_000_000,
+    );
+    const badPath = writeTemp('bad-long.json', {
+      as_of: '2026-01-01',
+      models: { y: { input: 1, output: 1, long_context: { above_input_tokens: 0, input: 2, output: 2 } } },
+    });
+    const error = (() => {
+      try {
+        loadPriceTable({ overridePath: badPath });
+      } catch (err) {
+        return err as SvcError;
+      }
+      throw new Error('expected a refusal');
+    })();
+    expect(error.code).toBe('SVC-SYS-9002');
+    expect(error.fieldViolations.map((v) => v.field)).toEqual(['models.y.long_context.above_input_tokens']);
   });
 
   it('rejects an entry without any as_of date', () => {

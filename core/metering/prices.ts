@@ -31,6 +31,18 @@ export const PriceEntrySchema = z.strictObject({
   cached_input: perMillionUsd.optional(),
   /** The model's largest answer, used to bound a request that sets no max tokens. */
   max_output_tokens: z.number().int().nonnegative().optional(),
+  /**
+   * The rates of a call whose input (cached input included) exceeds `above_input_tokens`: the
+   * whole call is billed at them, as Google and Anthropic bill their long-context tiers.
+   */
+  long_context: z
+    .strictObject({
+      above_input_tokens: z.number().int().positive(),
+      input: perMillionUsd,
+      output: perMillionUsd,
+      cached_input: perMillionUsd.optional(),
+    })
+    .optional(),
   /** Overrides the file's `as_of` for this entry. */
   as_of: isoDate.optional(),
 });
@@ -70,14 +82,20 @@ export type PriceOverrideFile = z.infer<typeof PriceOverrideFileSchema>;
 export type UnknownModelRule = z.infer<typeof UnknownModelRuleSchema>;
 export type TokenUsage = z.infer<typeof TokenUsageSchema>;
 
-/** A price entry compiled for arithmetic: integer pico-dollars per token. */
-export interface ModelPrice {
-  readonly key: string;
-  /** The `provider` of the table entry, when it names one. */
-  readonly provider: string | undefined;
+/** Rates in integer pico-dollars per token. */
+export interface Rates {
   readonly inputPico: number;
   readonly outputPico: number;
   readonly cachedInputPico: number;
+}
+
+/** A price entry compiled for arithmetic: integer pico-dollars per token. */
+export interface ModelPrice extends Rates {
+  readonly key: string;
+  /** The `provider` of the table entry, when it names one. */
+  readonly provider: string | undefined;
+  /** The rates of a call whose input exceeds `aboveInputTokens`, when the model has such a tier. */
+  readonly longContext: (Rates & { readonly aboveInputTokens: number }) | undefined;
   readonly maxOutputTokens: number | undefined;
   readonly asOf: string;
 }
@@ -110,6 +128,15 @@ function toPico(perMillion: number): number {
   return Math.round(perMillion * PICO_PER_USD_PER_MILLION);
 }
 
+/** A file's rates in pico-dollars per token; cached input without a price of its own is input. */
+function ratesOf(rates: { input: number; output: number; cached_input?: number | undefined }): Rates {
+  return {
+    inputPico: toPico(rates.input),
+    outputPico: toPico(rates.output),
+    cachedInputPico: toPico(rates.cached_input ?? rates.input),
+  };
+}
+
 /** Lower-cases and drops path-like prefixes (`models/gemini-2.0-flash`, `openai/gpt-4o`). */
 export function normalizeModelId(model: string): string {
   const slash = model.lastIndexOf('/');
@@ -131,12 +158,12 @@ export function buildPriceTable(
           { field: `models.${id}.as_of`, description: 'required when the file has no as_of' },
         ]);
       }
+      const long = entry.long_context;
       prices.set(key, {
         key,
         provider: entry.provider,
-        inputPico: toPico(entry.input),
-        outputPico: toPico(entry.output),
-        cachedInputPico: toPico(entry.cached_input ?? entry.input),
+        ...ratesOf(entry),
+        longContext: long === undefined ? undefined : { ...ratesOf(long), aboveInputTokens: long.above_input_tokens },
         maxOutputTokens: entry.max_output_tokens,
         asOf,
       });
@@ -153,9 +180,8 @@ export function buildPriceTable(
       ? {
           key: 'fixed',
           provider: undefined,
-          inputPico: toPico(unknownModel.input),
-          outputPico: toPico(unknownModel.output),
-          cachedInputPico: toPico(unknownModel.input),
+          ...ratesOf({ input: unknownModel.input, output: unknownModel.output }),
+          longContext: undefined,
           maxOutputTokens: undefined,
           asOf: '',
         }
@@ -252,11 +278,13 @@ export function costPico(table: PriceTable, model: string, usage: TokenUsage, pr
 }
 
 function picoAt(price: ModelPrice, usage: TokenUsage): number {
+  const long = price.longContext;
+  const rates: Rates = long !== undefined && usage.input > long.aboveInputTokens ? long : price;
   const cached = Math.min(usage.cachedInput, usage.input);
   return (
-    multiply(usage.input - cached, price.inputPico) +
-    multiply(cached, price.cachedInputPico) +
-    multiply(usage.output, price.outputPico)
+    multiply(usage.input - cached, rates.inputPico) +
+    multiply(cached, rates.cachedInputPico) +
+    multiply(usage.output, rates.outputPico)
   );
 }
 

@@ -9,9 +9,10 @@ const PRICE_FAMILY: Readonly<Record<string, string>> = { 'azure-openai': 'openai
 function highest(key: string, prices: readonly ModelPrice[], asOf: string): ModelPrice {
   let inputPico = 0;
   let outputPico = 0;
+  // A long-context tier counts: an unknown model may bill a long prompt at such rates.
   for (const p of prices) {
-    inputPico = Math.max(inputPico, p.inputPico);
-    outputPico = Math.max(outputPico, p.outputPico);
+    inputPico = Math.max(inputPico, p.inputPico, p.longContext?.inputPico ?? 0);
+    outputPico = Math.max(outputPico, p.outputPico, p.longContext?.outputPico ?? 0);
   }
   // Cached input gets no discount: the model's cache price is as unknown as the model.
   return {
@@ -20,6 +21,7 @@ function highest(key: string, prices: readonly ModelPrice[], asOf: string): Mode
     inputPico,
     outputPico,
     cachedInputPico: inputPico,
+    longContext: undefined,
     maxOutputTokens: undefined,
     asOf,
   };

@@ -76,6 +76,25 @@ describe('Gemini and OpenAI-compatible servers are metered', () => {
     expect(event.payload).toMatchObject({ provider: 'gemini', stream: false, usage_source: 'provider' });
   });
 
+  it('Gemini 2.5 Pro with a prompt over 200k tokens, billed wholly at its long-context tier', async () => {
+    const res = await fetch(`${rig.addresses.proxyUrl}/gemini/v1beta/models/gemini-2.5-pro:generateContent`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-request-id': 'gem-long',
+        // What the provider reports: the prompt of a long document.
+        'x-sim-input-tokens': '250000',
+      },
+      body: JSON.stringify(geminiBody),
+    });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    const event = await rig.usageEvent('gem-long');
+    expect(event.tokens).toEqual({ input: 250_000, output: 6 });
+    // 2.50 and 15 USD per million above 200k, against 1.25 and 10 below.
+    expect(event.cost_usd).toBeCloseTo((250_000 * 2.5 + 6 * 15) / 1e6, 12);
+  });
+
   it('Gemini streamGenerateContent (SSE) metered from the stream', async () => {
     const res = await fetch(
       `${rig.addresses.proxyUrl}/gemini/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse`,
