@@ -68,10 +68,10 @@ describe('X-Svc-Budget-Id is honoured only for the budgets this sidecar is bound
 
   it('refuses it in the provider format on a path outside the routes too (a metered unclassified call)', async () => {
     const before = rig.sim.requests.length;
-    const res = await fetch(`${rig.addresses.proxyUrl}/gemini/v1beta/models/gemini-2.0-flash:batchGenerateContent`, {
+    const res = await fetch(`${rig.addresses.proxyUrl}/gemini/v1beta/models/imagen-4.0-generate-001:predict`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-svc-budget-id': FOREIGN },
-      body: JSON.stringify({ requests: [] }),
+      body: JSON.stringify({ instances: [{ prompt: 'a lighthouse' }] }),
     });
     expect(res.status).toBe(403);
     expect(res.headers.get('x-svc-error-code')).toBe('SVC-SYS-9004');
