@@ -42,6 +42,40 @@ describe('countText', () => {
     expect(counter.countText('gpt-4o', 'a <|endoftext|> b')).toBeGreaterThan(3);
   });
 
+  it('counts a long run of one character class as tiktoken does, in time that grows with its length alone', () => {
+    const o200k = get_encoding('o200k_base');
+    // Languages written without spaces, a run of symbols, of white space: each one piece to the
+    // pre-tokenizer. Short enough here for tiktoken alone to count them quickly.
+    for (const text of [
+      '漢字かなカナ、日本語の文章です。'.repeat(300),
+      `prefix ${'-'.repeat(3_000)} suffix`,
+      `a${' '.repeat(2_000)}b`,
+      'x'.repeat(5_000),
+    ])
+      expect(counter.countText('gpt-4o', text)).toBe(o200k.encode_ordinary(text).length);
+    o200k.free();
+  });
+
+  it('never hands the tokenizer a long run whole, whose merging is quadratic in its length', () => {
+    // Encoded as one piece, 400,000 of one letter took about two minutes of CPU, 50,000
+    // characters of Japanese 14 s. A piece longer than two slices fails here at once.
+    const encode = Object.getOwnPropertyDescriptor(Tiktoken.prototype, 'encode_ordinary')?.value as (
+      this: Tiktoken,
+      text: string,
+    ) => Uint32Array;
+    const spy = vi.spyOn(Tiktoken.prototype, 'encode_ordinary').mockImplementation(function (this: Tiktoken, text) {
+      if (text.length > 512) throw new Error(`the tokenizer got a piece of ${text.length} characters`);
+      return encode.call(this, text);
+    });
+    try {
+      expect(counter.countText('gpt-4o', 'a'.repeat(400_000))).toBe(50_000);
+      expect(counter.countText('gpt-4o', '漢字かなカナ'.repeat(16_000))).toBeGreaterThan(16_000);
+      expect(counter.countText('gpt-4o', `${'['.repeat(100_000)}${' '.repeat(100_000)}`)).toBeGreaterThan(0);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('does not tokenize the same large text twice', () => {
     const spy = vi.spyOn(Tiktoken.prototype, 'encode_ordinary');
     const big = 'lorem ipsum dolor sit amet '.repeat(200);
