@@ -14,6 +14,27 @@ afterAll(async () => {
   await rig.close();
 });
 
+/** The OpenAI SDK's error for a refusal with 403 SVC-ADP-5003 that gives `reason`. */
+function expectRefused(error: unknown, reason: string): void {
+  expect(error).toBeInstanceOf(APIError);
+  expect((error as APIError).status).toBe(403);
+  expect((error as APIError).code).toBe('SVC-ADP-5003');
+  expect((error as APIError).message).toContain(reason);
+}
+
+/** Each path, POSTed with an empty JSON object, is refused with 403 SVC-ADP-5003. */
+async function expectRefusedRaw(paths: readonly string[]): Promise<void> {
+  for (const path of paths) {
+    const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(res.status, path).toBe(403);
+    expect(await res.text(), path).toContain('SVC-ADP-5003');
+  }
+}
+
 describe('a Responses request in the background', () => {
   it('is refused with 403 SVC-ADP-5003 naming the field, and never reaches the provider', async () => {
     const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-background' });
@@ -21,10 +42,7 @@ describe('a Responses request in the background', () => {
     const error = await failure(() =>
       client.responses.create({ model: 'gpt-4o', input: 'write a long report', background: true }),
     );
-    expect(error).toBeInstanceOf(APIError);
-    expect((error as APIError).status).toBe(403);
-    expect((error as APIError).code).toBe('SVC-ADP-5003');
-    expect((error as APIError).message).toContain('background');
+    expectRefused(error, 'background');
     expect(rig.sim.requests.length).toBe(before);
     // In the foreground the same request is served.
     const answer = await client.responses.create({
@@ -44,19 +62,12 @@ describe('a route that would take the agent around the proxy', () => {
     const error = await failure(() =>
       client.realtime.clientSecrets.create({ session: { type: 'realtime', model: 'gpt-realtime' } }),
     );
-    expect(error).toBeInstanceOf(APIError);
-    expect((error as APIError).status).toBe(403);
-    expect((error as APIError).code).toBe('SVC-ADP-5003');
-    expect((error as APIError).message).toContain('mints a credential');
-    for (const path of ['/openai/v1/realtime/calls', '/openai/V1/Realtime/Sessions', '/gemini/v1alpha/auth_tokens']) {
-      const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: '{}',
-      });
-      expect(res.status, path).toBe(403);
-      expect(await res.text(), path).toContain('SVC-ADP-5003');
-    }
+    expectRefused(error, 'mints a credential');
+    await expectRefusedRaw([
+      '/openai/v1/realtime/calls',
+      '/openai/V1/Realtime/Sessions',
+      '/gemini/v1alpha/auth_tokens',
+    ]);
     expect(rig.sim.requests.length).toBe(before);
   });
 });
@@ -68,10 +79,7 @@ describe('work the provider runs after the request returns', () => {
     const batch = await failure(() =>
       openai.batches.create({ input_file_id: 'file-abc', endpoint: '/v1/chat/completions', completion_window: '24h' }),
     );
-    expect(batch).toBeInstanceOf(APIError);
-    expect((batch as APIError).status).toBe(403);
-    expect((batch as APIError).code).toBe('SVC-ADP-5003');
-    expect((batch as APIError).message).toContain('after the request returns');
+    expectRefused(batch, 'after the request returns');
 
     const anthropic = anthropicClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-batch' });
     const messageBatch = await failure(() =>
@@ -88,7 +96,7 @@ describe('work the provider runs after the request returns', () => {
     expect((messageBatch as AnthropicError).status).toBe(403);
     expect(JSON.stringify((messageBatch as AnthropicError).error)).toContain('SVC-ADP-5003');
 
-    for (const path of [
+    await expectRefusedRaw([
       '/openai/V1/Batches',
       '/openai/v1/evals/eval_1/runs',
       '/openai/v1/fine_tuning/jobs',
@@ -96,15 +104,7 @@ describe('work the provider runs after the request returns', () => {
       '/anthropic/v1/messages%2Fbatches',
       '/gemini/v1beta/models/gemini-2.5-flash:batchGenerateContent',
       '/gemini/v1beta/models/veo-3.0-generate-001:predictLongRunning',
-    ]) {
-      const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: '{}',
-      });
-      expect(res.status, path).toBe(403);
-      expect(await res.text(), path).toContain('SVC-ADP-5003');
-    }
+    ]);
     expect(rig.sim.requests.length).toBe(before);
   });
 });
