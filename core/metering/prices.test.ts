@@ -140,6 +140,24 @@ describe('cost', () => {
     expect(cost(table, 'gpt-4.1', { input: 900_000, output: 0, cachedInput: 0 }).costPicoUsd).toBe(900_000 * 2_000_000);
   });
 
+  it('bills a call served at the priority tier at its listed priority rates, else at twice its rates', () => {
+    const usage = { input: 1_000_000, output: 1_000_000, cachedInput: 200_000 };
+    // GPT-5 at priority: 2.50 input, 0.25 cached, 20 output per million.
+    expect(cost(table, 'gpt-5-2025-08-07', usage, 'openai', 'priority').costUsd).toBeCloseTo(
+      0.8 * 2.5 + 0.2 * 0.25 + 20,
+      9,
+    );
+    expect(cost(table, 'gpt-5', usage, 'openai', 'standard').costUsd).toBeCloseTo(0.8 * 1.25 + 0.2 * 0.125 + 10, 9);
+    // GPT-5 nano lists no priority rates: twice its own.
+    expect(cost(table, 'gpt-5-nano', usage, 'openai', 'priority').costPicoUsd).toBe(
+      2 * cost(table, 'gpt-5-nano', usage, 'openai').costPicoUsd,
+    );
+    // A model the table lacks: twice the unknown-model rate.
+    expect(costPico(table, 'gpt-next', usage, 'openai', 'priority')).toBe(
+      2 * costPico(table, 'gpt-next', usage, 'openai'),
+    );
+  });
+
   it('gives the per-model answer bound or the fallback', () => {
     expect(maxOutputTokens(table, 'gpt-4o-mini', 4096)).toBe(16384);
     expect(maxOutputTokens(table, 'unknown', 4096)).toBe(4096);

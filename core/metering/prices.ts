@@ -23,26 +23,25 @@ const perMillionUsd = z
 
 const isoDate = z.iso.date();
 
-export const PriceEntrySchema = z.strictObject({
-  provider: z.string().min(1).optional(),
+/** USD per million tokens: input, output, and input served from the provider's prompt cache. */
+const RatesSchema = z.strictObject({
   input: perMillionUsd,
   output: perMillionUsd,
   /** Price of input tokens served from the provider's prompt cache; absent means billed as input. */
   cached_input: perMillionUsd.optional(),
+});
+
+export const PriceEntrySchema = RatesSchema.extend({
+  provider: z.string().min(1).optional(),
   /** The model's largest answer, used to bound a request that sets no max tokens. */
   max_output_tokens: z.number().int().nonnegative().optional(),
   /**
    * The rates of a call whose input (cached input included) exceeds `above_input_tokens`: the
    * whole call is billed at them, as Google and Anthropic bill their long-context tiers.
    */
-  long_context: z
-    .strictObject({
-      above_input_tokens: z.number().int().positive(),
-      input: perMillionUsd,
-      output: perMillionUsd,
-      cached_input: perMillionUsd.optional(),
-    })
-    .optional(),
+  long_context: RatesSchema.extend({ above_input_tokens: z.number().int().positive() }).optional(),
+  /** The rates of a call the provider served at its priority tier (OpenAI's `service_tier`). */
+  priority: RatesSchema.optional(),
   /** Overrides the file's `as_of` for this entry. */
   as_of: isoDate.optional(),
 });
@@ -68,6 +67,13 @@ export const UnknownModelRuleSchema = z.discriminatedUnion('mode', [
   z.strictObject({ mode: z.literal('fixed'), input: perMillionUsd, output: perMillionUsd }),
   z.strictObject({ mode: z.literal('deny') }),
 ]);
+
+/**
+ * The tier a provider served a call at, as priced: `priority` (OpenAI's priority processing) or
+ * `standard` (everything else; a flex or batch discount is not taken, so it is never under-billed).
+ */
+export const ServiceTierSchema = z.enum(['standard', 'priority']);
+export type ServiceTier = z.infer<typeof ServiceTierSchema>;
 
 export const TokenUsageSchema = z.object({
   input: z.number().int().nonnegative(),
@@ -96,6 +102,8 @@ export interface ModelPrice extends Rates {
   readonly provider: string | undefined;
   /** The rates of a call whose input exceeds `aboveInputTokens`, when the model has such a tier. */
   readonly longContext: (Rates & { readonly aboveInputTokens: number }) | undefined;
+  /** The rates of a call served at the priority tier, when the table lists them. */
+  readonly priority: Rates | undefined;
   readonly maxOutputTokens: number | undefined;
   readonly asOf: string;
 }
@@ -164,6 +172,7 @@ export function buildPriceTable(
         provider: entry.provider,
         ...ratesOf(entry),
         longContext: long === undefined ? undefined : { ...ratesOf(long), aboveInputTokens: long.above_input_tokens },
+        priority: entry.priority === undefined ? undefined : ratesOf(entry.priority),
         maxOutputTokens: entry.max_output_tokens,
         asOf,
       });
@@ -182,6 +191,7 @@ export function buildPriceTable(
           provider: undefined,
           ...ratesOf({ input: unknownModel.input, output: unknownModel.output }),
           longContext: undefined,
+          priority: undefined,
           maxOutputTokens: undefined,
           asOf: '',
         }
@@ -258,11 +268,17 @@ function multiply(tokens: number, pico: number): number {
 /**
  * Prices one call. Cached input is a part of `input` billed at the cached price. A model the
  * table lacks is priced by the unknown-model rule, among the rates of `provider` (the proxy's
- * adapter id; without it, among every provider's).
+ * adapter id; without it, among every provider's). `tier` is the tier the provider served it at.
  */
-export function cost(table: PriceTable, model: string, usage: TokenUsage, provider?: string): CostResult {
+export function cost(
+  table: PriceTable,
+  model: string,
+  usage: TokenUsage,
+  provider?: string,
+  tier: ServiceTier = 'standard',
+): CostResult {
   const listed = table.lookup(model);
-  const pico = picoAt(listed ?? table.unknownPrice(provider), usage);
+  const pico = picoAt(listed ?? table.unknownPrice(provider), usage, tier);
   return {
     costUsd: pico / PICO_PER_USD,
     costPicoUsd: pico,
@@ -273,13 +289,37 @@ export function cost(table: PriceTable, model: string, usage: TokenUsage, provid
 }
 
 /** `cost`'s figure alone, in pico-dollars: what a check made many times per call needs, without the rest. */
-export function costPico(table: PriceTable, model: string, usage: TokenUsage, provider?: string): number {
-  return picoAt(table.lookup(model) ?? table.unknownPrice(provider), usage);
+export function costPico(
+  table: PriceTable,
+  model: string,
+  usage: TokenUsage,
+  provider?: string,
+  tier: ServiceTier = 'standard',
+): number {
+  return picoAt(table.lookup(model) ?? table.unknownPrice(provider), usage, tier);
 }
 
-function picoAt(price: ModelPrice, usage: TokenUsage): number {
+/**
+ * What a priority call of a model without listed priority rates is billed at, in multiples of its
+ * standard rates: the highest multiple OpenAI lists (GPT-5's 2.50 and 20 against 1.25 and 10).
+ */
+const PRIORITY_MULTIPLE = 2;
+
+function ratesAt(price: ModelPrice, usage: TokenUsage, tier: ServiceTier): Rates {
+  if (tier === 'priority')
+    return (
+      price.priority ?? {
+        inputPico: price.inputPico * PRIORITY_MULTIPLE,
+        outputPico: price.outputPico * PRIORITY_MULTIPLE,
+        cachedInputPico: price.cachedInputPico * PRIORITY_MULTIPLE,
+      }
+    );
   const long = price.longContext;
-  const rates: Rates = long !== undefined && usage.input > long.aboveInputTokens ? long : price;
+  return long !== undefined && usage.input > long.aboveInputTokens ? long : price;
+}
+
+function picoAt(price: ModelPrice, usage: TokenUsage, tier: ServiceTier): number {
+  const rates = ratesAt(price, usage, tier);
   const cached = Math.min(usage.cachedInput, usage.input);
   return (
     multiply(usage.input - cached, rates.inputPico) +

@@ -22,6 +22,7 @@ function highest(key: string, prices: readonly ModelPrice[], asOf: string): Mode
     outputPico,
     cachedInputPico: inputPico,
     longContext: undefined,
+    priority: undefined,
     maxOutputTokens: undefined,
     asOf,
   };

@@ -1,4 +1,10 @@
-import { cost, type CostResult, type PriceTable, type TokenUsage } from '../../core/metering/prices.ts';
+import {
+  cost,
+  type CostResult,
+  type PriceTable,
+  type ServiceTier,
+  type TokenUsage,
+} from '../../core/metering/prices.ts';
 import type { ParsedRequest } from '../providers/index.ts';
 import type { Amount } from '../enforcement/index.ts';
 
@@ -14,11 +20,17 @@ export function billedTokens(usage: TokenUsage): number {
 }
 
 /**
- * Prices token usage from the table; a model the table lacks falls to the unknown-model rule,
- * among the rates of `provider` (the adapter id).
+ * Prices token usage from the table at the tier the call was served at; a model the table lacks
+ * falls to the unknown-model rule, among the rates of `provider` (the adapter id).
  */
-export function price(prices: PriceTable, model: string, usage: TokenUsage, provider?: string): PricedUsage {
-  const result = cost(prices, model, usage, provider);
+export function price(
+  prices: PriceTable,
+  model: string,
+  usage: TokenUsage,
+  provider?: string,
+  tier?: ServiceTier,
+): PricedUsage {
+  const result = cost(prices, model, usage, provider, tier);
   return {
     tokens: billedTokens(usage),
     pico: result.costPicoUsd,
@@ -48,12 +60,13 @@ export function estimate(
   parsed: ParsedRequest,
   provider?: string,
 ): { most: Amount; least: Amount } {
-  const most = price(prices, parsed.model, worstCase(parsed), provider);
+  const most = price(prices, parsed.model, worstCase(parsed), provider, parsed.serviceTier);
   const least = price(
     prices,
     parsed.model,
     { input: parsed.estimatedInputTokens, output: parsed.maxOutputTokens > 0 ? 1 : 0, cachedInput: 0 },
     provider,
+    parsed.serviceTier,
   );
   return { most: { tokens: most.tokens, pico: most.pico }, least: { tokens: least.tokens, pico: least.pico } };
 }

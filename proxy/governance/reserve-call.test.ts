@@ -90,4 +90,14 @@ describe('reserving a call with the input tokens bound', () => {
     expect(isRefusal(refusal)).toBe(true);
     expect(isRefusal(lease.reserve(exactMost, exactLeast))).toBe(true);
   });
+
+  it('holds a call that asks for the priority tier at its priority rates', async () => {
+    // GPT-4o mini at priority: 0.25 and 1 per million against 0.15 and 0.6.
+    const priority: ParsedRequest = { ...bounded, serviceTier: 'priority' };
+    const lease = await leaseOf(1e12);
+    const { tokens } = input();
+    const held = (await reserveCall(lease, prices, priority, tokens, 'openai')) as Reservation;
+    expect(held.held).toEqual({ tokens: 4010, pico: 4000 * 250_000 + 10 * 1_000_000 });
+    expect(held.held.pico).toBeGreaterThan(boundMost.pico);
+  });
 });

@@ -1,4 +1,4 @@
-import type { TokenUsage } from '../../core/metering/prices.ts';
+import type { ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
 import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import type { Reservation } from '../enforcement/index.ts';
 import type { LocalEnvelope } from '../envelopes/index.ts';
@@ -28,6 +28,8 @@ export interface Charge {
   model: string;
   usage: TokenUsage;
   usageSource: UsageSource;
+  /** The tier the call was served at, as its answer says, else as its request asked; standard when neither. */
+  serviceTier?: ServiceTier | undefined;
   basis: ChargeBasis;
   toolCalls: readonly ToolCall[];
   /** Why the answer did not reach its client whole (a cut-off, the client gone, an upstream failure). */
@@ -47,7 +49,8 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
   // A call that reached the provider is never free: a prompt the tokenizer counts as nothing (an
   // empty text, a value that is not text) or an answer without usage is still one request served.
   const usage = charge.usage.input >= 1 ? charge.usage : { ...charge.usage, input: 1 };
-  const priced = price(deps.prices, model, usage, call.provider);
+  const tier = charge.serviceTier ?? 'standard';
+  const priced = price(deps.prices, model, usage, call.provider, tier);
   call.reservation.settle(priced);
   const labels = { provider: call.provider, model: deps.metrics.models.label(model === '' ? 'none' : model) };
   deps.metrics.tokens.inc({ ...labels, direction: 'input' }, usage.input);
@@ -75,6 +78,7 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
         cost_pico_usd: priced.pico,
         priced: priced.known,
         price_basis: priced.basis,
+        service_tier: tier,
         tool_calls: charge.toolCalls.map((c) => c.name),
         request_id: call.requestId,
         cut_off: charge.cutOff,

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
 import type { SvcCode } from '../../core/errors/index.ts';
-import { TokenUsageSchema, type TokenUsage } from '../../core/metering/prices.ts';
+import { ServiceTierSchema, TokenUsageSchema, type ServiceTier, type TokenUsage } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
 import type { RouteMatch, StoredShape } from './routes.ts';
 
@@ -42,6 +42,8 @@ export const ParsedRequestSchema = z.object({
    * call goes upstream: a call of the provider's own shows only once the provider has made it.
    */
   builtinTools: z.array(ToolCallSchema),
+  /** The tier the request asks to be served at, when it asks for priority; else standard. */
+  serviceTier: ServiceTierSchema.optional(),
 });
 export type ParsedRequest = z.infer<typeof ParsedRequestSchema>;
 
@@ -65,6 +67,8 @@ export const ResponseReadingSchema = z.object({
   /** Tool (function) calls the model asked for, with their arguments. */
   toolCalls: z.array(ToolCallSchema),
   model: z.string(),
+  /** The tier the answer says it was served at, when it says. */
+  serviceTier: ServiceTierSchema.optional(),
 });
 export type ResponseReading = z.infer<typeof ResponseReadingSchema>;
 
@@ -96,6 +100,8 @@ export interface StreamProgress {
   done: boolean;
   /** The provider reported the input tokens; else `usage.input` is the request's estimate. */
   inputReported: boolean;
+  /** The tier the answer says it is served at, once it says. */
+  serviceTier: ServiceTier | undefined;
   /** Bytes to pass to the client now: whole events only; the incomplete tail is held back. */
   forward: Uint8Array;
 }

@@ -37,6 +37,7 @@ export const OpenAiChatRequestSchema = z.looseObject({
   n: z.number().int().positive().nullish(),
   tools: z.array(ChatToolSchema).optional(),
   functions: z.array(z.looseObject({ name: z.string() })).optional(),
+  service_tier: z.string().nullish(),
 });
 
 export const OpenAiResponsesRequestSchema = z.looseObject({
@@ -47,6 +48,7 @@ export const OpenAiResponsesRequestSchema = z.looseObject({
   max_output_tokens: count.nullish(),
   tools: z.array(ChatToolSchema).optional(),
   background: z.boolean().nullish(),
+  service_tier: z.string().nullish(),
 });
 
 /** Context a Responses request refers to on OpenAI's side: an earlier response, a conversation, a stored prompt. */
@@ -111,6 +113,14 @@ function toolsTokens(deps: AdapterDeps, model: string, tools: readonly unknown[]
   return tools && tools.length > 0 ? deps.tokens.countText(model, JSON.stringify(tools)) : 0;
 }
 
+/**
+ * A request for the priority tier, reserved at its rates. `auto` is not one: a project may make
+ * priority its default, and such a call is priced at the tier its answer names.
+ */
+function priority(serviceTier: string | null | undefined): Pick<ParsedRequest, 'serviceTier'> {
+  return serviceTier === 'priority' ? { serviceTier: 'priority' } : {};
+}
+
 /** Reads an OpenAI-format request; `pathModel` is the model a URL names (Azure deployments). */
 export function parseOpenAiRequest(
   deps: AdapterDeps,
@@ -150,6 +160,7 @@ export function parseOpenAiRequest(
         (SERVER_CONTEXT.some((field) => req[field] != null) ? deps.serverContextTokens : 0),
       maxOutputTokens: req.max_output_tokens ?? deps.defaultMaxOutputTokens(model),
       ...toolsOf(req.tools),
+      ...priority(req.service_tier),
     };
   }
   const req = parseOrThrow(OpenAiChatRequestSchema, body);
@@ -163,5 +174,6 @@ export function parseOpenAiRequest(
       toolsTokens(deps, model, req.tools ?? req.functions),
     maxOutputTokens: perChoice * (req.n ?? 1),
     ...toolsOf(req.tools, req.functions),
+    ...priority(req.service_tier),
   };
 }

@@ -1,5 +1,5 @@
 import type { SvcCode } from '../../core/errors/index.ts';
-import type { TokenUsage } from '../../core/metering/prices.ts';
+import type { ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
 import {
   resolveInput,
   type AdapterDeps,
@@ -113,6 +113,15 @@ function responsesToolCalls(json: JsonObject): { calls: ToolCall[]; text: string
   return { calls, text };
 }
 
+/**
+ * The tier an answer says it was served at (`service_tier`): `priority`, or standard for any other
+ * it names (`default`, `flex`, `scale`); undefined when it names none.
+ */
+export function servedTier(value: unknown): ServiceTier | undefined {
+  if (typeof value !== 'string') return undefined;
+  return value === 'priority' ? 'priority' : 'standard';
+}
+
 export function readOpenAiResponse(
   deps: AdapterDeps,
   op: Operation,
@@ -127,6 +136,8 @@ export function readOpenAiResponse(
       : op === 'chat'
         ? chatToolCalls(json)
         : { calls: [], text: op === 'completions' ? completionsText(json) : '' };
+  const serviceTier = servedTier(json.service_tier);
+  const tier = serviceTier === undefined ? {} : { serviceTier };
   const reported = openAiUsage(asObject(json.usage));
   if (reported) {
     return {
@@ -134,6 +145,7 @@ export function readOpenAiResponse(
       usageSource: 'provider',
       toolCalls: calls,
       model,
+      ...tier,
     };
   }
   return {
@@ -141,6 +153,7 @@ export function readOpenAiResponse(
     usageSource: 'estimated',
     toolCalls: calls,
     model,
+    ...tier,
   };
 }
 
@@ -201,6 +214,8 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
         acc.finish();
         return true;
       }
+      const tier = servedTier(json.service_tier);
+      if (tier !== undefined) acc.reportServiceTier(tier);
       const choices = asArray(json.choices);
       for (let position = 0; position < choices.length; position++) {
         const c = asObject(choices[position]);
@@ -252,6 +267,10 @@ export const responsesStreamDialect: StreamDialect = {
     const json = eventObject(event, acc);
     if (!json) return true;
     const type = asString(json.type) ?? event.event;
+    // `response.created`, `response.in_progress`, `response.completed` and the like carry the
+    // response, its tier included.
+    const tier = servedTier(asObject(json.response)?.service_tier);
+    if (tier !== undefined) acc.reportServiceTier(tier);
     switch (type) {
       // Text the model generates: the answer, a refusal, its reasoning as text or as a summary, an
       // audio transcript.

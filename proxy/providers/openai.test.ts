@@ -213,6 +213,7 @@ describe('OpenAI readResponse', () => {
       usageSource: 'provider',
       toolCalls: [{ name: 'get_weather', arguments: expect.stringMatching(/^\{.*\}$/) }],
       model: 'gpt-4o-mini',
+      serviceTier: 'standard',
     });
     expect(reading.usage.cachedInput).toBe(4);
   });
@@ -410,6 +411,46 @@ describe('OpenAI stream meter', () => {
         expect(call).toMatchObject({ complete: true, arguments: expect.stringMatching(/^\{.*\}$/) });
     },
   );
+
+  it('reads the tier a request asks for and the tier its answer, whole or streamed, was served at', async () => {
+    const ask = (service_tier?: string) =>
+      openai.parseRequest('chat', { ...chatBody, ...(service_tier ? { service_tier } : {}) }, '/v1/chat/completions')
+        .serviceTier;
+    expect(ask('priority')).toBe('priority');
+    // A project may make priority its default: only the answer tells.
+    expect([ask('auto'), ask('flex'), ask()]).toEqual([undefined, undefined, undefined]);
+    expect(
+      openai.parseRequest('responses', { model: 'gpt-5', input: 'hi', service_tier: 'priority' }, '/v1/responses')
+        .serviceTier,
+    ).toBe('priority');
+
+    const served = (tier: unknown) => openai.readResponse('chat', { model: 'gpt-5', service_tier: tier }).serviceTier;
+    expect([served('priority'), served('default'), served('flex'), served(undefined)]).toEqual([
+      'priority',
+      'standard',
+      'standard',
+      undefined,
+    ]);
+
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', {
+      ...chatBody,
+      stream: true,
+      service_tier: 'priority',
+    });
+    const chat = await runMeter(openai.createStreamMeter('chat', 'gpt-4o-mini'), splitAt(raw, 3));
+    expect(chat.progress[0]?.serviceTier).toBe('priority');
+    expect(chat.last.serviceTier).toBe('priority');
+    const responsesRaw = await captureRaw(
+      fx.sim,
+      '/v1/responses',
+      { model: 'gpt-5', input: 'hi', stream: true },
+      {
+        'x-sim-service-tier': 'priority',
+      },
+    );
+    const responses = await runMeter(openai.createStreamMeter('responses', 'gpt-5'), [responsesRaw]);
+    expect(responses.last.serviceTier).toBe('priority');
+  });
 
   it('meters a stream without provider usage by counting the deltas', async () => {
     const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...chatBody, max_tokens: 7, stream: true });

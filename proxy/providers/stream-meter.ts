@@ -1,4 +1,4 @@
-import type { TokenUsage } from '../../core/metering/prices.ts';
+import type { ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
 import {
   resolveInput,
@@ -16,6 +16,8 @@ import { createSseFramer, EMPTY, type Framer, type SseEvent } from './sse-framer
 export interface StreamAccumulator {
   /** Usage as the provider reports it; `final` marks the totals of the whole answer. */
   reportUsage(usage: Partial<TokenUsage>, final: boolean): void;
+  /** The tier the provider says it serves the answer at. */
+  reportServiceTier(tier: ServiceTier): void;
   /** Generated text (or tool arguments), metered while no final usage is known. */
   text(delta: string): void;
   /** A tool call begins (`key` tells calls of one answer apart), with arguments when they come whole. */
@@ -115,6 +117,9 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   };
 
   const acc: StreamAccumulator = {
+    reportServiceTier(tier) {
+      current.serviceTier = tier;
+    },
     reportUsage(usage, final) {
       if (usage.input !== undefined) reportedInput = usage.input;
       if (usage.cachedInput !== undefined) reportedCached = usage.cachedInput;
@@ -210,6 +215,7 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     toolCalls,
     done: false,
     inputReported: false,
+    serviceTier: undefined,
     forward: EMPTY,
   };
 

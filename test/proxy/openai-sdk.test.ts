@@ -84,3 +84,48 @@ describe('official OpenAI SDK through CONNECT interception', () => {
     expect(envelope?.cost_summary.tokens_output).toBe(6);
   });
 });
+
+describe('the priority tier through the OpenAI SDK', () => {
+  /** GPT-5 at priority: 2.50 input and 20 output per million, twice its standard 1.25 and 10. */
+  const atPriority = (tokens: { input: number; output: number }) => (tokens.input * 2.5 + tokens.output * 20) / 1e6;
+
+  it('charges an answer served at priority at the priority rates, asked for or the project default, whole or streamed', async () => {
+    const messages = [{ role: 'user' as const, content: 'Be quick' }];
+    await client({ 'X-Request-Id': 'tier-asked' }).chat.completions.create({
+      model: 'gpt-5',
+      messages,
+      max_completion_tokens: 8,
+      service_tier: 'priority',
+    });
+    // Asked for nothing, served at priority: a project whose default tier is priority.
+    await client({ 'X-Request-Id': 'tier-default', 'x-sim-service-tier': 'priority' }).chat.completions.create({
+      model: 'gpt-5',
+      messages,
+      max_completion_tokens: 8,
+    });
+    const stream = await client({ 'X-Request-Id': 'tier-stream' }).responses.create({
+      model: 'gpt-5',
+      input: 'Be quick',
+      max_output_tokens: 8,
+      service_tier: 'priority',
+      stream: true,
+    });
+    for await (const event of stream) void event;
+    for (const id of ['tier-asked', 'tier-default', 'tier-stream']) {
+      const event = await rig.usageEvent(id);
+      expect(event.payload.service_tier, id).toBe('priority');
+      expect(event.cost_usd, id).toBeCloseTo(atPriority(event.tokens), 12);
+    }
+
+    // Asked for priority, served at the default tier: the answer is what was billed.
+    await client({ 'X-Request-Id': 'tier-downgraded', 'x-sim-service-tier': 'default' }).chat.completions.create({
+      model: 'gpt-5',
+      messages,
+      max_completion_tokens: 8,
+      service_tier: 'priority',
+    });
+    const downgraded = await rig.usageEvent('tier-downgraded');
+    expect(downgraded.payload.service_tier).toBe('standard');
+    expect(downgraded.cost_usd).toBeCloseTo((downgraded.tokens.input * 1.25 + downgraded.tokens.output * 10) / 1e6, 12);
+  });
+});

@@ -30,10 +30,21 @@ function argumentPieces(args: string): string[] {
   return [args.slice(0, third), args.slice(third, 2 * third), args.slice(2 * third)].filter((p) => p !== '');
 }
 
+/** The tier OpenAI says it served at: the one asked for, priority or else the default. */
+function servedTier(ctx: SimContext): string {
+  return ctx.plan.serviceTier ?? (ctx.body.service_tier === 'priority' ? 'priority' : 'default');
+}
+
 export async function openAiChat(ctx: SimContext): Promise<TokenUsage> {
   const { plan } = ctx;
   const usage = usageOf(plan, plan.words.length);
-  const base = { id: 'chatcmpl-sim', created: CREATED, model: plan.model, system_fingerprint: 'fp_sim' };
+  const base = {
+    id: 'chatcmpl-sim',
+    created: CREATED,
+    model: plan.model,
+    service_tier: servedTier(ctx),
+    system_fingerprint: 'fp_sim',
+  };
   const finish = plan.toolCall ? 'tool_calls' : 'stop';
   if (!ctx.stream) {
     const message = plan.toolCall
@@ -158,6 +169,7 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
     created_at: CREATED,
     status,
     model: plan.model,
+    service_tier: servedTier(ctx),
     output,
     usage: u,
     error: null,

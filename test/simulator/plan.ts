@@ -57,6 +57,8 @@ export interface ReplyPlan {
   endDelayMs: number;
   /** The connection is reset once this many bytes of the answer's body went out. */
   resetAfterBytes: number | undefined;
+  /** The tier an OpenAI answer says it was served at, whatever the request asked (`x-sim-service-tier`). */
+  serviceTier: string | undefined;
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -124,5 +126,6 @@ export function planReply(input: PlanInput): ReplyPlan {
     firstEventDelayMs: intHeader(headers, 'x-sim-first-event-delay-ms') ?? 0,
     endDelayMs: intHeader(headers, 'x-sim-end-delay-ms') ?? 0,
     resetAfterBytes: intHeader(headers, 'x-sim-reset-after-bytes'),
+    serviceTier: header(headers, 'x-sim-service-tier'),
   };
 }

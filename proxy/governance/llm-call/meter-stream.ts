@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import { isSvcError, type SvcCode } from '../../../core/errors/index.ts';
 import type { Ending } from '../../envelopes/index.ts';
 import type { CutoffReason } from '../../metrics/index.ts';
-import { costPico, type TokenUsage } from '../../../core/metering/prices.ts';
+import { costPico } from '../../../core/metering/prices.ts';
 import type { ResponseReading, StreamedToolCall, StreamProgress } from '../../providers/index.ts';
 import type { UpstreamResponse } from '../../upstream/index.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
@@ -92,10 +92,14 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
     }
   };
-  /** Whether the reservation covers `usage`, extended from the lease by what it lacks when `extend`. */
-  const covers = (usage: TokenUsage, extend: boolean) => {
+  /**
+   * Whether the reservation covers the usage so far, at the tier the answer names (else the one
+   * asked for), extended from the lease by what it lacks when `extend`.
+   */
+  const covers = ({ usage, serviceTier }: StreamProgress, extend: boolean) => {
     const tokens = billedTokens(usage) - reservation.held.tokens;
-    const pico = costPico(deps.prices, parsed.model, usage, adapter.id) - reservation.held.pico;
+    const tier = serviceTier ?? parsed.serviceTier;
+    const pico = costPico(deps.prices, parsed.model, usage, adapter.id, tier) - reservation.held.pico;
     if (tokens <= 0 && pico <= 0) return true;
     return extend && reservation.extend({ tokens: Math.max(0, tokens), pico: Math.max(0, pico) });
   };
@@ -150,7 +154,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
         // (far from the limit, as the reservation itself was made); else the text is counted
         // exactly (each piece once), the reservation extended by the exact figure only, and the
         // stream cut if the lease cannot cover that either. Settling gives back what was not used.
-        if (state.cut === null && !covers(step.usage, true) && !covers((await meter.exact()).usage, true)) {
+        if (state.cut === null && !covers(step, true) && !covers(await meter.exact(), true)) {
           state.cut = {
             reason: 'budget',
             code: 'SVC-BUD-3001',
@@ -241,6 +245,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
     usageSource: progress?.usageSource ?? 'estimated',
     toolCalls: (progress?.toolCalls ?? []).map(({ name, arguments: args }) => ({ name, arguments: args })),
     model: parsed.model,
+    serviceTier: progress?.serviceTier,
   };
   if (cut !== null) {
     // The proxy stopped the stream itself: the provider stops with it, and what it sent is what it billed.

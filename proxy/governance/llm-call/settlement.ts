@@ -57,7 +57,7 @@ export function settle(
       stream: call.parsed.stream,
       room: call.room,
     },
-    { ...reading, basis, cutOff, aborted },
+    { ...reading, serviceTier: reading.serviceTier ?? call.parsed.serviceTier, basis, cutOff, aborted },
   );
 }
 
@@ -82,6 +82,7 @@ export async function chargeWorstCase(
       usageSource: 'estimated',
       toolCalls: [...(seen?.toolCalls ?? [])],
       model: '',
+      serviceTier: seen?.serviceTier,
     },
     'worst_case',
     cutOff,
