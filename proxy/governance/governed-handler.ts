@@ -11,10 +11,10 @@ import { governUnclassifiedCall, isPlainRead, passThrough } from './unclassified
  * The proxy's one request handler: MCP servers go through the MCP path; on a provider host, a
  * metered route goes through the governed LLM path, a free route (token counting) is relayed,
  * a stored answer read back has its tool calls judged, a route around the proxy (an ephemeral
- * key, a realtime session, a batch) is refused, so is a request that would have the answer leave
- * out what the proxy meters (a field mask), and any other path is governed as an unclassified call (metered by estimate or refused, never
- * free; plain reads excepted). Every other host passes through unchanged (governance headers
- * stripped).
+ * key, a realtime session, a batch) is refused, so is a request that would have the answer
+ * leave out what the proxy meters (a field mask), and any other path is governed as an
+ * unclassified call (metered by estimate or refused, never free; plain reads excepted). Every
+ * other host passes through unchanged (governance headers stripped).
  */
 export function createGovernedHandler(
   deps: GovernanceDeps,

@@ -117,7 +117,7 @@ function responsesToolCalls(json: JsonObject): { calls: ToolCall[]; text: string
  * The tier an answer says it was served at (`service_tier`): `priority`, or standard for any other
  * it names (`default`, `flex`, `scale`); undefined when it names none.
  */
-export function servedTier(value: unknown): ServiceTier | undefined {
+function servedTier(value: unknown): ServiceTier | undefined {
   if (typeof value !== 'string') return undefined;
   return value === 'priority' ? 'priority' : 'standard';
 }
