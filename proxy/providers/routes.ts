@@ -79,34 +79,41 @@ interface MethodRoutes {
   templated: { regex: RegExp; match: RouteMatch }[];
 }
 
+function methodRoutes(): Record<'POST' | 'GET', MethodRoutes> {
+  return { POST: { exact: new Map(), templated: [] }, GET: { exact: new Map(), templated: [] } };
+}
+
+function add(routes: MethodRoutes, path: string, match: RouteMatch): void {
+  if (path.includes('{')) routes.templated.push({ regex: compile(path), match });
+  else routes.exact.set(path, match);
+}
+
+function find(routes: MethodRoutes, path: string): RouteMatch | undefined {
+  return routes.exact.get(path) ?? routes.templated.find((t) => t.regex.test(path))?.match;
+}
+
 export function compileRoutes(patterns: readonly RoutePattern[]): RouteTable {
-  const byMethod = {
-    POST: { exact: new Map(), templated: [] } as MethodRoutes,
-    GET: { exact: new Map(), templated: [] } as MethodRoutes,
-  };
+  const strict = methodRoutes();
+  // Only a route that governs more than the unclassified rule is taken in a lenient spelling, and
+  // matched as that spelling is written: in lower case (`:batchGenerateContent` as well).
+  const lenient = methodRoutes();
   for (const pattern of patterns) {
-    const [routes, match]: [MethodRoutes, RouteMatch] =
+    const [method, match]: ['POST' | 'GET', RouteMatch] =
       'stored' in pattern
-        ? [byMethod.GET, { kind: 'stored', shape: pattern.stored }]
+        ? ['GET', { kind: 'stored', shape: pattern.stored }]
         : 'denied' in pattern
-          ? [byMethod.POST, { kind: 'denied', reason: pattern.denied }]
-          : [byMethod.POST, pattern.op === 'free' ? { kind: 'free' } : { kind: 'metered', op: pattern.op }];
-    if (pattern.path.includes('{')) routes.templated.push({ regex: compile(pattern.path), match });
-    else routes.exact.set(pattern.path, match);
+          ? ['POST', { kind: 'denied', reason: pattern.denied }]
+          : ['POST', pattern.op === 'free' ? { kind: 'free' } : { kind: 'metered', op: pattern.op }];
+    add(strict[method], pattern.path, match);
+    if (match?.kind === 'stored' || match?.kind === 'denied') add(lenient[method], pattern.path.toLowerCase(), match);
   }
   return {
     patterns,
     match(method, path) {
       const upper = method.toUpperCase();
-      const routes = upper === 'POST' ? byMethod.POST : upper === 'GET' ? byMethod.GET : undefined;
-      if (routes === undefined) return null;
-      const find = (p: string) => routes.exact.get(p) ?? routes.templated.find((t) => t.regex.test(p))?.match;
+      if (upper !== 'POST' && upper !== 'GET') return null;
       const p = normalizeRoutePath(path);
-      const strict = find(p);
-      if (strict !== undefined) return strict;
-      // Only a route that governs more than the unclassified rule is taken in a lenient spelling.
-      const lenient = find(lenientPath(p));
-      return lenient?.kind === 'stored' || lenient?.kind === 'denied' ? lenient : null;
+      return find(strict[upper], p) ?? find(lenient[upper], lenientPath(p)) ?? null;
     },
   };
 }
