@@ -140,6 +140,25 @@ describe('cost', () => {
     expect(cost(table, 'gpt-4.1', { input: 900_000, output: 0, cachedInput: 0 }).costPicoUsd).toBe(900_000 * 2_000_000);
   });
 
+  it('bills input written to the prompt cache at the write rate of how long it is kept', () => {
+    // Claude Sonnet 4: input 3, cache reads 0.30, writes kept five minutes 3.75, kept the hour 6.
+    const usage = { input: 10_000, output: 1_000, cachedInput: 1_000, cacheWrite: 2_000, cacheWriteLong: 3_000 };
+    expect(cost(table, 'claude-sonnet-4', usage).costPicoUsd).toBe(
+      4_000 * 3_000_000 + 1_000 * 300_000 + 2_000 * 3_750_000 + 3_000 * 6_000_000 + 1_000 * 15_000_000,
+    );
+    // Parts beyond the input are cut to it; a model without write rates bills writes as input.
+    expect(
+      cost(table, 'claude-sonnet-4', { input: 100, output: 0, cachedInput: 0, cacheWriteLong: 500 }).costPicoUsd,
+    ).toBe(100 * 6_000_000);
+    expect(cost(table, 'gpt-4.1', { input: 100, output: 0, cachedInput: 0, cacheWriteLong: 100 }).costPicoUsd).toBe(
+      100 * 2_000_000,
+    );
+    // A model the table lacks writes at the dearest write rate known for its provider.
+    expect(
+      costPico(table, 'claude-next', { input: 100, output: 0, cachedInput: 0, cacheWrite: 100 }, 'anthropic'),
+    ).toBe(100 * 30_000_000);
+  });
+
   it('bills a call served at the priority tier at its listed priority rates, else at twice its rates', () => {
     const usage = { input: 1_000_000, output: 1_000_000, cachedInput: 200_000 };
     // GPT-5 at priority: 2.50 input, 0.25 cached, 20 output per million.

@@ -29,6 +29,12 @@ const RatesSchema = z.strictObject({
   output: perMillionUsd,
   /** Price of input tokens served from the provider's prompt cache; absent means billed as input. */
   cached_input: perMillionUsd.optional(),
+  /**
+   * Price of input tokens written to the prompt cache, kept the short time (Anthropic's five
+   * minutes) and the long (its hour); absent means billed as input.
+   */
+  cache_write: perMillionUsd.optional(),
+  cache_write_long: perMillionUsd.optional(),
 });
 
 export const PriceEntrySchema = RatesSchema.extend({
@@ -80,6 +86,9 @@ export const TokenUsageSchema = z.object({
   output: z.number().int().nonnegative(),
   /** The part of `input` read from the provider's prompt cache (included in `input`). */
   cachedInput: z.number().int().nonnegative(),
+  /** The parts of `input` written to the prompt cache, kept the short time and the long (included in `input`). */
+  cacheWrite: z.number().int().nonnegative().optional(),
+  cacheWriteLong: z.number().int().nonnegative().optional(),
 });
 
 export type PriceEntry = z.infer<typeof PriceEntrySchema>;
@@ -93,6 +102,8 @@ export interface Rates {
   readonly inputPico: number;
   readonly outputPico: number;
   readonly cachedInputPico: number;
+  readonly cacheWritePico: number;
+  readonly cacheWriteLongPico: number;
 }
 
 /** A price entry compiled for arithmetic: integer pico-dollars per token. */
@@ -136,12 +147,14 @@ function toPico(perMillion: number): number {
   return Math.round(perMillion * PICO_PER_USD_PER_MILLION);
 }
 
-/** A file's rates in pico-dollars per token; cached input without a price of its own is input. */
-function ratesOf(rates: { input: number; output: number; cached_input?: number | undefined }): Rates {
+/** A file's rates in pico-dollars per token; cache reads and writes without a price of their own are input. */
+function ratesOf(rates: z.infer<typeof RatesSchema>): Rates {
   return {
     inputPico: toPico(rates.input),
     outputPico: toPico(rates.output),
     cachedInputPico: toPico(rates.cached_input ?? rates.input),
+    cacheWritePico: toPico(rates.cache_write ?? rates.input),
+    cacheWriteLongPico: toPico(rates.cache_write_long ?? rates.input),
   };
 }
 
@@ -312,6 +325,8 @@ function ratesAt(price: ModelPrice, usage: TokenUsage, tier: ServiceTier): Rates
         inputPico: price.inputPico * PRIORITY_MULTIPLE,
         outputPico: price.outputPico * PRIORITY_MULTIPLE,
         cachedInputPico: price.cachedInputPico * PRIORITY_MULTIPLE,
+        cacheWritePico: price.cacheWritePico * PRIORITY_MULTIPLE,
+        cacheWriteLongPico: price.cacheWriteLongPico * PRIORITY_MULTIPLE,
       }
     );
   const long = price.longContext;
@@ -320,10 +335,15 @@ function ratesAt(price: ModelPrice, usage: TokenUsage, tier: ServiceTier): Rates
 
 function picoAt(price: ModelPrice, usage: TokenUsage, tier: ServiceTier): number {
   const rates = ratesAt(price, usage, tier);
+  // Parts of the input, each within what the parts before it left.
   const cached = Math.min(usage.cachedInput, usage.input);
+  const written = Math.min(usage.cacheWrite ?? 0, usage.input - cached);
+  const writtenLong = Math.min(usage.cacheWriteLong ?? 0, usage.input - cached - written);
   return (
-    multiply(usage.input - cached, rates.inputPico) +
+    multiply(usage.input - cached - written - writtenLong, rates.inputPico) +
     multiply(cached, rates.cachedInputPico) +
+    multiply(written, rates.cacheWritePico) +
+    multiply(writtenLong, rates.cacheWriteLongPico) +
     multiply(usage.output, rates.outputPico)
   );
 }

@@ -9,11 +9,14 @@ const PRICE_FAMILY: Readonly<Record<string, string>> = { 'azure-openai': 'openai
 function highest(key: string, prices: readonly ModelPrice[], asOf: string): ModelPrice {
   let inputPico = 0;
   let outputPico = 0;
+  let cacheWritePico = 0;
   // A long-context tier counts: an unknown model may bill a long prompt at such rates.
   for (const p of prices) {
     inputPico = Math.max(inputPico, p.inputPico, p.longContext?.inputPico ?? 0);
     outputPico = Math.max(outputPico, p.outputPico, p.longContext?.outputPico ?? 0);
+    cacheWritePico = Math.max(cacheWritePico, p.cacheWriteLongPico, p.longContext?.cacheWriteLongPico ?? 0);
   }
+  cacheWritePico = Math.max(cacheWritePico, inputPico);
   // Cached input gets no discount: the model's cache price is as unknown as the model.
   return {
     key,
@@ -21,6 +24,9 @@ function highest(key: string, prices: readonly ModelPrice[], asOf: string): Mode
     inputPico,
     outputPico,
     cachedInputPico: inputPico,
+    // Writing to its cache costs at most what writing costs any known model, kept the longest.
+    cacheWritePico,
+    cacheWriteLongPico: cacheWritePico,
     longContext: undefined,
     priority: undefined,
     maxOutputTokens: undefined,

@@ -75,6 +75,8 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
         charged: charge.basis,
         aborted: charge.aborted,
         cached_input_tokens: usage.cachedInput,
+        cache_write_input_tokens: usage.cacheWrite ?? 0,
+        cache_write_long_input_tokens: usage.cacheWriteLong ?? 0,
         cost_pico_usd: priced.pico,
         priced: priced.known,
         price_basis: priced.basis,

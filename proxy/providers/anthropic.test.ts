@@ -95,6 +95,31 @@ describe('Anthropic readResponse', () => {
     expect(fx.sim.requests.at(-1)?.usageSent).toEqual(reading.usage);
   });
 
+  it('counts cache writes into input, by how long they are kept, whole and streamed', async () => {
+    const headers = {
+      'x-sim-input-tokens': '100',
+      'x-sim-cache-write-tokens': '30',
+      'x-sim-cache-write-long-tokens': '20',
+    };
+    const whole = anthropic.readResponse(
+      'messages',
+      JSON.parse(decodeText(await captureRaw(fx.sim, '/v1/messages', body, headers))),
+    );
+    expect(whole.usage).toEqual({ input: 100, output: 6, cachedInput: 0, cacheWrite: 30, cacheWriteLong: 20 });
+    const streamed = await runMeter(
+      anthropic.createStreamMeter('messages', body.model),
+      splitAt(await captureRaw(fx.sim, '/v1/messages', { ...body, stream: true }, headers), 7),
+    );
+    expect(streamed.last.usage).toEqual({ input: 100, output: 6, cachedInput: 0, cacheWrite: 30, cacheWriteLong: 20 });
+    // Without the breakdown of how long they are kept, writes are taken as kept the hour, the dearer.
+    const bare = anthropic.readResponse('messages', {
+      model: body.model,
+      content: [],
+      usage: { input_tokens: 10, cache_creation_input_tokens: 40, cache_read_input_tokens: 0, output_tokens: 2 },
+    });
+    expect(bare.usage).toEqual({ input: 50, output: 2, cachedInput: 0, cacheWrite: 0, cacheWriteLong: 40 });
+  });
+
   it('reads the tools Anthropic runs itself and remote MCP tools as tool calls', () => {
     const content = [
       { type: 'server_tool_use', id: 's1', name: 'web_search', input: { query: 'payroll' } },

@@ -73,16 +73,26 @@ function blocksText(content: unknown): string {
   return out;
 }
 
-/** Anthropic's `input_tokens` excludes cache reads and writes; the canonical input includes both. */
+/**
+ * Anthropic's `input_tokens` excludes cache reads and writes; the canonical input includes both.
+ * Writes are billed by how long they are kept (`cache_creation`: five minutes or an hour); without
+ * that breakdown they are taken as kept the hour, the dearer.
+ */
 function anthropicUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undefined {
   if (!usage) return undefined;
   const input = asCount(usage.input_tokens);
   const cacheWrite = asCount(usage.cache_creation_input_tokens) ?? 0;
   const cacheRead = asCount(usage.cache_read_input_tokens) ?? 0;
+  const kept = asObject(usage.cache_creation);
+  const short = asCount(kept?.ephemeral_5m_input_tokens);
   const result: Partial<TokenUsage> = {};
   if (input !== undefined) {
     result.input = input + cacheWrite + cacheRead;
     result.cachedInput = cacheRead;
+    if (cacheWrite > 0) {
+      result.cacheWrite = Math.min(short ?? 0, cacheWrite);
+      result.cacheWriteLong = cacheWrite - result.cacheWrite;
+    }
   }
   const output = asCount(usage.output_tokens);
   if (output !== undefined) result.output = output;
@@ -219,7 +229,14 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
       const usage = anthropicUsage(asObject(json.usage));
       if (usage?.input !== undefined) {
         return {
-          usage: { input: usage.input, output: usage.output ?? 0, cachedInput: usage.cachedInput ?? 0 },
+          usage: {
+            input: usage.input,
+            output: usage.output ?? 0,
+            cachedInput: usage.cachedInput ?? 0,
+            ...(usage.cacheWrite === undefined
+              ? {}
+              : { cacheWrite: usage.cacheWrite, cacheWriteLong: usage.cacheWriteLong ?? 0 }),
+          },
           usageSource: 'provider',
           toolCalls,
           model,

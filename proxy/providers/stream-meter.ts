@@ -79,6 +79,8 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   let reportedInput: number | undefined;
   let reportedOutput: number | undefined;
   let reportedCached: number | undefined;
+  let reportedWrite = 0;
+  let reportedWriteLong = 0;
   let finalUsage = false;
   // Output is metered by its UTF-8 bytes, an upper bound of its tokens for a byte-level BPE
   // encoding (every token covers at least one byte), and counted with tiktoken only when that
@@ -123,6 +125,8 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     reportUsage(usage, final) {
       if (usage.input !== undefined) reportedInput = usage.input;
       if (usage.cachedInput !== undefined) reportedCached = usage.cachedInput;
+      if (usage.cacheWrite !== undefined) reportedWrite = usage.cacheWrite;
+      if (usage.cacheWriteLong !== undefined) reportedWriteLong = usage.cacheWriteLong;
       if (usage.output !== undefined) reportedOutput = usage.output;
       if (final) finalUsage = true;
     },
@@ -226,6 +230,11 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     usage.input = input;
     usage.output = finalUsage ? (reportedOutput ?? metered) : Math.max(reportedOutput ?? 0, metered);
     usage.cachedInput = Math.min(reportedCached ?? 0, input);
+    // Named only when the provider reports cache writes, which only Anthropic's streams do.
+    if (reportedWrite > 0 || reportedWriteLong > 0) {
+      usage.cacheWrite = reportedWrite;
+      usage.cacheWriteLong = reportedWriteLong;
+    }
     current.usageSource = finalUsage ? 'provider' : 'estimated';
     current.done = done;
     current.inputReported = reportedInput !== undefined;

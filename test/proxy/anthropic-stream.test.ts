@@ -51,3 +51,39 @@ describe('official Anthropic SDK, streaming, through CONNECT interception', () =
     expect(envelope?.cost_summary.cost_usd).toBeCloseTo(expected, 6);
   });
 });
+
+describe('prompt cache writes through the Anthropic SDK', () => {
+  it('charges input written to the cache at the write rate of how long it is kept, whole and streamed', async () => {
+    const cache = {
+      'x-sim-input-tokens': '10000',
+      'x-sim-cached-tokens': '1000',
+      'x-sim-cache-write-tokens': '2000',
+      'x-sim-cache-write-long-tokens': '3000',
+    };
+    const request = {
+      model: 'claude-sonnet-4-20250514',
+      max_tokens: 8,
+      messages: [{ role: 'user' as const, content: 'Summarise the cached document' }],
+    };
+    const whole = await anthropicClient(rig.agent, { ...cache, 'X-Request-Id': 'cache-whole' }).messages.create(
+      request,
+    );
+    expect(whole.usage.cache_creation_input_tokens).toBe(5000);
+    const stream = await anthropicClient(rig.agent, { ...cache, 'X-Request-Id': 'cache-stream' }).messages.create({
+      ...request,
+      stream: true,
+    });
+    for await (const event of stream) void event;
+    // Claude Sonnet 4: input 3, cache reads 0.30, writes 3.75 (five minutes) and 6 (the hour), output 15.
+    const expected = (4_000 * 3 + 1_000 * 0.3 + 2_000 * 3.75 + 3_000 * 6 + 8 * 15) / 1e6;
+    for (const id of ['cache-whole', 'cache-stream']) {
+      const event = await rig.usageEvent(id);
+      expect(event.tokens, id).toEqual({ input: 10_000, output: 8 });
+      expect(event.payload, id).toMatchObject({
+        cache_write_input_tokens: 2_000,
+        cache_write_long_input_tokens: 3_000,
+      });
+      expect(event.cost_usd, id).toBeCloseTo(expected, 12);
+    }
+  });
+});

@@ -2,12 +2,15 @@ import type { TokenUsage } from '../../core/metering/prices.ts';
 import { usageOf, writeDeltas, type SimContext } from './context.ts';
 import { sendJson, sse, startStream } from './sse-writer.ts';
 
-/** Anthropic counts cache reads apart from `input_tokens`. */
+/** Anthropic counts cache reads and writes apart from `input_tokens`, writes by how long they are kept. */
 function anthropicUsage(u: TokenUsage): Record<string, unknown> {
+  const short = u.cacheWrite ?? 0;
+  const long = u.cacheWriteLong ?? 0;
   return {
-    input_tokens: u.input - u.cachedInput,
-    cache_creation_input_tokens: 0,
+    input_tokens: u.input - u.cachedInput - short - long,
+    cache_creation_input_tokens: short + long,
     cache_read_input_tokens: u.cachedInput,
+    cache_creation: { ephemeral_5m_input_tokens: short, ephemeral_1h_input_tokens: long },
     output_tokens: u.output,
   };
 }

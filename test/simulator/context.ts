@@ -18,7 +18,13 @@ export interface SimContext {
 export type SimHandler = (ctx: SimContext) => Promise<TokenUsage>;
 
 export function usageOf(plan: ReplyPlan, output: number): TokenUsage {
-  return { input: plan.inputTokens, output, cachedInput: plan.cachedTokens };
+  const writes = plan.cacheWriteTokens + plan.cacheWriteLongTokens;
+  return {
+    input: plan.inputTokens,
+    output,
+    cachedInput: plan.cachedTokens,
+    ...(writes > 0 ? { cacheWrite: plan.cacheWriteTokens, cacheWriteLong: plan.cacheWriteLongTokens } : {}),
+  };
 }
 
 /** Writes the deltas; with an injected stream error, stops after `streamErrorAfter` of them. Returns how many went out. */

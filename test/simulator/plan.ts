@@ -36,6 +36,9 @@ export interface ReplyPlan {
   words: string[];
   inputTokens: number;
   cachedTokens: number;
+  /** Input tokens written to Anthropic's prompt cache, kept five minutes and kept the hour. */
+  cacheWriteTokens: number;
+  cacheWriteLongTokens: number;
   toolCall: string | undefined;
   /** The tool call's arguments (JSON text), else `{"input": <the words>}`. */
   toolArgs: string | undefined;
@@ -116,6 +119,8 @@ export function planReply(input: PlanInput): ReplyPlan {
     words: replyWords(outputTokens),
     inputTokens,
     cachedTokens: Math.min(intHeader(headers, 'x-sim-cached-tokens') ?? 0, inputTokens),
+    cacheWriteTokens: intHeader(headers, 'x-sim-cache-write-tokens') ?? 0,
+    cacheWriteLongTokens: intHeader(headers, 'x-sim-cache-write-long-tokens') ?? 0,
     toolCall: header(headers, 'x-sim-tool-call'),
     toolArgs: header(headers, 'x-sim-tool-args'),
     toolKind: toolKindHeader(header(headers, 'x-sim-tool-kind')),
