@@ -20,18 +20,13 @@ export function canonicalHostname(hostname: string): string {
 export function parseConnectTarget(authority: string | undefined): ConnectTarget {
   // https: so that an omitted or default port reads as 443, the CONNECT default.
   const url = URL.parse(`https://${authority ?? ''}`);
-  if (
-    url === null ||
-    canonicalHostname(url.hostname) === '' ||
-    url.pathname !== '/' ||
-    url.username !== '' ||
-    url.search !== ''
-  ) {
+  const hostname = canonicalHostname(url?.hostname ?? '');
+  if (url === null || hostname === '' || url.pathname !== '/' || url.username !== '' || url.search !== '') {
     throw new SvcError('SVC-SYS-9002', `invalid CONNECT target: ${authority ?? '(none)'}`, { fields: 'authority' }, [
       { field: 'authority', description: 'must be host:port' },
     ]);
   }
-  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : canonicalHostname(url.hostname);
+  const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
   return { host, port: url.port === '' ? 443 : Number(url.port) };
 }
 

@@ -24,7 +24,8 @@ export function compileInterceptList(sources: Readonly<Record<string, readonly s
         ]);
       }
       // Matched against canonical targets (connect-target.ts), so written the same way.
-      const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : canonicalHostname(url.hostname);
+      const hostname = canonicalHostname(url.hostname);
+      const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
       const port = url.port === '' ? 443 : Number(url.port);
       if (wildcard) suffixes.push({ suffix: `.${host}`, port });
       else exact.add(`${host}:${port}`);

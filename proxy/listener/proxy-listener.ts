@@ -238,17 +238,14 @@ export class ProxyListener {
       return { mode: 'reverse', targetUrl: reverse.url, route: reverse.route };
     }
     const absolute = URL.parse(rawUrl);
-    if (
-      absolute === null ||
-      (absolute.protocol !== 'http:' && absolute.protocol !== 'https:') ||
-      canonicalHostname(absolute.hostname) === ''
-    ) {
+    const hostname = canonicalHostname(absolute?.hostname ?? '');
+    if (absolute === null || (absolute.protocol !== 'http:' && absolute.protocol !== 'https:') || hostname === '') {
       throw new SvcError('SVC-SYS-9002', `invalid request target: ${rawUrl}`, { fields: 'url' }, [
         { field: 'url', description: 'must be an absolute http(s) URL or a path' },
       ]);
     }
-    if (!absolute.hostname.startsWith('[')) absolute.hostname = canonicalHostname(absolute.hostname);
-    const host = absolute.hostname.startsWith('[') ? absolute.hostname.slice(1, -1) : absolute.hostname;
+    if (hostname !== absolute.hostname) absolute.hostname = hostname;
+    const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
     const port = absolute.port === '' ? (absolute.protocol === 'https:' ? 443 : 80) : Number(absolute.port);
     const refusal = await this.#egressRefusal(host, port);
     if (refusal !== undefined) throw refusal;

@@ -263,18 +263,22 @@ export async function metricValue(registry: Registry, name: string, labels: Reco
   return value?.value ?? 0;
 }
 
-/** A forward-proxy request as an HTTP_PROXY client sends it: absolute URI on the proxy's port. */
+/**
+ * A forward-proxy request as an HTTP_PROXY client sends it: absolute URI on the proxy's port; a
+ * GET, or a POST of `body` when one is given.
+ */
 export async function viaForwardProxy(
   proxyPort: number,
   target: string,
   headers: Record<string, string> = {},
+  body?: string,
 ): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
         host: '127.0.0.1',
         port: proxyPort,
-        method: 'GET',
+        method: body === undefined ? 'GET' : 'POST',
         path: target,
         headers: { host: new URL(target).host, ...headers },
       },
@@ -285,7 +289,7 @@ export async function viaForwardProxy(
       },
     );
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 

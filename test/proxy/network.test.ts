@@ -1,14 +1,14 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
-import { createServer, request, type IncomingHttpHeaders } from 'node:http';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeServer, listen, upstreamCredentials } from '../proxy-net/harness.ts';
+import { closeServer, listen, upstreamCredentials, viaForwardProxy } from '../proxy-net/harness.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 
 const run = promisify(execFile);
@@ -65,28 +65,6 @@ afterAll(async () => {
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-/** A forward-mode request: the absolute URI as the request target, as an HTTP_PROXY client sends it. */
-function forward(proxyUrl: string, target: string, body: string, requestId: string): Promise<number> {
-  const { hostname, port } = new URL(proxyUrl);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: hostname,
-        port,
-        method: 'POST',
-        path: target,
-        headers: { 'content-type': 'application/json', authorization: 'Bearer sk', 'x-request-id': requestId },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
 describe('network behaviour of the governed proxy', () => {
   it('governs a provider host spelt as a fully qualified name, trailing dot and capitals, through CONNECT and in forward mode', async () => {
     const body = JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] });
@@ -101,9 +79,13 @@ describe('network behaviour of the governed proxy', () => {
     expect(connected.status).toBe(200);
     await connected.arrayBuffer();
     expect((await rig.usageEvent('fqdn-connect')).model).toBe('gpt-4o-mini');
-    expect(
-      await forward(rig.addresses.proxyUrl, 'http://api.openai.com./v1/chat/completions', body, 'fqdn-forward'),
-    ).toBe(200);
+    const forwarded = await viaForwardProxy(
+      Number(new URL(rig.addresses.proxyUrl).port),
+      'http://api.openai.com./v1/chat/completions',
+      { 'content-type': 'application/json', authorization: 'Bearer sk', 'x-request-id': 'fqdn-forward' },
+      body,
+    );
+    expect(forwarded.status).toBe(200);
     expect((await rig.usageEvent('fqdn-forward')).model).toBe('gpt-4o-mini');
   });
 
