@@ -75,12 +75,14 @@ describe('loadConfig', () => {
       SVC_NATS_STREAM_MAX_AGE_SECONDS: '86400',
       SVC_NATS_STREAM_DISCARD: 'new',
       SVC_NATS_MAX_ACK_PENDING: '6000',
+      SVC_NATS_ACK_WAIT_SECONDS: '45',
     });
     expect(config).toMatchObject({
       nats_stream_max_bytes: 100 * 1024 ** 3,
       nats_stream_max_age_seconds: 86_400,
       nats_stream_discard: 'new',
       nats_max_ack_pending: 6_000,
+      nats_ack_wait_seconds: 45,
     });
     expect(config.nats_stream_replicas).toBeUndefined();
 
@@ -92,5 +94,13 @@ describe('loadConfig', () => {
     expect(failure(() => loadConfig({ SVC_NATS_MAX_ACK_PENDING: '999' })).message).toContain(
       'SVC_NATS_MAX_ACK_PENDING',
     );
+    for (const wait of ['1', '3601', 'soon']) {
+      const refused = failure(() => loadConfig({ SVC_NATS_ACK_WAIT_SECONDS: wait }));
+      expect(refused.code, wait).toBe('SVC-SYS-9002');
+      expect(
+        refused.fieldViolations.map((v) => v.field),
+        wait,
+      ).toEqual(['SVC_NATS_ACK_WAIT_SECONDS']);
+    }
   });
 });
