@@ -177,6 +177,36 @@ describe('cost', () => {
     );
   });
 
+  it('adds the fee of each use of a tool the provider ran, at the tier and model the tokens are billed at', () => {
+    const tokens = { input: 1_000, output: 100, cachedInput: 0 };
+    const base = costPico(table, 'gpt-4.1', tokens, 'openai');
+    const hosted = { web_search: 3, web_search_preview: 1, file_search: 2, code_interpreter: 1 };
+    // 10 and 25 USD per thousand searches, 2.50 per thousand file searches, 0.03 per container.
+    expect(costPico(table, 'gpt-4.1', { ...tokens, hosted }, 'openai')).toBe(
+      base + 3 * 10_000_000_000 + 25_000_000_000 + 2 * 2_500_000_000 + 30_000_000_000,
+    );
+    expect(cost(table, 'gpt-4.1', { ...tokens, hosted: { web_search: 1 } }, 'openai', 'priority').costPicoUsd).toBe(
+      costPico(table, 'gpt-4.1', tokens, 'openai', 'priority') + 10_000_000_000,
+    );
+    // Anthropic's searches at 10 per thousand, Gemini's grounded prompts at 35.
+    expect(costPico(table, 'claude-next', { ...tokens, hosted: { web_search: 2 } }, 'anthropic')).toBe(
+      costPico(table, 'claude-next', tokens, 'anthropic') + 2 * 10_000_000_000,
+    );
+    expect(costPico(table, 'gemini-2.5-flash', { ...tokens, hosted: { google_search: 1 } }, 'gemini')).toBe(
+      costPico(table, 'gemini-2.5-flash', tokens, 'gemini') + 35_000_000_000,
+    );
+  });
+
+  it("bills a hosted tool its provider's fee, Azure OpenAI's, and any other provider's at the dearest listed", () => {
+    expect(table.toolFee('azure-openai', 'code_interpreter')).toBe(30_000_000_000);
+    expect(table.toolFee('anthropic', 'web_search')).toBe(10_000_000_000);
+    // Neither a compatible server nor Anthropic lists these: the dearest any provider lists.
+    expect(table.toolFee('openai-compatible', 'web_search')).toBe(10_000_000_000);
+    expect(table.toolFee('openai-compatible', 'google_search')).toBe(35_000_000_000);
+    expect(table.toolFee('anthropic', 'web_search_preview')).toBe(25_000_000_000);
+    expect(table.toolFee(undefined, 'file_search')).toBe(2_500_000_000);
+  });
+
   it('gives the per-model answer bound or the fallback', () => {
     expect(maxOutputTokens(table, 'gpt-4o-mini', 4096)).toBe(16384);
     expect(maxOutputTokens(table, 'unknown', 4096)).toBe(4096);
@@ -309,6 +339,28 @@ describe('price table files', () => {
     })();
     expect(error.code).toBe('SVC-SYS-9002');
     expect(error.fieldViolations.map((v) => v.field)).toEqual(['models.y.long_context.above_input_tokens']);
+  });
+
+  it('merges tool fees fee by fee, and names a fee that is negative or a tool it does not know', () => {
+    const overridePath = writeTemp('fees.json', {
+      as_of: '2026-01-01',
+      models: {},
+      tool_fees: { openai: { web_search: 0.02 }, acme: { file_search: 0.004 } },
+    });
+    const merged = loadPriceTable({ overridePath });
+    expect(merged.toolFee('openai', 'web_search')).toBe(20_000_000_000);
+    expect(merged.toolFee('openai', 'file_search')).toBe(2_500_000_000);
+    expect(merged.toolFee('acme', 'file_search')).toBe(4_000_000_000);
+    expect(merged.toolFee('openai-compatible', 'file_search')).toBe(4_000_000_000);
+    for (const [fees, field] of [
+      [{ anthropic: { web_search: -0.01 } }, 'tool_fees.anthropic.web_search'],
+      [{ anthropic: { web_fetch: 0.01 } }, 'tool_fees.anthropic'],
+    ] as const) {
+      const badPath = writeTemp('bad-fees.json', { as_of: '2026-01-01', models: {}, tool_fees: fees });
+      expect(() => loadPriceTable({ overridePath: badPath })).toThrow(
+        expect.objectContaining({ code: 'SVC-SYS-9002', fieldViolations: [expect.objectContaining({ field })] }),
+      );
+    }
   });
 
   it('rejects an entry without any as_of date', () => {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
-import { highestKnownRates } from './unknown-model.ts';
+import { highestKnownRates, priceFamily } from './unknown-model.ts';
 
 /**
  * Prices are USD per million tokens in the file. Internally every price becomes an integer
@@ -14,12 +14,17 @@ import { highestKnownRates } from './unknown-model.ts';
 const PICO_PER_USD_PER_MILLION = 1_000_000;
 const PICO_PER_USD = 1e12;
 
-const perMillionUsd = z
-  .number()
-  .nonnegative()
-  .refine((v) => Math.abs(v * PICO_PER_USD_PER_MILLION - Math.round(v * PICO_PER_USD_PER_MILLION)) < 1e-6, {
-    message: 'at most 6 decimal places (USD per million tokens)',
-  });
+/** A non-negative USD figure with at most six decimals. */
+function sixDecimals(unit: string) {
+  return z
+    .number()
+    .nonnegative()
+    .refine((v) => Math.abs(v * 1e6 - Math.round(v * 1e6)) < 1e-6, { message: `at most 6 decimal places (${unit})` });
+}
+
+const perMillionUsd = sixDecimals('USD per million tokens');
+/** A millionth of a dollar is finer than any per-use list price. */
+const usdPerUse = sixDecimals('USD per use');
 
 const isoDate = z.iso.date();
 
@@ -52,11 +57,34 @@ export const PriceEntrySchema = RatesSchema.extend({
   as_of: isoDate.optional(),
 });
 
+/**
+ * The tools a provider runs itself and bills per use, on top of the tokens their results add:
+ * OpenAI's web search (`web_search_preview`: the preview tool's price) and file search per call,
+ * its code interpreter per container; Anthropic's web search per search; Gemini's Google Search
+ * grounding per grounded prompt.
+ */
+export const HostedToolSchema = z.enum([
+  'web_search',
+  'web_search_preview',
+  'file_search',
+  'code_interpreter',
+  'google_search',
+]);
+export type HostedTool = z.infer<typeof HostedToolSchema>;
+
+/** Uses of hosted tools, by tool. */
+export const HostedUsesSchema = z.partialRecord(HostedToolSchema, z.number().int().nonnegative());
+export type HostedUses = z.infer<typeof HostedUsesSchema>;
+
+/** USD per use of a hosted tool, by provider (as the proxy names it) and tool. */
+const ToolFeesSchema = z.record(z.string().min(1), z.partialRecord(HostedToolSchema, usdPerUse));
+
 export const PriceFileSchema = z.strictObject({
   as_of: isoDate,
   currency: z.literal('USD').default('USD'),
   unit: z.literal('per_million_tokens').default('per_million_tokens'),
   models: z.record(z.string().min(1), PriceEntrySchema),
+  tool_fees: ToolFeesSchema.optional(),
 });
 
 /** An override file may leave `as_of` out when every entry carries its own. */
@@ -89,6 +117,8 @@ export const TokenUsageSchema = z.object({
   /** The parts of `input` written to the prompt cache, kept the short time and the long (included in `input`). */
   cacheWrite: z.number().int().nonnegative().optional(),
   cacheWriteLong: z.number().int().nonnegative().optional(),
+  /** Uses of tools the provider ran and bills per use (`HostedToolSchema`). */
+  hosted: HostedUsesSchema.optional(),
 });
 
 export type PriceEntry = z.infer<typeof PriceEntrySchema>;
@@ -124,6 +154,12 @@ export interface PriceTable {
   lookup(model: string): ModelPrice | undefined;
   /** The rate of a model the table lacks, by the unknown-model rule; `provider` as the proxy names it. */
   unknownPrice(provider: string | undefined): ModelPrice;
+  /**
+   * Pico-dollars per use of a hosted tool: the provider's listed fee, else the highest any
+   * provider lists for that tool (a provider the table does not price it for is never billed
+   * less than the dearest), else 0 when no provider lists the tool.
+   */
+  toolFee(provider: string | undefined, tool: HostedTool): number;
   readonly unknownModel: UnknownModelRule;
   readonly keys: readonly string[];
 }
@@ -197,6 +233,7 @@ export function buildPriceTable(
     });
   }
   const highestKnown = highestKnownRates([...prices.values()]);
+  const toolFee = toolFeeLookup(files);
   const fixed: ModelPrice | null =
     unknownModel.mode === 'fixed'
       ? {
@@ -228,6 +265,7 @@ export function buildPriceTable(
     unknownModel,
     keys: byLengthDesc,
     unknownPrice: (provider) => fixed ?? highestKnown(provider),
+    toolFee,
     lookup(model) {
       const hit = memo.get(model);
       if (hit !== undefined) return hit ?? undefined;
@@ -236,6 +274,26 @@ export function buildPriceTable(
       memo.set(model, found ?? null);
       return found;
     },
+  };
+}
+
+/** The files' tool fees merged in order, fee by fee; see `PriceTable.toolFee`. */
+function toolFeeLookup(files: readonly (PriceFile | PriceOverrideFile)[]): PriceTable['toolFee'] {
+  const fees = new Map<string, Map<HostedTool, number>>();
+  const dearest = new Map<HostedTool, number>();
+  for (const file of files) {
+    for (const [provider, listed] of Object.entries(file.tool_fees ?? {})) {
+      const own = fees.get(provider) ?? new Map<HostedTool, number>();
+      fees.set(provider, own);
+      for (const [tool, usd] of Object.entries(listed) as [HostedTool, number][])
+        own.set(tool, Math.round(usd * PICO_PER_USD));
+    }
+  }
+  for (const own of fees.values())
+    for (const [tool, pico] of own) dearest.set(tool, Math.max(dearest.get(tool) ?? 0, pico));
+  return (provider, tool) => {
+    const listed = provider === undefined ? undefined : fees.get(priceFamily(provider))?.get(tool);
+    return listed ?? dearest.get(tool) ?? 0;
   };
 }
 
@@ -291,7 +349,7 @@ export function cost(
   tier: ServiceTier = 'standard',
 ): CostResult {
   const listed = table.lookup(model);
-  const pico = picoAt(listed ?? table.unknownPrice(provider), usage, tier);
+  const pico = picoAt(listed ?? table.unknownPrice(provider), usage, tier) + hostedPico(table, usage, provider);
   return {
     costUsd: pico / PICO_PER_USD,
     costPicoUsd: pico,
@@ -309,7 +367,17 @@ export function costPico(
   provider?: string,
   tier: ServiceTier = 'standard',
 ): number {
-  return picoAt(table.lookup(model) ?? table.unknownPrice(provider), usage, tier);
+  return picoAt(table.lookup(model) ?? table.unknownPrice(provider), usage, tier) + hostedPico(table, usage, provider);
+}
+
+/** What the hosted tools a call used bill on top of its tokens, whatever tier or model served it. */
+function hostedPico(table: PriceTable, usage: TokenUsage, provider: string | undefined): number {
+  const hosted = usage.hosted;
+  if (hosted === undefined) return 0;
+  let pico = 0;
+  for (const [tool, uses] of Object.entries(hosted) as [HostedTool, number][])
+    pico += multiply(uses, table.toolFee(provider, tool));
+  return pico;
 }
 
 /**

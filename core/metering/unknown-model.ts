@@ -6,6 +6,11 @@ import type { ModelPrice } from './prices.ts';
  */
 const PRICE_FAMILY: Readonly<Record<string, string>> = { 'azure-openai': 'openai' };
 
+/** The provider whose list prices `provider`'s calls are billed at. */
+export function priceFamily(provider: string): string {
+  return PRICE_FAMILY[provider] ?? provider;
+}
+
 function highest(key: string, prices: readonly ModelPrice[], asOf: string): ModelPrice {
   let inputPico = 0;
   let outputPico = 0;
@@ -51,6 +56,6 @@ export function highestKnownRates(prices: readonly ModelPrice[]): (provider: str
   }
   return (provider) => {
     if (provider === undefined) return everything;
-    return byProvider.get(PRICE_FAMILY[provider] ?? provider) ?? everything;
+    return byProvider.get(priceFamily(provider)) ?? everything;
   };
 }
