@@ -1,6 +1,8 @@
 import {
   cost,
   type CostResult,
+  type HostedTool,
+  type HostedUses,
   type PriceTable,
   type ServiceTier,
   type TokenUsage,
@@ -40,9 +42,18 @@ export function price(
   };
 }
 
+/** Per hosted tool, the larger of two counts of its uses. */
+function mostUses(a: HostedUses | undefined, b: HostedUses | undefined): Pick<TokenUsage, 'hosted'> {
+  if (a === undefined && b === undefined) return {};
+  const uses: HostedUses = { ...a };
+  for (const [tool, n] of Object.entries(b ?? {}) as [HostedTool, number][]) uses[tool] = Math.max(uses[tool] ?? 0, n);
+  return { hosted: uses };
+}
+
 /**
- * The most a call can use: the prompt as counted (or as the provider reported it, if more) and
- * the whole answer bound (or what was metered, if more). What a call is charged when its real
+ * The most a call can use: the prompt as counted (or as the provider reported it, if more), the
+ * whole answer bound (or what was metered, if more), and the hosted-tool uses the request allows
+ * (or those seen, if more). What a call is charged when its real
  * usage cannot be read: the client left and the answer could not be drained, the connection
  * failed mid-answer, the answer was over the size bound.
  */
@@ -51,6 +62,7 @@ export function worstCase(parsed: ParsedRequest, seen?: TokenUsage): TokenUsage 
     input: Math.max(parsed.estimatedInputTokens, seen?.input ?? 0),
     output: Math.max(parsed.maxOutputTokens, seen?.output ?? 0),
     cachedInput: 0,
+    ...mostUses(parsed.hostedUses, seen?.hosted),
   };
 }
 

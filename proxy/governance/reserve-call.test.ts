@@ -100,4 +100,14 @@ describe('reserving a call with the input tokens bound', () => {
     expect(held.held).toEqual({ tokens: 4010, pico: 4000 * 250_000 + 10 * 1_000_000 });
     expect(held.held.pico).toBeGreaterThan(boundMost.pico);
   });
+
+  it('holds the fees of the hosted-tool uses the request allows, and bills none to the least it may cost', async () => {
+    // Three searches at 10 USD per thousand, one code interpreter container at 0.03.
+    const searching: ParsedRequest = { ...bounded, hostedUses: { web_search: 3, code_interpreter: 1 } };
+    const lease = await leaseOf(1e12);
+    const { tokens } = input();
+    const held = (await reserveCall(lease, prices, searching, tokens, 'openai')) as Reservation;
+    expect(held.held).toEqual({ tokens: 4010, pico: boundMost.pico + 3 * 10_000_000_000 + 30_000_000_000 });
+    expect(estimate(prices, searching, 'openai').least).toEqual(estimate(prices, bounded, 'openai').least);
+  });
 });

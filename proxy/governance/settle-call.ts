@@ -77,6 +77,7 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
         cached_input_tokens: usage.cachedInput,
         cache_write_input_tokens: usage.cacheWrite ?? 0,
         cache_write_long_input_tokens: usage.cacheWriteLong ?? 0,
+        hosted_tool_uses: usage.hosted ?? {},
         cost_pico_usd: priced.pico,
         priced: priced.known,
         price_basis: priced.basis,

@@ -1,7 +1,15 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
 import type { SvcCode } from '../../core/errors/index.ts';
-import { ServiceTierSchema, TokenUsageSchema, type ServiceTier, type TokenUsage } from '../../core/metering/prices.ts';
+import {
+  HostedUsesSchema,
+  ServiceTierSchema,
+  TokenUsageSchema,
+  type HostedTool,
+  type HostedUses,
+  type ServiceTier,
+  type TokenUsage,
+} from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
 import type { RouteMatch, StoredShape } from './routes.ts';
 
@@ -42,10 +50,31 @@ export const ParsedRequestSchema = z.object({
    * call goes upstream: a call of the provider's own shows only once the provider has made it.
    */
   builtinTools: z.array(ToolCallSchema),
+  /**
+   * The most uses of tools the provider bills per use (web and file search, code containers,
+   * grounding) the request allows: reserved with its tokens, so the fees count before the call.
+   */
+  hostedUses: HostedUsesSchema.optional(),
   /** The tier the request asks to be served at, when it asks for priority; else standard. */
   serviceTier: ServiceTierSchema.optional(),
 });
 export type ParsedRequest = z.infer<typeof ParsedRequestSchema>;
+
+/**
+ * How many uses of a hosted tool a request is reserved for when it sets no limit of its own: the
+ * providers set none, so a call may use more, and is charged each use its answer reports.
+ */
+export const UNLIMITED_HOSTED_USES = 10;
+
+/** Adds `uses` of `tool` to the request's hosted-tool bound. */
+export function allowHostedUses(bound: HostedUses, tool: HostedTool, uses: number | null | undefined): void {
+  bound[tool] = (bound[tool] ?? 0) + (uses ?? UNLIMITED_HOSTED_USES);
+}
+
+/** The request's hosted-tool bound, left out when it declares no such tool. */
+export function hostedUsesOf(bound: HostedUses): Pick<ParsedRequest, 'hostedUses'> {
+  return Object.keys(bound).length > 0 ? { hostedUses: bound } : {};
+}
 
 /** The tools of a request that declares none (embeddings, legacy completions). */
 export function noTools(): Pick<ParsedRequest, 'declaredTools' | 'builtinTools'> {

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { SvcError } from '../../core/errors/index.ts';
 import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
 import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/index.ts';
+import { sse } from '../../test/simulator/sse-writer.ts';
+import { UNLIMITED_HOSTED_USES } from './adapter.ts';
 import { createAnthropicAdapter } from './anthropic.ts';
 
 const fx = useAdapterFixture();
@@ -67,6 +69,23 @@ describe('Anthropic classify and parseRequest', () => {
     expect(declared({ mcp_servers: [server] })).toMatchObject({ declaredTools: ['mcp'], builtinTools: [mcp] });
   });
 
+  it('reserves web search for its max_uses, else for the unlimited bound', () => {
+    const search = (extra: object) => ({
+      ...body,
+      tools: [
+        { type: 'web_search_20250305', name: 'web_search', ...extra },
+        { name: 'lookup', input_schema: {} },
+      ],
+    });
+    expect(anthropic.parseRequest('messages', search({ max_uses: 3 }), '/v1/messages').hostedUses).toEqual({
+      web_search: 3,
+    });
+    expect(anthropic.parseRequest('messages', search({}), '/v1/messages').hostedUses).toEqual({
+      web_search: UNLIMITED_HOSTED_USES,
+    });
+    expect(anthropic.parseRequest('messages', body, '/v1/messages').hostedUses).toBeUndefined();
+  });
+
   it('requires max_tokens, naming it', () => {
     try {
       anthropic.parseRequest('messages', { model: 'claude-sonnet-4', messages: [] }, '/v1/messages');
@@ -118,6 +137,33 @@ describe('Anthropic readResponse', () => {
       usage: { input_tokens: 10, cache_creation_input_tokens: 40, cache_read_input_tokens: 0, output_tokens: 2 },
     });
     expect(bare.usage).toEqual({ input: 50, output: 2, cachedInput: 0, cacheWrite: 0, cacheWriteLong: 40 });
+  });
+
+  it('counts the web searches an answer made, whole and streamed, by its usage or its search blocks', async () => {
+    const headers = { 'x-sim-input-tokens': '40', 'x-sim-web-searches': '3' };
+    const whole = anthropic.readResponse(
+      'messages',
+      JSON.parse(decodeText(await captureRaw(fx.sim, '/v1/messages', body, headers))),
+    );
+    expect(whole.usage).toEqual({ input: 40, output: 6, cachedInput: 0, hosted: { web_search: 3 } });
+    expect(fx.sim.requests.at(-1)?.usageSent).toEqual(whole.usage);
+    const streamed = await runMeter(
+      anthropic.createStreamMeter('messages', body.model),
+      splitAt(await captureRaw(fx.sim, '/v1/messages', { ...body, stream: true }, headers), 5),
+    );
+    expect(streamed.last.usage).toEqual(whole.usage);
+    // Usage that leaves the searches out does not hide them: each search block is one.
+    const search = (id: string) => ({ type: 'server_tool_use', id, name: 'web_search', input: { query: 'q' } });
+    const blocks = anthropic.readResponse('messages', {
+      model: body.model,
+      content: [search('s1'), { type: 'text', text: 'x' }, search('s2')],
+      usage: { input_tokens: 10, output_tokens: 2 },
+    });
+    expect(blocks.usage.hosted).toEqual({ web_search: 2 });
+    const cut = anthropic.createStreamMeter('messages', body.model);
+    const started = sse({ type: 'content_block_start', index: 1, content_block: { ...search('s9'), input: {} } });
+    pushChunk(cut, new TextEncoder().encode(started));
+    expect((await cut.end()).usage.hosted).toEqual({ web_search: 1 });
   });
 
   it('reads the tools Anthropic runs itself and remote MCP tools as tool calls', () => {

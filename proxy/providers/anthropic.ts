@@ -1,8 +1,16 @@
 import { z } from 'zod';
 import { parseOrThrow, type SvcCode } from '../../core/errors/index.ts';
-import type { TokenUsage } from '../../core/metering/prices.ts';
+import type { HostedUses, TokenUsage } from '../../core/metering/prices.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
-import { resolveInput, type AdapterDeps, type ParsedRequest, type ProviderAdapter, type ToolCall } from './adapter.ts';
+import {
+  allowHostedUses,
+  hostedUsesOf,
+  resolveInput,
+  type AdapterDeps,
+  type ParsedRequest,
+  type ProviderAdapter,
+  type ToolCall,
+} from './adapter.ts';
 import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation, type StoredShape } from './routes.ts';
@@ -15,11 +23,21 @@ export const AnthropicMessagesRequestSchema = z.looseObject({
   system: z.union([z.string(), z.array(z.unknown())]).optional(),
   stream: z.boolean().optional(),
   // A client tool and a server tool have a name; an MCP toolset names its server instead.
-  tools: z.array(z.looseObject({ name: z.string().optional(), type: z.string().optional() })).optional(),
+  tools: z
+    .array(
+      z.looseObject({
+        name: z.string().optional(),
+        type: z.string().optional(),
+        max_uses: z.number().int().nonnegative().optional(),
+      }),
+    )
+    .optional(),
   mcp_servers: z.array(z.looseObject({ name: z.string().optional(), url: z.string().optional() })).optional(),
 });
 
 const MCP = 'mcp';
+/** The type of Anthropic's web search tool, before its version date (`web_search_20250305`). */
+const WEB_SEARCH = 'web_search_';
 
 /** A custom tool the agent defines has no type, or `custom`; an MCP toolset is its server's. */
 const NOT_BUILTIN: ReadonlySet<unknown> = new Set([undefined, 'custom', 'mcp_toolset']);
@@ -32,20 +50,23 @@ const NOT_BUILTIN: ReadonlySet<unknown> = new Set([undefined, 'custom', 'mcp_too
  */
 function toolsOf(
   req: z.infer<typeof AnthropicMessagesRequestSchema>,
-): Pick<ParsedRequest, 'declaredTools' | 'builtinTools'> {
+): Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses'> {
   const declaredTools: string[] = [];
   const builtinTools: ToolCall[] = [];
+  const hostedUses: HostedUses = {};
   for (const t of req.tools ?? []) {
     const name = t.name ?? (t.type === 'mcp_toolset' ? MCP : (t.type ?? 'unknown'));
     declaredTools.push(name);
     if (!NOT_BUILTIN.has(t.type)) builtinTools.push({ name, arguments: '' });
+    // Web search bills per search, up to the tool's `max_uses`.
+    if (t.type?.startsWith(WEB_SEARCH) === true) allowHostedUses(hostedUses, 'web_search', t.max_uses);
   }
   for (const server of req.mcp_servers ?? []) {
     if (!declaredTools.includes(MCP)) declaredTools.push(MCP);
     const { name, url } = server;
     builtinTools.push({ name: MCP, arguments: JSON.stringify({ name, url }) });
   }
-  return { declaredTools, builtinTools };
+  return { declaredTools, builtinTools, ...hostedUsesOf(hostedUses) };
 }
 
 const TOOL_USE_BLOCKS: ReadonlySet<unknown> = new Set(['tool_use', 'server_tool_use', 'mcp_tool_use']);
@@ -58,6 +79,17 @@ const TOOL_USE_BLOCKS: ReadonlySet<unknown> = new Set(['tool_use', 'server_tool_
 function toolUseName(block: JsonObject | undefined): string | undefined {
   if (block === undefined || !TOOL_USE_BLOCKS.has(block.type)) return undefined;
   return asString(block.name) || String(block.type);
+}
+
+/** A search Anthropic's web search tool makes, billed per search whatever its usage says. */
+function isWebSearch(block: JsonObject | undefined): boolean {
+  return block?.type === 'server_tool_use' && block.name === 'web_search';
+}
+
+/** The answer's hosted-tool uses: the searches its usage reports, or its search blocks if more. */
+function hostedOf(content: readonly unknown[], usage: Partial<TokenUsage> | undefined): Pick<TokenUsage, 'hosted'> {
+  const searches = Math.max(usage?.hosted?.web_search ?? 0, content.filter((b) => isWebSearch(asObject(b))).length);
+  return searches > 0 ? { hosted: { web_search: searches } } : {};
 }
 
 function blocksText(content: unknown): string {
@@ -96,6 +128,8 @@ function anthropicUsage(usage: JsonObject | undefined): Partial<TokenUsage> | un
   }
   const output = asCount(usage.output_tokens);
   if (output !== undefined) result.output = output;
+  const searches = asCount(asObject(usage.server_tool_use)?.web_search_requests);
+  if (searches !== undefined && searches > 0) result.hosted = { web_search: searches };
   return result;
 }
 
@@ -147,6 +181,7 @@ const messagesStreamDialect: StreamDialect = {
         const input = asObject(block?.input);
         const given = input !== undefined && Object.keys(input).length > 0 ? JSON.stringify(input) : '';
         if (name) acc.toolStart(String(asCount(json.index) ?? 0), name, given);
+        if (isWebSearch(block)) acc.hostedUse('web_search', asString(block?.id) ?? String(asCount(json.index) ?? 0));
         break;
       }
       case 'content_block_delta': {
@@ -227,6 +262,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
       const model = asString(json.model) ?? '';
       const toolCalls = messageToolCalls(asArray(json.content));
       const usage = anthropicUsage(asObject(json.usage));
+      const hosted = hostedOf(asArray(json.content), usage);
       if (usage?.input !== undefined) {
         return {
           usage: {
@@ -236,6 +272,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
             ...(usage.cacheWrite === undefined
               ? {}
               : { cacheWrite: usage.cacheWrite, cacheWriteLong: usage.cacheWriteLong ?? 0 }),
+            ...hosted,
           },
           usageSource: 'provider',
           toolCalls,
@@ -247,6 +284,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
           input: resolveInput(estimatedInputTokens),
           output: deps.tokens.countText(model, blocksText(json.content)),
           cachedInput: 0,
+          ...hosted,
         },
         usageSource: 'estimated',
         toolCalls,

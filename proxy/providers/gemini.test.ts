@@ -130,6 +130,34 @@ describe('Gemini readResponse', () => {
     ]);
   });
 
+  it('bills a prompt grounded with Google Search once, whole and streamed, and reserves it when declared', async () => {
+    const headers = { 'x-sim-web-searches': '2' };
+    const whole = gemini.readResponse(
+      'generate',
+      JSON.parse(decodeText(await captureRaw(fx.sim, generatePath, body, headers))),
+    );
+    expect(whole.usage.hosted).toEqual({ google_search: 1 });
+    expect(whole.usage).toEqual(fx.sim.requests.at(-1)?.usageSent);
+    for (const path of [streamPath, `${streamPath}?alt=sse`]) {
+      const raw = await captureRaw(fx.sim, path, body, headers);
+      const run = await runMeter(gemini.createStreamMeter('stream_generate', 'gemini-2.0-flash'), splitAt(raw, 3));
+      expect(run.last.usage).toEqual(fx.sim.requests.at(-1)?.usageSent);
+    }
+    // Metadata that shows only a web source still shows a search.
+    const sourced = { candidates: [{ groundingMetadata: { groundingChunks: [{ web: { uri: 'https://x' } }] } }] };
+    expect(gemini.readResponse('generate', sourced, 3).usage.hosted).toEqual({ google_search: 1 });
+    expect(
+      gemini.readResponse('generate', { candidates: [{ groundingMetadata: {} }] }, 3).usage.hosted,
+    ).toBeUndefined();
+    for (const tools of [[{ googleSearch: {} }], [{ google_search_retrieval: {} }, { googleSearch: {} }]])
+      expect(gemini.parseRequest('generate', { ...body, tools }, generatePath).hostedUses).toEqual({
+        google_search: 1,
+      });
+    expect(
+      gemini.parseRequest('generate', { ...body, tools: [{ codeExecution: {} }] }, generatePath).hostedUses,
+    ).toBeUndefined();
+  });
+
   it('counts thoughts as output', () => {
     const reading = gemini.readResponse('generate', {
       usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 4, thoughtsTokenCount: 6 },

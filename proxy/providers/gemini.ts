@@ -56,6 +56,21 @@ interface CandidateReading {
   text: string;
   toolCalls: ToolCall[];
   finished: boolean;
+  /** The answer was grounded with Google Search, billed per grounded prompt. */
+  grounded: boolean;
+}
+
+/** The tools that ground an answer with Google Search, as `toolsOf` names them. */
+const SEARCH_TOOLS: ReadonlySet<string> = new Set(['google_search', 'google_search_retrieval']);
+
+/** A candidate's grounding metadata shows Google Search ran: its queries, its search entry point or a web source. */
+function searched(metadata: JsonObject | undefined): boolean {
+  if (metadata === undefined) return false;
+  return (
+    asArray(metadata.webSearchQueries).length > 0 ||
+    metadata.searchEntryPoint !== undefined ||
+    asArray(metadata.groundingChunks).some((chunk) => asObject(chunk)?.web !== undefined)
+  );
 }
 
 const FUNCTION_DECLARATIONS = new Set(['functionDeclarations', 'function_declarations']);
@@ -67,9 +82,10 @@ const FUNCTION_DECLARATIONS = new Set(['functionDeclarations', 'function_declara
  */
 function toolsOf(
   tools: readonly z.infer<typeof GeminiToolSchema>[],
-): Pick<ParsedRequest, 'declaredTools' | 'builtinTools'> {
+): Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses'> {
   const declaredTools: string[] = [];
   const builtinTools: ToolCall[] = [];
+  let grounding = false;
   for (const tool of tools) {
     for (const f of tool.functionDeclarations ?? tool.function_declarations ?? []) declaredTools.push(f.name);
     for (const key of Object.keys(tool)) {
@@ -77,19 +93,24 @@ function toolsOf(
       const name = key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
       declaredTools.push(name);
       builtinTools.push({ name, arguments: '' });
+      grounding ||= SEARCH_TOOLS.has(name);
     }
   }
-  return { declaredTools, builtinTools };
+  // Grounding bills once per prompt, however many searches it runs.
+  return { declaredTools, builtinTools, ...(grounding ? { hostedUses: { google_search: 1 } } : {}) };
 }
 
 const CODE_EXECUTION = 'code_execution';
+/** The one use grounding bills a prompt, whichever chunks of its stream show it. */
+const GROUNDED_PROMPT = 'prompt';
 
 function readCandidates(json: JsonObject): CandidateReading {
-  const reading: CandidateReading = { text: '', toolCalls: [], finished: false };
+  const reading: CandidateReading = { text: '', toolCalls: [], finished: false, grounded: false };
   for (const candidate of asArray(json.candidates)) {
     const c = asObject(candidate);
     if (!c) continue;
     if (asString(c.finishReason) !== undefined) reading.finished = true;
+    if (searched(asObject(c.groundingMetadata))) reading.grounded = true;
     for (const part of asArray(asObject(c.content)?.parts)) {
       const p = asObject(part);
       if (!p) continue;
@@ -148,6 +169,7 @@ const generateStreamDialect: StreamDialect = {
       acc.toolStart(key, call.name, call.arguments);
       acc.toolEnd(key);
     }
+    if (reading.grounded) acc.hostedUse('google_search', GROUNDED_PROMPT);
     const usage = geminiUsage(asObject(json.usageMetadata));
     if (usage) acc.reportUsage(usage, reading.finished);
     if (reading.finished) acc.finish();
@@ -214,10 +236,11 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
       const json = asObject(body) ?? {};
       const model = asString(json.modelVersion) ?? '';
       const reading = readCandidates(json);
+      const hosted = reading.grounded ? { hosted: { google_search: 1 } } : {};
       const usage = geminiUsage(asObject(json.usageMetadata));
       if (usage?.input !== undefined) {
         return {
-          usage: { input: usage.input, output: usage.output ?? 0, cachedInput: usage.cachedInput ?? 0 },
+          usage: { input: usage.input, output: usage.output ?? 0, cachedInput: usage.cachedInput ?? 0, ...hosted },
           usageSource: 'provider',
           toolCalls: reading.toolCalls,
           model,
@@ -228,6 +251,7 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
           input: resolveInput(estimatedInputTokens),
           output: deps.tokens.countText(model, reading.text),
           cachedInput: 0,
+          ...hosted,
         },
         usageSource: 'estimated',
         toolCalls: reading.toolCalls,

@@ -1,7 +1,16 @@
 import { z } from 'zod';
 import { parseOrThrow, SvcError } from '../../core/errors/index.ts';
 import type { ChatMessageText } from '../../core/metering/tokens.ts';
-import { noTools, type AdapterDeps, type Operation, type ParsedRequest, type ToolCall } from './adapter.ts';
+import type { HostedTool, HostedUses } from '../../core/metering/prices.ts';
+import {
+  allowHostedUses,
+  hostedUsesOf,
+  noTools,
+  type AdapterDeps,
+  type Operation,
+  type ParsedRequest,
+  type ToolCall,
+} from './adapter.ts';
 import { textOf } from './json-access.ts';
 
 const count = z.number().int().nonnegative();
@@ -49,6 +58,7 @@ export const OpenAiResponsesRequestSchema = z.looseObject({
   tools: z.array(ChatToolSchema).optional(),
   background: z.boolean().nullish(),
   service_tier: z.string().nullish(),
+  max_tool_calls: count.nullish(),
 });
 
 /** Context a Responses request refers to on OpenAI's side: an earlier response, a conversation, a stored prompt. */
@@ -74,23 +84,51 @@ function mcpServer(tool: z.infer<typeof ChatToolSchema>): string {
 }
 
 /**
+ * The fee a Responses tool of this type bills per use, by its dated versions too: the preview
+ * web search's own, the web search's, the file search's; the code interpreter's per container.
+ */
+export function openAiHostedTool(type: string): HostedTool | undefined {
+  if (type.startsWith('web_search_preview')) return 'web_search_preview';
+  if (type.startsWith('web_search')) return 'web_search';
+  if (type === 'file_search' || type === 'code_interpreter') return type;
+  return undefined;
+}
+
+/**
+ * A Chat Completions model that searches the web on every call (`gpt-4o-search-preview`,
+ * `gpt-4o-mini-search-preview`): each call is a search, billed at the preview search's fee.
+ */
+export function searchesEveryCall(model: string): boolean {
+  return /-search(-|$)/i.test(model);
+}
+
+/** The one search a search model's chat call is billed for. */
+export const SEARCH_MODEL_USE = { web_search_preview: 1 } as const satisfies HostedUses;
+
+/**
  * The request's tools by name (a built-in by its type) and, among them, those OpenAI defines:
- * any type but a function or a custom tool.
+ * any type but a function or a custom tool. A tool OpenAI bills per use is reserved for
+ * `maxToolCalls` uses (the Responses limit on built-in tool calls), a code interpreter for one
+ * container.
  */
 function toolsOf(
   tools: readonly z.infer<typeof ChatToolSchema>[] | undefined,
   functions: readonly { name: string }[] = [],
-): Pick<ParsedRequest, 'declaredTools' | 'builtinTools'> {
+  maxToolCalls?: number | null,
+): Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses'> {
   const declaredTools: string[] = [];
   const builtinTools: ToolCall[] = [];
+  const hostedUses: HostedUses = {};
   for (const t of tools ?? []) {
     const name = t.function?.name ?? t.custom?.name ?? t.name ?? t.type ?? 'unknown';
     declaredTools.push(name);
-    if (t.type !== undefined && !AGENT_DEFINED.has(t.type))
-      builtinTools.push({ name, arguments: t.type === 'mcp' ? mcpServer(t) : '' });
+    if (t.type === undefined || AGENT_DEFINED.has(t.type)) continue;
+    builtinTools.push({ name, arguments: t.type === 'mcp' ? mcpServer(t) : '' });
+    const hosted = openAiHostedTool(t.type);
+    if (hosted !== undefined) allowHostedUses(hostedUses, hosted, hosted === 'code_interpreter' ? 1 : maxToolCalls);
   }
   for (const f of functions) declaredTools.push(f.name);
-  return { declaredTools, builtinTools };
+  return { declaredTools, builtinTools, ...hostedUsesOf(hostedUses) };
 }
 
 export function requireModel(model: string | undefined, pathModel: string | undefined): string {
@@ -159,7 +197,7 @@ export function parseOpenAiRequest(
         toolsTokens(deps, model, req.tools) +
         (SERVER_CONTEXT.some((field) => req[field] != null) ? deps.serverContextTokens : 0),
       maxOutputTokens: req.max_output_tokens ?? deps.defaultMaxOutputTokens(model),
-      ...toolsOf(req.tools),
+      ...toolsOf(req.tools, [], req.max_tool_calls),
       ...priority(req.service_tier),
     };
   }
@@ -174,6 +212,7 @@ export function parseOpenAiRequest(
       toolsTokens(deps, model, req.tools ?? req.functions),
     maxOutputTokens: perChoice * (req.n ?? 1),
     ...toolsOf(req.tools, req.functions),
+    ...(searchesEveryCall(model) ? { hostedUses: { ...SEARCH_MODEL_USE } } : {}),
     ...priority(req.service_tier),
   };
 }

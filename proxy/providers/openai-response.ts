@@ -1,5 +1,5 @@
 import type { SvcCode } from '../../core/errors/index.ts';
-import type { ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
+import type { HostedTool, HostedUses, ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
 import {
   resolveInput,
   type AdapterDeps,
@@ -11,8 +11,9 @@ import {
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { codedMessage, type ErrorFormat } from './error-format.ts';
 import { completionsText } from './openai-completions.ts';
+import { openAiHostedTool, SEARCH_MODEL_USE, searchesEveryCall } from './openai-request.ts';
 import type { StoredShape } from './routes.ts';
-import { eventObject, type StreamDialect } from './stream-meter.ts';
+import { eventObject, type StreamAccumulator, type StreamDialect } from './stream-meter.ts';
 
 /** Chat and embeddings report prompt/completion tokens; the Responses API input/output tokens. */
 function openAiUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undefined {
@@ -96,6 +97,56 @@ function responsesToolCall(item: JsonObject | undefined): { name: string; args: 
   return { name: asString(item.name) || kind || type, args: callArguments(item) };
 }
 
+/**
+ * The fee an output item bills per use and what names that use: a web or file search call by its
+ * id, a code interpreter call by its container (calls in one container are one use). A web search
+ * is billed at the preview's fee when the response's tools declare the preview tool.
+ */
+function hostedUseOf(
+  item: JsonObject | undefined,
+  preview: boolean,
+  fallbackId: string,
+): { tool: HostedTool; id: string } | undefined {
+  const id = asString(item?.id) ?? fallbackId;
+  switch (item?.type) {
+    case 'web_search_call':
+      return { tool: preview ? 'web_search_preview' : 'web_search', id };
+    case 'file_search_call':
+      return { tool: 'file_search', id };
+    case 'code_interpreter_call':
+      return { tool: 'code_interpreter', id: asString(item.container_id) ?? id };
+    default:
+      return undefined;
+  }
+}
+
+/** Whether a response's tools declare the preview web search (its searches bill at its fee). */
+function declaresPreviewSearch(response: JsonObject | undefined): boolean {
+  return asArray(response?.tools).some((t) => {
+    const type = asString(asObject(t)?.type);
+    return type !== undefined && openAiHostedTool(type) === 'web_search_preview';
+  });
+}
+
+/** Each output item's hosted-tool use, handed to `use`. */
+function forEachHostedUse(response: JsonObject, use: (tool: HostedTool, id: string) => void): void {
+  const preview = declaresPreviewSearch(response);
+  asArray(response.output).forEach((item, at) => {
+    const hosted = hostedUseOf(asObject(item), preview, `item:${at}`);
+    if (hosted !== undefined) use(hosted.tool, hosted.id);
+  });
+}
+
+/** A Responses answer's hosted-tool uses, counted by what names each. */
+function responsesHostedUses(json: JsonObject): Pick<TokenUsage, 'hosted'> {
+  const seen = new Map<HostedTool, Set<string>>();
+  forEachHostedUse(json, (tool, id) => seen.set(tool, (seen.get(tool) ?? new Set()).add(id)));
+  if (seen.size === 0) return {};
+  const hosted: HostedUses = {};
+  for (const [tool, ids] of seen) hosted[tool] = ids.size;
+  return { hosted };
+}
+
 function responsesToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {
   const calls: ToolCall[] = [];
   let text = '';
@@ -138,10 +189,21 @@ export function readOpenAiResponse(
         : { calls: [], text: op === 'completions' ? completionsText(json) : '' };
   const serviceTier = servedTier(json.service_tier);
   const tier = serviceTier === undefined ? {} : { serviceTier };
+  const hosted =
+    op === 'responses'
+      ? responsesHostedUses(json)
+      : op === 'chat' && searchesEveryCall(model)
+        ? { hosted: { ...SEARCH_MODEL_USE } }
+        : {};
   const reported = openAiUsage(asObject(json.usage));
   if (reported) {
     return {
-      usage: { input: reported.input ?? 0, output: reported.output ?? 0, cachedInput: reported.cachedInput ?? 0 },
+      usage: {
+        input: reported.input ?? 0,
+        output: reported.output ?? 0,
+        cachedInput: reported.cachedInput ?? 0,
+        ...hosted,
+      },
       usageSource: 'provider',
       toolCalls: calls,
       model,
@@ -149,7 +211,12 @@ export function readOpenAiResponse(
     };
   }
   return {
-    usage: { input: resolveInput(estimatedInputTokens), output: deps.tokens.countText(model, text), cachedInput: 0 },
+    usage: {
+      input: resolveInput(estimatedInputTokens),
+      output: deps.tokens.countText(model, text),
+      cachedInput: 0,
+      ...hosted,
+    },
     usageSource: 'estimated',
     toolCalls: calls,
     model,
@@ -200,6 +267,7 @@ export const OPENAI_ERRORS: ErrorFormat = {
 };
 
 export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
+  let searchModel: boolean | undefined;
   return {
     framing: 'sse',
     errorFormat: OPENAI_ERRORS,
@@ -216,6 +284,12 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
       }
       const tier = servedTier(json.service_tier);
       if (tier !== undefined) acc.reportServiceTier(tier);
+      // Every chunk names the model: whether it searches is decided once, from the first.
+      if (searchModel === undefined) {
+        const model = asString(json.model);
+        if (model !== undefined) searchModel = searchesEveryCall(model);
+        if (searchModel === true) acc.hostedUse('web_search_preview', 'call');
+      }
       const choices = asArray(json.choices);
       for (let position = 0; position < choices.length; position++) {
         const c = asObject(choices[position]);
@@ -260,74 +334,93 @@ export function chatStreamDialect(hideStreamUsage: boolean): StreamDialect {
 /** The tool call a Responses event concerns, by the output item it belongs to. */
 const itemKey = (json: JsonObject): string => String(asCount(json.output_index) ?? 0);
 
-export const responsesStreamDialect: StreamDialect = {
-  framing: 'sse',
-  errorFormat: OPENAI_ERRORS,
-  onEvent(event, acc) {
-    const json = eventObject(event, acc);
-    if (!json) return true;
-    const type = asString(json.type) ?? event.event;
-    // `response.created`, `response.in_progress`, `response.completed` and the like carry the
-    // response, its tier included.
-    const tier = servedTier(asObject(json.response)?.service_tier);
-    if (tier !== undefined) acc.reportServiceTier(tier);
-    switch (type) {
-      // Text the model generates: the answer, a refusal, its reasoning as text or as a summary, an
-      // audio transcript.
-      case 'response.output_text.delta':
-      case 'response.refusal.delta':
-      case 'response.reasoning_text.delta':
-      case 'response.reasoning_summary_text.delta':
-      case 'response.audio.transcript.delta': {
-        const delta = asString(json.delta);
-        if (delta) acc.text(delta);
-        break;
+/**
+ * A Responses stream's reading. Per call: it remembers whether the response declares the preview
+ * web search (`response.created` says, before any search), which prices its searches.
+ */
+export function responsesStreamDialect(): StreamDialect {
+  let preview = false;
+  const hostedUse = (acc: StreamAccumulator, item: unknown, at: string) => {
+    const use = hostedUseOf(asObject(item), preview, at);
+    if (use !== undefined) acc.hostedUse(use.tool, use.id);
+  };
+  return {
+    framing: 'sse',
+    errorFormat: OPENAI_ERRORS,
+    onEvent(event, acc) {
+      const json = eventObject(event, acc);
+      if (!json) return true;
+      const type = asString(json.type) ?? event.event;
+      // `response.created`, `response.in_progress`, `response.completed` and the like carry the
+      // response, its tier and its tools included.
+      const response = asObject(json.response);
+      if (response !== undefined) {
+        const tier = servedTier(response.service_tier);
+        if (tier !== undefined) acc.reportServiceTier(tier);
+        preview ||= declaresPreviewSearch(response);
       }
-      // A tool call's arguments as the model writes them; the call is judged once whole.
-      case 'response.function_call_arguments.delta':
-      case 'response.custom_tool_call_input.delta':
-      case 'response.code_interpreter_call_code.delta':
-      case 'response.mcp_call_arguments.delta': {
-        const delta = asString(json.delta);
-        if (delta) {
-          acc.text(delta);
-          acc.toolArgs(itemKey(json), delta);
+      switch (type) {
+        // Text the model generates: the answer, a refusal, its reasoning as text or as a summary, an
+        // audio transcript.
+        case 'response.output_text.delta':
+        case 'response.refusal.delta':
+        case 'response.reasoning_text.delta':
+        case 'response.reasoning_summary_text.delta':
+        case 'response.audio.transcript.delta': {
+          const delta = asString(json.delta);
+          if (delta) acc.text(delta);
+          break;
         }
-        break;
+        // A tool call's arguments as the model writes them; the call is judged once whole.
+        case 'response.function_call_arguments.delta':
+        case 'response.custom_tool_call_input.delta':
+        case 'response.code_interpreter_call_code.delta':
+        case 'response.mcp_call_arguments.delta': {
+          const delta = asString(json.delta);
+          if (delta) {
+            acc.text(delta);
+            acc.toolArgs(itemKey(json), delta);
+          }
+          break;
+        }
+        case 'response.function_call_arguments.done':
+        case 'response.mcp_call_arguments.done':
+          acc.toolEnd(itemKey(json), asString(json.arguments));
+          break;
+        case 'response.custom_tool_call_input.done':
+          acc.toolEnd(itemKey(json), asString(json.input));
+          break;
+        case 'response.code_interpreter_call_code.done':
+          acc.toolEnd(itemKey(json), asString(json.code));
+          break;
+        case 'response.output_item.added': {
+          const call = responsesToolCall(asObject(json.item));
+          if (call !== undefined) acc.toolStart(itemKey(json), call.name, call.args ?? '');
+          // A search or a container is billed from when it starts, whether or not the answer ends.
+          hostedUse(acc, json.item, `item:${itemKey(json)}`);
+          break;
+        }
+        case 'response.output_item.done': {
+          // The whole item replaces the arguments gathered, unless it carries none.
+          const call = responsesToolCall(asObject(json.item));
+          if (call !== undefined) acc.toolEnd(itemKey(json), call.args);
+          hostedUse(acc, json.item, `item:${itemKey(json)}`);
+          break;
+        }
+        case 'response.completed':
+        case 'response.incomplete':
+        case 'response.failed': {
+          if (response !== undefined) forEachHostedUse(response, (tool, id) => acc.hostedUse(tool, id));
+          const usage = openAiUsage(asObject(response?.usage));
+          if (usage) acc.reportUsage(usage, true);
+          acc.finish();
+          break;
+        }
+        case 'error':
+          acc.finish();
+          break;
       }
-      case 'response.function_call_arguments.done':
-      case 'response.mcp_call_arguments.done':
-        acc.toolEnd(itemKey(json), asString(json.arguments));
-        break;
-      case 'response.custom_tool_call_input.done':
-        acc.toolEnd(itemKey(json), asString(json.input));
-        break;
-      case 'response.code_interpreter_call_code.done':
-        acc.toolEnd(itemKey(json), asString(json.code));
-        break;
-      case 'response.output_item.added': {
-        const call = responsesToolCall(asObject(json.item));
-        if (call !== undefined) acc.toolStart(itemKey(json), call.name, call.args ?? '');
-        break;
-      }
-      case 'response.output_item.done': {
-        // The whole item replaces the arguments gathered, unless it carries none.
-        const call = responsesToolCall(asObject(json.item));
-        if (call !== undefined) acc.toolEnd(itemKey(json), call.args);
-        break;
-      }
-      case 'response.completed':
-      case 'response.incomplete':
-      case 'response.failed': {
-        const usage = openAiUsage(asObject(asObject(json.response)?.usage));
-        if (usage) acc.reportUsage(usage, true);
-        acc.finish();
-        break;
-      }
-      case 'error':
-        acc.finish();
-        break;
-    }
-    return true;
-  },
-};
+      return true;
+    },
+  };
+}

@@ -5,6 +5,7 @@ import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/i
 import { sse } from '../../test/simulator/sse-writer.ts';
 import { createOpenAiAdapter } from './openai.ts';
 import { UNCOUNTED_TEXT_LIMIT } from './stream-meter.ts';
+import { UNLIMITED_HOSTED_USES } from './adapter.ts';
 import { createTokenThread } from '../../core/metering/token-thread.ts';
 import { createTokenCounter } from '../../core/metering/tokens.ts';
 
@@ -149,6 +150,20 @@ describe('OpenAI parseRequest', () => {
     );
   });
 
+  it('reserves the tools OpenAI bills per use: searches for max_tool_calls, else the unlimited bound; one container', () => {
+    const hostedUses = (tools: object[], extra: object = {}) =>
+      openai.parseRequest('responses', { model: 'gpt-5', input: 'hi', tools, ...extra }, '/v1/responses').hostedUses;
+    const interpreter = { type: 'code_interpreter', container: { type: 'auto' } };
+    expect(
+      hostedUses([{ type: 'web_search' }, { type: 'file_search', vector_store_ids: ['vs_1'] }, interpreter]),
+    ).toEqual({ web_search: UNLIMITED_HOSTED_USES, file_search: UNLIMITED_HOSTED_USES, code_interpreter: 1 });
+    expect(hostedUses([{ type: 'web_search_preview_2025_03_11' }], { max_tool_calls: 2 })).toEqual({
+      web_search_preview: 2,
+    });
+    expect(hostedUses([{ type: 'web_search_2025_08_26' }], { max_tool_calls: 4 })).toEqual({ web_search: 4 });
+    expect(hostedUses([{ type: 'function', name: 'web_search' }, { type: 'image_generation' }])).toBeUndefined();
+  });
+
   it('counts embedding inputs', () => {
     const parsed = openai.parseRequest(
       'embeddings',
@@ -287,6 +302,74 @@ describe('OpenAI readResponse', () => {
       { name: 'function', arguments: '{}' },
       { name: 'teleport', arguments: '' },
     ]);
+  });
+
+  it('counts the uses a Responses answer is billed for: each search, each container its code ran in', () => {
+    const output = [
+      { type: 'web_search_call', id: 'ws_1', action: { type: 'search', query: 'a' } },
+      { type: 'web_search_call', id: 'ws_2', action: { type: 'search', query: 'b' } },
+      { type: 'file_search_call', id: 'fs_1', queries: ['c'] },
+      { type: 'code_interpreter_call', id: 'ci_1', container_id: 'cntr_1', code: '1' },
+      { type: 'code_interpreter_call', id: 'ci_2', container_id: 'cntr_1', code: '2' },
+      { type: 'code_interpreter_call', id: 'ci_3', container_id: 'cntr_2', code: '3' },
+      // A function the agent named like a hosted tool is the agent's, not billed per use.
+      { type: 'function_call', call_id: 'c1', name: 'web_search', arguments: '{}' },
+    ];
+    const usage = { input_tokens: 10, output_tokens: 5 };
+    expect(openai.readResponse('responses', { model: 'gpt-5', output, usage }).usage.hosted).toEqual({
+      web_search: 2,
+      file_search: 1,
+      code_interpreter: 2,
+    });
+    // The response's tools say which web search ran: the preview bills at its own fee.
+    const tools = [{ type: 'web_search_preview' }];
+    expect(openai.readResponse('responses', { model: 'gpt-4.1', output, tools }, 3).usage.hosted).toMatchObject({
+      web_search_preview: 2,
+    });
+    expect(openai.readResponse('chat', { model: 'gpt-4.1', output, usage }).usage.hosted).toBeUndefined();
+  });
+
+  it('bills every chat call of a search model as one preview search, reserved, whole and streamed', async () => {
+    const request = { ...chatBody, model: 'gpt-4o-mini-search-preview' };
+    expect(openai.parseRequest('chat', request, '/v1/chat/completions').hostedUses).toEqual({ web_search_preview: 1 });
+    expect(openai.parseRequest('chat', chatBody, '/v1/chat/completions').hostedUses).toBeUndefined();
+    const whole = openai.readResponse(
+      'chat',
+      JSON.parse(decodeText(await captureRaw(fx.sim, '/v1/chat/completions', request))),
+    );
+    expect(whole.usage.hosted).toEqual({ web_search_preview: 1 });
+    const raw = await captureRaw(fx.sim, '/v1/chat/completions', { ...request, stream: true });
+    const streamed = await runMeter(openai.createStreamMeter('chat', request.model), splitAt(raw, 2));
+    expect(streamed.last.usage.hosted).toEqual({ web_search_preview: 1 });
+    expect(openai.readResponse('chat', { model: 'gpt-4o-research-2025' }, 3).usage.hosted).toBeUndefined();
+  });
+
+  it('counts the searches of a Responses answer from the simulator, whole, streamed and cut short', async () => {
+    const request = { model: 'gpt-4.1', input: 'news', tools: [{ type: 'web_search_preview' }] };
+    const headers = { 'x-sim-web-searches': '3', 'x-sim-input-tokens': '30' };
+    const whole = openai.readResponse(
+      'responses',
+      JSON.parse(decodeText(await captureRaw(fx.sim, '/v1/responses', request, headers))),
+    );
+    expect(whole.usage.hosted).toEqual({ web_search_preview: 3 });
+    expect(fx.sim.requests.at(-1)?.usageSent).toEqual(whole.usage);
+    const raw = await captureRaw(
+      fx.sim,
+      '/v1/responses',
+      { ...request, tools: [{ type: 'web_search' }], stream: true },
+      headers,
+    );
+    const streamed = await runMeter(openai.createStreamMeter('responses', request.model), splitAt(raw, 11));
+    expect(streamed.last.usage.hosted).toEqual({ web_search: 3 });
+    expect(streamed.last.usage).toEqual(fx.sim.requests.at(-1)?.usageSent);
+    // Searches made before the stream broke off are billed all the same.
+    const text = decodeText(raw);
+    const cut = text.slice(0, text.indexOf('response.output_item.added', text.indexOf('"ws_sim_2"') + 1));
+    const partial = await runMeter(openai.createStreamMeter('responses', request.model), [
+      new TextEncoder().encode(cut),
+    ]);
+    expect(partial.last.done).toBe(false);
+    expect(partial.last.usage.hosted).toEqual({ web_search: 3 });
   });
 
   it('reads the tool calls of stored answers in each shape they are read back in', () => {

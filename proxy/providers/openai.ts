@@ -75,7 +75,8 @@ export function createOpenAiAdapter(deps: AdapterDeps, flavour: OpenAiFlavour = 
     },
     storedToolCalls,
     createStreamMeter(op, model, options = {}) {
-      const dialect = op === 'responses' ? responsesStreamDialect : chatStreamDialect(options.hideStreamUsage === true);
+      const dialect =
+        op === 'responses' ? responsesStreamDialect() : chatStreamDialect(options.hideStreamUsage === true);
       return createStreamMeter(dialect, {
         model,
         tokens: deps.tokens,

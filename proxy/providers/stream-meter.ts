@@ -1,4 +1,4 @@
-import type { ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
+import type { HostedTool, HostedUses, ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
 import {
   resolveInput,
@@ -18,6 +18,12 @@ export interface StreamAccumulator {
   reportUsage(usage: Partial<TokenUsage>, final: boolean): void;
   /** The tier the provider says it serves the answer at. */
   reportServiceTier(tier: ServiceTier): void;
+  /**
+   * One use of a tool the provider bills per use, named by `id` (a search call's, a container's):
+   * an id seen again is the same use. Counted with the uses the provider's usage reports, the
+   * larger of the two.
+   */
+  hostedUse(tool: HostedTool, id: string): void;
   /** Generated text (or tool arguments), metered while no final usage is known. */
   text(delta: string): void;
   /** A tool call begins (`key` tells calls of one answer apart), with arguments when they come whole. */
@@ -67,6 +73,9 @@ export interface StreamMeterContext {
  */
 export const UNCOUNTED_TEXT_LIMIT = 256 * 1024;
 
+/** Ids of hosted-tool uses kept per tool; past it each use counts anew, never fewer. */
+const HOSTED_IDS_LIMIT = 1024;
+
 const OPEN_BRACKET = 0x5b;
 const OPEN_BRACE = 0x7b;
 const UTF8_BOM = [0xef, 0xbb, 0xbf];
@@ -82,6 +91,11 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   let reportedWrite = 0;
   let reportedWriteLong = 0;
   let finalUsage = false;
+  /** Hosted-tool uses: as reported (cumulative), and by the ids seen in the answer. */
+  const reportedHosted: HostedUses = {};
+  const hostedIds = new Map<HostedTool, Set<string>>();
+  const hostedPast = new Map<HostedTool, number>();
+  let hostedChanged = false;
   // Output is metered by its UTF-8 bytes, an upper bound of its tokens for a byte-level BPE
   // encoding (every token covers at least one byte), and counted with tiktoken only when that
   // bound would decide something: a cut, or a charge without the provider's usage. Text counted
@@ -122,7 +136,19 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     reportServiceTier(tier) {
       current.serviceTier = tier;
     },
+    hostedUse(tool, id) {
+      const ids = hostedIds.get(tool) ?? new Set<string>();
+      hostedIds.set(tool, ids);
+      if (ids.has(id)) return;
+      if (ids.size < HOSTED_IDS_LIMIT) ids.add(id);
+      else hostedPast.set(tool, (hostedPast.get(tool) ?? 0) + 1);
+      hostedChanged = true;
+    },
     reportUsage(usage, final) {
+      for (const [tool, uses] of Object.entries(usage.hosted ?? {}) as [HostedTool, number][]) {
+        reportedHosted[tool] = Math.max(reportedHosted[tool] ?? 0, uses);
+        hostedChanged = true;
+      }
       if (usage.input !== undefined) reportedInput = usage.input;
       if (usage.cachedInput !== undefined) reportedCached = usage.cachedInput;
       if (usage.cacheWrite !== undefined) reportedWrite = usage.cacheWrite;
@@ -223,6 +249,13 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     forward: EMPTY,
   };
 
+  /** The uses of each hosted tool: the most the usage reported or the ids showed. */
+  function hostedUses(): HostedUses {
+    const uses: HostedUses = { ...reportedHosted };
+    for (const [tool, ids] of hostedIds) uses[tool] = Math.max(uses[tool] ?? 0, ids.size + (hostedPast.get(tool) ?? 0));
+    return uses;
+  }
+
   function progress(forward: Uint8Array): StreamProgress {
     const metered = counted + uncountedBytes + boundOnly;
     const input = reportedInput ?? resolveInput(ctx.estimatedInputTokens);
@@ -234,6 +267,10 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     if (reportedWrite > 0 || reportedWriteLong > 0) {
       usage.cacheWrite = reportedWrite;
       usage.cacheWriteLong = reportedWriteLong;
+    }
+    if (hostedChanged) {
+      usage.hosted = hostedUses();
+      hostedChanged = false;
     }
     current.usageSource = finalUsage ? 'provider' : 'estimated';
     current.done = done;

@@ -12,12 +12,18 @@ function anthropicUsage(u: TokenUsage): Record<string, unknown> {
     cache_read_input_tokens: u.cachedInput,
     cache_creation: { ephemeral_5m_input_tokens: short, ephemeral_1h_input_tokens: long },
     output_tokens: u.output,
+    ...(u.hosted?.web_search === undefined ? {} : { server_tool_use: { web_search_requests: u.hosted.web_search } }),
   };
+}
+
+/** The usage with the searches the answer made, as Anthropic's usage counts them. */
+function withSearches(u: TokenUsage, searches: number): TokenUsage {
+  return searches > 0 ? { ...u, hosted: { web_search: searches } } : u;
 }
 
 export async function anthropicMessages(ctx: SimContext): Promise<TokenUsage> {
   const { plan } = ctx;
-  const usage = usageOf(plan, plan.words.length);
+  const usage = withSearches(usageOf(plan, plan.words.length), plan.webSearches);
   const text = plan.words.join('');
   const stopReason = plan.toolCall ? 'tool_use' : 'end_turn';
   const block = plan.toolCall
@@ -70,7 +76,10 @@ export async function anthropicMessages(ctx: SimContext): Promise<TokenUsage> {
       {
         type: 'message_delta',
         delta: { stop_reason: stopReason, stop_sequence: null },
-        usage: { output_tokens: usage.output },
+        usage: {
+          output_tokens: usage.output,
+          ...(plan.webSearches > 0 ? { server_tool_use: { web_search_requests: plan.webSearches } } : {}),
+        },
       },
       'message_delta',
     ),

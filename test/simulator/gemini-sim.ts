@@ -12,8 +12,21 @@ function usageMetadata(u: TokenUsage, final: boolean): Record<string, unknown> {
   };
 }
 
-function candidate(parts: unknown[], finishReason?: string): Record<string, unknown> {
-  return { content: { parts, role: 'model' }, index: 0, ...(finishReason ? { finishReason } : {}) };
+/** Grounding with Google Search: the queries it ran and the entry point Google asks to be shown. */
+function groundingMetadata(searches: number): Record<string, unknown> {
+  return {
+    webSearchQueries: Array.from({ length: searches }, (_, i) => `sim query ${i + 1}`),
+    searchEntryPoint: { renderedContent: '<div>sim</div>' },
+  };
+}
+
+function candidate(parts: unknown[], finishReason?: string, searches = 0): Record<string, unknown> {
+  return {
+    content: { parts, role: 'model' },
+    index: 0,
+    ...(finishReason ? { finishReason } : {}),
+    ...(searches > 0 ? { groundingMetadata: groundingMetadata(searches) } : {}),
+  };
 }
 
 /**
@@ -22,14 +35,15 @@ function candidate(parts: unknown[], finishReason?: string): Record<string, unkn
  */
 export async function geminiGenerate(ctx: SimContext): Promise<TokenUsage> {
   const { plan } = ctx;
-  const usage = usageOf(plan, plan.words.length);
+  const grounded = plan.webSearches > 0;
+  const usage = { ...usageOf(plan, plan.words.length), ...(grounded ? { hosted: { google_search: 1 } } : {}) };
   const base = { modelVersion: plan.model, responseId: 'sim' };
   const callPart = plan.toolCall
     ? { functionCall: { name: plan.toolCall, args: { input: plan.words.join('').trim() } } }
     : undefined;
   if (!ctx.stream) {
     sendJson(ctx.res, 200, {
-      candidates: [candidate([callPart ?? { text: plan.words.join('') }], 'STOP')],
+      candidates: [candidate([callPart ?? { text: plan.words.join('') }], 'STOP', plan.webSearches)],
       usageMetadata: usageMetadata(usage, true),
       ...base,
     });
@@ -40,7 +54,7 @@ export async function geminiGenerate(ctx: SimContext): Promise<TokenUsage> {
     const last = i === plan.words.length - 1;
     const parts = last && callPart ? [{ text: w }, callPart] : [{ text: w }];
     return JSON.stringify({
-      candidates: [candidate(parts, last ? 'STOP' : undefined)],
+      candidates: [candidate(parts, last ? 'STOP' : undefined, last ? plan.webSearches : 0)],
       usageMetadata: usageMetadata(usage, last),
       ...base,
     });

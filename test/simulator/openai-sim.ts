@@ -149,9 +149,32 @@ const RESPONSES_TOOL_ITEMS = {
   },
 } as const;
 
+/** The web search calls of a Responses answer, ahead of its message or tool call. */
+function webSearchCalls(count: number): Record<string, unknown>[] {
+  return Array.from({ length: count }, (_, i) => ({
+    type: 'web_search_call',
+    id: `ws_sim_${i}`,
+    status: 'completed',
+    action: { type: 'search', query: `sim query ${i + 1}` },
+  }));
+}
+
+/** The fee OpenAI bills the searches at: the preview tool's, when the request declares it. */
+function searchFee(ctx: SimContext): 'web_search' | 'web_search_preview' {
+  const tools = Array.isArray(ctx.body.tools) ? (ctx.body.tools as { type?: unknown }[]) : [];
+  return tools.some((t) => typeof t.type === 'string' && t.type.startsWith('web_search_preview'))
+    ? 'web_search_preview'
+    : 'web_search';
+}
+
 export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
   const { plan } = ctx;
-  const usage = usageOf(plan, plan.words.length);
+  const searches = webSearchCalls(plan.webSearches);
+  const at = searches.length;
+  const usage: TokenUsage = {
+    ...usageOf(plan, plan.words.length),
+    ...(at > 0 ? { hosted: { [searchFee(ctx)]: at } } : {}),
+  };
   const text = plan.words.join('');
   const { type, itemId, argsField, deltaType, extra } = RESPONSES_TOOL_ITEMS[plan.toolKind];
   const item = plan.toolCall
@@ -170,49 +193,61 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
     status,
     model: plan.model,
     service_tier: servedTier(ctx),
+    tools: ctx.body.tools ?? [],
     output,
     usage: u,
     error: null,
     incomplete_details: null,
   });
   if (!ctx.stream) {
-    sendJson(ctx.res, 200, response('completed', [item], responsesUsage(usage)));
+    sendJson(ctx.res, 200, response('completed', [...searches, item], responsesUsage(usage)));
     return usage;
   }
   let seq = 0;
   const event = (type: string, data: Record<string, unknown>) => sse({ type, sequence_number: seq++, ...data }, type);
   const out = startStream(ctx.res, 'text/event-stream', plan);
   await out.write(event('response.created', { response: response('in_progress', [], null) }));
+  const searched = searches.flatMap((search, i) => [
+    event('response.output_item.added', { output_index: i, item: { ...search, status: 'in_progress' } }),
+    event('response.output_item.done', { output_index: i, item: search }),
+  ]);
   const frames = plan.toolCall
     ? [
+        ...searched,
         event('response.output_item.added', {
-          output_index: 0,
+          output_index: at,
           item: { ...item, [argsField]: '', status: 'in_progress' },
         }),
         ...(plan.toolArgs === undefined ? plan.words : argumentPieces(plan.toolArgs)).map((w) =>
-          event(deltaType, { item_id: itemId, output_index: 0, delta: w }),
+          event(deltaType, { item_id: itemId, output_index: at, delta: w }),
         ),
       ]
     : [
-        event('response.output_item.added', { output_index: 0, item: { ...item, status: 'in_progress', content: [] } }),
+        ...searched,
+        event('response.output_item.added', {
+          output_index: at,
+          item: { ...item, status: 'in_progress', content: [] },
+        }),
         event('response.content_part.added', {
           item_id: 'msg_sim',
-          output_index: 0,
+          output_index: at,
           content_index: 0,
           part: { type: 'output_text', text: '', annotations: [] },
         }),
         ...plan.words.map((w) =>
-          event('response.output_text.delta', { item_id: 'msg_sim', output_index: 0, content_index: 0, delta: w }),
+          event('response.output_text.delta', { item_id: 'msg_sim', output_index: at, content_index: 0, delta: w }),
         ),
       ];
   const { sent, failed } = await writeDeltas(ctx, out, frames);
-  if (failed) return usageOf(plan, Math.max(0, sent - (plan.toolCall ? 1 : 2)));
+  if (failed) return usageOf(plan, Math.max(0, sent - searched.length - (plan.toolCall ? 1 : 2)));
   if (!plan.toolCall)
     await out.write(
-      event('response.output_text.done', { item_id: 'msg_sim', output_index: 0, content_index: 0, text }),
+      event('response.output_text.done', { item_id: 'msg_sim', output_index: at, content_index: 0, text }),
     );
-  await out.write(event('response.output_item.done', { output_index: 0, item }));
-  await out.write(event('response.completed', { response: response('completed', [item], responsesUsage(usage)) }));
+  await out.write(event('response.output_item.done', { output_index: at, item }));
+  await out.write(
+    event('response.completed', { response: response('completed', [...searches, item], responsesUsage(usage)) }),
+  );
   out.end();
   return usage;
 }

@@ -62,6 +62,12 @@ export interface ReplyPlan {
   resetAfterBytes: number | undefined;
   /** The tier an OpenAI answer says it was served at, whatever the request asked (`x-sim-service-tier`). */
   serviceTier: string | undefined;
+  /**
+   * Searches the provider ran for the answer (`x-sim-web-searches`): Anthropic reports them in its
+   * usage, OpenAI's Responses answers carry a web search call each, Gemini's grounding metadata
+   * lists them as its queries.
+   */
+  webSearches: number;
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -132,5 +138,6 @@ export function planReply(input: PlanInput): ReplyPlan {
     endDelayMs: intHeader(headers, 'x-sim-end-delay-ms') ?? 0,
     resetAfterBytes: intHeader(headers, 'x-sim-reset-after-bytes'),
     serviceTier: header(headers, 'x-sim-service-tier'),
+    webSearches: intHeader(headers, 'x-sim-web-searches') ?? 0,
   };
 }
