@@ -51,17 +51,22 @@ function mostUses(a: HostedUses | undefined, b: HostedUses | undefined): Pick<To
 }
 
 /**
- * The most a call can use: the prompt as counted (or as the provider reported it, if more), the
- * whole answer bound (or what was metered, if more), and the hosted-tool uses the request allows
- * (or those seen, if more). What a call is charged when its real
+ * The most a call can use: the prompt as counted (or as the provider reported it, if more), all
+ * of it written to the prompt cache when the request marks parts for caching, the whole answer
+ * bound (or what was metered, if more), and the hosted-tool uses the request allows (or those
+ * seen, if more). What a call is charged when its real
  * usage cannot be read: the client left and the answer could not be drained, the connection
  * failed mid-answer, the answer was over the size bound.
  */
 export function worstCase(parsed: ParsedRequest, seen?: TokenUsage): TokenUsage {
+  const input = Math.max(parsed.estimatedInputTokens, seen?.input ?? 0);
   return {
-    input: Math.max(parsed.estimatedInputTokens, seen?.input ?? 0),
+    input,
     output: Math.max(parsed.maxOutputTokens, seen?.output ?? 0),
     cachedInput: 0,
+    // A prompt marked for caching may all be written to the cache, at the write rate of how long it is kept.
+    ...(parsed.promptCaching === 'long' ? { cacheWriteLong: input } : {}),
+    ...(parsed.promptCaching === 'short' ? { cacheWrite: input } : {}),
     ...mostUses(parsed.hostedUses, seen?.hosted),
   };
 }

@@ -110,4 +110,15 @@ describe('reserving a call with the input tokens bound', () => {
     expect(held.held).toEqual({ tokens: 4010, pico: boundMost.pico + 3 * 10_000_000_000 + 30_000_000_000 });
     expect(estimate(prices, searching, 'openai').least).toEqual(estimate(prices, bounded, 'openai').least);
   });
+
+  it('holds a prompt marked for caching at the write rate of how long it is to be kept', async () => {
+    // Claude Sonnet 4: input 3, writes kept five minutes 3.75, kept the hour 6, output 15 per million.
+    const claude: ParsedRequest = { ...exact, model: 'claude-sonnet-4' };
+    const lease = await leaseOf(1e12);
+    const held = async (parsed: ParsedRequest) =>
+      ((await reserveCall(lease, prices, parsed, input().tokens, 'anthropic')) as Reservation).held.pico;
+    expect(await held(claude)).toBe(1000 * 3_000_000 + 10 * 15_000_000);
+    expect(await held({ ...claude, promptCaching: 'short' })).toBe(1000 * 3_750_000 + 10 * 15_000_000);
+    expect(await held({ ...claude, promptCaching: 'long' })).toBe(1000 * 6_000_000 + 10 * 15_000_000);
+  });
 });

@@ -55,6 +55,11 @@ export const ParsedRequestSchema = z.object({
    * grounding) the request allows: reserved with its tokens, so the fees count before the call.
    */
   hostedUses: HostedUsesSchema.optional(),
+  /**
+   * The request asks the provider to cache parts of its prompt (Anthropic's `cache_control`), kept
+   * the short time or the long: its worst case bills the whole prompt as written to the cache so.
+   */
+  promptCaching: z.enum(['short', 'long']).optional(),
   /** The tier the request asks to be served at, when it asks for priority; else standard. */
   serviceTier: ServiceTierSchema.optional(),
 });

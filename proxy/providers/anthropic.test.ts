@@ -86,6 +86,36 @@ describe('Anthropic classify and parseRequest', () => {
     expect(anthropic.parseRequest('messages', body, '/v1/messages').hostedUses).toBeUndefined();
   });
 
+  it('says how long a prompt marked for caching asks to be kept, the longest of its marks', () => {
+    const caching = (extra: object) =>
+      anthropic.parseRequest('messages', { ...body, ...extra }, '/v1/messages').promptCaching;
+    const short = { type: 'ephemeral' };
+    const hour = { type: 'ephemeral', ttl: '1h' };
+    expect(caching({})).toBeUndefined();
+    expect(caching({ system: [{ type: 'text', text: 's', cache_control: short }] })).toBe('short');
+    expect(
+      caching({ system: 'plain', tools: [{ name: 'a', input_schema: {}, cache_control: { ...short, ttl: '5m' } }] }),
+    ).toBe('short');
+    expect(
+      caching({
+        system: [{ type: 'text', text: 's', cache_control: short }],
+        tools: [{ name: 'a', cache_control: hour }],
+      }),
+    ).toBe('long');
+    const result = {
+      type: 'tool_result',
+      tool_use_id: 't1',
+      content: [{ type: 'text', text: 'r', cache_control: hour }],
+    };
+    expect(caching({ messages: [{ role: 'user', content: [result] }] })).toBe('long');
+    // A time it does not know is taken as the long one, the dearer to write.
+    expect(
+      caching({
+        messages: [{ role: 'user', content: [{ type: 'text', text: 'x', cache_control: { ...short, ttl: '2h' } }] }],
+      }),
+    ).toBe('long');
+  });
+
   it('requires max_tokens, naming it', () => {
     try {
       anthropic.parseRequest('messages', { model: 'claude-sonnet-4', messages: [] }, '/v1/messages');

@@ -223,6 +223,32 @@ function batchToolCalls(shape: StoredShape, lines: unknown): ToolCall[] | undefi
   });
 }
 
+/**
+ * How long the request asks Anthropic to keep what it caches: the longest `cache_control` of the
+ * request, its system blocks, tools, message blocks and the blocks of their tool results. An hour
+ * (`ttl: "1h"`) or any time it does not know is the long time, the dearer to write.
+ */
+function promptCaching(req: z.infer<typeof AnthropicMessagesRequestSchema>): Pick<ParsedRequest, 'promptCaching'> {
+  let kept: 'short' | 'long' | undefined;
+  const mark = (value: unknown) => {
+    const control = asObject(value);
+    if (control === undefined || kept === 'long') return;
+    kept = control.ttl === undefined || control.ttl === '5m' ? 'short' : 'long';
+  };
+  const blocks = (content: unknown) => {
+    for (const block of asArray(content)) {
+      const b = asObject(block);
+      mark(b?.cache_control);
+      if (b?.type === 'tool_result') for (const inner of asArray(b.content)) mark(asObject(inner)?.cache_control);
+    }
+  };
+  mark(asObject(req)?.cache_control);
+  blocks(req.system);
+  blocks(req.tools);
+  for (const m of req.messages) blocks(m.content);
+  return kept === undefined ? {} : { promptCaching: kept };
+}
+
 /** The tool calls of an answer's content blocks, with their input as JSON. */
 function messageToolCalls(content: readonly unknown[]): ToolCall[] {
   const toolCalls: ToolCall[] = [];
@@ -252,6 +278,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
         estimatedInputTokens: deps.tokens.countChatMessages(req.model, messages) + tools,
         maxOutputTokens: req.max_tokens,
         ...toolsOf(req),
+        ...promptCaching(req),
       };
     },
     prepareRequest(_op, body) {

@@ -19,7 +19,7 @@ beforeAll(async () => {
   // One $100 budget bound to the sidecar per test that reads its lease.
   rig = await startProxyRig(
     { proxy_abort_drain_ms: DRAIN_MS, proxy_response_limit_bytes: ANSWER_LIMIT },
-    { budgetsUsd: Array.from({ length: 12 }, () => 100) },
+    { budgetsUsd: Array.from({ length: 13 }, () => 100) },
   );
 });
 afterAll(async () => {
@@ -319,6 +319,45 @@ describe('an upstream failure after the request was sent is billed', () => {
     expect(event.tokens.input).toBeGreaterThan(128_000);
     expect(event.tokens.output).toBe(20);
     expect(event.payload).toMatchObject({ charged: 'worst_case', cut_off: 'upstream_failed' });
+    await expectLeaseCharged(event, spent);
+  });
+
+  it('a reset answer to a prompt marked for caching charges the whole prompt as written to the cache', async () => {
+    const { budgetId, spent } = await freshLease();
+    const id = 'reset-cache-write';
+    const client = anthropicClient(rig.agent, {
+      'x-request-id': id,
+      'X-Svc-Budget-Id': budgetId,
+      'X-Svc-Execution-Id': `exec-${id}`,
+      'x-sim-reset-after-bytes': '40',
+    });
+    const request = {
+      model: 'claude-sonnet-4-20250514',
+      max_tokens: 20,
+      system: [
+        {
+          type: 'text' as const,
+          text: 'A long reference manual.',
+          cache_control: { type: 'ephemeral' as const, ttl: '1h' as const },
+        },
+      ],
+      messages,
+    };
+    const error = await client.messages.create(request, { maxRetries: 0 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect((error as AnthropicApiError).status).toBe(502);
+    const event = await rig.usageEvent(id);
+    const input = createAnthropicAdapter(adapterDeps()).parseRequest(
+      'messages',
+      request,
+      '/v1/messages',
+    ).estimatedInputTokens;
+    expect(event.tokens).toEqual({ input, output: 20 });
+    // Claude Sonnet 4 writes what it keeps the hour at 6 USD per million, twice its input price.
+    expect(event.payload).toMatchObject({ charged: 'worst_case', cache_write_long_input_tokens: input });
+    expect(event.payload.cost_pico_usd).toBe(input * 6_000_000 + 20 * 15_000_000);
     await expectLeaseCharged(event, spent);
   });
 
