@@ -43,8 +43,16 @@ const ONLY_ON_POSTGRES = ['test/fleet/replicas.test.ts'];
 const ALONE = ['test/fleet/**/*.test.ts', 'test/proxy/memory.test.ts'];
 
 /**
+ * Files run at once beside each other: half as many again as there are cores. A suite spends about
+ * half its time waiting on sockets, timers and the processes it starts, so with one file per core
+ * the machine sat half idle (on 2 cores, 3 at a time took the LMDB suites from 223 s to 180 s and
+ * the PostgreSQL ones from 145 s to 119 s).
+ */
+const FILES_AT_ONCE = Math.ceil(availableParallelism() * 1.5);
+
+/**
  * Two projects per storage: the suites that share the machine, every file in a process of its own
- * and as many at a time as there are cores, then the suites that run alone, one after the other.
+ * and `FILES_AT_ONCE` at a time, then the suites that run alone, one after the other.
  */
 function onStorage(
   storage: 'lmdb' | 'postgres',
@@ -60,7 +68,7 @@ function onStorage(
         include: suites.include,
         exclude: [...configDefaults.exclude, ...suites.exclude, ...ALONE],
         env,
-        maxWorkers: availableParallelism(),
+        maxWorkers: FILES_AT_ONCE,
         sequence: { groupOrder: order },
       },
     },
