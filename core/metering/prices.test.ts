@@ -205,6 +205,9 @@ describe('cost', () => {
     expect(table.toolFee('openai-compatible', 'google_search')).toBe(35_000_000_000);
     expect(table.toolFee('anthropic', 'web_search_preview')).toBe(25_000_000_000);
     expect(table.toolFee(undefined, 'file_search')).toBe(2_500_000_000);
+    // Images by quality and longer side: 0.011 for a low 1024×1024, 0.25 for a high 1536 one.
+    expect(table.toolFee('openai', 'image_low_1024')).toBe(11_000_000_000);
+    expect(table.toolFee('openai', 'image_high_1536')).toBe(250_000_000_000);
   });
 
   it('gives the per-model answer bound or the fallback', () => {

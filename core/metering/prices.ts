@@ -60,14 +60,21 @@ export const PriceEntrySchema = RatesSchema.extend({
 /**
  * The tools a provider runs itself and bills per use, on top of the tokens their results add:
  * OpenAI's web search (`web_search_preview`: the preview tool's price) and file search per call,
- * its code interpreter per container; Anthropic's web search per search; Gemini's Google Search
- * grounding per grounded prompt.
+ * its code interpreter per container, its image generation per image by quality and longer side
+ * (`image_high_1536`: a high-quality 1024×1536 or 1536×1024 image); Anthropic's web search per
+ * search; Gemini's Google Search grounding per grounded prompt.
  */
 export const HostedToolSchema = z.enum([
   'web_search',
   'web_search_preview',
   'file_search',
   'code_interpreter',
+  'image_low_1024',
+  'image_low_1536',
+  'image_medium_1024',
+  'image_medium_1536',
+  'image_high_1024',
+  'image_high_1536',
   'google_search',
 ]);
 export type HostedTool = z.infer<typeof HostedToolSchema>;

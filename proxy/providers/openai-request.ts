@@ -94,6 +94,21 @@ export function openAiHostedTool(type: string): HostedTool | undefined {
   return undefined;
 }
 
+const IMAGE_QUALITIES: ReadonlySet<unknown> = new Set(['low', 'medium', 'high']);
+const SQUARE = '1024x1024';
+const OBLONG: ReadonlySet<unknown> = new Set(['1024x1536', '1536x1024']);
+
+/**
+ * The fee of one image of the image generation tool, by its quality and size: a quality or size
+ * OpenAI lists no price for (`auto` included, before the answer says which it chose) takes the
+ * dearest, high and 1536 pixels on the longer side.
+ */
+export function imageFee(quality: unknown, size: unknown): HostedTool {
+  const q = IMAGE_QUALITIES.has(quality) ? (quality as 'low' | 'medium' | 'high') : 'high';
+  if (size === SQUARE) return `image_${q}_1024`;
+  return OBLONG.has(size) ? `image_${q}_1536` : 'image_high_1536';
+}
+
 /**
  * A Chat Completions model that searches the web on every call (`gpt-4o-search-preview`,
  * `gpt-4o-mini-search-preview`): each call is a search, billed at the preview search's fee.
@@ -124,7 +139,7 @@ function toolsOf(
     declaredTools.push(name);
     if (t.type === undefined || AGENT_DEFINED.has(t.type)) continue;
     builtinTools.push({ name, arguments: t.type === 'mcp' ? mcpServer(t) : '' });
-    const hosted = openAiHostedTool(t.type);
+    const hosted = t.type === 'image_generation' ? imageFee(t.quality, t.size) : openAiHostedTool(t.type);
     if (hosted !== undefined) allowHostedUses(hostedUses, hosted, hosted === 'code_interpreter' ? 1 : maxToolCalls);
   }
   for (const f of functions) declaredTools.push(f.name);

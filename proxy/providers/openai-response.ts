@@ -11,7 +11,7 @@ import {
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { codedMessage, type ErrorFormat } from './error-format.ts';
 import { completionsText } from './openai-completions.ts';
-import { openAiHostedTool, SEARCH_MODEL_USE, searchesEveryCall } from './openai-request.ts';
+import { imageFee, openAiHostedTool, SEARCH_MODEL_USE, searchesEveryCall } from './openai-request.ts';
 import type { StoredShape } from './routes.ts';
 import { eventObject, type StreamAccumulator, type StreamDialect } from './stream-meter.ts';
 
@@ -115,6 +115,8 @@ function hostedUseOf(
       return { tool: 'file_search', id };
     case 'code_interpreter_call':
       return { tool: 'code_interpreter', id: asString(item.container_id) ?? id };
+    case 'image_generation_call':
+      return { tool: imageFee(item.quality, item.size), id };
     default:
       return undefined;
   }

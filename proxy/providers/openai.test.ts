@@ -161,7 +161,7 @@ describe('OpenAI parseRequest', () => {
       web_search_preview: 2,
     });
     expect(hostedUses([{ type: 'web_search_2025_08_26' }], { max_tool_calls: 4 })).toEqual({ web_search: 4 });
-    expect(hostedUses([{ type: 'function', name: 'web_search' }, { type: 'image_generation' }])).toBeUndefined();
+    expect(hostedUses([{ type: 'function', name: 'web_search' }, { type: 'computer_use_preview' }])).toBeUndefined();
   });
 
   it('counts embedding inputs', () => {
@@ -342,6 +342,39 @@ describe('OpenAI readResponse', () => {
     const streamed = await runMeter(openai.createStreamMeter('chat', request.model), splitAt(raw, 2));
     expect(streamed.last.usage.hosted).toEqual({ web_search_preview: 1 });
     expect(openai.readResponse('chat', { model: 'gpt-4o-research-2025' }, 3).usage.hosted).toBeUndefined();
+  });
+
+  it('bills each image the image generation tool made by its quality and size, the dearest until it says', async () => {
+    const image = (id: string, extra: object) => ({ type: 'image_generation_call', id, status: 'completed', ...extra });
+    const output = [
+      image('ig_1', { quality: 'low', size: '1024x1024', result: 'iVBOR' }),
+      image('ig_2', { quality: 'medium', size: '1536x1024' }),
+      image('ig_3', { quality: 'high', size: '1024x1536' }),
+      image('ig_4', { quality: 'auto', size: '1024x1024' }),
+      image('ig_5', {}),
+    ];
+    expect(openai.readResponse('responses', { model: 'gpt-4.1', output }, 3).usage.hosted).toEqual({
+      image_low_1024: 1,
+      image_medium_1536: 1,
+      image_high_1536: 2,
+      image_high_1024: 1,
+    });
+    const tools = [{ type: 'image_generation', quality: 'low', size: '1024x1024' }];
+    const parsed = openai.parseRequest(
+      'responses',
+      { model: 'gpt-4.1', input: 'a cat', tools, max_tool_calls: 2 },
+      '/v1/responses',
+    );
+    expect(parsed.hostedUses).toEqual({ image_low_1024: 2 });
+    // In a stream the image is the dearest from when it starts, and what it is once it is done.
+    const event = (type: string, item: object) => sse({ type, output_index: 0, item }, type);
+    const started = event('response.output_item.added', image('ig_9', { status: 'in_progress' }));
+    const done = event('response.output_item.done', image('ig_9', { quality: 'low', size: '1024x1024' }));
+    const meter = openai.createStreamMeter('responses', 'gpt-4.1');
+    pushChunk(meter, new TextEncoder().encode(started));
+    expect((await meter.exact()).usage.hosted).toEqual({ image_high_1536: 1 });
+    pushChunk(meter, new TextEncoder().encode(done));
+    expect((await meter.end()).usage.hosted).toEqual({ image_low_1024: 1 });
   });
 
   it('counts the searches of a Responses answer from the simulator, whole, streamed and cut short', async () => {

@@ -20,7 +20,8 @@ export interface StreamAccumulator {
   reportServiceTier(tier: ServiceTier): void;
   /**
    * One use of a tool the provider bills per use, named by `id` (a search call's, a container's):
-   * an id seen again is the same use. Counted with the uses the provider's usage reports, the
+   * an id seen again is the same use, billed at the fee its latest reading names (an image's
+   * quality, known once it is done). Counted with the uses the provider's usage reports, the
    * larger of the two.
    */
   hostedUse(tool: HostedTool, id: string): void;
@@ -73,8 +74,8 @@ export interface StreamMeterContext {
  */
 export const UNCOUNTED_TEXT_LIMIT = 256 * 1024;
 
-/** Ids of hosted-tool uses kept per tool; past it each use counts anew, never fewer. */
-const HOSTED_IDS_LIMIT = 1024;
+/** Ids of hosted-tool uses kept; past it each use counts anew, never fewer. */
+const HOSTED_IDS_LIMIT = 4096;
 
 const OPEN_BRACKET = 0x5b;
 const OPEN_BRACE = 0x7b;
@@ -93,8 +94,8 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   let finalUsage = false;
   /** Hosted-tool uses: as reported (cumulative), and by the ids seen in the answer. */
   const reportedHosted: HostedUses = {};
-  const hostedIds = new Map<HostedTool, Set<string>>();
-  const hostedPast = new Map<HostedTool, number>();
+  const hostedIds = new Map<string, HostedTool>();
+  const hostedPast: HostedUses = {};
   let hostedChanged = false;
   // Output is metered by its UTF-8 bytes, an upper bound of its tokens for a byte-level BPE
   // encoding (every token covers at least one byte), and counted with tiktoken only when that
@@ -137,11 +138,9 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
       current.serviceTier = tier;
     },
     hostedUse(tool, id) {
-      const ids = hostedIds.get(tool) ?? new Set<string>();
-      hostedIds.set(tool, ids);
-      if (ids.has(id)) return;
-      if (ids.size < HOSTED_IDS_LIMIT) ids.add(id);
-      else hostedPast.set(tool, (hostedPast.get(tool) ?? 0) + 1);
+      if (hostedIds.get(id) === tool) return;
+      if (hostedIds.has(id) || hostedIds.size < HOSTED_IDS_LIMIT) hostedIds.set(id, tool);
+      else hostedPast[tool] = (hostedPast[tool] ?? 0) + 1;
       hostedChanged = true;
     },
     reportUsage(usage, final) {
@@ -251,8 +250,10 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
 
   /** The uses of each hosted tool: the most the usage reported or the ids showed. */
   function hostedUses(): HostedUses {
+    const seen: HostedUses = { ...hostedPast };
+    for (const tool of hostedIds.values()) seen[tool] = (seen[tool] ?? 0) + 1;
     const uses: HostedUses = { ...reportedHosted };
-    for (const [tool, ids] of hostedIds) uses[tool] = Math.max(uses[tool] ?? 0, ids.size + (hostedPast.get(tool) ?? 0));
+    for (const [tool, n] of Object.entries(seen) as [HostedTool, number][]) uses[tool] = Math.max(uses[tool] ?? 0, n);
     return uses;
   }
 
