@@ -375,6 +375,14 @@ describe('OpenAI readResponse', () => {
     expect((await meter.exact()).usage.hosted).toEqual({ image_high_1536: 1 });
     pushChunk(meter, new TextEncoder().encode(done));
     expect((await meter.end()).usage.hosted).toEqual({ image_low_1024: 1 });
+    // An id too long to keep is not kept: each sighting of it is a use of its own, never fewer.
+    const long = { type: 'web_search_call', id: `ws_${'x'.repeat(300)}`, status: 'completed' };
+    const unkept = openai.createStreamMeter('responses', 'gpt-4.1');
+    pushChunk(
+      unkept,
+      new TextEncoder().encode(event('response.output_item.added', long) + event('response.output_item.done', long)),
+    );
+    expect((await unkept.end()).usage.hosted).toEqual({ web_search: 2 });
   });
 
   it('counts the searches of a Responses answer from the simulator, whole, streamed and cut short', async () => {

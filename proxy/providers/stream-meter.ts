@@ -74,8 +74,12 @@ export interface StreamMeterContext {
  */
 export const UNCOUNTED_TEXT_LIMIT = 256 * 1024;
 
-/** Ids of hosted-tool uses kept; past it each use counts anew, never fewer. */
+/**
+ * Ids of hosted-tool uses kept, and the longest id kept (the providers' are a few dozen
+ * characters): past either, each sighting counts as a use of its own, never fewer.
+ */
 const HOSTED_IDS_LIMIT = 4096;
+const HOSTED_ID_CHARS = 256;
 
 const OPEN_BRACKET = 0x5b;
 const OPEN_BRACE = 0x7b;
@@ -139,7 +143,8 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     },
     hostedUse(tool, id) {
       if (hostedIds.get(id) === tool) return;
-      if (hostedIds.has(id) || hostedIds.size < HOSTED_IDS_LIMIT) hostedIds.set(id, tool);
+      if (id.length <= HOSTED_ID_CHARS && (hostedIds.has(id) || hostedIds.size < HOSTED_IDS_LIMIT))
+        hostedIds.set(id, tool);
       else hostedPast[tool] = (hostedPast[tool] ?? 0) + 1;
       hostedChanged = true;
     },
