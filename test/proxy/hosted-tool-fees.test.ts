@@ -67,6 +67,27 @@ describe('tools the provider runs and bills per use', () => {
     }
   });
 
+  it('charges the images the image generation tool made by their quality and size, whole and streamed', async () => {
+    const headers = { 'x-sim-images': 'low/1024x1024,high/1536x1024', 'x-sim-input-tokens': '200' };
+    const request = {
+      model: 'gpt-4.1-mini',
+      input: 'Draw a cat, then a wide one',
+      max_output_tokens: 8,
+      tools: [{ type: 'image_generation' as const }],
+    };
+    const client = (id: string) => openAiClient(rig.agent, { ...headers, 'X-Request-Id': id });
+    const whole = await client('images-whole').responses.create(request);
+    expect(whole.output.filter((item) => item.type === 'image_generation_call')).toHaveLength(2);
+    const stream = await client('images-stream').responses.create({ ...request, stream: true });
+    for await (const event of stream) void event;
+    for (const id of ['images-whole', 'images-stream']) {
+      const event = await rig.usageEvent(id);
+      expect(event.payload.hosted_tool_uses, id).toEqual({ image_low_1024: 1, image_high_1536: 1 });
+      // gpt-image-1: 0.011 for a low 1024×1024 image, 0.25 for a high 1536×1024 one.
+      expect(event.cost_usd, id).toBeCloseTo(tokensCost(request.model, event.tokens) + 0.011 + 0.25, 12);
+    }
+  });
+
   it('charges a prompt grounded with Google Search once, at 35 USD per thousand', async () => {
     const res = await fetch(`${rig.addresses.proxyUrl}/gemini/v1beta/models/gemini-2.0-flash:generateContent`, {
       method: 'POST',

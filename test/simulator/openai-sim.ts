@@ -159,6 +159,27 @@ function webSearchCalls(count: number): Record<string, unknown>[] {
   }));
 }
 
+/** The images of the image generation tool, each of a `quality/size` the plan names, ahead of the message. */
+function imageCalls(images: readonly string[]): Record<string, unknown>[] {
+  return images.map((image, i) => {
+    const [quality, size] = image.split('/');
+    return {
+      type: 'image_generation_call',
+      id: `ig_sim_${i}`,
+      status: 'completed',
+      quality,
+      size,
+      result: 'iVBORw0KGgo=',
+    };
+  });
+}
+
+/** The fee OpenAI bills an image at, by its quality and longer side. */
+function imageFee(image: string): string {
+  const [quality, size] = image.split('/');
+  return `image_${quality}_${size === '1024x1024' ? 1024 : 1536}`;
+}
+
 /** The fee OpenAI bills the searches at: the preview tool's, when the request declares it. */
 function searchFee(ctx: SimContext): 'web_search' | 'web_search_preview' {
   const tools = Array.isArray(ctx.body.tools) ? (ctx.body.tools as { type?: unknown }[]) : [];
@@ -169,12 +190,12 @@ function searchFee(ctx: SimContext): 'web_search' | 'web_search_preview' {
 
 export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
   const { plan } = ctx;
-  const searches = webSearchCalls(plan.webSearches);
-  const at = searches.length;
-  const usage: TokenUsage = {
-    ...usageOf(plan, plan.words.length),
-    ...(at > 0 ? { hosted: { [searchFee(ctx)]: at } } : {}),
-  };
+  const hostedItems = [...webSearchCalls(plan.webSearches), ...imageCalls(plan.images)];
+  const at = hostedItems.length;
+  const hosted: Record<string, number> = {};
+  if (plan.webSearches > 0) hosted[searchFee(ctx)] = plan.webSearches;
+  for (const image of plan.images) hosted[imageFee(image)] = (hosted[imageFee(image)] ?? 0) + 1;
+  const usage: TokenUsage = { ...usageOf(plan, plan.words.length), ...(at > 0 ? { hosted } : {}) };
   const text = plan.words.join('');
   const { type, itemId, argsField, deltaType, extra } = RESPONSES_TOOL_ITEMS[plan.toolKind];
   const item = plan.toolCall
@@ -200,20 +221,24 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
     incomplete_details: null,
   });
   if (!ctx.stream) {
-    sendJson(ctx.res, 200, response('completed', [...searches, item], responsesUsage(usage)));
+    sendJson(ctx.res, 200, response('completed', [...hostedItems, item], responsesUsage(usage)));
     return usage;
   }
   let seq = 0;
   const event = (type: string, data: Record<string, unknown>) => sse({ type, sequence_number: seq++, ...data }, type);
   const out = startStream(ctx.res, 'text/event-stream', plan);
   await out.write(event('response.created', { response: response('in_progress', [], null) }));
-  const searched = searches.flatMap((search, i) => [
-    event('response.output_item.added', { output_index: i, item: { ...search, status: 'in_progress' } }),
-    event('response.output_item.done', { output_index: i, item: search }),
+  // An item starts with its kind and id alone: an image says its quality and size once done.
+  const hostedFrames = hostedItems.flatMap((hostedItem, i) => [
+    event('response.output_item.added', {
+      output_index: i,
+      item: { type: hostedItem.type, id: hostedItem.id, status: 'in_progress' },
+    }),
+    event('response.output_item.done', { output_index: i, item: hostedItem }),
   ]);
   const frames = plan.toolCall
     ? [
-        ...searched,
+        ...hostedFrames,
         event('response.output_item.added', {
           output_index: at,
           item: { ...item, [argsField]: '', status: 'in_progress' },
@@ -223,7 +248,7 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
         ),
       ]
     : [
-        ...searched,
+        ...hostedFrames,
         event('response.output_item.added', {
           output_index: at,
           item: { ...item, status: 'in_progress', content: [] },
@@ -239,14 +264,14 @@ export async function openAiResponses(ctx: SimContext): Promise<TokenUsage> {
         ),
       ];
   const { sent, failed } = await writeDeltas(ctx, out, frames);
-  if (failed) return usageOf(plan, Math.max(0, sent - searched.length - (plan.toolCall ? 1 : 2)));
+  if (failed) return usageOf(plan, Math.max(0, sent - hostedFrames.length - (plan.toolCall ? 1 : 2)));
   if (!plan.toolCall)
     await out.write(
       event('response.output_text.done', { item_id: 'msg_sim', output_index: at, content_index: 0, text }),
     );
   await out.write(event('response.output_item.done', { output_index: at, item }));
   await out.write(
-    event('response.completed', { response: response('completed', [...searches, item], responsesUsage(usage)) }),
+    event('response.completed', { response: response('completed', [...hostedItems, item], responsesUsage(usage)) }),
   );
   out.end();
   return usage;

@@ -68,6 +68,11 @@ export interface ReplyPlan {
    * lists them as its queries.
    */
   webSearches: number;
+  /**
+   * Images OpenAI's image generation tool made for a Responses answer, each `quality/size`
+   * (`x-sim-images: low/1024x1024,high/1536x1024`).
+   */
+  images: string[];
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -139,5 +144,9 @@ export function planReply(input: PlanInput): ReplyPlan {
     resetAfterBytes: intHeader(headers, 'x-sim-reset-after-bytes'),
     serviceTier: header(headers, 'x-sim-service-tier'),
     webSearches: intHeader(headers, 'x-sim-web-searches') ?? 0,
+    images:
+      header(headers, 'x-sim-images')
+        ?.split(',')
+        .filter((image) => image !== '') ?? [],
   };
 }
