@@ -83,6 +83,13 @@ export type HostedTool = z.infer<typeof HostedToolSchema>;
 export const HostedUsesSchema = z.partialRecord(HostedToolSchema, z.number().int().nonnegative());
 export type HostedUses = z.infer<typeof HostedUsesSchema>;
 
+/** Per hosted tool, the larger of two counts of its uses. */
+export function mostUses(a: HostedUses | undefined, b: HostedUses | undefined): HostedUses {
+  const uses: HostedUses = { ...a };
+  for (const [tool, n] of Object.entries(b ?? {}) as [HostedTool, number][]) uses[tool] = Math.max(uses[tool] ?? 0, n);
+  return uses;
+}
+
 /** USD per use of a hosted tool, by provider (as the proxy names it) and tool. */
 const ToolFeesSchema = z.record(z.string().min(1), z.partialRecord(HostedToolSchema, usdPerUse));
 

@@ -1,8 +1,7 @@
 import {
   cost,
+  mostUses,
   type CostResult,
-  type HostedTool,
-  type HostedUses,
   type PriceTable,
   type ServiceTier,
   type TokenUsage,
@@ -42,14 +41,6 @@ export function price(
   };
 }
 
-/** Per hosted tool, the larger of two counts of its uses. */
-function mostUses(a: HostedUses | undefined, b: HostedUses | undefined): Pick<TokenUsage, 'hosted'> {
-  if (a === undefined && b === undefined) return {};
-  const uses: HostedUses = { ...a };
-  for (const [tool, n] of Object.entries(b ?? {}) as [HostedTool, number][]) uses[tool] = Math.max(uses[tool] ?? 0, n);
-  return { hosted: uses };
-}
-
 /**
  * The most a call can use: the prompt as counted (or as the provider reported it, if more), all
  * of it written to the prompt cache when the request marks parts for caching, the whole answer
@@ -67,7 +58,9 @@ export function worstCase(parsed: ParsedRequest, seen?: TokenUsage): TokenUsage 
     // A prompt marked for caching may all be written to the cache, at the write rate of how long it is kept.
     ...(parsed.promptCaching === 'long' ? { cacheWriteLong: input } : {}),
     ...(parsed.promptCaching === 'short' ? { cacheWrite: input } : {}),
-    ...mostUses(parsed.hostedUses, seen?.hosted),
+    ...(parsed.hostedUses === undefined && seen?.hosted === undefined
+      ? {}
+      : { hosted: mostUses(parsed.hostedUses, seen?.hosted) }),
   };
 }
 

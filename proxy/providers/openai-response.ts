@@ -1,5 +1,5 @@
 import type { SvcCode } from '../../core/errors/index.ts';
-import type { HostedTool, HostedUses, ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
+import type { HostedTool, ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
 import {
   resolveInput,
   type AdapterDeps,
@@ -10,6 +10,7 @@ import {
 } from './adapter.ts';
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { codedMessage, type ErrorFormat } from './error-format.ts';
+import { HostedTally } from './hosted-tally.ts';
 import { completionsText } from './openai-completions.ts';
 import { imageFee, openAiHostedTool, SEARCH_MODEL_USE, searchesEveryCall } from './openai-request.ts';
 import type { StoredShape } from './routes.ts';
@@ -139,14 +140,11 @@ function forEachHostedUse(response: JsonObject, use: (tool: HostedTool, id: stri
   });
 }
 
-/** A Responses answer's hosted-tool uses, counted by what names each. */
+/** A Responses answer's hosted-tool uses, counted by what names each, as a stream counts them. */
 function responsesHostedUses(json: JsonObject): Pick<TokenUsage, 'hosted'> {
-  const seen = new Map<HostedTool, Set<string>>();
-  forEachHostedUse(json, (tool, id) => seen.set(tool, (seen.get(tool) ?? new Set()).add(id)));
-  if (seen.size === 0) return {};
-  const hosted: HostedUses = {};
-  for (const [tool, ids] of seen) hosted[tool] = ids.size;
-  return { hosted };
+  const tally = new HostedTally();
+  forEachHostedUse(json, (tool, id) => tally.use(tool, id));
+  return tally.empty ? {} : { hosted: tally.uses() };
 }
 
 function responsesToolCalls(json: JsonObject): { calls: ToolCall[]; text: string } {

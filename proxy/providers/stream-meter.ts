@@ -1,4 +1,10 @@
-import type { HostedTool, HostedUses, ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
+import {
+  mostUses,
+  type HostedTool,
+  type HostedUses,
+  type ServiceTier,
+  type TokenUsage,
+} from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
 import {
   resolveInput,
@@ -8,6 +14,7 @@ import {
   type StreamProgress,
 } from './adapter.ts';
 import { streamErrorPayload, type ErrorFormat } from './error-format.ts';
+import { HostedTally } from './hosted-tally.ts';
 import { createJsonArrayFramer, createJsonDocumentFramer } from './json-array-framer.ts';
 import { asObject, parseJson, type JsonObject } from './json-access.ts';
 import { createSseFramer, EMPTY, type Framer, type SseEvent } from './sse-framer.ts';
@@ -74,13 +81,6 @@ export interface StreamMeterContext {
  */
 export const UNCOUNTED_TEXT_LIMIT = 256 * 1024;
 
-/**
- * Ids of hosted-tool uses kept, and the longest id kept (the providers' are a few dozen
- * characters): past either, each sighting counts as a use of its own, never fewer.
- */
-const HOSTED_IDS_LIMIT = 4096;
-const HOSTED_ID_CHARS = 256;
-
 const OPEN_BRACKET = 0x5b;
 const OPEN_BRACE = 0x7b;
 const UTF8_BOM = [0xef, 0xbb, 0xbf];
@@ -97,9 +97,8 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   let reportedWriteLong = 0;
   let finalUsage = false;
   /** Hosted-tool uses: as reported (cumulative), and by the ids seen in the answer. */
-  const reportedHosted: HostedUses = {};
-  const hostedIds = new Map<string, HostedTool>();
-  const hostedPast: HostedUses = {};
+  let reportedHosted: HostedUses = {};
+  const hostedSeen = new HostedTally();
   let hostedChanged = false;
   // Output is metered by its UTF-8 bytes, an upper bound of its tokens for a byte-level BPE
   // encoding (every token covers at least one byte), and counted with tiktoken only when that
@@ -142,15 +141,11 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
       current.serviceTier = tier;
     },
     hostedUse(tool, id) {
-      if (hostedIds.get(id) === tool) return;
-      if (id.length <= HOSTED_ID_CHARS && (hostedIds.has(id) || hostedIds.size < HOSTED_IDS_LIMIT))
-        hostedIds.set(id, tool);
-      else hostedPast[tool] = (hostedPast[tool] ?? 0) + 1;
-      hostedChanged = true;
+      if (hostedSeen.use(tool, id)) hostedChanged = true;
     },
     reportUsage(usage, final) {
-      for (const [tool, uses] of Object.entries(usage.hosted ?? {}) as [HostedTool, number][]) {
-        reportedHosted[tool] = Math.max(reportedHosted[tool] ?? 0, uses);
+      if (usage.hosted !== undefined) {
+        reportedHosted = mostUses(reportedHosted, usage.hosted);
         hostedChanged = true;
       }
       if (usage.input !== undefined) reportedInput = usage.input;
@@ -253,15 +248,6 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     forward: EMPTY,
   };
 
-  /** The uses of each hosted tool: the most the usage reported or the ids showed. */
-  function hostedUses(): HostedUses {
-    const seen: HostedUses = { ...hostedPast };
-    for (const tool of hostedIds.values()) seen[tool] = (seen[tool] ?? 0) + 1;
-    const uses: HostedUses = { ...reportedHosted };
-    for (const [tool, n] of Object.entries(seen) as [HostedTool, number][]) uses[tool] = Math.max(uses[tool] ?? 0, n);
-    return uses;
-  }
-
   function progress(forward: Uint8Array): StreamProgress {
     const metered = counted + uncountedBytes + boundOnly;
     const input = reportedInput ?? resolveInput(ctx.estimatedInputTokens);
@@ -275,7 +261,8 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
       usage.cacheWriteLong = reportedWriteLong;
     }
     if (hostedChanged) {
-      usage.hosted = hostedUses();
+      // Each tool's uses: the most the usage reported or the ids showed.
+      usage.hosted = mostUses(reportedHosted, hostedSeen.uses());
       hostedChanged = false;
     }
     current.usageSource = finalUsage ? 'provider' : 'estimated';
