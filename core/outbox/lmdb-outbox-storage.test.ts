@@ -42,6 +42,23 @@ describe('LMDB outbox storage group commit', () => {
     await reopened.close();
   });
 
+  it('where each commit waits for the disk, keeps none of a commit group one of whose events cannot be written', async () => {
+    const root = open({ path: dir });
+    const storage = new LmdbOutboxStorage({ root, synced: true });
+    // Its size is taken from JSON, which leaves a symbol out; MessagePack refuses it at commit.
+    const unwritable: OutboxEvent = { id: 'e-bad', subject: 'svc.t.events.llm.call', data: { s: Symbol('x') } };
+    const settled = await Promise.allSettled([storage.append([event(1)]), storage.append([unwritable])]);
+    expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected']);
+    expect(await storage.depth()).toEqual({ entries: 0, bytes: 0 });
+    await storage.append([event(2)]);
+    await storage.close();
+    const reopened = new LmdbOutboxStorage({ root, synced: true });
+    const claim = await reopened.claim(10);
+    expect(claim.entries.map((e) => e.event.id)).toEqual(['e-2']);
+    await claim.settle([]);
+    await root.close();
+  });
+
   it('a lone append commits at once, without waiting for company', async () => {
     const storage = new LmdbOutboxStorage({ path: dir });
     await storage.append([event(1)]);

@@ -147,8 +147,9 @@ export class LmdbOutboxStorage implements OutboxStorage {
         return Promise.reject(asError(error));
       }
     }
+    // A child transaction: a write failing part way leaves none of the others behind.
     const done = this.#root
-      .transaction(write)
+      .childTransaction(write)
       .then(() => (flushed ? this.#root.flushed : undefined))
       .then(
         () => undefined,

@@ -100,8 +100,9 @@ export class GroupCommit {
     this.#open = null;
     this.#inFlight = group;
     let counted = (): void => undefined;
+    // A child transaction, so that a write failing part way leaves none of the group's behind.
     this.#root
-      .transaction(() => {
+      .childTransaction(() => {
         group.view.commit();
         if (group.outbox.length > 0) counted = this.#outbox.appendInTransaction(group.outbox);
       })
