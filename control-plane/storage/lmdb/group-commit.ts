@@ -24,7 +24,9 @@ function newGroup(view: StagedView, outbox: readonly OutboxEvent[]): Group {
  * Group commit for the LMDB storage. Transactions still run one at a time (the storage's lock),
  * but a finished one does not hold the lock through its commit: its writes join the open group,
  * which the next transaction reads beneath its own writes, and the lock passes on. One group is
- * written at a time, in one LMDB write transaction; while it is written the next group fills. A
+ * written at a time, in one LMDB write transaction; while it is written the next group fills. The
+ * open group is sealed when LMDB's writer is ready for it, not when its write is asked for, so
+ * what joins while the writer gets ready is written in the same commit. A
  * group's members are answered once LMDB reports the commit flushed to disk, so nothing is
  * answered before it is durable, and a group is never answered before the groups before it.
  *
@@ -38,6 +40,8 @@ export class GroupCommit {
   #open: Group | null = null;
   /** Being written: not yet visible in LMDB. */
   #inFlight: Group | null = null;
+  /** Whether a write transaction is asked for or under way. */
+  #writing = false;
   #failures = 0;
   #lastFailure: Error | null = null;
 
@@ -83,7 +87,7 @@ export class GroupCommit {
       this.#open.outbox.push(...outbox);
     }
     const done = this.#open.done.promise;
-    if (this.#inFlight === null) this.#writeNext();
+    if (!this.#writing) this.#writeNext();
     return done;
   }
 
@@ -94,15 +98,18 @@ export class GroupCommit {
     }
   }
 
+  /** Asks LMDB for a write transaction for the open group; call only while none is asked for. */
   #writeNext(): void {
-    const group = this.#open;
-    if (group === null) return;
-    this.#open = null;
-    this.#inFlight = group;
+    this.#writing = true;
+    let group: Group | undefined;
     let counted = (): void => undefined;
     // A child transaction, so that a write failing part way leaves none of the group's behind.
     this.#root
       .childTransaction(() => {
+        // Only `#writeNext` clears the open group, and it is not asked for twice at once.
+        group = this.#open!;
+        this.#open = null;
+        this.#inFlight = group;
         group.view.commit();
         if (group.outbox.length > 0) counted = this.#outbox.appendInTransaction(group.outbox);
       })
@@ -111,23 +118,29 @@ export class GroupCommit {
           // Visible in LMDB now: the next group reads it there.
           counted();
           this.#inFlight = null;
-          if (this.#open !== null) this.#open.view.base = COMMITTED;
-          this.#writeNext();
+          this.#writing = false;
+          if (this.#open !== null) {
+            this.#open.view.base = COMMITTED;
+            this.#writeNext();
+          }
+          const written = group!;
           // Flushes complete in commit order, so this one's answer never overtakes an earlier one's.
-          return this.#root.flushed.then(() => group.done.resolve());
+          return this.#root.flushed.then(() => written.done.resolve());
         },
         async (error: unknown) => {
           this.#failures++;
           this.#inFlight = null;
-          // The open group was staged over the failed one's writes.
+          this.#writing = false;
+          // The open group was staged over the failed one's writes (or is the failed one, when
+          // LMDB refused the transaction before it began).
           const dependent = this.#open;
           this.#open = null;
           const failure = await commitFailure(error);
           this.#lastFailure = failure;
-          group.done.reject(failure);
+          group?.done.reject(failure);
           dependent?.done.reject(failure);
         },
       )
-      .catch((error: unknown) => group.done.reject(asError(error)));
+      .catch((error: unknown) => group?.done.reject(asError(error)));
   }
 }
