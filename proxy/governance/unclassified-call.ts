@@ -74,8 +74,8 @@ export async function passThrough(
  * A request on a provider host that matches none of its routes (docs/providers.md). It is
  * never free and never ungoverned: plain reads pass (they generate nothing); anything else is
  * refused (`proxy_unclassified_paths=refuse`) or, by default, governed like a call whose usage
- * cannot be read: the envelope and the `llm:<model>` policy apply (`llm:unclassified` when the
- * body names no model), and the request and answer are charged at the tokenizer's estimate of
+ * cannot be read: the envelope and the `llm:<model>` policy apply (the model the path names where
+ * the provider serves that one, else the body's; `llm:unclassified` when neither names one), and the request and answer are charged at the tokenizer's estimate of
  * their bytes, priced as the model (or, naming none, by the unknown-model rule).
  */
 export async function governUnclassifiedCall(
@@ -118,7 +118,7 @@ export async function governUnclassifiedCall(
     refuse(error.code, error.message, null);
     return;
   }
-  const model = modelNamed(bytes);
+  const model = adapter.modelNamedIn?.(path) ?? modelNamed(bytes);
   let resolution: Resolution;
   try {
     resolution = deps.envelopes.resolve(req.headers);

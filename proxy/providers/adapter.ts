@@ -196,6 +196,12 @@ export interface ProviderAdapter {
   /** The metered operation of a request, or null when it is not a metered route. */
   classify(method: string, path: string): Operation | null;
   /**
+   * Where the provider serves the model a URL names (Gemini's `models/{model}`, Azure's
+   * deployments), that model, read from any path in any spelling a lenient server may route:
+   * an unclassified call is judged and priced as it, not as what its body claims.
+   */
+  modelNamedIn?(path: string): string | undefined;
+  /**
    * A parameter of the request (in its query or headers) that has the provider leave out of its
    * answer what the proxy meters or judges, such as a response field mask; its name, for the
    * refusal, or undefined.

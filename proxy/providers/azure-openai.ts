@@ -1,6 +1,6 @@
 import type { AdapterDeps, ProviderAdapter } from './adapter.ts';
 import { createOpenAiAdapter } from './openai.ts';
-import { AZURE_OPENAI_ROUTES, azureDeploymentFromPath, compileRoutes } from './routes.ts';
+import { AZURE_OPENAI_ROUTES, azureDeploymentFromPath, azureDeploymentNamedIn, compileRoutes } from './routes.ts';
 
 export { azureDeploymentFromPath };
 
@@ -20,5 +20,6 @@ export function createAzureOpenAiAdapter(deps: AdapterDeps, options: AzureOpenAi
     routes: AZURE_ROUTES,
     injectStreamUsage: options.injectStreamUsage ?? false,
     modelFromPath: azureDeploymentFromPath,
+    modelNamedIn: azureDeploymentNamedIn,
   });
 }

@@ -7,7 +7,7 @@ import { resolveInput, type AdapterDeps, type ParsedRequest, type ProviderAdapte
 import { codedMessage, errorReplies, grpcStatusName, type ErrorFormat } from './error-format.ts';
 import { parseGeminiEmbedRequest } from './gemini-embed.ts';
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
-import { compileRoutes, GEMINI_ROUTES, geminiModelFromPath, meteredOperation } from './routes.ts';
+import { compileRoutes, GEMINI_ROUTES, geminiModelFromPath, geminiModelNamedIn, meteredOperation } from './routes.ts';
 import { createStreamMeter, eventObject, type StreamDialect } from './stream-meter.ts';
 
 const count = z.number().int().nonnegative();
@@ -195,6 +195,7 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
     reversePrefix: '/gemini',
     route: (method, path) => ROUTES.match(method, path),
     classify: (method, path) => meteredOperation(ROUTES.match(method, path)),
+    modelNamedIn: geminiModelNamedIn,
     hidingParameter: fieldMask,
     parseRequest(op, body, path) {
       const model = geminiModelFromPath(path);

@@ -146,8 +146,9 @@ function toolsOf(
   return { declaredTools, builtinTools, ...hostedUsesOf(hostedUses) };
 }
 
+/** The model a route's URL names (an Azure deployment) is the one served, whatever the body says. */
 export function requireModel(model: string | undefined, pathModel: string | undefined): string {
-  const resolved = model ?? pathModel;
+  const resolved = pathModel ?? model;
   if (resolved === undefined) {
     throw new SvcError('SVC-SYS-9002', 'invalid request: model: required', { fields: 'model' }, [
       { field: 'model', description: 'required' },

@@ -27,8 +27,10 @@ export interface OpenAiFlavour {
    * Off for servers that may reject the option; their streams are metered with tiktoken.
    */
   injectStreamUsage: boolean;
-  /** The model a URL names when the body has none (Azure deployments). */
+  /** The model a route's URL names, served whatever the body claims (Azure deployments). */
   modelFromPath?: (path: string) => string | undefined;
+  /** See `ProviderAdapter.modelNamedIn`. */
+  modelNamedIn?: (path: string) => string | undefined;
 }
 
 export const OPENAI_FLAVOUR: OpenAiFlavour = {
@@ -46,6 +48,7 @@ export function createOpenAiAdapter(deps: AdapterDeps, flavour: OpenAiFlavour = 
     reversePrefix: flavour.reversePrefix,
     route: (method, path) => flavour.routes.match(method, path),
     classify: (method, path) => meteredOperation(flavour.routes.match(method, path)),
+    ...(flavour.modelNamedIn === undefined ? {} : { modelNamedIn: flavour.modelNamedIn }),
     parseRequest(op, body, path) {
       const pathModel = flavour.modelFromPath?.(path);
       return op === 'completions'

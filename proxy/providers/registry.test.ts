@@ -64,6 +64,13 @@ describe('Azure OpenAI', () => {
     expect(azure?.classify('POST', '/openai/deployments/emb/embeddings?api-version=2024-10-21')).toBe('embeddings');
   });
 
+  it('takes the model from the deployment whatever model the body claims, as Azure serves it', () => {
+    const body = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 };
+    expect(azure?.parseRequest('chat', body, path)).toMatchObject({ model: 'gpt-4o-prod' });
+    // Azure's v1 API names no deployment in its path: the body's model is the deployment there.
+    expect(azure?.parseRequest('chat', body, '/openai/v1/chat/completions')).toMatchObject({ model: 'gpt-4o-mini' });
+  });
+
   it('does not inject stream options by default, metering the deltas instead', async () => {
     const body = { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true };
     expect(azure?.prepareRequest('chat', body).modified).toBe(false);

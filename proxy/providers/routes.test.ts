@@ -6,7 +6,14 @@ import { createAzureOpenAiAdapter } from './azure-openai.ts';
 import { createGeminiAdapter } from './gemini.ts';
 import { createOpenAiCompatibleAdapter } from './openai-compatible.ts';
 import { createOpenAiAdapter } from './openai.ts';
-import { azureDeploymentFromPath, geminiModelFromPath, normalizeBasePath, normalizeRoutePath } from './routes.ts';
+import {
+  azureDeploymentFromPath,
+  azureDeploymentNamedIn,
+  geminiModelFromPath,
+  geminiModelNamedIn,
+  normalizeBasePath,
+  normalizeRoutePath,
+} from './routes.ts';
 
 const deps = {
   tokens: createTokenCounter(),
@@ -178,13 +185,30 @@ describe('Gemini routes', () => {
     ['POST', '/v1beta/models/a/b:generateContent', null],
     ['POST', '/v1beta/models/:generateContent', null],
     ['POST', '/v2/models/gemini-2.0-flash:generateContent', null],
-    ['POST', '/v1beta/tunedModels/mine:generateContent', null],
+    // The preview API version and tuned models generate as the others do.
+    ['POST', '/v1alpha/models/gemini-2.5-pro:generateContent', 'generate'],
+    ['POST', '/v1alpha/models/gemini-2.5-pro:streamGenerateContent?alt=sse', 'stream_generate'],
+    ['POST', '/v1beta/tunedModels/mine:generateContent', 'generate'],
+    ['POST', '/v1/tunedModels/mine:streamGenerateContent', 'stream_generate'],
+    ['POST', '/v1alpha/models/gemini-2.5-flash:batchGenerateContent', 'denied'],
+    ['POST', '/v1beta/tunedModels/mine:embedContent', null],
     ['GET', '/v1beta/models', null],
   ]);
 
-  it('takes the model from the route only', () => {
+  it('takes the model from the route only, as Google reads it', () => {
     expect(geminiModelFromPath('/v1beta/models/gemini-2.0-flash:generateContent?key=k')).toBe('gemini-2.0-flash');
+    expect(geminiModelFromPath('/v1alpha/models/gemini%2D2.5-pro:generateContent')).toBe('gemini-2.5-pro');
+    expect(geminiModelFromPath('/v1beta/tunedModels/mine:generateContent')).toBe('tunedModels/mine');
     expect(geminiModelFromPath('/evil/models/gemini-2.0-flash:generateContent')).toBeUndefined();
+  });
+
+  it('finds the model any other path names, in any spelling, for an unclassified call', () => {
+    expect(geminiModelNamedIn('/V1BETA/Models/Gemini-2.5-Pro:GenerateContent')).toBe('gemini-2.5-pro');
+    expect(geminiModelNamedIn('/v2/models/gemini%2D2.5-pro:generateContent')).toBe('gemini-2.5-pro');
+    expect(geminiModelNamedIn('/v1beta/tunedModels/mine/operations')).toBe('tunedModels/mine');
+    expect(geminiModelNamedIn('/v1beta/files/abc')).toBeUndefined();
+    expect(azureDeploymentNamedIn('/OpenAI/Deployments/o1-pro/audio/speech')).toBe('o1-pro');
+    expect(azureDeploymentNamedIn('/openai/files')).toBeUndefined();
   });
 });
 

@@ -217,14 +217,21 @@ const GEMINI_VERBS = {
   countTokens: 'free',
 } as const satisfies Record<string, Operation | 'free'>;
 
+/** A tuned model generates as its base model does; it has no embedding methods. */
+const TUNED_MODEL_VERBS = ['generateContent', 'streamGenerateContent', 'countTokens'] as const;
+
+/** Every API version Google serves generation under, the preview `v1alpha` included. */
+const GEMINI_VERSIONS = ['v1', 'v1beta', 'v1alpha'];
+
 export const GEMINI_ROUTES: readonly RoutePattern[] = [
-  ...['v1', 'v1beta'].flatMap((version) =>
-    Object.entries(GEMINI_VERBS).map(([verb, op]) => ({ path: `/${version}/models/{model}:${verb}`, op })),
-  ),
+  ...GEMINI_VERSIONS.flatMap((version) => [
+    ...Object.entries(GEMINI_VERBS).map(([verb, op]) => ({ path: `/${version}/models/{model}:${verb}`, op })),
+    ...TUNED_MODEL_VERBS.map((verb) => ({ path: `/${version}/tunedModels/{model}:${verb}`, op: GEMINI_VERBS[verb] })),
+  ]),
   // Ephemeral tokens, for the Live API from a client the proxy does not stand in front of.
-  ...['v1', 'v1beta', 'v1alpha'].map((version) => ({ path: `/${version}/auth_tokens`, denied: MINTS_CREDENTIAL })),
+  ...GEMINI_VERSIONS.map((version) => ({ path: `/${version}/auth_tokens`, denied: MINTS_CREDENTIAL })),
   // Batches, video generation (Veo) and tuning, run and billed after the request returns.
-  ...['v1', 'v1beta'].flatMap((version) => [
+  ...GEMINI_VERSIONS.flatMap((version) => [
     ...['batchGenerateContent', 'asyncBatchEmbedContent', 'predictLongRunning'].map((verb) => ({
       path: `/${version}/models/{model}:${verb}`,
       denied: WORKS_LATER,
@@ -233,22 +240,52 @@ export const GEMINI_ROUTES: readonly RoutePattern[] = [
   ]),
 ];
 
-const GEMINI_MODEL = /^\/v1(?:beta)?\/models\/([^/:]+):[A-Za-z]+$/;
+/** A path segment as the provider reads it: percent-decoded (`gemini%2D2.5-pro` is `gemini-2.5-pro`). */
+function decodedSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
 
-/** The model a Gemini route names (`/v1beta/models/gemini-2.0-flash:generateContent` → `gemini-2.0-flash`). */
+const GEMINI_MODEL = /^\/v1(?:beta|alpha)?\/(models|tunedModels)\/([^/:]+):[A-Za-z]+$/;
+const GEMINI_MODEL_ANYWHERE = /\/(models|tunedmodels)\/([^/:]+)(?::|\/|$)/;
+
+/**
+ * The model a Gemini route names: `/v1beta/models/gemini-2.0-flash:generateContent` →
+ * `gemini-2.0-flash`, `/v1beta/tunedModels/mine:generateContent` → `tunedModels/mine`.
+ */
 export function geminiModelFromPath(path: string): string | undefined {
-  return GEMINI_MODEL.exec(normalizeRoutePath(path))?.[1];
+  const named = GEMINI_MODEL.exec(normalizeRoutePath(path));
+  if (named === null) return undefined;
+  const model = decodedSegment(named[2]!);
+  return named[1] === 'models' ? model : `tunedModels/${model}`;
+}
+
+/**
+ * The model any path on Google's host names, in the spelling a lenient server may route
+ * (`/V1BETA/Models/Gemini-2.5-Pro:GenerateContent`): what an unclassified call is judged as.
+ */
+export function geminiModelNamedIn(path: string): string | undefined {
+  const named = GEMINI_MODEL_ANYWHERE.exec(lenientPath(normalizeRoutePath(path)));
+  if (named === null) return undefined;
+  return named[1] === 'models' ? named[2] : `tunedModels/${named[2]}`;
 }
 
 const AZURE_DEPLOYMENT = /^\/openai\/deployments\/([^/]+)\//;
+const AZURE_DEPLOYMENT_ANYWHERE = /\/deployments\/([^/]+)/;
 
-/** Azure names the deployment, not the model, in the URL; deployments are usually named after the model. */
+/**
+ * Azure serves the deployment a URL names, whatever model a body claims; deployments are usually
+ * named after their model.
+ */
 export function azureDeploymentFromPath(path: string): string | undefined {
   const name = AZURE_DEPLOYMENT.exec(normalizeRoutePath(path))?.[1];
-  if (name === undefined) return undefined;
-  try {
-    return decodeURIComponent(name);
-  } catch {
-    return name;
-  }
+  return name === undefined ? undefined : decodedSegment(name);
+}
+
+/** The deployment any path on an Azure host names, in the spelling a lenient server may route. */
+export function azureDeploymentNamedIn(path: string): string | undefined {
+  return AZURE_DEPLOYMENT_ANYWHERE.exec(lenientPath(normalizeRoutePath(path)))?.[1];
 }
