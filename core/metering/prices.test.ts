@@ -54,6 +54,36 @@ describe('price lookup', () => {
     expect(table.lookup('llama3.1:8b')).toBeUndefined();
   });
 
+  it('takes only a snapshot, an alias of the newest or a version tag for the model it follows', () => {
+    expect(table.lookup('gpt-4-0613')?.key).toBe('gpt-4');
+    expect(table.lookup('claude-3-5-sonnet-latest')?.key).toBe('claude-3-5-sonnet');
+    expect(table.lookup('claude-sonnet-4-0')?.key).toBe('claude-sonnet-4');
+    expect(table.lookup('claude-3-5-sonnet-v2@20241022')?.key).toBe('claude-3-5-sonnet');
+    expect(table.lookup('gemini-2.0-flash-001')?.key).toBe('gemini-2.0-flash');
+    expect(table.lookup('gpt-4o-search-preview-2025-03-11')?.key).toBe('gpt-4o-search-preview');
+  });
+
+  it('leaves a name unknown whose suffix names another model, which may cost more', () => {
+    // Each was priced as the listed model before it, at a fraction of its bill.
+    for (const model of [
+      'gpt-5-pro',
+      'gpt-4o-audio-preview',
+      'gpt-4o-mini-realtime-preview',
+      'gpt-4-32k',
+      'gpt-3.5-turbo-instruct',
+      'gemini-2.5-flash-preview-tts',
+      'gemini-2.5-flash-preview-05-20',
+      'openai/gpt-4o:online',
+    ])
+      expect(table.lookup(model), model).toBeUndefined();
+    // Priced at their own list prices now that the table lists them.
+    expect(table.lookup('o3-deep-research')?.key).toBe('o3-deep-research');
+    expect(table.lookup('gemini-2.5-flash-image-preview')?.outputPico).toBe(30_000_000);
+    const bill = (model: string) =>
+      cost(table, model, { input: 1_000_000, output: 1_000_000, cachedInput: 0 }, 'openai').costUsd;
+    expect(bill('gpt-5-pro')).toBeGreaterThanOrEqual(135);
+  });
+
   it('keeps the date the prices were taken', () => {
     expect(table.lookup('gpt-4o')?.asOf).toMatch(/^\d{4}-\d{2}-\d{2}$/);
   });

@@ -191,7 +191,14 @@ export interface CostResult {
 }
 
 const LOOKUP_MEMO_LIMIT = 1024;
-const PREFIX_BOUNDARIES = new Set(['-', '@', ':']);
+/**
+ * What may follow a listed id in a name that is still that model: a dated or numbered snapshot
+ * (`-2024-08-06`, `-20241022`, `-0613`, `-001`), an alias of its newest (`-latest`, the `-0` of
+ * `claude-sonnet-4-0`), a version tag (`-v2`, Bedrock's `-v1:0`), a Vertex `@` version. Any other
+ * suffix names another model, which may cost more (`gpt-5-pro`, `o3-deep-research`,
+ * `gpt-4o-audio-preview`), so the name is unknown.
+ */
+const SNAPSHOT_SUFFIX = /^(?:-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{3,4}|0|latest|v\d+(?::\d+)?))*(?:@(?:\d{8}|\d{3}|latest))?$/;
 
 function toPico(perMillion: number): number {
   return Math.round(perMillion * PICO_PER_USD_PER_MILLION);
@@ -269,7 +276,7 @@ export function buildPriceTable(
     const exact = prices.get(id);
     if (exact) return exact;
     for (const key of byLengthDesc) {
-      if (id.length > key.length && id.startsWith(key) && PREFIX_BOUNDARIES.has(id.charAt(key.length)))
+      if (id.length > key.length && id.startsWith(key) && SNAPSHOT_SUFFIX.test(id.slice(key.length)))
         return prices.get(key);
     }
     return undefined;
