@@ -39,7 +39,7 @@ export function createGovernedHandler(
     const hiding =
       route !== null || !isPlainRead(req) ? adapter.hidingParameter?.(req.targetUrl, req.headers) : undefined;
     if (hiding !== undefined) {
-      const message = `${hiding}: it would have the provider leave out of the answer what the proxy meters and judges (its usage, its parts), so the request is refused; send it without`;
+      const message = `${hiding}: it would have the provider leave out of the answer, or write in a form the proxy does not read, what the proxy meters and judges (its usage, its parts), so the request is refused; send it without`;
       return sendProviderRefusal(req.clientRes, adapter, 'SVC-ADP-5003', message, req.id, null);
     }
     if (route?.kind === 'metered') return governLlmCall(deps, req, adapter, route.op);

@@ -203,8 +203,8 @@ export interface ProviderAdapter {
   modelNamedIn?(path: string): string | undefined;
   /**
    * A parameter of the request (in its query or headers) that has the provider leave out of its
-   * answer what the proxy meters or judges, such as a response field mask; its name, for the
-   * refusal, or undefined.
+   * answer what the proxy meters or judges, such as a response field mask, or write the answer in
+   * a form the proxy does not read; its name, for the refusal, or undefined.
    */
   hidingParameter?(url: URL, headers: IncomingHttpHeaders): string | undefined;
   /** Throws SvcError SVC-SYS-9002 naming the field when the body is not a valid request. */

@@ -75,7 +75,7 @@ describe('Gemini classify and parseRequest', () => {
   });
 });
 
-describe('Gemini response field masks', () => {
+describe('Gemini parameters that shape the answer', () => {
   const named = (url: string, headers: Record<string, string> = {}) =>
     gemini.hidingParameter?.(new URL(url, 'https://generativelanguage.googleapis.com'), headers);
 
@@ -88,8 +88,18 @@ describe('Gemini response field masks', () => {
     expect(named(generate, { 'x-goog-fieldmask': 'candidates' })).toBe('X-Goog-FieldMask');
   });
 
+  it('names an answer format the proxy does not read, and JSONP', () => {
+    const stream = '/v1beta/models/gemini-2.5-pro:streamGenerateContent';
+    expect(named(`${stream}?alt=proto`)).toBe('alt=proto');
+    expect(named(`${stream}?%24alt=media`)).toBe('$alt=media');
+    expect(named(`${stream}?alt=sse&alt=proto`)).toBe('alt=proto');
+    expect(named(`${stream}?callback=cb`)).toBe('callback');
+    expect(named(`${stream}?%24Callback=cb`)).toBe('$Callback');
+  });
+
   it('names nothing in a request without one', () => {
     expect(named('/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse')).toBeUndefined();
+    expect(named('/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=json&key=k')).toBeUndefined();
     expect(named('/v1beta/models/gemini-2.5-pro:generateContent?fieldsx=1&my_fields=2')).toBeUndefined();
   });
 });

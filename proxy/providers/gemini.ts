@@ -178,13 +178,19 @@ const generateStreamDialect: StreamDialect = {
 };
 
 /**
- * Google's response field mask, a system parameter of its every API: `fields` or `$fields` in the
- * query, `X-Goog-FieldMask` as a header. It trims the answer to the fields named, so it can drop
- * `usageMetadata` (a thinking model's hidden output tokens would then go uncounted) and parts.
+ * Google's system parameters of its every API that change what an answer holds or how it is
+ * written. A response field mask (`fields` or `$fields` in the query, `X-Goog-FieldMask` as a
+ * header) trims the answer to the fields named, so it can drop `usageMetadata` (a thinking
+ * model's hidden output tokens would then go uncounted) and parts. `alt` other than `json` or
+ * `sse` (`proto`, `media`) writes it in a form the proxy does not read, and `callback` wraps it in
+ * JSONP: its tool calls would go unjudged.
  */
-function fieldMask(url: URL, headers: IncomingHttpHeaders): string | undefined {
+function answerShaping(url: URL, headers: IncomingHttpHeaders): string | undefined {
   if (headers['x-goog-fieldmask'] !== undefined) return 'X-Goog-FieldMask';
-  for (const key of url.searchParams.keys()) if (/^\$?fields$/i.test(key)) return key;
+  for (const [key, value] of url.searchParams) {
+    if (/^\$?(fields|callback)$/i.test(key)) return key;
+    if (/^\$?alt$/i.test(key) && !/^(json|sse)$/i.test(value)) return `${key}=${value}`;
+  }
   return undefined;
 }
 
@@ -196,7 +202,7 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
     route: (method, path) => ROUTES.match(method, path),
     classify: (method, path) => meteredOperation(ROUTES.match(method, path)),
     modelNamedIn: geminiModelNamedIn,
-    hidingParameter: fieldMask,
+    hidingParameter: answerShaping,
     parseRequest(op, body, path) {
       const model = geminiModelFromPath(path);
       if (model === undefined) {

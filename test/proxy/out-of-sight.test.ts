@@ -109,7 +109,7 @@ describe('work the provider runs after the request returns', () => {
   });
 });
 
-describe('a Gemini response field mask', () => {
+describe('a Gemini parameter that shapes the answer (a field mask, another format, JSONP)', () => {
   const generate = '/gemini/v1beta/models/gemini-2.5-pro:generateContent';
   const body = JSON.stringify({
     contents: [{ role: 'user', parts: [{ text: 'think hard' }] }],
@@ -130,6 +130,10 @@ describe('a Gemini response field mask', () => {
       [`${generate}?%24fields=candidates`, {}],
       ['/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse&fields=candidates', {}],
       [generate, { 'x-goog-fieldmask': 'candidates' }],
+      // A protocol buffer answer or a JSONP one: its tool calls would go unjudged.
+      ['/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=proto', {}],
+      ['/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?%24alt=proto', {}],
+      ['/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?callback=cb', {}],
       // An unclassified call is charged at the estimate of its answer's bytes: a mask would shrink it.
       ['/gemini/v1beta/models/imagen-4.0-generate-001:predict?fields=name', {}],
     ] as const) {
