@@ -357,3 +357,48 @@ describe('Anthropic truncated stream', () => {
     expect(run.last.usage.output).toBe(4);
   });
 });
+
+describe('Anthropic usage without a readable output count', () => {
+  // Not a count: missing, negative, a string. The answer's text stands in, never zero or one.
+  const unreadable = [undefined, -5, 'many'];
+
+  it('meters the text of a whole answer', () => {
+    for (const output of unreadable) {
+      const reading = anthropic.readResponse(
+        'messages',
+        {
+          model: 'claude-3-5-haiku-20241022',
+          content: [{ type: 'text', text: ' one two three' }],
+          usage: { input_tokens: 10, output_tokens: output },
+        },
+        42,
+      );
+      expect(reading.usage, String(output)).toMatchObject({ input: 10, output: 3 });
+    }
+  });
+
+  it('meters the text of a stream whose message_delta has none, not the count message_start gave', async () => {
+    for (const output of unreadable) {
+      const raw = [
+        sse({ type: 'message_start', message: { usage: { input_tokens: 10, output_tokens: 1 } } }, 'message_start'),
+        sse(
+          { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+          'content_block_start',
+        ),
+        sse(
+          { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: ' one two three' } },
+          'content_block_delta',
+        ),
+        sse({ type: 'content_block_stop', index: 0 }, 'content_block_stop'),
+        sse(
+          { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: output } },
+          'message_delta',
+        ),
+        sse({ type: 'message_stop' }, 'message_stop'),
+      ].join('');
+      const meter = anthropic.createStreamMeter('messages', body.model, { estimatedInputTokens: 42 });
+      const run = await runMeter(meter, [new TextEncoder().encode(raw)]);
+      expect(run.last.usage, String(output)).toMatchObject({ input: 10, output: 3 });
+    }
+  });
+});

@@ -294,7 +294,7 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
         return {
           usage: {
             input: usage.input,
-            output: usage.output ?? 0,
+            output: usage.output ?? deps.tokens.countText(model, blocksText(json.content)),
             cachedInput: usage.cachedInput ?? 0,
             ...(usage.cacheWrite === undefined
               ? {}

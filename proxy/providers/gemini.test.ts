@@ -265,3 +265,21 @@ describe('Gemini error formats', () => {
     expect(text).toMatch(/^data: \{"error"/);
   });
 });
+
+describe('Gemini usage without a readable output count', () => {
+  it('meters the text of a whole answer', () => {
+    // Not a count: missing, negative, a string. The answer's text stands in, never zero.
+    for (const candidates of [undefined, -3, 'many']) {
+      const reading = gemini.readResponse(
+        'generate',
+        {
+          modelVersion: 'gemini-2.0-flash',
+          candidates: [{ content: { role: 'model', parts: [{ text: ' one two three' }] }, finishReason: 'STOP' }],
+          usageMetadata: { promptTokenCount: 10, candidatesTokenCount: candidates },
+        },
+        42,
+      );
+      expect(reading.usage, String(candidates)).toMatchObject({ input: 10, output: 3 });
+    }
+  });
+});

@@ -247,7 +247,12 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
       const usage = geminiUsage(asObject(json.usageMetadata));
       if (usage?.input !== undefined) {
         return {
-          usage: { input: usage.input, output: usage.output ?? 0, cachedInput: usage.cachedInput ?? 0, ...hosted },
+          usage: {
+            input: usage.input,
+            output: usage.output ?? deps.tokens.countText(model, reading.text),
+            cachedInput: usage.cachedInput ?? 0,
+            ...hosted,
+          },
           usageSource: 'provider',
           toolCalls: reading.toolCalls,
           model,

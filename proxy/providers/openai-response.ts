@@ -16,14 +16,18 @@ import { imageFee, openAiHostedTool, SEARCH_MODEL_USE, searchesEveryCall } from 
 import type { StoredShape } from './routes.ts';
 import { eventObject, type StreamAccumulator, type StreamDialect } from './stream-meter.ts';
 
-/** Chat and embeddings report prompt/completion tokens; the Responses API input/output tokens. */
+/**
+ * Chat and embeddings report prompt/completion tokens; the Responses API input/output tokens. An
+ * output count it does not give (embeddings) or that cannot be read is left out: what the answer
+ * generated is then metered from its text.
+ */
 function openAiUsage(usage: JsonObject | undefined): Partial<TokenUsage> | undefined {
   if (!usage) return undefined;
   const input = asCount(usage.prompt_tokens) ?? asCount(usage.input_tokens);
-  const output = asCount(usage.completion_tokens) ?? asCount(usage.output_tokens) ?? 0;
+  const output = asCount(usage.completion_tokens) ?? asCount(usage.output_tokens);
   const details = asObject(usage.prompt_tokens_details) ?? asObject(usage.input_tokens_details);
   if (input === undefined) return undefined;
-  return { input, output, cachedInput: asCount(details?.cached_tokens) ?? 0 };
+  return { input, ...(output === undefined ? {} : { output }), cachedInput: asCount(details?.cached_tokens) ?? 0 };
 }
 
 /**
@@ -200,7 +204,7 @@ export function readOpenAiResponse(
     return {
       usage: {
         input: reported.input ?? 0,
-        output: reported.output ?? 0,
+        output: reported.output ?? deps.tokens.countText(model, text),
         cachedInput: reported.cachedInput ?? 0,
         ...hosted,
       },

@@ -484,6 +484,39 @@ describe('OpenAI readResponse', () => {
   });
 });
 
+describe('OpenAI usage without a readable output count', () => {
+  // Not a count: missing, negative, a string, a fraction. The answer's text stands in, never zero.
+  const unreadable = [undefined, -1, 'many', 2.5];
+
+  it('meters the text of a whole answer', () => {
+    for (const completion of unreadable) {
+      const reading = openai.readResponse(
+        'chat',
+        {
+          model: 'gpt-4o',
+          choices: [{ message: { content: ' one two three' } }],
+          usage: { prompt_tokens: 10, completion_tokens: completion },
+        },
+        42,
+      );
+      expect(reading.usage, String(completion)).toEqual({ input: 10, output: 3, cachedInput: 0 });
+    }
+  });
+
+  it('meters the text of a stream whose final usage has none', async () => {
+    for (const completion of unreadable) {
+      const raw =
+        chatChunk({ content: ' one two three' }) +
+        chatChunk({}, 'stop') +
+        sse({ choices: [], usage: { prompt_tokens: 10, completion_tokens: completion } }) +
+        'data: [DONE]\n\n';
+      const meter = openai.createStreamMeter('chat', 'gpt-4o', { estimatedInputTokens: 42 });
+      const run = await runMeter(meter, [new TextEncoder().encode(raw)]);
+      expect(run.last.usage, String(completion)).toMatchObject({ input: 10, output: 3 });
+    }
+  });
+});
+
 /** One chat stream chunk of a single choice, as an SSE event. */
 const chatChunk = (delta: object, finish: string | null = null): string =>
   sse({ choices: [{ index: 0, delta, finish_reason: finish }] });

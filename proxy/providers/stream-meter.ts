@@ -153,6 +153,9 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
       if (usage.cacheWrite !== undefined) reportedWrite = usage.cacheWrite;
       if (usage.cacheWriteLong !== undefined) reportedWriteLong = usage.cacheWriteLong;
       if (usage.output !== undefined) reportedOutput = usage.output;
+      // A final report without a readable output count says nothing of the whole answer (an
+      // earlier count, Anthropic's `output_tokens: 1` at the start, least of all): it is metered.
+      else if (final) reportedOutput = undefined;
       if (final) finalUsage = true;
     },
     text(delta) {
