@@ -64,6 +64,34 @@ describe('Gemini classify and parseRequest', () => {
     ).toBe(65536);
   });
 
+  it('refuses a field given by both its names, which Google may read the other way', () => {
+    const fieldsOf = (extra: object) => {
+      try {
+        gemini.parseRequest('generate', { contents: [], ...extra }, generatePath);
+        return [];
+      } catch (err) {
+        expect((err as SvcError).code).toBe('SVC-SYS-9002');
+        return (err as SvcError).fieldViolations.map((v) => v.field);
+      }
+    };
+    expect(fieldsOf({ generationConfig: { maxOutputTokens: 1, max_output_tokens: 65536 } })).toEqual([
+      'generationConfig.max_output_tokens',
+    ]);
+    expect(fieldsOf({ generationConfig: { candidateCount: 1, candidate_count: 8 } })).toEqual([
+      'generationConfig.candidate_count',
+    ]);
+    expect(fieldsOf({ generationConfig: {}, generation_config: {} })).toEqual(['generation_config']);
+    expect(fieldsOf({ cachedContent: 'cachedContents/a', cached_content: 'cachedContents/b' })).toEqual([
+      'cached_content',
+    ]);
+    expect(
+      fieldsOf({
+        tools: [{ functionDeclarations: [{ name: 'read' }], function_declarations: [{ name: 'delete_everything' }] }],
+      }),
+    ).toEqual(['tools.0.function_declarations']);
+    expect(fieldsOf({ generation_config: { max_output_tokens: 7 } })).toEqual([]);
+  });
+
   it('rejects a body without contents and a path without a model', () => {
     try {
       gemini.parseRequest('generate', {}, generatePath);

@@ -11,28 +11,60 @@ import { compileRoutes, GEMINI_ROUTES, geminiModelFromPath, geminiModelNamedIn, 
 import { createStreamMeter, eventObject, type StreamDialect } from './stream-meter.ts';
 
 const count = z.number().int().nonnegative();
-const FunctionDeclarations = z.array(z.looseObject({ name: z.string() }));
-const GenerationConfig = z.looseObject({
-  maxOutputTokens: count.optional(),
-  max_output_tokens: count.optional(),
-  candidateCount: z.number().int().positive().optional(),
-  candidate_count: z.number().int().positive().optional(),
-});
 
-const GeminiToolSchema = z.looseObject({
-  functionDeclarations: FunctionDeclarations.optional(),
-  function_declarations: FunctionDeclarations.optional(),
-});
+/**
+ * Proto JSON takes a field by its camelCase or its snake_case name. A body that gives both could
+ * be read one way here and the other way by Google (a bound of 1 reserved, 65,536 generated; a
+ * tool declared under the name not read), so it is refused, naming the field.
+ */
+function oneSpelling<T extends z.ZodType<Record<string, unknown>>>(schema: T, pairs: readonly [string, string][]): T {
+  return schema.superRefine((value, ctx) => {
+    for (const [camel, snake] of pairs) {
+      if (value[camel] !== undefined && value[snake] !== undefined)
+        ctx.addIssue({ code: 'custom', path: [snake], message: `also given as ${camel}: give one of the two` });
+    }
+  });
+}
+
+const FunctionDeclarations = z.array(z.looseObject({ name: z.string() }));
+const GenerationConfig = oneSpelling(
+  z.looseObject({
+    maxOutputTokens: count.optional(),
+    max_output_tokens: count.optional(),
+    candidateCount: z.number().int().positive().optional(),
+    candidate_count: z.number().int().positive().optional(),
+  }),
+  [
+    ['maxOutputTokens', 'max_output_tokens'],
+    ['candidateCount', 'candidate_count'],
+  ],
+);
+
+const GeminiToolSchema = oneSpelling(
+  z.looseObject({
+    functionDeclarations: FunctionDeclarations.optional(),
+    function_declarations: FunctionDeclarations.optional(),
+  }),
+  [['functionDeclarations', 'function_declarations']],
+);
 
 /** Gemini's REST surface accepts proto JSON, so both camelCase and snake_case names are read. */
-export const GeminiGenerateRequestSchema = z.looseObject({
-  contents: z.array(z.looseObject({ role: z.string().optional(), parts: z.array(z.unknown()).optional() })),
-  systemInstruction: z.looseObject({ parts: z.array(z.unknown()).optional() }).optional(),
-  system_instruction: z.looseObject({ parts: z.array(z.unknown()).optional() }).optional(),
-  generationConfig: GenerationConfig.optional(),
-  generation_config: GenerationConfig.optional(),
-  tools: z.array(GeminiToolSchema).optional(),
-});
+export const GeminiGenerateRequestSchema = oneSpelling(
+  z.looseObject({
+    contents: z.array(z.looseObject({ role: z.string().optional(), parts: z.array(z.unknown()).optional() })),
+    systemInstruction: z.looseObject({ parts: z.array(z.unknown()).optional() }).optional(),
+    system_instruction: z.looseObject({ parts: z.array(z.unknown()).optional() }).optional(),
+    generationConfig: GenerationConfig.optional(),
+    generation_config: GenerationConfig.optional(),
+    tools: z.array(GeminiToolSchema).optional(),
+  }),
+  [
+    ['systemInstruction', 'system_instruction'],
+    ['generationConfig', 'generation_config'],
+    ['cachedContent', 'cached_content'],
+    ['toolConfig', 'tool_config'],
+  ],
+);
 
 export { geminiModelFromPath };
 
