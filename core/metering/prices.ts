@@ -198,7 +198,8 @@ const LOOKUP_MEMO_LIMIT = 1024;
  * suffix names another model, which may cost more (`gpt-5-pro`, `o3-deep-research`,
  * `gpt-4o-audio-preview`), so the name is unknown.
  */
-const SNAPSHOT_SUFFIX = /^(?:-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{3,4}|0|latest|v\d+(?::\d+)?))*(?:@(?:\d{8}|\d{3}|latest))?$/;
+const SNAPSHOT_SUFFIX =
+  /^(?:-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{3,4}|0|latest|v\d+(?::\d+)?))*(?:@(?:\d{8}|\d{3}|latest))?$/;
 
 function toPico(perMillion: number): number {
   return Math.round(perMillion * PICO_PER_USD_PER_MILLION);

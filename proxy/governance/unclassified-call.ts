@@ -75,8 +75,9 @@ export async function passThrough(
  * never free and never ungoverned: plain reads pass (they generate nothing); anything else is
  * refused (`proxy_unclassified_paths=refuse`) or, by default, governed like a call whose usage
  * cannot be read: the envelope and the `llm:<model>` policy apply (the model the path names where
- * the provider serves that one, else the body's; `llm:unclassified` when neither names one), and the request and answer are charged at the tokenizer's estimate of
- * their bytes, priced as the model (or, naming none, by the unknown-model rule).
+ * the provider serves that one, else the body's; `llm:unclassified` when neither names one), and
+ * the request and answer are charged at the tokenizer's estimate of their bytes, priced as the
+ * model (or, naming none, by the unknown-model rule).
  */
 export async function governUnclassifiedCall(
   deps: GovernanceDeps,
