@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JsonValueSchema, MetadataSchema } from '../domain/common.ts';
 import { TenantIdSchema } from '../domain/bounds.ts';
 import {
   EvidenceSchema,
@@ -21,8 +22,8 @@ export const SemanticJudgeRequestSchema = z
     intent: z.string().trim().min(1).max(200),
     tool_name: z.string().max(256).optional(),
     /** The arguments as the model or MCP client sent them: JSON text, or the object. */
-    tool_args: z.union([z.string(), z.record(z.string(), z.unknown()), z.array(z.unknown())]).optional(),
-    context: z.record(z.string(), z.unknown()).default({}),
+    tool_args: z.union([z.string(), MetadataSchema, z.array(JsonValueSchema)]).optional(),
+    context: MetadataSchema.default({}),
     /** `violated` is true only at or above this confidence (the default of SEMANTIC conditions). */
     min_confidence: z.number().min(0).max(1).default(0.5),
     /** A tenant category defined inline, as in a SEMANTIC condition's value. */

@@ -12,6 +12,11 @@ export const MetadataSchema = z
   .record(z.string(), z.unknown())
   .refine((value) => nestsWithin(value, MAX_METADATA_DEPTH), `must nest at most ${MAX_METADATA_DEPTH} levels deep`);
 
+/** A free-form JSON value (a condition's value, a tool's arguments), its nesting bounded as metadata's is. */
+export const JsonValueSchema = z
+  .unknown()
+  .refine((value) => nestsWithin(value, MAX_METADATA_DEPTH), `must nest at most ${MAX_METADATA_DEPTH} levels deep`);
+
 /** Money is kept in integer micro-dollars so that sums stay exact; surfaces show USD numbers. */
 export const MICROS_PER_USD = 1_000_000;
 

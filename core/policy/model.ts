@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JsonValueSchema } from '../domain/common.ts';
 import { enumInput } from './enum-input.ts';
 
 /** Canonical policy model (ARCHITECTURE §4): every surface's policy maps onto these schemas. */
@@ -87,7 +88,7 @@ export const PolicyConditionSchema = z.object({
   /** Dotted path into the evaluation context, e.g. `request.model`. */
   field: z.string().min(1),
   operator: OperatorSchema,
-  value: z.unknown(),
+  value: JsonValueSchema,
 });
 export type PolicyCondition = z.infer<typeof PolicyConditionSchema>;
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JsonValueSchema, MetadataSchema } from '../domain/common.ts';
 import {
   IdSchema,
   MAX_LIST_ITEMS,
@@ -32,7 +33,7 @@ export type RestEffect = z.infer<typeof RestEffectSchema>;
 export const RestPolicyConditionInputSchema = z.strictObject({
   field: NameSchema,
   operator: OperatorInputSchema,
-  value: z.unknown(),
+  value: JsonValueSchema,
 });
 
 export const RestPolicyRuleInputSchema = z
@@ -185,7 +186,7 @@ export const RestPolicyEvaluationRequestSchema = z.strictObject({
   envelope_id: z.uuid().optional(),
   /** Policy ids or names; empty means all the tenant's policies. */
   policy_set: z.array(z.string().max(MAX_NAME_LENGTH)).max(MAX_LIST_ITEMS).optional(),
-  context: z.record(z.string(), z.unknown()).default({}),
+  context: MetadataSchema.default({}),
 });
 export type RestPolicyEvaluationRequest = z.infer<typeof RestPolicyEvaluationRequestSchema>;
 

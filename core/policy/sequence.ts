@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JsonValueSchema } from '../domain/common.ts';
 import { compileActionPattern, type ActionMatcher } from './action-pattern.ts';
 import type { CompiledCheck } from './condition.ts';
 
@@ -26,7 +27,7 @@ export const MAX_SEQUENCE_ACTIONS = 64;
 const StepConditionSchema = z.object({
   field: z.string().min(1),
   operator: z.string().min(1),
-  value: z.unknown(),
+  value: JsonValueSchema,
 });
 
 const StepSchema = z.strictObject({

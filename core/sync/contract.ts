@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ActorSchema } from '../domain/audit.ts';
 import { IdSchema } from '../domain/bounds.ts';
 import { BudgetLimitsSchema, BudgetStatusSchema } from '../domain/budget.ts';
-import { TimestampSchema } from '../domain/common.ts';
+import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
 import { EnvelopeStatusSchema } from '../domain/envelope.ts';
 import { ApprovalStatusSchema } from '../policy/approvals.ts';
 import { PolicySchema } from '../policy/model.ts';
@@ -146,7 +146,7 @@ export const ApprovalHoldRequestSchema = z.object({
   approval_id: IdSchema,
   requested_by: ActorSchema,
   action: z.string().min(1).max(1000),
-  context: z.record(z.string(), z.unknown()),
+  context: MetadataSchema,
   envelope_id: IdSchema.nullable(),
   policy_id: z.string().max(1000),
   rule_id: z.string().max(1000),

@@ -237,6 +237,25 @@ describe('the LMDB backend', () => {
     }
   });
 
+  it('refuses a record too deep to encode in its own transaction, leaving the others of its group to commit', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    const budget = aBudget('other');
+    let deep: unknown = 1;
+    for (let i = 0; i < 5000; i++) deep = { a: deep };
+    try {
+      const [kept, refused] = await Promise.allSettled([
+        storage.withTransaction((t) => t.budgets.insert('other', budget)),
+        storage.withTransaction((t) => t.events.insertNew('acme', [anEvent('acme', { payload: { deep } })])),
+      ]);
+      expect(kept.status).toBe('fulfilled');
+      expect(refused).toMatchObject({ status: 'rejected', reason: { message: expect.stringMatching(/nests deeper/) } });
+      expect(await storage.read.budgets.get('other', budget.budget_id)).toEqual(budget);
+    } finally {
+      await storage.close();
+    }
+  });
+
   it('runs concurrent transactions in order, each over the staged writes of those before, and answers each once committed', async () => {
     const dir = freshDir();
     const { storage } = await LmdbStorage.open({ path: dir });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MAX_TEXT_LENGTH, NameSchema } from '../../../core/domain/index.ts';
+import { MAX_TEXT_LENGTH, MetadataSchema, NameSchema } from '../../../core/domain/index.ts';
 import { SvcError } from '../../../core/errors/index.ts';
 import {
   DecisionSchema,
@@ -41,10 +41,7 @@ export function policyTools(s: McpServices): McpTool[] {
           .string()
           .max(MAX_TEXT_LENGTH * 25)
           .describe('the text of the request, for content conditions'),
-        context: z
-          .record(z.string(), z.unknown())
-          .optional()
-          .describe('further context fields (tool_name, model_id, ...)'),
+        context: MetadataSchema.optional().describe('further context fields (tool_name, model_id, ...)'),
       }),
       output: z.object({
         decision: DecisionSchema,

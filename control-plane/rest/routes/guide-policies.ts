@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { IdSchema, MAX_TEXT_LENGTH, NameSchema, TenantIdSchema } from '../../../core/domain/index.ts';
+import { IdSchema, MAX_TEXT_LENGTH, MetadataSchema, NameSchema, TenantIdSchema } from '../../../core/domain/index.ts';
 import { ErrorBodySchema, isSvcError } from '../../../core/errors/index.ts';
 import {
   GuideCreatePolicyRequestSchema,
@@ -42,7 +42,7 @@ const EvaluateRequestSchema = z
     trace_id: z.uuid().optional(),
     envelope_id: z.uuid().optional(),
     /** Further context fields (tool_name, model_id, ...). */
-    context: z.record(z.string(), z.unknown()).default({}),
+    context: MetadataSchema.default({}),
   })
   .refine((r) => r.trace_id === undefined || r.envelope_id === undefined || r.trace_id === r.envelope_id, {
     path: ['trace_id'],

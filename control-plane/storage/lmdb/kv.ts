@@ -1,4 +1,5 @@
 import type { Database } from 'lmdb';
+import { nestsWithin } from '../../../core/domain/json-values.ts';
 
 /** The last part of a key: records are addressed by a space (key prefix) and an id within it. */
 export type Id = string | number;
@@ -98,6 +99,9 @@ export class CommittedView implements KvView {
   }
 }
 
+/** Above any record's own nesting plus the deepest free-form JSON a request may carry (32). */
+const MAX_STORED_DEPTH = 64;
+
 const REMOVED = Symbol('removed');
 type Staged = { space: Space; id: Id; value: unknown };
 
@@ -135,6 +139,10 @@ export class StagedView implements KvView {
   }
 
   put(space: Space, id: Id, value: unknown): void {
+    // Encoded only at the group's commit, where a value too deep for the encoder's stack would
+    // fail every transaction grouped with this one, other tenants' too: refused here, alone.
+    if (!nestsWithin(value, MAX_STORED_DEPTH))
+      throw new Error(`storage: a record nests deeper than ${MAX_STORED_DEPTH} levels`);
     this.#stage(space, id, value);
   }
 
