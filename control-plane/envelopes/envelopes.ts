@@ -16,6 +16,7 @@ import {
 import { UsageEventMessageSchema } from '../../core/events/messages.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import type { Budgets } from '../budgets/budgets.ts';
+import { hasScope } from '../auth/scopes.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Page, PageRequest, Readers, Storage } from '../storage/storage.ts';
@@ -54,6 +55,22 @@ export class Envelopes {
     initial: 'AUTHORIZED' | 'PENDING' = 'AUTHORIZED',
   ): Promise<Envelope> {
     const { audit, budgets, clock } = this.deps;
+    // Narrowing the policies that govern an execution is the policy author's to decide, not the
+    // governed party's: a key that may only start executions could name a set without its denials.
+    if (
+      request.policy_set !== undefined &&
+      request.policy_set.length > 0 &&
+      !hasScope(caller.principal, 'policies:write')
+    ) {
+      throw new SvcError(
+        'SVC-SYS-9004',
+        'policy_set narrows the policies that apply, which takes the policies:write scope',
+        {
+          required_scope: 'policies:write',
+          field: 'policy_set',
+        },
+      );
+    }
     const budget = request.budget_id === undefined ? undefined : await budgets.find(caller.tenant, request.budget_id);
     const context = {
       tenant_id: caller.tenant,

@@ -206,6 +206,19 @@ export class Policies implements PolicyGate {
     return { version, policies: await this.list(tenant) };
   }
 
+  /** A `policy_set` names policies of the tenant, by id or name: an unknown one narrows to nothing. */
+  async #requireKnown(tenant: string, policySet: readonly string[]): Promise<void> {
+    const policies = await this.list(tenant);
+    for (const [i, named] of policySet.entries()) {
+      if (!policies.some((p) => p.policy_id === named || p.name === named)) {
+        throw new SvcError('SVC-POL-2002', `policy_set names no policy of this tenant: ${named}`, {
+          field: `policy_set.${i}`,
+          policy_id: named,
+        });
+      }
+    }
+  }
+
   async ruleset(tenant: string): Promise<CompiledRuleset> {
     const version = await this.version(tenant);
     const cached = this.compiled.get(tenant);
@@ -278,6 +291,8 @@ export class Policies implements PolicyGate {
   }
 
   async prepare(caller: Caller, question: PolicyQuestion): Promise<PreparedDecision> {
+    if (question.policySet !== undefined && question.policySet.length > 0)
+      await this.#requireKnown(caller.tenant, question.policySet);
     const ruleset = await this.ruleset(caller.tenant);
     const { execution_id: executionId, recent_actions: given } = question.context;
     // The tenant in the key keeps one tenant's executions from reading another's.

@@ -266,6 +266,52 @@ describe('flow 3: policy violation', () => {
     expect(audit.body.map((r: { result: string }) => r.result)).toEqual(['allow', 'deny']);
   });
 
+  it('leaves the choice of a policy_set to policy authors, and refuses one naming no policy', async () => {
+    const denial = await cp.call('POST', '/v1/policies', {
+      key,
+      body: { name: 'no-starts', rules: [{ action: 'execution:start', effect: 'deny' }], priority: 900 },
+    });
+    const allowAll = await cp.call('POST', '/v1/policies', {
+      key,
+      body: { name: 'allow-all', rules: [{ action: '*', effect: 'allow' }], priority: 1 },
+    });
+    expect([denial.status, allowAll.status]).toEqual([201, 201]);
+    const budgetId = await budget({ max_cost_usd: 10 });
+    const agent = await cp.call('POST', '/v1/api-keys', {
+      key,
+      body: { name: 'agent', scopes: ['envelopes:write', 'envelopes:read'] },
+    });
+    const asAgent = (policySet: string[]) =>
+      cp.call('POST', '/v1/envelopes', {
+        key: agent.body.key_secret as string,
+        body: { budget_id: budgetId, adapter_type: 'custom', policy_set: policySet },
+      });
+    // The governed party naming a set without the denial, or a set of nothing, walked past it.
+    for (const set of [['allow-all'], ['anything']]) {
+      const res = await asAgent(set);
+      expect(res.status, set[0]).toBe(403);
+      expect(res.body.error).toMatchObject({ code: 'SVC-SYS-9004', details: { required_scope: 'policies:write' } });
+    }
+    const unknown = await cp.call('POST', '/v1/envelopes', {
+      key,
+      body: { budget_id: budgetId, adapter_type: 'custom', policy_set: ['anything'] },
+    });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toMatchObject({ code: 'SVC-POL-2002', details: { field: 'policy_set.0' } });
+    const evaluated = await cp.call('POST', '/v1/policies/evaluate', {
+      key,
+      body: { action: 'execution:start', policy_set: ['anything'], context: {} },
+    });
+    expect(evaluated.status).toBe(404);
+    // A policy author may narrow it: the set without the denial allows.
+    const narrowed = await cp.call('POST', '/v1/envelopes', {
+      key,
+      body: { budget_id: budgetId, adapter_type: 'custom', policy_set: ['allow-all'] },
+    });
+    expect(narrowed.status).toBe(201);
+    expect((await envelope(budgetId, { adapter_type: 'custom' })).status).toBe(403);
+  });
+
   it('evaluates a tool invocation: deny, higher-priority allow, and no match', async () => {
     await cp.call('POST', '/v1/policies', {
       key,

@@ -115,12 +115,13 @@ describe("a tenant's key cannot reach another tenant's resources", () => {
     before = await stateOfB();
     const probe = await asA('POST', '/v1/policies/evaluate', { action: 'llm:gpt-4o', context: {} });
     expect(probe.body).toMatchObject({ allowed: true, effect: 'no_match', matched_policy: null });
+    // Named by its id, B's policy is no policy of A's: refused as unknown, as any other name.
     const named = await asA('POST', '/v1/policies/evaluate', {
       action: 'llm:gpt-4o',
       policy_set: [deny.body.policy_id],
       context: {},
     });
-    expect(named.body).toMatchObject({ allowed: true, effect: 'no_match' });
+    expectSvcError(named, 404, 'SVC-POL-2002');
     // The same question asked by B is denied: the probe would have caught a leak.
     expect(
       (await cp.call('POST', '/v1/policies/evaluate', { key: keyB, body: { action: 'llm:gpt-4o', context: {} } })).body
