@@ -318,6 +318,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     tenants,
     metrics,
     bodyLimitBytes: config.body_limit_bytes,
+    requestTimeoutMs: config.http_request_timeout_ms,
     requestRate,
     documentationBase,
   });

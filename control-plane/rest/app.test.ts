@@ -36,6 +36,7 @@ beforeAll(async () => {
     tenants,
     metrics: new ControlPlaneMetrics(),
     bodyLimitBytes: 1024,
+    requestTimeoutMs: 30_000,
     requestRate: createRequestRate(1000),
     documentationBase: () => 'http://127.0.0.1:8080',
   });

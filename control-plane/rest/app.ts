@@ -15,6 +15,7 @@ import { RATE_WINDOW_MS, rateExceeded, rateKey, type RequestRate } from '../auth
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
 import { requestIdOf } from '../observability/request-id.ts';
 import type { Tenants } from '../tenants/tenants.ts';
+import { bodyDeadline } from './body-deadline.ts';
 import { declaredOverLimit } from './oversized-body.ts';
 import { asSvcError, renderError } from './render-error.ts';
 import { createRouteTable, type RouteTable } from './route.ts';
@@ -25,6 +26,8 @@ export interface AppOptions {
   tenants: Tenants;
   metrics: ControlPlaneMetrics;
   bodyLimitBytes: number;
+  /** How long a request may take to arrive, headers and body (408 and closed after). */
+  requestTimeoutMs: number;
   /** Shared with the gRPC surface: a caller has one limit whichever way it calls. */
   requestRate: RequestRate;
   /** Base of the `documentation_url` of error bodies. */
@@ -60,6 +63,9 @@ export async function createApp(
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     genReqId: (raw) => requestIdOf(raw.headers['x-request-id']),
     bodyLimit: options.bodyLimitBytes,
+    // Headers that come slowly: Node answers 408, looking for them every second, not every 30 s.
+    requestTimeout: options.requestTimeoutMs,
+    http: { connectionsCheckingInterval: Math.min(1000, options.requestTimeoutMs / 2) },
     routerOptions: { maxParamLength: MAX_PATH_ID_LENGTH },
     // The router's own refusals (a malformed or over-long path segment) are SVC errors too.
     frameworkErrors: (error, request, reply) => {
@@ -97,6 +103,10 @@ export async function createApp(
     void parseJson(request, body as string, done);
   });
 
+  app.addHook('onRequest', (request, _reply, done) => {
+    bodyDeadline(request.raw, options.requestTimeoutMs);
+    done();
+  });
   app.addHook('onRequest', async (request, reply) => {
     if (!declaredOverLimit(request.raw, options.bodyLimitBytes)) return;
     const drained = await drainOversizedBody(

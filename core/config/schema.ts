@@ -49,6 +49,11 @@ const settings = z.object({
   grpc_default_timeout_ms: z.coerce.number().int().positive().max(600_000).default(30_000),
   body_limit_bytes: z.coerce.number().int().positive().default(1_048_576),
   /**
+   * How long a REST or MCP request may take to arrive, headers and body: one sent slower is
+   * answered 408 and its connection closed, so slow bodies cannot hold connections and buffers.
+   */
+  http_request_timeout_ms: z.coerce.number().int().min(1000).max(600_000).default(30_000),
+  /**
    * The URL clients reach this process by; error bodies link to `<it>/docs/errors/<code>`. Default:
    * the process's own listening address (for the proxy, its admin port).
    */

@@ -1,4 +1,6 @@
+import { once } from 'node:events';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
 
@@ -79,5 +81,36 @@ describe('a request body over the limit', () => {
     expect(sent.status).toBe(413);
     expect(sent.connection).toBe('close');
     expect(JSON.parse(sent.body)).toMatchObject({ error: { code: 'SVC-SYS-9009' } });
+  });
+});
+
+describe('a body sent slower than the request timeout', () => {
+  let slow: RunningControlPlane;
+  let slowKey: string;
+  beforeAll(async () => {
+    slow = await startControlPlane({ http_request_timeout_ms: 1000 });
+    slowKey = await tenantWithKey(slow, 'slow');
+  });
+  afterAll(async () => {
+    await slow?.close();
+  });
+
+  it('is answered 408 and its connection closed, not held open', async () => {
+    const url = new URL(slow.url);
+    const socket = connect(Number(url.port), url.hostname);
+    await once(socket, 'connect');
+    socket.write(
+      'POST /v1/envelopes HTTP/1.1\r\nhost: cp\r\ncontent-type: application/json\r\n' +
+        `content-length: 1000000\r\nx-api-key: ${slowKey}\r\n\r\n{"budget`,
+    );
+    // A byte every 200 ms: never idle, never done.
+    const trickle = setInterval(() => socket.writable && socket.write(' '), 200);
+    let answer = '';
+    socket.setEncoding('utf8').on('data', (text: string) => (answer += text));
+    const started = Date.now();
+    await once(socket, 'close');
+    clearInterval(trickle);
+    expect(answer).toMatch(/^HTTP\/1\.1 408/);
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 });
