@@ -409,6 +409,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     documentationBase,
     log: logger.child({ component: 'mcp' }),
     metrics,
+    requestRate,
   });
   let stopReports = (): void => undefined;
   operationalRoutes(routes, {

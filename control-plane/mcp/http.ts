@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { TenantIdSchema } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
+import type { RequestRate } from '../auth/request-rate.ts';
 import type { ControlPlaneMetrics } from '../observability/metrics.ts';
 import { resolveTenant } from '../auth/tenancy.ts';
 import type { Tenants } from '../tenants/tenants.ts';
@@ -18,6 +19,8 @@ export interface McpHttpDeps {
   documentationBase: () => string;
   log: Logger;
   metrics: ControlPlaneMetrics;
+  /** The caller's one request count, shared with REST and gRPC. */
+  requestRate: RequestRate;
 }
 
 /** The request headers the streamable HTTP transport reads. */
@@ -87,6 +90,8 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
         const messages = Array.isArray(message) ? message : [message];
         if (messages.length === 0 || !messages.every((m) => JSONRPCMessageSchema.safeParse(m).success))
           return rpcError(reply, 400, -32600, 'invalid request: not a JSON-RPC 2.0 message');
+        // Each message of a batch counts as a request: the HTTP request took one already.
+        for (let i = 1; i < messages.length; i++) await deps.requestRate.take(principal);
 
         const caller = { principal, tenant, requestId: request.id };
         const server = mcpServerFor(deps.surface, caller, {

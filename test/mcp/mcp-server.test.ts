@@ -557,4 +557,32 @@ describe('rate limits', () => {
       await limited.close();
     }
   }, 60_000);
+
+  it('count each message of a batch as a request', async () => {
+    const limited = await startControlPlane({ rate_limit_per_minute: 5 });
+    try {
+      const limitedKey = await tenantWithKey(limited, 'mcp-batch');
+      const batch = (size: number) =>
+        fetch(`${limited.url}/mcp`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${limitedKey}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+          },
+          body: JSON.stringify(
+            Array.from({ length: size }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'tools/list' })),
+          ),
+        });
+      const first = await batch(3);
+      expect(first.status).toBe(200);
+      expect(((await first.json()) as unknown[]).length).toBe(3);
+      // Two of the five are left: a batch of three passes the limit.
+      const second = await batch(3);
+      expect(second.status).toBe(429);
+      expect(((await second.json()) as { error: { code: string } }).error.code).toBe('SVC-SYS-9005');
+    } finally {
+      await limited.close();
+    }
+  }, 60_000);
 });
