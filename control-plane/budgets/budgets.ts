@@ -104,19 +104,24 @@ export class Budgets {
   }
 
   /**
-   * Gives a budget a new definition (`request` is the whole budget as a create request would
-   * state it; its period must stay the budget's). The usage of the period stays; proxies receive
-   * the new limits with the budget's state.
+   * Gives a budget a new definition: `revise` states the whole budget as a create request would,
+   * from the budget as it stands (its period must stay the budget's). It runs in the transaction
+   * on the budget held for it, so two updates of different fields both stand, neither written
+   * over the state before the other. The usage of the period stays; proxies receive the new
+   * limits with the budget's state.
    */
-  async update(caller: Caller, budgetId: string, request: CreateBudgetRequest): Promise<Budget> {
+  async update(caller: Caller, budgetId: string, revise: (current: Budget) => CreateBudgetRequest): Promise<Budget> {
     const now = this.deps.clock();
-    const current = await this.get(caller.tenant, budgetId);
-    if (request.period !== current.period)
-      throw new SvcError('SVC-SYS-9002', 'invalid request: period: a budget keeps its period', {}, [
-        { field: 'period', description: `must stay ${current.period}; create another budget for another period` },
-      ]);
-    const definition = this.definitionOf(request, now);
     return this.deps.effects.commit(async (tx, effects) => {
+      const stored = await tx.budgets.getForUpdate(caller.tenant, budgetId);
+      if (stored === undefined) throw budgetNotFound(budgetId);
+      const current = rollOver(stored, now);
+      const request = revise(current);
+      if (request.period !== current.period)
+        throw new SvcError('SVC-SYS-9002', 'invalid request: period: a budget keeps its period', {}, [
+          { field: 'period', description: `must stay ${current.period}; create another budget for another period` },
+        ]);
+      const definition = this.definitionOf(request, now);
       const updated = await tx.budgets.redefine(caller.tenant, budgetId, definition, now.toISOString());
       if (updated === undefined) throw budgetNotFound(budgetId);
       await this.deps.audit.append(tx, caller.tenant, {

@@ -746,4 +746,28 @@ describe('budget updates', () => {
     );
     expect(missing.code).toBe(status.NOT_FOUND);
   });
+
+  it('keeps both of two concurrent updates of different fields', async () => {
+    for (let trial = 0; trial < 5; trial++) {
+      const { budget } = await call(COSTS, 'CreateBudget', {
+        budget: { name: `racing-${trial}`, limits: { max_cost_usd: 100, max_tokens: 1000 } },
+      });
+      const id = String(budget.budget_id);
+      // Security lowers the limit while a tagging job renames the budget.
+      const [lowered, renamed] = await Promise.all([
+        cp.call('PATCH', `/v1/budgets/${id}?update_mask=limits.max_cost_usd`, {
+          key: acme,
+          body: { limits: { max_cost_usd: 1 } },
+        }),
+        call(COSTS, 'UpdateBudget', {
+          budget: { budget_id: id, name: `renamed-${trial}` },
+          update_mask: { paths: ['name'] },
+        }),
+      ]);
+      expect(lowered.status).toBe(200);
+      expect(renamed.budget).toMatchObject({ name: `renamed-${trial}` });
+      const after = await cp.call('GET', `/v1/budgets/${id}`, { key: acme });
+      expect(after.body, `trial ${trial}`).toMatchObject({ name: `renamed-${trial}`, limits: { max_cost_usd: 1 } });
+    }
+  });
 });

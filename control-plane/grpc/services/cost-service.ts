@@ -229,9 +229,10 @@ export function costService(deps: {
       handle: async (request, { caller }) => {
         if (request.budget === null) throw invalidField('budget', 'required');
         const budgetId = requiredId(request.budget as Message, 'budget_id');
-        const current = await budgets.get(caller.tenant, budgetId);
-        const input = budgetUpdateInput(toGrpcBudget(current, clock()), request);
-        return { budget: toGrpcBudget(await budgets.update(caller, budgetId, input), clock()) };
+        const updated = await budgets.update(caller, budgetId, (current) =>
+          budgetUpdateInput(toGrpcBudget(current, clock()), request),
+        );
+        return { budget: toGrpcBudget(updated, clock()) };
       },
     },
     DeleteBudget: {
