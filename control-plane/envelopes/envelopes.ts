@@ -21,7 +21,7 @@ import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Page, PageRequest, Readers, Storage } from '../storage/storage.ts';
 import { applyUsage, type UsageDeps } from '../usage/apply-usage.ts';
-import { applyTransition, lifecycleMessage } from './lifecycle.ts';
+import { applyTransition, lifecycleMessage, pausedByImmuneSystem } from './lifecycle.ts';
 import type { PolicyGate } from './policy-gate.ts';
 
 /** How often a status change is tried again when another transaction moved the envelope first. */
@@ -256,6 +256,14 @@ export class Envelopes {
             envelope_id: envelopeId,
             state: current.status,
           });
+        }
+        // The agent the envelope governs holds envelopes:write: lifting its own quarantine is not its call.
+        if (to === 'RUNNING' && pausedByImmuneSystem(current) && !hasScope(caller.principal, 'policies:write')) {
+          throw new SvcError(
+            'SVC-SYS-9004',
+            `envelope ${envelopeId} was paused by the Immune System (${current.status_reason ?? ''}); resuming it takes the policies:write scope`,
+            { required_scope: 'policies:write', envelope_id: envelopeId },
+          );
         }
         if (!canTransition(current.status, to)) {
           throw new SvcError('SVC-ENV-1002', `envelope ${envelopeId} cannot move from ${current.status} to ${to}`, {

@@ -16,6 +16,19 @@ const SUBJECT_OF: Partial<Record<EnvelopeStatus, (tenant: string) => string>> = 
   TIMEOUT: subjects.envelopeTerminated,
 };
 
+/** How the reason of a pause the Immune System asked for begins. */
+const IMMUNE_PAUSE = 'immune system: ';
+
+/** The reason recorded when a proxy's Immune System pauses an envelope for an anomaly of `kind`. */
+export function immunePauseReason(kind: string): string {
+  return `${IMMUNE_PAUSE}${kind} anomaly`;
+}
+
+/** Whether the envelope is paused because the Immune System asked for it. */
+export function pausedByImmuneSystem(envelope: Envelope): boolean {
+  return envelope.status === 'PAUSED' && envelope.status_reason?.startsWith(IMMUNE_PAUSE) === true;
+}
+
 export function lifecycleMessage(envelope: Envelope, force = false): EnvelopeLifecycleMessage {
   return {
     tenant_id: envelope.tenant_id,

@@ -22,7 +22,7 @@ import {
 import { EnvelopeOpenedSchema, type EnvelopeOpened } from '../../core/sync/contract.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Effects } from '../effects/effects.ts';
-import { applyTransition } from '../envelopes/lifecycle.ts';
+import { applyTransition, immunePauseReason } from '../envelopes/lifecycle.ts';
 import type { Repositories } from '../storage/storage.ts';
 import type { StoredEvent } from '../storage/records.ts';
 import { applyUsage, storedEvent, type UsageDeps } from '../usage/apply-usage.ts';
@@ -274,7 +274,7 @@ export class EventProcessor {
     for (let attempt = 0; attempt < 3; attempt++) {
       const envelope = await tx.envelopes.get(event.tenant_id, event.envelope_id);
       if (envelope === undefined || !canTransition(envelope.status, 'PAUSED')) return;
-      const reason = `immune system: ${typeof event.payload.kind === 'string' ? event.payload.kind : 'rate'} anomaly`;
+      const reason = immunePauseReason(typeof event.payload.kind === 'string' ? event.payload.kind : 'rate');
       const moved = await applyTransition(
         this.deps,
         tx,

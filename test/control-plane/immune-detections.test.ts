@@ -1,8 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
+import { subjects } from '../../core/bus/subjects.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
 import { SECRET_READ_SEQUENCE } from '../fixtures/policies.ts';
 import {
+  eventually,
   expectSvcError,
   startControlPlane,
   tenantWithKey,
@@ -134,6 +137,43 @@ describe('anomalies recorded as events', () => {
     expect(listed.body.detections[0].execution_id).toEqual(expect.any(String));
     const metrics = await fetch(`${cp.url}/metrics`);
     expect(await metrics.text()).toMatch(/svc_immune_detections_total\{kind="call_rate"\} 1/);
+  });
+});
+
+describe('an envelope the Immune System paused', () => {
+  it('is resumed by a policy author, not by the key the agent holds', async () => {
+    // A tenant of its own: its detection stays out of the lists the tests below read.
+    const owner = await tenantWithKey(cp, 'pauseco');
+    const opened = await cp.call('POST', '/v1/envelopes', { key: owner, body: { adapter_type: 'custom' } });
+    const id = String(opened.body.envelope_id);
+    // As a proxy whose Immune System paused the envelope reports it.
+    const event = {
+      event_id: randomUUID(),
+      tenant_id: 'pauseco',
+      envelope_id: id,
+      event_type: 'immune.anomaly',
+      timestamp: new Date().toISOString(),
+      tokens: { input: 0, output: 0 },
+      payload: { kind: 'spend', count: 40, baseline: 1, z: 12, action: 'pause' },
+      source: 'proxy:pod-a',
+    };
+    await cp.messaging.bus.publish(subjects.event('pauseco', 'immune.anomaly'), event, { msgId: event.event_id });
+    await eventually(
+      async () => String((await cp.call('GET', `/v1/envelopes/${id}`, { key: owner })).body.state),
+      (state) => state === 'PAUSED',
+    );
+    const agent = await tenantWithKey(cp, 'pauseco', ['envelopes:write', 'envelopes:read']);
+    const resume = (as: string) =>
+      cp.call('POST', `/v1/envelopes/${id}/status`, { key: as, body: { status: 'RUNNING' } });
+    const refused = await resume(agent);
+    expectSvcError(refused, 403, 'SVC-SYS-9004');
+    expect(refused.body.error.details).toMatchObject({ required_scope: 'policies:write' });
+    expect((await resume(owner)).status).toBe(200);
+    // A pause the agent asked for itself, it may lift.
+    expect(
+      (await cp.call('POST', `/v1/envelopes/${id}/status`, { key: agent, body: { status: 'PAUSED' } })).status,
+    ).toBe(200);
+    expect((await resume(agent)).status).toBe(200);
   });
 });
 
