@@ -8,7 +8,7 @@ export interface CompiledRule {
   readonly name: string;
   readonly decision: Decision;
   readonly message: string | undefined;
-  /** The action pattern as written, for the ruleset's action index. */
+  /** The action pattern in lower case (actions match without regard to case), for the ruleset's action index. */
   readonly action: string;
   readonly matchesAction: ActionMatcher;
   readonly checks: readonly CompiledCheck[];
@@ -63,7 +63,7 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
   if (rule.action.trim() === '') {
     violations.push({ field: `${path}.action`, description: 'action pattern is empty' });
   } else {
-    matchesAction = compileActionPattern(rule.action);
+    matchesAction = compileActionPattern(rule.action.toLowerCase());
   }
   const checks: CompiledCheck[] = [];
   const semantic: CompiledSemantic[] = [];
@@ -86,7 +86,7 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
     name: rule.name,
     decision: rule.decision,
     message: rule.message,
-    action: rule.action,
+    action: rule.action.toLowerCase(),
     matchesAction,
     checks,
     semantic,

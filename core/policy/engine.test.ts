@@ -119,6 +119,16 @@ describe('evaluate', () => {
     expect(result.evaluation_time_ms).toBeGreaterThanOrEqual(0);
   });
 
+  it('matches actions without regard to case, exact names and globs alike', () => {
+    const ruleset = compileRuleset(
+      [policy({ rules: [rule('r', 'tool:DeleteRepo', 'DENY'), rule('g', 'llm:GPT-4o*', 'DENY')] })],
+      1,
+    );
+    for (const action of ['tool:deleterepo', 'tool:DELETEREPO', 'TOOL:DeleteRepo', 'llm:gpt-4o-mini'])
+      expect(evaluate(ruleset, { action, context: {} }).decision, action).toBe('DENY');
+    expect(evaluate(ruleset, { action: 'tool:delete_repo', context: {} }).decision).toBe('ALLOW');
+  });
+
   it('denies on a matching DENY with the policy, rule and message', () => {
     const p = policy({
       name: 'no-shell',

@@ -214,8 +214,10 @@ function walk(
   answer: SemanticAnswer,
 ): number {
   const { steps } = ruleset;
-  const { action, context, policySet } = input;
-  const candidates = ruleset.index.matching(action);
+  const { context, policySet } = input;
+  // A tool, a model or a host is one whatever the case it is named in: a server may match a tool
+  // name without regard to case, so `tool:DeleteRepo` must not be walked around as `deleterepo`.
+  const candidates = ruleset.index.matching(input.action.toLowerCase());
   const restricted = policySet !== undefined && policySet.length > 0;
   let selectedUntil = from;
   // `next` is the first step still to consider: jumps past a policy move it, candidates before it are skipped.

@@ -71,7 +71,7 @@ function isItem(value: unknown): value is Item {
 }
 
 function stepMatches(step: CompiledStep, item: Item): boolean {
-  if (!step.matchesAction(item.action)) return false;
+  if (!step.matchesAction(item.action.toLowerCase())) return false;
   for (const check of step.checks) {
     const value = check.read(item);
     if (value === undefined || !check.test(value)) return false;
@@ -83,7 +83,7 @@ function stepMatches(step: CompiledStep, item: Item): boolean {
 export function compileSteps(value: SequenceValue, checks: readonly (readonly CompiledCheck[])[]): CompiledSequence {
   return {
     steps: value.steps.map((step, i) => ({
-      matchesAction: compileActionPattern(step.action),
+      matchesAction: compileActionPattern(step.action.toLowerCase()),
       checks: checks[i] ?? [],
     })),
     windowMs: value.within_seconds * 1000,

@@ -196,6 +196,15 @@ describe('MCP bodies the proxy must decode before it governs them', () => {
     expect([...put.ran, ...upper.ran]).toEqual([]);
   });
 
+  it('governs a tool a policy names with capitals when it is called in lower case', async () => {
+    await rig.addPolicy({ name: 'no-wipe', priority: 600, rules: [{ action: 'tool:WipeDisk', effect: 'deny' }] });
+    for (const name of ['wipedisk', 'WIPEDISK']) {
+      const denied = await executedDuring(() => post('json', call(name)));
+      expect(errorOf(denied.answer).data.code, name).toBe('SVC-POL-2001');
+      expect(denied.ran, name).toEqual([]);
+    }
+  });
+
   it('evaluates every call of a batch: one denied call refuses the batch, every request answered', async () => {
     const batch = `[${call('search', 1)},${call('delete_repo', 2)}]`;
     const refused = await executedDuring(() => post('json', batch));
