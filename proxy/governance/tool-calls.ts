@@ -39,7 +39,8 @@ export async function governToolCall(
     held,
   );
   // Only what was let through happened: a refused call is no first half of a sequence.
-  if (verdict.allowed) deps.history.record(envelope.executionId, `tool:${name}`, name, call.arguments);
+  if (verdict.allowed)
+    deps.history.record(envelope.executionId, `tool:${name}`, name, readableArguments(call.arguments));
   deps.metrics.toolCalls.inc({ source, decision: verdict.allowed ? 'allowed' : 'blocked' });
   void deps.recorder.usage(
     envelope,
@@ -97,6 +98,19 @@ export function governHeldToolCall(
 }
 
 /**
+ * Arguments as the tool will read them: JSON is decoded and written again, so that an escape
+ * (`rm \u002drf`, `https:\/\/`) hides nothing from a text condition or the hosts read from it;
+ * text that is not JSON (a custom tool's input) as it is.
+ */
+function readableArguments(args: string): string {
+  try {
+    return JSON.stringify(JSON.parse(args));
+  } catch {
+    return args;
+  }
+}
+
+/**
  * The evaluation context of a tool call; `tool_hosts`, the hosts of the URLs in its arguments
  * (absent when there are none), lets a rule name the destinations it allows (`not_in`).
  */
@@ -105,12 +119,13 @@ export function toolContext(
   source: ToolSource,
   context: Record<string, unknown>,
 ): Record<string, unknown> {
-  const hosts = [...new Set(urlsIn(call.arguments).map((u) => u.host))];
+  const args = readableArguments(call.arguments);
+  const hosts = [...new Set(urlsIn(args).map((u) => u.host))];
   return {
     ...context,
     tool_name: call.name,
     tool: call.name,
-    tool_args: call.arguments,
+    tool_args: args,
     ...(hosts.length === 0 ? {} : { tool_hosts: hosts }),
     source,
   };

