@@ -11,10 +11,12 @@ const TIMED_OUT = 'HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-
  * sees it.
  */
 export function bodyDeadline(raw: IncomingMessage, ms: number): void {
-  if (raw.complete) return;
+  const declared = raw.headers['content-length'];
+  const body = raw.headers['transfer-encoding'] !== undefined || (declared !== undefined && declared !== '0');
+  if (!body || raw.complete) return;
   const timer = setTimeout(() => {
     if (!raw.complete) raw.socket.end(TIMED_OUT);
-  }, ms);
+  }, ms).unref();
   const done = () => clearTimeout(timer);
   raw.once('end', done);
   raw.once('close', done);
