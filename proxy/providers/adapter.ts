@@ -232,9 +232,9 @@ export interface AdapterDeps {
   /** Output bound for a request that sets none (e.g. the price table's max_output_tokens). */
   defaultMaxOutputTokens(model: string): number;
   /**
-   * Characters of a streamed tool call's arguments a meter keeps; beyond them the rest is
-   * dropped and the call keeps one character more than the judge reads, so it is judged
-   * `truncated` (fail closed).
+   * Characters of a streamed tool call's arguments a meter keeps: as many as a call may hold
+   * before its stream is cut (the event bound), and more than the Semantic Judge reads, so a
+   * longer call is judged `truncated` there (fail closed); beyond them the rest is dropped.
    */
   maxToolArgsChars: number;
   /**

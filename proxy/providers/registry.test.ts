@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { loadPriceTable } from '../../core/metering/prices.ts';
 import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
 import { captureRaw, runMeter, splitAt } from '../../test/simulator/index.ts';
-import { createDefaultAdapters, createProviderRegistry } from './registry.ts';
+import { sse } from '../../test/simulator/sse-writer.ts';
+import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './registry.ts';
 
 const fx = useAdapterFixture();
 const { deps } = fx;
@@ -105,5 +107,27 @@ describe('OpenAI-compatible', () => {
       usageSource: 'provider',
     });
     expect(compat?.prepareRequest('chat', { model: 'x', messages: [], stream: true }).modified).toBe(false);
+  });
+});
+
+describe('a streamed tool call longer than the Semantic Judge reads', () => {
+  it('is kept whole up to the event bound, so no condition reads a mere prefix of it', async () => {
+    const deps = createAdapterDeps(fx.tokens, loadPriceTable(), { judgedTextChars: 1024, maxEventBytes: 1 << 20 });
+    const openai = createDefaultAdapters(deps)[0]!;
+    const args = JSON.stringify({ pad: 'x'.repeat(70_000), cmd: 'rm -rf /' });
+    const chunk = (delta: object, finish: string | null = null) =>
+      sse({ choices: [{ index: 0, delta, finish_reason: finish }] });
+    const raw = [
+      chunk({ tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'run_shell', arguments: '' } }] }),
+      ...Array.from({ length: 8 }, (_, i) =>
+        chunk({ tool_calls: [{ index: 0, function: { arguments: args.slice(i * 9000, (i + 1) * 9000) } }] }),
+      ),
+      chunk({}, 'tool_calls'),
+      'data: [DONE]\n\n',
+    ].join('');
+    const run = await runMeter(openai.createStreamMeter('chat', 'gpt-4o', { estimatedInputTokens: 5 }), [
+      new TextEncoder().encode(raw),
+    ]);
+    expect(run.last.toolCalls).toMatchObject([{ name: 'run_shell', arguments: args }]);
   });
 });

@@ -50,11 +50,15 @@ const DEFAULT_SERVER_CONTEXT_TOKENS = 128_000;
 /** Adapter dependencies from the shared token counter and price table (its max_output_tokens bound requests). */
 export function createAdapterDeps(tokens: TokenCounter, prices: PriceTable, limits: AdapterLimits = {}): AdapterDeps {
   const fallback = limits.fallbackMaxOutputTokens ?? 4096;
+  const maxEventBytes = limits.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
   return {
     tokens,
-    maxEventBytes: limits.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
-    // One character more than the judge reads, so a longer call is judged as truncated.
-    maxToolArgsChars: (limits.judgedTextChars ?? DEFAULT_JUDGED_TEXT_CHARS) + 1,
+    maxEventBytes,
+    // A streamed call is held until judged and the stream cut once it holds more than the event
+    // bound: kept whole up to that bound, every condition reads all of it (a prefix would let
+    // padding hide what follows). Always one character more than the Semantic Judge reads, so a
+    // longer call is judged truncated there.
+    maxToolArgsChars: Math.max((limits.judgedTextChars ?? DEFAULT_JUDGED_TEXT_CHARS) + 1, maxEventBytes),
     defaultMaxOutputTokens: (model) => maxOutputTokens(prices, model, fallback),
     serverContextTokens: limits.serverContextTokens ?? DEFAULT_SERVER_CONTEXT_TOKENS,
   };
