@@ -16,7 +16,7 @@ import {
 import { UsageEventMessageSchema } from '../../core/events/messages.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import type { Budgets } from '../budgets/budgets.ts';
-import { hasScope } from '../auth/scopes.ts';
+import { requireScope } from '../auth/scopes.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Page, PageRequest, Readers, Storage } from '../storage/storage.ts';
@@ -57,20 +57,11 @@ export class Envelopes {
     const { audit, budgets, clock } = this.deps;
     // Narrowing the policies that govern an execution is the policy author's to decide, not the
     // governed party's: a key that may only start executions could name a set without its denials.
-    if (
-      request.policy_set !== undefined &&
-      request.policy_set.length > 0 &&
-      !hasScope(caller.principal, 'policies:write')
-    ) {
-      throw new SvcError(
-        'SVC-SYS-9004',
-        'policy_set narrows the policies that apply, which takes the policies:write scope',
-        {
-          required_scope: 'policies:write',
-          field: 'policy_set',
-        },
-      );
-    }
+    if (request.policy_set !== undefined && request.policy_set.length > 0)
+      requireScope(caller.principal, 'policies:write', {
+        act: 'policy_set, narrowing the policies that apply,',
+        details: { field: 'policy_set' },
+      });
     const budget = request.budget_id === undefined ? undefined : await budgets.find(caller.tenant, request.budget_id);
     const context = {
       tenant_id: caller.tenant,
@@ -258,13 +249,11 @@ export class Envelopes {
           });
         }
         // The agent the envelope governs holds envelopes:write: lifting its own quarantine is not its call.
-        if (to === 'RUNNING' && pausedByImmuneSystem(current) && !hasScope(caller.principal, 'policies:write')) {
-          throw new SvcError(
-            'SVC-SYS-9004',
-            `envelope ${envelopeId} was paused by the Immune System (${current.status_reason ?? ''}); resuming it takes the policies:write scope`,
-            { required_scope: 'policies:write', envelope_id: envelopeId },
-          );
-        }
+        if (to === 'RUNNING' && pausedByImmuneSystem(current))
+          requireScope(caller.principal, 'policies:write', {
+            act: `resuming envelope ${envelopeId}, paused by the Immune System (${current.status_reason ?? ''}),`,
+            details: { envelope_id: envelopeId },
+          });
         if (!canTransition(current.status, to)) {
           throw new SvcError('SVC-ENV-1002', `envelope ${envelopeId} cannot move from ${current.status} to ${to}`, {
             envelope_id: envelopeId,

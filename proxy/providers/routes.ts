@@ -249,6 +249,11 @@ function decodedSegment(segment: string): string {
   }
 }
 
+/** A model as Gemini names it in a path: `models/{id}` is `{id}`, a tuned model `tunedModels/{id}`. */
+function geminiModel(collection: string, id: string): string {
+  return collection.toLowerCase() === 'models' ? id : `tunedModels/${id}`;
+}
+
 const GEMINI_MODEL = /^\/v1(?:beta|alpha)?\/(models|tunedModels)\/([^/:]+):[A-Za-z]+$/;
 const GEMINI_MODEL_ANYWHERE = /\/(models|tunedmodels)\/([^/:]+)(?::|\/|$)/;
 
@@ -259,8 +264,7 @@ const GEMINI_MODEL_ANYWHERE = /\/(models|tunedmodels)\/([^/:]+)(?::|\/|$)/;
 export function geminiModelFromPath(path: string): string | undefined {
   const named = GEMINI_MODEL.exec(normalizeRoutePath(path));
   if (named === null) return undefined;
-  const model = decodedSegment(named[2]!);
-  return named[1] === 'models' ? model : `tunedModels/${model}`;
+  return geminiModel(named[1]!, decodedSegment(named[2]!));
 }
 
 /**
@@ -269,8 +273,7 @@ export function geminiModelFromPath(path: string): string | undefined {
  */
 export function geminiModelNamedIn(path: string): string | undefined {
   const named = GEMINI_MODEL_ANYWHERE.exec(lenientPath(normalizeRoutePath(path)));
-  if (named === null) return undefined;
-  return named[1] === 'models' ? named[2] : `tunedModels/${named[2]}`;
+  return named === null ? undefined : geminiModel(named[1]!, named[2]!);
 }
 
 const AZURE_DEPLOYMENT = /^\/openai\/deployments\/([^/]+)\//;
