@@ -87,20 +87,27 @@ const DENIED: Record<ProviderId, RegExp> = {
 /** How the proxy must have treated a request that reached the upstream. */
 export type Treatment = 'metered' | 'unclassified' | 'free';
 
-export function treatmentOf(provider: ProviderId, reached: Reached): Treatment {
+/** The client's headers as sent to the proxy, name and value. */
+type SentHeaders = readonly (readonly [string, string])[];
+
+/**
+ * `sent` is what the client sent: the proxy drops hop-by-hop fields such as `Upgrade` before the
+ * upstream, so a read that asked for an upgrade (a realtime websocket, governed) reaches it bare.
+ */
+export function treatmentOf(provider: ProviderId, reached: Reached, sent: SentHeaders): Treatment {
   const path = routePath(reached.path);
   const plainRead =
     (reached.method === 'GET' || reached.method === 'HEAD') &&
     reached.bodyBytes === 0 &&
-    reached.headers.upgrade === undefined;
+    !sent.some(([name]) => name.toLowerCase() === 'upgrade');
   if (reached.method === 'POST' && METERED[provider].test(path)) return 'metered';
   if (reached.method === 'POST' && FREE[provider].test(path)) return 'free';
   return plainRead ? 'free' : 'unclassified';
 }
 
 /** Whether the proxy must have charged this request: it was governed and the upstream did not refuse it. */
-export function billable(provider: ProviderId, reached: Reached): boolean {
-  if (treatmentOf(provider, reached) === 'free') return false;
+export function billable(provider: ProviderId, reached: Reached, sent: SentHeaders): boolean {
+  if (treatmentOf(provider, reached, sent) === 'free') return false;
   return reached.answered === 'reset' || reached.answered < 400;
 }
 
@@ -183,7 +190,7 @@ export function ungoverned(
   }
   if (reached.method === 'POST' && DENIED[provider].test(lenientRoutePath(reached.path)))
     problems.push('a route that generates after the request returns reached the upstream');
-  const treatment = treatmentOf(provider, reached);
+  const treatment = treatmentOf(provider, reached, sentHeaders);
   if (treatment === 'free') return problems;
   const coding = String(reached.headers['content-encoding'] ?? 'identity').toLowerCase();
   if (coding !== 'identity') problems.push(`content-encoding ${coding} reached the upstream on a governed call`);

@@ -23,7 +23,7 @@ import {
   type ProviderRequest,
 } from './provider-requests.ts';
 import { startProxyTarget, type ProxyTarget } from './proxy-target.ts';
-import { exchange, requestBytes, type RawAnswer } from './raw-http.ts';
+import { exchange, requestBytes, type RawAnswer, type RawRequest } from './raw-http.ts';
 import { fuzzParameters, fuzzSeed } from './seed.ts';
 
 /**
@@ -48,7 +48,10 @@ const executions = ['fuzz-exec-a', 'fuzz-exec-b'];
  * Every input by request id, for the checks that wait until late upstream calls and events are
  * in. An input checked whole already keeps only what the billing count needs.
  */
-const inputs = new Map<string, { request: ProviderRequest | null; routed: ProviderRequest['routed']; note: string }>();
+const inputs = new Map<
+  string,
+  { request: ProviderRequest | null; routed: ProviderRequest['routed']; sent: RawRequest['headers']; note: string }
+>();
 
 beforeAll(async () => {
   upstream = await startFuzzUpstream({ eventBytes: LIMITS.event, answerBytes: LIMITS.answer });
@@ -163,6 +166,7 @@ function reachedProblems(
   id: string,
   routed: ProviderRequest['routed'],
   request: ProviderRequest | null,
+  sent: RawRequest['headers'],
   events: readonly UsageEventMessage[],
 ): string[] {
   const problems: string[] = [];
@@ -181,7 +185,7 @@ function reachedProblems(
       );
     }
   }
-  const expected = reached.filter((r) => billable(provider, r)).length;
+  const expected = reached.filter((r) => billable(provider, r, sent)).length;
   if (events.length !== expected)
     problems.push(`${events.length} llm.call events for ${expected} billable upstream calls`);
   for (const event of events) {
@@ -228,7 +232,8 @@ function answerProblems(id: string, request: ProviderRequest, plan: UpstreamPlan
   // Tool calls are judged on the providers' routes; a call outside them is metered by estimate
   // and its answer relayed as it comes (docs/providers.md), so only routed calls are held to it.
   const provider = request.routed;
-  const onRoute = provider !== null && reached.every((r) => treatmentOf(provider, r) === 'metered');
+  const onRoute =
+    provider !== null && reached.every((r) => treatmentOf(provider, r, request.raw.headers) === 'metered');
   if (status !== null && status < 300 && onRoute && offersTool(answer, DENIED_TOOL))
     problems.push(`the agent was handed a call to the denied tool ${DENIED_TOOL}`);
   return problems;
@@ -265,12 +270,13 @@ describe('provider adapters of a spawned proxy under generated requests and upst
         // A client that left does not stop the call, and a request framed so that the parser refused
         // what followed it may be answered (400) before it is served: what reached the upstream
         // for these is checked once everything settled.
-        if (answer.aborted || request.broken) inputs.set(id, { request, routed: request.routed, note });
+        const sent = request.raw.headers;
+        if (answer.aborted || request.broken) inputs.set(id, { request, routed: request.routed, sent, note });
         else {
           const provider = request.routed;
-          const billed = provider === null ? 0 : upstream.reached(id).filter((r) => billable(provider, r)).length;
-          problems.push(...reachedProblems(id, request.routed, request, await settledEvents(id, billed)));
-          inputs.set(id, { request: null, routed: request.routed, note });
+          const billed = provider === null ? 0 : upstream.reached(id).filter((r) => billable(provider, r, sent)).length;
+          problems.push(...reachedProblems(id, request.routed, request, sent, await settledEvents(id, billed)));
+          inputs.set(id, { request: null, routed: request.routed, sent, note });
           upstream.release(id);
         }
         if (problems.length > 0)
@@ -290,8 +296,8 @@ describe('provider adapters of a spawned proxy under generated requests and upst
   it('governed and charged once every call that reached the upstream, inputs whose client left included', async () => {
     const wrongs = () => {
       const wrong: string[] = [];
-      for (const [id, { request, routed, note }] of inputs) {
-        const problems = reachedProblems(id, routed, request, target.llmCalls.get(id) ?? []);
+      for (const [id, { request, routed, sent, note }] of inputs) {
+        const problems = reachedProblems(id, routed, request, sent, target.llmCalls.get(id) ?? []);
         if (problems.length > 0) wrong.push(`${id}: ${note}\n  ${problems.join('\n  ')}`);
       }
       return wrong;
