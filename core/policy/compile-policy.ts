@@ -68,7 +68,7 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
   const checks: CompiledCheck[] = [];
   const semantic: CompiledSemantic[] = [];
   rule.conditions.forEach((condition, c) => {
-    const compiled = compileCondition(condition);
+    const compiled = compileCondition(condition, rule.decision === 'ALLOW' ? 'every' : 'some');
     if (!compiled.ok) {
       violations.push({
         field: `${path}.conditions.${c}.${compiled.fault.part}`,

@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { compileCondition, type CompiledCheck } from './condition.ts';
+import { compileCondition, type CompiledCheck, type ListReading } from './condition.ts';
 import type { PolicyCondition } from './model.ts';
 
 function check(
   operator: PolicyCondition['operator'],
   value: unknown,
   field = 'x',
+  reading: ListReading = 'some',
 ): (context: Record<string, unknown>) => boolean {
-  const compiled = compileCondition({ field, operator, value });
+  const compiled = compileCondition({ field, operator, value }, reading);
   if (!compiled.ok) throw new Error(compiled.fault.description);
   const condition = compiled.condition as CompiledCheck;
   return (context) => {
@@ -17,7 +18,7 @@ function check(
 }
 
 function faultOf(operator: PolicyCondition['operator'], value: unknown, field = 'x') {
-  const compiled = compileCondition({ field, operator, value });
+  const compiled = compileCondition({ field, operator, value }, 'some');
   return compiled.ok ? null : compiled.fault;
 }
 
@@ -35,17 +36,38 @@ describe('compileCondition', () => {
     expect(check('neq', 'prod')({ x: 'prod' })).toBe(false);
   });
 
-  it('in and not_in test membership, of any element for array values', () => {
+  it('in and not_in test membership', () => {
     const isAdmin = check('in', ['admin', 'owner']);
     expect(isAdmin({ x: 'owner' })).toBe(true);
     expect(isAdmin({ x: 'viewer' })).toBe(false);
-    expect(isAdmin({ x: ['viewer', 'admin'] })).toBe(true);
     const notBlocked = check('not_in', ['shell', 'exec']);
     expect(notBlocked({ x: 'search' })).toBe(true);
     expect(notBlocked({ x: 'shell' })).toBe(false);
-    expect(notBlocked({ x: ['search', 'exec'] })).toBe(false);
     expect(check('in', [1, 2, 3])({ x: '2' })).toBe(true);
     expect(check('in', [])({ x: 'a' })).toBe(false);
+  });
+
+  it('a list meets a detecting test when some element does, and an allowing one only when every element does', () => {
+    const decoy = { x: ['evil.example', 'uploads.acme.example'] };
+    expect(check('in', ['uploads.acme.example'], 'x', 'some')(decoy)).toBe(true);
+    expect(check('in', ['uploads.acme.example'], 'x', 'every')(decoy)).toBe(false);
+    expect(check('in', ['uploads.acme.example'], 'x', 'every')({ x: ['uploads.acme.example'] })).toBe(true);
+    // A deny on hosts outside the list sees the one outside it, however many inside it come along.
+    expect(check('not_in', ['uploads.acme.example'], 'x', 'some')(decoy)).toBe(true);
+    expect(check('not_in', ['uploads.acme.example'], 'x', 'every')(decoy)).toBe(false);
+    expect(check('neq', 'evil.example', 'x', 'every')(decoy)).toBe(false);
+    expect(check('neq', 'evil.example', 'x', 'some')(decoy)).toBe(true);
+    expect(check('matches', '\\.acme\\.example$', 'x', 'every')(decoy)).toBe(false);
+    expect(check('matches', '\\.acme\\.example$', 'x', 'some')(decoy)).toBe(true);
+    expect(check('lt', 10, 'x', 'every')({ x: [1, 2, 30] })).toBe(false);
+    expect(check('gt', 10, 'x', 'some')({ x: [1, 2, 30] })).toBe(true);
+    // An empty list shows nothing allowed, and nothing to detect.
+    expect(check('not_in', ['a'], 'x', 'every')({ x: [] })).toBe(false);
+    expect(check('in', ['a'], 'x', 'some')({ x: [] })).toBe(false);
+    // A scalar is read the same either way.
+    expect(check('in', ['a'], 'x', 'every')({ x: 'a' })).toBe(true);
+    // contains asks whether the list holds the value, whatever else it holds.
+    expect(check('contains', 'admin', 'x', 'every')({ x: ['viewer', 'admin'] })).toBe(true);
   });
 
   it('gt, gte, lt, lte compare numbers, numeric strings and dates', () => {
@@ -104,13 +126,16 @@ describe('compileCondition', () => {
   });
 
   it('compiles semantic conditions for the judge', () => {
-    const plain = compileCondition({ field: 'input_text', operator: 'semantic', value: 'DESTRUCTIVE' });
+    const plain = compileCondition({ field: 'input_text', operator: 'semantic', value: 'DESTRUCTIVE' }, 'some');
     expect(plain.ok && plain.condition).toMatchObject({ kind: 'semantic', intent: 'DESTRUCTIVE', minConfidence: 0.5 });
-    const tuned = compileCondition({
-      field: 'input_text',
-      operator: 'semantic',
-      value: { intent: 'SUSPICIOUS', min_confidence: 0.8 },
-    });
+    const tuned = compileCondition(
+      {
+        field: 'input_text',
+        operator: 'semantic',
+        value: { intent: 'SUSPICIOUS', min_confidence: 0.8 },
+      },
+      'some',
+    );
     expect(tuned.ok && tuned.condition).toMatchObject({ kind: 'semantic', intent: 'SUSPICIOUS', minConfidence: 0.8 });
   });
 });

@@ -50,11 +50,19 @@ export interface ConditionFault {
 
 export type ConditionCompilation = { ok: true; condition: CompiledCondition } | { ok: false; fault: ConditionFault };
 
+/**
+ * How a test reads a list (`tool_hosts`, `user_roles`): for an allow every element must meet it,
+ * so an allowed host named beside another one passes no allow; for a deny, a warning or an
+ * approval some element is enough. Either way the list is the caller's, so it cannot widen what
+ * the rule lets through.
+ */
+export type ListReading = 'every' | 'some';
+
 const DEFAULT_MIN_CONFIDENCE = 0.5;
 const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
 
 /** Compiles a condition once (regex, sets, numbers) so evaluation does no parsing. */
-export function compileCondition(condition: PolicyCondition): ConditionCompilation {
+export function compileCondition(condition: PolicyCondition, reading: ListReading): ConditionCompilation {
   let read: FieldReader;
   try {
     read = compileFieldPath(condition.field);
@@ -63,16 +71,27 @@ export function compileCondition(condition: PolicyCondition): ConditionCompilati
   }
   if (condition.operator === 'semantic') return compileSemantic(condition.field, read, condition.value);
   if (condition.operator === 'sequence') return compileSequence(condition.field, read, condition.value);
-  const test = compileValueTest(condition.operator, condition.value);
+  const test = compileValueTest(condition.operator, condition.value, reading);
   if (typeof test === 'string') return fault('value', test);
   const cost = condition.operator === 'matches' ? 2 : condition.operator === 'contains' ? 1 : 0;
-  const key = `${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
+  const key = `${reading}\u0000${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
   return { ok: true, condition: { kind: 'check', field: condition.field, read, test, cost, key } };
 }
 
 /** Returns the test, or a description of why the value does not suit the operator. */
 function compileValueTest(
   operator: Exclude<PolicyCondition['operator'], 'semantic' | 'sequence'>,
+  value: unknown,
+  reading: ListReading,
+): ValueTest | string {
+  // `contains` asks about a list as a whole (does it hold the value?); the rest test each element.
+  if (operator === 'contains') return compileContains(value);
+  const test = compileElementTest(operator, value);
+  return typeof test === 'string' ? test : overList(test, reading);
+}
+
+function compileElementTest(
+  operator: Exclude<PolicyCondition['operator'], 'semantic' | 'sequence' | 'contains'>,
   value: unknown,
 ): ValueTest | string {
   switch (operator) {
@@ -95,15 +114,19 @@ function compileValueTest(
       return compileComparison(operator, value);
     case 'matches':
       return compileRegex(value);
-    case 'contains':
-      return compileContains(value);
   }
 }
 
-/** Positive: some value (or some element of an array value) is a member. Negative: none is. */
+/** An empty list meets no allow: nothing in it was shown to be allowed. */
+function overList(test: ValueTest, reading: ListReading): ValueTest {
+  return reading === 'every'
+    ? (actual) => (Array.isArray(actual) ? actual.length > 0 && actual.every(test) : test(actual))
+    : (actual) => (Array.isArray(actual) ? actual.some(test) : test(actual));
+}
+
 function membershipTest(positive: boolean, values: readonly Scalar[]): ValueTest {
   const member = scalarMembership(values);
-  return (actual) => (Array.isArray(actual) ? actual.some(member) : member(actual)) === positive;
+  return positive ? member : (actual) => !member(actual);
 }
 
 function compileComparison(operator: 'gt' | 'gte' | 'lt' | 'lte', value: unknown): ValueTest | string {
@@ -158,9 +181,8 @@ function compileRegex(value: unknown): ValueTest | string {
   const mayMatch = regexPrefilter(value);
   const search =
     mayMatch === null ? (text: string) => regex.test(text) : (text: string) => mayMatch(text) && regex.test(text);
-  const test = (actual: unknown): boolean =>
+  return (actual) =>
     typeof actual === 'string' ? search(actual) : typeof actual === 'number' && search(String(actual));
-  return (actual) => (Array.isArray(actual) ? actual.some(test) : test(actual));
 }
 
 function compileContains(value: unknown): ValueTest | string {
@@ -251,7 +273,11 @@ function compileSequence(field: string, read: FieldReader, value: unknown): Cond
           'value',
           `${where}.operator: not an operator of a step (eq, neq, in, not_in, matches, contains, gt…)`,
         );
-      const compiled = compileCondition({ field: condition.field, operator: operator.data, value: condition.value });
+      // A step detects what an earlier action did, as a deny does.
+      const compiled = compileCondition(
+        { field: condition.field, operator: operator.data, value: condition.value },
+        'some',
+      );
       if (!compiled.ok) return fault('value', `${where}.${compiled.fault.part}: ${compiled.fault.description}`);
       stepChecks.push(compiled.condition as CompiledCheck);
     }

@@ -37,7 +37,7 @@ function post(host: string, secondsAgo: number) {
 }
 
 function sequenceTest(value: unknown): (actual: unknown) => boolean {
-  const compiled = compileCondition({ field: 'recent_actions', operator: 'sequence', value });
+  const compiled = compileCondition({ field: 'recent_actions', operator: 'sequence', value }, 'some');
   if (!compiled.ok) throw new Error(compiled.fault.description);
   return (compiled.condition as CompiledCheck).test;
 }
@@ -102,7 +102,7 @@ describe('a sequence condition', () => {
 
   it('refuses a bad value, naming the part at fault', () => {
     const faultOf = (value: unknown) => {
-      const compiled = compileCondition({ field: 'recent_actions', operator: 'sequence', value });
+      const compiled = compileCondition({ field: 'recent_actions', operator: 'sequence', value }, 'some');
       return compiled.ok ? null : compiled.fault.description;
     };
     expect(faultOf({ steps: [], within_seconds: 10 })).toMatch(/^sequence value\.steps: /);

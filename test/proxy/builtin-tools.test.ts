@@ -67,6 +67,11 @@ describe('tools the provider defines, judged as the request declares them', () =
     expect((elsewhere as APIError).status).toBe(403);
     expect((elsewhere as APIError).code).toBe('SVC-POL-2001');
     expect(upstreamCalls()).toBe(before);
+    // An allowed host named beside the real one is no pass: every host must be allowed.
+    const decoy = await failure(() => mcp('https://mcp.attacker.example/sse?via=https://mcp.acme.example/sse'));
+    expect((decoy as APIError).status).toBe(403);
+    expect((decoy as APIError).code).toBe('SVC-POL-2001');
+    expect(upstreamCalls()).toBe(before);
     expect((await mcp('https://mcp.acme.example/sse')).status).toBe('completed');
     const connector = await failure(() =>
       openai.responses.create({
