@@ -18,6 +18,20 @@ function deliveredByStream(msg: Msg): boolean {
   return msg.reply?.startsWith('$JS.ACK.') === true;
 }
 
+/**
+ * Whether a request's reply subject is a requester's inbox: `_INBOX.…`, or, for a request on
+ * `svc.<tenant>.…`, that tenant's `_INBOX_<tenant>.…`. nats-server does not check a reply subject
+ * against its sender's rights, and the answer is published with this process's own (the control
+ * plane's reach everything): a request whose reply named `$JS.API.STREAM.PURGE.SVC_EVENTS`, a
+ * `$KV.` key or another tenant's subject would have this process write there for the requester.
+ */
+export function isRequesterInbox(subject: string, reply: string | undefined): boolean {
+  if (reply === undefined) return false;
+  if (reply.startsWith('_INBOX.')) return true;
+  const [family, tenant] = subject.split('.', 2);
+  return family === 'svc' && tenant !== undefined && tenant !== '' && reply.startsWith(`_INBOX_${tenant}.`);
+}
+
 function subscription(unsubscribe: () => void): Subscription {
   return { unsubscribe: () => asPromise(unsubscribe) };
 }
@@ -56,6 +70,13 @@ export class NatsRequests implements RequestReply, Signals {
           if (error) return this.#logger.error({ err: error, subject }, 'reply subscription failed');
           if (deliveredByStream(msg))
             return this.#logger.warn({ subject: msg.subject }, 'request delivered by a stream consumer; ignored');
+          // Nothing is done for a request whose answer could not go to its sender: a lease granted
+          // to nobody would hold back its budget.
+          if (!isRequesterInbox(msg.subject, msg.reply))
+            return this.#logger.warn(
+              { subject: msg.subject, reply: msg.reply },
+              'request whose reply is not an inbox of its tenant; ignored',
+            );
           runReplyHandler(() => handler(decodePayload(msg.data), msg.subject))
             .then((envelope) => msg.respond(encodePayload(envelope)))
             .catch((failure: unknown) => this.#logger.error({ err: failure, subject: msg.subject }, 'reply failed'));

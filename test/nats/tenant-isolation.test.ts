@@ -265,6 +265,44 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
     expect(await cp.get(keys.ruleset('acme'))).toMatchObject({ value: { version: 1 } });
   });
 
+  it("answers a request only on its tenant's inbox, so the control plane writes nowhere else for it", async () => {
+    const admin = await connect({ servers: server.url, user: 'control-plane', pass: 'control-plane-secret' });
+    try {
+      const jsm = await admin.jetstreamManager();
+      const bus = await controlPlane.keyValue.open(BUCKETS.holds);
+      await controlPlane.bus.publish('svc.globex.events.llm.call', { n: 1 }, { msgId: 'reply-walk-1' });
+      const stored = async () => (await jsm.streams.info('SVC_EVENTS')).state.messages;
+      const before = await stored();
+      expect(before).toBeGreaterThan(0);
+      const handled = leaseRequests.length;
+      // The server lets tenant A name any reply subject; the answer would be published with the
+      // control plane's rights, which reach the JetStream API, every key and every tenant.
+      for (const reply of [
+        '$JS.API.STREAM.PURGE.SVC_EVENTS',
+        '$JS.API.STREAM.PURGE.KV_svc_holds',
+        '$KV.svc_holds.hold.globex.e-globex',
+        'svc.globex.signals.terminate',
+        '_INBOX_globex.stolen',
+        '_INBOX_acmecorp.near-miss',
+      ])
+        raw.publish(syncSubjects.lease('acme'), new TextEncoder().encode(JSON.stringify({ tokens: 1 })), { reply });
+      // A request with no reply at all grants nothing either: nobody would receive it.
+      raw.publish(syncSubjects.lease('acme'), new TextEncoder().encode(JSON.stringify({ tokens: 1 })));
+      await raw.flush();
+      // The replier still answers tenant A's own inbox, after every request above was delivered.
+      await expect(acme.requests.request(syncSubjects.lease('acme'), { tokens: 3 }, 2_000)).resolves.toEqual({
+        granted: 3,
+      });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(leaseRequests.length - handled).toBe(1);
+      expect(await stored()).toBe(before);
+      expect(await bus.get(keys.hold('globex', 'e-globex'))).toMatchObject({ value: { status: 'TERMINATED' } });
+      expect((await jsm.streams.info('KV_svc_holds')).state.messages).toBeGreaterThanOrEqual(2);
+    } finally {
+      await admin.close();
+    }
+  });
+
   it('requests a lease and receives signals on its own subjects', async () => {
     await expect(acme.requests.request(syncSubjects.lease('acme'), { tokens: 500 }, 2_000)).resolves.toEqual({
       granted: 500,
