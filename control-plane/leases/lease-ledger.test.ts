@@ -121,6 +121,30 @@ const request = (budgetId: string, holder: string, extra: Record<string, unknown
   });
 
 describe('LeaseLedger', () => {
+  it("returns or replaces only the holder's own lease, whoever names its id", async () => {
+    const budget = await budgets.create(caller, {
+      name: 'b',
+      type: 'cost',
+      period: 'monthly',
+      limits: {
+        max_cost_usd: 1,
+        max_tokens: null,
+        max_executions: null,
+        max_input_tokens: null,
+        max_output_tokens: null,
+        max_llm_calls: null,
+        max_tool_calls: null,
+      },
+    });
+    const first = await handle(request(budget.budget_id, 'p1', { want_micros: 800_000 }));
+    expect(first).toMatchObject({ micros: 800_000, ttl_ms: 60_000 });
+    await handle(request(budget.budget_id, 'p2', { lease_id: first.lease_id, release: true }));
+    await handle(request(budget.budget_id, 'p2', { lease_id: first.lease_id, want_micros: 1 }));
+    expect(await outstanding(budget.budget_id)).toBe(800_001);
+    const third = await handle(request(budget.budget_id, 'p3', { want_micros: 1_000_000 }));
+    expect(third.micros).toBe(199_999);
+  });
+
   it('never leases out more than the budget has left, across holders', async () => {
     const budget = await budgets.create(caller, {
       name: 'b',

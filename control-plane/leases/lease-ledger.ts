@@ -57,11 +57,11 @@ export class LeaseLedger {
     const now = this.clock();
     const budget = rollOver(stored, now);
     const budgetId = budget.budget_id;
-    const existing = request.lease_id === null ? undefined : await tx.leases.get(tenant, budgetId, request.lease_id);
-    const held =
-      existing !== undefined && existing.holder === request.holder && Date.parse(existing.expires_at) > now.getTime()
-        ? existing
-        : undefined;
+    // Only the holder's own lease is renewed, replaced or returned: another holder that learnt
+    // its id could otherwise return it and have its slice leased again while it is spent.
+    const found = request.lease_id === null ? undefined : await tx.leases.get(tenant, budgetId, request.lease_id);
+    const existing = found?.holder === request.holder ? found : undefined;
+    const held = existing !== undefined && Date.parse(existing.expires_at) > now.getTime() ? existing : undefined;
     const leaseId = held?.lease_id ?? randomUUID();
     const status = budgetStatus(budget, now);
 
@@ -106,6 +106,7 @@ export class LeaseLedger {
       tokens: record.tokens,
       micros: record.micros,
       expires_at: record.expires_at,
+      ttl_ms: this.ttlMs,
       status,
     };
   }

@@ -99,6 +99,12 @@ export const LeaseGrantSchema = z.object({
   tokens: z.number().int().nonnegative().nullable(),
   micros: z.number().int().nonnegative().nullable(),
   expires_at: TimestampSchema,
+  /**
+   * The lease's time to live from its grant. A holder counts it from when it asked, on its own
+   * clock, so it stops spending the grant no later than the control plane stops counting it,
+   * whatever the two clocks say. Absent from a release's answer.
+   */
+  ttl_ms: z.number().int().positive().optional(),
   status: BudgetStatusSchema,
 });
 export type LeaseGrant = z.infer<typeof LeaseGrantSchema>;

@@ -16,7 +16,11 @@ const settings: LeaseSettings = {
 const observer = { outcome: () => undefined, warn: () => undefined };
 
 /** A lease responder granting up to `left` micro-dollars (tokens unlimited), recording each request. */
-function responder(left: { micros: number }, fail?: () => Error | undefined): RequestReply & { seen: LeaseRequest[] } {
+function responder(
+  left: { micros: number },
+  fail?: () => Error | undefined,
+  extra: Record<string, unknown> = {},
+): RequestReply & { seen: LeaseRequest[] } {
   const seen: LeaseRequest[] = [];
   return {
     seen,
@@ -33,6 +37,7 @@ function responder(left: { micros: number }, fail?: () => Error | undefined): Re
         micros: Math.min(req.want_micros, left.micros),
         expires_at: new Date(Date.now() + 60_000).toISOString(),
         status: 'active',
+        ...extra,
       });
     },
     reply: () => Promise.reject(new Error('not used')),
@@ -141,6 +146,40 @@ describe('BudgetLease', () => {
     expect(lease.available()).toEqual({ tokens: 50, pico: 50 * PICO });
     expect(isRefusal(lease.reserve({ tokens: 10, pico: 10 * PICO }, { tokens: 10, pico: 10 * PICO }))).toBe(false);
     await lease.release();
+  });
+
+  it('spends a grant no longer once its time to live is over: only the soft limit, less what it spent since', async () => {
+    let clock = 1_000_000;
+    let away = false;
+    // The control plane's clock runs an hour ahead: its expires_at would read as an hour to go.
+    const rr = responder({ micros: 10_000 }, () => (away ? new SvcError('SVC-SYS-9001', 'no responder') : undefined), {
+      expires_at: new Date(Date.now() + 3_600_000).toISOString(),
+      ttl_ms: 5_000,
+    });
+    const lease = new BudgetLease('b', settings, rr, observer, () => clock);
+    await lease.renew();
+    (lease.reserve({ tokens: 1, pico: 30 * PICO }, { tokens: 1, pico: 1 }) as Reservation).settle({
+      tokens: 1,
+      pico: 30 * PICO,
+    });
+    away = true;
+    await lease.renew();
+    // Cut off, it still spends the grant the control plane counts, and the soft limit beside it.
+    expect(lease.mode).toBe('soft');
+    clock += 4_999;
+    expect(lease.available().pico).toBe((1000 + 50 - 30) * PICO);
+    // Five seconds after it asked, the grant counts at the control plane no more.
+    clock += 1;
+    expect(lease.available().pico).toBe((50 - 30) * PICO);
+    expect(isRefusal(lease.reserve({ tokens: 1, pico: 40 * PICO }, { tokens: 1, pico: 21 * PICO }))).toBe(true);
+    expect(isRefusal(lease.reserve({ tokens: 1, pico: 20 * PICO }, { tokens: 1, pico: 20 * PICO }))).toBe(false);
+    // The renewal those reservations started was asked while still cut off.
+    await lease.renew();
+    // Back in touch, the spend is reported and a new grant counts again.
+    away = false;
+    await lease.renew();
+    expect(lease.mode).toBe('granted');
+    expect(lease.available().pico).toBeGreaterThan(900 * PICO);
   });
 
   it("refuses with the control plane's own code when it answers that the budget cannot be leased", async () => {

@@ -45,6 +45,10 @@ export type LeaseMode = 'pending' | 'granted' | 'soft' | 'refused';
  * the control plane; renewals (reporting what was spent, asking for a new whole lease) run in
  * the background once the grant runs low or nears expiry. All sums are integers: tokens and
  * pico-dollars (the grant comes in micro-dollars).
+ *
+ * A grant not renewed within its time to live is spent no more: the control plane has stopped
+ * counting it and may have leased it to other proxies. What is left then is the soft limit, less
+ * what this proxy spent since its last grant (which the control plane has not counted either).
  */
 export class BudgetLease {
   readonly budgetId: string;
@@ -55,6 +59,8 @@ export class BudgetLease {
   #refusal: { code: SvcCode; message: string } | null = null;
   #leaseId: string | null = null;
   #grant: Allowance = { tokens: 0, pico: 0 };
+  /** When the grant stops counting at the control plane, on this proxy's clock; null before one. */
+  #expiresAt: number | null = null;
   /** Settled against the current grant. */
   #consumed: Amount = { tokens: 0, pico: 0 };
   #reserved: Amount = { tokens: 0, pico: 0 };
@@ -67,11 +73,20 @@ export class BudgetLease {
   #expiryTimer: NodeJS.Timeout | undefined;
   #closed = false;
 
-  constructor(budgetId: string, settings: LeaseSettings, requests: RequestReply, observer: LeaseObserver) {
+  readonly #now: () => number;
+
+  constructor(
+    budgetId: string,
+    settings: LeaseSettings,
+    requests: RequestReply,
+    observer: LeaseObserver,
+    now: () => number = Date.now,
+  ) {
     this.budgetId = budgetId;
     this.#settings = settings;
     this.#requests = requests;
     this.#observer = observer;
+    this.#now = now;
   }
 
   get mode(): LeaseMode {
@@ -80,9 +95,20 @@ export class BudgetLease {
 
   /** What can still be reserved; null per unlimited dimension. */
   available(): Allowance {
+    const grant = this.#spendable();
     return {
-      tokens: this.#grant.tokens === null ? null : this.#grant.tokens - this.#consumed.tokens - this.#reserved.tokens,
-      pico: this.#grant.pico === null ? null : this.#grant.pico - this.#consumed.pico - this.#reserved.pico,
+      tokens: grant.tokens === null ? null : grant.tokens - this.#consumed.tokens - this.#reserved.tokens,
+      pico: grant.pico === null ? null : grant.pico - this.#consumed.pico - this.#reserved.pico,
+    };
+  }
+
+  /** The grant, or past its time to live only the soft limit (an unlimited dimension stays so). */
+  #spendable(): Allowance {
+    if (this.#expiresAt === null || this.#now() < this.#expiresAt) return this.#grant;
+    const { softLimit } = this.#settings;
+    return {
+      tokens: this.#grant.tokens === null ? null : softLimit.tokens,
+      pico: this.#grant.pico === null ? null : softLimit.pico,
     };
   }
 
@@ -208,6 +234,7 @@ export class BudgetLease {
       }
     }
     const report = this.#report;
+    const askedAt = this.#now();
     let grant: LeaseGrant;
     try {
       const reply = await this.#requests.request(
@@ -245,7 +272,9 @@ export class BudgetLease {
       this.#refusal = null;
     }
     this.#observer.outcome('granted');
-    this.#scheduleExpiry(grant.expires_at);
+    // Counted from the question, the deadline falls no later than the control plane's own.
+    this.#expiresAt = grant.ttl_ms === undefined ? Date.parse(grant.expires_at) : askedAt + grant.ttl_ms;
+    this.#scheduleExpiry();
     return true;
   }
 
@@ -288,10 +317,10 @@ export class BudgetLease {
     this.#expiryTimer.unref();
   }
 
-  #scheduleExpiry(expiresAt: string): void {
-    if (this.#closed) return;
+  #scheduleExpiry(): void {
+    if (this.#closed || this.#expiresAt === null) return;
     clearTimeout(this.#expiryTimer);
-    const ttl = Date.parse(expiresAt) - Date.now();
+    const ttl = this.#expiresAt - this.#now();
     this.#expiryTimer = setTimeout(() => void this.renew(), Math.max(250, ttl * 0.8));
     this.#expiryTimer.unref();
   }
