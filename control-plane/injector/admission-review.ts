@@ -4,6 +4,7 @@ const EnvVarSchema = z.looseObject({ name: z.string() });
 const VolumeMountSchema = z.looseObject({ name: z.string(), mountPath: z.string() });
 const ContainerSchema = z.looseObject({
   name: z.string(),
+  image: z.string().optional(),
   env: z.array(EnvVarSchema).optional(),
   volumeMounts: z.array(VolumeMountSchema).optional(),
   restartPolicy: z.string().optional(),

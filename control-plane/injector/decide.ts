@@ -1,4 +1,4 @@
-import { ANNOTATIONS, INJECTED, SIDECAR_NAME } from './annotations.ts';
+import { ANNOTATIONS, SIDECAR_NAME } from './annotations.ts';
 import type { Pod } from './admission-review.ts';
 import { BudgetIdSchema, TenantIdSchema, type Binding, type InjectionTemplate } from './injection-template.ts';
 
@@ -22,11 +22,19 @@ export type Decision =
 export function decide(pod: Pod, namespace: string, template: InjectionTemplate): Decision {
   const annotations = pod.metadata.annotations ?? {};
   if (template.excludedNamespaces.includes(namespace)) return { action: 'skip', reason: 'excluded namespace' };
-  if (annotations[ANNOTATIONS.status] === INJECTED) return { action: 'skip', reason: 'already injected' };
   if (annotations[ANNOTATIONS.inject] === 'false') return { action: 'skip', reason: 'opted out by annotation' };
   if (pod.spec.hostNetwork === true) return { action: 'skip', reason: 'hostNetwork pod' };
-  const all = [...pod.spec.containers, ...(pod.spec.initContainers ?? [])];
-  if (all.some((c) => c.name === SIDECAR_NAME)) return { action: 'skip', reason: 'sidecar already present' };
+  // Injected already only when the sidecar runs: the status annotation alone, or a container
+  // that merely bears its name, would let a pod pass as governed.
+  const present = [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c) => c.name === SIDECAR_NAME);
+  if (present !== undefined) {
+    if (repositoryOf(present.image ?? '') === repositoryOf(template.sidecar.image))
+      return { action: 'skip', reason: 'sidecar already present' };
+    return {
+      action: 'deny',
+      reason: `container ${SIDECAR_NAME} runs ${present.image ?? 'no image'}, not the sidecar image ${template.sidecar.image}`,
+    };
+  }
 
   const pinned = template.namespaces[namespace]?.tenant ?? template.defaults.tenant;
   const requested = annotations[ANNOTATIONS.tenant];
@@ -50,11 +58,19 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
   const apiKeySecret =
     fromAnnotation(ANNOTATIONS.apiKeySecret, (v) => (/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(v) ? v : undefined)) ??
     binding.apiKeySecret;
-  const allowedBudgets =
-    fromAnnotation(ANNOTATIONS.allowedBudgets, (v) => {
-      const ids = v.split(',').map((s) => s.trim());
-      return ids.every((id) => BudgetIdSchema.safeParse(id).success) ? ids : undefined;
-    }) ?? binding.allowedBudgets;
+  // What the namespace (or the defaults) lets its pods charge: its allowed budgets, else its one
+  // budget. A pod may narrow that by annotation, never widen it.
+  const permitted = binding.allowedBudgets ?? (binding.budget === undefined ? undefined : [binding.budget]);
+  const narrowed = fromAnnotation(ANNOTATIONS.allowedBudgets, (v) => {
+    const ids = v.split(',').map((s) => s.trim());
+    return ids.every((id) => BudgetIdSchema.safeParse(id).success) ? ids : undefined;
+  });
+  const beyond = narrowed?.filter((id) => permitted !== undefined && !permitted.includes(id)) ?? [];
+  if (beyond.length > 0)
+    problems.push(
+      `annotation ${ANNOTATIONS.allowedBudgets} names ${beyond.join(', ')}, which namespace ${namespace} does not allow`,
+    );
+  const allowedBudgets = narrowed ?? binding.allowedBudgets;
   const missing = (what: string, annotation: string, value: string) =>
     problems.push(
       `no ${what}: set annotation ${annotation} or injection.namespaces.${namespace}.${value} in the chart`,
@@ -62,7 +78,7 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
   if (tenant === undefined) missing('tenant', ANNOTATIONS.tenant, 'tenant');
   if (budget === undefined) missing('budget', ANNOTATIONS.budget, 'budget');
   if (apiKeySecret === undefined) missing('API key Secret', ANNOTATIONS.apiKeySecret, 'apiKeySecret');
-  if (budget !== undefined && allowedBudgets !== undefined && !allowedBudgets.includes(budget)) {
+  if (budget !== undefined && [permitted, allowedBudgets].some((ids) => ids !== undefined && !ids.includes(budget))) {
     problems.push(`budget ${budget} is not among the allowed budgets`);
   }
   if (problems.length > 0 || tenant === undefined || budget === undefined || apiKeySecret === undefined) {
@@ -78,4 +94,11 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
       ...(allowedBudgets !== undefined ? { allowedBudgets } : {}),
     },
   };
+}
+
+/** An image reference without its tag or digest: `registry:5000/team/proxy:1.2@sha256:…` → `registry:5000/team/proxy`. */
+function repositoryOf(image: string): string {
+  const name = image.split('@')[0] ?? '';
+  const colon = name.lastIndexOf(':');
+  return colon > name.lastIndexOf('/') ? name.slice(0, colon) : name;
 }

@@ -225,10 +225,17 @@ describe('the injection webhook over HTTPS', () => {
     });
   }
 
-  it('leaves an already-injected pod alone', async () => {
-    const pod = podOf(nodeAgent);
-    pod.metadata.annotations = { 'agent-governance.io/status': 'injected' };
-    expect(await review(pod, 'agents')).toEqual({ uid: expect.any(String), allowed: true });
+  it('injects a pod that only claims to be injected, and refuses one whose container bears the sidecar name with another image', async () => {
+    const claimed = podOf(nodeAgent);
+    claimed.metadata.annotations = { 'agent-governance.io/status': 'injected' };
+    checkGoverned(patched(claimed, await review(claimed, 'agents')));
+    const impostor = podOf(nodeAgent);
+    impostor.spec.containers.push({ name: 'agent-governance-proxy', image: 'busybox:1.36', command: ['sleep', 'inf'] });
+    const refused = await review(impostor, 'agents');
+    expect(refused.allowed).toBe(false);
+    expect(refused.status.message).toContain(
+      'container agent-governance-proxy runs busybox:1.36, not the sidecar image',
+    );
   });
 
   it('refuses a pod it cannot bind, naming what is missing, so no agent starts ungoverned', async () => {
@@ -255,6 +262,24 @@ describe('the injection webhook over HTTPS', () => {
     expect((await review(pod, 'agents')).status.message).toContain(
       'annotation agent-governance.io/budget has an invalid value',
     );
+  });
+
+  it("lets a pod narrow its namespace's allowed budgets but never widen them", async () => {
+    const elsewhere = '11111111-2222-4333-8444-555555555555';
+    const pod = podOf(nodeAgent);
+    pod.metadata.annotations = {
+      'agent-governance.io/budget': elsewhere,
+      'agent-governance.io/allowed-budgets': elsewhere,
+    };
+    const widened = await review(pod, 'agents');
+    expect(widened.allowed).toBe(false);
+    expect(widened.status.message).toContain(`names ${elsewhere}, which namespace agents does not allow`);
+    pod.metadata.annotations = { 'agent-governance.io/allowed-budgets': OTHER };
+    expect((await review(pod, 'agents')).status.message).toContain(`budget ${BUDGET} is not among the allowed budgets`);
+    pod.metadata.annotations = { 'agent-governance.io/budget': OTHER, 'agent-governance.io/allowed-budgets': OTHER };
+    const narrowed = patched(pod, await review(pod, 'agents'));
+    const sidecar = narrowed.spec.initContainers[0];
+    expect(sidecar.env.find((e: any) => e.name === 'SVC_ALLOWED_BUDGET_IDS').value).toBe(OTHER);
   });
 
   it('answers 400 to what is not an AdmissionReview, 413 above the bound, and logs each decision without secrets', async () => {
