@@ -86,7 +86,11 @@ export async function applyUsage(
 
   const isLlm = event.event_type.startsWith('llm.');
   const isTool = event.event_type.startsWith('tool.');
-  const budgetId = envelope?.budget_id ?? event.budget_id;
+  // A proxy's call is charged to the budget whose lease admitted it, which its sidecar is bound
+  // to; an envelope the agent named by id (made through REST, on any budget of the tenant) does
+  // not move the charge to its own budget.
+  const fromProxy = event.source.startsWith('proxy:');
+  const budgetId = fromProxy && event.budget_id !== null ? event.budget_id : (envelope?.budget_id ?? event.budget_id);
   let budget: Budget | undefined;
   if (budgetId !== null) {
     const before = await tx.budgets.get(tenant, budgetId);
@@ -143,7 +147,7 @@ export async function applyUsage(
   if (budget !== undefined) {
     const alerts = await fireAlerts(tx, budget, event.envelope_id, now, effects);
     // A proxy's spend is also reported to the lease ledger; it stops holding it back once applied here.
-    if (event.source.startsWith('proxy:')) {
+    if (fromProxy) {
       await tx.leases.addSpend(tenant, budget.budget_id, budget.usage.period_start, 'applied', {
         tokens: event.tokens.input + event.tokens.output,
         micros: costMicros,

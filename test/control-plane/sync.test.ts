@@ -154,6 +154,24 @@ describe('event processor', () => {
     expect(usage.body.cost_usd).toBe(0.25);
   });
 
+  it("charges a proxy's call to the budget its lease came from, not to the budget of an envelope the agent named", async () => {
+    const bound = await costBudget(10);
+    const other = await costBudget(0.4);
+    const env = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: other, adapter_type: 'custom' } });
+    const envelopeId = env.body.envelope_id as string;
+    const event = usageEvent(bound, envelopeId, 0.5);
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    await eventually(
+      () => cp.call('GET', `/v1/budgets/${bound}/usage`, { key }),
+      (r) => r.body.cost_usd === 0.5,
+    );
+    const untouched = await cp.call('GET', `/v1/budgets/${other}`, { key });
+    expect(untouched.body).toMatchObject({ status: 'active', usage: { cost_usd: 0 } });
+    // The envelope still shows what was spent in it.
+    const summary = await cp.call('GET', `/v1/envelopes/${envelopeId}`, { key });
+    expect(summary.body.cost_summary).toMatchObject({ cost_usd: 0.5, llm_calls: 1 });
+  });
+
   it('stores an envelope a proxy announces', async () => {
     const budgetId = await costBudget(10);
     const envelopeId = randomUUID();
