@@ -98,6 +98,41 @@ describe('gRPC server (contracts loaded from proto/)', () => {
     ]);
   });
 
+  it('bounds the lists of an evaluation as REST does, so one message cannot ask for thousands of recorded decisions', async () => {
+    const { policy } = await call(POLICIES, 'CreatePolicy', {
+      policy: { name: 'tools-watched', rules: [{ action: 'tool:*', actions: [{ action_type: 'ACTION_TYPE_WARN' }] }] },
+    });
+    const audited = async () => ((await cp.call('GET', '/v1/audit', { key: acme })).body as unknown[]).length;
+    const before = await audited();
+    const context = (tools: number) => ({
+      tenant_id: 'acme',
+      phase: 'EXECUTION_PHASE_PRE_TOOL_CALL',
+      tool_names: Array.from({ length: tools }, (_, i) => `tool_${i}`),
+    });
+    const tooMany = await failure(
+      call(POLICIES, 'EvaluatePolicy', { policy_id: policy.policy_id, context: context(101) }),
+    );
+    expect(tooMany.code).toBe(status.INVALID_ARGUMENT);
+    expect(statusDetails(tooMany).badRequest?.fieldViolations).toMatchObject([
+      { field: 'context.tool_names', description: 'at most 100 items' },
+    ]);
+    const ids = await failure(
+      call(POLICIES, 'EvaluatePolicies', { policy_ids: Array(101).fill(policy.policy_id), context: context(1) }),
+    );
+    expect(statusDetails(ids).badRequest?.fieldViolations).toMatchObject([
+      { field: 'policy_ids', description: 'at most 100 items' },
+    ]);
+    expect(await audited()).toBe(before);
+    // The same policy named twice is evaluated once.
+    const twice = await call(POLICIES, 'EvaluatePolicies', {
+      policy_ids: [policy.policy_id, policy.policy_id],
+      context: context(2),
+      dry_run: true,
+    });
+    expect(twice.results).toHaveLength(1);
+    await call(POLICIES, 'DeletePolicy', { policy_id: policy.policy_id });
+  });
+
   it('answers NOT_FOUND with the SVC code of the missing resource', async () => {
     const error = await failure(call(POLICIES, 'GetPolicy', { policy_id: '00000000-0000-4000-8000-000000000000' }));
     expect(error.code).toBe(status.NOT_FOUND);

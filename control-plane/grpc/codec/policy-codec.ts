@@ -7,6 +7,7 @@ import {
   type RestCreatePolicyRequest,
 } from '../../../core/policy/index.ts';
 import { parseOrThrow } from '../../../core/errors/index.ts';
+import { MAX_LIST_ITEMS } from '../../../core/domain/bounds.ts';
 import { renamedFields } from './renamed-fields.ts';
 import { enumValue, fromValue, invalidField, present, toTimestamp, toValue } from './well-known.ts';
 
@@ -204,6 +205,13 @@ function attributeValue(value: string): unknown {
 export function evaluationQuestions(context: Message | null, at = 'context') {
   if (context === null) throw invalidField(at, 'required');
   const phase = enumValue(context.phase, 'EXECUTION_PHASE_');
+  // Each tool of a tool phase is an evaluation of its own, recorded: as many as REST allows in
+  // one list, so one message cannot ask for thousands.
+  for (const list of ['tool_names', 'user_roles'] as const)
+    if ((context[list] as unknown[]).length > MAX_LIST_ITEMS)
+      throw invalidField(`${at}.${list}`, `at most ${MAX_LIST_ITEMS} items`);
+  if (Object.keys(context.attributes as Record<string, string>).length > MAX_LIST_ITEMS)
+    throw invalidField(`${at}.attributes`, `at most ${MAX_LIST_ITEMS} entries`);
   const explicit = present(context.action);
   let actions: string[];
   if (explicit !== undefined) actions = [explicit];

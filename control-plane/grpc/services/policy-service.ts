@@ -10,6 +10,7 @@ import {
   type RuleType,
 } from '../../../core/policy/index.ts';
 import { parseOrThrow } from '../../../core/errors/index.ts';
+import { MAX_LIST_ITEMS } from '../../../core/domain/bounds.ts';
 import type { Approvals } from '../../approvals/approvals.ts';
 import type { Caller } from '../../caller.ts';
 import type { Policies } from '../../policies/policies.ts';
@@ -162,8 +163,10 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
       access: 'policies:read',
       tenantField: 'context.tenant_id',
       handle: async (request, { caller }) => {
+        const listed = request.policy_ids as string[];
+        if (listed.length > MAX_LIST_ITEMS) throw invalidField('policy_ids', `at most ${MAX_LIST_ITEMS} items`);
+        const ids = [...new Set(listed)];
         const known = await byId(policies, caller.tenant);
-        const ids = request.policy_ids as string[];
         for (const id of ids) await policies.get(caller.tenant, id);
         const order = (ids.length > 0 ? ids.map((id) => known.get(id) as Policy) : [...known.values()])
           .filter((p) => ids.length > 0 || p.status === 'ACTIVE')
