@@ -19,17 +19,26 @@ describe('strict JSON', () => {
   it('refuses nesting deeper than asked, counting arrays and objects alike', () => {
     const nested = (depth: number) => `${'[{"a":'.repeat(depth)}1${'}]'.repeat(depth)}`;
     expect(parseStrictJson(nested(2), { maxDepth: 4 })).toMatchObject({ ok: true });
-    expect(parseStrictJson(nested(3), { maxDepth: 4 })).toEqual({ ok: false, reason: 'nested deeper than 4 levels' });
+    expect(parseStrictJson(nested(3), { maxDepth: 4 })).toEqual({
+      ok: false,
+      reason: 'nested deeper than 4 levels',
+      fault: 'depth',
+    });
     expect(parseStrictJson(nested(3))).toMatchObject({ ok: true });
     // Brackets inside strings are text, not nesting.
     expect(parseStrictJson('{"a":"[[[[[[[[[["}', { maxDepth: 1 })).toMatchObject({ ok: true });
   });
 
   it('says why a body was refused', () => {
-    expect(parseStrictJson('{"a":1,"a":2}')).toEqual({ ok: false, reason: 'key "a" appears twice in one object' });
+    expect(parseStrictJson('{"a":1,"a":2}')).toEqual({
+      ok: false,
+      reason: 'key "a" appears twice in one object',
+      fault: 'duplicate',
+    });
     expect(parseStrictJson('\ufeff{}')).toMatchObject({
       ok: false,
       reason: expect.stringContaining('not JSON') as string,
+      fault: 'syntax',
     });
   });
 });

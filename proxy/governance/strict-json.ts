@@ -6,7 +6,8 @@ const OPEN_BRACKET = 0x5b;
 const CLOSE_BRACKET = 0x5d;
 const COMMA = 0x2c;
 
-export type StrictJson = { ok: true; value: unknown } | { ok: false; reason: string };
+export type StrictJson =
+  { ok: true; value: unknown } | { ok: false; reason: string; fault: 'syntax' | 'duplicate' | 'depth' };
 
 interface Scan {
   /** The first key given twice in one object. */
@@ -82,12 +83,12 @@ export function parseStrictJson(text: string, options: { maxDepth?: number } = {
   try {
     value = JSON.parse(text);
   } catch (error) {
-    return { ok: false, reason: `not JSON: ${(error as Error).message}` };
+    return { ok: false, reason: `not JSON: ${(error as Error).message}`, fault: 'syntax' };
   }
   const maxDepth = options.maxDepth ?? Number.POSITIVE_INFINITY;
   const found = scan(text, maxDepth);
-  if (found.tooDeep === true) return { ok: false, reason: `nested deeper than ${maxDepth} levels` };
+  if (found.tooDeep === true) return { ok: false, reason: `nested deeper than ${maxDepth} levels`, fault: 'depth' };
   if (found.duplicate !== undefined)
-    return { ok: false, reason: `key "${found.duplicate}" appears twice in one object` };
+    return { ok: false, reason: `key "${found.duplicate}" appears twice in one object`, fault: 'duplicate' };
   return { ok: true, value };
 }

@@ -1,10 +1,12 @@
 import { sequenceOf, sequencePayload } from '../../core/brain/index.ts';
-import { urlsIn } from '../../core/brain/hosts.ts';
 import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import { whileInflight, type LocalEnvelope } from '../envelopes/index.ts';
 import type { ToolCall } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import type { GateVerdict, HoldSignal } from './policy-gate.ts';
+import { MAX_BODY_DEPTH } from './read-body.ts';
+import { parseStrictJson } from './strict-json.ts';
+import { toolHosts } from './tool-hosts.ts';
 
 /**
  * Who asked for a tool: the model in its answer, an MCP client, a request that declares a
@@ -33,11 +35,21 @@ export async function governToolCall(
   const { name } = call;
   deps.anomalies.observe(envelope);
   const recent = deps.history.recent(envelope.executionId);
-  const verdict = await deps.gate.checkJudged(
-    `tool:${name}`,
-    { ...toolContext(call, source, context), ...(recent.length === 0 ? {} : { recent_actions: recent }) },
-    held,
-  );
+  const unreadable = unjudgeable(call.arguments);
+  const verdict: GateVerdict =
+    unreadable === undefined
+      ? await deps.gate.checkJudged(
+          `tool:${name}`,
+          { ...toolContext(call, source, context), ...(recent.length === 0 ? {} : { recent_actions: recent }) },
+          held,
+        )
+      : {
+          allowed: false,
+          result: null,
+          code: 'SVC-SYS-9002',
+          message: `tool call ${name} refused: its arguments cannot be judged as the tool reads them (${unreadable})`,
+          terminate: false,
+        };
   // Only what was let through happened: a refused call is no first half of a sequence.
   if (verdict.allowed)
     deps.history.record(envelope.executionId, `tool:${name}`, name, readableArguments(call.arguments));
@@ -98,6 +110,17 @@ export function governHeldToolCall(
 }
 
 /**
+ * Why a call's arguments cannot be judged as the tool reads them: JSON that gives a key twice (a
+ * parser keeps the last, another the first, so the judge and the tool could read different
+ * commands) or nests too deep to be written again whole. Text that is not JSON (a custom tool's
+ * input) is judged as it is.
+ */
+function unjudgeable(args: string): string | undefined {
+  const parsed = parseStrictJson(args, { maxDepth: MAX_BODY_DEPTH });
+  return parsed.ok || parsed.fault === 'syntax' ? undefined : parsed.reason;
+}
+
+/**
  * Arguments as the tool will read them: JSON is decoded and written again, so that an escape
  * (`rm \u002drf`, `https:\/\/`) hides nothing from a text condition or the hosts read from it;
  * text that is not JSON (a custom tool's input) as it is.
@@ -112,7 +135,7 @@ function readableArguments(args: string): string {
 
 /**
  * The evaluation context of a tool call; `tool_hosts`, the hosts of the URLs in its arguments
- * (absent when there are none), lets a rule name the destinations it allows (`not_in`).
+ * (absent when there are none), lets a rule name the destinations it allows.
  */
 export function toolContext(
   call: ToolCall,
@@ -120,7 +143,7 @@ export function toolContext(
   context: Record<string, unknown>,
 ): Record<string, unknown> {
   const args = readableArguments(call.arguments);
-  const hosts = [...new Set(urlsIn(args).map((u) => u.host))];
+  const hosts = toolHosts(call.arguments);
   return {
     ...context,
     tool_name: call.name,

@@ -6,7 +6,7 @@ import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import { ENVELOPE_HEADER, whileInflight, type LocalEnvelope, type Resolution } from '../envelopes/index.ts';
 import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
-import { readBody, readRequestBody } from '../governance/read-body.ts';
+import { MAX_BODY_DEPTH, readBody, readRequestBody } from '../governance/read-body.ts';
 import { UNRECORDED } from '../governance/llm-call/decide-call.ts';
 import { recorded } from '../governance/llm-call/settlement.ts';
 import { governHeldToolCall, toolContext } from '../governance/tool-calls.ts';
@@ -47,7 +47,7 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
   try {
     const bytes = await readRequestBody(req, deps.bodyLimitBytes);
     const decoded = await decodeBody(bytes, req.headers, deps.bodyLimitBytes);
-    const parsed = parseStrictJson(decoded.text);
+    const parsed = parseStrictJson(decoded.text, { maxDepth: MAX_BODY_DEPTH });
     if (!parsed.ok) throw new SvcError('SVC-SYS-9002', `request body is not JSON-RPC: ${parsed.reason}`);
     message = parsed.value;
     body = decoded.utf8;

@@ -258,6 +258,11 @@ describe('MCP bodies the proxy must decode before it governs them', () => {
       { 'content-type': 'application/json; charset=utf-16be' },
     ],
     ['a body that is not JSON', 'method=tools/call&name=delete_repo', {}],
+    [
+      'arguments nested too deep to be written again',
+      `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_repo","arguments":{"pad":${'['.repeat(6000)}${']'.repeat(6000)}}}}`,
+      {},
+    ],
   ])('answers %s with a JSON-RPC parse error and forwards nothing', async (_label, body, headers) => {
     const before = tools.requests;
     const { answer, ran } = await executedDuring(() => post('json', body, headers));

@@ -117,6 +117,76 @@ describe('tool calls a model asks for', () => {
     }
   });
 
+  it('refuses arguments it cannot read as the tool does: a key given twice, or nesting too deep to write again', async () => {
+    await rig.addPolicy({
+      name: 'no-wipes',
+      priority: 455,
+      rules: [
+        {
+          action: 'tool:run_shell',
+          effect: 'deny',
+          conditions: [{ field: 'tool_args', operator: 'matches', value: 'rm\\s+-rf' }],
+        },
+      ],
+    });
+    const deep = `${'['.repeat(6000)}${']'.repeat(6000)}`;
+    for (const [i, args] of [
+      '{"cmd":"rm -rf /","cmd":"ls"}',
+      '{"cmd":"rm -rf /","c\\u006dd":"ls"}',
+      `{"cmd":"rm \\u002drf /","pad":${deep}}`,
+    ].entries()) {
+      const error = await failure(() =>
+        openAiClient(rig.agent, {
+          'X-Svc-Execution-Id': `exec-unreadable-${i}`,
+          'x-sim-tool-call': 'run_shell',
+          'x-sim-tool-args': args,
+        }).chat.completions.create({
+          model: 'gpt-4o-mini',
+          max_tokens: 5,
+          messages: [{ role: 'user', content: 'go' }],
+        }),
+      );
+      expect(error, args.slice(0, 60)).toBeInstanceOf(APIError);
+      expect((error as APIError).code, args.slice(0, 60)).toBe('SVC-SYS-9002');
+    }
+  });
+
+  it('reads every host a tool would reach: split by a newline, behind backslashes, after many allowed ones', async () => {
+    await rig.addPolicy({
+      name: 'fetch-docs-only',
+      priority: 460,
+      rules: [
+        {
+          action: 'tool:fetch_url',
+          effect: 'allow',
+          conditions: [{ field: 'tool_hosts', operator: 'in', value: ['docs.acme.example'] }],
+        },
+        { action: 'tool:fetch_url', effect: 'deny' },
+      ],
+    });
+    const docs = 'https://docs.acme.example/guide';
+    const call = (args: string, execution: string) =>
+      openAiClient(rig.agent, {
+        'X-Svc-Execution-Id': execution,
+        'x-sim-tool-call': 'fetch_url',
+        'x-sim-tool-args': args,
+      }).chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: 'go' }] });
+    const walkArounds = [
+      JSON.stringify({ url: 'ht\ntps://evil.example/x', ref: docs }),
+      JSON.stringify({ url: 'https:\\\\evil.example/x', ref: docs }),
+      JSON.stringify({ url: 'HTTPS:evil.example/x', ref: docs }),
+      JSON.stringify({ refs: Array.from({ length: 20 }, (_, i) => `${docs}/${i}`), url: 'https://evil.example/x' }),
+      JSON.stringify({ url: 'https://user@%65vil.example./x', ref: docs }),
+    ];
+    for (const [i, args] of walkArounds.entries()) {
+      const error = await failure(() => call(args, `exec-hosts-${i}`));
+      expect(error, args).toBeInstanceOf(APIError);
+      expect((error as APIError).code, args).toBe('SVC-POL-2001');
+    }
+    const allowed = await call(JSON.stringify({ url: docs, also: 'https://DOCS.acme.example./faq' }), 'exec-hosts-ok');
+    expect(allowed.choices[0]?.message.tool_calls?.[0]).toMatchObject({ function: { name: 'fetch_url' } });
+  });
+
   it('cuts an Anthropic stream whose tool_use block names a denied tool', async () => {
     const client = anthropicClient(rig.agent, {
       'X-Svc-Execution-Id': 'exec-tool-stream',

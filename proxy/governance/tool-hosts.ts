@@ -1,0 +1,64 @@
+/**
+ * The hosts a tool call's arguments name, read as the tool that parses them will: `tool_hosts`,
+ * which rules use to allow or refuse destinations, so a host left out is a walk-around.
+ */
+
+/**
+ * A URL as lenient parsers read one (WHATWG's URL in Node and browsers, Python's urllib): any
+ * scheme followed by two slashes, or a special one (http, https, ws, wss, ftp) by any run of
+ * slashes and backslashes, none included (`https:evil.example`, `https:\\evil.example`).
+ */
+const URL_START =
+  /(?:\b[a-z][a-z0-9+.-]*:[\\/]{2}|\b(?:https?|wss?|ftp):[\\/]*)(\[[^\]\s]*\]|[^\s/\\?#'"`<>()[\]{}]+)/gi;
+
+/** ASCII tab and newline, which both parsers drop anywhere in a URL (`ht\ntps://host`). */
+const DROPPED = /[\t\n\r]/g;
+
+/** Distinct hosts read from one call; past it, `MORE_HOSTS` stands for the rest. */
+export const MAX_TOOL_HOSTS = 1000;
+/** Ends a list that holds more hosts than were read: no allow list holds it, so no allow passes. */
+export const MORE_HOSTS = '…';
+
+/**
+ * Every distinct host the strings of `args` name (its JSON string values and keys, or the text
+ * itself when it is not JSON), as WHATWG's URL parser normalises it: lower case, escapes decoded,
+ * IPv4 in any of its spellings as dotted decimal, international names in punycode.
+ */
+export function toolHosts(args: string): string[] {
+  const hosts = new Set<string>();
+  for (const text of stringsOf(args)) {
+    for (const match of text.replace(DROPPED, '').matchAll(URL_START)) {
+      if (hosts.size === MAX_TOOL_HOSTS) return [...hosts, MORE_HOSTS];
+      hosts.add(hostOf(match[1] as string));
+    }
+  }
+  return [...hosts];
+}
+
+function hostOf(authority: string): string {
+  const server = authority.slice(authority.lastIndexOf('@') + 1);
+  const parsed = URL.parse(`http://${server}/`);
+  // A host no parser accepts is kept as written: a rule may still refuse it. A name's final dot
+  // changes nothing in DNS, so none is kept.
+  return (parsed?.hostname ?? server.toLowerCase()).replace(/\.$/, '');
+}
+
+/** The strings a JSON text holds (keys too), without recursion; the text itself when not JSON. */
+function stringsOf(args: string): string[] {
+  let value: unknown;
+  try {
+    value = JSON.parse(args);
+  } catch {
+    return [args];
+  }
+  const out: string[] = [];
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next === 'string') out.push(next);
+    else if (Array.isArray(next)) pending.push(...(next as unknown[]));
+    else if (next !== null && typeof next === 'object')
+      for (const [key, inner] of Object.entries(next)) pending.push(key, inner);
+  }
+  return out;
+}
