@@ -25,6 +25,7 @@ import type { Effects } from '../effects/effects.ts';
 import { applyTransition, immunePauseReason } from '../envelopes/lifecycle.ts';
 import type { Repositories } from '../storage/storage.ts';
 import type { StoredEvent } from '../storage/records.ts';
+import { storageUnavailable } from '../storage/unreachable.ts';
 import { applyUsage, storedEvent, type UsageDeps } from '../usage/apply-usage.ts';
 import { batchRepositories } from './batch-repositories.ts';
 
@@ -134,6 +135,10 @@ export class EventProcessor {
       this.stats.applied += counted.applied;
       this.stats.duplicates += counted.duplicates;
     } catch (error) {
+      // The store out of reach is no fault of the batch: the bus waits the outage out, setting
+      // nothing aside for it.
+      const unavailable = storageUnavailable(error);
+      if (unavailable !== undefined) throw unavailable;
       // Alone, and failing with a code that says it never will succeed: no point in retrying it.
       const [only] = commands;
       if (commands.length === 1 && only !== undefined && isSvcError(error) && !error.spec.retryable) {

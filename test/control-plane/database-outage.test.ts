@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { subjects } from '../../core/bus/subjects.ts';
 import {
   eventually,
   expectSvcError,
@@ -65,4 +67,37 @@ describe.skipIf(!available)('a control plane whose PostgreSQL goes away', () => 
     const names = ((await cp.call('GET', '/v1/budgets', { key })).body as { name: string }[]).map((b) => b.name);
     expect(names.sort()).toEqual(['after', 'before']);
   });
+
+  it('applies every event that arrived while the database was away, setting none aside', async () => {
+    const budget = await cp.call('POST', '/v1/budgets', {
+      key,
+      body: { name: 'metered', type: 'token', limits: { max_tokens: 1_000_000 } },
+    });
+    const budgetId = budget.body.budget_id as string;
+    await relay.cut();
+    for (let i = 0; i < 10; i++) {
+      const event = {
+        event_id: randomUUID(),
+        tenant_id: 'acme',
+        envelope_id: randomUUID(),
+        budget_id: budgetId,
+        event_type: 'llm.call',
+        timestamp: new Date().toISOString(),
+        tokens: { input: 100, output: 0 },
+        model: 'gpt-4o-mini',
+        cost_usd: 0,
+        source: 'proxy:pod-a',
+      };
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    }
+    // Long enough for every message to have used up its attempts, were the outage counted.
+    await new Promise((resolve) => setTimeout(resolve, 8_000));
+    await relay.restore();
+    await eventually(
+      async () => (await cp.call('GET', `/v1/budgets/${budgetId}/usage`, { key })).body as { tokens_input?: number },
+      (usage) => usage.tokens_input === 1000,
+      20_000,
+    );
+    expect(cp.plane.processor.stats.rejected).toBe(0);
+  }, 40_000);
 });
