@@ -182,6 +182,20 @@ describe('the LLM judge deciding policies', () => {
     expect((await evaluateAsync(ruleset, call('{"sql":"SELECT 1"}'), judge)).decision).toBe('ALLOW');
   });
 
+  it('fails closed on arguments longer than it reads: what lies past its limit was never judged', async () => {
+    const { judge } = judgeWith({ maxTextChars: 1_000 });
+    const padded = JSON.stringify({ comment: 'x'.repeat(5_000), sql: 'DROP TABLE users' });
+    const verdict = await judge.judge({ ...dropTable, text: padded, context: { tool_name: 'run_sql' } });
+    expect(verdict).toMatchObject({ violated: false, truncated: true });
+    const decided = await evaluateAsync(ruleset, call(padded), judge);
+    expect(decided.decision).toBe('DENY');
+    expect(decided.reason).toMatch(/longer than the semantic judge reads/);
+    // Within its limit the same judge reads it whole.
+    expect((await judge.judge({ ...dropTable, text: 'SELECT 1', context: { tool_name: 'run_sql' } })).truncated).toBe(
+      undefined,
+    );
+  });
+
   it('resolves a timed-out judgement by the fail mode', async () => {
     const slow = call('{"sql":"sim-judge:slow=3000 SELECT 1"}');
     const closed = await evaluateAsync(ruleset, slow, judgeWith({ timeoutMs: 150 }).judge);

@@ -91,6 +91,8 @@ export interface JudgePrompt {
   readonly allowed: readonly string[];
   /** The texts a quote may come from, by field name. */
   readonly texts: ReadonlyMap<string, string>;
+  /** A text or the tool's arguments was cut to the judge's reading limit: it was not judged whole. */
+  readonly truncated: boolean;
 }
 
 /**
@@ -137,5 +139,6 @@ export function judgePrompt(input: JudgeInput, model: string, maxTextChars: numb
   const key = createHash('sha256').update(JUDGE_PROMPT_VERSION).update('\0').update(body).digest('hex');
   const texts = new Map<string, string>([[field, document.text]]);
   if (document.tool_args !== undefined) texts.set('tool_args', document.tool_args);
-  return { body, key, allowed, texts };
+  const truncated = input.text.length > maxTextChars || (toolArgs !== undefined && toolArgs.length > maxTextChars);
+  return { body, key, allowed, texts, truncated };
 }

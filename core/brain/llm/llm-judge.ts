@@ -130,8 +130,15 @@ export function createLlmJudge(options: LlmJudgeOptions): LlmJudge {
     metrics.costUsd.inc(usd);
   }
 
+  // A verdict on a text cut to the reading limit says so, and the engine then fails closed: the
+  // rest of the text was never judged.
   async function judge(input: JudgeInput): Promise<JudgeVerdictInput> {
     const prompt = judgePrompt(input, options.model, options.maxTextChars);
+    const verdict = await judgeWhole(input, prompt);
+    return prompt.truncated ? { ...verdict, truncated: true } : verdict;
+  }
+
+  async function judgeWhole(input: JudgeInput, prompt: JudgePrompt): Promise<JudgeVerdictInput> {
     const cached = cache.get(prompt.key);
     if (cached !== undefined) {
       metrics.cacheHits.inc();
