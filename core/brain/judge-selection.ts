@@ -35,20 +35,26 @@ export function createJudgeSelector(options: {
   tenantModes: ReadonlyMap<string, JudgeMode>;
   builtin: SyncSemanticJudge;
   /** Absent when no LLM endpoint is configured; then no tenant may choose `llm` or `both`. */
-  llm: SemanticJudge | undefined;
+  llm: { forTenant(tenant: string): SemanticJudge } | undefined;
 }): JudgeSelector {
   const { builtin, llm } = options;
-  const both = llm === undefined ? undefined : combineJudges(builtin, llm);
   const modeOf = (tenant: string): JudgeMode => options.tenantModes.get(tenant) ?? options.defaultMode;
+  /** Each tenant's LLM judges, made once: the LLM charges each tenant's judgements to it. */
+  const made = new Map<string, { llm: SemanticJudge; both: SemanticJudge }>();
   return {
     modeOf,
     forTenant(tenant) {
       const mode = modeOf(tenant);
       if (mode === 'builtin') return builtin;
       // The configuration check (judgesFromConfig) makes this unreachable; builtin is never a silent stand-in.
-      if (llm === undefined || both === undefined)
-        throw new Error(`semantic judge ${mode} chosen without an LLM endpoint`);
-      return mode === 'llm' ? llm : both;
+      if (llm === undefined) throw new Error(`semantic judge ${mode} chosen without an LLM endpoint`);
+      let judges = made.get(tenant);
+      if (judges === undefined) {
+        const own = llm.forTenant(tenant);
+        judges = { llm: own, both: combineJudges(builtin, own) };
+        made.set(tenant, judges);
+      }
+      return mode === 'llm' ? judges.llm : judges.both;
     },
   };
 }

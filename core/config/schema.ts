@@ -288,7 +288,7 @@ const settings = z.object({
     .min(1)
     .max(7 * 86_400)
     .default(3600),
-  /** What the LLM judge may spend per UTC day (priced from the price table); 0 for no limit. */
+  /** What the LLM judge may spend per UTC day for each tenant (priced from the price table); 0 for no limit. */
   semantic_judge_llm_budget_usd_per_day: z.coerce.number().nonnegative().default(10),
   /** How often the Oracle looks at every active budget for a coming overrun (0: never). */
   oracle_interval_seconds: z.coerce.number().int().min(0).max(86_400).default(60),

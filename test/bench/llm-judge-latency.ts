@@ -53,7 +53,7 @@ try {
     dailyBudgetUsd: 0,
     costUsd: () => 0,
     registry: new Registry(),
-  });
+  }).forTenant('bench');
   await timed((i) => evaluateAsync(ruleset, input(-1 - i), llm));
   summary('built-in judge (in process)', await timed((i) => evaluate(ruleset, input(i), builtin)));
   summary('LLM judge, each question new', await timed((i) => evaluateAsync(ruleset, input(i), llm)));

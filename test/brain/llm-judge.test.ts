@@ -21,9 +21,10 @@ afterAll(async () => {
   await sim.close();
 });
 
+/** The LLM judge as tenant acme's conditions ask it, and the judge itself. */
 function judgeWith(overrides: Partial<LlmJudgeOptions> = {}) {
   const registry = new Registry();
-  const judge = createLlmJudge({
+  const llm = createLlmJudge({
     baseUrl: `${sim.url}/v1`,
     model: 'gpt-4o-mini',
     apiKey: () => 'sk-judge-test',
@@ -37,7 +38,7 @@ function judgeWith(overrides: Partial<LlmJudgeOptions> = {}) {
     registry,
     ...overrides,
   });
-  return { judge, registry };
+  return { judge: llm.forTenant('acme'), llm, registry };
 }
 
 async function metric(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
@@ -115,12 +116,12 @@ describe('LLM judge against an OpenAI-compatible endpoint', () => {
   });
 
   it('fails open on a timeout when configured so: not violated, and not cached', async () => {
-    const { judge, registry } = judgeWith({ timeoutMs: 150, failMode: 'open' });
+    const { judge, llm, registry } = judgeWith({ timeoutMs: 150, failMode: 'open' });
     const question = { ...dropTable, text: 'sim-judge:slow=3000 DROP TABLE x', context: {} };
     expect(await judge.judge(question)).toMatchObject({ violated: false, confidence: 0 });
     expect(await metric(registry, 'svc_semantic_judge_llm_failures_total', { reason: 'timeout' })).toBe(1);
     expect(await metric(registry, 'svc_semantic_judge_llm_cache_hits_total')).toBe(0);
-    expect(judge.cacheSize()).toBe(0);
+    expect(llm.cacheSize()).toBe(0);
   });
 
   it.each(['sim-judge:garbage', 'sim-judge:off-schema', 'sim-judge:other-category'])(
@@ -142,12 +143,18 @@ describe('LLM judge against an OpenAI-compatible endpoint', () => {
     await expect(closed.judge.judge({ ...dropTable, context: {} })).rejects.toThrow(/unreachable/);
   });
 
-  it('stops calling once its daily budget is spent', async () => {
-    const { judge, registry } = judgeWith({ dailyBudgetUsd: 0.000_001 });
+  it("stops calling once a tenant's daily budget is spent, and only for that tenant", async () => {
+    const { judge, llm, registry } = judgeWith({ dailyBudgetUsd: 0.000_001 });
     await judge.judge({ ...dropTable, text: 'budget one', context: {} });
-    expect(judge.spentTodayUsd()).toBeGreaterThan(0.000_001);
+    expect(llm.spentTodayUsd('acme')).toBeGreaterThan(0.000_001);
     await expect(judge.judge({ ...dropTable, text: 'budget two', context: {} })).rejects.toThrow(/budget/);
     expect(await metric(registry, 'svc_semantic_judge_llm_failures_total', { reason: 'budget' })).toBe(1);
+    // Another tenant's judgements are not stopped by what acme asked.
+    expect(llm.spentTodayUsd('globex')).toBe(0);
+    await expect(llm.forTenant('globex').judge({ ...dropTable, context: {} })).resolves.toMatchObject({
+      violated: true,
+    });
+    expect(llm.spentTodayUsd('globex')).toBeGreaterThan(0);
   });
 
   it('judges a tenant category by its definition', async () => {

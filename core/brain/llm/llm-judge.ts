@@ -24,7 +24,10 @@ export interface LlmJudgeOptions {
   readonly cacheEntries: number;
   readonly cacheTtlMs: number;
   readonly maxTextChars: number;
-  /** What the judge may spend per UTC day; beyond it every judgement fails (reason `budget`). */
+  /**
+   * What the judge may spend per UTC day for each tenant; beyond it that tenant's judgements fail
+   * (reason `budget`), and no other tenant's.
+   */
   readonly dailyBudgetUsd: number;
   /** The price of one call from the usage the endpoint reported. */
   readonly costUsd: (model: string, usage: { input: number; output: number }) => number;
@@ -34,9 +37,11 @@ export interface LlmJudgeOptions {
   readonly now?: () => number;
 }
 
-export interface LlmJudge extends SemanticJudge {
-  /** Spent today (UTC) in USD. */
-  spentTodayUsd(): number;
+export interface LlmJudge {
+  /** The judge one tenant's conditions ask: its judgements are charged to that tenant's budget. */
+  forTenant(tenant: string): SemanticJudge;
+  /** What the tenant spent today (UTC), in USD. */
+  spentTodayUsd(tenant: string): number;
   cacheSize(): number;
 }
 
@@ -69,20 +74,21 @@ export function createLlmJudge(options: LlmJudgeOptions): LlmJudge {
   const url = `${options.baseUrl.replace(/\/+$/, '')}/chat/completions`;
   const metrics = createLlmJudgeMetrics(options.registry, () => cache.size);
   let spentDay = -1;
-  let spentUsd = 0;
+  /** Today's spend by tenant: one tenant's questions cannot use up another's judgements. */
+  const spent = new Map<string, number>();
 
-  function spentToday(): number {
+  function spentToday(tenant: string): number {
     const day = Math.floor(now() / DAY_MS);
     if (day !== spentDay) {
       spentDay = day;
-      spentUsd = 0;
+      spent.clear();
     }
-    return spentUsd;
+    return spent.get(tenant) ?? 0;
   }
 
-  async function ask(prompt: JudgePrompt): Promise<JudgeVerdictInput> {
-    if (options.dailyBudgetUsd > 0 && spentToday() >= options.dailyBudgetUsd)
-      throw new JudgeFailure('budget', `daily budget of ${options.dailyBudgetUsd} USD spent`);
+  async function ask(prompt: JudgePrompt, tenant: string): Promise<JudgeVerdictInput> {
+    if (options.dailyBudgetUsd > 0 && spentToday(tenant) >= options.dailyBudgetUsd)
+      throw new JudgeFailure('budget', `daily budget of ${options.dailyBudgetUsd} USD spent for tenant ${tenant}`);
     const key = options.apiKey();
     const started = performance.now();
     let answer: unknown;
@@ -115,30 +121,29 @@ export function createLlmJudge(options: LlmJudgeOptions): LlmJudge {
     }
     metrics.calls.inc({ outcome: 'ok' });
     metrics.latency.observe((performance.now() - started) / 1000);
-    meter(answer);
+    meter(answer, tenant);
     return verdictOf(answer, prompt);
   }
 
-  function meter(answer: unknown): void {
+  function meter(answer: unknown, tenant: string): void {
     const usage = (answer as { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } } | null)?.usage;
     const input = typeof usage?.prompt_tokens === 'number' ? usage.prompt_tokens : 0;
     const output = typeof usage?.completion_tokens === 'number' ? usage.completion_tokens : 0;
     if (input + output === 0) return;
     const usd = options.costUsd(options.model, { input, output });
-    spentToday();
-    spentUsd += usd;
+    spent.set(tenant, spentToday(tenant) + usd);
     metrics.costUsd.inc(usd);
   }
 
   // A verdict on a text cut to the reading limit says so, and the engine then fails closed: the
   // rest of the text was never judged.
-  async function judge(input: JudgeInput): Promise<JudgeVerdictInput> {
+  async function judge(input: JudgeInput, tenant: string): Promise<JudgeVerdictInput> {
     const prompt = judgePrompt(input, options.model, options.maxTextChars);
-    const verdict = await judgeWhole(input, prompt);
+    const verdict = await judgeWhole(input, prompt, tenant);
     return prompt.truncated ? { ...verdict, truncated: true } : verdict;
   }
 
-  async function judgeWhole(input: JudgeInput, prompt: JudgePrompt): Promise<JudgeVerdictInput> {
+  async function judgeWhole(input: JudgeInput, prompt: JudgePrompt, tenant: string): Promise<JudgeVerdictInput> {
     const cached = cache.get(prompt.key);
     if (cached !== undefined) {
       metrics.cacheHits.inc();
@@ -146,7 +151,7 @@ export function createLlmJudge(options: LlmJudgeOptions): LlmJudge {
     }
     let pending = inFlight.get(prompt.key);
     if (pending === undefined) {
-      pending = ask(prompt);
+      pending = ask(prompt, tenant);
       if (inFlight.size < MAX_IN_FLIGHT) {
         inFlight.set(prompt.key, pending);
         const key = prompt.key;
@@ -176,9 +181,11 @@ export function createLlmJudge(options: LlmJudgeOptions): LlmJudge {
   }
 
   return {
-    name: LLM_JUDGE_NAME,
-    version: JUDGE_PROMPT_VERSION,
-    judge,
+    forTenant: (tenant) => ({
+      name: LLM_JUDGE_NAME,
+      version: JUDGE_PROMPT_VERSION,
+      judge: (input) => judge(input, tenant),
+    }),
     spentTodayUsd: spentToday,
     cacheSize: () => cache.size,
   };
