@@ -21,6 +21,9 @@ describe('webhook URLs a caller may store', () => {
     ['https://[::ffff:127.0.0.1]/x', 'private'],
     ['https://[::ffff:a9fe:a9fe]/x', 'private'],
     ['https://[fe80::1]/x', 'link-local'],
+    // IPv4-compatible and IPv4-translated forms of 127.0.0.1.
+    ['https://[::7f00:1]/x', 'private'],
+    ['https://[::ffff:0:7f00:1]/x', 'private'],
     ['https://0.0.0.0/x', 'private'],
     ['https://localhost/x', 'local'],
     ['https://printer.local/x', 'local'],

@@ -21,9 +21,11 @@ const DENIED: ReadonlyArray<[string, number, 'ipv4' | 'ipv6']> = [
   ['198.51.100.0', 24, 'ipv4'],
   ['203.0.113.0', 24, 'ipv4'],
   ['224.0.0.0', 3, 'ipv4'],
-  ['::', 128, 'ipv6'],
   ['::1', 128, 'ipv6'],
-  // NAT64 and 6to4 embed IPv4 addresses, private ones included.
+  // IPv4-compatible (deprecated) and IPv4-translated addresses, NAT64 and 6to4 embed IPv4
+  // addresses, private ones included.
+  ['::', 96, 'ipv6'],
+  ['::ffff:0:0:0', 96, 'ipv6'],
   ['64:ff9b::', 96, 'ipv6'],
   ['64:ff9b:1::', 48, 'ipv6'],
   ['2002::', 16, 'ipv6'],

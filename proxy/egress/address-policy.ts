@@ -78,13 +78,15 @@ const dotted = (bytes: number[]): string => bytes.join('.');
 
 /**
  * The IPv4 address an IPv6 one carries and that a gateway would dial: IPv4-mapped
- * (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
+ * (::ffff:a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64
+ * (64:ff9b::/96) and 6to4 (2002::/16).
  */
 export function embeddedIpv4(address: string): string | undefined {
   if (isIP(address) !== 6) return undefined;
   const b = ipv6Bytes(address.toLowerCase());
   const zeroUpTo = (n: number) => b.slice(0, n).every((x) => x === 0);
   if (zeroUpTo(10) && b[10] === 0xff && b[11] === 0xff) return dotted(b.slice(12));
+  if (zeroUpTo(8) && b[8] === 0xff && b[9] === 0xff && b[10] === 0 && b[11] === 0) return dotted(b.slice(12));
   if (zeroUpTo(12) && b.slice(12).some((x) => x !== 0) && !(b.slice(12, 15).every((x) => x === 0) && b[15] === 1)) {
     return dotted(b.slice(12));
   }
