@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { BusMessage, Messaging, SetAside, Subscription } from '../../core/bus/bus.ts';
@@ -25,7 +26,7 @@ import type { Effects } from '../effects/effects.ts';
 import { applyTransition, immunePauseReason } from '../envelopes/lifecycle.ts';
 import type { Repositories } from '../storage/storage.ts';
 import type { StoredEvent } from '../storage/records.ts';
-import { storageUnavailable } from '../storage/unreachable.ts';
+import { isStorageUnreachable } from '../storage/unreachable.ts';
 import { applyUsage, storedEvent, type UsageDeps } from '../usage/apply-usage.ts';
 import { batchRepositories } from './batch-repositories.ts';
 
@@ -58,6 +59,10 @@ function invalidReason(error: z.ZodError): string {
     .join('; ');
 }
 
+/** The first wait for an unreachable store, doubled on each try up to the longest. */
+const UNREACHABLE_FIRST_WAIT_MS = 100;
+const UNREACHABLE_MAX_WAIT_MS = 5_000;
+
 /**
  * The de-duplication scope of proxies' violation messages: a redelivery is recognised while the
  * event stream can redeliver it, which is what retention keeps these entries for.
@@ -83,6 +88,7 @@ export class EventProcessor {
     clock: () => Date;
   };
   private readonly subscriptions: Subscription[] = [];
+  private stopping = false;
 
   constructor(deps: EventProcessor['deps']) {
     this.deps = deps;
@@ -103,6 +109,7 @@ export class EventProcessor {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     await Promise.all(this.subscriptions.splice(0).map((s) => s.unsubscribe()));
   }
 
@@ -121,24 +128,22 @@ export class EventProcessor {
     this.stats.rejected += refused.length;
     this.stats.batches += 1;
     if (commands.length === 0) return refused;
-    const now = this.deps.clock();
     try {
-      const counted = await this.deps.effects.commit(async (transaction, effects) => {
-        const batch = batchRepositories(transaction);
-        const tally = { applied: 0, duplicates: 0 };
-        const fresh = await this.recordEvents(batch.tx, commands, now);
-        for (const command of commands) await this.applyOne(batch.tx, command, now, effects, tally, fresh);
-        await batch.flush();
-        applied();
-        return tally;
-      });
+      const counted = await this.whileUnreachable(() =>
+        this.deps.effects.commit(async (transaction, effects) => {
+          const now = this.deps.clock();
+          const batch = batchRepositories(transaction);
+          const tally = { applied: 0, duplicates: 0 };
+          const fresh = await this.recordEvents(batch.tx, commands, now);
+          for (const command of commands) await this.applyOne(batch.tx, command, now, effects, tally, fresh);
+          await batch.flush();
+          applied();
+          return tally;
+        }),
+      );
       this.stats.applied += counted.applied;
       this.stats.duplicates += counted.duplicates;
     } catch (error) {
-      // The store out of reach is no fault of the batch: the bus waits the outage out, setting
-      // nothing aside for it.
-      const unavailable = storageUnavailable(error);
-      if (unavailable !== undefined) throw unavailable;
       // Alone, and failing with a code that says it never will succeed: no point in retrying it.
       const [only] = commands;
       if (commands.length === 1 && only !== undefined && isSvcError(error) && !error.spec.retryable) {
@@ -148,6 +153,24 @@ export class EventProcessor {
       throw error;
     }
     return refused;
+  }
+
+  /**
+   * Runs `attempt` again, with backoff, for as long as the store cannot be reached: an outage is
+   * no fault of the batch, and the bus would otherwise count it against the batch's messages and
+   * set them aside within seconds (a database failover would drop every event it spans). The bus
+   * keeps the batch's messages alive meanwhile. Given up only when the processor stops.
+   */
+  private async whileUnreachable<T>(attempt: () => Promise<T>): Promise<T> {
+    for (let retry = 0; ; retry++) {
+      try {
+        return await attempt();
+      } catch (error) {
+        if (!isStorageUnreachable(error) || this.stopping) throw error;
+        if (retry === 0) this.deps.logger.warn({ err: error }, 'store unreachable; the batch waits for it');
+        await sleep(Math.min(UNREACHABLE_MAX_WAIT_MS, UNREACHABLE_FIRST_WAIT_MS * 2 ** retry));
+      }
+    }
   }
 
   /**

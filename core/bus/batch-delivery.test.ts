@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { SvcError } from '../errors/index.ts';
 import { deliverInOrder, type Held } from './batch-delivery.ts';
 import type { BusLogger, BusMessage } from './bus.ts';
 
@@ -54,48 +53,6 @@ describe('deliverInOrder', () => {
     );
     expect(calls).toEqual(['0#3,1#3', '0#3', '1#3']);
     expect(settled).toEqual(['ack m0', 'ack m1']);
-  });
-
-  it('waits out an outage of the store however long it lasts, counting none of its retries', async () => {
-    const { batch, settled } = held([1, 1, 1]);
-    const calls: string[] = [];
-    let outage = 25;
-    await deliverInOrder(
-      batch,
-      (messages) => {
-        calls.push(messages.map((m) => `${seqOf(m)}#${m.deliveryCount}`).join(','));
-        if (outage-- > 0) return Promise.reject(new SvcError('SVC-SYS-9001', 'storage unavailable, retry later'));
-        return Promise.resolve(messages.filter((m) => seqOf(m) === 2).map((message) => ({ message, reason: 'x' })));
-      },
-      policy,
-      quiet,
-      () => false,
-    );
-    // The batch's failure and 24 retries of its first message, every one still its first attempt.
-    expect(calls.slice(0, 2)).toEqual(['0#1,1#1,2#1', '0#1']);
-    expect(calls.slice(1, 25).every((c) => c === '0#1')).toBe(true);
-    expect(calls.slice(25)).toEqual(['0#1', '1#1', '2#1']);
-    expect(settled).toEqual(['ack m0', 'ack m1', 'aside m2 refused x']);
-  });
-
-  it('still sets aside a message whose own failure lasts past its attempts, an outage between them counted none', async () => {
-    const { batch, settled } = held([1]);
-    const failures = ['bad', 'outage', 'outage', 'bad', 'bad'];
-    const counts: number[] = [];
-    await deliverInOrder(
-      batch,
-      (messages) => {
-        counts.push(messages[0]!.deliveryCount);
-        const next = failures.shift();
-        if (next === 'outage') return Promise.reject(new SvcError('SVC-SYS-9001', 'storage unavailable, retry later'));
-        return Promise.reject(new Error(next));
-      },
-      policy,
-      quiet,
-      () => false,
-    );
-    expect(counts).toEqual([1, 2, 2, 2, 3]);
-    expect(settled).toEqual(['aside m0 failed Error']);
   });
 
   it('sets aside untried a message whose attempts were used up before it arrived', async () => {

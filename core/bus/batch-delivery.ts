@@ -1,6 +1,6 @@
 import type { BusLogger, BusMessage, SetAside } from './bus.ts';
 import { failureDetail, type PoisonReason } from './poison.ts';
-import { deliverWithRetries, isOutage, type RetryPolicy } from './retry-delivery.ts';
+import { deliverWithRetries, type RetryPolicy } from './retry-delivery.ts';
 
 /** A received message, decoded, as a bus implementation holds it until it is settled. */
 export interface Held {
@@ -76,8 +76,6 @@ export async function deliverInOrder(
       await one.setAside('failed', `delivered ${one.firstAttempt - 1} times without being handled`);
     else held.push(one);
   }
-  // A batch that failed for want of its store counts no attempt against its messages.
-  let counted = true;
   if (held.length > 1) {
     const messages = held.map((one) => toMessage(one, one.firstAttempt));
     try {
@@ -85,7 +83,6 @@ export async function deliverInOrder(
       await settle(held, messages, refusals);
       return batch.length;
     } catch (error) {
-      counted = !isOutage(error);
       logger.warn(
         { subject: held[0]?.subject, seqs: held.map((one) => one.seq), err: error },
         'bus batch handler failed; handing its messages over one at a time',
@@ -103,7 +100,7 @@ export async function deliverInOrder(
     let refusals: readonly SetAside[] | void = undefined;
     const context = { subject: one.subject, seq: one.seq, msg_id: one.msgId };
     // In a batch that failed, its first attempt was the batch's; still, each gets one alone.
-    const first = held.length > 1 && counted ? Math.min(one.firstAttempt + 1, policy.maxDeliver) : one.firstAttempt;
+    const first = held.length > 1 ? Math.min(one.firstAttempt + 1, policy.maxDeliver) : one.firstAttempt;
     const result = await deliverWithRetries(policy, logger, context, first, stopped, async (count) => {
       message = toMessage(one, count);
       refusals = await handler([message], () => undefined);

@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isSvcError } from '../errors/index.ts';
 import type { BusLogger } from './bus.ts';
 
 export interface RetryPolicy {
@@ -14,19 +13,9 @@ export type DeliveryOutcome =
   { outcome: 'delivered' } | { outcome: 'gave-up'; error: unknown } | { outcome: 'stopped' };
 
 /**
- * Whether a handler failed for want of what it needs (its store could not be reached:
- * SVC-SYS-9001), not because of the message. Such a failure uses up none of the message's
- * attempts: whatever the outage lasts, nothing is set aside for it.
- */
-export function isOutage(error: unknown): boolean {
-  return isSvcError(error) && error.code === 'SVC-SYS-9001';
-}
-
-/**
  * Hands a message (or batch) to its handler until it resolves, retrying in place with backoff.
  * Retrying in place, rather than putting the message back, is what keeps delivery ordered: the
- * subscriber never moves past a message it has not acknowledged. An outage is waited out, its
- * retries not counted.
+ * subscriber never moves past a message it has not acknowledged.
  */
 export async function deliverWithRetries(
   policy: RetryPolicy,
@@ -36,24 +25,17 @@ export async function deliverWithRetries(
   stopped: () => boolean,
   attempt: (deliveryCount: number) => Promise<void>,
 ): Promise<DeliveryOutcome> {
-  let outages = 0;
-  for (let count = firstAttempt; ;) {
+  for (let count = firstAttempt; ; count++) {
     try {
       await attempt(count);
       return { outcome: 'delivered' };
     } catch (error) {
-      let waits: number;
-      if (isOutage(error)) {
-        logger.warn({ ...context, err: error, attempt: count }, 'bus handler cannot reach its store; waiting');
-        waits = outages++;
-      } else if (count >= policy.maxDeliver) {
+      if (count >= policy.maxDeliver) {
         logger.warn({ ...context, err: error, attempts: count }, 'bus handler kept failing; message set aside');
         return { outcome: 'gave-up', error };
-      } else {
-        logger.warn({ ...context, err: error, attempt: count }, 'bus handler failed; redelivering');
-        waits = count++ - firstAttempt;
       }
-      await sleep(Math.min(policy.maxBackoffMs, policy.backoffMs * 2 ** waits));
+      logger.warn({ ...context, err: error, attempt: count }, 'bus handler failed; redelivering');
+      await sleep(Math.min(policy.maxBackoffMs, policy.backoffMs * 2 ** (count - firstAttempt)));
       if (stopped()) return { outcome: 'stopped' };
     }
   }

@@ -44,7 +44,8 @@ const ENDING = new Set<string>(TERMINATED_STATUSES);
 /**
  * The home tenant's state as the rules say it must be after the messages published so far, in
  * stream order: usage applied once per event id (apply-usage: an unknown envelope is opened when
- * the event names a budget; the envelope's budget, else the event's, is charged; totals stop at
+ * the event names a budget; a proxy's event charges its own budget, any other the envelope's
+ * budget, else the event's; totals stop at
  * their maximum), the first opening of an envelope wins, an envelope ends at the first
  * terminating status, proxies' denials are audited, and what does not validate is set aside.
  */
@@ -101,7 +102,8 @@ export class Expectation {
           this.envelopes.set(event.envelopeId, envelope);
         }
         if (envelope !== undefined) envelope.cost = addTotals(envelope.cost, event.charge);
-        const budgetId = envelope?.budgetId ?? event.budgetId;
+        const budgetId =
+          event.fromProxy && event.budgetId !== null ? event.budgetId : (envelope?.budgetId ?? event.budgetId);
         const budget = budgetId === null ? undefined : this.budgets.get(budgetId);
         if (budgetId !== null && budget !== undefined) this.budgets.set(budgetId, addTotals(budget, event.charge));
         return;

@@ -24,6 +24,8 @@ export interface UsageFacts {
   eventId: string;
   envelopeId: string;
   budgetId: string | null;
+  /** Sent by a proxy (`source` proxy:…): its own budget is charged, whatever its envelope's. */
+  fromProxy: boolean;
   charge: Totals;
 }
 
@@ -334,6 +336,7 @@ function usage(home: TenantIds, other: TenantIds): fc.Arbitrary<Valid> {
             eventId: g.eventId.toWellFormed(),
             envelopeId: g.envelopeId.toWellFormed(),
             budgetId: g.budgetId?.toWellFormed() ?? null,
+            fromProxy: g.source?.startsWith('proxy:') === true,
             charge,
           },
         },
