@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../core/config/load.ts';
 import { SvcError } from '../../core/errors/index.ts';
+import { eventually } from '../../test/harness/eventually.ts';
 import { clientsFor, failure, statusDetails, unary, type Clients } from '../../test/harness/grpc.ts';
 import { ApiKeys } from '../auth/api-keys.ts';
 import { Authenticator } from '../auth/authenticator.ts';
@@ -110,11 +111,14 @@ describe('gRPC server limits', () => {
     expect(error.code).toBe(status.RESOURCE_EXHAUSTED);
   });
 
-  it('reports NOT_SERVING while the store or the bus is down', async () => {
+  it('reports NOT_SERVING while the store or the bus is down, within the second one probe serves', async () => {
     const health = running.clients.client('grpc.health.v1.Health');
+    const check = () => unary(health, 'Check', { service: '' });
     healthy = false;
-    expect(await unary(health, 'Check', { service: '' })).toEqual({ status: 'NOT_SERVING' });
+    expect(await eventually(check, (answer) => answer.status === 'NOT_SERVING', 2_000)).toEqual({
+      status: 'NOT_SERVING',
+    });
     healthy = true;
-    expect(await unary(health, 'Check', { service: '' })).toEqual({ status: 'SERVING' });
+    expect(await eventually(check, (answer) => answer.status === 'SERVING', 2_000)).toEqual({ status: 'SERVING' });
   });
 });
