@@ -18,6 +18,15 @@ interface Scan {
 
 type Analyzer = (inv: Invocation, scan: Scan) => void;
 
+/**
+ * What reaches a command's input through pipes: the nearest data source (a reader or a dumper)
+ * and the nearest payload (a decoder's or a download's output) upstream in its pipeline.
+ */
+interface PipeFeed {
+  readonly source: Invocation | undefined;
+  readonly payload: { readonly from: Invocation; readonly weight: number; readonly signal: string } | undefined;
+}
+
 const SHELLS = new Set(['sh', 'bash', 'zsh', 'dash', 'ksh', 'fish', 'ash', 'busybox', 'su']);
 const INTERPRETERS = new Set([
   ...SHELLS,
@@ -442,14 +451,9 @@ function logTampering(inv: Invocation, scan: Scan, targets: readonly string[]): 
 
 // ---------------------------------------------------------------- exfiltration
 
-/** The data sources of a pipeline before `index`: readers and dumpers. */
-function pipedSource(pipeline: readonly Invocation[], index: number): Invocation | undefined {
-  for (let i = index - 1; i >= 0; i--) {
-    const inv = pipeline[i] as Invocation;
-    if (READERS.has(inv.program) || DUMPERS.has(inv.program)) return inv;
-    if (!inv.command.pipeIn) break;
-  }
-  return undefined;
+/** A reader or a dumper: what it puts on its output is data worth taking. */
+function isDataSource(inv: Invocation): boolean {
+  return READERS.has(inv.program) || DUMPERS.has(inv.program);
 }
 
 function destinationOf(words: readonly Word[], scan: Scan): { where: Destination; word: Word } | undefined {
@@ -474,7 +478,7 @@ function destinationOf(words: readonly Word[], scan: Scan): { where: Destination
 
 const EXFIL_WEIGHT: Record<Destination, number> = { drop: 0.92, external: 0.78, allowed: 0.3, internal: 0.3 };
 
-function curl(inv: Invocation, scan: Scan, pipeline: readonly Invocation[], index: number): void {
+function curl(inv: Invocation, scan: Scan, feed: PipeFeed): void {
   const words = inv.args;
   let sendsFile: Word | undefined;
   let sendsStdin = false;
@@ -505,7 +509,7 @@ function curl(inv: Invocation, scan: Scan, pipeline: readonly Invocation[], inde
   const dest = destinationOf(words, scan);
   if (dest === undefined) return;
   const end = last(words) ?? inv.programWord;
-  const source = sendsStdin || (!sendsFile && inv.command.pipeIn) ? pipedSource(pipeline, index) : undefined;
+  const source = sendsStdin || (!sendsFile && inv.command.pipeIn) ? feed.source : undefined;
   const secret = sendsFile !== undefined && secretPathIn(sendsFile.value.replace(/^[^@<]*[@<]/, ' ')) !== undefined;
   if (
     secret ||
@@ -527,7 +531,7 @@ function curl(inv: Invocation, scan: Scan, pipeline: readonly Invocation[], inde
   }
 }
 
-function netcat(inv: Invocation, scan: Scan, pipeline: readonly Invocation[], index: number): void {
+function netcat(inv: Invocation, scan: Scan, feed: PipeFeed): void {
   const words = inv.args.map(lower);
   const end = last(inv.args) ?? inv.programWord;
   if (words.some((w) => w === '-e' || w === '-c' || /^exec:|^system:/.test(w))) {
@@ -535,8 +539,7 @@ function netcat(inv: Invocation, scan: Scan, pipeline: readonly Invocation[], in
     return;
   }
   if (words.some((w) => w === '-l' || w === '-z' || w === '-zv' || w === '-vz')) return;
-  const fed =
-    inv.args.some((w) => w.value === '<') || (inv.command.pipeIn && pipedSource(pipeline, index) !== undefined);
+  const fed = inv.args.some((w) => w.value === '<') || (inv.command.pipeIn && feed.source !== undefined);
   if (fed) emit(scan, 'DATA_EXFILTRATION', 0.88, 'exfil.netcat', inv.programWord, end);
 }
 
@@ -616,46 +619,33 @@ function dns(inv: Invocation, scan: Scan): void {
 
 // ---------------------------------------------------------------- suspicious
 
-function pipeToInterpreter(pipeline: readonly Invocation[], index: number, scan: Scan): void {
-  const inv = pipeline[index] as Invocation;
-  if (!inv.command.pipeIn || !INTERPRETERS.has(inv.program)) return;
-  for (let i = index - 1; i >= 0; i--) {
-    const source = pipeline[i] as Invocation;
-    const decodes =
-      ((source.program === 'base64' || source.program === 'base32') &&
-        source.args.some((w) => /^(?:-d|--decode|-D)$/.test(w.value))) ||
-      (source.program === 'xxd' && source.args.some((w) => w.value === '-r')) ||
-      (source.program === 'openssl' &&
-        source.args.some((w) => /^(?:base64|enc)$/.test(w.value)) &&
-        source.args.some((w) => w.value === '-d'));
-    if (decodes) {
-      scan.out.push(
-        finding(
-          scan.view,
-          'SUSPICIOUS',
-          0.92,
-          'payload.decode_to_shell',
-          scan.base + source.programWord.start,
-          scan.base + inv.programWord.end,
-        ),
-      );
-      return;
-    }
-    if (FETCHERS.has(source.program)) {
-      scan.out.push(
-        finding(
-          scan.view,
-          'SUSPICIOUS',
-          0.8,
-          'payload.remote_script',
-          scan.base + source.programWord.start,
-          scan.base + inv.programWord.end,
-        ),
-      );
-      return;
-    }
-    if (!source.command.pipeIn) return;
-  }
+/** A command whose output is a payload to run: a decoder's (`base64 -d`) or a download's (`curl`). */
+function payloadOf(inv: Invocation): PipeFeed['payload'] {
+  const decodes =
+    ((inv.program === 'base64' || inv.program === 'base32') &&
+      inv.args.some((w) => /^(?:-d|--decode|-D)$/.test(w.value))) ||
+    (inv.program === 'xxd' && inv.args.some((w) => w.value === '-r')) ||
+    (inv.program === 'openssl' &&
+      inv.args.some((w) => /^(?:base64|enc)$/.test(w.value)) &&
+      inv.args.some((w) => w.value === '-d'));
+  if (decodes) return { from: inv, weight: 0.92, signal: 'payload.decode_to_shell' };
+  if (FETCHERS.has(inv.program)) return { from: inv, weight: 0.8, signal: 'payload.remote_script' };
+  return undefined;
+}
+
+function pipeToInterpreter(inv: Invocation, scan: Scan, feed: PipeFeed): void {
+  if (!inv.command.pipeIn || !INTERPRETERS.has(inv.program) || feed.payload === undefined) return;
+  const { from, weight, signal } = feed.payload;
+  scan.out.push(
+    finding(
+      scan.view,
+      'SUSPICIOUS',
+      weight,
+      signal,
+      scan.base + from.programWord.start,
+      scan.base + inv.programWord.end,
+    ),
+  );
 }
 
 function security(inv: Invocation, scan: Scan): void {
@@ -865,19 +855,24 @@ function scanScript(scan: Scan, text: string): Invocation[] {
   const invocations = readCommands(text)
     .map(invocationOf)
     .filter((i): i is Invocation => i !== null);
-  for (let index = 0; index < invocations.length; index++) {
-    const inv = invocations[index] as Invocation;
+  // What the pipe carries is carried forward command by command, so a pipeline is read in one pass.
+  let feed: PipeFeed = { source: undefined, payload: undefined };
+  for (const inv of invocations) {
     const program = inv.program.startsWith('mkfs.') ? 'mkfs' : inv.program;
     const analyzer = Object.hasOwn(DESTRUCTIVE_ANALYZERS, program) ? DESTRUCTIVE_ANALYZERS[program] : undefined;
     analyzer?.(inv, scan);
-    if (FETCHERS.has(program)) curl(inv, scan, invocations, index);
-    else if (/^(?:nc|ncat|netcat|socat|telnet)$/.test(program)) netcat(inv, scan, invocations, index);
+    if (FETCHERS.has(program)) curl(inv, scan, feed);
+    else if (/^(?:nc|ncat|netcat|socat|telnet)$/.test(program)) netcat(inv, scan, feed);
     else if (/^(?:scp|rsync|sftp|rclone|pscp)$/.test(program)) copyTool(inv, scan);
     else if (/^(?:nslookup|dig|host|drill|ping|resolve-dnsname)$/.test(program)) dns(inv, scan);
     else security(inv, scan);
     if (READERS.has(program)) readsSecret(inv, scan);
-    pipeToInterpreter(invocations, index, scan);
+    pipeToInterpreter(inv, scan, feed);
     scriptArguments(inv, scan);
+    feed = {
+      source: isDataSource(inv) ? inv : inv.command.pipeIn ? feed.source : undefined,
+      payload: payloadOf(inv) ?? (inv.command.pipeIn ? feed.payload : undefined),
+    };
   }
   return invocations;
 }
