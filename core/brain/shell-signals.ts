@@ -839,8 +839,9 @@ const TEXT_ONLY = new Set([
  * Returns whether the text is only commands that search or print text.
  */
 export function scanShell(view: TextView, hosts: HostPolicy, out: Finding[]): boolean {
-  const invocations = scanScript({ view, hosts, out, base: 0, depth: 0 }, view.folded);
+  const { invocations, substitutes } = scanScript({ view, hosts, out, base: 0, depth: 0 }, view.folded);
   return (
+    !substitutes &&
     invocations.length > 0 &&
     invocations.every(
       (inv) =>
@@ -851,10 +852,13 @@ export function scanShell(view: TextView, hosts: HostPolicy, out: Finding[]): bo
   );
 }
 
-function scanScript(scan: Scan, text: string): Invocation[] {
-  const invocations = readCommands(text)
-    .map(invocationOf)
-    .filter((i): i is Invocation => i !== null);
+/** Reads a script's commands and the scripts substituted into its words. */
+function scanScript(scan: Scan, text: string): { invocations: Invocation[]; substitutes: boolean } {
+  const { commands, substitutions, substitutes } = readCommands(text);
+  const invocations = commands.map(invocationOf).filter((i): i is Invocation => i !== null);
+  if (scan.depth < MAX_DEPTH)
+    for (const { start, end } of substitutions)
+      scanScript({ ...scan, base: scan.base + start, depth: scan.depth + 1 }, text.slice(start, end));
   // What the pipe carries is carried forward command by command, so a pipeline is read in one pass.
   let feed: PipeFeed = { source: undefined, payload: undefined };
   for (const inv of invocations) {
@@ -874,7 +878,7 @@ function scanScript(scan: Scan, text: string): Invocation[] {
       payload: payloadOf(inv) ?? (inv.command.pipeIn ? feed.payload : undefined),
     };
   }
-  return invocations;
+  return { invocations, substitutes };
 }
 
 /** A reader on a credential store takes its secrets. */

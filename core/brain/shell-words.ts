@@ -21,11 +21,30 @@ export interface Command {
   pipeOut: boolean;
 }
 
+/** A span of the text read, [start, end). */
+export interface Span {
+  readonly start: number;
+  readonly end: number;
+}
+
+export interface Script {
+  readonly commands: Command[];
+  /**
+   * Command substitutions inside double quotes (`"$(…)"`, "`…`"): scripts the shell runs to build
+   * a word, to be read as scripts of their own. Unquoted ones are read in place as commands.
+   */
+  readonly substitutions: Span[];
+  /** Some word is built from a command's output, quoted or not: the text is more than its visible commands. */
+  readonly substitutes: boolean;
+}
+
 const SEPARATORS = new Set([';', '\n', '\r', '&', '|', '(', ')', '`']);
 
 /** Splits text into commands of words. */
-export function readCommands(text: string): Command[] {
+export function readCommands(text: string): Script {
   const commands: Command[] = [];
+  const substitutions: Span[] = [];
+  let substitutes = false;
   let words: Word[] = [];
   let value = '';
   let start = -1;
@@ -69,6 +88,7 @@ export function readCommands(text: string): Command[] {
       continue;
     }
     if (c === '$' && text[i + 1] === '(') {
+      substitutes = true;
       endWord(i);
       endCommand(false);
       i += 2;
@@ -94,6 +114,7 @@ export function readCommands(text: string): Command[] {
       continue;
     }
     if (SEPARATORS.has(c)) {
+      if (c === '`') substitutes = true;
       endWord(i);
       const pipe = c === '|' && text[i + 1] !== '|' && text[i - 1] !== '|';
       endCommand(pipe);
@@ -120,6 +141,19 @@ export function readCommands(text: string): Command[] {
       begin(i);
       let j = i + 1;
       while (j < n && text[j] !== '"') {
+        const substitution =
+          text[j] === '`'
+            ? { start: j + 1, end: backquoteEnd(text, j + 1) }
+            : text.startsWith('$(', j)
+              ? { start: j + 2, end: substitutionEnd(text, j + 2) }
+              : undefined;
+        if (substitution !== undefined) {
+          substitutes = true;
+          substitutions.push(substitution);
+          value += text.slice(j, substitution.end + 1);
+          j = substitution.end + 1;
+          continue;
+        }
         if (text[j] === '\\' && j + 1 < n && '"\\$`'.includes(text[j + 1] as string)) j++;
         value += text[j];
         j++;
@@ -140,7 +174,45 @@ export function readCommands(text: string): Command[] {
   }
   endWord(n);
   endCommand(false);
-  return commands;
+  return { commands, substitutions, substitutes };
+}
+
+/**
+ * Where the `$(` whose text starts at `i` closes: the index of its `)`, or the text's end. Quotes
+ * and substitutions nested in it are followed, so their parentheses do not close it.
+ */
+function substitutionEnd(text: string, i: number): number {
+  const closers = [')'];
+  while (i < text.length) {
+    const c = text[i] as string;
+    const inQuotes = closers[closers.length - 1] === '"';
+    if (c === '\\') {
+      i += 2;
+      continue;
+    }
+    if (text.startsWith('$(', i)) {
+      closers.push(')');
+      i += 2;
+      continue;
+    }
+    if (c === closers[closers.length - 1]) {
+      closers.pop();
+      if (closers.length === 0) return i;
+    } else if (!inQuotes && (c === '"' || c === '(')) {
+      closers.push(c === '"' ? '"' : ')');
+    } else if (!inQuotes && c === "'") {
+      const close = text.indexOf("'", i + 1);
+      i = close < 0 ? text.length : close;
+    }
+    i++;
+  }
+  return text.length;
+}
+
+/** Where the backquoted substitution whose text starts at `i` closes: its unescaped closing backquote, or the text's end. */
+function backquoteEnd(text: string, i: number): number {
+  while (i < text.length && text[i] !== '`') i += text[i] === '\\' ? 2 : 1;
+  return Math.min(i, text.length);
 }
 
 /** Reads a `$'...'` string from `i` (after the quote), decoding \xHH, octal and the usual escapes. */
