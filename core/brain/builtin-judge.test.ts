@@ -51,6 +51,32 @@ describe('the built-in judge reads commands as a shell does', () => {
   });
 });
 
+describe('global options before a subcommand', () => {
+  it.each([
+    ['git -C /repo push -f origin main', 0.95],
+    ['git -c user.name=x push --force origin main', 0.95],
+    ['git --git-dir /r/.git --work-tree /r push --force origin main', 0.95],
+    ['git --git-dir=/r/.git push -f origin main', 0.95],
+    ['kubectl -n prod delete deploy api', 0.92],
+    ['kubectl --namespace prod delete deployment api', 0.92],
+    ['kubectl --context prod --kubeconfig /k delete namespace prod', 0.92],
+    ['kubectl --namespace=prod delete deployment api', 0.92],
+    ['kubectl delete -n prod deployment api', 0.92],
+    ['kubectl -s https://k8s.example:6443 --token t delete ns prod', 0.92],
+    ['helm -n prod uninstall api', 0.85],
+    ['helm --kube-context prod uninstall api', 0.85],
+    ['helm --namespace prod --kubeconfig /k uninstall api', 0.85],
+  ])('%s is seen for its subcommand', (command, confidence) => {
+    expect(shell(command)).toMatchObject({ violated: true, category: 'DESTRUCTIVE', confidence });
+  });
+
+  it('reads the script run in a pod reached through options, and takes reading for reading', () => {
+    expect(shell('kubectl -n prod exec db-0 -- rm -rf /var/lib/data').confidence).toBeGreaterThanOrEqual(0.85);
+    expect(shell('git -C /repo status').violated).toBe(false);
+    expect(shell('kubectl -n prod get pods').violated).toBe(false);
+  });
+});
+
 describe('command substitution', () => {
   it.each([
     ['echo "$(rm -rf /var/lib/postgresql)"', 'DESTRUCTIVE'],

@@ -167,8 +167,50 @@ function find(inv: Invocation, scan: Scan): void {
   else emit(scan, 'DESTRUCTIVE', 0.8, 'shell.find_delete', inv.programWord, end);
 }
 
+/** Options that take a value, before or after the subcommand, by tool. */
+const GIT_VALUED = new Set(['-C', '-c', '--git-dir', '--work-tree', '--namespace', '--config-env', '--super-prefix']);
+const KUBECTL_VALUED = new Set([
+  '-n',
+  '--namespace',
+  '--context',
+  '--kubeconfig',
+  '--cluster',
+  '--user',
+  '-s',
+  '--server',
+  '--token',
+  '--as',
+  '--as-group',
+  '--as-uid',
+  '--certificate-authority',
+  '--client-certificate',
+  '--client-key',
+  '--request-timeout',
+  '--tls-server-name',
+  '--cache-dir',
+  '-v',
+  '--v',
+]);
+const HELM_VALUED = new Set([
+  '-n',
+  '--namespace',
+  '--kube-context',
+  '--kubeconfig',
+  '--registry-config',
+  '--repository-config',
+  '--repository-cache',
+  '--kube-apiserver',
+  '--kube-as-user',
+  '--kube-as-group',
+  '--kube-token',
+  '--kube-ca-file',
+  '--kube-tls-server-name',
+  '--burst-limit',
+  '--qps',
+]);
+
 function git(inv: Invocation, scan: Scan): void {
-  const o = optionsOf(inv.args);
+  const o = optionsOf(inv.args, GIT_VALUED);
   const [sub, ...rest] = o.positional.map(lower);
   const end = last(inv.args) ?? inv.programWord;
   const hit = (weight: number, signal: string) => emit(scan, 'DESTRUCTIVE', weight, signal, inv.programWord, end);
@@ -226,9 +268,9 @@ const K8S_CRITICAL =
 function kubectl(inv: Invocation, scan: Scan): void {
   const words = inv.args.map(lower);
   const dash = words.indexOf('--');
-  if (words[0] === 'exec' && dash >= 0) nested(inv.args.slice(dash + 1), scan);
-  const o = optionsOf(inv.args.slice(0, dash >= 0 ? dash : undefined));
+  const o = optionsOf(inv.args.slice(0, dash >= 0 ? dash : undefined), KUBECTL_VALUED);
   const [verb, kind = ''] = o.positional.map(lower);
+  if (verb === 'exec' && dash >= 0) nested(inv.args.slice(dash + 1), scan);
   const end = last(inv.args) ?? inv.programWord;
   if (verb === 'delete') {
     const everything = o.long.has('--all') || o.long.has('--all-namespaces') || o.short.has('A');
@@ -256,7 +298,7 @@ function kubectl(inv: Invocation, scan: Scan): void {
 }
 
 function helm(inv: Invocation, scan: Scan): void {
-  const sub = lower(inv.args[0] ?? inv.programWord);
+  const sub = lower(optionsOf(inv.args, HELM_VALUED).positional[0] ?? inv.programWord);
   if (/^(?:uninstall|delete|del|un)$/.test(sub))
     emit(scan, 'DESTRUCTIVE', 0.85, 'helm.uninstall', inv.programWord, last(inv.args) ?? inv.programWord);
 }

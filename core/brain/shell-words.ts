@@ -329,18 +329,29 @@ export interface Options {
   readonly positional: Word[];
 }
 
-export function optionsOf(args: readonly Word[]): Options {
+/**
+ * A command's options and positional words. `valued` names the options that take the next word as
+ * their value (`git -C dir`, `kubectl -n prod`): that word is not positional, so a global option
+ * before the subcommand does not hide it.
+ */
+export function optionsOf(args: readonly Word[], valued: ReadonlySet<string> = new Set()): Options {
   const short = new Set<string>();
   const long = new Set<string>();
   const positional: Word[] = [];
   let ended = false;
+  let skipValue = false;
   for (const word of args) {
     const v = word.value;
+    if (skipValue) {
+      skipValue = false;
+      continue;
+    }
     if (ended || v.length < 2 || !v.startsWith('-') || /^-\d/.test(v)) {
       if (v === '--') ended = true;
       else positional.push(word);
       continue;
     }
+    skipValue = valued.has(v);
     if (v.startsWith('--')) {
       long.add((v.split('=')[0] as string).toLowerCase());
       continue;
