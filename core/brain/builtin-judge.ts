@@ -14,6 +14,7 @@ import { urlsIn, type HostPolicy } from './hosts.ts';
 import { secretPathIn } from './paths.ts';
 import { PATTERNS } from './patterns.ts';
 import { scanShell } from './shell-signals.ts';
+import { withoutSqlComments } from './sql-comments.ts';
 import { scanSql } from './sql-signals.ts';
 import { viewOf, type TextView } from './text-view.ts';
 import { scanToolArgs, scanToolName } from './tool-call.ts';
@@ -40,6 +41,7 @@ export interface BuiltinJudge extends SyncSemanticJudge {
 }
 
 const MAX_LEAVES = 2000;
+const STATEMENT_PATTERNS = PATTERNS.filter((p) => p.statement === true);
 const MAX_NAME_CHARS = 256;
 const EVIDENCE_ITEMS = 3;
 
@@ -160,6 +162,12 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
       const quotedData = quotedDataOf(view, textOnly);
       matchPatterns(view, PATTERNS, findings, quotedData);
       scanSql(view, findings, quotedData);
+      // Statements are read with and without comments: `--` is also a shell's end of options (`kubectl exec db -- psql …`).
+      const uncommented = withoutSqlComments(view);
+      if (uncommented !== view) {
+        matchPatterns(uncommented, STATEMENT_PATTERNS, findings, quotedData);
+        scanSql(uncommented, findings, quotedData);
+      }
       scanEntropy(view, findings);
       proseSecretPath(view, findings);
       if (view.hidden === 'tags')

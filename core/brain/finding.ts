@@ -58,6 +58,8 @@ export interface PatternSignal {
   readonly secret?: boolean;
   /** A match inside quoted data (a SQL string literal, the pattern `grep` looks for) is not an action. */
   readonly action?: boolean;
+  /** A SQL statement: matched also with SQL comments blanked out, so `DROP/**\/TABLE` is `DROP TABLE`. */
+  readonly statement?: boolean;
 }
 
 export interface CompiledPattern extends PatternSignal {
@@ -98,13 +100,8 @@ export function matchPatterns(
 /** Where a quoted string is a value, not a statement: after `(`, `,`, `=`, `values`, `like`, `in`. */
 const LITERAL_LEAD = /(?:\(|,|=|\bvalues|\blike|\bin|\bthen|\belse)\s*$/;
 
-/**
- * Positions in quoted data: inside a single-quoted SQL literal, or anywhere in a command whose
- * programs only search or print text (`grep "DROP TABLE"`, `echo 'rm -rf /'`).
- */
-export function quotedDataOf(view: TextView, textOnly: boolean): (index: number) => boolean {
-  if (textOnly) return () => true;
-  const text = view.norm;
+/** Single-quoted strings where SQL takes a value (after `(`, `,`, `=`, `values`, `like`…): [open, close] quotes, in order. */
+export function sqlLiterals(text: string): [number, number][] {
   const literals: [number, number][] = [];
   for (let i = 0; i < text.length; i++) {
     if (text[i] !== "'") continue;
@@ -113,5 +110,26 @@ export function quotedDataOf(view: TextView, textOnly: boolean): (index: number)
     if (LITERAL_LEAD.test(text.slice(Math.max(0, i - 12), i))) literals.push([i, close]);
     i = close;
   }
-  return (index) => literals.some(([a, b]) => index > a && index < b);
+  return literals;
+}
+
+/**
+ * Positions in quoted data: inside a single-quoted SQL literal, or anywhere in a command whose
+ * programs only search or print text (`grep "DROP TABLE"`, `echo 'rm -rf /'`).
+ */
+export function quotedDataOf(view: TextView, textOnly: boolean): (index: number) => boolean {
+  if (textOnly) return () => true;
+  const literals = sqlLiterals(view.norm);
+  // The literals are in order and apart: the one that could hold `index` is the last opening before it.
+  return (index) => {
+    let low = 0;
+    let high = literals.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      if ((literals[mid] as [number, number])[0] < index) low = mid + 1;
+      else high = mid;
+    }
+    const literal = literals[low - 1];
+    return literal !== undefined && index < literal[1];
+  };
 }

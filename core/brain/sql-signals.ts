@@ -6,10 +6,69 @@ import type { TextView } from './text-view.ts';
 const DELETE = lazyRegex(String.raw`\bdelete\s+(?:from\s+)?(?:only\s+)?[a-z_"\x60\[][\w."\x60\[\]]*`);
 const UPDATE = lazyRegex(String.raw`\bupdate\s+(?:only\s+)?[a-z_"\x60\[][\w."\x60\[\]]*\s+set\s`);
 const WHERE = lazyRegex(String.raw`\bwhere\b`);
-/** A WHERE that selects every row: `1=1`, `true`, `id > 0`, `x is not null`, `'a'='a'`. */
-const TAUTOLOGY = lazyRegex(
-  String.raw`\bwhere\s+(?:\(?\s*)?(?:1\s*=\s*1|true|1\b|'(\w*)'\s*=\s*'\w*'|(?:\w+\.)?id\s*(?:>|>=)\s*0\b|\w+\s+is\s+not\s+null\s*(?:;|$))`,
-);
+/** Clauses after the condition: not part of it. */
+const AFTER_CONDITION = /\b(?:returning|order\s+by|limit|group\s+by)\b/;
+const VALUE = String.raw`('[^']*'|-?\d+(?:\.\d+)?|[a-z_][\w.]*)`;
+const COMPARISON = new RegExp(String.raw`^${VALUE}\s*(=|==|<>|!=|<=|>=|<|>)\s*${VALUE}$`);
+
+/**
+ * A WHERE condition every row meets: one of its OR branches whose terms all hold whatever the
+ * row holds (`1=1`, `2=2`, `id=5 OR 1=1`, `true`, `NOT false`, `'a'='a'`, `id > 0`,
+ * `x IS NOT NULL`, `name LIKE '%'`).
+ */
+function selectsEverything(condition: string): boolean {
+  const cut = AFTER_CONDITION.exec(condition);
+  const own = cut === null ? condition : condition.slice(0, cut.index);
+  return own.split(/\bor\b/).some((branch) => branch.split(/\band\b/).every(alwaysTrue));
+}
+
+function alwaysTrue(term: string): boolean {
+  const t = unwrapped(term);
+  if (/^(?:true|not\s+(?:false|0)|[1-9]\d*)$/.test(t)) return true;
+  if (/^[\w.]+\s+is\s+not\s+null$|^[\w.]+\s+i?like\s+'%+'$/.test(t)) return true;
+  const m = COMPARISON.exec(t);
+  if (m === null) return false;
+  const [, left = '', op = '', right = ''] = m;
+  const number = (v: string) => (/^-?\d/.test(v) ? Number(v) : undefined);
+  const [a, b] = [number(left), number(right)];
+  if (a !== undefined && b !== undefined) return compare(a, op, b);
+  if (left.startsWith("'") && right.startsWith("'")) return compare(left < right ? -1 : left > right ? 1 : 0, op, 0);
+  if (left === right) return op !== '<>' && op !== '!=' && op !== '<' && op !== '>';
+  // Ids are positive: `id > 0`, `id >= 1` or `id <> -1` is every row.
+  return (
+    /^(?:\w+\.)?id$/.test(left) &&
+    b !== undefined &&
+    (op === '>=' ? b <= 1 : (op === '>' || op === '<>' || op === '!=') && b < 1)
+  );
+}
+
+/** The term without the spaces and parentheses around it; a loop, where a trimming regex would backtrack. */
+function unwrapped(term: string): string {
+  let from = 0;
+  let to = term.length;
+  while (from < to && /[\s(]/.test(term[from] as string)) from++;
+  while (to > from && /[\s);]/.test(term[to - 1] as string)) to--;
+  return term.slice(from, to);
+}
+
+function compare(a: number, op: string, b: number): boolean {
+  switch (op) {
+    case '=':
+    case '==':
+      return a === b;
+    case '<>':
+    case '!=':
+      return a !== b;
+    case '<':
+      return a < b;
+    case '>':
+      return a > b;
+    case '<=':
+      return a <= b;
+    default:
+      return a >= b;
+  }
+}
 
 /**
  * Statements that remove or overwrite every row: DELETE or UPDATE without WHERE, or with one
@@ -36,9 +95,10 @@ export function scanSql(view: TextView, out: Finding[], quotedData: (index: numb
     const start = base + m.start();
     if (quotedData(start)) return;
     const end = base + statement.length;
-    if (!WHERE().test(rest)) {
+    const where = WHERE().matcher(rest);
+    if (!where.find()) {
       out.push(finding(view, 'DESTRUCTIVE', kind === 'delete' ? 0.9 : 0.75, `sql.${kind}_without_where`, start, end));
-    } else if (TAUTOLOGY().test(rest)) {
+    } else if (selectsEverything(rest.slice(where.end()))) {
       out.push(finding(view, 'DESTRUCTIVE', kind === 'delete' ? 0.85 : 0.7, `sql.${kind}_all_rows`, start, end));
     } else if (kind === 'delete') {
       out.push(finding(view, 'DESTRUCTIVE', 0.25, 'sql.delete_where', start, end));
