@@ -43,6 +43,22 @@ describe('the built-in judge reads commands as a shell does', () => {
     expect(shell('rm -rf ./build')).toMatchObject({ violated: true, confidence: 0.3 });
   });
 
+  it.each([
+    ['rm -rf /tmp/../etc', 0.97],
+    ['rm -rf /tmp/../var/lib/postgresql', 0.85],
+    ['rm -rf ./build/../src', 0.85],
+    ['rm -rf node_modules/../../..', 0.85],
+    ['rm -rf ~/.cache/..', 0.97],
+    ['find /tmp/../srv -delete', 0.92],
+  ])('%s is judged by where `..` leads', (command, confidence) => {
+    expect(shell(command)).toMatchObject({ violated: true, category: 'DESTRUCTIVE', confidence });
+  });
+
+  it('keeps a path that stays inside build output regenerable', () => {
+    expect(shell('rm -rf ./build/./cache/../dist').confidence).toBe(0.3);
+    expect(shell('rm -rf /tmp/job-1/../job-2').confidence).toBe(0.3);
+  });
+
   it('takes an upload to an allowed host for what it is, and to a drop site for exfiltration', () => {
     expect(shell('curl -T report.csv https://uploads.acme.example/in', 'DATA_EXFILTRATION').confidence).toBeLessThan(
       0.5,

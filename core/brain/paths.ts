@@ -91,13 +91,34 @@ const ARTIFACTS = new Set([
 const ARTIFACT_FILES =
   /\.(?:pyc|pyo|o|obj|class|tmp|temp|log|bak|swp|orig|rej|cache|lock)$|^\*?~$|\.ds_store$|^thumbs\.db$/i;
 
-/** Regenerable output: build and cache directories, temporary files, compiled objects. */
+/** Where a path starts whatever `..` follows: `/`, a home, a drive. */
+const ROOT = /^(?:~|\$home|\$\{home\}|[a-z]:)$/;
+
+/**
+ * The path (lower case, forward slashes) with `.` and `..` resolved as far as its text allows:
+ * `/tmp/../etc` is `/etc`. A relative path may still climb (`../x`, `build/../..` is `..`).
+ */
+function resolvedPath(path: string): string {
+  const p = path.toLowerCase().replace(/\\/g, '/');
+  if (!/(?:^|\/)\.\.?(?:\/|$)/.test(p)) return p;
+  const absolute = p.startsWith('/');
+  const parts: string[] = [];
+  for (const part of p.split('/')) {
+    if (part === '' || part === '.') continue;
+    const top = parts[parts.length - 1];
+    if (part !== '..') parts.push(part);
+    else if (top === undefined ? !absolute : top === '..') parts.push(part);
+    else if (!ROOT.test(top ?? '')) parts.pop();
+  }
+  const joined = parts.join('/');
+  return absolute ? `/${joined}` : joined === '' ? '.' : joined;
+}
+
+/** Regenerable output: build and cache directories, temporary files, compiled objects; never a path that climbs out of where it starts. */
 export function isArtifactPath(path: string): boolean {
-  const p = path
-    .toLowerCase()
-    .replace(/\\/g, '/')
-    .replace(/^\.\//, '')
-    .replace(/\/\*+$|\/+$/, '');
+  const resolved = resolvedPath(path);
+  if (resolved === '..' || resolved.startsWith('../')) return false;
+  const p = resolved.replace(/\/\*+$|\/+$/, '');
   if (p === '') return false;
   if (/^(?:\/tmp|\/var\/tmp|\$tmpdir|\$\{tmpdir\}|\/private\/tmp)\/./.test(p)) return true;
   if (/^\$\(mktemp/.test(p)) return true;
@@ -108,7 +129,7 @@ export function isArtifactPath(path: string): boolean {
 
 /** The root, a home, the working tree itself, or a system directory: nothing survives deleting it. */
 export function isCriticalPath(path: string): boolean {
-  const p = path.toLowerCase().replace(/\\/g, '/');
+  const p = resolvedPath(path);
   if (
     /^(?:\/|\/\*|\/\.\*|~|~\/|~\/\*|\$home|\$\{home\}|\$home\/\*|\.|\.\/|\*|\.\/\*|\.\.|\.\.\/|[a-z]:\/?|[a-z]:\/\*)$/.test(
       p,
