@@ -1,3 +1,5 @@
+import { isIP } from 'node:net';
+
 /**
  * Where data goes. A destination is `internal` (loopback, private addresses, cluster and
  * intranet names), `allowed` (on the operator's list), a `drop` site (paste bins, request
@@ -71,11 +73,39 @@ export interface HostPolicy {
   readonly allowed: readonly string[];
 }
 
-function ipv4Internal(host: string): boolean | undefined {
-  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(host);
-  if (!m) return undefined;
-  const [a, b] = [Number(m[1]), Number(m[2])];
-  return a === 10 || a === 127 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || a === 0;
+/** Loopback, private, link-local and "this network" IPv4 addresses. */
+function ipv4Internal([a = 0, b = 0]: readonly number[]): boolean {
+  return (
+    a === 10 ||
+    a === 127 ||
+    a === 0 ||
+    (a === 172 && b >= 16 && b <= 31) ||
+    (a === 192 && b === 168) ||
+    (a === 169 && b === 254)
+  );
+}
+
+/** Loopback, unspecified, unique-local (fc00::/7), link-local (fe80::/10), and IPv4-mapped internal addresses. */
+function ipv6Internal(address: string): boolean {
+  const [head = '', tail] = address.split('::');
+  const left = head === '' ? [] : head.split(':');
+  const right = tail === undefined || tail === '' ? [] : tail.split(':');
+  const zeros = tail === undefined ? [] : Array<string>(8 - left.length - right.length).fill('0');
+  const g = [...left, ...zeros, ...right].map((group) => Number.parseInt(group, 16));
+  const [first = 0] = g;
+  if (g.slice(0, 7).every((x) => x === 0) && (g[7] === 0 || g[7] === 1)) return true;
+  if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff)
+    return ipv4Internal([(g[6] ?? 0) >> 8, (g[6] ?? 0) & 0xff]);
+  return (first & 0xfe00) === 0xfc00 || (first & 0xffc0) === 0xfe80;
+}
+
+/** The host as a URL parser reaches it (`134744072` and `0x08080808` are `8.8.8.8`), or undefined when none would. */
+function reachedHost(host: string): string | undefined {
+  try {
+    return new URL(`http://${host}/`).hostname;
+  } catch {
+    return undefined;
+  }
 }
 
 function matchesPattern(host: string, pattern: string): boolean {
@@ -86,15 +116,20 @@ function matchesPattern(host: string, pattern: string): boolean {
 
 /** Classifies a host (lower case, no port) or a `host/path` for the path-scoped drop sites. */
 export function classifyDestination(hostAndPath: string, policy: HostPolicy): Destination {
-  const host = (hostAndPath.split('/')[0] as string).replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+  const written = (hostAndPath.split('/')[0] as string).replace(/:\d+$/, '');
+  const reached = reachedHost(written);
+  const host = reached ?? written;
   if (DROP_SITES.some((d) => (d.includes('/') ? hostAndPath.startsWith(d) : host === d || host.endsWith(`.${d}`))))
     return 'drop';
-  if (policy.allowed.some((p) => matchesPattern(host, p))) return 'allowed';
-  if (host === 'localhost' || host === '::1' || (host.includes(':') && /^f[cd]/.test(host))) return 'internal';
-  const ip = ipv4Internal(host);
-  if (ip !== undefined) return ip ? 'internal' : 'external';
-  if (!host.includes('.')) return 'internal';
-  if (INTERNAL_SUFFIXES.some((s) => host.endsWith(s))) return 'internal';
+  if (policy.allowed.some((p) => matchesPattern(host, p) || matchesPattern(written, p))) return 'allowed';
+  // A host no URL parser accepts is not known to be ours.
+  if (reached === undefined) return 'external';
+  // An address is classed by its range; a name without a dot only resolves inside a network.
+  const address = reached.replace(/^\[|\]$/g, '');
+  const version = isIP(address);
+  if (version === 4) return ipv4Internal(address.split('.').map(Number)) ? 'internal' : 'external';
+  if (version === 6) return ipv6Internal(address) ? 'internal' : 'external';
+  if (!host.includes('.') || INTERNAL_SUFFIXES.some((s) => host.endsWith(s))) return 'internal';
   return 'external';
 }
 
@@ -107,7 +142,13 @@ export function urlsIn(text: string): { host: string; hostAndPath: string; index
   // A plain JS regex is safe here: no nesting or alternation can backtrack beyond the one pass.
   for (let m = URL_PATTERN.exec(text); m !== null && out.length < 20; m = URL_PATTERN.exec(text)) {
     const authority = (m[1] as string).toLowerCase();
-    const host = (authority.slice(authority.lastIndexOf('@') + 1).split(':')[0] as string).replace(/\.$/, '');
+    const hostAndPort = authority.slice(authority.lastIndexOf('@') + 1);
+    // An IPv6 address is bracketed and holds colons of its own.
+    const host = (
+      hostAndPort.startsWith('[')
+        ? hostAndPort.slice(0, hostAndPort.indexOf(']') + 1)
+        : (hostAndPort.split(':')[0] as string)
+    ).replace(/\.$/, '');
     out.push({ host, hostAndPath: host + (m[2] ?? '').toLowerCase(), index: m.index, length: m[0].length });
   }
   return out;
