@@ -93,6 +93,45 @@ describe('global options before a subcommand', () => {
   });
 });
 
+describe('programs written so a reader would not see them', () => {
+  it.each([
+    'r${x}m -rf /var/lib/postgresql',
+    'r$@m -rf /var/lib/postgresql',
+    'X=rm; $X -rf /var/lib/postgresql',
+    'a=r;b=m; $a$b -rf /var/lib/postgresql',
+    '{ rm -rf /var/lib/postgresql; }',
+    'f(){ rm -rf /var/lib/postgresql; }; f',
+    'if true; then rm -rf /var/lib/postgresql; fi',
+    "bash -lc 'rm -rf /var/lib/postgresql'",
+    "sh -ec 'rm -rf /var/lib/postgresql'",
+    'eval "rm -rf /var/lib/postgresql"',
+    "printf 'rm -rf /var/lib/postgresql' | sh",
+    'echo rm -rf /var/lib/postgresql | bash',
+    'sudo --user root rm -rf /var/lib/postgresql',
+    'busybox rm -rf /var/lib/postgresql',
+    'echo /var/lib/postgresql | xargs rm -rf',
+    'docker exec db rm -rf /var/lib/postgresql',
+    "docker exec -u postgres -it db sh -c 'rm -rf /var/lib/postgresql'",
+  ])('%s is DESTRUCTIVE', (command) => {
+    expect(shell(command)).toMatchObject({ violated: true, category: 'DESTRUCTIVE' });
+    expect(shell(command).confidence).toBeGreaterThanOrEqual(0.85);
+  });
+
+  it.each(['$(echo rm) -rf /var/lib/postgresql', '`echo rm` -rf /var/lib/postgresql', '$CMD -rf /var/lib/postgresql'])(
+    '%s hides its program and is held for it',
+    (command) => {
+      expect(shell(command).confidence).toBeGreaterThanOrEqual(0.5);
+      expect(shell(command, 'SUSPICIOUS').confidence).toBeGreaterThanOrEqual(0.5);
+    },
+  );
+
+  it('takes an unnamed program with harmless arguments for what it is', () => {
+    expect(shell('$EDITOR notes.txt').violated).toBe(false);
+    expect(shell('$(npm bin)/tsc -p .').violated).toBe(false);
+    expect(shell('echo build | xargs rm -rf').confidence).toBe(0.3);
+  });
+});
+
 describe('command substitution', () => {
   it.each([
     ['echo "$(rm -rf /var/lib/postgresql)"', 'DESTRUCTIVE'],
@@ -212,6 +251,7 @@ describe('bounds', () => {
       `'${"'".repeat(30_000)}`,
       `curl -d @${'x/'.repeat(20_000)}`,
       '$('.repeat(20_000),
+      `a=xy;${'a=$a$a;'.repeat(9000)}`,
     ];
     for (const text of hostile) {
       const started = performance.now();

@@ -1,11 +1,13 @@
 import { finding, type Finding } from './finding.ts';
 import { classifyDestination, remoteHost, urlsIn, type Destination, type HostPolicy } from './hosts.ts';
 import { isArtifactPath, isCriticalPath, isWeakSecretPath, secretPathIn } from './paths.ts';
-import { invocationOf, optionsOf, readCommands, type Invocation, type Word } from './shell-words.ts';
+import { expanded, invocationOf, optionsOf, readCommands, type Invocation, type Word } from './shell-words.ts';
 import type { TextView } from './text-view.ts';
 
 /** Nested scripts (`bash -c`, `ssh host '...'`) are read this deep at most. */
 const MAX_DEPTH = 3;
+/** A variable's value is kept this long at most: enough for any program's name. */
+const MAX_NAME = 256;
 
 interface Scan {
   readonly view: TextView;
@@ -19,15 +21,20 @@ interface Scan {
 type Analyzer = (inv: Invocation, scan: Scan) => void;
 
 /**
- * What reaches a command's input through pipes: the nearest data source (a reader or a dumper)
- * and the nearest payload (a decoder's or a download's output) upstream in its pipeline.
+ * What reaches a command's input through pipes: the nearest data source (a reader or a dumper),
+ * the nearest payload (a decoder's or a download's output) upstream in its pipeline, and the
+ * arguments of a printer just before it.
  */
 interface PipeFeed {
+  /** The command just before, when it prints its arguments (`echo`, `printf`). */
+  readonly printed: Invocation | undefined;
   readonly source: Invocation | undefined;
   readonly payload: { readonly from: Invocation; readonly weight: number; readonly signal: string } | undefined;
 }
 
-const SHELLS = new Set(['sh', 'bash', 'zsh', 'dash', 'ksh', 'fish', 'ash', 'busybox', 'su']);
+const SHELLS = new Set(['sh', 'bash', 'zsh', 'dash', 'ksh', 'fish', 'ash', 'su']);
+/** Programs that print their arguments: piped to a shell or to xargs, what they print is read. */
+const PRINTERS = new Set(['echo', 'printf']);
 const INTERPRETERS = new Set([
   ...SHELLS,
   'python',
@@ -391,6 +398,7 @@ function docker(inv: Invocation, scan: Scan): void {
     emit(scan, 'DESTRUCTIVE', 0.65, 'docker.volume_delete', inv.programWord, end);
   else if (a === 'system' && b === 'prune' && o.long.has('--volumes'))
     emit(scan, 'DESTRUCTIVE', 0.65, 'docker.prune_volumes', inv.programWord, end);
+  if (a === 'exec') nested(containerCommand(inv.args), scan);
   if (a === 'run' || a === 'exec' || a === 'create') {
     const host =
       inv.args.some((w) => /^(?:\/|\/var\/run\/docker\.sock):/.test(w.value)) ||
@@ -399,6 +407,16 @@ function docker(inv: Invocation, scan: Scan): void {
     if (host || inv.args.some((w) => /^--(?:privileged|pid=host|net=host|cap-add=(?:all|sys_admin))$/i.test(w.value)))
       emit(scan, 'SUSPICIOUS', 0.7, 'docker.host_escape', inv.programWord, end);
   }
+}
+
+const DOCKER_EXEC_VALUED = new Set(['-e', '--env', '--env-file', '-u', '--user', '-w', '--workdir', '--detach-keys']);
+
+/** The command `docker exec [options] container command…` runs in the container. */
+function containerCommand(args: readonly Word[]): readonly Word[] {
+  let i = args.findIndex((w) => w.value === 'exec') + 1;
+  while (i < args.length && (args[i] as Word).value.startsWith('-'))
+    i += DOCKER_EXEC_VALUED.has((args[i] as Word).value) ? 2 : 1;
+  return args.slice(i + 1);
 }
 
 function disk(weight: number, signal: string): Analyzer {
@@ -897,16 +915,31 @@ export function scanShell(view: TextView, hosts: HostPolicy, out: Finding[]): bo
 /** Reads a script's commands and the scripts substituted into its words. */
 function scanScript(scan: Scan, text: string): { invocations: Invocation[]; substitutes: boolean } {
   const { commands, substitutions, substitutes } = readCommands(text);
-  const invocations = commands.map(invocationOf).filter((i): i is Invocation => i !== null);
+  // Variables the script assigns (`X=rm; $X -rf /srv`), to name a program written as one.
+  const variables = new Map<string, string>();
+  const invocations: Invocation[] = [];
+  for (const command of commands) {
+    const inv = invocationOf(command, variables);
+    if (inv !== null) invocations.push(inv);
+    else
+      for (const { value } of command.words) {
+        const eq = value.indexOf('=');
+        // A name is short; a value built by doubling (`a=$a$a`) would grow without bound.
+        if (eq > 0) variables.set(value.slice(0, eq), expanded(value.slice(eq + 1), variables).slice(0, MAX_NAME));
+      }
+  }
   if (scan.depth < MAX_DEPTH)
     for (const { start, end } of substitutions)
       scanScript({ ...scan, base: scan.base + start, depth: scan.depth + 1 }, text.slice(start, end));
   // What the pipe carries is carried forward command by command, so a pipeline is read in one pass.
-  let feed: PipeFeed = { source: undefined, payload: undefined };
-  for (const inv of invocations) {
+  let feed: PipeFeed = { printed: undefined, source: undefined, payload: undefined };
+  for (const written of invocations) {
+    const inv = withPrintedArguments(written, feed);
     const program = inv.program.startsWith('mkfs.') ? 'mkfs' : inv.program;
     const analyzer = Object.hasOwn(DESTRUCTIVE_ANALYZERS, program) ? DESTRUCTIVE_ANALYZERS[program] : undefined;
     analyzer?.(inv, scan);
+    if (inv.hiddenProgram) hiddenProgram(inv, scan);
+    printedScript(inv, scan, feed);
     if (FETCHERS.has(program)) curl(inv, scan, feed);
     else if (/^(?:nc|ncat|netcat|socat|telnet)$/.test(program)) netcat(inv, scan, feed);
     else if (/^(?:scp|rsync|sftp|rclone|pscp)$/.test(program)) copyTool(inv, scan);
@@ -916,11 +949,58 @@ function scanScript(scan: Scan, text: string): { invocations: Invocation[]; subs
     pipeToInterpreter(inv, scan, feed);
     scriptArguments(inv, scan);
     feed = {
+      printed: PRINTERS.has(inv.program) ? inv : undefined,
       source: isDataSource(inv) ? inv : inv.command.pipeIn ? feed.source : undefined,
       payload: payloadOf(inv) ?? (inv.command.pipeIn ? feed.payload : undefined),
     };
   }
   return { invocations, substitutes };
+}
+
+/** The arguments a printer prints: all but its leading options (`echo -n`, `echo -e`). */
+function printedArguments(printer: Invocation): readonly Word[] {
+  const first = printer.args.findIndex((w) => !/^-[neE]+$/.test(w.value));
+  return first < 0 ? [] : printer.args.slice(first);
+}
+
+/** The words a printer prints, split as xargs splits them. */
+function printedWords(printer: Invocation): Word[] {
+  return printedArguments(printer).flatMap((w) =>
+    w.value
+      .split(/\s+/)
+      .filter((v) => v !== '')
+      .map((value) => ({ value, start: w.start, end: w.end })),
+  );
+}
+
+/** `echo /srv | xargs rm -rf`: xargs hands the program what was printed into it as arguments. */
+function withPrintedArguments(inv: Invocation, feed: PipeFeed): Invocation {
+  if (!inv.wrappers.includes('xargs') || !inv.command.pipeIn || feed.printed === undefined) return inv;
+  return { ...inv, args: [...inv.args, ...printedWords(feed.printed)] };
+}
+
+/** `printf 'rm -rf /srv' | sh`: a shell reading its script from a printer runs what was printed. */
+function printedScript(inv: Invocation, scan: Scan, feed: PipeFeed): void {
+  if (!SHELLS.has(inv.program) || !inv.command.pipeIn || feed.printed === undefined) return;
+  const printed = printedArguments(feed.printed);
+  if (printed.length === 1) nestedScript(printed[0] as Word, scan);
+  else nested(printed, scan);
+}
+
+/**
+ * A program the reader cannot name (`$X -rf /srv`, `$(echo rm) -rf /srv`) is judged by its
+ * arguments: options and targets that would destroy if it were `rm` are hidden destruction.
+ */
+function hiddenProgram(inv: Invocation, scan: Scan): void {
+  const o = optionsOf(inv.programWord.value.startsWith('-') ? [inv.programWord, ...inv.args] : inv.args);
+  const recursive = o.short.has('r') || o.short.has('R') || o.long.has('--recursive');
+  const force = o.short.has('f') || o.long.has('--force');
+  const targets = o.positional.map(lower);
+  const destroys = o.long.has('--no-preserve-root') || (recursive && (force || targets.some(isCriticalPath)));
+  if (!destroys || (targets.length > 0 && targets.every(isArtifactPath))) return;
+  const end = last(inv.args) ?? inv.programWord;
+  emit(scan, 'DESTRUCTIVE', 0.6, 'shell.hidden_program', inv.programWord, end);
+  emit(scan, 'SUSPICIOUS', 0.6, 'evasion.hidden_program', inv.programWord, end);
 }
 
 /** A reader on a credential store takes its secrets. */
@@ -970,8 +1050,17 @@ function readArguments(inv: Invocation): readonly Word[] {
 function scriptArguments(inv: Invocation, scan: Scan): void {
   if (scan.depth >= MAX_DEPTH) return;
   const { args } = inv;
+  if (inv.program === 'eval') {
+    if (args.length === 1) nestedScript(args[0] as Word, scan);
+    else nested(args, scan);
+    return;
+  }
   if (SHELLS.has(inv.program) || /^(?:powershell|pwsh|cmd)$/.test(inv.program)) {
-    const at = args.findIndex((w) => /^(?:-c|-command|\/c|\/k)$/i.test(w.value));
+    // A shell's -c may come with other letters: `bash -lc`, `sh -ec`.
+    const at = args.findIndex(
+      (w) =>
+        /^(?:-c|-command|\/c|\/k)$/i.test(w.value) || (SHELLS.has(inv.program) && /^-[a-z]*c[a-z]*$/.test(w.value)),
+    );
     if (at >= 0 && args[at + 1] !== undefined) {
       if (SHELLS.has(inv.program) || args.length === at + 2) nestedScript(args[at + 1] as Word, scan);
       else nested(args.slice(at + 1), scan);
@@ -1016,7 +1105,7 @@ function nested(words: readonly Word[], scan: Scan): void {
   const program = inv.program.startsWith('mkfs.') ? 'mkfs' : inv.program;
   const analyzer = Object.hasOwn(DESTRUCTIVE_ANALYZERS, program) ? DESTRUCTIVE_ANALYZERS[program] : undefined;
   analyzer?.(inv, { ...scan, depth: scan.depth + 1 });
-  if (program !== 'find' && (SHELLS.has(program) || program === 'ssh'))
+  if (program !== 'find' && (SHELLS.has(program) || program === 'ssh' || program === 'eval'))
     scriptArguments(inv, { ...scan, depth: scan.depth + 1 });
 }
 

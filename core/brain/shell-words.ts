@@ -249,6 +249,13 @@ export interface Invocation {
   /** The words after the program. */
   readonly args: Word[];
   readonly command: Command;
+  /** The wrappers it was found behind, by name (`sudo`, `xargs`). */
+  readonly wrappers: readonly string[];
+  /**
+   * Its name is not written out: an expansion the script does not resolve (`$X -rf /srv` with X
+   * unknown), or a substitution's output, which leaves an option first (`$(echo rm) -rf /srv`).
+   */
+  readonly hiddenProgram: boolean;
 }
 
 const WRAPPERS = new Set([
@@ -269,13 +276,61 @@ const WRAPPERS = new Set([
   'watch',
   'caffeinate',
   'chronic',
+  'busybox',
+  'if',
+  'elif',
+  'while',
+  'until',
   'then',
   'do',
   'else',
+  '{',
   '!',
 ]);
 /** Wrapper options that take a value as the next word. */
-const WRAPPER_VALUE_FLAGS = new Set(['-u', '-g', '-h', '-i', '-n', '-p', '-l', '-d', '-e', '-c', '-s', '-k', '-C']);
+const WRAPPER_VALUE_FLAGS = new Set([
+  '-u',
+  '-g',
+  '-h',
+  '-i',
+  '-n',
+  '-p',
+  '-l',
+  '-d',
+  '-e',
+  '-c',
+  '-s',
+  '-k',
+  '-C',
+  '-I',
+  '-L',
+  '--user',
+  '--group',
+  '--host',
+  '--other-user',
+  '--prompt',
+  '--role',
+  '--type',
+  '--chdir',
+  '--close-from',
+  '--signal',
+  '--kill-after',
+  '--adjustment',
+  '--max-args',
+  '--max-lines',
+  '--max-procs',
+  '--delimiter',
+  '--replace',
+  '--arg-file',
+]);
+
+/** `$name`, `${name}` and the special parameters (`$@`, `$1`…). */
+const EXPANSION = /\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*)|[@*#?!$0-9-])/g;
+
+/** A word with its expansions as far as the script shows them: a variable it assigned takes its value, any other is empty. */
+export function expanded(word: string, variables: ReadonlyMap<string, string>): string {
+  return word.replace(EXPANSION, (_, braced?: string, bare?: string) => variables.get(braced ?? bare ?? '') ?? '');
+}
 
 export function programName(word: string): string {
   const lower = word.toLowerCase();
@@ -283,8 +338,10 @@ export function programName(word: string): string {
   return base.endsWith('.exe') ? base.slice(0, -4) : base;
 }
 
-export function invocationOf(command: Command): Invocation | null {
+/** The command's program behind its wrappers; `variables` are those the script assigned before it. */
+export function invocationOf(command: Command, variables: ReadonlyMap<string, string> = new Map()): Invocation | null {
   const { words } = command;
+  const wrappers: string[] = [];
   let i = 0;
   while (i < words.length) {
     const w = (words[i] as Word).value;
@@ -294,6 +351,7 @@ export function invocationOf(command: Command): Invocation | null {
     }
     const name = programName(w);
     if (!WRAPPERS.has(name)) break;
+    wrappers.push(name);
     i++;
     // The wrapper's own options, and the duration `timeout` takes.
     while (i < words.length) {
@@ -319,7 +377,15 @@ export function invocationOf(command: Command): Invocation | null {
   }
   const programWord = words[i];
   if (programWord === undefined) return null;
-  return { program: programName(programWord.value), programWord, args: words.slice(i + 1), command };
+  const name = expanded(programWord.value, variables);
+  return {
+    program: programName(name),
+    programWord,
+    args: words.slice(i + 1),
+    command,
+    wrappers,
+    hiddenProgram: name === '' || name.startsWith('-'),
+  };
 }
 
 /** Short option letters, case kept (`-rf` gives r, f; `-D` gives D), and long options lower-cased (`--force`, `-recurse`). */
