@@ -21,7 +21,7 @@ import { scanToolArgs, scanToolName } from './tool-call.ts';
 
 export const BUILTIN_JUDGE_NAME = 'builtin';
 /** Bumped whenever a signal or weight changes, so recorded decisions say which rules made them. */
-export const BUILTIN_JUDGE_VERSION = '1.1.0';
+export const BUILTIN_JUDGE_VERSION = '1.2.0';
 
 export interface BuiltinJudgeOptions {
   /** Each field is read up to this many characters; a longer one makes the verdict `truncated`. */
