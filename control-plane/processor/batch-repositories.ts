@@ -1,5 +1,6 @@
 import {
   addUsage,
+  boundedSum,
   emptyCostTotals,
   emptyUsage,
   type Budget,
@@ -415,7 +416,12 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       // new one after it, so the ledger resets in the order the events did.
       const last = spends.findLast((h) => h.tenant === tenant && h.budgetId === budgetId);
       if (last !== undefined && last.periodStart === periodStart) {
-        last.spend = { tokens: last.spend.tokens + spend.tokens, micros: last.spend.micros + spend.micros };
+        // Held at the maximum as storage holds the ledger's totals: an unbounded sum would be one
+        // the backend cannot take, failing every later batch that applies spend to the budget.
+        last.spend = {
+          tokens: boundedSum(last.spend.tokens, spend.tokens, 'lease spend', 'saturate'),
+          micros: boundedSum(last.spend.micros, spend.micros, 'lease spend', 'saturate'),
+        };
       } else {
         spends.push({ tenant, budgetId, periodStart, spend: { ...spend } });
       }

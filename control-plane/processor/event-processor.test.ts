@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { subjects } from '../../core/bus/subjects.ts';
-import { MAX_ID_LENGTH } from '../../core/domain/index.ts';
+import { MAX_ID_LENGTH, MAX_TOTAL, MAX_TOTAL_USD } from '../../core/domain/index.ts';
+import { LeaseGrantSchema, syncSubjects } from '../../core/sync/contract.ts';
 import {
   eventually,
   startControlPlane,
@@ -223,5 +224,44 @@ describe('event processor', () => {
       tokens: 800_000,
       micros: 0,
     });
+  });
+
+  it("goes on applying a budget's proxy events, and answering its leases, once its spend is past every total", async () => {
+    // Each charged at the largest total: 1,024 of them make 2^63, past a PostgreSQL bigint.
+    const costly = Array.from({ length: 1_100 }, () => ({ ...usageEvent(randomUUID(), 1), cost_usd: 1e300 }));
+    await cp.plane.processor.stop();
+    for (const event of costly)
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    await cp.plane.processor.start({ batchSize: 512, maxWaitMs: 200 });
+    // Three batches of hundreds of events: seconds on a busy machine.
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied === costly.length,
+      20_000,
+    );
+    const after = usageEvent(randomUUID(), 5);
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), after, { msgId: after.event_id });
+    await eventually(usage, (u) => u.llm_calls === costly.length + 1, 5_000);
+    expect(cp.plane.processor.stats).toMatchObject({ rejected: 0 });
+    expect((await cp.call('GET', `/v1/budgets/${budgetId}/usage`, { key })).body).toMatchObject({
+      cost_usd: MAX_TOTAL_USD,
+    });
+    for (let report_seq = 1; report_seq <= 3; report_seq++) {
+      const grant = await cp.messaging.requests.request(
+        syncSubjects.lease('acme'),
+        {
+          tenant_id: 'acme',
+          budget_id: budgetId,
+          holder: 'pod-a',
+          want_tokens: 1_000,
+          want_micros: 0,
+          spent_tokens: MAX_TOTAL,
+          spent_micros: MAX_TOTAL,
+          report_seq,
+        },
+        1_000,
+      );
+      expect(LeaseGrantSchema.parse(grant)).toMatchObject({ tokens: 0, micros: null });
+    }
   });
 });

@@ -51,6 +51,17 @@ export const TagsSchema = z
 /** Running totals: token counts stop at half the exact range so input + output stays exact too. */
 export const MAX_TOKEN_TOTAL = Math.floor(Number.MAX_SAFE_INTEGER / 2);
 export const MAX_TOTAL = Number.MAX_SAFE_INTEGER;
+/** `MAX_TOTAL` micro-dollars in USD. */
+export const MAX_TOTAL_USD = MAX_TOTAL / 1_000_000;
+
+/**
+ * A cost in USD a proxy reports over the bus. It was spent and cannot be refused, so one past
+ * `MAX_TOTAL_USD` is charged as that: a budget it is charged to is exhausted (see `Overflow`).
+ */
+export const ReportedUsdSchema = z
+  .number()
+  .nonnegative()
+  .transform((usd) => Math.min(usd, MAX_TOTAL_USD));
 
 /**
  * What a running total does when an addition would pass its maximum. A request over REST is

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EnvelopeStatusSchema } from '../domain/envelope.ts';
-import { IdSchema } from '../domain/bounds.ts';
+import { IdSchema, ReportedUsdSchema } from '../domain/bounds.ts';
 import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
 import { ApprovalSchema } from '../policy/approvals.ts';
 import { SemanticFindingSchema } from '../policy/result.ts';
@@ -36,7 +36,7 @@ export const UsageEventMessageSchema = z.object({
   timestamp: TimestampSchema,
   tokens: z.object({ input: z.number().int().nonnegative(), output: z.number().int().nonnegative() }),
   model: z.string().nullable().default(null),
-  cost_usd: z.number().nonnegative().nullable().default(null),
+  cost_usd: ReportedUsdSchema.nullable().default(null),
   payload: MetadataSchema.default({}),
   /** Where it was observed: `rest` for recorded events, `proxy:<pod>` for metered calls. */
   source: z.string().default('rest'),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ActorSchema } from '../domain/audit.ts';
-import { IdSchema } from '../domain/bounds.ts';
+import { IdSchema, MAX_TOTAL } from '../domain/bounds.ts';
 import { BudgetLimitsSchema, BudgetStatusSchema } from '../domain/budget.ts';
 import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
 import { EnvelopeStatusSchema } from '../domain/envelope.ts';
@@ -78,9 +78,12 @@ export const LeaseRequestSchema = z.object({
   lease_id: z.string().nullable().default(null),
   want_tokens: z.number().int().nonnegative(),
   want_micros: z.number().int().nonnegative(),
-  /** What the holder has settled out of its current lease and not reported before. */
-  spent_tokens: z.number().int().nonnegative().default(0),
-  spent_micros: z.number().int().nonnegative().default(0),
+  /**
+   * What the holder has settled out of its current lease and not reported before; exact integers,
+   * which the ledger adds up to its totals' maximum.
+   */
+  spent_tokens: z.number().int().nonnegative().max(MAX_TOTAL).default(0),
+  spent_micros: z.number().int().nonnegative().max(MAX_TOTAL).default(0),
   /**
    * The report's number, increasing per holder and budget. A request whose answer was lost is
    * sent again with the same number and amounts, and the ledger counts a number once; without it

@@ -1016,6 +1016,21 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(await storage.read.leases.pendingSpend(A, 'b1', MONTH.start)).toEqual({ tokens: 0, micros: 0 });
       });
 
+      it('holds the spend totals at their maximum however much is added, and goes on adding', async () => {
+        const add = (side: 'reported' | 'applied', amount: number) =>
+          tx((t) => t.leases.addSpend(A, 'b1', MONTH.start, side, { tokens: amount, micros: amount }));
+        // Past a PostgreSQL bigint (2^63 − 1) many times over.
+        for (let i = 0; i < 3; i++) await add('reported', Number.MAX_VALUE);
+        await add('applied', 1);
+        expect(await storage.read.leases.pendingSpend(A, 'b1', MONTH.start)).toEqual({
+          tokens: MAX_TOTAL - 1,
+          micros: MAX_TOTAL - 1,
+        });
+        for (let i = 0; i < 3; i++) await add('applied', MAX_TOTAL);
+        await add('reported', 5);
+        expect(await storage.read.leases.pendingSpend(A, 'b1', MONTH.start)).toEqual({ tokens: 0, micros: 0 });
+      });
+
       it('counts each report of a holder once, a late one of its earlier reports not at all', async () => {
         const claim = (tenant: string, budgetId: string, holder: string, seq: number) =>
           tx((t) => t.leases.claimReport(tenant, budgetId, holder, seq, at()));
@@ -1036,7 +1051,8 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(await claim(A, 'b1', 'h1', 3)).toBe(true);
       });
 
-      it('lets the ledger count a renewal sent again after its answer was lost once', async () => {
+      /** A $1 budget, and renewals of holder h1's lease on it wanting 100,000 micro-dollars. */
+      async function renewals() {
         const budget = aBudget(A, { limits: { ...NO_LIMITS, max_cost_usd: 1 } });
         await tx((t) => t.budgets.insert(A, budget));
         const ledger = new LeaseLedger(storage, () => NOW, 60_000);
@@ -1055,6 +1071,11 @@ export function storageContract(backend: string, factory: StorageFactory): void 
               }),
             ),
           );
+        return { budget, renew };
+      }
+
+      it('lets the ledger count a renewal sent again after its answer was lost once', async () => {
+        const { budget, renew } = await renewals();
         const pending = async () => (await storage.read.leases.pendingSpend(A, budget.budget_id, MONTH.start)).micros;
         const { lease_id } = await renew({});
         const first = await renew({ lease_id, spent_micros: 30_000, report_seq: 1 });
@@ -1069,6 +1090,19 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         await renew({ lease_id, spent_micros: 5_000 });
         await renew({ lease_id, spent_micros: 5_000 });
         expect(await pending()).toBe(70_000);
+      });
+
+      it('answers a renewal whose reported spend is past every total', async () => {
+        const { budget, renew } = await renewals();
+        const { lease_id } = await renew({});
+        for (let seq = 1; seq <= 3; seq++) {
+          const grant = await renew({ lease_id, spent_tokens: MAX_TOTAL, spent_micros: MAX_TOTAL, report_seq: seq });
+          expect(grant).toMatchObject({ lease_id, micros: 0 });
+        }
+        expect(await storage.read.leases.pendingSpend(A, budget.budget_id, MONTH.start)).toEqual({
+          tokens: MAX_TOTAL,
+          micros: MAX_TOTAL,
+        });
       });
     });
 

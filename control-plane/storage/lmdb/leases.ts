@@ -1,3 +1,4 @@
+import { boundedSum } from '../../../core/domain/index.ts';
 import type { LeaseRecord, LeaseReport, Spend } from '../records.ts';
 import type { LeaseRepository } from '../storage.ts';
 import type { KvView } from './kv.ts';
@@ -17,6 +18,9 @@ interface LeaseSpend {
 export type ReportMark = Omit<LeaseReport, 'holder'>;
 
 const SPEND = 'spend/';
+
+/** Spend was spent and cannot be refused: a total at its maximum stays there (see `Overflow`). */
+const saturated = (total: number, added: number): number => boundedSum(total, added, 'lease spend', 'saturate');
 /** The key prefix of report numbers in a tenant's lease table. */
 export const REPORT = 'report/';
 
@@ -83,13 +87,13 @@ export class LmdbLeases implements Sync<LeaseRepository> {
       side === 'reported'
         ? {
             ...record,
-            reported_tokens: record.reported_tokens + spend.tokens,
-            reported_micros: record.reported_micros + spend.micros,
+            reported_tokens: saturated(record.reported_tokens, spend.tokens),
+            reported_micros: saturated(record.reported_micros, spend.micros),
           }
         : {
             ...record,
-            applied_tokens: record.applied_tokens + spend.tokens,
-            applied_micros: record.applied_micros + spend.micros,
+            applied_tokens: saturated(record.applied_tokens, spend.tokens),
+            applied_micros: saturated(record.applied_micros, spend.micros),
           };
     this.#kv.put(this.#layout.tenant(tenant, 'lease'), `${SPEND}${budgetId}`, next);
   }

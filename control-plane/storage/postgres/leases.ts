@@ -1,3 +1,4 @@
+import { MAX_TOTAL } from '../../../core/domain/index.ts';
 import type { LeaseRecord, LeaseReport, Spend } from '../records.ts';
 import type { LeaseRepository } from '../storage.ts';
 import { int, type Sql } from './sql.ts';
@@ -127,11 +128,15 @@ export class PgLeases implements LeaseRepository {
     side: 'reported' | 'applied',
     spend: Spend,
   ): Promise<void> {
-    const reported = side === 'reported' ? spend : { tokens: 0, micros: 0 };
-    const applied = side === 'applied' ? spend : { tokens: 0, micros: 0 };
+    // Spend was spent and cannot be refused: a total stays at its maximum (see `Overflow`). Summed
+    // as numeric, so that no figure, nor a total stored before totals were held, overflows bigint.
+    const bounded = { tokens: Math.min(spend.tokens, MAX_TOTAL), micros: Math.min(spend.micros, MAX_TOTAL) };
+    const reported = side === 'reported' ? bounded : { tokens: 0, micros: 0 };
+    const applied = side === 'applied' ? bounded : { tokens: 0, micros: 0 };
     // Totals of another period start again from zero.
     const add = (column: string) =>
-      `${column} = CASE WHEN s.period_start = excluded.period_start THEN s.${column} ELSE 0 END + excluded.${column}`;
+      `${column} = LEAST(CASE WHEN s.period_start = excluded.period_start THEN s.${column} ELSE 0 END::numeric
+         + excluded.${column}, ${MAX_TOTAL})`;
     await this.#sql.query(
       `INSERT INTO lease_spend AS s (tenant_id, budget_id, period_start, reported_tokens, reported_micros,
          applied_tokens, applied_micros)
