@@ -70,14 +70,21 @@ export class AuditLog {
     return (page) => this.storage.read.audit.list(tenant, { order: 'newest', action, resourceType, actorId }, page);
   }
 
-  /** Walks the tenant's chain from its first record, checking every link and hash. */
+  /**
+   * Walks the tenant's chain from its first record to its head, checking every link and hash, and
+   * that the last record is the head. The head is read first: the pages are read one after another,
+   * not in one snapshot, so records appended meanwhile lie past that head and are left to the next
+   * verification, while a head read last could be ahead of the records walked.
+   */
   async verify(tenant: string): Promise<Verification> {
+    const head = (await this.storage.read.audit.head(tenant)) ?? { seq: 0, hash: GENESIS };
     let prev = GENESIS;
     let checked = 0;
     let pageToken: string | null = null;
     do {
       const page = await this.storage.read.audit.list(tenant, { order: 'oldest' }, { pageSize: 100, pageToken });
       for (const record of page.items) {
+        if (checked === head.seq) break;
         const { hash, ...body } = record;
         const fail = (reason: string): Verification => ({
           valid: false,
@@ -92,16 +99,11 @@ export class AuditLog {
         checked += 1;
       }
       pageToken = page.nextPageToken;
-    } while (pageToken !== null);
-    const head = await this.storage.read.audit.head(tenant);
-    if (head !== undefined && (head.seq !== checked || head.hash !== prev)) {
-      return {
-        valid: false,
-        checked,
-        first_invalid_seq: checked + 1,
-        reason: 'records after the last one found are missing',
-      };
-    }
+    } while (pageToken !== null && checked < head.seq);
+    if (checked < head.seq)
+      return { valid: false, checked, first_invalid_seq: checked + 1, reason: 'records up to the head are missing' };
+    if (prev !== head.hash)
+      return { valid: false, checked, first_invalid_seq: head.seq, reason: 'the last record is not the head' };
     return { valid: true, checked, first_invalid_seq: null, reason: null };
   }
 }

@@ -139,6 +139,26 @@ describe('the hash chain', () => {
     expect(await verify()).toEqual({ valid: true, checked: before + 20, first_invalid_seq: null, reason: null });
   });
 
+  it('verifies the chain as valid while other requests append to it', async () => {
+    let writing = true;
+    const writer = (async () => {
+      while (writing) {
+        const body = { name: 'b', type: 'token', limits: { max_tokens: 10 } };
+        await Promise.all([1, 2, 3, 4].map(() => cp.call('POST', '/v1/budgets', { key, body })));
+      }
+    })();
+    const answers = [];
+    try {
+      for (let i = 0; i < 40; i++) answers.push(await verify());
+    } finally {
+      writing = false;
+      await writer;
+    }
+    expect(answers.filter((answer) => !answer.valid)).toEqual([]);
+    // Each answer covers the chain as far as its head was when it began.
+    expect(answers.at(-1)!.checked).toBeGreaterThan(answers[0]!.checked);
+  });
+
   it('reports the seq of a record altered in storage', async () => {
     await tamper(async (raw) => raw.put('acme', 4, { ...(await raw.get('acme', 4)), result: 'deny' }));
     expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: 4, checked: 3 });
@@ -153,6 +173,18 @@ describe('the hash chain', () => {
       await raw.put('acme', 3, { ...body, hash: createHash('sha256').update(canonicalJson(body)).digest('hex') });
     });
     expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: 4 });
+  });
+
+  it('reports the last record when it is re-hashed to hide a change', async () => {
+    const last = (await audit('?limit=1'))[0]!;
+    await tamper(async (raw) => {
+      const { hash: _old, ...body } = { ...(await raw.get('acme', last.seq)), result: 'deny' };
+      await raw.put('acme', last.seq, {
+        ...body,
+        hash: createHash('sha256').update(canonicalJson(body)).digest('hex'),
+      });
+    });
+    expect(await verify()).toMatchObject({ valid: false, first_invalid_seq: last.seq, checked: last.seq });
   });
 
   it('reports records removed from the end', async () => {
