@@ -257,6 +257,12 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     batchSize: config.retention_batch_size,
     clock,
     onRemoved: (kind, count) => metrics.retentionRemoved.inc({ kind }, count),
+    redeliverableForMs: () => messaging.bus.redeliverableForMs(),
+    onDedupKept: (redeliverableForMs) =>
+      logger.warn(
+        { component: 'retention', stream_max_age_ms: redeliverableForMs, retention_days: config.retention_days },
+        'retention keeps usage events and violation de-duplication records: the event stream keeps messages at least as long (lower its max_age below SVC_RETENTION_DAYS)',
+      ),
   });
   const jobs = new JobRunner({
     storage,

@@ -22,6 +22,8 @@ const DAY = 86_400_000;
 const TENANT = 'acme';
 const OLD = -40 * DAY;
 const postgres = await postgresReachable();
+/** An event stream that keeps messages a week, less than the retention: de-duplication records may go. */
+const WEEK_STREAM = { redeliverableForMs: () => Promise.resolve(7 * DAY), onDedupKept: () => {} };
 
 interface Backend {
   storage: Storage;
@@ -74,6 +76,7 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
       batchSize,
       clock: () => NOW,
       onRemoved: (kind, count) => (removedSeen[kind] += count),
+      ...WEEK_STREAM,
     });
 
   beforeEach(async () => {
@@ -241,6 +244,7 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
       batchSize: 10,
       clock: () => NOW,
       onRemoved: (kind, count) => metrics.retentionRemoved.inc({ kind }, count),
+      ...WEEK_STREAM,
     });
     const runner = new JobRunner({
       storage,
@@ -278,7 +282,14 @@ describe('retention switched off', () => {
     try {
       await storage.withTransaction((tx) => tx.events.insertNew(TENANT, [anEvent(TENANT, { received_at: at(OLD) })]));
       await storage.withTransaction((tx) => tx.tenants.create({ tenant_id: TENANT, name: 'Acme', created_at: at() }));
-      const sweep = new RetentionSweep({ storage, days: 0, batchSize: 10, clock: () => NOW, onRemoved: () => {} });
+      const sweep = new RetentionSweep({
+        storage,
+        days: 0,
+        batchSize: 10,
+        clock: () => NOW,
+        onRemoved: () => {},
+        ...WEEK_STREAM,
+      });
       expect(await sweep.runOnce(new AbortController().signal)).toEqual({
         events: 0,
         detections: 0,

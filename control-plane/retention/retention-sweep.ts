@@ -15,6 +15,10 @@ export interface RetentionSweepOptions {
   clock: () => Date;
   /** Told of each batch's removals (the svc_retention_removed_total counter). */
   onRemoved: (kind: RetainedKind, count: number) => void;
+  /** How long the event stream may hand a message over again, in ms; null without limit (`Bus`). */
+  redeliverableForMs: () => Promise<number | null>;
+  /** Told, on each sweep that keeps them, that the de-duplication records stay and why. */
+  onDedupKept: (redeliverableForMs: number | null) => void;
 }
 
 const DAY_MS = 86_400_000;
@@ -23,7 +27,10 @@ const DAY_MS = 86_400_000;
  * Removes, tenant by tenant, the usage events received, the Immune System's detections made, the
  * proxies' violation messages handled, the budget leases expired and the lease report numbers last
  * counted more than `days` ago. (A proxy sends a report again only while its renewal's answer is
- * lost, seconds to minutes; a number older than the retention guards nothing.) Each batch is a
+ * lost, seconds to minutes; a number older than the retention guards nothing.) Events and violation
+ * messages are their own de-duplication records: they stay while the event stream can hand their
+ * message over again that long after (its max age as the server has it, which an operator may have
+ * raised or lifted whatever the configuration says), or a redelivery would count twice. Each batch is a
  * transaction of its own, and the sweep yields to the event loop between batches, so the event
  * processor's and the API's writes never wait for more than one small batch. Budgets keep their
  * period totals in their own records, which no sweep touches; the audit chain is immutable and
@@ -48,14 +55,19 @@ export class RetentionSweep {
     const { days, clock } = this.#options;
     if (days === 0) return removed;
     const before = new Date(clock().getTime() - days * DAY_MS).toISOString();
+    const redeliverable = await this.#options.redeliverableForMs();
+    const dedupOutlived = redeliverable !== null && redeliverable < days * DAY_MS;
+    if (!dedupOutlived) this.#options.onDedupKept(redeliverable);
     for await (const tenant of this.#tenants(signal)) {
-      removed.events += await this.#oldest('events', signal, (tx, batch) =>
-        tx.events.removeReceivedBefore(tenant, before, batch),
-      );
+      if (dedupOutlived) {
+        removed.events += await this.#oldest('events', signal, (tx, batch) =>
+          tx.events.removeReceivedBefore(tenant, before, batch),
+        );
+      }
       removed.detections += await this.#oldest('detections', signal, (tx, batch) =>
         tx.detections.removeDetectedBefore(tenant, before, batch),
       );
-      removed.processed_messages += await this.#processed(tenant, before, signal);
+      if (dedupOutlived) removed.processed_messages += await this.#processed(tenant, before, signal);
       removed.leases += await this.#oldest('leases', signal, (tx, batch) =>
         tx.leases.removeExpiredBefore(tenant, before, batch),
       );

@@ -71,6 +71,14 @@ export interface Bus {
   close(): Promise<void>;
   /** For /health: whether the bus is connected right now. */
   healthy(): boolean;
+  /**
+   * How long after its publication a message may be handed to a consumer again, in ms; null
+   * without limit. A durable made anew starts at the oldest message kept, so on JetStream this is
+   * the event stream's max age as the server has it (which may exceed the one configured). The
+   * in-memory bus keeps its messages and durables for the life of the process only, and a durable
+   * that took a message is never handed it again: 0.
+   */
+  redeliverableForMs(): Promise<number | null>;
 }
 
 /** One key of a key-value bucket; `value` is undefined when the key was deleted. */

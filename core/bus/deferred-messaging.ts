@@ -86,6 +86,7 @@ export function deferMessaging(options: DeferredMessagingOptions): DeferredMessa
       // The bus closes with the whole messaging.
       close: () => Promise.resolve(),
       healthy: () => now()?.bus.healthy() ?? false,
+      redeliverableForMs: () => now()?.bus.redeliverableForMs() ?? unreachable('SVC-SYS-9001'),
     },
     keyValue: { open: async (bucket) => (await later()).keyValue.open(bucket) },
     requests: {

@@ -142,6 +142,10 @@ export class MemoryBus implements Bus {
     return !this.#closing;
   }
 
+  redeliverableForMs(): Promise<number | null> {
+    return Promise.resolve(0);
+  }
+
   #claimDurable(durable: string, pattern: string): Cursor {
     assertName('durable', durable);
     const existing = this.#durables.get(durable);

@@ -4,6 +4,7 @@ import {
   AckPolicy,
   DeliverPolicy,
   headers,
+  millis,
   nanos,
   type Consumer,
   type ConsumerConfig,
@@ -221,6 +222,12 @@ export class NatsBus implements Bus {
 
   healthy(): boolean {
     return this.#link.healthy();
+  }
+
+  async redeliverableForMs(): Promise<number | null> {
+    const { max_age: maxAge } = (await this.#jsm.streams.info(this.#options.stream.name)).config;
+    // JetStream writes "no limit" as 0.
+    return maxAge > 0 ? millis(maxAge) : null;
   }
 
   /**

@@ -138,7 +138,9 @@ const settings = z.object({
    * Usage events and proxies' violation de-duplication entries older than this many days are
    * removed by the control plane's `retention` job (0 keeps them for ever). At least 8, and longer
    * than nats_stream_max_age_seconds: an entry must outlive the event stream's max age (7 days by
-   * default) in which a message can be delivered again.
+   * default) in which a message can be delivered again. An existing stream keeps a larger max age
+   * than the default, so the job also reads the one the server has, and keeps these records while
+   * it is not shorter (control-plane/retention/retention-sweep.ts).
    */
   retention_days: z.coerce
     .number()

@@ -32,6 +32,7 @@ function flakyBus(): { bus: Bus; accepted: string[]; attempts: () => number; set
     consumeBatches: (...args) => inner.consumeBatches(...args),
     close: () => inner.close(),
     healthy: () => !down,
+    redeliverableForMs: () => inner.redeliverableForMs(),
   };
   return { bus, accepted, attempts: () => attempts, setDown: (value) => void (down = value) };
 }
