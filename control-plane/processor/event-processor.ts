@@ -27,7 +27,7 @@ import { applyTransition, immunePauseReason } from '../envelopes/lifecycle.ts';
 import type { Repositories } from '../storage/storage.ts';
 import type { StoredEvent } from '../storage/records.ts';
 import { isStorageUnreachable } from '../storage/unreachable.ts';
-import { applyUsage, storedEvent, type UsageDeps } from '../usage/apply-usage.ts';
+import { applyUsage, chargedBudget, storedEvent, type UsageDeps } from '../usage/apply-usage.ts';
 import { batchRepositories } from './batch-repositories.ts';
 
 export interface ProcessorOptions {
@@ -243,8 +243,7 @@ export class EventProcessor {
       const envelopeIds = named.map((stored) => stored.envelope_id);
       const envelopes = await tx.envelopes.getMany(tenant, envelopeIds);
       const budgetOf = new Map(envelopes.map((e) => [e.envelope_id, e.budget_id]));
-      // The budget an event is charged to: its envelope's, or else its own.
-      const budgets = named.flatMap((stored) => budgetOf.get(stored.envelope_id) ?? stored.budget_id ?? []);
+      const budgets = named.flatMap((stored) => chargedBudget(stored, budgetOf.get(stored.envelope_id)) ?? []);
       await tx.budgets.getManyForUpdate(tenant, budgets);
       await tx.envelopes.getManyForUpdate(tenant, envelopeIds);
     }

@@ -86,11 +86,8 @@ export async function applyUsage(
 
   const isLlm = event.event_type.startsWith('llm.');
   const isTool = event.event_type.startsWith('tool.');
-  // A proxy's call is charged to the budget whose lease admitted it, which its sidecar is bound
-  // to; an envelope the agent named by id (made through REST, on any budget of the tenant) does
-  // not move the charge to its own budget.
-  const fromProxy = event.source.startsWith('proxy:');
-  const budgetId = fromProxy && event.budget_id !== null ? event.budget_id : (envelope?.budget_id ?? event.budget_id);
+  const fromProxy = isProxyEvent(event);
+  const budgetId = chargedBudget(event, envelope?.budget_id);
   let budget: Budget | undefined;
   if (budgetId !== null) {
     const before = await tx.budgets.get(tenant, budgetId);
@@ -181,6 +178,24 @@ export async function applyUsage(
  * price table's rate. A proxy's report is not bounded like a REST body: an absurd cost is charged
  * at the maximum.
  */
+function isProxyEvent(event: Pick<UsageEventMessage, 'source'>): boolean {
+  return event.source.startsWith('proxy:');
+}
+
+/**
+ * The budget an event is charged to. A proxy's call goes to the budget whose lease admitted it,
+ * which its sidecar is bound to: an envelope the agent named by id (made through REST, on any
+ * budget of the tenant) does not move the charge to its own budget. Any other event charges its
+ * envelope's budget, else its own.
+ */
+export function chargedBudget(
+  event: Pick<UsageEventMessage, 'source' | 'budget_id'>,
+  envelopeBudget: string | null | undefined,
+): string | null {
+  if (isProxyEvent(event) && event.budget_id !== null) return event.budget_id;
+  return envelopeBudget ?? event.budget_id;
+}
+
 export function storedEvent(deps: UsageDeps, event: UsageEventMessage, receivedAt: string): StoredEvent {
   const costMicros = Math.min(
     MAX_TOTAL,
