@@ -120,22 +120,26 @@ const request = (budgetId: string, holder: string, extra: Record<string, unknown
     ...extra,
   });
 
+/** A monthly budget of one dollar, nothing else limited. */
+const oneDollarBudget = () =>
+  budgets.create(caller, {
+    name: 'b',
+    type: 'cost',
+    period: 'monthly',
+    limits: {
+      max_cost_usd: 1,
+      max_tokens: null,
+      max_executions: null,
+      max_input_tokens: null,
+      max_output_tokens: null,
+      max_llm_calls: null,
+      max_tool_calls: null,
+    },
+  });
+
 describe('LeaseLedger', () => {
   it("returns or replaces only the holder's own lease, whoever names its id", async () => {
-    const budget = await budgets.create(caller, {
-      name: 'b',
-      type: 'cost',
-      period: 'monthly',
-      limits: {
-        max_cost_usd: 1,
-        max_tokens: null,
-        max_executions: null,
-        max_input_tokens: null,
-        max_output_tokens: null,
-        max_llm_calls: null,
-        max_tool_calls: null,
-      },
-    });
+    const budget = await oneDollarBudget();
     const first = await handle(request(budget.budget_id, 'p1', { want_micros: 800_000 }));
     expect(first).toMatchObject({ micros: 800_000, ttl_ms: 60_000 });
     await handle(request(budget.budget_id, 'p2', { lease_id: first.lease_id, release: true }));
@@ -146,20 +150,7 @@ describe('LeaseLedger', () => {
   });
 
   it('never leases out more than the budget has left, across holders', async () => {
-    const budget = await budgets.create(caller, {
-      name: 'b',
-      type: 'cost',
-      period: 'monthly',
-      limits: {
-        max_cost_usd: 1,
-        max_tokens: null,
-        max_executions: null,
-        max_input_tokens: null,
-        max_output_tokens: null,
-        max_llm_calls: null,
-        max_tool_calls: null,
-      },
-    });
+    const budget = await oneDollarBudget();
     const grants: LeaseGrant[] = [];
     for (const holder of ['a', 'b', 'c', 'd']) grants.push(await handle(request(budget.budget_id, holder)));
     expect(grants.map((g) => g.micros)).toEqual([400_000, 400_000, 200_000, 0]);
@@ -168,20 +159,7 @@ describe('LeaseLedger', () => {
   });
 
   it('renews a lease from what was reported spent and returns it on release', async () => {
-    const budget = await budgets.create(caller, {
-      name: 'b',
-      type: 'cost',
-      period: 'monthly',
-      limits: {
-        max_cost_usd: 1,
-        max_tokens: null,
-        max_executions: null,
-        max_input_tokens: null,
-        max_output_tokens: null,
-        max_llm_calls: null,
-        max_tool_calls: null,
-      },
-    });
+    const budget = await oneDollarBudget();
     const first = await handle(request(budget.budget_id, 'a'));
     const renewed = await handle(request(budget.budget_id, 'a', { lease_id: first.lease_id, spent_micros: 300_000 }));
     expect(renewed.lease_id).toBe(first.lease_id);
@@ -192,20 +170,7 @@ describe('LeaseLedger', () => {
   });
 
   it('holds back spend reported in a renewal until the event processor has applied it, so it is never leased twice', async () => {
-    const budget = await budgets.create(caller, {
-      name: 'b',
-      type: 'cost',
-      period: 'monthly',
-      limits: {
-        max_cost_usd: 1,
-        max_tokens: null,
-        max_executions: null,
-        max_input_tokens: null,
-        max_output_tokens: null,
-        max_llm_calls: null,
-        max_tool_calls: null,
-      },
-    });
+    const budget = await oneDollarBudget();
     const [a, , c] = [
       await handle(request(budget.budget_id, 'a')),
       await handle(request(budget.budget_id, 'b')),
@@ -224,20 +189,7 @@ describe('LeaseLedger', () => {
   });
 
   it('does not hold back reported spend the processor applied before the renewal reported it', async () => {
-    const budget = await budgets.create(caller, {
-      name: 'b',
-      type: 'cost',
-      period: 'monthly',
-      limits: {
-        max_cost_usd: 1,
-        max_tokens: null,
-        max_executions: null,
-        max_input_tokens: null,
-        max_output_tokens: null,
-        max_llm_calls: null,
-        max_tool_calls: null,
-      },
-    });
+    const budget = await oneDollarBudget();
     const a = await handle(request(budget.budget_id, 'a'));
     await applyProxySpend(budget.budget_id, 300_000);
     const renewed = await handle(request(budget.budget_id, 'a', { lease_id: a.lease_id, spent_micros: 300_000 }));
@@ -247,20 +199,7 @@ describe('LeaseLedger', () => {
   });
 
   it('lets the slice of a holder that stopped renewing return to the budget', async () => {
-    const budget = await budgets.create(caller, {
-      name: 'b',
-      type: 'cost',
-      period: 'monthly',
-      limits: {
-        max_cost_usd: 1,
-        max_tokens: null,
-        max_executions: null,
-        max_input_tokens: null,
-        max_output_tokens: null,
-        max_llm_calls: null,
-        max_tool_calls: null,
-      },
-    });
+    const budget = await oneDollarBudget();
     await handle(request(budget.budget_id, 'gone', { want_micros: 1_000_000 }));
     expect((await handle(request(budget.budget_id, 'b'))).micros).toBe(0);
     now = new Date(now.getTime() + 61_000);
