@@ -17,9 +17,12 @@ export interface CompiledCheck {
   readonly test: ValueTest;
   /** Relative cost (0 cheapest): conditions are ANDed, so cheap ones run first. */
   readonly cost: number;
+  /** How it reads a list: the answer on a list is shared only among checks that read it alike. */
+  readonly reading: ListReading;
   /**
-   * Field, operator and value: checks with the same key give the same answer on one context, so
-   * an evaluation runs each once. Absent for `sequence`, whose answer depends on the clock.
+   * Field, operator and value: checks with the same key give the same answer on one context
+   * (unless the field holds a list, which each reads by its rule's effect), so an evaluation runs
+   * each once. Absent for `sequence`, whose answer depends on the clock.
    */
   readonly key?: string;
   /** For a `sequence` condition: the category the pattern shows. */
@@ -74,8 +77,8 @@ export function compileCondition(condition: PolicyCondition, reading: ListReadin
   const test = compileValueTest(condition.operator, condition.value, reading);
   if (typeof test === 'string') return fault('value', test);
   const cost = condition.operator === 'matches' ? 2 : condition.operator === 'contains' ? 1 : 0;
-  const key = `${reading}\u0000${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
-  return { ok: true, condition: { kind: 'check', field: condition.field, read, test, cost, key } };
+  const key = `${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
+  return { ok: true, condition: { kind: 'check', field: condition.field, read, test, cost, key, reading } };
 }
 
 /** Returns the test, or a description of why the value does not suit the operator. */
@@ -293,6 +296,8 @@ function compileSequence(field: string, read: FieldReader, value: unknown): Cond
       // The window ends at the evaluation: a pattern grows stale while the execution goes on.
       test: (actual) => sequenceMatches(sequence, actual, Date.now()),
       cost: 3,
+      // The earlier actions are one history, matched whole whatever the rule's effect.
+      reading: 'some',
       sequence: sequence.category,
     },
   };

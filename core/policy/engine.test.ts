@@ -102,6 +102,27 @@ describe('compileRuleset', () => {
 });
 
 describe('evaluate', () => {
+  it("reads a list by each rule's effect, even where an allow and a deny hold the same condition", () => {
+    const onlyDocs = { field: 'tool_hosts', operator: 'in' as const, value: ['docs.example'] };
+    const ruleset = compileRuleset(
+      [
+        policy({ name: 'docs-allowed', priority: 200, rules: [rule('a', 'tool:fetch', 'ALLOW', [onlyDocs])] }),
+        policy({ name: 'docs-watched', priority: 100, rules: [rule('d', 'tool:fetch', 'DENY', [onlyDocs])] }),
+      ],
+      1,
+    );
+    const decide = (hosts: unknown) => evaluate(ruleset, { action: 'tool:fetch', context: { tool_hosts: hosts } });
+    // Every host allowed: the allow decides.
+    expect(decide(['docs.example'])).toMatchObject({
+      decision: 'ALLOW',
+      matched_policy: ruleset.policies[0]?.policyId,
+    });
+    // One host not allowed: the allow does not hold, and the deny, reading some host, does.
+    expect(decide(['evil.example', 'docs.example'])).toMatchObject({ decision: 'DENY', matched_rule: 'd' });
+    // A scalar is read alike by both: the allow decides.
+    expect(decide('docs.example').decision).toBe('ALLOW');
+  });
+
   it('gives ALLOW with effect no_match when nothing matches', () => {
     const ruleset = compileRuleset([policy({ rules: [rule('r', 'tool:shell', 'DENY')] })], 1);
     const result = evaluate(ruleset, { action: 'tool:search', context: {} });
