@@ -100,7 +100,7 @@ function ipv6Internal(address: string): boolean {
 }
 
 /** The host as a URL parser reaches it (`134744072` and `0x08080808` are `8.8.8.8`), or undefined when none would. */
-function reachedHost(host: string): string | undefined {
+export function reachedHost(host: string): string | undefined {
   try {
     return new URL(`http://${host}/`).hostname;
   } catch {

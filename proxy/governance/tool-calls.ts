@@ -6,7 +6,7 @@ import type { GovernanceDeps } from './governance-deps.ts';
 import type { GateVerdict, HoldSignal } from './policy-gate.ts';
 import { MAX_BODY_DEPTH } from './read-body.ts';
 import { parseStrictJson } from './strict-json.ts';
-import { toolHosts } from './tool-hosts.ts';
+import { stringsOf, toolHosts } from './tool-hosts.ts';
 
 /**
  * Who asked for a tool: the model in its answer, an MCP client, a request that declares a
@@ -36,11 +36,12 @@ export async function governToolCall(
   deps.anomalies.observe(envelope);
   const recent = deps.history.recent(envelope.executionId);
   const unreadable = unjudgeable(call.arguments);
+  const judged = unreadable === undefined ? toolContext(call, source, context) : undefined;
   const verdict: GateVerdict =
-    unreadable === undefined
+    judged !== undefined
       ? await deps.gate.checkJudged(
           `tool:${name}`,
-          { ...toolContext(call, source, context), ...(recent.length === 0 ? {} : { recent_actions: recent }) },
+          { ...judged, ...(recent.length === 0 ? {} : { recent_actions: recent }) },
           held,
         )
       : {
@@ -51,8 +52,8 @@ export async function governToolCall(
           terminate: false,
         };
   // Only what was let through happened: a refused call is no first half of a sequence.
-  if (verdict.allowed)
-    deps.history.record(envelope.executionId, `tool:${name}`, name, readableArguments(call.arguments));
+  if (verdict.allowed && judged !== undefined)
+    deps.history.record(envelope.executionId, `tool:${name}`, name, judged.tool_args);
   deps.metrics.toolCalls.inc({ source, decision: verdict.allowed ? 'allowed' : 'blocked' });
   void deps.recorder.usage(
     envelope,
@@ -121,15 +122,16 @@ function unjudgeable(args: string): string | undefined {
 }
 
 /**
- * Arguments as the tool will read them: JSON is decoded and written again, so that an escape
- * (`rm \u002drf`, `https:\/\/`) hides nothing from a text condition or the hosts read from it;
- * text that is not JSON (a custom tool's input) as it is.
+ * Arguments as the tool will read them, decoded once: JSON written again, so that an escape
+ * (`rm \u002drf`, `https:\/\/`) hides nothing from a text condition, and the strings it holds, in
+ * which hosts are read; text that is not JSON (a custom tool's input) as it is.
  */
-function readableArguments(args: string): string {
+function readArguments(args: string): { text: string; strings: readonly string[] } {
   try {
-    return JSON.stringify(JSON.parse(args));
+    const value: unknown = JSON.parse(args);
+    return { text: JSON.stringify(value), strings: stringsOf(value) };
   } catch {
-    return args;
+    return { text: args, strings: [args] };
   }
 }
 
@@ -141,14 +143,14 @@ export function toolContext(
   call: ToolCall,
   source: ToolSource,
   context: Record<string, unknown>,
-): Record<string, unknown> {
-  const args = readableArguments(call.arguments);
-  const hosts = toolHosts(call.arguments);
+): Record<string, unknown> & { tool_args: string } {
+  const args = readArguments(call.arguments);
+  const hosts = toolHosts(args.strings);
   return {
     ...context,
     tool_name: call.name,
     tool: call.name,
-    tool_args: args,
+    tool_args: args.text,
     ...(hosts.length === 0 ? {} : { tool_hosts: hosts }),
     source,
   };

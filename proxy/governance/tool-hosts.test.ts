@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_TOOL_HOSTS, MORE_HOSTS, toolHosts } from './tool-hosts.ts';
+import { MAX_TOOL_HOSTS, MORE_HOSTS, stringsOf, toolHosts } from './tool-hosts.ts';
 
-const hostsOf = (value: unknown) => toolHosts(JSON.stringify(value));
+const hostsOf = (value: unknown) => toolHosts(stringsOf(value));
 
 describe('toolHosts', () => {
   it('reads hosts as a URL parser reaches them', () => {
@@ -21,7 +21,7 @@ describe('toolHosts', () => {
     expect(
       hostsOf({ a: ['https://one.example', { b: 'see https://two.example/x' }], 'https://three.example': 1 }),
     ).toEqual(expect.arrayContaining(['one.example', 'two.example', 'three.example']));
-    expect(toolHosts('fetch https://one.example then http:two.example')).toEqual(['one.example', 'two.example']);
+    expect(toolHosts(['fetch https://one.example then http:two.example'])).toEqual(['one.example', 'two.example']);
     expect(hostsOf({ path: '/etc/passwd', note: 'file:///tmp/x', n: 3 })).toEqual([]);
   });
 
@@ -36,6 +36,10 @@ describe('toolHosts', () => {
 
   it('walks deep arguments without recursion', () => {
     const deep = `${'['.repeat(20_000)}"https://deep.example"${']'.repeat(20_000)}`;
-    expect(toolHosts(deep)).toEqual(['deep.example']);
+    expect(toolHosts(stringsOf(JSON.parse(deep)))).toEqual(['deep.example']);
+    // A long array too: its items are not spread into one call.
+    const long = Array.from({ length: 300_000 }, () => 'x');
+    long.push('https://far.example');
+    expect(hostsOf(long)).toEqual(['far.example']);
   });
 });

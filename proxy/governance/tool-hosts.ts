@@ -1,3 +1,5 @@
+import { reachedHost } from '../../core/brain/hosts.ts';
+
 /**
  * The hosts a tool call's arguments name, read as the tool that parses them will: `tool_hosts`,
  * which rules use to allow or refuse destinations, so a host left out is a walk-around.
@@ -20,13 +22,13 @@ export const MAX_TOOL_HOSTS = 1000;
 export const MORE_HOSTS = '…';
 
 /**
- * Every distinct host the strings of `args` name (its JSON string values and keys, or the text
- * itself when it is not JSON), as WHATWG's URL parser normalises it: lower case, escapes decoded,
- * IPv4 in any of its spellings as dotted decimal, international names in punycode.
+ * Every distinct host the strings of a call's arguments name (`stringsOf`), as WHATWG's URL parser
+ * normalises it: lower case, escapes decoded, IPv4 in any of its spellings as dotted decimal,
+ * international names in punycode.
  */
-export function toolHosts(args: string): string[] {
+export function toolHosts(strings: readonly string[]): string[] {
   const hosts = new Set<string>();
-  for (const text of stringsOf(args)) {
+  for (const text of strings) {
     for (const match of text.replace(DROPPED, '').matchAll(URL_START)) {
       if (hosts.size === MAX_TOOL_HOSTS) return [...hosts, MORE_HOSTS];
       hosts.add(hostOf(match[1] as string));
@@ -37,26 +39,20 @@ export function toolHosts(args: string): string[] {
 
 function hostOf(authority: string): string {
   const server = authority.slice(authority.lastIndexOf('@') + 1);
-  const parsed = URL.parse(`http://${server}/`);
   // A host no parser accepts is kept as written: a rule may still refuse it. A name's final dot
   // changes nothing in DNS, so none is kept.
-  return (parsed?.hostname ?? server.toLowerCase()).replace(/\.$/, '');
+  return (reachedHost(server) ?? server.toLowerCase()).replace(/\.$/, '');
 }
 
-/** The strings a JSON text holds (keys too), without recursion; the text itself when not JSON. */
-function stringsOf(args: string): string[] {
-  let value: unknown;
-  try {
-    value = JSON.parse(args);
-  } catch {
-    return [args];
-  }
+/** The strings a decoded JSON value holds, its keys too, without recursion. */
+export function stringsOf(value: unknown): string[] {
   const out: string[] = [];
   const pending: unknown[] = [value];
   while (pending.length > 0) {
     const next = pending.pop();
     if (typeof next === 'string') out.push(next);
-    else if (Array.isArray(next)) pending.push(...(next as unknown[]));
+    // One at a time: spreading a long array into push() would pass the engine's argument limit.
+    else if (Array.isArray(next)) for (const item of next as unknown[]) pending.push(item);
     else if (next !== null && typeof next === 'object')
       for (const [key, inner] of Object.entries(next)) pending.push(key, inner);
   }
