@@ -273,12 +273,16 @@ export class StatePublisher implements StateSync {
     if (bucket === null) return;
     const key = keys.budget(tenant, budgetId);
     let deleted = false;
-    await this.publish(bucket, key, async () => {
+    const created = await this.publish(bucket, key, async () => {
       const budget = await this.deps.budgets.find(tenant, budgetId);
       deleted = budget === undefined;
       if (budget === undefined) return undefined;
       return budgetState(budget, await this.deps.leases.unleased(tenant, budget), this.deps.clock());
     });
+    // A create also takes a key whose last entry is a deletion, so a replica that deleted the
+    // budget after it was read here may have removed the key before this write recreated it:
+    // storage, read after the write, tells.
+    if (created) deleted = (await this.deps.budgets.find(tenant, budgetId)) === undefined;
     // A deleted budget's state leaves the bucket: a proxy's next lease request for it is refused.
     if (deleted) await bucket.delete(key);
   }
@@ -328,18 +332,18 @@ export class StatePublisher implements StateSync {
    * here: the key's revision is read before storage and the write is conditional on it, so a value
    * read earlier than the one in the bucket never replaces it (storage is shared; what a later
    * read sees is at least as new). On a lost race both are read again. `read` returns undefined
-   * when there is nothing to send.
+   * when there is nothing to send. Whether the write created the key.
    */
   private async publish(
     bucket: KeyValueStore,
     key: string,
     read: (current: unknown) => Promise<unknown>,
-  ): Promise<void> {
+  ): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
       const current = await bucket.get(key);
       const value = await read(current?.value);
-      if (value === undefined) return;
-      if ((await bucket.putIf(key, value, current?.revision ?? null)) !== null) return;
+      if (value === undefined) return false;
+      if ((await bucket.putIf(key, value, current?.revision ?? null)) !== null) return current === undefined;
       if (attempt === MAX_PUBLISH_RACES)
         throw new SvcError('SVC-SYS-9001', `${key}: other writers kept changing it`, { key });
     }

@@ -193,6 +193,50 @@ describe('state publishers of two replicas', () => {
     await replicaB.stop();
   });
 
+  it('never leave the state of a budget another replica deleted after it was read', async () => {
+    cp = await startControlPlane({}, undefined, natsMessaging('replica-a'));
+    key = await tenantWithKey(cp, 'acme');
+    const budgetId = await budget({ max_cost_usd: 10 });
+    const gated: { on: boolean; reading?: () => void; gate?: Promise<void> } = { on: false };
+    const replicaB = await racingPublisher(gated);
+    const bucket = await cp.messaging.keyValue.open(BUCKETS.budgets);
+    const stateKey = keys.budget('acme', budgetId);
+    await eventually(
+      async () => bucket.get(stateKey),
+      (entry) => entry !== undefined,
+    );
+    const deletions: number[] = [];
+    const watch = await bucket.watch(stateKey, (entry) => {
+      if (entry.operation === 'DEL') deletions.push(entry.revision);
+    });
+    // The key has no value, as before a budget's first publication: B's write will create it.
+    await bucket.delete(stateKey);
+    await eventually(
+      () => deletions.length,
+      (n) => n === 1,
+    );
+
+    let release!: () => void;
+    gated.gate = new Promise((resolve) => (release = resolve));
+    const reading = new Promise<void>((resolve) => (gated.reading = resolve));
+    gated.on = true;
+    // B finds the budget and is held before it writes the state.
+    replicaB.push([{ kind: 'budget', tenant: 'acme', budgetId }]);
+    await reading;
+    // Meanwhile the first replica deletes it, and removes its state from the bucket.
+    expect((await cp.call('DELETE', `/v1/budgets/${budgetId}`, { key })).status).toBe(200);
+    await eventually(
+      () => deletions.length,
+      (n) => n === 2,
+    );
+
+    release();
+    await replicaB.idle();
+    expect(await bucket.get(stateKey)).toBeUndefined();
+    await watch.unsubscribe();
+    await replicaB.stop();
+  });
+
   it('never replace a ruleset version with an older or equal one', async () => {
     cp = await startControlPlane({}, undefined, natsMessaging('replica-a'));
     key = await tenantWithKey(cp, 'acme');
