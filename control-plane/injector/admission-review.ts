@@ -1,15 +1,30 @@
 import { z } from 'zod';
 
-const EnvVarSchema = z.looseObject({ name: z.string() });
+/** A reference to a Secret by name, wherever a pod may hold one. */
+const SecretRefSchema = z.looseObject({ name: z.string().optional() });
+const EnvVarSchema = z.looseObject({
+  name: z.string(),
+  valueFrom: z.looseObject({ secretKeyRef: SecretRefSchema.optional() }).optional(),
+});
 const VolumeMountSchema = z.looseObject({ name: z.string(), mountPath: z.string() });
 const ContainerSchema = z.looseObject({
   name: z.string(),
   image: z.string().optional(),
   env: z.array(EnvVarSchema).optional(),
+  envFrom: z.array(z.looseObject({ secretRef: SecretRefSchema.optional() })).optional(),
   volumeMounts: z.array(VolumeMountSchema).optional(),
   restartPolicy: z.string().optional(),
 });
 export type Container = z.infer<typeof ContainerSchema>;
+
+const VolumeSchema = z.looseObject({
+  name: z.string(),
+  secret: z.looseObject({ secretName: z.string().optional() }).optional(),
+  projected: z
+    .looseObject({ sources: z.array(z.looseObject({ secret: SecretRefSchema.optional() })).optional() })
+    .optional(),
+});
+export type Volume = z.infer<typeof VolumeSchema>;
 
 /** The parts of a Pod the webhook reads; everything else passes through untouched. */
 export const PodSchema = z.looseObject({
@@ -25,7 +40,8 @@ export const PodSchema = z.looseObject({
   spec: z.looseObject({
     containers: z.array(ContainerSchema).min(1),
     initContainers: z.array(ContainerSchema).optional(),
-    volumes: z.array(z.looseObject({ name: z.string() })).optional(),
+    ephemeralContainers: z.array(ContainerSchema).optional(),
+    volumes: z.array(VolumeSchema).optional(),
     hostNetwork: z.boolean().optional(),
   }),
 });
@@ -40,8 +56,12 @@ export const AdmissionReviewSchema = z.looseObject({
     kind: z.looseObject({ group: z.string(), version: z.string(), kind: z.string() }),
     namespace: z.string().optional(),
     operation: z.string(),
+    /** `ephemeralcontainers` for `kubectl debug`, which sends the whole pod. */
+    subResource: z.string().optional(),
     dryRun: z.boolean().optional(),
     object: z.unknown(),
+    /** The pod before an UPDATE. */
+    oldObject: z.unknown().optional(),
   }),
 });
 export type AdmissionReview = z.infer<typeof AdmissionReviewSchema>;

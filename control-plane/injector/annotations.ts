@@ -13,7 +13,7 @@ export const ANNOTATIONS = {
 } as const;
 
 export const INJECTED = 'injected';
-/** Label the webhook's objectSelector reads: `disabled` keeps a pod away from the webhook altogether. */
+/** Label on a pod: `disabled` (or `"false"`) opts it out, as the annotation does. */
 export const INJECT_LABEL = 'agent-governance.io/inject';
 /** Label set on injected pods; the chart's PodMonitor selects on it. */
 export const SIDECAR_LABEL = 'agent-governance.io/sidecar';

@@ -1,6 +1,7 @@
-import { ANNOTATIONS, SIDECAR_NAME } from './annotations.ts';
+import { ANNOTATIONS, INJECT_LABEL, SIDECAR_NAME } from './annotations.ts';
 import type { Pod } from './admission-review.ts';
 import { BudgetIdSchema, TenantIdSchema, type Binding, type InjectionTemplate } from './injection-template.ts';
+import { sidecarOf, sidecarOnlyReaches, sidecarSecrets } from './sidecar-only.ts';
 
 /** A binding with everything a sidecar needs to start resolved. */
 export interface ResolvedBinding extends Binding {
@@ -14,22 +15,56 @@ export type Decision =
   | { action: 'deny'; reason: string }
   | { action: 'inject'; binding: ResolvedBinding };
 
+/** Why the pod asks to go without a sidecar, if it does. */
+function optOut(pod: Pod): string | undefined {
+  if (pod.metadata.annotations?.[ANNOTATIONS.inject] === 'false') return `annotation ${ANNOTATIONS.inject}: "false"`;
+  const label = pod.metadata.labels?.[INJECT_LABEL];
+  if (label === 'disabled' || label === 'false') return `label ${INJECT_LABEL}: ${label}`;
+  if (pod.spec.hostNetwork === true) return 'hostNetwork (a sidecar there would serve the whole node)';
+  return undefined;
+}
+
+/** What no container but the sidecar may reach in the namespace: its Secrets and its volumes. */
+function sidecarOnly(pods: readonly Pod[], template: InjectionTemplate, binding: Binding) {
+  const chosen = pods.map((pod) => pod.metadata.annotations?.[ANNOTATIONS.apiKeySecret]);
+  const secrets = sidecarSecrets(template, binding);
+  for (const name of chosen) if (name !== undefined) secrets.add(name);
+  return (pod: Pod) => sidecarOnlyReaches(pod, secrets, sidecarOf(pod, template));
+}
+
+function refuseReaches(reaches: readonly string[]): Decision {
+  return {
+    action: 'deny',
+    reason: `only the agent-governance sidecar may read its Secrets and volumes: ${reaches.join('; ')}`,
+  };
+}
+
 /**
  * Whether a pod gets the sidecar, and bound to what. Pods the webhook must leave alone are
  * skipped; a pod in a governed namespace that cannot be bound (no tenant, budget or API key, or a
  * tenant other than the one its namespace is pinned to) is refused, so no agent starts ungoverned.
+ * So is one with a container other than the sidecar that reaches the sidecar's Secrets, opted
+ * out or not, and, in a namespace that enforces injection, one that opts out.
  */
 export function decide(pod: Pod, namespace: string, template: InjectionTemplate): Decision {
   const annotations = pod.metadata.annotations ?? {};
   if (template.excludedNamespaces.includes(namespace)) return { action: 'skip', reason: 'excluded namespace' };
-  if (annotations[ANNOTATIONS.inject] === 'false') return { action: 'skip', reason: 'opted out by annotation' };
-  if (pod.spec.hostNetwork === true) return { action: 'skip', reason: 'hostNetwork pod' };
-  // Injected already only when the sidecar runs: the status annotation alone, or a container
-  // that merely bears its name, would let a pod pass as governed.
+  const binding: Binding = { ...template.defaults, ...template.namespaces[namespace] };
+  const reaches = sidecarOnly([pod], template, binding)(pod);
+  if (reaches.length > 0) return refuseReaches(reaches);
+  const opted = optOut(pod);
+  if (opted !== undefined) {
+    if (binding.enforce !== true) return { action: 'skip', reason: `opted out by ${opted}` };
+    return {
+      action: 'deny',
+      reason: `namespace ${namespace} enforces agent-governance injection: ${opted} is refused`,
+    };
+  }
+  // Injected already only when the sidecar runs: the status annotation, or a container that
+  // merely bears its name, would let a pod pass as governed.
   const present = [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c) => c.name === SIDECAR_NAME);
   if (present !== undefined) {
-    if (repositoryOf(present.image ?? '') === repositoryOf(template.sidecar.image))
-      return { action: 'skip', reason: 'sidecar already present' };
+    if (sidecarOf(pod, template) !== undefined) return { action: 'skip', reason: 'sidecar already present' };
     return {
       action: 'deny',
       reason: `container ${SIDECAR_NAME} runs ${present.image ?? 'no image'}, not the sidecar image ${template.sidecar.image}`,
@@ -44,7 +79,6 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
       reason: `annotation ${ANNOTATIONS.tenant}=${requested} differs from tenant ${pinned} that namespace ${namespace} is bound to`,
     };
   }
-  const binding: Binding = { ...template.defaults, ...template.namespaces[namespace] };
   const problems: string[] = [];
   const fromAnnotation = <T>(key: string, parse: (v: string) => T | undefined): T | undefined => {
     const value = annotations[key];
@@ -96,9 +130,19 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
   };
 }
 
-/** An image reference without its tag or digest: `registry:5000/team/proxy:1.2@sha256:…` → `registry:5000/team/proxy`. */
-function repositoryOf(image: string): string {
-  const name = image.split('@')[0] ?? '';
-  const colon = name.lastIndexOf(':');
-  return colon > name.lastIndexOf('/') ? name.slice(0, colon) : name;
+/**
+ * Whether an update of a pod may go ahead: it may not give a container other than the sidecar
+ * what only the sidecar may reach (an ephemeral container mounting its volumes, a variable or
+ * volume naming its Secrets), nor swap the sidecar's image for another, which would leave that
+ * other image with the sidecar's mounts. What the pod held before is not refused again, so a
+ * pod admitted earlier can still be updated (a finalizer removed, a label set).
+ */
+export function decideUpdate(pod: Pod, previous: Pod, namespace: string, template: InjectionTemplate): Decision {
+  if (template.excludedNamespaces.includes(namespace)) return { action: 'skip', reason: 'excluded namespace' };
+  const binding: Binding = { ...template.defaults, ...template.namespaces[namespace] };
+  const reaches = sidecarOnly([pod, previous], template, binding);
+  const before = new Set(reaches(previous));
+  const added = reaches(pod).filter((reach) => !before.has(reach));
+  if (added.length > 0) return refuseReaches(added);
+  return { action: 'skip', reason: 'update reaches nothing of the sidecar' };
 }

@@ -28,6 +28,8 @@ export const BindingSchema = z.strictObject({
   providerKeys: z
     .strictObject({ secretName: ObjectName, keys: z.partialRecord(ProviderSchema, z.string().min(1)) })
     .optional(),
+  /** Pods may not opt out (annotation, label, hostNetwork): such a pod is refused, not skipped. */
+  enforce: z.boolean().optional(),
 });
 export type Binding = z.infer<typeof BindingSchema>;
 

@@ -28,6 +28,14 @@ const VOLUMES = {
   natsTls: 'agent-governance-nats-tls',
 } as const;
 
+/** The injected volumes no container but the sidecar mounts: its store and the Secrets it holds. */
+export const SIDECAR_VOLUMES: ReadonlySet<string> = new Set([
+  VOLUMES.data,
+  VOLUMES.ca,
+  VOLUMES.providerKeys,
+  VOLUMES.natsTls,
+]);
+
 /** Suffixes and hosts an agent reaches directly: loopback (the sidecar itself) and the cluster. */
 const CLUSTER_LOCAL = ['localhost', '127.0.0.1', '::1', '.svc', '.cluster.local'];
 

@@ -3,8 +3,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { admissionResponse, AdmissionReviewSchema, PodSchema } from './admission-review.ts';
-import { decide } from './decide.ts';
+import { admissionResponse, AdmissionReviewSchema, PodSchema, type AdmissionReview } from './admission-review.ts';
+import { decide, decideUpdate } from './decide.ts';
 import type { InjectionTemplate } from './injection-template.ts';
 import { injectionPatch } from './sidecar-patch.ts';
 
@@ -150,29 +150,33 @@ export class InjectionWebhook {
     send(res, 200, this.#review(review.data.request));
   }
 
-  #review(request: {
-    uid: string;
-    kind: { kind: string };
-    namespace?: string | undefined;
-    operation: string;
-    object: unknown;
-  }): Record<string, unknown> {
+  #review(request: AdmissionReview['request']): Record<string, unknown> {
     const { logger, template } = this.#options;
     const namespace = request.namespace ?? '';
-    const entry = { uid: request.uid, namespace, operation: request.operation };
-    if (request.kind.kind !== 'Pod' || request.operation !== 'CREATE') {
-      logger.info({ ...entry, decision: 'skip', reason: 'not a pod creation' }, 'admission');
+    const entry = {
+      uid: request.uid,
+      namespace,
+      operation: request.operation,
+      ...(request.subResource !== undefined ? { sub_resource: request.subResource } : {}),
+    };
+    if (request.kind.kind !== 'Pod' || (request.operation !== 'CREATE' && request.operation !== 'UPDATE')) {
+      logger.info({ ...entry, decision: 'skip', reason: 'not a pod creation or update' }, 'admission');
       return admissionResponse(request.uid, { allowed: true });
     }
     const pod = PodSchema.safeParse(request.object);
-    if (!pod.success) {
+    const previous = request.operation === 'UPDATE' ? PodSchema.safeParse(request.oldObject) : undefined;
+    if (!pod.success || previous?.success === false) {
       // A pod this webhook cannot read is never let through ungoverned in a governed namespace.
-      const reason = `agent-governance cannot read the pod: ${pod.error.issues.map((i) => i.path.join('.')).join(', ')}`;
+      const issues = [...(pod.error?.issues ?? []), ...(previous?.error?.issues ?? [])];
+      const reason = `agent-governance cannot read the pod: ${issues.map((i) => i.path.join('.')).join(', ')}`;
       logger.warn({ ...entry, decision: 'deny', reason }, 'admission');
       return admissionResponse(request.uid, { allowed: false, message: reason });
     }
     const name = pod.data.metadata.name ?? pod.data.metadata.generateName ?? '';
-    const decision = decide(pod.data, namespace, template);
+    const decision =
+      previous?.data !== undefined
+        ? decideUpdate(pod.data, previous.data, namespace, template)
+        : decide(pod.data, namespace, template);
     if (decision.action === 'skip') {
       logger.info({ ...entry, pod: name, decision: 'skip', reason: decision.reason }, 'admission');
       return admissionResponse(request.uid, { allowed: true });

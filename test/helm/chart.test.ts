@@ -306,11 +306,18 @@ describe('proxy CA and the webhook', () => {
       'kube-node-lease',
       'agent-governance',
     ]);
-    expect(webhook.objectSelector.matchExpressions[0]).toEqual({
-      key: 'agent-governance.io/inject',
-      operator: 'NotIn',
-      values: ['disabled', 'false'],
-    });
+    // Every pod of a governed namespace reaches the webhook, a pod labelled out included: it
+    // checks that no container but the sidecar reads the sidecar's Secrets.
+    expect(webhook.objectSelector).toBeUndefined();
+    expect(webhook.rules).toEqual([
+      {
+        operations: ['CREATE', 'UPDATE'],
+        apiGroups: [''],
+        apiVersions: ['v1'],
+        resources: ['pods', 'pods/ephemeralcontainers'],
+        scope: 'Namespaced',
+      },
+    ]);
     const tls = manifest(rendered, 'Secret', 'ag-agent-governance-injector-tls');
     const root = new X509Certificate(Buffer.from(webhook.clientConfig.caBundle, 'base64'));
     const serving = new X509Certificate(Buffer.from(tls.data['tls.crt'], 'base64'));

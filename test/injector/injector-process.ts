@@ -108,25 +108,35 @@ export async function startInjector(
 
 let uid = 0;
 
-/** An AdmissionReview for creating this pod in `namespace`, as the API server sends it. */
-export function podReview(pod: any, namespace: string): object {
+/**
+ * An AdmissionReview for creating this pod in `namespace`, as the API server sends it; with
+ * `update`, for replacing `update.previous` with it (through `update.subResource`, for
+ * `ephemeralcontainers`).
+ */
+export function podReview(
+  pod: any,
+  namespace: string,
+  update?: { previous: any; subResource?: 'ephemeralcontainers' },
+): object {
   uid += 1;
+  const resource = { group: '', version: 'v1', resource: 'pods' };
   return {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
     request: {
       uid: `00000000-0000-4000-8000-${String(uid).padStart(12, '0')}`,
       kind: { group: '', version: 'v1', kind: 'Pod' },
-      resource: { group: '', version: 'v1', resource: 'pods' },
+      resource,
+      ...(update?.subResource !== undefined ? { subResource: update.subResource } : {}),
       requestKind: { group: '', version: 'v1', kind: 'Pod' },
-      requestResource: { group: '', version: 'v1', resource: 'pods' },
+      requestResource: resource,
       namespace,
-      operation: 'CREATE',
+      operation: update === undefined ? 'CREATE' : 'UPDATE',
       userInfo: { username: 'system:serviceaccount:kube-system:replicaset-controller' },
       object: pod,
-      oldObject: null,
+      oldObject: update?.previous ?? null,
       dryRun: false,
-      options: { apiVersion: 'meta.k8s.io/v1', kind: 'CreateOptions' },
+      options: { apiVersion: 'meta.k8s.io/v1', kind: update === undefined ? 'CreateOptions' : 'UpdateOptions' },
     },
   };
 }

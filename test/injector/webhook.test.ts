@@ -31,6 +31,7 @@ const VALUES = {
         allowedBudgets: [BUDGET, OTHER],
         providerKeys: { secretName: 'llm-keys', keys: { openai: 'openai-api-key' } },
       },
+      secured: { tenant: 'acme', budget: BUDGET, apiKeySecret: 'acme-sidecar-key', enforce: true },
     },
   },
 };
@@ -98,6 +99,10 @@ const optedOut = deployment('batch', 'agents', {
 });
 const hostNetwork = deployment('node-agent', 'agents', {
   spec: { hostNetwork: true, containers: [{ name: 'agent', image: 'node:24-slim' }] },
+});
+const labelledOut = deployment('exporter', 'agents', {
+  metadata: { labels: { 'agent-governance.io/inject': 'disabled' } },
+  spec: { containers: [{ name: 'exporter', image: 'python:3.12-slim' }] },
 });
 const system = deployment('dns-helper', 'kube-system', {
   spec: { containers: [{ name: 'c', image: 'busybox:1.36' }] },
@@ -210,6 +215,7 @@ describe('the injection webhook over HTTPS', () => {
   for (const [what, source, namespace] of [
     ['a pod that already has the sidecar', withSidecar, 'agents'],
     ['an opted-out pod', optedOut, 'agents'],
+    ['a pod labelled out', labelledOut, 'agents'],
     ['a hostNetwork pod', hostNetwork, 'agents'],
     ['a pod in kube-system', system, 'kube-system'],
     [
@@ -224,6 +230,151 @@ describe('the injection webhook over HTTPS', () => {
       expect(response).toEqual({ uid: expect.any(String), allowed: true });
     });
   }
+
+  it("refuses a pod whose own containers would read the sidecar's Secrets, opted out or not", async () => {
+    const cases: [string, (pod: any) => void, string][] = [
+      [
+        'a volume of the provider keys',
+        (pod) => {
+          pod.spec.volumes = [{ name: 'keys', secret: { secretName: 'llm-keys' } }];
+          pod.spec.containers[0].volumeMounts = [{ name: 'keys', mountPath: '/keys' }];
+        },
+        'container agent mounts volume keys of Secret llm-keys',
+      ],
+      [
+        "a projected volume with the proxy CA's key",
+        (pod) => {
+          pod.spec.volumes = [
+            { name: 'bundle', projected: { sources: [{ secret: { name: 'ag-agent-governance-proxy-ca' } }] } },
+          ];
+          pod.spec.initContainers = [
+            { name: 'copy', image: 'busybox:1.36', volumeMounts: [{ name: 'bundle', mountPath: '/b' }] },
+          ];
+        },
+        'container copy mounts volume bundle of Secret ag-agent-governance-proxy-ca',
+      ],
+      [
+        "the sidecar's API key in a variable",
+        (pod) => {
+          pod.spec.containers[0].env.push({
+            name: 'KEY',
+            valueFrom: { secretKeyRef: { name: 'acme-sidecar-key', key: 'api-key' } },
+          });
+        },
+        'container agent reads Secret acme-sidecar-key into variable KEY',
+      ],
+      [
+        "the tenant's NATS credentials as variables",
+        (pod) => {
+          pod.spec.containers[0].envFrom = [{ secretRef: { name: 'ag-agent-governance-nats-client' } }];
+        },
+        'container agent reads Secret ag-agent-governance-nats-client as variables',
+      ],
+      [
+        'the API key Secret the pod names for its sidecar',
+        (pod) => {
+          pod.metadata.annotations = { 'agent-governance.io/api-key-secret': 'team-key' };
+          pod.spec.containers[0].envFrom = [{ secretRef: { name: 'team-key' } }];
+        },
+        'container agent reads Secret team-key as variables',
+      ],
+    ];
+    for (const [what, change, message] of cases) {
+      for (const optOut of [undefined, 'annotation', 'label'] as const) {
+        const pod = podOf(nodeAgent);
+        change(pod);
+        if (optOut === 'annotation')
+          pod.metadata.annotations = { ...pod.metadata.annotations, 'agent-governance.io/inject': 'false' };
+        if (optOut === 'label') pod.metadata.labels['agent-governance.io/inject'] = 'disabled';
+        const response = await review(pod, 'agents');
+        expect(response.allowed, `${what}, opted out by ${optOut}`).toBe(false);
+        expect(response.status.message).toContain(message);
+      }
+    }
+    // A Secret of the pod's own, and the same pod in an excluded namespace, are admitted.
+    const own = podOf(nodeAgent);
+    own.spec.containers[0].envFrom = [{ secretRef: { name: 'agent-settings' } }];
+    checkGoverned(patched(own, await review(own, 'agents')));
+    const system = podOf(nodeAgent);
+    system.spec.containers[0].envFrom = [{ secretRef: { name: 'ag-agent-governance-nats-client' } }];
+    expect((await review(system, 'kube-system')).allowed).toBe(true);
+  });
+
+  it('refuses opted-out and hostNetwork pods where the namespace enforces injection', async () => {
+    const secured = (source: any) => {
+      const pod = podOf(source);
+      pod.metadata.namespace = 'secured';
+      return pod;
+    };
+    for (const [source, opt] of [
+      [optedOut, 'annotation agent-governance.io/inject: "false"'],
+      [labelledOut, 'label agent-governance.io/inject: disabled'],
+      [hostNetwork, 'hostNetwork'],
+    ] as const) {
+      const response = await review(secured(source), 'secured');
+      expect(response.allowed).toBe(false);
+      expect(response.status.message).toContain(`namespace secured enforces agent-governance injection: ${opt}`);
+    }
+    const injected = patched(secured(nodeAgent), await review(secured(nodeAgent), 'secured'));
+    expect(injected.spec.initContainers[0].name).toBe('agent-governance-proxy');
+  });
+
+  it("refuses an update that gives another container the sidecar's volumes or swaps its image", async () => {
+    const pod = podOf(nodeAgent);
+    const injected = patched(pod, await review(pod, 'agents'));
+    const update = async (next: any, subResource?: 'ephemeralcontainers') => {
+      const res = await injector.post(podReview(next, 'agents', { previous: injected, subResource }));
+      expect(res.status).toBe(200);
+      return res.body.response;
+    };
+    const debug = (volumeMounts: any[]) => {
+      const next = structuredClone(injected);
+      next.spec.ephemeralContainers = [{ name: 'debugger', image: 'busybox:1.36', volumeMounts }];
+      return next;
+    };
+    // kubectl debug with a plain container is fine; one mounting the provider keys or the
+    // sidecar's store is not.
+    expect(await update(debug([]), 'ephemeralcontainers')).toEqual({ uid: expect.any(String), allowed: true });
+    for (const volume of ['agent-governance-provider-keys', 'agent-governance-data', 'agent-governance-ca']) {
+      const response = await update(debug([{ name: volume, mountPath: '/x' }]), 'ephemeralcontainers');
+      expect(response.allowed).toBe(false);
+      expect(response.status.message).toContain(`container debugger mounts the sidecar's volume ${volume}`);
+    }
+    // The sidecar's image swapped for another: that image would get the sidecar's mounts.
+    const swapped = structuredClone(injected);
+    swapped.spec.initContainers[0].image = 'busybox:1.36';
+    const refused = await update(swapped);
+    expect(refused.allowed).toBe(false);
+    expect(refused.status.message).toContain("container agent-governance-proxy mounts the sidecar's volume");
+    // A new tag of the sidecar's image, and a label set, are updates like any other.
+    const retagged = structuredClone(injected);
+    retagged.spec.initContainers[0].image = 'agent-governance:9.9.9';
+    expect((await update(retagged)).allowed).toBe(true);
+    const labelled = structuredClone(injected);
+    labelled.metadata.labels.team = 'research';
+    expect((await update(labelled)).allowed).toBe(true);
+  });
+
+  it('still lets a pod admitted before this check be updated, refusing only what the update adds', async () => {
+    const earlier = podOf(optedOut);
+    earlier.spec.volumes = [{ name: 'keys', secret: { secretName: 'llm-keys' } }];
+    earlier.spec.containers[0].volumeMounts = [{ name: 'keys', mountPath: '/keys' }];
+    const relabelled = structuredClone(earlier);
+    relabelled.metadata.labels.team = 'batch';
+    const res = await injector.post(podReview(relabelled, 'agents', { previous: earlier }));
+    expect(res.body.response.allowed).toBe(true);
+    const debugged = structuredClone(earlier);
+    debugged.spec.ephemeralContainers = [
+      { name: 'debugger', image: 'busybox:1.36', volumeMounts: [{ name: 'keys', mountPath: '/keys' }] },
+    ];
+    const refused = await injector.post(
+      podReview(debugged, 'agents', { previous: earlier, subResource: 'ephemeralcontainers' }),
+    );
+    expect(refused.body.response.allowed).toBe(false);
+    expect(refused.body.response.status.message).toBe(
+      'only the agent-governance sidecar may read its Secrets and volumes: container debugger mounts volume keys of Secret llm-keys',
+    );
+  });
 
   it('injects a pod that only claims to be injected, and refuses one whose container bears the sidecar name with another image', async () => {
     const claimed = podOf(nodeAgent);
