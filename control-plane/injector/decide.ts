@@ -1,7 +1,8 @@
 import { ANNOTATIONS, INJECT_LABEL, SIDECAR_NAME } from './annotations.ts';
 import type { Pod } from './admission-review.ts';
 import { BudgetIdSchema, TenantIdSchema, type Binding, type InjectionTemplate } from './injection-template.ts';
-import { sidecarOf, sidecarOnlyReaches, sidecarSecrets } from './sidecar-only.ts';
+import { sidecarDifference, sidecarOf, sidecarOnlyReaches, sidecarSecrets } from './sidecar-only.ts';
+import { sidecarContainer } from './sidecar-patch.ts';
 
 /** A binding with everything a sidecar needs to start resolved. */
 export interface ResolvedBinding extends Binding {
@@ -63,8 +64,7 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
   // Injected already only when the sidecar runs: the status annotation, or a container that
   // merely bears its name, would let a pod pass as governed.
   const present = [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c) => c.name === SIDECAR_NAME);
-  if (present !== undefined) {
-    if (sidecarOf(pod, template) !== undefined) return { action: 'skip', reason: 'sidecar already present' };
+  if (present !== undefined && sidecarOf(pod, template) === undefined) {
     return {
       action: 'deny',
       reason: `container ${SIDECAR_NAME} runs ${present.image ?? 'no image'}, not the sidecar image ${template.sidecar.image}`,
@@ -118,15 +118,21 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
   if (problems.length > 0 || tenant === undefined || budget === undefined || apiKeySecret === undefined) {
     return { action: 'deny', reason: `agent-governance cannot bind this pod's sidecar: ${problems.join('; ')}` };
   }
+  const resolved: ResolvedBinding = {
+    ...binding,
+    tenant,
+    budget,
+    apiKeySecret,
+    ...(allowedBudgets !== undefined ? { allowedBudgets } : {}),
+  };
+  if (present === undefined) return { action: 'inject', binding: resolved };
+  // A pod copied from an injected one (`kubectl debug --copy-to`) carries the sidecar; one
+  // written by hand could run the sidecar's image with its Secrets and another command.
+  const difference = sidecarDifference(present, sidecarContainer(template, resolved));
+  if (difference === undefined) return { action: 'skip', reason: 'sidecar already present' };
   return {
-    action: 'inject',
-    binding: {
-      ...binding,
-      tenant,
-      budget,
-      apiKeySecret,
-      ...(allowedBudgets !== undefined ? { allowedBudgets } : {}),
-    },
+    action: 'deny',
+    reason: `container ${SIDECAR_NAME} is not the sidecar this namespace's injection builds (its ${difference} differs): leave it out of the pod, the webhook adds it`,
   };
 }
 

@@ -77,3 +77,37 @@ export function sidecarOnlyReaches(pod: Pod, secrets: ReadonlySet<string>, sidec
   }
   return found;
 }
+
+/** Fields the API server fills in on a container it stores, and the resources a LimitRange sets. */
+const DEFAULTED = new Set(['terminationMessagePath', 'terminationMessagePolicy', 'resources']);
+
+/** Whether `actual` holds everything `expected` does: extra keys in objects, never extra items. */
+function holds(expected: unknown, actual: unknown): boolean {
+  if (Array.isArray(expected))
+    return Array.isArray(actual) && actual.length === expected.length && expected.every((e, i) => holds(e, actual[i]));
+  if (expected !== null && typeof expected === 'object') {
+    if (actual === null || typeof actual !== 'object' || Array.isArray(actual)) return false;
+    const fields = actual as Record<string, unknown>;
+    return Object.entries(expected).every(([key, value]) => holds(value, fields[key]));
+  }
+  return Object.is(expected, actual);
+}
+
+/**
+ * The first field in which a sidecar container found in a pod differs from the one injection
+ * builds (`expected`), or undefined when it is that container: the same image repository (a tag
+ * may be older), the same command, arguments, variables, mounts and probes, and nothing more
+ * than what the API server fills in when it stores a pod (probe defaults, a mount's `readOnly`).
+ * Kubernetes refuses a probe with two handlers, so a defaulted probe cannot hide an `exec`.
+ */
+export function sidecarDifference(present: Container, expected: Record<string, unknown>): string | undefined {
+  for (const key of Object.keys(present)) {
+    if (!(key in expected) && !DEFAULTED.has(key)) return key;
+  }
+  for (const [key, value] of Object.entries(expected)) {
+    if (key === 'image') {
+      if (repositoryOf(present.image ?? '') !== repositoryOf(String(value))) return key;
+    } else if (key !== 'imagePullPolicy' && key !== 'resources' && !holds(value, present[key])) return key;
+  }
+  return undefined;
+}

@@ -72,7 +72,8 @@ function secretEnv(name: string, secret: string, key: string, optional = false):
   return { name, valueFrom: { secretKeyRef: { name: secret, key, ...(optional ? { optional: true } : {}) } } };
 }
 
-function sidecarContainer(template: InjectionTemplate, binding: ResolvedBinding): Record<string, unknown> {
+/** The sidecar container injection adds for this binding. */
+export function sidecarContainer(template: InjectionTemplate, binding: ResolvedBinding): Record<string, unknown> {
   const { sidecar } = template;
   const env: Env[] = [
     ...sidecar.env,

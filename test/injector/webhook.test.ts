@@ -213,7 +213,6 @@ describe('the injection webhook over HTTPS', () => {
   });
 
   for (const [what, source, namespace] of [
-    ['a pod that already has the sidecar', withSidecar, 'agents'],
     ['an opted-out pod', optedOut, 'agents'],
     ['a pod labelled out', labelledOut, 'agents'],
     ['a hostNetwork pod', hostNetwork, 'agents'],
@@ -374,6 +373,45 @@ describe('the injection webhook over HTTPS', () => {
     expect(refused.body.response.status.message).toBe(
       'only the agent-governance sidecar may read its Secrets and volumes: container debugger mounts volume keys of Secret llm-keys',
     );
+  });
+
+  it('admits a copy of an injected pod as stored, and refuses a sidecar container written to run anything else', async () => {
+    const pod = podOf(nodeAgent);
+    const injected = patched(pod, await review(pod, 'agents'));
+    // As the API server stores it, then copied (kubectl debug --copy-to), under an older tag.
+    const stored = structuredClone(injected);
+    const sidecar = stored.spec.initContainers[0];
+    Object.assign(sidecar, {
+      image: 'agent-governance:0.9.0',
+      terminationMessagePath: '/dev/termination-log',
+      terminationMessagePolicy: 'File',
+    });
+    for (const probe of [sidecar.startupProbe, sidecar.readinessProbe, sidecar.livenessProbe]) {
+      probe.httpGet.scheme = 'HTTP';
+      probe.successThreshold = 1;
+    }
+    expect(await review(stored, 'agents')).toEqual({ uid: expect.any(String), allowed: true });
+    const changes: [string, (c: any) => void][] = [
+      ['command', (c) => (c.command = ['/nodejs/bin/node', '-e', 'console.log(process.env.SVC_API_KEY)'])],
+      ['args', (c) => (c.args = ['-e', 'require("fs").readdirSync("/etc/agent-governance")'])],
+      [
+        'lifecycle',
+        (c) => (c.lifecycle = { postStart: { exec: { command: ['cat', '/etc/agent-governance/ca/ca.key'] } } }),
+      ],
+      ['env', (c) => c.env.push({ name: 'NODE_OPTIONS', value: '--require /tmp/x.js' })],
+      ['volumeMounts', (c) => c.volumeMounts.push({ name: 'agent-governance-trust', mountPath: '/tmp' })],
+    ];
+    // A bare container of the sidecar's image runs it without the sidecar's settings.
+    const bare = await review(podOf(withSidecar), 'agents');
+    expect(bare.allowed).toBe(false);
+    expect(bare.status.message).toContain('container agent-governance-proxy is not the sidecar');
+    for (const [field, change] of changes) {
+      const forged = structuredClone(stored);
+      change(forged.spec.initContainers[0]);
+      const response = await review(forged, 'agents');
+      expect(response.allowed, field).toBe(false);
+      expect(response.status.message).toContain(`its ${field} differs`);
+    }
   });
 
   it('injects a pod that only claims to be injected, and refuses one whose container bears the sidecar name with another image', async () => {
