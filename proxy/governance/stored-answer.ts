@@ -8,7 +8,7 @@ import type { GovernanceDeps } from './governance-deps.ts';
 import { relayWhole } from './llm-call/meter-whole.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { readAnswer } from './read-answer.ts';
-import { refused, toolContext } from './tool-calls.ts';
+import { checkToolCall, refused, toolContext } from './tool-calls.ts';
 
 /**
  * Answers the provider stored, read back (OpenAI's `GET /v1/responses/{id}`, stored chat
@@ -102,7 +102,7 @@ export async function governStoredAnswer(
   };
   for (const call of calls) {
     const action = `tool:${call.name}`;
-    const verdict = deps.gate.check(action, toolContext(call, 'stored', context));
+    const verdict = checkToolCall(deps, action, toolContext(call, 'stored', context));
     if (verdict.allowed) continue;
     refused(deps, envelope, action, verdict);
     refuse(verdict.code, verdict.message, envelope.envelopeId);

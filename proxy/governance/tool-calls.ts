@@ -35,25 +35,18 @@ export async function governToolCall(
   const { name } = call;
   deps.anomalies.observe(envelope);
   const recent = deps.history.recent(envelope.executionId);
-  const unreadable = unjudgeable(call.arguments);
-  const judged = unreadable === undefined ? toolContext(call, source, context) : undefined;
+  const read = toolContext(call, source, context);
   const verdict: GateVerdict =
-    judged !== undefined
-      ? await deps.gate.checkJudged(
+    'refusal' in read
+      ? read.refusal
+      : await deps.gate.checkJudged(
           `tool:${name}`,
-          { ...judged, ...(recent.length === 0 ? {} : { recent_actions: recent }) },
+          { ...read.judged, ...(recent.length === 0 ? {} : { recent_actions: recent }) },
           held,
-        )
-      : {
-          allowed: false,
-          result: null,
-          code: 'SVC-SYS-9002',
-          message: `tool call ${name} refused: its arguments cannot be judged as the tool reads them (${unreadable})`,
-          terminate: false,
-        };
+        );
   // Only what was let through happened: a refused call is no first half of a sequence.
-  if (verdict.allowed && judged !== undefined)
-    deps.history.record(envelope.executionId, `tool:${name}`, name, judged.tool_args);
+  if (verdict.allowed && 'judged' in read)
+    deps.history.record(envelope.executionId, `tool:${name}`, name, read.judged.tool_args);
   deps.metrics.toolCalls.inc({ source, decision: verdict.allowed ? 'allowed' : 'blocked' });
   void deps.recorder.usage(
     envelope,
@@ -111,49 +104,61 @@ export function governHeldToolCall(
 }
 
 /**
- * Why a call's arguments cannot be judged as the tool reads them: JSON that gives a key twice (a
- * parser keeps the last, another the first, so the judge and the tool could read different
- * commands) or nests too deep to be written again whole. Text that is not JSON (a custom tool's
- * input) is judged as it is.
- */
-function unjudgeable(args: string): string | undefined {
-  const parsed = parseStrictJson(args, { maxDepth: MAX_BODY_DEPTH });
-  return parsed.ok || parsed.fault === 'syntax' ? undefined : parsed.reason;
-}
-
-/**
  * Arguments as the tool will read them, decoded once: JSON written again, so that an escape
  * (`rm \u002drf`, `https:\/\/`) hides nothing from a text condition, and the strings it holds, in
- * which hosts are read; text that is not JSON (a custom tool's input) as it is.
+ * which hosts are read; text that is not JSON (a custom tool's input) as it is. JSON that gives
+ * a key twice (a parser keeps the last, another the first, so the judge and the tool could read
+ * different commands) or nests too deep to be written again whole cannot be judged: why not.
  */
-function readArguments(args: string): { text: string; strings: readonly string[] } {
-  try {
-    const value: unknown = JSON.parse(args);
-    return { text: JSON.stringify(value), strings: stringsOf(value) };
-  } catch {
-    return { text: args, strings: [args] };
-  }
+function readArguments(args: string): { text: string; strings: readonly string[] } | { unjudgeable: string } {
+  const parsed = parseStrictJson(args, { maxDepth: MAX_BODY_DEPTH });
+  if (parsed.ok) return { text: JSON.stringify(parsed.value), strings: stringsOf(parsed.value) };
+  if (parsed.fault === 'syntax') return { text: args, strings: [args] };
+  return { unjudgeable: parsed.reason };
 }
+
+/** An action's evaluation context, or the refusal of one that cannot be judged. */
+export type Judgeable<C extends Record<string, unknown> = Record<string, unknown>> =
+  { judged: C } | { refusal: GateVerdict };
 
 /**
  * The evaluation context of a tool call; `tool_hosts`, the hosts of the URLs in its arguments
- * (absent when there are none), lets a rule name the destinations it allows.
+ * (absent when there are none), lets a rule name the destinations it allows. A call whose
+ * arguments cannot be judged as the tool reads them gets its refusal instead.
  */
 export function toolContext(
   call: ToolCall,
   source: ToolSource,
   context: Record<string, unknown>,
-): Record<string, unknown> & { tool_args: string } {
+): Judgeable<Record<string, unknown> & { tool_args: string }> {
   const args = readArguments(call.arguments);
+  if ('unjudgeable' in args) {
+    return {
+      refusal: {
+        allowed: false,
+        result: null,
+        code: 'SVC-SYS-9002',
+        message: `tool call ${call.name} refused: its arguments cannot be judged as the tool reads them (${args.unjudgeable})`,
+        terminate: false,
+      },
+    };
+  }
   const hosts = toolHosts(args.strings);
   return {
-    ...context,
-    tool_name: call.name,
-    tool: call.name,
-    tool_args: args.text,
-    ...(hosts.length === 0 ? {} : { tool_hosts: hosts }),
-    source,
+    judged: {
+      ...context,
+      tool_name: call.name,
+      tool: call.name,
+      tool_args: args.text,
+      ...(hosts.length === 0 ? {} : { tool_hosts: hosts }),
+      source,
+    },
   };
+}
+
+/** The verdict on a tool call read by `toolContext`, at once: one that needs an approval is refused. */
+export function checkToolCall(deps: GovernanceDeps, action: string, read: Judgeable): GateVerdict {
+  return 'refusal' in read ? read.refusal : deps.gate.check(action, read.judged);
 }
 
 /** Publishes a policy refusal; a TERMINATE policy also ends the envelope. */

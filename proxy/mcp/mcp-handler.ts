@@ -9,7 +9,7 @@ import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { MAX_BODY_DEPTH, readBody, readRequestBody } from '../governance/read-body.ts';
 import { UNRECORDED } from '../governance/llm-call/decide-call.ts';
 import { recorded } from '../governance/llm-call/settlement.ts';
-import { governHeldToolCall, toolContext } from '../governance/tool-calls.ts';
+import { checkToolCall, governHeldToolCall, toolContext } from '../governance/tool-calls.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { createSseFramer, formatSseEvent } from '../providers/sse-framer.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
@@ -177,7 +177,7 @@ async function judgeAndForward(
     const quiet =
       lower === call.name
         ? null
-        : deps.gate.check(`tool:${lower}`, toolContext({ name: lower, arguments: args }, 'mcp', context));
+        : checkToolCall(deps, `tool:${lower}`, toolContext({ name: lower, arguments: args }, 'mcp', context));
     const name = quiet !== null && !quiet.allowed ? lower : call.name;
     // A call that needs an approval waits here for it, before anything is forwarded; the wait
     // ends early when the client leaves or the envelope ends meanwhile.

@@ -56,6 +56,36 @@ describe('answers a provider stored, read back', () => {
     ]);
   });
 
+  it('refuses a stored tool call whose arguments give a key twice, as it refuses one in a live answer', async () => {
+    await rig.addPolicy({
+      name: 'no-wipes-read-back',
+      priority: 410,
+      rules: [
+        {
+          action: 'tool:run_shell',
+          effect: 'deny',
+          conditions: [{ field: 'tool_args', operator: 'matches', value: 'rm\\s+-rf' }],
+        },
+      ],
+    });
+    const client = (args: string) =>
+      openAiClient(rig.agent, {
+        'X-Svc-Execution-Id': 'exec-stored-twice',
+        'x-sim-tool-call': 'run_shell',
+        'x-sim-tool-args': args,
+      });
+    // Judged by the last `cmd`, a tool reading the first would wipe the disk.
+    for (const read of [
+      (args: string) => client(args).chat.completions.retrieve('chatcmpl_sim'),
+      (args: string) => client(args).responses.retrieve('resp_sim'),
+    ]) {
+      const refused = await failure(() => read('{"cmd":"rm -rf /","cmd":"ls"}'));
+      expect(refused).toBeInstanceOf(APIError);
+      expect((refused as APIError).code).toBe('SVC-SYS-9002');
+      await expect(read('{"cmd":"ls"}')).resolves.toBeDefined();
+    }
+  });
+
   it('withholds a stored response replayed as a stream, which cannot be judged whole', async () => {
     const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/responses/resp_sim?stream=true`, {
       headers: { 'x-sim-tool-call': 'delete_repo', authorization: 'Bearer sk-test-key' },

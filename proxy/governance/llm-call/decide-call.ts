@@ -6,7 +6,7 @@ import type { ProxiedRequest } from '../../listener/index.ts';
 import type { Operation, ProviderAdapter } from '../../providers/index.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
 import { reserveCall } from '../reserve-call.ts';
-import { refused, toolContext } from '../tool-calls.ts';
+import { refused, toolContext, type Judgeable } from '../tool-calls.ts';
 import type { ReadCall } from './read-call.ts';
 import { refusal, type Refusal } from './refusal.ts';
 import type { LlmCall } from './settlement.ts';
@@ -91,17 +91,20 @@ export async function decideCall(
   Object.defineProperty(context, 'estimated_input_tokens', { enumerable: true, get: () => input.within() });
   // A call that needs an approval waits here for it, before anything is reserved or sent; the
   // wait ends early when the client leaves or the envelope ends meanwhile.
-  const judge = async (action: string, actionContext: Record<string, unknown>): Promise<Refusal | null> => {
-    const verdict = await whileInflight(envelope, (signal) =>
-      deps.gate.checkJudged(action, actionContext, () => AbortSignal.any([req.signal, signal])),
-    );
+  const judge = async (action: string, read: Judgeable): Promise<Refusal | null> => {
+    const verdict =
+      'refusal' in read
+        ? read.refusal
+        : await whileInflight(envelope, (signal) =>
+            deps.gate.checkJudged(action, read.judged, () => AbortSignal.any([req.signal, signal])),
+          );
     const endedWhileHeld = ended();
     if (endedWhileHeld !== null) return endedWhileHeld;
     if (verdict.allowed) return null;
     refused(deps, envelope, action, verdict);
     return refusal('denied', verdict.code, verdict.message, envelope.envelopeId);
   };
-  const modelRefused = await judge(`llm:${parsed.model}`, context);
+  const modelRefused = await judge(`llm:${parsed.model}`, { judged: context });
   if (modelRefused !== null) return modelRefused;
   // The tools the provider defines are judged as they are declared: those it runs itself are
   // called before the answer shows the call, so a refusal then could not undo them.
