@@ -6,7 +6,7 @@
 #                                                 (the default command, with the proxy's V8 flags)
 #   args: [dist/control-plane/main.js]            control plane
 #   args: [dist/control-plane/injector/main.js]   injection webhook
-#   args: [--max-semi-space-size=16, --heap-growing-percent=100, --expose-gc, dist/proxy/main.js]
+#   args: [--max-semi-space-size=16, --heap-growing-percent=100, --expose-gc, --disable-sigusr1, dist/proxy/main.js]
 #                                                 sidecar proxy (its V8 flags: docs/performance.md)
 #
 # Build: docker build --build-arg VERSION=1.0.0 --build-arg REVISION=$(git rev-parse HEAD) \
@@ -61,4 +61,4 @@ COPY --from=build /app/dist ./dist
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
 EXPOSE 8080 50051 3128 9464 8443
-CMD ["--max-semi-space-size=16", "--heap-growing-percent=100", "--expose-gc", "dist/standalone/main.js"]
+CMD ["--max-semi-space-size=16", "--heap-growing-percent=100", "--expose-gc", "--disable-sigusr1", "dist/standalone/main.js"]

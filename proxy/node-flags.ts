@@ -14,5 +14,13 @@
  *   calls leaves behind stays near what is live (docs/performance.md, "Memory over many calls").
  * - `gc` exposed, so that once the proxy is idle one collection gives that memory back to the
  *   system (`proxy/idle-gc/`, `proxy_idle_gc_ms`).
+ * - No inspector on `SIGUSR1`: Node would otherwise open one on 127.0.0.1:9229, in the network
+ *   the pod's containers share, for any process that may signal the proxy; the signal now ends
+ *   it instead, and the kubelet starts it again.
  */
-export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=16', '--heap-growing-percent=100', '--expose-gc'] as const;
+export const SIDECAR_NODE_FLAGS = [
+  '--max-semi-space-size=16',
+  '--heap-growing-percent=100',
+  '--expose-gc',
+  '--disable-sigusr1',
+] as const;

@@ -6,7 +6,11 @@ const EnvVarSchema = z.looseObject({
   name: z.string(),
   valueFrom: z.looseObject({ secretKeyRef: SecretRefSchema.optional() }).optional(),
 });
-const VolumeMountSchema = z.looseObject({ name: z.string(), mountPath: z.string() });
+const VolumeMountSchema = z.looseObject({
+  name: z.string(),
+  mountPath: z.string(),
+  readOnly: z.boolean().optional(),
+});
 const ContainerSchema = z.looseObject({
   name: z.string(),
   image: z.string().optional(),
@@ -14,6 +18,8 @@ const ContainerSchema = z.looseObject({
   envFrom: z.array(z.looseObject({ secretRef: SecretRefSchema.optional() })).optional(),
   volumeMounts: z.array(VolumeMountSchema).optional(),
   restartPolicy: z.string().optional(),
+  /** An ephemeral container's: the container whose process namespace it joins. */
+  targetContainerName: z.string().optional(),
 });
 export type Container = z.infer<typeof ContainerSchema>;
 
@@ -43,6 +49,11 @@ export const PodSchema = z.looseObject({
     ephemeralContainers: z.array(ContainerSchema).optional(),
     volumes: z.array(VolumeSchema).optional(),
     hostNetwork: z.boolean().optional(),
+    hostPID: z.boolean().optional(),
+    shareProcessNamespace: z.boolean().optional(),
+    hostAliases: z.array(z.unknown()).optional(),
+    dnsPolicy: z.string().optional(),
+    dnsConfig: z.unknown().optional(),
   }),
 });
 export type Pod = z.infer<typeof PodSchema>;

@@ -1,8 +1,7 @@
-import { ANNOTATIONS, INJECT_LABEL, SIDECAR_NAME } from './annotations.ts';
+import { ANNOTATIONS, INJECT_LABEL, SIDECAR_LABEL, SIDECAR_NAME } from './annotations.ts';
 import type { Pod } from './admission-review.ts';
 import { BudgetIdSchema, TenantIdSchema, type Binding, type InjectionTemplate } from './injection-template.ts';
-import { sidecarDifference, sidecarOf, sidecarOnlyReaches, sidecarSecrets } from './sidecar-only.ts';
-import { sidecarContainer } from './sidecar-patch.ts';
+import { sharedWithSidecar, sidecarOf, sidecarOnlyReaches, sidecarSecrets } from './sidecar-only.ts';
 
 /** A binding with everything a sidecar needs to start resolved. */
 export interface ResolvedBinding extends Binding {
@@ -61,13 +60,20 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
       reason: `namespace ${namespace} enforces agent-governance injection: ${opted} is refused`,
     };
   }
-  // Injected already only when the sidecar runs: the status annotation, or a container that
-  // merely bears its name, would let a pod pass as governed.
+  // Only the webhook writes the sidecar: one the pod brings could run the sidecar's image with
+  // its Secrets and another command, or over volumes the pod chose.
   const present = [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c) => c.name === SIDECAR_NAME);
-  if (present !== undefined && sidecarOf(pod, template) === undefined) {
+  if (present !== undefined) {
     return {
       action: 'deny',
-      reason: `container ${SIDECAR_NAME} runs ${present.image ?? 'no image'}, not the sidecar image ${template.sidecar.image}`,
+      reason: `the pod already has a container ${SIDECAR_NAME} (${present.image ?? 'no image'}): leave it out, the webhook adds the sidecar`,
+    };
+  }
+  const shared = sharedWithSidecar(pod);
+  if (shared.length > 0) {
+    return {
+      action: 'deny',
+      reason: `the sidecar cannot be kept apart from the pod's other containers with ${shared.join(', ')}`,
     };
   }
 
@@ -118,30 +124,34 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
   if (problems.length > 0 || tenant === undefined || budget === undefined || apiKeySecret === undefined) {
     return { action: 'deny', reason: `agent-governance cannot bind this pod's sidecar: ${problems.join('; ')}` };
   }
-  const resolved: ResolvedBinding = {
-    ...binding,
-    tenant,
-    budget,
-    apiKeySecret,
-    ...(allowedBudgets !== undefined ? { allowedBudgets } : {}),
-  };
-  if (present === undefined) return { action: 'inject', binding: resolved };
-  // A pod copied from an injected one (`kubectl debug --copy-to`) carries the sidecar; one
-  // written by hand could run the sidecar's image with its Secrets and another command.
-  const difference = sidecarDifference(present, sidecarContainer(template, resolved));
-  if (difference === undefined) return { action: 'skip', reason: 'sidecar already present' };
   return {
-    action: 'deny',
-    reason: `container ${SIDECAR_NAME} is not the sidecar this namespace's injection builds (its ${difference} differs): leave it out of the pod, the webhook adds it`,
+    action: 'inject',
+    binding: {
+      ...binding,
+      tenant,
+      budget,
+      apiKeySecret,
+      ...(allowedBudgets !== undefined ? { allowedBudgets } : {}),
+    },
   };
 }
 
+/** What injection wrote on the pod's metadata: monitoring and the NATS NetworkPolicy select on it. */
+const MARKS = [
+  { what: `label ${SIDECAR_LABEL}`, of: (pod: Pod) => pod.metadata.labels?.[SIDECAR_LABEL] },
+  ...[ANNOTATIONS.status, ANNOTATIONS.tenant, ANNOTATIONS.budget].map((key) => ({
+    what: `annotation ${key}`,
+    of: (pod: Pod) => pod.metadata.annotations?.[key],
+  })),
+];
+
 /**
  * Whether an update of a pod may go ahead: it may not give a container other than the sidecar
- * what only the sidecar may reach (an ephemeral container mounting its volumes, a variable or
- * volume naming its Secrets), nor swap the sidecar's image for another, which would leave that
- * other image with the sidecar's mounts. What the pod held before is not refused again, so a
- * pod admitted earlier can still be updated (a finalizer removed, a label set).
+ * what only the sidecar may reach (an ephemeral container mounting its volumes, naming its
+ * Secrets or joining its processes), change the sidecar's image (another image, or another
+ * release of it, would run with the sidecar's mounts), or change what injection wrote on the
+ * pod. What the pod held before is not refused again, so a pod admitted earlier can still be
+ * updated (a finalizer removed, a label set).
  */
 export function decideUpdate(pod: Pod, previous: Pod, namespace: string, template: InjectionTemplate): Decision {
   if (template.excludedNamespaces.includes(namespace)) return { action: 'skip', reason: 'excluded namespace' };
@@ -150,5 +160,14 @@ export function decideUpdate(pod: Pod, previous: Pod, namespace: string, templat
   const before = new Set(reaches(previous));
   const added = reaches(pod).filter((reach) => !before.has(reach));
   if (added.length > 0) return refuseReaches(added);
+  const sidecarBefore = sidecarOf(previous, template);
+  if (sidecarBefore !== undefined) {
+    const image = sidecarOf(pod, template)?.image;
+    if (image !== sidecarBefore.image)
+      return { action: 'deny', reason: `the sidecar's image ${sidecarBefore.image ?? ''} may not change` };
+    const changed = MARKS.filter(({ of }) => of(pod) !== of(previous)).map(({ what }) => what);
+    if (changed.length > 0)
+      return { action: 'deny', reason: `the injected pod's ${changed.join(', ')} may not change` };
+  }
   return { action: 'skip', reason: 'update reaches nothing of the sidecar' };
 }

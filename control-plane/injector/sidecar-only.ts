@@ -1,7 +1,7 @@
 import type { Container, Pod } from './admission-review.ts';
 import { SIDECAR_NAME } from './annotations.ts';
 import type { Binding, InjectionTemplate } from './injection-template.ts';
-import { SIDECAR_VOLUMES } from './sidecar-patch.ts';
+import { SIDECAR_VOLUMES, TRUST_VOLUME } from './sidecar-patch.ts';
 
 /**
  * The Secrets a namespace's sidecars hold: the proxy CA with its key, the provider keys of
@@ -69,8 +69,13 @@ export function sidecarOnlyReaches(pod: Pod, secrets: ReadonlySet<string>, sidec
       const secret = source.secretRef?.name;
       if (secret !== undefined && secrets.has(secret)) found.push(`${who} reads Secret ${secret} as variables`);
     }
+    // `kubectl debug --target`: the sidecar's processes, their memory, environment and files.
+    if (container.targetContainerName === SIDECAR_NAME) found.push(`${who} targets the sidecar's processes`);
     for (const mount of container.volumeMounts ?? []) {
       if (SIDECAR_VOLUMES.has(mount.name)) found.push(`${who} mounts the sidecar's volume ${mount.name}`);
+      // The bundle the agent trusts, and a link planted there the sidecar would write through.
+      if (mount.name === TRUST_VOLUME && mount.readOnly !== true)
+        found.push(`${who} mounts the trust bundle's volume ${mount.name} writable`);
       for (const secret of volumeSecrets.get(mount.name) ?? [])
         found.push(`${who} mounts volume ${mount.name} of Secret ${secret}`);
     }
@@ -78,36 +83,18 @@ export function sidecarOnlyReaches(pod: Pod, secrets: ReadonlySet<string>, sidec
   return found;
 }
 
-/** Fields the API server fills in on a container it stores, and the resources a LimitRange sets. */
-const DEFAULTED = new Set(['terminationMessagePath', 'terminationMessagePolicy', 'resources']);
-
-/** Whether `actual` holds everything `expected` does: extra keys in objects, never extra items. */
-function holds(expected: unknown, actual: unknown): boolean {
-  if (Array.isArray(expected))
-    return Array.isArray(actual) && actual.length === expected.length && expected.every((e, i) => holds(e, actual[i]));
-  if (expected !== null && typeof expected === 'object') {
-    if (actual === null || typeof actual !== 'object' || Array.isArray(actual)) return false;
-    const fields = actual as Record<string, unknown>;
-    return Object.entries(expected).every(([key, value]) => holds(value, fields[key]));
-  }
-  return Object.is(expected, actual);
-}
-
 /**
- * The first field in which a sidecar container found in a pod differs from the one injection
- * builds (`expected`), or undefined when it is that container: the same image repository (a tag
- * may be older), the same command, arguments, variables, mounts and probes, and nothing more
- * than what the API server fills in when it stores a pod (probe defaults, a mount's `readOnly`).
- * Kubernetes refuses a probe with two handlers, so a defaulted probe cannot hide an `exec`.
+ * What in a pod would let its other containers reach into the sidecar, or steer its connections:
+ * one process namespace (their processes could read its memory, its environment and its files
+ * through /proc, and signal it), host aliases and DNS settings, which apply to the sidecar too and
+ * could send its NATS connection, credentials and all, to a server the agent runs.
  */
-export function sidecarDifference(present: Container, expected: Record<string, unknown>): string | undefined {
-  for (const key of Object.keys(present)) {
-    if (!(key in expected) && !DEFAULTED.has(key)) return key;
-  }
-  for (const [key, value] of Object.entries(expected)) {
-    if (key === 'image') {
-      if (repositoryOf(present.image ?? '') !== repositoryOf(String(value))) return key;
-    } else if (key !== 'imagePullPolicy' && key !== 'resources' && !holds(value, present[key])) return key;
-  }
-  return undefined;
+export function sharedWithSidecar(pod: Pod): string[] {
+  const found: string[] = [];
+  if (pod.spec.shareProcessNamespace === true) found.push('shareProcessNamespace: true');
+  if (pod.spec.hostPID === true) found.push('hostPID: true');
+  if ((pod.spec.hostAliases ?? []).length > 0) found.push('hostAliases');
+  if (pod.spec.dnsPolicy === 'None') found.push('dnsPolicy: None');
+  if (pod.spec.dnsConfig !== undefined) found.push('dnsConfig');
+  return found;
 }

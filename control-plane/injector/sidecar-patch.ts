@@ -28,6 +28,9 @@ const VOLUMES = {
   natsTls: 'agent-governance-nats-tls',
 } as const;
 
+/** The injected volume holding the trust bundle, which app containers mount read-only. */
+export const TRUST_VOLUME = VOLUMES.trust;
+
 /** The injected volumes no container but the sidecar mounts: its store and the Secrets it holds. */
 export const SIDECAR_VOLUMES: ReadonlySet<string> = new Set([
   VOLUMES.data,
@@ -72,8 +75,7 @@ function secretEnv(name: string, secret: string, key: string, optional = false):
   return { name, valueFrom: { secretKeyRef: { name: secret, key, ...(optional ? { optional: true } : {}) } } };
 }
 
-/** The sidecar container injection adds for this binding. */
-export function sidecarContainer(template: InjectionTemplate, binding: ResolvedBinding): Record<string, unknown> {
+function sidecarContainer(template: InjectionTemplate, binding: ResolvedBinding): Record<string, unknown> {
   const { sidecar } = template;
   const env: Env[] = [
     ...sidecar.env,

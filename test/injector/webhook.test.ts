@@ -190,9 +190,6 @@ describe('the injection webhook over HTTPS', () => {
     expect(injected.spec.containers[0].env[0]).toEqual({ name: 'OPENAI_MODEL', value: 'gpt-4o-mini' });
     expect(injected.metadata.annotations['agent-governance.io/tenant']).toBe('acme');
     expect(injected.metadata.annotations['agent-governance.io/budget']).toBe(BUDGET);
-    // A second pass (reinvocation, a retried request) changes nothing.
-    const again = await review(injected, 'agents');
-    expect(again).toEqual({ uid: expect.any(String), allowed: true });
   });
 
   it('injects a Python agent, replacing its own proxy setting and keeping its mounts and init container', async () => {
@@ -209,7 +206,6 @@ describe('the injection webhook over HTTPS', () => {
     // The pod's annotation picks another allowed budget.
     const sidecar = injected.spec.initContainers[0];
     expect(sidecar.env.find((e: any) => e.name === 'SVC_BUDGET_ID').value).toBe(OTHER);
-    expect((await review(injected, 'agents')).patch).toBeUndefined();
   });
 
   for (const [what, source, namespace] of [
@@ -339,16 +335,30 @@ describe('the injection webhook over HTTPS', () => {
       expect(response.allowed).toBe(false);
       expect(response.status.message).toContain(`container debugger mounts the sidecar's volume ${volume}`);
     }
+    // kubectl debug --target: the sidecar's processes, its environment and files through /proc.
+    const targeting = debug([]);
+    targeting.spec.ephemeralContainers[0].targetContainerName = 'agent-governance-proxy';
+    expect((await update(targeting, 'ephemeralcontainers')).status.message).toContain(
+      "container debugger targets the sidecar's processes",
+    );
     // The sidecar's image swapped for another: that image would get the sidecar's mounts.
     const swapped = structuredClone(injected);
     swapped.spec.initContainers[0].image = 'busybox:1.36';
     const refused = await update(swapped);
     expect(refused.allowed).toBe(false);
     expect(refused.status.message).toContain("container agent-governance-proxy mounts the sidecar's volume");
-    // A new tag of the sidecar's image, and a label set, are updates like any other.
+    // Another release of it (an older one, a debug tag) is refused too.
     const retagged = structuredClone(injected);
-    retagged.spec.initContainers[0].image = 'agent-governance:9.9.9';
-    expect((await update(retagged)).allowed).toBe(true);
+    retagged.spec.initContainers[0].image = 'agent-governance:0.1.0-debug';
+    expect((await update(retagged)).status.message).toBe("the sidecar's image agent-governance:1.0.0 may not change");
+    // What injection wrote on the pod stays: monitoring and the NATS NetworkPolicy select on it.
+    const unmarked = structuredClone(injected);
+    delete unmarked.metadata.labels['agent-governance.io/sidecar'];
+    unmarked.metadata.annotations['agent-governance.io/budget'] = OTHER;
+    expect((await update(unmarked)).status.message).toBe(
+      "the injected pod's label agent-governance.io/sidecar, annotation agent-governance.io/budget may not change",
+    );
+    // A label of its own is an update like any other.
     const labelled = structuredClone(injected);
     labelled.metadata.labels.team = 'research';
     expect((await update(labelled)).allowed).toBe(true);
@@ -375,46 +385,56 @@ describe('the injection webhook over HTTPS', () => {
     );
   });
 
-  it('admits a copy of an injected pod as stored, and refuses a sidecar container written to run anything else', async () => {
+  it('refuses a pod that brings a sidecar container of its own, a copy of an injected pod included', async () => {
     const pod = podOf(nodeAgent);
     const injected = patched(pod, await review(pod, 'agents'));
-    // As the API server stores it, then copied (kubectl debug --copy-to), under an older tag.
-    const stored = structuredClone(injected);
-    const sidecar = stored.spec.initContainers[0];
-    Object.assign(sidecar, {
-      image: 'agent-governance:0.9.0',
-      terminationMessagePath: '/dev/termination-log',
-      terminationMessagePolicy: 'File',
-    });
-    for (const probe of [sidecar.startupProbe, sidecar.readinessProbe, sidecar.livenessProbe]) {
-      probe.httpGet.scheme = 'HTTP';
-      probe.successThreshold = 1;
-    }
-    expect(await review(stored, 'agents')).toEqual({ uid: expect.any(String), allowed: true });
-    const changes: [string, (c: any) => void][] = [
-      ['command', (c) => (c.command = ['/nodejs/bin/node', '-e', 'console.log(process.env.SVC_API_KEY)'])],
-      ['args', (c) => (c.args = ['-e', 'require("fs").readdirSync("/etc/agent-governance")'])],
-      [
-        'lifecycle',
-        (c) => (c.lifecycle = { postStart: { exec: { command: ['cat', '/etc/agent-governance/ca/ca.key'] } } }),
-      ],
-      ['env', (c) => c.env.push({ name: 'NODE_OPTIONS', value: '--require /tmp/x.js' })],
-      ['volumeMounts', (c) => c.volumeMounts.push({ name: 'agent-governance-trust', mountPath: '/tmp' })],
-    ];
-    // A bare container of the sidecar's image runs it without the sidecar's settings.
-    const bare = await review(podOf(withSidecar), 'agents');
-    expect(bare.allowed).toBe(false);
-    expect(bare.status.message).toContain('container agent-governance-proxy is not the sidecar');
-    for (const [field, change] of changes) {
-      const forged = structuredClone(stored);
-      change(forged.spec.initContainers[0]);
-      const response = await review(forged, 'agents');
-      expect(response.allowed, field).toBe(false);
-      expect(response.status.message).toContain(`its ${field} differs`);
+    // kubectl debug --copy-to: the copy's volumes, not only its container, are the pod author's.
+    const copy = structuredClone(injected);
+    copy.spec.volumes.find((v: any) => v.name === 'agent-governance-data').persistentVolumeClaim = { claimName: 'x' };
+    for (const brought of [injected, copy, podOf(withSidecar)]) {
+      const response = await review(brought, 'agents');
+      expect(response.allowed).toBe(false);
+      expect(response.status.message).toContain(
+        'already has a container agent-governance-proxy (agent-governance:1.0.0): leave it out',
+      );
     }
   });
 
-  it('injects a pod that only claims to be injected, and refuses one whose container bears the sidecar name with another image', async () => {
+  it("refuses a pod in which the sidecar would share its processes, or its names' resolution, with the agent", async () => {
+    const settings: [string, (spec: any) => void][] = [
+      ['shareProcessNamespace: true', (spec) => (spec.shareProcessNamespace = true)],
+      ['hostPID: true', (spec) => (spec.hostPID = true)],
+      ['hostAliases', (spec) => (spec.hostAliases = [{ ip: '127.0.0.1', hostnames: ['nats.example'] }])],
+      [
+        'dnsPolicy: None',
+        (spec) => Object.assign(spec, { dnsPolicy: 'None', dnsConfig: { nameservers: ['10.0.0.9'] } }),
+      ],
+      ['dnsConfig', (spec) => (spec.dnsConfig = { searches: ['attacker.example'] })],
+    ];
+    for (const [setting, change] of settings) {
+      const pod = podOf(nodeAgent);
+      change(pod.spec);
+      await validateStrict(pod);
+      const response = await review(pod, 'agents');
+      expect(response.allowed, setting).toBe(false);
+      expect(response.status.message).toContain(`kept apart from the pod's other containers with ${setting}`);
+    }
+  });
+
+  it("refuses an init container that would mount the trust bundle's volume writable", async () => {
+    const pod = podOf(nodeAgent);
+    pod.spec.initContainers = [
+      { name: 'plant', image: 'busybox:1.36', volumeMounts: [{ name: 'agent-governance-trust', mountPath: '/t' }] },
+    ];
+    const response = await review(pod, 'agents');
+    expect(response.status.message).toContain(
+      "container plant mounts the trust bundle's volume agent-governance-trust writable",
+    );
+    pod.spec.initContainers[0].volumeMounts[0].readOnly = true;
+    checkGoverned(patched(pod, await review(pod, 'agents')));
+  });
+
+  it("injects a pod that only claims to be injected, and refuses one with a container of the sidecar's name", async () => {
     const claimed = podOf(nodeAgent);
     claimed.metadata.annotations = { 'agent-governance.io/status': 'injected' };
     checkGoverned(patched(claimed, await review(claimed, 'agents')));
@@ -422,9 +442,7 @@ describe('the injection webhook over HTTPS', () => {
     impostor.spec.containers.push({ name: 'agent-governance-proxy', image: 'busybox:1.36', command: ['sleep', 'inf'] });
     const refused = await review(impostor, 'agents');
     expect(refused.allowed).toBe(false);
-    expect(refused.status.message).toContain(
-      'container agent-governance-proxy runs busybox:1.36, not the sidecar image',
-    );
+    expect(refused.status.message).toContain('already has a container agent-governance-proxy (busybox:1.36)');
   });
 
   it('refuses a pod it cannot bind, naming what is missing, so no agent starts ungoverned', async () => {
