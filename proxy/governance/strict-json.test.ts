@@ -16,6 +16,15 @@ describe('strict JSON', () => {
     expect(duplicateKey('{"a":"\\"","b":{"a":1},"c":1}')).toBeUndefined();
   });
 
+  it('finds a key given twice up to case, as a server decoding without regard to case reads it', () => {
+    expect(duplicateKey('{"method":"ping","Method":"tools/call"}')).toBe('method');
+    expect(duplicateKey('{"params":{"name":"read_file","NAME":"delete_repo"}}')).toBe('name');
+    // The Kelvin sign folds to k, the long s to s, in Go's encoding/json.
+    expect(duplicateKey('{"max_tokens":10,"max_to\u212Aens":100000}')).toBe('max_tokens');
+    expect(duplicateKey('{"stream":false,"\u017Ftream":true}')).toBe('stream');
+    expect(duplicateKey('{"Model":"a","model_name":"b"}')).toBeUndefined();
+  });
+
   it('refuses nesting deeper than asked, counting arrays and objects alike', () => {
     const nested = (depth: number) => `${'[{"a":'.repeat(depth)}1${'}]'.repeat(depth)}`;
     expect(parseStrictJson(nested(2), { maxDepth: 4 })).toMatchObject({ ok: true });
@@ -32,7 +41,7 @@ describe('strict JSON', () => {
   it('says why a body was refused', () => {
     expect(parseStrictJson('{"a":1,"a":2}')).toEqual({
       ok: false,
-      reason: 'key "a" appears twice in one object',
+      reason: 'key "a" appears twice in one object (spellings that differ in case count as one)',
       fault: 'duplicate',
     });
     expect(parseStrictJson('\ufeff{}')).toMatchObject({

@@ -17,10 +17,19 @@ interface Scan {
 }
 
 /**
+ * A key as a parser that ignores case reads it: Go's encoding/json (MCP servers, Ollama and other
+ * OpenAI-compatible servers) matches a field by any spelling that folds to its name, the Kelvin
+ * sign and the long s included, and keeps the last match.
+ */
+export function foldKey(key: string): string {
+  return key.toUpperCase().toLowerCase();
+}
+
+/**
  * The first key that appears twice in one object of `text` (already known to be valid JSON),
- * compared after unescaping, so `"name"` and `"na\u006de"` are one key. JSON.parse keeps the
- * last of two; other parsers keep the first or refuse: such a body means different things to
- * the proxy and to a server.
+ * compared after unescaping and folding case, so `"name"`, `"na\u006de"` and `"Name"` are one
+ * key. JSON.parse keeps the last of two exact ones; other parsers keep the first, refuse, or take
+ * `"Name"` for `"name"`: such a body means different things to the proxy and to a server.
  */
 export function duplicateKey(text: string): string | undefined {
   return scan(text, Number.POSITIVE_INFINITY).duplicate;
@@ -49,7 +58,7 @@ function scan(text: string, maxDepth: number): Scan {
       const keys = open.at(-1);
       if (expectKey && keys) {
         const raw = text.slice(i + 1, end);
-        const key = escaped ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
+        const key = foldKey(escaped ? (JSON.parse(text.slice(i, end + 1)) as string) : raw);
         if (keys.has(key)) return { duplicate: key };
         keys.add(key);
         expectKey = false;
@@ -89,6 +98,10 @@ export function parseStrictJson(text: string, options: { maxDepth?: number } = {
   const found = scan(text, maxDepth);
   if (found.tooDeep === true) return { ok: false, reason: `nested deeper than ${maxDepth} levels`, fault: 'depth' };
   if (found.duplicate !== undefined)
-    return { ok: false, reason: `key "${found.duplicate}" appears twice in one object`, fault: 'duplicate' };
+    return {
+      ok: false,
+      reason: `key "${found.duplicate}" appears twice in one object (spellings that differ in case count as one)`,
+      fault: 'duplicate',
+    };
   return { ok: true, value };
 }

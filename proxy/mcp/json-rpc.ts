@@ -1,4 +1,5 @@
 import { ERROR_CATALOGUE, type SvcCode } from '../../core/errors/index.ts';
+import { foldKey } from '../governance/strict-json.ts';
 
 export type RpcId = string | number | null;
 
@@ -31,6 +32,16 @@ export interface RpcReading {
 }
 
 const GOVERNED = new Set(['tools/call', 'tools/list']);
+const MESSAGE_KEYS = ['jsonrpc', 'id', 'method', 'params', 'result', 'error'];
+const CALL_KEYS = ['name', 'arguments'];
+
+/**
+ * A key a server decoding without regard to case (Go's encoding/json) takes for one of `keys`,
+ * written otherwise: `"Method"` is no method to the proxy and the method to such a server.
+ */
+function misspelt(record: Record<string, unknown>, keys: readonly string[]): string | undefined {
+  return Object.keys(record).find((key) => !keys.includes(key) && keys.includes(foldKey(key)));
+}
 
 function asRecord(value: unknown): Record<string, unknown> | undefined {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
@@ -69,7 +80,13 @@ export function readRpcBody(body: unknown): RpcReading {
       continue;
     }
     const m = asRecord(message);
-    if (m === undefined || !('method' in m)) continue;
+    if (m === undefined) continue;
+    const messageKey = misspelt(m, MESSAGE_KEYS);
+    if (messageKey !== undefined) {
+      refuse(undefined, RPC_INVALID_REQUEST, `key "${messageKey}" is not written as ${foldKey(messageKey)}`);
+      continue;
+    }
+    if (!('method' in m)) continue;
     const idValid = !('id' in m) || isRpcId(m.id);
     const id = idValid ? (m.id as RpcId | undefined) : undefined;
     if (id !== undefined) reading.requestIds.push(id);
@@ -95,6 +112,11 @@ export function readRpcBody(body: unknown): RpcReading {
     const params = asRecord(m.params);
     if (params === undefined) {
       refuse(id, RPC_INVALID_PARAMS, 'tools/call params must be an object');
+      continue;
+    }
+    const callKey = misspelt(params, CALL_KEYS);
+    if (callKey !== undefined) {
+      refuse(id, RPC_INVALID_PARAMS, `tools/call params key "${callKey}" is not written as ${foldKey(callKey)}`);
       continue;
     }
     const name = params.name;

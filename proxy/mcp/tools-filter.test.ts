@@ -36,6 +36,10 @@ describe('MCP message handling', () => {
     ['a tool name with a space', { id: 1, method: 'tools/call', params: { name: 'delete_repo ' } }, -32602],
     ['an id that is an object', { id: { a: 1 }, method: 'tools/call', params: { name: 'x' } }, -32600],
     ['a batch in a batch', [[{ id: 1, method: 'tools/call', params: { name: 'x' } }]], -32600],
+    ['a method key in another case', { id: 1, Method: 'tools/call', params: { name: 'x' } }, -32600],
+    ['an id key in another case', { ID: 1, method: 'tools/call', params: { name: 'x' } }, -32600],
+    ['a name key in another case', { id: 1, method: 'tools/call', params: { NAME: 'x' } }, -32602],
+    ['an arguments key with the long s', { id: 1, method: 'tools/call', params: { name: 'x', argumentſ: {} } }, -32602],
   ])('refuses %s', (_label, message, rpcCode) => {
     const reading = readRpcBody(message);
     expect(reading.calls).toEqual([]);

@@ -123,11 +123,17 @@ describe('LLM request bodies are governed as the provider reads them', () => {
 
   it('refuses a key given twice (which one a provider reads is its own choice), sending nothing upstream', async () => {
     const before = rig.sim.requests.length;
-    const twice = chatText('hi').replace('{', '{"model":"gpt-4o",');
-    const answer = await rawChat(Buffer.from(twice), {});
-    expect(answer.status).toBe(400);
-    expect(answer.json.error?.code).toBe('SVC-SYS-9002');
-    expect(answer.json.error?.message).toContain('"model"');
+    // Exactly, and up to case: Go's encoding/json (Ollama, other OpenAI-compatible servers)
+    // reads "Model" or "max_to\u212Aens" (a Kelvin sign) as the field, and keeps the last.
+    for (const key of ['"model"', '"Model"', '"MODEL"']) {
+      const twice = chatText('hi').replace('{', `{${key}:"gpt-4o",`);
+      const answer = await rawChat(Buffer.from(twice), {});
+      expect(answer.status).toBe(400);
+      expect(answer.json.error?.code).toBe('SVC-SYS-9002');
+      expect(answer.json.error?.message).toContain('"model"');
+    }
+    const bound = chatText('hi').replace('{', '{"max_tokens":10,"max_to\\u212Aens":100000,');
+    expect((await rawChat(Buffer.from(bound), {})).json.error?.message).toContain('"max_tokens" appears twice');
     expect(rig.sim.requests.length).toBe(before);
   });
 });

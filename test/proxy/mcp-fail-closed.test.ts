@@ -230,6 +230,27 @@ describe('MCP bodies the proxy must decode before it governs them', () => {
       JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: ['delete_repo', {}] }),
       -32602,
     ],
+    // A server decoding without regard to case (Go's encoding/json) reads these as a call.
+    [
+      'a method key in another case beside a harmless one',
+      '{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call","params":{"name":"delete_repo"}}',
+      -32700,
+    ],
+    [
+      'a tool name key in another case beside an allowed name',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","NAME":"delete_repo"}}',
+      -32700,
+    ],
+    [
+      'message keys written only in another case',
+      '{"jsonrpc":"2.0","id":1,"Method":"tools/call","Params":{"Name":"delete_repo"}}',
+      -32600,
+    ],
+    [
+      'a tool name key written only in another case',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"\u212Aey":1,"Name":"delete_repo"}}',
+      -32602,
+    ],
   ])('refuses %s without forwarding it', async (_label, body, rpcCode) => {
     const before = tools.requests;
     const { answer, ran } = await executedDuring(() => post('json', body));
