@@ -215,12 +215,13 @@ const generateStreamDialect: StreamDialect = {
  * header) trims the answer to the fields named, so it can drop `usageMetadata` (a thinking
  * model's hidden output tokens would then go uncounted) and parts. `alt` other than `json` or
  * `sse` (`proto`, `media`) writes it in a form the proxy does not read, and `callback` wraps it in
- * JSONP: its tool calls would go unjudged.
+ * JSONP: its tool calls would go unjudged. `$ct` replaces the request's content type, so the
+ * provider could read the body otherwise than the proxy did.
  */
 function answerShaping(url: URL, headers: IncomingHttpHeaders): string | undefined {
   if (headers['x-goog-fieldmask'] !== undefined) return 'X-Goog-FieldMask';
   for (const [key, value] of url.searchParams) {
-    if (/^\$?(fields|callback)$/i.test(key)) return key;
+    if (/^(\$?(fields|callback)|\$ct)$/i.test(key)) return key;
     if (/^\$?alt$/i.test(key) && !/^(json|sse)$/i.test(value)) return `${key}=${value}`;
   }
   return undefined;

@@ -172,6 +172,7 @@ function deniedRoutes(base: string): RoutePattern[] {
     { path: `${base}/realtime/client_secrets`, denied: MINTS_CREDENTIAL },
     { path: `${base}/realtime/sessions`, denied: MINTS_CREDENTIAL },
     { path: `${base}/realtime/transcription_sessions`, denied: MINTS_CREDENTIAL },
+    { path: `${base}/realtime`, denied: OPENS_SESSION },
     { path: `${base}/realtime/calls`, denied: OPENS_SESSION },
     { path: `${base}/realtime/calls/{id}/accept`, denied: OPENS_SESSION },
   ];

@@ -64,10 +64,34 @@ describe('a route that would take the agent around the proxy', () => {
     );
     expectRefused(error, 'mints a credential');
     await expectRefusedRaw([
+      // WebRTC's setup: an SDP offer, the model in the query string.
+      '/openai/v1/realtime?model=gpt-4o-realtime-preview',
       '/openai/v1/realtime/calls',
       '/openai/V1/Realtime/Sessions',
       '/gemini/v1alpha/auth_tokens',
     ]);
+    expect(rig.sim.requests.length).toBe(before);
+  });
+});
+
+describe('a request that asks the provider for another method than its own', () => {
+  it('is refused with 403 SVC-ADP-5003 naming the header, never reaching the provider', async () => {
+    const before = rig.sim.requests.length;
+    for (const [path, header] of [
+      ['/gemini/v1beta/models/gemini-2.5-pro:generateContent', 'X-HTTP-Method-Override'],
+      ['/openai/v1/chat/completions', 'X-HTTP-Method'],
+      ['/openai/v1/chat/completions', 'X-Method-Override'],
+    ] as const) {
+      const res = await fetch(`${rig.addresses.proxyUrl}${path}`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', [header]: 'POST' },
+        body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }),
+      });
+      const text = await res.text();
+      expect(res.status, header).toBe(403);
+      expect(text).toContain('SVC-ADP-5003');
+      expect(text).toContain(`${header.toLowerCase()} is refused`);
+    }
     expect(rig.sim.requests.length).toBe(before);
   });
 });
@@ -136,6 +160,8 @@ describe('a Gemini parameter that shapes the answer (a field mask, another forma
       ['/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?callback=cb', {}],
       // An unclassified call is charged at the estimate of its answer's bytes: a mask would shrink it.
       ['/gemini/v1beta/models/imagen-4.0-generate-001:predict?fields=name', {}],
+      // The body read in another content type than the proxy read it in.
+      [`${generate}?%24ct=application%2Fx-protobuf`, {}],
     ] as const) {
       const res = await post(path, headers);
       const text = await res.text();
