@@ -120,18 +120,21 @@ describe('BudgetLease', () => {
     ]);
   });
 
-  it('holds what is left when it covers the minimum, refuses below it, and lets an answer extend only while the lease can pay', async () => {
+  it("holds what is left when it covers the minimum, refuses below it, and lets an answer's hold grow only while the lease can pay", async () => {
     const lease = new BudgetLease('b', settings, responder({ micros: 100 }), observer);
     await lease.renew();
     const first = lease.reserve({ tokens: 10, pico: 500 * PICO }, { tokens: 1, pico: 10 * PICO }) as Reservation;
     expect(first.held.pico).toBe(100 * PICO);
     const refused = lease.reserve({ tokens: 10, pico: 5 * PICO }, { tokens: 1, pico: 1 });
     expect(isRefusal(refused) && refused.code).toBe('SVC-BUD-3001');
-    expect(first.extend({ tokens: 0, pico: 1 })).toBe(false);
+    expect(first.cover({ tokens: 0, pico: 100 * PICO + 1 })).toBe(false);
+    // What the hold already covers needs nothing of the lease.
+    expect(first.cover({ tokens: 10, pico: 100 * PICO })).toBe(true);
     first.settle({ tokens: 5, pico: 40 * PICO });
     const second = lease.reserve({ tokens: 1, pico: 20 * PICO }, { tokens: 1, pico: 20 * PICO }) as Reservation;
-    expect(second.extend({ tokens: 0, pico: 40 * PICO })).toBe(true);
-    expect(second.extend({ tokens: 0, pico: 1 })).toBe(false);
+    expect(second.cover({ tokens: 0, pico: 60 * PICO })).toBe(true);
+    expect(second.held.pico).toBe(60 * PICO);
+    expect(second.cover({ tokens: 0, pico: 60 * PICO + 1 })).toBe(false);
   });
 
   it('fails open on the soft limit when the control plane cannot be reached', async () => {

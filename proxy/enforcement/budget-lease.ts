@@ -32,8 +32,11 @@ export interface LeaseRefusal {
 export interface Reservation {
   readonly budgetId: string;
   readonly held: Amount;
-  /** Holds more for a call whose answer outgrew its reservation; false when the lease cannot. */
-  extend(more: Amount): boolean;
+  /**
+   * Holds at least `total` for a call whose answer outgrew its reservation, taking what the hold
+   * lacks from the lease; false when the lease cannot.
+   */
+  cover(total: Amount): boolean;
   /** Releases the hold and records what the call really used (it may exceed the hold). */
   settle(used: Amount): void;
 }
@@ -147,7 +150,9 @@ export class BudgetLease {
     return {
       budgetId: this.budgetId,
       held,
-      extend: (more) => {
+      cover: (total) => {
+        const more = { tokens: Math.max(0, total.tokens - held.tokens), pico: Math.max(0, total.pico - held.pico) };
+        if (more.tokens === 0 && more.pico === 0) return true;
         if (settled || this.#mode === 'refused' || !covers(this.available(), more)) {
           this.#maybeRenew();
           return false;

@@ -2,6 +2,7 @@ import type { ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
 import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import type { Reservation } from '../enforcement/index.ts';
 import type { LocalEnvelope } from '../envelopes/index.ts';
+import type { CutoffReason } from '../metrics/index.ts';
 import type { ProviderId, ToolCall, UsageSource } from '../providers/index.ts';
 import { price, type PricedUsage } from './call-pricing.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
@@ -91,4 +92,20 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
     call.room,
   );
   return priced;
+}
+
+/**
+ * An answer the proxy stopped itself, counted by why; stopped because its budget could not cover
+ * it, its envelope ends BUDGET_EXCEEDED as well.
+ */
+export function cutOff(
+  deps: GovernanceDeps,
+  envelope: LocalEnvelope,
+  provider: ProviderId,
+  reason: CutoffReason,
+  message: string,
+): void {
+  deps.metrics.cutoffs.inc({ provider, reason });
+  if (reason === 'budget' && deps.envelopes.end(envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: message }))
+    void deps.recorder.ended(envelope, 'BUDGET_EXCEEDED', message);
 }

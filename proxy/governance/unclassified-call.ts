@@ -14,7 +14,7 @@ import { sendProviderRefusal } from './provider-refusal.ts';
 import { contentCodings, decompress } from './decode-body.ts';
 import { readRequestBody } from './read-body.ts';
 import { recorded } from './llm-call/settlement.ts';
-import { chargeCall, type ChargedCall } from './settle-call.ts';
+import { chargeCall, cutOff, type ChargedCall } from './settle-call.ts';
 import { TextSample } from './text-sample.ts';
 import { refused } from './tool-calls.ts';
 import { mayHaveReachedProvider } from './upstream-failure.ts';
@@ -246,8 +246,14 @@ export async function governUnclassifiedCall(
       await relayResponse(req.clientRes, response).catch(() => req.clientRes.destroy());
       return;
     }
-    const answer = await relayCounting(deps, req, response);
+    // Held at its byte bound as it arrives (a byte-level BPE token covers at least one byte), the
+    // hold extended from the lease: an answer the lease cannot cover is cut, as a stream is.
+    const covers = (answerBytes: number) =>
+      reservation.cover(price(deps.prices, model, { input, output: answerBytes, cachedInput: 0 }, adapter.id));
+    const answer = await relayCounting(deps, req, response, covers);
     charge(await answer.sample.tokens(deps.tokens, model), answer.cutOff);
+    if (answer.cutOff === 'budget')
+      cutOff(deps, envelope, adapter.id, 'budget', `budget ${envelope.budgetId} exhausted mid-answer`);
     if (answer.cutOff === null) {
       await recorded(deps);
       req.clientRes.end(answer.rest);
@@ -260,8 +266,9 @@ export async function governUnclassifiedCall(
 }
 
 /**
- * Relays an answer chunk by chunk while sampling it for its token estimate. A client that
- * leaves does not stop the count: the rest is read (within the drain time and the answer bound).
+ * Relays an answer chunk by chunk while sampling it for its token estimate, each chunk only once
+ * `covers` holds for the answer so far (else the answer is cut there). A client that leaves does
+ * not stop the count: the rest is read (within the drain time and the answer bound).
  *
  * A complete answer is left open: the caller ends it with `rest` once the charge is recorded, so
  * a process killed at any moment never leaves an answer delivered in full and unrecorded. A
@@ -272,6 +279,7 @@ async function relayCounting(
   deps: GovernanceDeps,
   req: ProxiedRequest,
   response: UpstreamResponse,
+  covers: (answerBytes: number) => boolean,
 ): Promise<{ sample: TextSample; cutOff: string | null; rest: Uint8Array | undefined }> {
   const res = req.clientRes;
   const sample = new TextSample();
@@ -281,9 +289,15 @@ async function relayCounting(
   let held: Uint8Array | undefined;
   let gone = false;
   let failed = false;
+  let uncovered = false;
   try {
     for await (const chunk of response.body) {
       sample.push(chunk as Uint8Array);
+      if (!covers(sample.totalBytes)) {
+        uncovered = true;
+        response.body.destroy();
+        break;
+      }
       const out = sized ? held : (chunk as Uint8Array);
       if (sized) held = chunk as Uint8Array;
       if (!gone && out !== undefined && !(await writeToClient(res, out, req.signal))) gone = true;
@@ -296,6 +310,7 @@ async function relayCounting(
     failed = true;
   }
   gone ||= req.signal.aborted;
-  if (gone || failed) res.destroy();
-  return { sample, cutOff: gone ? 'client_gone' : failed ? 'upstream_failed' : null, rest: held };
+  if (gone || failed || uncovered) res.destroy();
+  const cut = uncovered ? 'budget' : gone ? 'client_gone' : failed ? 'upstream_failed' : null;
+  return { sample, cutOff: cut, rest: held };
 }

@@ -8,8 +8,8 @@ import { openAiClient } from './sdk-options.ts';
 let rig: ProxyRig;
 
 beforeAll(async () => {
-  // Two $0.001 budgets bound to the sidecar; no-such-budget is bound too, but the control plane does not know it.
-  rig = await startProxyRig({ allowed_budget_ids: 'no-such-budget' }, { budgetsUsd: [0.001, 0.001] });
+  // Three $0.001 budgets bound to the sidecar; no-such-budget is bound too, but the control plane does not know it.
+  rig = await startProxyRig({ allowed_budget_ids: 'no-such-budget' }, { budgetsUsd: [0.001, 0.001, 0.001] });
 });
 afterAll(async () => {
   await rig.close();
@@ -108,6 +108,37 @@ describe('a small cost budget', () => {
     expect(envelope?.termination_reason).toBe('budget_exceeded');
     // Metered event by event: the overshoot is the one event that crossed the limit.
     expect(envelope?.cost_summary.cost_usd).toBeLessThan(0.001005);
+  });
+
+  it('cuts an unclassified answer the budget cannot cover as it arrives, charging what came', async () => {
+    const budgetId = bound(2);
+    const cuts = () => metricValue(rig.proxy.registry, 'svc_proxy_cutoffs_total', { reason: 'budget' });
+    const cutsBefore = await cuts();
+    // gpt-4o-mini's output: $0.001 covers about 1,660 tokens, held at one per byte of the answer.
+    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/images/generations`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-svc-execution-id': 'exec-unclassified-cut',
+        'x-svc-budget-id': budgetId,
+        'x-request-id': 'unclassified-cut',
+        'x-sim-image-bytes': String(2_000_000),
+      },
+      body: JSON.stringify({ model: 'gpt-4o-mini', prompt: 'a lighthouse' }),
+    });
+    expect(res.status).toBe(200);
+    let received = 0;
+    await expect(
+      (async () => {
+        for await (const chunk of res.body!) received += (chunk as Uint8Array).length;
+      })(),
+    ).rejects.toThrow();
+    expect(received).toBeLessThan(20_000);
+    const event = await rig.usageEvent('unclassified-cut');
+    expect(await cuts()).toBe(cutsBefore + 1);
+    expect(event.payload).toMatchObject({ operation: 'unclassified', cut_off: 'budget' });
+    // Charged for what the proxy read, the chunk that crossed included: within one chunk of the limit.
+    expect(event.cost_usd).toBeLessThan(0.001 + 16_384 * 0.6e-6);
   });
 
   it('refuses a budget the control plane does not know with SVC-BUD-3002', async () => {

@@ -5,6 +5,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
+import { once } from 'node:events';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -163,7 +164,18 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     });
     if (!found && method === 'POST' && new URL(path, 'http://simulator').pathname === '/v1/images/generations') {
       // A call on no route the proxy meters: charged at the estimate of its bytes.
-      const image = { created: 1_700_000_000, data: [{ b64_json: 'iVBORw0KGgo=' }] };
+      // `x-sim-image-bytes`: an image that large, sent in pieces as it is encoded.
+      const imageBytes = Number(req.headers['x-sim-image-bytes'] ?? 0);
+      const image = { created: 1_700_000_000, data: [{ b64_json: 'iVBORw0KGgo=' + 'A'.repeat(imageBytes) }] };
+      if (imageBytes > 0) {
+        const text = JSON.stringify(image);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        for (let at = 0; at < text.length && !res.destroyed; at += 16_384) {
+          if (!res.write(text.slice(at, at + 16_384))) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+        }
+        res.end();
+        return;
+      }
       if (req.headers['x-sim-chunked'] === undefined) {
         sendJson(res, 200, image);
         return;

@@ -10,6 +10,7 @@ import { billedTokens } from '../call-pricing.ts';
 import { writeToClient as write } from '../client-write.ts';
 import { contentCodings, decompressing } from '../decode-body.ts';
 import { chargeWorstCase, recorded, refuseAnswer, settle, type LlmCall } from './settlement.ts';
+import { cutOff } from '../settle-call.ts';
 import { governHeldToolCall } from '../tool-calls.ts';
 
 interface Cut {
@@ -94,15 +95,13 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   };
   /**
    * Whether the reservation covers the usage so far, at the tier the answer names (else the one
-   * asked for), extended from the lease by what it lacks when `extend`.
+   * asked for), extended from the lease by what it lacks.
    */
-  const covers = ({ usage, serviceTier }: StreamProgress, extend: boolean) => {
-    const tokens = billedTokens(usage) - reservation.held.tokens;
-    const tier = serviceTier ?? parsed.serviceTier;
-    const pico = costPico(deps.prices, parsed.model, usage, adapter.id, tier) - reservation.held.pico;
-    if (tokens <= 0 && pico <= 0) return true;
-    return extend && reservation.extend({ tokens: Math.max(0, tokens), pico: Math.max(0, pico) });
-  };
+  const covers = ({ usage, serviceTier }: StreamProgress) =>
+    reservation.cover({
+      tokens: billedTokens(usage),
+      pico: costPico(deps.prices, parsed.model, usage, adapter.id, serviceTier ?? parsed.serviceTier),
+    });
   /** Bytes held back while a tool call the model is writing awaits its judgement. */
   let held: Uint8Array[] = [];
   let heldBytes = 0;
@@ -154,7 +153,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
         // (far from the limit, as the reservation itself was made); else the text is counted
         // exactly (each piece once), the reservation extended by the exact figure only, and the
         // stream cut if the lease cannot cover that either. Settling gives back what was not used.
-        if (state.cut === null && !covers(step, true) && !covers(await meter.exact(), true)) {
+        if (state.cut === null && !covers(step) && !covers(await meter.exact())) {
           state.cut = {
             reason: 'budget',
             code: 'SVC-BUD-3001',
@@ -250,13 +249,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   if (cut !== null) {
     // The proxy stopped the stream itself: the provider stops with it, and what it sent is what it billed.
     settle(deps, call, reading, 'usage', cut.reason, gone);
-    deps.metrics.cutoffs.inc({ provider: adapter.id, reason: cut.reason });
-    if (
-      cut.reason === 'budget' &&
-      deps.envelopes.end(envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: cut.message })
-    ) {
-      void deps.recorder.ended(envelope, 'BUDGET_EXCEEDED', cut.message);
-    }
+    cutOff(deps, envelope, adapter.id, cut.reason, cut.message);
     await recorded(deps);
     res.end(meter.errorEvent(cut.code, cut.message));
     return;
