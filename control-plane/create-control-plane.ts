@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Messaging } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
+import { secretFileReader } from '../core/config/secret-file.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
 import { ActionHistory, judgesFromConfig } from '../core/brain/index.ts';
@@ -36,6 +37,7 @@ import { EventProcessor } from './processor/event-processor.ts';
 import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
+import { metricsAccess } from './observability/metrics-token.ts';
 import { mcpRoutes } from './mcp/http.ts';
 import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';
@@ -422,6 +424,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     version: config.version,
     schemaVersion: () => storage.schemaVersion(),
     metrics,
+    metricsAccess: metricsAccess(secretFileReader(config.metrics_token_file)),
     outboxDepth: () => outbox.depth(),
     checks: health,
   });

@@ -10,9 +10,20 @@ export interface BudgetSpend {
   limit_usd: number | null;
 }
 
-/** The control plane's Prometheus metrics; names of spec 4.5 where it gives them. */
+/**
+ * Budget figures are read at most this often, every scrape meanwhile sharing the last read: a
+ * read walks every tenant's budgets in storage, and scrapes, however many, must not queue one each.
+ */
+const BUDGET_SPEND_TTL_MS = 10_000;
+
+/**
+ * The control plane's Prometheus metrics; names of spec 4.5 where it gives them. `registry`
+ * holds the series anyone may read; `tenantRegistry` the per-tenant budget series, which
+ * `/metrics` gives only to a scrape bearing the metrics token.
+ */
 export class ControlPlaneMetrics {
   readonly registry = new Registry();
+  readonly tenantRegistry = new Registry();
   readonly httpRequests = new Counter({
     name: 'svc_http_requests_total',
     help: 'REST requests by route and status',
@@ -59,17 +70,18 @@ export class ControlPlaneMetrics {
   readonly budgetUsage: Gauge<'tenant_id' | 'budget_id'>;
   readonly budgetLimit: Gauge<'tenant_id' | 'budget_id'>;
   private budgetSpend: () => Promise<Iterable<BudgetSpend>> = () => Promise.resolve([]);
+  private spendRead: { at: number; spend: Promise<Iterable<BudgetSpend>> } | null = null;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
-    const spend = () => this.budgetSpend();
+    const spend = () => this.sharedSpend();
     // Read at scrape time from storage, so a period rollover or a budget written by any path
     // (REST events, the event processor) shows without each path having to remember the gauge.
     this.budgetUsage = new Gauge({
       name: 'svc_budget_usage_dollars',
       help: 'Spend of the current period per budget',
       labelNames: ['tenant_id', 'budget_id'] as const,
-      registers: [this.registry],
+      registers: [this.tenantRegistry],
       async collect() {
         const budgets = await spend();
         this.reset();
@@ -81,7 +93,7 @@ export class ControlPlaneMetrics {
       name: 'svc_budget_limit_dollars',
       help: 'Cost limit per budget (budgets without one are absent)',
       labelNames: ['tenant_id', 'budget_id'] as const,
-      registers: [this.registry],
+      registers: [this.tenantRegistry],
       async collect() {
         const budgets = await spend();
         this.reset();
@@ -95,6 +107,26 @@ export class ControlPlaneMetrics {
   /** Where svc_budget_usage_dollars reads each budget's current-period spend from. */
   reportBudgetSpend(source: () => Promise<Iterable<BudgetSpend>>): void {
     this.budgetSpend = source;
+    this.spendRead = null;
+  }
+
+  /** The metrics in Prometheus's text format; the per-tenant series only with `tenants`. */
+  async render(tenants: boolean): Promise<string> {
+    const shared = await this.registry.metrics();
+    return tenants ? shared + (await this.tenantRegistry.metrics()) : shared;
+  }
+
+  private sharedSpend(): Promise<Iterable<BudgetSpend>> {
+    const now = Date.now();
+    if (this.spendRead === null || now - this.spendRead.at > BUDGET_SPEND_TTL_MS) {
+      const spend = this.budgetSpend();
+      this.spendRead = { at: now, spend };
+      // A failed read is not kept: the next scrape reads again.
+      spend.catch(() => {
+        if (this.spendRead?.spend === spend) this.spendRead = null;
+      });
+    }
+    return this.spendRead.spend;
   }
 
   observePolicy(result: EvaluationResult): void {

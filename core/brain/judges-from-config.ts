@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config/schema.ts';
 import { requiredSetting } from '../config/required.ts';
+import { secretFileReader } from '../config/secret-file.ts';
 import { builtinJudgeOptions, createBuiltinJudge, type BuiltinJudge } from './builtin-judge.ts';
 import { createJudgeSelector, parseTenantModes, type JudgeSelector } from './judge-selection.ts';
 import { createLlmJudge, type LlmJudge } from './llm/llm-judge.ts';
@@ -12,9 +12,6 @@ export interface Judges {
   llm: LlmJudge | undefined;
   selector: JudgeSelector;
 }
-
-/** A key file is re-read at most this often, so a rotated key is picked up without a restart. */
-const KEY_REREAD_MS = 60_000;
 
 /**
  * The process's judges from its configuration: the built-in judge always, the LLM judge when
@@ -37,7 +34,7 @@ export function judgesFromConfig(
     llm = createLlmJudge({
       baseUrl,
       model: config.semantic_judge_llm_model,
-      apiKey: keyFileReader(config.semantic_judge_llm_key_file),
+      apiKey: secretFileReader(config.semantic_judge_llm_key_file),
       timeoutMs: config.semantic_judge_llm_timeout_ms,
       failMode: config.semantic_judge_llm_fail_mode,
       cacheEntries: config.semantic_judge_llm_cache_entries,
@@ -50,25 +47,4 @@ export function judgesFromConfig(
   }
   const selector = createJudgeSelector({ defaultMode: config.semantic_judge_mode, tenantModes, builtin, llm });
   return { builtin, llm, selector };
-}
-
-function keyFileReader(path: string | undefined): () => string | undefined {
-  if (path === undefined) return () => undefined;
-  let key = readKey(path);
-  let readAt = Date.now();
-  return () => {
-    if (Date.now() - readAt > KEY_REREAD_MS) {
-      readAt = Date.now();
-      try {
-        key = readKey(path);
-      } catch {
-        // A file being replaced may be missing for a moment: keep the key read last.
-      }
-    }
-    return key;
-  };
-}
-
-function readKey(path: string): string {
-  return readFileSync(path, 'utf8').trim();
 }

@@ -96,6 +96,11 @@ const settings = z.object({
   nats_ack_wait_seconds: z.coerce.number().int().min(2).max(3_600).optional(),
 
   bootstrap_admin_key: z.string().min(24, 'must be at least 24 characters').optional(),
+  /**
+   * File holding the bearer token with which a scrape of the control plane's /metrics also reads
+   * the per-tenant budget series (tenant and budget ids, spend, limits); without it, no scrape does.
+   */
+  metrics_token_file: optionalString,
   jwt_jwks_url: z.url().optional(),
   jwt_issuer: optionalString,
   jwt_audience: optionalString,

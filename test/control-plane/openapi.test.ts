@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emptyCostTotals, MAX_TOKEN_TOTAL } from '../../core/domain/index.ts';
@@ -43,8 +46,12 @@ let cp: RunningControlPlane;
 let key: string;
 let doc: OpenApi;
 
+const METRICS_TOKEN = 'metrics-token-0123456789abcdef';
+
 beforeAll(async () => {
-  cp = await startControlPlane();
+  const tokenFile = join(mkdtempSync(join(tmpdir(), 'metrics-')), 'token');
+  writeFileSync(tokenFile, `${METRICS_TOKEN}\n`);
+  cp = await startControlPlane({ metrics_token_file: tokenFile });
   key = await tenantWithKey(cp, 'acme');
   const res = await cp.call('GET', '/openapi.json', { key: null });
   expect(res.status).toBe(200);
@@ -159,7 +166,10 @@ describe('operational endpoints', () => {
         body: { event_type: 'llm.call', timestamp: new Date().toISOString(), cost_usd: cost },
       });
     }
-    const metrics = await get('/metrics');
+    const metrics = await cp.call('GET', '/metrics', {
+      key: null,
+      headers: { authorization: `Bearer ${METRICS_TOKEN}` },
+    });
     expect(metrics.status).toBe(200);
     expect(metrics.headers.get('content-type')).toContain('text/plain');
     const text = metrics.body as string;
@@ -170,6 +180,14 @@ describe('operational endpoints', () => {
     expect(text).toMatch(
       /^svc_http_requests_total\{method="POST",route="\/v1\/envelopes\/:envelope_id\/events",status="202"\} 2$/m,
     );
+    // Without the token a scrape reads no tenant's budgets; with another one it is refused.
+    const open = (await get('/metrics')).body as string;
+    expect(open).toMatch(/^svc_policy_evaluations_total\{decision="ALLOW"\} 1$/m);
+    expect(open).not.toContain('svc_budget_');
+    expect(open).not.toContain('acme');
+    const wrong = await cp.call('GET', '/metrics', { key: null, headers: { authorization: 'Bearer guessed' } });
+    expect(wrong.status).toBe(401);
+    expect((wrong.body as { error: { code: string } }).error.code).toBe('SVC-SYS-9003');
   });
 });
 

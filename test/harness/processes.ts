@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -159,7 +159,11 @@ export interface ControlPlaneProcess extends ServiceProcess {
   readonly dataDir: string;
   /** A REST call as the root administrator, acting for `tenant` when given. */
   rest(method: string, path: string, options?: { tenant?: string; body?: unknown }): Promise<RestAnswer>;
+  /** `/metrics` scraped with the metrics token: the per-tenant series included. */
+  scrape(): Promise<string>;
 }
+
+const METRICS_TOKEN = 'fleet-metrics-token-0123456789abcdef';
 
 /**
  * `node control-plane/main.ts` on NATS with its own storage (an LMDB directory, or a PostgreSQL
@@ -172,6 +176,7 @@ export async function controlPlaneProcess(
 ): Promise<ControlPlaneProcess> {
   const database = env.SVC_DATABASE_URL === undefined ? await controlPlaneDatabase() : null;
   const dataDir = mkdtempSync(join(tmpdir(), 'fleet-cp-'));
+  writeFileSync(join(dataDir, 'metrics-token'), METRICS_TOKEN);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const proc = service({
@@ -187,6 +192,7 @@ export async function controlPlaneProcess(
       SVC_HTTP_PORT: String(port),
       SVC_GRPC_PORT: String(await freePort()),
       SVC_BOOTSTRAP_ADMIN_KEY: FLEET_ROOT_KEY,
+      SVC_METRICS_TOKEN_FILE: join(dataDir, 'metrics-token'),
       SVC_LOG_LEVEL: 'warn',
       // Suites poll as the root key every 20 ms, 3,000 a minute: over the default 600, every
       // poll after the window's 600th would read a 429 body until the deadline.
@@ -214,6 +220,11 @@ export async function controlPlaneProcess(
         // not JSON (metrics text)
       }
       return { status: res.status, body };
+    },
+    async scrape(): Promise<string> {
+      const res = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+      if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
+      return res.text();
     },
   });
 }

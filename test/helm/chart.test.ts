@@ -186,6 +186,19 @@ describe('control plane', () => {
     manifest(rendered, 'PodDisruptionBudget', 'ag-agent-governance-control-plane');
     const key = manifest(rendered, 'Secret', 'ag-agent-governance-admin-key');
     expect(Buffer.from(key.data['admin-key'], 'base64').toString().length).toBeGreaterThanOrEqual(24);
+    // The metrics token: the control plane reads it from the mounted Secret, Prometheus sends it.
+    const token = manifest(rendered, 'Secret', 'ag-agent-governance-metrics-token');
+    expect(Buffer.from(token.data.token, 'base64').toString()).toMatch(/^[A-Za-z0-9]{48}$/);
+    expect(env(cp, 'SVC_METRICS_TOKEN_FILE').value).toBe('/etc/agent-governance/metrics/token');
+    expect(cp.volumeMounts).toContainEqual({
+      name: 'metrics-token',
+      mountPath: '/etc/agent-governance/metrics',
+      readOnly: true,
+    });
+    expect(sts.spec.template.spec.volumes).toContainEqual({
+      name: 'metrics-token',
+      secret: { secretName: 'ag-agent-governance-metrics-token', items: [{ key: 'token', path: 'token' }] },
+    });
     // No component talks to the Kubernetes API: no Role, no binding.
     expect(rendered.manifests.filter((m) => /Role/.test(m.object.kind))).toEqual([]);
   });
@@ -382,7 +395,11 @@ describe('observability', () => {
     const monitor = manifest(withCrds, 'PodMonitor', 'ag-agent-governance-sidecars');
     expect(monitor.spec.selector.matchLabels).toEqual({ 'agent-governance.io/sidecar': 'injected' });
     expect(monitor.spec.podMetricsEndpoints[0].port).toBe('svc-admin');
-    manifest(withCrds, 'ServiceMonitor', 'ag-agent-governance-control-plane');
+    const scrape = manifest(withCrds, 'ServiceMonitor', 'ag-agent-governance-control-plane').spec.endpoints[0];
+    expect(scrape.authorization).toEqual({
+      type: 'Bearer',
+      credentials: { name: 'ag-agent-governance-metrics-token', key: 'token' },
+    });
     const dashboard = manifest(withCrds, 'ConfigMap', 'ag-agent-governance-dashboard');
     expect(dashboard.metadata.labels.grafana_dashboard).toBe('1');
   });

@@ -215,11 +215,11 @@ describe('an injected pod', () => {
     const labels = `tenant_id="acme",budget_id="${tenant.budgetId}"`;
     let spent = 0;
     for (const until = Date.now() + 15_000; Date.now() < until; await new Promise((r) => setTimeout(r, 200))) {
-      spent = metricValue((await cp.rest('GET', '/metrics')).body as string, 'svc_budget_usage_dollars', labels) ?? 0;
+      spent = metricValue(await cp.scrape(), 'svc_budget_usage_dollars', labels) ?? 0;
       if (spent > 0) break;
     }
     expect(spent).toBeGreaterThan(0);
-    const cpMetrics = (await cp.rest('GET', '/metrics')).body as string;
+    const cpMetrics = await cp.scrape();
     expect(metricValue(cpMetrics, 'svc_budget_limit_dollars', labels)).toBe(10);
     expect(metricValue(cpMetrics, 'svc_nats_connected')).toBe(1);
   });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ErrorBodySchema } from '../../../core/errors/index.ts';
 import type { ControlPlaneMetrics } from '../../observability/metrics.ts';
 import { openApiDocument } from '../openapi.ts';
 import type { RouteTable } from '../route.ts';
@@ -47,6 +48,8 @@ export function operationalRoutes(
     schemaVersion: () => Promise<number>;
     checks: Record<string, DependencyCheck>;
     metrics: ControlPlaneMetrics;
+    /** Whether a scrape's Authorization header lets it read the per-tenant series; throws for a wrong one. */
+    metricsAccess: (authorization: string | undefined) => boolean;
     outboxDepth: () => Promise<number>;
   },
 ): void {
@@ -113,11 +116,14 @@ export function operationalRoutes(
     operationId: 'metrics',
     tag: 'operations',
     access: 'public',
-    summary: 'Prometheus metrics',
-    responses: { 200: { description: 'Prometheus text format', contentType: 'text/plain', schema: z.string() } },
-    handler: async () => ({
+    summary: 'Prometheus metrics; the per-tenant budget series only with the metrics token',
+    responses: {
+      200: { description: 'Prometheus text format', contentType: 'text/plain', schema: z.string() },
+      401: { description: 'an Authorization header without the metrics token (SVC-SYS-9003)', schema: ErrorBodySchema },
+    },
+    handler: async ({ request }) => ({
       status: 200,
-      body: await deps.metrics.registry.metrics(),
+      body: await deps.metrics.render(deps.metricsAccess(request.headers.authorization)),
       contentType: deps.metrics.registry.contentType,
     }),
   });
