@@ -318,7 +318,20 @@ describe('proxy CA and the webhook', () => {
       'kube-public',
       'kube-node-lease',
       'agent-governance',
+      'agents',
+      'other',
     ]);
+    // The bound namespaces, labelled or not: the chart put the sidecar's Secrets there. The two
+    // selectors never meet, so no pod is reviewed twice.
+    expect(hook.webhooks.map((w: any) => w.name)).toEqual(['inject.agent-governance.io', 'bound.agent-governance.io']);
+    expect(hook.webhooks[1].namespaceSelector).toEqual({
+      matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['agents', 'other'] }],
+    });
+    expect(hook.webhooks[1].rules).toEqual(webhook.rules);
+    expect(hook.webhooks[1].clientConfig).toEqual(webhook.clientConfig);
+    // Without bound namespaces, the labelled ones alone.
+    const unbound = manifest(renderChart(), 'MutatingWebhookConfiguration', 'ag-agent-governance-injector');
+    expect(unbound.webhooks.map((w: any) => w.name)).toEqual(['inject.agent-governance.io']);
     // Every pod of a governed namespace reaches the webhook, a pod labelled out included: it
     // checks that no container but the sidecar reads the sidecar's Secrets.
     expect(webhook.objectSelector).toBeUndefined();
