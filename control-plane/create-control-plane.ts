@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Messaging } from '../core/bus/bus.ts';
 import type { Config } from '../core/config/schema.ts';
+import { requiredSetting } from '../core/config/required.ts';
 import { secretFileReader } from '../core/config/secret-file.ts';
 import { SYSTEM_TENANT } from '../core/domain/index.ts';
 import { ErrorPages, listeningBaseUrl } from '../core/errors/index.ts';
@@ -311,9 +312,12 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       ? null
       : new JwtVerifier({
           jwksUrl: config.jwt_jwks_url,
-          issuer: config.jwt_issuer,
-          audience: config.jwt_audience,
+          issuer: requiredSetting(config.jwt_issuer, 'SVC_JWT_ISSUER', 'control plane'),
+          audience: requiredSetting(config.jwt_audience, 'SVC_JWT_AUDIENCE', 'control plane'),
           tenantClaim: config.jwt_tenant_claim,
+          maxLifetimeSeconds: config.jwt_max_lifetime_seconds,
+          tenantExists: (tenant) => tenants.exists(tenant),
+          clock,
         });
   const authenticator = new Authenticator(keys, jwt, config.bootstrap_admin_key, clock);
   let listeningAt: string | undefined;

@@ -1,11 +1,30 @@
 import type { z } from 'zod';
 import type { ApiKeyView, CreateApiKeyRequestSchema } from '../../core/domain/index.ts';
+import { SvcError } from '../../core/errors/index.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { Storage } from '../storage/storage.ts';
 import { toKeyView, type ApiKeys } from './api-keys.ts';
 
 type CreateApiKeyRequest = z.infer<typeof CreateApiKeyRequestSchema>;
+
+/**
+ * A key created with an expiring credential (a JWT) must expire by then: otherwise a user removed
+ * at the identity provider, or a leaked short-lived token, would leave a key that outlives them.
+ * Refused rather than shortened, so the caller is never handed a key that lapses unannounced.
+ */
+function boundByCredential(expiresAt: Date | undefined, seconds: number, now: Date): void {
+  if (expiresAt === undefined) return;
+  const allowed = Math.floor((expiresAt.getTime() - now.getTime()) / 1000);
+  if (seconds > 0 && seconds <= allowed) return;
+  const description =
+    allowed < 1
+      ? "the JWT expires now: a key created with a JWT may not outlive the token's exp"
+      : `must be 1 to ${allowed} for a key created with a JWT: the key may not outlive the token's exp`;
+  throw new SvcError('SVC-SYS-9002', `invalid request: expires_in_seconds: ${description}`, {}, [
+    { field: 'expires_in_seconds', description },
+  ]);
+}
 
 /**
  * What an administrator does with a tenant's keys, audited (TenantService of spec 4.6): every
@@ -26,6 +45,7 @@ export class KeyAdministration {
   ): Promise<ApiKeyView & { key_secret: string }> {
     const { keys, storage, audit } = this.deps;
     const now = this.deps.clock();
+    boundByCredential(caller.principal.expires_at, request.expires_in_seconds, now);
     const { record, secret } = await storage.withTransaction(async (tx) => {
       const created = await keys.create(tx, caller.tenant, request, now);
       await audit.append(tx, caller.tenant, {

@@ -103,4 +103,31 @@ describe('loadConfig', () => {
       ).toEqual(['SVC_NATS_ACK_WAIT_SECONDS']);
     }
   });
+
+  it('accepts JWTs only with an issuer and an audience, from a JWKS fetched over https', () => {
+    const jwks = { SVC_JWT_JWKS_URL: 'https://idp.example/.well-known/jwks.json' };
+    const named = { SVC_JWT_ISSUER: 'https://idp.example/', SVC_JWT_AUDIENCE: 'governance-api' };
+    expect(failure(() => loadConfig(jwks)).fieldViolations).toEqual([
+      { field: 'SVC_JWT_ISSUER', description: 'required when SVC_JWT_JWKS_URL is set' },
+      { field: 'SVC_JWT_AUDIENCE', description: 'required when SVC_JWT_JWKS_URL is set' },
+    ]);
+    expect(
+      failure(() => loadConfig({ ...jwks, SVC_JWT_ISSUER: 'https://idp.example/' })).fieldViolations.map(
+        (v) => v.field,
+      ),
+    ).toEqual(['SVC_JWT_AUDIENCE']);
+    expect(loadConfig({ ...jwks, ...named }).jwt_max_lifetime_seconds).toBe(86_400);
+
+    for (const url of ['http://idp.example/jwks.json', 'http://10.0.0.5/jwks.json', 'ftp://idp.example/jwks.json']) {
+      const refused = failure(() => loadConfig({ ...named, SVC_JWT_JWKS_URL: url }));
+      expect(
+        refused.fieldViolations.map((v) => v.field),
+        url,
+      ).toEqual(['SVC_JWT_JWKS_URL']);
+      expect(refused.message, url).toContain('https://');
+    }
+    for (const url of ['http://127.0.0.1:8081/jwks.json', 'http://localhost/jwks.json', 'http://[::1]:9000/jwks']) {
+      expect(loadConfig({ ...named, SVC_JWT_JWKS_URL: url }).jwt_jwks_url, url).toBe(url);
+    }
+  });
 });

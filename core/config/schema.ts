@@ -7,6 +7,14 @@ const listed = (value: string): string[] =>
     .split(',')
     .map((v) => v.trim())
     .filter((v) => v !== '');
+/** An https URL, or an http one to a loopback host (`localhost`, 127.0.0.0/8, ::1). */
+function secureFetchUrl(value: string): boolean {
+  const url = URL.parse(value);
+  if (url === null) return false;
+  if (url.protocol === 'https:') return true;
+  const host = url.hostname;
+  return url.protocol === 'http:' && (host === 'localhost' || host === '[::1]' || /^127(\.\d+){3}$/.test(host));
+}
 const cidr = z.union([z.cidrv4(), z.cidrv6(), z.ipv4(), z.ipv6()]);
 /** Comma-separated CIDRs (or single addresses), e.g. `10.96.0.0/12,fd00::/8`. */
 const cidrList = z
@@ -101,10 +109,23 @@ const settings = z.object({
    * the per-tenant budget series (tenant and budget ids, spend, limits); without it, no scrape does.
    */
   metrics_token_file: optionalString,
-  jwt_jwks_url: z.url().optional(),
+  /**
+   * The identity provider's JWKS; setting it accepts bearer JWTs, and then jwt_issuer and
+   * jwt_audience are required. Fetched over https: a key set read in the clear lets anyone on the
+   * path sign tokens. A loopback host may use http (a JWKS served beside the process, tests).
+   */
+  jwt_jwks_url: z
+    .string()
+    .refine(secureFetchUrl, 'must be an https:// URL (http:// only for a loopback host)')
+    .optional(),
   jwt_issuer: optionalString,
   jwt_audience: optionalString,
-  jwt_tenant_claim: z.string().default('tenant_id'),
+  jwt_tenant_claim: z.string().min(1).default('tenant_id'),
+  /**
+   * Longest lifetime (`exp` − `iat`) of an accepted JWT: a token the identity provider issued for
+   * longer is refused, so a leaked token is bounded even where the provider is lax.
+   */
+  jwt_max_lifetime_seconds: z.coerce.number().int().min(60).max(604_800).default(86_400),
   /** The stdio MCP entry (`npm run mcp`): the control plane it forwards to, and the API key it uses there. */
   mcp_control_plane_url: z.url({ protocol: /^https?$/ }).optional(),
   mcp_api_key: optionalString,
@@ -392,6 +413,13 @@ const settings = z.object({
 });
 
 export const ConfigSchema = settings.superRefine((config, ctx) => {
+  // Without both, a token the identity provider signed for any other application would pass.
+  if (config.jwt_jwks_url !== undefined) {
+    for (const key of ['jwt_issuer', 'jwt_audience'] as const) {
+      if (config[key] === undefined)
+        ctx.addIssue({ code: 'custom', path: [key], message: 'required when SVC_JWT_JWKS_URL is set' });
+    }
+  }
   // A redelivered event must still find its de-duplication entry, or it counts twice.
   const maxAge = config.nats_stream_max_age_seconds;
   if (config.retention_days > 0 && maxAge !== undefined && maxAge >= config.retention_days * 86_400) {

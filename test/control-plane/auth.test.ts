@@ -140,18 +140,21 @@ describe('JWTs from an identity provider', () => {
     scope?: string;
     iss?: string;
     aud?: string;
-    exp?: number | string;
+    /** `null` leaves the claim out. */
+    exp?: number | string | null;
+    iat?: number | null;
     key?: CryptoKey;
   }
-  const token = (o: TokenOptions = {}) =>
-    new SignJWT({ tenant_id: o.tenant ?? 'acme', scope: o.scope ?? 'budgets:read budgets:write' })
+  const token = (o: TokenOptions = {}) => {
+    let jwt = new SignJWT({ tenant_id: o.tenant ?? 'acme', scope: o.scope ?? 'budgets:read budgets:write' })
       .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
       .setSubject('alice@acme')
       .setIssuer(o.iss ?? issuer)
-      .setAudience(o.aud ?? audience)
-      .setIssuedAt()
-      .setExpirationTime(o.exp ?? '5m')
-      .sign(o.key ?? signingKey);
+      .setAudience(o.aud ?? audience);
+    if (o.iat !== null) jwt = jwt.setIssuedAt(o.iat);
+    if (o.exp !== null) jwt = jwt.setExpirationTime(o.exp ?? '5m');
+    return jwt.sign(o.key ?? signingKey);
+  };
   const asJwt = async (o: TokenOptions = {}) => ({ key: null, headers: { authorization: `Bearer ${await token(o)}` } });
 
   async function start(): Promise<void> {
@@ -210,6 +213,62 @@ describe('JWTs from an identity provider', () => {
       401,
       'SVC-SYS-9003',
     );
+  });
+
+  it('refuses a token that never expires, lives longer than allowed or was issued in the future', async () => {
+    await start();
+    const now = Math.floor(Date.now() / 1000);
+    for (const [what, options] of [
+      ['no exp', { exp: null }],
+      ['no iat', { iat: null }],
+      ['iat in the future', { iat: now + 3600, exp: now + 7200 }],
+      ['lifetime over SVC_JWT_MAX_LIFETIME_SECONDS', { exp: '2d' }],
+      ['lifetime over it, iat long ago', { iat: now - 400 * 86_400, exp: now + 300 }],
+    ] as const) {
+      const res = await cp.call('GET', '/v1/budgets', await asJwt(options));
+      expect(res.status, what).toBe(401);
+      expectSvcError(res, 401, 'SVC-SYS-9003');
+    }
+    expect((await cp.call('GET', '/v1/budgets', await asJwt({ exp: '23h' }))).status).toBe(200);
+  });
+
+  it('refuses a token whose tenant claim is no tenant id, or names a tenant that does not exist', async () => {
+    await start();
+    for (const tenant of ['ghost', '../acme', 'a'.repeat(65), '']) {
+      const res = await cp.call('POST', '/v1/budgets', {
+        ...(await asJwt({ tenant, scope: 'admin' })),
+        body: budgetBody,
+      });
+      expectSvcError(res, 401, 'SVC-SYS-9003');
+    }
+    const tenants = await cp.call('GET', '/v1/tenants');
+    expect((tenants.body as Array<{ tenant_id: string }>).map((t) => t.tenant_id).sort()).toEqual(['acme', 'globex']);
+  });
+
+  it("creates API keys with a JWT only when they expire by the token's exp", async () => {
+    await start();
+    const exp = Math.floor(Date.now() / 1000) + 600;
+    const admin = async () => asJwt({ scope: 'admin', exp });
+    for (const body of [
+      { name: 'forever', scopes: ['budgets:read'] },
+      { name: 'forever', scopes: ['budgets:read'], expires_in_seconds: 0 },
+      { name: 'longer', scopes: ['budgets:read'], expires_in_seconds: 3600 },
+    ]) {
+      const refused = await cp.call('POST', '/v1/api-keys', { ...(await admin()), body });
+      expectSvcError(refused, 400, 'SVC-SYS-9002');
+      expect(refused.body.error.details.field_violations.map((v: { field: string }) => v.field)).toEqual([
+        'expires_in_seconds',
+      ]);
+    }
+    expect((await cp.call('GET', '/v1/api-keys', await admin())).body).toHaveLength(1);
+
+    const created = await cp.call('POST', '/v1/api-keys', {
+      ...(await admin()),
+      body: { name: 'bounded', scopes: ['budgets:read'], expires_in_seconds: 300 },
+    });
+    expect(created.status).toBe(201);
+    expect(Date.parse(created.body.expires_at as string)).toBeLessThanOrEqual(exp * 1000);
+    expect((await cp.call('GET', '/v1/budgets', { key: created.body.key_secret as string })).status).toBe(200);
   });
 
   it("keeps a tenant's token out of another tenant, and only a system administrator token creates tenants", async () => {

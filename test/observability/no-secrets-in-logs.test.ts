@@ -72,6 +72,8 @@ async function signedJwt(): Promise<{ good: string; foreign: string; jwksJson: s
     new SignJWT({ tenant_id: 'acme', scope: 'admin' })
       .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
       .setSubject('alice')
+      .setIssuer('https://idp.test/')
+      .setAudience('governance-api')
       .setIssuedAt()
       .setExpirationTime('10m')
       .sign(key);
@@ -95,6 +97,8 @@ beforeAll(async () => {
   cp = await controlPlaneProcess(withCredentials('control-plane', SECRETS.natsControlPlane), {
     SVC_LOG_LEVEL: 'trace',
     SVC_JWT_JWKS_URL: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
+    SVC_JWT_ISSUER: 'https://idp.test/',
+    SVC_JWT_AUDIENCE: 'governance-api',
   });
   await cp.start();
   tenant = await seedFleetTenant(cp, 'acme', { max_cost_usd: 100 });
