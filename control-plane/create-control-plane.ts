@@ -47,7 +47,7 @@ import { transcodedRoutes } from './gateway/transcoder.ts';
 import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
 import { listHttpRules } from './grpc/http-rules.ts';
 import { createGrpcServer } from './grpc/server.ts';
-import { createRequestRate } from './auth/request-rate.ts';
+import { createAuthFailureLimit, createRequestRate } from './auth/request-rate.ts';
 import { checkpointService } from './grpc/services/checkpoint-service.ts';
 import { costService } from './grpc/services/cost-service.ts';
 import { envelopeService } from './grpc/services/envelope-service.ts';
@@ -319,7 +319,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
           tenantExists: (tenant) => tenants.exists(tenant),
           clock,
         });
-  const authenticator = new Authenticator(keys, jwt, config.bootstrap_admin_key, clock);
+  const authenticator = new Authenticator(
+    keys,
+    jwt,
+    config.bootstrap_admin_key,
+    clock,
+    createAuthFailureLimit(config.auth_failures_per_minute),
+  );
   let listeningAt: string | undefined;
   const documentationBase = () =>
     config.public_base_url ?? listeningAt ?? `http://${config.http_host}:${config.http_port}`;

@@ -3,6 +3,7 @@ import { SvcError } from '../../core/errors/index.ts';
 import { ALL_SCOPES, SYSTEM_TENANT, type Principal } from '../../core/domain/index.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { looksLikeJwt, type JwtVerifier } from './jwt.ts';
+import type { AuthFailureLimit } from './request-rate.ts';
 
 export interface CredentialHeaders {
   'x-api-key'?: string | string[] | undefined;
@@ -24,18 +25,41 @@ export class Authenticator {
   private readonly keys: ApiKeys;
   private readonly jwt: JwtVerifier | null;
   private readonly clock: () => Date;
+  private readonly failures: AuthFailureLimit;
 
-  constructor(keys: ApiKeys, jwt: JwtVerifier | null, bootstrapAdminKey: string | undefined, clock: () => Date) {
+  constructor(
+    keys: ApiKeys,
+    jwt: JwtVerifier | null,
+    bootstrapAdminKey: string | undefined,
+    clock: () => Date,
+    failures: AuthFailureLimit,
+  ) {
     this.keys = keys;
     this.jwt = jwt;
     this.clock = clock;
+    this.failures = failures;
     this.bootstrapDigest = bootstrapAdminKey === undefined ? null : digest(bootstrapAdminKey);
   }
 
-  async authenticate(headers: CredentialHeaders): Promise<Principal> {
+  /**
+   * `client` is the address the request came from, as the surface knows it. A request without a
+   * credential is not counted as a failure: it guesses nothing, and clients send one to learn
+   * how to authenticate.
+   */
+  async authenticate(headers: CredentialHeaders, client: string): Promise<Principal> {
     const token = this.credentialOf(headers);
     if (token === null)
       throw new SvcError('SVC-SYS-9003', 'missing credentials: send X-Api-Key or Authorization: Bearer');
+    await this.failures.check(client);
+    try {
+      return await this.principalOf(token);
+    } catch (error) {
+      if (error instanceof SvcError && error.code === 'SVC-SYS-9003') await this.failures.fail(client);
+      throw error;
+    }
+  }
+
+  private async principalOf(token: string): Promise<Principal> {
     if (this.bootstrapDigest !== null && timingSafeEqual(digest(token), this.bootstrapDigest)) {
       return {
         type: 'bootstrap',

@@ -3,7 +3,17 @@ import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/
 import type { Principal } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 
-type LocalStoreCtor = new (continueExceeding: boolean, exponentialBackoff: boolean) => FastifyRateLimitStore;
+type LocalStoreCtor = new (
+  continueExceeding: boolean,
+  exponentialBackoff: boolean,
+) => FastifyRateLimitStore & {
+  /** The count of `key` in its window, without counting. */
+  read(
+    key: string,
+    callback: (error: Error | null, result: { current: number; ttl: number }) => void,
+    timeWindow: number,
+  ): void;
+};
 
 // @fastify/rate-limit's own in-memory store (a fixed window per key in a bounded LRU).
 const LocalStore = createRequire(import.meta.url)('@fastify/rate-limit/store/LocalStore.js') as LocalStoreCtor;
@@ -59,4 +69,52 @@ export function createRequestRate(perMinute: number): RequestRate {
       });
     },
   };
+}
+
+/**
+ * Failed authentications per client address and replica, on every surface. The per-credential
+ * limit counts only requests that authenticated, so without this one guessing keys were free.
+ * Past the limit every request from the address is refused before its credential is looked at,
+ * a valid one included: answering a right guess differently would keep the guessing useful.
+ */
+export interface AuthFailureLimit {
+  readonly perMinute: number;
+  /** Rejects with SVC-SYS-9005 while `address` is over its limit. */
+  check(address: string): Promise<void>;
+  /** Counts one failed authentication of `address`. */
+  fail(address: string): Promise<void>;
+}
+
+export function createAuthFailureLimit(perMinute: number): AuthFailureLimit {
+  const store = new LocalStore(false, false);
+  return {
+    perMinute,
+    check(address) {
+      return new Promise((resolve, reject) => {
+        store.read(
+          address,
+          (error, result) => {
+            if (error !== null) reject(error);
+            else if (result.current >= perMinute) reject(authFailuresExceeded(perMinute, result.ttl));
+            else resolve();
+          },
+          RATE_WINDOW_MS,
+        );
+      });
+    },
+    fail(address) {
+      return new Promise((resolve, reject) => {
+        store.incr(address, (error) => (error === null ? resolve() : reject(error)), RATE_WINDOW_MS, perMinute);
+      });
+    },
+  };
+}
+
+function authFailuresExceeded(max: number, ttlMs: number): SvcError {
+  const seconds = Math.ceil(ttlMs / 1000);
+  return new SvcError(
+    'SVC-SYS-9005',
+    `too many failed authentications from this address (${max} per minute); retry after ${seconds} s`,
+    { limit: max, retry_after_seconds: seconds },
+  );
 }

@@ -10,7 +10,7 @@ import { eventually } from '../../test/harness/eventually.ts';
 import { clientsFor, failure, statusDetails, unary, type Clients } from '../../test/harness/grpc.ts';
 import { ApiKeys } from '../auth/api-keys.ts';
 import { Authenticator } from '../auth/authenticator.ts';
-import { createRequestRate } from '../auth/request-rate.ts';
+import { createAuthFailureLimit, createRequestRate } from '../auth/request-rate.ts';
 import { openStorage } from '../storage/open-storage.ts';
 import type { Storage } from '../storage/storage.ts';
 import { Tenants } from '../tenants/tenants.ts';
@@ -62,7 +62,7 @@ async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: numbe
     definition,
     fileDescriptors: servedFileDescriptors(),
     services: handlers(),
-    authenticator: new Authenticator(new ApiKeys(storage), null, ROOT, () => new Date()),
+    authenticator: new Authenticator(new ApiKeys(storage), null, ROOT, () => new Date(), createAuthFailureLimit(1000)),
     requestRate: createRequestRate(1000),
     tenants: new Tenants(storage),
     logger: pino({ level: 'silent' }),

@@ -92,6 +92,14 @@ function fieldAt(request: GrpcRequest, path: string): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
 
+/**
+ * The client's address of a call: grpc-js gives the peer as `<remote address>:<remote port>`
+ * (IPv6 unbracketed, `::1:5000`), so the port is what follows the last colon.
+ */
+function peerAddress(peer: string): string {
+  return peer.replace(/:\d+$/, '');
+}
+
 function deadlineOf(call: ServerUnaryCall<unknown, unknown>, defaultTimeoutMs: number, start: number): number {
   const given = call.getDeadline();
   const client = given instanceof Date ? given.getTime() : given;
@@ -134,10 +142,13 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
       expired.catch(() => undefined);
       call.on('cancelled', () => controller.abort());
       const work = (async () => {
-        const principal = await options.authenticator.authenticate({
-          authorization: firstValue(call.metadata, 'authorization'),
-          'x-api-key': firstValue(call.metadata, 'x-api-key'),
-        });
+        const principal = await options.authenticator.authenticate(
+          {
+            authorization: firstValue(call.metadata, 'authorization'),
+            'x-api-key': firstValue(call.metadata, 'x-api-key'),
+          },
+          peerAddress(call.getPeer()),
+        );
         principalId = principal.id;
         await options.requestRate.take(principal);
         if (method.access === 'administrator') requireAdministrator(principal);

@@ -62,7 +62,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
     scope.post('/mcp', {
       onRequest: async (request: FastifyRequest, reply: FastifyReply) => {
         try {
-          request.principal = await deps.authenticator.authenticate(request.headers);
+          request.principal = await deps.authenticator.authenticate(request.headers, request.ip);
         } catch (error) {
           if (error instanceof SvcError && error.code === 'SVC-SYS-9003')
             void reply.header('www-authenticate', 'Bearer realm="mcp"');

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { createLogger } from '../../core/observability/logger.ts';
 import { ApiKeys } from '../auth/api-keys.ts';
 import { Authenticator } from '../auth/authenticator.ts';
-import { createRequestRate } from '../auth/request-rate.ts';
+import { createAuthFailureLimit, createRequestRate } from '../auth/request-rate.ts';
 import { ControlPlaneMetrics } from '../observability/metrics.ts';
 import { LmdbStorage } from '../storage/lmdb/lmdb-storage.ts';
 import { Tenants } from '../tenants/tenants.ts';
@@ -32,7 +32,7 @@ beforeAll(async () => {
   });
   const created = await createApp({
     logger: createLogger({ level: 'info', service: 'test', destination }),
-    authenticator: new Authenticator(new ApiKeys(storage), null, ROOT, () => new Date()),
+    authenticator: new Authenticator(new ApiKeys(storage), null, ROOT, () => new Date(), createAuthFailureLimit(1000)),
     tenants,
     metrics: new ControlPlaneMetrics(),
     bodyLimitBytes: 1024,

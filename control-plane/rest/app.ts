@@ -148,7 +148,7 @@ export async function createApp(
   });
 
   const authenticate = async (request: FastifyRequest): Promise<void> => {
-    request.principal = await options.authenticator.authenticate(request.headers);
+    request.principal = await options.authenticator.authenticate(request.headers, request.ip);
   };
   const routes = createRouteTable(app, { tenants: options.tenants, authenticate });
   return { app, routes, registered };

@@ -33,7 +33,7 @@ export function renderError(error: SvcError, requestId: string, now: Date, docum
   };
   const headers: Record<string, string> = { 'x-request-id': requestId };
   if (!spec.retryable) headers['x-should-retry'] = 'false';
-  if (spec.http === 503) {
+  if (spec.http === 503 || spec.http === 429) {
     const asked = error.details.retry_after_seconds;
     headers['retry-after'] = String(typeof asked === 'number' && asked > 0 ? Math.ceil(asked) : RETRY_AFTER_SECONDS);
   }

@@ -130,6 +130,8 @@ const settings = z.object({
   mcp_control_plane_url: z.url({ protocol: /^https?$/ }).optional(),
   mcp_api_key: optionalString,
   rate_limit_per_minute: z.coerce.number().int().positive().default(600),
+  /** Failed authentications per client address and minute, after which its requests are refused until the minute ends. */
+  auth_failures_per_minute: z.coerce.number().int().min(1).max(100_000).default(30),
 
   /** Plain-HTTP alert webhook URLs are refused unless this is true. */
   webhook_allow_http: z.union([z.boolean(), z.stringbool()]).default(false),

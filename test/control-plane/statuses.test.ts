@@ -223,6 +223,46 @@ describe('one rate limit per caller across REST and gRPC', () => {
   });
 });
 
+describe('429 SVC-SYS-9005 per client address for failed authentications', () => {
+  it('refuses an address past auth_failures_per_minute on REST, MCP and gRPC, a valid credential included', async () => {
+    const key = await withTenant({ auth_failures_per_minute: 6 });
+    const clients = clientsFor(loadServedDefinition(), `127.0.0.1:${String(cp.plane.grpcPort())}`);
+    try {
+      const listOverGrpc = (credential: string) =>
+        unary(clients.client(COSTS), 'ListBudgets', {}, { defaultKey: credential });
+      const wrong = `${key.slice(0, -4)}xxxx`;
+      // Sending no credential guesses nothing and is not counted.
+      for (let i = 0; i < 10; i += 1)
+        expectSvcError(await cp.call('GET', '/v1/budgets', { key: null }), 401, 'SVC-SYS-9003');
+      for (let i = 0; i < 3; i += 1)
+        expectSvcError(await cp.call('GET', '/v1/budgets', { key: wrong }), 401, 'SVC-SYS-9003');
+      for (let i = 0; i < 2; i += 1) {
+        const mcp = await cp.call('POST', '/mcp', { key: wrong, body: { jsonrpc: '2.0', id: 1, method: 'ping' } });
+        expectSvcError(mcp, 401, 'SVC-SYS-9003');
+      }
+      expect((await failure(listOverGrpc(wrong))).code).toBe(status.UNAUTHENTICATED);
+
+      const limited = await cp.call('GET', '/v1/budgets', { key: wrong });
+      expect(expectSvcError(limited, 429, 'SVC-SYS-9005').details).toMatchObject({ limit: 6 });
+      const retryAfter = Number(limited.headers.get('retry-after'));
+      expect(retryAfter).toBeGreaterThan(0);
+      expect(retryAfter).toBeLessThanOrEqual(60);
+      // A right guess is answered as a wrong one would be, so guessing stays useless.
+      expectSvcError(await cp.call('GET', '/v1/budgets', { key }), 429, 'SVC-SYS-9005');
+      expectSvcError(
+        await cp.call('POST', '/mcp', { key, body: { jsonrpc: '2.0', id: 1, method: 'ping' } }),
+        429,
+        'SVC-SYS-9005',
+      );
+      const refused = await failure(listOverGrpc(key));
+      expect(refused.code).toBe(status.RESOURCE_EXHAUSTED);
+      expect(statusDetails(refused).errorInfo).toMatchObject({ reason: 'SVC-SYS-9005' });
+    } finally {
+      clients.close();
+    }
+  });
+});
+
 describe('request ids', () => {
   it('echoes a sensible x-request-id and replaces an oversized or odd one', async () => {
     const cp = await startControlPlane();
