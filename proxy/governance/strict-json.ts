@@ -22,8 +22,11 @@ interface Scan {
  * sign and the long s included, and keeps the last match.
  */
 export function foldKey(key: string): string {
-  return key.toUpperCase().toLowerCase();
+  // Most keys are lower-case ASCII, which folding leaves as it is: no copies made for them.
+  return LOWER_ASCII.test(key) ? key : key.toUpperCase().toLowerCase();
 }
+
+const LOWER_ASCII = /^[a-z0-9_\-.$]*$/;
 
 /**
  * The first key that appears twice in one object of `text` (already known to be valid JSON),
