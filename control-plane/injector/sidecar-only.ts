@@ -9,14 +9,13 @@ import { SIDECAR_VOLUMES, TRUST_VOLUME } from './sidecar-patch.ts';
  * create pods in a namespace may mount any of its Secrets, so these stay the sidecar's only while
  * the webhook refuses every other container that names one.
  */
-export function sidecarSecrets(template: InjectionTemplate, binding: Binding, podApiKeySecret?: string): Set<string> {
+export function sidecarSecrets(template: InjectionTemplate, binding: Binding): Set<string> {
   const names = [
     template.caSecretName,
     template.natsTlsSecretName,
     binding.providerKeys?.secretName,
     binding.natsSecret,
     binding.apiKeySecret,
-    podApiKeySecret,
   ];
   return new Set(names.filter((name): name is string => name !== undefined && name !== ''));
 }
