@@ -86,7 +86,8 @@ export class CostPredictor {
         if (Date.parse(event.timestamp) >= since && (budgetIds === undefined || budgetIds.has(event.budget_id ?? '')))
           out.push(event);
       const oldest = page.items.at(-1);
-      if (page.nextPageToken === null || oldest === undefined || Date.parse(oldest.received_at) < since) break;
+      // A page may come back empty before the list ends (storage bounds the rows a filtered page reads).
+      if (page.nextPageToken === null || (oldest !== undefined && Date.parse(oldest.received_at) < since)) break;
       pageToken = page.nextPageToken;
     }
     return out;

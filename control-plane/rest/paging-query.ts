@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { collectPages } from '../storage/paging.ts';
+import { collectUpTo } from '../storage/paging.ts';
 import type { Page, PageRequest } from '../storage/storage.ts';
 import { MAX_PAGE_SIZE } from '../storage/storage.ts';
 
@@ -53,8 +53,9 @@ export const LimitOrPagingQueryFields = {
 };
 
 /**
- * A page of a list that also takes `limit`: `limit` alone answers as it always did (up to that
- * many, in one array); anything else is a page like every list's.
+ * A page of a list that also takes `limit`: `limit` alone answers up to that many in one array,
+ * with no next token unless a filtered list stopped at the storage's bound on rows read; anything
+ * else is a page like every list's.
  */
 export async function pageOrLimit<T>(
   query: Parameters<typeof pageRequest>[0] & { limit?: number | undefined },
@@ -62,6 +63,6 @@ export async function pageOrLimit<T>(
 ): Promise<Page<T>> {
   const page = pageRequest(query);
   if (query.limit !== undefined && page.pageSize === undefined && page.pageToken === undefined)
-    return { items: await collectPages(fetch, query.limit), nextPageToken: null };
+    return collectUpTo(fetch, query.limit);
   return fetch(page);
 }

@@ -1,3 +1,4 @@
+import { setImmediate as turn } from 'node:timers/promises';
 import { SvcError } from '../../core/errors/index.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Page, type PageRequest } from './storage.ts';
 
@@ -68,14 +69,35 @@ export async function collectPages<T>(
   fetch: (page: PageRequest) => Promise<Page<T>>,
   limit = Number.POSITIVE_INFINITY,
 ): Promise<T[]> {
-  const out: T[] = [];
+  return (await collect(fetch, limit, false)).items;
+}
+
+/**
+ * Up to `limit` items of a paged list in one page, ending early (with the token to go on) at a
+ * page that came back short before the list ended: the storage stopped it at its bound on the rows
+ * one page reads, and reading on could walk a whole log for one request.
+ */
+export function collectUpTo<T>(fetch: (page: PageRequest) => Promise<Page<T>>, limit: number): Promise<Page<T>> {
+  return collect(fetch, limit, true);
+}
+
+async function collect<T>(
+  fetch: (page: PageRequest) => Promise<Page<T>>,
+  limit: number,
+  stopShort: boolean,
+): Promise<Page<T>> {
+  const items: T[] = [];
   let pageToken: string | null = null;
-  do {
-    const page = await fetch({ pageSize: Math.min(MAX_PAGE_SIZE, limit - out.length), pageToken });
-    out.push(...page.items);
+  for (;;) {
+    const pageSize = Math.min(MAX_PAGE_SIZE, limit - items.length);
+    const page: Page<T> = await fetch({ pageSize, pageToken });
+    items.push(...page.items);
     pageToken = page.nextPageToken;
-  } while (pageToken !== null && out.length < limit);
-  return out;
+    if (pageToken === null || items.length >= limit) return { items, nextPageToken: null };
+    if (stopShort && page.items.length < pageSize) return { items, nextPageToken: pageToken };
+    // An LMDB page is read synchronously: the event loop runs between pages, not only after the list.
+    await turn();
+  }
 }
 
 /** One part of a sort key: its type (as a page token carries it) and its direction. */

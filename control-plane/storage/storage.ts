@@ -344,7 +344,11 @@ export interface AuditFilter {
 }
 
 export interface AuditReader {
-  /** A filtered page holds up to `pageSize` matching records, in sequence order as asked. */
+  /**
+   * A filtered page holds up to `pageSize` matching records, in sequence order as asked. A backend
+   * may bound the rows one page reads: a page may then hold fewer (even none) and still carry a
+   * token; only a null token ends the list.
+   */
   list(tenant: string, filter: AuditFilter, page?: PageRequest): Promise<Page<AuditRecord>>;
   /** The last record of the tenant's chain, as the chain's head remembers it. */
   head(tenant: string): Promise<AuditHead | undefined>;
@@ -368,7 +372,10 @@ export interface EventFilter {
 
 export interface EventReader {
   get(tenant: string, eventId: string): Promise<StoredEvent | undefined>;
-  /** Newest first by arrival; a filtered page holds up to `pageSize` matching events. */
+  /**
+   * Newest first by arrival; a filtered page holds up to `pageSize` matching events, and may hold
+   * fewer (even none) with a token where the backend bounds the rows one page reads.
+   */
   list(tenant: string, filter: EventFilter, page?: PageRequest): Promise<Page<StoredEvent>>;
 }
 

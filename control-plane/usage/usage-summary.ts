@@ -1,3 +1,4 @@
+import { setImmediate as turn } from 'node:timers/promises';
 import { microsToUsd } from '../../core/domain/index.ts';
 import type { Page, PageRequest, Readers } from '../storage/storage.ts';
 
@@ -60,6 +61,8 @@ export async function scan<T>(
       if (window.end === undefined || at < window.end.getTime()) visit(item);
     }
     pageToken = page.nextPageToken;
+    // An LMDB page is read synchronously: the event loop runs between pages, not only after the scan.
+    if (pageToken !== null) await turn();
   } while (pageToken !== null);
   return false;
 }

@@ -7,6 +7,7 @@ import type { AuditRecord } from '../../core/domain/index.ts';
 import { sealAuditRecord } from '../../control-plane/audit/chain.ts';
 import { LmdbStorage } from '../../control-plane/storage/lmdb/lmdb-storage.ts';
 import { SCHEMA_VERSION, type Migration } from '../../control-plane/storage/lmdb/migrations.ts';
+import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
 import { aBudget, anApiKey, anAuditDraft, anEnvelope, anEvent, aPolicy, at } from './records.ts';
 import { storageContract } from './repositories.contract.ts';
 
@@ -287,6 +288,46 @@ describe('the LMDB backend', () => {
       expect((await storage.outbox.claim(100)).entries.map((e) => e.event.id)).toEqual(
         Array.from({ length: 50 }, (_, i) => `m${i}`),
       );
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('reads at most FILTER_SCAN_LIMIT records for one filtered page, and ends it there with a token that goes on', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    try {
+      const rare = anEvent('acme', { event_type: 'tool.call' });
+      const common = Array.from({ length: FILTER_SCAN_LIMIT + 5 }, () => anEvent('acme', { event_type: 'llm.call' }));
+      await storage.withTransaction(async (t) => {
+        await t.events.insertNew('acme', [rare, ...common]);
+        await t.audit.append('acme', anAuditDraft('policy.update'));
+        for (let i = 0; i < FILTER_SCAN_LIMIT + 5; i++) await t.audit.append('acme', anAuditDraft('envelope.create'));
+      });
+      // The match lies past the bound: the first page stops short of it, empty, and the next finds it.
+      const first = await storage.read.events.list('acme', { eventType: 'tool.call' }, { pageSize: 10 });
+      expect(first.items).toEqual([]);
+      expect(first.nextPageToken).not.toBeNull();
+      const second = await storage.read.events.list(
+        'acme',
+        { eventType: 'tool.call' },
+        { pageSize: 10, pageToken: first.nextPageToken },
+      );
+      expect(second).toEqual({ items: [rare], nextPageToken: null });
+      const audit = await storage.read.audit.list(
+        'acme',
+        { order: 'newest', action: 'policy.update' },
+        { pageSize: 10 },
+      );
+      expect(audit.items).toEqual([]);
+      expect(audit.nextPageToken).not.toBeNull();
+      const rest = await storage.read.audit.list(
+        'acme',
+        { order: 'newest', action: 'policy.update' },
+        { pageSize: 10, pageToken: audit.nextPageToken },
+      );
+      expect(rest.items.map((r) => r.seq)).toEqual([1]);
+      expect(rest.nextPageToken).toBeNull();
     } finally {
       await storage.close();
     }

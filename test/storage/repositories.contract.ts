@@ -3,6 +3,7 @@ import { MAX_TOTAL, NO_LIMITS, usdToMicros, type AuditRecord } from '../../core/
 import { LeaseRequestSchema, type LeaseRequest } from '../../core/sync/contract.ts';
 import { LeaseLedger } from '../../control-plane/leases/lease-ledger.ts';
 import { auditHash, GENESIS } from '../../control-plane/audit/chain.ts';
+import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
 import { collectPages } from '../../control-plane/storage/paging.ts';
 import type { ImmuneDetection } from '../../core/brain/index.ts';
 import type { DetectionFilter, Page, PageRequest, Repositories, Storage } from '../../control-plane/storage/storage.ts';
@@ -828,6 +829,25 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(sizes).toEqual([2, 1]);
       });
 
+      it('walks a filter that matches little across more records than one page reads, each match once', async () => {
+        const records = FILTER_SCAN_LIMIT * 2 + 10;
+        await tx(async (t) => {
+          for (let i = 1; i <= records; i++)
+            await t.audit.append(A, anAuditDraft(i % 700 === 0 ? 'policy.update' : 'envelope.create', `k${i % 3}`));
+        });
+        const updates = Array.from({ length: records }, (_, i) => i + 1).filter((seq) => seq % 700 === 0);
+        for (const order of ['newest', 'oldest'] as const) {
+          const { items, sizes } = await walk(
+            (page) => storage.read.audit.list(A, { order, action: 'policy.update' }, page),
+            2,
+          );
+          expect(items.map((r) => r.seq)).toEqual(order === 'newest' ? [...updates].reverse() : updates);
+          expect(Math.max(...sizes)).toBeLessThanOrEqual(2);
+        }
+        const none = await walk((page) => storage.read.audit.list(A, { order: 'newest', actorId: 'nobody' }, page), 5);
+        expect(none.items).toEqual([]);
+      });
+
       it('keeps one valid chain under 50 concurrent appending transactions', async () => {
         await Promise.all(Array.from({ length: 50 }, (_, i) => tx((t) => t.audit.append(A, anAuditDraft(`a.${i}`)))));
         expect(await verifiedChainLength(storage, A)).toBe(50);
@@ -895,6 +915,35 @@ export function storageContract(backend: string, factory: StorageFactory): void 
           lateOld.event_id,
           later.event_id,
         ]);
+      });
+
+      it('walks a filter that matches little across more events than one page reads, each match once', async () => {
+        const events = Array.from({ length: FILTER_SCAN_LIMIT * 2 + 10 }, (_, i) =>
+          anEvent(A, {
+            envelope_id: i % 2 === 0 ? 'env-even' : 'env-odd',
+            event_type: i % 600 === 0 ? 'tool.call' : 'llm.call',
+          }),
+        );
+        await tx((t) => t.events.insertNew(A, events));
+        const newestFirst = (keep: (e: (typeof events)[number]) => boolean) =>
+          events
+            .filter(keep)
+            .map((e) => e.event_id)
+            .reverse();
+        const cases = [
+          { filter: { eventType: 'tool.call' }, keep: (e: (typeof events)[number]) => e.event_type === 'tool.call' },
+          { filter: { eventType: 'tool.*' }, keep: (e: (typeof events)[number]) => e.event_type === 'tool.call' },
+          {
+            filter: { envelopeId: 'env-even', eventType: 'tool.call' },
+            keep: (e: (typeof events)[number]) => e.envelope_id === 'env-even' && e.event_type === 'tool.call',
+          },
+          { filter: { eventType: 'nothing.*' }, keep: () => false },
+        ];
+        for (const { filter, keep } of cases) {
+          const { items, sizes } = await walk((page) => storage.read.events.list(A, filter, page), 2);
+          expect(items.map((e) => e.event_id)).toEqual(newestFirst(keep));
+          expect(Math.max(...sizes)).toBeLessThanOrEqual(2);
+        }
       });
 
       it('pages through events in arrival order', async () => {

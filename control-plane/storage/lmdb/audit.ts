@@ -4,7 +4,7 @@ import type { AuditHead } from '../records.ts';
 import type { AuditFilter, AuditRepository, Page, PageRequest } from '../storage.ts';
 import type { KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
-import { pageOf, pageStart, where } from './pages.ts';
+import { pageOfScanned, pageStart } from './pages.ts';
 import type { Sync } from './promised.ts';
 
 /** Records under `[tenant, 'audit', seq]`, the chain's head under `[tenant, 'meta', 'audit_head']`. */
@@ -24,14 +24,12 @@ export class LmdbAudit implements Sync<AuditRepository> {
       reverse: filter.order === 'newest',
       after,
     });
-    return pageOf(
-      where(
-        records,
-        (r) =>
-          (filter.action === undefined || r.action === filter.action) &&
-          (filter.resourceType === undefined || r.resource.type === filter.resourceType) &&
-          (filter.actorId === undefined || r.actor.id === filter.actorId),
-      ),
+    return pageOfScanned(
+      records,
+      (r) =>
+        (filter.action === undefined || r.action === filter.action) &&
+        (filter.resourceType === undefined || r.resource.type === filter.resourceType) &&
+        (filter.actorId === undefined || r.actor.id === filter.actorId),
       size,
     );
   }

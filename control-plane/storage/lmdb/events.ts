@@ -2,7 +2,7 @@ import type { StoredEvent } from '../records.ts';
 import type { EventFilter, EventRepository, Page, PageRequest } from '../storage.ts';
 import type { Entry, KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
-import { pageOf, pageStart } from './pages.ts';
+import { pageOfScanned, pageStart } from './pages.ts';
 import type { Sync } from './promised.ts';
 
 /** The arrival position, zero-padded so that key order is arrival order. */
@@ -39,19 +39,17 @@ export class LmdbEvents implements Sync<EventRepository> {
     const family = filter.eventType?.endsWith('.*') ? filter.eventType.slice(0, -1) : undefined;
     const events = this.#layout.tenant(tenant, 'event');
     const kv = this.#kv;
-    function* matching(): Generator<Entry<StoredEvent>> {
-      for (const { id, value } of ids) {
-        const event = kv.get<StoredEvent>(events, value);
-        if (event === undefined) continue;
-        if (
-          filter.eventType !== undefined &&
-          (family !== undefined ? !event.event_type.startsWith(family) : event.event_type !== filter.eventType)
-        )
-          continue;
-        yield { id, value: event };
-      }
+    function* stored(): Generator<Entry<StoredEvent | undefined>> {
+      for (const { id, value } of ids) yield { id, value: kv.get<StoredEvent>(events, value) };
     }
-    return pageOf(matching(), size);
+    return pageOfScanned(
+      stored(),
+      (event): event is StoredEvent =>
+        event !== undefined &&
+        (filter.eventType === undefined ||
+          (family !== undefined ? event.event_type.startsWith(family) : event.event_type === filter.eventType)),
+      size,
+    );
   }
 
   insertNew(tenant: string, events: readonly StoredEvent[]): string[] {
