@@ -171,14 +171,17 @@ export class Approvals {
 
   /**
    * Approves or rejects a PENDING approval once: a second decision, even a concurrent one, is
-   * SVC-POL-2006; an unknown id SVC-POL-2005. Audited with the caller as actor, announced with
-   * `approval.decided`.
+   * SVC-POL-2006; an unknown id SVC-POL-2005; the credential that asked for it deciding it is
+   * SVC-SYS-9004, since an approval is a second party's check on the first. Audited with the
+   * caller as actor, announced with `approval.decided`.
    */
   async decide(caller: Caller, approvalId: string, decision: Omit<ApprovalDecision, 'now'>): Promise<Approval> {
     const now = this.deps.clock();
     return this.deps.effects.commit(async (tx, effects) => {
       const current = await tx.approvals.get(caller.tenant, approvalId);
       if (current === undefined) throw notFound(approvalId);
+      if (current.status === 'PENDING' && sameActor(current.requested_by, actorOf(caller.principal)))
+        throw decidedByRequester(approvalId);
       const wanted = decideApproval(current, { ...decision, now });
       const decided = await tx.approvals.decide(caller.tenant, approvalId, {
         status: wanted.status,
@@ -232,6 +235,19 @@ function standing(approval: Approval): ApprovalStanding {
     reviewer_id: approval.reviewer_id ?? null,
     review_note: approval.review_note ?? null,
   };
+}
+
+/** The same credential: requester and caller are recorded alike (`actorOf`), kind and id. */
+function sameActor(a: Actor | undefined, b: Actor): boolean {
+  return a !== undefined && a.type === b.type && a.id === b.id;
+}
+
+function decidedByRequester(approvalId: string): SvcError {
+  return new SvcError(
+    'SVC-SYS-9004',
+    `approval ${approvalId} was requested by this credential; another credential must decide it`,
+    { approval_id: approvalId, reason: 'requester_cannot_decide' },
+  );
 }
 
 function notFound(approvalId: string): SvcError {

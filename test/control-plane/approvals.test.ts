@@ -10,11 +10,19 @@ import {
 let cp: RunningControlPlane;
 let key: string;
 let otherKey: string;
+/** A second credential of the requesting tenant: the one that decides what `key` asked for. */
+let reviewerKey: string;
 
 beforeAll(async () => {
   cp = await startControlPlane();
   key = await tenantWithKey(cp, 'appr-a');
   otherKey = await tenantWithKey(cp, 'appr-b');
+  const reviewer = await cp.call('POST', '/v1/api-keys', {
+    key,
+    body: { name: 'reviewer', scopes: ['policies:read', 'policies:write'] },
+  });
+  expect(reviewer.status).toBe(201);
+  reviewerKey = String(reviewer.body.key_secret);
   const policy = await cp.call('POST', '/v1/policies', {
     key,
     body: {
@@ -97,11 +105,14 @@ describe('approvals as records', () => {
 
   it('is decided once: audited with the actor, announced; a second decision is a 409', async () => {
     const id = await pendingFromEvaluation();
-    const missingReviewer = await cp.call('PATCH', `/v1/approvals/${id}`, { key, body: { status: 'APPROVED' } });
+    const missingReviewer = await cp.call('PATCH', `/v1/approvals/${id}`, {
+      key: reviewerKey,
+      body: { status: 'APPROVED' },
+    });
     expect(expectSvcError(missingReviewer, 400, 'SVC-SYS-9002').message).toContain('reviewer_id');
 
     const decided = await cp.call('PATCH', `/v1/approvals/${id}`, {
-      key,
+      key: reviewerKey,
       body: { status: 'REJECTED', reviewer_id: 'alice', review_note: 'not this one' },
     });
     expect(decided.status).toBe(200);
@@ -109,7 +120,7 @@ describe('approvals as records', () => {
     expect(Number.isNaN(Date.parse(decided.body.decided_at))).toBe(false);
 
     const again = await cp.call('PATCH', `/v1/approvals/${id}`, {
-      key,
+      key: reviewerKey,
       body: { status: 'APPROVED', reviewer_id: 'bob' },
     });
     expect(expectSvcError(again, 409, 'SVC-POL-2006').details).toMatchObject({ status: 'REJECTED' });
@@ -134,10 +145,34 @@ describe('approvals as records', () => {
     const id = await pendingFromEvaluation();
     const answers = await Promise.all(
       ['r1', 'r2', 'r3'].map((reviewer) =>
-        cp.call('PATCH', `/v1/approvals/${id}`, { key, body: { status: 'APPROVED', reviewer_id: reviewer } }),
+        cp.call('PATCH', `/v1/approvals/${id}`, {
+          key: reviewerKey,
+          body: { status: 'APPROVED', reviewer_id: reviewer },
+        }),
       ),
     );
     expect(answers.map((a) => a.status).sort()).toEqual([200, 409, 409]);
+  });
+
+  it('refuses a decision by the credential that asked for the approval (403 SVC-SYS-9004), keeping it PENDING', async () => {
+    const id = await pendingFromEvaluation();
+    for (const status of ['APPROVED', 'REJECTED']) {
+      const self = await cp.call('PATCH', `/v1/approvals/${id}`, {
+        key,
+        body: { status, reviewer_id: 'ciso@appr-a.example' },
+      });
+      const error = expectSvcError(self, 403, 'SVC-SYS-9004');
+      expect(error.message).toContain('requested by this credential');
+      expect(error.details).toMatchObject({ approval_id: id, reason: 'requester_cannot_decide' });
+    }
+    expect((await cp.call('GET', `/v1/approvals/${id}`, { key })).body).toMatchObject({ status: 'PENDING' });
+    const audit = await cp.call('GET', '/v1/audit?resource_type=approval', { key });
+    expect(audit.body.filter((r: { resource: { id: string } }) => r.resource.id === id)).toEqual([]);
+    const decided = await cp.call('PATCH', `/v1/approvals/${id}`, {
+      key: reviewerKey,
+      body: { status: 'APPROVED', reviewer_id: 'ciso@appr-a.example' },
+    });
+    expect(decided.status).toBe(200);
   });
 
   it('needs policies:write to decide and policies:read to list', async () => {

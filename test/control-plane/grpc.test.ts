@@ -503,23 +503,50 @@ describe('policy updates and approvals over gRPC and the gateway', () => {
     const pending = await call(POLICIES, 'ListApprovals', { tenant_id: 'acme', status: 'APPROVAL_STATUS_PENDING' });
     const approval = pending.approvals.find((a: { action: string }) => a.action === 'tool:deploy');
     expect(approval).toMatchObject({ status: 'APPROVAL_STATUS_PENDING', tenant_id: 'acme' });
-    const missingReviewer = await failure(
-      call(POLICIES, 'UpdateApproval', { approval_id: approval.approval_id, status: 'APPROVAL_STATUS_APPROVED' }),
-    );
-    expect(statusDetails(missingReviewer).badRequest?.fieldViolations[0]?.field).toBe('reviewer_id');
-    const decided = await call(POLICIES, 'UpdateApproval', {
-      approval_id: approval.approval_id,
-      status: 'APPROVAL_STATUS_APPROVED',
-      reviewer_id: 'alice',
-      review_note: 'ok',
-    });
-    expect(decided.approval).toMatchObject({ status: 'APPROVAL_STATUS_APPROVED', reviewer_id: 'alice' });
-    const again = await failure(
+    // The key that asked may not decide: a second credential of the tenant reviews.
+    const selfApproved = await failure(
       call(POLICIES, 'UpdateApproval', {
         approval_id: approval.approval_id,
-        status: 'APPROVAL_STATUS_REJECTED',
-        reviewer_id: 'bob',
+        status: 'APPROVAL_STATUS_APPROVED',
+        reviewer_id: 'ciso@acme.example',
       }),
+    );
+    expect(selfApproved.code).toBe(status.PERMISSION_DENIED);
+    expect(statusDetails(selfApproved).errorInfo?.reason).toBe('SVC-SYS-9004');
+    expect(selfApproved.details).toContain('requested by this credential');
+    const reviewer = await cp.call('POST', '/v1/api-keys', {
+      key: acme,
+      body: { name: 'grpc-reviewer', scopes: ['policies:read', 'policies:write'] },
+    });
+    const asReviewer = { key: String(reviewer.body.key_secret) };
+    const missingReviewer = await failure(
+      call(
+        POLICIES,
+        'UpdateApproval',
+        { approval_id: approval.approval_id, status: 'APPROVAL_STATUS_APPROVED' },
+        asReviewer,
+      ),
+    );
+    expect(statusDetails(missingReviewer).badRequest?.fieldViolations[0]?.field).toBe('reviewer_id');
+    const decided = await call(
+      POLICIES,
+      'UpdateApproval',
+      {
+        approval_id: approval.approval_id,
+        status: 'APPROVAL_STATUS_APPROVED',
+        reviewer_id: 'alice',
+        review_note: 'ok',
+      },
+      asReviewer,
+    );
+    expect(decided.approval).toMatchObject({ status: 'APPROVAL_STATUS_APPROVED', reviewer_id: 'alice' });
+    const again = await failure(
+      call(
+        POLICIES,
+        'UpdateApproval',
+        { approval_id: approval.approval_id, status: 'APPROVAL_STATUS_REJECTED', reviewer_id: 'bob' },
+        asReviewer,
+      ),
     );
     expect(again.code).toBe(status.FAILED_PRECONDITION);
     expect(statusDetails(again).errorInfo?.reason).toBe('SVC-POL-2006');

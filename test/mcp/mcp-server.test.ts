@@ -37,6 +37,8 @@ let cp: RunningControlPlane;
 let key: string;
 let keyId: string;
 let client: Client;
+/** The id of the second key of the tenant that reviews what `key` asked for. */
+let reviewerId: string;
 
 /** A JSON-RPC request to /mcp as raw HTTP, for what the SDK client never sends. */
 async function rawMcp(body: string, headers: Record<string, string> = { authorization: `Bearer ${key}` }) {
@@ -435,13 +437,38 @@ describe('tools/call', () => {
     });
     expect((await callOk(client, 'list_pending_approvals', { limit: 1 })).approvals).toHaveLength(1);
 
-    const approved = await callOk(client, 'approve_action', { approval_id: first, comment: 'within limits' });
-    expect(approved.approval).toMatchObject({ status: 'APPROVED', reviewer_id: keyId, review_note: 'within limits' });
+    // The key that asked may not decide either way; a second key of the tenant does.
+    for (const [tool, args] of [
+      ['approve_action', { approval_id: first }],
+      ['deny_action', { approval_id: first, reason: 'x' }],
+    ] as const) {
+      const self = await callFails(client, tool, args);
+      expect(self).toMatchObject({ code: 'SVC-SYS-9004', details: { reason: 'requester_cannot_decide' } });
+      expect(self.message).toContain('requested by this credential');
+    }
+    expect((await cp.call('GET', `/v1/approvals/${first}`, { key })).body.status).toBe('PENDING');
+    const reviewerKey = await cp.call('POST', '/v1/api-keys', {
+      key,
+      body: { name: 'reviewer', scopes: ['policies:read', 'policies:write'] },
+    });
+    const reviewer = await mcpClient(cp.url, String(reviewerKey.body.key_secret));
+    try {
+      const config = await reviewer.readResource({ uri: 'tenant://config' });
+      reviewerId = JSON.parse(String((config.contents[0] as { text: string }).text)).credential.id;
+      const approved = await callOk(reviewer, 'approve_action', { approval_id: first, comment: 'within limits' });
+      expect(approved.approval).toMatchObject({
+        status: 'APPROVED',
+        reviewer_id: reviewerId,
+        review_note: 'within limits',
+      });
+      await callOk(reviewer, 'deny_action', { approval_id: second, reason: 'not this vendor' });
+    } finally {
+      await reviewer.close();
+    }
     expect((await cp.call('GET', `/v1/approvals/${first}`, { key })).body).toMatchObject({
       status: 'APPROVED',
-      reviewer_id: keyId,
+      reviewer_id: reviewerId,
     });
-    await callOk(client, 'deny_action', { approval_id: second, reason: 'not this vendor' });
     expect((await cp.call('GET', `/v1/approvals/${second}`, { key })).body).toMatchObject({
       status: 'REJECTED',
       review_note: 'not this vendor',
@@ -465,7 +492,7 @@ describe('tools/call', () => {
       'approval.approve',
       'approval.reject',
     ]);
-    expect(approvals.entries[0].changes).toMatchObject({ reviewer_id: keyId });
+    expect(approvals.entries[0].changes).toMatchObject({ reviewer_id: reviewerId });
     const keys = await callOk(client, 'get_audit_log', { resource_type: 'APIKey', action: 'api_key.create' });
     expect(
       keys.entries.find((e: { changes: { name: string } }) => e.changes.name === 'budget-reader')?.changes,
