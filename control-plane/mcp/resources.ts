@@ -1,7 +1,7 @@
 import type { ReadResourceResult, Resource } from '@modelcontextprotocol/sdk/types.js';
 import { RpcError } from './errors.ts';
 import { toRestEnvelope, type Envelope, type Scope } from '../../core/domain/index.ts';
-import { requireScope } from '../auth/scopes.ts';
+import { hasScope, requireScope } from '../auth/scopes.ts';
 import type { Caller } from '../caller.ts';
 import { collectPages } from '../storage/paging.ts';
 import { tenantConfig } from '../tenants/tenant-config.ts';
@@ -51,16 +51,22 @@ export function mcpResources(s: McpServices): McpResource[] {
       read: async (caller) => {
         const now = s.clock();
         const budgets = (await s.budgets.list(caller.tenant, 'all')).map((b) => toMcpBudgetStatus(b, now));
-        const pending = await s.approvals.list(caller.tenant, { status: 'PENDING', limit: PENDING_COUNT_LIMIT });
         return {
           tenant_id: caller.tenant,
           status: 'active',
           budgets,
           spend_usd: budgets.reduce((sum, b) => sum + b.spend_usd, 0),
           budgets_exceeded: budgets.filter((b) => b.status === 'exceeded').length,
-          /** Counted up to PENDING_COUNT_LIMIT. */
-          pending_approvals: pending.length,
-          ruleset_version: await s.policies.version(caller.tenant),
+          // Approvals and the ruleset are policies:read data on every other surface.
+          ...(hasScope(caller.principal, 'policies:read')
+            ? {
+                /** Counted up to PENDING_COUNT_LIMIT. */
+                pending_approvals: (
+                  await s.approvals.list(caller.tenant, { status: 'PENDING', limit: PENDING_COUNT_LIMIT })
+                ).length,
+                ruleset_version: await s.policies.version(caller.tenant),
+              }
+            : {}),
         };
       },
     },

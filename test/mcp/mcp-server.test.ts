@@ -507,6 +507,46 @@ describe('tools/call', () => {
     );
   });
 
+  it('shows policy evaluations, approvals and the ruleset version only to a key REST shows them to (policies:read)', async () => {
+    await callOk(client, 'check_governance', { action: 'tool:metrics-probe', input_text: 'x' });
+    const keyWith = async (scopes: string[]) => {
+      const created = await cp.call('POST', '/v1/api-keys', { key, body: { name: scopes.join('+'), scopes } });
+      expect(created.status).toBe(201);
+      return String(created.body.key_secret);
+    };
+    const sidecar = await keyWith(['events:read', 'budgets:read']);
+    const reviewer = await keyWith(['events:read', 'budgets:read', 'policies:read']);
+    expect((await cp.call('GET', '/v1/policies', { key: sidecar })).status).toBe(403);
+    expect((await cp.call('GET', '/v1/approvals', { key: sidecar })).status).toBe(403);
+    const narrow = await mcpClient(cp.url, sidecar);
+    const wide = await mcpClient(cp.url, reviewer);
+    try {
+      const refused = await callFails(narrow, 'get_metrics', { metric_type: 'policy' });
+      expect(refused).toMatchObject({ code: 'SVC-SYS-9004', details: { required_scope: 'policies:read' } });
+      const all = await callOk(narrow, 'get_metrics', { metric_type: 'all' });
+      expect(all.usage).toBeDefined();
+      expect(all.policy).toBeUndefined();
+      expect(JSON.stringify(all)).not.toContain('tool:metrics-probe');
+      const allowed = await callOk(wide, 'get_metrics', { metric_type: 'all' });
+      expect(allowed.policy.by_action.map((a: { action: string }) => a.action)).toContain('tool:metrics-probe');
+
+      const status = async (c: Client) => {
+        const read = await c.readResource({ uri: 'tenant://status' });
+        return JSON.parse(String((read.contents[0] as { text: string }).text)) as Record<string, unknown>;
+      };
+      const narrowStatus = await status(narrow);
+      expect(narrowStatus).toMatchObject({ tenant_id: 'mcp-a', status: 'active' });
+      expect(narrowStatus).not.toHaveProperty('pending_approvals');
+      expect(narrowStatus).not.toHaveProperty('ruleset_version');
+      const wideStatus = await status(wide);
+      expect(wideStatus.pending_approvals).toEqual(expect.any(Number));
+      expect(wideStatus.ruleset_version).toEqual(expect.any(Number));
+    } finally {
+      await narrow.close();
+      await wide.close();
+    }
+  });
+
   it('refuses a read-only key a mutating tool with the SVC code, writing nothing', async () => {
     const reader = await cp.call('POST', '/v1/api-keys', {
       key,

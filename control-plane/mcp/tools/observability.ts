@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MAX_NAME_LENGTH } from '../../../core/domain/index.ts';
+import { hasScope, requireScope } from '../../auth/scopes.ts';
 import { summarisePolicy, summariseUsage } from '../../usage/usage-summary.ts';
 import { canonicalResourceType, McpAuditEntrySchema, toMcpAuditEntry } from '../codecs/audit.ts';
 import type { McpServices } from '../services.ts';
@@ -30,7 +31,7 @@ export function observabilityTools(s: McpServices): McpTool[] {
       name: 'get_metrics',
       title: 'Usage, cost and policy metrics',
       description:
-        'Totals of recorded events, tokens and cost (by model and event type) and of policy evaluations and denials (by decision and action) in a time range.',
+        'Totals of recorded events, tokens and cost (by model and event type) and of policy evaluations and denials (by decision and action) in a time range. The policy part takes policies:read as well; `all` leaves it out without.',
       scope: 'events:read',
       hints: hints.read,
       input: z.object({
@@ -50,7 +51,12 @@ export function observabilityTools(s: McpServices): McpTool[] {
           end: input.end_time === undefined ? undefined : new Date(input.end_time),
         };
         const wantsUsage = input.metric_type !== 'policy';
-        const wantsPolicy = input.metric_type === 'policy' || input.metric_type === 'all';
+        // Evaluation counts and every action evaluated come from the audit log: REST shows them
+        // only with policies:read (a trace's evaluations), so events:read alone does not reach them.
+        if (input.metric_type === 'policy') requireScope(caller.principal, 'policies:read');
+        const wantsPolicy =
+          input.metric_type === 'policy' ||
+          (input.metric_type === 'all' && hasScope(caller.principal, 'policies:read'));
         const usage = wantsUsage ? await summariseUsage(s.read, caller.tenant, window) : undefined;
         const policy = wantsPolicy ? await summarisePolicy(s.read, caller.tenant, window) : undefined;
         const parts = [
