@@ -1,3 +1,4 @@
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { timeOrderedUuid, type Actor } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
@@ -222,7 +223,7 @@ export class Approvals {
           ? subjects.approvalRequested(approval.tenant_id)
           : subjects.approvalDecided(approval.tenant_id),
       data: message,
-      msgId: `approval-${what}-${approval.approval_id}`,
+      msgId: msgIds.approval(approval.tenant_id, what, approval.approval_id),
     });
   }
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import type { Budget } from '../../core/domain/index.ts';
 import type { BudgetOverrunPredictedMessage } from '../../core/events/messages.ts';
@@ -82,7 +83,7 @@ export class OverrunWatch {
       effects.publications.push({
         subject: subjects.budgetOverrunPredicted(budget.tenant_id),
         data: message,
-        msgId: `overrun-${key}`,
+        msgId: msgIds.overrunPredicted(budget.tenant_id, budget.budget_id, budget.usage.period_start),
       });
       for (const url of new Set(budget.alerts.flatMap((a) => (a.webhook_url === undefined ? [] : [a.webhook_url]))))
         effects.webhooks.push({

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { BudgetDeletedMessage } from '../../core/events/messages.ts';
@@ -172,7 +173,7 @@ export class Budgets {
       effects.publications.push({
         subject: subjects.budgetDeleted(caller.tenant),
         data: message,
-        msgId: `budget-deleted-${caller.tenant}-${budgetId}`,
+        msgId: msgIds.budgetDeleted(caller.tenant, budgetId),
       });
       effects.changes.push({ kind: 'budget', tenant: caller.tenant, budgetId });
     });

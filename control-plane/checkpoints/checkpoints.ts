@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { UsageEventMessage } from '../../core/events/messages.ts';
@@ -190,6 +191,6 @@ function announceSaved(effects: Effects, c: Checkpoint): void {
   effects.publications.push({
     subject: subjects.event(c.tenant_id, 'checkpoint.saved'),
     data: message,
-    msgId: eventId,
+    msgId: msgIds.event(c.tenant_id, eventId),
   });
 }

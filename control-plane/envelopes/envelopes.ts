@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import {
@@ -140,7 +141,7 @@ export class Envelopes {
       effects.publications.push({
         subject: subjects.envelopeCreated(caller.tenant),
         data: lifecycleMessage(created),
-        msgId: `env-${envelopeId}-CREATED`,
+        msgId: msgIds.envelope(caller.tenant, envelopeId, 'CREATED'),
       });
       return created;
     });
@@ -198,7 +199,7 @@ export class Envelopes {
         effects.publications.unshift({
           subject: subjects.event(caller.tenant, message.event_type),
           data: charged,
-          msgId: message.event_id,
+          msgId: msgIds.event(caller.tenant, message.event_id),
         });
       }
       return { ...applied, envelope: applied.envelope ?? (await this.get(caller.tenant, envelopeId, tx)) };

@@ -1,3 +1,4 @@
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import type { Actor, Envelope, EnvelopeStatus } from '../../core/domain/index.ts';
 import { isFinal, isTerminated } from '../../core/domain/index.ts';
@@ -77,7 +78,7 @@ export async function applyTransition(
     effects.publications.push({
       subject: subject(tenant),
       data: lifecycleMessage(next, change.force ?? false),
-      msgId: `env-${next.envelope_id}-${to}`,
+      msgId: msgIds.envelope(tenant, next.envelope_id, to),
     });
   }
   // The proxies hold the calls of a paused envelope and refuse those of an ended one. The hold is

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sequenceOf, type ActionHistory } from '../../core/brain/index.ts';
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import type { Actor } from '../../core/domain/index.ts';
 import { isSvcError, SvcError, type FieldViolation } from '../../core/errors/index.ts';
@@ -368,7 +369,7 @@ export class Policies implements PolicyGate {
         effects.publications.push({
           subject: subjects.policyViolation(caller.tenant),
           data: violation,
-          msgId: `violation-${randomUUID()}`,
+          msgId: msgIds.violation(caller.tenant, randomUUID()),
         });
       }
       return approval?.approval_id ?? null;

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import {
   isExhausted,
@@ -72,7 +73,7 @@ export async function fireAlerts(
       envelope_id: envelopeId,
       occurred_at: now.toISOString(),
     };
-    const msgId = `budget-${budget.budget_id}-${budget.usage.period_start}-${threshold.percent}`;
+    const msgId = msgIds.budgetAlert(budget.tenant_id, budget.budget_id, budget.usage.period_start, threshold.percent);
     const subject =
       level === 'exceeded' ? subjects.budgetExceeded(budget.tenant_id) : subjects.budgetWarning(budget.tenant_id);
     effects.publications.push({ subject, data: message, msgId });

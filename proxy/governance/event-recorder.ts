@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import type {
   EnvelopeLifecycleMessage,
@@ -75,7 +76,11 @@ export class EventRecorder {
       source: this.#source,
       occurred_at: this.#clock().toISOString(),
     };
-    await this.#append(`opened-${envelope.envelopeId}`, subjects.envelopeCreated(this.#tenantId), data);
+    await this.#append(
+      msgIds.proxyOpened(this.#tenantId, envelope.envelopeId),
+      subjects.envelopeCreated(this.#tenantId),
+      data,
+    );
   }
 
   /**
@@ -101,7 +106,12 @@ export class EventRecorder {
       payload: { ...record.payload, execution_id: envelope.executionId },
       source: this.#source,
     };
-    await this.#append(eventId, subjects.event(this.#tenantId, record.eventType), data, room);
+    await this.#append(
+      msgIds.event(this.#tenantId, eventId),
+      subjects.event(this.#tenantId, record.eventType),
+      data,
+      room,
+    );
     return eventId;
   }
 
@@ -116,7 +126,7 @@ export class EventRecorder {
       envelope_id: envelope?.envelopeId ?? null,
       occurred_at: this.#clock().toISOString(),
     };
-    await this.#append(randomUUID(), subjects.policyViolation(this.#tenantId), data);
+    await this.#append(msgIds.violation(this.#tenantId, randomUUID()), subjects.policyViolation(this.#tenantId), data);
   }
 
   /** The envelope ended here (budget cut-off, TERMINATE policy): the control plane applies it. */
@@ -131,7 +141,11 @@ export class EventRecorder {
       force: true,
       occurred_at: this.#clock().toISOString(),
     };
-    await this.#append(`ended-${envelope.envelopeId}`, subjects.envelopeTerminated(this.#tenantId), data);
+    await this.#append(
+      msgIds.proxyEnded(this.#tenantId, envelope.envelopeId),
+      subjects.envelopeTerminated(this.#tenantId),
+      data,
+    );
   }
 
   /**

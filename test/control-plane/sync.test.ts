@@ -10,6 +10,7 @@ import {
   TerminateSignalSchema,
   type TerminateSignal,
 } from '../../core/sync/contract.ts';
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { eventually, startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
 
@@ -364,7 +365,9 @@ describe('terminations announced by a proxy', () => {
       force: true,
       occurred_at: new Date().toISOString(),
     };
-    await cp.messaging.bus.publish(subjects.envelopeTerminated('acme'), ended, { msgId: `ended-${envelopeId}` });
+    await cp.messaging.bus.publish(subjects.envelopeTerminated('acme'), ended, {
+      msgId: msgIds.proxyEnded('acme', envelopeId),
+    });
     const env = await eventually(
       () => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }),
       (r) => r.body.state === 'TERMINATED',

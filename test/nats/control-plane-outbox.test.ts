@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { connect } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { msgIds } from '../../core/bus/msg-ids.ts';
 import { BudgetStateSchema, BUCKETS, keys } from '../../core/sync/contract.ts';
 import { eventually } from '../harness/control-plane.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
@@ -100,7 +101,7 @@ describe('the control plane with NATS down', () => {
         });
         timings.push(performance.now() - started);
         expect(res.status).toBe(201);
-        expected.push(`env-${String(res.body.envelope_id)}-CREATED`);
+        expected.push(msgIds.envelope(tenant.tenantId, String(res.body.envelope_id), 'CREATED'));
       } else {
         const eventId = `outage-${i}-${randomUUID()}`;
         const res = await cp.rest('POST', `/v1/envelopes/${envelopeId}/events`, {
@@ -115,7 +116,7 @@ describe('the control plane with NATS down', () => {
         });
         timings.push(performance.now() - started);
         expect(res.status).toBe(202);
-        expected.push(eventId);
+        expected.push(msgIds.event(tenant.tenantId, eventId));
       }
     }
     expect(timings.filter((ms) => ms >= CLIENT_BOUND_MS)).toEqual([]);
