@@ -134,9 +134,27 @@ describe('event processors of two replicas', () => {
   });
 });
 
+/** Holds the next budget read of a racing publisher: it tells `reading`, then waits at `gate`. */
+interface Gate {
+  on: boolean;
+  reading?: () => void;
+  gate?: Promise<void>;
+}
+
+/** Has `publisher` send the budget's state and waits until its read is held; resolves to its release. */
+async function heldBudgetRead(gated: Gate, publisher: StatePublisher, budgetId: string): Promise<() => void> {
+  let release!: () => void;
+  gated.gate = new Promise((resolve) => (release = resolve));
+  const reading = new Promise<void>((resolve) => (gated.reading = resolve));
+  gated.on = true;
+  publisher.push([{ kind: 'budget', tenant: 'acme', budgetId }]);
+  await reading;
+  return release;
+}
+
 describe('state publishers of two replicas', () => {
   /** The second replica's publisher; its budget reads wait at `gate` while `gated` is set. */
-  async function racingPublisher(gated: { on: boolean; reading?: () => void; gate?: Promise<void> }) {
+  async function racingPublisher(gated: Gate) {
     const { services } = cp.plane;
     const budgets = Object.create(services.budgets) as Budgets;
     budgets.find = async (tenant, budgetId) => {
@@ -167,15 +185,10 @@ describe('state publishers of two replicas', () => {
     cp = await startControlPlane({}, undefined, natsMessaging('replica-a'));
     key = await tenantWithKey(cp, 'acme');
     const budgetId = await budget({ max_cost_usd: 10 });
-    const gated: { on: boolean; reading?: () => void; gate?: Promise<void> } = { on: false };
+    const gated: Gate = { on: false };
     const replicaB = await racingPublisher(gated);
-    let release!: () => void;
-    gated.gate = new Promise((resolve) => (release = resolve));
-    const reading = new Promise<void>((resolve) => (gated.reading = resolve));
-    gated.on = true;
     // B reads the budget before any usage, and is held there.
-    replicaB.push([{ kind: 'budget', tenant: 'acme', budgetId }]);
-    await reading;
+    const release = await heldBudgetRead(gated, replicaB, budgetId);
 
     const envelope = await cp.call('POST', '/v1/envelopes', { key, body: { budget_id: budgetId, adapter_type: 'x' } });
     const event = await cp.call('POST', `/v1/envelopes/${envelope.body.envelope_id}/events`, {
@@ -197,7 +210,7 @@ describe('state publishers of two replicas', () => {
     cp = await startControlPlane({}, undefined, natsMessaging('replica-a'));
     key = await tenantWithKey(cp, 'acme');
     const budgetId = await budget({ max_cost_usd: 10 });
-    const gated: { on: boolean; reading?: () => void; gate?: Promise<void> } = { on: false };
+    const gated: Gate = { on: false };
     const replicaB = await racingPublisher(gated);
     const bucket = await cp.messaging.keyValue.open(BUCKETS.budgets);
     const stateKey = keys.budget('acme', budgetId);
@@ -216,13 +229,8 @@ describe('state publishers of two replicas', () => {
       (n) => n === 1,
     );
 
-    let release!: () => void;
-    gated.gate = new Promise((resolve) => (release = resolve));
-    const reading = new Promise<void>((resolve) => (gated.reading = resolve));
-    gated.on = true;
     // B finds the budget and is held before it writes the state.
-    replicaB.push([{ kind: 'budget', tenant: 'acme', budgetId }]);
-    await reading;
+    const release = await heldBudgetRead(gated, replicaB, budgetId);
     // Meanwhile the first replica deletes it, and removes its state from the bucket.
     expect((await cp.call('DELETE', `/v1/budgets/${budgetId}`, { key })).status).toBe(200);
     await eventually(
