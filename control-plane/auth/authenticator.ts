@@ -10,6 +10,11 @@ export interface CredentialHeaders {
   authorization?: string | undefined;
 }
 
+/** The token of an `Authorization: Bearer <token>` header, or null. */
+export function bearerToken(authorization: string | undefined): string | null {
+  return /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? null;
+}
+
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
@@ -81,7 +86,6 @@ export class Authenticator {
     const apiKey = headers['x-api-key'];
     const key = Array.isArray(apiKey) ? apiKey[0] : apiKey;
     if (key !== undefined && key.length > 0) return key;
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(headers.authorization ?? '');
-    return match?.[1] ?? null;
+    return bearerToken(headers.authorization);
   }
 }

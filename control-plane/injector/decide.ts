@@ -1,7 +1,7 @@
 import { ANNOTATIONS, INJECT_LABEL, SIDECAR_LABEL, SIDECAR_NAME } from './annotations.ts';
 import type { Pod } from './admission-review.ts';
 import { BudgetIdSchema, TenantIdSchema, type Binding, type InjectionTemplate } from './injection-template.ts';
-import { sharedWithSidecar, sidecarOf, sidecarOnlyReaches, sidecarSecrets } from './sidecar-only.ts';
+import { namedSidecar, sharedWithSidecar, sidecarOf, sidecarOnlyReaches, sidecarSecrets } from './sidecar-only.ts';
 
 /** A binding with everything a sidecar needs to start resolved. */
 export interface ResolvedBinding extends Binding {
@@ -62,7 +62,7 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
   }
   // Only the webhook writes the sidecar: one the pod brings could run the sidecar's image with
   // its Secrets and another command, or over volumes the pod chose.
-  const present = [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c) => c.name === SIDECAR_NAME);
+  const present = namedSidecar(pod);
   if (present !== undefined) {
     return {
       action: 'deny',

@@ -27,9 +27,14 @@ function repositoryOf(image: string): string {
   return colon > name.lastIndexOf('/') ? name.slice(0, colon) : name;
 }
 
+/** The pod's container bearing the sidecar's name, whatever it runs. */
+export function namedSidecar(pod: Pod): Container | undefined {
+  return [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c) => c.name === SIDECAR_NAME);
+}
+
 /** The pod's sidecar container: one bearing its name and running the chart's sidecar image. */
 export function sidecarOf(pod: Pod, template: InjectionTemplate): Container | undefined {
-  const named = [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c) => c.name === SIDECAR_NAME);
+  const named = namedSidecar(pod);
   if (named === undefined) return undefined;
   return repositoryOf(named.image ?? '') === repositoryOf(template.sidecar.image) ? named : undefined;
 }

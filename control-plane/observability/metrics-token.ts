@@ -1,7 +1,6 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { SvcError } from '../../core/errors/index.ts';
-
-const digest = (text: string) => createHash('sha256').update(text).digest();
+import { bearerToken } from '../auth/authenticator.ts';
+import { hashKey, sameHash } from '../auth/key-format.ts';
 
 /**
  * Whether a scrape may read the per-tenant series of `/metrics`: it bears the metrics token
@@ -13,10 +12,9 @@ export function metricsAccess(token: () => string | undefined): (authorization: 
   return (authorization) => {
     if (authorization === undefined) return false;
     const expected = token();
-    const presented = /^Bearer +(\S+)$/i.exec(authorization)?.[1];
+    const presented = bearerToken(authorization);
     // Compared as digests, in constant time: the token's length is not told either.
-    if (expected !== undefined && presented !== undefined && timingSafeEqual(digest(presented), digest(expected)))
-      return true;
+    if (expected !== undefined && presented !== null && sameHash(hashKey(presented), hashKey(expected))) return true;
     throw new SvcError(
       'SVC-SYS-9003',
       'invalid metrics token: send Authorization: Bearer with the token of SVC_METRICS_TOKEN_FILE, or no Authorization for the series without tenant labels',
