@@ -15,8 +15,9 @@ import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Effects } from '../effects/effects.ts';
-import { collectPages, encodePageToken, pageSizeOf } from '../storage/paging.ts';
-import { MAX_PAGE_SIZE, type Page, type PageRequest, type Repositories, type Storage } from '../storage/storage.ts';
+import { filteredPage } from '../storage/filtered-page.ts';
+import { collectPages } from '../storage/paging.ts';
+import type { Page, PageRequest, Repositories, Storage } from '../storage/storage.ts';
 
 const DEFAULT_LIST_LIMIT = 100;
 
@@ -145,29 +146,21 @@ export class Approvals {
   }
 
   /**
-   * A page of the approvals the filter keeps, oldest first. The token is the one storage issues
-   * for this list (the id of the last approval), here of the last one kept, so the next page
-   * reads on from there and a filtered page is full unless the list ends.
+   * A page of the approvals the filter keeps, oldest first, in storage's own tokens. A page that
+   * stopped at the bound on approvals one filtered page reads (a long history of decided ones) is
+   * short and carries the token to read on.
    */
-  async page(tenant: string, filter: Omit<ApprovalFilter, 'limit'>, request: PageRequest): Promise<Page<Approval>> {
-    const size = pageSizeOf(request);
-    const found: Approval[] = [];
-    let pageToken = request.pageToken ?? null;
-    do {
-      const page: Page<Approval> = await this.deps.storage.read.approvals.list(tenant, {
-        pageSize: MAX_PAGE_SIZE,
-        pageToken,
-      });
-      for (const a of page.items) {
-        if (filter.status !== undefined && a.status !== filter.status) continue;
-        if (filter.workflowId !== undefined && a.workflow_id !== filter.workflowId) continue;
-        if (found.length === size)
-          return { items: found, nextPageToken: encodePageToken([found[size - 1]!.approval_id]) };
-        found.push(a);
-      }
-      pageToken = page.nextPageToken;
-    } while (pageToken !== null);
-    return { items: found, nextPageToken: null };
+  page(tenant: string, filter: Omit<ApprovalFilter, 'limit'>, request: PageRequest): Promise<Page<Approval>> {
+    return filteredPage(
+      (page) => this.deps.storage.read.approvals.list(tenant, page),
+      (a) =>
+        (filter.status === undefined || a.status === filter.status) &&
+        (filter.workflowId === undefined || a.workflow_id === filter.workflowId)
+          ? a
+          : undefined,
+      (a) => [a.approval_id],
+      request,
+    );
   }
 
   /**

@@ -1,7 +1,5 @@
 import type { Actor, AuditRecord } from '../../core/domain/index.ts';
 import type { Decision } from '../../core/policy/index.ts';
-import { pageOfSorted } from '../storage/paging.ts';
-import type { Page, PageRequest } from '../storage/storage.ts';
 
 /** One policy evaluation, as its `policy.evaluate` audit record tells it. */
 export interface RecordedEvaluation {
@@ -42,21 +40,4 @@ export function recordedEvaluation(record: AuditRecord): RecordedEvaluation {
     envelope_id: record.resource.type === 'envelope' ? record.resource.id : null,
     actor: record.actor,
   };
-}
-
-/** A page of a policy's evaluation history, newest first (ties by id), as the history lists it. */
-export function evaluationPage<T extends Pick<RecordedEvaluation, 'evaluated_at' | 'evaluation_id'>>(
-  records: readonly T[],
-  request: PageRequest,
-): Page<T> {
-  return pageOfSorted(
-    records,
-    request,
-    (r) => [r.evaluated_at, r.evaluation_id],
-    [
-      { type: 'string', order: 'desc' },
-      { type: 'string', order: 'desc' },
-    ],
-    'evaluations',
-  );
 }

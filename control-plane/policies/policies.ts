@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sequenceOf, type ActionHistory } from '../../core/brain/index.ts';
 import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
-import type { Actor } from '../../core/domain/index.ts';
+import type { Actor, AuditRecord } from '../../core/domain/index.ts';
 import { isSvcError, SvcError, type FieldViolation } from '../../core/errors/index.ts';
 import type { PolicyViolationMessage } from '../../core/events/messages.ts';
 import {
@@ -26,12 +26,10 @@ import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Effects } from '../effects/effects.ts';
 import type { PolicyDecision, PolicyGate, PolicyQuestion, PreparedDecision } from '../envelopes/policy-gate.ts';
+import { END_OF_WALK, filteredPage, namedPages } from '../storage/filtered-page.ts';
 import { collectPages } from '../storage/paging.ts';
-import type { Repositories, Storage } from '../storage/storage.ts';
+import type { Page, PageRequest, Repositories, Storage } from '../storage/storage.ts';
 import { recordedEvaluation } from './evaluation-record.ts';
-
-/** The most evaluations one history query returns (the newest). */
-export const EVALUATION_HISTORY_MAX = 1000;
 
 /** One evaluation of a policy, read back from its audit record. */
 export interface EvaluationRecord {
@@ -230,53 +228,52 @@ export class Policies implements PolicyGate {
   }
 
   /**
-   * The evaluations a policy decided or shadowed (AUDIT), newest first, as the audit log records
-   * every evaluation: within [start, end) and of one decision when asked. The walk stops at the
-   * first record older than `start` and keeps at most EVALUATION_HISTORY_MAX records.
+   * A page of the evaluations a policy decided or shadowed (AUDIT), newest first, read from the
+   * audit log's `policy.evaluate` records: within [start, end) and of one decision when asked. The
+   * walk ends at the first record older than `start`; a page is short where it stopped at the
+   * bound on records one page reads, and its token reads on.
    */
   async evaluations(
     tenant: string,
     policyId: string,
     filter: { start?: string | undefined; end?: string | undefined; decision?: Decision | undefined },
-  ): Promise<EvaluationRecord[]> {
+    request: PageRequest,
+  ): Promise<Page<EvaluationRecord>> {
     await this.get(tenant, policyId);
     const start = filter.start === undefined ? -Infinity : Date.parse(filter.start);
     const end = filter.end === undefined ? Infinity : Date.parse(filter.end);
-    const found: EvaluationRecord[] = [];
-    let pageToken: string | null = null;
-    do {
-      const page = await this.deps.storage.read.audit.list(
-        tenant,
-        { order: 'newest', action: 'policy.evaluate' },
-        { pageSize: 100, pageToken },
-      );
-      for (const record of page.items) {
-        const at = Date.parse(record.timestamp);
-        if (at < start) return found;
-        if (at >= end) continue;
-        const evaluation = recordedEvaluation(record);
-        const shadowed = evaluation.shadow.find((s) => s.policy_id === policyId);
-        const decided = evaluation.matched_policy === policyId;
-        if (!decided && shadowed === undefined) continue;
-        const decision = decided ? evaluation.decision : (shadowed as { decision: Decision }).decision;
-        if (filter.decision !== undefined && decision !== filter.decision) continue;
-        found.push({
-          evaluation_id: evaluation.evaluation_id,
-          evaluated_at: evaluation.evaluated_at,
-          policy_id: policyId,
-          rule_id: decided ? (evaluation.matched_rule ?? '') : (shadowed as { rule_id: string }).rule_id,
-          action: evaluation.action,
-          decision,
-          shadow: !decided,
-          envelope_id: evaluation.envelope_id,
-          approval_id: decided ? evaluation.approval_id : null,
-          actor: evaluation.actor,
-        });
-        if (found.length >= EVALUATION_HISTORY_MAX) return found;
-      }
-      pageToken = page.nextPageToken;
-    } while (pageToken !== null);
-    return found;
+    const audit = this.deps.storage.read.audit;
+    const select = (record: AuditRecord): EvaluationRecord | undefined | typeof END_OF_WALK => {
+      const at = Date.parse(record.timestamp);
+      if (at < start) return END_OF_WALK;
+      if (at >= end) return undefined;
+      const evaluation = recordedEvaluation(record);
+      const shadowed = evaluation.shadow.find((s) => s.policy_id === policyId);
+      const decided = evaluation.matched_policy === policyId;
+      if (!decided && shadowed === undefined) return undefined;
+      const decision = decided ? evaluation.decision : (shadowed as { decision: Decision }).decision;
+      if (filter.decision !== undefined && decision !== filter.decision) return undefined;
+      return {
+        evaluation_id: evaluation.evaluation_id,
+        evaluated_at: evaluation.evaluated_at,
+        policy_id: policyId,
+        rule_id: decided ? (evaluation.matched_rule ?? '') : (shadowed as { rule_id: string }).rule_id,
+        action: evaluation.action,
+        decision,
+        shadow: !decided,
+        envelope_id: evaluation.envelope_id,
+        approval_id: decided ? evaluation.approval_id : null,
+        actor: evaluation.actor,
+      };
+    };
+    return namedPages('evaluations', request, (page) =>
+      filteredPage(
+        (p) => audit.list(tenant, { order: 'newest', action: 'policy.evaluate' }, p),
+        select,
+        (record) => [record.seq],
+        page,
+      ),
+    );
   }
 
   /**

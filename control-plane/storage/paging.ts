@@ -12,6 +12,11 @@ function invalid(field: 'page_size' | 'page_token', description: string): SvcErr
   return new SvcError('SVC-SYS-9002', `invalid request: ${field}: ${description}`, {}, [{ field, description }]);
 }
 
+/** A token that does not hold this list's position: the caller's error, SVC-SYS-9002 naming `page_token`. */
+export function foreignToken(): SvcError {
+  return invalid('page_token', 'not a token this list issued');
+}
+
 /** The page size asked for, checked: default 20, 1 to 100. */
 export function pageSizeOf(request: PageRequest | undefined): number {
   const size = request?.pageSize ?? DEFAULT_PAGE_SIZE;
@@ -40,14 +45,14 @@ export function decodePageToken(
     if (token.length > MAX_TOKEN_LENGTH || !/^[A-Za-z0-9_-]+$/.test(token)) throw new Error('not a token');
     key = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
   } catch {
-    throw invalid('page_token', 'not a token this list issued');
+    throw foreignToken();
   }
   if (
     !Array.isArray(key) ||
     key.length !== shape.length ||
     key.some((part, i) => typeof part !== shape[i] || (typeof part === 'number' && !Number.isSafeInteger(part)))
   )
-    throw invalid('page_token', 'not a token this list issued');
+    throw foreignToken();
   return key as PageKey;
 }
 
@@ -123,8 +128,7 @@ export function pageOfSorted<T>(
   const size = pageSizeOf(request);
   const named = list === undefined ? [] : [list];
   const token = decodePageToken(request, [...named.map(() => 'string' as const), ...parts.map((p) => p.type)]);
-  if (token !== undefined && named.some((name, i) => token[i] !== name))
-    throw invalid('page_token', 'not a token this list issued');
+  if (token !== undefined && named.some((name, i) => token[i] !== name)) throw foreignToken();
   const after = token?.slice(named.length);
   const compare = (a: PageKey, b: PageKey): number => {
     for (const [i, part] of parts.entries()) {

@@ -1,12 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FILTERED_FETCH_LIMIT } from '../../control-plane/storage/filtered-page.ts';
 import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
+import { MAX_PAGE_SIZE } from '../../control-plane/storage/storage.ts';
 import { startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
-import { anAuditDraft, anEvent } from '../storage/records.ts';
+import { anApproval, anAuditDraft, anEvent } from '../storage/records.ts';
 
 /**
- * A filter that matches little in a long event log or audit log: one request reads a bounded slice
- * of it (on LMDB, FILTER_SCAN_LIMIT records, read synchronously) and hands back the position
- * reached, so no request walks the whole log while every other request waits.
+ * A filter that matches little in a long event log, audit log, approval list or evaluation
+ * history: one request reads a bounded slice of it (on LMDB, FILTER_SCAN_LIMIT records, read
+ * synchronously; a filter the service applies, FILTERED_FETCH_LIMIT storage pages) and hands back
+ * the position reached, so no request walks the whole log while every other request waits.
  */
 
 const TENANT = 'scan-bound';
@@ -16,6 +19,10 @@ let cp: RunningControlPlane;
 let reader: string;
 let admin: string;
 let rareEventId: string;
+let policyId: string;
+const PENDING_ID = 'ffffffff-ffff-4fff-bfff-ffffffffffff';
+/** Rows past which a filter the service applies answers a page short. */
+const SERVICE_BOUND = FILTERED_FETCH_LIMIT * MAX_PAGE_SIZE;
 const lmdb = () => cp.databaseUrl === null;
 
 beforeAll(async () => {
@@ -26,10 +33,26 @@ beforeAll(async () => {
   const rare = anEvent(TENANT, { event_type: 'tool.call' });
   rareEventId = rare.event_id;
   const common = Array.from({ length: COMMON }, () => anEvent(TENANT, { event_type: 'llm.call' }));
+  const policy = await cp.call('POST', '/v1/policies', {
+    key: admin,
+    body: { name: 'rare', rules: [{ action: 'tool:rare', effect: 'deny' }] },
+  });
+  policyId = policy.body.policy_id as string;
+  const evaluation = (matched: string) => ({
+    ...anAuditDraft('policy.evaluate'),
+    result: 'deny',
+    metadata: { action: 'tool:rare', matched_policy: matched, matched_rule: 'rule-1', shadow: [] },
+  });
   await cp.plane.storage.withTransaction(async (t) => {
     await t.events.insertNew(TENANT, [rare, ...common]);
     await t.audit.append(TENANT, anAuditDraft('policy.update'));
-    for (let i = 0; i < COMMON; i++) await t.audit.append(TENANT, anAuditDraft('envelope.create'));
+    await t.audit.append(TENANT, evaluation(policyId));
+    for (let i = 0; i < COMMON; i++) {
+      await t.audit.append(TENANT, anAuditDraft('envelope.create'));
+      await t.audit.append(TENANT, evaluation('another-policy'));
+      await t.approvals.insert(TENANT, { ...anApproval(TENANT), status: 'APPROVED' });
+    }
+    await t.approvals.insert(TENANT, { ...anApproval(TENANT), approval_id: PENDING_ID });
   });
 }, 60_000);
 afterAll(async () => {
@@ -41,6 +64,7 @@ async function walk(
   key: string,
   path: string,
   from: string | null = null,
+  most = Number.POSITIVE_INFINITY,
 ): Promise<{ items: Array<Record<string, unknown>>; requests: number }> {
   const items: Array<Record<string, unknown>> = [];
   let token = from;
@@ -48,11 +72,11 @@ async function walk(
   do {
     const res = await cp.call('GET', token === null ? path : `${path}&page_token=${token}`, { key });
     expect(res.status).toBe(200);
-    expect(res.body.length).toBeLessThanOrEqual(5);
+    expect(res.body.length).toBeLessThanOrEqual(Number(new URL(path, 'http://x').searchParams.get('page_size')));
     items.push(...(res.body as Array<Record<string, unknown>>));
     requests += 1;
     token = res.headers.get('x-next-page-token');
-  } while (token !== null);
+  } while (token !== null && requests < most);
   return { items, requests };
 }
 
@@ -96,5 +120,64 @@ describe('GET /v1/audit filtered by an action that matches little', () => {
     }
     const { items } = await walk(admin, '/v1/audit?action=policy.update&page_size=5');
     expect(items.map((r) => r.action)).toEqual(['policy.update']);
+  });
+});
+
+describe('GET /v1/approvals filtered by a status that matches little', () => {
+  it('ends a page at the bound on approvals read, and the pages after it find every match', async () => {
+    const first = await cp.call('GET', '/v1/approvals?status=PENDING&page_size=5', { key: admin });
+    expect(first.status).toBe(200);
+    expect(first.body).toEqual([]);
+    expect(first.headers.get('x-next-page-token')).toMatch(/^[A-Za-z0-9_-]+$/);
+    const { items, requests } = await walk(admin, '/v1/approvals?status=PENDING&page_size=5');
+    expect(items.map((a) => a.approval_id)).toEqual([PENDING_ID]);
+    expect(requests).toBe(Math.ceil((COMMON + 1) / SERVICE_BOUND));
+  });
+
+  it('answers `limit` with what it found before the bound, and the token to go on', async () => {
+    const res = await cp.call('GET', '/v1/approvals?status=PENDING&limit=50', { key: admin });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual([]);
+    const token = res.headers.get('x-next-page-token');
+    expect(token).not.toBeNull();
+    const { items } = await walk(admin, '/v1/approvals?status=PENDING&page_size=5', token);
+    expect(items.map((a) => a.approval_id)).toEqual([PENDING_ID]);
+  });
+
+  it('fills a page from the middle of what storage returned and goes on after its last item', async () => {
+    const { items } = await walk(admin, '/v1/approvals?status=APPROVED&page_size=5', null, 3);
+    expect(items).toHaveLength(15);
+    const all = await walk(admin, '/v1/approvals?page_size=100');
+    expect(items.map((a) => a.approval_id)).toEqual(all.items.slice(0, 15).map((a) => a.approval_id));
+  });
+});
+
+describe("a policy's evaluation history among many other evaluations", () => {
+  it('ends a page at the bound on records read, and the pages after it find every match', async () => {
+    const pages: Array<Array<Record<string, unknown>>> = [];
+    let token = '';
+    do {
+      const res = await cp.call(
+        'GET',
+        `/v1/policies/${policyId}/evaluations?page_size=5${token === '' ? '' : `&page_token=${token}`}`,
+        { key: admin },
+      );
+      expect(res.status).toBe(200);
+      pages.push(res.body.evaluations as Array<Record<string, unknown>>);
+      token = res.body.next_page_token as string;
+    } while (token !== '');
+    expect(pages[0]).toEqual([]);
+    expect(pages.flat().map((e) => [e.policy_id, e.action, e.decision])).toEqual([
+      [policyId, 'tool:rare', 'EVALUATION_DECISION_DENY'],
+    ]);
+    expect(pages).toHaveLength(Math.ceil((COMMON + 1) / SERVICE_BOUND));
+  });
+
+  it("refuses another list's token as a position in the history", async () => {
+    const approvals = await cp.call('GET', '/v1/approvals?status=PENDING&page_size=5', { key: admin });
+    const foreign = approvals.headers.get('x-next-page-token')!;
+    const res = await cp.call('GET', `/v1/policies/${policyId}/evaluations?page_token=${foreign}`, { key: admin });
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.body)).toContain('page_token');
   });
 });

@@ -14,7 +14,6 @@ import { MAX_LIST_ITEMS } from '../../../core/domain/bounds.ts';
 import type { Approvals } from '../../approvals/approvals.ts';
 import type { Caller } from '../../caller.ts';
 import type { Policies } from '../../policies/policies.ts';
-import { evaluationPage } from '../../policies/evaluation-record.ts';
 import { policyPage } from '../../policies/policy-page.ts';
 import { grpcNextPageToken, grpcPageRequest } from '../codec/paging.ts';
 import { evaluationQuestions, policyCreateInput, toGrpcEvaluationResult, toGrpcPolicy } from '../codec/policy-codec.ts';
@@ -192,12 +191,16 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
     GetEvaluationHistory: {
       access: 'policies:read',
       handle: async (request, { caller }) => {
-        const records = await policies.evaluations(caller.tenant, requiredId(request, 'policy_id'), {
-          start: fromTimestamp(request.start_time, 'start_time'),
-          end: fromTimestamp(request.end_time, 'end_time'),
-          decision: enumValue(request.decision, 'EVALUATION_DECISION_') as Decision | undefined,
-        });
-        const page = evaluationPage(records, grpcPageRequest(request));
+        const page = await policies.evaluations(
+          caller.tenant,
+          requiredId(request, 'policy_id'),
+          {
+            start: fromTimestamp(request.start_time, 'start_time'),
+            end: fromTimestamp(request.end_time, 'end_time'),
+            decision: enumValue(request.decision, 'EVALUATION_DECISION_') as Decision | undefined,
+          },
+          grpcPageRequest(request),
+        );
         return {
           evaluations: page.items.map((r) => ({
             evaluation_id: r.evaluation_id,
