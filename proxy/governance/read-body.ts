@@ -99,7 +99,12 @@ export const MAX_BODY_DEPTH = 128;
 export function parseJsonBody(text: string): unknown {
   const parsed = parseStrictJson(text, { maxDepth: MAX_BODY_DEPTH });
   if (parsed.ok) return parsed.value;
-  throw new SvcError('SVC-SYS-9002', `request body refused: ${parsed.reason}`, { fields: 'body' }, [
+  throw bodyRefused(parsed.reason);
+}
+
+/** A request body refused for why `parseStrictJson` gives: SVC-SYS-9002 naming `body`. */
+export function bodyRefused(reason: string): SvcError {
+  return new SvcError('SVC-SYS-9002', `request body refused: ${reason}`, { fields: 'body' }, [
     {
       field: 'body',
       description: `must be JSON with each key once per object, nested at most ${MAX_BODY_DEPTH} levels`,

@@ -18,6 +18,7 @@ import { chargeCall, cutOff, type ChargedCall } from './settle-call.ts';
 import { TextSample } from './text-sample.ts';
 import { refused } from './tool-calls.ts';
 import { mayHaveReachedProvider } from './upstream-failure.ts';
+import { readUnclassifiedBody } from './unclassified-body.ts';
 import { upstreamSignal } from './upstream-signal.ts';
 
 /**
@@ -27,17 +28,6 @@ import { upstreamSignal } from './upstream-signal.ts';
 export function isPlainRead(req: ProxiedRequest): boolean {
   const method = req.method.toUpperCase();
   return (method === 'GET' || method === 'HEAD') && !req.hasBody && req.headers.upgrade === undefined;
-}
-
-/** The `model` a JSON body names, or '' (a file upload, an image prompt that names none, no JSON at all). */
-function modelNamed(bytes: Buffer): string {
-  try {
-    const json = JSON.parse(bytes.toString('utf8')) as unknown;
-    const model = typeof json === 'object' && json !== null ? (json as { model?: unknown }).model : undefined;
-    return typeof model === 'string' ? model : '';
-  } catch {
-    return '';
-  }
 }
 
 /**
@@ -77,7 +67,8 @@ export async function passThrough(
  * cannot be read: the envelope and the `llm:<model>` policy apply (the model the path names where
  * the provider serves that one, else the body's; `llm:unclassified` when neither names one), and
  * the request and answer are charged at the tokenizer's estimate of their bytes, priced as the
- * model (or, naming none, by the unknown-model rule).
+ * model (or, naming none, by the unknown-model rule). A body that declares tools is refused
+ * (`readUnclassifiedBody`).
  */
 export async function governUnclassifiedCall(
   deps: GovernanceDeps,
@@ -103,6 +94,7 @@ export async function governUnclassifiedCall(
   }
   let bytes: Buffer;
   let headers = req.headers;
+  let named: { model: string };
   try {
     bytes = await readRequestBody(req, deps.bodyLimitBytes);
     // Counted as what it holds, and sent as that: a compressed body would be estimated at a
@@ -113,13 +105,14 @@ export async function governUnclassifiedCall(
       headers = { ...req.headers };
       delete headers['content-encoding'];
     }
+    named = readUnclassifiedBody(bytes);
   } catch (error) {
     if (!isSvcError(error)) throw error;
-    count('invalid');
+    count(error.code === 'SVC-ADP-5003' ? 'refused' : 'invalid');
     refuse(error.code, error.message, null);
     return;
   }
-  const model = adapter.modelNamedIn?.(path) ?? modelNamed(bytes);
+  const model = adapter.modelNamedIn?.(path) ?? named.model;
   let resolution: Resolution;
   try {
     resolution = deps.envelopes.resolve(req.headers);

@@ -113,7 +113,57 @@ describe('by default', () => {
     expect(rig.sim.requests.length).toBe(before);
   });
 
+  it.each([
+    ['OpenAI', '/openai/v1/responses/compact', { model: 'gpt-4o-mini', tools: [{ type: 'web_search' }] }, 'tools'],
+    [
+      'Anthropic',
+      '/anthropic/v1/messages/batches/x',
+      { model: 'claude-3-5-haiku-20241022', mcp_servers: [{ type: 'url', url: 'https://mcp.example.com' }] },
+      'mcp_servers',
+    ],
+    ['OpenAI', '/openai/v1/images/edits', { model: 'gpt-image-1', Functions: [{ name: 'shell' }] }, 'Functions'],
+  ])(
+    'refuses an unrouted %s call whose body declares tools it could not judge, sending nothing',
+    async (_provider, path, body, key) => {
+      const before = rig.sim.requests.length;
+      const answer = await post(rig, path, body, `tools-${key}`);
+      expect(answer.status).toBe(403);
+      expect(answer.text).toContain('SVC-ADP-5003');
+      expect(answer.text).toContain(`declares tools (${key})`);
+      expect(rig.sim.requests.length).toBe(before);
+      expect(eventFor(rig, `tools-${key}`)).toBeUndefined();
+    },
+  );
+
+  it('meters an unrouted call whose tools are declared empty', async () => {
+    const answer = await post(
+      rig,
+      '/openai/v1/images/generations',
+      { model: 'gpt-image-1', prompt: 'a gull', tools: [] },
+      'empty-tools',
+    );
+    expect(answer.status).toBe(200);
+    expect((await rig.usageEvent('empty-tools')).payload).toMatchObject({ operation: 'unclassified' });
+  });
+
+  it('refuses an unrouted body naming its model twice, in spellings a case-folding server reads as one', async () => {
+    const before = rig.sim.requests.length;
+    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/images/generations`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk' },
+      body: '{"model":"gpt-4o-mini","prompt":"a gull","Model":"o1-pro"}',
+    });
+    expect(res.status).toBe(400);
+    const text = await res.text();
+    expect(JSON.parse(text)).toMatchObject({ error: { code: 'SVC-SYS-9002' } });
+    expect(text).toContain('appears twice');
+    expect(rig.sim.requests.length).toBe(before);
+  });
+
   it('relays a free route (token counting) without metering it', async () => {
+    const unclassified = () =>
+      metricValue(rig.proxy.registry, 'svc_proxy_unclassified_requests_total', { provider: 'anthropic' });
+    const before = await unclassified();
     const answer = await post(
       rig,
       '/anthropic/v1/messages/count_tokens',
@@ -123,9 +173,7 @@ describe('by default', () => {
     expect(rig.sim.requests.at(-1)?.path).toBe('/v1/messages/count_tokens');
     expect(answer.status).toBe(404);
     expect(eventFor(rig, 'count-tokens')).toBeUndefined();
-    expect(
-      await metricValue(rig.proxy.registry, 'svc_proxy_unclassified_requests_total', { provider: 'anthropic' }),
-    ).toBe(0);
+    expect(await unclassified()).toBe(before);
   });
 
   it('prices a model missing from the table at the highest known rate of its provider, and counts it before the call', async () => {
