@@ -52,6 +52,12 @@ export function killChildren(): void {
   for (const child of started.splice(0)) child.kill('SIGKILL');
 }
 
+/** CPU time a process has used (user + system), in µs, from /proc (Linux; 100 ticks per second). */
+export function cpuMicros(child: ChildProcess): number {
+  const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
 /** Resident set of a process, in MB, from /proc (Linux). */
 export function rssMb(child: ChildProcess): number {
   const line = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));

@@ -17,11 +17,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
-import { killChildren, rssMb, startChild, startGovernedProxy } from './children.ts';
+import { cpuMicros, killChildren, rssMb, startChild, startGovernedProxy } from './children.ts';
 
 const perCase = Number(process.argv[2] ?? 3000);
 const openStreams = Number(process.argv[3] ?? 1000);
@@ -29,12 +29,6 @@ const micro = process.argv[4] ?? 'full';
 const settleSeconds = Number(process.argv[5] ?? 10);
 const HERE = import.meta.dirname;
 const CONCURRENCY = [16, 64];
-
-/** CPU time a process has used (user + system), in µs, from /proc (Linux; 100 ticks per second). */
-function cpuMicros(child: ChildProcess): number {
-  const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
-}
 
 interface Target {
   name: string;
