@@ -11,3 +11,4 @@ export * from './auth.ts';
 export * from './audit.ts';
 export * from './time-ordered-id.ts';
 export * from './trace.ts';
+export * from './clip-text.ts';

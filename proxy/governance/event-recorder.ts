@@ -6,6 +6,7 @@ import type {
   PolicyViolationMessage,
   UsageEventMessage,
 } from '../../core/events/messages.ts';
+import { clipText, MAX_LIST_ITEMS, MAX_NAME_LENGTH, MAX_TEXT_LENGTH } from '../../core/domain/index.ts';
 import type { EnvelopeOpened } from '../../core/sync/contract.ts';
 import type { OutboxEvent } from '../../core/outbox/outbox-storage.ts';
 import type { OutboxRoom } from '../../core/outbox/outbox.ts';
@@ -40,7 +41,10 @@ export interface RecorderLogger {
 /**
  * Turns what the proxy observed into bus messages written to the durable outbox; the outbox
  * publishes them in order, so the hot path never waits on the control plane. An outbox that
- * refuses an event (full) is logged: the call it describes has already happened.
+ * refuses an event (full) is logged: the call it describes has already happened. What an agent
+ * or a provider chose (a model an answer names, tool names, a denial's action and message) is
+ * clipped to the bus's bounds (`clipText`): the event must fit the outbox and the control plane's
+ * checks, or a call would go unbilled and a denial unheard for the length of one name.
  */
 export class EventRecorder {
   readonly #tenantId: string;
@@ -101,7 +105,7 @@ export class EventRecorder {
       event_type: record.eventType,
       timestamp: this.#clock().toISOString(),
       tokens: record.tokens,
-      model: record.model,
+      model: record.model === null ? null : clipText(record.model, MAX_NAME_LENGTH),
       cost_usd: record.costUsd,
       payload: { ...record.payload, execution_id: envelope.executionId },
       source: this.#source,
@@ -121,6 +125,8 @@ export class EventRecorder {
   ): Promise<void> {
     const data: PolicyViolationMessage = {
       ...violation,
+      denied_action: clipText(violation.denied_action, MAX_NAME_LENGTH),
+      message: clipText(violation.message, MAX_TEXT_LENGTH),
       source: this.#source,
       tenant_id: this.#tenantId,
       envelope_id: envelope?.envelopeId ?? null,
@@ -137,7 +143,7 @@ export class EventRecorder {
       execution_id: envelope.executionId,
       budget_id: envelope.budgetId,
       status,
-      reason,
+      reason: clipText(reason, MAX_TEXT_LENGTH),
       force: true,
       occurred_at: this.#clock().toISOString(),
     };
@@ -169,4 +175,12 @@ export class EventRecorder {
     void write.finally(() => this.#pending.delete(write));
     return write;
   }
+}
+
+/** Tool names for an event: each clipped, at most MAX_LIST_ITEMS of them, and how many were left out. */
+export function toolNames(names: readonly string[]): { tool_calls: string[]; tool_calls_omitted?: number } {
+  const kept = names.slice(0, MAX_LIST_ITEMS).map((name) => clipText(name, MAX_NAME_LENGTH));
+  return names.length > kept.length
+    ? { tool_calls: kept, tool_calls_omitted: names.length - kept.length }
+    : { tool_calls: kept };
 }

@@ -1,5 +1,6 @@
 import type { TokenCounter } from '../../core/metering/tokens.ts';
 import type { Operation, ParsedRequest, ProviderAdapter } from '../providers/index.ts';
+import { checkModelName } from './model-name.ts';
 
 /**
  * A request's input tokens, counted only when needed. The request is parsed with the cheap
@@ -59,6 +60,7 @@ export function parseBounded(
   path: string,
 ): { parsed: ParsedRequest; input: InputTokens } {
   const parsed = tokens.bounded(() => adapter.parseRequest(op, json, path));
+  checkModelName(parsed.model);
   const count = () => adapter.parseRequest(op, json, path).estimatedInputTokens;
   return { parsed, input: new InputTokens(parsed.estimatedInputTokens, count, tokens) };
 }

@@ -5,6 +5,7 @@ import type { LocalEnvelope } from '../envelopes/index.ts';
 import type { CutoffReason } from '../metrics/index.ts';
 import type { ProviderId, ToolCall, UsageSource } from '../providers/index.ts';
 import { price, type PricedUsage } from './call-pricing.ts';
+import { toolNames } from './event-recorder.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 
 /** What a charge is based on: the answer's usage, the worst case of a call whose usage is unknown, or a token estimate of an unclassified call. */
@@ -83,7 +84,7 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
         priced: priced.known,
         price_basis: priced.basis,
         service_tier: tier,
-        tool_calls: charge.toolCalls.map((c) => c.name),
+        ...toolNames(charge.toolCalls.map((c) => c.name)),
         request_id: call.requestId,
         cut_off: charge.cutOff,
         ...charge.detail,

@@ -18,6 +18,7 @@ import { chargeCall, cutOff, type ChargedCall } from './settle-call.ts';
 import { TextSample } from './text-sample.ts';
 import { refused } from './tool-calls.ts';
 import { mayHaveReachedProvider } from './upstream-failure.ts';
+import { checkModelName } from './model-name.ts';
 import { readUnclassifiedBody } from './unclassified-body.ts';
 import { upstreamSignal } from './upstream-signal.ts';
 
@@ -106,6 +107,7 @@ export async function governUnclassifiedCall(
       delete headers['content-encoding'];
     }
     named = readUnclassifiedBody(bytes);
+    checkModelName(adapter.modelNamedIn?.(path) ?? named.model);
   } catch (error) {
     if (!isSvcError(error)) throw error;
     count(error.code === 'SVC-ADP-5003' ? 'refused' : 'invalid');

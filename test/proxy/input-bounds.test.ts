@@ -60,6 +60,26 @@ describe('bounded input on the LLM path', () => {
     });
   });
 
+  it('refuses a model name longer than any provider serves, before it becomes a metric label or an action', async () => {
+    const before = rig.sim.requests.length;
+    const model = 'm'.repeat(201);
+    const error = await caught(() =>
+      openAiClient(rig.agent).chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] }),
+    );
+    expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(400);
+    expect((error as InstanceType<typeof OpenAI.APIError>).code).toBe('SVC-SYS-9002');
+    expect((error as Error).message).toContain('model: at most 200 characters');
+    const unrouted = await fetch(`${rig.addresses.proxyUrl}/openai/v1/images/generations`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, prompt: 'a gull' }),
+    });
+    expect(unrouted.status).toBe(400);
+    expect(await unrouted.text()).toContain('model: at most 200 characters');
+    expect(rig.sim.requests.length).toBe(before);
+    expect(await rig.proxy.registry.metrics()).not.toContain(model);
+  });
+
   it('ends a stream whose event is over the event limit with an error event the SDK raises', async () => {
     const stream = await openAiClient(rig.agent).chat.completions.create({
       model: 'gpt-4o-mini',
