@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
+import { exportJWK, exportSPKI, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   expectSvcError,
@@ -120,15 +120,25 @@ describe('JWTs from an identity provider', () => {
   let jwksUrl: string;
   let signingKey: CryptoKey;
   let strangerKey: CryptoKey;
+  /** The published RSA key as PEM: what an algorithm-confusion attack uses as an HMAC secret. */
+  let publicPem: string;
+  /**
+   * A symmetric key the key set carries by mistake. jose's key set never hands one out, and the
+   * algorithm allow-list refuses HS* before any key is looked up: either alone keeps it from
+   * verifying a token.
+   */
+  const leakedSecret = new TextEncoder().encode('a-shared-secret-that-no-jwks-should-ever-publish');
 
   beforeAll(async () => {
     const pair = await generateKeyPair('RS256', { extractable: true });
     signingKey = pair.privateKey;
     strangerKey = (await generateKeyPair('RS256')).privateKey;
+    publicPem = await exportSPKI(pair.publicKey);
     const jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    const oct = { ...(await exportJWK(leakedSecret)), kid: 'k-oct', use: 'sig' };
     jwks = createServer((_req, res) => {
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ keys: [jwk] }));
+      res.end(JSON.stringify({ keys: [jwk, oct] }));
     });
     await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
     jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/.well-known/jwks.json`;
@@ -201,18 +211,49 @@ describe('JWTs from an identity provider', () => {
     }
     const good = await token();
     const [header, payload] = good.split('.');
-    const unsigned = `${Buffer.from(JSON.stringify({ alg: 'none' })).toString('base64url')}.${payload}.`;
-    expectSvcError(
-      await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Bearer ${unsigned}` } }),
-      401,
-      'SVC-SYS-9003',
-    );
     const forged = `${header}.${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(payload!, 'base64url').toString()), tenant_id: 'globex' })).toString('base64url')}.${good.split('.')[2]}`;
     expectSvcError(
       await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Bearer ${forged}` } }),
       401,
       'SVC-SYS-9003',
     );
+  });
+
+  it('refuses an HMAC-signed token, keyed with the public key or a symmetric key of the set, and an unsigned one', async () => {
+    await start();
+    expect((await cp.call('GET', '/v1/budgets', await asJwt())).status).toBe(200);
+    const claims = { tenant_id: 'acme', scope: 'admin' };
+    const hmac = (kid: string, secret: Uint8Array) =>
+      new SignJWT(claims)
+        .setProtectedHeader({ alg: 'HS256', kid })
+        .setSubject('mallory')
+        .setIssuer(issuer)
+        .setAudience(audience)
+        .setIssuedAt()
+        .setExpirationTime('5m')
+        .sign(secret);
+    const part = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+    const now = Math.floor(Date.now() / 1000);
+    const payload = part({ ...claims, sub: 'mallory', iss: issuer, aud: audience, iat: now, exp: now + 300 });
+    for (const [what, forged] of [
+      // The classic confusion: a verifier that let the token pick HS256 would take the RSA key as the secret.
+      ['HS256 keyed with the public key', await hmac('k1', new TextEncoder().encode(publicPem))],
+      ['HS256 keyed with a symmetric key the set publishes', await hmac('k-oct', leakedSecret)],
+      ['alg none, empty signature', `${part({ alg: 'none' })}.${payload}.`],
+      ['alg none, some signature', `${part({ alg: 'none', kid: 'k1' })}.${payload}.${part({ sig: 1 })}`],
+    ] as const) {
+      const res = await cp.call('GET', '/v1/budgets', { key: null, headers: { authorization: `Bearer ${forged}` } });
+      expect(res.status, what).toBe(401);
+      expectSvcError(res, 401, 'SVC-SYS-9003');
+      const created = await cp.call('POST', '/v1/api-keys', {
+        key: null,
+        headers: { authorization: `Bearer ${forged}` },
+        body: { name: 'forged', scopes: ['admin'], expires_in_seconds: 60 },
+      });
+      expect(created.status, what).toBe(401);
+    }
+    const keys = await cp.call('GET', '/v1/api-keys', { headers: { 'x-tenant-id': 'acme' } });
+    expect((keys.body as Array<{ name: string }>).map((k) => k.name)).toEqual(['acme-key']);
   });
 
   it('refuses a token that never expires, lives longer than allowed or was issued in the future', async () => {
