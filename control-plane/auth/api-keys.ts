@@ -94,6 +94,7 @@ export class ApiKeys {
       tenant_id: tenant,
       scopes: new Set(record.scopes),
       administrator: tenant === SYSTEM_TENANT && record.scopes.includes('admin'),
+      ...(record.expires_at === null ? {} : { expires_at: new Date(record.expires_at) }),
     };
   }
 }

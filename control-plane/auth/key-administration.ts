@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { ApiKeyView, CreateApiKeyRequestSchema } from '../../core/domain/index.ts';
+import type { ApiKeyView, CreateApiKeyRequestSchema, Principal } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
@@ -9,18 +9,21 @@ import { toKeyView, type ApiKeys } from './api-keys.ts';
 type CreateApiKeyRequest = z.infer<typeof CreateApiKeyRequestSchema>;
 
 /**
- * A key created with an expiring credential (a JWT) must expire by then: otherwise a user removed
- * at the identity provider, or a leaked short-lived token, would leave a key that outlives them.
- * Refused rather than shortened, so the caller is never handed a key that lapses unannounced.
+ * A key created with an expiring credential (a JWT, an API key with an expiry) must expire by
+ * then: otherwise a user removed at the identity provider, a leaked short-lived token or a key
+ * handed out for a week would leave a key that outlives them. Refused rather than shortened, so
+ * the caller is never handed a key that lapses unannounced. The bootstrap key never expires.
  */
-function boundByCredential(expiresAt: Date | undefined, seconds: number, now: Date): void {
-  if (expiresAt === undefined) return;
-  const allowed = Math.floor((expiresAt.getTime() - now.getTime()) / 1000);
+function boundByCredential(principal: Principal, seconds: number, now: Date): void {
+  if (principal.expires_at === undefined) return;
+  const allowed = Math.floor((principal.expires_at.getTime() - now.getTime()) / 1000);
   if (seconds > 0 && seconds <= allowed) return;
+  const [credential, limit] =
+    principal.type === 'jwt' ? ['a JWT', "the token's exp"] : ['an expiring API key', "the creating key's expires_at"];
   const description =
     allowed < 1
-      ? "the JWT expires now: a key created with a JWT may not outlive the token's exp"
-      : `must be 1 to ${allowed} for a key created with a JWT: the key may not outlive the token's exp`;
+      ? `the credential expires now: a key created with ${credential} may not outlive ${limit}`
+      : `must be 1 to ${allowed} for a key created with ${credential}: the key may not outlive ${limit}`;
   throw new SvcError('SVC-SYS-9002', `invalid request: expires_in_seconds: ${description}`, {}, [
     { field: 'expires_in_seconds', description },
   ]);
@@ -45,7 +48,7 @@ export class KeyAdministration {
   ): Promise<ApiKeyView & { key_secret: string }> {
     const { keys, storage, audit } = this.deps;
     const now = this.deps.clock();
-    boundByCredential(caller.principal.expires_at, request.expires_in_seconds, now);
+    boundByCredential(caller.principal, request.expires_in_seconds, now);
     const { record, secret } = await storage.withTransaction(async (tx) => {
       const created = await keys.create(tx, caller.tenant, request, now);
       await audit.append(tx, caller.tenant, {

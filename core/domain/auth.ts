@@ -84,6 +84,6 @@ export interface Principal {
   scopes: ReadonlySet<Scope>;
   /** May act for any tenant (X-Tenant-ID, differing tenant_id), and create tenants. */
   administrator: boolean;
-  /** A JWT's `exp`: what the credential creates must not outlive it. */
+  /** When the credential lapses (a JWT's `exp`, an API key's `expires_at`): the keys it creates may not outlive it. */
   expires_at?: Date;
 }

@@ -83,6 +83,93 @@ describe('API key lifecycle', () => {
   });
 });
 
+describe('keys created with a key', () => {
+  it("expire by the creating key's expiry, when it has one; the root key and keys without expiry are not capped", async () => {
+    cp = await startControlPlane();
+    const admin = await tenantWithKey(cp, 'acme');
+    const names = async () =>
+      ((await cp.call('GET', '/v1/api-keys', { key: admin })).body as Array<{ name: string }>).map((k) => k.name);
+    const expiring = await cp.call('POST', '/v1/api-keys', {
+      key: admin,
+      body: { name: 'week', scopes: ['admin'], expires_in_seconds: 600 },
+    });
+    expect(expiring.status).toBe(201);
+    const week = expiring.body.key_secret as string;
+    const before = await names();
+    for (const body of [
+      { name: 'forever', scopes: ['budgets:read'] },
+      { name: 'forever', scopes: ['budgets:read'], expires_in_seconds: 0 },
+      { name: 'longer', scopes: ['budgets:read'], expires_in_seconds: 3600 },
+    ]) {
+      const refused = await cp.call('POST', '/v1/api-keys', { key: week, body });
+      expectSvcError(refused, 400, 'SVC-SYS-9002');
+      expect(refused.body.error.details.field_violations.map((v: { field: string }) => v.field)).toEqual([
+        'expires_in_seconds',
+      ]);
+      expect(refused.body.error.message).toContain("the creating key's expires_at");
+    }
+    expect(await names()).toEqual(before);
+    const audit = await cp.call('GET', '/v1/audit?action=api_key.create', { headers: { 'x-tenant-id': 'acme' } });
+    expect((audit.body as Array<{ metadata: { name: string } }>).map((r) => r.metadata.name)).not.toContain('longer');
+
+    const bounded = await cp.call('POST', '/v1/api-keys', {
+      key: week,
+      body: { name: 'bounded', scopes: ['budgets:read'], expires_in_seconds: 300 },
+    });
+    expect(bounded.status).toBe(201);
+    expect(Date.parse(bounded.body.expires_at as string)).toBeLessThanOrEqual(
+      Date.parse(expiring.body.expires_at as string),
+    );
+    expect((await cp.call('GET', '/v1/budgets', { key: bounded.body.key_secret as string })).status).toBe(200);
+    // A key without expiry, and the root key, create keys for as long as they like.
+    const unbounded = await cp.call('POST', '/v1/api-keys', { key: admin, body: { name: 'long', scopes: ['admin'] } });
+    expect(unbounded.body.expires_at).toBeNull();
+    const fromRoot = await cp.call('POST', '/v1/api-keys', {
+      headers: { 'x-tenant-id': 'acme' },
+      body: { name: 'ten-years', scopes: ['admin'], expires_in_seconds: 315_360_000 },
+    });
+    expect(fromRoot.status).toBe(201);
+  });
+
+  it("stay within the creating key's scopes and tenant", async () => {
+    cp = await startControlPlane();
+    const admin = await tenantWithKey(cp, 'acme');
+    await tenantWithKey(cp, 'globex');
+    const writer = await tenantWithKey(cp, 'acme', ['envelopes:write', 'policies:write', 'budgets:write']);
+    const keysOf = async (tenant: string) =>
+      ((await cp.call('GET', '/v1/api-keys', { headers: { 'x-tenant-id': tenant } })).body as Array<{ id: string }>)
+        .map((k) => k.id)
+        .sort();
+    const before = { acme: await keysOf('acme'), globex: await keysOf('globex'), system: await keysOf('system') };
+    // Creating a key takes admin, which a key without it cannot hand out or get itself.
+    for (const scopes of [['admin'], ['envelopes:write']]) {
+      const refused = await cp.call('POST', '/v1/api-keys', { key: writer, body: { name: 'mine', scopes } });
+      expect(expectSvcError(refused, 403, 'SVC-SYS-9004').details).toMatchObject({ required_scope: 'admin' });
+    }
+    // A tenant's admin key acts in its tenant only, the platform's included.
+    for (const tenant of ['globex', 'system']) {
+      const named = await cp.call('POST', '/v1/api-keys', {
+        key: admin,
+        headers: { 'x-tenant-id': tenant },
+        body: { name: 'theirs', scopes: ['admin'] },
+      });
+      expectSvcError(named, 403, 'SVC-SYS-9004');
+    }
+    const inBody = await cp.call('POST', '/v1/api-keys', {
+      key: admin,
+      body: { name: 'theirs', scopes: ['admin'], tenant_id: 'globex' },
+    });
+    // The tenant is no field of a key request: naming one is refused as such.
+    expectSvcError(inBody, 400, 'SVC-SYS-9002');
+    expect(inBody.body.error.details.field_violations).toEqual([
+      { field: '(body)', description: 'Unrecognized key: "tenant_id"' },
+    ]);
+    expect({ acme: await keysOf('acme'), globex: await keysOf('globex'), system: await keysOf('system') }).toEqual(
+      before,
+    );
+  });
+});
+
 describe('only a platform administrator creates tenants', () => {
   it("refuses a tenant's admin key and accepts the root key", async () => {
     cp = await startControlPlane();

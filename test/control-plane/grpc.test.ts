@@ -418,6 +418,40 @@ describe('gRPC server (contracts loaded from proto/)', () => {
     expect((await cp.call('GET', '/v1/budgets', { key: restKey.body.key_secret })).status).toBe(401);
   });
 
+  it("creates a key only within the creator's expiry, scopes and tenant, writing nothing otherwise", async () => {
+    const expiring = await cp.call('POST', '/v1/api-keys', {
+      key: acme,
+      body: { name: 'grpc-week', scopes: ['admin'], expires_in_seconds: 600 },
+    });
+    const week = { key: String(expiring.body.key_secret) };
+    await tenantWithKey(cp, 'globex');
+    const reader = { key: await tenantWithKey(cp, 'acme', ['budgets:read']) };
+    const count = async () => (await call(TENANTS, 'ListApiKeys', { page_size: 100 })).api_keys.length as number;
+    const before = await count();
+    for (const expires_in_seconds of [0, 3600]) {
+      const refused = await failure(
+        call(TENANTS, 'CreateApiKey', { name: 'outlives', scopes: ['budgets:read'], expires_in_seconds }, week),
+      );
+      expect(refused.code).toBe(status.INVALID_ARGUMENT);
+      expect(statusDetails(refused).badRequest?.fieldViolations.map((v) => v.field)).toEqual(['expires_in_seconds']);
+    }
+    const unscoped = await failure(call(TENANTS, 'CreateApiKey', { name: 'escalate', scopes: ['admin'] }, reader));
+    expect(unscoped.code).toBe(status.PERMISSION_DENIED);
+    const elsewhere = await failure(
+      call(TENANTS, 'CreateApiKey', { name: 'theirs', scopes: ['admin'] }, { metadata: { 'x-tenant-id': 'globex' } }),
+    );
+    expect(elsewhere.code).toBe(status.PERMISSION_DENIED);
+    expect(await count()).toBe(before);
+    const bounded = await call(
+      TENANTS,
+      'CreateApiKey',
+      { name: 'bounded', scopes: ['budgets:read'], expires_in_seconds: 60 },
+      week,
+    );
+    expect(bounded.api_key.status).toBe('API_KEY_STATUS_ACTIVE');
+    expect(await count()).toBe(before + 1);
+  });
+
   it('ends a call whose deadline has passed with DEADLINE_EXCEEDED', async () => {
     const error = await failure(call(POLICIES, 'ListPolicies', {}, { deadlineMs: -1 }));
     expect(error.code).toBe(status.DEADLINE_EXCEEDED);

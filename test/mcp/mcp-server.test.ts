@@ -408,6 +408,32 @@ describe('tools/call', () => {
     expect((await callFails(client, 'revoke_api_key', { key_id: 'nope' })).code).toBe('SVC-SYS-9006');
   });
 
+  it("creates a key with an expiring key only when it expires by the creator's expiry", async () => {
+    const expiring = await cp.call('POST', '/v1/api-keys', {
+      key,
+      body: { name: 'mcp-week', scopes: ['admin'], expires_in_seconds: 600 },
+    });
+    const week = await mcpClient(cp.url, String(expiring.body.key_secret));
+    try {
+      const count = async () => (await callOk(client, 'list_api_keys', { page_size: 100 })).api_keys.length as number;
+      const before = await count();
+      for (const args of [{ name: 'forever' }, { name: 'longer', expires_in_seconds: 3600 }]) {
+        const refused = await rpcError(week.callTool({ name: 'create_api_key', arguments: args }));
+        expect(refused.code).toBe(-32602);
+        expect(refused.data).toMatchObject({
+          code: 'SVC-SYS-9002',
+          field_violations: [{ field: 'expires_in_seconds' }],
+        });
+      }
+      expect(await count()).toBe(before);
+      const { api_key: bounded } = await callOk(week, 'create_api_key', { name: 'bounded', expires_in_seconds: 60 });
+      expect(Date.parse(bounded.expires_at)).toBeLessThanOrEqual(Date.parse(String(expiring.body.expires_at)));
+      expect(await count()).toBe(before + 1);
+    } finally {
+      await week.close();
+    }
+  });
+
   it('approves and denies pending approvals, reflected on REST; a decision is final', async () => {
     const { policy } = await callOk(client, 'create_policy', {
       name: 'payments-need-a-human',

@@ -46,12 +46,19 @@ export function apiKeyTools(s: McpServices): McpTool[] {
           .max(20)
           .optional()
           .describe('default: envelopes:read, envelopes:write, budgets:read, policies:read, events:read'),
+        expires_in_seconds: CreateApiKeyRequestSchema.shape.expires_in_seconds.describe(
+          "0 (the default) never expires; a key created with a JWT or an expiring key must expire by the creating credential's expiry",
+        ),
       }),
       output: z.object({ api_key: CreatedApiKeySchema }),
       run: async (caller, input) => {
         const created = await s.keys.create(
           caller,
-          CreateApiKeyRequestSchema.parse({ name: input.name, scopes: input.scopes }),
+          CreateApiKeyRequestSchema.parse({
+            name: input.name,
+            scopes: input.scopes,
+            expires_in_seconds: input.expires_in_seconds,
+          }),
           input.description,
         );
         return {
