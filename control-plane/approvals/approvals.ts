@@ -7,8 +7,8 @@ import type { ApprovalHoldRequest, ApprovalStanding } from '../../core/sync/cont
 import {
   decideApproval,
   type Approval,
-  type ApprovalDecision,
   type ApprovalStatus,
+  type ApprovalVerdict,
   type EvaluationResult,
 } from '../../core/policy/index.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
@@ -166,11 +166,13 @@ export class Approvals {
   /**
    * Approves or rejects a PENDING approval once: a second decision, even a concurrent one, is
    * SVC-POL-2006; an unknown id SVC-POL-2005; the credential that asked for it deciding it is
-   * SVC-SYS-9004, since an approval is a second party's check on the first. Audited with the
-   * caller as actor, announced with `approval.decided`.
+   * SVC-SYS-9004, since an approval is a second party's check on the first. The reviewer recorded
+   * is the deciding credential, whatever name a request gives, so no caller can enter another as
+   * the one who decided. Audited with the caller as actor, announced with `approval.decided`.
    */
-  async decide(caller: Caller, approvalId: string, decision: Omit<ApprovalDecision, 'now'>): Promise<Approval> {
+  async decide(caller: Caller, approvalId: string, verdict: ApprovalVerdict): Promise<Approval> {
     const now = this.deps.clock();
+    const decision = { ...verdict, reviewer_id: caller.principal.id };
     return this.deps.effects.commit(async (tx, effects) => {
       const current = await tx.approvals.get(caller.tenant, approvalId);
       if (current === undefined) throw notFound(approvalId);

@@ -28,11 +28,14 @@ export const ApprovalSchema = z.object({
 });
 export type Approval = z.infer<typeof ApprovalSchema>;
 
-export const ApprovalDecisionSchema = z.object({
+/** What a reviewer decides. Who reviewed is never taken from a request: it is the deciding credential. */
+export const ApprovalVerdictSchema = z.object({
   status: z.enum(['APPROVED', 'REJECTED']),
-  reviewer_id: z.string().trim().min(1),
   review_note: z.string().optional(),
 });
+export type ApprovalVerdict = z.infer<typeof ApprovalVerdictSchema>;
+
+export const ApprovalDecisionSchema = ApprovalVerdictSchema.extend({ reviewer_id: z.string().trim().min(1) });
 export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema> & { readonly now: Date };
 
 /**

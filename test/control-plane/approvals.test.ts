@@ -12,6 +12,9 @@ let key: string;
 let otherKey: string;
 /** A second credential of the requesting tenant: the one that decides what `key` asked for. */
 let reviewerKey: string;
+/** The ids of `key` and `reviewerKey`: what an approval records as its reviewer. */
+let keyId: string;
+let reviewerKeyId: string;
 
 beforeAll(async () => {
   cp = await startControlPlane();
@@ -23,6 +26,8 @@ beforeAll(async () => {
   });
   expect(reviewer.status).toBe(201);
   reviewerKey = String(reviewer.body.key_secret);
+  reviewerKeyId = String(reviewer.body.id);
+  keyId = String((await cp.call('GET', '/api/v1/config', { key })).body.credential.id);
   const policy = await cp.call('POST', '/v1/policies', {
     key,
     body: {
@@ -105,18 +110,12 @@ describe('approvals as records', () => {
 
   it('is decided once: audited with the actor, announced; a second decision is a 409', async () => {
     const id = await pendingFromEvaluation();
-    const missingReviewer = await cp.call('PATCH', `/v1/approvals/${id}`, {
-      key: reviewerKey,
-      body: { status: 'APPROVED' },
-    });
-    expect(expectSvcError(missingReviewer, 400, 'SVC-SYS-9002').message).toContain('reviewer_id');
-
     const decided = await cp.call('PATCH', `/v1/approvals/${id}`, {
       key: reviewerKey,
-      body: { status: 'REJECTED', reviewer_id: 'alice', review_note: 'not this one' },
+      body: { status: 'REJECTED', review_note: 'not this one' },
     });
     expect(decided.status).toBe(200);
-    expect(decided.body).toMatchObject({ status: 'REJECTED', reviewer_id: 'alice', review_note: 'not this one' });
+    expect(decided.body).toMatchObject({ status: 'REJECTED', reviewer_id: reviewerKeyId, review_note: 'not this one' });
     expect(Number.isNaN(Date.parse(decided.body.decided_at))).toBe(false);
 
     const again = await cp.call('PATCH', `/v1/approvals/${id}`, {
@@ -133,12 +132,31 @@ describe('approvals as records', () => {
       actor: { type: 'api_key' },
       resource: { type: 'approval', id },
       result: 'rejected',
+      metadata: { reviewer_id: reviewerKeyId },
     });
     const event = await eventually(
       () => cp.published.find((m) => m.subject === 'svc.appr-a.policies.approval.decided'),
       (m) => m !== undefined,
     );
-    expect(event?.data).toMatchObject({ approval: { approval_id: id, status: 'REJECTED', reviewer_id: 'alice' } });
+    expect(event?.data).toMatchObject({
+      approval: { approval_id: id, status: 'REJECTED', reviewer_id: reviewerKeyId },
+    });
+  });
+
+  it('records the deciding credential as the reviewer, whatever reviewer_id the body names', async () => {
+    const id = await pendingFromEvaluation();
+    const decided = await cp.call('PATCH', `/v1/approvals/${id}`, {
+      key: reviewerKey,
+      body: { status: 'APPROVED', reviewer_id: 'ciso@appr-a.example', review_note: 'fine' },
+    });
+    expect(decided.status).toBe(200);
+    expect(decided.body).toMatchObject({ status: 'APPROVED', reviewer_id: reviewerKeyId, review_note: 'fine' });
+    expect((await cp.call('GET', `/v1/approvals/${id}`, { key })).body.reviewer_id).toBe(reviewerKeyId);
+    const audit = await cp.call('GET', '/v1/audit?resource_type=approval', { key });
+    const record = audit.body.find((r: { resource: { id: string } }) => r.resource.id === id);
+    expect(record).toMatchObject({ actor: { type: 'api_key', id: reviewerKeyId } });
+    expect(record.metadata.reviewer_id).toBe(reviewerKeyId);
+    expect(JSON.stringify(audit.body)).not.toContain('ciso@appr-a.example');
   });
 
   it('lets exactly one of concurrent decisions win', async () => {
@@ -244,14 +262,14 @@ describe('approvals a proxy holds a call for', () => {
     });
     const decided = await cp.call('PATCH', `/v1/approvals/${id}`, {
       key,
-      body: { status: 'REJECTED', reviewer_id: 'alice', review_note: 'no' },
+      body: { status: 'REJECTED', review_note: 'no' },
     });
     expect(decided.status).toBe(200);
     const standing = {
       tenant_id: 'appr-a',
       approval_id: id,
       status: 'REJECTED',
-      reviewer_id: 'alice',
+      reviewer_id: keyId,
       review_note: 'no',
     };
     await eventually(

@@ -1,5 +1,5 @@
 import {
-  ApprovalDecisionSchema,
+  ApprovalVerdictSchema,
   policyFromRestCreate,
   withRuleType,
   type Approval,
@@ -231,17 +231,17 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
     UpdateApproval: {
       access: 'policies:write',
       handle: async (request, { caller }) => {
-        const decision = parseOrThrow(
-          ApprovalDecisionSchema,
+        // reviewer_id stays on the wire (spec 4.6) but is not read: the reviewer is the caller.
+        const verdict = parseOrThrow(
+          ApprovalVerdictSchema,
           {
             status: enumValue(request.status, 'APPROVAL_STATUS_'),
-            reviewer_id: request.reviewer_id,
             ...(present(request.review_note) === undefined ? {} : { review_note: request.review_note }),
           },
           'request',
         );
         return {
-          approval: toGrpcApproval(await approvals.decide(caller, requiredId(request, 'approval_id'), decision)),
+          approval: toGrpcApproval(await approvals.decide(caller, requiredId(request, 'approval_id'), verdict)),
         };
       },
     },

@@ -10,12 +10,7 @@ const Decided = z.object({ approval: ApprovalSchema, message: z.string() });
 
 export function approvalTools(s: McpServices): McpTool[] {
   const decide = async (caller: Caller, id: string, status: 'APPROVED' | 'REJECTED', note: string | undefined) => {
-    // The reviewer is the credential that decides: the audit record names it as the actor too.
-    const approval: Approval = await s.approvals.decide(caller, id, {
-      status,
-      reviewer_id: caller.principal.id,
-      review_note: note,
-    });
+    const approval: Approval = await s.approvals.decide(caller, id, { status, review_note: note });
     const message = `approval ${id} ${status.toLowerCase()} by ${approval.reviewer_id ?? caller.principal.id}`;
     return { text: message, data: { approval, message } };
   };

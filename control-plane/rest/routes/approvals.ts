@@ -15,11 +15,15 @@ const ListQuery = z.object({
   workflowId: z.string().max(MAX_NAME_LENGTH).optional(),
   ...LimitOrPagingQueryFields,
 });
-/** UpdateApproval of spec 4.6: a reviewer is required; the decision is final. */
+/** UpdateApproval of spec 4.6; the decision is final. */
 const DecisionBody = z.object({
   tenant_id: TenantIdSchema.optional(),
   status: z.enum(['APPROVED', 'REJECTED']),
-  reviewer_id: z.string().trim().min(1).max(MAX_NAME_LENGTH),
+  reviewer_id: z
+    .string()
+    .max(MAX_NAME_LENGTH)
+    .optional()
+    .describe('accepted as spec 4.6 names it, and ignored: the reviewer recorded is the deciding credential'),
   review_note: z.string().max(4096).optional(),
 });
 const notFound = { description: 'approval not found (SVC-POL-2005)', schema: ErrorBodySchema };
@@ -72,11 +76,7 @@ export function approvalRoutes(routes: RouteTable, approvals: Approvals): void {
     },
     handler: async ({ caller, params, body }) => ({
       status: 200,
-      body: await approvals.decide(caller, params.approval_id, {
-        status: body.status,
-        reviewer_id: body.reviewer_id,
-        review_note: body.review_note,
-      }),
+      body: await approvals.decide(caller, params.approval_id, { status: body.status, review_note: body.review_note }),
     }),
   });
 }
