@@ -29,7 +29,10 @@ export interface PolicyQuestion {
   context: Record<string, unknown>;
   policySet?: string[] | undefined;
   envelopeId?: string | undefined;
-  /** Decide only: no audit record, no violation event, no pending approval (gRPC dry_run). */
+  /**
+   * Decide only: no audit record, no violation event, no pending approval (gRPC dry_run). A
+   * caller without envelopes:write always decides only (Policies.decide).
+   */
   dryRun?: boolean | undefined;
 }
 

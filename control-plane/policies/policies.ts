@@ -22,6 +22,7 @@ import {
 } from '../../core/policy/index.ts';
 import type { Approvals } from '../approvals/approvals.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
+import { hasScope } from '../auth/scopes.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
 import type { Effects } from '../effects/effects.ts';
@@ -278,11 +279,18 @@ export class Policies implements PolicyGate {
 
   /**
    * Evaluates and records: the audit record, a violation event on DENY, a pending approval on
-   * REQUIRE_APPROVAL. Used by POST /v1/policies/evaluate and by envelope creation alike.
+   * REQUIRE_APPROVAL. Used by every surface's evaluate (REST, gRPC, MCP).
+   *
+   * Recording acts for an execution: it opens the approval an agent then waits on, announces a
+   * denied action, and feeds the execution's history. That takes envelopes:write, the scope that
+   * runs executions (envelope creation opens approvals too); evaluating takes only policies:read,
+   * so without envelopes:write an evaluation is a dry run, and a read-only credential cannot open
+   * approvals, notify reviewers or fill the audit log.
    */
   async decide(caller: Caller, question: PolicyQuestion): Promise<PolicyDecision> {
     const prepared = await this.prepare(caller, question);
-    if (question.dryRun === true) return { result: prepared.result, approvalId: null };
+    if (question.dryRun === true || !hasScope(caller.principal, 'envelopes:write'))
+      return { result: prepared.result, approvalId: null };
     const approvalId = await this.deps.effects.commit((tx, effects) => prepared.record(tx, effects));
     prepared.recorded();
     return { result: prepared.result, approvalId };

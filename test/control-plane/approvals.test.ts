@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BusMessage } from '../../core/bus/bus.ts';
 import {
   eventually,
   expectSvcError,
@@ -208,6 +209,69 @@ describe('approvals as records', () => {
       'SVC-SYS-9004',
     );
     expect((await cp.call('GET', `/v1/approvals/${id}`, { key })).body.status).toBe('PENDING');
+  });
+});
+
+describe('evaluation by a credential without envelopes:write', () => {
+  it('decides without opening an approval, announcing or auditing anything; an agent key still opens one', async () => {
+    const withScopes = async (name: string, scopes?: string[]) => {
+      const created = await cp.call('POST', '/v1/api-keys', { key, body: { name, scopes } });
+      expect(created.status).toBe(201);
+      return { secret: String(created.body.key_secret), id: String(created.body.id) };
+    };
+    const reader = await withScopes('policy-reader', ['policies:read']);
+    const noShell = await cp.call('POST', '/v1/policies', {
+      key,
+      body: { name: 'no-shell', priority: 400, rules: [{ action: 'tool:shell', effect: 'deny' }] },
+    });
+    expect(noShell.status).toBe(201);
+    const approvals = async () => (await cp.call('GET', '/v1/approvals?limit=1000', { key })).body.length as number;
+    const before = await approvals();
+    for (const [path, body] of [
+      ['/v1/policies/evaluate', { action: 'tool:payment', context: { workflow_id: 'wf-read' } }],
+      ['/api/v1/evaluate', { action: 'tool:payment', input_text: 'pay', workflow_id: 'wf-read' }],
+    ] as const) {
+      const asked = await cp.call('POST', path, { key: reader.secret, body });
+      expect(asked.status, path).toBe(200);
+      expect(asked.body, path).toMatchObject({ allowed: false, effect: 'deny', matched_rule: expect.any(String) });
+      expect(asked.body, path).not.toHaveProperty('approval_id');
+    }
+    // A denial is answered too, and announces nothing.
+    const denied = await cp.call('POST', '/v1/policies/evaluate', {
+      key: reader.secret,
+      body: { action: 'tool:shell', context: {} },
+    });
+    expect(denied.body).toMatchObject({ allowed: false, effect: 'deny', matched_policy: noShell.body.policy_id });
+    expect(await approvals()).toBe(before);
+    expect((await cp.call('GET', `/v1/audit?actor_id=${reader.id}`, { key })).body).toEqual([]);
+
+    // The default scopes of a key (an agent's, with envelopes:write) open the approval as before.
+    const agent = await withScopes('agent');
+    const asked = await cp.call('POST', '/v1/policies/evaluate', {
+      key: agent.secret,
+      body: { action: 'tool:payment', context: { workflow_id: 'wf-read' } },
+    });
+    expect(asked.body.approval_id).toEqual(expect.any(String));
+    expect(await approvals()).toBe(before + 1);
+    // The outbox publishes in commit order: once the agent's approval is announced, anything the
+    // reader's evaluations had announced would have been too.
+    const requested = (m: BusMessage) =>
+      m.subject === 'svc.appr-a.policies.approval.requested' &&
+      (m.data as { approval: { workflow_id?: string } }).approval.workflow_id === 'wf-read';
+    await eventually(
+      () => cp.published.filter(requested).length,
+      (n) => n > 0,
+    );
+    expect(
+      cp.published.filter(requested).map((m) => (m.data as { approval: { approval_id: string } }).approval.approval_id),
+    ).toEqual([asked.body.approval_id]);
+    expect(
+      cp.published.filter(
+        (m) =>
+          m.subject === 'svc.appr-a.policies.violation' &&
+          (m.data as { denied_action: string }).denied_action === 'tool:shell',
+      ),
+    ).toEqual([]);
   });
 });
 

@@ -587,6 +587,37 @@ describe('policy updates and approvals over gRPC and the gateway', () => {
   });
 });
 
+describe('evaluation by a credential without envelopes:write', () => {
+  it('decides REQUIRE_APPROVAL without opening an approval or recording the evaluation', async () => {
+    const { policy } = await call(POLICIES, 'CreatePolicy', {
+      policy: {
+        name: 'review-releases',
+        status: 'POLICY_STATUS_ACTIVE',
+        enforcement: 'ENFORCEMENT_LEVEL_BLOCK',
+        priority: 998,
+        rules: [{ action: 'tool:release', actions: [{ action_type: 'ACTION_TYPE_REQUIRE_APPROVAL' }] }],
+      },
+    });
+    const reader = { key: await tenantWithKey(cp, 'acme', ['policies:read']) };
+    const context = { tenant_id: 'acme', phase: 'EXECUTION_PHASE_PRE_TOOL_CALL', tool_names: ['release'] };
+    const pending = async () =>
+      (await call(POLICIES, 'ListApprovals', { tenant_id: 'acme', status: 'APPROVAL_STATUS_PENDING', page_size: 100 }))
+        .approvals.length as number;
+    const before = await pending();
+    const one = await call(POLICIES, 'EvaluatePolicy', { policy_id: policy.policy_id, context }, reader);
+    expect(one.result).toMatchObject({ decision: 'EVALUATION_DECISION_REQUIRE_APPROVAL', approval_id: '' });
+    const all = await call(POLICIES, 'EvaluatePolicies', { context }, reader);
+    expect(all.final_decision).toBe('EVALUATION_DECISION_REQUIRE_APPROVAL');
+    expect(await pending()).toBe(before);
+    expect((await call(POLICIES, 'GetEvaluationHistory', { policy_id: policy.policy_id })).evaluations).toEqual([]);
+
+    const recorded = await call(POLICIES, 'EvaluatePolicy', { policy_id: policy.policy_id, context });
+    expect(recorded.result.approval_id).not.toBe('');
+    expect(await pending()).toBe(before + 1);
+    expect((await call(POLICIES, 'GetEvaluationHistory', { policy_id: policy.policy_id })).evaluations).toHaveLength(1);
+  });
+});
+
 describe('evaluation history', () => {
   it('lists the evaluations a policy decided, newest first, by decision and time, over gRPC and GET /v1/policies/{id}/evaluations', async () => {
     const { policy } = await call(POLICIES, 'CreatePolicy', {

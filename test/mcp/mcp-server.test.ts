@@ -597,6 +597,37 @@ describe('tools/call', () => {
     await readOnly.close();
   });
 
+  it('answers check_governance to a key without envelopes:write without opening an approval', async () => {
+    const policy = await cp.call('POST', '/v1/policies', {
+      key,
+      body: {
+        name: 'wires-need-a-human',
+        priority: 800,
+        rules: [{ action: 'tool:wire*', effect: 'require_approval' }],
+      },
+    });
+    expect(policy.status).toBe(201);
+    const reader = await cp.call('POST', '/v1/api-keys', {
+      key,
+      body: { name: 'policy-reader', scopes: ['policies:read'] },
+    });
+    const readOnly = await mcpClient(cp.url, String(reader.body.key_secret));
+    try {
+      const pending = async () =>
+        (await callOk(client, 'list_pending_approvals', { limit: 1000 })).approvals.length as number;
+      const before = await pending();
+      const asked = await callOk(readOnly, 'check_governance', { action: 'tool:wire', input_text: 'wire 9000 EUR' });
+      expect(asked).toMatchObject({ decision: 'REQUIRE_APPROVAL', allowed: false, approval_id: null });
+      expect(await pending()).toBe(before);
+      expect((await callOk(client, 'get_audit_log', { actor_id: String(reader.body.id) })).entries).toEqual([]);
+      const recorded = await callOk(client, 'check_governance', { action: 'tool:wire', input_text: 'wire 9000 EUR' });
+      expect(recorded.approval_id).toEqual(expect.any(String));
+      expect(await pending()).toBe(before + 1);
+    } finally {
+      await readOnly.close();
+    }
+  });
+
   it('lists and reads the four resources as JSON', async () => {
     const { resources } = await client.listResources();
     expect(resources.map((r) => r.uri).sort()).toEqual([

@@ -32,7 +32,7 @@ export function policyTools(s: McpServices): McpTool[] {
       name: 'check_governance',
       title: 'Check an action against the policies',
       description:
-        "Evaluates an action (tool:<name>, llm:<model>, execution:start) with its input text against the tenant's active policies. A REQUIRE_APPROVAL decision opens a pending approval.",
+        "Evaluates an action (tool:<name>, llm:<model>, execution:start) with its input text against the tenant's active policies. With envelopes:write a REQUIRE_APPROVAL decision opens a pending approval and the evaluation is recorded; with policies:read alone it only decides.",
       scope: 'policies:read',
       hints: hints.create,
       input: z.object({
