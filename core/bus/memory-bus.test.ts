@@ -172,6 +172,39 @@ describe('MemoryBus', () => {
     expect(got).toEqual(Array.from({ length: got.length }, (_, i) => 30 - got.length + i));
   });
 
+  it('drops what every durable following it has passed, so consumed messages hold no memory', async () => {
+    const bus = new MemoryBus({ logger: recordingLogger() });
+    const seen: number[] = [];
+    await bus.subscribe('svc.a.events.>', (m) => acked(seen.push((m.data as { n: number }).n)), { durable: 'p' });
+    const blob = 'x'.repeat(10_000);
+    for (let n = 0; n < 50; n++) await bus.publish('svc.a.events.x', { n, blob });
+    await eventually(
+      () => seen.length,
+      (n) => n === 50,
+    );
+    // Published before any durable follows it: kept for the one made next.
+    await bus.publish('svc.a.policies.x', { n: 50 });
+    const late: BusMessage[] = [];
+    for (const pattern of ['svc.a.events.>', 'svc.a.policies.>'])
+      await bus.subscribe(pattern, (m) => acked(late.push(m)), { durable: `late-${pattern.split('.')[2]}` });
+    await bus.close();
+    expect(numbers(late)).toEqual([50]);
+  });
+
+  it('keeps at most maxBytes for a stalled durable, dropping the oldest first', async () => {
+    const bus = new MemoryBus({ logger: recordingLogger(), maxBytes: 200_000 });
+    const stalled = await bus.subscribe('svc.a.events.>', () => acked(), { durable: 'stalled' });
+    await stalled.unsubscribe();
+    const blob = 'x'.repeat(10_000);
+    for (let n = 0; n < 100; n++) await bus.publish('svc.a.events.x', { n, blob });
+    const got: number[] = [];
+    await bus.subscribe('svc.a.events.>', (m) => acked(got.push((m.data as { n: number }).n)), { durable: 'stalled' });
+    await bus.close();
+    expect(got.length).toBeGreaterThanOrEqual(17);
+    expect(got.length).toBeLessThanOrEqual(19);
+    expect(got).toEqual(Array.from({ length: got.length }, (_, i) => 100 - got.length + i));
+  });
+
   it('refuses a second active subscriber on one durable and a payload JSON cannot carry', async () => {
     const bus = new MemoryBus({ logger: recordingLogger() });
     await bus.subscribe('svc.a.events.>', () => acked(), { durable: 'one' });

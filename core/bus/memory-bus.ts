@@ -18,6 +18,8 @@ export interface MemoryBusOptions {
   duplicateWindowSize?: number;
   /** Messages kept for durable subscribers; the oldest go first. */
   maxMessages?: number;
+  /** …and at most this many bytes of them (default {@link MEMORY_BUS_MAX_BYTES}). */
+  maxBytes?: number;
   /** Largest encoded payload accepted, as nats-server's `max_payload` (default 1 MiB). */
   maxPayloadBytes?: number;
   /** Delivery attempts of one message before it is set aside (counted and logged). */
@@ -28,6 +30,12 @@ export interface MemoryBusOptions {
   registry?: Registry;
   now?: () => number;
 }
+
+/**
+ * What the in-process bus keeps at most, the oldest going first: one tenant's large events must
+ * not grow a standalone process's memory without end (docs/nats.md).
+ */
+export const MEMORY_BUS_MAX_BYTES = 128 * 1024 * 1024;
 
 interface StoredMessage {
   seq: number;
@@ -57,15 +65,20 @@ export class MemoryBus implements Bus {
   readonly #duplicateWindowMs: number;
   readonly #duplicateWindowSize: number;
   readonly #maxMessages: number;
+  readonly #maxBytes: number;
   readonly #retry: RetryPolicy;
   readonly #maxPayloadBytes: number;
   readonly #now: () => number;
   readonly #poison: PoisonMessages;
 
   readonly #log: StoredMessage[] = [];
+  /** Encoded size of what `#log` holds. */
+  #logBytes = 0;
   #nextSeq = 1;
   readonly #seen = new Map<string, number>();
   readonly #durables = new Map<string, Cursor>();
+  /** Plain subscribers still reading: what they have not read yet stays. */
+  readonly #ephemerals = new Set<Cursor>();
   readonly #loops = new Set<Promise<void>>();
   readonly #wakers = new Set<() => void>();
   #closing = false;
@@ -75,6 +88,7 @@ export class MemoryBus implements Bus {
     this.#duplicateWindowMs = options.duplicateWindowMs ?? 120_000;
     this.#duplicateWindowSize = options.duplicateWindowSize ?? 100_000;
     this.#maxMessages = options.maxMessages ?? 100_000;
+    this.#maxBytes = options.maxBytes ?? MEMORY_BUS_MAX_BYTES;
     this.#maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
     this.#retry = {
       maxDeliver: options.maxDeliver ?? 5,
@@ -98,6 +112,7 @@ export class MemoryBus implements Bus {
     if (this.#seen.has(msgId)) return;
     this.#seen.set(msgId, this.#now());
     this.#log.push({ seq: this.#nextSeq++, subject, msgId, payload });
+    this.#logBytes += sizeOf(this.#log.at(-1)!);
     this.#trimLog();
     for (const wake of this.#wakers) wake();
   }
@@ -109,10 +124,11 @@ export class MemoryBus implements Bus {
   ): Promise<Subscription> {
     return asPromise(() => {
       assertEventSubject('pattern', pattern);
-      const cursor =
-        options.durable === undefined
-          ? { nextSeq: this.#nextSeq, active: false, pattern, consumer: 'ephemeral' }
-          : this.#claimDurable(options.durable, pattern);
+      let cursor: Cursor;
+      if (options.durable === undefined) {
+        cursor = { nextSeq: this.#nextSeq, active: false, pattern, consumer: 'ephemeral' };
+        this.#ephemerals.add(cursor);
+      } else cursor = this.#claimDurable(options.durable, pattern);
       return this.#run(cursor, 1, async ([message]) => {
         if (message) await handler(message);
       });
@@ -200,6 +216,7 @@ export class MemoryBus implements Bus {
           }
           // Nothing up to the end of the log matches: later scans can start from there.
           cursor.nextSeq = read = this.#nextSeq;
+          this.#dropPassed();
           if (this.#closing) break;
           await new Promise<void>((resolve) => (wake = resolve));
           continue;
@@ -225,6 +242,7 @@ export class MemoryBus implements Bus {
       await delivering;
     })().finally(() => {
       cursor.active = false;
+      this.#ephemerals.delete(cursor);
       this.#wakers.delete(waker);
       this.#loops.delete(loop);
     });
@@ -286,8 +304,46 @@ export class MemoryBus implements Bus {
   }
 
   #trimLog(): void {
-    // Trim in slices so the append path stays amortised O(1).
+    this.#dropPassed();
+    // Beyond the bounds the oldest go, read or not, as the event stream's discard-old does. In
+    // slices, so the append path stays amortised O(1).
     const excess = this.#log.length - this.#maxMessages;
-    if (excess > Math.max(1, this.#maxMessages / 10)) this.#log.splice(0, excess);
+    if (excess > Math.max(1, this.#maxMessages / 10)) this.#drop(excess);
+    if (this.#logBytes <= this.#maxBytes) return;
+    let bytes = this.#logBytes;
+    let count = 0;
+    while (count < this.#log.length && bytes > this.#maxBytes * 0.9) bytes -= sizeOf(this.#log[count++]!);
+    this.#drop(count);
   }
+
+  /**
+   * Drops from the front what is done with: messages that some durable follows and every
+   * subscriber following their subject has passed. A message no durable follows yet stays for
+   * one made later (the processor makes its durables one after the other), up to the bounds.
+   */
+  #dropPassed(): void {
+    let count = 0;
+    for (const message of this.#log) {
+      let followed = false;
+      for (const cursor of this.#durables.values()) {
+        if (!subjectMatches(cursor.pattern, message.subject)) continue;
+        if (cursor.nextSeq <= message.seq) return this.#drop(count);
+        followed = true;
+      }
+      if (!followed) break;
+      for (const cursor of this.#ephemerals)
+        if (cursor.nextSeq <= message.seq && subjectMatches(cursor.pattern, message.subject)) return this.#drop(count);
+      count++;
+    }
+    this.#drop(count);
+  }
+
+  #drop(count: number): void {
+    if (count === 0) return;
+    for (const message of this.#log.splice(0, count)) this.#logBytes -= sizeOf(message);
+  }
+}
+
+function sizeOf(message: StoredMessage): number {
+  return message.payload.byteLength + message.subject.length + message.msgId.length;
 }
