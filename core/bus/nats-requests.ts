@@ -1,12 +1,17 @@
 import type { Msg, NatsConnection } from 'nats';
+import { SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
 import type { BusLogger, RequestReply, Signals, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
+import { InFlightLimit } from './in-flight-limit.ts';
 import { assertPattern, assertSubject } from './names.ts';
-import { noResponder, runReplyHandler, unwrapReply } from './reply-envelope.ts';
+import { failedReply, noResponder, runReplyHandler, unwrapReply } from './reply-envelope.ts';
 
 /** Repliers of one subject share a queue group, so each request is answered once. */
 const REPLY_QUEUE = 'svc-replies';
+
+/** Requests one reply subscription handles at once: per tenant, and in all (docs/nats.md). */
+export const REPLY_LIMITS = { perTenant: 64, total: 1024 };
 
 /**
  * Whether a message was delivered by a JetStream consumer (its reply is an ack subject). A request
@@ -28,8 +33,22 @@ function deliveredByStream(msg: Msg): boolean {
 export function isRequesterInbox(subject: string, reply: string | undefined): boolean {
   if (reply === undefined) return false;
   if (reply.startsWith('_INBOX.')) return true;
+  const tenant = subjectTenant(subject);
+  return tenant !== '' && reply.startsWith(`_INBOX_${tenant}.`);
+}
+
+/** The tenant of `svc.<tenant>.…`, or '' for a subject outside the family. */
+function subjectTenant(subject: string): string {
   const [family, tenant] = subject.split('.', 2);
-  return family === 'svc' && tenant !== undefined && tenant !== '' && reply.startsWith(`_INBOX_${tenant}.`);
+  return family === 'svc' ? (tenant ?? '') : '';
+}
+
+function busy(subject: string, limits: typeof REPLY_LIMITS): SvcError {
+  return new SvcError('SVC-SYS-9001', `too many requests in flight on ${subject}; retry later`, {
+    subject,
+    per_tenant_limit: limits.perTenant,
+    total_limit: limits.total,
+  });
 }
 
 function subscription(unsubscribe: () => void): Subscription {
@@ -40,10 +59,12 @@ function subscription(unsubscribe: () => void): Subscription {
 export class NatsRequests implements RequestReply, Signals {
   readonly #nc: NatsConnection;
   readonly #logger: BusLogger;
+  readonly #limits: typeof REPLY_LIMITS;
 
-  constructor(nc: NatsConnection, logger: BusLogger) {
+  constructor(nc: NatsConnection, logger: BusLogger, limits = REPLY_LIMITS) {
     this.#nc = nc;
     this.#logger = logger;
+    this.#limits = limits;
   }
 
   async request(subject: string, data: unknown, timeoutMs: number): Promise<unknown> {
@@ -64,6 +85,7 @@ export class NatsRequests implements RequestReply, Signals {
   reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription> {
     return asPromise(() => {
       assertPattern(subject);
+      const inFlight = new InFlightLimit({ perKey: this.#limits.perTenant, total: this.#limits.total });
       const sub = this.#nc.subscribe(subject, {
         queue: REPLY_QUEUE,
         callback: (error, msg) => {
@@ -77,9 +99,13 @@ export class NatsRequests implements RequestReply, Signals {
               { subject: msg.subject, reply: msg.reply },
               'request whose reply is not an inbox of its tenant; ignored',
             );
+          const tenant = subjectTenant(msg.subject);
+          // Answered at once when full: the requester retries later, as when no replier answers.
+          if (!inFlight.enter(tenant)) return msg.respond(encodePayload(failedReply(busy(msg.subject, this.#limits))));
           runReplyHandler(() => handler(decodePayload(msg.data), msg.subject))
             .then((envelope) => msg.respond(encodePayload(envelope)))
-            .catch((failure: unknown) => this.#logger.error({ err: failure, subject: msg.subject }, 'reply failed'));
+            .catch((failure: unknown) => this.#logger.error({ err: failure, subject: msg.subject }, 'reply failed'))
+            .finally(() => inFlight.leave(tenant));
         },
       });
       return subscription(() => sub.unsubscribe());

@@ -18,11 +18,15 @@ export async function runReplyHandler(handler: () => Promise<unknown>): Promise<
   try {
     return { ok: true, data: await handler() };
   } catch (error) {
-    const svc = isSvcError(error)
-      ? error
-      : new SvcError('SVC-SYS-9007', 'reply handler failed', { cause: String(error) });
-    return { ok: false, error: { code: svc.code, message: svc.message, details: svc.details } };
+    return failedReply(
+      isSvcError(error) ? error : new SvcError('SVC-SYS-9007', 'reply handler failed', { cause: String(error) }),
+    );
   }
+}
+
+/** The reply carrying `error`, rethrown with its code at the requester. */
+export function failedReply(error: SvcError): ReplyEnvelope {
+  return { ok: false, error: { code: error.code, message: error.message, details: error.details } };
 }
 
 /** Unwraps a reply on the requesting side: the result, or the replier's SvcError rethrown. */
