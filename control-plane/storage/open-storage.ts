@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../../core/config/schema.ts';
@@ -22,7 +21,6 @@ export async function openStorage(config: Config, logger: Logger): Promise<Stora
       onError: (error) => logger.error({ err: error }, 'storage connection failed'),
     });
   } else {
-    mkdirSync(config.data_dir, { recursive: true });
     opened = await LmdbStorage.open({ path: join(config.data_dir, 'control-plane'), onCheckFailure });
   }
   const { storage, applied } = opened;

@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +17,18 @@ describe("the proxy's LMDB store and its outbox", () => {
   });
   afterEach(async () => {
     await rm(dir, { recursive: true, force: true });
+  });
+
+  it('makes its environment readable by its user only, with or without an fsync interval', async () => {
+    const mode = (path: string) => statSync(path).mode & 0o777;
+    for (const interval of [0, 100]) {
+      const dataDir = join(dir, `data-${interval}`);
+      await openProxyStore(dataDir, interval).close();
+      const env = join(dataDir, 'proxy');
+      expect([dataDir, env, join(env, 'data.mdb'), join(env, 'lock.mdb')].map(mode)).toEqual([
+        0o700, 0o700, 0o600, 0o600,
+      ]);
+    }
   });
 
   it('with an fsync interval, commits an append on the calling thread at the end of its turn', async () => {

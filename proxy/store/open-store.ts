@@ -1,6 +1,6 @@
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { open, type RootDatabase } from 'lmdb';
+import type { RootDatabase } from 'lmdb';
+import { openPrivateEnv } from '../../core/lmdb/open-private-env.ts';
 
 export interface ProxyStore {
   readonly root: RootDatabase;
@@ -28,13 +28,12 @@ function flush(root: RootDatabase): Promise<void> {
  * the next one), for deployments that want each commit durable at the price of throughput.
  */
 export function openProxyStore(dataDir: string, fsyncIntervalMs: number): ProxyStore {
-  mkdirSync(dataDir, { recursive: true });
   const path = join(dataDir, 'proxy');
   if (fsyncIntervalMs === 0) {
-    const root = open({ path });
+    const root = openPrivateEnv({ path });
     return { root, synced: true, close: () => root.close() };
   }
-  const root = open({ path, noSync: true, overlappingSync: false });
+  const root = openPrivateEnv({ path, noSync: true, overlappingSync: false });
   let flushing: Promise<void> | null = null;
   const timer = setInterval(() => {
     flushing ??= flush(root).finally(() => (flushing = null));

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -38,6 +38,20 @@ describe('the storage the configuration picks', () => {
     } finally {
       await storage.close();
     }
+  });
+
+  it('makes the LMDB store readable by its user only, tightening one an earlier version made', async () => {
+    const mode = (path: string) => statSync(path).mode & 0o777;
+    const dataDir = join(freshDir(), 'data');
+    const open = () => openStorage(loadConfig({}, { data_dir: dataDir }), pino({ level: 'silent' }));
+    await (await open()).close();
+    const env = join(dataDir, 'control-plane');
+    expect([dataDir, env].map(mode)).toEqual([0o700, 0o700]);
+    expect(['data.mdb', 'lock.mdb'].map((file) => mode(join(env, file)))).toEqual([0o600, 0o600]);
+    chmodSync(env, 0o755);
+    for (const file of ['data.mdb', 'lock.mdb']) chmodSync(join(env, file), 0o644);
+    await (await open()).close();
+    expect([env, join(env, 'data.mdb'), join(env, 'lock.mdb')].map(mode)).toEqual([0o700, 0o600, 0o600]);
   });
 
   it('takes database_url as a postgres URL and a pool size, refusing anything else by name and without echoing it', () => {

@@ -1,7 +1,8 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { resolve } from 'node:path';
-import { open, type RootDatabase } from 'lmdb';
+import type { RootDatabase } from 'lmdb';
 import { asError, SvcError } from '../../../core/errors/index.ts';
+import { openPrivateEnv } from '../../../core/lmdb/open-private-env.ts';
 import { LmdbOutboxStorage } from '../../../core/outbox/lmdb-outbox-storage.ts';
 import type { Readers, Repositories, Storage } from '../storage.ts';
 import { AsyncLock } from './async-lock.ts';
@@ -70,7 +71,7 @@ export class LmdbStorage implements Storage {
   static async open(options: LmdbStorageOptions): Promise<{ storage: LmdbStorage; applied: number[] }> {
     const path = resolve(options.path);
     if (openPaths.has(path)) throw new Error(`LMDB storage ${path} is open already in this process`);
-    const root = open({ path, maxDbs: 8, compression: false });
+    const root = openPrivateEnv({ path, maxDbs: 8, compression: false });
     openPaths.add(path);
     const storage = new LmdbStorage(root, path, options);
     try {
