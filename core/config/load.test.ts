@@ -50,6 +50,19 @@ describe('loadConfig', () => {
     expect(error.message).toContain('SVC_HTTP_PORT');
   });
 
+  it('refuses a root key that is a placeholder, naming the variable but not the key', () => {
+    const placeholder = 'change-me-to-a-long-random-secret';
+    for (const key of [placeholder, `prefix-${placeholder.toUpperCase()}`]) {
+      const error = failure(() => loadConfig({ SVC_BOOTSTRAP_ADMIN_KEY: key }));
+      expect(error.code).toBe('SVC-SYS-9002');
+      expect(error.fieldViolations).toEqual([
+        { field: 'SVC_BOOTSTRAP_ADMIN_KEY', description: expect.stringContaining('placeholder') as unknown },
+      ]);
+      expect(error.message).not.toContain(key);
+    }
+    expect(loadConfig({ SVC_BOOTSTRAP_ADMIN_KEY: 'a'.repeat(48) }).bootstrap_admin_key).toBe('a'.repeat(48));
+  });
+
   it('names the file key of a bad value and refuses unknown keys', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
     const file = join(dir, 'c.json');

@@ -103,7 +103,15 @@ const settings = z.object({
    */
   nats_ack_wait_seconds: z.coerce.number().int().min(2).max(3_600).optional(),
 
-  bootstrap_admin_key: z.string().min(24, 'must be at least 24 characters').optional(),
+  bootstrap_admin_key: z
+    .string()
+    .min(24, 'must be at least 24 characters')
+    // The README's placeholder is public: a copied command must not run with it as the root key.
+    .refine(
+      (key) => !key.toLowerCase().includes('change-me'),
+      'is a placeholder; use a random secret, e.g. $(openssl rand -hex 24)',
+    )
+    .optional(),
   /**
    * File holding the bearer token with which a scrape of the control plane's /metrics also reads
    * the per-tenant budget series (tenant and budget ids, spend, limits); without it, no scrape does.
