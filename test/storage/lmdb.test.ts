@@ -69,10 +69,11 @@ describe('the LMDB backend', () => {
 
     const { storage, applied } = await LmdbStorage.open({ path: dir });
     try {
-      // Version 2 indexes the envelopes found by creation time; 3 stamps report numbers as counted then.
+      // Version 2 indexes the envelopes found by creation time; 3 stamps report numbers as counted
+      // then; 4 gives each envelope's events and each budget's live envelopes a range of their own.
       const migrating = Date.now();
-      expect(applied).toEqual([2, 3]);
-      expect(await storage.schemaVersion()).toBe(3);
+      expect(applied).toEqual([2, 3, 4]);
+      expect(await storage.schemaVersion()).toBe(4);
       const [mark] = await storage.read.leases.reports('acme', budget.budget_id);
       expect(mark).toMatchObject({ holder: 'proxy-1', seq: 3 });
       expect(Date.parse(mark!.counted_at)).toBeGreaterThanOrEqual(migrating - 60_000);
@@ -103,6 +104,45 @@ describe('the LMDB backend', () => {
         seq: 2,
         prev_hash: audit.hash,
       });
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('moves the per-envelope and per-budget indexes of a version 3 store apart, ids holding "/" included', async () => {
+    const dir = freshDir();
+    const root = open({ path: dir, maxDbs: 8, compression: false });
+    const data = root.openDB<unknown, Array<string | number>>({ name: 'tenant_data' });
+    const global = root.openDB<unknown, string[]>({ name: 'global' });
+    const envelopes = ['U', 'U/1'].map((id) => anEnvelope('acme', { envelope_id: id, budget_id: id }));
+    const events = envelopes.map((e) => anEvent('acme', { envelope_id: e.envelope_id }));
+    await root.transaction(() => {
+      void global.put(['meta', 'schema_version'], 3);
+      for (const [i, envelope] of envelopes.entries()) {
+        const position = String(i + 1).padStart(15, '0');
+        void data.put(['acme', 'envelope', envelope.envelope_id], envelope);
+        void data.put(
+          ['acme', 'budget_envelope', `${envelope.budget_id}/${envelope.envelope_id}`],
+          envelope.envelope_id,
+        );
+        void data.put(['acme', 'event', events[i]!.event_id], events[i]);
+        void data.put(['acme', 'event_log', position], events[i]!.event_id);
+        void data.put(['acme', 'envelope_event', `${envelope.envelope_id}/${position}`], events[i]!.event_id);
+      }
+      void data.put(['acme', 'meta', 'event_seq'], 2);
+    });
+    await root.close();
+    const { storage, applied } = await LmdbStorage.open({ path: dir });
+    try {
+      expect(applied).toEqual([4]);
+      for (const [i, envelope] of envelopes.entries()) {
+        const { envelope_id: envelopeId, budget_id: budgetId } = envelope;
+        expect((await storage.read.events.list('acme', { envelopeId })).items).toEqual([events[i]]);
+        expect((await storage.read.envelopes.listLive('acme', budgetId!)).items).toEqual([envelope]);
+      }
+      // Retention finds the moved entries: nothing of an envelope's list outlives its event.
+      await storage.withTransaction((t) => t.events.removeReceivedBefore('acme', at(60_000), 10));
+      expect((await storage.read.events.list('acme', { envelopeId: 'U' })).items).toEqual([]);
     } finally {
       await storage.close();
     }

@@ -441,6 +441,22 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         await tx((t) => t.envelopes.insert(B, anEnvelope(B, { execution_id: 'exec-1' }), { executionTaken: 'refuse' }));
       });
 
+      it("keeps each budget's live envelopes apart, whatever its id holds", async () => {
+        const budgets = ['B', 'B/x', 'B/x/y'];
+        const envelopes = budgets.map((budgetId) =>
+          anEnvelope(A, { envelope_id: `x/${budgetId}`, budget_id: budgetId }),
+        );
+        await tx(async (t) => {
+          for (const e of envelopes) await t.envelopes.insert(A, e, { executionTaken: 'refuse' });
+        });
+        for (const [i, budgetId] of budgets.entries())
+          expect((await storage.read.envelopes.listLive(A, budgetId)).items).toEqual([envelopes[i]]);
+        const ended = { status: 'COMPLETED' as const, status_reason: null, updated_at: at(5), completed_at: at(5) };
+        await tx((t) => t.envelopes.changeStatus(A, 'x/B/x', 'AUTHORIZED', ended));
+        expect((await storage.read.envelopes.listLive(A, 'B/x')).items).toEqual([]);
+        expect((await storage.read.envelopes.listLive(A, 'B')).items).toEqual([envelopes[0]]);
+      });
+
       it('lists by status and budget, in id order, with filtered pages full', async () => {
         const budget = aBudget(A);
         const envelopes = Array.from({ length: 30 }, (_, i) =>
@@ -875,6 +891,16 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(llm.items.map((e) => e.event_id)).toEqual([other.event_id, first.event_id]);
         expect((await storage.read.events.list(A, { eventType: 'tool.call' })).items).toEqual([second]);
         expect((await storage.read.events.list(B, {})).items.map((e) => e.event_id)).toEqual([first.event_id]);
+      });
+
+      it("keeps each envelope's events apart, whatever its id holds", async () => {
+        const ids = ['U', 'U/1', 'U/1/2', 'U/'];
+        const events = ids.map((envelopeId) => anEvent(A, { envelope_id: envelopeId }));
+        await tx((t) => t.events.insertNew(A, events));
+        for (const [i, envelopeId] of ids.entries())
+          expect((await storage.read.events.list(A, { envelopeId })).items).toEqual([events[i]]);
+        await tx((t) => t.events.removeReceivedBefore(A, at(60_000), 10));
+        for (const envelopeId of ids) expect((await storage.read.events.list(A, { envelopeId })).items).toEqual([]);
       });
 
       it('removes the oldest events received before a time, in bounded batches, and keeps the newer', async () => {

@@ -16,13 +16,10 @@ import {
   type PageRequest,
   type StatusChange,
 } from '../storage.ts';
-import type { Entry, KvView } from './kv.ts';
+import type { Entry, KvView, Space } from './kv.ts';
 import type { Layout } from './layout.ts';
 import { pageOf, pageStart, where } from './pages.ts';
 import type { Sync } from './promised.ts';
-
-/** Where a budget's live envelopes are indexed (`budget_envelope`), so ending them all is a range. */
-const liveIndexId = (budgetId: string, envelopeId: string) => `${budgetId}/${envelopeId}`;
 
 export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
   readonly #kv: KvView;
@@ -87,10 +84,7 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
 
   listLive(tenant: string, budgetId: string, request?: PageRequest): Page<Envelope> {
     const { size, after } = pageStart(request);
-    const index = this.#kv.range<string>(this.#layout.tenant(tenant, 'budget_envelope'), {
-      prefix: `${budgetId}/`,
-      after,
-    });
+    const index = this.#kv.range<string>(this.#live(tenant, budgetId), { after });
     const envelopes = this.#layout.tenant(tenant, 'envelope');
     const kv = this.#kv;
     function* live(): Generator<Entry<Envelope>> {
@@ -119,11 +113,7 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
     this.#kv.put(this.#layout.tenant(tenant, 'envelope_time'), envelopeTimeKey(envelope), envelope.envelope_id);
     if (!executionTaken) this.#kv.put(executions, envelope.execution_id, envelope.envelope_id);
     if (envelope.budget_id !== null && !isFinal(envelope.status)) {
-      this.#kv.put(
-        this.#layout.tenant(tenant, 'budget_envelope'),
-        liveIndexId(envelope.budget_id, envelope.envelope_id),
-        envelope.envelope_id,
-      );
+      this.#kv.put(this.#live(tenant, envelope.budget_id), envelope.envelope_id, envelope.envelope_id);
     }
     return true;
   }
@@ -165,7 +155,15 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
     const next: Envelope = { ...envelope, ...change };
     this.#kv.put(space, envelopeId, next);
     if (isFinal(next.status) && next.budget_id !== null)
-      this.#kv.remove(this.#layout.tenant(tenant, 'budget_envelope'), liveIndexId(next.budget_id, envelopeId));
+      this.#kv.remove(this.#live(tenant, next.budget_id), envelopeId);
     return next;
+  }
+
+  /**
+   * Where a budget's live envelopes are indexed, so ending them all is a range: one of its own
+   * (`[tenant, 'budget_envelope', budget, envelope]`), which no other budget's ids can enter.
+   */
+  #live(tenant: string, budgetId: string): Space {
+    return this.#layout.nested(tenant, 'budget_envelope', budgetId);
   }
 }

@@ -10,7 +10,8 @@ const position = (seq: number) => String(seq).padStart(15, '0');
 
 /**
  * Events under `[tenant, 'event', event_id]`, with two arrival-ordered indexes of their ids: the
- * tenant's (`event_log`, by position) and each envelope's (`envelope_event`, `<envelope>/<position>`).
+ * tenant's (`event_log`, by position) and each envelope's (`[tenant, 'envelope_event', envelope,
+ * position]`: a range of its own, which no other envelope's ids can enter, whatever they contain).
  * The position is the tenant's event sequence, `[tenant, 'meta', 'event_seq']`.
  */
 export class LmdbEvents implements Sync<EventRepository> {
@@ -31,8 +32,7 @@ export class LmdbEvents implements Sync<EventRepository> {
     const ids =
       filter.envelopeId === undefined
         ? this.#kv.range<string>(this.#layout.tenant(tenant, 'event_log'), { reverse: true, after })
-        : this.#kv.range<string>(this.#layout.tenant(tenant, 'envelope_event'), {
-            prefix: `${filter.envelopeId}/`,
+        : this.#kv.range<string>(this.#layout.nested(tenant, 'envelope_event', filter.envelopeId), {
             reverse: true,
             after,
           });
@@ -56,7 +56,6 @@ export class LmdbEvents implements Sync<EventRepository> {
     const space = this.#layout.tenant(tenant, 'event');
     const meta = this.#layout.tenant(tenant, 'meta');
     const log = this.#layout.tenant(tenant, 'event_log');
-    const byEnvelope = this.#layout.tenant(tenant, 'envelope_event');
     let seq = this.#kv.get<number>(meta, 'event_seq') ?? 0;
     const stored: string[] = [];
     for (const event of events) {
@@ -64,7 +63,7 @@ export class LmdbEvents implements Sync<EventRepository> {
       const at = position(++seq);
       this.#kv.put(space, event.event_id, event);
       this.#kv.put(log, at, event.event_id);
-      this.#kv.put(byEnvelope, `${event.envelope_id}/${at}`, event.event_id);
+      this.#kv.put(this.#layout.nested(tenant, 'envelope_event', event.envelope_id), at, event.event_id);
       stored.push(event.event_id);
     }
     if (stored.length > 0) this.#kv.put(meta, 'event_seq', seq);
@@ -75,7 +74,6 @@ export class LmdbEvents implements Sync<EventRepository> {
     const cutoff = Date.parse(before);
     const space = this.#layout.tenant(tenant, 'event');
     const log = this.#layout.tenant(tenant, 'event_log');
-    const byEnvelope = this.#layout.tenant(tenant, 'envelope_event');
     const doomed: Array<{ at: string; event: StoredEvent | undefined; eventId: string }> = [];
     for (const { id, value } of this.#kv.range<string>(log)) {
       if (doomed.length >= limit) break;
@@ -87,7 +85,7 @@ export class LmdbEvents implements Sync<EventRepository> {
     for (const { at, event, eventId } of doomed) {
       this.#kv.remove(log, at);
       this.#kv.remove(space, eventId);
-      if (event !== undefined) this.#kv.remove(byEnvelope, `${event.envelope_id}/${at}`);
+      if (event !== undefined) this.#kv.remove(this.#layout.nested(tenant, 'envelope_event', event.envelope_id), at);
     }
     return doomed.length;
   }

@@ -50,6 +50,26 @@ export const MIGRATIONS: readonly Migration[] = [
       }
     },
   },
+  {
+    version: 4,
+    name: 'per-envelope event and per-budget live envelope indexes as ranges of their own',
+    up: (kv, layout) => {
+      // `<envelope>/<position>` and `<budget>/<envelope>` let an id holding "/" into another's
+      // range. The value (event id, envelope id) or the position, which hold no "/", split them.
+      for (const { key, value } of layout.data.getRange()) {
+        const [tenant, kind, id] = key;
+        if (key.length !== 3 || typeof tenant !== 'string' || typeof id !== 'string') continue;
+        if (kind === 'envelope_event') {
+          const cut = id.lastIndexOf('/');
+          kv.put(layout.nested(tenant, kind, id.slice(0, cut)), id.slice(cut + 1), value);
+        } else if (kind === 'budget_envelope') {
+          const envelopeId = value as string;
+          kv.put(layout.nested(tenant, kind, id.slice(0, -envelopeId.length - 1)), envelopeId, value);
+        } else continue;
+        kv.remove(layout.tenant(tenant, kind), id);
+      }
+    },
+  },
 ];
 
 export const SCHEMA_VERSION = Math.max(...MIGRATIONS.map((m) => m.version));
