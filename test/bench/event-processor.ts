@@ -2,7 +2,10 @@
  * Sustained rate of the control plane's event processor: N usage events are published to a real
  * nats-server (JetStream, de-duplicated by id) while the processor is stopped; then the processor
  * starts and drains the backlog, applying it to storage (LMDB or PostgreSQL) in batches. The drain
- * time is the processor's own rate; the publish time is the producers' side. Prints figures; not a test.
+ * time is the processor's own rate, and this process's CPU time over it (all its threads: LMDB's
+ * writer, the garbage collector; not nats-server's) its cost per event, which varies less with the
+ * machine's load than the rate does; the publish time is the producers' side. Prints figures; not
+ * a test.
  *
  *   node test/bench/event-processor.ts [events=20000] [envelopes=50] [--backend=lmdb|postgres]
  */
@@ -50,10 +53,12 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
   };
   await Promise.all(Array.from({ length: IN_FLIGHT }, publishOne));
   const published = performance.now();
+  const cpuBefore = process.cpuUsage();
   await plane.processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
   while (plane.processor.stats.applied + plane.processor.stats.duplicates < total)
     await new Promise((r) => setTimeout(r, 5));
   const applied = performance.now();
+  const cpu = process.cpuUsage(cpuBefore);
 
   const usage = (await plane.services.budgets.get('bench', budget.budget_id)).usage;
   const seconds = (applied - published) / 1000;
@@ -63,6 +68,9 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
   );
   console.log(
     `  drained in        ${seconds.toFixed(2)} s  (${Math.round(total / seconds)} events/s sustained by the processor)`,
+  );
+  console.log(
+    `  CPU               ${((cpu.user + cpu.system) / 1e6).toFixed(2)} s over the drain (${((cpu.user + cpu.system) / total).toFixed(1)} µs per event, this process's threads)`,
   );
   console.log(
     `  batches           ${plane.processor.stats.batches} (mean ${(total / plane.processor.stats.batches).toFixed(1)} events per storage transaction)`,
