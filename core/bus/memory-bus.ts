@@ -8,7 +8,7 @@ import { decodePayload, encodePayload } from './codec.ts';
 import { assertEventSubject, assertName } from './names.ts';
 import { PoisonMessages, type PoisonMessage } from './poison.ts';
 import type { RetryPolicy } from './retry-delivery.ts';
-import { subjectMatches } from './subjects.ts';
+import { subjectMatcher } from './subjects.ts';
 
 export interface MemoryBusOptions {
   logger: BusLogger;
@@ -288,9 +288,10 @@ export class MemoryBus implements Bus {
   #pending(fromSeq: number, pattern: string, max: number): StoredMessage[] {
     const out: StoredMessage[] = [];
     const base = this.#log[0]?.seq ?? this.#nextSeq;
+    const matches = subjectMatcher(pattern);
     for (let i = Math.max(0, fromSeq - base); i < this.#log.length && out.length < max; i++) {
       const message = this.#log[i];
-      if (message && subjectMatches(pattern, message.subject)) out.push(message);
+      if (message && matches(message.subject)) out.push(message);
     }
     return out;
   }

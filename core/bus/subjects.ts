@@ -22,15 +22,28 @@ export const subjects = {
 
 /** NATS-style subject matching: `*` matches one token, `>` one or more trailing tokens. */
 export function subjectMatches(pattern: string, subject: string): boolean {
-  const p = pattern.split('.');
-  const s = subject.split('.');
-  for (let i = 0; i < p.length; i++) {
-    const token = p[i];
-    if (token === '>') return s.length > i;
-    if (i >= s.length) return false;
-    if (token !== '*' && token !== s[i]) return false;
-  }
-  return p.length === s.length;
+  return subjectMatcher(pattern)(subject);
+}
+
+/**
+ * `subjectMatches` for one pattern, split once: a scan of the log tests it against every message,
+ * and reads each subject's tokens in place rather than splitting it.
+ */
+export function subjectMatcher(pattern: string): (subject: string) => boolean {
+  const tokens = pattern.split('.');
+  return (subject) => {
+    // Where the subject's next token begins; past its end once it has no more.
+    let start = 0;
+    for (const token of tokens) {
+      if (start > subject.length) return false;
+      if (token === '>') return true;
+      const dot = subject.indexOf('.', start);
+      const end = dot === -1 ? subject.length : dot;
+      if (token !== '*' && (end - start !== token.length || !subject.startsWith(token, start))) return false;
+      start = end + 1;
+    }
+    return start > subject.length;
+  };
 }
 
 /**
