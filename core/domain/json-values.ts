@@ -5,12 +5,14 @@
 
 /** Whether objects and arrays in `value` nest at most `max` levels, `value` being the first. */
 export function nestsWithin(value: unknown, max: number): boolean {
-  const pending: Array<[unknown, number]> = [[value, 1]];
+  // Only objects and arrays are queued: a record's scalars, nearly all it holds, cost no entry.
+  const pending: Array<[object, number]> = typeof value === 'object' && value !== null ? [[value, 1]] : [];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     const [node, depth] = next;
-    if (typeof node !== 'object' || node === null) continue;
     if (depth > max) return false;
-    for (const child of Object.values(node)) pending.push([child, depth + 1]);
+    for (const child of Object.values(node) as unknown[]) {
+      if (typeof child === 'object' && child !== null) pending.push([child, depth + 1]);
+    }
   }
   return true;
 }
