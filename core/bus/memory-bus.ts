@@ -8,7 +8,7 @@ import { decodePayload, encodePayload } from './codec.ts';
 import { assertEventSubject, assertName } from './names.ts';
 import { PoisonMessages, type PoisonMessage } from './poison.ts';
 import type { RetryPolicy } from './retry-delivery.ts';
-import { subjectMatcher } from './subjects.ts';
+import { subjectMatcher, subjectMatches } from './subjects.ts';
 
 export interface MemoryBusOptions {
   logger: BusLogger;
