@@ -5,6 +5,7 @@ import { open } from 'lmdb';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AuditRecord } from '../../core/domain/index.ts';
 import { sealAuditRecord } from '../../control-plane/audit/chain.ts';
+import { encodedKeySize, LMDB_MAX_KEY_BYTES } from '../../control-plane/storage/lmdb/key-size.ts';
 import { LmdbStorage } from '../../control-plane/storage/lmdb/lmdb-storage.ts';
 import { SCHEMA_VERSION, type Migration } from '../../control-plane/storage/lmdb/migrations.ts';
 import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
@@ -254,15 +255,16 @@ describe('the LMDB backend', () => {
     const { storage } = await LmdbStorage.open({ path: dir });
     const kept = aBudget('acme');
     const fine = aBudget('acme');
-    // LMDB refuses a key this long at commit (REST ids are bounded well below it).
-    const unwritable = aBudget('acme', { budget_id: 'b'.repeat(3000) });
+    // Refused only by the encoder, at the commit: an integer MessagePack cannot hold (no surface
+    // lets one through).
+    const unwritable = aBudget('acme', { name: (10n ** 30n) as unknown as string });
     try {
       await expect(
         storage.withTransaction(async (t) => {
           await t.budgets.insert('acme', kept);
           await t.budgets.insert('acme', unwritable);
         }),
-      ).rejects.toThrow(/key size/i);
+      ).rejects.toThrow(/too large to fit in MessagePack/);
       expect(await storage.read.budgets.get('acme', kept.budget_id)).toBeUndefined();
       await storage.withTransaction((t) => t.budgets.insert('acme', fine));
       expect(await storage.read.budgets.get('acme', fine.budget_id)).toEqual(fine);
@@ -275,6 +277,46 @@ describe('the LMDB backend', () => {
       expect(await reopened.storage.read.budgets.get('acme', fine.budget_id)).toEqual(fine);
     } finally {
       await reopened.storage.close();
+    }
+  });
+
+  it('refuses a key too long for LMDB in its own transaction, leaving the others of its group to commit', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    const now = at();
+    const spend = (tenant: string) =>
+      storage.withTransaction((t) => t.leases.addSpend(tenant, 'b1', now, 'reported', { tokens: 1, micros: 1 }));
+    try {
+      const [before, refused, after] = await Promise.allSettled([
+        spend('victim1'),
+        storage.withTransaction((t) => t.leases.claimReport('evil', 'b1', 'h'.repeat(3000), 1, now)),
+        spend('victim2'),
+      ]);
+      expect(refused).toMatchObject({ status: 'rejected', reason: { code: 'SVC-SYS-9009' } });
+      expect([before.status, after.status]).toEqual(['fulfilled', 'fulfilled']);
+      for (const tenant of ['victim1', 'victim2'])
+        expect(await storage.read.leases.pendingSpend(tenant, 'b1', now)).toMatchObject({ tokens: 1, micros: 1 });
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('stores a key of exactly the largest size LMDB takes, and refuses one byte more before the commit', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    // The key is [tenant, kind, id]; its parts and separators take the rest of the bytes.
+    const overhead = encodedKeySize(['acme', 'budget', '']) - 1;
+    const room = LMDB_MAX_KEY_BYTES - overhead;
+    const largest = aBudget('acme', { budget_id: 'é'.repeat(Math.floor(room / 2)) + 'b'.repeat(room % 2) });
+    const past = aBudget('acme', { budget_id: `${largest.budget_id}b` });
+    try {
+      await storage.withTransaction((t) => t.budgets.insert('acme', largest));
+      expect(await storage.read.budgets.get('acme', largest.budget_id)).toEqual(largest);
+      await expect(storage.withTransaction((t) => t.budgets.insert('acme', past))).rejects.toMatchObject({
+        code: 'SVC-SYS-9009',
+      });
+    } finally {
+      await storage.close();
     }
   });
 

@@ -1,5 +1,7 @@
 import type { Database } from 'lmdb';
 import { nestsWithin } from '../../../core/domain/json-values.ts';
+import { SvcError } from '../../../core/errors/index.ts';
+import { encodedKeySize, LMDB_MAX_KEY_BYTES } from './key-size.ts';
 
 /** The last part of a key: records are addressed by a space (key prefix) and an id within it. */
 export type Id = string | number;
@@ -105,6 +107,18 @@ const MAX_STORED_DEPTH = 64;
 const REMOVED = Symbol('removed');
 type Staged = { space: Space; id: Id; value: unknown };
 
+/** `id`, when its key fits in LMDB; refused otherwise, naming no part of the key (it may be anything). */
+function storableId(space: Space, id: Id): Id {
+  const size = encodedKeySize(keyOf(space, id));
+  if (size > LMDB_MAX_KEY_BYTES)
+    throw new SvcError(
+      'SVC-SYS-9009',
+      `storage: a record's key would take ${size} bytes, past the ${LMDB_MAX_KEY_BYTES} LMDB stores`,
+      { key_bytes: size, maximum: LMDB_MAX_KEY_BYTES },
+    );
+  return id;
+}
+
 /** Committed state, beneath every staged view. */
 export const COMMITTED: KvView = new CommittedView();
 
@@ -139,15 +153,16 @@ export class StagedView implements KvView {
   }
 
   put(space: Space, id: Id, value: unknown): void {
-    // Encoded only at the group's commit, where a value too deep for the encoder's stack would
-    // fail every transaction grouped with this one, other tenants' too: refused here, alone.
+    // Encoded only at the group's commit, where a value too deep for the encoder's stack, or a key
+    // past LMDB's size, would fail every transaction grouped with this one, other tenants' too:
+    // refused here, alone.
     if (!nestsWithin(value, MAX_STORED_DEPTH))
       throw new Error(`storage: a record nests deeper than ${MAX_STORED_DEPTH} levels`);
-    this.#stage(space, id, value);
+    this.#stage(space, storableId(space, id), value);
   }
 
   remove(space: Space, id: Id): void {
-    this.#stage(space, id, REMOVED);
+    this.#stage(space, storableId(space, id), REMOVED);
   }
 
   *range<T>(space: Space, options: RangeOptions = {}): Generator<Entry<T>> {
