@@ -133,6 +133,31 @@ describe('event processor', () => {
     expect(cp.plane.processor.stats.rejected).toBe(1);
   });
 
+  it('refuses, at once, an announced envelope whose time has more digits of a second than a key may hold, and goes on', async () => {
+    const fraction = '7'.repeat(6_000);
+    const opened = {
+      tenant_id: 'acme',
+      envelope_id: randomUUID(),
+      execution_id: 'x',
+      budget_id: budgetId,
+      status: 'AUTHORIZED',
+      source: 'proxy:pod-a',
+      occurred_at: new Date().toISOString().replace('Z', `${fraction}Z`),
+    };
+    await cp.messaging.bus.publish(subjects.envelopeCreated('acme'), opened, { msgId: randomUUID() });
+    const event = { ...usageEvent(randomUUID(), 3), timestamp: `2026-03-01T00:00:00.${fraction}Z` };
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    const good = usageEvent(randomUUID(), 7);
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), good, { msgId: good.event_id });
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied === 1 && s.rejected === 2,
+      1_000,
+    );
+    expect(await usage()).toMatchObject({ tokens_input: 7, llm_calls: 1 });
+    expect((await cp.call('GET', `/v1/envelopes/${opened.envelope_id}`, { key })).status).toBe(404);
+  });
+
   it('opens an envelope with its own id as execution when the execution a proxy names is not an id', async () => {
     const long = 'e'.repeat(MAX_ID_LENGTH + 1);
     const [fromEvent, fromEmpty, fromOpening, fromEnding] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];

@@ -71,11 +71,12 @@ export type BudgetState = z.infer<typeof BudgetStateSchema>;
 
 export const LeaseRequestSchema = z.object({
   tenant_id: z.string(),
-  budget_id: z.string(),
+  /** Ids bounded like every id that becomes a storage key (the ledger keys reports by holder). */
+  budget_id: IdSchema,
   /** Stable per proxy process; leases of a vanished holder expire. */
-  holder: z.string(),
+  holder: IdSchema,
   /** The lease being renewed or returned, if any. */
-  lease_id: z.string().nullable().default(null),
+  lease_id: IdSchema.nullable().default(null),
   want_tokens: z.number().int().nonnegative(),
   want_micros: z.number().int().nonnegative(),
   /**

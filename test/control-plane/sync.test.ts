@@ -124,6 +124,35 @@ describe('leases over request-reply', () => {
     expect(LeaseGrantSchema.parse(await ask('acme', 'b')).micros).toBe(300_000);
     await expect(ask('other', 'c')).rejects.toMatchObject({ code: 'SVC-SYS-9004' });
   });
+
+  it('refuses a holder or lease id longer than an id may be, naming it, and records nothing of it', async () => {
+    const budgetId = await costBudget(1);
+    const ask = (holder: string, leaseId: string | null) =>
+      cp.messaging.requests.request(
+        syncSubjects.lease('acme'),
+        {
+          tenant_id: 'acme',
+          budget_id: budgetId,
+          holder,
+          lease_id: leaseId,
+          want_tokens: 0,
+          want_micros: 100_000,
+          spent_micros: 50_000,
+          report_seq: 1,
+        },
+        1000,
+      );
+    for (const [holder, leaseId, field] of [
+      ['h'.repeat(3_000), null, 'holder'],
+      ['h', 'l'.repeat(3_000), 'lease_id'],
+    ] as const)
+      await expect(ask(holder, leaseId)).rejects.toMatchObject({
+        code: 'SVC-SYS-9002',
+        message: expect.stringContaining(`${field}: `),
+      });
+    const usage = await cp.call('GET', `/v1/budgets/${budgetId}/usage`, { key });
+    expect(usage.body.cost_usd).toBe(0);
+  });
 });
 
 describe('event processor', () => {

@@ -104,6 +104,11 @@ function routes(
           field: 'timestamp',
         },
         {
+          what: 'timestamp finer than nanoseconds',
+          body: { event_type: 'llm.call', timestamp: '2026-03-01T00:00:00.1234567890Z', cost_usd: 1 },
+          field: 'timestamp',
+        },
+        {
           what: 'unknown nested field',
           body: { event_type: 'llm.call', timestamp: now, tokens: { input: 1, output: 1, cached: 5 }, cost_usd: 1 },
           field: 'tokens',
