@@ -158,6 +158,28 @@ describe('event processor', () => {
     expect((await cp.call('GET', `/v1/envelopes/${opened.envelope_id}`, { key })).status).toBe(404);
   });
 
+  it('refuses, at once, a usage event whose model, event type or source is past its bound, and goes on', async () => {
+    const long = 'm'.repeat(4_000);
+    const oversized = [
+      { ...usageEvent(randomUUID(), 1), model: long },
+      { ...usageEvent(randomUUID(), 1), event_type: `llm.${long}` },
+      { ...usageEvent(randomUUID(), 1), source: `proxy:${long}` },
+    ];
+    for (const event of oversized)
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    const good = usageEvent(randomUUID(), 7);
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), good, { msgId: good.event_id });
+    // Each retried in place would hold every tenant's events behind it for seconds.
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied === 1 && s.rejected === oversized.length,
+      1_000,
+    );
+    expect(await usage()).toMatchObject({ tokens_input: 7, llm_calls: 1 });
+    for (const event of oversized)
+      expect((await cp.call('GET', `/v1/envelopes/${event.envelope_id}`, { key })).status).toBe(404);
+  });
+
   it('opens an envelope with its own id as execution when the execution a proxy names is not an id', async () => {
     const long = 'e'.repeat(MAX_ID_LENGTH + 1);
     const [fromEvent, fromEmpty, fromOpening, fromEnding] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];

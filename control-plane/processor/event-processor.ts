@@ -11,7 +11,6 @@ import {
   MAX_ID_LENGTH,
   TenantIdSchema,
 } from '../../core/domain/index.ts';
-import { isSvcError } from '../../core/errors/index.ts';
 import {
   EnvelopeLifecycleMessageSchema,
   PolicyViolationMessageSchema,
@@ -26,6 +25,7 @@ import type { Effects } from '../effects/effects.ts';
 import { applyTransition, immunePauseReason } from '../envelopes/lifecycle.ts';
 import type { Repositories } from '../storage/storage.ts';
 import type { StoredEvent } from '../storage/records.ts';
+import { refusedValue } from '../storage/refused-value.ts';
 import { isStorageUnreachable } from '../storage/unreachable.ts';
 import { applyUsage, chargedBudget, storedEvent, type UsageDeps } from '../usage/apply-usage.ts';
 import { batchRepositories } from './batch-repositories.ts';
@@ -144,11 +144,13 @@ export class EventProcessor {
       this.stats.applied += counted.applied;
       this.stats.duplicates += counted.duplicates;
     } catch (error) {
-      // Alone, and failing with a code that says it never will succeed: no point in retrying it.
+      // Alone, and failing on what it would store, which no retry changes: set aside at once
+      // rather than holding every tenant's messages behind it for its redeliveries.
       const [only] = commands;
-      if (commands.length === 1 && only !== undefined && isSvcError(error) && !error.spec.retryable) {
+      const reason = refusedValue(error);
+      if (commands.length === 1 && only !== undefined && reason !== undefined) {
         this.stats.rejected += 1;
-        return [...refused, { message: only.message, reason: error.code }];
+        return [...refused, { message: only.message, reason }];
       }
       throw error;
     }

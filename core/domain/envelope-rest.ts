@@ -42,7 +42,7 @@ export const CreateEnvelopeRequestSchema = z.strictObject({
 });
 export type CreateEnvelopeRequest = z.infer<typeof CreateEnvelopeRequestSchema>;
 
-const EventTypeSchema = z
+export const EventTypeSchema = z
   .string()
   .max(MAX_NAME_LENGTH)
   .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'must be dotted words such as llm.call or tool.invoke');

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { EnvelopeStatusSchema } from '../domain/envelope.ts';
-import { IdSchema, ReportedUsdSchema } from '../domain/bounds.ts';
+import { EventTypeSchema } from '../domain/envelope-rest.ts';
+import { IdSchema, NameSchema, ReportedUsdSchema } from '../domain/bounds.ts';
 import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
 import { ApprovalSchema } from '../policy/approvals.ts';
 import { SemanticFindingSchema } from '../policy/result.ts';
@@ -32,14 +33,15 @@ export const UsageEventMessageSchema = z.object({
   tenant_id: z.string(),
   envelope_id: IdSchema,
   budget_id: IdSchema.nullable().default(null),
-  event_type: z.string(),
+  /** Bounded as over REST, like the model and the source: each is kept in an index of the store. */
+  event_type: EventTypeSchema,
   timestamp: TimestampSchema,
   tokens: z.object({ input: z.number().int().nonnegative(), output: z.number().int().nonnegative() }),
-  model: z.string().nullable().default(null),
+  model: NameSchema.nullable().default(null),
   cost_usd: ReportedUsdSchema.nullable().default(null),
   payload: MetadataSchema.default({}),
   /** Where it was observed: `rest` for recorded events, `proxy:<pod>` for metered calls. */
-  source: z.string().default('rest'),
+  source: NameSchema.default('rest'),
 });
 export type UsageEventMessage = z.infer<typeof UsageEventMessageSchema>;
 

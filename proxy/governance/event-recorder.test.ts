@@ -75,6 +75,16 @@ describe('what the recorder writes of names an agent or a provider chose', () =>
     expect(size(written[0]!)).toBeLessThan(16 * 1024 + 10_000);
   });
 
+  it('records a call to a model named past the bound under its first characters, never half a surrogate pair, so the control plane charges it', async () => {
+    const { recorder: r, written } = recorder();
+    const model = `${'m'.repeat(190)}😀${'m'.repeat(300)}`;
+    await r.usage(envelope, { eventType: 'llm.call', model, tokens: { input: 1, output: 0 }, costUsd: 1, payload: {} });
+    const parsed = UsageEventMessageSchema.parse(written[0]!.data);
+    expect(parsed.model!.startsWith('m'.repeat(190))).toBe(true);
+    expect(parsed.model!.isWellFormed()).toBe(true);
+    expect(parsed.cost_usd).toBe(1);
+  });
+
   it('leaves names within the bounds as they are', () => {
     expect(toolNames(['shell', 'search'])).toEqual({ tool_calls: ['shell', 'search'] });
   });

@@ -1,3 +1,4 @@
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AuditLog } from '../../control-plane/audit/audit-log.ts';
@@ -5,6 +6,8 @@ import { batchRepositories } from '../../control-plane/processor/batch-repositor
 import { loadMigrations } from '../../control-plane/storage/postgres/migrate.ts';
 import { PostgresStorage } from '../../control-plane/storage/postgres/postgres-storage.ts';
 import type { Storage } from '../../control-plane/storage/storage.ts';
+import { subjects } from '../../core/bus/subjects.ts';
+import { eventually, startControlPlane, tenantWithKey } from '../harness/control-plane.ts';
 import { createTestDatabase, postgresReachable, truncateAll, type TestDatabase } from '../harness/postgres.ts';
 import { aBudget, aCharge, aCheckpoint, anAuditDraft, anEnvelope, at } from './records.ts';
 import { storageContract } from './repositories.contract.ts';
@@ -327,6 +330,50 @@ describe.skipIf(!available)('PostgreSQL', () => {
       expect(await storage.read.envelopes.get('acme', kept.envelope_id)).toEqual(kept);
     } finally {
       await storage.close();
+    }
+  });
+
+  it('sets aside at once a bus message whose values PostgreSQL refuses, and applies the next', async () => {
+    const own = await createTestDatabase();
+    const cp = await startControlPlane({ database_url: own.url });
+    const pool = new Pool({ connectionString: own.url, max: 1 });
+    try {
+      // An index on a value no bound keeps small, as every indexed column once was: a row past the
+      // index's limit fails its statement with SQLSTATE 54000.
+      await pool.query("CREATE INDEX events_by_payload ON events ((doc ->> 'payload'))");
+      const key = await tenantWithKey(cp, 'acme');
+      const budget = await cp.call('POST', '/v1/budgets', {
+        key,
+        body: { name: 'b', type: 'hybrid', limits: { max_tokens: 1_000 }, period: 'total' },
+      });
+      const event = (input: number, payload: Record<string, unknown>) => ({
+        event_id: randomUUID(),
+        tenant_id: 'acme',
+        envelope_id: randomUUID(),
+        budget_id: budget.body.budget_id,
+        event_type: 'llm.call',
+        timestamp: new Date().toISOString(),
+        tokens: { input, output: 0 },
+        cost_usd: 0,
+        payload,
+        source: 'proxy:pod-a',
+      });
+      const unindexable = event(1, { blob: randomBytes(12_000).toString('base64') });
+      const good = event(7, {});
+      for (const e of [unindexable, good])
+        await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), e, { msgId: e.event_id });
+      // Retried in place, it would hold every tenant's events behind it for seconds.
+      await eventually(
+        () => cp.plane.processor.stats,
+        (stats) => stats.applied === 1 && stats.rejected === 1,
+        1_000,
+      );
+      const usage = await cp.call('GET', `/v1/budgets/${budget.body.budget_id}/usage`, { key });
+      expect(usage.body).toMatchObject({ tokens_input: 7, llm_calls: 1 });
+    } finally {
+      await pool.end();
+      await cp.close();
+      await own.drop();
     }
   });
 
