@@ -180,6 +180,43 @@ describe('event processor', () => {
       expect((await cp.call('GET', `/v1/envelopes/${event.envelope_id}`, { key })).status).toBe(404);
   });
 
+  it('refuses, at once, a denial with a field past its bound, auditing nothing of it, and goes on', async () => {
+    const violation = (fields: Record<string, unknown>) => ({
+      tenant_id: 'acme',
+      policy_id: 'p1',
+      rule_id: null,
+      denied_action: 'tool:shell',
+      decision: 'DENY',
+      envelope_id: null,
+      message: 'denied',
+      occurred_at: new Date().toISOString(),
+      source: 'proxy:pod-a',
+      ...fields,
+    });
+    const long = 'x'.repeat(5_000);
+    const oversized = [
+      { source: `proxy:${long}` },
+      { message: 'x'.repeat(900_000) },
+      { denied_action: `tool:${long}` },
+      { policy_id: long },
+      { rule_id: long },
+      { decision: long },
+      { envelope_id: long },
+    ];
+    for (const fields of oversized)
+      await cp.messaging.bus.publish(subjects.policyViolation('acme'), violation(fields), { msgId: randomUUID() });
+    await cp.messaging.bus.publish(subjects.policyViolation('acme'), violation({ message: 'bounded' }), {
+      msgId: randomUUID(),
+    });
+    const audited = await eventually(
+      () => cp.call('GET', '/v1/audit?action=policy.evaluate', { key }),
+      (r) => r.body.length === 1,
+      1_000,
+    );
+    expect(audited.body[0].metadata.message).toBe('bounded');
+    expect(cp.plane.processor.stats.rejected).toBe(oversized.length);
+  });
+
   it('opens an envelope with its own id as execution when the execution a proxy names is not an id', async () => {
     const long = 'e'.repeat(MAX_ID_LENGTH + 1);
     const [fromEvent, fromEmpty, fromOpening, fromEnding] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];

@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { EnvelopeStatusSchema } from '../domain/envelope.ts';
 import { EventTypeSchema } from '../domain/envelope-rest.ts';
-import { IdSchema, NameSchema, ReportedUsdSchema } from '../domain/bounds.ts';
+import {
+  IdSchema,
+  MAX_ID_LENGTH,
+  MAX_NAME_LENGTH,
+  MAX_TEXT_LENGTH,
+  NameSchema,
+  ReportedUsdSchema,
+} from '../domain/bounds.ts';
 import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
 import { ApprovalSchema } from '../policy/approvals.ts';
 import { SemanticFindingSchema } from '../policy/result.ts';
@@ -92,17 +99,19 @@ export const BudgetOverrunPredictedMessageSchema = z.object({
 });
 export type BudgetOverrunPredictedMessage = z.infer<typeof BudgetOverrunPredictedMessageSchema>;
 
+/** Each field bounded as over REST: a proxy's denial is kept for good, in the audit chain. */
 export const PolicyViolationMessageSchema = z.object({
   tenant_id: z.string(),
-  policy_id: z.string(),
-  rule_id: z.string().nullable(),
-  denied_action: z.string(),
-  decision: z.string(),
-  envelope_id: z.string().nullable(),
-  message: z.string(),
+  /** Empty when no policy decided (a control plane's own default deny). */
+  policy_id: z.string().max(MAX_ID_LENGTH),
+  rule_id: z.string().max(MAX_ID_LENGTH).nullable(),
+  denied_action: z.string().max(MAX_NAME_LENGTH),
+  decision: NameSchema,
+  envelope_id: IdSchema.nullable(),
+  message: z.string().max(MAX_TEXT_LENGTH),
   occurred_at: TimestampSchema,
   /** `control-plane`, or `proxy:<pod>` for a denial at a sidecar (the control plane audits those). */
-  source: z.string().default('control-plane'),
+  source: NameSchema.default('control-plane'),
   /** What the Semantic Judge found when a SEMANTIC condition decided: category, confidence, evidence. */
   semantic: SemanticFindingSchema.optional(),
 });

@@ -147,6 +147,9 @@ export const HoldStateSchema = z.object({
 });
 export type HoldState = z.infer<typeof HoldStateSchema>;
 
+/** The most of an evaluation context an approval keeps, as JSON: a quarter of NATS's payload limit. */
+export const MAX_HELD_CONTEXT_BYTES = 256 * 1024;
+
 /**
  * A proxy's call waits for an approval: opens it under the id the proxy chose (so asking again
  * never opens a second one), or reads it when it exists.
@@ -156,7 +159,10 @@ export const ApprovalHoldRequestSchema = z.object({
   approval_id: IdSchema,
   requested_by: ActorSchema,
   action: z.string().min(1).max(1000),
-  context: MetadataSchema,
+  context: MetadataSchema.refine(
+    (context) => Buffer.byteLength(JSON.stringify(context)) <= MAX_HELD_CONTEXT_BYTES,
+    `must take at most ${MAX_HELD_CONTEXT_BYTES} bytes as JSON`,
+  ),
   envelope_id: IdSchema.nullable(),
   policy_id: z.string().max(1000),
   rule_id: z.string().max(1000),

@@ -125,6 +125,8 @@ export class EventRecorder {
   ): Promise<void> {
     const data: PolicyViolationMessage = {
       ...violation,
+      // Named by the agent (a tool's, a model's name) or by a policy: what the control plane
+      // keeps of them, so that the denial is still audited.
       denied_action: clipText(violation.denied_action, MAX_NAME_LENGTH),
       message: clipText(violation.message, MAX_TEXT_LENGTH),
       source: this.#source,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusMessage } from '../../core/bus/bus.ts';
+import { MAX_HELD_CONTEXT_BYTES } from '../../core/sync/contract.ts';
 import {
   eventually,
   expectSvcError,
@@ -288,6 +289,16 @@ describe('approvals a proxy holds a call for', () => {
     policy_id: 'p-held',
     rule_id: 'r-held',
     reason: 'gpt-4o needs a human',
+  });
+
+  it('refuses to open an approval whose context is past what one keeps, naming it, and stores nothing', async () => {
+    const id = '01a20000-0000-7000-8000-00000000a0c1';
+    const context = { tool_args: 'x'.repeat(MAX_HELD_CONTEXT_BYTES) };
+    await expect(ask('appr-a', { ...request(id), context })).rejects.toMatchObject({
+      code: 'SVC-SYS-9002',
+      message: expect.stringContaining('context: '),
+    });
+    expect((await cp.call('GET', `/v1/approvals/${id}`, { key })).status).toBe(404);
   });
 
   it('opens the approval under the id the proxy chose, once however often it asks', async () => {
