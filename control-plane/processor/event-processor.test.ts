@@ -1,7 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { subjects } from '../../core/bus/subjects.ts';
-import { MAX_ID_LENGTH, MAX_TOTAL, MAX_TOTAL_USD } from '../../core/domain/index.ts';
+import {
+  MAX_ID_LENGTH,
+  MAX_MODELS_PER_ENVELOPE,
+  MAX_TOTAL,
+  MAX_TOTAL_USD,
+  OTHER_MODELS,
+} from '../../core/domain/index.ts';
 import { LeaseGrantSchema, syncSubjects } from '../../core/sync/contract.ts';
 import {
   eventually,
@@ -215,6 +221,31 @@ describe('event processor', () => {
     );
     expect(audited.body[0].metadata.message).toBe('bounded');
     expect(cp.plane.processor.stats.rejected).toBe(oversized.length);
+  });
+
+  it("keeps an envelope's costs by model for its first 63 models, and those of every later one together as other", async () => {
+    const envelopeId = randomUUID();
+    const models = Array.from({ length: MAX_MODELS_PER_ENVELOPE + 6 }, (_, i) => `model-${i}`);
+    // The first model again after the cut: still its own entry.
+    const charged = [...models, models[0]!];
+    for (const model of charged) {
+      const event = { ...usageEvent(envelopeId, 2), model };
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    }
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied === charged.length,
+    );
+    // Served over gRPC (cost_summary.model_costs): read here as stored.
+    const { cost } = (await cp.plane.storage.read.envelopes.get('acme', envelopeId))!;
+    expect(cost.model_costs).toHaveLength(MAX_MODELS_PER_ENVELOPE);
+    expect(cost.model_costs.map((m) => m.model_id)).toEqual([
+      ...models.slice(0, MAX_MODELS_PER_ENVELOPE - 1),
+      OTHER_MODELS,
+    ]);
+    expect(cost.model_costs[0]).toMatchObject({ call_count: 2, input_tokens: 4 });
+    expect(cost.model_costs.at(-1)).toMatchObject({ call_count: 7, input_tokens: 14 });
+    expect(cost).toMatchObject({ llm_calls: charged.length, tokens_input: 2 * charged.length });
   });
 
   it('opens an envelope with its own id as execution when the execution a proxy names is not an id', async () => {

@@ -4,6 +4,7 @@ import {
   currentPeriod,
   isFinal,
   isTerminated,
+  modelCostId,
   MAX_TOTAL,
   usdToMicros,
   type Budget,
@@ -123,7 +124,7 @@ export async function applyUsage(
           ? []
           : [
               {
-                model_id: event.model,
+                model_id: modelCostId(envelope.cost.model_costs, event.model),
                 input_tokens: event.tokens.input,
                 output_tokens: event.tokens.output,
                 cost_micros: costMicros,

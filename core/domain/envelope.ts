@@ -104,6 +104,20 @@ export const CostTotalsSchema = z.object({
 });
 export type CostTotals = z.infer<typeof CostTotalsSchema>;
 
+/**
+ * The most models an envelope's costs name one by one; calls to any model past them are kept
+ * together under `OTHER_MODELS`. Every charge rewrites an envelope's costs on LMDB, and each
+ * model is a row on PostgreSQL: the number of models an agent may name is not theirs to set.
+ */
+export const MAX_MODELS_PER_ENVELOPE = 64;
+export const OTHER_MODELS = 'other';
+
+/** The name under which an envelope whose costs name `charged` keeps a call to `model`. */
+export function modelCostId(charged: CostTotals['model_costs'], model: string): string {
+  if (charged.length < MAX_MODELS_PER_ENVELOPE - 1 || charged.some((m) => m.model_id === model)) return model;
+  return OTHER_MODELS;
+}
+
 export function emptyCostTotals(): CostTotals {
   return { tokens_input: 0, tokens_output: 0, cost_micros: 0, llm_calls: 0, tool_calls: 0, model_costs: [] };
 }
