@@ -248,6 +248,48 @@ describe('event processor', () => {
     expect(cost).toMatchObject({ llm_calls: charged.length, tokens_input: 2 * charged.length });
   });
 
+  it('refuses, at once, an opening or an ending whose kept text is past its bound, and goes on', async () => {
+    const envelopeId = randomUUID();
+    const opened = (fields: Record<string, unknown>) => ({
+      tenant_id: 'acme',
+      envelope_id: randomUUID(),
+      execution_id: 'x',
+      budget_id: budgetId,
+      status: 'AUTHORIZED',
+      source: 'proxy:pod-a',
+      occurred_at: new Date().toISOString(),
+      ...fields,
+    });
+    const long = 'x'.repeat(10_000);
+    const refusedOpenings = [opened({ adapter_type: long }), opened({ source: `proxy:${long}` })];
+    for (const data of refusedOpenings)
+      await cp.messaging.bus.publish(subjects.envelopeCreated('acme'), data, { msgId: randomUUID() });
+    await cp.messaging.bus.publish(subjects.envelopeCreated('acme'), opened({ envelope_id: envelopeId }), {
+      msgId: randomUUID(),
+    });
+    const ended = (reason: string) => ({
+      tenant_id: 'acme',
+      envelope_id: envelopeId,
+      execution_id: 'x',
+      budget_id: budgetId,
+      status: 'POLICY_VIOLATION',
+      reason,
+      force: true,
+      occurred_at: new Date().toISOString(),
+    });
+    await cp.messaging.bus.publish(subjects.envelopeTerminated('acme'), ended(long), { msgId: randomUUID() });
+    await cp.messaging.bus.publish(subjects.envelopeTerminated('acme'), ended('denied'), { msgId: randomUUID() });
+    const envelope = await eventually(
+      () => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }),
+      (r) => r.status === 200 && r.body.termination_reason === 'policy_violation',
+      1_000,
+    );
+    expect(envelope.body.status_reason).toBe('denied');
+    expect(cp.plane.processor.stats.rejected).toBe(3);
+    for (const data of refusedOpenings)
+      expect((await cp.call('GET', `/v1/envelopes/${data.envelope_id}`, { key })).status).toBe(404);
+  });
+
   it('opens an envelope with its own id as execution when the execution a proxy names is not an id', async () => {
     const long = 'e'.repeat(MAX_ID_LENGTH + 1);
     const [fromEvent, fromEmpty, fromOpening, fromEnding] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];

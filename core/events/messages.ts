@@ -26,7 +26,8 @@ export const EnvelopeLifecycleMessageSchema = z.object({
   execution_id: z.string(),
   budget_id: IdSchema.nullable(),
   status: EnvelopeStatusSchema,
-  reason: z.string().nullable(),
+  /** Kept as the envelope's status reason: bounded as over REST. */
+  reason: z.string().max(MAX_TEXT_LENGTH).nullable(),
   /** Terminations only: cut in-flight calls at once rather than letting the current one finish. */
   force: z.boolean().default(false),
   occurred_at: TimestampSchema,

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ActorSchema } from '../domain/audit.ts';
-import { IdSchema, MAX_TOTAL } from '../domain/bounds.ts';
+import { IdSchema, MAX_TOTAL, NameSchema } from '../domain/bounds.ts';
 import { BudgetLimitsSchema, BudgetStatusSchema } from '../domain/budget.ts';
 import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
 import { EnvelopeStatusSchema } from '../domain/envelope.ts';
@@ -192,8 +192,9 @@ export const EnvelopeOpenedSchema = z.object({
   execution_id: z.string(),
   budget_id: IdSchema.nullable(),
   status: z.literal('AUTHORIZED'),
-  adapter_type: z.string().default('proxy'),
-  source: z.string(),
+  /** Kept with the envelope: bounded as over REST. */
+  adapter_type: NameSchema.default('proxy'),
+  source: NameSchema,
   occurred_at: TimestampSchema,
 });
 export type EnvelopeOpened = z.infer<typeof EnvelopeOpenedSchema>;
