@@ -157,7 +157,8 @@ export const MAX_HELD_CONTEXT_BYTES = 256 * 1024;
 export const ApprovalHoldRequestSchema = z.object({
   tenant_id: z.string(),
   approval_id: IdSchema,
-  requested_by: ActorSchema,
+  /** `proxy:<host>`: kept in the approval, bounded as a name. */
+  requested_by: ActorSchema.extend({ id: NameSchema }),
   action: z.string().min(1).max(1000),
   context: MetadataSchema.refine(
     (context) => Buffer.byteLength(JSON.stringify(context)) <= MAX_HELD_CONTEXT_BYTES,

@@ -291,13 +291,17 @@ describe('approvals a proxy holds a call for', () => {
     reason: 'gpt-4o needs a human',
   });
 
-  it('refuses to open an approval whose context is past what one keeps, naming it, and stores nothing', async () => {
+  it('refuses to open an approval whose context or requester is past what one keeps, naming it, and stores nothing', async () => {
     const id = '01a20000-0000-7000-8000-00000000a0c1';
-    const context = { tool_args: 'x'.repeat(MAX_HELD_CONTEXT_BYTES) };
-    await expect(ask('appr-a', { ...request(id), context })).rejects.toMatchObject({
-      code: 'SVC-SYS-9002',
-      message: expect.stringContaining('context: '),
-    });
+    const oversized = [
+      ['context', { context: { tool_args: 'x'.repeat(MAX_HELD_CONTEXT_BYTES) } }],
+      ['requested_by.id', { requested_by: { type: 'proxy', id: `proxy:${'h'.repeat(3_000)}` } }],
+    ] as const;
+    for (const [field, fields] of oversized)
+      await expect(ask('appr-a', { ...request(id), ...fields })).rejects.toMatchObject({
+        code: 'SVC-SYS-9002',
+        message: expect.stringContaining(`${field}: `),
+      });
     expect((await cp.call('GET', `/v1/approvals/${id}`, { key })).status).toBe(404);
   });
 
