@@ -146,18 +146,14 @@ export class Approvals {
   }
 
   /**
-   * A page of the approvals the filter keeps, oldest first, in storage's own tokens. A page that
-   * stopped at the bound on approvals one filtered page reads (a long history of decided ones) is
-   * short and carries the token to read on.
+   * A page of the approvals the filter keeps, oldest first, in storage's own tokens. Storage lists
+   * one status alone; a page filtered by workflow that stopped at the bound on approvals one
+   * filtered page reads is short and carries the token to read on.
    */
   page(tenant: string, filter: Omit<ApprovalFilter, 'limit'>, request: PageRequest): Promise<Page<Approval>> {
     return filteredPage(
-      (page) => this.deps.storage.read.approvals.list(tenant, page),
-      (a) =>
-        (filter.status === undefined || a.status === filter.status) &&
-        (filter.workflowId === undefined || a.workflow_id === filter.workflowId)
-          ? a
-          : undefined,
+      (page) => this.deps.storage.read.approvals.list(tenant, { status: filter.status }, page),
+      (a) => (filter.workflowId === undefined || a.workflow_id === filter.workflowId ? a : undefined),
       (a) => [a.approval_id],
       request,
     );

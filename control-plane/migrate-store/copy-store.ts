@@ -145,7 +145,7 @@ export async function copyStore(
       report.apiKeys += page.length;
     }
 
-    for await (const page of pages((p) => read.approvals.list(tenant, p))) {
+    for await (const page of pages((p) => read.approvals.list(tenant, {}, p))) {
       await write(async (tx) => {
         for (const approval of page) await tx.approvals.insert(tenant, approval);
       });

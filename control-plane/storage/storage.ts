@@ -12,7 +12,7 @@ import type {
 import type { DetectionKind, ImmuneDetection } from '../../core/brain/immune/detection.ts';
 import type { OutboxEvent, OutboxStorage } from '../../core/outbox/outbox-storage.ts';
 import type { Checkpoint, CheckpointOrder, CheckpointType, ExecutionContext } from '../checkpoints/checkpoint.ts';
-import type { Approval, Policy } from '../../core/policy/index.ts';
+import type { Approval, ApprovalStatus, Policy } from '../../core/policy/index.ts';
 import type { AuditDraft } from '../audit/chain.ts';
 import type { AuditHead, LeaseRecord, LeaseReport, Spend, StoredEvent, WebhookSecretRecord } from './records.ts';
 
@@ -437,10 +437,15 @@ export interface LeaseRepository extends LeaseReader {
   removeReportsBefore(tenant: string, before: string, limit: number): Promise<number>;
 }
 
+/** Which approvals a list holds: those of one status, or every one. */
+export interface ApprovalListFilter {
+  status?: ApprovalStatus | undefined;
+}
+
 export interface ApprovalReader {
   get(tenant: string, approvalId: string): Promise<Approval | undefined>;
-  /** By approval id. */
-  list(tenant: string, page?: PageRequest): Promise<Page<Approval>>;
+  /** By approval id; one status's list reads only that status's approvals (an index on both backends). */
+  list(tenant: string, filter: ApprovalListFilter, page?: PageRequest): Promise<Page<Approval>>;
 }
 
 /** The fields a decision sets; `review_note` absent means none. */

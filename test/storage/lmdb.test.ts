@@ -9,7 +9,7 @@ import { encodedKeySize, LMDB_MAX_KEY_BYTES } from '../../control-plane/storage/
 import { LmdbStorage } from '../../control-plane/storage/lmdb/lmdb-storage.ts';
 import { SCHEMA_VERSION, type Migration } from '../../control-plane/storage/lmdb/migrations.ts';
 import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
-import { aBudget, anApiKey, anAuditDraft, anEnvelope, anEvent, aPolicy, at } from './records.ts';
+import { aBudget, anApiKey, anApproval, anAuditDraft, anEnvelope, anEvent, aPolicy, at } from './records.ts';
 import { storageContract } from './repositories.contract.ts';
 
 const dirs: string[] = [];
@@ -47,6 +47,8 @@ describe('the LMDB backend', () => {
     const key = anApiKey('acme');
     const event = anEvent('acme', { envelope_id: envelope.envelope_id });
     const audit: AuditRecord = sealAuditRecord('acme', undefined, anAuditDraft());
+    const pending = anApproval('acme');
+    const approved = { ...anApproval('acme'), status: 'APPROVED' as const };
     await root.transaction(() => {
       void global.put(['meta', 'schema_version'], 1);
       void global.put(['tenant', 'acme'], { tenant_id: 'acme', name: 'Acme', created_at: at() });
@@ -65,16 +67,21 @@ describe('the LMDB backend', () => {
       void data.put(['acme', 'audit', 1], audit);
       void data.put(['acme', 'meta', 'audit_head'], { seq: 1, hash: audit.hash });
       void data.put(['acme', 'lease', `report/${budget.budget_id}/proxy-1`], { seq: 3 });
+      void data.put(['acme', 'approval', pending.approval_id], pending);
+      void data.put(['acme', 'approval', approved.approval_id], approved);
     });
     await root.close();
 
     const { storage, applied } = await LmdbStorage.open({ path: dir });
     try {
       // Version 2 indexes the envelopes found by creation time; 3 stamps report numbers as counted
-      // then; 4 gives each envelope's events and each budget's live envelopes a range of their own.
+      // then; 4 gives each envelope's events and each budget's live envelopes a range of their own;
+      // 5 indexes the approvals by status.
       const migrating = Date.now();
-      expect(applied).toEqual([2, 3, 4]);
-      expect(await storage.schemaVersion()).toBe(4);
+      expect(applied).toEqual([2, 3, 4, 5]);
+      expect(await storage.schemaVersion()).toBe(5);
+      expect((await storage.read.approvals.list('acme', { status: 'PENDING' })).items).toEqual([pending]);
+      expect((await storage.read.approvals.list('acme', { status: 'APPROVED' })).items).toEqual([approved]);
       const [mark] = await storage.read.leases.reports('acme', budget.budget_id);
       expect(mark).toMatchObject({ holder: 'proxy-1', seq: 3 });
       expect(Date.parse(mark!.counted_at)).toBeGreaterThanOrEqual(migrating - 60_000);
@@ -135,7 +142,7 @@ describe('the LMDB backend', () => {
     await root.close();
     const { storage, applied } = await LmdbStorage.open({ path: dir });
     try {
-      expect(applied).toEqual([4]);
+      expect(applied).toEqual([4, 5]);
       for (const [i, envelope] of envelopes.entries()) {
         const { envelope_id: envelopeId, budget_id: budgetId } = envelope;
         expect((await storage.read.events.list('acme', { envelopeId })).items).toEqual([events[i]]);

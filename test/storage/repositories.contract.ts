@@ -1187,8 +1187,8 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         await tx((t) => t.approvals.insert(A, approval));
         expect(await storage.read.approvals.get(A, approval.approval_id)).toEqual(approval);
         expect(await storage.read.approvals.get(B, approval.approval_id)).toBeUndefined();
-        expect((await storage.read.approvals.list(A)).items).toEqual([approval]);
-        expect((await storage.read.approvals.list(B)).items).toEqual([]);
+        expect((await storage.read.approvals.list(A, {})).items).toEqual([approval]);
+        expect((await storage.read.approvals.list(B, {})).items).toEqual([]);
         await expect(tx((t) => t.approvals.insert(A, approval))).rejects.toMatchObject({ code: 'SVC-SYS-9008' });
       });
 
@@ -1215,6 +1215,39 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(winners).toHaveLength(1);
         expect(await storage.read.approvals.get(A, other.approval_id)).toEqual(winners[0]);
         expect(Object.hasOwn(winners[0]!, 'review_note')).toBe(false);
+      });
+
+      it('lists one status alone, in id order, and moves an approval to its new status when decided', async () => {
+        const ids = Array.from({ length: 7 }, (_, i) => `00000000-0000-4000-8000-00000000000${i}`);
+        await tx(async (t) => {
+          for (const id of ids) await t.approvals.insert(A, { ...anApproval(A), approval_id: id });
+          await t.approvals.insert(B, { ...anApproval(B), approval_id: ids[0]! });
+        });
+        const approve = {
+          status: 'APPROVED' as const,
+          decided_at: at(5),
+          reviewer_id: 'alice',
+          review_note: undefined,
+        };
+        await tx(async (t) => {
+          for (const id of [ids[1]!, ids[3]!, ids[4]!]) await t.approvals.decide(A, id, approve);
+        });
+        const listed = async (status: 'PENDING' | 'APPROVED' | 'REJECTED') =>
+          (await walk((p) => storage.read.approvals.list(A, { status }, p), 2)).items.map((a) => a.approval_id);
+        expect(await listed('PENDING')).toEqual([ids[0], ids[2], ids[5], ids[6]]);
+        expect(await listed('APPROVED')).toEqual([ids[1], ids[3], ids[4]]);
+        expect(await listed('REJECTED')).toEqual([]);
+        expect((await storage.read.approvals.list(B, { status: 'PENDING' })).items.map((a) => a.approval_id)).toEqual([
+          ids[0],
+        ]);
+        const pending = await storage.read.approvals.list(A, { status: 'PENDING' }, { pageSize: 2 });
+        const approved = await storage.read.approvals.list(
+          A,
+          { status: 'APPROVED' },
+          { pageSize: 2, pageToken: pending.nextPageToken },
+        );
+        // A token is a position in id order: the next approved after the second pending.
+        expect(approved.items.map((a) => a.approval_id)).toEqual([ids[3], ids[4]]);
       });
     });
 

@@ -14,6 +14,7 @@ export type TenantKind =
   | 'budget'
   | 'policy'
   | 'approval'
+  | 'approval_status'
   | 'api_key'
   | 'audit'
   | 'event'

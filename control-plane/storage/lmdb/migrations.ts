@@ -1,4 +1,5 @@
 import type { Envelope } from '../../../core/domain/index.ts';
+import type { Approval } from '../../../core/policy/index.ts';
 import { REPORT, type ReportMark } from './leases.ts';
 import { envelopeTimeKey } from '../storage.ts';
 import type { StagedView } from './kv.ts';
@@ -67,6 +68,18 @@ export const MIGRATIONS: readonly Migration[] = [
           kv.put(layout.nested(tenant, kind, id.slice(0, -envelopeId.length - 1)), envelopeId, value);
         } else continue;
         kv.remove(layout.tenant(tenant, kind), id);
+      }
+    },
+  },
+  {
+    version: 5,
+    name: 'approvals indexed by status (`approval_status`), for the list of one status',
+    up: (kv, layout) => {
+      for (const { key, value } of layout.data.getRange()) {
+        const [tenant, kind] = key;
+        if (kind !== 'approval' || typeof tenant !== 'string') continue;
+        const approval = value as Approval;
+        kv.put(layout.nested(tenant, 'approval_status', approval.status), approval.approval_id, true);
       }
     },
   },

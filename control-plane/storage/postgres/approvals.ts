@@ -1,6 +1,6 @@
 import type { Approval } from '../../../core/policy/index.ts';
 import { taken } from '../conflict.ts';
-import type { ApprovalDecisionFields, ApprovalRepository, Page, PageRequest } from '../storage.ts';
+import type { ApprovalDecisionFields, ApprovalListFilter, ApprovalRepository, Page, PageRequest } from '../storage.ts';
 import { pageOf, pageStart } from './pages.ts';
 import type { Sql } from './sql.ts';
 
@@ -24,12 +24,14 @@ export class PgApprovals implements ApprovalRepository {
     return rows[0]?.doc;
   }
 
-  async list(tenant: string, request?: PageRequest): Promise<Page<Approval>> {
+  async list(tenant: string, filter: ApprovalListFilter, request?: PageRequest): Promise<Page<Approval>> {
     const { size, after } = pageStart<string>(request, 'string');
+    // Through approvals_by_status when a status is given (migration 0008).
     const { rows } = await this.#sql.query<Row>(
       `SELECT approval_id, doc FROM approvals WHERE tenant_id = $1 AND ($2::text IS NULL OR approval_id > $2)
-       ORDER BY approval_id LIMIT $3`,
-      [tenant, after, size + 1],
+         AND ($3::text IS NULL OR doc->>'status' = $3)
+       ORDER BY approval_id LIMIT $4`,
+      [tenant, after, filter.status ?? null, size + 1],
     );
     return pageOf(
       rows,
