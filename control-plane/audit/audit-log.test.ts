@@ -50,21 +50,21 @@ async function tamper(change: (raw: ReturnType<typeof rawLmdb>) => void): Promis
 describe('AuditLog', () => {
   it('chains records per tenant and verifies them', async () => {
     const log = await setup();
-    const records = await log.query('t1', { limit: 10 });
+    const records = (await log.query('t1', { limit: 10 })).items;
     expect(records.map((r) => r.seq)).toEqual([3, 2, 1]);
     expect(records[0]!.prev_hash).toBe(records[1]!.hash);
     expect(await log.verify('t1')).toEqual({ valid: true, checked: 3, first_invalid_seq: null, reason: null });
-    expect(await log.query('t2', { limit: 10 })).toHaveLength(1);
+    expect((await log.query('t2', { limit: 10 })).items).toHaveLength(1);
   });
 
   it('filters by action, resource type and actor', async () => {
     const log = await setup();
-    expect((await log.query('t1', { action: 'policy.evaluate', limit: 10 })).map((r) => r.action)).toEqual([
+    expect((await log.query('t1', { action: 'policy.evaluate', limit: 10 })).items.map((r) => r.action)).toEqual([
       'policy.evaluate',
     ]);
-    expect(await log.query('t1', { resource_type: 'policy', limit: 10 })).toHaveLength(2);
-    expect(await log.query('t1', { actor_id: 'nobody', limit: 10 })).toHaveLength(0);
-    expect(await log.query('t1', { limit: 2 })).toHaveLength(2);
+    expect((await log.query('t1', { resource_type: 'policy', limit: 10 })).items).toHaveLength(2);
+    expect((await log.query('t1', { actor_id: 'nobody', limit: 10 })).items).toHaveLength(0);
+    expect((await log.query('t1', { limit: 2 })).items).toHaveLength(2);
   });
 
   it('detects an altered record', async () => {
@@ -113,7 +113,7 @@ describe('AuditLog', () => {
       }),
     );
     expect(await log.verify('t1')).toEqual({ valid: true, checked: 4, first_invalid_seq: null, reason: null });
-    const [stored] = await log.query('t1', { limit: 1 });
+    const [stored] = (await log.query('t1', { limit: 1 })).items;
     expect(stored!.metadata).toEqual({
       message: 'denied \ufffd and \ufffd',
       ['key\ufffd']: ['denied \ufffd and \ufffd'],

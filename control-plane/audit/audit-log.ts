@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { makeWellFormed, type Actor, type AuditRecord } from '../../core/domain/index.ts';
-import { collectPages } from '../storage/paging.ts';
+import { collectUpTo } from '../storage/paging.ts';
 import type { Page, PageRequest, Repositories, Storage } from '../storage/storage.ts';
 import { auditHash, GENESIS } from './chain.ts';
 
@@ -53,12 +53,16 @@ export class AuditLog {
     );
   }
 
-  /** Newest first, filtered. */
+  /**
+   * Newest first, filtered, up to `limit`: ended early (with the token to go on) where storage ended
+   * a page at its bound on the records one page reads, so a filter that matches little does not
+   * walk the whole chain for one request.
+   */
   query(
     tenant: string,
     filter: { action?: string; resource_type?: string; actor_id?: string; limit: number },
-  ): Promise<AuditRecord[]> {
-    return collectPages(this.pages(tenant, filter), filter.limit);
+  ): Promise<Page<AuditRecord>> {
+    return collectUpTo(this.pages(tenant, filter), filter.limit);
   }
 
   /** The pages of the same query, newest first, for a list answered a page at a time. */

@@ -143,7 +143,7 @@ describe('Checkpoints', () => {
     expect((await checkpoints.get('acme', 'thread', 3)).data).toEqual({ step: 2 });
     await expect(checkpoints.get('acme', 'thread', 1)).rejects.toMatchObject({ code: 'SVC-SYS-9006' });
     await expect(checkpoints.get('other', 'thread', 0)).rejects.toMatchObject({ code: 'SVC-SYS-9006' });
-    const records = await audit.query('acme', { action: 'checkpoint.save', limit: 10 });
+    const records = (await audit.query('acme', { action: 'checkpoint.save', limit: 10 })).items;
     expect(records).toHaveLength(5);
     expect(records[0]?.metadata).toMatchObject({ version: 5, versions_pruned: 2 });
   });
@@ -251,7 +251,7 @@ describe('ExecutionContexts', () => {
     });
     const after = await contexts.get('acme', { execution_id: 'exec-1', keys: [], include_inherited: false });
     expect(after).toMatchObject({ version: 4, values: { a: { z: 3 }, b: 1, c: 1 } });
-    expect(await audit.query('acme', { action: 'execution_context.update', limit: 10 })).toHaveLength(4);
+    expect((await audit.query('acme', { action: 'execution_context.update', limit: 10 })).items).toHaveLength(4);
   });
 
   it('lets one of two writers expecting one version through; the other gets SVC-ADP-5006', async () => {

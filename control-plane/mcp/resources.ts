@@ -1,11 +1,9 @@
 import type { ReadResourceResult, Resource } from '@modelcontextprotocol/sdk/types.js';
 import { RpcError } from './errors.ts';
-import { toRestEnvelope, type Envelope, type Scope } from '../../core/domain/index.ts';
+import { toRestEnvelope, type Scope } from '../../core/domain/index.ts';
 import { hasScope, requireScope } from '../auth/scopes.ts';
 import type { Caller } from '../caller.ts';
-import { collectPages } from '../storage/paging.ts';
 import { tenantConfig } from '../tenants/tenant-config.ts';
-import { SUMMARY_SCAN_LIMIT } from '../usage/usage-summary.ts';
 import { toMcpBudgetStatus } from './codecs/budget.ts';
 import { toMcpPolicy } from './codecs/policy.ts';
 import type { McpServices } from './services.ts';
@@ -29,14 +27,12 @@ export function mcpResources(s: McpServices): McpResource[] {
     {
       definition: { uri: 'envelopes://latest', name: 'latest-envelopes', title: 'Latest execution envelopes', ...json },
       scope: 'envelopes:read',
-      read: async (caller) => {
-        const all = await collectPages((page) => s.read.envelopes.list(caller.tenant, {}, page), SUMMARY_SCAN_LIMIT);
-        const newest = (a: Envelope, b: Envelope) => b.created_at.localeCompare(a.created_at);
-        return {
-          envelopes: all.sort(newest).slice(0, LATEST_ENVELOPES).map(toRestEnvelope),
-          truncated: all.length >= SUMMARY_SCAN_LIMIT,
-        };
-      },
+      // The creation-time index gives the newest page however many envelopes the tenant has.
+      read: async (caller) => ({
+        envelopes: (await s.read.envelopes.listNewest(caller.tenant, {}, { pageSize: LATEST_ENVELOPES })).items.map(
+          toRestEnvelope,
+        ),
+      }),
     },
     {
       definition: { uri: 'policies://active', name: 'active-policies', title: 'Active policies', ...json },

@@ -4,6 +4,7 @@ import type { Page, PageRequest, Readers } from '../storage/storage.ts';
 
 /** At most this many records are read per summary: a bounded answer, marked `truncated` beyond it. */
 export const SUMMARY_SCAN_LIMIT = 10_000;
+const SCAN_PAGE_SIZE = 100;
 
 export interface SummaryWindow {
   /** Inclusive; absent means from the first record. */
@@ -41,7 +42,9 @@ export interface PolicySummary {
 
 /**
  * Newest-first records of a list inside the window: stops at the first one older than `start`,
- * or after SUMMARY_SCAN_LIMIT records (then true: the answer is truncated).
+ * or after SUMMARY_SCAN_LIMIT records or as many storage pages as those fill (then true: the
+ * answer is truncated). A filtered list may answer pages short, even empty, with a token: the
+ * pages are counted too, or a filter that matches little would walk the whole log.
  */
 export async function scan<T>(
   list: (page: PageRequest) => Promise<Page<T>>,
@@ -50,9 +53,12 @@ export async function scan<T>(
   visit: (item: T) => void,
 ): Promise<boolean> {
   let read = 0;
+  let pages = 0;
   let pageToken: string | null = null;
   do {
-    const page: Page<T> = await list({ pageSize: 100, pageToken });
+    if (pages === SUMMARY_SCAN_LIMIT / SCAN_PAGE_SIZE) return true;
+    pages += 1;
+    const page: Page<T> = await list({ pageSize: SCAN_PAGE_SIZE, pageToken });
     for (const item of page.items) {
       if (read >= SUMMARY_SCAN_LIMIT) return true;
       read += 1;

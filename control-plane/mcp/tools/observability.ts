@@ -91,15 +91,21 @@ export function observabilityTools(s: McpServices): McpTool[] {
         actor_id: z.string().max(MAX_NAME_LENGTH).optional().describe('an API key id'),
         limit: z.int().min(1).max(1000).default(100),
       }),
-      output: z.object({ entries: z.array(McpAuditEntrySchema) }),
+      output: z.object({
+        entries: z.array(McpAuditEntrySchema),
+        truncated: z.boolean().describe('true when the read stopped at its bound before `limit` or the log ended'),
+      }),
       run: async (caller, input) => {
-        const records = await s.audit.query(caller.tenant, {
+        const page = await s.audit.query(caller.tenant, {
           ...(input.action !== undefined ? { action: input.action } : {}),
           ...(input.resource_type !== undefined ? { resource_type: canonicalResourceType(input.resource_type) } : {}),
           ...(input.actor_id !== undefined ? { actor_id: input.actor_id } : {}),
           limit: input.limit,
         });
-        return { text: `${records.length} audit entries`, data: { entries: records.map(toMcpAuditEntry) } };
+        return {
+          text: `${page.items.length} audit entries`,
+          data: { entries: page.items.map(toMcpAuditEntry), truncated: page.nextPageToken !== null },
+        };
       },
     }),
   ];
