@@ -294,6 +294,27 @@ describe('bounds', () => {
     const verdict = small.judgeNow({ text: `${'a '.repeat(600)} rm -rf /`, intent: 'DESTRUCTIVE', context: {} });
     expect(verdict).toMatchObject({ violated: false, truncated: true });
   });
+
+  it('says so too when a command lies past the values or the nesting it reads', () => {
+    const rm = { command: 'rm -rf /var/lib/postgresql' };
+    const args = (value: unknown) =>
+      judge.judgeNow({
+        text: JSON.stringify(value),
+        intent: 'DESTRUCTIVE',
+        field: 'tool_args',
+        context: { tool_name: 'bash' },
+      });
+    const nest = (depth: number, wrap: (inner: unknown) => unknown) =>
+      Array.from({ length: depth }).reduce<unknown>((inner) => wrap(inner), rm);
+    expect(args({ padding: Array<string>(2000).fill(''), ...rm })).toMatchObject({ violated: false, truncated: true });
+    expect(args(nest(33, (x) => ({ x })))).toMatchObject({ violated: false, truncated: true });
+    expect(args(nest(40, (x) => [x]))).toMatchObject({ violated: false, truncated: true });
+    // Within the caps the command is read and found.
+    expect(args({ padding: Array<string>(1998).fill(''), ...rm })).toMatchObject({ violated: true, truncated: false });
+    expect(args(nest(31, (x) => ({ x })))).toMatchObject({ violated: true, truncated: false });
+    // Values that are not text are not counted against the caps.
+    expect(args({ sizes: Array<number>(5000).fill(1) })).toMatchObject({ violated: false, truncated: false });
+  });
 });
 
 describe('tenant categories', () => {

@@ -41,6 +41,7 @@ export interface BuiltinJudge extends SyncSemanticJudge {
 }
 
 const MAX_LEAVES = 2000;
+const MAX_DEPTH = 32;
 const STATEMENT_PATTERNS = PATTERNS.filter((p) => p.statement === true);
 const MAX_NAME_CHARS = 256;
 const EVIDENCE_ITEMS = 3;
@@ -120,7 +121,7 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
         continue;
       }
       const leaves: TextView[] = [];
-      collectLeaves(parsed, name, '', leaves, 0);
+      if (!collectLeaves(parsed, name, '', leaves, 0)) truncated = true;
       views.push(...leaves);
       scanToolArgs(toolName, name, parsed, leaves, hosts, findings);
       if (name === 'tool_args' && !Array.isArray(parsed)) args = parsed as Record<string, unknown>;
@@ -274,22 +275,23 @@ function parseJsonObject(text: string): unknown {
   }
 }
 
-/** String leaves as views named by their path (`tool_args.command`, `tool_args.files.0`); JSON held in a string is read too. */
-function collectLeaves(value: unknown, path: string, key: string, out: TextView[], depth: number): void {
-  if (out.length >= MAX_LEAVES || depth > 32) return;
+/**
+ * String leaves as views named by their path (`tool_args.command`, `tool_args.files.0`); JSON held
+ * in a string is read too. False when a leaf was left unread past the depth or leaf cap: a command
+ * hidden behind 2,000 empty strings or 33 levels of nesting must make the verdict truncated, so a
+ * restrictive rule fails closed instead of passing what the judge never saw.
+ */
+function collectLeaves(value: unknown, path: string, key: string, out: TextView[], depth: number): boolean {
+  if (typeof value !== 'string' && (value === null || typeof value !== 'object')) return true;
+  if (out.length >= MAX_LEAVES || depth > MAX_DEPTH) return false;
   if (typeof value === 'string') {
     const nested = depth < 4 ? parseJsonObject(value) : undefined;
-    if (nested !== undefined) collectLeaves(nested, path, key, out, depth + 1);
-    else out.push(viewOf(path, key.toLowerCase(), value));
-    return;
+    if (nested !== undefined) return collectLeaves(nested, path, key, out, depth + 1);
+    out.push(viewOf(path, key.toLowerCase(), value));
+    return true;
   }
-  if (Array.isArray(value)) {
-    value.forEach((v, i) => collectLeaves(v, `${path}.${i}`, key, out, depth + 1));
-    return;
-  }
-  if (value !== null && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) collectLeaves(v, `${path}.${k}`, k, out, depth + 1);
-  }
+  if (Array.isArray(value)) return value.every((v, i) => collectLeaves(v, `${path}.${i}`, key, out, depth + 1));
+  return Object.entries(value).every(([k, v]) => collectLeaves(v, `${path}.${k}`, k, out, depth + 1));
 }
 
 /** The judge's options from the configuration of either process. */

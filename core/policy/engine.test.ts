@@ -608,9 +608,24 @@ describe('semantic conditions judged in process', () => {
     const long = JSON.stringify({ note: 'x '.repeat(800) });
     const denied = evaluate(onArgs('DENY'), { action: 'tool:t', context: { tool_args: long } }, judge);
     expect(denied.decision).toBe('DENY');
-    expect(denied.reason).toMatch(/longer than the semantic judge reads.*fail-closed/);
+    expect(denied.reason).toMatch(/beyond what the semantic judge reads.*fail-closed/);
     const allowRule = evaluate(onArgs('ALLOW'), { action: 'tool:t', context: { tool_args: long } }, judge);
     expect(allowRule.effect).toBe('no_match');
+  });
+
+  it('fails closed when a command lies past the values or the nesting the judge reads', () => {
+    const wide = createBuiltinJudge({ maxTextChars: 65_536, allowedHosts: [] });
+    const rm = { command: 'rm -rf /var/lib/postgresql' };
+    let nested: unknown = rm;
+    for (let i = 0; i < 40; i++) nested = [nested];
+    for (const args of [{ padding: Array<string>(2000).fill(''), ...rm }, nested]) {
+      const input = { action: 'tool:bash', context: { tool_name: 'bash', tool_args: JSON.stringify(args) } };
+      const denied = evaluate(onArgs('DENY'), input, wide);
+      expect(denied.decision).toBe('DENY');
+      expect(denied.reason).toMatch(/beyond what the semantic judge reads.*fail-closed/);
+      expect(evaluate(onArgs('REQUIRE_APPROVAL'), input, wide).decision).toBe('REQUIRE_APPROVAL');
+      expect(evaluate(onArgs('ALLOW'), input, wide).effect).toBe('no_match');
+    }
   });
 
   it('judges a structured field as its JSON', () => {

@@ -114,7 +114,7 @@ interface WalkState {
   decidedBy: RuleStep | null;
   unjudged: boolean;
   judgeFailure: string | null;
-  /** A judged text went beyond what the judge reads. */
+  /** A judged text went beyond what the judge reads: its characters, values or nesting. */
   overLimit: string | null;
   /** What the judge found for each rule whose SEMANTIC conditions it found violated. */
   findings: Map<RuleStep, SemanticFinding> | null;
@@ -457,7 +457,7 @@ function weigh(
 ): boolean | undefined {
   if (verdict.violated && verdict.confidence >= condition.minConfidence) return undefined;
   if (verdict.truncated) {
-    state.overLimit = `text at ${condition.field} is longer than the semantic judge reads`;
+    state.overLimit = `text at ${condition.field} goes beyond what the semantic judge reads`;
     return failClosedVerdict(step.rule);
   }
   return false;

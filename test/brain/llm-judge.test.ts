@@ -196,7 +196,7 @@ describe('the LLM judge deciding policies', () => {
     expect(verdict).toMatchObject({ violated: false, truncated: true });
     const decided = await evaluateAsync(ruleset, call(padded), judge);
     expect(decided.decision).toBe('DENY');
-    expect(decided.reason).toMatch(/longer than the semantic judge reads/);
+    expect(decided.reason).toMatch(/beyond what the semantic judge reads/);
     // Within its limit the same judge reads it whole.
     expect((await judge.judge({ ...dropTable, text: 'SELECT 1', context: { tool_name: 'run_sql' } })).truncated).toBe(
       undefined,
