@@ -2,10 +2,10 @@ import { predictCallCost, type PredictCostRequest, type PredictCostResponse } fr
 import { normalizeModelId } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
 import type { Budgets } from '../budgets/budgets.ts';
-import type { StoredEvent } from '../storage/records.ts';
 import type { Readers } from '../storage/storage.ts';
 import type { Pricer } from '../usage/pricer.ts';
 import type { Oracle } from './oracle.ts';
+import { pickRecentEvents } from './recent-events.ts';
 
 export interface CostPredictorDeps {
   read: Readers;
@@ -18,7 +18,6 @@ export interface CostPredictorDeps {
   maxEvents: number;
 }
 
-const PAGE = 100;
 const DAY = 86_400_000;
 
 /**
@@ -39,18 +38,17 @@ export class CostPredictor {
       request.workflow_id === undefined
         ? undefined
         : (await budgets.list(tenant, 'all')).filter((b) => b.workflow_id === request.workflow_id);
-    const events = request.use_historical_data
+    const calls = request.use_historical_data
       ? await this.#calls(
           tenant,
           this.#deps.clock().getTime() - request.lookback_days * DAY,
+          new Set(request.model_ids.map(normalizeModelId)),
           workflowBudgets === undefined ? undefined : new Set(workflowBudgets.map((b) => b.budget_id)),
         )
       : [];
     const predictions = request.model_ids.map((model) => {
       const wanted = normalizeModelId(model);
-      const outputs = events
-        .filter((e) => e.model !== null && normalizeModelId(e.model) === wanted && e.tokens.output > 0)
-        .map((e) => e.tokens.output);
+      const outputs = calls.filter((c) => c.model === wanted).map((c) => c.output);
       const input = request.estimated_input_tokens ?? tokens.countText(model, request.input_text ?? '');
       const prediction = predictCallCost(
         input,
@@ -75,21 +73,29 @@ export class CostPredictor {
     };
   }
 
-  /** The tenant's `llm.call` events since `since`, newest first, of these budgets when given. */
-  async #calls(tenant: string, since: number, budgetIds: ReadonlySet<string> | undefined): Promise<StoredEvent[]> {
-    const out: StoredEvent[] = [];
-    if (budgetIds !== undefined && budgetIds.size === 0) return out;
-    let pageToken: string | null = null;
-    for (let read = 0; read < this.#deps.maxEvents; read += PAGE) {
-      const page = await this.#deps.read.events.list(tenant, { eventType: 'llm.*' }, { pageSize: PAGE, pageToken });
-      for (const event of page.items)
-        if (Date.parse(event.timestamp) >= since && (budgetIds === undefined || budgetIds.has(event.budget_id ?? '')))
-          out.push(event);
-      const oldest = page.items.at(-1);
-      // A page may come back empty before the list ends (storage bounds the rows a filtered page reads).
-      if (page.nextPageToken === null || (oldest !== undefined && Date.parse(oldest.received_at) < since)) break;
-      pageToken = page.nextPageToken;
-    }
-    return out;
+  /**
+   * The output lengths of the tenant's `llm.call` events since `since` for these models
+   * (normalised), newest first, of these budgets when given.
+   */
+  #calls(
+    tenant: string,
+    since: number,
+    models: ReadonlySet<string>,
+    budgetIds: ReadonlySet<string> | undefined,
+  ): Promise<{ model: string; output: number }[]> {
+    if (budgetIds !== undefined && budgetIds.size === 0) return Promise.resolve([]);
+    return pickRecentEvents(this.#deps.read, {
+      tenant,
+      filter: { eventType: 'llm.*' },
+      since,
+      maxEvents: this.#deps.maxEvents,
+      pick: (event) => {
+        if (event.model === null || event.tokens.output === 0 || !(Date.parse(event.timestamp) >= since))
+          return undefined;
+        if (budgetIds !== undefined && !budgetIds.has(event.budget_id ?? '')) return undefined;
+        const model = normalizeModelId(event.model);
+        return models.has(model) ? { model, output: event.tokens.output } : undefined;
+      },
+    });
   }
 }

@@ -12,6 +12,7 @@ import type { Budgets } from '../budgets/budgets.ts';
 import type { Envelopes } from '../envelopes/envelopes.ts';
 import type { StoredEvent } from '../storage/records.ts';
 import type { EventFilter, Readers } from '../storage/storage.ts';
+import { pickRecentEvents } from './recent-events.ts';
 
 export interface OracleDeps {
   read: Readers;
@@ -23,8 +24,6 @@ export interface OracleDeps {
   /** At most this many events are read per prediction (newest first). */
   maxEvents: number;
 }
-
-const PAGE = 100;
 
 /** What is predicted: a budget's period or an envelope's lifetime, its limits and where its calls are. */
 interface Subject {
@@ -47,7 +46,16 @@ interface Dimension {
   name: 'cost_usd' | 'tokens';
   limit: number;
   spent: number;
-  amount: (e: StoredEvent) => number;
+  amount: (call: HistoryCall) => number;
+}
+
+/** What the prediction keeps of one usage event: its time, whose it is, and what it spent. */
+interface HistoryCall {
+  at: number;
+  /** The subject's own call, not one of a related budget. */
+  own: boolean;
+  costUsd: number;
+  tokens: number;
 }
 
 /**
@@ -149,7 +157,7 @@ export class Oracle {
       // A call that spent nothing of this limit (a tool event without cost) is not part of its run-rate.
       const calls = events.map((e) => callOf(e, amountOf)).filter((c) => c.amount > 0);
       const current = events
-        .filter((e) => subject.owns(e))
+        .filter((e) => e.own)
         .map((e) => callOf(e, amountOf))
         .filter((c) => c.amount > 0 && c.at >= periodStart);
       const past = Array.from({ length: lookback }, (_, i) => {
@@ -184,24 +192,28 @@ export class Oracle {
   }
 
   /**
-   * The subject's usage events from `since`, newest first until then or `maxEvents`. Events are
+   * The subject's usage calls from `since`, newest first until then or `maxEvents`. Events are
    * listed by arrival; one that arrived before `since` ends the reading.
    */
-  async #history(subject: Subject, since: number, now: number): Promise<StoredEvent[]> {
-    const out: StoredEvent[] = [];
-    let pageToken: string | null = null;
-    for (let read = 0; read < this.#deps.maxEvents; read += PAGE) {
-      const page = await this.#deps.read.events.list(subject.tenant, subject.filter, { pageSize: PAGE, pageToken });
-      for (const event of page.items) {
-        if (!subject.owns(event) && !subject.related(event)) continue;
+  #history(subject: Subject, since: number, now: number): Promise<HistoryCall[]> {
+    return pickRecentEvents(this.#deps.read, {
+      tenant: subject.tenant,
+      filter: subject.filter,
+      since,
+      maxEvents: this.#deps.maxEvents,
+      pick: (event) => {
+        const own = subject.owns(event);
+        if (!own && !subject.related(event)) return undefined;
         const at = Date.parse(event.timestamp);
-        if (at >= since && at <= now) out.push(event);
-      }
-      const oldest = page.items.at(-1);
-      if (page.nextPageToken === null || oldest === undefined || Date.parse(oldest.received_at) < since) break;
-      pageToken = page.nextPageToken;
-    }
-    return out;
+        if (!(at >= since && at <= now)) return undefined;
+        return {
+          at,
+          own,
+          costUsd: microsToUsd(event.cost_micros),
+          tokens: event.tokens.input + event.tokens.output,
+        };
+      },
+    });
   }
 }
 
@@ -217,10 +229,10 @@ function dimensionsOf(
       name: 'cost_usd',
       limit: maxCostUsd,
       spent: microsToUsd(costMicros),
-      amount: (e) => microsToUsd(e.cost_micros),
+      amount: (c) => c.costUsd,
     });
   if (maxTokens !== null && maxTokens > 0)
-    out.push({ name: 'tokens', limit: maxTokens, spent: tokens, amount: (e) => e.tokens.input + e.tokens.output });
+    out.push({ name: 'tokens', limit: maxTokens, spent: tokens, amount: (c) => c.tokens });
   return out;
 }
 
@@ -251,6 +263,6 @@ function unanswered(
   };
 }
 
-function callOf(event: StoredEvent, amount: (e: StoredEvent) => number): RecordedCall {
-  return { at: Date.parse(event.timestamp), amount: amount(event) };
+function callOf(call: HistoryCall, amount: (c: HistoryCall) => number): RecordedCall {
+  return { at: call.at, amount: amount(call) };
 }
