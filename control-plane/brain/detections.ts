@@ -10,9 +10,9 @@ export const DetectionQuerySchema = z
     envelope_id: IdSchema.optional(),
     execution_id: IdSchema.optional(),
     kind: DetectionKindSchema.optional(),
-    /** Detected at or after. */
+    /** Recorded at or after. */
     since: TimestampSchema.optional(),
-    /** Detected before. */
+    /** Recorded before. */
     until: TimestampSchema.optional(),
   })
   .refine((q) => q.since === undefined || q.until === undefined || Date.parse(q.since) < Date.parse(q.until), {

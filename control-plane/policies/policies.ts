@@ -355,6 +355,7 @@ export class Policies implements PolicyGate {
           details: {},
           source: 'control-plane',
           detected_at: now.toISOString(),
+          recorded_at: now.toISOString(),
         });
         effects.detections.push('sequence');
       }

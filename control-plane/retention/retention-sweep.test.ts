@@ -123,7 +123,7 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
           tx.dedup.markProcessed(TENANT, VIOLATION_DEDUP_SCOPE, `old-${i}`, at(OLD)),
         );
       const detections = [OLD, OLD + 1, OLD + 2, -DAY].map((offset, i) =>
-        aDetection(TENANT, { detection_id: `d-${i}`, detected_at: at(offset) }),
+        aDetection(TENANT, { detection_id: `d-${i}`, recorded_at: at(offset) }),
       );
       for (const d of detections) await storage.withTransaction((tx) => tx.detections.insert(TENANT, d));
       // Leases expired long ago, lately, and live; a holder's report number counted long ago, another's lately.

@@ -466,21 +466,21 @@ export interface DetectionFilter {
   envelopeId?: string | undefined;
   executionId?: string | undefined;
   kind?: DetectionKind | undefined;
-  /** Detected at or after (ISO-8601). */
+  /** Recorded at or after (ISO-8601). */
   since?: string | undefined;
-  /** Detected before (ISO-8601). */
+  /** Recorded before (ISO-8601). */
   until?: string | undefined;
 }
 
 export interface DetectionReader {
-  /** Newest first (by detection time, then id); a filtered page holds up to `pageSize` matching detections. */
+  /** Newest first (by the time the control plane recorded it, then id); a filtered page holds up to `pageSize` matching detections. */
   list(tenant: string, filter: DetectionFilter, page?: PageRequest): Promise<Page<ImmuneDetection>>;
 }
 
 export interface DetectionRepository extends DetectionReader {
   /** Stores the detection unless its id is stored already (a replay): true when it was new. */
   insert(tenant: string, detection: ImmuneDetection): Promise<boolean>;
-  /** Removes up to `limit` of the oldest detections made before `before` (retention); how many went. */
+  /** Removes up to `limit` of the oldest detections recorded before `before` (retention); how many went. */
   removeDetectedBefore(tenant: string, before: string, limit: number): Promise<number>;
 }
 
@@ -489,9 +489,12 @@ export function envelopeTimeKey(envelope: Pick<Envelope, 'created_at' | 'envelop
   return `${envelope.created_at}/${envelope.envelope_id}`;
 }
 
-/** The order key of a detection: its time then its id, so that key order is time order. */
-export function detectionKey(detection: Pick<ImmuneDetection, 'detected_at' | 'detection_id'>): string {
-  return `${detection.detected_at}/${detection.detection_id}`;
+/**
+ * The order key of a detection: the time the control plane recorded it, then its id, so that key
+ * order is time order. A key sorts below an ISO time exactly when it was recorded before it.
+ */
+export function detectionKey(detection: Pick<ImmuneDetection, 'recorded_at' | 'detection_id'>): string {
+  return `${detection.recorded_at}/${detection.detection_id}`;
 }
 
 /** What a checkpoint query narrows to; absent or empty fields do not narrow. */

@@ -187,6 +187,7 @@ export function aDetection(tenant: string, overrides: Partial<ImmuneDetection> =
     details: { count: 40, baseline: 3, z: 7.5 },
     source: 'proxy:pod-1',
     detected_at: at(),
+    recorded_at: at(),
     ...overrides,
   };
 }

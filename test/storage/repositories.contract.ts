@@ -982,8 +982,8 @@ export function storageContract(backend: string, factory: StorageFactory): void 
     });
 
     describe('detections', () => {
-      const detection = (id: string, detectedAt: string, fields: Partial<ImmuneDetection> = {}) =>
-        aDetection(A, { detection_id: id, detected_at: detectedAt, ...fields });
+      const detection = (id: string, recordedAt: string, fields: Partial<ImmuneDetection> = {}) =>
+        aDetection(A, { detection_id: id, detected_at: recordedAt, recorded_at: recordedAt, ...fields });
 
       it('stores each detection id once, per tenant, and lists newest first by time then id', async () => {
         const early = detection('d-1', '2026-03-01T10:00:00.000Z');
@@ -993,7 +993,7 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(await tx((t) => t.detections.insert(A, late))).toBe(true);
         expect(await tx((t) => t.detections.insert(A, sameTime))).toBe(true);
         // A replay of the same id changes nothing, even with other fields.
-        expect(await tx((t) => t.detections.insert(A, { ...early, detected_at: '2026-03-02T00:00:00.000Z' }))).toBe(
+        expect(await tx((t) => t.detections.insert(A, { ...early, recorded_at: '2026-03-02T00:00:00.000Z' }))).toBe(
           false,
         );
         expect(await tx((t) => t.detections.insert(B, early))).toBe(true);
@@ -1043,6 +1043,23 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect((await storage.read.detections.list(B, {})).items).toHaveLength(1);
         // A removed id may be stored again (the retention is far past any replay).
         expect(await tx((t) => t.detections.insert(A, detection('r-0', at(5000))))).toBe(true);
+      });
+
+      it("orders, filters and retires detections by the time they were recorded, not the reporter's", async () => {
+        const future = '9999-12-31T23:59:59.000Z';
+        const claimsFuture = detection('f-1', at(1000), { detected_at: future });
+        await tx((t) => t.detections.insert(A, claimsFuture));
+        await tx((t) => t.detections.insert(A, detection('f-2', at(2000))));
+        const ids = async (filter: DetectionFilter) =>
+          (await storage.read.detections.list(A, filter)).items.map((d) => d.detection_id);
+        expect(await ids({})).toEqual(['f-2', 'f-1']);
+        expect(await ids({ since: at(1500) })).toEqual(['f-2']);
+        expect(await ids({ until: at(1500) })).toEqual(['f-1']);
+        expect(await ids({ since: '9999-01-01T00:00:00.000Z' })).toEqual([]);
+        // The reported time stays as data.
+        expect((await storage.read.detections.list(A, { until: at(1500) })).items[0]).toEqual(claimsFuture);
+        expect(await tx((t) => t.detections.removeDetectedBefore(A, at(1500), 10))).toBe(1);
+        expect(await ids({})).toEqual(['f-2']);
       });
     });
 

@@ -125,6 +125,7 @@ export function toGrpcDetection(d: ImmuneDetection) {
     details: toStruct(d.details),
     source: d.source,
     detected_at: toTimestamp(d.detected_at),
+    recorded_at: toTimestamp(d.recorded_at),
   };
 }
 

@@ -12,8 +12,9 @@ import { pageOf, pageStart } from './pages.ts';
 import type { Sync } from './promised.ts';
 
 /**
- * Detections under `[tenant, 'detection', '<detected_at>/<detection_id>']`, so that key order is
+ * Detections under `[tenant, 'detection', '<recorded_at>/<detection_id>']`, so that key order is
  * time order, and their ids under `[tenant, 'detection_id', detection_id]` (a replay is refused).
+ * Times are compared on the key, as PostgreSQL compares its `sort_key`.
  */
 export class LmdbDetections implements Sync<DetectionRepository> {
   readonly #kv: KvView;
@@ -30,9 +31,10 @@ export class LmdbDetections implements Sync<DetectionRepository> {
     function* matching(): Generator<Entry<ImmuneDetection>> {
       for (const entry of entries) {
         const d = entry.value;
+        const key = String(entry.id);
         // Newest first: past `since`, nothing older can match.
-        if (filter.since !== undefined && d.detected_at < filter.since) return;
-        if (filter.until !== undefined && d.detected_at >= filter.until) continue;
+        if (filter.since !== undefined && key < filter.since) return;
+        if (filter.until !== undefined && key >= filter.until) continue;
         if (filter.kind !== undefined && d.kind !== filter.kind) continue;
         if (filter.envelopeId !== undefined && d.envelope_id !== filter.envelopeId) continue;
         if (filter.executionId !== undefined && d.execution_id !== filter.executionId) continue;
@@ -44,15 +46,15 @@ export class LmdbDetections implements Sync<DetectionRepository> {
 
   removeDetectedBefore(tenant: string, before: string, limit: number): number {
     const space = this.#layout.tenant(tenant, 'detection');
-    const doomed: ImmuneDetection[] = [];
-    for (const { value } of this.#kv.range<ImmuneDetection>(space)) {
-      if (doomed.length >= limit || value.detected_at >= before) break;
-      doomed.push(value);
+    const doomed: Entry<ImmuneDetection>[] = [];
+    for (const entry of this.#kv.range<ImmuneDetection>(space)) {
+      if (doomed.length >= limit || String(entry.id) >= before) break;
+      doomed.push(entry);
     }
     // Removed after the walk: the range reads the staged view, which these removals change.
-    for (const d of doomed) {
-      this.#kv.remove(space, detectionKey(d));
-      this.#kv.remove(this.#layout.tenant(tenant, 'detection_id'), d.detection_id);
+    for (const { id, value } of doomed) {
+      this.#kv.remove(space, id);
+      this.#kv.remove(this.#layout.tenant(tenant, 'detection_id'), value.detection_id);
     }
     return doomed.length;
   }

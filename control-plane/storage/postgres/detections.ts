@@ -14,7 +14,7 @@ interface Row {
   doc: ImmuneDetection;
 }
 
-/** Detections keyed by tenant and detection id, listed by `sort_key` (`<detected_at>/<detection_id>`). */
+/** Detections keyed by tenant and detection id, listed by `sort_key` (`<recorded_at>/<detection_id>`). */
 export class PgDetections implements DetectionRepository {
   readonly #sql: Sql;
 
@@ -50,7 +50,7 @@ export class PgDetections implements DetectionRepository {
   }
 
   async removeDetectedBefore(tenant: string, before: string, limit: number): Promise<number> {
-    // `<detected_at>/<id>` sorts below `before` exactly when the detection is older: the time index
+    // `<recorded_at>/<id>` sorts below `before` exactly when the detection is older: the time index
     // bounds the walk to the oldest `limit` rows.
     const { rowCount } = await this.#sql.query(
       `DELETE FROM detections WHERE tenant_id = $1 AND sort_key IN (

@@ -2,12 +2,13 @@ import { describe, expect, it } from 'vitest';
 import type { EvaluationResult } from '../../policy/result.ts';
 import { detectionOfEvent, sequenceOf, sequencePayload } from './detection.ts';
 
-const event = (eventType: string, payload: Record<string, unknown>) => ({
+const event = (eventType: string, payload: Record<string, unknown>, timestamp = '2026-11-23T12:00:00+01:00') => ({
   event_id: 'evt-1',
   tenant_id: 't1',
   envelope_id: 'env-1',
   event_type: eventType,
-  timestamp: '2026-11-23T12:00:00+01:00',
+  timestamp,
+  received_at: '2026-11-23T11:00:02.5Z',
   source: 'proxy:pod-1',
   payload,
 });
@@ -54,6 +55,15 @@ describe('detectionOfEvent', () => {
       details: { count: 3.5, baseline: 0.2, z: 6, interval_start: '2026-11-23T10:59:00.000Z' },
       source: 'proxy:pod-1',
       detected_at: '2026-11-23T11:00:00.000Z',
+      recorded_at: '2026-11-23T11:00:02.500Z',
+    });
+  });
+
+  it("keeps the reporter's time as told, and the control plane's as the time it was recorded", () => {
+    const detection = detectionOfEvent(event('immune.anomaly', { kind: 'call_rate' }, '9999-12-31T23:59:59Z'));
+    expect(detection).toMatchObject({
+      detected_at: '9999-12-31T23:59:59.000Z',
+      recorded_at: '2026-11-23T11:00:02.500Z',
     });
   });
 

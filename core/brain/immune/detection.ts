@@ -30,7 +30,14 @@ export const ImmuneDetectionSchema = z.object({
   details: z.record(z.string(), z.unknown()),
   /** Where it was detected: `proxy:<pod>`, `control-plane`, `rest`. */
   source: z.string(),
+  /** When, as its reporter says. */
   detected_at: z.iso.datetime(),
+  /**
+   * When the control plane received it: the list's order, its `since`/`until` and retention go by
+   * this, as a reporter's clock may say anything (a detection dated 9999 would top the list and
+   * outlive retention).
+   */
+  recorded_at: z.iso.datetime(),
 });
 export type ImmuneDetection = z.infer<typeof ImmuneDetectionSchema>;
 
@@ -43,6 +50,7 @@ export function detectionOfEvent(event: {
   envelope_id: string;
   event_type: string;
   timestamp: string;
+  received_at: string;
   source: string;
   payload: Readonly<Record<string, unknown>>;
 }): ImmuneDetection | undefined {
@@ -80,6 +88,7 @@ export function detectionOfEvent(event: {
     details,
     source: event.source,
     detected_at: new Date(Date.parse(event.timestamp)).toISOString(),
+    recorded_at: new Date(Date.parse(event.received_at)).toISOString(),
   };
 }
 
