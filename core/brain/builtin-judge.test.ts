@@ -315,6 +315,16 @@ describe('bounds', () => {
     // Values that are not text are not counted against the caps.
     expect(args({ sizes: Array<number>(5000).fill(1) })).toMatchObject({ violated: false, truncated: false });
   });
+
+  it('and when a script lies deeper than the shell reader goes', () => {
+    const rm = 'rm -rf /var/lib/postgresql';
+    const wrapped = (levels: number) =>
+      Array.from({ length: levels }).reduce<string>((inner) => `bash -c ${JSON.stringify(inner)}`, rm);
+    expect(shell(wrapped(3))).toMatchObject({ violated: true, truncated: false });
+    expect(shell(wrapped(4))).toMatchObject({ violated: false, truncated: true });
+    expect(shell(`${'eval '.repeat(5)}${rm}`)).toMatchObject({ violated: false, truncated: true });
+    expect(shell('bash -c "ls -la /tmp"')).toMatchObject({ violated: false, truncated: false });
+  });
 });
 
 describe('tenant categories', () => {

@@ -155,11 +155,13 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
   }
 
   function classifyWith(input: JudgeInput, withSequences: boolean): Classification {
-    const { views, truncated, findings, toolName, args } = read(input);
+    const { views, findings, toolName, args, truncated: cut } = read(input);
+    let truncated = cut;
     if (withSequences)
       scanSequences({ toolName, views, args }, recentActionsOf(input.context), earlierFindings, hosts, findings);
     for (const view of views) {
-      const textOnly = scanShell(view, hosts, findings);
+      const { textOnly, capped } = scanShell(view, hosts, findings);
+      if (capped) truncated = true;
       const quotedData = quotedDataOf(view, textOnly);
       matchPatterns(view, PATTERNS, findings, quotedData);
       scanSql(view, findings, quotedData);

@@ -16,6 +16,8 @@ interface Scan {
   /** Offset of the nested script within the normalised text (its words are relative to it). */
   readonly base: number;
   readonly depth: number;
+  /** Set when a script lay deeper than MAX_DEPTH: what it does was not read. */
+  readonly capped: { reached: boolean };
 }
 
 type Analyzer = (inv: Invocation, scan: Scan) => void;
@@ -896,11 +898,13 @@ const TEXT_ONLY = new Set([
 
 /**
  * Reads every command in the text (and in nested scripts) and records what each one does.
- * Returns whether the text is only commands that search or print text.
+ * Says whether the text is only commands that search or print text, and whether a script lay
+ * deeper than the reader goes (`bash -c` four times over), so that the verdict is truncated.
  */
-export function scanShell(view: TextView, hosts: HostPolicy, out: Finding[]): boolean {
-  const { invocations, substitutes } = scanScript({ view, hosts, out, base: 0, depth: 0 }, view.folded);
-  return (
+export function scanShell(view: TextView, hosts: HostPolicy, out: Finding[]): { textOnly: boolean; capped: boolean } {
+  const capped = { reached: false };
+  const { invocations, substitutes } = scanScript({ view, hosts, out, base: 0, depth: 0, capped }, view.folded);
+  const textOnly =
     !substitutes &&
     invocations.length > 0 &&
     invocations.every(
@@ -908,8 +912,8 @@ export function scanShell(view: TextView, hosts: HostPolicy, out: Finding[]): bo
         TEXT_ONLY.has(inv.program) ||
         (inv.program === 'git' && /^(?:grep|log|commit|show)$/.test(optionsOf(inv.args).positional[0]?.value ?? '')),
     ) &&
-    !invocations.some((inv) => inv.args.some((w) => w.value === '>' || w.value === '>>'))
-  );
+    !invocations.some((inv) => inv.args.some((w) => w.value === '>' || w.value === '>>'));
+  return { textOnly, capped: capped.reached };
 }
 
 /** Reads a script's commands and the scripts substituted into its words. */
@@ -931,6 +935,7 @@ function scanScript(scan: Scan, text: string): { invocations: Invocation[]; subs
   if (scan.depth < MAX_DEPTH)
     for (const { start, end } of substitutions)
       scanScript({ ...scan, base: scan.base + start, depth: scan.depth + 1 }, text.slice(start, end));
+  else if (substitutions.length > 0) scan.capped.reached = true;
   // What the pipe carries is carried forward command by command, so a pipeline is read in one pass.
   let feed: PipeFeed = { printed: undefined, source: undefined, payload: undefined };
   for (const written of invocations) {
@@ -1048,14 +1053,18 @@ function readArguments(inv: Invocation): readonly Word[] {
 
 /** Scripts handed to another program: `bash -c '...'`, `ssh host '...'`, `powershell -Command ...`, `cmd /c ...`. */
 function scriptArguments(inv: Invocation, scan: Scan): void {
-  if (scan.depth >= MAX_DEPTH) return;
   const { args } = inv;
+  if (scan.depth >= MAX_DEPTH) {
+    if (args.length > 0 && (inv.program === 'eval' || inv.program === 'ssh' || isShellLike(inv.program)))
+      scan.capped.reached = true;
+    return;
+  }
   if (inv.program === 'eval') {
     if (args.length === 1) nestedScript(args[0] as Word, scan);
     else nested(args, scan);
     return;
   }
-  if (SHELLS.has(inv.program) || /^(?:powershell|pwsh|cmd)$/.test(inv.program)) {
+  if (isShellLike(inv.program)) {
     // A shell's -c may come with other letters: `bash -lc`, `sh -ec`.
     const at = args.findIndex(
       (w) =>
@@ -1097,9 +1106,18 @@ function scriptArguments(inv: Invocation, scan: Scan): void {
   }
 }
 
+/** A program that runs a script handed to it: a shell, PowerShell, `cmd`. */
+function isShellLike(program: string): boolean {
+  return SHELLS.has(program) || /^(?:powershell|pwsh|cmd)$/.test(program);
+}
+
 /** Words that form a command of their own (`find -exec rm -rf {} ;`, `kubectl exec -- rm -rf /`). */
 function nested(words: readonly Word[], scan: Scan): void {
-  if (words.length === 0 || scan.depth >= MAX_DEPTH) return;
+  if (words.length === 0) return;
+  if (scan.depth >= MAX_DEPTH) {
+    scan.capped.reached = true;
+    return;
+  }
   const inv = invocationOf({ words: [...words], pipeIn: false, pipeOut: false });
   if (inv === null) return;
   const program = inv.program.startsWith('mkfs.') ? 'mkfs' : inv.program;

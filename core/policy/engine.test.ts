@@ -613,12 +613,13 @@ describe('semantic conditions judged in process', () => {
     expect(allowRule.effect).toBe('no_match');
   });
 
-  it('fails closed when a command lies past the values or the nesting the judge reads', () => {
+  it('fails closed when a command lies past the values, the nesting or the scripts the judge reads', () => {
     const wide = createBuiltinJudge({ maxTextChars: 65_536, allowedHosts: [] });
     const rm = { command: 'rm -rf /var/lib/postgresql' };
     let nested: unknown = rm;
     for (let i = 0; i < 40; i++) nested = [nested];
-    for (const args of [{ padding: Array<string>(2000).fill(''), ...rm }, nested]) {
+    const deepScript = { command: `${'eval '.repeat(5)}${rm.command}` };
+    for (const args of [{ padding: Array<string>(2000).fill(''), ...rm }, nested, deepScript]) {
       const input = { action: 'tool:bash', context: { tool_name: 'bash', tool_args: JSON.stringify(args) } };
       const denied = evaluate(onArgs('DENY'), input, wide);
       expect(denied.decision).toBe('DENY');
