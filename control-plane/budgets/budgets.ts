@@ -148,7 +148,9 @@ export class Budgets {
       const now = this.deps.clock().toISOString();
       const budget = await tx.budgets.getForUpdate(caller.tenant, budgetId);
       if (budget === undefined) throw budgetNotFound(budgetId);
-      const liveEnvelopes = (await tx.envelopes.listLive(caller.tenant, budgetId, { pageSize: 1 })).items.length > 0;
+      const live = await tx.envelopes.listLive(caller.tenant, budgetId, { pageSize: 1 });
+      // An empty page with a token is a bounded read that found none yet, not the end: in use.
+      const liveEnvelopes = live.items.length > 0 || live.nextPageToken !== null;
       const leased = await tx.leases.held(caller.tenant, budgetId, now);
       if (liveEnvelopes || leased)
         throw new SvcError(

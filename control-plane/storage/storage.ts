@@ -142,18 +142,25 @@ export interface EnvelopeReader {
   get(tenant: string, envelopeId: string): Promise<Envelope | undefined>;
   /** Those of the envelopes named that exist, in one read (an id not found is left out), in no set order. */
   getMany(tenant: string, envelopeIds: readonly string[]): Promise<Envelope[]>;
-  /** By envelope id; a filtered page holds up to `pageSize` matching envelopes. */
+  /**
+   * By envelope id; a filtered page holds up to `pageSize` matching envelopes, and may hold fewer
+   * (even none) with a token where the backend bounds the rows one page reads.
+   */
   list(tenant: string, filter: EnvelopeFilter, page?: PageRequest): Promise<Page<Envelope>>;
   /**
    * Newest first (by creation time, then id), of the statuses given when given: read from an
-   * index in that order, so the newest page is found however many envelopes the tenant has.
+   * index in that order, so the newest page is found however many envelopes the tenant has. A
+   * page of some statuses may hold fewer than `pageSize` (even none) with a token, as `list`.
    */
   listNewest(
     tenant: string,
     filter: { statuses?: readonly EnvelopeStatus[] | undefined },
     page?: PageRequest,
   ): Promise<Page<Envelope>>;
-  /** The budget's envelopes that have not ended (no final status), by envelope id. */
+  /**
+   * The budget's envelopes that have not ended (no final status), by envelope id; a page may hold
+   * fewer than `pageSize` (even none) with a token, as `list`.
+   */
   listLive(tenant: string, budgetId: string, page?: PageRequest): Promise<Page<Envelope>>;
 }
 
@@ -473,7 +480,11 @@ export interface DetectionFilter {
 }
 
 export interface DetectionReader {
-  /** Newest first (by the time the control plane recorded it, then id); a filtered page holds up to `pageSize` matching detections. */
+  /**
+   * Newest first (by the time the control plane recorded it, then id); a filtered page holds up to
+   * `pageSize` matching detections, and may hold fewer (even none) with a token where the backend
+   * bounds the rows one page reads.
+   */
   list(tenant: string, filter: DetectionFilter, page?: PageRequest): Promise<Page<ImmuneDetection>>;
 }
 

@@ -3,7 +3,7 @@ import { FILTERED_FETCH_LIMIT } from '../../control-plane/storage/filtered-page.
 import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
 import { MAX_PAGE_SIZE } from '../../control-plane/storage/storage.ts';
 import { startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
-import { anApproval, anAuditDraft, anEvent } from '../storage/records.ts';
+import { aDetection, anApproval, anAuditDraft, anEnvelope, anEvent } from '../storage/records.ts';
 
 /**
  * A filter that matches little in a long event log, audit log, approval list or evaluation
@@ -21,6 +21,9 @@ let admin: string;
 let rareEventId: string;
 let policyId: string;
 const PENDING_ID = 'ffffffff-ffff-4fff-bfff-ffffffffffff';
+/** The one ended envelope, last by id and oldest, among COMMON running ones. */
+const COMPLETED_ID = 'ffffffff-ffff-4fff-bfff-fffffffffffe';
+let rareDetectionId: string;
 /** Rows past which a filter the service applies answers a page short. */
 const SERVICE_BOUND = FILTERED_FETCH_LIMIT * MAX_PAGE_SIZE;
 const lmdb = () => cp.databaseUrl === null;
@@ -53,6 +56,18 @@ beforeAll(async () => {
       await t.approvals.insert(TENANT, { ...anApproval(TENANT), status: 'APPROVED', workflow_id: 'common' });
     }
     await t.approvals.insert(TENANT, { ...anApproval(TENANT), approval_id: PENDING_ID, workflow_id: 'rare' });
+    await t.envelopes.insertMany(TENANT, [
+      anEnvelope(TENANT, { envelope_id: COMPLETED_ID, status: 'COMPLETED', created_at: '2026-01-01T00:00:00.000Z' }),
+      ...Array.from({ length: COMMON }, () => anEnvelope(TENANT, { status: 'RUNNING' })),
+    ]);
+    const rareDetection = aDetection(TENANT, {
+      kind: 'sequence',
+      detected_at: '2026-01-01T00:00:00.000Z',
+      recorded_at: '2026-01-01T00:00:00.000Z',
+    });
+    rareDetectionId = rareDetection.detection_id;
+    await t.detections.insert(TENANT, rareDetection);
+    for (let i = 0; i < COMMON; i++) await t.detections.insert(TENANT, aDetection(TENANT, { kind: 'call_rate' }));
   });
 }, 60_000);
 afterAll(async () => {
@@ -107,6 +122,63 @@ describe('GET /v1/events filtered by a type that matches little', () => {
       expect(res.body.map((e: { event_id: string }) => e.event_id)).toEqual([rareEventId]);
       expect(res.headers.get('x-next-page-token')).toBeNull();
     }
+  });
+});
+
+/** Every page of a REST list whose body holds its items under `field` and the next token beside them. */
+async function walkObjects(
+  key: string,
+  path: string,
+  field: string,
+): Promise<{ pages: Array<Array<Record<string, unknown>>>; items: Array<Record<string, unknown>> }> {
+  const pages: Array<Array<Record<string, unknown>>> = [];
+  let token: string | null = '';
+  do {
+    const res = await cp.call('GET', token === '' ? path : `${path}&page_token=${token}`, { key });
+    expect(res.status).toBe(200);
+    pages.push(res.body[field] as Array<Record<string, unknown>>);
+    token = res.body.next_page_token as string | null;
+  } while (token !== '' && token !== null);
+  return { pages, items: pages.flat() };
+}
+
+describe('GET /v1/envelopes filtered by a status that matches little', () => {
+  it('ends a page at the bound on records read, and the pages after it find every match', async () => {
+    const first = await cp.call('GET', '/v1/envelopes?status=COMPLETED&page_size=5', { key: admin });
+    expect(first.status).toBe(200);
+    if (lmdb()) {
+      expect(first.body).toEqual([]);
+      expect(first.headers.get('x-next-page-token')).toMatch(/^[A-Za-z0-9_-]+$/);
+    }
+    const { items } = await walk(admin, '/v1/envelopes?status=COMPLETED&page_size=5');
+    expect(items.map((e) => e.envelope_id)).toEqual([COMPLETED_ID]);
+  });
+
+  it('answers `limit` with what it found before the bound, and the token to go on', async () => {
+    const res = await cp.call('GET', '/v1/envelopes?status=COMPLETED&limit=50', { key: admin });
+    expect(res.status).toBe(200);
+    const token = res.headers.get('x-next-page-token');
+    const rest = token === null ? [] : (await walk(admin, '/v1/envelopes?status=COMPLETED&page_size=5', token)).items;
+    if (lmdb()) expect(res.body).toEqual([]);
+    const found = [...(res.body as Array<Record<string, unknown>>), ...rest];
+    expect(found.map((e) => e.envelope_id)).toEqual([COMPLETED_ID]);
+  });
+});
+
+describe('GET /api/v1/traces in a state that matches little', () => {
+  it('ends a page at the bound on records read, and the pages after it find every match', async () => {
+    const { pages, items } = await walkObjects(admin, '/api/v1/traces?status=COMPLETED&page_size=5', 'traces');
+    if (lmdb()) expect(pages[0]).toEqual([]);
+    expect(items.map((t) => t.trace_id)).toEqual([COMPLETED_ID]);
+  });
+});
+
+describe('GET /v1/brain/immune-system/detections of a kind that matches little', () => {
+  it('ends a page at the bound on records read, and the pages after it find every match', async () => {
+    const path = '/v1/brain/immune-system/detections?kind=sequence&page_size=5';
+    const { pages, items } = await walkObjects(reader, path, 'detections');
+    if (lmdb()) expect(pages[0]).toEqual([]);
+    expect(items.map((d) => d.detection_id)).toEqual([rareDetectionId]);
   });
 });
 

@@ -9,7 +9,18 @@ import { encodedKeySize, LMDB_MAX_KEY_BYTES } from '../../control-plane/storage/
 import { LmdbStorage } from '../../control-plane/storage/lmdb/lmdb-storage.ts';
 import { SCHEMA_VERSION, type Migration } from '../../control-plane/storage/lmdb/migrations.ts';
 import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
-import { aBudget, anApiKey, anApproval, anAuditDraft, anEnvelope, anEvent, aPolicy, at } from './records.ts';
+import type { PageRequest } from '../../control-plane/storage/storage.ts';
+import {
+  aBudget,
+  aDetection,
+  anApiKey,
+  anApproval,
+  anAuditDraft,
+  anEnvelope,
+  anEvent,
+  aPolicy,
+  at,
+} from './records.ts';
 import { storageContract } from './repositories.contract.ts';
 
 const dirs: string[] = [];
@@ -417,6 +428,48 @@ describe('the LMDB backend', () => {
       );
       expect(rest.items.map((r) => r.seq)).toEqual([1]);
       expect(rest.nextPageToken).toBeNull();
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('ends a filtered page of envelopes, of the newest envelopes or of detections at FILTER_SCAN_LIMIT records read', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    try {
+      const count = FILTER_SCAN_LIMIT + 5;
+      // The one match is the last in each list's order: past the bound from the first page.
+      const envelopes = Array.from({ length: count }, (_, i) =>
+        anEnvelope('acme', {
+          envelope_id: `e-${String(i).padStart(5, '0')}`,
+          created_at: at(count - i),
+          status: i === count - 1 ? 'PAUSED' : 'RUNNING',
+        }),
+      );
+      const detections = Array.from({ length: count }, (_, i) =>
+        aDetection('acme', {
+          detected_at: at(i * 1000),
+          recorded_at: at(i * 1000),
+          kind: i === 0 ? 'sequence' : 'call_rate',
+        }),
+      );
+      await storage.withTransaction(async (t) => {
+        await t.envelopes.insertMany('acme', envelopes);
+        for (const d of detections) await t.detections.insert('acme', d);
+      });
+      const lists = [
+        (page: PageRequest) => storage.read.envelopes.list('acme', { status: 'PAUSED' }, page),
+        (page: PageRequest) => storage.read.envelopes.listNewest('acme', { statuses: ['PAUSED'] }, page),
+        (page: PageRequest) => storage.read.detections.list('acme', { kind: 'sequence' }, page),
+      ];
+      for (const list of lists) {
+        const first = await list({ pageSize: 10 });
+        expect(first.items).toEqual([]);
+        expect(first.nextPageToken).not.toBeNull();
+        const second = await list({ pageSize: 10, pageToken: first.nextPageToken });
+        expect(second.items).toHaveLength(1);
+        expect(second.nextPageToken).toBeNull();
+      }
     } finally {
       await storage.close();
     }

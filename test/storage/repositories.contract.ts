@@ -283,6 +283,35 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect((await storage.read.envelopes.listNewest(B, {})).items.map((e) => e.envelope_id)).toEqual(['e-other']);
       });
 
+      it('walks a filter that matches little across more envelopes than one page reads, each match once', async () => {
+        const budget = aBudget(A);
+        const made = Array.from({ length: FILTER_SCAN_LIMIT * 2 + 10 }, (_, i) =>
+          anEnvelope(A, {
+            envelope_id: `e-${String(i).padStart(5, '0')}`,
+            created_at: at(i),
+            ...(i % 600 === 0 ? { status: 'PAUSED' as const, budget_id: budget.budget_id } : {}),
+          }),
+        );
+        await tx(async (t) => {
+          await t.budgets.insert(A, budget);
+          await t.envelopes.insertMany(A, made);
+        });
+        const rare = made.filter((e) => e.status === 'PAUSED').map((e) => e.envelope_id);
+        const cases = [
+          (page: PageRequest) => storage.read.envelopes.list(A, { status: 'PAUSED' }, page),
+          (page: PageRequest) => storage.read.envelopes.list(A, { budgetId: budget.budget_id }, page),
+        ];
+        for (const list of cases) {
+          const { items, sizes } = await walk(list, 2);
+          expect(items.map((e) => e.envelope_id)).toEqual(rare);
+          expect(Math.max(...sizes)).toBeLessThanOrEqual(2);
+        }
+        const newest = await walk((page) => storage.read.envelopes.listNewest(A, { statuses: ['PAUSED'] }, page), 2);
+        expect(newest.items.map((e) => e.envelope_id)).toEqual([...rare].reverse());
+        const none = await walk((page) => storage.read.envelopes.listNewest(A, { statuses: ['FAILED'] }, page), 2);
+        expect(none.items).toEqual([]);
+      });
+
       it('lists ids of every character, those starting outside the Basic Multilingual Plane included', async () => {
         const budget = aBudget(A);
         const ids = ['a', '\uffff', '😀', '𝔘x', '\u{10fffd}'];
@@ -1030,6 +1059,36 @@ export function storageContract(backend: string, factory: StorageFactory): void 
           }),
         ).rejects.toThrow('rolled back');
         expect((await storage.read.detections.list(A, {})).items.map((d) => d.detection_id)).not.toContain('lost');
+      });
+
+      it('walks a filter that matches little across more detections than one page reads, each match once', async () => {
+        const made = Array.from({ length: FILTER_SCAN_LIMIT * 2 + 10 }, (_, i) =>
+          detection(`w-${String(i).padStart(5, '0')}`, at(i * 1000), {
+            kind: i % 600 === 0 ? 'sequence' : 'call_rate',
+          }),
+        );
+        await tx(async (t) => {
+          for (const d of made) await t.detections.insert(A, d);
+        });
+        const newestFirst = (keep: (d: ImmuneDetection) => boolean) =>
+          made
+            .filter(keep)
+            .map((d) => d.detection_id)
+            .reverse();
+        const cases: Array<{ filter: DetectionFilter; keep: (d: ImmuneDetection) => boolean }> = [
+          { filter: { kind: 'sequence' }, keep: (d) => d.kind === 'sequence' },
+          {
+            filter: { kind: 'sequence', since: at(1000_000) },
+            keep: (d) => d.kind === 'sequence' && d.detected_at >= at(1000_000),
+          },
+          { filter: { until: at(1000) }, keep: (d) => d.detected_at < at(1000) },
+          { filter: { executionId: 'nobody' }, keep: () => false },
+        ];
+        for (const { filter, keep } of cases) {
+          const { items, sizes } = await walk((page) => storage.read.detections.list(A, filter, page), 2);
+          expect(items.map((d) => d.detection_id)).toEqual(newestFirst(keep));
+          expect(Math.max(...sizes)).toBeLessThanOrEqual(2);
+        }
       });
 
       it('removes the oldest detections made before a time, a batch at a time, in one tenant only', async () => {

@@ -8,7 +8,7 @@ import {
 } from '../storage.ts';
 import type { Entry, KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
-import { pageOf, pageStart } from './pages.ts';
+import { pageOfScanned, pageStart } from './pages.ts';
 import type { Sync } from './promised.ts';
 
 /**
@@ -28,20 +28,25 @@ export class LmdbDetections implements Sync<DetectionRepository> {
   list(tenant: string, filter: DetectionFilter, request?: PageRequest): Page<ImmuneDetection> {
     const { size, after } = pageStart(request);
     const entries = this.#kv.range<ImmuneDetection>(this.#layout.tenant(tenant, 'detection'), { reverse: true, after });
-    function* matching(): Generator<Entry<ImmuneDetection>> {
+    // Keyed by the time the control plane recorded each, which `since` and `until` compare with.
+    function* untilSince(): Generator<Entry<{ key: string; detection: ImmuneDetection }>> {
       for (const entry of entries) {
-        const d = entry.value;
         const key = String(entry.id);
         // Newest first: past `since`, nothing older can match.
         if (filter.since !== undefined && key < filter.since) return;
-        if (filter.until !== undefined && key >= filter.until) continue;
-        if (filter.kind !== undefined && d.kind !== filter.kind) continue;
-        if (filter.envelopeId !== undefined && d.envelope_id !== filter.envelopeId) continue;
-        if (filter.executionId !== undefined && d.execution_id !== filter.executionId) continue;
-        yield entry;
+        yield { id: entry.id, value: { key, detection: entry.value } };
       }
     }
-    return pageOf(matching(), size);
+    const page = pageOfScanned(
+      untilSince(),
+      ({ key, detection: d }) =>
+        (filter.until === undefined || key < filter.until) &&
+        (filter.kind === undefined || d.kind === filter.kind) &&
+        (filter.envelopeId === undefined || d.envelope_id === filter.envelopeId) &&
+        (filter.executionId === undefined || d.execution_id === filter.executionId),
+      size,
+    );
+    return { items: page.items.map((item) => item.detection), nextPageToken: page.nextPageToken };
   }
 
   removeDetectedBefore(tenant: string, before: string, limit: number): number {

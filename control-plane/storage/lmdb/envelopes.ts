@@ -18,7 +18,7 @@ import {
 } from '../storage.ts';
 import type { Entry, KvView, Space } from './kv.ts';
 import type { Layout } from './layout.ts';
-import { pageOf, pageStart, where } from './pages.ts';
+import { pageOfScanned, pageStart } from './pages.ts';
 import type { Sync } from './promised.ts';
 
 export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
@@ -51,13 +51,11 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
   list(tenant: string, filter: EnvelopeFilter, request?: PageRequest): Page<Envelope> {
     const { size, after } = pageStart(request);
     const all = this.#kv.range<Envelope>(this.#layout.tenant(tenant, 'envelope'), { after });
-    return pageOf(
-      where(
-        all,
-        (e) =>
-          (filter.status === undefined || e.status === filter.status) &&
-          (filter.budgetId === undefined || e.budget_id === filter.budgetId),
-      ),
+    return pageOfScanned(
+      all,
+      (e) =>
+        (filter.status === undefined || e.status === filter.status) &&
+        (filter.budgetId === undefined || e.budget_id === filter.budgetId),
       size,
     );
   }
@@ -69,31 +67,28 @@ export class LmdbEnvelopes implements Sync<EnvelopeRepository> {
   ): Page<Envelope> {
     const { size, after } = pageStart(request);
     const index = this.#kv.range<string>(this.#layout.tenant(tenant, 'envelope_time'), { reverse: true, after });
-    const envelopes = this.#layout.tenant(tenant, 'envelope');
-    const kv = this.#kv;
     const statuses = filter.statuses === undefined ? undefined : new Set(filter.statuses);
-    function* newest(): Generator<Entry<Envelope>> {
-      for (const { id, value } of index) {
-        const envelope = kv.get<Envelope>(envelopes, value);
-        if (envelope !== undefined && (statuses === undefined || statuses.has(envelope.status)))
-          yield { id, value: envelope };
-      }
-    }
-    return pageOf(newest(), size);
+    return pageOfScanned(
+      this.#indexed(tenant, index),
+      (e): e is Envelope => e !== undefined && (statuses === undefined || statuses.has(e.status)),
+      size,
+    );
   }
 
   listLive(tenant: string, budgetId: string, request?: PageRequest): Page<Envelope> {
     const { size, after } = pageStart(request);
     const index = this.#kv.range<string>(this.#live(tenant, budgetId), { after });
+    return pageOfScanned(
+      this.#indexed(tenant, index),
+      (e): e is Envelope => e !== undefined && !isFinal(e.status),
+      size,
+    );
+  }
+
+  /** The envelopes an index names, each under its index id (undefined where the envelope is gone). */
+  *#indexed(tenant: string, index: Iterable<Entry<string>>): Generator<Entry<Envelope | undefined>> {
     const envelopes = this.#layout.tenant(tenant, 'envelope');
-    const kv = this.#kv;
-    function* live(): Generator<Entry<Envelope>> {
-      for (const { id, value } of index) {
-        const envelope = kv.get<Envelope>(envelopes, value);
-        if (envelope !== undefined && !isFinal(envelope.status)) yield { id, value: envelope };
-      }
-    }
-    return pageOf(live(), size);
+    for (const { id, value } of index) yield { id, value: this.#kv.get<Envelope>(envelopes, value) };
   }
 
   insert(tenant: string, envelope: Envelope, options: { executionTaken: 'refuse' | 'keep' }): boolean {
