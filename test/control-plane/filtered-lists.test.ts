@@ -3,7 +3,7 @@ import { FILTERED_FETCH_LIMIT } from '../../control-plane/storage/filtered-page.
 import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
 import { MAX_PAGE_SIZE } from '../../control-plane/storage/storage.ts';
 import { startControlPlane, tenantWithKey, type RunningControlPlane } from '../harness/control-plane.ts';
-import { aDetection, anApproval, anAuditDraft, anEnvelope, anEvent } from '../storage/records.ts';
+import { aCheckpoint, aDetection, anApproval, anAuditDraft, anEnvelope, anEvent } from '../storage/records.ts';
 
 /**
  * A filter that matches little in a long event log, audit log, approval list or evaluation
@@ -24,6 +24,12 @@ const PENDING_ID = 'ffffffff-ffff-4fff-bfff-ffffffffffff';
 /** The one ended envelope, last by id and oldest, among COMMON running ones. */
 const COMPLETED_ID = 'ffffffff-ffff-4fff-bfff-fffffffffffe';
 let rareDetectionId: string;
+/** The one tagged checkpoint, oldest, of its own execution, among COMMON others. */
+const rareCheckpoint = aCheckpoint(TENANT, {
+  execution_id: 'cp-rare',
+  created_at: '2026-01-01T00:00:00.000Z',
+  metadata: { ...aCheckpoint(TENANT).metadata, tags: { rare: 'y' } },
+});
 /** Rows past which a filter the service applies answers a page short. */
 const SERVICE_BOUND = FILTERED_FETCH_LIMIT * MAX_PAGE_SIZE;
 const lmdb = () => cp.databaseUrl === null;
@@ -68,6 +74,9 @@ beforeAll(async () => {
     rareDetectionId = rareDetection.detection_id;
     await t.detections.insert(TENANT, rareDetection);
     for (let i = 0; i < COMMON; i++) await t.detections.insert(TENANT, aDetection(TENANT, { kind: 'call_rate' }));
+    await t.checkpoints.insert(TENANT, rareCheckpoint, 'given');
+    for (let i = 0; i < COMMON; i++)
+      await t.checkpoints.insert(TENANT, aCheckpoint(TENANT, { execution_id: `cp-${i}` }), 'given');
   });
 }, 60_000);
 afterAll(async () => {
@@ -179,6 +188,33 @@ describe('GET /v1/brain/immune-system/detections of a kind that matches little',
     const { pages, items } = await walkObjects(reader, path, 'detections');
     if (lmdb()) expect(pages[0]).toEqual([]);
     expect(items.map((d) => d.detection_id)).toEqual([rareDetectionId]);
+  });
+});
+
+describe('checkpoints queried by a tag that matches little', () => {
+  it('ends a page at the bound on records read, and the pages after it find every match', async () => {
+    const pages: Array<Array<Record<string, unknown>>> = [];
+    let token = '';
+    do {
+      const res = await cp.call('POST', '/v1/checkpoints:query', {
+        key: admin,
+        body: { query: { tags: { rare: 'y' } }, page_size: 5, page_token: token },
+      });
+      expect(res.status).toBe(200);
+      pages.push(res.body.checkpoints as Array<Record<string, unknown>>);
+      token = res.body.next_page_token as string;
+    } while (token !== '');
+    if (lmdb()) expect(pages[0]).toEqual([]);
+    expect(pages.flat().map((c) => c.checkpoint_id)).toEqual([rareCheckpoint.checkpoint_id]);
+  });
+
+  it("lists one execution's checkpoints on the first page however many others the tenant has", async () => {
+    const res = await cp.call('GET', '/v1/checkpoints?execution_id=cp-rare&page_size=5', { key: admin });
+    expect(res.status).toBe(200);
+    expect(res.body.checkpoints.map((c: { checkpoint_id: string }) => c.checkpoint_id)).toEqual([
+      rareCheckpoint.checkpoint_id,
+    ]);
+    expect(res.body.next_page_token).toBe('');
   });
 });
 

@@ -10,8 +10,10 @@ import { LmdbStorage } from '../../control-plane/storage/lmdb/lmdb-storage.ts';
 import { SCHEMA_VERSION, type Migration } from '../../control-plane/storage/lmdb/migrations.ts';
 import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
 import type { PageRequest } from '../../control-plane/storage/storage.ts';
+import { timeId } from '../../control-plane/storage/lmdb/checkpoints.ts';
 import {
   aBudget,
+  aCheckpoint,
   aDetection,
   anApiKey,
   anApproval,
@@ -60,6 +62,10 @@ describe('the LMDB backend', () => {
     const audit: AuditRecord = sealAuditRecord('acme', undefined, anAuditDraft());
     const pending = anApproval('acme');
     const approved = { ...anApproval('acme'), status: 'APPROVED' as const };
+    const checkpoints = [
+      aCheckpoint('acme', { execution_id: 'exec-1', version: 1, deleted_at: at() }),
+      aCheckpoint('acme', { execution_id: 'exec-1', version: 2, created_at: at(1000) }),
+    ];
     await root.transaction(() => {
       void global.put(['meta', 'schema_version'], 1);
       void global.put(['tenant', 'acme'], { tenant_id: 'acme', name: 'Acme', created_at: at() });
@@ -80,6 +86,12 @@ describe('the LMDB backend', () => {
       void data.put(['acme', 'lease', `report/${budget.budget_id}/proxy-1`], { seq: 3 });
       void data.put(['acme', 'approval', pending.approval_id], pending);
       void data.put(['acme', 'approval', approved.approval_id], approved);
+      for (const c of checkpoints) {
+        void data.put(['acme', 'checkpoint', c.execution_id, c.version], c);
+        void data.put(['acme', 'checkpoint_time', timeId(c)], [c.execution_id, c.version]);
+        void data.put(['acme', 'checkpoint_ref', c.checkpoint_id, c.version], c.execution_id);
+      }
+      void data.put(['acme', 'checkpoint_head', 'exec-1'], 2);
     });
     await root.close();
 
@@ -87,10 +99,11 @@ describe('the LMDB backend', () => {
     try {
       // Version 2 indexes the envelopes found by creation time; 3 stamps report numbers as counted
       // then; 4 gives each envelope's events and each budget's live envelopes a range of their own;
-      // 5 indexes the approvals by status.
+      // 5 indexes the approvals by status; 6 writes checkpoint summaries and the per-execution time
+      // index.
       const migrating = Date.now();
-      expect(applied).toEqual([2, 3, 4, 5]);
-      expect(await storage.schemaVersion()).toBe(5);
+      expect(applied).toEqual([2, 3, 4, 5, 6]);
+      expect(await storage.schemaVersion()).toBe(6);
       expect((await storage.read.approvals.list('acme', { status: 'PENDING' })).items).toEqual([pending]);
       expect((await storage.read.approvals.list('acme', { status: 'APPROVED' })).items).toEqual([approved]);
       const [mark] = await storage.read.leases.reports('acme', budget.budget_id);
@@ -107,6 +120,10 @@ describe('the LMDB backend', () => {
       expect((await r.policies.list('acme')).items).toEqual([policy]);
       expect((await r.events.list('acme', { envelopeId: envelope.envelope_id })).items).toEqual([event]);
       expect((await r.audit.list('acme', { order: 'oldest' })).items).toEqual([audit]);
+      expect((await r.checkpoints.versions('acme', 'exec-1')).items).toEqual([checkpoints[1]]);
+      const byExecution = { executionIds: ['exec-1'], includeDeleted: true };
+      expect((await r.checkpoints.query('acme', byExecution, 'created_at asc')).items).toEqual(checkpoints);
+      expect((await r.checkpoints.query('acme', { tags: {} }, 'created_at desc')).items).toEqual([checkpoints[1]]);
       // Continues the sequences it found: execution ids, events, the audit chain.
       await expect(
         storage.withTransaction((t) =>
@@ -153,7 +170,7 @@ describe('the LMDB backend', () => {
     await root.close();
     const { storage, applied } = await LmdbStorage.open({ path: dir });
     try {
-      expect(applied).toEqual([4, 5]);
+      expect(applied).toEqual([4, 5, 6]);
       for (const [i, envelope] of envelopes.entries()) {
         const { envelope_id: envelopeId, budget_id: budgetId } = envelope;
         expect((await storage.read.events.list('acme', { envelopeId })).items).toEqual([events[i]]);
@@ -470,6 +487,50 @@ describe('the LMDB backend', () => {
         expect(second.items).toHaveLength(1);
         expect(second.nextPageToken).toBeNull();
       }
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('ends a page of checkpoints at FILTER_SCAN_LIMIT summaries read, and reads an execution from its own range', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    try {
+      const count = FILTER_SCAN_LIMIT + 5;
+      const mine = aCheckpoint('acme', { execution_id: 'mine', created_at: at(-1000) });
+      const kept = aCheckpoint('acme', { execution_id: 'gone', created_at: at(-2000) });
+      await storage.withTransaction(async (t) => {
+        await t.checkpoints.insert('acme', mine, 'given');
+        await t.checkpoints.insert('acme', kept, 'given');
+        for (let i = 0; i < count; i++)
+          await t.checkpoints.insert(
+            'acme',
+            aCheckpoint('acme', { execution_id: `other-${i}`, created_at: at(i) }),
+            'given',
+          );
+        for (let v = 2; v <= count; v++)
+          await t.checkpoints.insert(
+            'acme',
+            aCheckpoint('acme', { execution_id: 'gone', version: v, deleted_at: at() }),
+            'given',
+          );
+      });
+      const r = storage.read.checkpoints;
+      const first = await r.query('acme', { tags: { nope: 'x' } }, 'created_at desc', { pageSize: 10 });
+      expect(first.items).toEqual([]);
+      expect(first.nextPageToken).not.toBeNull();
+      const versions = await r.versions('acme', 'gone', { pageSize: 10 });
+      expect(versions.items).toEqual([]);
+      expect(versions.nextPageToken).not.toBeNull();
+      expect(await r.versions('acme', 'gone', { pageSize: 10, pageToken: versions.nextPageToken })).toEqual({
+        items: [kept],
+        nextPageToken: null,
+      });
+      // Past every other execution's checkpoints in the query order, yet found on the first page.
+      expect(await r.query('acme', { executionIds: ['mine'] }, 'created_at desc', { pageSize: 10 })).toEqual({
+        items: [mine],
+        nextPageToken: null,
+      });
     } finally {
       await storage.close();
     }

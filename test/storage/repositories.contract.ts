@@ -6,7 +6,15 @@ import { auditHash, GENESIS } from '../../control-plane/audit/chain.ts';
 import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
 import { collectPages } from '../../control-plane/storage/paging.ts';
 import type { ImmuneDetection } from '../../core/brain/index.ts';
-import type { DetectionFilter, Page, PageRequest, Repositories, Storage } from '../../control-plane/storage/storage.ts';
+import type { Checkpoint } from '../../control-plane/checkpoints/checkpoint.ts';
+import type {
+  CheckpointFilter,
+  DetectionFilter,
+  Page,
+  PageRequest,
+  Repositories,
+  Storage,
+} from '../../control-plane/storage/storage.ts';
 import {
   aBudget,
   aCharge,
@@ -1479,6 +1487,65 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(items.map((x) => x.checkpoint_id)).toEqual([c0, c1, c2, c3]);
         expect(sizes).toEqual([3, 1]);
         expect((await storage.read.checkpoints.query(B, {}, 'created_at desc')).items).toHaveLength(1);
+      });
+      it('walks a query or the versions that match little across more checkpoints than one page reads, each match once', async () => {
+        const count = FILTER_SCAN_LIMIT * 2 + 10;
+        const saved = await tx(async (t) => {
+          const stored = [];
+          for (let i = 0; i < count; i++)
+            stored.push(
+              await t.checkpoints.insert(
+                A,
+                aCheckpoint(A, {
+                  execution_id: `x-${i % 5}`,
+                  // Pairs share a time: the order goes on by version, then execution id.
+                  created_at: at(Math.floor(i / 2) * 1000),
+                  metadata: { ...aCheckpoint(A).metadata, tags: i % 600 === 0 ? { rare: 'y' } : {} },
+                }),
+                'next',
+              ),
+            );
+          return stored;
+        });
+        const oldestFirst = [...saved].sort(
+          (a, b) =>
+            a.created_at.localeCompare(b.created_at) ||
+            a.version - b.version ||
+            a.execution_id.localeCompare(b.execution_id),
+        );
+        const cases: Array<{ filter: CheckpointFilter; keep: (c: Checkpoint) => boolean }> = [
+          { filter: { tags: { rare: 'y' } }, keep: (c: Checkpoint) => Object.hasOwn(c.metadata.tags, 'rare') },
+          {
+            filter: { executionIds: ['x-3', 'x-1', 'x-3'], tags: { rare: 'y' } },
+            keep: (c: Checkpoint) => ['x-1', 'x-3'].includes(c.execution_id) && Object.hasOwn(c.metadata.tags, 'rare'),
+          },
+          { filter: { tags: { nope: 'x' } }, keep: () => false },
+        ];
+        for (const { filter, keep } of cases)
+          for (const order of ['created_at asc', 'created_at desc'] as const) {
+            const { items, sizes } = await walk((p) => storage.read.checkpoints.query(A, filter, order, p), 2);
+            const expected = oldestFirst.filter(keep).map((c) => c.checkpoint_id);
+            expect(items.map((c) => c.checkpoint_id)).toEqual(
+              order === 'created_at asc' ? expected : expected.reverse(),
+            );
+            expect(Math.max(...sizes)).toBeLessThanOrEqual(2);
+          }
+        const two = await walk(
+          (p) => storage.read.checkpoints.query(A, { executionIds: ['x-1', 'x-4'] }, 'created_at asc', p),
+          100,
+        );
+        expect(two.items.map((c) => c.checkpoint_id)).toEqual(
+          oldestFirst.filter((c) => ['x-1', 'x-4'].includes(c.execution_id)).map((c) => c.checkpoint_id),
+        );
+        // Every version of x-0 but its first soft-deleted: the versions list walks past them.
+        await tx((t) => t.checkpoints.delete(A, 'x-0', null, { soft: at() }));
+        await tx((t) => t.checkpoints.insert(A, aCheckpoint(A, { execution_id: 'x-0', version: 1_000_000 }), 'given'));
+        const first = saved.find((c) => c.execution_id === 'x-2' && c.version === 1)!;
+        await tx((t) => t.checkpoints.delete(A, 'x-2', null, { soft: at() }));
+        const versions = await walk((p) => storage.read.checkpoints.versions(A, 'x-0', p), 2);
+        expect(versions.items.map((c) => c.version)).toEqual([1_000_000]);
+        expect((await walk((p) => storage.read.checkpoints.versions(A, 'x-2', p), 2)).items).toEqual([]);
+        expect(await storage.read.checkpoints.get(A, 'x-2', 1)).toEqual({ ...first, deleted_at: at() });
       });
     });
 

@@ -1,5 +1,7 @@
 import type { Envelope } from '../../../core/domain/index.ts';
 import type { Approval } from '../../../core/policy/index.ts';
+import type { Checkpoint } from '../../checkpoints/checkpoint.ts';
+import { indexCheckpoint } from './checkpoints.ts';
 import { REPORT, type ReportMark } from './leases.ts';
 import { envelopeTimeKey } from '../storage.ts';
 import type { StagedView } from './kv.ts';
@@ -80,6 +82,17 @@ export const MIGRATIONS: readonly Migration[] = [
         if (kind !== 'approval' || typeof tenant !== 'string') continue;
         const approval = value as Approval;
         kv.put(layout.nested(tenant, 'approval_status', approval.status), approval.approval_id, true);
+      }
+    },
+  },
+  {
+    version: 6,
+    name: 'checkpoint summaries without data (`checkpoint_summary`) and a time index per execution (`checkpoint_exec_time`)',
+    up: (kv, layout) => {
+      for (const { key, value } of layout.data.getRange()) {
+        const [tenant, kind] = key;
+        if (kind !== 'checkpoint' || typeof tenant !== 'string' || key.length !== 4) continue;
+        indexCheckpoint(kv, layout, tenant, value as Checkpoint);
       }
     },
   },
