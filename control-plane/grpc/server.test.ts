@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { status } from '@grpc/grpc-js';
+import { status, type ServiceDefinition } from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../core/config/load.ts';
@@ -24,6 +24,14 @@ let storage: Storage;
 let healthy = true;
 /** What the slow method saw: whether its signal was aborted when the call ended. */
 const seen: { aborted?: boolean } = {};
+/** How many GetPolicy request messages the server has deserialised. */
+const deserialised = { count: 0 };
+const getPolicy = (definition['svc.policy.v1.PolicyService'] as ServiceDefinition).GetPolicy!;
+const decode = getPolicy.requestDeserialize;
+getPolicy.requestDeserialize = (bytes: Buffer): unknown => {
+  deserialised.count += 1;
+  return decode(bytes);
+};
 
 /** A method this server test does not need: refused as UNIMPLEMENTED after authentication. */
 function unimplemented(method: string): GrpcMethod {
@@ -101,6 +109,19 @@ describe('gRPC server limits', () => {
     const policies = running.clients.client('svc.policy.v1.PolicyService');
     const error = await failure(unary(policies, 'ListPolicies', {}, { key: ROOT, deadlineMs: 100 }));
     expect(error.code).toBe(status.DEADLINE_EXCEEDED);
+  });
+
+  it('refuses a call without a valid credential before reading its message', async () => {
+    const policies = running.clients.client('svc.policy.v1.PolicyService');
+    deserialised.count = 0;
+    for (const key of [null, 'not-a-key-of-this-control-plane']) {
+      const error = await failure(unary(policies, 'GetPolicy', { policy_id: 'p' }, { key }));
+      expect(error.code).toBe(status.UNAUTHENTICATED);
+      expect(statusDetails(error).errorInfo?.reason).toBe('SVC-SYS-9003');
+    }
+    expect(deserialised.count).toBe(0);
+    await unary(policies, 'GetPolicy', { policy_id: 'p' }, { key: ROOT });
+    expect(deserialised.count).toBe(1);
   });
 
   it('refuses a message above the limit with RESOURCE_EXHAUSTED and serves one below it', async () => {

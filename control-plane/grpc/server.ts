@@ -1,7 +1,6 @@
 import {
   Server,
   ServerCredentials,
-  type Metadata,
   type ServerUnaryCall,
   type sendUnaryData,
   type ServiceDefinition,
@@ -17,9 +16,10 @@ import type { RequestRate } from '../auth/request-rate.ts';
 import { requireAdministrator, requireScope } from '../auth/scopes.ts';
 import { requestedTenant, resolveTenant } from '../auth/tenancy.ts';
 import type { Caller } from '../caller.ts';
-import { requestIdOf } from '../observability/request-id.ts';
 import type { Tenants } from '../tenants/tenants.ts';
-import { asGrpcSvcError, toGrpcStatus } from './grpc-error.ts';
+import { authenticateFirst } from './authenticate-first.ts';
+import { firstValue } from './call-metadata.ts';
+import { failedCall } from './call-outcome.ts';
 import { healthService, type HealthProbe } from './health.ts';
 
 /** Who may call a method: a scope of spec 2.8, any platform administrator, or any valid credential. */
@@ -79,25 +79,12 @@ export interface GrpcServer {
   close(graceMs: number): Promise<void>;
 }
 
-function firstValue(metadata: Metadata, key: string): string | undefined {
-  const [value] = metadata.get(key);
-  return typeof value === 'string' ? value : undefined;
-}
-
 function fieldAt(request: GrpcRequest, path: string): string | undefined {
   let value: unknown = request;
   for (const part of path.split('.')) {
     value = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[part] : undefined;
   }
   return typeof value === 'string' && value !== '' ? value : undefined;
-}
-
-/**
- * The client's address of a call: grpc-js gives the peer as `<remote address>:<remote port>`
- * (IPv6 unbracketed, `::1:5000`), so the port is what follows the last colon.
- */
-function peerAddress(peer: string): string {
-  return peer.replace(/:\d+$/, '');
 }
 
 function deadlineOf(call: ServerUnaryCall<unknown, unknown>, defaultTimeoutMs: number, start: number): number {
@@ -109,26 +96,30 @@ function deadlineOf(call: ServerUnaryCall<unknown, unknown>, defaultTimeoutMs: n
 /**
  * The gRPC server: every service of the contracts through `handlers`, the standard health
  * service, and server reflection (both v1 and v1alpha). Each call is authenticated with the REST
- * surface's authenticator (`authorization: Bearer <key>` or `x-api-key`), authorized by scope,
+ * surface's authenticator (`authorization: Bearer <key>` or `x-api-key`) from its metadata before
+ * its message is read (authenticate-first.ts), authorized by scope,
  * its tenant resolved as over REST (`x-tenant-id` for administrators only), bounded by its
  * deadline (the default one when the client set none), logged with its `x-request-id`, and every
  * failure answered as an SVC error with `google.rpc.Status` details.
  */
 export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const { definition, logger } = options;
+  const gate = authenticateFirst(options);
   const server = new Server({
     'grpc.max_receive_message_length': options.maxMessageBytes,
     'grpc.max_send_message_length': options.maxMessageBytes,
+    interceptors: [gate.interceptor],
   });
 
   const unary =
     (rpc: string, method: GrpcMethod) =>
     (call: ServerUnaryCall<GrpcRequest, object>, callback: sendUnaryData<object>): void => {
       const start = Date.now();
-      const requestId = requestIdOf(firstValue(call.metadata, 'x-request-id'));
+      const admission = gate.admissionOf(call.metadata);
+      const requestId = admission?.requestId ?? '';
+      const principalId = admission?.principal.id;
       const controller = new AbortController();
       const deadline = deadlineOf(call, options.defaultTimeoutMs, start);
-      let principalId: string | undefined;
       const expired = new Promise<never>((_resolve, reject) => {
         const timer = setTimeout(
           () => {
@@ -142,15 +133,9 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
       expired.catch(() => undefined);
       call.on('cancelled', () => controller.abort());
       const work = (async () => {
-        const principal = await options.authenticator.authenticate(
-          {
-            authorization: firstValue(call.metadata, 'authorization'),
-            'x-api-key': firstValue(call.metadata, 'x-api-key'),
-          },
-          peerAddress(call.getPeer()),
-        );
-        principalId = principal.id;
-        await options.requestRate.take(principal);
+        // Every call of the contracts' services passes the gate; one that did not is refused.
+        if (admission === undefined) throw new SvcError('SVC-SYS-9003', 'call was not authenticated');
+        const { principal } = admission;
         if (method.access === 'administrator') requireAdministrator(principal);
         else if (method.access !== 'authenticated') requireScope(principal, method.access);
         const tenant = await resolveTenant(
@@ -175,12 +160,8 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
         },
         (error: unknown) => {
           controller.abort();
-          const svc = asGrpcSvcError(error);
-          const line = { request_id: requestId, rpc, code: svc.code, ms: Date.now() - start, principal: principalId };
-          // What the caller is not told is logged under its request id.
-          if (svc.code === 'SVC-SYS-9007') logger.error({ ...line, err: error }, 'rpc failed');
-          else logger.info(line, 'rpc');
-          callback(toGrpcStatus(svc, requestId, options.documentationBase()));
+          const line = { request_id: requestId, rpc, ms: Date.now() - start, principal: principalId };
+          callback(failedCall(error, line, logger, options.documentationBase()));
         },
       );
     };

@@ -1,0 +1,80 @@
+import { ServerInterceptingCall, type Metadata, type ServerInterceptor } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { Principal } from '../../core/domain/index.ts';
+import type { DocumentationBase } from '../../core/errors/index.ts';
+import type { Authenticator } from '../auth/authenticator.ts';
+import type { RequestRate } from '../auth/request-rate.ts';
+import { requestIdOf } from '../observability/request-id.ts';
+import { firstValue, peerAddress } from './call-metadata.ts';
+import { failedCall } from './call-outcome.ts';
+
+/** Who a call's metadata was admitted as, under which request id. */
+export interface Admission {
+  principal: Principal;
+  requestId: string;
+}
+
+export interface CallGate {
+  interceptor: ServerInterceptor;
+  /** The admission of a call whose metadata the interceptor let through. */
+  admissionOf(metadata: Metadata): Admission | undefined;
+}
+
+export interface CallGateOptions {
+  authenticator: Authenticator;
+  /** Shared with REST: a caller has one limit whichever way it calls. */
+  requestRate: RequestRate;
+  logger: Logger;
+  documentationBase: DocumentationBase;
+}
+
+/**
+ * A server interceptor that authenticates a call of the contracts' services (`/svc.…`) from its
+ * metadata and takes its request-rate token before a byte of its message is read: grpc-js reads
+ * and deserialises the message only once the metadata is passed on, so a caller without a valid
+ * credential, or over its rate, costs no decompression or decoding. Health and reflection pass
+ * untouched.
+ */
+export function authenticateFirst(options: CallGateOptions): CallGate {
+  const admitted = new WeakMap<Metadata, Admission>();
+  const interceptor: ServerInterceptor = (method, call) => {
+    if (!method.path.startsWith('/svc.')) return new ServerInterceptingCall(call);
+    const start = Date.now();
+    let ended = false;
+    let requestId = '';
+    let principalId: string | undefined;
+    const refuse = (error: unknown): void => {
+      if (ended) return;
+      ended = true;
+      const line = { request_id: requestId, rpc: method.path, ms: Date.now() - start, principal: principalId };
+      call.sendStatus(failedCall(error, line, options.logger, options.documentationBase()));
+    };
+    return new ServerInterceptingCall(call, {
+      start: (next) => {
+        next({
+          onReceiveMetadata: (metadata, passOn) => {
+            requestId = requestIdOf(firstValue(metadata, 'x-request-id'));
+            const credentials = {
+              authorization: firstValue(metadata, 'authorization'),
+              'x-api-key': firstValue(metadata, 'x-api-key'),
+            };
+            options.authenticator
+              .authenticate(credentials, peerAddress(call.getPeer()))
+              .then(async (principal) => {
+                principalId = principal.id;
+                await options.requestRate.take(principal);
+                if (ended) return;
+                admitted.set(metadata, { principal, requestId });
+                passOn(metadata);
+              })
+              .catch(refuse);
+          },
+          onCancel: () => {
+            ended = true;
+          },
+        });
+      },
+    });
+  };
+  return { interceptor, admissionOf: (metadata) => admitted.get(metadata) };
+}
