@@ -1,7 +1,7 @@
 import { ServerInterceptingCall, type Metadata, type ServerInterceptor } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Principal } from '../../core/domain/index.ts';
-import type { DocumentationBase } from '../../core/errors/index.ts';
+import { SvcError, type DocumentationBase } from '../../core/errors/index.ts';
 import type { Authenticator } from '../auth/authenticator.ts';
 import type { RequestRate } from '../auth/request-rate.ts';
 import { requestIdOf } from '../observability/request-id.ts';
@@ -26,14 +26,17 @@ export interface CallGateOptions {
   requestRate: RequestRate;
   logger: Logger;
   documentationBase: DocumentationBase;
+  /** How long a call may take to be admitted and to send its whole request message. */
+  receiveTimeoutMs: number;
 }
 
 /**
  * A server interceptor that authenticates a call of the contracts' services (`/svc.…`) from its
  * metadata and takes its request-rate token before a byte of its message is read: grpc-js reads
  * and deserialises the message only once the metadata is passed on, so a caller without a valid
- * credential, or over its rate, costs no decompression or decoding. Health and reflection pass
- * untouched.
+ * credential, or over its rate, costs no decompression or decoding. A call that is not admitted
+ * and sent whole within `receiveTimeoutMs` is ended with SVC-SYS-9010, so a message left
+ * half-sent does not hold its buffer. Health and reflection pass untouched.
  */
 export function authenticateFirst(options: CallGateOptions): CallGate {
   const admitted = new WeakMap<Metadata, Admission>();
@@ -41,11 +44,13 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
     if (!method.path.startsWith('/svc.')) return new ServerInterceptingCall(call);
     const start = Date.now();
     let ended = false;
+    let timer: NodeJS.Timeout | undefined;
     let requestId = '';
     let principalId: string | undefined;
     const refuse = (error: unknown): void => {
       if (ended) return;
       ended = true;
+      clearTimeout(timer);
       const line = { request_id: requestId, rpc: method.path, ms: Date.now() - start, principal: principalId };
       call.sendStatus(failedCall(error, line, options.logger, options.documentationBase()));
     };
@@ -54,6 +59,13 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
         next({
           onReceiveMetadata: (metadata, passOn) => {
             requestId = requestIdOf(firstValue(metadata, 'x-request-id'));
+            timer = setTimeout(
+              () =>
+                refuse(
+                  new SvcError('SVC-SYS-9010', `request not received within ${String(options.receiveTimeoutMs)} ms`),
+                ),
+              options.receiveTimeoutMs,
+            );
             const credentials = {
               authorization: firstValue(metadata, 'authorization'),
               'x-api-key': firstValue(metadata, 'x-api-key'),
@@ -69,8 +81,13 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
               })
               .catch(refuse);
           },
+          onReceiveMessage: (message, passOn) => {
+            clearTimeout(timer);
+            if (!ended) passOn(message);
+          },
           onCancel: () => {
             ended = true;
+            clearTimeout(timer);
           },
         });
       },

@@ -1,4 +1,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import {
+  connect,
+  constants,
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  type IncomingHttpHeaders,
+} from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { status, type ServiceDefinition } from '@grpc/grpc-js';
@@ -79,11 +86,55 @@ async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: numbe
     ...options,
   });
   const port = await server.listen('127.0.0.1', 0);
-  return { server, clients: clientsFor(definition, `127.0.0.1:${String(port)}`) };
+  return { server, port, clients: clientsFor(definition, `127.0.0.1:${String(port)}`) };
+}
+
+/** A GetPolicy stream whose message declares 4,000 bytes and sends 100 of them, never ending. */
+function halfSentMessage(session: ClientHttp2Session, metadata: Record<string, string>): ClientHttp2Stream {
+  const stream = session.request(
+    {
+      ':method': 'POST',
+      ':path': '/svc.policy.v1.PolicyService/GetPolicy',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      ...metadata,
+    },
+    { endStream: false },
+  );
+  stream.on('error', () => undefined);
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(4_000, 1);
+  stream.write(Buffer.concat([prefix, Buffer.alloc(100, 1)]));
+  return stream;
+}
+
+interface StreamEnd {
+  rstCode: number | undefined;
+  grpcStatus: string | undefined;
+  svcCode: string | undefined;
+}
+
+/** How the server answered a stream: its gRPC status (headers or trailers), or its reset code. */
+function ending(stream: ClientHttp2Stream): Promise<StreamEnd> {
+  const end: StreamEnd = { rstCode: undefined, grpcStatus: undefined, svcCode: undefined };
+  stream.resume();
+  return new Promise((resolve) => {
+    const read = (headers: IncomingHttpHeaders) => {
+      end.grpcStatus = headers['grpc-status'] as string | undefined;
+      end.svcCode = headers['svc-code'] as string | undefined;
+      if (end.grpcStatus !== undefined) resolve(end);
+    };
+    stream.on('response', read);
+    stream.on('trailers', read);
+    stream.on('close', () => {
+      end.rstCode = stream.rstCode;
+      resolve(end);
+    });
+  });
 }
 
 describe('gRPC server limits', () => {
-  let running: { server: GrpcServer; clients: Clients };
+  let running: { server: GrpcServer; port: number; clients: Clients };
   beforeAll(async () => {
     storage = await openStorage(loadConfig({}, { data_dir: dir, log_level: 'silent' }), pino({ level: 'silent' }));
     running = await serve({ defaultTimeoutMs: 300, maxMessageBytes: 4096 });
@@ -122,6 +173,33 @@ describe('gRPC server limits', () => {
     expect(deserialised.count).toBe(0);
     await unary(policies, 'GetPolicy', { policy_id: 'p' }, { key: ROOT });
     expect(deserialised.count).toBe(1);
+  });
+
+  it('refuses a stream past 100 on one connection, and answers unauthenticated streams without reading their message', async () => {
+    // Node's client keeps to 100 streams until the server's settings arrive; an attacker's need not.
+    const session = connect(`http://127.0.0.1:${String(running.port)}`, { peerMaxConcurrentStreams: 1_000 });
+    try {
+      // Opened at once, before the server's settings are known.
+      const streams = Array.from({ length: 101 }, () => halfSentMessage(session, {}));
+      const ends = await Promise.all(streams.map(ending));
+      expect(ends.filter((end) => end.rstCode === constants.NGHTTP2_REFUSED_STREAM)).toHaveLength(1);
+      expect(ends.filter((end) => end.grpcStatus === String(status.UNAUTHENTICATED))).toHaveLength(100);
+    } finally {
+      session.destroy();
+    }
+  });
+
+  it('ends an authenticated call whose message never completes at the default deadline', async () => {
+    const session = connect(`http://127.0.0.1:${String(running.port)}`);
+    try {
+      const started = Date.now();
+      const end = await ending(halfSentMessage(session, { authorization: `Bearer ${ROOT}` }));
+      expect(end.grpcStatus).toBe(String(status.DEADLINE_EXCEEDED));
+      expect(end.svcCode).toBe('SVC-SYS-9010');
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    } finally {
+      session.destroy();
+    }
   });
 
   it('refuses a message above the limit with RESOURCE_EXHAUSTED and serves one below it', async () => {

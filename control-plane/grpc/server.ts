@@ -94,6 +94,21 @@ function deadlineOf(call: ServerUnaryCall<unknown, unknown>, defaultTimeoutMs: n
 }
 
 /**
+ * What one HTTP/2 connection may hold (docs/grpc.md, Limits): grpc-js sets none of these by
+ * default, so one connection could open streams without end and keep them for ever.
+ */
+export const CONNECTION_LIMITS = {
+  /** Streams open at once; one more is refused with REFUSED_STREAM. */
+  'grpc.max_concurrent_streams': 100,
+  /** Megabytes the HTTP/2 session may buffer (frames, headers, queued writes) before it is closed. */
+  'grpc-node.max_session_memory': 64,
+  /** A connection with no call open for this long is closed. */
+  'grpc.max_connection_idle_ms': 5 * 60_000,
+  /** A connection is closed (after GOAWAY) at this age, so no one holds one for ever. */
+  'grpc.max_connection_age_ms': 60 * 60_000,
+} as const;
+
+/**
  * The gRPC server: every service of the contracts through `handlers`, the standard health
  * service, and server reflection (both v1 and v1alpha). Each call is authenticated with the REST
  * surface's authenticator (`authorization: Bearer <key>` or `x-api-key`) from its metadata before
@@ -104,10 +119,13 @@ function deadlineOf(call: ServerUnaryCall<unknown, unknown>, defaultTimeoutMs: n
  */
 export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const { definition, logger } = options;
-  const gate = authenticateFirst(options);
+  const gate = authenticateFirst({ ...options, receiveTimeoutMs: options.defaultTimeoutMs });
   const server = new Server({
     'grpc.max_receive_message_length': options.maxMessageBytes,
     'grpc.max_send_message_length': options.maxMessageBytes,
+    ...CONNECTION_LIMITS,
+    // Calls in flight when a connection reaches its age may still finish within their deadline.
+    'grpc.max_connection_age_grace_ms': options.defaultTimeoutMs,
     interceptors: [gate.interceptor],
   });
 
