@@ -1,5 +1,7 @@
 import type { PackageDefinition } from '@grpc/proto-loader';
 import { z } from 'zod';
+import { jsonExcess, MAX_JSON_VALUES, MAX_METADATA_DEPTH, parsedChildren } from '../../core/domain/index.ts';
+import { TOO_LARGE } from '../../core/errors/index.ts';
 
 /**
  * The proto3 JSON mapping of the contracts' messages, read from the loaded descriptors: zod
@@ -68,10 +70,24 @@ function jsonFromStruct(struct: unknown): Record<string, unknown> {
   return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, jsonFromValue(v)]));
 }
 
+/**
+ * Refuses free-form JSON with more values than MAX_JSON_VALUES (413) or nested deeper than
+ * MAX_METADATA_DEPTH (400) before it is converted value by value to the protobuf form: the
+ * conversion, encoding and decoding of a 1 MiB body of small values had held the event loop for
+ * seconds, and a deep one overflowed the stack.
+ */
+function boundedJson(value: unknown, context: z.RefinementCtx): void {
+  const excess = jsonExcess(value, parsedChildren, MAX_JSON_VALUES, MAX_METADATA_DEPTH);
+  if (excess === 'values')
+    context.addIssue({ code: 'custom', message: `holds more than ${MAX_JSON_VALUES} values`, params: TOO_LARGE });
+  if (excess === 'depth')
+    context.addIssue({ code: 'custom', message: `must nest at most ${MAX_METADATA_DEPTH} levels deep` });
+}
+
 const WELL_KNOWN_INPUT: Record<string, () => z.ZodType> = {
   'google.protobuf.Timestamp': () => z.iso.datetime({ offset: true }).transform(timestampFromIso),
-  'google.protobuf.Struct': () => z.record(z.string(), z.unknown()).transform(structFromJson),
-  'google.protobuf.Value': () => z.unknown().transform(valueFromJson),
+  'google.protobuf.Struct': () => z.record(z.string(), z.unknown()).superRefine(boundedJson).transform(structFromJson),
+  'google.protobuf.Value': () => z.unknown().superRefine(boundedJson).transform(valueFromJson),
   'google.protobuf.FieldMask': () =>
     z
       .string()

@@ -28,6 +28,13 @@ export const MAX_PATH_ID_LENGTH = 100;
 export const MAX_LIST_ITEMS = 100;
 /** Free-form JSON (metadata, event payloads): nesting levels, the record itself being the first. */
 export const MAX_METADATA_DEPTH = 32;
+/**
+ * Values in one free-form JSON field of a request (checkpoint data, context updates), every
+ * array, object and scalar counted. Converting JSON to google.protobuf.Struct and back costs per
+ * value, and the protobuf form of a small value is several times its JSON: at this bound a field
+ * of 1 MiB as JSON stays under 4 MiB as protobuf, so what is stored can be read back over gRPC.
+ */
+export const MAX_JSON_VALUES = 100_000;
 
 export const CountSchema = z.number().int().nonnegative().max(MAX_COUNT);
 export const UsdSchema = z.number().nonnegative().max(MAX_USD);

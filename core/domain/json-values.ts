@@ -5,7 +5,8 @@
 
 /** Whether objects and arrays in `value` nest at most `max` levels, `value` being the first. */
 export function nestsWithin(value: unknown, max: number): boolean {
-  // Only objects and arrays are queued: a record's scalars, nearly all it holds, cost no entry.
+  // Every record staged for LMDB is checked: only objects and arrays are queued, so a record's
+  // scalars, nearly all it holds, cost no entry (`jsonExcess` below counts them as well).
   const pending: Array<[object, number]> = typeof value === 'object' && value !== null ? [[value, 1]] : [];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     const [node, depth] = next;
@@ -15,6 +16,39 @@ export function nestsWithin(value: unknown, max: number): boolean {
     }
   }
   return true;
+}
+
+/** What a JSON value exceeds first of the bounds given: its count of values or its nesting. */
+export type JsonExcess = 'values' | 'depth';
+
+/**
+ * Whether `root` holds more than `maxValues` values or nests deeper than `maxDepth` (`root`
+ * being the first level), for any tree form of JSON: `children` gives a node's children, or
+ * undefined for a scalar. Stops at the first excess, so its cost is bounded by the limits.
+ */
+export function jsonExcess(
+  root: unknown,
+  children: (node: unknown) => unknown[] | undefined,
+  maxValues: number,
+  maxDepth: number,
+): JsonExcess | undefined {
+  let values = 1;
+  const pending: Array<[unknown, number]> = [[root, 1]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [node, depth] = next;
+    const below = children(node);
+    if (below === undefined) continue;
+    if (depth > maxDepth) return 'depth';
+    values += below.length;
+    if (values > maxValues) return 'values';
+    for (const child of below) pending.push([child, depth + 1]);
+  }
+  return undefined;
+}
+
+/** The children of a value as JSON.parse gives it. */
+export function parsedChildren(node: unknown): unknown[] | undefined {
+  return typeof node === 'object' && node !== null ? Object.values(node) : undefined;
 }
 
 /**

@@ -9,15 +9,22 @@ export function fieldViolations(error: z.ZodError): FieldViolation[] {
   }));
 }
 
-/** Parses `input` with `schema`, or throws SVC-SYS-9002 naming every offending field. */
+/** A custom zod issue's `params` that make the refusal 413 SVC-SYS-9009 rather than 400. */
+export const TOO_LARGE = { svc: 'SVC-SYS-9009' } as const;
+
+/**
+ * Parses `input` with `schema`, or throws SVC-SYS-9002 naming every offending field; SVC-SYS-9009
+ * naming those too large when an issue says so (`params: TOO_LARGE`).
+ */
 export function parseOrThrow<T extends z.ZodType>(schema: T, input: unknown, what = 'request'): z.output<T> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
+  const large = result.error.issues.some((issue) => issue.code === 'custom' && issue.params?.svc === TOO_LARGE.svc);
   const violations = fieldViolations(result.error);
   const fields = violations.map((v) => v.field).join(', ');
   throw new SvcError(
-    'SVC-SYS-9002',
-    `invalid ${what}: ${violations.map((v) => `${v.field}: ${v.description}`).join('; ')}`,
+    large ? 'SVC-SYS-9009' : 'SVC-SYS-9002',
+    `${large ? 'payload too large' : `invalid ${what}`}: ${violations.map((v) => `${v.field}: ${v.description}`).join('; ')}`,
     { fields },
     violations,
   );

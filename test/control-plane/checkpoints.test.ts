@@ -1,6 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
+import { MAX_JSON_VALUES, MAX_METADATA_DEPTH } from '../../core/domain/index.ts';
 import {
   eventually,
   expectSvcError,
@@ -366,6 +367,51 @@ describe('checkpoints over the transcoded REST routes', () => {
     expectSvcError(await cp.call('GET', '/v1/checkpoints/no-such', { key: acme }), 404, 'SVC-SYS-9006');
     expectSvcError(await cp.call('GET', '/v1/checkpoints/exec-rest/versions/99', { key: acme }), 404, 'SVC-SYS-9006');
     expectSvcError(await cp.call('DELETE', '/v1/checkpoints/no-such', { key: acme }), 404, 'SVC-SYS-9006');
+  });
+});
+
+/** The fields a refusal names. */
+function violated(details: unknown): string[] {
+  return (details as { field_violations: Array<{ field: string }> }).field_violations.map((v) => v.field);
+}
+
+describe('free-form JSON is bounded before it is converted', () => {
+  const many = `[${Array(MAX_JSON_VALUES).fill('[]').join(',')}]`;
+  const deep = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+
+  it('refuses too many values with 413 and too deep a nesting with 400, naming the field, over REST', async () => {
+    const context = (raw: string) => cp.call('PUT', '/v1/executions/bounded/context', { key: acme, raw });
+    const wide = expectSvcError(await context(`{"updates":{"a":${many}}}`), 413, 'SVC-SYS-9009');
+    expect(violated(wide.details)).toEqual(['updates']);
+    for (const depth of [MAX_METADATA_DEPTH, 60, 5_000]) {
+      const refused = expectSvcError(await context(`{"updates":{"a":${deep(depth)}}}`), 400, 'SVC-SYS-9002');
+      expect(violated(refused.details)).toEqual(['updates']);
+    }
+    expect((await context(`{"updates":{"a":${deep(MAX_METADATA_DEPTH - 1)}}}`)).status).toBe(200);
+    const saved = await cp.call('POST', '/v1/checkpoints', {
+      key: acme,
+      raw: `{"checkpoint":{"envelope_id":"${envelopeId}","execution_id":"bounded","version":1,"data":{"a":${many}}}}`,
+    });
+    expect(violated(expectSvcError(saved, 413, 'SVC-SYS-9009').details)).toEqual(['checkpoint.data']);
+  });
+
+  it('refuses the same over gRPC, naming the field', async () => {
+    const lists = Array.from({ length: MAX_JSON_VALUES }, () => ({ listValue: { values: [] } }));
+    const wide = await failure(
+      call('UpdateExecutionContext', {
+        execution_id: 'bounded',
+        updates: { fields: { a: { listValue: { values: lists } } } },
+      }),
+    );
+    expect(wide.code, wide.details).toBe(status.OUT_OF_RANGE);
+    expect(statusDetails(wide).errorInfo?.reason).toBe('SVC-SYS-9009');
+    expect(statusDetails(wide).badRequest?.fieldViolations.map((v) => v.field)).toEqual(['updates']);
+    let value: object = { listValue: { values: [] } };
+    for (let depth = 1; depth < 40; depth++) value = { listValue: { values: [value] } };
+    const data = { fields: { a: value } };
+    const deepCall = await failure(call('SaveCheckpoint', { checkpoint: checkpoint('bounded', { version: 1, data }) }));
+    expect(deepCall.code).toBe(status.INVALID_ARGUMENT);
+    expect(statusDetails(deepCall).badRequest?.fieldViolations.map((v) => v.field)).toEqual(['checkpoint.data']);
   });
 });
 

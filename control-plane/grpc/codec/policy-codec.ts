@@ -98,7 +98,7 @@ function ruleInput(rule: Message, at: string) {
     const canonical = OPERATOR_BY_GRPC.get(operator) as Operator;
     if (type !== undefined && type !== CONDITION_TYPE[canonical])
       throw invalidField(`${where}.condition_type`, `${operator} is a ${CONDITION_TYPE[canonical]} condition`);
-    const values = (condition.values as unknown[]).map(fromValue);
+    const values = (condition.values as unknown[]).map((value, j) => fromValue(value, `${where}.values.${j}`));
     if (!LIST_OPERATORS.has(operator) && values.length !== 1)
       throw invalidField(`${where}.values`, `${operator} takes exactly one value`);
     return { field: condition.field, operator, value: LIST_OPERATORS.has(operator) ? values : values[0] };

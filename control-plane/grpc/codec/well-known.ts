@@ -1,4 +1,4 @@
-import { PathIdSchema } from '../../../core/domain/index.ts';
+import { jsonExcess, MAX_JSON_VALUES, MAX_METADATA_DEPTH, PathIdSchema } from '../../../core/domain/index.ts';
 import { SvcError } from '../../../core/errors/index.ts';
 
 /** google.protobuf.Timestamp as @grpc/proto-loader gives and takes it (seconds as a string). */
@@ -47,17 +47,54 @@ export function toStruct(object: Record<string, unknown>): { fields: Record<stri
   return { fields: Object.fromEntries(Object.entries(object).map(([key, value]) => [key, toValue(value)])) };
 }
 
-export function fromValue(value: unknown): unknown {
+/** Which member of a google.protobuf.Value is set. */
+function kindOf(v: ProtoValue): string | undefined {
+  // `kind` names the member set when proto-loader decoded the value; a value made here has none.
+  return typeof v.kind === 'string'
+    ? v.kind
+    : ['numberValue', 'stringValue', 'boolValue', 'listValue', 'structValue'].find(
+        (key) => v[key] !== undefined && v[key] !== null,
+      );
+}
+
+function fieldsOf(struct: unknown): Record<string, unknown> {
+  return (struct as { fields?: Record<string, unknown> } | null)?.fields ?? {};
+}
+
+/** The children of a Struct (its fields) or of a Value (a list's items, a struct's fields). */
+function protoChildren(node: unknown): unknown[] | undefined {
+  if (typeof node !== 'object' || node === null) return undefined;
+  const v = node as ProtoValue;
+  if ('fields' in v) return Object.values(fieldsOf(v));
+  const kind = kindOf(v);
+  if (kind === 'structValue') return Object.values(fieldsOf(v.structValue));
+  if (kind === 'listValue') return (v.listValue as { values?: unknown[] } | null)?.values ?? [];
+  return undefined;
+}
+
+/**
+ * Refuses a Struct or Value of more than MAX_JSON_VALUES values (SVC-SYS-9009) or nested deeper
+ * than MAX_METADATA_DEPTH (SVC-SYS-9002), naming `field`, before it is converted: the
+ * conversion recurses and costs per value.
+ */
+function checkBounded(value: unknown, field: string): void {
+  const excess = jsonExcess(value, protoChildren, MAX_JSON_VALUES, MAX_METADATA_DEPTH);
+  if (excess === 'depth') throw invalidField(field, `must nest at most ${MAX_METADATA_DEPTH} levels deep`);
+  if (excess === 'values') {
+    const description = `holds more than ${MAX_JSON_VALUES} values`;
+    throw new SvcError(
+      'SVC-SYS-9009',
+      `payload too large: ${field} ${description}`,
+      { field, limit: MAX_JSON_VALUES },
+      [{ field, description }],
+    );
+  }
+}
+
+function jsonOfValue(value: unknown): unknown {
   if (value === null || value === undefined) return null;
   const v = value as ProtoValue;
-  // `kind` names the member set when proto-loader decoded the value; a value made here has none.
-  const kind =
-    typeof v.kind === 'string'
-      ? v.kind
-      : ['numberValue', 'stringValue', 'boolValue', 'listValue', 'structValue'].find(
-          (key) => v[key] !== undefined && v[key] !== null,
-        );
-  switch (kind) {
+  switch (kindOf(v)) {
     case 'numberValue':
       return v.numberValue;
     case 'stringValue':
@@ -65,17 +102,28 @@ export function fromValue(value: unknown): unknown {
     case 'boolValue':
       return v.boolValue;
     case 'listValue':
-      return ((v.listValue as { values?: unknown[] } | null)?.values ?? []).map(fromValue);
+      return ((v.listValue as { values?: unknown[] } | null)?.values ?? []).map(jsonOfValue);
     case 'structValue':
-      return fromStruct(v.structValue);
+      return jsonOfStruct(v.structValue);
     default:
       return null;
   }
 }
 
-export function fromStruct(struct: unknown): Record<string, unknown> {
-  const fields = (struct as { fields?: Record<string, unknown> } | null)?.fields ?? {};
-  return Object.fromEntries(Object.entries(fields).map(([key, value]) => [key, fromValue(value)]));
+function jsonOfStruct(struct: unknown): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(fieldsOf(struct)).map(([key, value]) => [key, jsonOfValue(value)]));
+}
+
+/** A request's google.protobuf.Value as JSON; `field` names it when it is too large or deep. */
+export function fromValue(value: unknown, field: string): unknown {
+  checkBounded(value, field);
+  return jsonOfValue(value);
+}
+
+/** A request's google.protobuf.Struct as JSON; `field` names it when it is too large or deep. */
+export function fromStruct(struct: unknown, field: string): Record<string, unknown> {
+  checkBounded(struct, field);
+  return jsonOfStruct(struct);
 }
 
 /** A proto3 string where empty means absent. */

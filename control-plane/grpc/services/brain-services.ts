@@ -33,7 +33,7 @@ export function semanticJudgeService(judges: JudgeSelector): GrpcServiceHandlers
       access: 'policies:read',
       tenantField: 'tenant_id',
       handle: async (request, { caller }) => {
-        const toolArgs = request.tool_args === null ? undefined : fromValue(request.tool_args);
+        const toolArgs = request.tool_args === null ? undefined : fromValue(request.tool_args, 'tool_args');
         const examples = request.examples as string[];
         const counterExamples = request.counter_examples as string[];
         const parsed = parseOrThrow(SemanticJudgeRequestSchema, {
@@ -41,7 +41,7 @@ export function semanticJudgeService(judges: JudgeSelector): GrpcServiceHandlers
           intent: request.intent,
           ...(present(request.tool_name) === undefined ? {} : { tool_name: request.tool_name }),
           ...(toolArgs === undefined || toolArgs === null ? {} : { tool_args: toolArgs }),
-          context: request.context === null ? {} : fromStruct(request.context),
+          context: request.context === null ? {} : fromStruct(request.context, 'context'),
           // proto3 `optional`: unset leaves the REST default.
           ...(typeof request.min_confidence === 'number' ? { min_confidence: request.min_confidence } : {}),
           ...(present(request.description) === undefined ? {} : { description: request.description }),

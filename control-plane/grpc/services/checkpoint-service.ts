@@ -107,7 +107,10 @@ function saveInput(request: GrpcRequest) {
           cost_snapshot_usd: metadata.cost_snapshot_usd ?? 0,
           tags: metadata.tags ?? {},
         },
-        data: checkpoint.data === null || checkpoint.data === undefined ? undefined : fromStruct(checkpoint.data),
+        data:
+          checkpoint.data === null || checkpoint.data === undefined
+            ? undefined
+            : fromStruct(checkpoint.data, 'checkpoint.data'),
       },
       auto_version: request.auto_version,
       max_versions: request.max_versions,
@@ -255,7 +258,7 @@ export function checkpointService(checkpoints: Checkpoints, contexts: ExecutionC
           UpdateExecutionContextInputSchema,
           {
             execution_id: requiredId(request, 'execution_id'),
-            updates: fromStruct(request.updates),
+            updates: fromStruct(request.updates, 'updates'),
             delete_keys: request.delete_keys,
             expected_version: optionalNumber(request.expected_version),
             merge_strategy: enumValue(request.merge_strategy, 'MERGE_STRATEGY_') ?? 'LAST_WRITE_WINS',
