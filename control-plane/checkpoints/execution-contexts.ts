@@ -1,4 +1,5 @@
-import { SvcError } from '../../core/errors/index.ts';
+import { jsonExcess, MAX_JSON_VALUES, parsedChildren } from '../../core/domain/index.ts';
+import { SvcError, tooManyValues } from '../../core/errors/index.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { actorOf, type Caller } from '../caller.ts';
 import type { EffectDispatcher } from '../effects/dispatcher.ts';
@@ -96,6 +97,10 @@ export class ExecutionContexts {
         const values = applyUpdate(stored.values, input.updates, input.delete_keys, strategy);
         const size = jsonBytes(values);
         if (size > MAX_CONTEXT_BYTES) throw tooLarge('updates', size, MAX_CONTEXT_BYTES);
+        // Each update is bounded, but the merged context must be too, or it could no longer be
+        // read over gRPC (docs/grpc.md, Free-form JSON).
+        if (jsonExcess(values, parsedChildren, MAX_JSON_VALUES, Infinity) !== undefined)
+          throw tooManyValues('updates', MAX_JSON_VALUES);
         const next: ExecutionContext = {
           execution_id: executionId,
           tenant_id: caller.tenant,

@@ -29,3 +29,11 @@ export function parseOrThrow<T extends z.ZodType>(schema: T, input: unknown, wha
     violations,
   );
 }
+
+/** SVC-SYS-9009: free-form JSON holding more values than `limit`, naming the field. */
+export function tooManyValues(field: string, limit: number): SvcError {
+  const description = `holds more than ${limit} values`;
+  return new SvcError('SVC-SYS-9009', `payload too large: ${field} ${description}`, { field, limit }, [
+    { field, description },
+  ]);
+}

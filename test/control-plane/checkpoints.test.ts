@@ -395,6 +395,42 @@ describe('free-form JSON is bounded before it is converted', () => {
     expect(violated(expectSvcError(saved, 413, 'SVC-SYS-9009').details)).toEqual(['checkpoint.data']);
   });
 
+  it('keeps what it stores readable over gRPC, within its 4 MiB message limit', async () => {
+    const save = (executionId: string, data: string) =>
+      cp.call('POST', '/v1/checkpoints', {
+        key: acme,
+        raw: `{"checkpoint":{"envelope_id":"${envelopeId}","execution_id":"${executionId}","version":1,"data":${data}}}`,
+      });
+    // 1 MiB of small numbers as JSON is over 5 MiB as protobuf: refused rather than stored unreadable.
+    const small = expectSvcError(
+      await save('readable', `{"a":[${Array(500_000).fill('0').join(',')}]}`),
+      413,
+      'SVC-SYS-9009',
+    );
+    expect(violated(small.details)).toEqual(['checkpoint.data']);
+    // The most values allowed, each a number (the largest ratio of protobuf to JSON), and text up to the body limit.
+    const numbers = Array(MAX_JSON_VALUES - 3)
+      .fill('1')
+      .join(',');
+    const text = 'x'.repeat(1024 * 1024 - numbers.length - 200);
+    const stored = await save('readable', `{"a":[${numbers}],"b":"${text}"}`);
+    expect(stored.status, JSON.stringify(stored.body).slice(0, 300)).toBe(200);
+    const read = await call('GetCheckpoint', { checkpoint_id: stored.body.checkpoint_id });
+    expect(read.checkpoint.data.fields.a.listValue.values).toHaveLength(MAX_JSON_VALUES - 3);
+  });
+
+  it('refuses a context update that would make the stored context hold too many values', async () => {
+    const half = `[${Array(MAX_JSON_VALUES / 2 + 10)
+      .fill('1')
+      .join(',')}]`;
+    const update = (key: string) =>
+      cp.call('PUT', '/v1/executions/accumulating/context', { key: acme, raw: `{"updates":{"${key}":${half}}}` });
+    expect((await update('a')).status).toBe(200);
+    expect(violated(expectSvcError(await update('b'), 413, 'SVC-SYS-9009').details)).toEqual(['updates']);
+    const read = await call('GetExecutionContext', { execution_id: 'accumulating' });
+    expect(Object.keys(read.context.values.fields)).toEqual(['a']);
+  });
+
   it('refuses the same over gRPC, naming the field', async () => {
     const lists = Array.from({ length: MAX_JSON_VALUES }, () => ({ listValue: { values: [] } }));
     const wide = await failure(

@@ -1,5 +1,5 @@
 import { jsonExcess, MAX_JSON_VALUES, MAX_METADATA_DEPTH, PathIdSchema } from '../../../core/domain/index.ts';
-import { SvcError } from '../../../core/errors/index.ts';
+import { SvcError, tooManyValues } from '../../../core/errors/index.ts';
 
 /** google.protobuf.Timestamp as @grpc/proto-loader gives and takes it (seconds as a string). */
 export interface Timestamp {
@@ -80,15 +80,7 @@ function protoChildren(node: unknown): unknown[] | undefined {
 function checkBounded(value: unknown, field: string): void {
   const excess = jsonExcess(value, protoChildren, MAX_JSON_VALUES, MAX_METADATA_DEPTH);
   if (excess === 'depth') throw invalidField(field, `must nest at most ${MAX_METADATA_DEPTH} levels deep`);
-  if (excess === 'values') {
-    const description = `holds more than ${MAX_JSON_VALUES} values`;
-    throw new SvcError(
-      'SVC-SYS-9009',
-      `payload too large: ${field} ${description}`,
-      { field, limit: MAX_JSON_VALUES },
-      [{ field, description }],
-    );
-  }
+  if (excess === 'values') throw tooManyValues(field, MAX_JSON_VALUES);
 }
 
 function jsonOfValue(value: unknown): unknown {
