@@ -451,6 +451,34 @@ describe('free-form JSON is bounded before it is converted', () => {
   });
 });
 
+describe('a key named __proto__', () => {
+  /** An object whose own key `__proto__` holds `value`, as a client may encode it. */
+  const withProto = (value: object, rest: Record<string, unknown> = {}) =>
+    Object.defineProperty({ ...rest }, '__proto__', { value, enumerable: true, writable: true, configurable: true });
+  const text = (s: string) => ({ stringValue: s });
+
+  it('is refused over gRPC as over REST, naming the field, at the top and nested', async () => {
+    const rest = await cp.call('PUT', '/v1/executions/proto/context', {
+      key: acme,
+      raw: '{"updates":{"__proto__":{"polluted":"yes"}}}',
+    });
+    expect(rest.status).toBe(400);
+    const top = withProto({ structValue: { fields: { polluted: text('yes') } } }, { plain: text('p') });
+    const nested = { nested: { structValue: { fields: withProto({ structValue: { fields: { more: text('1') } } }) } } };
+    for (const fields of [top, nested]) {
+      const error = await failure(call('UpdateExecutionContext', { execution_id: 'proto', updates: { fields } }));
+      expect(error.code).toBe(status.INVALID_ARGUMENT);
+      expect(statusDetails(error).badRequest?.fieldViolations.map((v) => v.field)).toEqual(['updates']);
+    }
+    const saved = await failure(
+      call('SaveCheckpoint', { checkpoint: checkpoint('proto', { version: 1, data: { fields: top } }) }),
+    );
+    expect(statusDetails(saved).badRequest?.fieldViolations.map((v) => v.field)).toEqual(['checkpoint.data']);
+    const read = await call('GetExecutionContext', { execution_id: 'proto' });
+    expect(read.context.version).toBe('0');
+  });
+});
+
 describe.skipIf(!(await postgresReachable()))('two control-plane replicas on one PostgreSQL database', () => {
   let database: TestDatabase;
   const replicas: RunningControlPlane[] = [];

@@ -61,24 +61,37 @@ function fieldsOf(struct: unknown): Record<string, unknown> {
   return (struct as { fields?: Record<string, unknown> } | null)?.fields ?? {};
 }
 
-/** The children of a Struct (its fields) or of a Value (a list's items, a struct's fields). */
-function protoChildren(node: unknown): unknown[] | undefined {
+/** The fields of a Struct, or of a Value holding one. */
+function structFieldsOf(node: unknown): Record<string, unknown> | undefined {
   if (typeof node !== 'object' || node === null) return undefined;
   const v = node as ProtoValue;
-  if ('fields' in v) return Object.values(fieldsOf(v));
-  const kind = kindOf(v);
-  if (kind === 'structValue') return Object.values(fieldsOf(v.structValue));
-  if (kind === 'listValue') return (v.listValue as { values?: unknown[] } | null)?.values ?? [];
+  if ('fields' in v) return fieldsOf(v);
+  return kindOf(v) === 'structValue' ? fieldsOf(v.structValue) : undefined;
+}
+
+/** The children of a Struct (its fields) or of a Value (a list's items, a struct's fields). */
+function protoChildren(node: unknown): unknown[] | undefined {
+  const fields = structFieldsOf(node);
+  if (fields !== undefined) return Object.values(fields);
+  const v = node as ProtoValue | null;
+  if (v !== null && typeof v === 'object' && kindOf(v) === 'listValue')
+    return (v.listValue as { values?: unknown[] } | null)?.values ?? [];
   return undefined;
 }
 
 /**
- * Refuses a Struct or Value of more than MAX_JSON_VALUES values (SVC-SYS-9009) or nested deeper
- * than MAX_METADATA_DEPTH (SVC-SYS-9002), naming `field`, before it is converted: the
- * conversion recurses and costs per value.
+ * Refuses a Struct or Value of more than MAX_JSON_VALUES values (SVC-SYS-9009), nested deeper
+ * than MAX_METADATA_DEPTH or holding a key `__proto__` (SVC-SYS-9002), naming `field`, before it
+ * is converted: the conversion recurses and costs per value, and a `__proto__` key, which REST's
+ * JSON parser refuses, would be dropped or renamed on its way to the store.
  */
 function checkBounded(value: unknown, field: string): void {
-  const excess = jsonExcess(value, protoChildren, MAX_JSON_VALUES, MAX_METADATA_DEPTH);
+  const children = (node: unknown): unknown[] | undefined => {
+    if (Object.hasOwn(structFieldsOf(node) ?? {}, '__proto__'))
+      throw invalidField(field, 'holds a key named __proto__, which is not accepted');
+    return protoChildren(node);
+  };
+  const excess = jsonExcess(value, children, MAX_JSON_VALUES, MAX_METADATA_DEPTH);
   if (excess === 'depth') throw invalidField(field, `must nest at most ${MAX_METADATA_DEPTH} levels deep`);
   if (excess === 'values') throw tooManyValues(field, MAX_JSON_VALUES);
 }
