@@ -10,7 +10,7 @@ import { cost, type PriceTable } from '../core/metering/prices.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
 import { AdminServer, createProxyNetMetrics, type Readiness } from './admin/index.ts';
 import { ApprovalHolds } from './approvals/index.ts';
-import { PauseHolds } from './holds/index.ts';
+import { HeldBytes, PauseHolds } from './holds/index.ts';
 import { AddressPolicy, createEgressCheck, EgressGuard, parsePorts, type Resolve } from './egress/index.ts';
 import { createControlPlaneCircuit, LeaseBook, PICO_PER_MICRO } from './enforcement/index.ts';
 import { EnvelopeRegistry } from './envelopes/index.ts';
@@ -201,6 +201,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   });
   const chosen = judges.selector.modeOf(tenantId) === 'builtin' ? undefined : judges.selector.forTenant(tenantId);
   const source = `proxy:${hostname()}`;
+  const heldBytes = new HeldBytes(config.proxy_held_max_bytes);
   const approvals = new ApprovalHolds(
     {
       tenantId,
@@ -212,6 +213,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     messaging,
     createApprovalMetrics(registry),
     logger.child({ component: 'approvals' }),
+    heldBytes,
   );
   const gate = new PolicyGate(rulesets, config.proxy_policy_fail_mode, metrics, judges.builtin, chosen, approvals);
   const outbox = new Outbox(
@@ -253,6 +255,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     },
     envelopes,
     createPauseMetrics(registry),
+    heldBytes,
   );
   const leaseLogger = logger.child({ component: 'lease' });
   // Spec 3.5 breaker on every request to the control plane; OPEN sends leases onto the soft limit at once.

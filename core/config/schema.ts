@@ -373,6 +373,15 @@ const settings = z.object({
   /** Calls held for an approval at once; a call over it is refused at once (SVC-SYS-9005). */
   proxy_approval_max_held: z.coerce.number().int().min(1).max(100_000).default(100),
   /**
+   * The decoded bytes of the requests held at once, for approvals and for paused envelopes
+   * together; a call whose request would pass it is refused at once (SVC-SYS-9005).
+   */
+  proxy_held_max_bytes: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(64 * 1024 * 1024),
+  /**
    * How often a held call asks the control plane how its approval stands (and how long one ask
    * may take): covers a decision signal missed while NATS or the control plane was away.
    */
@@ -429,6 +438,14 @@ export const ConfigSchema = settings.superRefine((config, ctx) => {
       if (config[key] === undefined)
         ctx.addIssue({ code: 'custom', path: [key], message: 'required when SVC_JWT_JWKS_URL is set' });
     }
+  }
+  // Else a request within the body limit could never be held, and would be refused as if the proxy were busy.
+  if (config.proxy_held_max_bytes < config.proxy_body_limit_bytes) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['proxy_held_max_bytes'],
+      message: `must be at least SVC_PROXY_BODY_LIMIT_BYTES (${config.proxy_body_limit_bytes})`,
+    });
   }
   // A redelivered event must still find its de-duplication entry, or it counts twice.
   const maxAge = config.nats_stream_max_age_seconds;

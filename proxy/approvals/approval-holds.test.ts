@@ -7,6 +7,7 @@ import type { EvaluationResult } from '../../core/policy/index.ts';
 import { syncSubjects, type ApprovalHoldRequest, type ApprovalStanding } from '../../core/sync/contract.ts';
 import type { GateVerdict } from '../governance/policy-gate.ts';
 import { createApprovalMetrics, type ApprovalMetrics } from '../metrics/index.ts';
+import { HeldBytes } from '../holds/index.ts';
 import { ApprovalHolds, type ApprovalHoldOptions } from './approval-holds.ts';
 import { MAX_CONTEXT_VALUE_BYTES } from './held-context.ts';
 
@@ -78,6 +79,7 @@ function holds(options: Partial<ApprovalHoldOptions> = {}, logger = silent): App
     messaging,
     metrics,
     logger,
+    new HeldBytes(1024 * 1024),
   );
 }
 
@@ -109,7 +111,7 @@ describe('ApprovalHolds', () => {
     const h = holds();
     const subscription = await h.listen();
     const context = { model: 'gpt-4o', envelope_id: 'env-1', tool_args: 'x'.repeat(MAX_CONTEXT_VALUE_BYTES + 1) };
-    const waiting = h.await('llm:gpt-4o', context, verdict, new AbortController().signal);
+    const waiting = h.await('llm:gpt-4o', context, verdict, new AbortController().signal, 100);
     const id = await pendingId();
     expect(asked[0]).toMatchObject({
       tenant_id: 'acme',
@@ -138,7 +140,7 @@ describe('ApprovalHolds', () => {
     await controlPlane();
     const h = holds();
     await h.listen();
-    const waiting = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal);
+    const waiting = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
     const id = await pendingId();
     await messaging.signals.publishSignal(syncSubjects.approvalDecided('acme'), decide(id, 'REJECTED', 'too costly'));
     const refused = await waiting;
@@ -150,7 +152,7 @@ describe('ApprovalHolds', () => {
     await controlPlane();
     const h = holds({ timeoutMs: 400, recheckMs: 10_000 });
     await h.listen();
-    const waiting = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal);
+    const waiting = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
     const id = await pendingId();
     await messaging.signals.publishSignal(syncSubjects.approvalDecided('acme'), { approval_id: id });
     await messaging.signals.publishSignal(syncSubjects.approvalDecided('acme'), {
@@ -164,7 +166,7 @@ describe('ApprovalHolds', () => {
     await controlPlane();
     const h = holds({ timeoutMs: 300 });
     const started = Date.now();
-    const refused = await h.await('llm:gpt-4o', {}, verdict, new AbortController().signal);
+    const refused = await h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
     expect(Date.now() - started).toBeGreaterThanOrEqual(290);
     const id = await pendingId();
     expect(refused).toMatchObject({ allowed: false, code: 'SVC-POL-2004' });
@@ -179,7 +181,7 @@ describe('ApprovalHolds', () => {
     await controlPlane();
     const h = holds({ recheckMs: 100 });
     // Not listening: the decision reaches it only through the re-check.
-    const waiting = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal);
+    const waiting = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
     const id = await pendingId();
     decide(id, 'APPROVED');
     expect((await waiting).allowed).toBe(true);
@@ -192,7 +194,7 @@ describe('ApprovalHolds', () => {
     const warnings: string[] = [];
     const h = holds({ recheckMs: 100 }, { ...silent, warn: (_object, message: string) => void warnings.push(message) });
     await h.listen();
-    const waiting = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal);
+    const waiting = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
     await new Promise((r) => setTimeout(r, 350));
     expect(store.size).toBe(0);
     expect(warnings).toEqual(['approval hold request unanswered; asking again every recheck']);
@@ -206,7 +208,7 @@ describe('ApprovalHolds', () => {
     await messaging.requests.reply('svc.*.approvals.request', () =>
       Promise.reject(new SvcError('SVC-SYS-9002', 'invalid approval hold request: action: too long')),
     );
-    const refused = await holds().await('llm:gpt-4o', {}, verdict, new AbortController().signal);
+    const refused = await holds().await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
     expect(refused).toMatchObject({ allowed: false, code: 'SVC-SYS-9002' });
     expect(refused.message).toContain('could not be opened: invalid approval hold request');
     expect(await outcomes()).toEqual({ failed: 1 });
@@ -216,9 +218,9 @@ describe('ApprovalHolds', () => {
     await controlPlane();
     const h = holds({ maxHeld: 1 });
     await h.listen();
-    const first = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal);
+    const first = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
     const id = await pendingId();
-    const over = await h.await('llm:gpt-4o', {}, verdict, new AbortController().signal);
+    const over = await h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
     expect(over).toMatchObject({ allowed: false, code: 'SVC-SYS-9005' });
     expect(over.message).toContain('proxy_approval_max_held');
     expect(new Set(asked.map((a) => a.approval_id))).toEqual(new Set([id]));
@@ -231,7 +233,7 @@ describe('ApprovalHolds', () => {
     await controlPlane();
     const h = holds({ maxHeld: 1 });
     const client = new AbortController();
-    const waiting = h.await('llm:gpt-4o', {}, verdict, client.signal);
+    const waiting = h.await('llm:gpt-4o', {}, verdict, client.signal, 100);
     await pendingId();
     client.abort();
     expect((await waiting).allowed).toBe(false);
@@ -242,14 +244,14 @@ describe('ApprovalHolds', () => {
   it('refuses every held call at shutdown with SVC-SYS-9001, and holds none after', async () => {
     await controlPlane();
     const h = holds();
-    const waiting = [1, 2].map(() => h.await('llm:gpt-4o', {}, verdict, new AbortController().signal));
+    const waiting = [1, 2].map(() => h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100));
     await pendingId();
     await h.close();
     for (const refused of await Promise.all(waiting)) {
       expect(refused).toMatchObject({ allowed: false, code: 'SVC-SYS-9001' });
       expect(refused.message).toMatch(/shut down while approval \S+ was pending/);
     }
-    const after = await h.await('llm:gpt-4o', {}, verdict, new AbortController().signal);
+    const after = await h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
     expect(after).toMatchObject({ allowed: false, code: 'SVC-SYS-9001' });
     expect(await outcomes()).toEqual({ shutdown: 3 });
     expect(h.size).toBe(0);

@@ -9,6 +9,7 @@ import {
 } from '../../core/sync/contract.ts';
 import type { GateVerdict } from '../governance/policy-gate.ts';
 import type { ApprovalMetrics, HoldOutcome } from '../metrics/index.ts';
+import { overHeldBytes, type HeldBytes } from '../holds/held-bytes.ts';
 import { HeldCalls, type HoldEnding } from '../holds/held-calls.ts';
 import { heldContext } from './held-context.ts';
 
@@ -46,8 +47,9 @@ function decisionOf(standing: ApprovalStanding): Decided | null {
  * once; the re-check covers a signal missed while NATS or the control plane was away.
  *
  * The calls are held by `HeldCalls` (proxy/holds/), as are the calls of paused envelopes.
- * Bounded: at most `maxHeld` calls wait (one more is refused at once, fail closed), each holding
- * its request as read within the proxy's body limit and an approval context of bounded size.
+ * Bounded: at most `maxHeld` calls wait, and their requests' decoded bytes count against
+ * `proxy_held_max_bytes` with the pause holds' (one more is refused at once, fail closed); each
+ * also holds an approval context of bounded size.
  * `close` refuses every held call (shutdown); nothing is dropped silently.
  */
 export class ApprovalHolds {
@@ -63,13 +65,15 @@ export class ApprovalHolds {
     messaging: { requests: RequestReply; signals: Signals },
     metrics: ApprovalMetrics,
     logger: { warn(object: Record<string, unknown>, message: string): void },
+    /** The bound on held requests' bytes, shared with the pause holds. */
+    bytes: HeldBytes,
   ) {
     this.#options = options;
     this.#requests = messaging.requests;
     this.#signals = messaging.signals;
     this.#metrics = metrics;
     this.#logger = logger;
-    this.#held = new HeldCalls(options.maxHeld, (size) => metrics.held.set(size));
+    this.#held = new HeldCalls(options.maxHeld, bytes, (size) => metrics.held.set(size));
   }
 
   /** Listens for decisions; held calls are released by them from then on. */
@@ -93,30 +97,44 @@ export class ApprovalHolds {
   /**
    * Holds the call `verdict` (REQUIRE_APPROVAL) stopped until its approval is decided, and
    * answers with the verdict that then applies: allowed once approved; refused with the
-   * approval's id when rejected, not decided in time, over the bound, or at shutdown.
-   * `signal` aborts when the call is cancelled (its client left, its envelope ended): the hold
-   * ends and frees its place.
+   * approval's id when rejected, not decided in time, over a bound, or at shutdown. `bytes` is
+   * the decoded size of the request held. `signal` aborts when the call is cancelled (its client
+   * left, its envelope ended): the hold ends and frees its place.
    */
   async await(
     action: string,
     context: Readonly<Record<string, unknown>>,
     verdict: GateVerdict,
     signal: AbortSignal,
+    bytes: number,
   ): Promise<GateVerdict> {
     const { maxHeld, timeoutMs } = this.#options;
-    const full = this.#held.refusal();
+    const full = this.#held.refusal(bytes);
     if (full !== null) {
-      this.#metrics.holds.inc({ outcome: full satisfies HoldOutcome });
-      return refusal(
-        verdict,
-        full === 'shutdown' ? 'SVC-SYS-9001' : 'SVC-SYS-9005',
-        full === 'shutdown'
-          ? `${action} needs an approval and the proxy is shutting down; no approval was opened`
-          : `${action} needs an approval, and ${maxHeld} calls already wait for one at this proxy (proxy_approval_max_held); refused without opening an approval`,
-      );
+      this.#metrics.holds.inc({ outcome: full === 'shutdown' ? 'shutdown' : 'full' });
+      switch (full) {
+        case 'shutdown':
+          return refusal(
+            verdict,
+            'SVC-SYS-9001',
+            `${action} needs an approval and the proxy is shutting down; no approval was opened`,
+          );
+        case 'full':
+          return refusal(
+            verdict,
+            'SVC-SYS-9005',
+            `${action} needs an approval, and ${maxHeld} calls already wait for one at this proxy (proxy_approval_max_held); refused without opening an approval`,
+          );
+        case 'bytes':
+          return refusal(
+            verdict,
+            'SVC-SYS-9005',
+            `${action} needs an approval, and ${overHeldBytes(this.#held.bytes, bytes)}; refused without opening an approval`,
+          );
+      }
     }
     const request = this.#request(action, context, verdict);
-    const held = await this.#hold(request, signal);
+    const held = await this.#hold(request, bytes, signal);
     const ending = held.outcome === 'released' ? held.value : held;
     this.#metrics.holds.inc({ outcome: ending.outcome satisfies HoldOutcome });
     const id = request.approval_id;
@@ -179,10 +197,10 @@ export class ApprovalHolds {
     };
   }
 
-  #hold(request: ApprovalHoldRequest, signal: AbortSignal): Promise<HoldEnding<Decided>> {
+  #hold(request: ApprovalHoldRequest, bytes: number, signal: AbortSignal): Promise<HoldEnding<Decided>> {
     const { recheckMs, timeoutMs } = this.#options;
     const id = request.approval_id;
-    return this.#held.hold(id, timeoutMs, signal, (release) => {
+    return this.#held.hold(id, bytes, timeoutMs, signal, (release) => {
       let done = false;
       let warned = false;
       let recheck: NodeJS.Timeout | undefined;

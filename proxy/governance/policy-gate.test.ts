@@ -38,7 +38,14 @@ function gate(): { gate: PolicyGate; waits: { action: string; verdict: GateVerdi
 describe('PolicyGate and approvals', () => {
   it('hands a REQUIRE_APPROVAL call given its client signal to the approval wait', async () => {
     const { gate: g, waits } = gate();
-    const verdict = await g.checkJudged('llm:gpt-4o', {}, () => new AbortController().signal);
+    const verdict = await g.checkJudged(
+      'llm:gpt-4o',
+      {},
+      {
+        signal: () => new AbortController().signal,
+        bytes: 100,
+      },
+    );
     expect(verdict).toMatchObject({ allowed: true, message: 'approved' });
     expect(waits).toHaveLength(1);
     expect(waits[0]?.verdict).toMatchObject({ allowed: false, code: 'SVC-POL-2004' });
@@ -50,9 +57,12 @@ describe('PolicyGate and approvals', () => {
     expect(await g.checkJudged('llm:gpt-4o', {})).toMatchObject({ allowed: false, code: 'SVC-POL-2004' });
     // The signal is made only for a call that is held: neither of these is.
     let made = 0;
-    const signal = () => {
-      made++;
-      return new AbortController().signal;
+    const signal = {
+      signal: () => {
+        made++;
+        return new AbortController().signal;
+      },
+      bytes: 100,
     };
     expect(await g.checkJudged('llm:gpt-3.5-turbo', {}, signal)).toMatchObject({
       allowed: false,

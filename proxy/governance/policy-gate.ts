@@ -18,6 +18,13 @@ export type PolicyFailMode = 'closed' | 'open';
  */
 export type HoldSignal = () => AbortSignal;
 
+/** What a call that may be held brings: its wait's signal, and its request's decoded size. */
+export interface Holding {
+  signal: HoldSignal;
+  /** Counted against `proxy_held_max_bytes` while the call is held. */
+  bytes: number;
+}
+
 /** Holds a call a REQUIRE_APPROVAL decision stopped until its approval is decided (proxy/approvals). */
 export interface ApprovalWait {
   await(
@@ -25,6 +32,7 @@ export interface ApprovalWait {
     context: Readonly<Record<string, unknown>>,
     verdict: GateVerdict,
     signal: AbortSignal,
+    bytes: number,
   ): Promise<GateVerdict>;
 }
 
@@ -74,11 +82,7 @@ export class PolicyGate {
     this.#approvals = approvals;
   }
 
-  async checkJudged(
-    action: string,
-    context: Readonly<Record<string, unknown>>,
-    held?: HoldSignal,
-  ): Promise<GateVerdict> {
+  async checkJudged(action: string, context: Readonly<Record<string, unknown>>, held?: Holding): Promise<GateVerdict> {
     const ruleset = this.#rulesets.current;
     const verdict =
       this.#chosen === undefined || ruleset === null || !ruleset.needsJudge
@@ -86,7 +90,7 @@ export class PolicyGate {
         : this.#verdict(action, await evaluateAsync(ruleset, { action, context }, this.#chosen));
     if (verdict.allowed || verdict.result?.decision !== 'REQUIRE_APPROVAL') return verdict;
     if (this.#approvals === undefined || held === undefined) return verdict;
-    return this.#approvals.await(action, context, verdict, held());
+    return this.#approvals.await(action, context, verdict, held.signal(), held.bytes);
   }
 
   /** Whether the current ruleset's conditions read this context field. */

@@ -3,7 +3,7 @@ import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import { whileInflight, type LocalEnvelope } from '../envelopes/index.ts';
 import type { ToolCall } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
-import type { GateVerdict, HoldSignal } from './policy-gate.ts';
+import type { GateVerdict, Holding } from './policy-gate.ts';
 import { MAX_BODY_DEPTH } from './read-body.ts';
 import { parseStrictJson } from './strict-json.ts';
 import { stringsOf, toolHosts } from './tool-hosts.ts';
@@ -29,7 +29,7 @@ export async function governToolCall(
   call: ToolCall,
   source: ToolSource,
   context: Record<string, unknown>,
-  held?: HoldSignal,
+  held?: Holding,
   room?: OutboxRoom,
 ): Promise<GateVerdict> {
   const { name } = call;
@@ -75,8 +75,9 @@ export async function governToolCall(
 }
 
 /**
- * Judges a tool call counted among the envelope's calls in flight. Given `hold`, one that needs an
- * approval waits until it is decided (holding the model's answer, or the MCP call), the wait
+ * Judges a tool call counted among the envelope's calls in flight. Given `holdBytes` (what the
+ * wait keeps: the request, and the answer held with it), one that needs an approval waits until
+ * it is decided (holding the model's answer, or the MCP call), the wait
  * ending early when the client leaves or the envelope ends; without, it is refused at once and no
  * approval is opened.
  */
@@ -87,7 +88,7 @@ export function governHeldToolCall(
   source: ToolSource,
   context: Record<string, unknown>,
   client: AbortSignal,
-  hold: boolean,
+  holdBytes: number | null,
   room?: OutboxRoom,
 ): Promise<GateVerdict> {
   return whileInflight(envelope, (ended) =>
@@ -97,7 +98,7 @@ export function governHeldToolCall(
       call,
       source,
       context,
-      hold ? () => AbortSignal.any([client, ended]) : undefined,
+      holdBytes === null ? undefined : { signal: () => AbortSignal.any([client, ended]), bytes: holdBytes },
       room,
     ),
   );

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { HeldBytes } from './held-bytes.ts';
 
 /** How a hold ended without being released: its timeout, the proxy's shutdown, or its call's cancellation. */
 export type HoldEnding<T> = { outcome: 'released'; value: T } | { outcome: 'timed_out' | 'shutdown' | 'cancelled' };
@@ -12,17 +13,20 @@ interface Held<T> {
  * Calls held before anything is sent upstream, each until it is released under its tag (an
  * approval decided, a paused envelope resumed), its timeout passes, its call is cancelled (its
  * client left, its envelope ended), or the proxy shuts down. Bounded: at most `maxHeld` calls
- * wait at once; the caller refuses one more (`refusal`), fail closed. `close` ends every hold as
+ * wait at once, and their requests' decoded bytes count against `bytes`, shared with the other
+ * holds; the caller refuses one more (`refusal`), fail closed. `close` ends every hold as
  * `shutdown` so each is answered, and refuses every hold from then on; nothing is dropped silently.
  */
 export class HeldCalls<T> {
   readonly #maxHeld: number;
+  readonly #bytes: HeldBytes;
   readonly #onSize: (size: number) => void;
   readonly #held = new Map<string, Held<T>>();
   #closed = false;
 
-  constructor(maxHeld: number, onSize: (size: number) => void) {
+  constructor(maxHeld: number, bytes: HeldBytes, onSize: (size: number) => void) {
     this.#maxHeld = maxHeld;
+    this.#bytes = bytes;
     this.#onSize = onSize;
   }
 
@@ -34,18 +38,24 @@ export class HeldCalls<T> {
     return this.#maxHeld;
   }
 
-  /** Why one more call cannot be held now, or null when it can. */
-  refusal(): 'shutdown' | 'full' | null {
+  get bytes(): HeldBytes {
+    return this.#bytes;
+  }
+
+  /** Why one more call, its request `bytes` long, cannot be held now, or null when it can. */
+  refusal(bytes: number): 'shutdown' | 'full' | 'bytes' | null {
     if (this.#closed) return 'shutdown';
-    return this.#held.size >= this.#maxHeld ? 'full' : null;
+    if (this.#held.size >= this.#maxHeld) return 'full';
+    return this.#bytes.fits(bytes) ? null : 'bytes';
   }
 
   /**
-   * Holds a call under `tag` until it ends. `start` runs once it is held, with `release` to end
+   * Holds a call under `tag`, its request `bytes` long, until it ends. `start` runs once it is held, with `release` to end
    * it from within (an answer to a re-check); the cleanup it returns runs when the hold ends.
    */
   hold(
     tag: string,
+    bytes: number,
     timeoutMs: number,
     signal: AbortSignal,
     start?: (release: (value: T) => void) => () => void,
@@ -61,12 +71,14 @@ export class HeldCalls<T> {
         signal.removeEventListener('abort', gone);
         cleanup();
         this.#held.delete(key);
+        this.#bytes.give(bytes);
         this.#onSize(this.#held.size);
         resolve(ending);
       };
       const gone = (): void => finish({ outcome: 'cancelled' });
       const deadline = setTimeout(() => finish({ outcome: 'timed_out' }), timeoutMs);
       this.#held.set(key, { tag, finish });
+      this.#bytes.take(bytes);
       this.#onSize(this.#held.size);
       if (signal.aborted) return gone();
       signal.addEventListener('abort', gone, { once: true });

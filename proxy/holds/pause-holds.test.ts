@@ -2,6 +2,7 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { LocalEnvelope } from '../envelopes/index.ts';
 import { createPauseMetrics } from '../metrics/index.ts';
+import { HeldBytes } from './held-bytes.ts';
 import { PauseHolds } from './pause-holds.ts';
 
 function rig(options: { timeoutMs?: number; maxHeld?: number } = {}) {
@@ -18,6 +19,7 @@ function rig(options: { timeoutMs?: number; maxHeld?: number } = {}) {
     { tenantId: 'acme', timeoutMs: options.timeoutMs ?? 60_000, maxHeld: options.maxHeld ?? 10 },
     { get: (id) => (id === envelope.envelopeId ? envelope : undefined) },
     createPauseMetrics(registry),
+    new HeldBytes(1024 * 1024),
   );
   const outcomes = async () =>
     Object.fromEntries(
@@ -35,8 +37,8 @@ describe('PauseHolds', () => {
     expect(pauses.pause(envelope, 'immune system: 40 calls')).toBe(true);
     expect(pauses.pause(envelope, 'again')).toBe(false);
     expect(envelope.paused).toBe('immune system: 40 calls');
-    const first = pauses.await(envelope, new AbortController().signal);
-    const second = pauses.await(envelope, new AbortController().signal);
+    const first = pauses.await(envelope, 100, new AbortController().signal);
+    const second = pauses.await(envelope, 100, new AbortController().signal);
     pauses.resume('env-1');
     expect(await first).toBeNull();
     expect(await second).toBeNull();
@@ -47,7 +49,7 @@ describe('PauseHolds', () => {
   it('refuses a call not resumed in time with SVC-SYS-9001 naming the envelope and the setting', async () => {
     const { envelope, pauses, outcomes } = rig({ timeoutMs: 50 });
     pauses.pause(envelope, 'immune system: 40 calls');
-    const refused = await pauses.await(envelope, new AbortController().signal);
+    const refused = await pauses.await(envelope, 100, new AbortController().signal);
     expect(refused?.code).toBe('SVC-SYS-9001');
     expect(refused?.message).toContain('envelope env-1 is paused (immune system: 40 calls)');
     expect(refused?.message).toContain('proxy_anomaly_hold_timeout_seconds');
@@ -58,11 +60,11 @@ describe('PauseHolds', () => {
   it('refuses one call over the bound at once (SVC-SYS-9005), and every held call at shutdown', async () => {
     const { envelope, pauses, outcomes } = rig({ maxHeld: 1 });
     pauses.pause(envelope, 'why');
-    const held = pauses.await(envelope, new AbortController().signal);
-    expect((await pauses.await(envelope, new AbortController().signal))?.code).toBe('SVC-SYS-9005');
+    const held = pauses.await(envelope, 100, new AbortController().signal);
+    expect((await pauses.await(envelope, 100, new AbortController().signal))?.code).toBe('SVC-SYS-9005');
     await pauses.close();
     expect((await held)?.code).toBe('SVC-SYS-9001');
-    expect((await pauses.await(envelope, new AbortController().signal))?.code).toBe('SVC-SYS-9001');
+    expect((await pauses.await(envelope, 100, new AbortController().signal))?.code).toBe('SVC-SYS-9001');
     expect(await outcomes()).toEqual({ full: 1, shutdown: 2 });
   });
 
@@ -90,7 +92,7 @@ describe('PauseHolds', () => {
     expect(warnings).toHaveLength(2);
     deliver({ tenant_id: 'acme', envelope_id: 'env-1', paused: true, reason: 'operator' });
     expect(envelope.paused).toBe('operator');
-    const held = pauses.await(envelope, new AbortController().signal);
+    const held = pauses.await(envelope, 100, new AbortController().signal);
     deliver({ tenant_id: 'acme', envelope_id: 'env-1', paused: false, reason: null });
     expect(await held).toBeNull();
     expect(envelope.paused).toBeNull();

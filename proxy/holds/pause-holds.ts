@@ -3,6 +3,7 @@ import type { SvcCode } from '../../core/errors/index.ts';
 import { PauseSignalSchema, syncSubjects } from '../../core/sync/contract.ts';
 import type { EnvelopeRegistry, LocalEnvelope } from '../envelopes/index.ts';
 import type { PauseHoldOutcome, PauseMetrics } from '../metrics/index.ts';
+import { overHeldBytes, type HeldBytes } from './held-bytes.ts';
 import { HeldCalls } from './held-calls.ts';
 
 export interface PauseHoldOptions {
@@ -33,11 +34,17 @@ export class PauseHolds {
   readonly #metrics: PauseMetrics;
   readonly #held: HeldCalls<'resumed'>;
 
-  constructor(options: PauseHoldOptions, envelopes: Pick<EnvelopeRegistry, 'get'>, metrics: PauseMetrics) {
+  constructor(
+    options: PauseHoldOptions,
+    envelopes: Pick<EnvelopeRegistry, 'get'>,
+    metrics: PauseMetrics,
+    /** The bound on held requests' bytes, shared with the approval holds. */
+    bytes: HeldBytes,
+  ) {
     this.#options = options;
     this.#envelopes = envelopes;
     this.#metrics = metrics;
-    this.#held = new HeldCalls(options.maxHeld, (size) => metrics.held.set(size));
+    this.#held = new HeldCalls(options.maxHeld, bytes, (size) => metrics.held.set(size));
   }
 
   /** Pauses the envelope here; false when it was paused or ended already. */
@@ -77,25 +84,33 @@ export class PauseHolds {
   }
 
   /**
-   * Holds a call of the paused envelope until it is resumed: null then (the call goes on), or why
-   * it is refused (not resumed in time, over the bound, at shutdown). `signal` aborts when the
-   * call is cancelled (its client left, its envelope ended).
+   * Holds a call of the paused envelope, its request `bytes` long (decoded), until it is resumed:
+   * null then (the call goes on), or why it is refused (not resumed in time, over a bound, at
+   * shutdown). `signal` aborts when the call is cancelled (its client left, its envelope ended).
    */
-  async await(envelope: LocalEnvelope, signal: AbortSignal): Promise<PauseRefusal | null> {
+  async await(envelope: LocalEnvelope, bytes: number, signal: AbortSignal): Promise<PauseRefusal | null> {
     const { timeoutMs, maxHeld } = this.#options;
     const id = envelope.envelopeId;
     const why = envelope.paused ?? '';
-    const full = this.#held.refusal();
+    const full = this.#held.refusal(bytes);
     if (full !== null) {
-      this.#count(full);
-      return full === 'shutdown'
-        ? { code: 'SVC-SYS-9001', message: `envelope ${id} is paused and the proxy is shutting down` }
-        : {
+      this.#count(full === 'shutdown' ? 'shutdown' : 'full');
+      switch (full) {
+        case 'shutdown':
+          return { code: 'SVC-SYS-9001', message: `envelope ${id} is paused and the proxy is shutting down` };
+        case 'full':
+          return {
             code: 'SVC-SYS-9005',
             message: `envelope ${id} is paused, and ${maxHeld} calls of paused envelopes already wait at this proxy (proxy_anomaly_max_held)`,
           };
+        case 'bytes':
+          return {
+            code: 'SVC-SYS-9005',
+            message: `envelope ${id} is paused, and ${overHeldBytes(this.#held.bytes, bytes)}`,
+          };
+      }
     }
-    const ending = await this.#held.hold(id, timeoutMs, signal);
+    const ending = await this.#held.hold(id, bytes, timeoutMs, signal);
     const outcome = ending.outcome === 'released' ? 'resumed' : ending.outcome;
     this.#count(outcome);
     switch (outcome) {

@@ -92,7 +92,7 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
   // The tool calls of a paused envelope wait for it to run again before anything is forwarded.
   if (envelope.paused !== null && envelope.ending === null && reading.calls.length > 0) {
     const held = await whileInflight(envelope, (ended) =>
-      deps.pauses.await(envelope, AbortSignal.any([req.signal, ended])),
+      deps.pauses.await(envelope, body.length, AbortSignal.any([req.signal, ended])),
     );
     if (held !== null && envelope.ending === null) {
       const ids = reading.calls.map((call) => call.id);
@@ -188,7 +188,7 @@ async function judgeAndForward(
       'mcp',
       context,
       req.signal,
-      true,
+      body.length,
       rooms[i],
     );
     const endedWhileHeld = verdict.allowed ? ended(call.id, 'ended while the call waited') : null;

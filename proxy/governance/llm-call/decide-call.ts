@@ -28,6 +28,8 @@ export async function decideCall(
   read: ReadCall,
 ): Promise<LlmCall | Refusal> {
   const { parsed, input } = read;
+  // What holding the call keeps: its decoded request, counted against proxy_held_max_bytes.
+  const bytes = read.bytes.length;
   let resolution: Resolution;
   try {
     resolution = deps.envelopes.resolve(req.headers);
@@ -55,7 +57,7 @@ export async function decideCall(
   // or sent; the wait ends early when the client leaves or the envelope ends meanwhile.
   if (envelope.paused !== null) {
     const held = await whileInflight(envelope, (signal) =>
-      deps.pauses.await(envelope, AbortSignal.any([req.signal, signal])),
+      deps.pauses.await(envelope, bytes, AbortSignal.any([req.signal, signal])),
     );
     const endedWhilePaused = ended();
     if (endedWhilePaused !== null) return endedWhilePaused;
@@ -96,7 +98,10 @@ export async function decideCall(
       'refusal' in read
         ? read.refusal
         : await whileInflight(envelope, (signal) =>
-            deps.gate.checkJudged(action, read.judged, () => AbortSignal.any([req.signal, signal])),
+            deps.gate.checkJudged(action, read.judged, {
+              signal: () => AbortSignal.any([req.signal, signal]),
+              bytes,
+            }),
           );
     const endedWhileHeld = ended();
     if (endedWhileHeld !== null) return endedWhileHeld;
@@ -135,6 +140,7 @@ export async function decideCall(
     reservation,
     room,
     context,
+    bytes,
     hideStreamUsage: false,
     sent: false,
     settled: false,

@@ -88,7 +88,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
     for (const toolCall of calls) {
       if (!toolCall.complete || judged.has(toolCall)) continue;
       judged.add(toolCall);
-      const hold = state.cut === null && !req.signal.aborted;
+      const hold = state.cut === null && !req.signal.aborted ? call.bytes : null;
       const verdict = await governHeldToolCall(deps, envelope, toolCall, 'model', call.context, req.signal, hold);
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
     }

@@ -99,7 +99,7 @@ export async function meterWhole(deps: GovernanceDeps, call: LlmCall, response: 
       'model',
       call.context,
       req.signal,
-      blocked === null,
+      blocked === null ? call.bytes + decoded.utf8.length : null,
     );
     if (!verdict.allowed) blocked ??= { code: verdict.code, message: verdict.message, terminate: verdict.terminate };
   }

@@ -24,6 +24,8 @@ export interface LlmCall {
   room: OutboxRoom;
   /** Policy context shared by the call's own and its tool-call evaluations. */
   context: Record<string, unknown>;
+  /** The decoded request's size: what a hold of the call's tool calls counts besides the answer. */
+  bytes: number;
   hideStreamUsage: boolean;
   /** Set once the request went upstream: from then on it may cost, whatever happens. */
   sent: boolean;
