@@ -78,26 +78,65 @@ export class Approvals {
   /**
    * A proxy holds a call for this approval: opens it under the id the proxy chose (time-ordered
    * there too), or answers how it stands when it exists, so a proxy that asks again (its answer
-   * lost, the control plane restarted) never opens a second one.
+   * lost, the control plane restarted) never opens a second one. A request the proxy marks
+   * `withdrawn` (its call ended undecided) rejects the approval if it is still pending.
    */
   async hold(tenant: string, request: ApprovalHoldRequest): Promise<ApprovalStanding> {
     const approval = await this.deps.effects.commit(async (tx, effects) => {
       const existing = await tx.approvals.get(tenant, request.approval_id);
-      if (existing !== undefined) return existing;
-      return this.insert(tx, effects, {
-        approval_id: request.approval_id,
-        tenant_id: tenant,
-        at: this.deps.clock(),
-        policy_id: request.policy_id,
-        rule_id: request.rule_id,
-        action: request.action,
-        context: request.context,
-        envelope_id: request.envelope_id,
-        requested_by: request.requested_by,
-        reason: request.reason,
-      });
+      const current = existing ?? (await this.opened(tx, effects, tenant, request));
+      if (request.withdrawn === undefined || current.status !== 'PENDING') return current;
+      return this.withdraw(tx, effects, current, request.requested_by, request.withdrawn);
     });
     return standing(approval);
+  }
+
+  private opened(tx: Repositories, effects: Effects, tenant: string, request: ApprovalHoldRequest): Promise<Approval> {
+    return this.insert(tx, effects, {
+      approval_id: request.approval_id,
+      tenant_id: tenant,
+      at: this.deps.clock(),
+      policy_id: request.policy_id,
+      rule_id: request.rule_id,
+      action: request.action,
+      context: request.context,
+      envelope_id: request.envelope_id,
+      requested_by: request.requested_by,
+      reason: request.reason,
+    });
+  }
+
+  /**
+   * Rejects a pending approval whose held call ended undecided, in the name of the proxy that
+   * held it: the spec's statuses have no other end than a decision. Audited and announced as a
+   * decision is.
+   */
+  private async withdraw(
+    tx: Repositories,
+    effects: Effects,
+    current: Approval,
+    proxy: Actor,
+    why: string,
+  ): Promise<Approval> {
+    const now = this.deps.clock().toISOString();
+    const decided = await tx.approvals.decide(current.tenant_id, current.approval_id, {
+      status: 'REJECTED',
+      decided_at: now,
+      reviewer_id: proxy.id,
+      review_note: `withdrawn: ${why}`,
+    });
+    // Decided by a reviewer since it was read: that decision stands.
+    if (decided === undefined) return (await tx.approvals.get(current.tenant_id, current.approval_id)) ?? current;
+    await this.deps.audit.append(tx, current.tenant_id, {
+      actor: proxy,
+      action: 'approval.withdraw',
+      resource: { type: 'approval', id: current.approval_id },
+      result: 'rejected',
+      metadata: { review_note: decided.review_note ?? null, action: decided.action, policy_id: decided.policy_id },
+    });
+    this.announce(effects, 'decided', decided, now);
+    effects.decisions.push(standing(decided));
+    return decided;
   }
 
   private async insert(

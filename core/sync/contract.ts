@@ -168,6 +168,13 @@ export const ApprovalHoldRequestSchema = z.object({
   policy_id: z.string().max(1000),
   rule_id: z.string().max(1000),
   reason: z.string().max(10_000),
+  /**
+   * Set once the held call ended without a decision (its client left, its timeout passed, the
+   * proxy shut down): why. A pending approval is then rejected in the proxy's name with this
+   * note, so that none waits for a reviewer after its call was answered; one not opened yet is
+   * stored rejected, so that an open asked for earlier and delivered later opens nothing.
+   */
+  withdrawn: z.string().min(1).max(1000).optional(),
 });
 export type ApprovalHoldRequest = z.infer<typeof ApprovalHoldRequestSchema>;
 

@@ -175,6 +175,12 @@ describe('ApprovalHolds', () => {
     );
     expect(await outcomes()).toEqual({ timed_out: 1 });
     expect(h.size).toBe(0);
+    // The control plane is told, under the same id, that nobody waits for the decision any more.
+    for (let i = 0; i < 100 && asked.at(-1)?.withdrawn === undefined; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(asked.at(-1)).toMatchObject({
+      approval_id: id,
+      withdrawn: expect.stringContaining('not decided within 0.3 s'),
+    });
   });
 
   it('finds a decision whose signal it missed by asking again under the same id', async () => {

@@ -135,6 +135,7 @@ export class ApprovalHolds {
     }
     const request = this.#request(action, context, verdict);
     const held = await this.#hold(request, bytes, signal);
+    if (held.outcome !== 'released') this.#withdraw(request, held.outcome);
     const ending = held.outcome === 'released' ? held.value : held;
     this.#metrics.holds.inc({ outcome: ending.outcome satisfies HoldOutcome });
     const id = request.approval_id;
@@ -195,6 +196,27 @@ export class ApprovalHolds {
       rule_id: verdict.result?.matched_rule ?? '',
       reason: verdict.result?.message ?? verdict.result?.reason ?? verdict.message,
     };
+  }
+
+  /**
+   * Tells the control plane that the call ended undecided, over the channel that opened its
+   * approval, so that the approval waits for no reviewer (it is rejected in this proxy's name).
+   * Once: one the control plane does not hear stays pending, and the log says so.
+   */
+  #withdraw(request: ApprovalHoldRequest, outcome: 'timed_out' | 'shutdown' | 'cancelled'): void {
+    const withdrawn = {
+      timed_out: `not decided within ${this.#options.timeoutMs / 1000} s (proxy_approval_timeout_seconds); the call was refused`,
+      shutdown: 'the proxy holding the call shut down; the call was refused',
+      cancelled: 'the held call was cancelled (its client left, or its envelope ended)',
+    }[outcome];
+    this.#requests
+      .request(syncSubjects.approval(request.tenant_id), { ...request, withdrawn }, this.#options.recheckMs)
+      .catch((error: unknown) =>
+        this.#logger.warn(
+          { approval_id: request.approval_id, err: (error as Error).message },
+          'approval of an ended hold could not be withdrawn; it stays pending',
+        ),
+      );
   }
 
   #hold(request: ApprovalHoldRequest, bytes: number, signal: AbortSignal): Promise<HoldEnding<Decided>> {

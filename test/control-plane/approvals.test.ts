@@ -360,6 +360,42 @@ describe('approvals a proxy holds a call for', () => {
     await subscription.unsubscribe();
   });
 
+  it("rejects a pending approval in the proxy's name once its held call ended, and leaves a decided one as it is", async () => {
+    const id = '01a20000-0000-7000-8000-00000000a004';
+    await ask('appr-a', request(id));
+    const withdrawn = { ...request(id), withdrawn: 'the held call was cancelled' };
+    const rejected = {
+      tenant_id: 'appr-a',
+      approval_id: id,
+      status: 'REJECTED',
+      reviewer_id: 'proxy:host-1',
+      review_note: 'withdrawn: the held call was cancelled',
+    };
+    expect(await ask('appr-a', withdrawn)).toEqual(rejected);
+    expect(await ask('appr-a', withdrawn)).toEqual(rejected);
+    const audit = await cp.call('GET', '/v1/audit?resource_type=approval', { key });
+    const withdrawals = (audit.body as { action: string; resource: { id: string } }[]).filter(
+      (entry) => entry.action === 'approval.withdraw' && entry.resource.id === id,
+    );
+    expect(withdrawals).toEqual([
+      expect.objectContaining({ actor: { type: 'proxy', id: 'proxy:host-1' }, result: 'rejected' }),
+    ]);
+
+    // Decided before the proxy's word arrived: the decision stands.
+    const decidedId = '01a20000-0000-7000-8000-00000000a005';
+    await ask('appr-a', request(decidedId));
+    await cp.call('PATCH', `/v1/approvals/${decidedId}`, {
+      key: reviewerKey,
+      body: { status: 'APPROVED', reviewer_id: 'alice' },
+    });
+    expect(await ask('appr-a', { ...request(decidedId), withdrawn: 'late' })).toMatchObject({ status: 'APPROVED' });
+
+    // Withdrawn before its open arrived: stored rejected, so the late open opens nothing.
+    const lateId = '01a20000-0000-7000-8000-00000000a006';
+    expect(await ask('appr-a', { ...request(lateId), withdrawn: 'gone early' })).toMatchObject({ status: 'REJECTED' });
+    expect(await ask('appr-a', request(lateId))).toMatchObject({ status: 'REJECTED' });
+  });
+
   it("refuses a body naming another tenant than the subject's, and a malformed one, storing nothing", async () => {
     const id = '01a20000-0000-7000-8000-00000000a003';
     await expect(ask('appr-b', request(id))).rejects.toMatchObject({ code: 'SVC-SYS-9004' });

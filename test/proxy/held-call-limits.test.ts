@@ -77,3 +77,34 @@ describe('the bytes of held calls', () => {
     expect((await again).code).toBe('SVC-POL-2004');
   });
 });
+
+describe('an approval whose held call ended undecided', () => {
+  it("is rejected in the proxy's name when its client leaves, so that none is left pending", async () => {
+    expect(await pending()).toEqual([]);
+    const calls = 3;
+    const opened: string[] = [];
+    for (let i = 0; i < calls; i++) {
+      const client = new AbortController();
+      const call = openAiClient(rig.agent)
+        .chat.completions.create(
+          { model: 'gpt-4o', max_tokens: 5, messages: [{ role: 'user', content: `left ${i}` }] },
+          { maxRetries: 0, signal: client.signal },
+        )
+        .catch(() => undefined);
+      const [approval] = await eventually(pending, (list) => list.length === 1, 10_000, 50);
+      opened.push(approval!.approval_id);
+      // The agent gives up while its approval is pending.
+      client.abort();
+      await call;
+      await eventually(pending, (list) => list.length === 0, 10_000, 50);
+    }
+    for (const id of opened) {
+      const approval = (await rig.admin('GET', `/v1/approvals/${id}`)).body;
+      expect(approval).toMatchObject({
+        status: 'REJECTED',
+        reviewer_id: expect.stringMatching(/^proxy:/),
+        review_note: expect.stringMatching(/^withdrawn: the held call was cancelled/),
+      });
+    }
+  });
+});
