@@ -38,7 +38,7 @@ import { EventProcessor } from './processor/event-processor.ts';
 import { serveLeases } from './sync/lease-responder.ts';
 import { StatePublisher } from './sync/state-publisher.ts';
 import { ControlPlaneMetrics } from './observability/metrics.ts';
-import { metricsAccess } from './observability/metrics-token.ts';
+import { metricsAccess } from '../core/auth/metrics-token.ts';
 import { mcpRoutes } from './mcp/http.ts';
 import { createMcpSurface } from './mcp/server.ts';
 import { Policies } from './policies/policies.ts';

@@ -4,7 +4,9 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { Messaging, Subscription } from '../core/bus/bus.ts';
+import { metricsAccess } from '../core/auth/metrics-token.ts';
 import type { Config } from '../core/config/schema.ts';
+import { secretFileReader } from '../core/config/secret-file.ts';
 import { ErrorPages, listeningBaseUrl, SvcError } from '../core/errors/index.ts';
 import { cost, type PriceTable } from '../core/metering/prices.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
@@ -356,6 +358,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     logger: logger.child({ component: 'admin' }),
     port: config.proxy_admin_port,
     host: config.proxy_admin_host,
+    ...(config.metrics_token_file !== undefined
+      ? { metricsAccess: metricsAccess(secretFileReader(config.metrics_token_file)) }
+      : {}),
   });
   const subscriptions: Subscription[] = [];
   let stopReports = (): void => undefined;

@@ -10,10 +10,9 @@ export interface CredentialHeaders {
   authorization?: string | undefined;
 }
 
-/** The token of an `Authorization: Bearer <token>` header, or null. */
-export function bearerToken(authorization: string | undefined): string | null {
-  return /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? null;
-}
+import { bearerToken } from '../../core/auth/bearer-secret.ts';
+
+export { bearerToken };
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();

@@ -1,4 +1,6 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+
+export { hashKey, sameHash } from '../../core/auth/bearer-secret.ts';
 
 /**
  * API keys look like `svc_<id>_<secret>`: the id is public (it locates the record without a
@@ -14,16 +16,6 @@ export function generateApiKey(): { id: string; secret: string } {
 
 export function parseKeyId(secret: string): string | null {
   return KEY_PATTERN.exec(secret)?.[1] ?? null;
-}
-
-export function hashKey(secret: string): string {
-  return createHash('sha256').update(secret).digest('hex');
-}
-
-export function sameHash(a: string, b: string): boolean {
-  const x = Buffer.from(a, 'hex');
-  const y = Buffer.from(b, 'hex');
-  return x.length === y.length && timingSafeEqual(x, y);
 }
 
 /** What a key looks like once it has been shown: its id and last four characters. */

@@ -3,7 +3,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer } from '../listener/node-http.ts';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
-import { ERROR_DOCS_PREFIX, SvcError, type ErrorPages } from '../../core/errors/index.ts';
+import { ERROR_DOCS_PREFIX, isSvcError, SvcError, type ErrorPages } from '../../core/errors/index.ts';
 import { errorBody } from '../listener/error-response.ts';
 import { listenOn } from '../listener/listen-on.ts';
 
@@ -27,6 +27,11 @@ export interface AdminServerOptions {
   logger: AdminLogger;
   port?: number;
   host?: string;
+  /**
+   * Given (`SVC_METRICS_TOKEN_FILE`), `/metrics` is served only to a scrape bearing the metrics
+   * token: its series name models, tokens and spend, per pod. The probes stay open.
+   */
+  metricsAccess?: (authorization: string | undefined) => boolean;
 }
 
 /**
@@ -62,6 +67,9 @@ export class AdminServer {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { error: 'method not allowed' });
     if (path === '/metrics') {
+      const refused = this.#metricsRefusal(req.headers.authorization);
+      if (refused !== null)
+        return json(res, refused.spec.http, errorBody(refused, randomUUID(), this.#options.documentationBase()));
       const { registry } = this.#options;
       const body = await registry.metrics();
       res.writeHead(200, { 'content-type': registry.contentType });
@@ -84,6 +92,21 @@ export class AdminServer {
     }
     if (path.startsWith(ERROR_DOCS_PREFIX)) return this.#errorPage(res, path.slice(ERROR_DOCS_PREFIX.length));
     json(res, 404, { error: 'not found' });
+  }
+
+  #metricsRefusal(authorization: string | undefined): SvcError | null {
+    const access = this.#options.metricsAccess;
+    if (access === undefined) return null;
+    try {
+      if (access(authorization)) return null;
+    } catch (error) {
+      if (!isSvcError(error)) throw error;
+      return error;
+    }
+    return new SvcError(
+      'SVC-SYS-9003',
+      "the proxy's metrics need Authorization: Bearer with the token of SVC_METRICS_TOKEN_FILE",
+    );
   }
 
   #errorPage(res: ServerResponse, code: string): void {

@@ -1,12 +1,11 @@
-import { SvcError } from '../../core/errors/index.ts';
-import { bearerToken } from '../auth/authenticator.ts';
-import { hashKey, sameHash } from '../auth/key-format.ts';
+import { SvcError } from '../errors/index.ts';
+import { bearerToken, hashKey, sameHash } from './bearer-secret.ts';
 
 /**
- * Whether a scrape may read the per-tenant series of `/metrics`: it bears the metrics token
- * (`Authorization: Bearer <token>`). A scrape without Authorization reads the series anyone may;
- * one bearing anything else is refused, so a mistyped token shows as an error, not as series
- * gone missing.
+ * Whether a scrape bears the metrics token (`Authorization: Bearer <token>`): false without
+ * Authorization, SVC-SYS-9003 for anything else, so a mistyped token shows as an error. The
+ * control plane then serves the series anyone may (none with tenant labels); the proxy, given a
+ * token, serves nothing.
  */
 export function metricsAccess(token: () => string | undefined): (authorization: string | undefined) => boolean {
   return (authorization) => {
