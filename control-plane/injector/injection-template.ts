@@ -58,6 +58,11 @@ export const InjectionTemplateSchema = z.strictObject({
   caSecretName: ObjectName,
   /** Secret holding the CA of NATS's TLS certificate (`ca.crt`), present in every governed namespace. */
   natsTlsSecretName: ObjectName.optional(),
+  /**
+   * Secret holding the metrics token (`token`), present in every governed namespace: the sidecar
+   * serves `/metrics` only to a scrape bearing it (`SVC_METRICS_TOKEN_FILE`).
+   */
+  metricsTokenSecretName: ObjectName.optional(),
   /** Hosts reached directly, beside loopback and the cluster-local suffixes. */
   noProxy: z.array(z.string().min(1)).default([]),
   /** Namespaces never patched, whatever their labels. */

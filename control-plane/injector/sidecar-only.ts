@@ -5,7 +5,7 @@ import { SIDECAR_VOLUMES, TRUST_VOLUME } from './sidecar-patch.ts';
 
 /**
  * The Secrets a namespace's sidecars hold: the proxy CA with its key, the provider keys of
- * credential injection, the tenant's API key and NATS credentials, and NATS's CA. Whoever may
+ * credential injection, the tenant's API key and NATS credentials, NATS's CA and the metrics token. Whoever may
  * create pods in a namespace may mount any of its Secrets, so these stay the sidecar's only while
  * the webhook refuses every other container that names one.
  */
@@ -13,6 +13,7 @@ export function sidecarSecrets(template: InjectionTemplate, binding: Binding): S
   const names = [
     template.caSecretName,
     template.natsTlsSecretName,
+    template.metricsTokenSecretName,
     binding.providerKeys?.secretName,
     binding.natsSecret,
     binding.apiKeySecret,

@@ -18,6 +18,7 @@ export const PATHS = {
   ca: '/etc/agent-governance/ca',
   providerKeys: '/etc/agent-governance/provider-keys',
   natsTls: '/etc/agent-governance/nats-tls',
+  metricsToken: '/etc/agent-governance/metrics',
 } as const;
 
 const VOLUMES = {
@@ -26,6 +27,7 @@ const VOLUMES = {
   ca: 'agent-governance-ca',
   providerKeys: 'agent-governance-provider-keys',
   natsTls: 'agent-governance-nats-tls',
+  metricsToken: 'agent-governance-metrics-token',
 } as const;
 
 /** The injected volume holding the trust bundle, which app containers mount read-only. */
@@ -37,6 +39,7 @@ export const SIDECAR_VOLUMES: ReadonlySet<string> = new Set([
   VOLUMES.ca,
   VOLUMES.providerKeys,
   VOLUMES.natsTls,
+  VOLUMES.metricsToken,
 ]);
 
 /** Suffixes and hosts an agent reaches directly: loopback (the sidecar itself) and the cluster. */
@@ -106,6 +109,9 @@ function sidecarContainer(template: InjectionTemplate, binding: ResolvedBinding)
   if (template.natsTlsSecretName !== undefined) {
     env.push({ name: 'SVC_NATS_TLS_CA_FILE', value: `${PATHS.natsTls}/ca.crt` });
   }
+  if (template.metricsTokenSecretName !== undefined) {
+    env.push({ name: 'SVC_METRICS_TOKEN_FILE', value: `${PATHS.metricsToken}/token` });
+  }
   for (const provider of Object.keys(binding.providerKeys?.keys ?? {})) {
     env.push({ name: `SVC_PROVIDER_KEY_FILE_${provider.toUpperCase()}`, value: `${PATHS.providerKeys}/${provider}` });
   }
@@ -118,6 +124,9 @@ function sidecarContainer(template: InjectionTemplate, binding: ResolvedBinding)
       : []),
     ...(template.natsTlsSecretName !== undefined
       ? [{ name: VOLUMES.natsTls, mountPath: PATHS.natsTls, readOnly: true }]
+      : []),
+    ...(template.metricsTokenSecretName !== undefined
+      ? [{ name: VOLUMES.metricsToken, mountPath: PATHS.metricsToken, readOnly: true }]
       : []),
   ];
   const probe = (path: string, periodSeconds: number, failureThreshold: number) => ({
@@ -174,6 +183,16 @@ function volumes(template: InjectionTemplate, binding: ResolvedBinding): Record<
     list.push({
       name: VOLUMES.natsTls,
       secret: { secretName: template.natsTlsSecretName, items: [{ key: 'ca.crt', path: 'ca.crt' }] },
+    });
+  }
+  if (template.metricsTokenSecretName !== undefined) {
+    list.push({
+      name: VOLUMES.metricsToken,
+      secret: {
+        secretName: template.metricsTokenSecretName,
+        defaultMode: READABLE,
+        items: [{ key: 'token', path: 'token' }],
+      },
     });
   }
   return list;

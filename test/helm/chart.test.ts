@@ -401,6 +401,21 @@ describe('observability', () => {
     return names;
   })();
 
+  it('gives the sidecars of each governed namespace their own metrics token, which the PodMonitor bears', () => {
+    const rendered = renderChart({ injection: { namespaces: AGENTS } });
+    const release = manifest(rendered, 'Secret', 'ag-agent-governance-sidecar-metrics-token', 'agent-governance');
+    const governed = manifest(rendered, 'Secret', 'ag-agent-governance-sidecar-metrics-token', 'agents');
+    expect(governed.data.token).toBe(release.data.token);
+    // Not the control plane's: reading a governed namespace's Secrets opens no tenant's budget series.
+    const controlPlane = manifest(rendered, 'Secret', 'ag-agent-governance-metrics-token', 'agent-governance');
+    expect(governed.data.token).not.toBe(controlPlane.data.token);
+    expect(
+      rendered.manifests.filter((m) => m.object.metadata?.name === 'ag-agent-governance-metrics-token'),
+    ).toHaveLength(1);
+    const template = JSON.parse(manifest(rendered, 'ConfigMap', 'ag-agent-governance-injector').data['template.json']);
+    expect(template.metricsTokenSecretName).toBe('ag-agent-governance-sidecar-metrics-token');
+  });
+
   it('creates monitors and rules only where the Prometheus operator CRDs exist', () => {
     const without = renderChart();
     expect(without.manifests.filter((m) => m.object.apiVersion === 'monitoring.coreos.com/v1')).toEqual([]);
@@ -408,6 +423,10 @@ describe('observability', () => {
     const monitor = manifest(withCrds, 'PodMonitor', 'ag-agent-governance-sidecars');
     expect(monitor.spec.selector.matchLabels).toEqual({ 'agent-governance.io/sidecar': 'injected' });
     expect(monitor.spec.podMetricsEndpoints[0].port).toBe('svc-admin');
+    expect(monitor.spec.podMetricsEndpoints[0].authorization).toEqual({
+      type: 'Bearer',
+      credentials: { name: 'ag-agent-governance-sidecar-metrics-token', key: 'token' },
+    });
     const scrape = manifest(withCrds, 'ServiceMonitor', 'ag-agent-governance-control-plane').spec.endpoints[0];
     expect(scrape.authorization).toEqual({
       type: 'Bearer',

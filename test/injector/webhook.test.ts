@@ -146,6 +146,21 @@ function checkGoverned(pod: any): void {
   expect(sidecarEnv.SVC_API_KEY).toEqual({ secretKeyRef: { name: 'acme-sidecar-key', key: 'api-key' } });
   expect(sidecarEnv.SVC_PROVIDER_KEY_FILE_OPENAI).toBe('/etc/agent-governance/provider-keys/openai');
   expect(sidecarEnv.SVC_ALLOWED_BUDGET_IDS).toBe(`${BUDGET},${OTHER}`);
+  // Its /metrics only for the scrape bearing the sidecars' metrics token (the PodMonitor's).
+  expect(sidecarEnv.SVC_METRICS_TOKEN_FILE).toBe('/etc/agent-governance/metrics/token');
+  expect(sidecar.volumeMounts).toContainEqual({
+    name: 'agent-governance-metrics-token',
+    mountPath: '/etc/agent-governance/metrics',
+    readOnly: true,
+  });
+  expect(pod.spec.volumes).toContainEqual({
+    name: 'agent-governance-metrics-token',
+    secret: {
+      secretName: 'ag-agent-governance-sidecar-metrics-token',
+      defaultMode: 0o444,
+      items: [{ key: 'token', path: 'token' }],
+    },
+  });
   for (const c of pod.spec.containers) {
     const env = Object.fromEntries(c.env.map((e: any) => [e.name, e.value]));
     for (const name of APP_ENV) expect(env[name], `${c.name} ${name}`).toBeDefined();
@@ -247,6 +262,18 @@ describe('the injection webhook over HTTPS', () => {
           ];
         },
         'container copy mounts volume bundle of Secret ag-agent-governance-proxy-ca',
+      ],
+      [
+        'the metrics token read into a variable',
+        (pod) => {
+          pod.spec.containers[0].env = [
+            {
+              name: 'T',
+              valueFrom: { secretKeyRef: { name: 'ag-agent-governance-sidecar-metrics-token', key: 'token' } },
+            },
+          ];
+        },
+        'container agent reads Secret ag-agent-governance-sidecar-metrics-token into variable T',
       ],
       [
         "the sidecar's API key in a variable",

@@ -156,5 +156,6 @@ seccompProfile:
 {{- $noProxy := concat (list (include "ag.controlPlaneHost" .) (printf "%s-control-plane" (include "ag.fullname" .))) (splitList "," (include "ag.natsHosts" .)) $s.noProxy | uniq -}}
 {{- $t := dict "sidecar" $sidecar "caSecretName" (include "ag.proxyCaSecret" .) "noProxy" $noProxy "excludedNamespaces" (list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace) "defaults" .Values.injection.defaults "namespaces" $namespaces -}}
 {{- if .Values.nats.tls.enabled }}{{ $_ := set $t "natsTlsSecretName" .Values.nats.tls.caSecret }}{{ end -}}
+{{- $_ := set $t "metricsTokenSecretName" (printf "%s-sidecar-metrics-token" (include "ag.fullname" .)) -}}
 {{- toJson $t -}}
 {{- end -}}
