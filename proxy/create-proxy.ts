@@ -26,7 +26,12 @@ import {
 } from './governance/index.ts';
 import { compileInterceptList, DEFAULT_REVERSE_ROUTES, ProxyListener } from './listener/index.ts';
 import { parseMcpServers } from './mcp/index.ts';
-import { createApprovalMetrics, createGovernanceMetrics, createPauseMetrics } from './metrics/index.ts';
+import {
+  createApprovalMetrics,
+  createGovernanceMetrics,
+  createPauseMetrics,
+  createRulesetMetrics,
+} from './metrics/index.ts';
 import { LmdbOutboxStorage } from '../core/outbox/lmdb-outbox-storage.ts';
 import { Outbox } from '../core/outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
@@ -200,6 +205,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     keyValue: messaging.keyValue,
     store: store.root,
     logger: logger.child({ component: 'ruleset' }),
+    metrics: createRulesetMetrics(registry),
   });
   const chosen = judges.selector.modeOf(tenantId) === 'builtin' ? undefined : judges.selector.forTenant(tenantId);
   const source = `proxy:${hostname()}`;

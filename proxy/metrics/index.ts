@@ -7,3 +7,4 @@ export {
 export { createModelLabels, OTHER_MODEL, type ModelLabels } from './model-labels.ts';
 export { createApprovalMetrics, type ApprovalMetrics, type HoldOutcome } from './approval-metrics.ts';
 export { createPauseMetrics, type PauseMetrics, type PauseHoldOutcome } from './pause-metrics.ts';
+export { createRulesetMetrics, type RulesetMetrics, type RulesetRejection } from './ruleset-metrics.ts';
