@@ -10,6 +10,8 @@ describe('embeddedIpv4', () => {
     ['::a9fe:a9fe', '169.254.169.254'],
     ['64:ff9b::a9fe:a9fe', '169.254.169.254'],
     ['64:ff9b::169.254.169.254', '169.254.169.254'],
+    ['64:ff9b:1:abcd::a9fe:a9fe', '169.254.169.254'],
+    ['64:ff9b:1::169.254.169.254', '169.254.169.254'],
     ['2002:a9fe:a9fe::1', '169.254.169.254'],
     ['2001:db8::1', undefined],
     ['::1', undefined],
@@ -38,6 +40,7 @@ describe('AddressPolicy', () => {
     '::ffff:0.0.0.0',
     '::ffff:0:169.254.169.254',
     '64:ff9b::a9fe:a9fe',
+    '64:ff9b:1:ffff::a9fe:a9fe',
     '2002:a9fe:a9fe::',
   ])('always refuses %s', (address) => {
     expect(defaults.refusal(address)).toMatch(/link-local, metadata or reserved/);

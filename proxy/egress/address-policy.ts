@@ -79,7 +79,8 @@ const dotted = (bytes: number[]): string => bytes.join('.');
 /**
  * The IPv4 address an IPv6 one carries and that a gateway would dial: IPv4-mapped
  * (::ffff:a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64
- * (64:ff9b::/96) and 6to4 (2002::/16).
+ * (64:ff9b::/96, and the local-use 64:ff9b:1::/48 read as a /96 prefix, the form its NAT64
+ * gateways use, RFC 8215) and 6to4 (2002::/16).
  */
 export function embeddedIpv4(address: string): string | undefined {
   if (isIP(address) !== 6) return undefined;
@@ -90,8 +91,9 @@ export function embeddedIpv4(address: string): string | undefined {
   if (zeroUpTo(12) && b.slice(12).some((x) => x !== 0) && !(b.slice(12, 15).every((x) => x === 0) && b[15] === 1)) {
     return dotted(b.slice(12));
   }
-  if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && b.slice(4, 12).every((x) => x === 0)) {
-    return dotted(b.slice(12));
+  if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b) {
+    if (b.slice(4, 12).every((x) => x === 0)) return dotted(b.slice(12));
+    if (b[4] === 0x00 && b[5] === 0x01) return dotted(b.slice(12));
   }
   if (b[0] === 0x20 && b[1] === 0x02) return dotted(b.slice(2, 6));
   return undefined;
