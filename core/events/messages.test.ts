@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_ID_LENGTH, MAX_METADATA_DEPTH } from '../domain/bounds.ts';
 import { EnvelopeOpenedSchema } from '../sync/contract.ts';
-import { EnvelopeLifecycleMessageSchema, UsageEventMessageSchema } from './messages.ts';
+import { KEPT_EVIDENCE_ITEMS, KEPT_EXCERPT_LENGTH } from '../policy/result.ts';
+import { EnvelopeLifecycleMessageSchema, PolicyViolationMessageSchema, UsageEventMessageSchema } from './messages.ts';
 
 const event = (eventId: string) => ({
   event_id: eventId,
@@ -63,5 +64,34 @@ describe('envelope messages', () => {
     for (const field of ['envelope_id', 'budget_id'])
       for (const id of ['', 'i'.repeat(MAX_ID_LENGTH + 1)])
         expect(issuePaths(schema.safeParse({ ...message, [field]: id })), `${field} of ${id.length}`).toEqual([field]);
+  });
+});
+
+describe("a proxy's denial with the judge's finding", () => {
+  it('keeps the finding shortened as the audit record keeps it, never refusing the denial for it', () => {
+    const evidence = Array.from({ length: 1_000 }, (_, i) => ({
+      field: `f${i}`.repeat(100),
+      start: 0,
+      end: 1,
+      signal: 'shell.rm_recursive',
+      excerpt: 'x'.repeat(100_000),
+    }));
+    const parsed = PolicyViolationMessageSchema.parse({
+      tenant_id: 'acme',
+      policy_id: 'p',
+      rule_id: 'r',
+      denied_action: 'tool:bash',
+      decision: 'DENY',
+      envelope_id: null,
+      message: 'denied',
+      occurred_at: new Date().toISOString(),
+      source: 'proxy:pod',
+      semantic: { judge: 'j'.repeat(5_000), judge_version: '1', category: 'DESTRUCTIVE', confidence: 0.9, evidence },
+    });
+    expect(parsed.semantic!.evidence).toHaveLength(KEPT_EVIDENCE_ITEMS);
+    expect(parsed.semantic!.evidence[0]!.excerpt).toHaveLength(KEPT_EXCERPT_LENGTH);
+    expect(parsed.semantic!.evidence[0]!.field.length).toBeLessThanOrEqual(200);
+    expect(parsed.semantic!.judge).toHaveLength(200);
+    expect(JSON.stringify(parsed).length).toBeLessThan(40_000);
   });
 });

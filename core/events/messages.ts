@@ -11,7 +11,7 @@ import {
 } from '../domain/bounds.ts';
 import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
 import { ApprovalSchema } from '../policy/approvals.ts';
-import { SemanticFindingSchema } from '../policy/result.ts';
+import { keptFinding, SemanticFindingSchema } from '../policy/result.ts';
 
 /**
  * Payloads of the bus subjects of spec 6.2 (the spec leaves them open). Both processes parse
@@ -113,8 +113,11 @@ export const PolicyViolationMessageSchema = z.object({
   occurred_at: TimestampSchema,
   /** `control-plane`, or `proxy:<pod>` for a denial at a sidecar (the control plane audits those). */
   source: NameSchema.default('control-plane'),
-  /** What the Semantic Judge found when a SEMANTIC condition decided: category, confidence, evidence. */
-  semantic: SemanticFindingSchema.optional(),
+  /**
+   * What the Semantic Judge found when a SEMANTIC condition decided: category, confidence,
+   * evidence; shortened as the audit record keeps it (`keptFinding`).
+   */
+  semantic: SemanticFindingSchema.transform(keptFinding).optional(),
 });
 export type PolicyViolationMessage = z.infer<typeof PolicyViolationMessageSchema>;
 

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { clipText } from '../domain/clip-text.ts';
+import { MAX_NAME_LENGTH } from '../domain/bounds.ts';
 import { DecisionSchema, EnforcementSchema } from './model.ts';
 import { EvidenceSchema } from './semantic-judge.ts';
 
@@ -29,6 +31,32 @@ export const SemanticFindingSchema = z.object({
   evidence: z.array(EvidenceSchema),
 });
 export type SemanticFinding = z.infer<typeof SemanticFindingSchema>;
+
+/** Evidence items, and characters of an excerpt, a finding keeps where it is recorded for good. */
+export const KEPT_EVIDENCE_ITEMS = 20;
+export const KEPT_EXCERPT_LENGTH = 1_000;
+
+/**
+ * A finding shortened to what an audit record keeps: its first KEPT_EVIDENCE_ITEMS evidence items,
+ * names and excerpts clipped (`clipText`). A proxy reports the finding that refused its call; the
+ * denial is kept whatever its judge wrote, and one report cannot grow the audit chain by a megabyte.
+ */
+export function keptFinding(finding: SemanticFinding): SemanticFinding {
+  const name = (text: string) => clipText(text, MAX_NAME_LENGTH);
+  return {
+    judge: name(finding.judge),
+    judge_version: name(finding.judge_version),
+    category: finding.category === null ? null : name(finding.category),
+    confidence: finding.confidence,
+    evidence: finding.evidence.slice(0, KEPT_EVIDENCE_ITEMS).map((e) => ({
+      field: name(e.field),
+      start: e.start,
+      end: e.end,
+      signal: name(e.signal),
+      excerpt: clipText(e.excerpt, KEPT_EXCERPT_LENGTH),
+    })),
+  };
+}
 
 export const EvaluationResultSchema = z.object({
   decision: DecisionSchema,
