@@ -1,5 +1,11 @@
 import fc from 'fast-check';
-import { MAX_ID_LENGTH, MAX_METADATA_DEPTH, MAX_TOKEN_TOTAL, MAX_TOTAL } from '../../core/domain/bounds.ts';
+import {
+  MAX_ID_LENGTH,
+  MAX_METADATA_DEPTH,
+  MAX_TEXT_LENGTH,
+  MAX_TOKEN_TOTAL,
+  MAX_TOTAL,
+} from '../../core/domain/bounds.ts';
 import { PRICED_MODEL, UNKNOWN_MODEL_RATE, type TenantIds } from './bus-target.ts';
 
 /**
@@ -470,14 +476,17 @@ function lifecycle(home: TenantIds, other: TenantIds, on: 'created' | 'terminate
 
 function violation(home: TenantIds): fc.Arbitrary<Valid> {
   const text = fc.oneof(fc.string({ maxLength: 40 }), oddText);
+  // A decision is a name and an envelope id an id: neither empty, the id well-formed.
+  const named = fc.string({ minLength: 1, maxLength: 40 });
   return fc
     .record({
       policyId: fc.oneof(fc.uuid(), text),
       ruleId: fc.option(text, { nil: null }),
       action: fc.oneof(fc.constantFrom('tool:shell', 'llm:gpt-4o', 'execution:start'), text),
-      decision: fc.oneof(fc.constantFrom('DENY', 'REQUIRE_APPROVAL'), text),
-      envelopeId: fc.option(fc.oneof(fc.constant(home.envelopes.e1), text), { nil: null }),
-      message: fc.oneof(text, fc.constant('m'.repeat(100_000))),
+      decision: fc.oneof(fc.constantFrom('DENY', 'REQUIRE_APPROVAL'), named),
+      envelopeId: fc.option(fc.oneof(fc.constant(home.envelopes.e1), named), { nil: null }),
+      // Right at the bound (MAX_TEXT_LENGTH); one past it is refused.
+      message: fc.oneof(text, fc.constant('m'.repeat(MAX_TEXT_LENGTH))),
       time: timestamp,
       source: fc.option(fc.oneof(fc.constantFrom('proxy:pod-1', 'control-plane'), oddText), { nil: undefined }),
     })
