@@ -485,7 +485,7 @@ function violation(home: TenantIds): fc.Arbitrary<Valid> {
       action: fc.oneof(fc.constantFrom('tool:shell', 'llm:gpt-4o', 'execution:start'), text),
       decision: fc.oneof(fc.constantFrom('DENY', 'REQUIRE_APPROVAL'), named),
       envelopeId: fc.option(fc.oneof(fc.constant(home.envelopes.e1), named), { nil: null }),
-      // Right at the bound (MAX_TEXT_LENGTH); one past it is refused.
+      // Right at the bound (MAX_TEXT_LENGTH).
       message: fc.oneof(text, fc.constant('m'.repeat(MAX_TEXT_LENGTH))),
       time: timestamp,
       source: fc.option(fc.oneof(fc.constantFrom('proxy:pod-1', 'control-plane'), oddText), { nil: undefined }),
