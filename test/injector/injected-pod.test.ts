@@ -203,8 +203,16 @@ describe('an injected pod', () => {
     // No governance metadata crossed to the provider.
     expect(Object.keys(sim.requests[0]!.headers).filter((h) => h.startsWith('x-svc-'))).toEqual([]);
 
-    // Metered on the pod, and applied to the budget by the control plane over NATS.
-    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    // Metered on the pod (read with the sidecars' metrics token, as the PodMonitor scrapes), and
+    // applied to the budget by the control plane over NATS.
+    const token = Buffer.from(
+      manifest(rendered, 'Secret', 'ag-agent-governance-sidecar-metrics-token', 'agents').data.token,
+      'base64',
+    ).toString();
+    expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(401);
+    const metrics = await (
+      await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+    ).text();
     expect(
       metricValue(metrics, 'svc_proxy_requests_total', 'provider="openai",model="gpt-4o-mini",decision="allowed"'),
     ).toBe(1);
