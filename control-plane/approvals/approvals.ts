@@ -79,13 +79,16 @@ export class Approvals {
    * A proxy holds a call for this approval: opens it under the id the proxy chose (time-ordered
    * there too), or answers how it stands when it exists, so a proxy that asks again (its answer
    * lost, the control plane restarted) never opens a second one. A request the proxy marks
-   * `withdrawn` (its call ended undecided) rejects the approval if it is still pending.
+   * `withdrawn` (its call ended undecided) rejects the approval if it is still pending and that
+   * proxy opened it: no sidecar withdraws an approval another asked for, or one asked over REST.
    */
   async hold(tenant: string, request: ApprovalHoldRequest): Promise<ApprovalStanding> {
     const approval = await this.deps.effects.commit(async (tx, effects) => {
       const existing = await tx.approvals.get(tenant, request.approval_id);
       const current = existing ?? (await this.opened(tx, effects, tenant, request));
       if (request.withdrawn === undefined || current.status !== 'PENDING') return current;
+      const opener = current.requested_by;
+      if (opener?.type !== request.requested_by.type || opener.id !== request.requested_by.id) return current;
       return this.withdraw(tx, effects, current, request.requested_by, request.withdrawn);
     });
     return standing(approval);

@@ -396,6 +396,17 @@ describe('approvals a proxy holds a call for', () => {
     expect(await ask('appr-a', request(lateId))).toMatchObject({ status: 'REJECTED' });
   });
 
+  it('lets only the proxy that opened an approval withdraw it: not another sidecar, not one asked over REST', async () => {
+    const id = '01a20000-0000-7000-8000-00000000a007';
+    await ask('appr-a', request(id));
+    const other = { ...request(id), requested_by: { type: 'proxy', id: 'proxy:host-2' }, withdrawn: 'not mine' };
+    expect(await ask('appr-a', other)).toMatchObject({ status: 'PENDING' });
+    const asked = await pendingFromEvaluation();
+    expect(await ask('appr-a', { ...request(asked), withdrawn: 'guessed' })).toMatchObject({ status: 'PENDING' });
+    expect((await cp.call('GET', `/v1/approvals/${asked}`, { key })).body).toMatchObject({ status: 'PENDING' });
+    expect(await ask('appr-a', { ...request(id), withdrawn: 'mine' })).toMatchObject({ status: 'REJECTED' });
+  });
+
   it("refuses a body naming another tenant than the subject's, and a malformed one, storing nothing", async () => {
     const id = '01a20000-0000-7000-8000-00000000a003';
     await expect(ask('appr-b', request(id))).rejects.toMatchObject({ code: 'SVC-SYS-9004' });
