@@ -76,6 +76,11 @@ describe('countText', () => {
     }
   });
 
+  it('counts a run of ten million letters, longer than a backtracking regex can follow', () => {
+    // A `{256,}` overflowed V8's stack from about five million characters of any of the classes.
+    expect(counter.countText('gpt-4o', 'a'.repeat(10_000_000))).toBe(1_250_000);
+  });
+
   it('does not tokenize the same large text twice', () => {
     const spy = vi.spyOn(Tiktoken.prototype, 'encode_ordinary');
     const big = 'lorem ipsum dolor sit amet '.repeat(200);

@@ -63,9 +63,12 @@ const ENCODING_MEMO_LIMIT = 256;
  * piece: letters and marks (a language written without spaces, or one letter repeated), symbols
  * and punctuation, white space. Byte-pair merging is quadratic in a piece's length: 50,000
  * characters of Japanese took 14 s of CPU, 100,000 of one bracket 17 s. A lookbehind starts a
- * match only where a run starts, so finding them is linear too.
+ * match only where a run starts, so finding them is linear too. Each run is written `{256}`
+ * then `*`: V8 keeps a backtracking frame per character of a `{256,}`, and a run of ten million
+ * overflowed the stack, refusing a request the body bound admits.
  */
-const LONG_RUN = /(?<![\p{L}\p{M}])[\p{L}\p{M}]{256,}|(?<![^\s\p{L}\p{N}])[^\s\p{L}\p{N}]{256,}|(?<!\s)\s{256,}/gu;
+const LONG_RUN =
+  /(?<![\p{L}\p{M}])[\p{L}\p{M}]{256}[\p{L}\p{M}]*|(?<![^\s\p{L}\p{N}])[^\s\p{L}\p{N}]{256}[^\s\p{L}\p{N}]*|(?<!\s)\s{256}\s*/gu;
 const RUN_SLICE = 256;
 
 /**
