@@ -216,6 +216,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       requestedBy: { type: 'proxy', id: source },
       timeoutMs: config.proxy_approval_timeout_seconds * 1000,
       maxHeld: config.proxy_approval_max_held,
+      opensPerMinute: config.proxy_approval_opens_per_minute,
       recheckMs: config.proxy_approval_recheck_ms,
     },
     messaging,

@@ -373,6 +373,12 @@ const settings = z.object({
   /** Calls held for an approval at once; a call over it is refused at once (SVC-SYS-9005). */
   proxy_approval_max_held: z.coerce.number().int().min(1).max(100_000).default(100),
   /**
+   * Approvals one proxy opens in a minute at most; a call past it is refused at once (SVC-SYS-9005):
+   * an agent that sends calls needing approval and leaves at once would otherwise announce
+   * approvals to the reviewers without end.
+   */
+  proxy_approval_opens_per_minute: z.coerce.number().int().min(1).max(100_000).default(60),
+  /**
    * The decoded bytes of the requests held at once, for approvals and for paused envelopes
    * together; a call whose request would pass it is refused at once (SVC-SYS-9005).
    */

@@ -73,6 +73,7 @@ function holds(options: Partial<ApprovalHoldOptions> = {}, logger = silent): App
       requestedBy: { type: 'proxy', id: 'proxy:test' },
       timeoutMs: 5_000,
       maxHeld: 10,
+      opensPerMinute: 60,
       recheckMs: 100,
       ...options,
     },
@@ -233,6 +234,25 @@ describe('ApprovalHolds', () => {
     await messaging.signals.publishSignal(syncSubjects.approvalDecided('acme'), decide(id, 'APPROVED'));
     expect((await first).allowed).toBe(true);
     expect(await outcomes()).toEqual({ full: 1, approved: 1 });
+  });
+
+  it('opens at most opensPerMinute approvals a minute, however soon their calls end, and refuses the next at once', async () => {
+    await controlPlane();
+    const h = holds({ opensPerMinute: 3 });
+    for (let i = 0; i < 3; i++) {
+      const client = new AbortController();
+      const waiting = h.await('llm:gpt-4o', {}, verdict, client.signal, 100);
+      await pendingId();
+      client.abort();
+      expect((await waiting).allowed).toBe(false);
+      store.clear();
+    }
+    const opened = new Set(asked.map((a) => a.approval_id)).size;
+    const over = await h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
+    expect(over).toMatchObject({ allowed: false, code: 'SVC-SYS-9005' });
+    expect(over.message).toContain('proxy_approval_opens_per_minute');
+    expect(new Set(asked.map((a) => a.approval_id)).size).toBe(opened);
+    expect(opened).toBe(3);
   });
 
   it('frees the place of a call whose client left', async () => {

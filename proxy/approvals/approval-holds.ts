@@ -21,6 +21,8 @@ export interface ApprovalHoldOptions {
   timeoutMs: number;
   /** Calls held at once; one more is refused at once. */
   maxHeld: number;
+  /** Approvals opened in a minute at most; one more is refused at once. */
+  opensPerMinute: number;
   /** How often a held call asks how its approval stands, and how long one ask may take. */
   recheckMs: number;
 }
@@ -47,7 +49,8 @@ function decisionOf(standing: ApprovalStanding): Decided | null {
  * once; the re-check covers a signal missed while NATS or the control plane was away.
  *
  * The calls are held by `HeldCalls` (proxy/holds/), as are the calls of paused envelopes.
- * Bounded: at most `maxHeld` calls wait, and their requests' decoded bytes count against
+ * Bounded: at most `opensPerMinute` approvals are opened a minute, at most `maxHeld` calls
+ * wait, and their requests' decoded bytes count against
  * `proxy_held_max_bytes` with the pause holds' (one more is refused at once, fail closed); each
  * also holds an approval context of bounded size.
  * `close` refuses every held call (shutdown); nothing is dropped silently.
@@ -59,6 +62,8 @@ export class ApprovalHolds {
   readonly #metrics: ApprovalMetrics;
   readonly #logger: { warn(object: Record<string, unknown>, message: string): void };
   readonly #held: HeldCalls<Decided>;
+  /** When each approval of the last minute was opened, oldest first: at most `opensPerMinute`. */
+  readonly #opened: number[] = [];
 
   constructor(
     options: ApprovalHoldOptions,
@@ -133,6 +138,14 @@ export class ApprovalHolds {
           );
       }
     }
+    if (!this.#mayOpen()) {
+      this.#metrics.holds.inc({ outcome: 'full' });
+      return refusal(
+        verdict,
+        'SVC-SYS-9005',
+        `${action} needs an approval, and ${this.#options.opensPerMinute} were opened at this proxy in the last minute (proxy_approval_opens_per_minute); refused without opening an approval`,
+      );
+    }
     const request = this.#request(action, context, verdict);
     const held = await this.#hold(request, bytes, signal);
     if (held.outcome !== 'released') this.#withdraw(request, held.outcome);
@@ -181,6 +194,15 @@ export class ApprovalHolds {
    */
   async close(): Promise<void> {
     await this.#held.close();
+  }
+
+  /** Counts an approval about to be opened, unless the last minute already holds the most allowed. */
+  #mayOpen(): boolean {
+    const now = Date.now();
+    while (this.#opened.length > 0 && this.#opened[0]! <= now - 60_000) this.#opened.shift();
+    if (this.#opened.length >= this.#options.opensPerMinute) return false;
+    this.#opened.push(now);
+    return true;
   }
 
   #request(action: string, context: Readonly<Record<string, unknown>>, verdict: GateVerdict): ApprovalHoldRequest {
