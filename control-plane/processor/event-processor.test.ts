@@ -267,6 +267,12 @@ describe('event processor', () => {
     await cp.messaging.bus.publish(subjects.envelopeCreated('acme'), opened({ envelope_id: envelopeId }), {
       msgId: randomUUID(),
     });
+    // The openings and the endings are applied by consumers of their own: the envelope first.
+    await eventually(
+      () => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }),
+      (r) => r.status === 200,
+      5_000,
+    );
     const ended = (reason: string) => ({
       tenant_id: 'acme',
       envelope_id: envelopeId,
@@ -282,7 +288,7 @@ describe('event processor', () => {
     const envelope = await eventually(
       () => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }),
       (r) => r.status === 200 && r.body.termination_reason === 'policy_violation',
-      1_000,
+      3_000,
     );
     expect(envelope.body.status_reason).toBe('denied');
     expect(cp.plane.processor.stats.rejected).toBe(3);
