@@ -95,7 +95,7 @@ export async function governUnclassifiedCall(
   }
   let bytes: Buffer;
   let headers = req.headers;
-  let named: { model: string };
+  let model: string;
   try {
     bytes = await readRequestBody(req, deps.bodyLimitBytes);
     // Counted as what it holds, and sent as that: a compressed body would be estimated at a
@@ -106,15 +106,16 @@ export async function governUnclassifiedCall(
       headers = { ...req.headers };
       delete headers['content-encoding'];
     }
-    named = readUnclassifiedBody(bytes);
-    checkModelName(adapter.modelNamedIn?.(path) ?? named.model);
+    // Read for its tools and strictness even when the path names the model.
+    const named = readUnclassifiedBody(bytes);
+    model = adapter.modelNamedIn?.(path) ?? named.model;
+    checkModelName(model);
   } catch (error) {
     if (!isSvcError(error)) throw error;
     count(error.code === 'SVC-ADP-5003' ? 'refused' : 'invalid');
     refuse(error.code, error.message, null);
     return;
   }
-  const model = adapter.modelNamedIn?.(path) ?? named.model;
   let resolution: Resolution;
   try {
     resolution = deps.envelopes.resolve(req.headers);
