@@ -184,6 +184,60 @@ describe('ApprovalHolds', () => {
     });
   });
 
+  it('sends the withdrawal again until the control plane, away when the hold ended, hears it', async () => {
+    // The control plane answers the opening, then is away (unavailable) while the hold times out.
+    let away = false;
+    await messaging.requests.reply('svc.*.approvals.request', (data) => {
+      if (away) return Promise.reject(new SvcError('SVC-SYS-9001', 'the control plane is restarting'));
+      const request = data as ApprovalHoldRequest;
+      asked.push(request);
+      store.set(request.approval_id, { ...request, status: 'PENDING', reviewer_id: null, review_note: null });
+      return Promise.resolve(store.get(request.approval_id));
+    });
+    const h = holds({ timeoutMs: 300, recheckMs: 100 });
+    const waiting = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
+    const id = await pendingId();
+    away = true;
+    expect((await waiting).code).toBe('SVC-POL-2004');
+    await new Promise((r) => setTimeout(r, 250));
+    expect(asked.some((a) => a.withdrawn !== undefined)).toBe(false);
+    away = false;
+    for (let i = 0; i < 200 && !asked.some((a) => a.withdrawn !== undefined); i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(asked.filter((a) => a.withdrawn !== undefined)).toEqual([
+      expect.objectContaining({ approval_id: id, withdrawn: expect.stringContaining('not decided within 0.3 s') }),
+    ]);
+    await h.close();
+  });
+
+  it('stops sending a withdrawal the control plane refuses for good', async () => {
+    let withdrawals = 0;
+    await messaging.requests.reply('svc.*.approvals.request', (data) => {
+      const request = data as ApprovalHoldRequest;
+      if (request.withdrawn === undefined)
+        return Promise.resolve({ ...request, status: 'PENDING', reviewer_id: null, review_note: null });
+      withdrawals++;
+      return Promise.reject(new SvcError('SVC-SYS-9002', 'invalid approval hold request: withdrawn: too long'));
+    });
+    const h = holds({ timeoutMs: 200, recheckMs: 100 });
+    expect((await h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100)).code).toBe('SVC-POL-2004');
+    await new Promise((r) => setTimeout(r, 500));
+    expect(withdrawals).toBe(1);
+  });
+
+  it('sends the withdrawals of the calls a shutdown refuses before close resolves', async () => {
+    await controlPlane();
+    const h = holds({ recheckMs: 10_000 });
+    const waiting = h.await('llm:gpt-4o', {}, verdict, new AbortController().signal, 100);
+    const id = await pendingId();
+    await h.close();
+    expect((await waiting).code).toBe('SVC-SYS-9001');
+    expect(asked.filter((a) => a.withdrawn !== undefined)).toEqual([
+      expect.objectContaining({ approval_id: id, withdrawn: expect.stringContaining('shut down') }),
+    ]);
+  });
+
   it('finds a decision whose signal it missed by asking again under the same id', async () => {
     await controlPlane();
     const h = holds({ recheckMs: 100 });

@@ -12,6 +12,11 @@ import type { ApprovalMetrics, HoldOutcome } from '../metrics/index.ts';
 import { overHeldBytes, type HeldBytes } from '../holds/held-bytes.ts';
 import { HeldCalls, type HoldEnding } from '../holds/held-calls.ts';
 import { heldContext } from './held-context.ts';
+import { Withdrawals } from './withdrawals.ts';
+
+/** How long the withdrawal of an ended hold's approval is retried, and the longest wait between tries. */
+const WITHDRAW_FOR_MS = 10 * 60_000;
+const WITHDRAW_MAX_DELAY_MS = 30_000;
 
 export interface ApprovalHoldOptions {
   tenantId: string;
@@ -62,6 +67,7 @@ export class ApprovalHolds {
   readonly #metrics: ApprovalMetrics;
   readonly #logger: { warn(object: Record<string, unknown>, message: string): void };
   readonly #held: HeldCalls<Decided>;
+  readonly #withdrawals: Withdrawals;
   /** When each approval of the last minute was opened, oldest first: at most `opensPerMinute`. */
   readonly #opened: number[] = [];
 
@@ -79,6 +85,11 @@ export class ApprovalHolds {
     this.#metrics = metrics;
     this.#logger = logger;
     this.#held = new HeldCalls(options.maxHeld, bytes, (size) => metrics.held.set(size));
+    this.#withdrawals = new Withdrawals(
+      (request) => this.#requests.request(syncSubjects.approval(request.tenant_id), request, options.recheckMs),
+      { firstDelayMs: options.recheckMs, maxDelayMs: WITHDRAW_MAX_DELAY_MS, giveUpAfterMs: WITHDRAW_FOR_MS },
+      logger,
+    );
   }
 
   /** Listens for decisions; held calls are released by them from then on. */
@@ -190,10 +201,12 @@ export class ApprovalHolds {
   /**
    * Refuses every held call (shutdown), and every call that would be held from now on. Resolves
    * once the held calls' handlers have run on (their refusals written), so that the listener
-   * closing its connections next does not cut them off unanswered.
+   * closing its connections next does not cut them off unanswered, and their approvals'
+   * withdrawals have been sent once.
    */
   async close(): Promise<void> {
     await this.#held.close();
+    await this.#withdrawals.close();
   }
 
   /** Counts an approval about to be opened, unless the last minute already holds the most allowed. */
@@ -222,8 +235,8 @@ export class ApprovalHolds {
 
   /**
    * Tells the control plane that the call ended undecided, over the channel that opened its
-   * approval, so that the approval waits for no reviewer (it is rejected in this proxy's name).
-   * Once: one the control plane does not hear stays pending, and the log says so.
+   * approval, so that the approval waits for no reviewer (it is rejected in this proxy's name);
+   * retried while the control plane does not answer.
    */
   #withdraw(request: ApprovalHoldRequest, outcome: 'timed_out' | 'shutdown' | 'cancelled'): void {
     const withdrawn = {
@@ -231,14 +244,7 @@ export class ApprovalHolds {
       shutdown: 'the proxy holding the call shut down; the call was refused',
       cancelled: 'the held call was cancelled (its client left, or its envelope ended)',
     }[outcome];
-    this.#requests
-      .request(syncSubjects.approval(request.tenant_id), { ...request, withdrawn }, this.#options.recheckMs)
-      .catch((error: unknown) =>
-        this.#logger.warn(
-          { approval_id: request.approval_id, err: (error as Error).message },
-          'approval of an ended hold could not be withdrawn; it stays pending',
-        ),
-      );
+    this.#withdrawals.withdraw({ ...request, withdrawn });
   }
 
   #hold(request: ApprovalHoldRequest, bytes: number, signal: AbortSignal): Promise<HoldEnding<Decided>> {
