@@ -175,10 +175,13 @@ describe('Gemini routes', () => {
     ['POST', '/v1beta/models/gemini-embedding-001:asyncBatchEmbedContent', 'denied'],
     ['POST', '/v1beta/models/veo-3.0-generate-001:predictLongRunning', 'denied'],
     ['POST', '/v1beta/tunedModels', 'denied'],
+    ['POST', '/v1beta/cachedContents', 'denied'],
+    ['POST', '/v1/cachedContents', 'denied'],
     // In any spelling a lenient server may route, capitals in the verb included.
     ['POST', '/V1BETA/Models/gemini-2.5-flash:BATCHGENERATECONTENT', 'denied'],
     ['POST', '/v1beta/models/veo-3.0-generate-001%3ApredictLongRunning', 'denied'],
     ['POST', '/v1beta/TUNEDMODELS', 'denied'],
+    ['POST', '/v1beta/CachedContents', 'denied'],
     ['POST', '/v1beta/batches/b1:cancel', null],
     ['POST', '/evil/v1beta/models/gemini-2.0-flash:generateContent', null],
     ['POST', '/v1beta/files/x/models/gemini-2.0-flash:generateContent', null],

@@ -157,6 +157,8 @@ const OPENS_SESSION =
   "it opens a realtime session whose audio and text flow between the agent and the provider, out of the proxy's sight";
 const WORKS_LATER =
   "it starts work the provider runs and bills after the request returns (a batch, an evaluation run, a fine-tuning job, a video), out of the proxy's sight: its cost could not be metered nor its output governed";
+const STORES_LATER =
+  'it stores context the provider bills by the hour for as long as the cache lives, after the request returns: its cost could not be metered';
 
 /**
  * The OpenAI routes that would take the agent around the proxy: ephemeral keys, realtime
@@ -238,6 +240,8 @@ export const GEMINI_ROUTES: readonly RoutePattern[] = [
       denied: WORKS_LATER,
     })),
     { path: `/${version}/tunedModels`, denied: WORKS_LATER },
+    // A context cache, billed per token and hour of its time to live.
+    { path: `/${version}/cachedContents`, denied: STORES_LATER },
   ]),
 ];
 
