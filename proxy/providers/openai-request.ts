@@ -64,6 +64,28 @@ export const OpenAiResponsesRequestSchema = z.looseObject({
 /** Context a Responses request refers to on OpenAI's side: an earlier response, a conversation, a stored prompt. */
 const SERVER_CONTEXT = ['previous_response_id', 'conversation', 'prompt'] as const;
 
+/**
+ * Fields by which an OpenAI-compatible router serves another model than `model` names when that one
+ * fails or is busy (OpenRouter's `models`, LiteLLM's `fallbacks` and `context_window_fallback_dict`).
+ * Policies and prices judge the model named, so a denied or dearer model could answer: refused.
+ * OpenAI itself knows none of them. Compared in any case, as a server decoding with Go's
+ * `encoding/json` matches keys.
+ */
+const OTHER_MODELS = new Set(['models', 'fallbacks', 'context_window_fallback_dict']);
+
+function refuseOtherModels(body: unknown): void {
+  if (typeof body !== 'object' || body === null) return;
+  for (const [key, value] of Object.entries(body)) {
+    if (value == null || !OTHER_MODELS.has(key.toLowerCase())) continue;
+    throw new SvcError(
+      'SVC-ADP-5003',
+      `${key}: a router may serve another model than \`model\` names from it, which the policies did not judge nor the budget price; it is refused (name the one model to call)`,
+      { fields: key },
+      [{ field: key, description: 'models other than `model` are not governed' }],
+    );
+  }
+}
+
 const BACKGROUND =
   "background: a background response is generated after the call returns and read back later, out of the proxy's sight, so its usage and tool calls could not be governed; it is refused (send the request in the foreground, streamed if it runs long)";
 
@@ -182,6 +204,7 @@ export function parseOpenAiRequest(
   body: unknown,
   pathModel: string | undefined,
 ): ParsedRequest {
+  refuseOtherModels(body);
   if (op === 'embeddings') {
     const req = parseOrThrow(OpenAiEmbeddingsRequestSchema, body);
     const model = requireModel(req.model, pathModel);

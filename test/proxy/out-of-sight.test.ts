@@ -55,6 +55,39 @@ describe('a Responses request in the background', () => {
   });
 });
 
+describe("a router's fallback models", () => {
+  it('are refused with 403 SVC-ADP-5003 naming the field, in any case, and never reach the provider', async () => {
+    const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-fallbacks' });
+    const before = rig.sim.requests.length;
+    const messages = [{ role: 'user' as const, content: 'hi' }];
+    const fallbacks: [string, unknown][] = [
+      ['models', ['gpt-4o-mini', 'o1-pro']],
+      ['fallbacks', ['o1-pro']],
+      ['Fallbacks', [{ 'gpt-4o-mini': ['o1-pro'] }]],
+      ['context_window_fallback_dict', { 'gpt-4o-mini': 'o1-pro' }],
+    ];
+    for (const [field, value] of fallbacks) {
+      const error = await failure(() =>
+        client.chat.completions.create({ model: 'gpt-4o-mini', messages, max_tokens: 4, [field]: value }),
+      );
+      expectRefused(error, `${field}: a router may serve another model`);
+    }
+    const responses = await failure(() =>
+      client.responses.create({ model: 'gpt-4o-mini', input: 'hi', models: ['o1-pro'] } as never),
+    );
+    expectRefused(responses, 'models: a router may serve another model');
+    expect(rig.sim.requests.length).toBe(before);
+    // Empty, the field names no other model.
+    const answer = await client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages,
+      max_tokens: 4,
+      models: null,
+    } as never);
+    expect(answer.choices.length).toBe(1);
+  });
+});
+
 describe('a route that would take the agent around the proxy', () => {
   it('refuses an ephemeral key or a realtime session with 403 SVC-ADP-5003, never reaching the provider', async () => {
     const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-realtime' });
@@ -128,6 +161,7 @@ describe('work the provider runs after the request returns', () => {
       '/anthropic/v1/messages%2Fbatches',
       '/gemini/v1beta/models/gemini-2.5-flash:batchGenerateContent',
       '/gemini/v1beta/models/veo-3.0-generate-001:predictLongRunning',
+      '/gemini/v1beta/cachedContents',
     ]);
     expect(rig.sim.requests.length).toBe(before);
   });
