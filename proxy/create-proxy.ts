@@ -340,7 +340,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     egressCheck: createEgressCheck({
       check: (action, context) => gate.check(action, context),
       intercepted: interceptHost,
-      hasRuleset: () => rulesets.current !== null,
+      ruleset: () => rulesets.current,
       allowedPorts: parsePorts(config.proxy_egress_ports),
     }),
     egressGuard: guard,

@@ -1,40 +1,84 @@
 import { describe, expect, it } from 'vitest';
-import type { EvaluationResult } from '../../core/policy/index.ts';
+import {
+  compileRuleset,
+  evaluate,
+  type CompiledRuleset,
+  type Policy,
+  type PolicyRule,
+} from '../../core/policy/index.ts';
 import { createEgressCheck, parsePorts } from './egress-rules.ts';
 
-type Verdict = { allowed: boolean; result: Pick<EvaluationResult, 'effect'> | null };
+let counter = 0;
+function policy(rules: PolicyRule[], enforcement: Policy['enforcement'] = 'BLOCK'): Policy {
+  counter++;
+  return {
+    policy_id: `00000000-0000-4000-8000-${String(counter).padStart(12, '0')}`,
+    tenant_id: 'acme',
+    name: `policy-${counter}`,
+    description: '',
+    priority: 100,
+    status: 'ACTIVE',
+    enforcement,
+    tags: {},
+    version: 1,
+    created_at: '2026-01-01T00:00:00.000Z',
+    updated_at: '2026-01-01T00:00:00.000Z',
+    rules,
+  };
+}
 
-function check(verdict: Verdict, options: { ruleset?: boolean; intercepted?: string[] } = {}) {
+function rule(action: string, decision: PolicyRule['decision'], conditions: PolicyRule['conditions'] = []): PolicyRule {
+  return { rule_id: `${action}-${decision}`, name: action, action, decision, conditions };
+}
+
+/** The egress check over `policies` (none: no ruleset synced, refused as the closed fail mode does). */
+function egress(policies: Policy[] | null, intercepted: string[] = []) {
+  const ruleset: CompiledRuleset | null = policies === null ? null : compileRuleset(policies, 1);
   return createEgressCheck({
-    check: () => verdict as never,
-    intercepted: (host, port) => (options.intercepted ?? []).includes(`${host}:${port}`),
-    hasRuleset: () => options.ruleset ?? true,
+    check: (action, context) => {
+      if (ruleset === null) return { allowed: false, result: null };
+      const result = evaluate(ruleset, { action, context });
+      return { allowed: result.allowed, result };
+    },
+    intercepted: (host, port) => intercepted.includes(`${host}:${port}`),
+    ruleset: () => ruleset,
     allowedPorts: parsePorts('80, 443'),
   });
 }
 
 describe('createEgressCheck', () => {
   it('allows the listed ports and intercepted destinations when no rule decides', () => {
-    const egress = check({ allowed: true, result: { effect: 'no_match' } }, { intercepted: ['tools.internal:7000'] });
-    expect(egress('example.com', 443)).toBe('allow');
-    expect(egress('example.com', 80)).toBe('allow');
-    expect(egress('tools.internal', 7000)).toBe('allow');
-    expect(egress('tools.internal', 22)).toBe('deny_port');
-    expect(egress('example.com', 5432)).toBe('deny_port');
+    const check = egress([], ['tools.internal:7000']);
+    expect(check('example.com', 443)).toBe('allow');
+    expect(check('example.com', 80)).toBe('allow');
+    expect(check('tools.internal', 7000)).toBe('allow');
+    expect(check('tools.internal', 22)).toBe('deny_port');
+    expect(check('example.com', 5432)).toBe('deny_port');
   });
 
-  it('opens another port only on an explicit network:connect ALLOW', () => {
-    expect(check({ allowed: true, result: { effect: 'allow' } })('db.internal', 5432)).toBe('allow');
+  it('opens another port only on an ALLOW rule written for the network', () => {
+    const dbPort = { field: 'port', operator: 'eq' as const, value: 5432 };
+    expect(egress([policy([rule('network:connect', 'ALLOW', [dbPort])])])('db.internal', 5432)).toBe('allow');
+    expect(egress([policy([rule('network:*', 'ALLOW')])])('db.internal', 5432)).toBe('allow');
+  });
+
+  it('opens no port on a WARN, a monitored DENY or an ALLOW of every action', () => {
+    const highPorts = { field: 'port', operator: 'gt' as const, value: 1024 };
+    expect(egress([policy([rule('network:connect', 'DENY', [highPorts])], 'WARN')])('db.internal', 5432)).toBe(
+      'deny_port',
+    );
+    expect(egress([policy([rule('*', 'WARN')])])('db.internal', 5432)).toBe('deny_port');
+    expect(egress([policy([rule('*', 'ALLOW')])])('db.internal', 5432)).toBe('deny_port');
+    expect(egress([policy([rule('network:connect', 'WARN')])])('db.internal', 5432)).toBe('deny_port');
   });
 
   it('refuses a network:connect DENY even on a listed port', () => {
-    expect(check({ allowed: false, result: { effect: 'deny' } })('example.com', 443)).toBe('deny');
+    expect(egress([policy([rule('network:connect', 'DENY')])])('example.com', 443)).toBe('deny');
   });
 
   it('keeps intercepted destinations reachable without a ruleset, and refuses the rest as the fail mode says', () => {
-    const closed = check({ allowed: false, result: null }, { ruleset: false, intercepted: ['api.openai.com:443'] });
+    const closed = egress(null, ['api.openai.com:443']);
     expect(closed('api.openai.com', 443)).toBe('allow');
     expect(closed('example.com', 443)).toBe('deny');
-    expect(check({ allowed: true, result: null }, { ruleset: false })('example.com', 8443)).toBe('deny_port');
   });
 });
