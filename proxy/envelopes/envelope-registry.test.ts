@@ -40,9 +40,28 @@ describe('EnvelopeRegistry', () => {
     const first = r.resolve({ 'x-svc-execution-id': 'e1', 'x-svc-budget-id': 'b2' });
     expect(first.opened).toBe(true);
     expect(first.envelope.budgetId).toBe('b2');
-    const again = r.resolve({ 'x-svc-execution-id': 'e1', 'x-svc-budget-id': 'b3' });
+    const again = r.resolve({ 'x-svc-execution-id': 'e1', 'x-svc-budget-id': 'b2' });
     expect(again).toEqual({ envelope: first.envelope, opened: false });
-    expect(again.envelope.budgetId).toBe('b2');
+    expect(r.resolve({ 'x-svc-execution-id': 'e1' }).envelope).toBe(first.envelope);
+  });
+
+  it('refuses with SVC-SYS-9002 a budget header that names another budget than the one the call would be charged to', () => {
+    const r = registry();
+    r.resolve({ 'x-svc-execution-id': 'e1', 'x-svc-budget-id': 'b2' });
+    expect(refusal(() => r.resolve({ 'x-svc-execution-id': 'e1', 'x-svc-budget-id': 'b3' }))).toMatchObject({
+      code: 'SVC-SYS-9002',
+      message: expect.stringContaining('execution e1 is charged to budget b2'),
+    });
+    r.resolve({ 'x-svc-envelope-id': REST_ENVELOPE });
+    expect(refusal(() => r.resolve({ 'x-svc-envelope-id': REST_ENVELOPE, 'x-svc-budget-id': 'b2' }))).toMatchObject({
+      code: 'SVC-SYS-9002',
+    });
+    // The pod's own execution is charged to the default budget; naming another needs an execution.
+    expect(refusal(() => r.resolve({ 'x-svc-budget-id': 'b2' }))).toMatchObject({
+      code: 'SVC-SYS-9002',
+      message: expect.stringContaining('without X-Svc-Execution-Id'),
+    });
+    expect(r.resolve({ 'x-svc-budget-id': 'default-budget' }).envelope.budgetId).toBe('default-budget');
   });
 
   it('uses a named envelope as is without announcing it, and the pod execution for bare requests', () => {
@@ -53,7 +72,7 @@ describe('EnvelopeRegistry', () => {
     const pod = r.resolve({});
     expect(pod.envelope.executionId).toBe('pod-1');
     expect(pod.envelope.budgetId).toBe('default-budget');
-    expect(r.resolve({ 'x-svc-budget-id': 'b2' }).envelope).toBe(pod.envelope);
+    expect(r.resolve({}).envelope).toBe(pod.envelope);
   });
 
   it('refuses with SVC-SYS-9004 a budget id this sidecar is not bound to, whatever else the request names, and opens nothing', () => {

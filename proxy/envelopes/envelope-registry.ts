@@ -31,6 +31,21 @@ export interface LocalEnvelope {
   readonly inflight: Set<Cutter>;
 }
 
+/**
+ * `envelope`, unless the request names another budget than the one it is charged to: an
+ * execution's budget is chosen when it opens, and a call charged elsewhere than its header says
+ * would surprise whoever reads that budget.
+ */
+function onBudget(envelope: LocalEnvelope, named: string | undefined): LocalEnvelope {
+  if (named === undefined || named === envelope.budgetId) return envelope;
+  throw new SvcError(
+    'SVC-SYS-9002',
+    `invalid request: X-Svc-Budget-Id: names budget ${named}, and execution ${envelope.executionId} is charged to budget ${envelope.budgetId}; an execution keeps the budget it opened with`,
+    { header: 'X-Svc-Budget-Id', fields: 'X-Svc-Budget-Id', budget_id: named },
+    [{ field: 'X-Svc-Budget-Id', description: `execution is charged to budget ${envelope.budgetId}` }],
+  );
+}
+
 export interface Resolution {
   envelope: LocalEnvelope;
   /** True when this request opened the envelope (publish EnvelopeOpened). */
@@ -116,27 +131,28 @@ export class EnvelopeRegistry {
     const budgetId = named ?? this.#options.defaultBudgetId;
     if (envelopeId !== undefined) {
       const known = this.#byEnvelope.get(envelopeId);
-      if (known !== undefined) return { envelope: known, opened: false };
+      if (known !== undefined) return { envelope: onBudget(known, named), opened: false };
       // Made elsewhere (REST): the control plane already has it, so nothing is announced.
       return { envelope: this.#add(envelopeId, executionId ?? envelopeId, budgetId), opened: false };
     }
+    if (executionId === undefined && named !== undefined && named !== this.#options.defaultBudgetId) {
+      throw new SvcError(
+        'SVC-SYS-9002',
+        `invalid request: X-Svc-Budget-Id: names budget ${named} without X-Svc-Execution-Id; the pod's own execution is charged to SVC_BUDGET_ID (${this.#options.defaultBudgetId}), so name an execution to charge another budget`,
+        { header: 'X-Svc-Budget-Id', fields: 'X-Svc-Budget-Id' },
+        [{ field: 'X-Svc-Budget-Id', description: 'needs X-Svc-Execution-Id' }],
+      );
+    }
     const execution = executionId ?? this.#options.podExecutionId;
     const known = this.#byExecution.get(execution);
-    if (known !== undefined) return { envelope: known, opened: false };
+    if (known !== undefined) return { envelope: onBudget(known, named), opened: false };
     // The execution's envelope is held (this proxy restarted or forgot it): its calls stay with it.
     const held = this.#holds?.forExecution(execution);
     if (held !== undefined) {
       const envelope = this.#byEnvelope.get(held.envelope_id) ?? this.#add(held.envelope_id, execution, budgetId);
-      return { envelope, opened: false };
+      return { envelope: onBudget(envelope, named), opened: false };
     }
-    return {
-      envelope: this.#add(
-        randomUUID(),
-        execution,
-        executionId === undefined ? this.#options.defaultBudgetId : budgetId,
-      ),
-      opened: true,
-    };
+    return { envelope: this.#add(randomUUID(), execution, budgetId), opened: true };
   }
 
   get(envelopeId: string): LocalEnvelope | undefined {
