@@ -223,6 +223,26 @@ describe('event processor', () => {
     expect(cp.plane.processor.stats.rejected).toBe(oversized.length);
   });
 
+  it('charges a call that cost under half a micro-dollar one micro-dollar, never nothing, priced by the proxy or here', async () => {
+    const envelopeId = randomUUID();
+    // A 20-token embedding: $0.0000004 as the proxy priced it, and unpriced (priced here).
+    const priced = Array.from({ length: 50 }, () => ({ ...usageEvent(envelopeId, 20), cost_usd: 4e-7 }));
+    const unpriced = Array.from({ length: 50 }, () => ({
+      ...usageEvent(envelopeId, 20),
+      cost_usd: null,
+      model: 'text-embedding-3-small',
+    }));
+    for (const event of [...priced, ...unpriced]) {
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    }
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied === 100,
+    );
+    const { cost } = (await cp.plane.storage.read.envelopes.get('acme', envelopeId))!;
+    expect(cost.cost_micros).toBe(100);
+  });
+
   it("keeps an envelope's costs by model for its first 63 models, and those of every later one together as other", async () => {
     const envelopeId = randomUUID();
     const models = Array.from({ length: MAX_MODELS_PER_ENVELOPE + 6 }, (_, i) => `model-${i}`);

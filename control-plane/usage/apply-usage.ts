@@ -1,11 +1,13 @@
 import { detectionOfEvent } from '../../core/brain/immune/detection.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import {
+  chargedMicros,
   currentPeriod,
   isFinal,
   isTerminated,
   modelCostId,
   MAX_TOTAL,
+  MICROS_PER_USD,
   usdToMicros,
   type Budget,
   type CostTotals,
@@ -201,7 +203,7 @@ export function storedEvent(deps: UsageDeps, event: UsageEventMessage, receivedA
   const costMicros = Math.min(
     MAX_TOTAL,
     event.cost_usd !== null
-      ? usdToMicros(event.cost_usd)
+      ? chargedMicros(event.cost_usd * MICROS_PER_USD)
       : event.model !== null
         ? deps.pricer(
             event.model,

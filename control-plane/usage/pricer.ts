@@ -1,3 +1,4 @@
+import { chargedMicros } from '../../core/domain/index.ts';
 import { cost, type PriceTable } from '../../core/metering/prices.ts';
 
 /**
@@ -14,10 +15,10 @@ export type Pricer = (
 
 const PICO_PER_MICRO = 1_000_000;
 
-/** Prices from the table, rounded to the micro-dollar the store keeps. */
+/** Prices from the table, in the whole micro-dollars the store keeps (`chargedMicros`). */
 export function createPricer(table: PriceTable): Pricer {
   return (model, tokens, provider) => {
     const result = cost(table, model, { input: tokens.input, output: tokens.output, cachedInput: 0 }, provider);
-    return { costMicros: Math.round(Number(result.costPicoUsd) / PICO_PER_MICRO), known: result.known };
+    return { costMicros: chargedMicros(Number(result.costPicoUsd) / PICO_PER_MICRO), known: result.known };
   };
 }

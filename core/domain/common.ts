@@ -33,6 +33,17 @@ export function usdToMicros(usd: number): number {
   return Math.round(usd * MICROS_PER_USD);
 }
 
+/**
+ * What a call that cost `micros` (exact, possibly fractional) is charged in the store's whole
+ * micro-dollars: the nearest, but at least one when it cost anything. Rounded to the nearest
+ * alone, a call under half a micro-dollar (a short embedding, a few tokens of a small model)
+ * would count for nothing, and any number of them would never reach an envelope's cost limit.
+ */
+export function chargedMicros(micros: number): number {
+  const rounded = Math.round(micros);
+  return rounded === 0 && micros > 0 ? 1 : rounded;
+}
+
 export function microsToUsd(micros: number): number {
   return micros / MICROS_PER_USD;
 }
