@@ -5,6 +5,7 @@ import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/i
 import { sse } from '../../test/simulator/sse-writer.ts';
 import { UNLIMITED_HOSTED_USES } from './adapter.ts';
 import { createAnthropicAdapter } from './anthropic.ts';
+import { IMAGE_TOKENS } from './non-text-input.ts';
 
 const fx = useAdapterFixture();
 const anthropic = createAnthropicAdapter(fx.deps);
@@ -45,6 +46,47 @@ describe('Anthropic classify and parseRequest', () => {
       withoutTools +
         fx.tokens.countText(body.model, JSON.stringify([{ name: 'search', input_schema: { type: 'object' } }])),
     );
+  });
+
+  it('holds documents, images and unknown blocks at least at their bounds, inline text at its bytes', () => {
+    const unknown = fx.deps.serverContextTokens;
+    const parse = (content: unknown[], system?: unknown[]) =>
+      anthropic.parseRequest(
+        'messages',
+        {
+          ...body,
+          model: 'claude-sonnet-4-20250514',
+          messages: [{ role: 'user', content }],
+          ...(system ? { system } : {}),
+        },
+        '/v1/messages',
+      ).estimatedInputTokens;
+    const text = 'x '.repeat(100_000);
+    expect(
+      parse([{ type: 'document', source: { type: 'url', url: 'https://example.com/huge.pdf' } }]),
+    ).toBeGreaterThanOrEqual(unknown);
+    expect(parse([{ type: 'document', source: { type: 'file', file_id: 'file_1' } }])).toBeGreaterThanOrEqual(unknown);
+    expect(
+      parse([{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBER' } }]),
+    ).toBeGreaterThanOrEqual(unknown);
+    expect(
+      parse([{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: text } }]),
+    ).toBeGreaterThanOrEqual(text.length);
+    expect(
+      parse([{ type: 'document', source: { type: 'content', content: [{ type: 'text', text }] } }]),
+    ).toBeGreaterThanOrEqual(text.length);
+    expect(
+      parse([{ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }]),
+    ).toBeGreaterThanOrEqual(IMAGE_TOKENS.anthropic);
+    expect(
+      parse([
+        { type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: { type: 'file', file_id: 'f' } }] },
+      ]),
+    ).toBeGreaterThanOrEqual(IMAGE_TOKENS.anthropic);
+    expect(parse([{ type: 'container_upload', file_id: 'file_1' }])).toBeGreaterThanOrEqual(unknown);
+    expect(
+      parse([{ type: 'text', text: 'hi' }], [{ type: 'document', source: { type: 'url', url: 'u' } }]),
+    ).toBeGreaterThanOrEqual(unknown);
   });
 
   it('declares server tools by name and remote MCP servers as mcp, built in, without their credentials', () => {

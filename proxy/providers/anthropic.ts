@@ -12,6 +12,7 @@ import {
   type ToolCall,
 } from './adapter.ts';
 import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
+import { IMAGE_TOKENS, nonTextTokens } from './non-text-input.ts';
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation, type StoredShape } from './routes.ts';
 import { createStreamMeter, eventObject, type StreamDialect } from './stream-meter.ts';
@@ -272,10 +273,13 @@ export function createAnthropicAdapter(deps: AdapterDeps): ProviderAdapter {
       const messages: ChatMessageText[] = req.messages.map((m) => ({ role: m.role, content: blocksText(m.content) }));
       if (req.system !== undefined) messages.unshift({ role: 'system', content: textOf(req.system) });
       const tools = req.tools && req.tools.length > 0 ? deps.tokens.countText(req.model, JSON.stringify(req.tools)) : 0;
+      const amounts = { image: IMAGE_TOKENS.anthropic, unknown: deps.serverContextTokens };
+      let nonText = nonTextTokens(req.system, amounts);
+      for (const m of req.messages) nonText += nonTextTokens(m.content, amounts);
       return {
         model: req.model,
         stream: req.stream === true,
-        estimatedInputTokens: deps.tokens.countChatMessages(req.model, messages) + tools,
+        estimatedInputTokens: deps.tokens.countChatMessages(req.model, messages) + tools + nonText,
         maxOutputTokens: req.max_tokens,
         ...toolsOf(req),
         ...promptCaching(req),

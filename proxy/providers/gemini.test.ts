@@ -3,6 +3,7 @@ import type { SvcError } from '../../core/errors/index.ts';
 import { decodeText, useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
 import { captureRaw, pushChunk, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createGeminiAdapter } from './gemini.ts';
+import { IMAGE_TOKENS } from './non-text-input.ts';
 
 const fx = useAdapterFixture();
 const gemini = createGeminiAdapter(fx.deps);
@@ -49,6 +50,27 @@ describe('Gemini classify and parseRequest', () => {
     const alone = parse({});
     expect(parse({ cachedContent: 'cachedContents/abc' })).toBe(alone + fx.deps.serverContextTokens);
     expect(parse({ cached_content: 'cachedContents/abc' })).toBe(alone + fx.deps.serverContextTokens);
+  });
+
+  it('holds files at the unknown-size allowance, images at the image bound, inline data at least at its bytes', () => {
+    const unknown = fx.deps.serverContextTokens;
+    const parse = (parts: unknown[]) =>
+      gemini.parseRequest('generate', { ...body, contents: [{ role: 'user', parts }] }, generatePath)
+        .estimatedInputTokens;
+    const pdf = 'A'.repeat(1_000_000);
+    const fileUri = 'https://generativelanguage.googleapis.com/v1beta/files/abc';
+    expect(parse([{ fileData: { fileUri, mimeType: 'video/mp4' } }])).toBeGreaterThanOrEqual(unknown);
+    expect(parse([{ file_data: { file_uri: fileUri, mime_type: 'application/pdf' } }])).toBeGreaterThanOrEqual(unknown);
+    expect(parse([{ fileData: { fileUri, mimeType: 'image/png' } }])).toBeGreaterThanOrEqual(IMAGE_TOKENS.gemini);
+    expect(parse([{ inlineData: { data: pdf, mimeType: 'application/pdf' } }])).toBeGreaterThanOrEqual(pdf.length);
+    expect(parse([{ inlineData: { data: 'JVBER', mimeType: 'application/pdf' } }])).toBeGreaterThanOrEqual(unknown);
+    expect(
+      parse([{ functionResponse: { name: 'f', response: { r: 'ok' }, parts: [{ fileData: { fileUri } }] } }]),
+    ).toBeGreaterThanOrEqual(unknown);
+    expect(parse([{ functionResponse: { name: 'f', response: { rows: [{ a: 'x'.repeat(5000) }] } } }])).toBeLessThan(
+      6000,
+    );
+    expect(parse([{ somePartOfTomorrow: { id: 'x' } }])).toBeGreaterThanOrEqual(unknown);
   });
 
   it('reads snake_case fields and defaults the bound per model', () => {

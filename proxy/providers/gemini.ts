@@ -6,6 +6,7 @@ import type { ChatMessageText } from '../../core/metering/tokens.ts';
 import { resolveInput, type AdapterDeps, type ParsedRequest, type ProviderAdapter, type ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, grpcStatusName, type ErrorFormat } from './error-format.ts';
 import { parseGeminiEmbedRequest } from './gemini-embed.ts';
+import { IMAGE_TOKENS, nonTextTokens } from './non-text-input.ts';
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { compileRoutes, GEMINI_ROUTES, geminiModelFromPath, geminiModelNamedIn, meteredOperation } from './routes.ts';
 import { createStreamMeter, eventObject, type StreamDialect } from './stream-meter.ts';
@@ -255,6 +256,9 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
       }));
       const system = req.systemInstruction ?? req.system_instruction;
       if (system) messages.unshift({ role: 'system', content: textOf(system.parts) });
+      const amounts = { image: IMAGE_TOKENS.gemini, unknown: deps.serverContextTokens };
+      let nonText = nonTextTokens(system?.parts, amounts);
+      for (const c of req.contents) nonText += nonTextTokens(c.parts, amounts);
       const config = req.generationConfig ?? req.generation_config;
       const perCandidate = config?.maxOutputTokens ?? config?.max_output_tokens ?? deps.defaultMaxOutputTokens(model);
       return {
@@ -262,6 +266,7 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
         stream: op === 'stream_generate',
         estimatedInputTokens:
           deps.tokens.countChatMessages(model, messages) +
+          nonText +
           (req.tools ? deps.tokens.countText(model, JSON.stringify(req.tools)) : 0) +
           // Cached content is context on Google's side, which the proxy cannot count.
           (req.cachedContent != null || req.cached_content != null ? deps.serverContextTokens : 0),

@@ -12,6 +12,7 @@ import {
   type ToolCall,
 } from './adapter.ts';
 import { textOf } from './json-access.ts';
+import { IMAGE_TOKENS, nonTextTokens, type NonTextAmounts } from './non-text-input.ts';
 
 const count = z.number().int().nonnegative();
 
@@ -27,6 +28,7 @@ const ChatMessageSchema = z.looseObject({
   role: z.string(),
   content: z.unknown().optional(),
   name: z.string().optional(),
+  audio: z.unknown().optional(),
   tool_calls: z
     .array(
       z.looseObject({
@@ -185,6 +187,21 @@ function chatMessageText(m: z.infer<typeof ChatMessageSchema>): ChatMessageText 
   return { role: m.role, content, name: m.name };
 }
 
+function nonTextAmounts(deps: AdapterDeps): NonTextAmounts {
+  return { image: IMAGE_TOKENS.openai, unknown: deps.serverContextTokens };
+}
+
+/**
+ * The chat messages' parts that are not text, and each earlier audio answer a message refers to
+ * by id (`audio: { id }`), held on OpenAI's side at a size the proxy cannot see.
+ */
+function chatNonTextTokens(deps: AdapterDeps, messages: readonly z.infer<typeof ChatMessageSchema>[]): number {
+  const amounts = nonTextAmounts(deps);
+  let tokens = 0;
+  for (const m of messages) tokens += nonTextTokens(m.content, amounts) + (m.audio != null ? amounts.unknown : 0);
+  return tokens;
+}
+
 function toolsTokens(deps: AdapterDeps, model: string, tools: readonly unknown[] | undefined): number {
   return tools && tools.length > 0 ? deps.tokens.countText(model, JSON.stringify(tools)) : 0;
 }
@@ -234,6 +251,7 @@ export function parseOpenAiRequest(
       estimatedInputTokens:
         deps.tokens.countChatMessages(model, messages) +
         toolsTokens(deps, model, req.tools) +
+        (typeof req.input === 'string' ? 0 : nonTextTokens(req.input, nonTextAmounts(deps))) +
         (SERVER_CONTEXT.some((field) => req[field] != null) ? deps.serverContextTokens : 0),
       maxOutputTokens: req.max_output_tokens ?? deps.defaultMaxOutputTokens(model),
       ...toolsOf(req.tools, [], req.max_tool_calls),
@@ -248,6 +266,7 @@ export function parseOpenAiRequest(
     stream: req.stream === true,
     estimatedInputTokens:
       deps.tokens.countChatMessages(model, req.messages.map(chatMessageText)) +
+      chatNonTextTokens(deps, req.messages) +
       toolsTokens(deps, model, req.tools ?? req.functions),
     maxOutputTokens: perChoice * (req.n ?? 1),
     ...toolsOf(req.tools, req.functions),

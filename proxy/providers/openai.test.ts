@@ -8,6 +8,9 @@ import { UNCOUNTED_TEXT_LIMIT } from './stream-meter.ts';
 import { UNLIMITED_HOSTED_USES } from './adapter.ts';
 import { createTokenThread } from '../../core/metering/token-thread.ts';
 import { createTokenCounter } from '../../core/metering/tokens.ts';
+import { parseBounded } from '../governance/input-tokens.ts';
+import type { Operation } from './adapter.ts';
+import { IMAGE_TOKENS } from './non-text-input.ts';
 
 const fx = useAdapterFixture();
 const { deps } = fx;
@@ -109,6 +112,108 @@ describe('OpenAI parseRequest', () => {
       expect(parse(context), JSON.stringify(context)).toBe(alone + deps.serverContextTokens);
     expect(parse({ previous_response_id: null })).toBe(alone);
     expect(deps.serverContextTokens).toBe(128_000);
+  });
+
+  it('holds each file at the unknown-size allowance and each image at the image bound, the bound and the exact count alike', async () => {
+    const unknown = deps.serverContextTokens;
+    const image = IMAGE_TOKENS.openai;
+    const cases: [Operation, object, number][] = [
+      [
+        'responses',
+        {
+          input: [
+            {
+              role: 'user',
+              content: [
+                { type: 'input_file', file_id: 'file-abc' },
+                { type: 'input_text', text: 'sum up' },
+              ],
+            },
+          ],
+        },
+        unknown,
+      ],
+      [
+        'responses',
+        { input: [{ role: 'user', content: [{ type: 'input_file', file_url: 'https://example.com/huge.pdf' }] }] },
+        unknown,
+      ],
+      [
+        'responses',
+        {
+          input: [
+            {
+              type: 'message',
+              role: 'user',
+              content: [{ type: 'input_image', image_url: 'https://example.com/a.png' }],
+            },
+          ],
+        },
+        image,
+      ],
+      ['responses', { input: [{ type: 'item_reference', id: 'msg_1' }] }, unknown],
+      [
+        'responses',
+        { input: [{ type: 'function_call_output', call_id: 'c', output: [{ type: 'input_file', file_id: 'f' }] }] },
+        unknown,
+      ],
+      ['chat', { messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-abc' } }] }] }, unknown],
+      [
+        'chat',
+        {
+          messages: [
+            { role: 'user', content: [{ type: 'file', file: { file_data: 'data:application/pdf;base64,JVBER' } }] },
+          ],
+        },
+        unknown,
+      ],
+      [
+        'chat',
+        {
+          messages: [
+            {
+              role: 'user',
+              content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png', detail: 'high' } }],
+            },
+          ],
+        },
+        image,
+      ],
+      [
+        'chat',
+        {
+          messages: [
+            { role: 'user', content: [{ type: 'video_url', video_url: { url: 'https://example.com/v.mp4' } }] },
+          ],
+        },
+        unknown,
+      ],
+      ['chat', { messages: [{ role: 'assistant', audio: { id: 'audio_1' } }] }, unknown],
+    ];
+    const tokens = createTokenCounter();
+    try {
+      for (const [op, fields, least] of cases) {
+        const body = { model: 'gpt-4.1', max_output_tokens: 16, max_completion_tokens: 16, ...fields };
+        const { parsed, input } = parseBounded(tokens, openai, op, body, '/v1/x');
+        expect(parsed.estimatedInputTokens, JSON.stringify(fields)).toBeGreaterThanOrEqual(least);
+        expect(await input.exact(), JSON.stringify(fields)).toBeGreaterThanOrEqual(least);
+      }
+    } finally {
+      tokens.free();
+    }
+  });
+
+  it('counts inline data by its bytes, at least', () => {
+    const data = 'data:image/png;base64,' + 'A'.repeat(300_000);
+    const audio = 'U'.repeat(200_000);
+    const parse = (content: unknown[]) =>
+      openai.parseRequest('chat', { model: 'gpt-4o', messages: [{ role: 'user', content }] }, '/v1/chat/completions')
+        .estimatedInputTokens;
+    expect(parse([{ type: 'image_url', image_url: { url: data } }])).toBeGreaterThanOrEqual(data.length);
+    expect(parse([{ type: 'input_audio', input_audio: { data: audio, format: 'wav' } }])).toBeGreaterThanOrEqual(
+      audio.length,
+    );
+    expect(parse([{ type: 'refusal', refusal: 'no' }])).toBeLessThan(100);
   });
 
   it('bounds the answer by the model default when the request sets none', () => {

@@ -1,0 +1,139 @@
+import { asArray, asObject, asString, type JsonObject } from './json-access.ts';
+
+/**
+ * What a prompt part the proxy does not tokenize holds back in input tokens at most. An image
+ * costs its provider at most `image` tokens however large; a part whose content is elsewhere (a
+ * file id, a URL, a Gemini `fileUri`) or whose tokens can outnumber its bytes (a compressed PDF,
+ * video or audio) is of unknown size and counts `unknown` (proxy_server_context_tokens).
+ */
+export interface NonTextAmounts {
+  image: number;
+  unknown: number;
+}
+
+/**
+ * The most tokens one image costs, per provider, above every figure of its documentation: OpenAI
+ * caps an image at 1,536 patches (times 2.46 for its smallest models) or 8 tiles of 170, larger
+ * for its original-detail mode; Anthropic resizes one to about 1.15 megapixels (some 1,600 tokens)
+ * and its newest models to some 4,800; Gemini bills 258 tokens a 768-pixel tile or up to 2,240 by
+ * media resolution.
+ */
+export const IMAGE_TOKENS = { openai: 20_000, anthropic: 10_000, gemini: 20_000 } as const;
+
+/** Parts whose text the adapters count: their nested parts alone are measured here. */
+const COUNTED: ReadonlySet<unknown> = new Set([
+  'text',
+  'input_text',
+  'output_text',
+  'message',
+  'tool_use',
+  'server_tool_use',
+  'mcp_tool_use',
+  'tool_result',
+  'mcp_tool_result',
+  'thinking',
+  'function_call',
+  'function_call_output',
+  'custom_tool_call_output',
+]);
+
+/**
+ * Parts of text the provider reads as text, which the adapters do not tokenize: their UTF-8 bytes
+ * bound their tokens (uncompressed audio, which OpenAI takes only as WAV or MP3, too).
+ */
+const BYTE_BOUNDED: ReadonlySet<unknown> = new Set([
+  'refusal',
+  'redacted_thinking',
+  'reasoning',
+  'summary_text',
+  'custom_tool_call',
+  'search_result',
+  'input_audio',
+  'web_search_call',
+  'file_search_call',
+  'local_shell_call',
+  'local_shell_call_output',
+  'mcp_call',
+  'mcp_list_tools',
+  'mcp_approval_request',
+  'mcp_approval_response',
+  'code_interpreter_call',
+]);
+
+/** Gemini parts (which have no type) of call and code text. */
+const GEMINI_TEXT_KEYS = [
+  'functionCall',
+  'function_call',
+  'functionResponse',
+  'function_response',
+  'executableCode',
+  'executable_code',
+  'codeExecutionResult',
+  'code_execution_result',
+];
+
+/** Where a part nests parts of its own: tool results, messages, a document's blocks. */
+const NESTED_KEYS = ['content', 'output', 'parts'];
+
+type Kind = 'counted' | 'bytes' | 'image' | 'unknown';
+
+function mediaType(p: JsonObject): string {
+  const holder = asObject(p.inlineData ?? p.inline_data ?? p.fileData ?? p.file_data ?? p.source) ?? p;
+  return asString(holder.mimeType ?? holder.mime_type ?? holder.media_type) ?? '';
+}
+
+function kindOf(p: JsonObject): Kind {
+  const type = p.type;
+  if (type === undefined && (typeof p.text === 'string' || typeof p.role === 'string')) return 'counted';
+  if (COUNTED.has(type)) return 'counted';
+  if (BYTE_BOUNDED.has(type) || GEMINI_TEXT_KEYS.some((key) => p[key] !== undefined)) return 'bytes';
+  const media = mediaType(p);
+  if ((typeof type === 'string' && type.includes('image')) || media.startsWith('image/')) return 'image';
+  // A document given as text (Anthropic's `source.type: "text"`) or as blocks, inline text data.
+  const source = asObject(p.source)?.type;
+  if (source === 'text' || source === 'content' || media.startsWith('text/')) return 'bytes';
+  return 'unknown';
+}
+
+/** The UTF-8 bytes of every string in a value, its own nested parts left out at the top. */
+function inlineBytes(value: unknown, top: boolean): number {
+  if (typeof value === 'string') return Buffer.byteLength(value);
+  let bytes = 0;
+  if (Array.isArray(value)) for (const item of value) bytes += inlineBytes(item, false);
+  else {
+    const object = asObject(value);
+    if (object === undefined) return 0;
+    for (const key in object) if (!(top && NESTED_KEYS.includes(key))) bytes += inlineBytes(object[key], false);
+  }
+  return bytes;
+}
+
+function nestedTokens(p: JsonObject, amounts: NonTextAmounts): number {
+  let tokens = 0;
+  for (const key of NESTED_KEYS) tokens += nonTextTokens(p[key], amounts);
+  tokens += nonTextTokens(asObject(p.source)?.content, amounts);
+  tokens += nonTextTokens(asObject(p.functionResponse ?? p.function_response)?.parts, amounts);
+  return tokens;
+}
+
+/**
+ * The input tokens at most of a content's parts that are not text, which the tokenizer does not
+ * count: each part that is not text, of any type (one the proxy does not know counts as of
+ * unknown size), at least its inline bytes (a document's text, base64 data, a data URL), an image
+ * at least `amounts.image`, a part of unknown size at least `amounts.unknown`; and so for the parts
+ * nested in tool results and messages. Bytes only: no tokenizer, so the bound and the exact count
+ * of a prompt hold the same figure.
+ */
+export function nonTextTokens(content: unknown, amounts: NonTextAmounts): number {
+  let tokens = 0;
+  for (const part of asArray(content)) {
+    const p = asObject(part);
+    if (p === undefined) continue;
+    tokens += nestedTokens(p, amounts);
+    const kind = kindOf(p);
+    if (kind === 'counted') continue;
+    const floor = kind === 'image' ? amounts.image : kind === 'unknown' ? amounts.unknown : 0;
+    tokens += Math.max(inlineBytes(p, true), floor);
+  }
+  return tokens;
+}
