@@ -119,8 +119,8 @@ function nestedTokens(p: JsonObject, amounts: NonTextAmounts): number {
 /**
  * The input tokens at most of a content's parts that are not text, which the tokenizer does not
  * count: each part that is not text, of any type (one the proxy does not know counts as of
- * unknown size), at least its inline bytes (a document's text, base64 data, a data URL), an image
- * at least `amounts.image`, a part of unknown size at least `amounts.unknown`; and so for the parts
+ * unknown size), at least its inline bytes (a document's text, base64 data), an image at
+ * `amounts.image` however it is given (a URL, a data URL), a part of unknown size at least `amounts.unknown`; and so for the parts
  * nested in tool results and messages. Bytes only: no tokenizer, so the bound and the exact count
  * of a prompt hold the same figure.
  */
@@ -132,8 +132,10 @@ export function nonTextTokens(content: unknown, amounts: NonTextAmounts): number
     tokens += nestedTokens(p, amounts);
     const kind = kindOf(p);
     if (kind === 'counted') continue;
-    const floor = kind === 'image' ? amounts.image : kind === 'unknown' ? amounts.unknown : 0;
-    tokens += Math.max(inlineBytes(p, true), floor);
+    // An image is billed by its pixels, which the provider scales down to a bound, never by the
+    // bytes that encode it: a screenshot of a megabyte costs what its bound says.
+    if (kind === 'image') tokens += amounts.image;
+    else tokens += Math.max(inlineBytes(p, true), kind === 'unknown' ? amounts.unknown : 0);
   }
   return tokens;
 }

@@ -203,13 +203,15 @@ describe('OpenAI parseRequest', () => {
     }
   });
 
-  it('counts inline data by its bytes, at least', () => {
+  it('counts inline data by its bytes, at least, and an image at its bound whatever its bytes', () => {
     const data = 'data:image/png;base64,' + 'A'.repeat(300_000);
     const audio = 'U'.repeat(200_000);
     const parse = (content: unknown[]) =>
       openai.parseRequest('chat', { model: 'gpt-4o', messages: [{ role: 'user', content }] }, '/v1/chat/completions')
         .estimatedInputTokens;
-    expect(parse([{ type: 'image_url', image_url: { url: data } }])).toBeGreaterThanOrEqual(data.length);
+    const image = parse([{ type: 'image_url', image_url: { url: data } }]);
+    expect(image).toBeGreaterThanOrEqual(IMAGE_TOKENS.openai);
+    expect(image).toBeLessThan(IMAGE_TOKENS.openai + 100);
     expect(parse([{ type: 'input_audio', input_audio: { data: audio, format: 'wav' } }])).toBeGreaterThanOrEqual(
       audio.length,
     );
