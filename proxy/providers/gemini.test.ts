@@ -44,6 +44,20 @@ describe('Gemini classify and parseRequest', () => {
     );
   });
 
+  it('judges every search Google runs as google_search too', () => {
+    const parsed = gemini.parseRequest(
+      'generate',
+      { ...body, tools: [{ googleSearchRetrieval: {} }, { enterpriseWebSearch: {} }] },
+      generatePath,
+    );
+    expect(parsed.builtinTools.map((t) => t.name)).toEqual([
+      'google_search_retrieval',
+      'google_search',
+      'enterprise_web_search',
+      'google_search',
+    ]);
+  });
+
   it("counts cached content, context on Google's side, at the configured allowance", () => {
     const parse = (extra: object) =>
       gemini.parseRequest('generate', { ...body, ...extra }, generatePath).estimatedInputTokens;

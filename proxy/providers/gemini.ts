@@ -95,6 +95,8 @@ interface CandidateReading {
 
 /** The tools that ground an answer with Google Search, as `toolsOf` names them. */
 const SEARCH_TOOLS: ReadonlySet<string> = new Set(['google_search', 'google_search_retrieval']);
+/** The tools that search the web for the model, grounding billed or not. */
+const WEB_SEARCHES: ReadonlySet<string> = new Set([...SEARCH_TOOLS, 'enterprise_web_search']);
 
 /** A candidate's grounding metadata shows Google Search ran: its queries, its search entry point or a web source. */
 function searched(metadata: JsonObject | undefined): boolean {
@@ -124,8 +126,11 @@ function toolsOf(
     for (const key of Object.keys(tool)) {
       if (FUNCTION_DECLARATIONS.has(key)) continue;
       const name = key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
-      declaredTools.push(name);
-      builtinTools.push({ name, arguments: '' });
+      // Every search Google runs is also judged as `google_search`, the name a rule gives search.
+      for (const judged of new Set([name, WEB_SEARCHES.has(name) ? 'google_search' : name])) {
+        declaredTools.push(judged);
+        builtinTools.push({ name: judged, arguments: '' });
+      }
       grounding ||= SEARCH_TOOLS.has(name);
     }
   }

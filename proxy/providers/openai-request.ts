@@ -118,6 +118,11 @@ export function openAiHostedTool(type: string): HostedTool | undefined {
   return undefined;
 }
 
+/** A built-in's kind: its type without a preview or version suffix (`web_search_preview_2025_03_11`). */
+function kindOf(type: string): string {
+  return type.replace(/(?:_preview)?(?:_\d{4}_\d{2}_\d{2}|_\d{8})?$/, '');
+}
+
 const IMAGE_QUALITIES: ReadonlySet<unknown> = new Set(['low', 'medium', 'high']);
 const SQUARE = '1024x1024';
 const OBLONG: ReadonlySet<unknown> = new Set(['1024x1536', '1536x1024']);
@@ -145,6 +150,22 @@ export function searchesEveryCall(model: string): boolean {
 export const SEARCH_MODEL_USE = { web_search_preview: 1 } as const satisfies HostedUses;
 
 /**
+ * A search model's chat call searches the web whatever its tools: it is judged as declaring
+ * `web_search`, before the search runs, and billed its one search.
+ */
+function searchModelTools(
+  model: string,
+  tools: Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses'>,
+): Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses'> {
+  if (!searchesEveryCall(model)) return tools;
+  return {
+    declaredTools: [...tools.declaredTools, 'web_search'],
+    builtinTools: [...tools.builtinTools, { name: 'web_search', arguments: '' }],
+    hostedUses: { ...SEARCH_MODEL_USE },
+  };
+}
+
+/**
  * The request's tools by name (a built-in by its type) and, among them, those OpenAI defines:
  * any type but a function or a custom tool. A tool OpenAI bills per use is reserved for
  * `maxToolCalls` uses (the Responses limit on built-in tool calls), a code interpreter for one
@@ -162,7 +183,14 @@ function toolsOf(
     const name = t.function?.name ?? t.custom?.name ?? t.name ?? t.type ?? 'unknown';
     declaredTools.push(name);
     if (t.type === undefined || AGENT_DEFINED.has(t.type)) continue;
-    builtinTools.push({ name, arguments: t.type === 'mcp' ? mcpServer(t) : '' });
+    const args = t.type === 'mcp' ? mcpServer(t) : '';
+    // A built-in is judged under every name a rule could give it: as declared, by its type (a
+    // `name` beside the type does not rename what OpenAI runs) and by its kind without a preview
+    // or version suffix, so `tool:web_search` stops `web_search_preview_2025_03_11` too.
+    for (const judged of new Set([name, t.type, kindOf(t.type)])) {
+      if (judged !== name) declaredTools.push(judged);
+      builtinTools.push({ name: judged, arguments: args });
+    }
     const hosted = t.type === 'image_generation' ? imageFee(t.quality, t.size) : openAiHostedTool(t.type);
     if (hosted !== undefined) allowHostedUses(hostedUses, hosted, hosted === 'code_interpreter' ? 1 : maxToolCalls);
   }
@@ -269,8 +297,7 @@ export function parseOpenAiRequest(
       chatNonTextTokens(deps, req.messages) +
       toolsTokens(deps, model, req.tools ?? req.functions),
     maxOutputTokens: perChoice * (req.n ?? 1),
-    ...toolsOf(req.tools, req.functions),
-    ...(searchesEveryCall(model) ? { hostedUses: { ...SEARCH_MODEL_USE } } : {}),
+    ...searchModelTools(model, toolsOf(req.tools, req.functions)),
     ...priority(req.service_tier),
   };
 }

@@ -76,6 +76,26 @@ describe('OpenAI parseRequest', () => {
     expect(responses.declaredTools).toEqual(['run_sql']);
   });
 
+  it('judges a built-in under its type and its kind too, whatever name, preview or version it is declared with', () => {
+    const tools = [{ type: 'web_search_preview_2025_03_11' }, { type: 'web_search_2025_08_26', name: 'harmless' }];
+    const parsed = openai.parseRequest('responses', { model: 'gpt-5', input: 'hi', tools }, '/v1/responses');
+    expect(parsed.builtinTools.map((t) => t.name)).toEqual([
+      'web_search_preview_2025_03_11',
+      'web_search',
+      'harmless',
+      'web_search_2025_08_26',
+      'web_search',
+    ]);
+    // A search model searches on every call: judged as declaring web_search before it runs.
+    const chat = openai.parseRequest(
+      'chat',
+      { model: 'gpt-4o-search-preview', messages: [], web_search_options: {} },
+      '/v1/chat/completions',
+    );
+    expect(chat.builtinTools).toEqual([{ name: 'web_search', arguments: '' }]);
+    expect(chat.hostedUses).toEqual({ web_search_preview: 1 });
+  });
+
   it('declares the tools OpenAI defines by their type, built in, a remote MCP server without its credentials', () => {
     const tools = [
       { type: 'function', name: 'lookup', parameters: {} },
@@ -243,7 +263,7 @@ describe('OpenAI parseRequest', () => {
     expect(parsed).toMatchObject({
       model: 'o4-mini',
       maxOutputTokens: 50,
-      declaredTools: ['lookup', 'web_search_preview'],
+      declaredTools: ['lookup', 'web_search_preview', 'web_search'],
     });
     expect(parsed.estimatedInputTokens).toBe(
       fx.tokens.countChatMessages('o4-mini', [

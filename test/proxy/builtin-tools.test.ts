@@ -53,6 +53,28 @@ describe('tools the provider defines, judged as the request declares them', () =
     expect(answer.status).toBe('completed');
   });
 
+  it('refuses the same search declared as a preview or dated version, or through a search model, before it goes upstream', async () => {
+    const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-builtin-search-kinds' });
+    const before = upstreamCalls();
+    for (const type of ['web_search_preview', 'web_search_preview_2025_03_11', 'web_search_2025_08_26']) {
+      const error = await failure(() =>
+        client.responses.create({ model: 'gpt-4o', input: 'find payroll', tools: [{ type } as never] }),
+      );
+      expect((error as APIError).status, type).toBe(403);
+      expect((error as APIError).message, type).toContain('no-web-search');
+    }
+    const searchModel = await failure(() =>
+      client.chat.completions.create({
+        model: 'gpt-4o-search-preview',
+        messages: [{ role: 'user', content: 'find payroll' }],
+        web_search_options: {},
+      }),
+    );
+    expect((searchModel as APIError).status).toBe(403);
+    expect((searchModel as APIError).message).toContain('no-web-search');
+    expect(upstreamCalls()).toBe(before);
+  });
+
   it('lets a remote MCP server through only on the hosts a rule names, from OpenAI and from Anthropic', async () => {
     const openai = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-builtin-mcp' });
     const mcp = (url: string) =>
