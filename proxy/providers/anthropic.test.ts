@@ -109,6 +109,20 @@ describe('Anthropic classify and parseRequest', () => {
       builtinTools: [{ name: 'web_search', arguments: '' }, { name: 'bash', arguments: '' }, mcp],
     });
     expect(declared({ mcp_servers: [server] })).toMatchObject({ declaredTools: ['mcp'], builtinTools: [mcp] });
+    // The tools a server may call are judged by name too.
+    const restricted = { ...server, tool_configuration: { enabled: true, allowed_tools: ['delete_repo'] } };
+    const args = JSON.stringify({
+      name: 'example',
+      url: server.url,
+      tool_configuration: restricted.tool_configuration,
+    });
+    expect(declared({ mcp_servers: [restricted] })).toMatchObject({
+      declaredTools: ['mcp', 'delete_repo'],
+      builtinTools: [
+        { name: 'mcp', arguments: args },
+        { name: 'delete_repo', arguments: args },
+      ],
+    });
   });
 
   it('reserves web search for its max_uses, else for the unlimited bound', () => {

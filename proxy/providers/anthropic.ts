@@ -13,6 +13,7 @@ import {
 } from './adapter.ts';
 import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
 import { IMAGE_TOKENS, nonTextTokens } from './non-text-input.ts';
+import { mcpAllowedTools } from './mcp-allowed-tools.ts';
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation, type StoredShape } from './routes.ts';
 import { createStreamMeter, eventObject, type StreamDialect } from './stream-meter.ts';
@@ -64,8 +65,13 @@ function toolsOf(
   }
   for (const server of req.mcp_servers ?? []) {
     if (!declaredTools.includes(MCP)) declaredTools.push(MCP);
-    const { name, url } = server;
-    builtinTools.push({ name: MCP, arguments: JSON.stringify({ name, url }) });
+    const { name, url, tool_configuration } = server;
+    const args = JSON.stringify({ name, url, tool_configuration });
+    builtinTools.push({ name: MCP, arguments: args });
+    for (const tool of mcpAllowedTools(asObject(tool_configuration)?.allowed_tools)) {
+      declaredTools.push(tool);
+      builtinTools.push({ name: tool, arguments: args });
+    }
   }
   return { declaredTools, builtinTools, ...hostedUsesOf(hostedUses) };
 }

@@ -12,6 +12,7 @@ import {
   type ToolCall,
 } from './adapter.ts';
 import { textOf } from './json-access.ts';
+import { mcpAllowedTools } from './mcp-allowed-tools.ts';
 import { IMAGE_TOKENS, nonTextTokens, type NonTextAmounts } from './non-text-input.ts';
 
 const count = z.number().int().nonnegative();
@@ -103,8 +104,8 @@ const AGENT_DEFINED: ReadonlySet<unknown> = new Set(['function', 'custom']);
  * credentials its declaration carries.
  */
 function mcpServer(tool: z.infer<typeof ChatToolSchema>): string {
-  const { server_label, server_url, connector_id, allowed_tools } = tool;
-  return JSON.stringify({ server_label, server_url, connector_id, allowed_tools });
+  const { server_label, server_url, connector_id, allowed_tools, require_approval } = tool;
+  return JSON.stringify({ server_label, server_url, connector_id, allowed_tools, require_approval });
 }
 
 /**
@@ -187,7 +188,8 @@ function toolsOf(
     // A built-in is judged under every name a rule could give it: as declared, by its type (a
     // `name` beside the type does not rename what OpenAI runs) and by its kind without a preview
     // or version suffix, so `tool:web_search` stops `web_search_preview_2025_03_11` too.
-    for (const judged of new Set([name, t.type, kindOf(t.type)])) {
+    const tools = t.type === 'mcp' ? mcpAllowedTools(t.allowed_tools) : [];
+    for (const judged of new Set([name, t.type, kindOf(t.type), ...tools])) {
       if (judged !== name) declaredTools.push(judged);
       builtinTools.push({ name: judged, arguments: args });
     }

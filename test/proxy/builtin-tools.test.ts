@@ -75,6 +75,54 @@ describe('tools the provider defines, judged as the request declares them', () =
     expect(upstreamCalls()).toBe(before);
   });
 
+  it('judges the tools a remote MCP server may call by name, before the provider calls them', async () => {
+    await rig.addPolicy({
+      name: 'no-repo-deletion',
+      priority: 500,
+      rules: [{ action: 'tool:delete_repo', effect: 'deny' }],
+    });
+    const openai = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-builtin-mcp-tools' });
+    const before = upstreamCalls();
+    const server = { type: 'mcp' as const, server_label: 'gh', server_url: 'https://mcp.acme.example/sse' };
+    for (const allowed_tools of [['list_issues', 'delete_repo'], { tool_names: ['delete_repo'] }]) {
+      const error = await failure(() =>
+        openai.responses.create({
+          model: 'gpt-4o',
+          input: 'tidy up',
+          tools: [{ ...server, allowed_tools, require_approval: 'never' }],
+        }),
+      );
+      expect((error as APIError).status).toBe(403);
+      expect((error as APIError).message).toContain('no-repo-deletion');
+    }
+    const anthropic = anthropicClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-builtin-mcp-tools-a' });
+    const refused = await failure(() =>
+      anthropic.beta.messages.create({
+        model: 'claude-sonnet-4-5',
+        max_tokens: 4,
+        messages: [{ role: 'user', content: 'tidy up' }],
+        mcp_servers: [
+          {
+            type: 'url',
+            name: 'gh',
+            url: 'https://mcp.acme.example/sse',
+            tool_configuration: { allowed_tools: ['delete_repo'] },
+          },
+        ],
+        betas: ['mcp-client-2025-04-04'],
+      }),
+    );
+    expect((refused as AnthropicError).status).toBe(403);
+    expect(upstreamCalls()).toBe(before);
+    const listed = await openai.responses.create({
+      model: 'gpt-4o',
+      input: 'list issues',
+      max_output_tokens: 4,
+      tools: [{ ...server, allowed_tools: ['list_issues'], require_approval: 'never' }],
+    });
+    expect(listed.status).toBe('completed');
+  });
+
   it('lets a remote MCP server through only on the hosts a rule names, from OpenAI and from Anthropic', async () => {
     const openai = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-builtin-mcp' });
     const mcp = (url: string) =>
