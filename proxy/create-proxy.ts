@@ -164,7 +164,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   );
   const mcp = parseMcpServers(config.proxy_mcp_servers);
   // host:port: a provider host on its TLS port, an MCP server on the port of its URL.
-  const interceptHost = compileInterceptList({
+  const interceptList = compileInterceptList({
     built_in: providers.adapters.filter((a) => a.id !== 'openai-compatible').flatMap((a) => a.hosts),
     proxy_compatible_hosts: compatibleHosts,
     proxy_mcp_servers: mcp.servers.map((s) => hostPort(s.url)),
@@ -336,10 +336,13 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const idleGc = new IdleGc({ gc: deps.gc, idleMs: config.proxy_idle_gc_ms, registry, logger });
   const listener = new ProxyListener({
     handler: createGovernedHandler(governance, providers, mcp),
-    interceptHost,
+    // The handler finds a provider by its host's name on any port (as for forward requests), so
+    // a CONNECT to another port of a provider host is intercepted and governed too.
+    interceptHost: (host, port) => interceptList(host, port) || providers.forHost(host) !== undefined,
+    governedHost: (host) => interceptList.names(host),
     egressCheck: createEgressCheck({
       check: (action, context) => gate.check(action, context),
-      intercepted: interceptHost,
+      intercepted: interceptList,
       ruleset: () => rulesets.current,
       allowedPorts: parsePorts(config.proxy_egress_ports),
     }),

@@ -31,6 +31,19 @@ describe('compileInterceptList', () => {
     expect(intercepted(host, port)).toBe(expected);
   });
 
+  it.each([
+    ['api.openai.com', true],
+    ['tools.internal', true],
+    ['fd00::5', true],
+    ['vllm.internal', true],
+    ['a.inference.internal', true],
+    ['gateway.internal', true],
+    ['inference.internal', false],
+    ['example.com', false],
+  ])('%s named on some port: %s', (host, expected) => {
+    expect(intercepted.names(host)).toBe(expected);
+  });
+
   it('refuses a malformed pattern with SVC-SYS-9002 naming its config key', () => {
     let caught: unknown;
     try {

@@ -1,14 +1,18 @@
 import { SvcError } from '../../core/errors/index.ts';
 import { canonicalHostname } from './connect-target.ts';
 
-/** Whether a CONNECT to `host:port` is decrypted and governed. */
-export type InterceptList = (host: string, port: number) => boolean;
+export interface InterceptList {
+  /** Whether a CONNECT to `host:port` is decrypted and governed. */
+  (host: string, port: number): boolean;
+  /** Whether a pattern names `host` on any port: its other ports are refused, never tunnelled blind. */
+  names(host: string): boolean;
+}
 
 /**
  * Compiles intercept patterns, grouped by the config key they come from (for errors): `host`
  * and `*.domain` mean port 443, `host:port`, `[v6]:port` and `*.domain:port` that port only.
- * So an MCP server at `http://tools.internal:7000` is intercepted on 7000, and a tunnel to
- * another port of the same host stays blind.
+ * So an MCP server at `http://tools.internal:7000` is intercepted on 7000; another port of the
+ * same host is no tunnel either (`names`), since its traffic could be the governed server's.
  */
 export function compileInterceptList(sources: Readonly<Record<string, readonly string[]>>): InterceptList {
   const exact = new Set<string>();
@@ -31,9 +35,16 @@ export function compileInterceptList(sources: Readonly<Record<string, readonly s
       else exact.add(`${host}:${port}`);
     }
   }
-  return (host, port) => {
+  const hosts = new Set([...exact].map((hostPort) => hostPort.slice(0, hostPort.lastIndexOf(':'))));
+  const intercepted = (host: string, port: number) => {
     const h = host.toLowerCase();
     if (exact.has(`${h}:${port}`)) return true;
     return suffixes.some((s) => s.port === port && h.endsWith(s.suffix));
   };
+  return Object.assign(intercepted, {
+    names(host: string) {
+      const h = host.toLowerCase();
+      return hosts.has(h) || suffixes.some((s) => h.endsWith(s.suffix));
+    },
+  });
 }

@@ -31,6 +31,11 @@ export interface ProxyListenerOptions {
   handler: ProxyHandler;
   /** Destinations (`host`, `port`) whose CONNECT tunnels are governed; all others are tunnelled blind. */
   interceptHost: (host: string, port: number) => boolean;
+  /**
+   * Hosts governed on some port. On a port `interceptHost` does not name, a CONNECT or forward
+   * request to one is refused: a blind tunnel or a relay there could carry governed traffic.
+   */
+  governedHost?: (host: string) => boolean;
   /** Egress rules for CONNECT and forward requests, on the name; must answer fast. Allows everything when absent. */
   egressCheck?: (host: string, port: number) => EgressDecision | Promise<EgressDecision>;
   /** Checks the address a blind tunnel dials; the built-in address policy when absent. */
@@ -156,6 +161,18 @@ export class ProxyListener {
       : new SvcError('SVC-ADP-5003', `egress to ${host}:${port} denied by policy`, { host, port, reason: 'policy' });
   }
 
+  /** The refusal for a port of a governed host that is not governed itself, counted. */
+  #ungovernedPort(host: string, port: number): SvcError | undefined {
+    if (this.#options.governedHost?.(host) !== true || this.#options.interceptHost(host, port)) return undefined;
+    this.#count('refused');
+    this.#refused('port');
+    return new SvcError(
+      'SVC-ADP-5003',
+      `egress to ${host}:${port} refused: ${host} is governed on other ports only, and this one would carry its traffic ungoverned`,
+      { host, port, reason: 'port' },
+    );
+  }
+
   #onRequest(clientReq: IncomingMessage, clientRes: ServerResponse, intercepted: boolean): void {
     const receivedAt = process.hrtime.bigint();
     const id = headerValue(clientReq.headers['x-request-id']) ?? randomUUID();
@@ -247,7 +264,7 @@ export class ProxyListener {
     if (hostname !== absolute.hostname) absolute.hostname = hostname;
     const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
     const port = absolute.port === '' ? (absolute.protocol === 'https:' ? 443 : 80) : Number(absolute.port);
-    const refusal = await this.#egressRefusal(host, port);
+    const refusal = (await this.#egressRefusal(host, port)) ?? this.#ungovernedPort(host, port);
     if (refusal !== undefined) throw refusal;
     this.#count('forward');
     return { mode: 'forward', targetUrl: absolute, route: undefined };
@@ -260,7 +277,8 @@ export class ProxyListener {
     const requestId = headerValue(req.headers['x-request-id']) ?? randomUUID();
     try {
       const target = parseConnectTarget(req.url);
-      const refusal = await this.#egressRefusal(target.host, target.port);
+      const refusal =
+        (await this.#egressRefusal(target.host, target.port)) ?? this.#ungovernedPort(target.host, target.port);
       // The client may have given up while the egress check ran; open nothing for it then.
       if (client.destroyed) return;
       if (refusal !== undefined) {

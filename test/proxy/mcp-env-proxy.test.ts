@@ -72,7 +72,7 @@ describe('an MCP server reached over http:// through HTTP_PROXY (Node 24 fetch s
     ).toBeGreaterThanOrEqual(1);
   });
 
-  it('tunnels another port of the same host blind once a network:connect rule opens it; without one the port is refused', async () => {
+  it('refuses another port of the same host, even once a network:connect rule opens it: no blind tunnel to a governed host', async () => {
     const authority = `tools.internal:${echo.port}`;
     const refused = await rawConnect(rig.addresses.proxyPort, authority, 'hello');
     expect(refused).toMatch(/^HTTP\/1\.1 403 /);
@@ -90,9 +90,10 @@ describe('an MCP server reached over http:// through HTTP_PROXY (Node 24 fetch s
       ],
       priority: 300,
     });
-    // Not intercepted (only the MCP port is), so the bytes pass untouched to the echo server.
+    // Only the MCP port is governed; a tunnel to another port of its host could carry its calls.
     const answer = await rawConnect(rig.addresses.proxyPort, authority, 'hello');
-    expect(answer).toBe('HTTP/1.1 200 Connection Established\r\n\r\necho:hello');
-    expect(echo.connections).toBe(1);
+    expect(answer).toMatch(/^HTTP\/1\.1 403 /);
+    expect(answer).toContain('tools.internal is governed on other ports only');
+    expect(echo.connections).toBe(0);
   });
 });
