@@ -354,6 +354,8 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     documentationBase,
     port: config.proxy_port,
     host: config.proxy_host,
+    tunnelHandshakeTimeoutMs: config.proxy_tunnel_handshake_timeout_ms,
+    tunnelIdleTimeoutMs: config.proxy_tunnel_idle_timeout_ms,
     activity: idleGc,
   });
   const readiness = (): Readiness =>

@@ -274,6 +274,13 @@ const settings = z.object({
       (v) => listed(v).every((p) => /^\d{1,5}$/.test(p) && Number(p) >= 1 && Number(p) <= 65535),
       'must be comma-separated ports such as 80,443',
     ),
+  /** How long an agent's TLS handshake inside an intercepted CONNECT may take; then the tunnel closes. */
+  proxy_tunnel_handshake_timeout_ms: z.coerce.number().int().positive().default(10_000),
+  /**
+   * How long a CONNECT tunnel stays open with no byte either way. Above the 10 minutes the OpenAI
+   * and Anthropic SDKs wait for an answer by default, so a slow call's SDK gives up first.
+   */
+  proxy_tunnel_idle_timeout_ms: z.coerce.number().int().positive().default(900_000),
   /** Private, shared and loopback ranges: `allow` (cluster services, in-cluster MCP servers) or `deny`. */
   proxy_egress_private: z.enum(['allow', 'deny']).default('allow'),
   /** Further addresses the proxy never connects to. */

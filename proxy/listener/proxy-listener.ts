@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer } from './node-http.ts';
-import type { AddressInfo } from 'node:net';
+import { Socket, type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import { SvcError } from '../../core/errors/index.ts';
@@ -15,6 +15,7 @@ import { requestHasBody, type ProxiedRequest, type ProxyHandler } from './proxie
 import { compileReverseRoutes, type ReverseRouter, type ReverseRoutes } from './reverse-routes.ts';
 import { listenOn } from './listen-on.ts';
 import { readFirstBytes } from './first-bytes.ts';
+import { closeWhenIdle } from './idle-close.ts';
 
 /** The first byte of a TLS handshake record; anything else inside an intercepted CONNECT is plain HTTP. */
 const TLS_HANDSHAKE = 0x16;
@@ -51,6 +52,10 @@ export interface ProxyListenerOptions {
   tunnelConnectTimeoutMs?: number;
   /** How long an intercepted CONNECT may stay silent before its first bytes tell TLS from plain HTTP. */
   firstBytesTimeoutMs?: number;
+  /** How long the client's TLS handshake inside an intercepted CONNECT may take once it began. */
+  tunnelHandshakeTimeoutMs?: number;
+  /** How long a CONNECT tunnel (blind or intercepted) stays open with no byte either way. */
+  tunnelIdleTimeoutMs?: number;
   /**
    * How long an idle client connection stays open. Longer than Node's 5 s default, so that an
    * agent's pooled connection is not closed under a request it is just sending.
@@ -275,6 +280,14 @@ export class ProxyListener {
     client.once('close', () => this.#tunnels.delete(client));
     client.on('error', (error) => this.#options.logger?.debug({ err: error.message }, 'client socket error'));
     const requestId = headerValue(req.headers['x-request-id']) ?? randomUUID();
+    // A held tunnel holds a socket and its buffers: one that carries nothing is let go.
+    if (client instanceof Socket) {
+      const idleMs = this.#options.tunnelIdleTimeoutMs ?? 900_000;
+      closeWhenIdle(client, idleMs, () => {
+        this.#options.logger?.debug({ request_id: requestId, target: req.url, idle_ms: idleMs }, 'idle tunnel closed');
+        client.destroy();
+      });
+    }
     try {
       const target = parseConnectTarget(req.url);
       const refusal =
@@ -328,9 +341,16 @@ export class ProxyListener {
       client.resume();
       return;
     }
+    const handshakeMs = this.#options.tunnelHandshakeTimeoutMs ?? 10_000;
+    const handshake = setTimeout(() => {
+      this.#options.logger?.debug({ host: target.host, timeout_ms: handshakeMs }, 'TLS handshake timed out');
+      client.destroy();
+    }, handshakeMs);
+    client.once('close', () => clearTimeout(handshake));
     const secureContext = await this.#options.leafCertificates.secureContextFor(target.host);
     if (client.destroyed) return;
     const tls = new TLSSocket(client, { isServer: true, secureContext, ALPNProtocols: ['http/1.1'] });
+    tls.once('secure', () => clearTimeout(handshake));
     tls.on('error', (error: Error) => {
       this.#options.logger?.debug({ host: target.host, err: error.message }, 'intercepted TLS error');
       client.destroy();

@@ -177,6 +177,8 @@ export interface RigOptions {
   resolve?: Resolve;
   addressPolicy?: AddressPolicyOptions;
   firstBytesTimeoutMs?: number;
+  tunnelHandshakeTimeoutMs?: number;
+  tunnelIdleTimeoutMs?: number;
 }
 
 /**
@@ -219,6 +221,10 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
     egressCheck: options.egressCheck,
     egressGuard: guard,
     ...(options.firstBytesTimeoutMs === undefined ? {} : { firstBytesTimeoutMs: options.firstBytesTimeoutMs }),
+    ...(options.tunnelHandshakeTimeoutMs === undefined
+      ? {}
+      : { tunnelHandshakeTimeoutMs: options.tunnelHandshakeTimeoutMs }),
+    ...(options.tunnelIdleTimeoutMs === undefined ? {} : { tunnelIdleTimeoutMs: options.tunnelIdleTimeoutMs }),
     logger: options.logger,
     leafCertificates,
     reverseRoutes: {
