@@ -146,7 +146,8 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
 
   const registry = deps.registry ?? new Registry();
   const netMetrics = createProxyNetMetrics(registry);
-  const metrics = createGovernanceMetrics(registry, config.proxy_model_label_cap);
+  const listedModels = new Set(prices.keys);
+  const metrics = createGovernanceMetrics(registry, config.proxy_model_label_cap, (model) => listedModels.has(model));
   const tokens = createTokenCounter();
   const compatibleHosts = list(config.proxy_compatible_hosts);
   const providers = createProviderRegistry(

@@ -21,7 +21,7 @@ function gate(): { gate: PolicyGate; waits: { action: string; verdict: GateVerdi
     },
   };
   const rulesets = { current: compileRuleset([policy], 1) };
-  const metrics = createGovernanceMetrics(new Registry(), 10);
+  const metrics = createGovernanceMetrics(new Registry(), 10, () => false);
   return {
     gate: new PolicyGate(
       rulesets,

@@ -54,6 +54,8 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
   const tier = charge.serviceTier ?? 'standard';
   const priced = price(deps.prices, model, usage, call.provider, tier);
   call.reservation.settle(priced);
+  // Usage the provider reported comes with an answer it served for this model.
+  if (charge.usageSource === 'provider' && model !== '') deps.metrics.models.served(model);
   const labels = { provider: call.provider, model: deps.metrics.models.label(model === '' ? 'none' : model) };
   deps.metrics.tokens.inc({ ...labels, direction: 'input' }, usage.input);
   deps.metrics.tokens.inc({ ...labels, direction: 'output' }, usage.output);

@@ -19,10 +19,15 @@ export interface GovernanceMetrics {
   leaseRequests: Counter<'outcome'>;
 }
 
-export function createGovernanceMetrics(registry: Registry, modelLabelCap: number): GovernanceMetrics {
+/** `listed`: whether the price table lists a model under exactly this name (see ModelLabels). */
+export function createGovernanceMetrics(
+  registry: Registry,
+  modelLabelCap: number,
+  listed: (model: string) => boolean,
+): GovernanceMetrics {
   const registers = [registry];
   return {
-    models: createModelLabels(modelLabelCap),
+    models: createModelLabels(modelLabelCap, listed),
     requests: new Counter({
       name: 'svc_proxy_requests_total',
       help: 'Governed LLM calls by provider, model and decision',

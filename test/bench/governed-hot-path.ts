@@ -51,7 +51,8 @@ const policies: Policy[] = Array.from({ length: policyCount }, (_, i) => ({
 const prices = loadPriceTable();
 const tokens = createTokenCounter();
 const adapter = createOpenAiAdapter(createAdapterDeps(tokens, prices));
-const metrics = createGovernanceMetrics(new Registry(), 50);
+const listedModels = new Set(prices.keys);
+const metrics = createGovernanceMetrics(new Registry(), 50, (model) => listedModels.has(model));
 const gate = new PolicyGate(
   { current: compileRuleset(policies, 1) },
   'closed',

@@ -40,7 +40,12 @@ export async function governLlmCall(
   try {
     const response = await forwardCall(deps, call, read, upstream.signal);
     if (isRefused(response)) return answer(response, model);
-    deps.metrics.requests.inc({ provider: adapter.id, model, decision: 'allowed' });
+    if (response.statusCode < 400) deps.metrics.models.served(read.parsed.model);
+    deps.metrics.requests.inc({
+      provider: adapter.id,
+      model: deps.metrics.models.label(read.parsed.model),
+      decision: 'allowed',
+    });
     response.headers[ENVELOPE_HEADER] = call.envelope.envelopeId;
     if (response.statusCode >= 400) await relayProviderRefusal(deps, call, response);
     else if (call.parsed.stream && !answersWhole(response, op)) await meterStream(deps, call, response);
