@@ -49,6 +49,14 @@ async function closesWithin(socket: Socket | TLSSocket, waitMs: number): Promise
   });
 }
 
+/** Expects the proxy to close `socket` no sooner than `atLeastMs` and well within 3 s. */
+async function expectClosedAfter(socket: Socket | TLSSocket, atLeastMs: number): Promise<void> {
+  const closedAfter = await closesWithin(socket, 5000);
+  socket.destroy();
+  expect(closedAfter).toBeGreaterThanOrEqual(atLeastMs);
+  expect(closedAfter).toBeLessThan(3000);
+}
+
 beforeAll(async () => {
   handshakeRig = await startRig({ tunnelHandshakeTimeoutMs: HANDSHAKE_MS });
   idleRig = await startRig({ tunnelIdleTimeoutMs: IDLE_MS });
@@ -74,11 +82,7 @@ describe('TLS handshake timeout of an intercepted tunnel', () => {
     const socket = await tunnel(handshakeRig.proxyPort, 'api.openai.com:443');
     // A TLS record header announcing 512 bytes, then one: the proxy's TLS side waits for the rest.
     socket.write(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]));
-    const closedAfter = await closesWithin(socket, 5000);
-    socket.destroy();
-    expect(closedAfter).toBeDefined();
-    expect(closedAfter).toBeGreaterThanOrEqual(HANDSHAKE_MS - 50);
-    expect(closedAfter).toBeLessThan(3000);
+    await expectClosedAfter(socket, HANDSHAKE_MS - 50);
   });
 
   it('leaves a tunnel whose handshake completed open past the timeout', async () => {
@@ -100,11 +104,7 @@ describe('TLS handshake timeout of an intercepted tunnel', () => {
 describe('idle timeout of tunnels', () => {
   it('closes a blind tunnel that carries no byte either way', async () => {
     const socket = await tunnel(idleRig.proxyPort, `127.0.0.1:${(silent.address() as AddressInfo).port}`);
-    const closedAfter = await closesWithin(socket, 5000);
-    socket.destroy();
-    expect(closedAfter).toBeDefined();
-    expect(closedAfter).toBeGreaterThanOrEqual(IDLE_MS - 100);
-    expect(closedAfter).toBeLessThan(3000);
+    await expectClosedAfter(socket, IDLE_MS - 100);
   });
 
   it('keeps a blind tunnel open while bytes flow one way only, as a slow stream does', async () => {
@@ -121,9 +121,6 @@ describe('idle timeout of tunnels', () => {
     const secure = tlsConnect({ socket: raw, servername: 'api.openai.com', ca: idleRig.proxyCaPem });
     secure.on('error', () => secure.destroy());
     await new Promise<void>((resolve) => secure.once('secureConnect', resolve));
-    const closedAfter = await closesWithin(secure, 5000);
-    secure.destroy();
-    expect(closedAfter).toBeDefined();
-    expect(closedAfter).toBeLessThan(3000);
+    await expectClosedAfter(secure, IDLE_MS - 100);
   });
 });

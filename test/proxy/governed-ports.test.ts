@@ -9,18 +9,6 @@ beforeAll(async () => {
   // compat.local is an OpenAI-compatible host on port 8000 (the rig's proxy_compatible_hosts).
   rig = await startProxyRig();
   proxyPort = Number(new URL(rig.addresses.proxyUrl).port);
-  // Any ruleset: with none, a fail-closed proxy refuses every destination it does not intercept.
-  await rig.addPolicy({
-    name: 'no-egress-to-evil',
-    rules: [
-      {
-        action: 'network:connect',
-        effect: 'deny',
-        conditions: [{ field: 'host', operator: 'eq', value: 'evil.test' }],
-      },
-    ],
-    priority: 900,
-  });
 });
 afterAll(async () => {
   await rig.close();

@@ -189,6 +189,24 @@ describe('by default', () => {
       await metricValue(rig.proxy.registry, 'svc_proxy_unknown_model_calls_total', { provider: 'openai' }),
     ).toBeGreaterThanOrEqual(1);
   });
+
+  it('keeps made-up model names the provider refuses from taking the metric labels of real models', async () => {
+    // The provider refuses each made-up name (404), as it does a model it does not have.
+    const refusing = openAiClient(rig.agent, { 'x-sim-error-code': 'SVC-SYS-9006' });
+    for (let i = 0; i < 60; i += 1) {
+      const refused = await refusing.chat.completions
+        .create({ model: `made-up-model-${i}`, max_tokens: 4, messages })
+        .catch((error: unknown) => error);
+      expect(refused).toMatchObject({ status: 404 });
+    }
+    // Listed in the price table, and a snapshot name only the provider's answer vouches for.
+    const real = ['gpt-4o', 'gpt-4o-mini-2024-07-18'];
+    for (const model of real) await openAiClient(rig.agent).chat.completions.create({ model, max_tokens: 4, messages });
+    const metric = (await rig.proxy.registry.getMetricsAsJSON()).find((m) => m.name === 'svc_proxy_requests_total');
+    const labels = (metric?.values ?? []).map((v) => String(v.labels.model));
+    expect(labels).toEqual(expect.arrayContaining([...real, 'other']));
+    expect(labels.filter((model) => model.startsWith('made-up'))).toEqual([]);
+  });
 });
 
 describe('with unknown_model_price=deny and proxy_unclassified_paths=refuse', () => {
