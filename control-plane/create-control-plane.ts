@@ -407,6 +407,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       (await Promise.all(Object.values(health).map((check) => check()))).every((c) => c.status === 'ok'),
     maxMessageBytes: config.grpc_max_message_bytes,
     defaultTimeoutMs: config.grpc_default_timeout_ms,
+    limits: {
+      maxConcurrentStreams: config.grpc_max_concurrent_streams,
+      maxSessionMemoryMb: config.grpc_max_session_memory_mb,
+      maxConnectionIdleMs: config.grpc_max_connection_idle_ms,
+      maxConnectionAgeMs: config.grpc_max_connection_age_ms,
+      maxReceivedBytes: config.grpc_max_received_bytes,
+    },
   });
   let grpcPort: number | undefined;
   await mcpRoutes(app, {

@@ -7,6 +7,7 @@ import type { RequestRate } from '../auth/request-rate.ts';
 import { requestIdOf } from '../observability/request-id.ts';
 import { firstValue, peerAddress } from './call-metadata.ts';
 import { failedCall } from './call-outcome.ts';
+import type { RequestBytes } from './request-bytes.ts';
 
 /** Who a call's metadata was admitted as, under which request id. */
 export interface Admission {
@@ -28,6 +29,8 @@ export interface CallGateOptions {
   documentationBase: DocumentationBase;
   /** How long a call may take to be admitted and to send its whole request message. */
   receiveTimeoutMs: number;
+  /** Sizes and decodes each request message admitted (the services' are left undecoded). */
+  requestBytes: RequestBytes;
 }
 
 /**
@@ -36,7 +39,9 @@ export interface CallGateOptions {
  * and deserialises the message only once the metadata is passed on, so a caller without a valid
  * credential, or over its rate, costs no decompression or decoding. A call that is not admitted
  * and sent whole within `receiveTimeoutMs` is ended with SVC-SYS-9010, so a message left
- * half-sent does not hold its buffer. Health and reflection pass untouched.
+ * half-sent does not hold its buffer. Its message is then sized against the method's limit and
+ * the server's budget before it is decoded, and holds its bytes of that budget until the call
+ * ends (request-bytes.ts). Health and reflection pass untouched.
  */
 export function authenticateFirst(options: CallGateOptions): CallGate {
   const admitted = new WeakMap<Metadata, Admission>();
@@ -47,6 +52,7 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
     let timer: NodeJS.Timeout | undefined;
     let requestId = '';
     let principalId: string | undefined;
+    let release = (): void => undefined;
     const refuse = (error: unknown): void => {
       if (ended) return;
       ended = true;
@@ -83,13 +89,27 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
           },
           onReceiveMessage: (message, passOn) => {
             clearTimeout(timer);
-            if (!ended) passOn(message);
+            if (ended) return;
+            let accepted;
+            try {
+              accepted = options.requestBytes.admit(method.path, message);
+            } catch (error) {
+              refuse(error);
+              return;
+            }
+            release = accepted.release;
+            passOn(accepted.request);
           },
           onCancel: () => {
             ended = true;
             clearTimeout(timer);
+            release();
           },
         });
+      },
+      sendStatus: (status, next) => {
+        release();
+        next(status);
       },
     });
   };

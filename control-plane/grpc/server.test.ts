@@ -8,7 +8,7 @@ import {
 } from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { status, type ServiceDefinition } from '@grpc/grpc-js';
+import { Metadata, status, type ServiceError, type ServiceDefinition } from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../core/config/load.ts';
@@ -22,6 +22,7 @@ import { openStorage } from '../storage/open-storage.ts';
 import type { Storage } from '../storage/storage.ts';
 import { Tenants } from '../tenants/tenants.ts';
 import { loadServedDefinition, servedFileDescriptors } from './contracts.ts';
+import { SMALL_REQUEST_BYTES } from './request-bytes.ts';
 import { createGrpcServer, type GrpcMethod, type GrpcServer, type GrpcServiceHandlers } from './server.ts';
 
 const ROOT = 'root-administrator-key-for-grpc-server-0001';
@@ -39,6 +40,15 @@ getPolicy.requestDeserialize = (bytes: Buffer): unknown => {
   deserialised.count += 1;
   return decode(bytes);
 };
+
+/** What holds the SaveCheckpoint calls until released. */
+const held = { entered: 0, released: Promise.resolve(), release: () => undefined as void };
+function holdCheckpoints(): void {
+  held.entered = 0;
+  held.released = new Promise((resolve) => {
+    held.release = resolve;
+  });
+}
 
 /** A method this server test does not need: refused as UNIMPLEMENTED after authentication. */
 function unimplemented(method: string): GrpcMethod {
@@ -69,10 +79,20 @@ function handlers(): Record<string, GrpcServiceHandlers> {
     access: 'authenticated',
     handle: (request) => Promise.resolve({ policy: { policy_id: request.policy_id, name: 'echo' } }),
   };
+  // SaveCheckpoint takes large requests and holds each until `held.release()`.
+  services['svc.checkpoint.v1.CheckpointService']!.SaveCheckpoint = {
+    access: 'authenticated',
+    largeRequest: true,
+    handle: async () => {
+      held.entered += 1;
+      await held.released;
+      return { checkpoint_id: 'c', version: 1 };
+    },
+  };
   return services;
 }
 
-async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: number }) {
+async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: number; maxReceivedBytes: number }) {
   const server = createGrpcServer({
     definition,
     fileDescriptors: servedFileDescriptors(),
@@ -83,7 +103,15 @@ async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: numbe
     logger: pino({ level: 'silent' }),
     documentationBase: () => 'http://docs.test',
     health: () => Promise.resolve(healthy),
-    ...options,
+    defaultTimeoutMs: options.defaultTimeoutMs,
+    maxMessageBytes: options.maxMessageBytes,
+    limits: {
+      maxConcurrentStreams: 100,
+      maxSessionMemoryMb: 64,
+      maxConnectionIdleMs: 300_000,
+      maxConnectionAgeMs: 3_600_000,
+      maxReceivedBytes: options.maxReceivedBytes,
+    },
   });
   const port = await server.listen('127.0.0.1', 0);
   return { server, port, clients: clientsFor(definition, `127.0.0.1:${String(port)}`) };
@@ -133,11 +161,50 @@ function ending(stream: ClientHttp2Stream): Promise<StreamEnd> {
   });
 }
 
+const MAX_MESSAGE = 4 * SMALL_REQUEST_BYTES;
+
+/** A length-delimited protobuf field. */
+function field(number: number, payload: Buffer): Buffer {
+  const varint = (value: number): number[] => {
+    const bytes: number[] = [];
+    for (let rest = value; ; rest = Math.floor(rest / 128)) {
+      if (rest < 128) return [...bytes, rest];
+      bytes.push((rest % 128) | 128);
+    }
+  };
+  return Buffer.concat([Buffer.from(varint((number << 3) | 2)), Buffer.from(varint(payload.length)), payload]);
+}
+
+/** A SaveCheckpointRequest whose `checkpoint.data` holds `levels` lists, one in another. */
+function nestedCheckpoint(levels: number): Buffer {
+  let value: Buffer = Buffer.from([0x08, 0x00]); // google.protobuf.Value { null_value: NULL_VALUE }
+  for (let i = 0; i < levels; i++) value = field(6, field(1, value)); // Value { list_value { values: [value] } }
+  const data = field(1, Buffer.concat([field(1, Buffer.from('deep')), field(2, value)])); // Struct { fields }
+  return field(1, field(7, data)); // SaveCheckpointRequest { checkpoint { data } }
+}
+
+/** Sends `bytes` as the request message of `path` with the official client, unencoded. */
+function rawCall(clients: Clients, path: string, bytes: Buffer): Promise<unknown> {
+  const client = clients.client('svc.checkpoint.v1.CheckpointService');
+  const metadata = new Metadata();
+  metadata.set('authorization', `Bearer ${ROOT}`);
+  return new Promise((resolve, reject) => {
+    client.makeUnaryRequest(
+      path,
+      (message: Buffer) => message,
+      (answer: Buffer) => answer,
+      bytes,
+      metadata,
+      (error: ServiceError | null, answer?: Buffer) => (error === null ? resolve(answer) : reject(error)),
+    );
+  });
+}
+
 describe('gRPC server limits', () => {
   let running: { server: GrpcServer; port: number; clients: Clients };
   beforeAll(async () => {
     storage = await openStorage(loadConfig({}, { data_dir: dir, log_level: 'silent' }), pino({ level: 'silent' }));
-    running = await serve({ defaultTimeoutMs: 300, maxMessageBytes: 4096 });
+    running = await serve({ defaultTimeoutMs: 300, maxMessageBytes: MAX_MESSAGE, maxReceivedBytes: 3 * MAX_MESSAGE });
   });
   afterAll(async () => {
     running.clients.close();
@@ -206,8 +273,67 @@ describe('gRPC server limits', () => {
     const policies = running.clients.client('svc.policy.v1.PolicyService');
     const small = await unary(policies, 'GetPolicy', { policy_id: 'p'.repeat(100) }, { key: ROOT });
     expect(small.policy.name).toBe('echo');
-    const error = await failure(unary(policies, 'GetPolicy', { policy_id: 'p'.repeat(8192) }, { key: ROOT }));
+    const error = await failure(unary(policies, 'GetPolicy', { policy_id: 'p'.repeat(MAX_MESSAGE) }, { key: ROOT }));
     expect(error.code).toBe(status.RESOURCE_EXHAUSTED);
+  });
+
+  it('refuses a request above its method’s limit with SVC-SYS-9009 before decoding it', async () => {
+    const policies = running.clients.client('svc.policy.v1.PolicyService');
+    deserialised.count = 0;
+    const request = { policy_id: 'p'.repeat(SMALL_REQUEST_BYTES) };
+    const error = await failure(unary(policies, 'GetPolicy', request, { key: ROOT }));
+    expect(error.code).toBe(status.OUT_OF_RANGE);
+    expect(statusDetails(error).errorInfo?.reason).toBe('SVC-SYS-9009');
+    expect(statusDetails(error).errorInfo?.metadata.limit_bytes).toBe(String(SMALL_REQUEST_BYTES));
+    expect(deserialised.count).toBe(0);
+    // A method carrying free-form data takes the same request size.
+    const checkpoints = running.clients.client('svc.checkpoint.v1.CheckpointService');
+    const checkpoint = { execution_id: 'x'.repeat(SMALL_REQUEST_BYTES) };
+    expect(await unary(checkpoints, 'SaveCheckpoint', { checkpoint }, { key: ROOT })).toMatchObject({
+      checkpoint_id: 'c',
+    });
+  });
+
+  it('refuses a request while those received and unanswered hold the server’s budget, with SVC-SYS-9005', async () => {
+    // Its own server: the shared one's default deadline would end the held calls.
+    const patient = await serve({
+      defaultTimeoutMs: 10_000,
+      maxMessageBytes: MAX_MESSAGE,
+      maxReceivedBytes: 3 * MAX_MESSAGE,
+    });
+    const checkpoints = patient.clients.client('svc.checkpoint.v1.CheckpointService');
+    const checkpoint = { execution_id: 'x'.repeat(MAX_MESSAGE - 100) };
+    const save = () => unary(checkpoints, 'SaveCheckpoint', { checkpoint }, { key: ROOT });
+    holdCheckpoints();
+    try {
+      // Three requests of nearly the largest size fit the budget of three; held, they fill it.
+      const calls = Promise.all([save(), save(), save()]);
+      await eventually(
+        () => held.entered,
+        (entered) => entered === 3,
+        3_000,
+      );
+      const refused = await failure(save());
+      expect(refused.code).toBe(status.RESOURCE_EXHAUSTED);
+      expect(statusDetails(refused).errorInfo?.reason).toBe('SVC-SYS-9005');
+      held.release();
+      await calls;
+      // Answered, they hold nothing.
+      expect(await save()).toMatchObject({ checkpoint_id: 'c' });
+    } finally {
+      held.release();
+      patient.clients.close();
+      await patient.server.close(1_000);
+    }
+  });
+
+  it('refuses a request nested past the decoder’s depth limit as INVALID_ARGUMENT, SVC-SYS-9002', async () => {
+    const error = await failure(
+      rawCall(running.clients, '/svc.checkpoint.v1.CheckpointService/SaveCheckpoint', nestedCheckpoint(60)),
+    );
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    expect(statusDetails(error).errorInfo?.reason).toBe('SVC-SYS-9002');
+    expect(error.details).toContain('nested deeper');
   });
 
   it('reports NOT_SERVING while the store or the bus is down, within the second one probe serves', async () => {

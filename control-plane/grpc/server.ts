@@ -21,6 +21,7 @@ import { authenticateFirst } from './authenticate-first.ts';
 import { firstValue } from './call-metadata.ts';
 import { failedCall } from './call-outcome.ts';
 import { healthService, type HealthProbe } from './health.ts';
+import { createRequestBytes, deferDecoding } from './request-bytes.ts';
 
 /** Who may call a method: a scope of spec 2.8, any platform administrator, or any valid credential. */
 export type GrpcAccess = Scope | 'administrator' | 'authenticated';
@@ -48,6 +49,11 @@ export interface GrpcMethod {
    * 429), with what they mean: its transcoded route documents them.
    */
   statuses?: Record<number, string>;
+  /**
+   * Its request carries free-form data (JSON, texts to judge): it may be up to `maxMessageBytes`.
+   * Any other method's request is refused above SMALL_REQUEST_BYTES before it is decoded.
+   */
+  largeRequest?: true;
   handle(request: GrpcRequest, context: GrpcCallContext): Promise<object>;
 }
 
@@ -70,6 +76,25 @@ export interface GrpcServerOptions {
   health: HealthProbe;
   maxMessageBytes: number;
   defaultTimeoutMs: number;
+  limits: GrpcLimits;
+}
+
+/**
+ * What one HTTP/2 connection may hold, and all calls together (docs/grpc.md, Limits): grpc-js
+ * sets none of these by default, so one connection could open streams without end and keep them
+ * for ever, and calls could hold received requests without bound.
+ */
+export interface GrpcLimits {
+  /** Streams open at once on one connection; one more is refused with REFUSED_STREAM. */
+  maxConcurrentStreams: number;
+  /** Megabytes one HTTP/2 session may buffer (frames, headers, queued writes) before it is closed. */
+  maxSessionMemoryMb: number;
+  /** A connection with no call open for this long is closed. */
+  maxConnectionIdleMs: number;
+  /** A connection is closed (after GOAWAY) at this age, so no one holds one for ever. */
+  maxConnectionAgeMs: number;
+  /** Bytes of request messages received and not yet answered, across every call of the process. */
+  maxReceivedBytes: number;
 }
 
 export interface GrpcServer {
@@ -94,21 +119,6 @@ function deadlineOf(call: ServerUnaryCall<unknown, unknown>, defaultTimeoutMs: n
 }
 
 /**
- * What one HTTP/2 connection may hold (docs/grpc.md, Limits): grpc-js sets none of these by
- * default, so one connection could open streams without end and keep them for ever.
- */
-export const CONNECTION_LIMITS = {
-  /** Streams open at once; one more is refused with REFUSED_STREAM. */
-  'grpc.max_concurrent_streams': 100,
-  /** Megabytes the HTTP/2 session may buffer (frames, headers, queued writes) before it is closed. */
-  'grpc-node.max_session_memory': 64,
-  /** A connection with no call open for this long is closed. */
-  'grpc.max_connection_idle_ms': 5 * 60_000,
-  /** A connection is closed (after GOAWAY) at this age, so no one holds one for ever. */
-  'grpc.max_connection_age_ms': 60 * 60_000,
-} as const;
-
-/**
  * The gRPC server: every service of the contracts through `handlers`, the standard health
  * service, and server reflection (both v1 and v1alpha). Each call is authenticated with the REST
  * surface's authenticator (`authorization: Bearer <key>` or `x-api-key`) from its metadata before
@@ -119,11 +129,25 @@ export const CONNECTION_LIMITS = {
  */
 export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const { definition, logger } = options;
-  const gate = authenticateFirst({ ...options, receiveTimeoutMs: options.defaultTimeoutMs });
+  const { limits } = options;
+  const largeRequests = new Map<string, number>();
+  for (const [service, handlers] of Object.entries(options.services)) {
+    for (const [method, handler] of Object.entries(handlers)) {
+      if (handler.largeRequest) largeRequests.set(`/${service}/${method}`, options.maxMessageBytes);
+    }
+  }
+  const gate = authenticateFirst({
+    ...options,
+    receiveTimeoutMs: options.defaultTimeoutMs,
+    requestBytes: createRequestBytes({ limits: largeRequests, totalBytes: limits.maxReceivedBytes }),
+  });
   const server = new Server({
     'grpc.max_receive_message_length': options.maxMessageBytes,
     'grpc.max_send_message_length': options.maxMessageBytes,
-    ...CONNECTION_LIMITS,
+    'grpc.max_concurrent_streams': limits.maxConcurrentStreams,
+    'grpc-node.max_session_memory': limits.maxSessionMemoryMb,
+    'grpc.max_connection_idle_ms': limits.maxConnectionIdleMs,
+    'grpc.max_connection_age_ms': limits.maxConnectionAgeMs,
     // Calls in flight when a connection reaches its age may still finish within their deadline.
     'grpc.max_connection_age_grace_ms': options.defaultTimeoutMs,
     interceptors: [gate.interceptor],
@@ -198,7 +222,7 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
       if (handler === undefined) throw new Error(`no handler for ${name}.${method}`);
       implementation[method] = unary(`/${name}/${method}`, handler);
     }
-    server.addService(service, implementation);
+    server.addService(deferDecoding(service), implementation);
   }
   server.addService(
     definition['grpc.health.v1.Health'] as ServiceDefinition,

@@ -55,6 +55,24 @@ const settings = z.object({
     .default(4 * 1_048_576),
   /** Deadline of a gRPC call whose client set none, or a later one (spec 8: 30 s). */
   grpc_default_timeout_ms: z.coerce.number().int().positive().max(600_000).default(30_000),
+  /** Streams one gRPC connection may have open at once; one more is refused with REFUSED_STREAM. */
+  grpc_max_concurrent_streams: z.coerce.number().int().min(1).max(10_000).default(100),
+  /** Megabytes one gRPC connection's HTTP/2 session may buffer before it is closed. */
+  grpc_max_session_memory_mb: z.coerce.number().int().min(1).max(1024).default(64),
+  /** A gRPC connection with no call open for this long is closed. */
+  grpc_max_connection_idle_ms: z.coerce.number().int().min(1000).max(86_400_000).default(300_000),
+  /** A gRPC connection is closed (after GOAWAY) at this age. */
+  grpc_max_connection_age_ms: z.coerce.number().int().min(1000).max(604_800_000).default(3_600_000),
+  /**
+   * Bytes of gRPC request messages received and not yet answered, all calls together: a message
+   * past it is refused (RESOURCE_EXHAUSTED, SVC-SYS-9005). At least one largest message.
+   */
+  grpc_max_received_bytes: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(4096 * 1_048_576)
+    .default(64 * 1_048_576),
   body_limit_bytes: z.coerce.number().int().positive().default(1_048_576),
   /**
    * How long a REST or MCP request may take to arrive, headers and body: one sent slower is
@@ -458,6 +476,14 @@ export const ConfigSchema = settings.superRefine((config, ctx) => {
       code: 'custom',
       path: ['proxy_held_max_bytes'],
       message: `must be at least SVC_PROXY_BODY_LIMIT_BYTES (${config.proxy_body_limit_bytes})`,
+    });
+  }
+  // Else a message within the gRPC message limit could never be received.
+  if (config.grpc_max_received_bytes < config.grpc_max_message_bytes) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['grpc_max_received_bytes'],
+      message: `must be at least SVC_GRPC_MAX_MESSAGE_BYTES (${config.grpc_max_message_bytes})`,
     });
   }
   // A redelivered event must still find its de-duplication entry, or it counts twice.

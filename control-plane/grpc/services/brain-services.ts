@@ -30,6 +30,7 @@ const upper = (value: string) => value.toUpperCase();
 export function semanticJudgeService(judges: JudgeSelector): GrpcServiceHandlers {
   return {
     Evaluate: {
+      largeRequest: true,
       access: 'policies:read',
       tenantField: 'tenant_id',
       handle: async (request, { caller }) => {
@@ -95,6 +96,7 @@ function toGrpcPrediction(p: PredictOverrunResponse) {
 export function oracleService(oracle: Oracle): GrpcServiceHandlers {
   return {
     PredictOverrun: {
+      largeRequest: true,
       access: 'budgets:read',
       tenantField: 'tenant_id',
       handle: async (request, { caller }) => {

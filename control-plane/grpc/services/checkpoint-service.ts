@@ -144,6 +144,7 @@ function queryInput(query: Message) {
 export function checkpointService(checkpoints: Checkpoints, contexts: ExecutionContexts): GrpcServiceHandlers {
   return {
     SaveCheckpoint: {
+      largeRequest: true,
       access: 'checkpoints:write',
       tenantField: 'checkpoint.tenant_id',
       statuses: { 409: 'the execution has that version, or the checkpoint id is another execution’s (SVC-SYS-9008)' },
@@ -250,6 +251,7 @@ export function checkpointService(checkpoints: Checkpoints, contexts: ExecutionC
       },
     },
     UpdateExecutionContext: {
+      largeRequest: true,
       access: 'checkpoints:write',
       statuses: { 409: 'the context changed since expected_version (SVC-ADP-5006)' },
       handle: async (request, { caller }) => {

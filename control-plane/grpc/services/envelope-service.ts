@@ -107,6 +107,7 @@ function createRequest(request: GrpcRequest) {
 export function envelopeService(envelopes: Envelopes): GrpcServiceHandlers {
   return {
     CreateEnvelope: {
+      largeRequest: true,
       access: 'envelopes:write',
       tenantField: 'tenant_id',
       handle: async (request, { caller }) => ({

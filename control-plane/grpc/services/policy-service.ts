@@ -108,6 +108,7 @@ async function byId(policies: Policies, tenant: string): Promise<Map<string, Pol
 export function policyService(policies: Policies, approvals: Approvals, clock: () => Date): GrpcServiceHandlers {
   return {
     CreatePolicy: {
+      largeRequest: true,
       access: 'policies:write',
       tenantField: 'policy.tenant_id',
       handle: async (request, { caller }) => ({
@@ -121,6 +122,7 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
       }),
     },
     UpdatePolicy: {
+      largeRequest: true,
       access: 'policies:write',
       tenantField: 'policy.tenant_id',
       handle: async (request, { caller }) => {
@@ -150,6 +152,7 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
       },
     },
     EvaluatePolicy: {
+      largeRequest: true,
       access: 'policies:read',
       tenantField: 'context.tenant_id',
       handle: async (request, { caller }) => {
@@ -159,6 +162,7 @@ export function policyService(policies: Policies, approvals: Approvals, clock: (
       },
     },
     EvaluatePolicies: {
+      largeRequest: true,
       access: 'policies:read',
       tenantField: 'context.tenant_id',
       handle: async (request, { caller }) => {
