@@ -35,6 +35,19 @@ describe('loadConfig', () => {
     );
   });
 
+  it('takes the gRPC connection limits and the received-bytes budget from settings', () => {
+    const defaults = loadConfig({});
+    expect(defaults.grpc_max_concurrent_streams).toBe(100);
+    expect(defaults.grpc_max_received_bytes).toBe(64 * 1_048_576);
+    const set = loadConfig({ SVC_GRPC_MAX_CONCURRENT_STREAMS: '10', SVC_GRPC_MAX_CONNECTION_AGE_MS: '60000' });
+    expect(set.grpc_max_concurrent_streams).toBe(10);
+    expect(set.grpc_max_connection_age_ms).toBe(60_000);
+    // A budget below one largest message could never admit it.
+    expect(failure(() => loadConfig({ SVC_GRPC_MAX_RECEIVED_BYTES: '65536' })).message).toContain(
+      'SVC_GRPC_MAX_RECEIVED_BYTES',
+    );
+  });
+
   it('reads SVC_* variables over the file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
     const file = join(dir, 'c.json');
