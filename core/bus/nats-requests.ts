@@ -6,11 +6,15 @@ import { decodePayload, encodePayload } from './codec.ts';
 import { InFlightLimit } from './in-flight-limit.ts';
 import { assertPattern, assertSubject } from './names.ts';
 import { failedReply, noResponder, runReplyHandler, unwrapReply } from './reply-envelope.ts';
+import { throttledWarn } from './throttled-warn.ts';
 
 /** Repliers of one subject share a queue group, so each request is answered once. */
 const REPLY_QUEUE = 'svc-replies';
 
-/** Requests one reply subscription handles at once: per tenant, and in all (docs/nats.md). */
+/**
+ * Requests one reply subscription, or signals one signal subscription, handles at once: per
+ * tenant, and in all (docs/nats.md).
+ */
 export const REPLY_LIMITS = { perTenant: 64, total: 1024 };
 
 /**
@@ -125,14 +129,21 @@ export class NatsRequests implements RequestReply, Signals {
   ): Promise<Subscription> {
     return asPromise(() => {
       assertPattern(pattern);
+      const inFlight = new InFlightLimit({ perKey: this.#limits.perTenant, total: this.#limits.total });
+      const dropped = throttledWarn(this.#logger, 'signals dropped: too many handlers in flight');
       const sub = this.#nc.subscribe(pattern, {
         callback: (error, msg) => {
           if (error) return this.#logger.error({ err: error, pattern }, 'signal subscription failed');
           if (deliveredByStream(msg))
             return this.#logger.warn({ subject: msg.subject }, 'signal delivered by a stream consumer; ignored');
-          void asPromise(() => handler(decodePayload(msg.data), msg.subject)).catch((failure: unknown) =>
-            this.#logger.error({ err: failure, subject: msg.subject }, 'signal handler failed'),
-          );
+          const tenant = subjectTenant(msg.subject);
+          // Signals are not stored: one past the limit is dropped, as if sent while nobody listened.
+          if (!inFlight.enter(tenant)) return dropped({ pattern, tenant });
+          void asPromise(() => handler(decodePayload(msg.data), msg.subject))
+            .catch((failure: unknown) =>
+              this.#logger.error({ err: failure, subject: msg.subject }, 'signal handler failed'),
+            )
+            .finally(() => inFlight.leave(tenant));
         },
       });
       return subscription(() => sub.unsubscribe());

@@ -72,4 +72,41 @@ describe('reply handlers in flight over nats-server', () => {
     await expect(requests.request(lease('initech'), {}, 2_000)).resolves.toEqual({ subject: lease('initech') });
     await subscription.unsubscribe();
   });
+
+  it('runs at most the limit of signal handlers of one tenant at once, dropping the rest with a warning', async () => {
+    const warnings: string[] = [];
+    const logger: BusLogger = { warn: (_fields, message) => void warnings.push(message), error: () => undefined };
+    const signals = new NatsRequests(nc, logger, { perTenant: 2, total: 3 });
+    const release = Promise.withResolvers<void>();
+    const started: string[] = [];
+    const signal = (tenant: string) => `svc.${tenant}.signals.pause`;
+    const subscription = await signals.subscribeSignals(signal('*'), async (data, subject) => {
+      started.push(subject);
+      if ((data as { hold?: boolean }).hold === true) await release.promise;
+    });
+    for (let i = 0; i < 5; i++) await signals.publishSignal(signal('acme'), { hold: true });
+    await signals.publishSignal(signal('globex'), { hold: true });
+    await nc.flush();
+    await eventually(
+      () => started.length,
+      (n) => n === 3,
+    );
+    // Two of acme's and globex's one run; acme's other three were dropped, the total now full too.
+    await signals.publishSignal(signal('initech'), {});
+    await nc.flush();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(started.filter((subject) => subject === signal('acme'))).toHaveLength(2);
+    expect(started).not.toContain(signal('initech'));
+    expect(warnings).toEqual(['signals dropped: too many handlers in flight']);
+    release.resolve();
+    // Done, the handlers give their slots back.
+    await eventually(
+      async () => {
+        await signals.publishSignal(signal('initech'), {});
+        return started.includes(signal('initech'));
+      },
+      (seen) => seen,
+    );
+    await subscription.unsubscribe();
+  });
 });
