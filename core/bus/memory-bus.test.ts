@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { acked, busContract } from '../../test/bus/bus.contract.ts';
 import { eventually } from '../../test/harness/eventually.ts';
@@ -191,8 +192,14 @@ describe('MemoryBus', () => {
     expect(numbers(late)).toEqual([50]);
   });
 
-  it('keeps at most maxBytes for a stalled durable, dropping the oldest first', async () => {
-    const bus = new MemoryBus({ logger: recordingLogger(), maxBytes: 200_000 });
+  it('keeps at most maxBytes for a stalled durable, dropping the oldest first, counted and logged once without payload', async () => {
+    const registry = new Registry();
+    const warnings: Array<[Record<string, unknown>, string]> = [];
+    const logger: BusLogger = {
+      warn: (object, message) => void warnings.push([object, message]),
+      error: () => undefined,
+    };
+    const bus = new MemoryBus({ logger, maxBytes: 200_000, registry });
     const stalled = await bus.subscribe('svc.a.events.>', () => acked(), { durable: 'stalled' });
     await stalled.unsubscribe();
     const blob = 'x'.repeat(10_000);
@@ -203,6 +210,12 @@ describe('MemoryBus', () => {
     expect(got.length).toBeGreaterThanOrEqual(17);
     expect(got.length).toBeLessThanOrEqual(19);
     expect(got).toEqual(Array.from({ length: got.length }, (_, i) => 100 - got.length + i));
+    const counted = (await registry.getSingleMetric('svc_bus_unread_discarded_total')!.get()).values;
+    expect(counted).toEqual([{ labels: { consumer: 'stalled', bound: 'max_bytes' }, value: 100 - got.length }]);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]![1]).toBe('bus messages discarded unread at the in-process bounds');
+    expect(warnings[0]![0]).toMatchObject({ consumer: 'stalled', bound: 'max_bytes' });
+    expect(JSON.stringify(warnings)).not.toContain('xxxx');
   });
 
   it('refuses a second active subscriber on one durable and a payload JSON cannot carry', async () => {

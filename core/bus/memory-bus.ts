@@ -9,6 +9,7 @@ import { assertEventSubject, assertName } from './names.ts';
 import { PoisonMessages, type PoisonMessage } from './poison.ts';
 import type { RetryPolicy } from './retry-delivery.ts';
 import { subjectMatcher, subjectMatches } from './subjects.ts';
+import { UnreadDiscards, type DiscardBound } from './unread-discards.ts';
 
 export interface MemoryBusOptions {
   logger: BusLogger;
@@ -26,7 +27,7 @@ export interface MemoryBusOptions {
   maxDeliver?: number;
   /** Backoff before the second attempt; it doubles per attempt. */
   retryBackoffMs?: number;
-  /** Receives `svc_bus_poison_messages_total`. */
+  /** Receives `svc_bus_poison_messages_total` and `svc_bus_unread_discarded_total`. */
   registry?: Registry;
   now?: () => number;
 }
@@ -70,6 +71,7 @@ export class MemoryBus implements Bus {
   readonly #maxPayloadBytes: number;
   readonly #now: () => number;
   readonly #poison: PoisonMessages;
+  readonly #discards: UnreadDiscards;
 
   readonly #log: StoredMessage[] = [];
   /** Encoded size of what `#log` holds. */
@@ -97,6 +99,7 @@ export class MemoryBus implements Bus {
     };
     this.#now = options.now ?? Date.now;
     this.#poison = new PoisonMessages(options.logger, options.registry);
+    this.#discards = new UnreadDiscards(options.logger, options.registry);
   }
 
   publish(subject: string, data: unknown, options: { msgId?: string } = {}): Promise<void> {
@@ -309,11 +312,26 @@ export class MemoryBus implements Bus {
     // Beyond the bounds the oldest go, read or not, as the event stream's discard-old does. In
     // slices, so the append path stays amortised O(1).
     const excess = this.#log.length - this.#maxMessages;
-    if (excess > Math.max(1, this.#maxMessages / 10)) this.#drop(excess);
+    if (excess > Math.max(1, this.#maxMessages / 10)) this.#discard(excess, 'max_messages');
     if (this.#logBytes <= this.#maxBytes) return;
     let bytes = this.#logBytes;
     let count = 0;
     while (count < this.#log.length && bytes > this.#maxBytes * 0.9) bytes -= sizeOf(this.#log[count++]!);
+    this.#discard(count, 'max_bytes');
+  }
+
+  /** Drops the oldest `count` at a bound, reporting those a subscriber following them had not read. */
+  #discard(count: number, bound: DiscardBound): void {
+    const unread = new Map<string, number>();
+    for (const cursor of [...this.#durables.values(), ...this.#ephemerals]) {
+      let missed = 0;
+      for (let i = 0; i < count; i++) {
+        const message = this.#log[i]!;
+        if (cursor.nextSeq <= message.seq && subjectMatches(cursor.pattern, message.subject)) missed++;
+      }
+      if (missed > 0) unread.set(cursor.consumer, (unread.get(cursor.consumer) ?? 0) + missed);
+    }
+    for (const [consumer, missed] of unread) this.#discards.report(consumer, bound, missed);
     this.#drop(count);
   }
 
