@@ -236,6 +236,7 @@ export function checkpointService(checkpoints: Checkpoints, contexts: ExecutionC
       },
     },
     GetExecutionContext: {
+      largeRequest: true,
       access: 'checkpoints:read',
       handle: async (request, { caller }) => {
         const input = parseOrThrow(

@@ -312,6 +312,7 @@ export function costService(deps: {
       }),
     },
     PredictCost: {
+      largeRequest: true,
       access: 'budgets:read',
       tenantField: 'tenant_id',
       handle: async (request, { caller }) => {
