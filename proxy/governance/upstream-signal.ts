@@ -1,33 +1,41 @@
 export interface UpstreamSignal {
   readonly signal: AbortSignal;
+  /**
+   * Starts the drain bound: nobody receives the rest of the answer (the proxy cut it), yet it is
+   * read on for the provider's usage for at most the drain time. Once is enough.
+   */
+  drain(): void;
   /** Call when the call is over: clears the drain timer. */
   dispose(): void;
 }
 
 /**
- * The signal of a governed upstream request. It does not end with the client: a client that
- * goes away leaves the request running for at most `drainMs` more, so the answer can still be
- * read and billed at its real usage (the provider bills it whether or not anyone listens);
- * after that the request is aborted and the call is charged at its worst case.
+ * The signal of a governed upstream request. It does not end with the client, nor with a cut: a
+ * client that goes away, or an answer the proxy cut, leaves the request running for at most
+ * `drainMs` more, so the answer can still be read and billed at its real usage (the provider
+ * bills it whether or not anyone listens); after that the request is aborted and the call is
+ * charged at its worst case.
  */
 export function upstreamSignal(client: AbortSignal, drainMs: number): UpstreamSignal {
   const upstream = new AbortController();
   let timer: NodeJS.Timeout | undefined;
-  const onClientGone = () => {
+  const drain = () => {
+    if (timer !== undefined) return;
     timer = setTimeout(
-      () => upstream.abort(new Error(`client gone; answer not complete within ${drainMs} ms`)),
+      () => upstream.abort(new Error(`answer not complete within ${drainMs} ms of the drain's start`)),
       drainMs,
     );
     // A pending drain must not hold a shutting-down process open.
     timer.unref();
   };
-  if (client.aborted) onClientGone();
-  else client.addEventListener('abort', onClientGone, { once: true });
+  if (client.aborted) drain();
+  else client.addEventListener('abort', drain, { once: true });
   return {
     signal: upstream.signal,
+    drain,
     dispose() {
       clearTimeout(timer);
-      client.removeEventListener('abort', onClientGone);
+      client.removeEventListener('abort', drain);
     },
   };
 }

@@ -76,6 +76,7 @@ describe('a small cost budget', () => {
     const client = openAiClient(rig.agent, {
       'X-Svc-Execution-Id': 'exec-stream-cut',
       'X-Svc-Budget-Id': budgetId,
+      'X-Request-Id': 'stream-cut',
       'x-sim-input-tokens': '10',
     });
     const { data: stream, response } = await client.chat.completions
@@ -106,8 +107,15 @@ describe('a small cost budget', () => {
       10_000,
     );
     expect(envelope?.termination_reason).toBe('budget_exceeded');
-    // Metered event by event: the overshoot is the one event that crossed the limit.
-    expect(envelope?.cost_summary.cost_usd).toBeLessThan(0.001005);
+    // The provider went on past the cut and bills all it generated: the rest of its stream was
+    // read for its usage, and that is what the call is charged, not the text metered to the cut.
+    const event = await rig.usageEvent('stream-cut');
+    const sent = rig.sim.requests.find((r) => r.headers['x-request-id'] === 'stream-cut')?.usageSent;
+    expect(sent?.output).toBe(4000);
+    expect(event.tokens).toEqual({ input: sent?.input, output: 4000 });
+    expect(event.payload).toMatchObject({ charged: 'usage', usage_source: 'provider', cut_off: 'budget' });
+    expect(event.cost_usd).toBe(rig.priced('gpt-4o-mini', sent));
+    expect(envelope?.cost_summary.cost_usd).toBeCloseTo(event.cost_usd ?? 0, 5);
   });
 
   it('cuts an unclassified answer the budget cannot cover as it arrives, charging what came', async () => {

@@ -6,6 +6,7 @@ import { costPico } from '../../../core/metering/prices.ts';
 import type { ResponseReading, StreamedToolCall, StreamProgress } from '../../providers/index.ts';
 import type { UpstreamResponse } from '../../upstream/index.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
+import type { UpstreamSignal } from '../upstream-signal.ts';
 import { billedTokens } from '../call-pricing.ts';
 import { writeToClient as write } from '../client-write.ts';
 import { contentCodings, decompressing } from '../decode-body.ts';
@@ -23,15 +24,22 @@ interface Cut {
  * Step 4, meter, for a streamed answer: relays it as it arrives, metering it event by event. Before an event is
  * forwarded its running cost must be covered by the reservation (extended from the lease as needed);
  * when it cannot be, or a tool call the model starts is blocked, or the envelope is ended
- * elsewhere, forwarding stops, the provider's own stream error event is written and the
+ * elsewhere, forwarding stops there: the provider's own stream error event is written and the
  * response ends. Only whole events are forwarded, so the error event lands cleanly.
  *
- * A client that goes away does not end the metering: the rest of the stream is read (within
- * `proxy_abort_drain_ms` and `proxy_response_limit_bytes`) for the provider's final usage. A
- * stream that does not reach its end (drain bound, connection failure, closed early) is
- * charged at the worst case of what remained: the whole answer bound.
+ * Neither a client that goes away nor a cut ends the metering: the provider bills the answer
+ * whether or not anyone receives it, so the rest of the stream is read (within
+ * `proxy_abort_drain_ms` and `proxy_response_limit_bytes`) for the provider's final usage, and
+ * a cut call is charged the larger of that and what was metered at the cut. A stream that does
+ * not reach its end (drain bound, connection failure, closed early, an event the meter refuses)
+ * is charged at the worst case of what remained: the whole answer bound.
  */
-export async function meterStream(deps: GovernanceDeps, call: LlmCall, response: UpstreamResponse): Promise<void> {
+export async function meterStream(
+  deps: GovernanceDeps,
+  call: LlmCall,
+  response: UpstreamResponse,
+  upstream: UpstreamSignal,
+): Promise<void> {
   const { req, adapter, parsed, envelope, reservation } = call;
   const res = req.clientRes;
   // Metered as the client reads it: a coding the provider applied although asked for identity
@@ -66,14 +74,37 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   });
 
   const state: { cut: Cut | null } = { cut: null };
+  /** Bytes held back while a tool call the model is writing awaits its judgement. */
+  let held: Uint8Array[] = [];
+  let heldBytes = 0;
+  /** Events metered and cleared to go, written together once the chunk that brought them is read. */
+  let ready: Uint8Array[] = [];
+  /** A write to the client is under way: a cut from elsewhere ends the answer once it is done. */
+  let writing = false;
+  let stopped = false;
+  /**
+   * Ends the agent's answer at the cut, at once: the events cleared before it go on, then the
+   * error event, and nothing after. The upstream is read on (drained) for its usage.
+   */
+  const stop = () => {
+    const cut = state.cut;
+    if (cut === null || stopped) return;
+    stopped = true;
+    upstream.drain();
+    cutOff(deps, envelope, adapter.id, cut.reason, cut.message);
+    clearImmediate(early);
+    held = [];
+    const out = Buffer.concat([...ready, meter.errorEvent(cut.code, cut.message)]);
+    ready = [];
+    if (!res.destroyed) res.end(out);
+  };
   const cutter = (ending: Ending) => {
     state.cut ??= {
       reason: 'terminated',
       code: 'SVC-ENV-1003',
       message: `envelope ${envelope.envelopeId} ended (${ending.status}): ${ending.reason}`,
     };
-    source.destroy();
-    response.body.destroy();
+    if (!writing) stop();
   };
   envelope.inflight.add(cutter);
   let progress: StreamProgress | null = null;
@@ -102,17 +133,22 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
       tokens: billedTokens(usage),
       pico: costPico(deps.prices, parsed.model, usage, adapter.id, serviceTier ?? parsed.serviceTier),
     });
-  /** Bytes held back while a tool call the model is writing awaits its judgement. */
-  let held: Uint8Array[] = [];
-  let heldBytes = 0;
-  /** Events metered and cleared to go, written together once the chunk that brought them is read. */
-  let ready: Uint8Array[] = [];
   const flush = async (): Promise<void> => {
-    if (ready.length === 0) return;
+    if (ready.length === 0 || stopped) return;
     const out = ready.length === 1 ? (ready[0] as Uint8Array) : Buffer.concat(ready);
     ready = [];
     clearImmediate(early);
+    writing = true;
     if (!gone && !(await write(res, out, req.signal))) gone = true;
+    writing = false;
+    stop();
+  };
+  /** The output metered when the stream was cut: charged at least, whatever the provider reports. */
+  let meteredAtCut = 0;
+  const cutHere = async () => {
+    if (stopped) return;
+    stop();
+    meteredAtCut = (await meter.exact()).usage.output;
   };
   let failed = false;
   let gone = false;
@@ -133,7 +169,8 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   try {
     reads: for await (const chunk of source) {
       gone ||= req.signal.aborted;
-      if (gone) {
+      // Nobody receives the rest: it is read for the provider's usage, within the response bound.
+      if (gone || state.cut !== null) {
         drained += (chunk as Uint8Array).length;
         if (drained > deps.responseLimitBytes) {
           overLimit = true;
@@ -145,7 +182,12 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
         // Tool calls nobody receives are not made: only a delivered stream has them judged. What
         // was cleared before goes on first, so a judgement never delays it.
         const hasCalls = step.toolCalls.length > 0;
-        if (hasCalls && !gone && step.toolCalls.some((toolCall) => toolCall.complete && !judged.has(toolCall))) {
+        if (
+          hasCalls &&
+          !gone &&
+          state.cut === null &&
+          step.toolCalls.some((toolCall) => toolCall.complete && !judged.has(toolCall))
+        ) {
           await flush();
           await judgeCompleted(step.toolCalls);
         }
@@ -160,7 +202,10 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
             message: `budget ${envelope.budgetId} exhausted mid-stream`,
           };
         }
-        if (state.cut !== null) break reads;
+        if (state.cut !== null) {
+          await cutHere();
+          continue;
+        }
         if (gone) continue;
         if (hasCalls && step.toolCalls.some((toolCall) => !judged.has(toolCall))) {
           // A tool call is still being written: none of it reaches the agent before it is judged
@@ -173,7 +218,7 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
               code: 'SVC-SYS-9009',
               message: `a tool call held for judgement grew past ${deps.eventLimitBytes} bytes`,
             };
-            break reads;
+            await cutHere();
           }
           continue;
         }
@@ -198,29 +243,29 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
       } else await flush();
     }
   } catch (error) {
-    // The meter refuses an event over the event limit: the stream ends with the provider's error event.
-    if (state.cut === null && isSvcError(error)) {
-      state.cut = { reason: 'oversize', code: error.code, message: error.message };
-    } else if (state.cut === null && !endedByWait) {
-      failed = true;
+    // The meter refuses an event over the event limit: the stream is cut there with the
+    // provider's error event, and what follows cannot be metered.
+    if (isSvcError(error)) state.cut ??= { reason: 'oversize', code: error.code, message: error.message };
+    else if (state.cut === null && !endedByWait)
       deps.logger.warn(
         { request_id: req.id, err: (error as Error).message, client_gone: gone || req.signal.aborted },
         'upstream stream failed',
       );
-    }
+    failed = !endedByWait;
   } finally {
     clearTimeout(endWait);
     envelope.inflight.delete(cutter);
   }
-  // The events before a cut were cleared: they go on, then the error event.
-  if (!failed && state.cut !== null) await flush();
+  stop();
   gone ||= req.signal.aborted;
-  if (state.cut === null && !failed && !overLimit) {
+  if (!failed && !overLimit) {
     progress = await meter.end();
-    // A call the stream left open ends with it: judged before the last bytes go on.
-    if (!gone) await judgeCompleted(progress.toolCalls);
-    if (state.cut === null) ready.push(...held, progress.forward);
-    else await flush();
+    if (state.cut === null) {
+      // A call the stream left open ends with it: judged before the last bytes go on.
+      if (!gone) await judgeCompleted(progress.toolCalls);
+      if (state.cut === null) ready.push(...held, progress.forward);
+      else stop();
+    }
   } else if (progress !== null) {
     // Charged on what was metered: counted exactly where the provider reported no usage.
     progress = await meter.exact();
@@ -228,8 +273,8 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
   // The response ends next: headers not yet sent go with its last bytes.
   clearImmediate(early);
   const cut = state.cut;
-  const complete = cut === null && !failed && !overLimit && progress?.done === true;
-  if (cut !== null || overLimit) {
+  const complete = !failed && !overLimit && progress?.done === true;
+  if (!complete) {
     source.destroy();
     response.body.destroy();
   }
@@ -247,11 +292,18 @@ export async function meterStream(deps: GovernanceDeps, call: LlmCall, response:
     serviceTier: progress?.serviceTier,
   };
   if (cut !== null) {
-    // The proxy stopped the stream itself: the provider stops with it, and what it sent is what it billed.
-    settle(deps, call, reading, 'usage', cut.reason, gone);
-    cutOff(deps, envelope, adapter.id, cut.reason, cut.message);
+    // The agent's answer ended at the cut; the provider's was read to its end for its usage.
+    if (complete)
+      settle(
+        deps,
+        call,
+        { ...reading, usage: { ...reading.usage, output: Math.max(reading.usage.output, meteredAtCut) } },
+        'usage',
+        cut.reason,
+        gone,
+      );
+    else await chargeWorstCase(deps, call, cut.reason, reading);
     await recorded(deps);
-    res.end(meter.errorEvent(cut.code, cut.message));
     return;
   }
   if (complete) settle(deps, call, reading, 'usage', gone ? 'client_gone' : null, gone);

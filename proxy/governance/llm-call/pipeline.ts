@@ -48,7 +48,7 @@ export async function governLlmCall(
     });
     response.headers[ENVELOPE_HEADER] = call.envelope.envelopeId;
     if (response.statusCode >= 400) await relayProviderRefusal(deps, call, response);
-    else if (call.parsed.stream && !answersWhole(response, op)) await meterStream(deps, call, response);
+    else if (call.parsed.stream && !answersWhole(response, op)) await meterStream(deps, call, response, upstream);
     else await meterWhole(deps, call, response);
   } finally {
     upstream.dispose();

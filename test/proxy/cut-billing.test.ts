@@ -1,0 +1,125 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { UsageEventMessage } from '../../core/events/messages.ts';
+import { cost } from '../../core/metering/prices.ts';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
+import { createAdapterDeps, createOpenAiAdapter } from '../../proxy/providers/index.ts';
+import { eventually } from '../harness/control-plane.ts';
+import { failure } from '../harness/failure.ts';
+import { startProxyRig, TENANT, type ProxyRig } from './harness.ts';
+import { openAiClient } from './sdk-options.ts';
+
+/** Well under the rest of the stalled stream below (300 chunks, 50 ms apart). */
+const DRAIN_MS = 3000;
+let rig: ProxyRig;
+const tokens = createTokenCounter();
+
+beforeAll(async () => {
+  rig = await startProxyRig({ proxy_abort_drain_ms: DRAIN_MS });
+});
+afterAll(async () => {
+  await rig.close();
+  tokens.free();
+});
+
+const sentFor = (requestId: string) => rig.sim.requests.find((r) => r.headers['x-request-id'] === requestId)?.usageSent;
+
+const recordedYet = (requestId: string) =>
+  rig.cp.published.some(
+    (m) =>
+      m.subject === `svc.${TENANT}.events.llm.call` && (m.data as UsageEventMessage).payload.request_id === requestId,
+  );
+
+/** A model asked to call `search` with arguments no tool reads one way: the proxy refuses them mid-stream. */
+const duplicateKey = (requestId: string) =>
+  openAiClient(rig.agent, {
+    'x-request-id': requestId,
+    'X-Svc-Execution-Id': `exec-${requestId}`,
+    'x-sim-input-tokens': '100000',
+    'x-sim-output-tokens': '40',
+    'x-sim-tool-call': 'search',
+    'x-sim-tool-args': '{"q":"x","q":"y"}',
+  });
+
+describe('a stream the proxy cuts is charged what the provider reports', () => {
+  it('an OpenAI chat stream cut at a tool call it cannot judge: the usage chunk after it is still read', async () => {
+    const id = 'cut-chat-duplicate-key';
+    const error = await failure(async () => {
+      const stream = await duplicateKey(id).chat.completions.create({
+        model: 'gpt-4o',
+        stream: true,
+        max_completion_tokens: 2000,
+        messages: [{ role: 'user', content: 'call search' }],
+        tools: [{ type: 'function', function: { name: 'search', parameters: { type: 'object' } } }],
+      });
+      for await (const chunk of stream) void chunk;
+    });
+    expect((error as Error).message).toContain('SVC-SYS-9002');
+    const event = await rig.usageEvent(id);
+    const sent = sentFor(id);
+    expect(sent).toMatchObject({ input: 100_000, output: 40 });
+    expect(event.tokens).toEqual({ input: 100_000, output: 40 });
+    expect(event.payload).toMatchObject({ charged: 'usage', usage_source: 'provider', cut_off: 'policy' });
+    expect(event.cost_usd).toBe(rig.priced('gpt-4o', sent));
+  });
+
+  it('a Responses stream cut at a tool call it cannot judge: response.completed is still read', async () => {
+    const id = 'cut-responses-duplicate-key';
+    const error = await failure(async () => {
+      const stream = await duplicateKey(id).responses.create({
+        model: 'gpt-4o',
+        stream: true,
+        max_output_tokens: 2000,
+        input: 'call search',
+        tools: [{ type: 'function', name: 'search', parameters: { type: 'object' }, strict: false }],
+      });
+      for await (const event of stream) void event;
+    });
+    expect((error as Error).message).toContain('SVC-SYS-9002');
+    const event = await rig.usageEvent(id);
+    expect(event.tokens).toEqual({ input: 100_000, output: 40 });
+    expect(event.payload).toMatchObject({ charged: 'usage', usage_source: 'provider', cut_off: 'policy' });
+    expect(event.cost_usd).toBe(rig.priced('gpt-4o', sentFor(id)));
+  });
+
+  it('a cut stream whose usage does not come within the drain bound: the agent is answered at once, the call charged its worst case', async () => {
+    const id = 'cut-stalled';
+    const body = {
+      model: 'gpt-4o-mini',
+      max_tokens: 300,
+      stream: true as const,
+      messages: [{ role: 'user' as const, content: 'talk' }],
+    };
+    const client = openAiClient(rig.agent, {
+      'x-request-id': id,
+      'X-Svc-Execution-Id': `exec-${id}`,
+      'x-sim-chunk-delay-ms': '50',
+    });
+    const { data: stream, response } = await client.chat.completions.create(body).withResponse();
+    const envelopeId = String(response.headers.get('x-svc-envelope-id'));
+    let received = 0;
+    const error = await failure(async () => {
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.delta.content && ++received === 3) {
+          await eventually(
+            () => rig.envelope(envelopeId),
+            (e) => e !== undefined,
+          );
+          const terminated = await rig.admin('POST', `/v1/envelopes/${envelopeId}/terminate`, { reason: 'stop' });
+          expect(terminated.status).toBe(200);
+        }
+      }
+    });
+    expect((error as Error).message).toContain('SVC-ENV-1003');
+    // The agent's stream ended at the cut, while the proxy still drains the provider's.
+    expect(recordedYet(id)).toBe(false);
+    const event = await rig.usageEvent(id);
+    const input = createOpenAiAdapter(createAdapterDeps(tokens, rig.prices)).parseRequest(
+      'chat',
+      body,
+      '/v1/chat/completions',
+    ).estimatedInputTokens;
+    expect(event.tokens).toEqual({ input, output: 300 });
+    expect(event.payload).toMatchObject({ charged: 'worst_case', cut_off: 'terminated' });
+    expect(event.cost_usd).toBe(cost(rig.prices, 'gpt-4o-mini', { input, output: 300, cachedInput: 0 }).costUsd);
+  });
+});
