@@ -143,12 +143,14 @@ export async function meterStream(
     writing = false;
     stop();
   };
-  /** The output metered when the stream was cut: charged at least, whatever the provider reports. */
-  let meteredAtCut = 0;
+  /**
+   * The output metered when the stream was cut (for a cut from elsewhere, at the next event read):
+   * charged at least, whatever the provider reports.
+   */
+  let meteredAtCut: number | null = null;
   const cutHere = async () => {
-    if (stopped) return;
     stop();
-    meteredAtCut = (await meter.exact()).usage.output;
+    if (meteredAtCut === null) meteredAtCut = (await meter.exact()).usage.output;
   };
   let failed = false;
   let gone = false;
@@ -297,7 +299,7 @@ export async function meterStream(
       settle(
         deps,
         call,
-        { ...reading, usage: { ...reading.usage, output: Math.max(reading.usage.output, meteredAtCut) } },
+        { ...reading, usage: { ...reading.usage, output: Math.max(reading.usage.output, meteredAtCut ?? 0) } },
         'usage',
         cut.reason,
         gone,
