@@ -3,10 +3,10 @@ import type { UsageEventMessage } from '../../core/events/messages.ts';
 import { cost } from '../../core/metering/prices.ts';
 import { createTokenCounter } from '../../core/metering/tokens.ts';
 import { createAdapterDeps, createOpenAiAdapter } from '../../proxy/providers/index.ts';
-import { eventually } from '../harness/control-plane.ts';
 import { failure } from '../harness/failure.ts';
 import { startProxyRig, TENANT, type ProxyRig } from './harness.ts';
 import { openAiClient } from './sdk-options.ts';
+import { terminatedMidStream } from './terminated-mid-stream.ts';
 
 /** Well under the rest of the stalled stream below (300 chunks, 50 ms apart). */
 const DRAIN_MS = 3000;
@@ -94,21 +94,7 @@ describe('a stream the proxy cuts is charged what the provider reports', () => {
       'X-Svc-Execution-Id': `exec-${id}`,
       'x-sim-chunk-delay-ms': '50',
     });
-    const { data: stream, response } = await client.chat.completions.create(body).withResponse();
-    const envelopeId = String(response.headers.get('x-svc-envelope-id'));
-    let received = 0;
-    const error = await failure(async () => {
-      for await (const chunk of stream) {
-        if (chunk.choices[0]?.delta.content && ++received === 3) {
-          await eventually(
-            () => rig.envelope(envelopeId),
-            (e) => e !== undefined,
-          );
-          const terminated = await rig.admin('POST', `/v1/envelopes/${envelopeId}/terminate`, { reason: 'stop' });
-          expect(terminated.status).toBe(200);
-        }
-      }
-    });
+    const { error } = await terminatedMidStream(rig, client, body);
     expect((error as Error).message).toContain('SVC-ENV-1003');
     // The agent's stream ended at the cut, while the proxy still drains the provider's.
     expect(recordedYet(id)).toBe(false);

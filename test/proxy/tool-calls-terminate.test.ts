@@ -8,6 +8,7 @@ import { metricValue } from '../proxy-net/harness.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { anthropicClient, openAiClient } from './sdk-options.ts';
 import { failure } from '../harness/failure.ts';
+import { terminatedMidStream } from './terminated-mid-stream.ts';
 
 let rig: ProxyRig;
 
@@ -309,24 +310,11 @@ describe('tool calls a model asks for', () => {
 describe('an envelope terminated elsewhere', () => {
   it('cuts its in-flight stream and refuses its later calls with SVC-ENV-1003', async () => {
     const client = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-terminated', 'x-sim-chunk-delay-ms': '30' });
-    const { data: stream, response } = await client.chat.completions
-      .create({ model: 'gpt-4o-mini', max_tokens: 300, stream: true, messages: [{ role: 'user', content: 'talk' }] })
-      .withResponse();
-    const envelopeId = String(response.headers.get('x-svc-envelope-id'));
-    let received = 0;
-    const error = await failure(async () => {
-      for await (const chunk of stream) {
-        if (chunk.choices[0]?.delta.content && ++received === 3) {
-          await eventually(
-            () => rig.envelope(envelopeId),
-            (e) => e !== undefined,
-          );
-          const terminated = await rig.admin('POST', `/v1/envelopes/${envelopeId}/terminate`, {
-            reason: 'operator stop',
-          });
-          expect(terminated.status).toBe(200);
-        }
-      }
+    const { error, received } = await terminatedMidStream(rig, client, {
+      model: 'gpt-4o-mini',
+      max_tokens: 300,
+      stream: true,
+      messages: [{ role: 'user', content: 'talk' }],
     });
     expect((error as Error).message).toContain('SVC-ENV-1003');
     expect(received).toBeLessThan(300);
