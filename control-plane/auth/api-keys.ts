@@ -41,12 +41,16 @@ export class ApiKeys {
     this.storage = storage;
   }
 
-  /** Stores the key in the caller's transaction and returns the record with the one-time secret. */
+  /**
+   * Stores the key in the caller's transaction and returns the record with the one-time secret.
+   * `creator` is the principal asking: a key made by an API key is revoked with it.
+   */
   async create(
     tx: Repositories,
     tenant: string,
     request: CreateApiKeyRequest,
     now: Date,
+    creator?: Principal,
   ): Promise<{ record: ApiKeyRecord; secret: string }> {
     const { id, secret } = generateApiKey();
     const record: ApiKeyRecord = {
@@ -63,7 +67,11 @@ export class ApiKeys {
       created_at: now.toISOString(),
       revoked_at: null,
       last_used_at: null,
+      ...(creator?.type === 'api_key' ? { created_by: creator.id } : {}),
     };
+    // A key revoked since it authenticated creates nothing (it might be a leaked key's descendant).
+    if (record.created_by !== undefined && !(await tx.apiKeys.holdUnrevoked(record.created_by)))
+      throw new SvcError('SVC-SYS-9003', 'invalid, expired or revoked credentials');
     await tx.apiKeys.insert(tenant, record);
     return { record, secret };
   }
@@ -72,7 +80,10 @@ export class ApiKeys {
     return collectPages((page) => this.storage.read.apiKeys.list(tenant, page));
   }
 
-  /** Revokes in the caller's transaction; a key revoked before stays as it was. */
+  /**
+   * Revokes in the caller's transaction, with every key it created and theirs: a key handed out by
+   * a leaked key goes with it. A key revoked before stays as it was.
+   */
   async revoke(tx: Repositories, tenant: string, id: string, now: Date): Promise<ApiKeyRecord> {
     const record = await tx.apiKeys.revoke(tenant, id, now.toISOString());
     if (record === undefined) throw new SvcError('SVC-SYS-9006', `API key ${id} not found`, { key_id: id });

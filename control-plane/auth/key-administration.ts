@@ -50,7 +50,7 @@ export class KeyAdministration {
     const now = this.deps.clock();
     boundByCredential(caller.principal, request.expires_in_seconds, now);
     const { record, secret } = await storage.withTransaction(async (tx) => {
-      const created = await keys.create(tx, caller.tenant, request, now);
+      const created = await keys.create(tx, caller.tenant, request, now, caller.principal);
       await audit.append(tx, caller.tenant, {
         actor: actorOf(caller.principal),
         action: 'api_key.create',
@@ -68,7 +68,10 @@ export class KeyAdministration {
     return (await this.deps.keys.list(tenant)).map((r) => toKeyView(r, now));
   }
 
-  /** Revoked from the next call on, on every surface; SVC-SYS-9006 for an unknown key. */
+  /**
+   * Revoked from the next call on, on every surface, with the keys it created (transitively);
+   * SVC-SYS-9006 for an unknown key.
+   */
   async revoke(caller: Caller, keyId: string): Promise<ApiKeyView> {
     const { keys, storage, audit } = this.deps;
     const now = this.deps.clock();

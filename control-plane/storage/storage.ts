@@ -338,7 +338,15 @@ export interface ApiKeyReader {
 export interface ApiKeyRepository extends ApiKeyReader {
   /** SVC-SYS-9008 (field `id`) when the key id is taken, in any tenant. */
   insert(tenant: string, record: ApiKeyRecord): Promise<void>;
-  /** Sets `revoked_at` unless the key is revoked already; the record after, or undefined. */
+  /**
+   * Whether the key exists unrevoked, and stays so until the transaction commits: a key created
+   * after this by it is either refused or revoked with it.
+   */
+  holdUnrevoked(keyId: string): Promise<boolean>;
+  /**
+   * Sets `revoked_at` unless the key is revoked already, and so on every key it created and
+   * theirs, in any tenant; the key's record after, or undefined.
+   */
   revoke(tenant: string, keyId: string, at: string): Promise<ApiKeyRecord | undefined>;
 }
 

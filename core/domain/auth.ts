@@ -47,6 +47,8 @@ export const ApiKeyRecordSchema = z.object({
   created_at: TimestampSchema,
   revoked_at: TimestampSchema.nullable(),
   last_used_at: TimestampSchema.nullable(),
+  /** The API key that created this one: revoking it revokes this key too. Absent: created otherwise. */
+  created_by: z.string().optional(),
 });
 export type ApiKeyRecord = z.infer<typeof ApiKeyRecordSchema>;
 

@@ -170,6 +170,63 @@ describe('keys created with a key', () => {
   });
 });
 
+describe('revoking a key', () => {
+  it('revokes the keys it created and theirs, in any tenant; keys made otherwise stay', async () => {
+    cp = await startControlPlane();
+    await tenantWithKey(cp, 'acme');
+    const create = async (key: string | undefined, name: string, tenant = 'system') => {
+      const created = await cp.call('POST', '/v1/api-keys', {
+        ...(key === undefined ? {} : { key }),
+        headers: { 'x-tenant-id': tenant },
+        body: { name, scopes: ['admin'] },
+      });
+      expect(created.status).toBe(201);
+      return created.body as { id: string; key_secret: string };
+    };
+    const k1 = await create(undefined, 'k1');
+    const k2 = await create(k1.key_secret, 'k2');
+    const k3 = await create(k2.key_secret, 'k3');
+    // A platform key creates keys for other tenants: those are its own too.
+    const abroad = await create(k2.key_secret, 'abroad', 'acme');
+    const sibling = await create(undefined, 'sibling');
+    const works = async (key: string) => (await cp.call('GET', '/v1/budgets', { key })).status;
+    for (const key of [k1, k2, k3, abroad, sibling]) expect(await works(key.key_secret)).toBe(200);
+    // A request of k3's that authenticated before the revocation and creates its key after it.
+    const inFlight = await cp.plane.services.keys.authenticate(k3.key_secret, new Date());
+
+    expect((await cp.call('DELETE', `/v1/api-keys/${k1.id}`, { headers: { 'x-tenant-id': 'system' } })).status).toBe(
+      200,
+    );
+    for (const key of [k1, k2, k3, abroad])
+      expectSvcError(await cp.call('GET', '/v1/budgets', { key: key.key_secret }), 401, 'SVC-SYS-9003');
+    expect(await works(sibling.key_secret)).toBe(200);
+    await expect(
+      cp.plane.storage.withTransaction((tx) =>
+        cp.plane.services.keys.create(
+          tx,
+          'system',
+          { name: 'late', scopes: ['admin'], expires_in_seconds: 0 },
+          new Date(),
+          inFlight!,
+        ),
+      ),
+    ).rejects.toMatchObject({ code: 'SVC-SYS-9003' });
+    const statuses = async (tenant: string) =>
+      (
+        (await cp.call('GET', '/v1/api-keys', { headers: { 'x-tenant-id': tenant } })).body as Array<{
+          name: string;
+          status: string;
+        }>
+      )
+        .map((k) => `${k.name}:${k.status}`)
+        .sort();
+    expect(await statuses('system')).toEqual(
+      expect.arrayContaining(['k1:revoked', 'k2:revoked', 'k3:revoked', 'sibling:active']),
+    );
+    expect(await statuses('acme')).toContain('abroad:revoked');
+  });
+});
+
 describe('only a platform administrator creates tenants', () => {
   it("refuses a tenant's admin key and accepts the root key", async () => {
     cp = await startControlPlane();

@@ -857,6 +857,37 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(await tx((t) => t.apiKeys.revoke(B, key.id, at(3)))).toBeUndefined();
         expect((await storage.read.apiKeys.get(A, key.id))?.revoked_at).toBe(at(1));
       });
+
+      it('revokes the keys a key created and theirs, in any tenant; a revoked key holds unrevoked no more', async () => {
+        const root = anApiKey(A);
+        const child = { ...anApiKey(B), created_by: root.id };
+        const grandchild = { ...anApiKey(A), created_by: child.id };
+        const early = { ...anApiKey(A), created_by: child.id };
+        const other = anApiKey(A);
+        const otherChild = { ...anApiKey(A), created_by: other.id };
+        await tx(async (t) => {
+          for (const [tenant, key] of [
+            [A, root],
+            [B, child],
+            [A, grandchild],
+            [A, early],
+            [A, other],
+            [A, otherChild],
+          ] as const)
+            await t.apiKeys.insert(tenant, key);
+        });
+        expect(await tx((t) => t.apiKeys.revoke(A, early.id, at(1)))).toMatchObject({ revoked_at: at(1) });
+        expect(await tx((t) => t.apiKeys.revoke(A, root.id, at(2)))).toMatchObject({ id: root.id, revoked_at: at(2) });
+        expect((await storage.read.apiKeys.get(B, child.id))?.revoked_at).toBe(at(2));
+        expect((await storage.read.apiKeys.get(A, grandchild.id))?.revoked_at).toBe(at(2));
+        expect((await storage.read.apiKeys.get(A, early.id))?.revoked_at).toBe(at(1));
+        expect((await storage.read.apiKeys.get(A, other.id))?.revoked_at).toBeNull();
+        expect((await storage.read.apiKeys.get(A, otherChild.id))?.revoked_at).toBeNull();
+
+        expect(await tx((t) => t.apiKeys.holdUnrevoked(other.id))).toBe(true);
+        expect(await tx((t) => t.apiKeys.holdUnrevoked(grandchild.id))).toBe(false);
+        expect(await tx((t) => t.apiKeys.holdUnrevoked('0000000000000000'))).toBe(false);
+      });
     });
 
     describe('audit', () => {

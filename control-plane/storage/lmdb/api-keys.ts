@@ -6,7 +6,10 @@ import type { Layout } from './layout.ts';
 import { pageOf, pageStart } from './pages.ts';
 import type { Sync } from './promised.ts';
 
-/** Keys under their tenant, and in `global` the key id → tenant index authentication starts from. */
+/**
+ * Keys under their tenant, and in `global` the key id → tenant index authentication starts from
+ * and, per key, the keys it created (`api_key_child`, `[kind, creator, key id]` → the key's tenant).
+ */
 export class LmdbApiKeys implements Sync<ApiKeyRepository> {
   readonly #kv: KvView;
   readonly #layout: Layout;
@@ -33,16 +36,40 @@ export class LmdbApiKeys implements Sync<ApiKeyRepository> {
     const index = this.#layout.globalKind('api_key');
     if (this.#kv.get(index, record.id) !== undefined)
       throw taken('id', record.id, `API key ${record.id} already exists`);
+    if (record.created_by !== undefined)
+      this.#kv.put(this.#layout.globalNested('api_key_child', record.created_by), record.id, tenant);
     this.#kv.put(this.#layout.tenant(tenant, 'api_key'), record.id, record);
     this.#kv.put(index, record.id, tenant);
   }
 
   revoke(tenant: string, keyId: string, at: string): ApiKeyRecord | undefined {
-    const space = this.#layout.tenant(tenant, 'api_key');
-    const record = this.#kv.get<ApiKeyRecord>(space, keyId);
-    if (record === undefined || record.revoked_at !== null) return record;
+    const record = this.get(tenant, keyId);
+    if (record === undefined) return undefined;
+    const revoked = this.#revokeOne(tenant, record, at);
+    // Every key it created, and theirs, in any tenant (an administrator's key creates keys for others).
+    const pending = [keyId];
+    for (let creator = pending.pop(); creator !== undefined; creator = pending.pop()) {
+      for (const { id, value } of this.#kv.range<string>(this.#layout.globalNested('api_key_child', creator))) {
+        const child = this.get(value, String(id));
+        if (child === undefined) continue;
+        this.#revokeOne(value, child, at);
+        pending.push(child.id);
+      }
+    }
+    return revoked;
+  }
+
+  /** Writes are serial: nothing revokes the key before this transaction commits. */
+  holdUnrevoked(keyId: string): boolean {
+    const tenant = this.tenantOf(keyId);
+    return tenant !== undefined && this.get(tenant, keyId)?.revoked_at === null;
+  }
+
+  /** A key revoked before keeps its time. */
+  #revokeOne(tenant: string, record: ApiKeyRecord, at: string): ApiKeyRecord {
+    if (record.revoked_at !== null) return record;
     const revoked = { ...record, revoked_at: at };
-    this.#kv.put(space, keyId, revoked);
+    this.#kv.put(this.#layout.tenant(tenant, 'api_key'), record.id, revoked);
     return revoked;
   }
 }

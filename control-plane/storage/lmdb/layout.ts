@@ -33,7 +33,7 @@ export type TenantKind =
   | 'meta';
 
 /** What is looked up before a tenant is known, in database `global` under `[kind, id]`. */
-export type GlobalKind = 'tenant' | 'api_key' | 'webhook_secret' | 'meta';
+export type GlobalKind = 'tenant' | 'api_key' | 'api_key_child' | 'webhook_secret' | 'meta';
 
 type Key = Array<string | number>;
 
@@ -67,6 +67,11 @@ export class Layout {
 
   globalKind(kind: GlobalKind): Space {
     return this.#space(`global ${kind}`, '', () => ({ db: this.global, prefix: [kind], name: `g\u0000${kind}` }));
+  }
+
+  /** A global space per record `within` (`[kind, within]`), such as the keys one key created. */
+  globalNested(kind: GlobalKind, within: string): Space {
+    return { db: this.global, prefix: [kind, within], name: `gn\u0000${kind}\u0000${within}` };
   }
 
   #space(group: string, key: string, make: () => Space): Space {
