@@ -533,6 +533,39 @@ describe('tools/call', () => {
     );
   });
 
+  it('says get_audit_log is truncated when the read stopped at its bound before the limit or the log ended', async () => {
+    const tenantKey = await tenantWithKey(cp, 'mcp-audit-bound');
+    const own = await mcpClient(cp.url, tenantKey);
+    try {
+      await callOk(own, 'create_budget', { name: 'older', limit_amount: 1, period: 'MONTHLY' });
+      const whole = await callOk(own, 'get_audit_log', { action: 'budget.create', limit: 10 });
+      expect(whole.entries).toHaveLength(1);
+      expect(whole.truncated).toBe(false);
+      // More newer records than one read looks at, none of them a budget's.
+      const { services, storage } = cp.plane;
+      for (let batch = 0; batch < 11; batch += 1) {
+        await storage.withTransaction(async (tx) => {
+          for (let i = 0; i < 100; i += 1)
+            await services.audit.append(tx, 'mcp-audit-bound', {
+              actor: { type: 'system', id: 'filler' },
+              action: 'filler.write',
+              resource: { type: 'filler', id: `${batch}-${i}` },
+              result: 'written',
+            });
+        });
+      }
+      const bounded = await callOk(own, 'get_audit_log', { action: 'budget.create', limit: 10 });
+      expect(bounded.entries).toEqual([]);
+      expect(bounded.truncated).toBe(true);
+      // A limit the log fills is not truncated, however much more it holds.
+      const full = await callOk(own, 'get_audit_log', { action: 'filler.write', limit: 5 });
+      expect(full.entries).toHaveLength(5);
+      expect(full.truncated).toBe(false);
+    } finally {
+      await own.close();
+    }
+  });
+
   it('shows policy evaluations, approvals and the ruleset version only to a key REST shows them to (policies:read)', async () => {
     await callOk(client, 'check_governance', { action: 'tool:metrics-probe', input_text: 'x' });
     const keyWith = async (scopes: string[]) => {
