@@ -371,8 +371,17 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       clock,
     }),
     'svc.checkpoint.v1.CheckpointService': checkpointService(
-      new Checkpoints({ storage, audit, effects, clock }),
-      new ExecutionContexts({ storage, audit, effects, clock }),
+      new Checkpoints({
+        storage,
+        audit,
+        effects,
+        clock,
+        limits: {
+          maxVersions: config.checkpoint_max_versions,
+          executionsPerTenant: config.checkpoint_executions_per_tenant,
+        },
+      }),
+      new ExecutionContexts({ storage, audit, effects, clock, perTenant: config.execution_contexts_per_tenant }),
     ),
     'svc.tenant.v1.TenantService': tenantService(keyAdministration),
     'svc.brain.v1.SemanticJudgeService': semanticJudgeService(judges.selector),

@@ -84,8 +84,9 @@ beforeEach(async () => {
     log,
   });
   audit = new AuditLog(storage, clock);
-  checkpoints = new Checkpoints({ storage, audit, effects, clock });
-  contexts = new ExecutionContexts({ storage, audit, effects, clock });
+  // Small bounds, so that reaching them takes a few saves.
+  checkpoints = new Checkpoints({ storage, audit, effects, clock, limits: { maxVersions: 4, executionsPerTenant: 2 } });
+  contexts = new ExecutionContexts({ storage, audit, effects, clock, perTenant: 2 });
   await storage.withTransaction(async (tx) => {
     for (const tenant of ['acme', 'other'])
       await tx.envelopes.insert(tenant, anEnvelope(tenant, { envelope_id: 'env-1' }), { executionTaken: 'refuse' });
@@ -200,6 +201,56 @@ describe('Checkpoints', () => {
       (await checkpoints.query('acme', { ...emptyQuery(), tenant_ids: ['other'] }, 'created_at desc', {})).items,
     ).toEqual([]);
     expect((await checkpoints.query('other', emptyQuery(), 'created_at desc', {})).items).toEqual([]);
+  });
+});
+
+describe('what a tenant can store', () => {
+  it('keeps at most the configured versions of an execution when a save sets no max_versions, or a larger one', async () => {
+    for (let i = 0; i < 6; i++) await save({ checkpoint_id: 'thread', data: { step: i } });
+    await save({ checkpoint_id: 'thread', data: { step: 6 } }, { max_versions: 100 });
+    const versions = await collectPages((p) => checkpoints.versions('acme', 'exec-1', p));
+    expect(versions.map((c) => c.version)).toEqual([7, 6, 5, 4]);
+    const [last] = (await audit.query('acme', { action: 'checkpoint.save', limit: 1 })).items;
+    expect(last?.metadata).toMatchObject({ version: 7, versions_pruned: 1 });
+  });
+
+  it('refuses a checkpoint of one more execution than the tenant may have, with SVC-ADP-5007', async () => {
+    await save({ execution_id: 'exec-1', checkpoint_id: 'a' });
+    await save({ execution_id: 'exec-2', checkpoint_id: 'b' });
+    const refused = save({ execution_id: 'exec-3', checkpoint_id: 'c' });
+    await expect(refused).rejects.toMatchObject({
+      code: 'SVC-ADP-5007',
+      details: { setting: 'SVC_CHECKPOINT_EXECUTIONS_PER_TENANT', limit: 2 },
+    });
+    expect(await collectPages((p) => checkpoints.versions('acme', 'exec-3', p))).toEqual([]);
+    // Executions that have checkpoints go on saving; another tenant has places of its own.
+    expect(await save({ execution_id: 'exec-2', checkpoint_id: 'b' })).toMatchObject({ version: 2 });
+    const other = await checkpoints.save(caller('other'), {
+      checkpoint: {
+        envelope_id: 'env-1',
+        execution_id: 'exec-3',
+        version: 0,
+        metadata: { type: 'AUTO', framework_type: 'langgraph', current_node: null, cost_snapshot_usd: 0, tags: {} },
+        data: {},
+      },
+      auto_version: true,
+      max_versions: 0,
+    });
+    expect(other.version).toBe(1);
+  });
+
+  it('refuses the context of one more execution than the tenant may have, with SVC-ADP-5007', async () => {
+    await update({ execution_id: 'exec-1', updates: { a: 1 } });
+    await update({ execution_id: 'exec-2', updates: { a: 1 } });
+    await expect(update({ execution_id: 'exec-3', updates: { a: 1 } })).rejects.toMatchObject({
+      code: 'SVC-ADP-5007',
+      details: { setting: 'SVC_EXECUTION_CONTEXTS_PER_TENANT', limit: 2 },
+    });
+    expect((await contexts.get('acme', { execution_id: 'exec-3', keys: [], include_inherited: false })).version).toBe(
+      0,
+    );
+    expect((await update({ execution_id: 'exec-2', updates: { b: 2 } })).version).toBe(2);
+    expect((await update({ execution_id: 'exec-3', updates: { a: 1 } }, caller('other'))).version).toBe(1);
   });
 });
 

@@ -16,13 +16,15 @@ import {
   type CheckpointQuery,
   type SaveCheckpointInput,
 } from './checkpoint.ts';
-import { checkpointNotFound, tooLarge } from './errors.ts';
+import { checkpointNotFound, quotaReached, tooLarge } from './errors.ts';
 
 export interface CheckpointDeps {
   storage: Storage;
   audit: AuditLog;
   effects: EffectDispatcher;
   clock: () => Date;
+  /** SVC_CHECKPOINT_MAX_VERSIONS and SVC_CHECKPOINT_EXECUTIONS_PER_TENANT. */
+  limits: { maxVersions: number; executionsPerTenant: number };
 }
 
 export interface DeleteOptions {
@@ -46,8 +48,10 @@ export class Checkpoints {
 
   /**
    * Stores the checkpoint as a new version of its execution (the next one under `auto_version`,
-   * else the one it carries), then drops the oldest versions past `max_versions`. The envelope
-   * must be the tenant's. Audited, and announced as `events.checkpoint.saved`.
+   * else the one it carries), then drops the oldest versions past `max_versions` or the
+   * configured bound, the lower. The envelope must be the tenant's; an execution new to the tenant
+   * only while it has fewer than the configured number. Audited, and announced as
+   * `events.checkpoint.saved`.
    */
   async save(caller: Caller, input: SaveCheckpointInput): Promise<Checkpoint> {
     const { checkpoint: given, auto_version: autoVersion, max_versions: maxVersions } = input;
@@ -77,8 +81,12 @@ export class Checkpoints {
         throw new SvcError('SVC-ENV-1001', `envelope ${given.envelope_id} not found`, {
           envelope_id: given.envelope_id,
         });
+      const { maxVersions: bound, executionsPerTenant } = this.deps.limits;
+      if (!(await tx.checkpoints.admitExecution(caller.tenant, given.execution_id, executionsPerTenant)))
+        throw quotaReached('checkpoints', 'SVC_CHECKPOINT_EXECUTIONS_PER_TENANT', executionsPerTenant);
       const stored = await tx.checkpoints.insert(caller.tenant, checkpoint, autoVersion ? 'next' : 'given');
-      const pruned = maxVersions > 0 ? await tx.checkpoints.prune(caller.tenant, stored.execution_id, maxVersions) : 0;
+      const keep = maxVersions > 0 ? Math.min(maxVersions, bound) : bound;
+      const pruned = await tx.checkpoints.prune(caller.tenant, stored.execution_id, keep);
       await this.deps.audit.append(tx, caller.tenant, {
         actor: actorOf(caller.principal),
         action: 'checkpoint.save',

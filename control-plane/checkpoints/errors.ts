@@ -24,6 +24,15 @@ export function contextConflict(executionId: string, message: string, details: R
   });
 }
 
+/** SVC-ADP-5007: the tenant holds state for as many executions as it may (`setting` says how many). */
+export function quotaReached(what: 'checkpoints' | 'an execution context', setting: string, max: number): SvcError {
+  return new SvcError(
+    'SVC-ADP-5007',
+    `checkpoint store quota reached: the tenant has ${what} for ${max} executions, the most ${setting} allows`,
+    { setting, limit: max },
+  );
+}
+
 /** `auto_version` past the last version an int32 holds. */
 export function versionsExhausted(executionId: string, last: number): SvcError {
   const description = `execution ${executionId} has reached version ${last}; there is no next one`;

@@ -11,7 +11,7 @@ import {
   type GetExecutionContextInput,
   type UpdateExecutionContextInput,
 } from './checkpoint.ts';
-import { contextConflict, tooLarge } from './errors.ts';
+import { contextConflict, quotaReached, tooLarge } from './errors.ts';
 import { applyUpdate, conflictingKey } from './merge.ts';
 
 export interface ExecutionContextDeps {
@@ -19,6 +19,8 @@ export interface ExecutionContextDeps {
   audit: AuditLog;
   effects: EffectDispatcher;
   clock: () => Date;
+  /** SVC_EXECUTION_CONTEXTS_PER_TENANT. */
+  perTenant: number;
 }
 
 /**
@@ -53,7 +55,8 @@ export class ExecutionContexts {
   }
 
   /**
-   * Applies `updates` by the merge strategy, then removes `delete_keys`, in one step. Refused with
+   * Applies `updates` by the merge strategy, then removes `delete_keys`, in one step. A context new
+   * to the tenant is refused with SVC-ADP-5007 once it has the configured number. Refused with
    * SVC-ADP-5006 when `expected_version` is set and is not the stored version, or when
    * FAIL_ON_CONFLICT finds an updated key holding another value; nothing is written then.
    */
@@ -80,6 +83,9 @@ export class ExecutionContexts {
       for (let attempt = 1; ; attempt += 1) {
         const stored =
           (await tx.executionContexts.get(caller.tenant, executionId)) ?? empty(caller.tenant, executionId);
+        const { perTenant } = this.deps;
+        if (stored.version === 0 && !(await tx.executionContexts.admit(caller.tenant, executionId, perTenant)))
+          throw quotaReached('an execution context', 'SVC_EXECUTION_CONTEXTS_PER_TENANT', perTenant);
         if (input.expected_version !== undefined && input.expected_version !== stored.version)
           throw contextConflict(
             executionId,

@@ -563,6 +563,12 @@ export interface CheckpointRepository extends CheckpointReader {
    * version, or `checkpoint.checkpoint_id` when the id belongs to another execution.
    */
   insert(tenant: string, checkpoint: Checkpoint, version: 'next' | 'given'): Promise<Checkpoint>;
+  /**
+   * Whether the execution may take a checkpoint: it has had one (it has a version counter), or the
+   * tenant has fewer than `max` executions that have. The answer holds until the transaction
+   * commits: executions new to the tenant are admitted one at a time, on every replica.
+   */
+  admitExecution(tenant: string, executionId: string, max: number): Promise<boolean>;
   /** Removes the execution's oldest versions (deleted or not) until `keep` remain; how many went. */
   prune(tenant: string, executionId: string, keep: number): Promise<number>;
   /**
@@ -590,6 +596,11 @@ export interface ExecutionContextRepository extends ExecutionContextReader {
    * expected version, across replicas, exactly one succeeds.
    */
   put(tenant: string, context: ExecutionContext, expectedVersion: number): Promise<boolean>;
+  /**
+   * Whether the execution may have a context: it has one, or the tenant has fewer than `max`. The
+   * answer holds until the transaction commits, as `CheckpointRepository.admitExecution`.
+   */
+  admit(tenant: string, executionId: string, max: number): Promise<boolean>;
 }
 
 export interface OutboxRepository {

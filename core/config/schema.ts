@@ -75,6 +75,15 @@ const settings = z.object({
     .default(64 * 1_048_576),
   body_limit_bytes: z.coerce.number().int().positive().default(1_048_576),
   /**
+   * Versions one execution keeps, whatever a save's `max_versions` (0 there means no bound of the
+   * caller's): past it the oldest go. With the two bounds below, what a tenant can store is bounded.
+   */
+  checkpoint_max_versions: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+  /** Executions of one tenant that may have checkpoints; a save that would start one more is refused. */
+  checkpoint_executions_per_tenant: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
+  /** Executions of one tenant that may have an execution context; an update that would start one more is refused. */
+  execution_contexts_per_tenant: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
+  /**
    * How long a REST or MCP request may take to arrive, headers and body: one sent slower is
    * answered 408 and its connection closed, so slow bodies cannot hold connections and buffers.
    */

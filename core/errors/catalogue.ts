@@ -75,6 +75,7 @@ export const ERROR_CATALOGUE = {
   'SVC-ADP-5004': spec(422, GRPC.FAILED_PRECONDITION, JSONRPC_APPLICATION, false, 'model has no price'),
   'SVC-ADP-5005': spec(502, GRPC.RESOURCE_EXHAUSTED, JSONRPC_APPLICATION, false, 'provider answer too large'),
   'SVC-ADP-5006': spec(409, GRPC.ABORTED, JSONRPC_APPLICATION, false, 'execution context version conflict'),
+  'SVC-ADP-5007': spec(422, GRPC.RESOURCE_EXHAUSTED, JSONRPC_APPLICATION, false, 'checkpoint store quota reached'),
 
   'SVC-SYS-9001': spec(503, GRPC.UNAVAILABLE, JSONRPC_INTERNAL, true, 'service temporarily unavailable'),
   'SVC-SYS-9002': spec(400, GRPC.INVALID_ARGUMENT, JSONRPC_INVALID_PARAMS, false, 'invalid request'),

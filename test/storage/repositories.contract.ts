@@ -1370,6 +1370,26 @@ export function storageContract(backend: string, factory: StorageFactory): void 
       const versionsOf = async (tenant: string, executionId: string) =>
         (await collectPages((p) => storage.read.checkpoints.versions(tenant, executionId, p))).map((c) => c.version);
 
+      it('admits checkpoints of an execution new to the tenant only below the bound, one at a time', async () => {
+        const admit = (tenant: string, id: string) => tx((t) => t.checkpoints.admitExecution(tenant, id, 2));
+        expect(await admit(A, 'exec-1')).toBe(true);
+        await tx((t) => t.checkpoints.insert(A, aCheckpoint(A), 'next'));
+        await tx((t) => t.checkpoints.insert(A, aCheckpoint(A, { execution_id: 'exec-2' }), 'next'));
+        expect(await admit(A, 'exec-1')).toBe(true);
+        expect(await admit(A, 'exec-3')).toBe(false);
+        expect(await admit(B, 'exec-3')).toBe(true);
+        const outcomes = await Promise.all(
+          ['n1', 'n2', 'n3'].map((id) =>
+            tx(async (t) => {
+              if (!(await t.checkpoints.admitExecution(B, id, 2))) return false;
+              await t.checkpoints.insert(B, aCheckpoint(B, { execution_id: id, checkpoint_id: id }), 'next');
+              return true;
+            }),
+          ),
+        );
+        expect(outcomes.filter(Boolean)).toHaveLength(2);
+      });
+
       it('numbers versions per execution, never twice (not after pruning either), and refuses a taken version or id', async () => {
         const first = await tx((t) => t.checkpoints.insert(A, aCheckpoint(A), 'next'));
         const second = await tx((t) => t.checkpoints.insert(A, aCheckpoint(A), 'next'));
@@ -1605,6 +1625,26 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         expect(items.map((c) => c.execution_id)).toEqual(['exec-0', 'exec-1']);
         expect(sizes).toEqual([1, 1]);
         expect((await storage.read.executionContexts.list(B)).items.map((c) => c.values)).toEqual([{ b: 1 }]);
+      });
+
+      it('admits a context of an execution new to the tenant only below the bound, one at a time', async () => {
+        const admit = (tenant: string, id: string) => tx((t) => t.executionContexts.admit(tenant, id, 2));
+        expect(await admit(A, 'exec-1')).toBe(true);
+        await tx((t) => t.executionContexts.put(A, context(A, 1, {}), 0));
+        await tx((t) => t.executionContexts.put(A, { ...context(A, 1, {}), execution_id: 'exec-2' }, 0));
+        expect(await admit(A, 'exec-1')).toBe(true);
+        expect(await admit(A, 'exec-3')).toBe(false);
+        expect(await admit(B, 'exec-3')).toBe(true);
+        // Of concurrent first updates of new executions, those past the bound are turned away.
+        const outcomes = await Promise.all(
+          ['n1', 'n2', 'n3'].map((id) =>
+            tx(async (t) => {
+              if (!(await t.executionContexts.admit(B, id, 2))) return false;
+              return t.executionContexts.put(B, { ...context(B, 1, {}), execution_id: id }, 0);
+            }),
+          ),
+        );
+        expect(outcomes.filter(Boolean)).toHaveLength(2);
       });
 
       it('lets exactly one of concurrent writers expecting one version through', async () => {

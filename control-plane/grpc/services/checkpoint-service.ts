@@ -147,7 +147,10 @@ export function checkpointService(checkpoints: Checkpoints, contexts: ExecutionC
       largeRequest: true,
       access: 'checkpoints:write',
       tenantField: 'checkpoint.tenant_id',
-      statuses: { 409: 'the execution has that version, or the checkpoint id is another execution’s (SVC-SYS-9008)' },
+      statuses: {
+        409: 'the execution has that version, or the checkpoint id is another execution’s (SVC-SYS-9008)',
+        422: 'the tenant has checkpoints for as many executions as it may (SVC-ADP-5007)',
+      },
       handle: async (request, { caller }) => {
         const saved = await checkpoints.save(caller, saveInput(request));
         return {
@@ -254,7 +257,10 @@ export function checkpointService(checkpoints: Checkpoints, contexts: ExecutionC
     UpdateExecutionContext: {
       largeRequest: true,
       access: 'checkpoints:write',
-      statuses: { 409: 'the context changed since expected_version (SVC-ADP-5006)' },
+      statuses: {
+        409: 'the context changed since expected_version (SVC-ADP-5006)',
+        422: 'the tenant has contexts for as many executions as it may (SVC-ADP-5007)',
+      },
       handle: async (request, { caller }) => {
         if (request.updates === null || request.updates === undefined) throw invalidField('updates', 'required');
         const input = parseOrThrow(

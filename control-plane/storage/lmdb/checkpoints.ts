@@ -140,6 +140,12 @@ export class LmdbCheckpoints implements Sync<CheckpointRepository> {
     return stored;
   }
 
+  /** Transactions run one at a time here: nothing is admitted between the count and the commit. */
+  admitExecution(tenant: string, executionId: string, max: number): boolean {
+    const heads = this.#layout.tenant(tenant, 'checkpoint_head');
+    return this.#kv.get(heads, executionId) !== undefined || this.#kv.count(heads) < max;
+  }
+
   prune(tenant: string, executionId: string, keep: number): number {
     let count = 0;
     for (const _ of this.#summaries(tenant, executionId)) count += 1;

@@ -24,6 +24,12 @@ export class LmdbExecutionContexts implements Sync<ExecutionContextRepository> {
     return pageOf(this.#kv.range<ExecutionContext>(this.#layout.tenant(tenant, 'execution_context'), { after }), size);
   }
 
+  /** Transactions run one at a time here: nothing is admitted between the count and the commit. */
+  admit(tenant: string, executionId: string, max: number): boolean {
+    const space = this.#layout.tenant(tenant, 'execution_context');
+    return this.#kv.get(space, executionId) !== undefined || this.#kv.count(space) < max;
+  }
+
   put(tenant: string, context: ExecutionContext, expectedVersion: number): boolean {
     // Transactions run one at a time here, so the read and the write cannot interleave.
     if ((this.get(tenant, context.execution_id)?.version ?? 0) !== expectedVersion) return false;

@@ -41,6 +41,8 @@ export interface KvView {
   remove(space: Space, id: Id): void;
   /** Records of the space in id order (or reversed), lazily. */
   range<T>(space: Space, options?: RangeOptions): Iterable<Entry<T>>;
+  /** How many records the space holds (string ids, none nested below them), without reading them. */
+  count(space: Space): number;
 }
 
 /** Above every string id an LMDB key of this product holds (the largest code point). */
@@ -98,6 +100,10 @@ export class CommittedView implements KvView {
 
   range<T>(space: Space, options?: RangeOptions): Iterable<Entry<T>> {
     return committedRange<T>(space, options);
+  }
+
+  count(space: Space): number {
+    return space.db.getKeysCount({ start: keyOf(space, ''), end: keyOf(space, TOP_STRING) });
   }
 }
 
@@ -189,6 +195,16 @@ export class StagedView implements KvView {
       const s = staged[i]!;
       if (s.value !== REMOVED) yield { id: s.id, value: s.value as T };
     }
+  }
+
+  count(space: Space): number {
+    let count = this.base.count(space);
+    for (const { id, value } of this.#staged.get(space.name)?.values() ?? []) {
+      const below = this.base.get(space, id) !== undefined;
+      if (value === REMOVED && below) count -= 1;
+      else if (value !== REMOVED && !below) count += 1;
+    }
+    return count;
   }
 
   /** Takes over the writes of a later transaction: its values replace those staged here. */

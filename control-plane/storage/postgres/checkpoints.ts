@@ -3,6 +3,7 @@ import { versionsExhausted } from '../../checkpoints/errors.ts';
 import { taken } from '../conflict.ts';
 import { decodePageToken, encodePageToken, pageSizeOf } from '../paging.ts';
 import type { CheckpointFilter, CheckpointRepository, Page, PageRequest } from '../storage.ts';
+import { executionAdmitted } from './execution-quota.ts';
 import { pageOf, pageStart } from './pages.ts';
 import { int, type Sql } from './sql.ts';
 
@@ -166,6 +167,10 @@ export class PgCheckpoints implements CheckpointRepository {
         `execution ${stored.execution_id} has a version ${stored.version} already`,
       );
     return stored;
+  }
+
+  admitExecution(tenant: string, executionId: string, max: number): Promise<boolean> {
+    return executionAdmitted(this.#sql, 'checkpoint_heads', tenant, executionId, max);
   }
 
   async prune(tenant: string, executionId: string, keep: number): Promise<number> {

@@ -1,5 +1,6 @@
 import type { ExecutionContext } from '../../checkpoints/checkpoint.ts';
 import type { ExecutionContextRepository, Page, PageRequest } from '../storage.ts';
+import { executionAdmitted } from './execution-quota.ts';
 import { pageOf, pageStart } from './pages.ts';
 import type { Sql } from './sql.ts';
 
@@ -32,6 +33,10 @@ export class PgExecutionContexts implements ExecutionContextRepository {
       (r) => r.execution_id,
       (r) => r.doc,
     );
+  }
+
+  admit(tenant: string, executionId: string, max: number): Promise<boolean> {
+    return executionAdmitted(this.#sql, 'execution_contexts', tenant, executionId, max);
   }
 
   async put(tenant: string, context: ExecutionContext, expectedVersion: number): Promise<boolean> {
