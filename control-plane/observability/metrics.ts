@@ -63,7 +63,7 @@ export class ControlPlaneMetrics {
   });
   readonly retentionRemoved = new Counter({
     name: 'svc_retention_removed_total',
-    help: 'Records the retention job removed, by kind (events, detections, processed_messages, leases, lease_reports)',
+    help: 'Records the retention job removed, by kind (events, detections, processed_messages, leases, lease_reports, checkpoints, execution_contexts)',
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });

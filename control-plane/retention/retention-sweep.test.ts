@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SYSTEM_TENANT } from '../../core/domain/index.ts';
 import { eventually } from '../../test/harness/control-plane.ts';
 import { createTestDatabase, postgresReachable, type TestDatabase } from '../../test/harness/postgres.ts';
-import { aBudget, aDetection, anAuditDraft, anEvent, at, NOW } from '../../test/storage/records.ts';
+import { aBudget, aCheckpoint, aDetection, anAuditDraft, anEvent, at, NOW } from '../../test/storage/records.ts';
 import { AuditLog } from '../audit/audit-log.ts';
 import { JobRunner } from '../jobs/job-runner.ts';
 import { ControlPlaneMetrics } from '../observability/metrics.ts';
@@ -68,6 +68,8 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
     processed_messages: 0,
     leases: 0,
     lease_reports: 0,
+    checkpoints: 0,
+    execution_contexts: 0,
   };
   const sweep = (batchSize: number) =>
     new RetentionSweep({
@@ -155,7 +157,15 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
 
       const removed = await sweep(4).runOnce(new AbortController().signal);
 
-      expect(removed).toEqual({ events: 26, detections: 3, processed_messages: 7, leases: 1, lease_reports: 1 });
+      expect(removed).toEqual({
+        events: 26,
+        detections: 3,
+        processed_messages: 7,
+        leases: 1,
+        lease_reports: 1,
+        checkpoints: 0,
+        execution_contexts: 0,
+      });
       expect(removedSeen).toEqual(removed);
       const kept = await storage.read.events.list(TENANT, {}, { pageSize: 100 });
       expect(kept.items.map((e) => e.event_id)).toEqual(fresh.map((e) => e.event_id).reverse());
@@ -193,6 +203,59 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
         processed_messages: 0,
         leases: 0,
         lease_reports: 0,
+        checkpoints: 0,
+        execution_contexts: 0,
+      });
+    },
+  );
+
+  it.skipIf(!available)(
+    'removes checkpoints saved and contexts last updated before the retention; an execution left without checkpoints stops counting',
+    async () => {
+      const context = (executionId: string, offset: number) => ({
+        execution_id: executionId,
+        tenant_id: TENANT,
+        values: { step: executionId },
+        version: 1,
+        updated_at: at(offset),
+      });
+      await storage.withTransaction(async (tx) => {
+        for (let i = 0; i < 3; i++)
+          await tx.checkpoints.insert(
+            TENANT,
+            aCheckpoint(TENANT, { execution_id: 'exec-old', checkpoint_id: 'old', created_at: at(OLD + i) }),
+            'next',
+          );
+        for (const offset of [OLD, -DAY])
+          await tx.checkpoints.insert(
+            TENANT,
+            aCheckpoint(TENANT, { execution_id: 'exec-mixed', checkpoint_id: 'mixed', created_at: at(offset) }),
+            'next',
+          );
+        await tx.executionContexts.put(TENANT, context('ctx-old', OLD), 0);
+        await tx.executionContexts.put(TENANT, context('ctx-fresh', -DAY), 0);
+      });
+
+      const removed = await sweep(2).runOnce(new AbortController().signal);
+
+      expect(removed).toMatchObject({ checkpoints: 4, execution_contexts: 1 });
+      expect(removedSeen).toEqual(removed);
+      const versions = (executionId: string) =>
+        collectPages((page) => storage.read.checkpoints.versions(TENANT, executionId, page));
+      expect(await versions('exec-old')).toEqual([]);
+      expect((await versions('exec-mixed')).map((c) => c.version)).toEqual([2]);
+      expect(await storage.read.executionContexts.get(TENANT, 'ctx-old')).toBeUndefined();
+      expect(await storage.read.executionContexts.get(TENANT, 'ctx-fresh')).toEqual(context('ctx-fresh', -DAY));
+      // Only exec-mixed still counts: one more execution fits under a bound of 2, and exec-mixed
+      // keeps its version counter.
+      await storage.withTransaction(async (tx) => {
+        expect(await tx.checkpoints.admitExecution(TENANT, 'exec-new', 2)).toBe(true);
+        const next = await tx.checkpoints.insert(
+          TENANT,
+          aCheckpoint(TENANT, { execution_id: 'exec-mixed', checkpoint_id: 'mixed' }),
+          'next',
+        );
+        expect(next.version).toBe(3);
       });
     },
   );
@@ -226,6 +289,8 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
       processed_messages: 0,
       leases: 0,
       lease_reports: 0,
+      checkpoints: 0,
+      execution_contexts: 0,
     });
     // The writer was never held up for the whole sweep: its transactions went in between batches.
     expect(writtenDuringSweep).toBeGreaterThanOrEqual(10);
@@ -296,6 +361,8 @@ describe('retention switched off', () => {
         processed_messages: 0,
         leases: 0,
         lease_reports: 0,
+        checkpoints: 0,
+        execution_contexts: 0,
       });
       expect((await storage.read.events.list(TENANT, {})).items).toHaveLength(1);
     } finally {

@@ -4,7 +4,8 @@ import { VIOLATION_DEDUP_SCOPE } from '../processor/event-processor.ts';
 import type { Repositories, Storage } from '../storage/storage.ts';
 
 /** What retention removes (docs/storage.md, "Retention"). */
-export type RetainedKind = 'events' | 'detections' | 'processed_messages' | 'leases' | 'lease_reports';
+export type RetainedKind =
+  'events' | 'detections' | 'processed_messages' | 'leases' | 'lease_reports' | 'checkpoints' | 'execution_contexts';
 
 export interface RetentionSweepOptions {
   storage: Storage;
@@ -25,8 +26,8 @@ const DAY_MS = 86_400_000;
 
 /**
  * Removes, tenant by tenant, the usage events received, the Immune System's detections made, the
- * proxies' violation messages handled, the budget leases expired and the lease report numbers last
- * counted more than `days` ago. (A proxy sends a report again only while its renewal's answer is
+ * proxies' violation messages handled, the budget leases expired, the lease report numbers last
+ * counted, the checkpoints saved and the execution contexts last updated more than `days` ago. (A proxy sends a report again only while its renewal's answer is
  * lost, seconds to minutes; a number older than the retention guards nothing.) Events and violation
  * messages are their own de-duplication records: they stay while the event stream can hand their
  * message over again that long after (its max age as the server has it, which an operator may have
@@ -51,6 +52,8 @@ export class RetentionSweep {
       processed_messages: 0,
       leases: 0,
       lease_reports: 0,
+      checkpoints: 0,
+      execution_contexts: 0,
     };
     const { days, clock } = this.#options;
     if (days === 0) return removed;
@@ -73,6 +76,12 @@ export class RetentionSweep {
       );
       removed.lease_reports += await this.#oldest('lease_reports', signal, (tx, batch) =>
         tx.leases.removeReportsBefore(tenant, before, batch),
+      );
+      removed.checkpoints += await this.#oldest('checkpoints', signal, (tx, batch) =>
+        tx.checkpoints.removeCreatedBefore(tenant, before, batch),
+      );
+      removed.execution_contexts += await this.#oldest('execution_contexts', signal, (tx, batch) =>
+        tx.executionContexts.removeUpdatedBefore(tenant, before, batch),
       );
     }
     return removed;

@@ -569,6 +569,12 @@ export interface CheckpointRepository extends CheckpointReader {
    * commits: executions new to the tenant are admitted one at a time, on every replica.
    */
   admitExecution(tenant: string, executionId: string, max: number): Promise<boolean>;
+  /**
+   * Removes up to `limit` versions created before `before` (ISO), oldest first, and the version
+   * counter of an execution left with none, which then no longer counts against the tenant's
+   * executions; how many versions went.
+   */
+  removeCreatedBefore(tenant: string, before: string, limit: number): Promise<number>;
   /** Removes the execution's oldest versions (deleted or not) until `keep` remain; how many went. */
   prune(tenant: string, executionId: string, keep: number): Promise<number>;
   /**
@@ -601,6 +607,8 @@ export interface ExecutionContextRepository extends ExecutionContextReader {
    * answer holds until the transaction commits, as `CheckpointRepository.admitExecution`.
    */
   admit(tenant: string, executionId: string, max: number): Promise<boolean>;
+  /** Removes up to `limit` contexts last updated before `before` (ISO); how many went. */
+  removeUpdatedBefore(tenant: string, before: string, limit: number): Promise<number>;
 }
 
 export interface OutboxRepository {

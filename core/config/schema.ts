@@ -198,8 +198,8 @@ const settings = z.object({
    */
   hold_max_age_seconds: z.coerce.number().int().min(600).max(7_776_000).default(604_800),
   /**
-   * Usage events and proxies' violation de-duplication entries older than this many days are
-   * removed by the control plane's `retention` job (0 keeps them for ever). At least 8, and longer
+   * Usage events, proxies' violation de-duplication entries, checkpoints and execution contexts
+   * older than this many days are removed by the control plane's `retention` job (0 keeps them for ever). At least 8, and longer
    * than nats_stream_max_age_seconds: an entry must outlive the event stream's max age (7 days by
    * default) in which a message can be delivered again. An existing stream keeps a larger max age
    * than the default, so the job also reads the one the server has, and keeps these records while

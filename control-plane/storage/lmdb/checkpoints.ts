@@ -146,6 +146,24 @@ export class LmdbCheckpoints implements Sync<CheckpointRepository> {
     return this.#kv.get(heads, executionId) !== undefined || this.#kv.count(heads) < max;
   }
 
+  removeCreatedBefore(tenant: string, before: string, limit: number): number {
+    const doomed: CheckpointSummary[] = [];
+    const oldest = this.#kv.range<[string, number]>(this.#layout.tenant(tenant, 'checkpoint_time'));
+    for (const { value } of this.#indexed(tenant, oldest)) {
+      if (doomed.length === limit) break;
+      if (value === undefined) continue;
+      if (value.created_at >= before) break;
+      doomed.push(value);
+    }
+    // Removed after the walk: the range reads the staged view, which these removals change.
+    for (const c of doomed) this.#remove(tenant, c);
+    for (const executionId of new Set(doomed.map((c) => c.execution_id))) {
+      const [left] = this.#summaries(tenant, executionId);
+      if (left === undefined) this.#kv.remove(this.#layout.tenant(tenant, 'checkpoint_head'), executionId);
+    }
+    return doomed.length;
+  }
+
   prune(tenant: string, executionId: string, keep: number): number {
     let count = 0;
     for (const _ of this.#summaries(tenant, executionId)) count += 1;

@@ -30,6 +30,17 @@ export class LmdbExecutionContexts implements Sync<ExecutionContextRepository> {
     return this.#kv.get(space, executionId) !== undefined || this.#kv.count(space) < max;
   }
 
+  removeUpdatedBefore(tenant: string, before: string, limit: number): number {
+    const space = this.#layout.tenant(tenant, 'execution_context');
+    const doomed: string[] = [];
+    for (const { id, value } of this.#kv.range<ExecutionContext>(space)) {
+      if (doomed.length === limit) break;
+      if (value.updated_at !== null && value.updated_at < before) doomed.push(String(id));
+    }
+    for (const id of doomed) this.#kv.remove(space, id);
+    return doomed.length;
+  }
+
   put(tenant: string, context: ExecutionContext, expectedVersion: number): boolean {
     // Transactions run one at a time here, so the read and the write cannot interleave.
     if ((this.get(tenant, context.execution_id)?.version ?? 0) !== expectedVersion) return false;

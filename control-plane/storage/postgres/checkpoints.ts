@@ -173,6 +173,25 @@ export class PgCheckpoints implements CheckpointRepository {
     return executionAdmitted(this.#sql, 'checkpoint_heads', tenant, executionId, max);
   }
 
+  async removeCreatedBefore(tenant: string, before: string, limit: number): Promise<number> {
+    const { rows } = await this.#sql.query<{ execution_id: string }>(
+      `DELETE FROM checkpoints c USING (
+         SELECT execution_id, version FROM checkpoints WHERE tenant_id = $1 AND created_at < $2
+         ORDER BY created_at, version, execution_id LIMIT $3
+       ) doomed
+       WHERE c.tenant_id = $1 AND c.execution_id = doomed.execution_id AND c.version = doomed.version
+       RETURNING c.execution_id`,
+      [tenant, before, limit],
+    );
+    // A statement of its own: it sees the rows the one above removed as gone.
+    await this.#sql.query(
+      `DELETE FROM checkpoint_heads h WHERE h.tenant_id = $1 AND h.execution_id = ANY($2::text[])
+         AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.tenant_id = $1 AND c.execution_id = h.execution_id)`,
+      [tenant, [...new Set(rows.map((r) => r.execution_id))]],
+    );
+    return rows.length;
+  }
+
   async prune(tenant: string, executionId: string, keep: number): Promise<number> {
     const { rowCount } = await this.#sql.query(
       `DELETE FROM checkpoints WHERE tenant_id = $1 AND execution_id = $2 AND version IN (

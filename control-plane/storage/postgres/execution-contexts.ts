@@ -39,6 +39,16 @@ export class PgExecutionContexts implements ExecutionContextRepository {
     return executionAdmitted(this.#sql, 'execution_contexts', tenant, executionId, max);
   }
 
+  async removeUpdatedBefore(tenant: string, before: string, limit: number): Promise<number> {
+    const { rowCount } = await this.#sql.query(
+      `DELETE FROM execution_contexts WHERE tenant_id = $1 AND execution_id IN (
+         SELECT execution_id FROM execution_contexts WHERE tenant_id = $1 AND doc->>'updated_at' < $2 LIMIT $3
+       )`,
+      [tenant, before, limit],
+    );
+    return rowCount ?? 0;
+  }
+
   async put(tenant: string, context: ExecutionContext, expectedVersion: number): Promise<boolean> {
     // A concurrent writer's row (or its insert of the first one) makes this statement wait for it,
     // then see its version: the loser changes nothing.
