@@ -198,8 +198,11 @@ const LOOKUP_MEMO_LIMIT = 1024;
  * suffix names another model, which may cost more (`gpt-5-pro`, `o3-deep-research`,
  * `gpt-4o-audio-preview`), so the name is unknown.
  */
-const SNAPSHOT_SUFFIX =
-  /^(?:-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{3,4}|0|latest|v\d+(?::\d+)?))*(?:@(?:\d{8}|\d{3}|latest))?$/;
+const SNAPSHOT = String.raw`(?:-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{3,4}|0|latest|v\d+(?::\d+)?))*(?:@(?:\d{8}|\d{3}|latest))?`;
+const SNAPSHOT_SUFFIX = new RegExp(`^${SNAPSHOT}$`);
+const TRAILING_SNAPSHOT = new RegExp(`${SNAPSHOT}$`);
+/** No model id is longer; a longer one keeps its suffix (the search for it is quadratic in the length). */
+const MAX_SNAPSHOT_ID_LENGTH = 256;
 
 function toPico(perMillion: number): number {
   return Math.round(perMillion * PICO_PER_USD_PER_MILLION);
@@ -220,6 +223,18 @@ function ratesOf(rates: z.infer<typeof RatesSchema>): Rates {
 export function normalizeModelId(model: string): string {
   const slash = model.lastIndexOf('/');
   return (slash >= 0 ? model.slice(slash + 1) : model).trim().toLowerCase();
+}
+
+/**
+ * The model an id names without a table: normalised, its snapshot suffix dropped
+ * (`openai/GPT-4o-2024-08-06` → `gpt-4o`). It may drop more than the table's lookup would
+ * (`deepseek-v3` → `deepseek`): it tells what else an id may be called, not its price.
+ */
+export function modelFamilyId(model: string): string {
+  const id = normalizeModelId(model);
+  if (id.length > MAX_SNAPSHOT_ID_LENGTH) return id;
+  const suffix = TRAILING_SNAPSHOT.exec(id);
+  return suffix === null || suffix.index === 0 ? id : id.slice(0, suffix.index);
 }
 
 /** Merges price files in order, later entries replacing earlier ones, into a lookup table. */

@@ -52,8 +52,6 @@ export class CheckAnswers {
   readonly #table: CheckTable;
   /** Per check: epoch * 2 + 1 when it passed, epoch * 2 when it failed, older epochs unknown. */
   readonly #marks: Uint32Array;
-  /** The same for a check on a list, two per check: its answer read for some element, and for every one. */
-  readonly #listMarks: Uint32Array;
   /** Per field: its value in this evaluation's context, or NOT_READ. */
   readonly #values: unknown[];
   #epoch = 0;
@@ -63,7 +61,6 @@ export class CheckAnswers {
   constructor(table: CheckTable) {
     this.#table = table;
     this.#marks = new Uint32Array(table.checkCount);
-    this.#listMarks = new Uint32Array(table.checkCount * 2);
     this.#values = table.readers.map(() => NOT_READ);
   }
 
@@ -71,7 +68,6 @@ export class CheckAnswers {
   begin(): void {
     if (++this.#epoch > LAST_EPOCH) {
       this.#marks.fill(0);
-      this.#listMarks.fill(0);
       this.#epoch = 1;
     }
   }
@@ -98,19 +94,6 @@ export class CheckAnswers {
         if (value === NOT_READ) {
           value = (this.#table.readers[field] as FieldReader)(context);
           this.#values[field] = value;
-        }
-        // A list is read by each rule's effect (every element for an allow, some for the rest):
-        // its answers are kept apart by reading. A scalar's is the same for every rule.
-        if (Array.isArray(value)) {
-          const check = checks[c] as CompiledCheck;
-          const slot = id * 2 + (check.reading === 'every' ? 1 : 0);
-          let listMark = this.#listMarks[slot] as number;
-          if (listMark < known) {
-            listMark = known + (answer(check, value) ? 1 : 0);
-            this.#listMarks[slot] = listMark;
-          }
-          if (listMark === known) return false;
-          continue;
         }
         mark = known + (answer(checks[c] as CompiledCheck, value) ? 1 : 0);
         marks[id] = mark;

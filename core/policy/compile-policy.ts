@@ -1,4 +1,5 @@
 import { SvcError, type FieldViolation } from '../errors/index.ts';
+import { foldCase } from './case-fold.ts';
 import { compileActionPattern, type ActionMatcher } from './action-pattern.ts';
 import { compileCondition, type CompiledCheck, type CompiledSemantic } from './condition.ts';
 import type { Decision, Enforcement, Policy, PolicyRule } from './model.ts';
@@ -8,7 +9,7 @@ export interface CompiledRule {
   readonly name: string;
   readonly decision: Decision;
   readonly message: string | undefined;
-  /** The action pattern in lower case (actions match without regard to case), for the ruleset's action index. */
+  /** The action pattern case-folded (actions match without regard to case), for the ruleset's action index. */
   readonly action: string;
   readonly matchesAction: ActionMatcher;
   readonly checks: readonly CompiledCheck[];
@@ -63,7 +64,7 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
   if (rule.action.trim() === '') {
     violations.push({ field: `${path}.action`, description: 'action pattern is empty' });
   } else {
-    matchesAction = compileActionPattern(rule.action.toLowerCase());
+    matchesAction = compileActionPattern(foldCase(rule.action));
   }
   const checks: CompiledCheck[] = [];
   const semantic: CompiledSemantic[] = [];
@@ -86,7 +87,7 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
     name: rule.name,
     decision: rule.decision,
     message: rule.message,
-    action: rule.action.toLowerCase(),
+    action: foldCase(rule.action),
     matchesAction,
     checks,
     semantic,

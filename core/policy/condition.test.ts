@@ -76,10 +76,10 @@ describe('compileCondition', () => {
     expect(check('gte', 80)({ x: 80 })).toBe(true);
     expect(check('lt', '1000')({ x: '999' })).toBe(true);
     expect(check('lte', 0.5)({ x: 0.5 })).toBe(true);
-    expect(check('lt', 0.5)({ x: 'not a number' })).toBe(false);
-    expect(check('gt', 1)({ x: true })).toBe(false);
-    expect(check('gt', 0)({ x: '' })).toBe(false);
-    expect(check('gte', 0)({ x: ' ' })).toBe(false);
+    expect(check('lt', 0.5, 'x', 'every')({ x: 'not a number' })).toBe(false);
+    expect(check('gt', 1, 'x', 'every')({ x: true })).toBe(false);
+    expect(check('gt', 0, 'x', 'every')({ x: '' })).toBe(false);
+    expect(check('gte', 0, 'x', 'every')({ x: ' ' })).toBe(false);
     const afterNewYear = check('gte', '2026-01-01T00:00:00Z');
     expect(afterNewYear({ x: '2026-03-01T12:00:00Z' })).toBe(true);
     expect(afterNewYear({ x: '2025-12-31T23:59:59Z' })).toBe(false);
@@ -93,7 +93,7 @@ describe('compileCondition', () => {
     expect(sql({ x: 'dropped tables' })).toBe(false);
     expect(check('matches', '^gpt-4')({ x: ['claude', 'gpt-4o'] })).toBe(true);
     expect(check('matches', '^\\d+$')({ x: 42 })).toBe(true);
-    expect(check('matches', 'a')({ x: { a: 1 } })).toBe(false);
+    expect(check('matches', 'a', 'x', 'every')({ x: { a: 1 } })).toBe(false);
   });
 
   it('contains finds substrings in strings and elements in arrays', () => {
@@ -102,6 +102,58 @@ describe('compileCondition', () => {
     expect(check('contains', 'shell')({ x: ['search', 'shell'] })).toBe(true);
     expect(check('contains', 3)({ x: [1, '3'] })).toBe(true);
     expect(check('contains', 3)({ x: 'abc3' })).toBe(false);
+  });
+
+  it('a value a comparison cannot read as a number meets a deny and no allow', () => {
+    for (const amount of ['5_000', '５０００', '5000.00 USD', true, { value: 5000 }]) {
+      expect(check('gt', 1000, 'x', 'some')({ x: amount })).toBe(true);
+      expect(check('lte', 1000, 'x', 'some')({ x: amount })).toBe(true);
+      expect(check('gt', 1000, 'x', 'every')({ x: amount })).toBe(false);
+      expect(check('lte', 1000, 'x', 'every')({ x: amount })).toBe(false);
+    }
+    // A null is a value not given.
+    expect(check('gt', 1000, 'x', 'some')({ x: null })).toBe(false);
+    expect(check('gt', 1000, 'x', 'some')({ x: '5e3' })).toBe(true);
+    expect(check('gt', 1000, 'x', 'some')({ x: '999' })).toBe(false);
+  });
+
+  it('an object where a scalar is compared meets a deny and no allow', () => {
+    expect(check('eq', 'prod', 'x', 'some')({ x: { env: 'dev' } })).toBe(true);
+    expect(check('in', ['prod'], 'x', 'some')({ x: { env: 'dev' } })).toBe(true);
+    expect(check('neq', 'prod', 'x', 'every')({ x: { env: 'prod' } })).toBe(false);
+    expect(check('not_in', ['prod'], 'x', 'every')({ x: [{ env: 'prod' }] })).toBe(false);
+  });
+
+  it('a deny reads an object or a list as its JSON text for matches and contains', () => {
+    const args = { x: { command: 'rm -rf /' } };
+    expect(check('matches', 'rm -rf', 'x', 'some')(args)).toBe(true);
+    expect(check('contains', 'rm -rf', 'x', 'some')(args)).toBe(true);
+    expect(check('matches', 'rm -rf', 'x', 'every')(args)).toBe(false);
+    expect(check('contains', 'rm -rf', 'x', 'every')(args)).toBe(false);
+    const argv = { x: ['bash', '-c', 'rm -rf /'] };
+    expect(check('contains', 'rm -rf', 'x', 'some')(argv)).toBe(true);
+    expect(check('contains', 'rm -rf', 'x', 'every')(argv)).toBe(false);
+    expect(check('matches', String.raw`bash","-c","rm`, 'x', 'some')(argv)).toBe(true);
+    expect(check('contains', 'admin', 'x', 'every')({ x: ['viewer', 'admin'] })).toBe(true);
+    expect(check('contains', 'rm -rf', 'x', 'some')({ x: { command: 'ls' } })).toBe(false);
+    // A number is not looked for in an object's text: the object holds it.
+    expect(check('contains', 5, 'x', 'some')({ x: { a: 1 } })).toBe(true);
+    expect(check('contains', 5, 'x', 'some')({ x: [1, 2] })).toBe(false);
+  });
+
+  it('compares identity fields without regard to case', () => {
+    expect(check('in', ['DeleteRepo'], 'tool_name')({ tool_name: 'deleterepo' })).toBe(true);
+    expect(check('in', ['DeleteRepo'], 'tool_name')({ tool_name: 'DELETEREPO' })).toBe(true);
+    expect(check('eq', 'gpt-4o', 'model')({ model: 'GPT-4o' })).toBe(true);
+    expect(check('neq', 'gpt-4o', 'model', 'every')({ model: 'GPT-4O' })).toBe(false);
+    expect(check('not_in', ['api.acme.example'], 'host', 'every')({ host: 'API.acme.example' })).toBe(false);
+    expect(check('contains', 'Shell', 'declared_tools')({ declared_tools: ['SHELL'] })).toBe(true);
+    expect(check('contains', 'delete', 'tool_name')({ tool_name: 'DeleteRepo' })).toBe(true);
+    expect(check('matches', '^delete', 'tool_name')({ tool_name: 'DeleteRepo' })).toBe(true);
+    expect(check('matches', '(?s)^delete', 'tool_name')({ tool_name: 'DeleteRepo' })).toBe(true);
+    expect(check('eq', 'ſhell', 'tool')({ tool: 'SHELL' })).toBe(true);
+    // Other fields keep their case.
+    expect(check('eq', 'Prod', 'env')({ env: 'prod' })).toBe(false);
   });
 
   it('refuses values that do not suit the operator, naming the value', () => {

@@ -1,4 +1,5 @@
 import { RE2JS } from 're2js';
+import { caseInsensitivePattern, foldCase, IDENTITY_FIELDS } from './case-fold.ts';
 import { compileFieldPath, type FieldReader } from './field-path.ts';
 import { OperatorInputSchema, type PolicyCondition } from './model.ts';
 import { regexPrefilter } from './regex-prefilter.ts';
@@ -17,12 +18,9 @@ export interface CompiledCheck {
   readonly test: ValueTest;
   /** Relative cost (0 cheapest): conditions are ANDed, so cheap ones run first. */
   readonly cost: number;
-  /** How it reads a list: the answer on a list is shared only among checks that read it alike. */
-  readonly reading: ListReading;
   /**
-   * Field, operator and value: checks with the same key give the same answer on one context
-   * (unless the field holds a list, which each reads by its rule's effect), so an evaluation runs
-   * each once. Absent for `sequence`, whose answer depends on the clock.
+   * Reading, field, operator and value: checks with the same key give the same answer on one
+   * context, so an evaluation runs each once. Absent for `sequence`, whose answer depends on the clock.
    */
   readonly key?: string;
   /** For a `sequence` condition: the category the pattern shows. */
@@ -74,49 +72,72 @@ export function compileCondition(condition: PolicyCondition, reading: ListReadin
   }
   if (condition.operator === 'semantic') return compileSemantic(condition.field, read, condition.value);
   if (condition.operator === 'sequence') return compileSequence(condition.field, read, condition.value);
-  const test = compileValueTest(condition.operator, condition.value, reading);
+  const test = compileValueTest(condition.operator, condition.value, {
+    reading,
+    fold: IDENTITY_FIELDS.has(condition.field),
+    unreadable: reading === 'some',
+  });
   if (typeof test === 'string') return fault('value', test);
   const cost = condition.operator === 'matches' ? 2 : condition.operator === 'contains' ? 1 : 0;
-  const key = `${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
-  return { ok: true, condition: { kind: 'check', field: condition.field, read, test, cost, key, reading } };
+  // The reading is part of the key: a list, or a value the test cannot read, is answered by the rule's effect.
+  const key = `${reading}\u0000${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
+  return { ok: true, condition: { kind: 'check', field: condition.field, read, test, cost, key } };
+}
+
+/**
+ * How a test reads what it is given. `fold`: the field names an identity, compared without regard
+ * to case. `unreadable`: the answer for a value present but not of the shape the operator reads
+ * (a number that is not one, an object where a scalar is compared). The agent chooses the shape
+ * of what it sends (`"5_000"`, `{"amount": {...}}`), so a deny, a warning or an approval holds on
+ * such a value and an allow does not: a shape no rule foresaw is never a way around one.
+ */
+interface Reading {
+  readonly reading: ListReading;
+  readonly fold: boolean;
+  readonly unreadable: boolean;
 }
 
 /** Returns the test, or a description of why the value does not suit the operator. */
 function compileValueTest(
   operator: Exclude<PolicyCondition['operator'], 'semantic' | 'sequence'>,
   value: unknown,
-  reading: ListReading,
+  how: Reading,
 ): ValueTest | string {
   // `contains` asks about a list as a whole (does it hold the value?); the rest test each element.
-  if (operator === 'contains') return compileContains(value);
-  const test = compileElementTest(operator, value);
-  return typeof test === 'string' ? test : overList(test, reading);
+  if (operator === 'contains') return compileContains(value, how);
+  const test = compileElementTest(operator, value, how);
+  if (typeof test === 'string') return test;
+  // A deny's `matches` also reads a list whole, as its JSON text, as `contains` does.
+  if (operator === 'matches' && how.unreadable)
+    return (actual) => (Array.isArray(actual) ? actual.some(test) || test(actual) : test(actual));
+  return overList(test, how.reading);
 }
 
 function compileElementTest(
   operator: Exclude<PolicyCondition['operator'], 'semantic' | 'sequence' | 'contains'>,
   value: unknown,
+  how: Reading,
 ): ValueTest | string {
   switch (operator) {
     case 'eq':
     case 'neq': {
       if (!isScalar(value)) return `${operator} compares a string, number, boolean or null (use in/not_in for lists)`;
-      return membershipTest(operator === 'eq', [value]);
+      return membershipTest(operator === 'eq', [value], how);
     }
     case 'in':
     case 'not_in': {
       if (!Array.isArray(value)) return `${operator} needs an array value`;
       const bad = value.findIndex((v) => !isScalar(v));
       if (bad >= 0) return `${operator} list element ${bad} is not a string, number, boolean or null`;
-      return membershipTest(operator === 'in', value as Scalar[]);
+      return membershipTest(operator === 'in', value as Scalar[], how);
     }
     case 'gt':
     case 'gte':
     case 'lt':
     case 'lte':
-      return compileComparison(operator, value);
+      return compileComparison(operator, value, how.unreadable);
     case 'matches':
-      return compileRegex(value);
+      return compileRegex(value, how);
   }
 }
 
@@ -127,12 +148,27 @@ function overList(test: ValueTest, reading: ListReading): ValueTest {
     : (actual) => (Array.isArray(actual) ? actual.some(test) : test(actual));
 }
 
-function membershipTest(positive: boolean, values: readonly Scalar[]): ValueTest {
-  const member = scalarMembership(values);
-  return positive ? member : (actual) => !member(actual);
+/** A scalar as a folded field compares it: strings in folded case, the rest as they are. */
+function foldScalar<T>(value: T): T | string {
+  return typeof value === 'string' ? foldCase(value) : value;
 }
 
-function compileComparison(operator: 'gt' | 'gte' | 'lt' | 'lte', value: unknown): ValueTest | string {
+function isStructured(actual: unknown): actual is object {
+  return actual !== null && typeof actual === 'object';
+}
+
+function membershipTest(positive: boolean, values: readonly Scalar[], how: Reading): ValueTest {
+  const member = scalarMembership(how.fold ? values.map(foldScalar) : values);
+  const { unreadable } = how;
+  if (how.fold) return (actual) => (isStructured(actual) ? unreadable : member(foldScalar(actual)) === positive);
+  return (actual) => (isStructured(actual) ? unreadable : member(actual) === positive);
+}
+
+function compileComparison(
+  operator: 'gt' | 'gte' | 'lt' | 'lte',
+  value: unknown,
+  unreadable: boolean,
+): ValueTest | string {
   let bound: number;
   let asDate = false;
   if (typeof value === 'number' && Number.isFinite(value)) {
@@ -146,19 +182,25 @@ function compileComparison(operator: 'gt' | 'gte' | 'lt' | 'lte', value: unknown
     return `${operator} needs a number or an ISO-8601 date`;
   }
   const toNumber = asDate ? dateOf : numberOf;
+  // NaN (`"5_000"`, `"5000 USD"`, full-width digits) compares false: it takes the unreadable answer.
+  // A null is a value not given, as a missing field is.
+  const compare = (actual: unknown, holds: (n: number) => boolean): boolean => {
+    const n = toNumber(actual);
+    return Number.isNaN(n) ? actual !== null && unreadable : holds(n);
+  };
   switch (operator) {
     case 'gt':
-      return (actual) => toNumber(actual) > bound;
+      return (actual) => compare(actual, (n) => n > bound);
     case 'gte':
-      return (actual) => toNumber(actual) >= bound;
+      return (actual) => compare(actual, (n) => n >= bound);
     case 'lt':
-      return (actual) => toNumber(actual) < bound;
+      return (actual) => compare(actual, (n) => n < bound);
     case 'lte':
-      return (actual) => toNumber(actual) <= bound;
+      return (actual) => compare(actual, (n) => n <= bound);
   }
 }
 
-/** NaN for anything that is not a number, so every comparison with it is false. */
+/** NaN for anything that is not a number. */
 function numberOf(actual: unknown): number {
   if (typeof actual === 'number') return actual;
   if (typeof actual === 'string' && actual.trim() !== '') return Number(actual);
@@ -172,29 +214,56 @@ function dateOf(actual: unknown): number {
   return Number.NaN;
 }
 
-function compileRegex(value: unknown): ValueTest | string {
+/** An object or a list as the text `matches` and `contains` read; null when it has none (a cycle). */
+function jsonText(actual: object): string | null {
+  try {
+    return JSON.stringify(actual);
+  } catch {
+    return null;
+  }
+}
+
+function compileRegex(value: unknown, how: Reading): ValueTest | string {
   if (typeof value !== 'string') return 'matches needs a regular expression string';
+  const pattern = how.fold ? caseInsensitivePattern(value) : value;
   let regex: RE2JS;
   try {
     // RE2 matches in linear time, so no pattern can stall the hot path (no backtracking).
-    regex = RE2JS.compile(value);
+    regex = RE2JS.compile(pattern);
   } catch (error) {
     return `invalid or unsupported regular expression (linear-time RE2 syntax; no backreferences or lookaround): ${(error as Error).message}`;
   }
-  const mayMatch = regexPrefilter(value);
+  const mayMatch = regexPrefilter(pattern);
   const search =
     mayMatch === null ? (text: string) => regex.test(text) : (text: string) => mayMatch(text) && regex.test(text);
-  return (actual) =>
-    typeof actual === 'string' ? search(actual) : typeof actual === 'number' && search(String(actual));
+  const { unreadable } = how;
+  return (actual) => {
+    if (typeof actual === 'string') return search(actual);
+    if (typeof actual === 'number' || typeof actual === 'boolean') return search(String(actual));
+    if (!isStructured(actual) || !unreadable) return false;
+    const text = jsonText(actual);
+    return text === null || search(text);
+  };
 }
 
-function compileContains(value: unknown): ValueTest | string {
+function compileContains(value: unknown, how: Reading): ValueTest | string {
   if (!isScalar(value)) return 'contains needs a string (substring) or a scalar (array element)';
-  const element = scalarMembership([value]);
-  const needle = typeof value === 'string' ? value : null;
+  const { fold, unreadable } = how;
+  const element = scalarMembership([fold ? foldScalar(value) : value]);
+  const needle = typeof value === 'string' ? (fold ? foldCase(value) : value) : null;
+  const holds = fold ? (v: unknown) => element(foldScalar(v)) : element;
+  const includes = fold
+    ? (text: string) => needle !== null && foldCase(text).includes(needle)
+    : (text: string) => needle !== null && text.includes(needle);
   return (actual) => {
-    if (typeof actual === 'string') return needle !== null && actual.includes(needle);
-    return Array.isArray(actual) && actual.some(element);
+    if (typeof actual === 'string') return includes(actual);
+    if (Array.isArray(actual) && actual.some(holds)) return true;
+    if (!isStructured(actual) || !unreadable) return false;
+    // A deny reads an object or a list as its JSON text (`["bash","-c","rm -rf /"]` contains
+    // `rm -rf`); a value that has none, or an object asked for a non-string, holds.
+    if (needle === null) return !Array.isArray(actual);
+    const text = jsonText(actual);
+    return text === null || includes(text);
   };
 }
 
@@ -296,8 +365,6 @@ function compileSequence(field: string, read: FieldReader, value: unknown): Cond
       // The window ends at the evaluation: a pattern grows stale while the execution goes on.
       test: (actual) => sequenceMatches(sequence, actual, Date.now()),
       cost: 3,
-      // The earlier actions are one history, matched whole whatever the rule's effect.
-      reading: 'some',
       sequence: sequence.category,
     },
   };

@@ -150,6 +150,81 @@ describe('evaluate', () => {
     expect(evaluate(ruleset, { action: 'tool:delete_repo', context: {} }).decision).toBe('ALLOW');
   });
 
+  it('compares tool and model names in conditions without regard to case', () => {
+    const ruleset = compileRuleset(
+      [
+        policy({
+          rules: [
+            rule('t', 'tool:*', 'DENY', [{ field: 'tool_name', operator: 'in', value: ['DeleteRepo'] }]),
+            rule('m', 'llm:*', 'DENY', [{ field: 'model', operator: 'eq', value: 'gpt-4o' }]),
+          ],
+        }),
+      ],
+      1,
+    );
+    for (const name of ['DeleteRepo', 'deleterepo', 'DELETEREPO'])
+      expect(evaluate(ruleset, { action: `tool:${name}`, context: { tool_name: name } }).decision, name).toBe('DENY');
+    expect(evaluate(ruleset, { action: 'llm:GPT-4o', context: { model: 'GPT-4o' } }).decision).toBe('DENY');
+    expect(evaluate(ruleset, { action: 'llm:gpt-4o-mini', context: { model: 'gpt-4o-mini' } }).decision).toBe('ALLOW');
+  });
+
+  it('holds a deny on a model under the family name of the snapshot or path sent, and an allow only on the name sent', () => {
+    const ruleset = compileRuleset(
+      [
+        policy({
+          name: 'pinned',
+          priority: 300,
+          rules: [rule('pin', 'llm:*', 'ALLOW', [{ field: 'model', operator: 'eq', value: 'gpt-4o-mini-2024-07-18' }])],
+        }),
+        policy({
+          name: 'no-gpt-4o',
+          priority: 200,
+          rules: [
+            rule('m', 'llm:*', 'DENY', [{ field: 'model', operator: 'eq', value: 'gpt-4o' }]),
+            rule('a', 'llm:claude-3-5-haiku', 'REQUIRE_APPROVAL'),
+          ],
+        }),
+        policy({ name: 'others', priority: 100, rules: [rule('any', 'llm:*', 'ALLOW')] }),
+        policy({ name: 'mini-only', priority: 50, rules: [rule('x', 'llm:gpt-4o-mini', 'DENY')] }),
+      ],
+      1,
+    );
+    const decide = (model: string) => evaluate(ruleset, { action: `llm:${model}`, context: { model } });
+    for (const model of ['gpt-4o', 'GPT-4o', 'gpt-4o-2024-08-06', 'openai/gpt-4o', 'OpenAI/GPT-4o-2024-11-20'])
+      expect(decide(model), model).toMatchObject({ decision: 'DENY', matched_rule: 'm' });
+    expect(decide('claude-3-5-haiku-20241022')).toMatchObject({ decision: 'REQUIRE_APPROVAL', matched_rule: 'a' });
+    // The allow names one snapshot: it allows that one, not the family's others.
+    expect(decide('gpt-4o-mini-2024-07-18')).toMatchObject({ decision: 'ALLOW', matched_rule: 'pin' });
+    expect(decide('gpt-4o-mini')).toMatchObject({ decision: 'ALLOW', matched_rule: 'any' });
+    expect(decide('gpt-4o-audio-preview')).toMatchObject({ decision: 'ALLOW', matched_rule: 'any' });
+  });
+
+  it("reads a tool's arguments as a deny must, whatever shape the agent gives them", () => {
+    const ruleset = compileRuleset(
+      [
+        policy({
+          rules: [
+            rule('big', 'tool:refund', 'DENY', [{ field: 'arguments.amount', operator: 'gt', value: 1000 }]),
+            rule('rm', 'tool:shell', 'DENY', [{ field: 'arguments.cmd', operator: 'contains', value: 'rm -rf' }]),
+            rule('rx', 'tool:shell', 'DENY', [{ field: 'arguments', operator: 'matches', value: 'rm -rf' }]),
+            rule('small', 'tool:refund', 'ALLOW', [{ field: 'arguments.amount', operator: 'lte', value: 1000 }]),
+            rule('rest', 'tool:*', 'REQUIRE_APPROVAL'),
+          ],
+        }),
+      ],
+      1,
+    );
+    const decide = (action: string, args: unknown) => evaluate(ruleset, { action, context: { arguments: args } });
+    for (const amount of [5000, '5000', '5_000', '５０００', '5000.00 USD', '5e3'])
+      expect(decide('tool:refund', { amount }).matched_rule, String(amount)).toBe('big');
+    expect(decide('tool:refund', { Amount: 5000 }).matched_rule).toBe('big');
+    expect(decide('tool:refund', { amount: 5, Amount: 5000 }).matched_rule).toBe('big');
+    expect(decide('tool:refund', { amount: 50 }).matched_rule).toBe('small');
+    expect(decide('tool:shell', { cmd: ['bash', '-c', 'rm -rf /'] }).matched_rule).toBe('rm');
+    expect(decide('tool:shell', { command: 'rm -rf /' }).matched_rule).toBe('rx');
+    expect(decide('tool:shell', { cmd: ['ls', '-l'] }).matched_rule).toBe('rest');
+  });
+
   it('denies on a matching DENY with the policy, rule and message', () => {
     const p = policy({
       name: 'no-shell',

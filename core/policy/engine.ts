@@ -1,7 +1,9 @@
 import { indexActions, type ActionIndex } from './action-index.ts';
+import { foldCase } from './case-fold.ts';
 import { compilePolicy, type CompiledPolicy, type CompiledRule } from './compile-policy.ts';
 import { CheckAnswers, numberChecks, type CheckTable } from './check-answers.ts';
 import type { CompiledSemantic } from './condition.ts';
+import { modelAlias } from './model-alias.ts';
 import type { Policy } from './model.ts';
 import type { EvaluationResult, PolicyWarning, SemanticFinding, ShadowDecision } from './result.ts';
 import { JudgeVerdictSchema, type JudgeVerdict, type SemanticJudge, type SyncSemanticJudge } from './semantic-judge.ts';
@@ -119,6 +121,15 @@ interface WalkState {
   /** What the judge found for each rule whose SEMANTIC conditions it found violated. */
   findings: Map<RuleStep, SemanticFinding> | null;
   readonly answers: CheckAnswers;
+  /** The call under its model's family name, when it used another (`llm:gpt-4o-2024-08-06`). */
+  readonly alias: AliasWalk | null;
+}
+
+/** What a walk needs of the call under the model's family name: its rules, context and answers. */
+interface AliasWalk {
+  readonly matching: Int32Array;
+  readonly context: Readonly<Record<string, unknown>>;
+  readonly answers: CheckAnswers;
 }
 
 /** Answers a rule's SEMANTIC conditions: true/false, or undefined to pause the walk there. */
@@ -149,7 +160,7 @@ export function evaluate(
   const started = performance.now();
   // A judge that evaluates again from inside this walk gets answers of its own.
   const answers = ruleset.answers.inUse ? new CheckAnswers(ruleset.checks) : ruleset.answers;
-  const state = newState(answers);
+  const state = newState(ruleset, input, answers);
   const answer: SemanticAnswer =
     judge === undefined ? resolveFailClosed : (step, _index, context) => judgeRuleNow(step, context, judge, state);
   answers.inUse = true;
@@ -172,7 +183,7 @@ export async function evaluateAsync(
   if (!ruleset.needsJudge) return evaluate(ruleset, input);
   const started = performance.now();
   // Its walk pauses for the judge while other evaluations run, so it keeps answers of its own.
-  const state = newState(new CheckAnswers(ruleset.checks));
+  const state = newState(ruleset, input, new CheckAnswers(ruleset.checks));
   const timeoutMs = options.judgeTimeoutMs ?? DEFAULT_JUDGE_TIMEOUT_MS;
   let judgedIndex = DONE;
   let judgedVerdict = false;
@@ -189,8 +200,18 @@ export async function evaluateAsync(
   return finish(state, started);
 }
 
-function newState(answers: CheckAnswers): WalkState {
+function newState(ruleset: CompiledRuleset, input: EvaluationInput, answers: CheckAnswers): WalkState {
   answers.begin();
+  const alias = modelAlias(foldCase(input.action), input.context);
+  let aliasWalk: AliasWalk | null = null;
+  if (alias !== null) {
+    aliasWalk = {
+      matching: ruleset.index.matching(alias.action),
+      context: alias.context,
+      answers: new CheckAnswers(ruleset.checks),
+    };
+    aliasWalk.answers.begin();
+  }
   return {
     warnings: [],
     shadow: [],
@@ -202,6 +223,7 @@ function newState(answers: CheckAnswers): WalkState {
     // Made when the judge first finds something: most evaluations never need it.
     findings: null,
     answers,
+    alias: aliasWalk,
   };
 }
 
@@ -217,7 +239,9 @@ function walk(
   const { context, policySet } = input;
   // A tool, a model or a host is one whatever the case it is named in: a server may match a tool
   // name without regard to case, so `tool:DeleteRepo` must not be walked around as `deleterepo`.
-  const candidates = ruleset.index.matching(input.action.toLowerCase());
+  const matching = ruleset.index.matching(foldCase(input.action));
+  const { alias } = state;
+  const candidates = alias === null ? matching : union(matching, alias.matching);
   const restricted = policySet !== undefined && policySet.length > 0;
   let selectedUntil = from;
   // `next` is the first step still to consider: jumps past a policy move it, candidates before it are skipped.
@@ -234,7 +258,8 @@ function walk(
       selectedUntil = step.policyEnd;
     }
     const { rule } = step;
-    if (!state.answers.pass(rule.checks, step.checkIds, context)) continue;
+    const applies = (alias === null || has(matching, i)) && state.answers.pass(rule.checks, step.checkIds, context);
+    if (!applies && (alias === null || !appliesUnderFamily(alias, step, i))) continue;
     if (rule.semantic.length > 0) {
       const verdict = answer(step, i, context, state);
       if (verdict === undefined) return i;
@@ -245,6 +270,48 @@ function walk(
     next = applied === NEXT_POLICY ? step.policyEnd : i + 1;
   }
   return DONE;
+}
+
+/**
+ * A deny, a warning or an approval also holds on the call under its model's family name
+ * (`model eq "gpt-4o"` on `gpt-4o-2024-08-06`); an allow only on the name sent, so a rule that
+ * allows one snapshot allows no other.
+ */
+function appliesUnderFamily(alias: AliasWalk, step: RuleStep, i: number): boolean {
+  const { rule } = step;
+  return (
+    rule.decision !== 'ALLOW' && has(alias.matching, i) && alias.answers.pass(rule.checks, step.checkIds, alias.context)
+  );
+}
+
+/** Whether an ascending list holds `value`. */
+function has(sorted: Int32Array, value: number): boolean {
+  let low = 0;
+  let high = sorted.length - 1;
+  while (low <= high) {
+    const middle = (low + high) >>> 1;
+    const at = sorted[middle] as number;
+    if (at === value) return true;
+    if (at < value) low = middle + 1;
+    else high = middle - 1;
+  }
+  return false;
+}
+
+/** The ascending union of two ascending lists. */
+function union(a: Int32Array, b: Int32Array): Int32Array {
+  const out = new Int32Array(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  let n = 0;
+  while (i < a.length || j < b.length) {
+    const x = i < a.length ? (a[i] as number) : Infinity;
+    const y = j < b.length ? (b[j] as number) : Infinity;
+    out[n++] = Math.min(x, y);
+    if (x <= y) i++;
+    if (y <= x) j++;
+  }
+  return out.subarray(0, n);
 }
 
 /** Records what a matching rule means under its policy's enforcement. */

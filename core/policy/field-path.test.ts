@@ -31,6 +31,17 @@ describe('compileFieldPath', () => {
     expect(compileFieldPath('tools.1')({ tools: ['a', 'b'] })).toBe('b');
   });
 
+  it('reads keys below arguments without regard to case', () => {
+    const read = compileFieldPath('arguments.amount');
+    expect(read({ arguments: { Amount: 5000 } })).toBe(5000);
+    expect(read({ arguments: { AMOUNT: 5000 } })).toBe(5000);
+    expect(compileFieldPath('arguments.payment.amount')({ arguments: { Payment: { Amount: 7 } } })).toBe(7);
+    // Keys that fold alike are read as the list of their values, whichever one the tool takes.
+    expect(read({ arguments: { amount: 5, Amount: 5000 } })).toEqual([5, 5000]);
+    expect(compileFieldPath('arguments.0')({ arguments: ['a'] })).toBe('a');
+    expect(compileFieldPath('request.Model')({ request: { model: 'gpt-4o' } })).toBeUndefined();
+  });
+
   it('refuses empty segments', () => {
     expect(() => compileFieldPath('a..b')).toThrow(/empty segment/);
     expect(() => compileFieldPath('.a')).toThrow(/empty segment/);

@@ -9,7 +9,7 @@ import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { MAX_BODY_DEPTH, readBody, readRequestBody } from '../governance/read-body.ts';
 import { UNRECORDED } from '../governance/llm-call/decide-call.ts';
 import { recorded } from '../governance/llm-call/settlement.ts';
-import { checkToolCall, governHeldToolCall, toolContext } from '../governance/tool-calls.ts';
+import { governHeldToolCall } from '../governance/tool-calls.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { createSseFramer, formatSseEvent } from '../providers/sse-framer.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
@@ -172,19 +172,14 @@ async function judgeAndForward(
     };
     // The arguments as the server will read them: what a SEMANTIC condition on `tool_args` judges.
     const args = JSON.stringify(call.arguments ?? {});
-    // A server may match tool names without regard to case: both spellings must be allowed.
-    const lower = call.name.toLowerCase();
-    const quiet =
-      lower === call.name
-        ? null
-        : checkToolCall(deps, `tool:${lower}`, toolContext({ name: lower, arguments: args }, 'mcp', context));
-    const name = quiet !== null && !quiet.allowed ? lower : call.name;
+    // A server may match tool names without regard to case: so do the policy engine's actions and
+    // its conditions on the name (docs/policy-engine.md), and one evaluation covers every spelling.
     // A call that needs an approval waits here for it, before anything is forwarded; the wait
     // ends early when the client leaves or the envelope ends meanwhile.
     const verdict = await governHeldToolCall(
       deps,
       envelope,
-      { name, arguments: args },
+      { name: call.name, arguments: args },
       'mcp',
       context,
       req.signal,
@@ -202,7 +197,7 @@ async function judgeAndForward(
         rpcCode: -32000,
         code: verdict.code,
         message: verdict.message,
-        data: { policy_id: verdict.result?.matched_policy ?? null, denied_action: `tool:${name}` },
+        data: { policy_id: verdict.result?.matched_policy ?? null, denied_action: `tool:${call.name}` },
       });
     }
   }

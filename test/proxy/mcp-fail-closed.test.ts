@@ -192,13 +192,24 @@ describe('MCP bodies the proxy must decode before it governs them', () => {
     const put = await executedDuring(() => post('json', call('delete_repo'), {}, 'PUT'));
     expect(errorOf(put.answer).data.code).toBe('SVC-POL-2001');
     const upper = await executedDuring(() => post('json', call('Delete_Repo')));
-    expect(errorOf(upper.answer)).toMatchObject({ data: { code: 'SVC-POL-2001', denied_action: 'tool:delete_repo' } });
+    expect(errorOf(upper.answer)).toMatchObject({ data: { code: 'SVC-POL-2001', denied_action: 'tool:Delete_Repo' } });
     expect([...put.ran, ...upper.ran]).toEqual([]);
   });
 
   it('governs a tool a policy names with capitals when it is called in lower case', async () => {
     await rig.addPolicy({ name: 'no-wipe', priority: 600, rules: [{ action: 'tool:WipeDisk', effect: 'deny' }] });
-    for (const name of ['wipedisk', 'WIPEDISK']) {
+    await rig.addPolicy({
+      name: 'no-rename',
+      priority: 600,
+      rules: [
+        {
+          action: 'tool:*',
+          effect: 'deny',
+          conditions: [{ field: 'tool_name', operator: 'in', value: ['RenameDisk'] }],
+        },
+      ],
+    });
+    for (const name of ['wipedisk', 'WIPEDISK', 'renamedisk', 'RENAMEDISK']) {
       const denied = await executedDuring(() => post('json', call(name)));
       expect(errorOf(denied.answer).data.code, name).toBe('SVC-POL-2001');
       expect(denied.ran, name).toEqual([]);
