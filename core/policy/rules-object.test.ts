@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SvcError } from '../errors/index.ts';
-import { faultsByRuleId } from './rules-object.ts';
+import { faultsByRuleId, rulesFromObject, RulesObjectInputSchema } from './rules-object.ts';
 
 describe('faultsByRuleId', () => {
   const fault = (...fields: string[]) =>
@@ -29,5 +29,24 @@ describe('faultsByRuleId', () => {
     const error = fault('rules.5.action', 'rules.10x');
     expect(faultsByRuleId(error, () => ['a'])).toBe(error);
     expect(faultsByRuleId(error, () => undefined)).toBe(error);
+  });
+});
+
+describe('RulesObjectInputSchema', () => {
+  it('keeps the rules in the order written, and refuses rule ids a JSON object would read first', () => {
+    const text =
+      '{"block-shell": {"action": "tool:shell", "effect": "deny"}, "allow-rest": {"action": "tool:*", "effect": "allow"}}';
+    const rules = rulesFromObject(RulesObjectInputSchema.parse(JSON.parse(text)));
+    expect(rules?.map((r) => r.rule_id)).toEqual(['block-shell', 'allow-rest']);
+    const numbered = RulesObjectInputSchema.safeParse(
+      JSON.parse(
+        '{"block-shell": {"action": "tool:shell", "effect": "deny"}, "2": {"action": "tool:*", "effect": "allow"}, "0": {"action": "x", "effect": "allow"}}',
+      ),
+    );
+    expect(numbered.success).toBe(false);
+    expect(numbered.error?.issues.map((i) => i.path.join('.'))).toEqual(['0', '2']);
+    // Not an array index, so kept in place: a leading zero, a sign, a fraction.
+    for (const id of ['02', '-1', '1.5', 'rule-2'])
+      expect(RulesObjectInputSchema.safeParse({ [id]: { action: 'x', effect: 'deny' } }).success, id).toBe(true);
   });
 });

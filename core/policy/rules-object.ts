@@ -9,6 +9,9 @@ import { RestPolicyRuleInputSchema } from './rest.ts';
  * `rules` object and a policy type; the canonical model has an ordered rule array and no type.
  */
 
+/** The keys a JavaScript object orders before all others (array indexes): `0`, `2`, `10`. */
+const INTEGER_LIKE = /^(?:0|[1-9]\d*)$/;
+
 /** The canonical model has no policy type: the type a surface names is kept as this tag. */
 export const POLICY_TYPE_TAG = 'policy_type';
 
@@ -19,6 +22,17 @@ export const POLICY_TYPE_TAG = 'policy_type';
 export const RulesObjectInputSchema = z
   .record(IdSchema, RestPolicyRuleInputSchema)
   .refine((rules) => Object.keys(rules).length <= MAX_LIST_ITEMS, `at most ${MAX_LIST_ITEMS} rules`)
+  .superRefine((rules, ctx) => {
+    // A JSON object's integer-like keys come first whatever their place in the text, so
+    // `{"block-shell": ..., "2": ...}` would be evaluated "2" first: such ids are refused.
+    for (const id of Object.keys(rules).filter((key) => INTEGER_LIKE.test(key)))
+      ctx.addIssue({
+        code: 'custom',
+        path: [id],
+        message:
+          'a rule id in a rules object must not be a whole number: such keys are read before the others, not in key order (name it, e.g. "rule-2")',
+      });
+  })
   .meta({
     description:
       'Rules keyed by rule id, evaluated in key order: {"no-shell": {"action": "tool:shell", "effect": "deny", "conditions": []}}',

@@ -236,6 +236,8 @@ describe('/api/v1/policies', () => {
       [{ name: 'x', rules: shellRule(), enabled: 'yes' }, 'enabled'],
       [{ name: 'x', rules: shellRule({ effect: 'maybe' }) }, 'rules.no-rm.effect'],
       [{ rules: shellRule() }, 'name'],
+      // Evaluated "2" first whatever the order written, so refused.
+      [{ name: 'x', rules: { ...shellRule(), '2': { action: 'tool:*', effect: 'allow' } } }, 'rules.2: a rule id'],
     ];
     for (const [body, field] of cases) {
       const error = expectSvcError(await cp.call('POST', '/api/v1/policies', { key, body }), 400, 'SVC-SYS-9002');
@@ -317,6 +319,11 @@ describe('POST /api/v1/policies/import', () => {
       body: [valid('ok-1'), { ...valid('bad'), priority: 0 }, valid('ok-2')],
     });
     expect(String(expectSvcError(schema, 400, 'SVC-SYS-9002').message)).toContain('1.priority');
+    const numbered = await cp.call('POST', '/api/v1/policies/import', {
+      key,
+      body: [valid('ok-1'), { name: 'numbered', rules: { '10': { action: 'tool:x', effect: 'deny' } } }],
+    });
+    expect(String(expectSvcError(numbered, 400, 'SVC-SYS-9002').message)).toContain('1.rules.10: a rule id');
     const compile = await cp.call('POST', '/api/v1/policies/import', {
       key,
       body: [
@@ -408,6 +415,39 @@ describe('POST /api/v1/evaluate', () => {
       body: { action: 'tool:shell', context: { input_text: 'rm -rf /' } },
     });
     expect(v1After.body).toMatchObject({ allowed: true, effect: 'no_match' });
+  });
+
+  it('denies a model under its family name and a tool under any case, as the proxy does', async () => {
+    await tenantWithKey(cp, 'guide-names');
+    const as = { headers: { 'x-tenant-id': 'guide-names' } };
+    const made = await cp.call('POST', '/api/v1/policies', {
+      ...as,
+      body: {
+        name: 'names',
+        rules: {
+          'no-gpt-4o': {
+            action: 'llm:*',
+            effect: 'deny',
+            conditions: [{ field: 'model', operator: 'EQUALS', value: 'gpt-4o' }],
+          },
+          'no-delete': {
+            action: 'tool:*',
+            effect: 'deny',
+            conditions: [{ field: 'tool_name', operator: 'IN', value: ['DeleteRepo'] }],
+          },
+        },
+      },
+    });
+    expect(made.status).toBe(201);
+    const decide = async (action: string, context: Record<string, unknown>): Promise<unknown> =>
+      (await cp.call('POST', '/v1/policies/evaluate', { ...as, body: { action, context } })).body as unknown;
+    for (const model of ['GPT-4o', 'gpt-4o-2024-08-06', 'openai/gpt-4o'])
+      expect(await decide(`llm:${model}`, { model }), model).toMatchObject({
+        decision: 'DENY',
+        matched_rule: 'no-gpt-4o',
+      });
+    expect(await decide('llm:gpt-4o-mini', { model: 'gpt-4o-mini' })).toMatchObject({ allowed: true });
+    expect(await decide('tool:DELETEREPO', { tool_name: 'DELETEREPO' })).toMatchObject({ matched_rule: 'no-delete' });
   });
 
   it('opens the pending approval of a REQUIRE_APPROVAL rule with the workflow id', async () => {

@@ -204,6 +204,22 @@ describe('tools/call', () => {
     expect(error.message).toMatch(/^MCP error -32602: invalid params: name: /);
     const fields = (error.data as { field_violations: Array<{ field: string }> }).field_violations.map((v) => v.field);
     expect(fields).toEqual(['name', 'policy_type']);
+    // Integer-like keys would be read first, not in the order written: such rule ids are refused.
+    const numbered = await rpcError(
+      client.callTool({
+        name: 'create_policy',
+        arguments: {
+          name: 'numbered',
+          policy_type: 'custom',
+          rules: {
+            'block-shell': { action: 'tool:shell', effect: 'deny' },
+            '2': { action: 'tool:*', effect: 'allow' },
+          },
+        },
+      }),
+    );
+    expect(numbered.code).toBe(-32602);
+    expect(numbered.data).toMatchObject({ code: 'SVC-SYS-9002', field_violations: [{ field: 'rules.2' }] });
     const deny = await rpcError(client.callTool({ name: 'deny_action', arguments: { approval_id: 'x' } }));
     expect(deny.message).toContain('reason');
     const unknown = await rpcError(client.callTool({ name: 'no_such_tool', arguments: {} }));
