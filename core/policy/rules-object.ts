@@ -35,7 +35,7 @@ export const RulesObjectInputSchema = z
   })
   .meta({
     description:
-      'Rules keyed by rule id, evaluated in key order: {"no-shell": {"action": "tool:shell", "effect": "deny", "conditions": []}}',
+      'Rules keyed by rule id (not a whole number), evaluated in key order: {"no-shell": {"action": "tool:shell", "effect": "deny", "conditions": []}}',
   });
 
 /** The canonical rules of a `rules` object (undefined when none were given). */
