@@ -17,13 +17,17 @@ export const IDENTITY_FIELDS: ReadonlySet<string> = new Set([
   'adapter_type',
 ]);
 
+const NOT_ASCII = /\P{ASCII}/u;
+
 /**
  * Case folding as parsers that ignore case apply it (Go's `strings.EqualFold` folds `ſ` with `s`
  * and `K` with `k`): upper then lower case, so every spelling one of them takes for the same
  * name folds to one text.
  */
 export function foldCase(text: string): string {
-  return text.toUpperCase().toLowerCase();
+  const lower = text.toLowerCase();
+  // ASCII folds by lower case alone: most names are, and pay one conversion.
+  return NOT_ASCII.test(lower) ? lower.toUpperCase().toLowerCase() : lower;
 }
 
 /** The pattern made case-insensitive, its leading flags group kept as one (the prefilter reads only that). */

@@ -52,6 +52,8 @@ export class CheckAnswers {
   readonly #table: CheckTable;
   /** Per check: epoch * 2 + 1 when it passed, epoch * 2 when it failed, older epochs unknown. */
   readonly #marks: Uint32Array;
+  /** The same for a check on a list or an object, two per check: read for some element (a deny), and for every one. */
+  readonly #structuredMarks: Uint32Array;
   /** Per field: its value in this evaluation's context, or NOT_READ. */
   readonly #values: unknown[];
   #epoch = 0;
@@ -61,6 +63,7 @@ export class CheckAnswers {
   constructor(table: CheckTable) {
     this.#table = table;
     this.#marks = new Uint32Array(table.checkCount);
+    this.#structuredMarks = new Uint32Array(table.checkCount * 2);
     this.#values = table.readers.map(() => NOT_READ);
   }
 
@@ -68,6 +71,7 @@ export class CheckAnswers {
   begin(): void {
     if (++this.#epoch > LAST_EPOCH) {
       this.#marks.fill(0);
+      this.#structuredMarks.fill(0);
       this.#epoch = 1;
     }
   }
@@ -94,6 +98,20 @@ export class CheckAnswers {
         if (value === NOT_READ) {
           value = (this.#table.readers[field] as FieldReader)(context);
           this.#values[field] = value;
+        }
+        // A list or an object is read by each rule's effect (every element for an allow, some
+        // for the rest; an unreadable shape holds only for the rest): its answers are kept apart
+        // by reading. A scalar's is the same for every rule (a comparison's key holds the reading).
+        if (value !== null && typeof value === 'object') {
+          const check = checks[c] as CompiledCheck;
+          const slot = id * 2 + (check.reading === 'every' ? 1 : 0);
+          let structuredMark = this.#structuredMarks[slot] as number;
+          if (structuredMark < known) {
+            structuredMark = known + (answer(check, value) ? 1 : 0);
+            this.#structuredMarks[slot] = structuredMark;
+          }
+          if (structuredMark === known) return false;
+          continue;
         }
         mark = known + (answer(checks[c] as CompiledCheck, value) ? 1 : 0);
         marks[id] = mark;

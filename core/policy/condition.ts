@@ -19,8 +19,14 @@ export interface CompiledCheck {
   /** Relative cost (0 cheapest): conditions are ANDed, so cheap ones run first. */
   readonly cost: number;
   /**
-   * Reading, field, operator and value: checks with the same key give the same answer on one
-   * context, so an evaluation runs each once. Absent for `sequence`, whose answer depends on the clock.
+   * How it reads a list or an object: its answer on one is shared only among checks that read it
+   * alike. A scalar's is the same for every rule, but for a comparison's (`"5_000"`).
+   */
+  readonly reading: ListReading;
+  /**
+   * Field, operator and value (and the reading, for a comparison): checks with the same key give
+   * the same answer on one context, so an evaluation runs each once. Absent for `sequence`, whose
+   * answer depends on the clock.
    */
   readonly key?: string;
   /** For a `sequence` condition: the category the pattern shows. */
@@ -60,6 +66,7 @@ export type ConditionCompilation = { ok: true; condition: CompiledCondition } | 
 export type ListReading = 'every' | 'some';
 
 const DEFAULT_MIN_CONFIDENCE = 0.5;
+
 const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
 
 /** Compiles a condition once (regex, sets, numbers) so evaluation does no parsing. */
@@ -79,9 +86,8 @@ export function compileCondition(condition: PolicyCondition, reading: ListReadin
   });
   if (typeof test === 'string') return fault('value', test);
   const cost = condition.operator === 'matches' ? 2 : condition.operator === 'contains' ? 1 : 0;
-  // The reading is part of the key: a list, or a value the test cannot read, is answered by the rule's effect.
-  const key = `${reading}\u0000${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
-  return { ok: true, condition: { kind: 'check', field: condition.field, read, test, cost, key } };
+  const key = `${Object.hasOwn(ORDER, condition.operator) ? reading : ''}\u0000${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
+  return { ok: true, condition: { kind: 'check', field: condition.field, read, test, cost, key, reading } };
 }
 
 /**
@@ -184,21 +190,19 @@ function compileComparison(
   const toNumber = asDate ? dateOf : numberOf;
   // NaN (`"5_000"`, `"5000 USD"`, full-width digits) compares false: it takes the unreadable answer.
   // A null is a value not given, as a missing field is.
-  const compare = (actual: unknown, holds: (n: number) => boolean): boolean => {
+  const holds = ORDER[operator](bound);
+  return (actual) => {
     const n = toNumber(actual);
     return Number.isNaN(n) ? actual !== null && unreadable : holds(n);
   };
-  switch (operator) {
-    case 'gt':
-      return (actual) => compare(actual, (n) => n > bound);
-    case 'gte':
-      return (actual) => compare(actual, (n) => n >= bound);
-    case 'lt':
-      return (actual) => compare(actual, (n) => n < bound);
-    case 'lte':
-      return (actual) => compare(actual, (n) => n <= bound);
-  }
 }
+
+const ORDER: Record<'gt' | 'gte' | 'lt' | 'lte', (bound: number) => (n: number) => boolean> = {
+  gt: (bound) => (n) => n > bound,
+  gte: (bound) => (n) => n >= bound,
+  lt: (bound) => (n) => n < bound,
+  lte: (bound) => (n) => n <= bound,
+};
 
 /** NaN for anything that is not a number. */
 function numberOf(actual: unknown): number {
@@ -365,6 +369,8 @@ function compileSequence(field: string, read: FieldReader, value: unknown): Cond
       // The window ends at the evaluation: a pattern grows stale while the execution goes on.
       test: (actual) => sequenceMatches(sequence, actual, Date.now()),
       cost: 3,
+      // The earlier actions are one history, matched whole whatever the rule's effect.
+      reading: 'some',
       sequence: sequence.category,
     },
   };

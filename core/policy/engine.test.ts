@@ -123,6 +123,26 @@ describe('evaluate', () => {
     expect(decide('docs.example').decision).toBe('ALLOW');
   });
 
+  it("reads a value of the wrong shape by each rule's effect, even where an allow and a deny hold the same condition", () => {
+    const safe = { field: 'arguments.mode', operator: 'eq' as const, value: 'safe' };
+    const small = { field: 'arguments.amount', operator: 'lt' as const, value: 100 };
+    const ruleset = compileRuleset(
+      [
+        policy({ name: 'allowed', priority: 200, rules: [rule('a', 'tool:pay', 'ALLOW', [safe, small])] }),
+        policy({
+          name: 'watched',
+          priority: 100,
+          rules: [rule('e', 'tool:pay', 'DENY', [small]), rule('d', 'tool:pay', 'DENY', [safe])],
+        }),
+      ],
+      1,
+    );
+    const decide = (args: unknown) => evaluate(ruleset, { action: 'tool:pay', context: { arguments: args } });
+    expect(decide({ mode: 'safe', amount: 5 }).decision).toBe('ALLOW');
+    expect(decide({ mode: { safe: true }, amount: 500 })).toMatchObject({ decision: 'DENY', matched_rule: 'd' });
+    expect(decide({ mode: 'safe', amount: '5 USD' })).toMatchObject({ decision: 'DENY', matched_rule: 'e' });
+  });
+
   it('gives ALLOW with effect no_match when nothing matches', () => {
     const ruleset = compileRuleset([policy({ rules: [rule('r', 'tool:shell', 'DENY')] })], 1);
     const result = evaluate(ruleset, { action: 'tool:search', context: {} });

@@ -110,6 +110,8 @@ function compareText(a: string, b: string): number {
 
 /** Per-call evaluation state. */
 interface WalkState {
+  /** The action case-folded. */
+  readonly action: string;
   readonly warnings: PolicyWarning[];
   readonly shadow: ShadowDecision[];
   firstWarning: RuleStep | null;
@@ -202,7 +204,8 @@ export async function evaluateAsync(
 
 function newState(ruleset: CompiledRuleset, input: EvaluationInput, answers: CheckAnswers): WalkState {
   answers.begin();
-  const alias = modelAlias(foldCase(input.action), input.context);
+  const action = foldCase(input.action);
+  const alias = modelAlias(action, input.context);
   let aliasWalk: AliasWalk | null = null;
   if (alias !== null) {
     aliasWalk = {
@@ -224,6 +227,7 @@ function newState(ruleset: CompiledRuleset, input: EvaluationInput, answers: Che
     findings: null,
     answers,
     alias: aliasWalk,
+    action,
   };
 }
 
@@ -239,7 +243,7 @@ function walk(
   const { context, policySet } = input;
   // A tool, a model or a host is one whatever the case it is named in: a server may match a tool
   // name without regard to case, so `tool:DeleteRepo` must not be walked around as `deleterepo`.
-  const matching = ruleset.index.matching(foldCase(input.action));
+  const matching = ruleset.index.matching(state.action);
   const { alias } = state;
   const candidates = alias === null ? matching : union(matching, alias.matching);
   const restricted = policySet !== undefined && policySet.length > 0;
