@@ -4,6 +4,20 @@ import { foldCase } from './case-fold.ts';
 /** The context fields that name the model of an `llm:` action. */
 const MODEL_FIELDS = ['model', 'model_id', 'model_name'] as const;
 const LLM = 'llm:';
+/** How many ids' family names are remembered: agents name few models, made-up ones cannot grow it. */
+const REMEMBERED_IDS = 512;
+const families = new Map<string, string>();
+
+/** `modelFamilyId`, remembered: the hot path pays a lookup, not a normalisation and a search. */
+function familyOf(id: string): string {
+  let family = families.get(id);
+  if (family === undefined) {
+    family = modelFamilyId(id);
+    if (families.size >= REMEMBERED_IDS) families.clear();
+    families.set(id, family);
+  }
+  return family;
+}
 
 /** An `llm:` action and its context under the model's family name. */
 export interface ModelAlias {
@@ -18,19 +32,20 @@ export interface ModelAlias {
  */
 export function modelAlias(action: string, context: Readonly<Record<string, unknown>>): ModelAlias | null {
   if (!action.startsWith(LLM)) return null;
-  const family = `${LLM}${modelFamilyId(action.slice(LLM.length))}`;
+  const model = action.slice(LLM.length);
+  const family = familyOf(model);
   let renamed: Record<string, PropertyDescriptor> | null = null;
   for (const field of MODEL_FIELDS) {
     const value = Object.hasOwn(context, field) ? context[field] : undefined;
     if (typeof value !== 'string') continue;
-    const name = modelFamilyId(value);
+    const name = familyOf(value);
     if (name === foldCase(value)) continue;
     renamed ??= {};
     renamed[field] = { value: name, enumerable: true, writable: false, configurable: true };
   }
-  if (renamed === null && family === action) return null;
+  if (renamed === null && family === model) return null;
   return {
-    action: family,
+    action: `${LLM}${family}`,
     context:
       renamed === null
         ? context
