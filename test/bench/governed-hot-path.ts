@@ -1,7 +1,7 @@
 /**
  * The proxy's governed hot path per call, without the network, with the proxy's own steps: parse
- * the request with the input tokens' byte bound (`parseBounded`), evaluate `llm:<model>` against
- * the local ruleset, reserve from the budget lease (`reserveCall`: the bound decides while the
+ * the request with the input tokens' byte bound (`parseBounded`), evaluate `llm:<model>` with the
+ * proxy's own context (`llmCallContext`) against the local ruleset, reserve from the budget lease (`reserveCall`: the bound decides while the
  * lease holds it, as it does far from the limit), price the answer's usage and settle. Prints
  * latency percentiles and throughput, then each stage alone, among them the exact tiktoken count
  * the proxy makes only near the limit or for a policy on `estimated_input_tokens`.
@@ -17,7 +17,14 @@ import { createTokenCounter } from '../../core/metering/tokens.ts';
 import { compileRuleset, type Policy } from '../../core/policy/index.ts';
 import type { LeaseRequest } from '../../core/sync/contract.ts';
 import { BudgetLease, isRefusal } from '../../proxy/enforcement/index.ts';
-import { estimate, parseBounded, price, PolicyGate, reserveCall } from '../../proxy/governance/index.ts';
+import {
+  estimate,
+  llmCallContext,
+  parseBounded,
+  price,
+  PolicyGate,
+  reserveCall,
+} from '../../proxy/governance/index.ts';
 import { createGovernanceMetrics } from '../../proxy/metrics/index.ts';
 import { createAdapterDeps, createOpenAiAdapter } from '../../proxy/providers/index.ts';
 
@@ -103,11 +110,15 @@ const prompts = Array.from({ length: 64 }, (_, i) => ({
 }));
 
 const PATH = '/v1/chat/completions';
+const envelope = { envelopeId: randomUUID(), executionId: randomUUID(), budgetId: 'bench-budget' };
+const contextOf = (parsed: ReturnType<typeof parseBounded>) =>
+  llmCallContext({ provider: adapter.id, op: 'chat', ...parsed, host: 'api.openai.com', envelope });
 const usage = { input: 90, output: 200, cachedInput: 0 };
 
 async function governedCall(i: number): Promise<void> {
-  const { parsed, input } = parseBounded(tokens, adapter, 'chat', prompts[i % prompts.length], PATH);
-  const verdict = gate.check(`llm:${parsed.model}`, { model: parsed.model, max_output_tokens: parsed.maxOutputTokens });
+  const read = parseBounded(tokens, adapter, 'chat', prompts[i % prompts.length], PATH);
+  const { parsed, input } = read;
+  const verdict = gate.check(`llm:${parsed.model}`, contextOf(read));
   if (!verdict.allowed) throw new Error('bench ruleset must allow the call');
   const reservation = await reserveCall(lease, prices, parsed, input, adapter.id);
   if (isRefusal(reservation)) throw new Error('bench lease must cover the call');
@@ -138,15 +149,16 @@ async function stage(name: string, run: (i: number) => unknown): Promise<void> {
   for (let i = 0; i < n; i++) await run(i);
   console.log(`  ${name.padEnd(52)} ${(Number(process.hrtime.bigint() - t0) / 1000 / n).toFixed(2)} µs mean`);
 }
-const { parsed } = parseBounded(tokens, adapter, 'chat', prompts[0], PATH);
+const first = parseBounded(tokens, adapter, 'chat', prompts[0], PATH);
+const { parsed } = first;
 await stage('parse with the byte bound (330-char prompt)', (i) =>
   parseBounded(tokens, adapter, 'chat', prompts[i % prompts.length], PATH),
 );
 await stage('exact count with tiktoken (near the limit only)', (i) =>
   parseBounded(tokens, adapter, 'chat', prompts[i % prompts.length], PATH).input.exact(),
 );
-await stage('policy evaluation (llm:<model>)', () =>
-  gate.check('llm:gpt-4o-mini', { model: 'gpt-4o-mini', max_output_tokens: 256 }),
+await stage('policy evaluation (llm:<model>, its context built)', () =>
+  gate.check('llm:gpt-4o-mini', contextOf(first)),
 );
 await stage('lease reserve + price + settle', () => {
   const r = lease.reserve(estimate(prices, parsed).most, { tokens: 1, pico: 1 });

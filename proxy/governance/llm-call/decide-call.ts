@@ -7,6 +7,7 @@ import type { Operation, ProviderAdapter } from '../../providers/index.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
 import { reserveCall } from '../reserve-call.ts';
 import { refused, toolContext, type Judgeable } from '../tool-calls.ts';
+import { llmCallContext } from './call-context.ts';
 import type { ReadCall } from './read-call.ts';
 import { refusal, type Refusal } from './refusal.ts';
 import type { LlmCall } from './settlement.ts';
@@ -74,23 +75,10 @@ export async function decideCall(
     );
   }
 
-  const context: Record<string, unknown> = {
-    model: parsed.model,
-    model_name: parsed.model,
-    provider: adapter.id,
-    operation: op,
-    stream: parsed.stream,
-    host: req.targetUrl.hostname,
-    envelope_id: envelope.envelopeId,
-    execution_id: envelope.executionId,
-    budget_id: envelope.budgetId,
-    max_output_tokens: parsed.maxOutputTokens,
-    declared_tools: parsed.declaredTools,
-  };
   // Counted only if a rule reads it, before the evaluation, which cannot wait; a ruleset that
   // starts reading it meanwhile has it counted on the event loop.
   if (deps.gate.reads('estimated_input_tokens')) await input.exact();
-  Object.defineProperty(context, 'estimated_input_tokens', { enumerable: true, get: () => input.within() });
+  const context = llmCallContext({ provider: adapter.id, op, parsed, input, host: req.targetUrl.hostname, envelope });
   // A call that needs an approval waits here for it, before anything is reserved or sent; the
   // wait ends early when the client leaves or the envelope ends meanwhile.
   const judge = async (action: string, read: Judgeable): Promise<Refusal | null> => {
