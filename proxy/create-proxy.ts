@@ -293,6 +293,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   );
 
   const governance: GovernanceDeps = {
+    tenantId,
     upstream,
     prices,
     gate,
@@ -342,7 +343,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     interceptHost: (host, port) => interceptList(host, port) || providers.forHost(host) !== undefined,
     governedHost: (host) => interceptList.names(host),
     egressCheck: createEgressCheck({
-      check: (action, context) => gate.check(action, context),
+      check: (action, context) => gate.check(action, { ...context, tenant_id: tenantId }),
       intercepted: interceptList,
       ruleset: () => rulesets.current,
       allowedPorts: parsePorts(config.proxy_egress_ports),

@@ -25,6 +25,12 @@ export interface TokenCounter {
    */
   bounded<T>(fn: () => T): T;
   /**
+   * The texts `fn` (synchronous, free of side effects) counts, in the order it counts them, each
+   * count answered with its bound as `bounded` does: the text of a request as its adapter reads
+   * it. Framing (a chat message's role) is not among them.
+   */
+  texts(fn: () => unknown): string[];
+  /**
    * Resolves with what `fn` returns when every count in it is exact. `fn` must be synchronous and
    * free of side effects: it runs once to learn which texts it counts and once more with their
    * counts. When those texts reach `offThreadMinChars` in all, they are tokenized on a worker
@@ -147,6 +153,8 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   }
 
   let bounding = false;
+  /** While `texts` runs: each text asked for. */
+  let collecting: string[] | null = null;
   /** While `exactly` learns its texts: each text asked for, answered with its bound. */
   let learning: TextToCount[] | null = null;
   /** While `exactly` runs again: the counts of the texts it learnt, in the order asked. */
@@ -154,8 +162,12 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   const offThreadMinChars = options.offThreadMinChars ?? 2048;
   let thread: TokenThread | null = null;
 
-  function count(name: EncodingName, text: string): number {
+  function count(name: EncodingName, text: string, framing = false): number {
     if (text.length === 0) return 0;
+    if (collecting !== null) {
+      if (!framing) collecting.push(text);
+      return Buffer.byteLength(text);
+    }
     if (bounding) return Buffer.byteLength(text);
     if (learning !== null) {
       learning.push({ encoding: name, text });
@@ -194,7 +206,7 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
       const name = encodingOf(model);
       let total = REPLY_PRIMER;
       for (const m of messages) {
-        total += TOKENS_PER_MESSAGE + count(name, m.role) + count(name, m.content);
+        total += TOKENS_PER_MESSAGE + count(name, m.role, true) + count(name, m.content);
         if (m.name) total += TOKENS_PER_NAME + count(name, m.name);
       }
       return total;
@@ -207,6 +219,17 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
       } finally {
         bounding = outer;
       }
+    },
+    texts(fn) {
+      const outer = collecting;
+      const texts: string[] = [];
+      collecting = texts;
+      try {
+        fn();
+      } finally {
+        collecting = outer;
+      }
+      return texts;
     },
     async exactly(fn) {
       const texts: TextToCount[] = [];

@@ -13,6 +13,8 @@ import type { PolicyGate } from './policy-gate.ts';
 
 /** Everything the governed handlers share; built once in create-proxy.ts. */
 export interface GovernanceDeps {
+  /** The tenant this sidecar governs: every context's `tenant_id`. */
+  tenantId: string;
   upstream: UpstreamClient;
   prices: PriceTable;
   gate: PolicyGate;

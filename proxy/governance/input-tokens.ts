@@ -49,6 +49,15 @@ export class InputTokens {
   current(): number {
     return this.#exact ?? this.bound;
   }
+
+  /**
+   * The text the count reads (system prompt and instructions, each message's text with the tool
+   * calls and tool results in it, the declared tools), one part a line: made afresh at each call,
+   * so a call holds no second copy of its prompt. No longer than the body it comes from.
+   */
+  text(): string {
+    return this.#tokens.texts(this.#count).join('\n');
+  }
 }
 
 /** Parses a request with the input tokens' bound; the exact count parses again, only if ever needed. */

@@ -36,6 +36,18 @@ export interface ApprovalWait {
   ): Promise<GateVerdict>;
 }
 
+/**
+ * Context fields made only when the ruleset that evaluates the context reads them (a call's text,
+ * its exact count, its cost). The gate sets them on the context in the turn it picks the ruleset,
+ * so a ruleset that starts reading one meanwhile finds it made all the same.
+ */
+export type MadeOnRead = Readonly<Record<string, () => unknown>>;
+
+function make(ruleset: CompiledRuleset, context: Record<string, unknown>, made: MadeOnRead | undefined): void {
+  if (made === undefined) return;
+  for (const field in made) if (ruleset.fields.has(field)) context[field] = (made[field] as () => unknown)();
+}
+
 export interface GateVerdict {
   allowed: boolean;
   /** Null when there was no ruleset to evaluate. */
@@ -82,11 +94,18 @@ export class PolicyGate {
     this.#approvals = approvals;
   }
 
-  async checkJudged(action: string, context: Readonly<Record<string, unknown>>, held?: Holding): Promise<GateVerdict> {
+  /** `made`: fields to set on `context` when the ruleset reads them, before it is evaluated. */
+  async checkJudged(
+    action: string,
+    context: Record<string, unknown>,
+    held?: Holding,
+    made?: MadeOnRead,
+  ): Promise<GateVerdict> {
     const ruleset = this.#rulesets.current;
+    if (this.#chosen !== undefined && ruleset !== null && ruleset.needsJudge) make(ruleset, context, made);
     const verdict =
       this.#chosen === undefined || ruleset === null || !ruleset.needsJudge
-        ? this.check(action, context)
+        ? this.check(action, context, made)
         : this.#verdict(action, await evaluateAsync(ruleset, { action, context }, this.#chosen));
     if (verdict.allowed || verdict.result?.decision !== 'REQUIRE_APPROVAL') return verdict;
     if (this.#approvals === undefined || held === undefined) return verdict;
@@ -98,7 +117,7 @@ export class PolicyGate {
     return this.#rulesets.current?.fields.has(field) ?? false;
   }
 
-  check(action: string, context: Readonly<Record<string, unknown>>): GateVerdict {
+  check(action: string, context: Record<string, unknown>, made?: MadeOnRead): GateVerdict {
     const ruleset = this.#rulesets.current;
     if (ruleset === null) {
       const allowed = this.#failMode === 'open';
@@ -111,6 +130,7 @@ export class PolicyGate {
         terminate: false,
       };
     }
+    make(ruleset, context, made);
     return this.#verdict(action, evaluate(ruleset, { action, context }, this.#judge));
   }
 

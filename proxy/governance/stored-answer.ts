@@ -94,6 +94,8 @@ export async function governStoredAnswer(
   }
   const context = {
     provider: adapter.id,
+    adapter_type: adapter.id,
+    tenant_id: deps.tenantId,
     operation: 'stored',
     host: req.targetUrl.hostname,
     envelope_id: envelope.envelopeId,

@@ -124,14 +124,16 @@ export type Judgeable<C extends Record<string, unknown> = Record<string, unknown
 
 /**
  * The evaluation context of a tool call; `tool_hosts`, the hosts of the URLs in its arguments
- * (absent when there are none), lets a rule name the destinations it allows. A call whose
- * arguments cannot be judged as the tool reads them gets its refusal instead.
+ * (absent when there are none), lets a rule name the destinations it allows. Its arguments are
+ * its `input_text` too, the text an agent gives the control plane's evaluate for a tool, so a
+ * content rule written there (`tool:shell`, `input_text contains "rm -rf"`) decides here alike.
+ * A call whose arguments cannot be judged as the tool reads them gets its refusal instead.
  */
 export function toolContext(
   call: ToolCall,
   source: ToolSource,
   context: Record<string, unknown>,
-): Judgeable<Record<string, unknown> & { tool_args: string }> {
+): Judgeable<Record<string, unknown> & { tool_args: string; input_text: string }> {
   const args = readArguments(call.arguments);
   if ('unjudgeable' in args) {
     return {
@@ -151,6 +153,7 @@ export function toolContext(
       tool_name: call.name,
       tool: call.name,
       tool_args: args.text,
+      input_text: args.text,
       ...(hosts.length === 0 ? {} : { tool_hosts: hosts }),
       source,
     },

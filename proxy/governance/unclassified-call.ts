@@ -151,10 +151,14 @@ export async function governUnclassifiedCall(
   sent.push(bytes);
   const input = await sent.tokens(deps.tokens, model);
   const action = `llm:${model === '' ? 'unclassified' : model}`;
-  const verdict = deps.gate.check(action, {
+  const hold = price(deps.prices, model, { input, output: 0, cachedInput: 0 }, adapter.id);
+  const context: Record<string, unknown> = {
     model,
     model_name: model,
+    model_id: model,
     provider: adapter.id,
+    adapter_type: adapter.id,
+    tenant_id: deps.tenantId,
     operation: 'unclassified',
     method: req.method,
     path,
@@ -163,7 +167,11 @@ export async function governUnclassifiedCall(
     execution_id: envelope.executionId,
     budget_id: envelope.budgetId,
     estimated_input_tokens: input,
-  });
+    token_count: input,
+    estimated_cost: hold.usd,
+  };
+  // A body the proxy cannot read field by field is judged whole: any text it holds is seen.
+  const verdict = deps.gate.check(action, context, { input_text: () => bytes.toString('utf8') });
   if (!verdict.allowed) {
     count('refused');
     refused(deps, envelope, action, verdict);
@@ -171,7 +179,6 @@ export async function governUnclassifiedCall(
     return;
   }
   const lease = await deps.leases.lease(envelope.budgetId);
-  const hold = price(deps.prices, model, { input, output: 0, cachedInput: 0 }, adapter.id);
   const reservation = lease.reserve(hold, hold);
   if (isRefusal(reservation)) {
     count('refused');

@@ -165,6 +165,8 @@ async function judgeAndForward(
     }
     const context = {
       mcp_server: server,
+      tenant_id: deps.tenantId,
+      adapter_type: 'mcp',
       envelope_id: envelope.envelopeId,
       execution_id: envelope.executionId,
       budget_id: envelope.budgetId,

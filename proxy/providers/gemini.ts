@@ -233,6 +233,22 @@ function answerShaping(url: URL, headers: IncomingHttpHeaders): string | undefin
   return undefined;
 }
 
+/**
+ * A content's text as the model reads it: its text parts, and the functions it called and their
+ * results (as JSON), in either spelling of their fields.
+ */
+function partsText(parts: unknown): string {
+  let out = textOf(parts);
+  for (const part of asArray(parts)) {
+    const p = asObject(part);
+    const call = asObject(p?.functionCall ?? p?.function_call);
+    const result = asObject(p?.functionResponse ?? p?.function_response);
+    if (call !== undefined) out += (asString(call.name) ?? '') + JSON.stringify(call.args ?? {});
+    if (result !== undefined) out += (asString(result.name) ?? '') + JSON.stringify(result.response ?? {});
+  }
+  return out;
+}
+
 export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
   return {
     id: 'gemini',
@@ -257,10 +273,10 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
       const req = parseOrThrow(GeminiGenerateRequestSchema, body);
       const messages: ChatMessageText[] = req.contents.map((c) => ({
         role: c.role ?? 'user',
-        content: textOf(c.parts),
+        content: partsText(c.parts),
       }));
       const system = req.systemInstruction ?? req.system_instruction;
-      if (system) messages.unshift({ role: 'system', content: textOf(system.parts) });
+      if (system) messages.unshift({ role: 'system', content: partsText(system.parts) });
       const amounts = { image: IMAGE_TOKENS.gemini, unknown: deps.serverContextTokens };
       let nonText = nonTextTokens(system?.parts, amounts);
       for (const c of req.contents) nonText += nonTextTokens(c.parts, amounts);

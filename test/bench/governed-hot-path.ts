@@ -112,13 +112,22 @@ const prompts = Array.from({ length: 64 }, (_, i) => ({
 const PATH = '/v1/chat/completions';
 const envelope = { envelopeId: randomUUID(), executionId: randomUUID(), budgetId: 'bench-budget' };
 const contextOf = (parsed: ReturnType<typeof parseBounded>) =>
-  llmCallContext({ provider: adapter.id, op: 'chat', ...parsed, host: 'api.openai.com', envelope });
+  llmCallContext({
+    tenantId: 'bench',
+    prices,
+    provider: adapter.id,
+    op: 'chat',
+    ...parsed,
+    host: 'api.openai.com',
+    envelope,
+  });
 const usage = { input: 90, output: 200, cachedInput: 0 };
 
 async function governedCall(i: number): Promise<void> {
   const read = parseBounded(tokens, adapter, 'chat', prompts[i % prompts.length], PATH);
   const { parsed, input } = read;
-  const verdict = gate.check(`llm:${parsed.model}`, contextOf(read));
+  const { context, made } = contextOf(read);
+  const verdict = gate.check(`llm:${parsed.model}`, context, made);
   if (!verdict.allowed) throw new Error('bench ruleset must allow the call');
   const reservation = await reserveCall(lease, prices, parsed, input, adapter.id);
   if (isRefusal(reservation)) throw new Error('bench lease must cover the call');
@@ -157,9 +166,10 @@ await stage('parse with the byte bound (330-char prompt)', (i) =>
 await stage('exact count with tiktoken (near the limit only)', (i) =>
   parseBounded(tokens, adapter, 'chat', prompts[i % prompts.length], PATH).input.exact(),
 );
-await stage('policy evaluation (llm:<model>, its context built)', () =>
-  gate.check('llm:gpt-4o-mini', contextOf(first)),
-);
+await stage('policy evaluation (llm:<model>, its context built)', () => {
+  const { context, made } = contextOf(first);
+  return gate.check('llm:gpt-4o-mini', context, made);
+});
 await stage('lease reserve + price + settle', () => {
   const r = lease.reserve(estimate(prices, parsed).most, { tokens: 1, pico: 1 });
   if (!isRefusal(r)) r.settle(price(prices, parsed.model, usage));

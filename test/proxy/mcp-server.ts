@@ -16,14 +16,17 @@ export interface ToolServer {
 
 /**
  * A small MCP server built with the SDK's server side, stateless over streamable HTTP at `/mcp`,
- * offering `search` and `delete_repo`. `json` selects JSON answers instead of SSE ones.
+ * offering `tools` (`search` and `delete_repo` unless named). `json` selects JSON answers instead of SSE ones.
  */
-export async function startToolServer(json: boolean): Promise<ToolServer> {
+export async function startToolServer(
+  json: boolean,
+  tools: readonly string[] = ['search', 'delete_repo'],
+): Promise<ToolServer> {
   const calls: string[] = [];
   let requests = 0;
   const build = () => {
     const server = new McpServer({ name: 'tools', version: '1.0.0' });
-    for (const name of ['search', 'delete_repo']) {
+    for (const name of tools) {
       server.registerTool(name, { description: `${name} tool` }, () => {
         calls.push(name);
         return { content: [{ type: 'text', text: `${name} done` }] };

@@ -5,9 +5,10 @@ import { whileInflight, type Resolution } from '../../envelopes/index.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
 import type { Operation, ProviderAdapter } from '../../providers/index.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
+import type { MadeOnRead } from '../policy-gate.ts';
 import { reserveCall } from '../reserve-call.ts';
 import { refused, toolContext, type Judgeable } from '../tool-calls.ts';
-import { llmCallContext } from './call-context.ts';
+import { COUNTED_FIELDS, llmCallContext } from './call-context.ts';
 import type { ReadCall } from './read-call.ts';
 import { refusal, type Refusal } from './refusal.ts';
 import type { LlmCall } from './settlement.ts';
@@ -77,19 +78,30 @@ export async function decideCall(
 
   // Counted only if a rule reads it, before the evaluation, which cannot wait; a ruleset that
   // starts reading it meanwhile has it counted on the event loop.
-  if (deps.gate.reads('estimated_input_tokens')) await input.exact();
-  const context = llmCallContext({ provider: adapter.id, op, parsed, input, host: req.targetUrl.hostname, envelope });
+  if (COUNTED_FIELDS.some((field) => deps.gate.reads(field))) await input.exact();
+  const { context, made } = llmCallContext({
+    tenantId: deps.tenantId,
+    prices: deps.prices,
+    provider: adapter.id,
+    op,
+    parsed,
+    input,
+    host: req.targetUrl.hostname,
+    envelope,
+  });
   // A call that needs an approval waits here for it, before anything is reserved or sent; the
   // wait ends early when the client leaves or the envelope ends meanwhile.
-  const judge = async (action: string, read: Judgeable): Promise<Refusal | null> => {
+  const judge = async (action: string, read: Judgeable, fields?: MadeOnRead): Promise<Refusal | null> => {
     const verdict =
       'refusal' in read
         ? read.refusal
         : await whileInflight(envelope, (signal) =>
-            deps.gate.checkJudged(action, read.judged, {
-              signal: () => AbortSignal.any([req.signal, signal]),
-              bytes,
-            }),
+            deps.gate.checkJudged(
+              action,
+              read.judged,
+              { signal: () => AbortSignal.any([req.signal, signal]), bytes },
+              fields,
+            ),
           );
     const endedWhileHeld = ended();
     if (endedWhileHeld !== null) return endedWhileHeld;
@@ -97,7 +109,7 @@ export async function decideCall(
     refused(deps, envelope, action, verdict);
     return refusal('denied', verdict.code, verdict.message, envelope.envelopeId);
   };
-  const modelRefused = await judge(`llm:${parsed.model}`, { judged: context });
+  const modelRefused = await judge(`llm:${parsed.model}`, { judged: context }, made);
   if (modelRefused !== null) return modelRefused;
   // The tools the provider defines are judged as they are declared: those it runs itself are
   // called before the answer shows the call, so a refusal then could not undo them.
