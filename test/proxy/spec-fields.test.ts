@@ -23,47 +23,13 @@ const ALLOWED_MODELS = ['gpt-4o-mini', 'claude-3-5-haiku-20241022'];
 beforeAll(async () => {
   tools = await startToolServer(true, ['shell']);
   rig = await startProxyRig({ proxy_mcp_servers: `tools=${tools.url}` });
+  const deny = (name: string, priority: number, action: string, field: string, operator: string, value: unknown) =>
+    rig.addPolicy({ name, priority, rules: [{ action, effect: 'deny', conditions: [{ field, operator, value }] }] });
   // docs/mcp.md and docs/rest.md
-  await rig.addPolicy({
-    name: 'shell-guard',
-    priority: 700,
-    rules: [
-      {
-        action: 'tool:shell',
-        effect: 'deny',
-        conditions: [{ field: 'input_text', operator: 'contains', value: 'rm -rf' }],
-      },
-    ],
-  });
-  await rig.addPolicy({
-    name: 'no-recursive-deletes-in-prompts',
-    priority: 600,
-    rules: [
-      { action: 'llm:*', effect: 'deny', conditions: [{ field: 'input_text', operator: 'contains', value: 'rm -rf' }] },
-    ],
-  });
-  await rig.addPolicy({
-    name: 'no-prompt-injection',
-    priority: 500,
-    rules: [
-      {
-        action: 'llm:*',
-        effect: 'deny',
-        conditions: [{ field: 'input_text', operator: 'semantic', value: 'SUSPICIOUS' }],
-      },
-    ],
-  });
-  await rig.addPolicy({
-    name: 'model-restriction',
-    priority: 400,
-    rules: [
-      {
-        action: 'llm:*',
-        effect: 'deny',
-        conditions: [{ field: 'model_id', operator: 'not_in', value: ALLOWED_MODELS }],
-      },
-    ],
-  });
+  await deny('shell-guard', 700, 'tool:shell', 'input_text', 'contains', 'rm -rf');
+  await deny('no-recursive-deletes-in-prompts', 600, 'llm:*', 'input_text', 'contains', 'rm -rf');
+  await deny('no-prompt-injection', 500, 'llm:*', 'input_text', 'semantic', 'SUSPICIOUS');
+  await deny('model-restriction', 400, 'llm:*', 'model_id', 'not_in', ALLOWED_MODELS);
 });
 afterAll(async () => {
   await rig.close();
