@@ -55,7 +55,7 @@ const readingAll = compileRuleset(
   ],
   1,
 );
-const metrics = createGovernanceMetrics(new Registry(), 10);
+const metrics = createGovernanceMetrics(new Registry(), 10, () => false);
 const judge = createBuiltinJudge({ maxTextChars: 1024, allowedHosts: [] });
 
 /** The context `llm:<model>` is evaluated with under `ruleset`. */
