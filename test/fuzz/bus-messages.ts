@@ -160,13 +160,19 @@ function nestedText(depth: number): string {
   return `{"nested":${'['.repeat(depth - 1)}1${']'.repeat(depth - 1)}}`;
 }
 
-/** USD per million tokens is pico-dollars per token times 10^-6; a price is rounded to the micro-dollar. */
+/** A charge in whole micro-dollars: the nearest, but a positive one never rounds to nothing. */
+const wholeMicros = (micros: number): number => (micros > 0 ? Math.max(1, Math.round(micros)) : Math.round(micros));
+
+/**
+ * USD per million tokens is pico-dollars per token times 10^-6; a price is rounded to the
+ * micro-dollar, at least one when it is anything.
+ */
 const priced = (inputPerMillion: number, outputPerMillion: number, input: number, output: number): number =>
-  Math.round((input * Math.round(inputPerMillion * 1e6) + output * Math.round(outputPerMillion * 1e6)) / 1_000_000);
+  wholeMicros((input * Math.round(inputPerMillion * 1e6) + output * Math.round(outputPerMillion * 1e6)) / 1_000_000);
 
 /** The rule of apply-usage: the reported cost, else the price of the model, else nothing; at most MAX_TOTAL. */
 function costMicros(costUsd: number | null, model: string | null, tokens: { input: number; output: number }): number {
-  if (costUsd !== null) return Math.min(MAX_TOTAL, Math.round(costUsd * 1_000_000));
+  if (costUsd !== null) return Math.min(MAX_TOTAL, wholeMicros(costUsd * 1_000_000));
   if (model === null) return 0;
   const rate = model === PRICED_MODEL.id ? PRICED_MODEL : UNKNOWN_MODEL_RATE;
   return Math.min(MAX_TOTAL, priced(rate.inputPerMillion, rate.outputPerMillion, tokens.input, tokens.output));
