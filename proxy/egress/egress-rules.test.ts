@@ -6,25 +6,11 @@ import {
   type Policy,
   type PolicyRule,
 } from '../../core/policy/index.ts';
+import { activePolicy } from '../../test/fixtures/policies.ts';
 import { createEgressCheck, parsePorts } from './egress-rules.ts';
 
-let counter = 0;
 function policy(rules: PolicyRule[], enforcement: Policy['enforcement'] = 'BLOCK'): Policy {
-  counter++;
-  return {
-    policy_id: `00000000-0000-4000-8000-${String(counter).padStart(12, '0')}`,
-    tenant_id: 'acme',
-    name: `policy-${counter}`,
-    description: '',
-    priority: 100,
-    status: 'ACTIVE',
-    enforcement,
-    tags: {},
-    version: 1,
-    created_at: '2026-01-01T00:00:00.000Z',
-    updated_at: '2026-01-01T00:00:00.000Z',
-    rules,
-  };
+  return activePolicy(rules, { enforcement });
 }
 
 function rule(action: string, decision: PolicyRule['decision'], conditions: PolicyRule['conditions'] = []): PolicyRule {
