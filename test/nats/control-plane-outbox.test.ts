@@ -24,18 +24,19 @@ import {
 const CLIENT_BOUND_MS = 1000;
 /**
  * Of the 50 writes of a route, how many the control plane's own request-duration histogram must
- * show handled within 50 ms: nearly all, leaving room for a stall of the machine, not for a wait
- * on the bus (which would put every write past the bound).
+ * show handled within 250 ms: nearly all, leaving room for a stall of the machine and a commit on a
+ * loaded disk (PostgreSQL's under CI load took more than 50 ms for some), not for a wait on the
+ * bus (the publish timeout, 5 s, would put every write twenty times past the bound).
  */
-const WITHIN_50MS_AT_LEAST = 45;
+const WITHIN_250MS_AT_LEAST = 45;
 
-/** How many writes of a route the control plane handled, in all and within 50 ms. */
-async function handled(cp: ControlPlaneProcess, route: string): Promise<{ all: number; within50ms: number }> {
+/** How many writes of a route the control plane handled, in all and within 250 ms. */
+async function handled(cp: ControlPlaneProcess, route: string): Promise<{ all: number; within250ms: number }> {
   const text = (await cp.rest('GET', '/metrics')).body as string;
   const labels = (le: string) => `le="${le}",method="POST",route="${route}"`;
   return {
     all: metricValue(text, 'svc_http_request_duration_seconds_bucket', labels('+Inf')) ?? 0,
-    within50ms: metricValue(text, 'svc_http_request_duration_seconds_bucket', labels('0.05')) ?? 0,
+    within250ms: metricValue(text, 'svc_http_request_duration_seconds_bucket', labels('0.25')) ?? 0,
   };
 }
 
@@ -121,9 +122,9 @@ describe('the control plane with NATS down', () => {
     }
     expect(timings.filter((ms) => ms >= CLIENT_BOUND_MS)).toEqual([]);
     for (const [i, route] of routes.entries()) {
-      const { all, within50ms } = await handled(cp, route);
+      const { all, within250ms } = await handled(cp, route);
       expect(all - baseline[i]!.all).toBe(50);
-      expect(within50ms - baseline[i]!.within50ms, route).toBeGreaterThanOrEqual(WITHIN_50MS_AT_LEAST);
+      expect(within250ms - baseline[i]!.within250ms, route).toBeGreaterThanOrEqual(WITHIN_250MS_AT_LEAST);
     }
     const during = await cp.rest('GET', '/health');
     expect(during.body.services.event_bus.status).toBe('down');
