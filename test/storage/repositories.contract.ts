@@ -1366,28 +1366,46 @@ export function storageContract(backend: string, factory: StorageFactory): void 
       });
     });
 
+    /**
+     * A tenant's store admits a new execution only below its bound (2 here), per tenant; an
+     * execution already stored is admitted whatever the count; of concurrent first writes of new
+     * executions, those past the bound are turned away.
+     */
+    async function admitsNewExecutionsBelowTheBound(
+      admit: (t: Repositories, tenant: string, executionId: string) => Promise<boolean>,
+      /** Writes the execution's first checkpoint or context; false when the store refused it. */
+      store: (t: Repositories, tenant: string, executionId: string) => Promise<boolean>,
+    ): Promise<void> {
+      const admitted = (tenant: string, id: string) => tx((t) => admit(t, tenant, id));
+      expect(await admitted(A, 'exec-1')).toBe(true);
+      await tx((t) => store(t, A, 'exec-1'));
+      await tx((t) => store(t, A, 'exec-2'));
+      expect(await admitted(A, 'exec-1')).toBe(true);
+      expect(await admitted(A, 'exec-3')).toBe(false);
+      expect(await admitted(B, 'exec-3')).toBe(true);
+      const outcomes = await Promise.all(
+        ['n1', 'n2', 'n3'].map((id) =>
+          tx(async (t) => {
+            if (!(await admit(t, B, id))) return false;
+            return store(t, B, id);
+          }),
+        ),
+      );
+      expect(outcomes.filter(Boolean)).toHaveLength(2);
+    }
+
     describe('checkpoints', () => {
       const versionsOf = async (tenant: string, executionId: string) =>
         (await collectPages((p) => storage.read.checkpoints.versions(tenant, executionId, p))).map((c) => c.version);
 
       it('admits checkpoints of an execution new to the tenant only below the bound, one at a time', async () => {
-        const admit = (tenant: string, id: string) => tx((t) => t.checkpoints.admitExecution(tenant, id, 2));
-        expect(await admit(A, 'exec-1')).toBe(true);
-        await tx((t) => t.checkpoints.insert(A, aCheckpoint(A), 'next'));
-        await tx((t) => t.checkpoints.insert(A, aCheckpoint(A, { execution_id: 'exec-2' }), 'next'));
-        expect(await admit(A, 'exec-1')).toBe(true);
-        expect(await admit(A, 'exec-3')).toBe(false);
-        expect(await admit(B, 'exec-3')).toBe(true);
-        const outcomes = await Promise.all(
-          ['n1', 'n2', 'n3'].map((id) =>
-            tx(async (t) => {
-              if (!(await t.checkpoints.admitExecution(B, id, 2))) return false;
-              await t.checkpoints.insert(B, aCheckpoint(B, { execution_id: id, checkpoint_id: id }), 'next');
-              return true;
-            }),
-          ),
+        await admitsNewExecutionsBelowTheBound(
+          (t, tenant, id) => t.checkpoints.admitExecution(tenant, id, 2),
+          async (t, tenant, id) => {
+            await t.checkpoints.insert(tenant, aCheckpoint(tenant, { execution_id: id, checkpoint_id: id }), 'next');
+            return true;
+          },
         );
-        expect(outcomes.filter(Boolean)).toHaveLength(2);
       });
 
       it('numbers versions per execution, never twice (not after pruning either), and refuses a taken version or id', async () => {
@@ -1628,23 +1646,10 @@ export function storageContract(backend: string, factory: StorageFactory): void 
       });
 
       it('admits a context of an execution new to the tenant only below the bound, one at a time', async () => {
-        const admit = (tenant: string, id: string) => tx((t) => t.executionContexts.admit(tenant, id, 2));
-        expect(await admit(A, 'exec-1')).toBe(true);
-        await tx((t) => t.executionContexts.put(A, context(A, 1, {}), 0));
-        await tx((t) => t.executionContexts.put(A, { ...context(A, 1, {}), execution_id: 'exec-2' }, 0));
-        expect(await admit(A, 'exec-1')).toBe(true);
-        expect(await admit(A, 'exec-3')).toBe(false);
-        expect(await admit(B, 'exec-3')).toBe(true);
-        // Of concurrent first updates of new executions, those past the bound are turned away.
-        const outcomes = await Promise.all(
-          ['n1', 'n2', 'n3'].map((id) =>
-            tx(async (t) => {
-              if (!(await t.executionContexts.admit(B, id, 2))) return false;
-              return t.executionContexts.put(B, { ...context(B, 1, {}), execution_id: id }, 0);
-            }),
-          ),
+        await admitsNewExecutionsBelowTheBound(
+          (t, tenant, id) => t.executionContexts.admit(tenant, id, 2),
+          (t, tenant, id) => t.executionContexts.put(tenant, { ...context(tenant, 1, {}), execution_id: id }, 0),
         );
-        expect(outcomes.filter(Boolean)).toHaveLength(2);
       });
 
       it('lets exactly one of concurrent writers expecting one version through', async () => {
