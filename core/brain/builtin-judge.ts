@@ -6,10 +6,11 @@ import {
   type SemanticCategory,
   type SyncSemanticJudge,
 } from '../policy/semantic-judge.ts';
+import type { SequenceShape } from '../policy/sequence.ts';
 import { scanEntropy } from './entropy.ts';
 import { similarity } from './examples.ts';
 import { finding, matchPatterns, quotedDataOf, type Finding } from './finding.ts';
-import { recentActionsOf, scanSequences, type RecentAction } from './immune/sequences.ts';
+import { builtinSequences, recentActionsOf, scanSequences, type RecentAction } from './immune/sequences.ts';
 import { urlsIn, type HostPolicy } from './hosts.ts';
 import { secretPathIn } from './paths.ts';
 import { PATTERNS } from './patterns.ts';
@@ -38,6 +39,8 @@ export interface Classification {
 
 export interface BuiltinJudge extends SyncSemanticJudge {
   classify(input: JudgeInput): Classification;
+  /** The earlier steps of its sequence rules, for the histories to track. */
+  readonly sequences: readonly SequenceShape[];
 }
 
 const MAX_LEAVES = 2000;
@@ -237,6 +240,7 @@ export function createBuiltinJudge(options: BuiltinJudgeOptions): BuiltinJudge {
     classify,
     judgeNow,
     judge: (input) => Promise.resolve(judgeNow(input)),
+    sequences: builtinSequences(earlierFindings),
   };
 }
 

@@ -91,6 +91,6 @@ function compileRule(rule: PolicyRule, path: string, violations: FieldViolation[
     matchesAction,
     checks,
     semantic,
-    sequence: checks.find((c) => c.sequence !== undefined)?.sequence,
+    sequence: checks.find((c) => c.sequence !== undefined)?.sequence?.category,
   };
 }

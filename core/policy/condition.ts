@@ -4,7 +4,7 @@ import { compileFieldPath, type FieldReader } from './field-path.ts';
 import { OperatorInputSchema, type PolicyCondition } from './model.ts';
 import { regexPrefilter } from './regex-prefilter.ts';
 import { isScalar, scalarMembership, type Scalar } from './scalar-set.ts';
-import { compileSteps, sequenceMatches, SequenceValueSchema } from './sequence.ts';
+import { compileSteps, sequenceMatches, SequenceValueSchema, type CompiledSequence } from './sequence.ts';
 import { SemanticCategorySchema, type SemanticCategory } from './semantic-judge.ts';
 
 type ValueTest = (actual: unknown) => boolean;
@@ -29,8 +29,8 @@ export interface CompiledCheck {
    * answer depends on the clock.
    */
   readonly key?: string;
-  /** For a `sequence` condition: the category the pattern shows. */
-  readonly sequence?: string;
+  /** For a `sequence` condition: its steps (histories keep their partial matches) and category. */
+  readonly sequence?: CompiledSequence;
 }
 
 /** A condition answered by the Semantic Judge: does the text at `field` show `intent`? */
@@ -371,7 +371,7 @@ function compileSequence(field: string, read: FieldReader, value: unknown): Cond
       cost: 3,
       // The earlier actions are one history, matched whole whatever the rule's effect.
       reading: 'some',
-      sequence: sequence.category,
+      sequence,
     },
   };
 }

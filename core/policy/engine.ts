@@ -6,6 +6,7 @@ import type { CompiledSemantic } from './condition.ts';
 import { modelAlias } from './model-alias.ts';
 import type { Policy } from './model.ts';
 import type { EvaluationResult, PolicyWarning, SemanticFinding, ShadowDecision } from './result.ts';
+import type { SequenceShape } from './sequence.ts';
 import { JudgeVerdictSchema, type JudgeVerdict, type SemanticJudge, type SyncSemanticJudge } from './semantic-judge.ts';
 
 /** One rule in evaluation order, with the index where its policy's rules end. */
@@ -29,6 +30,11 @@ export interface CompiledRuleset {
   readonly index: ActionIndex;
   /** True when some rule has a SEMANTIC condition: use `evaluateAsync` with a judge. */
   readonly needsJudge: boolean;
+  /**
+   * The distinct steps of the rules' `sequence` conditions, in evaluation order: the histories
+   * keep the partial matches of these.
+   */
+  readonly sequences: readonly SequenceShape[];
   /** The context fields the rules' conditions read, as written: a costly field is made only if read. */
   readonly fields: ReadonlySet<string>;
   /** The rules' distinct checks, numbered. */
@@ -80,6 +86,11 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
     steps,
     index: indexActions(rules),
     needsJudge: rules.some((rule) => rule.semantic.length > 0),
+    sequences: [
+      ...new Map(
+        rules.flatMap((rule) => rule.checks.flatMap((c) => (c.sequence ? [[c.sequence.key, c.sequence]] : []))),
+      ).values(),
+    ],
     fields: new Set(rules.flatMap((rule) => [...rule.checks, ...rule.semantic].map((c) => c.field))),
     checks,
     answers: new CheckAnswers(checks),

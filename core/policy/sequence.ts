@@ -50,42 +50,46 @@ export const SequenceValueSchema = z.strictObject({
 });
 export type SequenceValue = z.infer<typeof SequenceValueSchema>;
 
-/** A step compiled: the earlier action's pattern and its conditions. */
-export interface CompiledStep {
-  readonly matchesAction: ActionMatcher;
-  readonly checks: readonly CompiledCheck[];
+/** An earlier action as a sequence reads it: its action, epoch milliseconds, and other fields. */
+export type SequenceItem = Readonly<Record<string, unknown>> & { action: string; at: number };
+
+/**
+ * What a history needs of a sequence to keep its partial matches (core/brain/immune/action-history.ts):
+ * a key that is the same for the same steps, whatever rule or ruleset version holds them, and
+ * each step's test of an earlier action.
+ */
+export interface SequenceShape {
+  readonly key: string;
+  readonly steps: readonly ((item: SequenceItem) => boolean)[];
 }
 
-export interface CompiledSequence {
-  readonly steps: readonly CompiledStep[];
+export interface CompiledSequence extends SequenceShape {
   readonly windowMs: number;
   readonly category: string;
 }
 
-type Item = Readonly<Record<string, unknown>> & { action: string; at: number };
-
-function isItem(value: unknown): value is Item {
+function isItem(value: unknown): value is SequenceItem {
   if (value === null || typeof value !== 'object') return false;
   const { action, at } = value as Record<string, unknown>;
   return typeof action === 'string' && typeof at === 'number' && Number.isFinite(at);
 }
 
-function stepMatches(step: CompiledStep, item: Item): boolean {
-  if (!step.matchesAction(item.action.toLowerCase())) return false;
-  for (const check of step.checks) {
-    const value = check.read(item);
-    if (value === undefined || !check.test(value)) return false;
-  }
-  return true;
+function stepTest(matchesAction: ActionMatcher, checks: readonly CompiledCheck[]): (item: SequenceItem) => boolean {
+  return (item) => {
+    if (!matchesAction(item.action.toLowerCase())) return false;
+    for (const check of checks) {
+      const value = check.read(item);
+      if (value === undefined || !check.test(value)) return false;
+    }
+    return true;
+  };
 }
 
 /** Compiles the steps' patterns; their conditions are compiled by the caller (no semantic, no sequence). */
 export function compileSteps(value: SequenceValue, checks: readonly (readonly CompiledCheck[])[]): CompiledSequence {
   return {
-    steps: value.steps.map((step, i) => ({
-      matchesAction: compileActionPattern(step.action.toLowerCase()),
-      checks: checks[i] ?? [],
-    })),
+    key: `sequence:${JSON.stringify(value.steps)}`,
+    steps: value.steps.map((step, i) => stepTest(compileActionPattern(step.action.toLowerCase()), checks[i] ?? [])),
     windowMs: value.within_seconds * 1000,
     category: value.category,
   };
@@ -98,9 +102,8 @@ export function compileSteps(value: SequenceValue, checks: readonly (readonly Co
 export function sequenceMatches(sequence: CompiledSequence, actual: unknown, now: number): boolean {
   if (!Array.isArray(actual)) return false;
   const since = now - sequence.windowMs;
-  const items = actual.slice(-MAX_SEQUENCE_ACTIONS).filter((a): a is Item => isItem(a) && a.at >= since && a.at <= now);
-  return matchInOrder(
-    items,
-    sequence.steps.map((step) => (item: Item) => stepMatches(step, item)),
-  );
+  const items = actual
+    .slice(-MAX_SEQUENCE_ACTIONS)
+    .filter((a): a is SequenceItem => isItem(a) && a.at >= since && a.at <= now);
+  return matchInOrder(items, sequence.steps);
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { IntentCategory } from '../../policy/semantic-judge.ts';
-import { matchInOrder } from '../../policy/sequence.ts';
+import { matchInOrder, type SequenceItem, type SequenceShape } from '../../policy/sequence.ts';
 import { finding, type Finding } from '../finding.ts';
 import { classifyDestination, urlsIn, type HostPolicy } from '../hosts.ts';
 import type { TextView } from '../text-view.ts';
@@ -116,4 +116,18 @@ export function scanSequences(
       continue;
     out.push(finding(view, rule.category, rule.weight, rule.signal, 0, view.norm.length));
   }
+}
+
+/**
+ * The rules' earlier steps as a history tracks them (`builtin:<signal>`), each tested on what the
+ * judge finds in the earlier action alone.
+ */
+export function builtinSequences(earlier: EarlierFindings): readonly SequenceShape[] {
+  return RULES.map((rule) => ({
+    key: `builtin:${rule.signal}`,
+    steps: rule.earlier.map((step) => (item: SequenceItem) => {
+      const action = RecentActionSchema.safeParse(item);
+      return action.success && step(earlier(action.data));
+    }),
+  }));
 }
