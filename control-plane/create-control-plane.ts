@@ -191,8 +191,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     clock,
     history: new ActionHistory({
       windowMs: config.proxy_sequence_window_seconds * 1000,
-      maxExecutions: config.proxy_sequence_executions,
+      maxScopes: config.proxy_sequence_executions,
     }),
+    builtin: judges.builtin,
     observe: (r) => metrics.observePolicy(r),
   });
   metrics.reportBudgetSpend(async () =>

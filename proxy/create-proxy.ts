@@ -299,7 +299,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     gate,
     history: new ActionHistory({
       windowMs: config.proxy_sequence_window_seconds * 1000,
-      maxExecutions: config.proxy_sequence_executions,
+      maxScopes: config.proxy_sequence_executions,
     }),
     anomalies: new AnomalyWatch({
       action: config.proxy_anomaly_action,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sequenceOf, type ActionHistory } from '../../core/brain/index.ts';
+import { sequenceOf, sequencesToTrack, type ActionHistory, type BuiltinJudge } from '../../core/brain/index.ts';
 import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import type { Actor, AuditRecord } from '../../core/domain/index.ts';
@@ -61,6 +61,8 @@ export interface PolicyDeps {
    * `execution_id`), given to later evaluations as `recent_actions` for sequence conditions.
    */
   history: ActionHistory;
+  /** Its sequence rules are tracked by the history beside the tenant's. */
+  builtin: Pick<BuiltinJudge, 'sequences'>;
   /** Called after every evaluation, for metrics. */
   observe?: (result: EvaluationResult) => void;
 }
@@ -386,9 +388,12 @@ export class Policies implements PolicyGate {
       const { tool_name: toolName, tool_args: toolArgs } = question.context;
       this.deps.history.record(
         historyKey,
-        question.action,
-        typeof toolName === 'string' ? toolName : '',
-        typeof toolArgs === 'string' ? toolArgs : toolArgs === undefined ? '' : JSON.stringify(toolArgs),
+        {
+          action: question.action,
+          toolName: typeof toolName === 'string' ? toolName : '',
+          toolArgs: typeof toolArgs === 'string' ? toolArgs : toolArgs === undefined ? '' : JSON.stringify(toolArgs),
+        },
+        sequencesToTrack(ruleset, this.deps.builtin),
       );
     };
     return { result, record, recorded };

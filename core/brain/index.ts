@@ -9,5 +9,5 @@ export * from './oracle/overrun-request.ts';
 export { MAX_RECENT_ACTIONS, RecentActionSchema, recentActionsOf, type RecentAction } from './immune/sequences.ts';
 export * from './oracle/predict-cost.ts';
 export { RateBaseline, type AnomalyOptions, type Detection } from './immune/anomaly.ts';
-export { ActionHistory, type ActionHistoryOptions } from './immune/action-history.ts';
+export { ActionHistory, sequencesToTrack, type ActionHistoryOptions } from './immune/action-history.ts';
 export * from './immune/detection.ts';

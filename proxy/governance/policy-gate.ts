@@ -1,3 +1,4 @@
+import { sequencesToTrack, type BuiltinJudge } from '../../core/brain/index.ts';
 import type { SvcCode } from '../../core/errors/index.ts';
 import {
   evaluate,
@@ -5,7 +6,7 @@ import {
   type CompiledRuleset,
   type EvaluationResult,
   type SemanticJudge,
-  type SyncSemanticJudge,
+  type SequenceShape,
 } from '../../core/policy/index.ts';
 import type { GovernanceMetrics } from '../metrics/index.ts';
 
@@ -72,7 +73,7 @@ export class PolicyGate {
   readonly #rulesets: { readonly current: CompiledRuleset | null };
   readonly #failMode: PolicyFailMode;
   readonly #metrics: GovernanceMetrics;
-  readonly #judge: SyncSemanticJudge;
+  readonly #judge: BuiltinJudge;
   readonly #chosen: SemanticJudge | undefined;
   readonly #approvals: ApprovalWait | undefined;
 
@@ -80,7 +81,7 @@ export class PolicyGate {
     rulesets: { readonly current: CompiledRuleset | null },
     failMode: PolicyFailMode,
     metrics: GovernanceMetrics,
-    judge: SyncSemanticJudge,
+    judge: BuiltinJudge,
     /** The tenant's judge when it chose the LLM judge (or both); absent: the built-in judge. */
     chosen?: SemanticJudge,
     /** Holds REQUIRE_APPROVAL calls; absent: they are refused at once with SVC-POL-2004. */
@@ -110,6 +111,11 @@ export class PolicyGate {
     if (verdict.allowed || verdict.result?.decision !== 'REQUIRE_APPROVAL') return verdict;
     if (this.#approvals === undefined || held === undefined) return verdict;
     return this.#approvals.await(action, context, verdict, held.signal(), held.bytes);
+  }
+
+  /** The sequences whose partial matches the sidecar's history keeps, for the current ruleset. */
+  sequences(): readonly SequenceShape[] {
+    return sequencesToTrack(this.#rulesets.current, this.#judge);
   }
 
   /** Whether the current ruleset's conditions read this context field. */

@@ -46,7 +46,11 @@ export async function governToolCall(
         );
   // Only what was let through happened: a refused call is no first half of a sequence.
   if (verdict.allowed && 'judged' in read)
-    deps.history.record(envelope.executionId, `tool:${name}`, name, read.judged.tool_args);
+    deps.history.record(
+      envelope.executionId,
+      { action: `tool:${name}`, toolName: name, toolArgs: read.judged.tool_args },
+      deps.gate.sequences(),
+    );
   deps.metrics.toolCalls.inc({ source, decision: verdict.allowed ? 'allowed' : 'blocked' });
   void deps.recorder.usage(
     envelope,

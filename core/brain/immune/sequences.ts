@@ -1,14 +1,14 @@
 import { z } from 'zod';
 import type { IntentCategory } from '../../policy/semantic-judge.ts';
-import { matchInOrder, type SequenceItem, type SequenceShape } from '../../policy/sequence.ts';
+import { matchInOrder, MAX_SEQUENCE_ACTIONS, type SequenceItem, type SequenceShape } from '../../policy/sequence.ts';
 import { finding, type Finding } from '../finding.ts';
 import { classifyDestination, urlsIn, type HostPolicy } from '../hosts.ts';
 import type { TextView } from '../text-view.ts';
 
 /**
- * One earlier action of the same execution, as the proxy remembers it (bounded, newest last):
- * the evaluation context carries them as `recent_actions`, so that a judge can see a sequence
- * that no single action shows.
+ * One earlier action, as a history remembers it (core/brain/immune/action-history.ts): the
+ * evaluation context carries them as `recent_actions`, oldest first, so that a judge can see a
+ * sequence that no single action shows.
  */
 export const RecentActionSchema = z.object({
   action: z.string().max(300),
@@ -19,8 +19,8 @@ export const RecentActionSchema = z.object({
 });
 export type RecentAction = z.infer<typeof RecentActionSchema>;
 
-/** The most actions a judge looks back at. */
-export const MAX_RECENT_ACTIONS = 32;
+/** The most actions a judge looks back at: as many as a history gives. */
+export const MAX_RECENT_ACTIONS = MAX_SEQUENCE_ACTIONS;
 
 /** The earlier actions in a context, newest last; malformed entries are skipped. */
 export function recentActionsOf(context: Readonly<Record<string, unknown>>): RecentAction[] {
