@@ -297,10 +297,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     upstream,
     prices,
     gate,
-    history: new ActionHistory({
-      windowMs: config.proxy_sequence_window_seconds * 1000,
-      maxScopes: config.proxy_sequence_executions,
-    }),
+    history: new ActionHistory({ windowMs: config.proxy_sequence_window_seconds * 1000, maxScopes: 1 }),
     anomalies: new AnomalyWatch({
       action: config.proxy_anomaly_action,
       options: {

@@ -18,7 +18,7 @@ export interface GovernanceDeps {
   upstream: UpstreamClient;
   prices: PriceTable;
   gate: PolicyGate;
-  /** Each execution's recent tool calls, for the sequence rules. */
+  /** The sidecar's recent tool calls and partial matches, for the sequence rules. */
   history: ActionHistory;
   /** Each execution's call rate against its own baseline (the Immune System's anomalies). */
   anomalies: AnomalyWatch;

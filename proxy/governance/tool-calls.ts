@@ -15,13 +15,21 @@ import { stringsOf, toolHosts } from './tool-hosts.ts';
 export type ToolSource = 'model' | 'mcp' | 'declared' | 'stored';
 
 /**
+ * The history's one scope at the proxy: the sidecar, not the execution. The executions of a pod
+ * share its memory and files, so a secret read in one can be sent by another, and an agent names
+ * its executions itself.
+ */
+const SIDECAR = 'sidecar';
+
+/**
  * Evaluates one tool call as `tool:<name>` with its arguments in the context as `tool_args`
  * (the JSON text the model or the MCP client sent), so a SEMANTIC condition judges what the
- * tool will do, and the execution's earlier allowed tool calls as `recent_actions`, so the
- * judge's sequence rules see what it does after what (docs/brain.md, Immune System). Records it
- * as a `tool.call` event whatever the verdict (into `room` when room was held for it), and on a
- * refusal publishes the violation (and ends the envelope for TERMINATE). Given `held`, a call that
- * needs an approval waits for it (until the signal aborts); without, it is refused.
+ * tool will do, and the sidecar's earlier allowed tool calls as `recent_actions`, so the judge's
+ * sequence rules and the tenant's `sequence` conditions see what it does after what
+ * (docs/brain.md, Immune System). Records it as a `tool.call` event whatever the verdict (into
+ * `room` when room was held for it), and on a refusal publishes the violation (and ends the
+ * envelope for TERMINATE). Given `held`, a call that needs an approval waits for it (until the
+ * signal aborts); without, it is refused.
  */
 export async function governToolCall(
   deps: GovernanceDeps,
@@ -34,7 +42,7 @@ export async function governToolCall(
 ): Promise<GateVerdict> {
   const { name } = call;
   deps.anomalies.observe(envelope);
-  const recent = deps.history.recent(envelope.executionId);
+  const recent = deps.history.recent(SIDECAR);
   const read = toolContext(call, source, context);
   const verdict: GateVerdict =
     'refusal' in read
@@ -47,7 +55,7 @@ export async function governToolCall(
   // Only what was let through happened: a refused call is no first half of a sequence.
   if (verdict.allowed && 'judged' in read)
     deps.history.record(
-      envelope.executionId,
+      SIDECAR,
       { action: `tool:${name}`, toolName: name, toolArgs: read.judged.tool_args },
       deps.gate.sequences(),
     );
