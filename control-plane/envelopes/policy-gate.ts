@@ -20,7 +20,7 @@ export interface PreparedDecision {
   result: EvaluationResult;
   /** Writes the audit record, violation event and any pending approval; resolves with the approval's id. */
   record(tx: Repositories, effects: Effects): Promise<string | null>;
-  /** Call once `record`'s transaction committed: an allowed action joins its execution's history. */
+  /** Call once `record`'s transaction committed: an allowed action joins its credential's history. */
   recorded(): void;
 }
 

@@ -57,8 +57,8 @@ export interface PolicyDeps {
   approvals: Approvals;
   clock: () => Date;
   /**
-   * The actions each execution was allowed over REST/gRPC (keyed by tenant and the context's
-   * `execution_id`), given to later evaluations as `recent_actions` for sequence conditions.
+   * The actions each credential was allowed over REST/gRPC (keyed by tenant and credential, not
+   * by the `execution_id` the caller chooses), given to later evaluations as `recent_actions`.
    */
   history: ActionHistory;
   /** Its sequence rules are tracked by the history beside the tenant's. */
@@ -284,7 +284,7 @@ export class Policies implements PolicyGate {
    * REQUIRE_APPROVAL. Used by every surface's evaluate (REST, gRPC, MCP).
    *
    * Recording acts for an execution: it opens the approval an agent then waits on, announces a
-   * denied action, and feeds the execution's history. That takes envelopes:write, the scope that
+   * denied action, and feeds the credential's history. That takes envelopes:write, the scope that
    * runs executions (envelope creation opens approvals too); evaluating takes only policies:read,
    * so without envelopes:write an evaluation is a dry run, and a read-only credential cannot open
    * approvals, notify reviewers or fill the audit log.
@@ -303,11 +303,12 @@ export class Policies implements PolicyGate {
       await this.#requireKnown(caller.tenant, question.policySet);
     const ruleset = await this.ruleset(caller.tenant);
     const { execution_id: executionId, recent_actions: given } = question.context;
-    // The tenant in the key keeps one tenant's executions from reading another's.
-    const historyKey =
-      typeof executionId === 'string' && executionId !== '' ? `${caller.tenant}\u0000${executionId}` : undefined;
-    const recent = historyKey === undefined || given !== undefined ? [] : this.deps.history.recent(historyKey);
-    const context = recent.length === 0 ? question.context : { ...question.context, recent_actions: recent };
+    const recent = this.deps.history.recent(historyScope(caller));
+    // The caller's own list can add earlier actions, never hide those the history saw.
+    const context =
+      recent.length === 0
+        ? question.context
+        : { ...question.context, recent_actions: [...(Array.isArray(given) ? (given as unknown[]) : []), ...recent] };
     const input = { action: question.action, context, policySet: question.policySet };
     const result = ruleset.needsJudge
       ? await evaluateAsync(ruleset, input, this.deps.judgeFor(caller.tenant))
@@ -349,7 +350,7 @@ export class Policies implements PolicyGate {
           kind: 'sequence',
           category: sequence.category,
           envelope_id: question.envelopeId ?? null,
-          execution_id: historyKey === undefined ? null : (executionId as string),
+          execution_id: typeof executionId === 'string' && executionId !== '' ? executionId : null,
           action: question.action,
           policy_id: sequence.policy_id,
           rule_id: sequence.rule_id,
@@ -384,10 +385,10 @@ export class Policies implements PolicyGate {
     };
     const recorded = (): void => {
       // Only what was let through, and recorded, happened: a refused action is no step of a sequence.
-      if (historyKey === undefined || !result.allowed) return;
+      if (!result.allowed) return;
       const { tool_name: toolName, tool_args: toolArgs } = question.context;
       this.deps.history.record(
-        historyKey,
+        historyScope(caller),
         {
           action: question.action,
           toolName: typeof toolName === 'string' ? toolName : '',
@@ -398,6 +399,16 @@ export class Policies implements PolicyGate {
     };
     return { result, record, recorded };
   }
+}
+
+/**
+ * Whose actions make one history at the control plane: the authenticated credential, in its
+ * tenant. An `execution_id` is the caller's to choose, so a history per execution would let a new
+ * one leave a read behind; a credential is what a sidecar or an agent holds for all its executions
+ * (as the proxy keeps one history per sidecar), and taking another needs a key with `admin`.
+ */
+function historyScope(caller: Caller): string {
+  return `${caller.tenant}\u0000${caller.principal.type}\u0000${caller.principal.id}`;
 }
 
 function notFound(policyId: string): SvcError {

@@ -324,9 +324,9 @@ function compileSemantic(field: string, read: FieldReader, value: unknown): Cond
 }
 
 /**
- * A `sequence` condition: the field (`recent_actions`) holds the execution's earlier actions, and
- * they must show the steps in order within the window before the evaluation. The steps'
- * conditions are plain checks on an earlier action's fields.
+ * A `sequence` condition: the field (`recent_actions`) holds the earlier actions (a sidecar's, or
+ * at the control plane a credential's), and they must show the steps in order within the window
+ * before the evaluation. The steps' conditions are plain checks on an earlier action's fields.
  */
 function compileSequence(field: string, read: FieldReader, value: unknown): ConditionCompilation {
   const parsed = SequenceValueSchema.safeParse(value);

@@ -15,7 +15,8 @@ import { clientsFor, failure, statusDetails, unary, type Clients } from '../harn
 
 /**
  * The Immune System's detections in the control plane, on the storage SVC_TEST_STORAGE names:
- * a tenant's sequence rule matched over REST (the per-execution history the control plane keeps),
+ * a tenant's sequence rule matched over REST (the history the control plane keeps per credential,
+ * across the executions it names),
  * an anomaly recorded as an `immune.anomaly` event, both listed over REST and gRPC with their
  * filters and pages; and the brain's three gRPC services.
  */
@@ -66,6 +67,13 @@ afterAll(async () => {
 });
 
 describe('a sequence rule over REST evaluations', () => {
+  it('lets the reverse order through', async () => {
+    expect((await evaluate('tool:http_post', { execution_id: 'exec-c' })).body).toMatchObject({ decision: 'ALLOW' });
+    const read = await evaluate('tool:read_file', { execution_id: 'exec-c', tool_args: '{"path":"id_rsa"}' });
+    expect(read.body).toMatchObject({ decision: 'ALLOW' });
+    expect((await list('?execution_id=exec-c')).body.detections).toEqual([]);
+  });
+
   it('refuses the post that follows a secret read of the same execution, and keeps the detection', async () => {
     const read = await evaluate('tool:read_file', {
       execution_id: 'exec-a',
@@ -73,8 +81,6 @@ describe('a sequence rule over REST evaluations', () => {
       tool_args: '{"path":"/srv/app/.env"}',
     });
     expect(read.body).toMatchObject({ decision: 'ALLOW' });
-    // Another execution's post is not preceded by the read.
-    expect((await evaluate('tool:http_post', { execution_id: 'exec-b' })).body).toMatchObject({ decision: 'ALLOW' });
     const post = await evaluate('tool:http_post', { execution_id: 'exec-a', tool_name: 'http_post' });
     expect(post.body).toMatchObject({ decision: 'DENY', sequence: { category: 'DATA_EXFILTRATION' } });
 
@@ -95,12 +101,42 @@ describe('a sequence rule over REST evaluations', () => {
       next_page_token: '',
     });
   });
+});
 
-  it('lets the reverse order through', async () => {
-    expect((await evaluate('tool:http_post', { execution_id: 'exec-c' })).body).toMatchObject({ decision: 'ALLOW' });
-    const read = await evaluate('tool:read_file', { execution_id: 'exec-c', tool_args: '{"path":"id_rsa"}' });
+describe('a sequence rule over REST evaluations of several executions', () => {
+  // A tenant of its own: its detections stay out of the lists the tests below read.
+  let agent: string;
+  let other: string;
+  const as = (credential: string, action: string, context: Record<string, unknown>) =>
+    cp.call('POST', '/v1/policies/evaluate', { key: credential, body: { action, context } });
+
+  beforeAll(async () => {
+    const owner = await tenantWithKey(cp, 'sequenceco');
+    expect((await cp.call('POST', '/v1/policies', { key: owner, body: SEQUENCE_POLICY })).status).toBe(201);
+    agent = await tenantWithKey(cp, 'sequenceco', ['envelopes:write', 'policies:read']);
+    other = await tenantWithKey(cp, 'sequenceco', ['envelopes:write', 'policies:read']);
+  });
+
+  it('refuses a post in another execution of the credential that read the secret, or one without an execution', async () => {
+    const read = await as(agent, 'tool:read_file', { execution_id: 'exec-read', tool_args: '{"path":"/srv/.env"}' });
     expect(read.body).toMatchObject({ decision: 'ALLOW' });
-    expect((await list('?execution_id=exec-c')).body.detections).toEqual([]);
+    const post = await as(agent, 'tool:http_post', { execution_id: 'exec-send', tool_name: 'http_post' });
+    expect(post.body).toMatchObject({ decision: 'DENY', sequence: { category: 'DATA_EXFILTRATION' } });
+    expect((await as(agent, 'tool:http_post', {})).body).toMatchObject({ decision: 'DENY' });
+    // The caller's own earlier actions add to the history; an empty list hides nothing.
+    const given = await as(agent, 'tool:http_post', { execution_id: 'exec-given', recent_actions: [] });
+    expect(given.body).toMatchObject({ decision: 'DENY' });
+    const auditor = await tenantWithKey(cp, 'sequenceco', ['events:read']);
+    const listed = await list('?execution_id=exec-send', auditor);
+    expect(listed.body.detections).toEqual([
+      expect.objectContaining({ kind: 'sequence', execution_id: 'exec-send', source: 'control-plane' }),
+    ]);
+  });
+
+  it("lets another credential's post through: the history is the credential's", async () => {
+    expect((await as(other, 'tool:http_post', { execution_id: 'exec-read' })).body).toMatchObject({
+      decision: 'ALLOW',
+    });
   });
 });
 
@@ -286,7 +322,7 @@ describe('svc.brain.v1 over gRPC', () => {
     expect(unknown.code).toBe(status.NOT_FOUND);
   });
 
-  it('PolicyService evaluations keep the execution history too (attributes.execution_id), and their matches are detections', async () => {
+  it("PolicyService evaluations read and feed the credential's history too, and their matches are detections of the execution (attributes.execution_id)", async () => {
     const evaluateTool = (tool: string, attributes: Record<string, string>) =>
       unary(
         clients.client('svc.policy.v1.PolicyService'),
