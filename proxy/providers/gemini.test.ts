@@ -87,6 +87,26 @@ describe('Gemini classify and parseRequest', () => {
     expect(parse([{ somePartOfTomorrow: { id: 'x' } }])).toBeGreaterThanOrEqual(unknown);
   });
 
+  it('counts a function call or result once, as the text of its JSON, its parts apart', () => {
+    const parse = (parts: unknown[]) =>
+      gemini.parseRequest('generate', { contents: [{ role: 'model', parts }] }, generatePath).estimatedInputTokens;
+    const call = { id: 'c1', name: 'lookup', args: { city: 'Paris', days: [1, 2, 3] } };
+    const result = { id: 'c1', name: 'lookup', response: { forecast: 'sunny '.repeat(200) } };
+    expect(parse([{ functionCall: call }])).toBe(parse([{ text: JSON.stringify(call) }]));
+    expect(parse([{ function_call: call }])).toBe(parse([{ text: JSON.stringify(call) }]));
+    expect(parse([{ functionResponse: result }])).toBe(parse([{ text: JSON.stringify(result) }]));
+    expect(parse([{ function_response: result }])).toBe(parse([{ text: JSON.stringify(result) }]));
+    // A part that gives both spellings counts both: Google could read either.
+    expect(parse([{ functionCall: call, function_call: call }])).toBe(
+      parse([{ text: JSON.stringify(call) + JSON.stringify(call) }]),
+    );
+    // The parts of a result are measured as parts, not as its text.
+    const image = { inlineData: { mimeType: 'image/png', data: 'A'.repeat(100_000) } };
+    expect(parse([{ functionResponse: { ...result, parts: [image] } }])).toBe(
+      parse([{ text: JSON.stringify(result) }]) + IMAGE_TOKENS.gemini,
+    );
+  });
+
   it('reads snake_case fields and defaults the bound per model', () => {
     const parsed = gemini.parseRequest(
       'generate',

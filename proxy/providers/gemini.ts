@@ -6,8 +6,9 @@ import type { ChatMessageText } from '../../core/metering/tokens.ts';
 import { resolveInput, type AdapterDeps, type ParsedRequest, type ProviderAdapter, type ToolCall } from './adapter.ts';
 import { codedMessage, errorReplies, grpcStatusName, type ErrorFormat } from './error-format.ts';
 import { parseGeminiEmbedRequest } from './gemini-embed.ts';
-import { IMAGE_TOKENS, nonTextTokens } from './non-text-input.ts';
-import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
+import { geminiAmounts, partsText } from './gemini-parts.ts';
+import { nonTextTokens } from './non-text-input.ts';
+import { asArray, asCount, asObject, asString, type JsonObject } from './json-access.ts';
 import { compileRoutes, GEMINI_ROUTES, geminiModelFromPath, geminiModelNamedIn, meteredOperation } from './routes.ts';
 import { createStreamMeter, eventObject, type StreamDialect } from './stream-meter.ts';
 
@@ -233,22 +234,6 @@ function answerShaping(url: URL, headers: IncomingHttpHeaders): string | undefin
   return undefined;
 }
 
-/**
- * A content's text as the model reads it: its text parts, and the functions it called and their
- * results (as JSON), in either spelling of their fields.
- */
-function partsText(parts: unknown): string {
-  let out = textOf(parts);
-  for (const part of asArray(parts)) {
-    const p = asObject(part);
-    const call = asObject(p?.functionCall ?? p?.function_call);
-    const result = asObject(p?.functionResponse ?? p?.function_response);
-    if (call !== undefined) out += (asString(call.name) ?? '') + JSON.stringify(call.args ?? {});
-    if (result !== undefined) out += (asString(result.name) ?? '') + JSON.stringify(result.response ?? {});
-  }
-  return out;
-}
-
 export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
   return {
     id: 'gemini',
@@ -277,7 +262,7 @@ export function createGeminiAdapter(deps: AdapterDeps): ProviderAdapter {
       }));
       const system = req.systemInstruction ?? req.system_instruction;
       if (system) messages.unshift({ role: 'system', content: partsText(system.parts) });
-      const amounts = { image: IMAGE_TOKENS.gemini, unknown: deps.serverContextTokens };
+      const amounts = geminiAmounts(deps);
       let nonText = nonTextTokens(system?.parts, amounts);
       for (const c of req.contents) nonText += nonTextTokens(c.parts, amounts);
       const config = req.generationConfig ?? req.generation_config;

@@ -60,17 +60,11 @@ const BYTE_BOUNDED: ReadonlySet<unknown> = new Set([
   'code_interpreter_call',
 ]);
 
-/** Gemini parts (which have no type) of call and code text. */
-const GEMINI_TEXT_KEYS = [
-  'functionCall',
-  'function_call',
-  'functionResponse',
-  'function_response',
-  'executableCode',
-  'executable_code',
-  'codeExecutionResult',
-  'code_execution_result',
-];
+/** Gemini parts (which have no type) of a function call or result, whose JSON the adapter counts as text. */
+export const GEMINI_FUNCTION_KEYS = ['functionCall', 'function_call', 'functionResponse', 'function_response'];
+
+/** Gemini parts of code the model ran and its result. */
+const GEMINI_CODE_KEYS = ['executableCode', 'executable_code', 'codeExecutionResult', 'code_execution_result'];
 
 /** Where a part nests parts of its own: tool results, messages, a document's blocks. */
 const NESTED_KEYS = ['content', 'output', 'parts'];
@@ -85,8 +79,8 @@ function mediaType(p: JsonObject): string {
 function kindOf(p: JsonObject): Kind {
   const type = p.type;
   if (type === undefined && (typeof p.text === 'string' || typeof p.role === 'string')) return 'counted';
-  if (COUNTED.has(type)) return 'counted';
-  if (BYTE_BOUNDED.has(type) || GEMINI_TEXT_KEYS.some((key) => p[key] !== undefined)) return 'bytes';
+  if (COUNTED.has(type) || GEMINI_FUNCTION_KEYS.some((key) => p[key] !== undefined)) return 'counted';
+  if (BYTE_BOUNDED.has(type) || GEMINI_CODE_KEYS.some((key) => p[key] !== undefined)) return 'bytes';
   const media = mediaType(p);
   if ((typeof type === 'string' && type.includes('image')) || media.startsWith('image/')) return 'image';
   // A document given as text (Anthropic's `source.type: "text"`) or as blocks, inline text data.
@@ -112,7 +106,8 @@ function nestedTokens(p: JsonObject, amounts: NonTextAmounts): number {
   let tokens = 0;
   for (const key of NESTED_KEYS) tokens += nonTextTokens(p[key], amounts);
   tokens += nonTextTokens(asObject(p.source)?.content, amounts);
-  tokens += nonTextTokens(asObject(p.functionResponse ?? p.function_response)?.parts, amounts);
+  tokens += nonTextTokens(asObject(p.functionResponse)?.parts, amounts);
+  tokens += nonTextTokens(asObject(p.function_response)?.parts, amounts);
   return tokens;
 }
 
