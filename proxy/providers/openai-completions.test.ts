@@ -3,6 +3,7 @@ import { SvcError } from '../../core/errors/index.ts';
 import { useAdapterFixture } from '../../test/simulator/adapter-fixture.ts';
 import { captureRaw, runMeter, splitAt } from '../../test/simulator/index.ts';
 import { createGeminiAdapter } from './gemini.ts';
+import { IMAGE_TOKENS } from './non-text-input.ts';
 import { createOpenAiAdapter } from './openai.ts';
 
 const fx = useAdapterFixture();
@@ -96,5 +97,37 @@ describe('Gemini embeddings are metered at their prompt', () => {
       usage: { input: words, output: 0 },
       usageSource: 'estimated',
     });
+  });
+
+  it('counts the parts that are not text as a generation request does, and the title', () => {
+    const path = '/v1beta/models/gemini-embedding-2:embedContent';
+    const parse = (request: object, batch = false) =>
+      gemini.parseRequest(batch ? 'batch_embed' : 'embed', request, path).estimatedInputTokens;
+    const embed = (parts: unknown[]) => parse({ content: { parts } });
+    const unknown = fx.deps.serverContextTokens;
+    const png = 'A'.repeat(300_000);
+    const mp3 = 'B'.repeat(200_000);
+    const fileUri = 'https://generativelanguage.googleapis.com/v1beta/files/abc';
+    // An image at the image bound however many bytes encode it, in either spelling.
+    expect(embed([{ inline_data: { mime_type: 'image/png', data: png } }])).toBe(IMAGE_TOKENS.gemini);
+    expect(embed([{ inlineData: { mimeType: 'image/jpeg', data: png } }])).toBe(IMAGE_TOKENS.gemini);
+    expect(embed([{ file_data: { file_uri: fileUri, mime_type: 'image/png' } }])).toBe(IMAGE_TOKENS.gemini);
+    // Audio, video and documents, inline or by reference, at least at the allowance, inline at least at their bytes.
+    expect(embed([{ inlineData: { mimeType: 'audio/mpeg', data: mp3 } }])).toBeGreaterThanOrEqual(mp3.length);
+    expect(embed([{ inlineData: { mimeType: 'application/pdf', data: 'JVBER' } }])).toBeGreaterThanOrEqual(unknown);
+    expect(embed([{ file_data: { file_uri: fileUri, mime_type: 'video/mp4' } }])).toBeGreaterThanOrEqual(unknown);
+    expect(embed([{ fileData: { fileUri } }])).toBeGreaterThanOrEqual(unknown);
+    // A part of a kind the proxy does not know, at least at the allowance.
+    expect(embed([{ videoMetadata: { startOffset: '1s' }, somethingNew: {} }])).toBeGreaterThanOrEqual(unknown);
+    // Text beside them, and the title of a document, are counted as text.
+    const words = fx.tokens.countText('gemini-embedding-2', 'a beach at noon');
+    expect(embed([{ text: 'a beach at noon' }, { inlineData: { mimeType: 'image/png', data: png } }])).toBe(
+      words + IMAGE_TOKENS.gemini,
+    );
+    expect(parse({ content: { parts: [] }, title: 'a beach at noon' })).toBe(words);
+    // Each request of a batch.
+    const image = { content: { parts: [{ inlineData: { mimeType: 'image/png', data: png } }] } };
+    expect(parse({ requests: [image, image, image] }, true)).toBe(3 * IMAGE_TOKENS.gemini);
+    expect(() => parse({ content: { parts: [] }, title: 7 })).toThrow(/title/);
   });
 });
