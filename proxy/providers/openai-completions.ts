@@ -3,6 +3,7 @@ import { parseOrThrow } from '../../core/errors/index.ts';
 import { noTools, type AdapterDeps, type ParsedRequest } from './adapter.ts';
 import { asArray, asObject, asString, type JsonObject } from './json-access.ts';
 import { requireModel } from './openai-request.ts';
+import { TextOrTokensSchema, textOrTokensCount } from './openai-token-input.ts';
 
 const count = z.number().int().nonnegative();
 const positive = z.number().int().positive();
@@ -10,7 +11,9 @@ const positive = z.number().int().positive();
 /** The legacy Completions API (`/v1/completions`), still served by OpenAI and most compatible servers. */
 export const OpenAiCompletionsRequestSchema = z.looseObject({
   model: z.string().min(1).optional(),
-  prompt: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]).nullish(),
+  prompt: TextOrTokensSchema.nullish(),
+  /** vLLM takes the prompt as the model's embeddings of its tokens too: base64 tensors, one row a token. */
+  prompt_embeds: z.union([z.string(), z.array(z.string())]).nullish(),
   suffix: z.string().nullish(),
   stream: z.boolean().nullish(),
   max_tokens: count.nullish(),
@@ -19,7 +22,8 @@ export const OpenAiCompletionsRequestSchema = z.looseObject({
 });
 
 /**
- * Prompts may be strings or token arrays (counted by length). The answer bound is
+ * Prompts may be strings or token arrays (counted by length); prompt embeddings count at their
+ * bytes, which outnumber the tokens they stand for (each row holds a token's whole vector). The answer bound is
  * `max_tokens` per generated completion: `best_of` completions are generated and billed even
  * though only `n` are returned. A request without `max_tokens` is bounded like a chat request
  * (the model's table bound), not by the API's default of 16, which not every compatible
@@ -32,12 +36,9 @@ export function parseOpenAiCompletionsRequest(
 ): ParsedRequest {
   const req = parseOrThrow(OpenAiCompletionsRequestSchema, body);
   const model = requireModel(req.model, pathModel);
-  const prompts: readonly unknown[] =
-    req.prompt === undefined || req.prompt === null ? [] : typeof req.prompt === 'string' ? [req.prompt] : req.prompt;
   let input = req.suffix ? deps.tokens.countText(model, req.suffix) : 0;
-  if (typeof prompts[0] === 'number') input += prompts.length;
-  else
-    for (const p of prompts) input += typeof p === 'string' ? deps.tokens.countText(model, p) : (p as number[]).length;
+  if (req.prompt != null) input += textOrTokensCount(deps, model, req.prompt);
+  for (const embeds of [req.prompt_embeds ?? []].flat()) input += Buffer.byteLength(embeds);
   const perCompletion = req.max_tokens ?? deps.defaultMaxOutputTokens(model);
   return {
     model,

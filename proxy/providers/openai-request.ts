@@ -5,7 +5,6 @@ import type { HostedTool, HostedUses } from '../../core/metering/prices.ts';
 import {
   allowHostedUses,
   hostedUsesOf,
-  noTools,
   type AdapterDeps,
   type Operation,
   type ParsedRequest,
@@ -25,7 +24,7 @@ const ChatToolSchema = z.looseObject({
   name: z.string().optional(),
 });
 
-const ChatMessageSchema = z.looseObject({
+export const ChatMessageSchema = z.looseObject({
   role: z.string(),
   content: z.unknown().optional(),
   name: z.string().optional(),
@@ -76,7 +75,7 @@ const SERVER_CONTEXT = ['previous_response_id', 'conversation', 'prompt'] as con
  */
 const OTHER_MODELS = new Set(['models', 'fallbacks', 'context_window_fallback_dict']);
 
-function refuseOtherModels(body: unknown): void {
+export function refuseOtherModels(body: unknown): void {
   if (typeof body !== 'object' || body === null) return;
   for (const [key, value] of Object.entries(body)) {
     if (value == null || !OTHER_MODELS.has(key.toLowerCase())) continue;
@@ -91,11 +90,6 @@ function refuseOtherModels(body: unknown): void {
 
 const BACKGROUND =
   "background: a background response is generated after the call returns and read back later, out of the proxy's sight, so its usage and tool calls could not be governed; it is refused (send the request in the foreground, streamed if it runs long)";
-
-export const OpenAiEmbeddingsRequestSchema = z.looseObject({
-  model: z.string().min(1).optional(),
-  input: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
-});
 
 const AGENT_DEFINED: ReadonlySet<unknown> = new Set(['function', 'custom']);
 
@@ -217,7 +211,7 @@ function chatMessageText(m: z.infer<typeof ChatMessageSchema>): ChatMessageText 
   return { role: m.role, content, name: m.name };
 }
 
-function nonTextAmounts(deps: AdapterDeps): NonTextAmounts {
+export function nonTextAmounts(deps: AdapterDeps): NonTextAmounts {
   return { image: IMAGE_TOKENS.openai, unknown: deps.serverContextTokens };
 }
 
@@ -230,6 +224,15 @@ function chatNonTextTokens(deps: AdapterDeps, messages: readonly z.infer<typeof 
   let tokens = 0;
   for (const m of messages) tokens += nonTextTokens(m.content, amounts) + (m.audio != null ? amounts.unknown : 0);
   return tokens;
+}
+
+/** The input tokens of chat messages: their text with its framing, and their parts that are not text. */
+export function chatMessagesTokens(
+  deps: AdapterDeps,
+  model: string,
+  messages: readonly z.infer<typeof ChatMessageSchema>[],
+): number {
+  return deps.tokens.countChatMessages(model, messages.map(chatMessageText)) + chatNonTextTokens(deps, messages);
 }
 
 function toolsTokens(deps: AdapterDeps, model: string, tools: readonly unknown[] | undefined): number {
@@ -252,17 +255,6 @@ export function parseOpenAiRequest(
   pathModel: string | undefined,
 ): ParsedRequest {
   refuseOtherModels(body);
-  if (op === 'embeddings') {
-    const req = parseOrThrow(OpenAiEmbeddingsRequestSchema, body);
-    const model = requireModel(req.model, pathModel);
-    const inputs: readonly unknown[] = typeof req.input === 'string' ? [req.input] : req.input;
-    let tokens = 0;
-    if (typeof inputs[0] === 'number') tokens = inputs.length;
-    else
-      for (const item of inputs)
-        tokens += typeof item === 'string' ? deps.tokens.countText(model, item) : (item as number[]).length;
-    return { model, stream: false, estimatedInputTokens: tokens, maxOutputTokens: 0, ...noTools() };
-  }
   if (op === 'responses') {
     const req = parseOrThrow(OpenAiResponsesRequestSchema, body);
     if (req.background === true) {
@@ -295,9 +287,7 @@ export function parseOpenAiRequest(
     model,
     stream: req.stream === true,
     estimatedInputTokens:
-      deps.tokens.countChatMessages(model, req.messages.map(chatMessageText)) +
-      chatNonTextTokens(deps, req.messages) +
-      toolsTokens(deps, model, req.tools ?? req.functions),
+      chatMessagesTokens(deps, model, req.messages) + toolsTokens(deps, model, req.tools ?? req.functions),
     maxOutputTokens: perChoice * (req.n ?? 1),
     ...searchModelTools(model, toolsOf(req.tools, req.functions)),
     ...priority(req.service_tier),

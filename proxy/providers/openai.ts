@@ -2,6 +2,7 @@ import type { AdapterDeps, ProviderAdapter, ProviderId } from './adapter.ts';
 import { errorReplies } from './error-format.ts';
 import { asObject } from './json-access.ts';
 import { parseOpenAiCompletionsRequest } from './openai-completions.ts';
+import { parseOpenAiEmbeddingsRequest } from './openai-embeddings.ts';
 import { parseOpenAiRequest } from './openai-request.ts';
 import {
   chatStreamDialect,
@@ -51,9 +52,9 @@ export function createOpenAiAdapter(deps: AdapterDeps, flavour: OpenAiFlavour = 
     ...(flavour.modelNamedIn === undefined ? {} : { modelNamedIn: flavour.modelNamedIn }),
     parseRequest(op, body, path) {
       const pathModel = flavour.modelFromPath?.(path);
-      return op === 'completions'
-        ? parseOpenAiCompletionsRequest(deps, body, pathModel)
-        : parseOpenAiRequest(deps, op, body, pathModel);
+      if (op === 'completions') return parseOpenAiCompletionsRequest(deps, body, pathModel);
+      if (op === 'embeddings') return parseOpenAiEmbeddingsRequest(deps, body, pathModel);
+      return parseOpenAiRequest(deps, op, body, pathModel);
     },
     prepareRequest(op, body) {
       // The body was validated by parseRequest; only the two fields that matter are read here.
