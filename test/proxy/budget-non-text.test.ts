@@ -1,19 +1,28 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cost, loadPriceTable } from '../../core/metering/prices.ts';
 import { eventually } from '../harness/control-plane.ts';
+import { viaForwardProxy } from '../proxy-net/harness.ts';
+import { IMAGE_TOKENS } from '../../proxy/providers/non-text-input.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { openAiClient } from './sdk-options.ts';
 
 const LIMIT_USD = 0.05;
 const PARALLEL = 20;
 const SERVER_CONTEXT_TOKENS = 128_000;
+/** What a model missing from the price table costs here, USD per million tokens in and out. */
+const UNLISTED_USD_PER_MILLION = 1;
 
 let rig: ProxyRig;
 
 beforeAll(async () => {
   rig = await startProxyRig(
-    { proxy_soft_limit_usd: 0, proxy_soft_limit_tokens: 0, proxy_lease_usd: LIMIT_USD },
-    { budgetsUsd: [LIMIT_USD] },
+    {
+      proxy_soft_limit_usd: 0,
+      proxy_soft_limit_tokens: 0,
+      proxy_lease_usd: LIMIT_USD,
+      unknown_model_price: `fixed:${UNLISTED_USD_PER_MILLION}:${UNLISTED_USD_PER_MILLION}`,
+    },
+    { budgetsUsd: [LIMIT_USD, LIMIT_USD, LIMIT_USD, LIMIT_USD] },
   );
 });
 afterAll(async () => {
@@ -67,5 +76,94 @@ describe('parallel calls that attach files', () => {
     );
     expect(applied).toBeLessThanOrEqual(LIMIT_USD + oneCall);
     expect(admitted).toBeLessThanOrEqual(1);
+  });
+});
+
+/** The USD an unlisted model's call of so many tokens costs. */
+const unlistedUsd = (tokens: number): number => (tokens * UNLISTED_USD_PER_MILLION) / 1_000_000;
+
+/**
+ * Sends one call of an input shape the proxy bounds, then `PARALLEL` at once (the proxy holds its
+ * lease when they arrive), each of which the provider bills `billed` input tokens, to a model
+ * missing from the price table; answers how many were served and how much the budget recorded.
+ */
+async function inParallel(
+  budget: number,
+  target: string,
+  body: object,
+  billed: number,
+): Promise<{ served: number; recordedUsd: number }> {
+  const budgetId = rig.boundBudgets[budget] as string;
+  const port = Number(new URL(rig.addresses.proxyUrl).port);
+  const send = async (i: number): Promise<boolean> => {
+    const res = await viaForwardProxy(
+      port,
+      target,
+      {
+        'content-type': 'application/json',
+        authorization: 'Bearer sk-test',
+        'x-request-id': `shape-${budget}-${i}`,
+        'X-Svc-Budget-Id': budgetId,
+        'X-Svc-Execution-Id': `exec-shape-${budget}`,
+        'x-sim-input-tokens': String(billed),
+        'x-sim-output-tokens': '8',
+        'x-sim-first-byte-delay-ms': '800',
+      },
+      JSON.stringify(body),
+    );
+    return res.status === 200;
+  };
+  const first = await send(-1);
+  const rest = await Promise.all(Array.from({ length: PARALLEL }, (_, i) => send(i)));
+  const served = [first, ...rest].filter(Boolean).length;
+  for (const [i, ok] of rest.entries()) if (ok) await rig.usageEvent(`shape-${budget}-${i}`);
+  const recordedUsd = await spentUsd(budgetId);
+  return { served, recordedUsd };
+}
+
+describe('parallel calls whose input is not text, to embeddings and legacy completions', () => {
+  // E: one call's estimate, the input's bound plus a margin for text and framing, 8 tokens out.
+  const oneCall = unlistedUsd(IMAGE_TOKENS.openai + 1_000 + 8);
+  // Each call the provider bills 10,000 input tokens: 20 of them are four times the budget.
+  const billed = 10_000;
+
+  it('an image to embed with Gemini is held at the image bound: the calls the provider bills stay within L + E', async () => {
+    const png = 'iVBORw0KGgo'.repeat(30_000);
+    const { served, recordedUsd } = await inParallel(
+      1,
+      'http://generativelanguage.googleapis.com/v1beta/models/gemini-embedding-2:embedContent',
+      { content: { parts: [{ text: 'a beach' }, { inline_data: { mime_type: 'image/png', data: png } }] } },
+      billed,
+    );
+    expect(served).toBeGreaterThanOrEqual(1);
+    // Gemini answers embeddings without usage: each is charged its estimate, above what it bills.
+    expect(served * unlistedUsd(billed)).toBeLessThanOrEqual(LIMIT_USD + oneCall);
+    expect(recordedUsd).toBeGreaterThanOrEqual(served * unlistedUsd(IMAGE_TOKENS.gemini));
+    expect(recordedUsd).toBeLessThanOrEqual(LIMIT_USD + oneCall);
+  });
+
+  it("vLLM's chat-form embeddings of an image are served and held at the image bound", async () => {
+    const image = { type: 'image_url', image_url: { url: 'data:image/png;base64,' + 'iVBORw0KGgo'.repeat(30_000) } };
+    const { served, recordedUsd } = await inParallel(
+      2,
+      'http://compat.local:8000/v1/embeddings',
+      { model: 'vlm2vec', messages: [{ role: 'user', content: [image, { type: 'text', text: 'a beach' }] }] },
+      billed,
+    );
+    expect(served).toBeGreaterThanOrEqual(1);
+    expect(served * unlistedUsd(billed)).toBeLessThanOrEqual(LIMIT_USD + oneCall);
+    expect(recordedUsd).toBeLessThanOrEqual(LIMIT_USD + oneCall);
+  });
+
+  it("vLLM's prompt embeddings to a legacy completion are held at their bytes", async () => {
+    const { served, recordedUsd } = await inParallel(
+      3,
+      'http://compat.local:8000/v1/completions',
+      { model: 'llama-3-8b', prompt_embeds: 'A'.repeat(IMAGE_TOKENS.openai), max_tokens: 8 },
+      billed,
+    );
+    expect(served).toBeGreaterThanOrEqual(1);
+    expect(served * unlistedUsd(billed)).toBeLessThanOrEqual(LIMIT_USD + oneCall);
+    expect(recordedUsd).toBeLessThanOrEqual(LIMIT_USD + oneCall);
   });
 });

@@ -284,7 +284,8 @@ function embeddingOf(text: string, encoding: string): number[] | string {
 
 export function openAiEmbeddings(ctx: SimContext): Promise<TokenUsage> {
   const { plan, body } = ctx;
-  const inputs: unknown[] = Array.isArray(body.input) ? body.input : [body.input];
+  // vLLM embeds chat `messages` (images with text) as one input.
+  const inputs: unknown[] = Array.isArray(body.input) ? body.input : [body.input ?? body.messages];
   const encoding = typeof body.encoding_format === 'string' ? body.encoding_format : 'float';
   const data = inputs.map((input, index) => ({
     object: 'embedding',
