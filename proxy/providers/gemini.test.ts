@@ -100,10 +100,11 @@ describe('Gemini classify and parseRequest', () => {
     expect(parse([{ functionCall: call, function_call: call }])).toBe(
       parse([{ text: JSON.stringify(call) + JSON.stringify(call) }]),
     );
-    // The parts of a result are measured as parts, not as its text.
+    // The parts of a result are measured as parts, not as its text: text among them at its bytes.
     const image = { inlineData: { mimeType: 'image/png', data: 'A'.repeat(100_000) } };
-    expect(parse([{ functionResponse: { ...result, parts: [image] } }])).toBe(
-      parse([{ text: JSON.stringify(result) }]) + IMAGE_TOKENS.gemini,
+    const words = 'more rows '.repeat(500);
+    expect(parse([{ functionResponse: { ...result, parts: [image, { text: words }] } }])).toBe(
+      parse([{ text: JSON.stringify(result) }]) + IMAGE_TOKENS.gemini + words.length,
     );
   });
 

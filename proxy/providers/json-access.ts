@@ -31,7 +31,21 @@ export function parseJson(text: string): unknown {
   }
 }
 
-/** The text of a message content: a string, or the `text` of each part in a list of parts. */
+/** Where a part's own text is: its text, a tool result's content or output, a call's arguments. */
+const TEXT_KEYS = ['text', 'content', 'output', 'arguments'];
+
+/** The field whose string `textOf` reads as a part's text: the first of `TEXT_KEYS` given as one. */
+export function textKeyOf(p: JsonObject): string | undefined {
+  return TEXT_KEYS.find((key) => typeof p[key] === 'string');
+}
+
+/** Where a part without text of its own lists parts whose text `textOf` reads: a message's content, a tool call's output. */
+export const TEXT_NESTS = ['content', 'output'];
+
+/**
+ * The text of a message content: a string, or the text of each part in a list of parts, and of
+ * the parts listed in a part without text of its own.
+ */
 export function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   let out = '';
@@ -39,9 +53,9 @@ export function textOf(content: unknown): string {
     if (typeof part === 'string') out += part;
     const p = asObject(part);
     if (!p) continue;
-    const text = asString(p.text) ?? asString(p.content) ?? asString(p.output) ?? asString(p.arguments);
-    if (text !== undefined) out += text;
-    else if (Array.isArray(p.content)) out += textOf(p.content);
+    const key = textKeyOf(p);
+    if (key !== undefined) out += p[key] as string;
+    else for (const nest of TEXT_NESTS) out += textOf(asArray(p[nest]));
   }
   return out;
 }

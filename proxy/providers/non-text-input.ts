@@ -1,4 +1,4 @@
-import { asArray, asObject, asString, type JsonObject } from './json-access.ts';
+import { asArray, asObject, asString, TEXT_NESTS, textKeyOf, type JsonObject } from './json-access.ts';
 
 /**
  * What a prompt part the proxy does not tokenize holds back in input tokens at most. An image
@@ -66,7 +66,10 @@ export const GEMINI_FUNCTION_KEYS = ['functionCall', 'function_call', 'functionR
 /** Gemini parts of code the model ran and its result. */
 const GEMINI_CODE_KEYS = ['executableCode', 'executable_code', 'codeExecutionResult', 'code_execution_result'];
 
-/** Where a part nests parts of its own: tool results, messages, a document's blocks. */
+/**
+ * Where a part nests parts of its own: tool results, messages, a document's blocks. The adapters
+ * read the text of the parts listed in some of them (`TEXT_NESTS`), of a part with no text of its own.
+ */
 const NESTED_KEYS = ['content', 'output', 'parts'];
 
 type Kind = 'counted' | 'bytes' | 'image' | 'unknown';
@@ -89,25 +92,67 @@ function kindOf(p: JsonObject): Kind {
   return 'unknown';
 }
 
-/** The UTF-8 bytes of every string in a value, its own nested parts left out at the top. */
-function inlineBytes(value: unknown, top: boolean): number {
+/** The UTF-8 bytes of every string in a value. */
+function inlineBytes(value: unknown): number {
   if (typeof value === 'string') return Buffer.byteLength(value);
   let bytes = 0;
-  if (Array.isArray(value)) for (const item of value) bytes += inlineBytes(item, false);
+  if (Array.isArray(value)) for (const item of value) bytes += inlineBytes(item);
   else {
     const object = asObject(value);
     if (object === undefined) return 0;
-    for (const key in object) if (!(top && NESTED_KEYS.includes(key))) bytes += inlineBytes(object[key], false);
+    for (const key in object) bytes += inlineBytes(object[key]);
   }
   return bytes;
 }
 
-function nestedTokens(p: JsonObject, amounts: NonTextAmounts): number {
+/** A part's own bytes: all it holds but the parts it nests, measured apart, and the text the adapters read. */
+function ownBytes(p: JsonObject, read: string | undefined): number {
+  let bytes = 0;
+  for (const key in p) {
+    const value = p[key];
+    if (key === read || (NESTED_KEYS.includes(key) && typeof value === 'object' && value !== null)) continue;
+    bytes += inlineBytes(value);
+  }
+  return bytes;
+}
+
+/**
+ * The parts a part nests. `read`: the adapters read the text of the parts it lists where
+ * `textOf` does, and a document's blocks are counted in its own bytes; the parts of a Gemini
+ * function result are read as no text.
+ */
+function nestedTokens(p: JsonObject, amounts: NonTextAmounts, read: boolean): number {
   let tokens = 0;
-  for (const key of NESTED_KEYS) tokens += nonTextTokens(p[key], amounts);
-  tokens += nonTextTokens(asObject(p.source)?.content, amounts);
-  tokens += nonTextTokens(asObject(p.functionResponse)?.parts, amounts);
-  tokens += nonTextTokens(asObject(p.function_response)?.parts, amounts);
+  for (const key of NESTED_KEYS) tokens += partsTokens(p[key], amounts, read && TEXT_NESTS.includes(key));
+  tokens += partsTokens(asObject(p.source)?.content, amounts, true);
+  tokens += partsTokens(asObject(p.functionResponse)?.parts, amounts, false);
+  tokens += partsTokens(asObject(p.function_response)?.parts, amounts, false);
+  return tokens;
+}
+
+/**
+ * One part: what it nests, and itself unless it is text the adapters count. `read` says they read
+ * its text (`textKeyOf`): a part of text they do not read (listed where `textOf` does not look)
+ * counts at its bytes, as any string of a part that is not text they do not read does.
+ */
+function partTokens(p: JsonObject, amounts: NonTextAmounts, read: boolean): number {
+  const text = read ? textKeyOf(p) : undefined;
+  const nested = nestedTokens(p, amounts, read && text === undefined);
+  const kind = kindOf(p);
+  if (kind === 'counted' && read) return nested;
+  // An image is billed by its pixels, which the provider scales down to a bound, never by the
+  // bytes that encode it: a screenshot of a megabyte costs what its bound says.
+  if (kind === 'image') return nested + amounts.image;
+  const bytes = ownBytes(p, text);
+  return nested + (kind === 'unknown' ? Math.max(bytes, amounts.unknown) : bytes);
+}
+
+function partsTokens(content: unknown, amounts: NonTextAmounts, read: boolean): number {
+  let tokens = 0;
+  for (const part of asArray(content)) {
+    const p = asObject(part);
+    if (p !== undefined) tokens += partTokens(p, amounts, read);
+  }
   return tokens;
 }
 
@@ -115,22 +160,11 @@ function nestedTokens(p: JsonObject, amounts: NonTextAmounts): number {
  * The input tokens at most of a content's parts that are not text, which the tokenizer does not
  * count: each part that is not text, of any type (one the proxy does not know counts as of
  * unknown size), at least its inline bytes (a document's text, base64 data), an image at
- * `amounts.image` however it is given (a URL, a data URL), a part of unknown size at least `amounts.unknown`; and so for the parts
- * nested in tool results and messages. Bytes only: no tokenizer, so the bound and the exact count
- * of a prompt hold the same figure.
+ * `amounts.image` however it is given (a URL, a data URL), a part of unknown size at least
+ * `amounts.unknown`; and so for the parts nested in tool results and messages, whose text counts
+ * at its bytes where the adapters do not read it. Bytes only: no tokenizer, so the bound and the
+ * exact count of a prompt hold the same figure.
  */
 export function nonTextTokens(content: unknown, amounts: NonTextAmounts): number {
-  let tokens = 0;
-  for (const part of asArray(content)) {
-    const p = asObject(part);
-    if (p === undefined) continue;
-    tokens += nestedTokens(p, amounts);
-    const kind = kindOf(p);
-    if (kind === 'counted') continue;
-    // An image is billed by its pixels, which the provider scales down to a bound, never by the
-    // bytes that encode it: a screenshot of a megabyte costs what its bound says.
-    if (kind === 'image') tokens += amounts.image;
-    else tokens += Math.max(inlineBytes(p, true), kind === 'unknown' ? amounts.unknown : 0);
-  }
-  return tokens;
+  return partsTokens(content, amounts, true);
 }

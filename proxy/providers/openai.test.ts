@@ -238,6 +238,17 @@ describe('OpenAI parseRequest', () => {
     expect(parse([{ type: 'refusal', refusal: 'no' }])).toBeLessThan(100);
   });
 
+  it('counts the text a tool call output lists as the text it gives as a string', () => {
+    const parse = (item: object) =>
+      openai.parseRequest('responses', { model: 'gpt-4.1', input: [item] }, '/v1/responses').estimatedInputTokens;
+    const text = 'the forecast for Paris: sunny, 24 degrees. '.repeat(400);
+    for (const type of ['function_call_output', 'custom_tool_call_output']) {
+      const listed = parse({ type, call_id: 'c', output: [{ type: 'input_text', text }] });
+      expect(listed, type).toBe(parse({ type, call_id: 'c', output: text }));
+      expect(listed, type).toBeGreaterThan(fx.tokens.countText('gpt-4.1', text));
+    }
+  });
+
   it('bounds the answer by the model default when the request sets none', () => {
     const parsed = openai.parseRequest(
       'chat',
