@@ -89,6 +89,64 @@ describe('Anthropic classify and parseRequest', () => {
     ).toBeGreaterThanOrEqual(unknown);
   });
 
+  it('holds replayed web search and fetch results at their bytes, not at the allowance of an unknown block', () => {
+    const parse = (content: unknown[]) =>
+      anthropic.parseRequest(
+        'messages',
+        { ...body, model: 'claude-sonnet-4-20250514', messages: [{ role: 'assistant', content }] },
+        '/v1/messages',
+      ).estimatedInputTokens;
+    const none = parse([]);
+    // The UTF-8 bytes of every string a block holds.
+    const bytes = (value: unknown): number =>
+      typeof value === 'string'
+        ? Buffer.byteLength(value)
+        : typeof value === 'object' && value !== null
+          ? Object.values(value).reduce((sum: number, v) => sum + bytes(v), 0)
+          : 0;
+    const result = (i: number) => ({
+      type: 'web_search_result',
+      url: `https://example.com/page-${i}`,
+      title: `Page ${i} — résumé`,
+      encrypted_content: 'EqQBCioIAxgCIiQ'.repeat(300),
+      page_age: 'April 30, 2025',
+    });
+    const search = {
+      type: 'web_search_tool_result',
+      tool_use_id: 'srvtoolu_1',
+      content: [0, 1, 2, 3, 4].map(result),
+    };
+    expect(parse([search])).toBe(none + bytes(search));
+    expect(parse([search, search, search])).toBe(none + 3 * bytes(search));
+    expect(parse([search, search, search])).toBeLessThan(fx.deps.serverContextTokens);
+    const failed = {
+      type: 'web_search_tool_result',
+      tool_use_id: 'srvtoolu_2',
+      content: { type: 'web_search_tool_result_error', error_code: 'max_uses_exceeded' },
+    };
+    expect(parse([failed])).toBe(none + bytes(failed));
+
+    const page = 'The page as text. '.repeat(2_000);
+    const fetched = (source: object) => ({
+      type: 'web_fetch_tool_result',
+      tool_use_id: 'srvtoolu_3',
+      content: {
+        type: 'web_fetch_result',
+        url: 'https://example.com/page',
+        retrieved_at: '2025-08-25T10:30:00Z',
+        content: { type: 'document', source, title: 'A page' },
+      },
+    });
+    const text = fetched({ type: 'text', media_type: 'text/plain', data: page });
+    expect(parse([text])).toBe(none + bytes(text));
+    // A fetched PDF is compressed: of unknown size, as any PDF.
+    const pdf = fetched({ type: 'base64', media_type: 'application/pdf', data: 'JVBER' });
+    expect(parse([pdf])).toBeGreaterThanOrEqual(none + fx.deps.serverContextTokens);
+    // What the proxy does not know among the results stays at the allowance.
+    const novel = { ...search, content: [{ type: 'web_search_result_of_tomorrow', url: 'u' }] };
+    expect(parse([novel])).toBeGreaterThanOrEqual(none + fx.deps.serverContextTokens);
+  });
+
   it('declares server tools by name and remote MCP servers as mcp, built in, without their credentials', () => {
     const declared = (extra: object) => anthropic.parseRequest('messages', { ...body, ...extra }, '/v1/messages');
     const server = { type: 'url', url: 'https://mcp.example.com/sse', name: 'example', authorization_token: 'sk-1' };

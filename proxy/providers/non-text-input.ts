@@ -58,7 +58,22 @@ const BYTE_BOUNDED: ReadonlySet<unknown> = new Set([
   'mcp_approval_request',
   'mcp_approval_response',
   'code_interpreter_call',
+  // A computer call's output: its ids and acknowledged checks, its screenshot measured as an image.
+  'computer_call_output',
+  // Results of Anthropic's web search and fetch replayed: titles, URLs, page text, errors. A
+  // search result's page text comes encrypted: it is taken to hold no more tokens than its blob
+  // has bytes (what the provider bills beyond is charged, docs/budgets.md "Overspend bound"). A
+  // fetched document is measured as a document.
+  'web_search_tool_result',
+  'web_search_result',
+  'web_search_tool_result_error',
+  'web_fetch_tool_result',
+  'web_fetch_result',
+  'web_fetch_tool_result_error',
 ]);
+
+/** Parts that are an image whatever their type says: a computer call's screenshot, by URL or file. */
+const IMAGES: ReadonlySet<unknown> = new Set(['computer_screenshot']);
 
 /** Gemini parts (which have no type) of a function call or result, whose JSON the adapter counts as text. */
 export const GEMINI_FUNCTION_KEYS = ['functionCall', 'function_call', 'functionResponse', 'function_response'];
@@ -85,7 +100,8 @@ function kindOf(p: JsonObject): Kind {
   if (COUNTED.has(type) || GEMINI_FUNCTION_KEYS.some((key) => p[key] !== undefined)) return 'counted';
   if (BYTE_BOUNDED.has(type) || GEMINI_CODE_KEYS.some((key) => p[key] !== undefined)) return 'bytes';
   const media = mediaType(p);
-  if ((typeof type === 'string' && type.includes('image')) || media.startsWith('image/')) return 'image';
+  if ((typeof type === 'string' && type.includes('image')) || IMAGES.has(type) || media.startsWith('image/'))
+    return 'image';
   // A document given as text (Anthropic's `source.type: "text"`) or as blocks, inline text data.
   const source = asObject(p.source)?.type;
   if (source === 'text' || source === 'content' || media.startsWith('text/')) return 'bytes';
@@ -105,25 +121,33 @@ function inlineBytes(value: unknown): number {
   return bytes;
 }
 
-/** A part's own bytes: all it holds but the parts it nests, measured apart, and the text the adapters read. */
-function ownBytes(p: JsonObject, read: string | undefined): number {
+/**
+ * A part's own bytes: all it holds but the parts it nests, measured apart (`single`: a part it
+ * holds alone too), and the text the adapters read.
+ */
+function ownBytes(p: JsonObject, read: string | undefined, single: boolean): number {
   let bytes = 0;
   for (const key in p) {
     const value = p[key];
-    if (key === read || (NESTED_KEYS.includes(key) && typeof value === 'object' && value !== null)) continue;
-    bytes += inlineBytes(value);
+    const nested = NESTED_KEYS.includes(key) && (Array.isArray(value) || (single && asObject(value) !== undefined));
+    if (key !== read && !nested) bytes += inlineBytes(value);
   }
   return bytes;
 }
 
 /**
- * The parts a part nests. `read`: the adapters read the text of the parts it lists where
- * `textOf` does, and a document's blocks are counted in its own bytes; the parts of a Gemini
- * function result are read as no text.
+ * The parts a part nests, in a list or alone (`single`: a computer call's screenshot, a search's
+ * error). `read`: the adapters read the text of the parts it lists where `textOf` does, and a
+ * document's blocks are counted in its own bytes; a part held alone, and the parts of a Gemini
+ * function result, are read as no text.
  */
-function nestedTokens(p: JsonObject, amounts: NonTextAmounts, read: boolean): number {
+function nestedTokens(p: JsonObject, amounts: NonTextAmounts, read: boolean, single: boolean): number {
   let tokens = 0;
-  for (const key of NESTED_KEYS) tokens += partsTokens(p[key], amounts, read && TEXT_NESTS.includes(key));
+  for (const key of NESTED_KEYS) {
+    const alone = single ? asObject(p[key]) : undefined;
+    if (alone !== undefined) tokens += partTokens(alone, amounts, false);
+    else tokens += partsTokens(p[key], amounts, read && TEXT_NESTS.includes(key));
+  }
   tokens += partsTokens(asObject(p.source)?.content, amounts, true);
   tokens += partsTokens(asObject(p.functionResponse)?.parts, amounts, false);
   tokens += partsTokens(asObject(p.function_response)?.parts, amounts, false);
@@ -133,17 +157,20 @@ function nestedTokens(p: JsonObject, amounts: NonTextAmounts, read: boolean): nu
 /**
  * One part: what it nests, and itself unless it is text the adapters count. `read` says they read
  * its text (`textKeyOf`): a part of text they do not read (listed where `textOf` does not look)
- * counts at its bytes, as any string of a part that is not text they do not read does.
+ * counts at its bytes, as any string of a part that is not text they do not read does. A part of
+ * a type the proxy does not know counts whole, at least at the allowance, what it holds alone
+ * with it; each part it lists counts on its own.
  */
 function partTokens(p: JsonObject, amounts: NonTextAmounts, read: boolean): number {
   const text = read ? textKeyOf(p) : undefined;
-  const nested = nestedTokens(p, amounts, read && text === undefined);
   const kind = kindOf(p);
+  const single = kind !== 'unknown';
+  const nested = nestedTokens(p, amounts, read && text === undefined, single);
   if (kind === 'counted' && read) return nested;
   // An image is billed by its pixels, which the provider scales down to a bound, never by the
   // bytes that encode it: a screenshot of a megabyte costs what its bound says.
   if (kind === 'image') return nested + amounts.image;
-  const bytes = ownBytes(p, text);
+  const bytes = ownBytes(p, text, single);
   return nested + (kind === 'unknown' ? Math.max(bytes, amounts.unknown) : bytes);
 }
 

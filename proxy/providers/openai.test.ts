@@ -249,6 +249,34 @@ describe('OpenAI parseRequest', () => {
     }
   });
 
+  it('holds a replayed computer call output at the image bound of its screenshot and the bytes of its text', () => {
+    const parse = (input: object[]) =>
+      openai.parseRequest('responses', { model: 'computer-use-preview', input }, '/v1/responses').estimatedInputTokens;
+    // An item's framing, as a message of its own.
+    const framing =
+      fx.tokens.countChatMessages('computer-use-preview', [{ role: 'user', content: '' }]) -
+      fx.tokens.countChatMessages('computer-use-preview', []);
+    const none = parse([]) + framing;
+    const checks = [{ id: 'cu_sc_1', code: 'malicious_instructions', message: 'The page asks to ignore the user.' }];
+    const output = (screenshot: object) => ({
+      type: 'computer_call_output',
+      call_id: 'call_1',
+      acknowledged_safety_checks: checks,
+      output: { type: 'computer_screenshot', ...screenshot },
+    });
+    const own =
+      Buffer.byteLength('computer_call_output') +
+      Buffer.byteLength('call_1') +
+      checks.reduce((sum, c) => sum + Buffer.byteLength(c.id + c.code + c.message), 0);
+    const screenshot = output({ image_url: 'data:image/png;base64,' + 'iVBORw0KGgo'.repeat(100_000) });
+    expect(parse([screenshot])).toBe(none + IMAGE_TOKENS.openai + own);
+    expect(parse([output({ file_id: 'file-shot' })])).toBe(none + IMAGE_TOKENS.openai + own);
+    expect(parse([screenshot, screenshot, screenshot, screenshot])).toBeLessThan(fx.deps.serverContextTokens);
+    // An output of a kind the proxy does not know stays at the allowance.
+    const novel = { type: 'computer_call_output', call_id: 'call_1', output: { type: 'screen_recording', id: 'r' } };
+    expect(parse([novel])).toBeGreaterThanOrEqual(none + fx.deps.serverContextTokens);
+  });
+
   it('bounds the answer by the model default when the request sets none', () => {
     const parsed = openai.parseRequest(
       'chat',
