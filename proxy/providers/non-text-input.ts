@@ -25,6 +25,7 @@ const COUNTED: ReadonlySet<unknown> = new Set([
   'text',
   'input_text',
   'output_text',
+  'reasoning_text',
   'message',
   'tool_use',
   'server_tool_use',

@@ -249,6 +249,21 @@ describe('OpenAI parseRequest', () => {
     }
   });
 
+  it('counts the text of a replayed reasoning item, not the allowance of an unknown part', () => {
+    const parse = (input: object[]) =>
+      openai.parseRequest('responses', { model: 'o4-mini', input }, '/v1/responses').estimatedInputTokens;
+    const thought = 'First, the user asks about the weather. '.repeat(50);
+    const reasoning = {
+      type: 'reasoning',
+      id: 'rs_1',
+      summary: [{ type: 'summary_text', text: 'Weather lookup.' }],
+      content: [{ type: 'reasoning_text', text: thought }],
+    };
+    const estimate = parse([reasoning]);
+    expect(estimate).toBeGreaterThanOrEqual(fx.tokens.countText('o4-mini', thought));
+    expect(estimate).toBeLessThan(fx.deps.serverContextTokens);
+  });
+
   it('holds a replayed computer call output at the image bound of its screenshot and the bytes of its text', () => {
     const parse = (input: object[]) =>
       openai.parseRequest('responses', { model: 'computer-use-preview', input }, '/v1/responses').estimatedInputTokens;
