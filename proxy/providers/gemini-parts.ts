@@ -1,5 +1,5 @@
 import type { AdapterDeps } from './adapter.ts';
-import { asArray, asObject, textOf, type JsonObject } from './json-access.ts';
+import { asArray, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { GEMINI_FUNCTION_KEYS, IMAGE_TOKENS, type NonTextAmounts } from './non-text-input.ts';
 
 /** What a Gemini part that is not text holds back at most (non-text-input.ts). */
@@ -7,10 +7,14 @@ export function geminiAmounts(deps: AdapterDeps): NonTextAmounts {
   return { image: IMAGE_TOKENS.gemini, unknown: deps.serverContextTokens };
 }
 
-/** A function call or result as the model reads it: its JSON, whatever fields it has, its parts measured apart. */
+/**
+ * A function call or result as the model reads it: its name, its arguments or response as JSON,
+ * and any other field it gives (an id) as JSON too; its parts measured apart.
+ */
 function functionText(f: JsonObject): string {
-  const { parts: _parts, ...rest } = f;
-  return JSON.stringify(rest);
+  const { name, args, response, parts: _parts, ...rest } = f;
+  const text = (asString(name) ?? '') + JSON.stringify(args ?? response ?? {});
+  return Object.keys(rest).length > 0 ? text + JSON.stringify(rest) : text;
 }
 
 /**

@@ -87,24 +87,26 @@ describe('Gemini classify and parseRequest', () => {
     expect(parse([{ somePartOfTomorrow: { id: 'x' } }])).toBeGreaterThanOrEqual(unknown);
   });
 
-  it('counts a function call or result once, as the text of its JSON, its parts apart', () => {
+  it('counts a function call or result once, as its text: name, arguments or response and other fields as JSON', () => {
     const parse = (parts: unknown[]) =>
       gemini.parseRequest('generate', { contents: [{ role: 'model', parts }] }, generatePath).estimatedInputTokens;
-    const call = { id: 'c1', name: 'lookup', args: { city: 'Paris', days: [1, 2, 3] } };
-    const result = { id: 'c1', name: 'lookup', response: { forecast: 'sunny '.repeat(200) } };
-    expect(parse([{ functionCall: call }])).toBe(parse([{ text: JSON.stringify(call) }]));
-    expect(parse([{ function_call: call }])).toBe(parse([{ text: JSON.stringify(call) }]));
-    expect(parse([{ functionResponse: result }])).toBe(parse([{ text: JSON.stringify(result) }]));
-    expect(parse([{ function_response: result }])).toBe(parse([{ text: JSON.stringify(result) }]));
+    const args = { city: 'Paris', days: [1, 2, 3] };
+    const response = { forecast: 'sunny '.repeat(200) };
+    const call = { id: 'c1', name: 'lookup', args };
+    const result = { id: 'c1', name: 'lookup', response };
+    const callText = 'lookup' + JSON.stringify(args) + JSON.stringify({ id: 'c1' });
+    const resultText = 'lookup' + JSON.stringify(response) + JSON.stringify({ id: 'c1' });
+    expect(parse([{ functionCall: call }])).toBe(parse([{ text: callText }]));
+    expect(parse([{ function_call: call }])).toBe(parse([{ text: callText }]));
+    expect(parse([{ functionResponse: result }])).toBe(parse([{ text: resultText }]));
+    expect(parse([{ function_response: result }])).toBe(parse([{ text: resultText }]));
     // A part that gives both spellings counts both: Google could read either.
-    expect(parse([{ functionCall: call, function_call: call }])).toBe(
-      parse([{ text: JSON.stringify(call) + JSON.stringify(call) }]),
-    );
+    expect(parse([{ functionCall: call, function_call: call }])).toBe(parse([{ text: callText + callText }]));
     // The parts of a result are measured as parts, not as its text: text among them at its bytes.
     const image = { inlineData: { mimeType: 'image/png', data: 'A'.repeat(100_000) } };
     const words = 'more rows '.repeat(500);
     expect(parse([{ functionResponse: { ...result, parts: [image, { text: words }] } }])).toBe(
-      parse([{ text: JSON.stringify(result) }]) + IMAGE_TOKENS.gemini + words.length,
+      parse([{ text: resultText }]) + IMAGE_TOKENS.gemini + words.length,
     );
   });
 
