@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseOrThrow } from '../../core/errors/index.ts';
 import { noTools, type AdapterDeps, type ParsedRequest } from './adapter.ts';
 import { asArray, asObject, asString, type JsonObject } from './json-access.ts';
-import { requireModel } from './openai-request.ts';
+import { refuseOtherModels, requireModel } from './openai-request.ts';
 import { TextOrTokensSchema, textOrTokensCount } from './openai-token-input.ts';
 
 const count = z.number().int().nonnegative();
@@ -34,6 +34,7 @@ export function parseOpenAiCompletionsRequest(
   body: unknown,
   pathModel: string | undefined,
 ): ParsedRequest {
+  refuseOtherModels(body);
   const req = parseOrThrow(OpenAiCompletionsRequestSchema, body);
   const model = requireModel(req.model, pathModel);
   let input = req.suffix ? deps.tokens.countText(model, req.suffix) : 0;

@@ -76,6 +76,10 @@ describe("a router's fallback models", () => {
       client.responses.create({ model: 'gpt-4o-mini', input: 'hi', models: ['o1-pro'] } as never),
     );
     expectRefused(responses, 'models: a router may serve another model');
+    const legacy = await failure(() =>
+      client.completions.create({ model: 'gpt-3.5-turbo-instruct', prompt: 'hi', fallbacks: ['o1-pro'] } as never),
+    );
+    expectRefused(legacy, 'fallbacks: a router may serve another model');
     expect(rig.sim.requests.length).toBe(before);
     // Empty, the field names no other model.
     const answer = await client.chat.completions.create({
