@@ -101,7 +101,8 @@ export class CheckAnswers {
         }
         // A list or an object is read by each rule's effect (every element for an allow, some
         // for the rest; an unreadable shape holds only for the rest): its answers are kept apart
-        // by reading. A scalar's is the same for every rule (a comparison's key holds the reading).
+        // by reading. A scalar's is the same for every rule (a comparison's and a `matches`'s
+        // key hold the reading).
         if (value !== null && typeof value === 'object') {
           const check = checks[c] as CompiledCheck;
           const slot = id * 2 + (check.reading === 'every' ? 1 : 0);

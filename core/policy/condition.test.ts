@@ -124,6 +124,22 @@ describe('compileCondition', () => {
     expect(check('not_in', ['prod'], 'x', 'every')({ x: [{ env: 'prod' }] })).toBe(false);
   });
 
+  it("matches lets a restrictive rule's . cross a line break, and not an allow's", () => {
+    // The agent chooses where its text breaks: a command split over lines is one command.
+    const dropTable = '(?i)drop.*table';
+    expect(check('matches', dropTable, 'x', 'some')({ x: 'DROP\nTABLE users' })).toBe(true);
+    expect(check('matches', dropTable, 'x', 'some')({ x: ['ok', 'drop\r\n\ttable'] })).toBe(true);
+    expect(check('matches', dropTable, 'x', 'some')({ x: { sql: 'DROP\nTABLE users' } })).toBe(true);
+    // An allow-list pattern admits one line, not a second one after it.
+    const safe = '^safe-.*$';
+    expect(check('matches', safe, 'x', 'every')({ x: 'safe-x' })).toBe(true);
+    expect(check('matches', safe, 'x', 'every')({ x: 'safe-x\nrm -rf /' })).toBe(false);
+    expect(check('matches', safe, 'x', 'every')({ x: ['safe-a', 'safe-b\nrm -rf /'] })).toBe(false);
+    // A pattern may still say otherwise for itself.
+    expect(check('matches', '(?-s:drop.*table)', 'x', 'some')({ x: 'drop\ntable' })).toBe(false);
+    expect(check('matches', '(?s)^safe-.*$', 'x', 'every')({ x: 'safe-x\nrm -rf /' })).toBe(true);
+  });
+
   it('a deny reads an object or a list as its JSON text for matches and contains', () => {
     const args = { x: { command: 'rm -rf /' } };
     expect(check('matches', 'rm -rf', 'x', 'some')(args)).toBe(true);

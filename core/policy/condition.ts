@@ -20,7 +20,8 @@ export interface CompiledCheck {
   readonly cost: number;
   /**
    * How it reads a list or an object: its answer on one is shared only among checks that read it
-   * alike. A scalar's is the same for every rule, but for a comparison's (`"5_000"`).
+   * alike. A scalar's is the same for every rule, but for a comparison's (`"5_000"`) and a
+   * `matches`'s (whose `.` crosses a line break only for the rest).
    */
   readonly reading: ListReading;
   /**
@@ -79,14 +80,17 @@ export function compileCondition(condition: PolicyCondition, reading: ListReadin
   }
   if (condition.operator === 'semantic') return compileSemantic(condition.field, read, condition.value);
   if (condition.operator === 'sequence') return compileSequence(condition.field, read, condition.value);
+  const restrictive = reading === 'some';
   const test = compileValueTest(condition.operator, condition.value, {
     reading,
     fold: IDENTITY_FIELDS.has(condition.field),
-    unreadable: reading === 'some',
+    unreadable: restrictive,
+    crossLines: restrictive,
   });
   if (typeof test === 'string') return fault('value', test);
   const cost = condition.operator === 'matches' ? 2 : condition.operator === 'contains' ? 1 : 0;
-  const key = `${Object.hasOwn(ORDER, condition.operator) ? reading : ''}\u0000${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
+  const readingKeyed = Object.hasOwn(ORDER, condition.operator) || condition.operator === 'matches';
+  const key = `${readingKeyed ? reading : ''}\u0000${condition.operator}\u0000${condition.field}\u0000${JSON.stringify(condition.value)}`;
   return { ok: true, condition: { kind: 'check', field: condition.field, read, test, cost, key, reading } };
 }
 
@@ -96,11 +100,15 @@ export function compileCondition(condition: PolicyCondition, reading: ListReadin
  * (a number that is not one, an object where a scalar is compared). The agent chooses the shape
  * of what it sends (`"5_000"`, `{"amount": {...}}`), so a deny, a warning or an approval holds on
  * such a value and an allow does not: a shape no rule foresaw is never a way around one.
+ * `crossLines`: a `matches` pattern's `.` matches a line break too (RE2's `(?s)`). The agent
+ * chooses where its text breaks, so `DROP\nTABLE` meets a deny's `drop.*table`; an allow's `.`
+ * stops at one, so `^safe-.*$` does not admit `safe-x\nrm -rf /`.
  */
 interface Reading {
   readonly reading: ListReading;
   readonly fold: boolean;
   readonly unreadable: boolean;
+  readonly crossLines: boolean;
 }
 
 /** Returns the test, or a description of why the value does not suit the operator. */
@@ -233,7 +241,7 @@ function compileRegex(value: unknown, how: Reading): ValueTest | string {
   let regex: RE2JS;
   try {
     // RE2 matches in linear time, so no pattern can stall the hot path (no backtracking).
-    regex = RE2JS.compile(pattern);
+    regex = RE2JS.compile(pattern, how.crossLines ? RE2JS.DOTALL : 0);
   } catch (error) {
     return `invalid or unsupported regular expression (linear-time RE2 syntax; no backreferences or lookaround): ${(error as Error).message}`;
   }

@@ -143,6 +143,21 @@ describe('evaluate', () => {
     expect(decide({ mode: 'safe', amount: '5 USD' })).toMatchObject({ decision: 'DENY', matched_rule: 'e' });
   });
 
+  it("reads a pattern's . by each rule's effect, even where an allow and a deny hold the same condition", () => {
+    const oneCommand = { field: 'input_text', operator: 'matches' as const, value: '^git .*$' };
+    const ruleset = compileRuleset(
+      [
+        policy({ name: 'git-allowed', priority: 200, rules: [rule('a', 'tool:shell', 'ALLOW', [oneCommand])] }),
+        policy({ name: 'git-watched', priority: 100, rules: [rule('d', 'tool:shell', 'DENY', [oneCommand])] }),
+      ],
+      1,
+    );
+    const decide = (text: string) => evaluate(ruleset, { action: 'tool:shell', context: { input_text: text } });
+    expect(decide('git status')).toMatchObject({ decision: 'ALLOW', matched_rule: 'a' });
+    // The allow's . stops at the line break; the deny's crosses it, though it is asked the same.
+    expect(decide('git status\nrm -rf /')).toMatchObject({ decision: 'DENY', matched_rule: 'd' });
+  });
+
   it('gives ALLOW with effect no_match when nothing matches', () => {
     const ruleset = compileRuleset([policy({ rules: [rule('r', 'tool:shell', 'DENY')] })], 1);
     const result = evaluate(ruleset, { action: 'tool:search', context: {} });
