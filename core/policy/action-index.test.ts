@@ -31,6 +31,10 @@ describe('action index', () => {
             const matching = matchers.flatMap((matches, i) => (matches(a) ? [i] : []));
             for (const i of matching) expect(candidates).toContain(i);
             expect([...index.matching(a)]).toEqual(matching);
+            // One list per type, holding every rule that matches an action of it.
+            const ofType = index.ofType(a);
+            expect(index.ofType(`${a.split(':')[0] as string}:other`)).toBe(ofType);
+            expect(matching.filter((i) => !ofType.includes(i))).toEqual([]);
           }
         },
       ),
@@ -45,6 +49,9 @@ describe('action index', () => {
     expect([...index.candidates('tool:fs:write')]).toEqual([1, 3, 5]);
     expect([...index.candidates('llm:gpt-4o')]).toEqual([2, 3, 5]);
     expect([...index.candidates('mcp:query')]).toEqual([3, 5]);
+    expect([...index.ofType('tool:other')]).toEqual([0, 1, 3, 5, 6]);
+    expect([...index.ofType('llm:claude')]).toEqual([2, 3, 5]);
+    expect([...index.ofType('mcp:query')]).toEqual([3, 5]);
   });
 
   it('answers an action it does not remember, however many it has seen', () => {

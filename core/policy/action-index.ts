@@ -18,6 +18,12 @@ export interface ActionIndex {
   candidates(action: string): Int32Array;
   /** Indexes of the rules whose pattern matches `action`, ascending. */
   matching(action: string): Int32Array;
+  /**
+   * Indexes of the rules that can match some action of `action`'s type (`tool`, `llm`): the
+   * same list, one per type, for every action of it. An `llm:` call is also judged under its
+   * model's family name, another action of its type.
+   */
+  ofType(action: string): Int32Array;
 }
 
 /** A rule's action pattern as written, and compiled. */
@@ -53,10 +59,16 @@ export function indexActions(rules: readonly ActionRule[]): ActionIndex {
   for (const [action, indexes] of byAction)
     exact.set(action, merge(indexes, byType.get(actionType(action)) ?? [], any));
   const candidates = (action: string): Int32Array => exact.get(action) ?? typed.get(actionType(action)) ?? anyList;
+  const ofType = new Map<string, Int32Array>();
+  for (const type of new Set([...byType.keys(), ...[...byAction.keys()].map(actionType)])) {
+    const exactOfType = [...byAction].filter(([action]) => actionType(action) === type).flatMap(([, list]) => list);
+    ofType.set(type, merge(byType.get(type) ?? [], exactOfType, any));
+  }
   const remembered = new Map<string, Int32Array>();
   let rememberedIndexes = 0;
   return {
     candidates,
+    ofType: (action) => ofType.get(actionType(action)) ?? anyList,
     matching: (action) => {
       const known = remembered.get(action);
       if (known !== undefined) return known;

@@ -91,7 +91,7 @@ function fullScan(ruleset: CompiledRuleset): CompiledRuleset {
   return {
     ...ruleset,
     steps: ruleset.steps.map((step, i) => ({ ...step, checkIds: checks.ids[i] as Int32Array })),
-    index: { candidates: () => all, matching },
+    index: { candidates: () => all, ofType: () => all, matching },
     checks,
     answers: new CheckAnswers(checks),
   };

@@ -35,8 +35,12 @@ export interface CompiledRuleset {
    * keep the partial matches of these.
    */
   readonly sequences: readonly SequenceShape[];
-  /** The context fields the rules' conditions read, as written: a costly field is made only if read. */
-  readonly fields: ReadonlySet<string>;
+  /**
+   * The context fields, as written, that the conditions of the rules that can apply to an action
+   * of `action`'s type read (`tool:` rules for a tool call, `llm:` rules for a model's): a costly
+   * field is made only for an action such a rule reads it for.
+   */
+  readonly fieldsOf: (action: string) => ReadonlySet<string>;
   /** The rules' distinct checks, numbered. */
   readonly checks: CheckTable;
   /** Answers reused by one synchronous evaluation at a time. */
@@ -71,6 +75,7 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
     );
   const compiled = ordered.map(compilePolicy);
   const rules = compiled.flatMap((policy) => policy.rules);
+  const index = indexActions(rules);
   const checks = numberChecks(rules);
   const steps: RuleStep[] = [];
   for (const policy of compiled) {
@@ -84,16 +89,36 @@ export function compileRuleset(policies: readonly Policy[], version: number | st
     version,
     policies: compiled,
     steps,
-    index: indexActions(rules),
+    index,
     needsJudge: rules.some((rule) => rule.semantic.length > 0),
     sequences: [
       ...new Map(
         rules.flatMap((rule) => rule.checks.flatMap((c) => (c.sequence ? [[c.sequence.key, c.sequence]] : []))),
       ).values(),
     ],
-    fields: new Set(rules.flatMap((rule) => [...rule.checks, ...rule.semantic].map((c) => c.field))),
+    fieldsOf: fieldsByType(rules, index),
     checks,
     answers: new CheckAnswers(checks),
+  };
+}
+
+/** The fields per action type, worked out on the type's first action: one set per list of the index. */
+function fieldsByType(rules: readonly CompiledRule[], index: ActionIndex): (action: string) => ReadonlySet<string> {
+  const known = new WeakMap<Int32Array, ReadonlySet<string>>();
+  return (action) => {
+    const ofType = index.ofType(foldCase(action));
+    let fields = known.get(ofType);
+    if (fields === undefined) {
+      const read = new Set<string>();
+      for (const i of ofType) {
+        const rule = rules[i] as CompiledRule;
+        for (const check of rule.checks) read.add(check.field);
+        for (const semantic of rule.semantic) read.add(semantic.field);
+      }
+      fields = read;
+      known.set(ofType, fields);
+    }
+    return fields;
   };
 }
 

@@ -38,15 +38,22 @@ export interface ApprovalWait {
 }
 
 /**
- * Context fields made only when the ruleset that evaluates the context reads them (a call's text,
- * its exact count, its cost). The gate sets them on the context in the turn it picks the ruleset,
- * so a ruleset that starts reading one meanwhile finds it made all the same.
+ * Context fields made only when a rule of the ruleset that evaluates the context reads them for
+ * the action judged (a call's text, its exact count, its cost). The gate sets them on the context
+ * in the turn it picks the ruleset, so a ruleset that starts reading one meanwhile finds it made
+ * all the same.
  */
 export type MadeOnRead = Readonly<Record<string, () => unknown>>;
 
-function make(ruleset: CompiledRuleset, context: Record<string, unknown>, made: MadeOnRead | undefined): void {
+function make(
+  ruleset: CompiledRuleset,
+  action: string,
+  context: Record<string, unknown>,
+  made: MadeOnRead | undefined,
+): void {
   if (made === undefined) return;
-  for (const field in made) if (ruleset.fields.has(field)) context[field] = (made[field] as () => unknown)();
+  const fields = ruleset.fieldsOf(action);
+  for (const field in made) if (fields.has(field)) context[field] = (made[field] as () => unknown)();
 }
 
 export interface GateVerdict {
@@ -103,7 +110,7 @@ export class PolicyGate {
     made?: MadeOnRead,
   ): Promise<GateVerdict> {
     const ruleset = this.#rulesets.current;
-    if (this.#chosen !== undefined && ruleset !== null && ruleset.needsJudge) make(ruleset, context, made);
+    if (this.#chosen !== undefined && ruleset !== null && ruleset.needsJudge) make(ruleset, action, context, made);
     const verdict =
       this.#chosen === undefined || ruleset === null || !ruleset.needsJudge
         ? this.check(action, context, made)
@@ -118,9 +125,9 @@ export class PolicyGate {
     return sequencesToTrack(this.#rulesets.current, this.#judge);
   }
 
-  /** Whether the current ruleset's conditions read this context field. */
-  reads(field: string): boolean {
-    return this.#rulesets.current?.fields.has(field) ?? false;
+  /** Whether a condition of the current ruleset reads this context field for the action. */
+  reads(action: string, field: string): boolean {
+    return this.#rulesets.current?.fieldsOf(action).has(field) ?? false;
   }
 
   check(action: string, context: Record<string, unknown>, made?: MadeOnRead): GateVerdict {
@@ -136,7 +143,7 @@ export class PolicyGate {
         terminate: false,
       };
     }
-    make(ruleset, context, made);
+    make(ruleset, action, context, made);
     return this.#verdict(action, evaluate(ruleset, { action, context }, this.#judge));
   }
 

@@ -1,7 +1,7 @@
 import { Registry } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createBuiltinJudge } from '../../../core/brain/index.ts';
-import { compileRuleset } from '../../../core/policy/index.ts';
+import { compileRuleset, type CompiledRuleset } from '../../../core/policy/index.ts';
 import { activePolicy } from '../../../test/fixtures/policies.ts';
 import { createGovernanceMetrics } from '../../metrics/index.ts';
 import { loadPriceTable } from '../../../core/metering/prices.ts';
@@ -47,7 +47,7 @@ const readingAll = compileRuleset(
       {
         rule_id: 'r',
         name: 'r',
-        action: 'audit:*',
+        action: '*',
         decision: 'DENY',
         conditions: SPEC_FIELDS.map((field) => ({ field, operator: 'eq' as const, value: '-' })),
       },
@@ -172,6 +172,73 @@ describe('the spec fields of an LLM call', () => {
     for (const field of ['input_text', 'token_count', 'estimated_cost', 'estimated_input_tokens'])
       expect(context).not.toHaveProperty(field);
     expect(context.model_id).toBe('gpt-4o-mini');
+  });
+});
+
+describe('the text of an LLM call', () => {
+  const body = { model: 'gpt-4o-2024-08-06', messages: [{ role: 'user', content: 'the secret is 42' }] };
+  const adapter = createOpenAiAdapter(deps);
+  const readingText = (action: string) =>
+    compileRuleset(
+      [
+        activePolicy([
+          {
+            rule_id: 'r',
+            name: 'r',
+            action,
+            decision: 'DENY',
+            conditions: [{ field: 'input_text', operator: 'contains', value: 'secret' }],
+          },
+        ]),
+      ],
+      1,
+    );
+
+  /** The verdict on the call under `ruleset`, and how often its text was put together. */
+  function judged(ruleset: CompiledRuleset) {
+    const read = parseBounded(tokens, adapter, 'chat', body, '/v1/chat/completions');
+    const { context, made } = llmCallContext({
+      tenantId: 'acme',
+      prices,
+      provider: 'openai',
+      op: 'chat',
+      ...read,
+      host: 'h',
+      envelope,
+    });
+    let built = 0;
+    const counted = {
+      ...made,
+      input_text: () => {
+        built++;
+        return made.input_text?.();
+      },
+    };
+    const gate = new PolicyGate({ current: ruleset }, 'closed', metrics, judge);
+    const action = `llm:${read.parsed.model}`;
+    const verdict = gate.check(action, context, counted);
+    return { verdict, context, built, reads: gate.reads(action, 'input_text') };
+  }
+
+  it('is not put together when only rules no LLM call meets read it', () => {
+    for (const action of ['tool:shell', 'tool:*', 'network:connect', 'llm-proxy:*']) {
+      const { verdict, context, built, reads } = judged(readingText(action));
+      expect(reads, action).toBe(false);
+      expect(built, action).toBe(0);
+      expect(context, action).not.toHaveProperty('input_text');
+      expect(verdict.allowed, action).toBe(true);
+    }
+  });
+
+  it('is put together and judged when a rule an LLM call may meet reads it', () => {
+    // Under its own name, its type, any action, or its model's family name (a deny on gpt-4o
+    // holds on gpt-4o-2024-08-06).
+    for (const action of ['llm:gpt-4o-2024-08-06', 'llm:*', '*', 'LLM:GPT-*', '*:gpt-4o-2024-08-06', 'llm:gpt-4o']) {
+      const { verdict, built, reads } = judged(readingText(action));
+      expect(reads, action).toBe(true);
+      expect(built, action).toBe(1);
+      expect(verdict, action).toMatchObject({ allowed: false, result: { matched_rule: 'r' } });
+    }
   });
 });
 

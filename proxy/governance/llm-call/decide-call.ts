@@ -78,7 +78,8 @@ export async function decideCall(
 
   // Counted only if a rule reads it, before the evaluation, which cannot wait; a ruleset that
   // starts reading it meanwhile has it counted on the event loop.
-  if (COUNTED_FIELDS.some((field) => deps.gate.reads(field))) await input.exact();
+  const action = `llm:${parsed.model}`;
+  if (COUNTED_FIELDS.some((field) => deps.gate.reads(action, field))) await input.exact();
   const { context, made } = llmCallContext({
     tenantId: deps.tenantId,
     prices: deps.prices,
@@ -109,7 +110,7 @@ export async function decideCall(
     refused(deps, envelope, action, verdict);
     return refusal('denied', verdict.code, verdict.message, envelope.envelopeId);
   };
-  const modelRefused = await judge(`llm:${parsed.model}`, { judged: context }, made);
+  const modelRefused = await judge(action, { judged: context }, made);
   if (modelRefused !== null) return modelRefused;
   // The tools the provider defines are judged as they are declared: those it runs itself are
   // called before the answer shows the call, so a refusal then could not undo them.
