@@ -167,6 +167,7 @@ describe('evaluate', () => {
       effect: 'no_match',
       matched_policy: null,
       matched_rule: null,
+      matched_action: null,
       enforcement: null,
       warnings: [],
       shadow: [],
@@ -281,6 +282,7 @@ describe('evaluate', () => {
       matched_policy: p.policy_id,
       matched_policy_name: 'no-shell',
       matched_rule: 'block-shell',
+      matched_action: 'tool:*',
       enforcement: 'BLOCK',
       message: 'shell is not allowed',
     });
@@ -379,6 +381,7 @@ describe('evaluate', () => {
       effect: 'allow',
       matched_policy: warn.policy_id,
       matched_rule: 'expensive',
+      matched_action: 'llm:*',
       enforcement: null,
     });
     expect(warned.warnings).toHaveLength(1);

@@ -395,6 +395,7 @@ function finish(state: WalkState, started: number): EvaluationResult {
       matched_policy: policy.policyId,
       matched_policy_name: policy.name,
       matched_rule: rule.ruleId,
+      matched_action: rule.action,
       enforcement: policy.enforcement,
       reason: note === '' ? decidedBy.reason : decidedBy.reason + note,
       ...(rule.message === undefined ? {} : { message: rule.message }),
@@ -408,6 +409,7 @@ function finish(state: WalkState, started: number): EvaluationResult {
       matched_policy: firstWarning.policy.policyId,
       matched_policy_name: firstWarning.policy.name,
       matched_rule: firstWarning.rule.ruleId,
+      matched_action: firstWarning.rule.action,
       enforcement: null,
       reason: `allowed with ${warnings.length} warning(s), first: ${firstWarning.reason}${note}`,
     };
@@ -420,6 +422,7 @@ function finish(state: WalkState, started: number): EvaluationResult {
       matched_policy: null,
       matched_policy_name: null,
       matched_rule: null,
+      matched_action: null,
       enforcement: null,
       reason: note === '' ? 'no policy rule matched' : `no policy rule matched${note}`,
     };

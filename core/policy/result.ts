@@ -67,6 +67,8 @@ export const EvaluationResultSchema = z.object({
   matched_policy_name: z.string().nullable(),
   /** rule_id of the deciding rule. */
   matched_rule: z.string().nullable(),
+  /** The action pattern of that rule, case-folded (`network:*`): what it was written for. */
+  matched_action: z.string().nullable(),
   /** Enforcement of the deciding policy; TERMINATE tells the caller to end the envelope. */
   enforcement: EnforcementSchema.nullable(),
   reason: z.string(),

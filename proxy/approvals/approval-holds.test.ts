@@ -19,6 +19,7 @@ const result: EvaluationResult = {
   matched_policy: 'p-1',
   matched_policy_name: 'hitl',
   matched_rule: 'r-1',
+  matched_action: 'llm:gpt-4o',
   enforcement: 'BLOCK',
   reason: 'approval required by hitl',
   message: 'big models need a human',

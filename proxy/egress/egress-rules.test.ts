@@ -48,6 +48,18 @@ describe('createEgressCheck', () => {
     expect(egress([policy([rule('network:*', 'ALLOW')])])('db.internal', 5432)).toBe('allow');
   });
 
+  it('reads what the deciding rule was written for from the result, not from a search of the ruleset', () => {
+    const deciding = compileRuleset([policy([rule('network:connect', 'ALLOW')])], 2);
+    const check = createEgressCheck({
+      check: (action, context) => ({ allowed: true, result: evaluate(deciding, { action, context }) }),
+      intercepted: () => false,
+      // A ruleset that holds no rule: the decision names its own.
+      ruleset: () => compileRuleset([], 1),
+      allowedPorts: parsePorts('443'),
+    });
+    expect(check('db.internal', 5432)).toBe('allow');
+  });
+
   it('opens no port on a WARN, a monitored DENY or an ALLOW of every action', () => {
     const highPorts = { field: 'port', operator: 'gt' as const, value: 1024 };
     expect(egress([policy([rule('network:connect', 'DENY', [highPorts])], 'WARN')])('db.internal', 5432)).toBe(

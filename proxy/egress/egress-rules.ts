@@ -32,17 +32,13 @@ export function createEgressCheck(deps: EgressRuleDeps): (host: string, port: nu
     if (ruleset === null && intercepted) return 'allow';
     const verdict = deps.check('network:connect', { host, port });
     if (!verdict.allowed) return 'deny';
-    if (intercepted || deps.allowedPorts.has(port) || opensPorts(ruleset, verdict.result)) return 'allow';
+    if (intercepted || deps.allowedPorts.has(port) || opensPorts(verdict.result)) return 'allow';
     return 'deny_port';
   };
 }
 
-function opensPorts(ruleset: CompiledRuleset | null, result: EvaluationResult | null | undefined): boolean {
-  if (ruleset === null || result?.decision !== 'ALLOW' || result.matched_rule === null) return false;
-  const rule = ruleset.policies
-    .find((policy) => policy.policyId === result.matched_policy)
-    ?.rules.find((r) => r.ruleId === result.matched_rule);
-  return rule?.action.startsWith('network:') === true;
+function opensPorts(result: EvaluationResult | null | undefined): boolean {
+  return result?.decision === 'ALLOW' && result.matched_action?.startsWith('network:') === true;
 }
 
 /** Parses `80,443` (config key proxy_egress_ports). */

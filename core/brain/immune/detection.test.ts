@@ -20,6 +20,7 @@ const denied: EvaluationResult = {
   matched_policy: 'p1',
   matched_policy_name: 'no-exfiltration',
   matched_rule: 'r1',
+  matched_action: 'tool:http_post',
   enforcement: 'BLOCK',
   reason: 'denied',
   warnings: [],
