@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type * as TiktokenModule from 'tiktoken';
 import type { Tiktoken } from 'tiktoken';
+import { BoundedMemo } from '../resilience/bounded-memo.ts';
 import { normalizeModelId } from './prices.ts';
 import { createTokenThread, type TextToCount, type TokenThread } from './token-thread.ts';
 
@@ -129,19 +130,15 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   const memoEntries = options.memoEntries ?? 64;
   // Building an encoder parses its whole vocabulary, so each is made once, on first use.
   const encoders = new Map<EncodingName, Tiktoken>();
-  const memos: Record<EncodingName, Map<string, number>> = { o200k_base: new Map(), cl100k_base: new Map() };
+  const memoOf = (name: EncodingName) =>
+    new BoundedMemo(memoEntries, (text: string) => encodedLength(encoder(name), text));
+  const memos: Record<EncodingName, BoundedMemo<string, number>> = {
+    o200k_base: memoOf('o200k_base'),
+    cl100k_base: memoOf('cl100k_base'),
+  };
   // Stream deltas are counted one by one, so the model's encoding is resolved once per model id.
-  const encodingByModel = new Map<string, EncodingName>();
-
-  function encodingOf(model: string): EncodingName {
-    let name = encodingByModel.get(model);
-    if (name === undefined) {
-      name = encodingForModel(model);
-      if (encodingByModel.size >= ENCODING_MEMO_LIMIT) encodingByModel.clear();
-      encodingByModel.set(model, name);
-    }
-    return name;
-  }
+  const encodingByModel = new BoundedMemo(ENCODING_MEMO_LIMIT, encodingForModel);
+  const encodingOf = (model: string): EncodingName => encodingByModel.get(model);
 
   function encoder(name: EncodingName): Tiktoken {
     let enc = encoders.get(name);
@@ -184,17 +181,7 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   }
 
   function exact(name: EncodingName, text: string): number {
-    if (text.length < memoMinChars) return encodedLength(encoder(name), text);
-    const memo = memos[name];
-    const known = memo.get(text);
-    if (known !== undefined) return known;
-    const n = encodedLength(encoder(name), text);
-    if (memo.size >= memoEntries) {
-      const oldest = memo.keys().next();
-      if (!oldest.done) memo.delete(oldest.value);
-    }
-    memo.set(text, n);
-    return n;
+    return text.length < memoMinChars ? encodedLength(encoder(name), text) : memos[name].get(text);
   }
 
   return {

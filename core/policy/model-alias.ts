@@ -1,4 +1,5 @@
 import { modelFamilyId } from '../metering/prices.ts';
+import { BoundedMemo } from '../resilience/bounded-memo.ts';
 import { foldCase } from './case-fold.ts';
 
 /** The context fields that name the model of an `llm:` action. */
@@ -6,18 +7,8 @@ const MODEL_FIELDS = ['model', 'model_id', 'model_name'] as const;
 const LLM = 'llm:';
 /** How many ids' family names are remembered: agents name few models, made-up ones cannot grow it. */
 const REMEMBERED_IDS = 512;
-const families = new Map<string, string>();
-
 /** `modelFamilyId`, remembered: the hot path pays a lookup, not a normalisation and a search. */
-function familyOf(id: string): string {
-  let family = families.get(id);
-  if (family === undefined) {
-    family = modelFamilyId(id);
-    if (families.size >= REMEMBERED_IDS) families.clear();
-    families.set(id, family);
-  }
-  return family;
-}
+const families = new BoundedMemo(REMEMBERED_IDS, modelFamilyId);
 
 /** An `llm:` action and its context under the model's family name. */
 export interface ModelAlias {
@@ -33,12 +24,12 @@ export interface ModelAlias {
 export function modelAlias(action: string, context: Readonly<Record<string, unknown>>): ModelAlias | null {
   if (!action.startsWith(LLM)) return null;
   const model = action.slice(LLM.length);
-  const family = familyOf(model);
+  const family = families.get(model);
   let renamed: Record<string, PropertyDescriptor> | null = null;
   for (const field of MODEL_FIELDS) {
     const value = Object.hasOwn(context, field) ? context[field] : undefined;
     if (typeof value !== 'string') continue;
-    const name = familyOf(value);
+    const name = families.get(value);
     if (name === foldCase(value)) continue;
     renamed ??= {};
     renamed[field] = { value: name, enumerable: true, writable: false, configurable: true };
