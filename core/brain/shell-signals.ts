@@ -1,13 +1,11 @@
 import { finding, type Finding } from './finding.ts';
 import { classifyDestination, remoteHost, urlsIn, type Destination, type HostPolicy } from './hosts.ts';
 import { isArtifactPath, isCriticalPath, isWeakSecretPath, secretPathIn } from './paths.ts';
-import { expanded, invocationOf, optionsOf, readCommands, type Invocation, type Word } from './shell-words.ts';
+import { invocationOf, invocationsOf, optionsOf, readCommands, type Invocation, type Word } from './shell-words.ts';
 import type { TextView } from './text-view.ts';
 
 /** Nested scripts (`bash -c`, `ssh host '...'`) are read this deep at most. */
 const MAX_DEPTH = 3;
-/** A variable's value is kept this long at most: enough for any program's name. */
-const MAX_NAME = 256;
 
 interface Scan {
   readonly view: TextView;
@@ -919,19 +917,7 @@ export function scanShell(view: TextView, hosts: HostPolicy, out: Finding[]): { 
 /** Reads a script's commands and the scripts substituted into its words. */
 function scanScript(scan: Scan, text: string): { invocations: Invocation[]; substitutes: boolean } {
   const { commands, substitutions, substitutes } = readCommands(text);
-  // Variables the script assigns (`X=rm; $X -rf /srv`), to name a program written as one.
-  const variables = new Map<string, string>();
-  const invocations: Invocation[] = [];
-  for (const command of commands) {
-    const inv = invocationOf(command, variables);
-    if (inv !== null) invocations.push(inv);
-    else
-      for (const { value } of command.words) {
-        const eq = value.indexOf('=');
-        // A name is short; a value built by doubling (`a=$a$a`) would grow without bound.
-        if (eq > 0) variables.set(value.slice(0, eq), expanded(value.slice(eq + 1), variables).slice(0, MAX_NAME));
-      }
-  }
+  const invocations = invocationsOf(commands);
   if (scan.depth < MAX_DEPTH)
     for (const { start, end } of substitutions)
       scanScript({ ...scan, base: scan.base + start, depth: scan.depth + 1 }, text.slice(start, end));

@@ -388,6 +388,29 @@ export function invocationOf(command: Command, variables: ReadonlyMap<string, st
   };
 }
 
+/** A variable's value is kept this long at most: enough for any program's name. */
+const MAX_NAME = 256;
+
+/**
+ * The invocations of a script's commands, in order. A command of assignments only (`X=rm`) names
+ * no program: what it assigns names the program of a later one written as the variable (`$X -rf /srv`).
+ */
+export function invocationsOf(commands: readonly Command[]): Invocation[] {
+  const variables = new Map<string, string>();
+  const invocations: Invocation[] = [];
+  for (const command of commands) {
+    const inv = invocationOf(command, variables);
+    if (inv !== null) invocations.push(inv);
+    else
+      for (const { value } of command.words) {
+        const eq = value.indexOf('=');
+        // A name is short; a value built by doubling (`a=$a$a`) would grow without bound.
+        if (eq > 0) variables.set(value.slice(0, eq), expanded(value.slice(eq + 1), variables).slice(0, MAX_NAME));
+      }
+  }
+  return invocations;
+}
+
 /** Short option letters, case kept (`-rf` gives r, f; `-D` gives D), and long options lower-cased (`--force`, `-recurse`). */
 export interface Options {
   readonly short: Set<string>;
