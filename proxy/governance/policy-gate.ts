@@ -39,9 +39,9 @@ export interface ApprovalWait {
 
 /**
  * Context fields made only when a rule of the ruleset that evaluates the context reads them for
- * the action judged (a call's text, its exact count, its cost). The gate sets them on the context
- * in the turn it picks the ruleset, so a ruleset that starts reading one meanwhile finds it made
- * all the same.
+ * the action judged (a call's text, its exact count, its cost, a tool call's hosts). The gate
+ * sets them on the context in the turn it picks the ruleset, so a ruleset that starts reading one
+ * meanwhile finds it made all the same. One made undefined is left absent.
  */
 export type MadeOnRead = Readonly<Record<string, () => unknown>>;
 
@@ -53,7 +53,11 @@ function make(
 ): void {
   if (made === undefined) return;
   const fields = ruleset.fieldsOf(action);
-  for (const field in made) if (fields.has(field)) context[field] = (made[field] as () => unknown)();
+  for (const field in made) {
+    if (!fields.has(field)) continue;
+    const value = (made[field] as () => unknown)();
+    if (value !== undefined) context[field] = value;
+  }
 }
 
 export interface GateVerdict {

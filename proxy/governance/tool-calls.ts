@@ -3,7 +3,7 @@ import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import { whileInflight, type LocalEnvelope } from '../envelopes/index.ts';
 import type { ToolCall } from '../providers/index.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
-import type { GateVerdict, Holding } from './policy-gate.ts';
+import type { GateVerdict, Holding, MadeOnRead } from './policy-gate.ts';
 import { MAX_BODY_DEPTH } from './read-body.ts';
 import { parseStrictJson } from './strict-json.ts';
 import { stringsOf, toolHosts } from './tool-hosts.ts';
@@ -51,6 +51,7 @@ export async function governToolCall(
           `tool:${name}`,
           { ...read.judged, ...(recent.length === 0 ? {} : { recent_actions: recent }) },
           held,
+          read.made,
         );
   // Only what was let through happened: a refused call is no first half of a sequence.
   if (verdict.allowed && 'judged' in read)
@@ -118,25 +119,29 @@ export function governHeldToolCall(
 
 /**
  * Arguments as the tool will read them, decoded once: JSON written again, so that an escape
- * (`rm \u002drf`, `https:\/\/`) hides nothing from a text condition, and the strings it holds, in
- * which hosts are read; text that is not JSON (a custom tool's input) as it is. JSON that gives
+ * (`rm \u002drf`, `https:\/\/`) hides nothing from a text condition, and the value, in whose
+ * strings hosts are read; text that is not JSON (a custom tool's input) as it is. JSON that gives
  * a key twice (a parser keeps the last, another the first, so the judge and the tool could read
  * different commands) or nests too deep to be written again whole cannot be judged: why not.
  */
-function readArguments(args: string): { text: string; strings: readonly string[] } | { unjudgeable: string } {
+function readArguments(args: string): { text: string; value: unknown } | { unjudgeable: string } {
   const parsed = parseStrictJson(args, { maxDepth: MAX_BODY_DEPTH });
-  if (parsed.ok) return { text: JSON.stringify(parsed.value), strings: stringsOf(parsed.value) };
-  if (parsed.fault === 'syntax') return { text: args, strings: [args] };
+  if (parsed.ok) return { text: JSON.stringify(parsed.value), value: parsed.value };
+  if (parsed.fault === 'syntax') return { text: args, value: args };
   return { unjudgeable: parsed.reason };
 }
 
-/** An action's evaluation context, or the refusal of one that cannot be judged. */
+/**
+ * An action's evaluation context and the fields made only when a rule reads them, or the
+ * refusal of one that cannot be judged.
+ */
 export type Judgeable<C extends Record<string, unknown> = Record<string, unknown>> =
-  { judged: C } | { refusal: GateVerdict };
+  { judged: C; made?: MadeOnRead } | { refusal: GateVerdict };
 
 /**
- * The evaluation context of a tool call; `tool_hosts`, the hosts of the URLs in its arguments
- * (absent when there are none), lets a rule name the destinations it allows. Its arguments are
+ * The evaluation context of a tool call; `tool_hosts`, the hosts its arguments name (absent when
+ * there are none; read only when a rule reads it, as the arguments' every string and command is
+ * read), lets a rule name the destinations it allows. Its arguments are
  * its `input_text` too, the text an agent gives the control plane's evaluate for a tool, so a
  * content rule written there (`tool:shell`, `input_text contains "rm -rf"`) decides here alike.
  * A call whose arguments cannot be judged as the tool reads them gets its refusal instead.
@@ -158,7 +163,7 @@ export function toolContext(
       },
     };
   }
-  const hosts = toolHosts(args.strings);
+  const { value } = args;
   return {
     judged: {
       ...context,
@@ -166,15 +171,20 @@ export function toolContext(
       tool: call.name,
       tool_args: args.text,
       input_text: args.text,
-      ...(hosts.length === 0 ? {} : { tool_hosts: hosts }),
       source,
+    },
+    made: {
+      tool_hosts: () => {
+        const hosts = toolHosts(stringsOf(value));
+        return hosts.length === 0 ? undefined : hosts;
+      },
     },
   };
 }
 
 /** The verdict on a tool call read by `toolContext`, at once: one that needs an approval is refused. */
 export function checkToolCall(deps: GovernanceDeps, action: string, read: Judgeable): GateVerdict {
-  return 'refusal' in read ? read.refusal : deps.gate.check(action, read.judged);
+  return 'refusal' in read ? read.refusal : deps.gate.check(action, read.judged, read.made);
 }
 
 /** Publishes a policy refusal; a TERMINATE policy also ends the envelope. */

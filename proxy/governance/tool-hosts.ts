@@ -1,4 +1,5 @@
 import { reachedHost } from '../../core/brain/hosts.ts';
+import { commandHosts, type HostSink } from './command-hosts.ts';
 
 /**
  * The hosts a tool call's arguments name, read as the tool that parses them will: `tool_hosts`,
@@ -18,23 +19,36 @@ const DROPPED = /[\t\n\r]/g;
 
 /** Distinct hosts read from one call; past it, `MORE_HOSTS` stands for the rest. */
 export const MAX_TOOL_HOSTS = 1000;
-/** Ends a list that holds more hosts than were read: no allow list holds it, so no allow passes. */
+/**
+ * Ends a list that holds more hosts than were read (past the bound, or named where the reader
+ * cannot read them: `curl $HOST`): no allow list holds it, so no allow passes.
+ */
 export const MORE_HOSTS = '…';
 
 /**
  * Every distinct host the strings of a call's arguments name (`stringsOf`), as WHATWG's URL parser
  * normalises it: lower case, escapes decoded, IPv4 in any of its spellings as dotted decimal,
- * international names in punycode.
+ * international names in punycode. A URL names one anywhere; a host without a scheme is read
+ * where a network command reaches it (`curl evil.example`, `ssh user@evil.example`).
  */
 export function toolHosts(strings: readonly string[]): string[] {
   const hosts = new Set<string>();
+  let unread = false;
+  const sink: HostSink = {
+    add: (host) => {
+      if (hosts.size < MAX_TOOL_HOSTS) hosts.add(hostOf(host));
+      else if (!hosts.has(hostOf(host))) unread = true;
+    },
+    unread: () => {
+      unread = true;
+    },
+  };
   for (const text of strings) {
-    for (const match of text.replace(DROPPED, '').matchAll(URL_START)) {
-      if (hosts.size === MAX_TOOL_HOSTS) return [...hosts, MORE_HOSTS];
-      hosts.add(hostOf(match[1] as string));
-    }
+    for (const match of text.replace(DROPPED, '').matchAll(URL_START)) sink.add(match[1] as string);
+    commandHosts(text, sink);
+    if (unread && hosts.size === MAX_TOOL_HOSTS) break;
   }
-  return [...hosts];
+  return unread ? [...hosts, MORE_HOSTS] : [...hosts];
 }
 
 function hostOf(authority: string): string {
@@ -44,7 +58,12 @@ function hostOf(authority: string): string {
   return (reachedHost(server) ?? server.toLowerCase()).replace(/\.$/, '');
 }
 
-/** The strings a decoded JSON value holds, its keys too, without recursion. */
+/**
+ * The strings a decoded JSON value holds, its keys too, without recursion; and, for an array or
+ * an object, the strings it holds (an object's, those of its arrays too) as the command line they
+ * make, each word quoted: an argv (`["ssh", "evil.example"]`, `{"command": "curl", "args":
+ * ["evil.example"]}`) is read as a shell would run it.
+ */
 export function stringsOf(value: unknown): string[] {
   const out: string[] = [];
   const pending: unknown[] = [value];
@@ -52,9 +71,24 @@ export function stringsOf(value: unknown): string[] {
     const next = pending.pop();
     if (typeof next === 'string') out.push(next);
     // One at a time: spreading a long array into push() would pass the engine's argument limit.
-    else if (Array.isArray(next)) for (const item of next as unknown[]) pending.push(item);
-    else if (next !== null && typeof next === 'object')
-      for (const [key, inner] of Object.entries(next)) pending.push(key, inner);
+    else if (Array.isArray(next)) {
+      for (const item of next as unknown[]) pending.push(item);
+      commandLine(next as unknown[], out);
+    } else if (next !== null && typeof next === 'object') {
+      const values: unknown[] = [];
+      for (const [key, inner] of Object.entries(next as Record<string, unknown>)) {
+        pending.push(key, inner);
+        if (Array.isArray(inner)) for (const item of inner as unknown[]) values.push(item);
+        else values.push(inner);
+      }
+      commandLine(values, out);
+    }
   }
   return out;
+}
+
+/** The strings among `values` as one line of single-quoted words, when there are two or more. */
+function commandLine(values: readonly unknown[], out: string[]): void {
+  const words = values.filter((v): v is string => typeof v === 'string');
+  if (words.length > 1) out.push(words.map((w) => `'${w.replaceAll("'", `'\\''`)}'`).join(' '));
 }

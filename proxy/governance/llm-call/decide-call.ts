@@ -5,7 +5,6 @@ import { whileInflight, type Resolution } from '../../envelopes/index.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
 import type { Operation, ProviderAdapter } from '../../providers/index.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
-import type { MadeOnRead } from '../policy-gate.ts';
 import { reserveCall } from '../reserve-call.ts';
 import { refused, toolContext, type Judgeable } from '../tool-calls.ts';
 import { COUNTED_FIELDS, llmCallContext } from './call-context.ts';
@@ -92,7 +91,7 @@ export async function decideCall(
   });
   // A call that needs an approval waits here for it, before anything is reserved or sent; the
   // wait ends early when the client leaves or the envelope ends meanwhile.
-  const judge = async (action: string, read: Judgeable, fields?: MadeOnRead): Promise<Refusal | null> => {
+  const judge = async (action: string, read: Judgeable): Promise<Refusal | null> => {
     const verdict =
       'refusal' in read
         ? read.refusal
@@ -101,7 +100,7 @@ export async function decideCall(
               action,
               read.judged,
               { signal: () => AbortSignal.any([req.signal, signal]), bytes },
-              fields,
+              read.made,
             ),
           );
     const endedWhileHeld = ended();
@@ -110,7 +109,7 @@ export async function decideCall(
     refused(deps, envelope, action, verdict);
     return refusal('denied', verdict.code, verdict.message, envelope.envelopeId);
   };
-  const modelRefused = await judge(action, { judged: context }, made);
+  const modelRefused = await judge(action, { judged: context, made });
   if (modelRefused !== null) return modelRefused;
   // The tools the provider defines are judged as they are declared: those it runs itself are
   // called before the answer shows the call, so a refusal then could not undo them.
