@@ -28,8 +28,8 @@ interface Grammar {
   readonly operands: 'every' | 'first' | 'remote' | 'address';
   /** Short options that take a value: the rest of their cluster, or the next word. */
   readonly valued: string;
-  /** Long options (`--output`) that take the next word as their value unless given with `=`. */
-  readonly valuedLong?: readonly string[];
+  /** Long options (`output` for `--output`) that take the next word as their value unless given with `=`. */
+  readonly valuedLong?: ReadonlySet<string>;
   /** Options whose value names hosts (a proxy, a jump host, a redirection): comma- and colon-separated. */
   readonly hostOptions?: readonly string[];
   /** Options whose value is a file the destinations are read from. */
@@ -42,111 +42,58 @@ interface Grammar {
   readonly powershell?: boolean;
 }
 
+/** The names of a list written as words. */
+const names = (words: string): ReadonlySet<string> => new Set(words.trim().split(/\s+/));
+
 const SSH_VALUED = 'BbcDEeFIiJLlmOoPpQRSWw';
 const CURL: Grammar = {
   operands: 'every',
   valued: 'AbcCdDeEFHKmoPQrtTuUwxXyYz',
-  valuedLong: [
-    'data',
-    'data-raw',
-    'data-binary',
-    'data-urlencode',
-    'data-ascii',
-    'json',
-    'header',
-    'output',
-    'output-dir',
-    'user',
-    'user-agent',
-    'referer',
-    'request',
-    'upload-file',
-    'form',
-    'form-string',
-    'cookie',
-    'cookie-jar',
-    'write-out',
-    'max-time',
-    'connect-timeout',
-    'retry',
-    'retry-delay',
-    'retry-max-time',
-    'range',
-    'cert',
-    'key',
-    'cacert',
-    'capath',
-    'dump-header',
-    'proxy-user',
-    'oauth2-bearer',
-    'continue-at',
-    'limit-rate',
-    'max-filesize',
-    'interface',
-    'local-port',
-    'trace',
-    'trace-ascii',
-    'stderr',
-    'netrc-file',
-    'unix-socket',
-    'variable',
-  ],
+  valuedLong: names(
+    `data data-raw data-binary data-urlencode data-ascii json header output output-dir user
+     user-agent referer request upload-file form form-string cookie cookie-jar write-out
+     max-time connect-timeout retry retry-delay retry-max-time range cert key cacert capath
+     dump-header proxy-user oauth2-bearer continue-at limit-rate max-filesize interface
+     local-port trace trace-ascii stderr netrc-file unix-socket variable`,
+  ),
   hostOptions: ['-x', '--proxy', '--preproxy', '--url', '--doh-url', '--connect-to', '--resolve'],
   fileOptions: ['-K', '--config'],
 };
 const WGET: Grammar = {
   operands: 'every',
   valued: 'aABDeiIloOPQRtTUwX',
-  valuedLong: [
-    'output-document',
-    'output-file',
-    'append-output',
-    'directory-prefix',
-    'user-agent',
-    'header',
-    'post-data',
-    'post-file',
-    'body-data',
-    'body-file',
-    'method',
-    'tries',
-    'timeout',
-    'wait',
-    'user',
-    'password',
-    'http-user',
-    'http-password',
-    'accept',
-    'reject',
-    'level',
-    'quota',
-    'load-cookies',
-    'save-cookies',
-    'ca-certificate',
-    'certificate',
-    'private-key',
-    'execute',
-    'domains',
-    'referer',
-  ],
+  valuedLong: names(
+    `output-document output-file append-output directory-prefix user-agent header post-data
+     post-file body-data body-file method tries timeout wait user password http-user
+     http-password accept reject level quota load-cookies save-cookies ca-certificate
+     certificate private-key execute domains referer`,
+  ),
   hostOptions: ['-B', '--base'],
   fileOptions: ['-i', '--input-file'],
 };
 const NETCAT: Grammar = {
   operands: 'first',
   valued: 'cegGImiMOoPpqsTVWwXx',
-  valuedLong: [
-    'sh-exec',
-    'exec',
-    'lua-exec',
-    'proxy-type',
-    'proxy-auth',
-    'source-port',
-    'wait',
-    'idle-timeout',
-    'output',
-  ],
+  valuedLong: names(`sh-exec exec lua-exec proxy-type proxy-auth source-port wait idle-timeout output`),
   hostOptions: ['-x', '--proxy'],
+};
+const RSYNC: Grammar = {
+  operands: 'remote',
+  valued: 'BefMT@',
+  valuedLong: names(
+    `rsh filter exclude include exclude-from include-from files-from temp-dir partial-dir
+     compare-dest copy-dest link-dest backup-dir suffix chmod chown password-file log-file
+     out-format port bwlimit timeout contimeout address rsync-path block-size max-size
+     min-size remote-option`,
+  ),
+};
+const GIT: Grammar = {
+  operands: 'remote',
+  valued: 'bCcFjmotu',
+  valuedLong: names(
+    `git-dir work-tree namespace branch origin depth reference template upload-pack
+     receive-pack separate-git-dir config filter jobs message file author date`,
+  ),
 };
 const INVOKE_WEB: Grammar = { operands: 'every', valued: '', hostOptions: ['-uri', '-proxy'], powershell: true };
 const DESTINATIONS: ReadonlyMap<string, Grammar> = new Map([
@@ -161,71 +108,8 @@ const DESTINATIONS: ReadonlyMap<string, Grammar> = new Map([
   ['ssh', { operands: 'first', valued: SSH_VALUED, hostOptions: ['-J', '-W'], remoteCommand: true, sshOptions: true }],
   ['sftp', { operands: 'first', valued: 'BbcDFiJloPRSsX', hostOptions: ['-J'], sshOptions: true }],
   ['scp', { operands: 'remote', valued: 'cDFiJloPSX', hostOptions: ['-J'], sshOptions: true }],
-  [
-    'rsync',
-    {
-      operands: 'remote',
-      valued: 'BefMT@',
-      valuedLong: [
-        'rsh',
-        'filter',
-        'exclude',
-        'include',
-        'exclude-from',
-        'include-from',
-        'files-from',
-        'temp-dir',
-        'partial-dir',
-        'compare-dest',
-        'copy-dest',
-        'link-dest',
-        'backup-dir',
-        'suffix',
-        'chmod',
-        'chown',
-        'password-file',
-        'log-file',
-        'out-format',
-        'port',
-        'bwlimit',
-        'timeout',
-        'contimeout',
-        'address',
-        'rsync-path',
-        'block-size',
-        'max-size',
-        'min-size',
-        'remote-option',
-      ],
-    },
-  ],
-  [
-    'git',
-    {
-      operands: 'remote',
-      valued: 'bCcFjmotu',
-      valuedLong: [
-        'git-dir',
-        'work-tree',
-        'namespace',
-        'branch',
-        'origin',
-        'depth',
-        'reference',
-        'template',
-        'upload-pack',
-        'receive-pack',
-        'separate-git-dir',
-        'config',
-        'filter',
-        'jobs',
-        'message',
-        'file',
-        'author',
-        'date',
-      ],
-    },
-  ],
+  ['rsync', RSYNC],
+  ['git', GIT],
   ['ping', { operands: 'every', valued: 'cIilMpQsStTwW' }],
   ['dig', { operands: 'every', valued: 'bcfkptxy', hostOptions: ['-q'] }],
   ['nslookup', { operands: 'every', valued: '' }],
@@ -409,7 +293,7 @@ function readOption(grammar: Grammar, word: string, next: string | undefined): O
     const name = eq < 0 ? word : word.slice(0, eq);
     const kind = kindOf(name);
     if (eq >= 0) return { kind, value: word.slice(eq + 1), takesNext: false };
-    const valued = kind !== 'other' || grammar.valuedLong?.includes(name.slice(2)) === true;
+    const valued = kind !== 'other' || grammar.valuedLong?.has(name.slice(2)) === true;
     return { kind, value: valued ? next : undefined, takesNext: valued };
   }
   // A cluster of short options (`-sSLo out`): the first that takes a value takes the rest of the word, or the next one.

