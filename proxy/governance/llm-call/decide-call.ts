@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { isSvcError } from '../../../core/errors/index.ts';
 import { deniesModel } from '../../../core/metering/prices.ts';
 import { isRefusal, ZERO } from '../../enforcement/index.ts';
@@ -140,7 +139,6 @@ export async function decideCall(
     envelope,
     reservation,
     room,
-    eventId: randomUUID(),
     context,
     bytes,
     hideStreamUsage: false,
