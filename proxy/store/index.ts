@@ -1,2 +1,1 @@
 export { openProxyStore, type ProxyStore } from './open-store.ts';
-export { ProvisionalEvents } from './provisional-events.ts';
