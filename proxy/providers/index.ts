@@ -8,7 +8,6 @@ export {
   createAdapterDeps,
   createDefaultAdapters,
   createProviderRegistry,
-  FALLBACK_MAX_OUTPUT_TOKENS,
   type AdapterLimits,
   type DefaultAdaptersOptions,
   type ProviderRegistry,
