@@ -97,13 +97,15 @@ describe('Anthropic classify and parseRequest', () => {
         '/v1/messages',
       ).estimatedInputTokens;
     const none = parse([]);
-    // The UTF-8 bytes of every string a block holds.
+    // The UTF-8 bytes of every string and key a block holds.
     const bytes = (value: unknown): number =>
       typeof value === 'string'
         ? Buffer.byteLength(value)
-        : typeof value === 'object' && value !== null
-          ? Object.values(value).reduce((sum: number, v) => sum + bytes(v), 0)
-          : 0;
+        : Array.isArray(value)
+          ? value.reduce((sum: number, v) => sum + bytes(v), 0)
+          : typeof value === 'object' && value !== null
+            ? Object.entries(value).reduce((sum: number, [k, v]) => sum + Buffer.byteLength(k) + bytes(v), 0)
+            : 0;
     const result = (i: number) => ({
       type: 'web_search_result',
       url: `https://example.com/page-${i}`,

@@ -106,7 +106,7 @@ describe('Gemini classify and parseRequest', () => {
     const image = { inlineData: { mimeType: 'image/png', data: 'A'.repeat(100_000) } };
     const words = 'more rows '.repeat(500);
     expect(parse([{ functionResponse: { ...result, parts: [image, { text: words }] } }])).toBe(
-      parse([{ text: resultText }]) + IMAGE_TOKENS.gemini + words.length,
+      parse([{ text: resultText }]) + IMAGE_TOKENS.gemini + 'text'.length + words.length,
     );
   });
 

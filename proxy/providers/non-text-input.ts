@@ -109,29 +109,33 @@ function kindOf(p: JsonObject): Kind {
   return 'unknown';
 }
 
-/** The UTF-8 bytes of every string in a value. */
+/**
+ * The UTF-8 bytes of a value's text as the provider reads it: its strings, its objects' keys, and
+ * its numbers and literals as written. A key or a list of numbers is read as much as a string is.
+ */
 function inlineBytes(value: unknown): number {
   if (typeof value === 'string') return Buffer.byteLength(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null) return String(value).length;
   let bytes = 0;
   if (Array.isArray(value)) for (const item of value) bytes += inlineBytes(item);
   else {
     const object = asObject(value);
     if (object === undefined) return 0;
-    for (const key in object) bytes += inlineBytes(object[key]);
+    for (const key in object) bytes += Buffer.byteLength(key) + inlineBytes(object[key]);
   }
   return bytes;
 }
 
 /**
  * A part's own bytes: all it holds but the parts it nests, measured apart (`single`: a part it
- * holds alone too), and the text the adapters read.
+ * holds alone too), and the text the adapters read; its keys included.
  */
 function ownBytes(p: JsonObject, read: string | undefined, single: boolean): number {
   let bytes = 0;
   for (const key in p) {
     const value = p[key];
     const nested = NESTED_KEYS.includes(key) && (Array.isArray(value) || (single && asObject(value) !== undefined));
-    if (key !== read && !nested) bytes += inlineBytes(value);
+    if (key !== read) bytes += Buffer.byteLength(key) + (nested ? 0 : inlineBytes(value));
   }
   return bytes;
 }
