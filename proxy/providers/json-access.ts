@@ -34,9 +34,17 @@ export function parseJson(text: string): unknown {
 /** Where a part's own text is: its text, a tool result's content or output, a call's arguments. */
 const TEXT_KEYS = ['text', 'content', 'output', 'arguments'];
 
-/** The field whose string `textOf` reads as a part's text: the first of `TEXT_KEYS` given as one. */
-export function textKeyOf(p: JsonObject): string | undefined {
-  return TEXT_KEYS.find((key) => typeof p[key] === 'string');
+/**
+ * Whether `textOf` reads a part's field as its text: each of `TEXT_KEYS` given as a string. A part
+ * giving several is read for all of them, since a server may read any one.
+ */
+export function isTextKey(p: JsonObject, key: string): boolean {
+  return TEXT_KEYS.includes(key) && typeof p[key] === 'string';
+}
+
+/** Whether a part has text of its own that `textOf` reads. */
+export function hasText(p: JsonObject): boolean {
+  return TEXT_KEYS.some((key) => typeof p[key] === 'string');
 }
 
 /** Where a part without text of its own lists parts whose text `textOf` reads: a message's content, a tool call's output. */
@@ -53,9 +61,12 @@ export function textOf(content: unknown): string {
     if (typeof part === 'string') out += part;
     const p = asObject(part);
     if (!p) continue;
-    const key = textKeyOf(p);
-    if (key !== undefined) out += p[key] as string;
-    else for (const nest of TEXT_NESTS) out += textOf(asArray(p[nest]));
+    if (!hasText(p)) for (const nest of TEXT_NESTS) out += textOf(asArray(p[nest]));
+    else
+      for (const key of TEXT_KEYS) {
+        const text = p[key];
+        if (typeof text === 'string') out += text;
+      }
   }
   return out;
 }

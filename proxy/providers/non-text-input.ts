@@ -1,4 +1,4 @@
-import { asArray, asObject, asString, TEXT_NESTS, textKeyOf, type JsonObject } from './json-access.ts';
+import { asArray, asObject, asString, hasText, isTextKey, TEXT_NESTS, type JsonObject } from './json-access.ts';
 
 /**
  * What a prompt part the proxy does not tokenize holds back in input tokens at most. An image
@@ -130,12 +130,12 @@ function inlineBytes(value: unknown): number {
  * A part's own bytes: all it holds but the parts it nests, measured apart (`single`: a part it
  * holds alone too), and the text the adapters read; its keys included.
  */
-function ownBytes(p: JsonObject, read: string | undefined, single: boolean): number {
+function ownBytes(p: JsonObject, read: boolean, single: boolean): number {
   let bytes = 0;
   for (const key in p) {
     const value = p[key];
     const nested = NESTED_KEYS.includes(key) && (Array.isArray(value) || (single && asObject(value) !== undefined));
-    if (key !== read) bytes += Buffer.byteLength(key) + (nested ? 0 : inlineBytes(value));
+    if (!read || !isTextKey(p, key)) bytes += Buffer.byteLength(key) + (nested ? 0 : inlineBytes(value));
   }
   return bytes;
 }
@@ -161,21 +161,20 @@ function nestedTokens(p: JsonObject, amounts: NonTextAmounts, read: boolean, sin
 
 /**
  * One part: what it nests, and itself unless it is text the adapters count. `read` says they read
- * its text (`textKeyOf`): a part of text they do not read (listed where `textOf` does not look)
+ * its text (`isTextKey`): a part of text they do not read (listed where `textOf` does not look)
  * counts at its bytes, as any string of a part that is not text they do not read does. A part of
  * a type the proxy does not know counts whole, at least at the allowance, what it holds alone
  * with it; each part it lists counts on its own.
  */
 function partTokens(p: JsonObject, amounts: NonTextAmounts, read: boolean): number {
-  const text = read ? textKeyOf(p) : undefined;
   const kind = kindOf(p);
   const single = kind !== 'unknown';
-  const nested = nestedTokens(p, amounts, read && text === undefined, single);
+  const nested = nestedTokens(p, amounts, read && !hasText(p), single);
   if (kind === 'counted' && read) return nested;
   // An image is billed by its pixels, which the provider scales down to a bound, never by the
   // bytes that encode it: a screenshot of a megabyte costs what its bound says.
   if (kind === 'image') return nested + amounts.image;
-  const bytes = ownBytes(p, text, single);
+  const bytes = ownBytes(p, read, single);
   return nested + (kind === 'unknown' ? Math.max(bytes, amounts.unknown) : bytes);
 }
 
