@@ -28,6 +28,11 @@ interface Grammar {
   readonly operands: 'every' | 'first' | 'remote' | 'address';
   /** Short options that take a value: the rest of their cluster, or the next word. */
   readonly valued: string;
+  /**
+   * Its operands are words that only look like hosts when one-label (`dig example.com MX`, a git
+   * refspec `main:main`): a one-label name there is no host. Elsewhere it is one (`ssh bastion`).
+   */
+  readonly dottedOnly?: boolean;
   /** Long options (`output` for `--output`) that take the next word as their value unless given with `=`. */
   readonly valuedLong?: ReadonlySet<string>;
   /** Options whose value names hosts (a proxy, a jump host, a redirection): comma- and colon-separated. */
@@ -90,6 +95,7 @@ const RSYNC: Grammar = {
 const GIT: Grammar = {
   operands: 'remote',
   valued: 'bCcFjmotu',
+  dottedOnly: true,
   valuedLong: names(
     `git-dir work-tree namespace branch origin depth reference template upload-pack
      receive-pack separate-git-dir config filter jobs message file author date`,
@@ -111,8 +117,8 @@ const DESTINATIONS: ReadonlyMap<string, Grammar> = new Map([
   ['rsync', RSYNC],
   ['git', GIT],
   ['ping', { operands: 'every', valued: 'cIilMpQsStTwW' }],
-  ['dig', { operands: 'every', valued: 'bcfkptxy', hostOptions: ['-q'] }],
-  ['nslookup', { operands: 'every', valued: '' }],
+  ['dig', { operands: 'every', valued: 'bcfkptxy', hostOptions: ['-q'], dottedOnly: true }],
+  ['nslookup', { operands: 'every', valued: '', dottedOnly: true }],
   ['iwr', INVOKE_WEB],
   ['irm', INVOKE_WEB],
   ['invoke-webrequest', INVOKE_WEB],
@@ -246,7 +252,7 @@ function readArguments(inv: Invocation, grammar: Grammar, sink: HostSink, depth:
       const option = readOption(grammar, word, args[i + 1]?.value);
       if (option.takesNext) i++;
       if (option.value === undefined) continue;
-      if (option.kind === 'host') hostsInValue(option.value, sink);
+      if (option.kind === 'host') hostsInValue(option.value, sink, true);
       else if (option.kind === 'file') sink.unread();
       else if (option.kind === 'ssh') sshOption(option.value, sink, depth);
       continue;
@@ -254,11 +260,11 @@ function readArguments(inv: Invocation, grammar: Grammar, sink: HostSink, depth:
     operands++;
     switch (grammar.operands) {
       case 'every':
-        operandHost(word, sink);
+        operandHost(word, sink, grammar.dottedOnly !== true);
         break;
       case 'first':
         if (operands > 1) break;
-        operandHost(word, sink);
+        operandHost(word, sink, grammar.dottedOnly !== true);
         if (grammar.remoteCommand === true && i + 1 < args.length) {
           const remote = invocationOf({ words: args.slice(i + 1), pipeIn: false, pipeOut: false });
           if (remote === null) return;
@@ -269,7 +275,7 @@ function readArguments(inv: Invocation, grammar: Grammar, sink: HostSink, depth:
         break;
       case 'remote': {
         const host = remoteHost(word);
-        if (host !== undefined) candidate(host, sink);
+        if (host !== undefined) candidate(host, sink, grammar.dottedOnly !== true);
         break;
       }
       case 'address':
@@ -328,25 +334,36 @@ function sshOption(value: string, sink: HostSink, depth: number): void {
   if (option === null) return;
   const [, key = '', setting = ''] = option;
   if (key.toLowerCase() === 'proxycommand') readScript(setting, sink, depth + 1);
-  else hostsInValue(setting, sink);
+  else hostsInValue(setting, sink, true);
 }
 
-/** A URL or a host without a scheme (`evil.example/x`, `user@evil.example:8080`, `@1.1.1.1` for dig). */
-function operandHost(word: string, sink: HostSink): void {
+/** A URL, read as URLs are wherever they are (`hostsOf`), not as an operand. */
+const SCHEME = /^[a-z][a-z0-9+.-]*:[/\\]/i;
+/** Where a word shows it names a place: a path, a port, a user (`metadata/v1`, `intranet:8080`, `me@bastion`). */
+const PLACE = /[/:@]/;
+
+/**
+ * A host without a scheme (`evil.example/x`, `user@evil.example:8080`, `@1.1.1.1` for dig). A
+ * one-label name counts (`oneLabel`) where the word names a place: prose after a network word
+ * (`ping me when done`) has no such word.
+ */
+function operandHost(word: string, sink: HostSink, oneLabel: boolean): void {
+  if (SCHEME.test(word)) return;
   const authority = word.split(/[/?#]/, 1)[0] as string;
   const server = authority.slice(authority.lastIndexOf('@') + 1);
   candidate(
     server.startsWith('[') ? server.slice(0, server.indexOf(']') + 1) : (server.split(':', 1)[0] as string),
     sink,
+    oneLabel && PLACE.test(word),
   );
 }
 
 /** A proxy, a jump host list or a redirection (`user@jump:22,other`, `::evil.example:443`): every host-like piece. */
-function hostsInValue(value: string, sink: HostSink): void {
+function hostsInValue(value: string, sink: HostSink, oneLabel: boolean): void {
   for (const part of value.split(','))
     for (const piece of part.match(/\[[^\]]*\]|[^:[\]]+/g) ?? []) {
       const server = piece.slice(piece.lastIndexOf('@') + 1);
-      candidate(server.replace(/^\/+/, '').split('/', 1)[0] as string, sink);
+      candidate(server.replace(/^\/+/, '').split('/', 1)[0] as string, sink, oneLabel);
     }
 }
 
@@ -358,21 +375,23 @@ const CONNECTING_ADDRESS =
 function addressHost(word: string, sink: HostSink): void {
   const [type = '', ...rest] = word.split(':');
   if (!CONNECTING_ADDRESS.test(type)) return;
-  for (const piece of rest) candidate(piece.split(',', 1)[0] as string, sink);
+  for (const piece of rest) candidate(piece.split(',', 1)[0] as string, sink, true);
 }
 
 const IPV4 = /^\d+\.\d+\.\d+\.\d+$/;
 const NAME = /^(?:[a-z0-9_-]+\.)+(?:[a-z]{2,}|xn--[a-z0-9-]+)$/;
+/** One label holding a letter: `localhost`, `metadata`, `bastion`; `80` is a port. */
+const LABEL = /^(?=[a-z0-9_-]*[a-z])[a-z0-9_-]+$/;
 /** 1.0.0.0: a single number this large names an address (`curl 2130706433`); a port or a count is smaller. */
 const LOWEST_NUMBERED_ADDRESS = 2 ** 24;
 
 /**
  * A piece read where a host goes, kept when it names one, as a URL parser reaches it: a name with
- * a dot and a top-level label of letters, an address, `localhost`. A port, a count or a record
- * type (`MX`) is no host; a one-label name (`curl intranet`) resolves only inside the network and
- * is not kept.
+ * a dot and a top-level label of letters, an address, `localhost`, and (`oneLabel`) a name of one
+ * label holding a letter (`curl metadata/…`, `ssh bastion`): it resolves inside the network, which
+ * is where an allow list matters most. A port or a count is no host.
  */
-function candidate(piece: string, sink: HostSink): void {
+function candidate(piece: string, sink: HostSink, oneLabel: boolean): void {
   if (piece === '') return;
   if (EXPANSION.test(piece)) {
     sink.unread();
@@ -381,5 +400,5 @@ function candidate(piece: string, sink: HostSink): void {
   const host = reachedHost(piece)?.replace(/\.$/, '');
   if (host === undefined) return;
   const address = IPV4.test(host) && (piece.includes('.') || Number(piece) >= LOWEST_NUMBERED_ADDRESS);
-  if (address || host.startsWith('[') || host === 'localhost' || NAME.test(host)) sink.add(host);
+  if (address || host.startsWith('[') || NAME.test(host) || (oneLabel && LABEL.test(host))) sink.add(host);
 }

