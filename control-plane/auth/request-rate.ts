@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import ipaddr from 'ipaddr.js';
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
 import type { Principal } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
@@ -72,7 +73,7 @@ export function createRequestRate(perMinute: number): RequestRate {
 }
 
 /**
- * Failed authentications per client address and replica, on every surface. The per-credential
+ * Failed authentications per client address (an IPv6 one by its /64) and replica, on every surface. The per-credential
  * limit counts only requests that authenticated, so without this one guessing keys were free.
  * Past the limit every request from the address is refused before its credential is looked at,
  * a valid one included: answering a right guess differently would keep the guessing useful.
@@ -85,6 +86,18 @@ export interface AuthFailureLimit {
   fail(address: string): Promise<void>;
 }
 
+/**
+ * The client an address counts for: an IPv6 address by its /64, since one host is handed a whole
+ * /64 and would otherwise have 2^64 limits; an IPv4 address written as IPv6 (`::ffff:1.2.3.4`) as
+ * the IPv4 one. An address no parser reads counts as it is written.
+ */
+export function clientOf(address: string): string {
+  if (!ipaddr.isValid(address)) return address;
+  const parsed = ipaddr.process(address);
+  if (parsed.kind() === 'ipv4') return parsed.toString();
+  return `${ipaddr.IPv6.networkAddressFromCIDR(`${parsed.toString()}/64`).toString()}/64`;
+}
+
 export function createAuthFailureLimit(perMinute: number): AuthFailureLimit {
   const store = new LocalStore(false, false);
   return {
@@ -92,7 +105,7 @@ export function createAuthFailureLimit(perMinute: number): AuthFailureLimit {
     check(address) {
       return new Promise((resolve, reject) => {
         store.read(
-          address,
+          clientOf(address),
           (error, result) => {
             if (error !== null) reject(error);
             else if (result.current >= perMinute) reject(authFailuresExceeded(perMinute, result.ttl));
@@ -104,7 +117,12 @@ export function createAuthFailureLimit(perMinute: number): AuthFailureLimit {
     },
     fail(address) {
       return new Promise((resolve, reject) => {
-        store.incr(address, (error) => (error === null ? resolve() : reject(error)), RATE_WINDOW_MS, perMinute);
+        store.incr(
+          clientOf(address),
+          (error) => (error === null ? resolve() : reject(error)),
+          RATE_WINDOW_MS,
+          perMinute,
+        );
       });
     },
   };
