@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../core/domain/index.ts';
 import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { SvcError } from '../../core/errors/index.ts';
@@ -176,7 +177,7 @@ export class Checkpoints {
 
 /** `events.checkpoint.saved`: the checkpoint family of spec 6.2, recorded on the envelope. */
 function announceSaved(effects: Effects, c: Checkpoint): void {
-  const eventId = randomUUID();
+  const eventId = timeOrderedUuid();
   const message: UsageEventMessage = {
     event_id: eventId,
     tenant_id: c.tenant_id,

@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import {
+  timeOrderedUuid,
   canTransition,
   emptyCostTotals,
   EnvelopeStatusSchema,
@@ -102,7 +102,7 @@ export class Envelopes {
     const creation = this.deps.effects.commit(async (tx, effects) => {
       await decision.record(tx, effects);
       const now = clock();
-      const envelopeId = randomUUID();
+      const envelopeId = timeOrderedUuid(now);
       const created: Envelope = {
         envelope_id: envelopeId,
         tenant_id: caller.tenant,
@@ -178,7 +178,7 @@ export class Envelopes {
     record: EventRecord,
   ): Promise<{ event_id: string; duplicate: boolean; envelope: Envelope }> {
     const message = UsageEventMessageSchema.parse({
-      event_id: record.event_id ?? randomUUID(),
+      event_id: record.event_id ?? timeOrderedUuid(),
       tenant_id: caller.tenant,
       envelope_id: envelopeId,
       event_type: record.event_type,

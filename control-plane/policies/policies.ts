@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../core/domain/index.ts';
 import { sequenceOf, sequencesToTrack, type ActionHistory, type BuiltinJudge } from '../../core/brain/index.ts';
 import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
@@ -345,7 +346,7 @@ export class Policies implements PolicyGate {
       const sequence = sequenceOf(result);
       if (sequence !== undefined) {
         await tx.detections.insert(caller.tenant, {
-          detection_id: randomUUID(),
+          detection_id: timeOrderedUuid(),
           tenant_id: caller.tenant,
           kind: 'sequence',
           category: sequence.category,
@@ -378,7 +379,7 @@ export class Policies implements PolicyGate {
         effects.publications.push({
           subject: subjects.policyViolation(caller.tenant),
           data: violation,
-          msgId: msgIds.violation(caller.tenant, randomUUID()),
+          msgId: msgIds.violation(caller.tenant, timeOrderedUuid()),
         });
       }
       return approval?.approval_id ?? null;

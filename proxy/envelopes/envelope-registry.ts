@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import { timeOrderedUuid } from '../../core/domain/index.ts';
 import { isFinal, type EnvelopeStatus } from '../../core/domain/envelope.ts';
 import type { HoldState } from '../../core/sync/contract.ts';
 import type { z } from 'zod';
@@ -152,7 +152,7 @@ export class EnvelopeRegistry {
       const envelope = this.#byEnvelope.get(held.envelope_id) ?? this.#add(held.envelope_id, execution, budgetId);
       return { envelope: onBudget(envelope, named), opened: false };
     }
-    return { envelope: this.#add(randomUUID(), execution, budgetId), opened: true };
+    return { envelope: this.#add(timeOrderedUuid(), execution, budgetId), opened: true };
   }
 
   get(envelopeId: string): LocalEnvelope | undefined {

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { msgIds } from '../../core/bus/msg-ids.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import type {
@@ -6,7 +5,13 @@ import type {
   PolicyViolationMessage,
   UsageEventMessage,
 } from '../../core/events/messages.ts';
-import { clipText, MAX_LIST_ITEMS, MAX_NAME_LENGTH, MAX_TEXT_LENGTH } from '../../core/domain/index.ts';
+import {
+  timeOrderedUuid,
+  clipText,
+  MAX_LIST_ITEMS,
+  MAX_NAME_LENGTH,
+  MAX_TEXT_LENGTH,
+} from '../../core/domain/index.ts';
 import type { EnvelopeOpened } from '../../core/sync/contract.ts';
 import type { OutboxEvent } from '../../core/outbox/outbox-storage.ts';
 import type { OutboxRoom } from '../../core/outbox/outbox.ts';
@@ -96,7 +101,7 @@ export class EventRecorder {
   }
 
   async usage(envelope: LocalEnvelope, record: UsageRecord, room?: OutboxRoom): Promise<string> {
-    const eventId = randomUUID();
+    const eventId = timeOrderedUuid();
     const data: UsageEventMessage = {
       event_id: eventId,
       tenant_id: this.#tenantId,
@@ -134,7 +139,11 @@ export class EventRecorder {
       envelope_id: envelope?.envelopeId ?? null,
       occurred_at: this.#clock().toISOString(),
     };
-    await this.#append(msgIds.violation(this.#tenantId, randomUUID()), subjects.policyViolation(this.#tenantId), data);
+    await this.#append(
+      msgIds.violation(this.#tenantId, timeOrderedUuid()),
+      subjects.policyViolation(this.#tenantId),
+      data,
+    );
   }
 
   /** The envelope ended here (budget cut-off, TERMINATE policy): the control plane applies it. */
