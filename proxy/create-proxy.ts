@@ -353,6 +353,8 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     documentationBase,
     port: config.proxy_port,
     host: config.proxy_host,
+    tunnelConnectTimeoutMs: config.proxy_tunnel_connect_timeout_ms,
+    firstBytesTimeoutMs: config.proxy_tunnel_first_bytes_timeout_ms,
     tunnelHandshakeTimeoutMs: config.proxy_tunnel_handshake_timeout_ms,
     tunnelIdleTimeoutMs: config.proxy_tunnel_idle_timeout_ms,
     activity: idleGc,

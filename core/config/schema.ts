@@ -287,6 +287,10 @@ const settings = z.object({
       (v) => listed(v).every((p) => /^\d{1,5}$/.test(p) && Number(p) >= 1 && Number(p) <= 65535),
       'must be comma-separated ports such as 80,443',
     ),
+  /** How long the proxy waits to connect to a blind CONNECT tunnel's destination; then the agent gets 502. */
+  proxy_tunnel_connect_timeout_ms: integer.positive().default(10_000),
+  /** How long an intercepted CONNECT may stay silent before its first bytes tell TLS from plain HTTP. */
+  proxy_tunnel_first_bytes_timeout_ms: integer.positive().default(10_000),
   /** How long an agent's TLS handshake inside an intercepted CONNECT may take; then the tunnel closes. */
   proxy_tunnel_handshake_timeout_ms: integer.positive().default(10_000),
   /**

@@ -49,6 +49,7 @@ export interface ProxyListenerOptions {
   documentationBase: () => string;
   port?: number;
   host?: string;
+  /** How long a blind tunnel's connection to its destination may take. */
   tunnelConnectTimeoutMs?: number;
   /** How long an intercepted CONNECT may stay silent before its first bytes tell TLS from plain HTTP. */
   firstBytesTimeoutMs?: number;
