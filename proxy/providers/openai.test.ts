@@ -209,6 +209,8 @@ describe('OpenAI parseRequest', () => {
         unknown,
       ],
       ['chat', { messages: [{ role: 'assistant', audio: { id: 'audio_1' } }] }, unknown],
+      // vLLM's prompt embeddings given as a chat part: a tensor, of a size its bytes do not bound.
+      ['chat', { messages: [{ role: 'user', content: [{ type: 'prompt_embeds', prompt_embeds: 'AAAA' }] }] }, unknown],
     ];
     const tokens = createTokenCounter();
     try {
