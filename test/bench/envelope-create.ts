@@ -2,7 +2,8 @@
  * Envelope creation through the control plane's service (flow 1 without HTTP): the policy
  * decision with its audit record, then the budget's execution reservation, the envelope, its
  * indexes, audit record and outbox publication in one transaction. Run one at a time and with
- * many in flight, the way concurrent REST requests arrive. Prints figures; not a test.
+ * many in flight, the way concurrent REST requests arrive. Prints figures, the process's CPU time
+ * per envelope among them; not a test.
  *
  *   node test/bench/envelope-create.ts [envelopes=5000] [in-flight=32] [--backend=lmdb|postgres]
  */
@@ -37,14 +38,16 @@ async function run(label: string, count: number, parallel: number): Promise<void
       latencies.push(performance.now() - started);
     }
   };
+  const cpuBefore = process.cpuUsage();
   const started = performance.now();
   await Promise.all(Array.from({ length: parallel }, worker));
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpuBefore);
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(2);
   console.log(
     `${backend}, ${label}: ${count} envelopes in ${seconds.toFixed(2)} s (${Math.round(count / seconds)} per second), ` +
-      `latency p50 ${at(0.5)} ms, p99 ${at(0.99)} ms`,
+      `latency p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, CPU ${Math.round((cpu.user + cpu.system) / count)} µs per envelope`,
   );
 }
 
