@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { makeWellFormed, type Actor, type AuditRecord } from '../../core/domain/index.ts';
+import { wellFormedCopy, type Actor, type AuditRecord } from '../../core/domain/index.ts';
 import { collectUpTo } from '../storage/paging.ts';
 import type { Page, PageRequest, Repositories, Storage } from '../storage/storage.ts';
 import { auditHash, GENESIS } from './chain.ts';
@@ -36,20 +36,19 @@ export class AuditLog {
   }
 
   append(tx: Repositories, tenant: string, entry: AuditEntry): Promise<void> {
-    // Hashed as storage will give it back: an unpaired surrogate would come back altered.
+    // Hashed as storage will give it back (an unpaired surrogate would come back altered), and a
+    // copy: the record is encoded at its group's commit, after the caller may have changed its parts.
     return tx.audit.append(
       tenant,
-      makeWellFormed(
-        structuredClone({
-          audit_id: randomUUID(),
-          timestamp: this.clock().toISOString(),
-          actor: entry.actor,
-          action: entry.action,
-          resource: entry.resource,
-          result: entry.result,
-          metadata: entry.metadata ?? {},
-        }),
-      ),
+      wellFormedCopy({
+        audit_id: randomUUID(),
+        timestamp: this.clock().toISOString(),
+        actor: entry.actor,
+        action: entry.action,
+        resource: entry.resource,
+        result: entry.result,
+        metadata: entry.metadata ?? {},
+      }),
     );
   }
 
