@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { SvcError } from '../../core/errors/index.ts';
 import { ALL_SCOPES, SYSTEM_TENANT, type Principal } from '../../core/domain/index.ts';
 import type { ApiKeys } from './api-keys.ts';
@@ -14,8 +14,9 @@ import { bearerToken } from '../../core/auth/bearer-secret.ts';
 
 export { bearerToken };
 
+/** One-shot, without a Hash object: every request's credential is compared with the bootstrap key's. */
 function digest(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
+  return hash('sha256', value, 'buffer');
 }
 
 /**
