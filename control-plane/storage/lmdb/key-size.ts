@@ -32,3 +32,15 @@ export function encodedKeySize(parts: ReadonlyArray<string | number>): number {
   }
   return size;
 }
+
+/**
+ * Whether the key `[...prefix, id]` fits in LMDB whatever its characters: counted at 4 bytes per
+ * UTF-16 unit (3 of UTF-8 and an escape), 9 per number and 2 per part (marker and separator),
+ * never less than `encodedKeySize`. Nearly every key is far below the bound, so its exact size,
+ * which walks every character, is measured only when this cannot tell.
+ */
+export function surelyFits(prefix: readonly string[], id: string | number): boolean {
+  let bound = typeof id === 'number' ? 9 : 4 * id.length + 2;
+  for (const part of prefix) bound += 4 * part.length + 2;
+  return bound <= LMDB_MAX_KEY_BYTES;
+}

@@ -1,7 +1,7 @@
 import type { Database } from 'lmdb';
 import { nestsWithin } from '../../../core/domain/json-values.ts';
 import { SvcError } from '../../../core/errors/index.ts';
-import { encodedKeySize, LMDB_MAX_KEY_BYTES } from './key-size.ts';
+import { encodedKeySize, LMDB_MAX_KEY_BYTES, surelyFits } from './key-size.ts';
 
 /** The last part of a key: records are addressed by a space (key prefix) and an id within it. */
 export type Id = string | number;
@@ -115,6 +115,7 @@ type Staged = { space: Space; id: Id; value: unknown };
 
 /** `id`, when its key fits in LMDB; refused otherwise, naming no part of the key (it may be anything). */
 function storableId(space: Space, id: Id): Id {
+  if (surelyFits(space.prefix, id)) return id;
   const size = encodedKeySize(keyOf(space, id));
   if (size > LMDB_MAX_KEY_BYTES)
     throw new SvcError(
