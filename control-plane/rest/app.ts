@@ -117,10 +117,12 @@ export async function createApp(
     if (!drained) void reply.header('connection', 'close');
     throw new SvcError('SVC-SYS-9009', `request body too large: the limit is ${options.bodyLimitBytes} bytes`);
   });
-  app.addHook('onSend', async (request, reply) => {
+  // Hooks with a callback, not async: fastify then makes no promise per hook and request.
+  app.addHook('onSend', (request, reply, payload, done) => {
     void reply.header('x-request-id', request.id);
+    done(null, payload);
   });
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     options.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
     options.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
@@ -134,6 +136,7 @@ export async function createApp(
       },
       'request',
     );
+    done();
   });
 
   await app.register(rateLimit, {
