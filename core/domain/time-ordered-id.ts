@@ -1,4 +1,21 @@
+import { randomFillSync } from 'node:crypto';
 import { v7 } from 'uuid';
+
+/**
+ * Random bytes for many ids, drawn at once: one draw per id (the package's own source) costs
+ * about 2 µs, as much as the rest of the id four times over.
+ */
+const pool = Buffer.alloc(16 * 256);
+let taken = pool.length;
+
+function random16(): Uint8Array {
+  if (taken === pool.length) {
+    randomFillSync(pool);
+    taken = 0;
+  }
+  taken += 16;
+  return pool.subarray(taken - 16, taken);
+}
 
 /**
  * A UUID version 7 (RFC 9562): the creation time in milliseconds, then random bits. Ids made later
@@ -8,5 +25,5 @@ import { v7 } from 'uuid';
  * (test/bench/event-ids.ts).
  */
 export function timeOrderedUuid(now: Date = new Date()): string {
-  return v7({ msecs: now.getTime() });
+  return v7({ msecs: now.getTime(), random: random16() });
 }
