@@ -1,9 +1,9 @@
-import { deniesModel } from '../../core/metering/prices.ts';
+import { deniesModel, maxOutputTokens } from '../../core/metering/prices.ts';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ZERO, isRefusal } from '../enforcement/index.ts';
 import { ENVELOPE_HEADER, type Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
-import type { ProviderAdapter } from '../providers/index.ts';
+import { FALLBACK_MAX_OUTPUT_TOKENS, type ProviderAdapter } from '../providers/index.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
 import { price } from './call-pricing.ts';
 import { writeToClient } from './client-write.ts';
@@ -14,7 +14,7 @@ import { sendProviderRefusal } from './provider-refusal.ts';
 import { contentCodings, decompress } from './decode-body.ts';
 import { readRequestBody } from './read-body.ts';
 import { recorded } from './llm-call/settlement.ts';
-import { chargeCall, cutOff, type ChargedCall } from './settle-call.ts';
+import { chargeCall, cutOff, type Charge, type ChargeBasis, type ChargedCall } from './settle-call.ts';
 import { TextSample } from './text-sample.ts';
 import { refused } from './tool-calls.ts';
 import { mayHaveReachedProvider } from './upstream-failure.ts';
@@ -203,17 +203,21 @@ export async function governUnclassifiedCall(
     stream: false,
     room,
   };
-  const charge = (output: number, cutOff: string | null) =>
-    chargeCall(deps, call, {
-      model: '',
-      usage: { input, output, cachedInput: 0 },
-      usageSource: 'estimated',
-      basis: 'estimate',
-      toolCalls: [],
-      cutOff,
-      aborted: req.signal.aborted,
-      detail: { method: req.method, path },
-    });
+  const charge = (output: number, basis: ChargeBasis, cutOff: string | null): Charge => ({
+    model: '',
+    usage: { input, output, cachedInput: 0 },
+    usageSource: 'estimated',
+    basis,
+    toolCalls: [],
+    cutOff,
+    aborted: req.signal.aborted,
+    detail: { method: req.method, path },
+  });
+  // The most an answer read in part (or not at all) can count: one token per byte, the bound its
+  // hold grows by, of what it declared or what came, and at least the model's answer bound.
+  const answerBound = maxOutputTokens(deps.prices, model, FALLBACK_MAX_OUTPUT_TOKENS);
+  const worst = (answerBytes: number, cutOff: string) =>
+    charge(Math.max(answerBound, answerBytes), 'worst_case', cutOff);
   const upstream = upstreamSignal(req.signal, deps.abortDrainMs);
   try {
     let response: UpstreamResponse;
@@ -229,7 +233,7 @@ export async function governUnclassifiedCall(
       });
     } catch (error) {
       if (mayHaveReachedProvider(error)) {
-        charge(0, req.signal.aborted ? 'client_gone' : 'upstream_failed');
+        chargeCall(deps, call, worst(0, req.signal.aborted ? 'client_gone' : 'upstream_failed'));
         await recorded(deps);
       } else reservation.settle(ZERO);
       const failure = isSvcError(error) ? error : undefined;
@@ -250,17 +254,22 @@ export async function governUnclassifiedCall(
       return;
     }
     // Held at its byte bound as it arrives (a byte-level BPE token covers at least one byte), the
-    // hold extended from the lease: an answer the lease cannot cover is cut, as a stream is.
+    // hold extended from the lease: an answer the lease cannot cover is cut, as a stream is, and
+    // charged as a cut stream is: the estimate of the whole answer once drained, else its worst case.
     const covers = (answerBytes: number) =>
       reservation.cover(price(deps.prices, model, { input, output: answerBytes, cachedInput: 0 }, adapter.id));
-    const answer = await relayCounting(deps, req, response, covers);
-    charge(await answer.sample.tokens(deps.tokens, model), answer.cutOff);
-    if (answer.cutOff === 'budget')
+    const cut = () => {
+      upstream.drain();
       cutOff(deps, envelope, adapter.id, 'budget', `budget ${envelope.budgetId} exhausted mid-answer`);
-    if (answer.cutOff === null) {
-      await recorded(deps);
-      req.clientRes.end(answer.rest);
-    }
+    };
+    const answer = await relayCounting(deps, req, response, covers, cut);
+    // An answer not read to its end that nobody stopped receiving failed upstream.
+    const read = answer.complete
+      ? charge(await answer.sample.tokens(deps.tokens, model), 'estimate', answer.cutOff)
+      : worst(answer.bytes, answer.cutOff ?? 'upstream_failed');
+    chargeCall(deps, call, read);
+    await recorded(deps);
+    if (answer.complete && answer.cutOff === null) req.clientRes.end(answer.rest);
   } finally {
     upstream.dispose();
     // Not charged (nothing reached the provider, or it refused): the room is not needed.
@@ -268,10 +277,23 @@ export async function governUnclassifiedCall(
   }
 }
 
+interface RelayedAnswer {
+  sample: TextSample;
+  /** Read to its end: else (failed, or past the bound of a rest nobody receives) charged at its worst case. */
+  complete: boolean;
+  /** Its size: what it declared, or what came if more. */
+  bytes: number;
+  /** Why nobody received its rest: it was cut, or its client left. */
+  cutOff: 'budget' | 'client_gone' | null;
+  /** Held back from a complete answer of a known length, for the caller to end it with. */
+  rest: Uint8Array | undefined;
+}
+
 /**
  * Relays an answer chunk by chunk while sampling it for its token estimate, each chunk only once
- * `covers` holds for the answer so far (else the answer is cut there). A client that leaves does
- * not stop the count: the rest is read (within the drain time and the answer bound).
+ * `covers` holds for the answer so far, else the answer is cut there (`cut`, and the agent's answer
+ * ends). Neither a client that leaves nor a cut stops the count: the rest is
+ * read (within the drain time and the answer bound).
  *
  * A complete answer is left open: the caller ends it with `rest` once the charge is recorded, so
  * a process killed at any moment never leaves an answer delivered in full and unrecorded. A
@@ -283,37 +305,46 @@ async function relayCounting(
   req: ProxiedRequest,
   response: UpstreamResponse,
   covers: (answerBytes: number) => boolean,
-): Promise<{ sample: TextSample; cutOff: string | null; rest: Uint8Array | undefined }> {
+  cut: () => void,
+): Promise<RelayedAnswer> {
   const res = req.clientRes;
   const sample = new TextSample();
   const sized = response.headers['content-length'] !== undefined;
+  const declared = Number(response.headers['content-length']);
+  const size = () => Math.max(Number.isSafeInteger(declared) ? declared : 0, sample.totalBytes);
   res.writeHead(response.statusCode, response.headers);
   if (!sized) res.flushHeaders();
   let held: Uint8Array | undefined;
   let gone = false;
-  let failed = false;
   let uncovered = false;
+  let complete = false;
   try {
-    for await (const chunk of response.body) {
-      sample.push(chunk as Uint8Array);
-      if (!covers(sample.totalBytes)) {
-        uncovered = true;
-        response.body.destroy();
-        break;
+    reads: {
+      for await (const chunk of response.body) {
+        sample.push(chunk as Uint8Array);
+        // Nobody receives the rest: it is read for what the provider generated, within the bound.
+        if (gone || uncovered) {
+          if (sample.totalBytes > deps.responseLimitBytes) break reads;
+          continue;
+        }
+        if (!covers(sample.totalBytes)) {
+          uncovered = true;
+          held = undefined;
+          cut();
+          res.destroy();
+          continue;
+        }
+        const out = sized ? held : (chunk as Uint8Array);
+        if (sized) held = chunk as Uint8Array;
+        if (out !== undefined && !(await writeToClient(res, out, req.signal))) gone = true;
       }
-      const out = sized ? held : (chunk as Uint8Array);
-      if (sized) held = chunk as Uint8Array;
-      if (!gone && out !== undefined && !(await writeToClient(res, out, req.signal))) gone = true;
-      if (gone && sample.totalBytes > deps.responseLimitBytes) {
-        response.body.destroy();
-        break;
-      }
+      complete = true;
     }
   } catch {
-    failed = true;
+    // The answer failed: it stays incomplete.
   }
+  if (!complete) response.body.destroy();
   gone ||= req.signal.aborted;
-  if (gone || failed || uncovered) res.destroy();
-  const cut = uncovered ? 'budget' : gone ? 'client_gone' : failed ? 'upstream_failed' : null;
-  return { sample, cutOff: cut, rest: held };
+  if (gone || uncovered || !complete) res.destroy();
+  return { sample, complete, bytes: size(), cutOff: uncovered ? 'budget' : gone ? 'client_gone' : null, rest: held };
 }

@@ -8,6 +8,7 @@ export {
   createAdapterDeps,
   createDefaultAdapters,
   createProviderRegistry,
+  FALLBACK_MAX_OUTPUT_TOKENS,
   type AdapterLimits,
   type DefaultAdaptersOptions,
   type ProviderRegistry,

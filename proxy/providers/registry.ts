@@ -47,9 +47,12 @@ export interface AdapterLimits {
 
 const DEFAULT_SERVER_CONTEXT_TOKENS = 128_000;
 
+/** The answer bound of a model the price table gives none, unless the adapters are given another. */
+export const FALLBACK_MAX_OUTPUT_TOKENS = 4096;
+
 /** Adapter dependencies from the shared token counter and price table (its max_output_tokens bound requests). */
 export function createAdapterDeps(tokens: TokenCounter, prices: PriceTable, limits: AdapterLimits = {}): AdapterDeps {
-  const fallback = limits.fallbackMaxOutputTokens ?? 4096;
+  const fallback = limits.fallbackMaxOutputTokens ?? FALLBACK_MAX_OUTPUT_TOKENS;
   const maxEventBytes = limits.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
   return {
     tokens,

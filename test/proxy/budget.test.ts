@@ -2,6 +2,8 @@ import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../harness/control-plane.ts';
 import { metricValue } from '../proxy-net/harness.ts';
+import { createTokenCounter } from '../../core/metering/tokens.ts';
+import { TextSample } from '../../proxy/governance/text-sample.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { openAiClient } from './sdk-options.ts';
 
@@ -13,7 +15,16 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await rig.close();
+  tokens.free();
 });
+
+const tokens = createTokenCounter();
+/** The proxy's estimate of an unclassified body: gpt-4o-mini's tokenizer on a sample, scaled. */
+async function estimate(text: string): Promise<number> {
+  const sample = new TextSample();
+  sample.push(Buffer.from(text));
+  return sample.tokens(tokens, 'gpt-4o-mini');
+}
 
 function bound(index: number): string {
   const id = rig.boundBudgets[index];
@@ -118,10 +129,11 @@ describe('a small cost budget', () => {
     expect(envelope?.cost_summary.cost_usd).toBeCloseTo(event.cost_usd ?? 0, 5);
   });
 
-  it('cuts an unclassified answer the budget cannot cover as it arrives, charging what came', async () => {
+  it('cuts an unclassified answer the budget cannot cover as it arrives, charging the estimate of the whole answer the provider sent', async () => {
     const budgetId = bound(2);
     const cuts = () => metricValue(rig.proxy.registry, 'svc_proxy_cutoffs_total', { reason: 'budget' });
     const cutsBefore = await cuts();
+    const body = JSON.stringify({ model: 'gpt-4o-mini', prompt: 'a lighthouse' });
     // gpt-4o-mini's output: $0.001 covers about 1,660 tokens, held at one per byte of the answer.
     const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/images/generations`, {
       method: 'POST',
@@ -131,8 +143,9 @@ describe('a small cost budget', () => {
         'x-svc-budget-id': budgetId,
         'x-request-id': 'unclassified-cut',
         'x-sim-image-bytes': String(2_000_000),
+        'x-sim-chunked': '1',
       },
-      body: JSON.stringify({ model: 'gpt-4o-mini', prompt: 'a lighthouse' }),
+      body,
     });
     expect(res.status).toBe(200);
     let received = 0;
@@ -144,9 +157,21 @@ describe('a small cost budget', () => {
     expect(received).toBeLessThan(20_000);
     const event = await rig.usageEvent('unclassified-cut');
     expect(await cuts()).toBe(cutsBefore + 1);
-    expect(event.payload).toMatchObject({ operation: 'unclassified', cut_off: 'budget' });
-    // Charged for what the proxy read, the chunk that crossed included: within one chunk of the limit.
-    expect(event.cost_usd).toBeLessThan(0.001 + 16_384 * 0.6e-6);
+    // The provider generated the whole image, and bills it: the rest was read past the cut, and
+    // the call is charged the estimate of all of it, far beyond what the budget had left.
+    const answer = rig.sim.requests.find((r) => r.headers['x-request-id'] === 'unclassified-cut');
+    expect(answer?.status).toBe(200);
+    const usage = {
+      input: await estimate(body),
+      output: await estimate(
+        JSON.stringify({ created: 1_700_000_000, data: [{ b64_json: 'iVBORw0KGgo=' + 'A'.repeat(2_000_000) }] }),
+      ),
+      cachedInput: 0,
+    };
+    expect(event.tokens).toEqual({ input: usage.input, output: usage.output });
+    expect(event.payload).toMatchObject({ operation: 'unclassified', charged: 'estimate', cut_off: 'budget' });
+    expect(event.cost_usd).toBe(rig.priced('gpt-4o-mini', usage));
+    expect(event.cost_usd).toBeGreaterThan(0.01);
   });
 
   it('refuses a budget the control plane does not know with SVC-BUD-3002', async () => {

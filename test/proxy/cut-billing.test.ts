@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UsageEventMessage } from '../../core/events/messages.ts';
 import { cost } from '../../core/metering/prices.ts';
 import { createTokenCounter } from '../../core/metering/tokens.ts';
+import { TextSample } from '../../proxy/governance/text-sample.ts';
 import { createAdapterDeps, createOpenAiAdapter } from '../../proxy/providers/index.ts';
 import { failure } from '../harness/failure.ts';
 import { startProxyRig, TENANT, type ProxyRig } from './harness.ts';
@@ -14,7 +15,8 @@ let rig: ProxyRig;
 const tokens = createTokenCounter();
 
 beforeAll(async () => {
-  rig = await startProxyRig({ proxy_abort_drain_ms: DRAIN_MS });
+  // A $0.001 budget bound to the sidecar, for an unclassified answer it cannot cover.
+  rig = await startProxyRig({ proxy_abort_drain_ms: DRAIN_MS }, { budgetsUsd: [0.001] });
 });
 afterAll(async () => {
   await rig.close();
@@ -107,5 +109,43 @@ describe('a stream the proxy cuts is charged what the provider reports', () => {
     expect(event.tokens).toEqual({ input, output: 300 });
     expect(event.payload).toMatchObject({ charged: 'worst_case', cut_off: 'terminated' });
     expect(event.cost_usd).toBe(cost(rig.prices, 'gpt-4o-mini', { input, output: 300, cachedInput: 0 }).costUsd);
+  });
+});
+
+describe('an unclassified answer the proxy cuts is charged as a cut stream is', () => {
+  it('whose rest does not come within the drain bound: charged its worst case, one token per byte of the length it declared', async () => {
+    const id = 'unclassified-cut-stalled';
+    const body = JSON.stringify({ model: 'gpt-4o-mini', prompt: 'a lighthouse' });
+    const imageBytes = 2_000_000;
+    // 123 pieces of 16 KiB, 50 ms apart: about 6 s, twice the drain bound. Cut at its first piece,
+    // before its headers went out: the agent's request fails.
+    const started = Date.now();
+    await expect(
+      fetch(`${rig.addresses.proxyUrl}/openai/v1/images/generations`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-svc-execution-id': `exec-${id}`,
+          'x-svc-budget-id': rig.boundBudgets[0]!,
+          'x-request-id': id,
+          'x-sim-image-bytes': String(imageBytes),
+          'x-sim-chunk-delay-ms': '50',
+        },
+        body,
+      }).then((res) => res.text()),
+    ).rejects.toThrow();
+    // The agent's answer ended at the cut, not after the drain.
+    expect(Date.now() - started).toBeLessThan(DRAIN_MS);
+    const event = await rig.usageEvent(id);
+    const sample = new TextSample();
+    sample.push(Buffer.from(body));
+    const input = await sample.tokens(tokens, 'gpt-4o-mini');
+    const declared = JSON.stringify({
+      created: 1_700_000_000,
+      data: [{ b64_json: 'iVBORw0KGgo=' + 'A'.repeat(imageBytes) }],
+    }).length;
+    expect(event.tokens).toEqual({ input, output: declared });
+    expect(event.payload).toMatchObject({ operation: 'unclassified', charged: 'worst_case', cut_off: 'budget' });
+    expect(event.cost_usd).toBe(cost(rig.prices, 'gpt-4o-mini', { input, output: declared, cachedInput: 0 }).costUsd);
   });
 });

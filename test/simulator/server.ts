@@ -164,13 +164,19 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     });
     if (!found && method === 'POST' && new URL(path, 'http://simulator').pathname === '/v1/images/generations') {
       // A call on no route the proxy meters: charged at the estimate of its bytes.
-      // `x-sim-image-bytes`: an image that large, sent in pieces as it is encoded.
+      // `x-sim-image-bytes`: an image that large, sent in pieces of 16 KiB as it is encoded (with
+      // `x-sim-chunk-delay-ms` between them), of a known length unless `x-sim-chunked`.
       const imageBytes = Number(req.headers['x-sim-image-bytes'] ?? 0);
       const image = { created: 1_700_000_000, data: [{ b64_json: 'iVBORw0KGgo=' + 'A'.repeat(imageBytes) }] };
       if (imageBytes > 0) {
         const text = JSON.stringify(image);
-        res.writeHead(200, { 'content-type': 'application/json' });
+        const delayMs = Number(req.headers['x-sim-chunk-delay-ms'] ?? 0);
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          ...(req.headers['x-sim-chunked'] === undefined ? { 'content-length': text.length } : {}),
+        });
         for (let at = 0; at < text.length && !res.destroyed; at += 16_384) {
+          if (at > 0 && delayMs > 0) await sleep(delayMs);
           if (!res.write(text.slice(at, at + 16_384))) await Promise.race([once(res, 'drain'), once(res, 'close')]);
         }
         res.end();
