@@ -39,7 +39,7 @@ import { startSystemReports } from '../core/observability/system-reports.ts';
 import { isFinal } from '../core/domain/envelope.ts';
 import { HoldStates, listenForTerminations, RulesetSource, watchBudgetStates, watchHoldStates } from './sync/index.ts';
 import { IdleGc } from './idle-gc/index.ts';
-import { openProxyStore } from './store/index.ts';
+import { openProxyStore, ProvisionalEvents } from './store/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
 import {
   keySourcesFromConfig,
@@ -101,8 +101,9 @@ export interface Proxy {
    */
   listen(): Promise<ProxyAddresses>;
   /**
-   * Refuses the calls held for approval, stops taking traffic, returns leases, and closes the
-   * outbox (pending events stay on disk).
+   * Refuses the calls held for approval, stops taking traffic, returns leases, hands the worst
+   * cases standing for answers still being drained to the outbox, and closes the outbox (pending
+   * events stay on disk).
    */
   close(): Promise<void>;
 }
@@ -241,7 +242,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     },
   );
   const podExecutionId = `pod-${hostname()}-${randomUUID().slice(0, 8)}`;
-  const recorder = new EventRecorder(tenantId, source, outbox, logger);
+  const recorder = new EventRecorder(tenantId, source, outbox, new ProvisionalEvents(store), logger);
+  // The charges of answers a process ending mid-drain left standing go out now.
+  await recorder.releaseProvisional();
   const holds = new HoldStates({
     maxEntries: config.proxy_hold_entries,
     maxAgeMs: config.hold_max_age_seconds * 1000,
@@ -491,6 +494,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       await Promise.all(subscriptions.splice(0).map((s) => s.unsubscribe()));
       await rulesets.stop();
       await leases.releaseAll();
+      // Answers still being drained are charged what stands for them, their worst case, rather
+      // than left to a next start on this store.
+      await recorder.releaseProvisional();
       await outbox.close();
       await upstream.close();
       tokens.free();

@@ -6,7 +6,7 @@ import {
 } from '../../core/events/messages.ts';
 import type { OutboxEvent } from '../../core/outbox/outbox-storage.ts';
 import type { LocalEnvelope } from '../envelopes/index.ts';
-import { EventRecorder, toolNames } from './event-recorder.ts';
+import { EventRecorder, toolNames, type UsageRecord } from './event-recorder.ts';
 
 const envelope: LocalEnvelope = {
   envelopeId: 'env-1',
@@ -17,7 +17,12 @@ const envelope: LocalEnvelope = {
   inflight: new Set(),
 };
 
-function recorder(): { recorder: EventRecorder; written: OutboxEvent[]; failures: unknown[] } {
+function recorder(provisional = new Map<string, OutboxEvent>()): {
+  recorder: EventRecorder;
+  written: OutboxEvent[];
+  provisional: Map<string, OutboxEvent>;
+  failures: unknown[];
+} {
   const written: OutboxEvent[] = [];
   const failures: unknown[] = [];
   const sink = {
@@ -27,9 +32,16 @@ function recorder(): { recorder: EventRecorder; written: OutboxEvent[]; failures
     },
     reserveRoom: () => Promise.resolve(null),
   };
+  // The proxy's store keeps these across a restart: handing the same map to a new recorder is one.
+  const store = {
+    put: (event: OutboxEvent) => Promise.resolve(void provisional.set(event.id, event)),
+    remove: (id: string) => Promise.resolve(void provisional.delete(id)),
+    all: () => [...provisional.values()],
+  };
   return {
-    recorder: new EventRecorder('acme', 'proxy:pod', sink, { error: (o) => failures.push(o) }),
+    recorder: new EventRecorder('acme', 'proxy:pod', sink, store, { error: (o) => failures.push(o) }),
     written,
+    provisional,
     failures,
   };
 }
@@ -87,5 +99,58 @@ describe('what the recorder writes of names an agent or a provider chose', () =>
 
   it('leaves names within the bounds as they are', () => {
     expect(toolNames(['shell', 'search'])).toEqual({ tool_calls: ['shell', 'search'] });
+  });
+});
+
+describe('a provisional usage event', () => {
+  const call = (output: number): UsageRecord => ({
+    eventType: 'llm.call',
+    model: 'gpt-4o-mini',
+    tokens: { input: 10, output },
+    costUsd: output / 1e6,
+    payload: { request_id: 'r-1' },
+  });
+  const tokensOf = (event: OutboxEvent) => UsageEventMessageSchema.parse(event.data).tokens;
+
+  it('is kept unpublished, then replaced by the final event of the same id, which is written once', async () => {
+    const { recorder: r, written, provisional } = recorder();
+    await r.provisional(envelope, Promise.resolve(call(4096)), 'call-1');
+    expect(written).toEqual([]);
+    expect([...provisional.values()].map(tokensOf)).toEqual([{ input: 10, output: 4096 }]);
+    await r.usage(envelope, call(40), undefined, 'call-1');
+    expect(written.map(tokensOf)).toEqual([{ input: 10, output: 40 }]);
+    expect(written[0]!.id).toBe('event:acme:call-1');
+    expect(provisional.size).toBe(0);
+  });
+
+  it('waits for a record still being made: the final event, recorded meanwhile, still replaces it', async () => {
+    const { recorder: r, written, provisional } = recorder();
+    const record = Promise.withResolvers<UsageRecord>();
+    const held = r.provisional(envelope, record.promise, 'call-2');
+    const final = r.usage(envelope, call(40), undefined, 'call-2');
+    record.resolve(call(4096));
+    await Promise.all([held, final]);
+    expect(written.map(tokensOf)).toEqual([{ input: 10, output: 40 }]);
+    expect(provisional.size).toBe(0);
+  });
+
+  it('is published by the next start when the process ended before the final event', async () => {
+    const kept = new Map<string, OutboxEvent>();
+    await recorder(kept).recorder.provisional(envelope, Promise.resolve(call(4096)), 'call-3');
+    const { recorder: next, written } = recorder(kept);
+    await next.releaseProvisional();
+    expect(written.map((event) => [event.id, tokensOf(event)])).toEqual([
+      ['event:acme:call-3', { input: 10, output: 4096 }],
+    ]);
+    expect(kept.size).toBe(0);
+  });
+
+  it('once released (the proxy closing mid-drain), stands: the final event is not written after it', async () => {
+    const { recorder: r, written, provisional } = recorder();
+    await r.provisional(envelope, Promise.resolve(call(4096)), 'call-4');
+    await r.releaseProvisional();
+    await r.usage(envelope, call(40), undefined, 'call-4');
+    expect(written.map(tokensOf)).toEqual([{ input: 10, output: 4096 }]);
+    expect(provisional.size).toBe(0);
   });
 });

@@ -24,6 +24,13 @@ export interface EventSink {
   reserveRoom(entries: number, bytes: number): Promise<OutboxRoom | null>;
 }
 
+/** Where provisional events wait, kept across a restart and never published from there. */
+export interface ProvisionalStore {
+  put(event: OutboxEvent): Promise<void>;
+  remove(id: string): Promise<void>;
+  all(): OutboxEvent[];
+}
+
 export interface UsageRecord {
   eventType: string;
   model: string | null;
@@ -50,26 +57,39 @@ export interface RecorderLogger {
  * or a provider chose (a model an answer names, tool names, a denial's action and message) is
  * clipped to the bus's bounds (`clipText`): the event must fit the outbox and the control plane's
  * checks, or a call would go unbilled and a denial unheard for the length of one name.
+ *
+ * A call whose charge is not known yet (an answer cut and still being drained) can have one
+ * stand for it meanwhile: a provisional event, kept in the proxy's store and not published, which
+ * the call's own event of the same id replaces, and which goes out instead should the process
+ * end first.
  */
 export class EventRecorder {
   readonly #tenantId: string;
   readonly #source: string;
   readonly #sink: EventSink;
+  readonly #provisionals: ProvisionalStore;
   readonly #logger: RecorderLogger;
   readonly #clock: () => Date;
-  /** Events handed to the outbox and not yet committed. */
+  /** Events handed to the outbox (or written provisionally) and not yet committed. */
   readonly #pending = new Set<Promise<void>>();
+  /**
+   * This process's provisional events by msg id: their write, and whether `releaseProvisional`
+   * has handed them to the outbox already.
+   */
+  readonly #held = new Map<string, { written: Promise<void>; released: boolean }>();
 
   constructor(
     tenantId: string,
     source: string,
     sink: EventSink,
+    provisionals: ProvisionalStore,
     logger: RecorderLogger,
     clock: () => Date = () => new Date(),
   ) {
     this.#tenantId = tenantId;
     this.#source = source;
     this.#sink = sink;
+    this.#provisionals = provisionals;
     this.#logger = logger;
     this.#clock = clock;
   }
@@ -100,8 +120,65 @@ export class EventRecorder {
     return this.#sink.reserveRoom(1, USAGE_EVENT_BYTES);
   }
 
-  async usage(envelope: LocalEnvelope, record: UsageRecord, room?: OutboxRoom): Promise<string> {
-    const eventId = timeOrderedUuid();
+  /**
+   * Records a usage event under `eventId` (new by default). When a provisional event of that id
+   * is held, this one replaces it: written to the outbox once that one is written, which is then
+   * removed; one already released stands instead, and this one is not written.
+   */
+  async usage(
+    envelope: LocalEnvelope,
+    record: UsageRecord,
+    room?: OutboxRoom,
+    eventId: string = timeOrderedUuid(),
+  ): Promise<string> {
+    const event = this.#usageEvent(envelope, record, eventId);
+    const held = this.#held.get(event.id);
+    if (held === undefined) {
+      await this.#track(event, this.#sink.append(event, room));
+      return eventId;
+    }
+    this.#held.delete(event.id);
+    if (held.released) {
+      room?.release();
+      return eventId;
+    }
+    await this.#track(
+      event,
+      held.written.then(() => this.#replace(event, room)),
+    );
+    return eventId;
+  }
+
+  /**
+   * Writes a usage event where a restart finds it, without publishing it: the charge that stands
+   * for a call whose own is not known yet (an answer cut and still being drained). `usage` with
+   * the same event id replaces it, also when called before `record` is ready; should the process
+   * end first, the next start publishes it (`releaseProvisional`). Both carry one event id, so the
+   * control plane counts the call once whichever of them reaches it. Resolves once it is written
+   * (or failed, logged).
+   */
+  provisional(envelope: LocalEnvelope, record: Promise<UsageRecord>, eventId: string): Promise<void> {
+    const id = msgIds.event(this.#tenantId, eventId);
+    const written = this.#track(
+      { id },
+      record.then((ready) => this.#provisionals.put(this.#usageEvent(envelope, ready, eventId))),
+    );
+    this.#held.set(id, { written, released: false });
+    return written;
+  }
+
+  /**
+   * Hands every provisional event still held to the outbox: at start, those a process that ended
+   * while it drained left behind; at close, those of the answers still being drained, whose
+   * provisional charge then stands. One the outbox refuses stays held for the next start.
+   */
+  async releaseProvisional(): Promise<void> {
+    await Promise.all([...this.#held.values()].map((held) => held.written));
+    for (const held of this.#held.values()) held.released = true;
+    for (const event of this.#provisionals.all()) await this.#track(event, this.#replace(event));
+  }
+
+  #usageEvent(envelope: LocalEnvelope, record: UsageRecord, eventId: string): OutboxEvent {
     const data: UsageEventMessage = {
       event_id: eventId,
       tenant_id: this.#tenantId,
@@ -115,13 +192,23 @@ export class EventRecorder {
       payload: { ...record.payload, execution_id: envelope.executionId },
       source: this.#source,
     };
-    await this.#append(
-      msgIds.event(this.#tenantId, eventId),
-      subjects.event(this.#tenantId, record.eventType),
+    return {
+      id: msgIds.event(this.#tenantId, eventId),
+      subject: subjects.event(this.#tenantId, record.eventType),
       data,
-      room,
-    );
-    return eventId;
+    };
+  }
+
+  /** Appends `event` to the outbox, then removes the provisional event of its id. */
+  async #replace(event: OutboxEvent, room?: OutboxRoom): Promise<void> {
+    await this.#sink.append(event, room);
+    await this.#provisionals.remove(event.id).catch((error: unknown) => {
+      // Published at the next start as well: a duplicate, which its id makes count once.
+      this.#logger.error(
+        { event_id: event.id, subject: event.subject, err: (error as Error).message },
+        'provisional event not removed',
+      );
+    });
   }
 
   async violation(
@@ -175,16 +262,25 @@ export class EventRecorder {
     return Promise.all(this.#pending);
   }
 
-  #append(id: string, subject: string, data: unknown, room?: OutboxRoom): Promise<void> {
-    const write = this.#sink.append({ id, subject, data }, room).then(
+  #append(id: string, subject: string, data: unknown): Promise<void> {
+    const event = { id, subject, data };
+    return this.#track(event, this.#sink.append(event));
+  }
+
+  /** Counts `write` of `event` among the pending until it is done; a failure is logged, not thrown. */
+  #track(event: { id: string; subject?: string }, write: Promise<void>): Promise<void> {
+    const done = write.then(
       () => undefined,
       (error: unknown) => {
-        this.#logger.error({ event_id: id, subject, err: (error as Error).message }, 'event not recorded');
+        this.#logger.error(
+          { event_id: event.id, subject: event.subject, err: (error as Error).message },
+          'event not recorded',
+        );
       },
     );
-    this.#pending.add(write);
-    void write.finally(() => this.#pending.delete(write));
-    return write;
+    this.#pending.add(done);
+    void done.finally(() => this.#pending.delete(done));
+    return done;
   }
 }
 

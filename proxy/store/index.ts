@@ -1,1 +1,2 @@
 export { openProxyStore, type ProxyStore } from './open-store.ts';
+export { ProvisionalEvents } from './provisional-events.ts';

@@ -6,11 +6,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LmdbOutboxStorage } from '../../core/outbox/lmdb-outbox-storage.ts';
 import type { OutboxEvent } from '../../core/outbox/outbox-storage.ts';
 import { openProxyStore } from './open-store.ts';
+import { ProvisionalEvents } from './provisional-events.ts';
 
 const event = (i: number): OutboxEvent => ({ id: `e-${i}`, subject: 'svc.t.events.llm.call', data: { i } });
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
-describe("the proxy's LMDB store and its outbox", () => {
+describe("the proxy's LMDB store, its outbox and its provisional events", () => {
   let dir: string;
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), 'proxy-store-'));
@@ -67,4 +68,19 @@ describe("the proxy's LMDB store and its outbox", () => {
     await again.close();
     await reopened.close();
   });
+
+  for (const interval of [0, 100])
+    it(`keeps provisional events across a restart, by event id, with an fsync interval of ${interval}`, async () => {
+      const store = openProxyStore(dir, interval);
+      const events = new ProvisionalEvents(store);
+      await events.put(event(1));
+      await events.put(event(2));
+      await events.put({ ...event(2), data: { i: 3 } });
+      await events.remove('e-1');
+      await store.close();
+
+      const reopened = openProxyStore(dir, interval);
+      expect(new ProvisionalEvents(reopened).all()).toEqual([{ ...event(2), data: { i: 3 } }]);
+      await reopened.close();
+    });
 });

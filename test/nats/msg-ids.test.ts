@@ -114,6 +114,7 @@ describe('msg ids on the shared event stream', () => {
         append: (event) => Promise.resolve(void written.push(event)),
         reserveRoom: () => Promise.resolve(null),
       },
+      { put: () => Promise.resolve(), remove: () => Promise.resolve(), all: () => [] },
       { error: () => undefined },
     );
     await recorder.ended(
