@@ -2,10 +2,9 @@ import type { ServiceTier, TokenUsage } from '../../core/metering/prices.ts';
 import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import type { Reservation } from '../enforcement/index.ts';
 import type { LocalEnvelope } from '../envelopes/index.ts';
-import type { CutoffReason } from '../metrics/index.ts';
 import type { ProviderId, ToolCall, UsageSource } from '../providers/index.ts';
 import { price, type PricedUsage } from './call-pricing.ts';
-import { toolNames } from './event-recorder.ts';
+import { toolNames, type UsageRecord } from './event-recorder.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 
 /** What a charge is based on: the answer's usage, the worst case of a call whose usage is unknown, or a token estimate of an unclassified call. */
@@ -23,6 +22,8 @@ export interface ChargedCall {
   stream: boolean;
   /** The outbox room held for its usage event when it was decided. */
   room: OutboxRoom;
+  /** Its usage event's id, chosen when it was decided: a provisional charge and the final one share it. */
+  eventId: string;
 }
 
 export interface Charge {
@@ -47,12 +48,7 @@ export interface Charge {
  * call that may have reached the provider ends here exactly once, whatever ended it.
  */
 export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Charge): PricedUsage {
-  const model = charge.model === '' ? call.requestedModel : charge.model;
-  // A call that reached the provider is never free: a prompt the tokenizer counts as nothing (an
-  // empty text, a value that is not text) or an answer without usage is still one request served.
-  const usage = charge.usage.input >= 1 ? charge.usage : { ...charge.usage, input: 1 };
-  const tier = charge.serviceTier ?? 'standard';
-  const priced = price(deps.prices, model, usage, call.provider, tier);
+  const { model, usage, priced, record } = usageRecord(deps, call, charge);
   call.reservation.settle(priced);
   // Usage the provider reported comes with an answer it served for this model.
   if (charge.usageSource === 'provider' && model !== '') deps.metrics.models.served(model);
@@ -63,52 +59,58 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
   deps.anomalies.observeSpend(call.envelope, priced.usd);
   // The requested model was counted before the call; an answer naming another unknown one counts too.
   if (!priced.known && model !== call.requestedModel) deps.metrics.unknownModels.inc({ provider: call.provider });
-  void deps.recorder.usage(
-    call.envelope,
-    {
-      eventType: 'llm.call',
-      // An unclassified call may name no model.
-      model: model === '' ? null : model,
-      tokens: { input: usage.input, output: usage.output },
-      costUsd: priced.usd,
-      payload: {
-        provider: call.provider,
-        operation: call.operation,
-        stream: call.stream,
-        usage_source: charge.usageSource,
-        charged: charge.basis,
-        aborted: charge.aborted,
-        cached_input_tokens: usage.cachedInput,
-        cache_write_input_tokens: usage.cacheWrite ?? 0,
-        cache_write_long_input_tokens: usage.cacheWriteLong ?? 0,
-        hosted_tool_uses: usage.hosted ?? {},
-        cost_pico_usd: priced.pico,
-        priced: priced.known,
-        price_basis: priced.basis,
-        service_tier: tier,
-        ...toolNames(charge.toolCalls.map((c) => c.name)),
-        request_id: call.requestId,
-        cut_off: charge.cutOff,
-        ...charge.detail,
-      },
-    },
-    call.room,
-  );
+  void deps.recorder.usage(call.envelope, record, call.room, call.eventId);
   return priced;
 }
 
 /**
- * An answer the proxy stopped itself, counted by why; stopped because its budget could not cover
- * it, its envelope ends BUDGET_EXCEEDED as well.
+ * Writes `charge` as the call's provisional record (`EventRecorder.provisional`): what stands for
+ * it should the process end before `chargeCall` records its own, which replaces it, also when
+ * made before `charge` is ready. Nothing is settled or counted. Resolves once it is written.
  */
-export function cutOff(
+export function holdCharge(deps: GovernanceDeps, call: ChargedCall, charge: Promise<Charge>): Promise<void> {
+  const record = charge.then((ready) => usageRecord(deps, call, ready).record);
+  return deps.recorder.provisional(call.envelope, record, call.eventId);
+}
+
+/** The charge priced, and the `llm.call` event that records it. */
+function usageRecord(
   deps: GovernanceDeps,
-  envelope: LocalEnvelope,
-  provider: ProviderId,
-  reason: CutoffReason,
-  message: string,
-): void {
-  deps.metrics.cutoffs.inc({ provider, reason });
-  if (reason === 'budget' && deps.envelopes.end(envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: message }))
-    void deps.recorder.ended(envelope, 'BUDGET_EXCEEDED', message);
+  call: ChargedCall,
+  charge: Charge,
+): { model: string; usage: TokenUsage; priced: PricedUsage; record: UsageRecord } {
+  const model = charge.model === '' ? call.requestedModel : charge.model;
+  // A call that reached the provider is never free: a prompt the tokenizer counts as nothing (an
+  // empty text, a value that is not text) or an answer without usage is still one request served.
+  const usage = charge.usage.input >= 1 ? charge.usage : { ...charge.usage, input: 1 };
+  const tier = charge.serviceTier ?? 'standard';
+  const priced = price(deps.prices, model, usage, call.provider, tier);
+  const record: UsageRecord = {
+    eventType: 'llm.call',
+    // An unclassified call may name no model.
+    model: model === '' ? null : model,
+    tokens: { input: usage.input, output: usage.output },
+    costUsd: priced.usd,
+    payload: {
+      provider: call.provider,
+      operation: call.operation,
+      stream: call.stream,
+      usage_source: charge.usageSource,
+      charged: charge.basis,
+      aborted: charge.aborted,
+      cached_input_tokens: usage.cachedInput,
+      cache_write_input_tokens: usage.cacheWrite ?? 0,
+      cache_write_long_input_tokens: usage.cacheWriteLong ?? 0,
+      hosted_tool_uses: usage.hosted ?? {},
+      cost_pico_usd: priced.pico,
+      priced: priced.known,
+      price_basis: priced.basis,
+      service_tier: tier,
+      ...toolNames(charge.toolCalls.map((c) => c.name)),
+      request_id: call.requestId,
+      cut_off: charge.cutOff,
+      ...charge.detail,
+    },
+  };
+  return { model, usage, priced, record };
 }

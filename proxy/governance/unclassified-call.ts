@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { deniesModel, maxOutputTokens } from '../../core/metering/prices.ts';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ZERO, isRefusal } from '../enforcement/index.ts';
@@ -14,7 +15,8 @@ import { sendProviderRefusal } from './provider-refusal.ts';
 import { contentCodings, decompress } from './decode-body.ts';
 import { readRequestBody } from './read-body.ts';
 import { recorded } from './llm-call/settlement.ts';
-import { chargeCall, cutOff, type Charge, type ChargeBasis, type ChargedCall } from './settle-call.ts';
+import { chargeCall, type Charge, type ChargeBasis, type ChargedCall } from './settle-call.ts';
+import { cutCall } from './cut-call.ts';
 import { TextSample } from './text-sample.ts';
 import { refused } from './tool-calls.ts';
 import { mayHaveReachedProvider } from './upstream-failure.ts';
@@ -202,6 +204,7 @@ export async function governUnclassifiedCall(
     operation: 'unclassified',
     stream: false,
     room,
+    eventId: randomUUID(),
   };
   const charge = (output: number, basis: ChargeBasis, cutOff: string | null): Charge => ({
     model: '',
@@ -258,10 +261,15 @@ export async function governUnclassifiedCall(
     // charged as a cut stream is: the estimate of the whole answer once drained, else its worst case.
     const covers = (answerBytes: number) =>
       reservation.cover(price(deps.prices, model, { input, output: answerBytes, cachedInput: 0 }, adapter.id));
-    const cut = () => {
-      upstream.drain();
-      cutOff(deps, envelope, adapter.id, 'budget', `budget ${envelope.budgetId} exhausted mid-answer`);
-    };
+    const cut = (answerBytes: number) =>
+      cutCall(
+        deps,
+        call,
+        upstream,
+        'budget',
+        `budget ${envelope.budgetId} exhausted mid-answer`,
+        Promise.resolve(worst(answerBytes, 'budget')),
+      );
     const answer = await relayCounting(deps, req, response, covers, cut);
     // An answer not read to its end that nobody stopped receiving failed upstream.
     const read = answer.complete
@@ -292,7 +300,7 @@ interface RelayedAnswer {
 /**
  * Relays an answer chunk by chunk while sampling it for its token estimate, each chunk only once
  * `covers` holds for the answer so far, else the answer is cut there (`cut`, and the agent's answer
- * ends). Neither a client that leaves nor a cut stops the count: the rest is
+ * ends once that resolves). Neither a client that leaves nor a cut stops the count: the rest is
  * read (within the drain time and the answer bound).
  *
  * A complete answer is left open: the caller ends it with `rest` once the charge is recorded, so
@@ -305,7 +313,7 @@ async function relayCounting(
   req: ProxiedRequest,
   response: UpstreamResponse,
   covers: (answerBytes: number) => boolean,
-  cut: () => void,
+  cut: (answerBytes: number) => Promise<void>,
 ): Promise<RelayedAnswer> {
   const res = req.clientRes;
   const sample = new TextSample();
@@ -330,7 +338,7 @@ async function relayCounting(
         if (!covers(sample.totalBytes)) {
           uncovered = true;
           held = undefined;
-          cut();
+          await cut(size());
           res.destroy();
           continue;
         }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { isSvcError } from '../../../core/errors/index.ts';
 import { deniesModel } from '../../../core/metering/prices.ts';
 import { isRefusal, ZERO } from '../../enforcement/index.ts';
@@ -139,6 +140,7 @@ export async function decideCall(
     envelope,
     reservation,
     room,
+    eventId: randomUUID(),
     context,
     bytes,
     hideStreamUsage: false,

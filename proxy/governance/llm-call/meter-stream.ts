@@ -10,8 +10,7 @@ import type { UpstreamSignal } from '../upstream-signal.ts';
 import { billedTokens } from '../call-pricing.ts';
 import { writeToClient as write } from '../client-write.ts';
 import { contentCodings, decompressing } from '../decode-body.ts';
-import { chargeWorstCase, recorded, refuseAnswer, settle, type LlmCall } from './settlement.ts';
-import { cutOff } from '../settle-call.ts';
+import { chargeWorstCase, cutAnswer, recorded, refuseAnswer, settle, type LlmCall } from './settlement.ts';
 import { governHeldToolCall } from '../tool-calls.ts';
 
 interface Cut {
@@ -74,6 +73,20 @@ export async function meterStream(
   });
 
   const state: { cut: Cut | null } = { cut: null };
+  let progress: StreamProgress | null = null;
+  /** What the stream used as far as it was read: its input as the provider reported it, else `input`. */
+  const readingOf = (input: number): ResponseReading => ({
+    usage:
+      progress === null
+        ? { input, output: 0, cachedInput: 0 }
+        : progress.inputReported
+          ? progress.usage
+          : { ...progress.usage, input, cachedInput: Math.min(progress.usage.cachedInput, input) },
+    usageSource: progress?.usageSource ?? 'estimated',
+    toolCalls: (progress?.toolCalls ?? []).map(({ name, arguments: args }) => ({ name, arguments: args })),
+    model: parsed.model,
+    serviceTier: progress?.serviceTier,
+  });
   /** Bytes held back while a tool call the model is writing awaits its judgement. */
   let held: Uint8Array[] = [];
   let heldBytes = 0;
@@ -83,20 +96,22 @@ export async function meterStream(
   let writing = false;
   let stopped = false;
   /**
-   * Ends the agent's answer at the cut, at once: the events cleared before it go on, then the
-   * error event, and nothing after. The upstream is read on (drained) for its usage.
+   * Ends the agent's answer at the cut: the events cleared before it go on, then the error event,
+   * and nothing after, once the call's worst case stands for it. The upstream is read on (drained)
+   * for its usage. The prompt is not counted in what was seen: the worst case counts it itself.
    */
   const stop = () => {
     const cut = state.cut;
     if (cut === null || stopped) return;
     stopped = true;
-    upstream.drain();
-    cutOff(deps, envelope, adapter.id, cut.reason, cut.message);
+    const standing = cutAnswer(deps, call, upstream, cut.reason, cut.message, readingOf(0));
     clearImmediate(early);
     held = [];
     const out = Buffer.concat([...ready, meter.errorEvent(cut.code, cut.message)]);
     ready = [];
-    if (!res.destroyed) res.end(out);
+    void standing.then(() => {
+      if (!res.destroyed) res.end(out);
+    });
   };
   const cutter = (ending: Ending) => {
     state.cut ??= {
@@ -107,7 +122,6 @@ export async function meterStream(
     if (!writing) stop();
   };
   envelope.inflight.add(cutter);
-  let progress: StreamProgress | null = null;
   const judged = new Set<StreamedToolCall>();
   /**
    * Judges the calls whose arguments are now complete; the event that completed them is not yet
@@ -280,19 +294,7 @@ export async function meterStream(
     source.destroy();
     response.body.destroy();
   }
-  const input = progress?.inputReported === true ? 0 : await call.input.exact();
-  const reading: ResponseReading = {
-    usage:
-      progress === null
-        ? { input, output: 0, cachedInput: 0 }
-        : progress.inputReported
-          ? progress.usage
-          : { ...progress.usage, input, cachedInput: Math.min(progress.usage.cachedInput, input) },
-    usageSource: progress?.usageSource ?? 'estimated',
-    toolCalls: (progress?.toolCalls ?? []).map(({ name, arguments: args }) => ({ name, arguments: args })),
-    model: parsed.model,
-    serviceTier: progress?.serviceTier,
-  };
+  const reading = readingOf(progress?.inputReported === true ? 0 : await call.input.exact());
   if (cut !== null) {
     // The agent's answer ended at the cut; the provider's was read to its end for its usage.
     if (complete)

@@ -2,6 +2,7 @@ import type { SvcCode } from '../../../core/errors/index.ts';
 import type { OutboxRoom } from '../../../core/outbox/outbox.ts';
 import { ZERO, type Reservation } from '../../enforcement/index.ts';
 import type { LocalEnvelope } from '../../envelopes/index.ts';
+import type { CutoffReason } from '../../metrics/index.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
 import type { Operation, ParsedRequest, ProviderAdapter, ResponseReading } from '../../providers/index.ts';
 import { worstCase, type PricedUsage } from '../call-pricing.ts';
@@ -9,7 +10,9 @@ import type { GovernanceDeps } from '../governance-deps.ts';
 import type { InputTokens } from '../input-tokens.ts';
 import { sendProviderRefusal } from '../provider-refusal.ts';
 import { exactly } from '../reserve-call.ts';
-import { chargeCall, type ChargeBasis } from '../settle-call.ts';
+import { cutCall } from '../cut-call.ts';
+import { chargeCall, type Charge, type ChargeBasis, type ChargedCall } from '../settle-call.ts';
+import type { UpstreamSignal } from '../upstream-signal.ts';
 
 /** One governed LLM call once it is decided: what forwarding, metering and settling share. */
 export interface LlmCall {
@@ -22,6 +25,8 @@ export interface LlmCall {
   reservation: Reservation;
   /** Room held in the outbox for the call's usage event: a call is made only if it can be recorded. */
   room: OutboxRoom;
+  /** The id of the call's usage event (`ChargedCall.eventId`). */
+  eventId: string;
   /** Policy context shared by the call's own and its tool-call evaluations. */
   context: Record<string, unknown>;
   /** The decoded request's size: what a hold of the call's tool calls counts besides the answer. */
@@ -47,20 +52,7 @@ export function settle(
   aborted: boolean,
 ): PricedUsage {
   call.settled = true;
-  return chargeCall(
-    deps,
-    {
-      provider: call.adapter.id,
-      envelope: call.envelope,
-      reservation: call.reservation,
-      requestId: call.req.id,
-      requestedModel: call.parsed.model,
-      operation: call.op,
-      stream: call.parsed.stream,
-      room: call.room,
-    },
-    { ...reading, serviceTier: reading.serviceTier ?? call.parsed.serviceTier, basis, cutOff, aborted },
-  );
+  return chargeCall(deps, chargedCall(call), charge(call, reading, basis, cutOff, aborted));
 }
 
 /**
@@ -75,22 +67,62 @@ export async function chargeWorstCase(
 ): Promise<void> {
   // Settled from now on: nothing else charges the call while its input is being counted.
   call.settled = true;
-  const parsed = await exactly(call.parsed, call.input);
-  settle(
-    deps,
-    call,
-    {
-      usage: worstCase(parsed, seen?.usage),
-      usageSource: 'estimated',
-      toolCalls: [...(seen?.toolCalls ?? [])],
-      model: '',
-      serviceTier: seen?.serviceTier,
-    },
-    'worst_case',
-    cutOff,
-    call.req.signal.aborted,
-  );
+  settle(deps, call, await worstReading(call, seen), 'worst_case', cutOff, call.req.signal.aborted);
   await recorded(deps);
+}
+
+/**
+ * Cuts the call's answer (`cutCall`): its worst case, counting what was `seen` of it so far, stands
+ * for it until the drain ends. Resolves once that charge is written.
+ */
+export function cutAnswer(
+  deps: GovernanceDeps,
+  call: LlmCall,
+  upstream: UpstreamSignal,
+  reason: CutoffReason,
+  message: string,
+  seen?: ResponseReading,
+): Promise<void> {
+  const worst = worstReading(call, seen).then((reading) =>
+    charge(call, reading, 'worst_case', reason, call.req.signal.aborted),
+  );
+  return cutCall(deps, chargedCall(call), upstream, reason, message, worst);
+}
+
+/** The most the call can have used (`worstCase` of call-pricing), its prompt counted exactly. */
+async function worstReading(call: LlmCall, seen: ResponseReading | undefined): Promise<ResponseReading> {
+  const parsed = await exactly(call.parsed, call.input);
+  return {
+    usage: worstCase(parsed, seen?.usage),
+    usageSource: 'estimated',
+    toolCalls: [...(seen?.toolCalls ?? [])],
+    model: '',
+    serviceTier: seen?.serviceTier,
+  };
+}
+
+function chargedCall(call: LlmCall): ChargedCall {
+  return {
+    provider: call.adapter.id,
+    envelope: call.envelope,
+    reservation: call.reservation,
+    requestId: call.req.id,
+    requestedModel: call.parsed.model,
+    operation: call.op,
+    stream: call.parsed.stream,
+    room: call.room,
+    eventId: call.eventId,
+  };
+}
+
+function charge(
+  call: LlmCall,
+  reading: ResponseReading,
+  basis: ChargeBasis,
+  cutOff: string | null,
+  aborted: boolean,
+): Charge {
+  return { ...reading, serviceTier: reading.serviceTier ?? call.parsed.serviceTier, basis, cutOff, aborted };
 }
 
 /** Returns the call's hold to the lease uncharged: the provider generated nothing. */
