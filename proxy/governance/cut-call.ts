@@ -9,8 +9,10 @@ import type { UpstreamSignal } from './upstream-signal.ts';
  * what it generates whether or not anyone reads it, so the rest is drained for what it used (from
  * now, within `proxy_abort_drain_ms`, and within `proxy_response_limit_bytes`); meanwhile `worst`,
  * the call's worst case, stands for it provisionally (`holdCharge`), so that a process ending
- * before the drain does leaves the call charged. Resolves once that charge is written: the agent's
- * answer ends after it. The caller charges the call once the drain ends, which replaces it.
+ * before the drain does leaves the call charged. Its write is started here and not waited for:
+ * the caller ends the agent's answer at once, and a process killed in the moment before the write
+ * commits loses the call (docs/proxy.md). The caller charges the call once the drain ends, which
+ * replaces it.
  */
 export function cutCall(
   deps: GovernanceDeps,
@@ -18,8 +20,8 @@ export function cutCall(
   upstream: UpstreamSignal,
   reason: CutoffReason,
   message: string,
-  worst: Promise<Charge>,
-): Promise<void> {
+  worst: Charge,
+): void {
   upstream.drain();
   deps.metrics.cutoffs.inc({ provider: call.provider, reason });
   if (
@@ -27,5 +29,5 @@ export function cutCall(
     deps.envelopes.end(call.envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: message })
   )
     void deps.recorder.ended(call.envelope, 'BUDGET_EXCEEDED', message);
-  return holdCharge(deps, call, worst);
+  holdCharge(deps, call, worst);
 }

@@ -17,7 +17,11 @@ const envelope: LocalEnvelope = {
   inflight: new Set(),
 };
 
-function recorder(provisional = new Map<string, OutboxEvent>()): {
+/** `committed`: what the store's provisional writes wait for before they land. */
+function recorder(
+  provisional = new Map<string, OutboxEvent>(),
+  committed: Promise<void> = Promise.resolve(),
+): {
   recorder: EventRecorder;
   written: OutboxEvent[];
   provisional: Map<string, OutboxEvent>;
@@ -34,7 +38,7 @@ function recorder(provisional = new Map<string, OutboxEvent>()): {
   };
   // The proxy's store keeps these across a restart: handing the same map to a new recorder is one.
   const store = {
-    put: (event: OutboxEvent) => Promise.resolve(void provisional.set(event.id, event)),
+    put: (event: OutboxEvent) => committed.then(() => void provisional.set(event.id, event)),
     remove: (id: string) => Promise.resolve(void provisional.delete(id)),
     all: () => [...provisional.values()],
   };
@@ -114,7 +118,7 @@ describe('a provisional usage event', () => {
 
   it('is kept unpublished, then replaced by the final event of the same id, which is written once', async () => {
     const { recorder: r, written, provisional } = recorder();
-    await r.provisional(envelope, Promise.resolve(call(4096)), 'call-1');
+    await r.provisional(envelope, call(4096), 'call-1');
     expect(written).toEqual([]);
     expect([...provisional.values()].map(tokensOf)).toEqual([{ input: 10, output: 4096 }]);
     await r.usage(envelope, call(40), undefined, 'call-1');
@@ -123,12 +127,15 @@ describe('a provisional usage event', () => {
     expect(provisional.size).toBe(0);
   });
 
-  it('waits for a record still being made: the final event, recorded meanwhile, still replaces it', async () => {
-    const { recorder: r, written, provisional } = recorder();
-    const record = Promise.withResolvers<UsageRecord>();
-    const held = r.provisional(envelope, record.promise, 'call-2');
+  it('still being written when the final event is recorded, is waited for, then replaced', async () => {
+    const commit = Promise.withResolvers<void>();
+    const { recorder: r, written, provisional } = recorder(new Map(), commit.promise);
+    const held = r.provisional(envelope, call(4096), 'call-2');
     const final = r.usage(envelope, call(40), undefined, 'call-2');
-    record.resolve(call(4096));
+    await new Promise((resolve) => setImmediate(resolve));
+    // Written before the provisional event lands, the final one would be followed by it, kept.
+    expect(written).toEqual([]);
+    commit.resolve();
     await Promise.all([held, final]);
     expect(written.map(tokensOf)).toEqual([{ input: 10, output: 40 }]);
     expect(provisional.size).toBe(0);
@@ -136,7 +143,7 @@ describe('a provisional usage event', () => {
 
   it('is published by the next start when the process ended before the final event', async () => {
     const kept = new Map<string, OutboxEvent>();
-    await recorder(kept).recorder.provisional(envelope, Promise.resolve(call(4096)), 'call-3');
+    await recorder(kept).recorder.provisional(envelope, call(4096), 'call-3');
     const { recorder: next, written } = recorder(kept);
     await next.releaseProvisional();
     expect(written.map((event) => [event.id, tokensOf(event)])).toEqual([
@@ -147,7 +154,7 @@ describe('a provisional usage event', () => {
 
   it('once released (the proxy closing mid-drain), stands: the final event is not written after it', async () => {
     const { recorder: r, written, provisional } = recorder();
-    await r.provisional(envelope, Promise.resolve(call(4096)), 'call-4');
+    await r.provisional(envelope, call(4096), 'call-4');
     await r.releaseProvisional();
     await r.usage(envelope, call(40), undefined, 'call-4');
     expect(written.map(tokensOf)).toEqual([{ input: 10, output: 4096 }]);

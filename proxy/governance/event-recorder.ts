@@ -151,19 +151,17 @@ export class EventRecorder {
 
   /**
    * Writes a usage event where a restart finds it, without publishing it: the charge that stands
-   * for a call whose own is not known yet (an answer cut and still being drained). `usage` with
-   * the same event id replaces it, also when called before `record` is ready; should the process
-   * end first, the next start publishes it (`releaseProvisional`). Both carry one event id, so the
-   * control plane counts the call once whichever of them reaches it. Resolves once it is written
-   * (or failed, logged).
+   * for a call whose own is not known yet (an answer cut and still being drained). The write is
+   * handed to the store at once (before this returns). `usage` with the same event id replaces it,
+   * also when called before it is written, by waiting for it; should the process end first, the
+   * next start publishes it (`releaseProvisional`). Both carry one event id, so the control plane
+   * counts the call once whichever of them reaches it. Resolves once it is written (or failed,
+   * logged).
    */
-  provisional(envelope: LocalEnvelope, record: Promise<UsageRecord>, eventId: string): Promise<void> {
-    const id = msgIds.event(this.#tenantId, eventId);
-    const written = this.#track(
-      { id },
-      record.then((ready) => this.#provisionals.put(this.#usageEvent(envelope, ready, eventId))),
-    );
-    this.#held.set(id, { written, released: false });
+  provisional(envelope: LocalEnvelope, record: UsageRecord, eventId: string): Promise<void> {
+    const event = this.#usageEvent(envelope, record, eventId);
+    const written = this.#track(event, this.#provisionals.put(event));
+    this.#held.set(event.id, { written, released: false });
     return written;
   }
 

@@ -65,12 +65,11 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
 
 /**
  * Writes `charge` as the call's provisional record (`EventRecorder.provisional`): what stands for
- * it should the process end before `chargeCall` records its own, which replaces it, also when
- * made before `charge` is ready. Nothing is settled or counted. Resolves once it is written.
+ * it should the process end before `chargeCall` records its own, which replaces it. Nothing is
+ * settled or counted. The write is started now; `chargeCall` waits for it, the caller need not.
  */
-export function holdCharge(deps: GovernanceDeps, call: ChargedCall, charge: Promise<Charge>): Promise<void> {
-  const record = charge.then((ready) => usageRecord(deps, call, ready).record);
-  return deps.recorder.provisional(call.envelope, record, call.eventId);
+export function holdCharge(deps: GovernanceDeps, call: ChargedCall, charge: Charge): void {
+  void deps.recorder.provisional(call.envelope, usageRecord(deps, call, charge).record, call.eventId);
 }
 
 /** The charge priced, and the `llm.call` event that records it. */

@@ -268,7 +268,7 @@ export async function governUnclassifiedCall(
         upstream,
         'budget',
         `budget ${envelope.budgetId} exhausted mid-answer`,
-        Promise.resolve(worst(answerBytes, 'budget')),
+        worst(answerBytes, 'budget'),
       );
     const answer = await relayCounting(deps, req, response, covers, cut);
     // An answer not read to its end that nobody stopped receiving failed upstream.
@@ -300,7 +300,7 @@ interface RelayedAnswer {
 /**
  * Relays an answer chunk by chunk while sampling it for its token estimate, each chunk only once
  * `covers` holds for the answer so far, else the answer is cut there (`cut`, and the agent's answer
- * ends once that resolves). Neither a client that leaves nor a cut stops the count: the rest is
+ * ends at once). Neither a client that leaves nor a cut stops the count: the rest is
  * read (within the drain time and the answer bound).
  *
  * A complete answer is left open: the caller ends it with `rest` once the charge is recorded, so
@@ -313,7 +313,7 @@ async function relayCounting(
   req: ProxiedRequest,
   response: UpstreamResponse,
   covers: (answerBytes: number) => boolean,
-  cut: (answerBytes: number) => Promise<void>,
+  cut: (answerBytes: number) => void,
 ): Promise<RelayedAnswer> {
   const res = req.clientRes;
   const sample = new TextSample();
@@ -338,7 +338,7 @@ async function relayCounting(
         if (!covers(sample.totalBytes)) {
           uncovered = true;
           held = undefined;
-          await cut(size());
+          cut(size());
           res.destroy();
           continue;
         }

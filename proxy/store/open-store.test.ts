@@ -69,6 +69,16 @@ describe("the proxy's LMDB store, its outbox and its provisional events", () => 
     await reopened.close();
   });
 
+  it('with an fsync interval, has a provisional event committed once its put returns, before any other turn', async () => {
+    const store = openProxyStore(dir, 100);
+    const events = new ProvisionalEvents(store);
+    const put = events.put(event(1));
+    // In the page cache now: a process killed from here on keeps it.
+    expect(events.all()).toEqual([event(1)]);
+    await put;
+    await store.close();
+  });
+
   for (const interval of [0, 100])
     it(`keeps provisional events across a restart, by event id, with an fsync interval of ${interval}`, async () => {
       const store = openProxyStore(dir, interval);

@@ -19,9 +19,21 @@ export class ProvisionalEvents implements ProvisionalStore {
     this.#db = store.root.openDB<OutboxEvent, string>({ name: 'provisional', encoding: 'msgpack' });
   }
 
+  /**
+   * Without a flush per commit, committed before this returns: the event is in the page cache,
+   * which a killed process does not lose, before the agent's answer it stands for ends. That
+   * synchronous commit holds the event loop about 0.05 ms (p50), under 2 ms (p99), beside a busy
+   * outbox (docs/performance.md). With one, a commit here would wait for the disk on the event
+   * loop: the write goes to LMDB's writer thread instead, and a process killed before it commits
+   * loses it.
+   */
   async put(event: OutboxEvent): Promise<void> {
+    if (!this.#synced) {
+      this.#db.putSync(event.id, event);
+      return;
+    }
     await this.#db.put(event.id, event);
-    if (this.#synced) await this.#root.flushed;
+    await this.#root.flushed;
   }
 
   /** A removal lost to a crash publishes its event again at the next start, which its id makes a duplicate. */

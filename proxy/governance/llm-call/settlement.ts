@@ -9,7 +9,6 @@ import { worstCase, type PricedUsage } from '../call-pricing.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
 import type { InputTokens } from '../input-tokens.ts';
 import { sendProviderRefusal } from '../provider-refusal.ts';
-import { exactly } from '../reserve-call.ts';
 import { cutCall } from '../cut-call.ts';
 import { chargeCall, type Charge, type ChargeBasis, type ChargedCall } from '../settle-call.ts';
 import type { UpstreamSignal } from '../upstream-signal.ts';
@@ -67,13 +66,16 @@ export async function chargeWorstCase(
 ): Promise<void> {
   // Settled from now on: nothing else charges the call while its input is being counted.
   call.settled = true;
-  settle(deps, call, await worstReading(call, seen), 'worst_case', cutOff, call.req.signal.aborted);
+  settle(deps, call, worstReading(call, await call.input.exact(), seen), 'worst_case', cutOff, call.req.signal.aborted);
   await recorded(deps);
 }
 
 /**
  * Cuts the call's answer (`cutCall`): its worst case, counting what was `seen` of it so far, stands
- * for it until the drain ends. Resolves once that charge is written.
+ * for it until the drain ends. That worst case takes the prompt as counted so far, its upper bound
+ * unless the exact count was made already: counting it here would hold the cut back (a process's
+ * first count loads the tokenizer's encoding, about a second), and the bound is never below the
+ * count. The charge made once the drain ends counts it exactly.
  */
 export function cutAnswer(
   deps: GovernanceDeps,
@@ -82,18 +84,21 @@ export function cutAnswer(
   reason: CutoffReason,
   message: string,
   seen?: ResponseReading,
-): Promise<void> {
-  const worst = worstReading(call, seen).then((reading) =>
-    charge(call, reading, 'worst_case', reason, call.req.signal.aborted),
+): void {
+  const worst = charge(
+    call,
+    worstReading(call, call.input.current(), seen),
+    'worst_case',
+    reason,
+    call.req.signal.aborted,
   );
-  return cutCall(deps, chargedCall(call), upstream, reason, message, worst);
+  cutCall(deps, chargedCall(call), upstream, reason, message, worst);
 }
 
-/** The most the call can have used (`worstCase` of call-pricing), its prompt counted exactly. */
-async function worstReading(call: LlmCall, seen: ResponseReading | undefined): Promise<ResponseReading> {
-  const parsed = await exactly(call.parsed, call.input);
+/** The most the call can have used (`worstCase` of call-pricing), its prompt counted as `input`. */
+function worstReading(call: LlmCall, input: number, seen: ResponseReading | undefined): ResponseReading {
   return {
-    usage: worstCase(parsed, seen?.usage),
+    usage: worstCase({ ...call.parsed, estimatedInputTokens: input }, seen?.usage),
     usageSource: 'estimated',
     toolCalls: [...(seen?.toolCalls ?? [])],
     model: '',
