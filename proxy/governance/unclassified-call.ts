@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { deniesModel, maxOutputTokens } from '../../core/metering/prices.ts';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ZERO, isRefusal } from '../enforcement/index.ts';
-import { ENVELOPE_HEADER, type Resolution } from '../envelopes/index.ts';
+import { ENVELOPE_HEADER, type LocalEnvelope, type Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { FALLBACK_MAX_OUTPUT_TOKENS, type ProviderAdapter } from '../providers/index.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
@@ -257,20 +257,23 @@ export async function governUnclassifiedCall(
       return;
     }
     // Held at its byte bound as it arrives (a byte-level BPE token covers at least one byte), the
-    // hold extended from the lease: an answer the lease cannot cover is cut, as a stream is, and
-    // charged as a cut stream is: the estimate of the whole answer once drained, else its worst case.
+    // hold extended from the lease: an answer the lease cannot cover is cut, as a stream is, and so
+    // is one whose envelope ends meanwhile; either is charged as a cut stream is: the estimate of
+    // the whole answer once drained, else its worst case.
     const covers = (answerBytes: number) =>
       reservation.cover(price(deps.prices, model, { input, output: answerBytes, cachedInput: 0 }, adapter.id));
-    const cut = (answerBytes: number) =>
+    const cut = (reason: AnswerCut, answerBytes: number) =>
       cutCall(
         deps,
         call,
         upstream,
-        'budget',
-        `budget ${envelope.budgetId} exhausted mid-answer`,
-        worst(answerBytes, 'budget'),
+        reason,
+        reason === 'budget'
+          ? `budget ${envelope.budgetId} exhausted mid-answer`
+          : `envelope ${envelope.envelopeId} ended mid-answer`,
+        worst(answerBytes, reason),
       );
-    const answer = await relayCounting(deps, req, response, covers, cut);
+    const answer = await relayCounting(deps, req, envelope, response, covers, cut);
     // An answer not read to its end that nobody stopped receiving failed upstream.
     const read = answer.complete
       ? charge(await answer.sample.tokens(deps.tokens, model), 'estimate', answer.cutOff)
@@ -285,6 +288,9 @@ export async function governUnclassifiedCall(
   }
 }
 
+/** Why the proxy cut an answer: its budget could not cover it, or its envelope ended. */
+type AnswerCut = 'budget' | 'terminated';
+
 interface RelayedAnswer {
   sample: TextSample;
   /** Read to its end: else (failed, or past the bound of a rest nobody receives) charged at its worst case. */
@@ -292,7 +298,7 @@ interface RelayedAnswer {
   /** Its size: what it declared, or what came if more. */
   bytes: number;
   /** Why nobody received its rest: it was cut, or its client left. */
-  cutOff: 'budget' | 'client_gone' | null;
+  cutOff: AnswerCut | 'client_gone' | null;
   /** Held back from a complete answer of a known length, for the caller to end it with. */
   rest: Uint8Array | undefined;
 }
@@ -300,8 +306,10 @@ interface RelayedAnswer {
 /**
  * Relays an answer chunk by chunk while sampling it for its token estimate, each chunk only once
  * `covers` holds for the answer so far, else the answer is cut there (`cut`, and the agent's answer
- * ends at once). Neither a client that leaves nor a cut stops the count: the rest is
- * read (within the drain time and the answer bound).
+ * ends at once); it is cut the same way, whatever it is waiting for, when `envelope` ends. Its
+ * format is not known, so no error event can be written: the agent's connection is closed.
+ * Neither a client that leaves nor a cut stops the count: the rest is read (within the drain time
+ * and the answer bound).
  *
  * A complete answer is left open: the caller ends it with `rest` once the charge is recorded, so
  * a process killed at any moment never leaves an answer delivered in full and unrecorded. A
@@ -311,9 +319,10 @@ interface RelayedAnswer {
 async function relayCounting(
   deps: GovernanceDeps,
   req: ProxiedRequest,
+  envelope: LocalEnvelope,
   response: UpstreamResponse,
   covers: (answerBytes: number) => boolean,
-  cut: (answerBytes: number) => void,
+  cut: (reason: AnswerCut, answerBytes: number) => void,
 ): Promise<RelayedAnswer> {
   const res = req.clientRes;
   const sample = new TextSample();
@@ -324,22 +333,31 @@ async function relayCounting(
   if (!sized) res.flushHeaders();
   let held: Uint8Array | undefined;
   let gone = false;
-  let uncovered = false;
+  let cutOff: AnswerCut | null = null;
   let complete = false;
+  const stop = (reason: AnswerCut) => {
+    // Set first: a budget cut ends the envelope, which calls `cutter` from within `cut`.
+    if (cutOff !== null) return;
+    cutOff = reason;
+    held = undefined;
+    cut(reason, size());
+    res.destroy();
+  };
+  const cutter = () => stop('terminated');
+  envelope.inflight.add(cutter);
+  // Ended while the request was on its way: nothing of the answer goes on.
+  if (envelope.ending !== null) cutter();
   try {
     reads: {
       for await (const chunk of response.body) {
         sample.push(chunk as Uint8Array);
         // Nobody receives the rest: it is read for what the provider generated, within the bound.
-        if (gone || uncovered) {
+        if (gone || cutOff !== null) {
           if (sample.totalBytes > deps.responseLimitBytes) break reads;
           continue;
         }
         if (!covers(sample.totalBytes)) {
-          uncovered = true;
-          held = undefined;
-          cut(size());
-          res.destroy();
+          stop('budget');
           continue;
         }
         const out = sized ? held : (chunk as Uint8Array);
@@ -350,9 +368,11 @@ async function relayCounting(
     }
   } catch {
     // The answer failed: it stays incomplete.
+  } finally {
+    envelope.inflight.delete(cutter);
   }
   if (!complete) response.body.destroy();
   gone ||= req.signal.aborted;
-  if (gone || uncovered || !complete) res.destroy();
-  return { sample, complete, bytes: size(), cutOff: uncovered ? 'budget' : gone ? 'client_gone' : null, rest: held };
+  if (gone || cutOff !== null || !complete) res.destroy();
+  return { sample, complete, bytes: size(), cutOff: cutOff ?? (gone ? 'client_gone' : null), rest: held };
 }

@@ -4,6 +4,7 @@ import { cost } from '../../core/metering/prices.ts';
 import { createTokenCounter } from '../../core/metering/tokens.ts';
 import { TextSample } from '../../proxy/governance/text-sample.ts';
 import { createAdapterDeps, createOpenAiAdapter } from '../../proxy/providers/index.ts';
+import { eventually } from '../harness/control-plane.ts';
 import { failure } from '../harness/failure.ts';
 import { startProxyRig, TENANT, type ProxyRig } from './harness.ts';
 import { openAiClient } from './sdk-options.ts';
@@ -113,6 +114,55 @@ describe('a stream the proxy cuts is charged what the provider reports', () => {
 });
 
 describe('an unclassified answer the proxy cuts is charged as a cut stream is', () => {
+  it('whose envelope is terminated mid-answer: its answer ends at once, the rest is drained and estimated', async () => {
+    const id = 'unclassified-terminated';
+    const body = JSON.stringify({ model: 'gpt-4o-mini', prompt: 'a lighthouse' });
+    // 8 pieces of 16 KiB, 200 ms apart: about 1.4 s after the first, within the drain bound.
+    const imageBytes = 120_000;
+    const res = await fetch(`${rig.addresses.proxyUrl}/openai/v1/images/generations`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-svc-execution-id': `exec-${id}`,
+        'x-request-id': id,
+        'x-sim-image-bytes': String(imageBytes),
+        'x-sim-chunk-delay-ms': '200',
+        'x-sim-chunked': '1',
+      },
+      body,
+    });
+    expect(res.status).toBe(200);
+    const envelopeId = String(res.headers.get('x-svc-envelope-id'));
+    await eventually(
+      () => rig.envelope(envelopeId),
+      (e) => e !== undefined,
+    );
+    let terminatedAt = 0;
+    let terminated = 0;
+    const error = await failure(async () => {
+      for await (const chunk of res.body!) {
+        void chunk;
+        if (terminatedAt > 0) continue;
+        terminatedAt = Date.now();
+        terminated = (await rig.admin('POST', `/v1/envelopes/${envelopeId}/terminate`, { reason: 'stop' })).status;
+      }
+    });
+    expect(terminated).toBe(200);
+    // Ended by the termination, not by the answer's end: the connection closed, no error event
+    // being known for an answer of no known format.
+    expect(error).toBeInstanceOf(TypeError);
+    expect(Date.now() - terminatedAt).toBeLessThan(1000);
+    const event = await rig.usageEvent(id);
+    const sample = new TextSample();
+    sample.push(
+      Buffer.from(
+        JSON.stringify({ created: 1_700_000_000, data: [{ b64_json: 'iVBORw0KGgo=' + 'A'.repeat(imageBytes) }] }),
+      ),
+    );
+    expect(event.tokens.output).toBe(await sample.tokens(tokens, 'gpt-4o-mini'));
+    expect(event.payload).toMatchObject({ operation: 'unclassified', charged: 'estimate', cut_off: 'terminated' });
+  });
+
   it('whose rest does not come within the drain bound: charged its worst case, one token per byte of the length it declared', async () => {
     const id = 'unclassified-cut-stalled';
     const body = JSON.stringify({ model: 'gpt-4o-mini', prompt: 'a lighthouse' });
