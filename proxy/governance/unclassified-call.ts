@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../core/domain/index.ts';
 import { deniesModel, maxOutputTokens } from '../../core/metering/prices.ts';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ZERO, isRefusal } from '../enforcement/index.ts';
@@ -204,7 +204,7 @@ export async function governUnclassifiedCall(
     operation: 'unclassified',
     stream: false,
     room,
-    eventId: randomUUID(),
+    eventId: timeOrderedUuid(),
   };
   const charge = (output: number, basis: ChargeBasis, cutOff: string | null): Charge => ({
     model: '',

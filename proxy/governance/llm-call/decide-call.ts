@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../../core/domain/index.ts';
 import { isSvcError } from '../../../core/errors/index.ts';
 import { deniesModel } from '../../../core/metering/prices.ts';
 import { isRefusal, ZERO } from '../../enforcement/index.ts';
@@ -140,7 +140,7 @@ export async function decideCall(
     envelope,
     reservation,
     room,
-    eventId: randomUUID(),
+    eventId: timeOrderedUuid(),
     context,
     bytes,
     hideStreamUsage: false,
