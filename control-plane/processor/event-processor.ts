@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { BusMessage, Messaging, SetAside, Subscription } from '../../core/bus/bus.ts';
+import { subjectTenantId } from '../../core/bus/subjects.ts';
 import {
   canTransition,
   emptyCostTotals,
@@ -9,7 +10,6 @@ import {
   isFinal,
   isTerminated,
   MAX_ID_LENGTH,
-  TenantIdSchema,
 } from '../../core/domain/index.ts';
 import {
   EnvelopeLifecycleMessageSchema,
@@ -180,8 +180,8 @@ export class EventProcessor {
    * a message that becomes a storage key, it must be one that can be (a tenant id).
    */
   private validate(message: BusMessage): Command | string {
-    const tenant = message.subject.split('.')[1] ?? '';
-    if (!TenantIdSchema.safeParse(tenant).success) return 'subject: the tenant is not a tenant id';
+    const tenant = subjectTenantId(message.subject);
+    if (tenant === undefined) return 'subject: the tenant is not a tenant id';
     const check = <T extends { tenant_id: string }>(
       schema: z.ZodType<T>,
     ): { ok: true; data: T } | { ok: false; reason: string } => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { inEventStream, patternWithin, subjectMatches } from './subjects.ts';
+import { TenantIdSchema } from '../domain/index.ts';
+import { inEventStream, patternWithin, subjectMatches, subjectTenantId } from './subjects.ts';
 
 describe('subjectMatches, as NATS matches subjects', () => {
   it.each([
@@ -50,5 +51,44 @@ describe('patternWithin', () => {
     expect(inEventStream('svc.acme.policies.violation')).toBe(true);
     expect(inEventStream('svc.acme.signals.terminate')).toBe(false);
     expect(inEventStream('svc.system.health')).toBe(false);
+  });
+});
+
+describe('subjectTenantId', () => {
+  /** What the event processor read before: the second token, kept when `TenantIdSchema` takes it. */
+  const split = (subject: string) => {
+    const tenant = subject.split('.')[1] ?? '';
+    return TenantIdSchema.safeParse(tenant).success ? tenant : undefined;
+  };
+
+  it.each([
+    'svc.acme.events.llm.call',
+    'svc.acme',
+    'svc.acme.',
+    'svc..events',
+    'svc',
+    '',
+    '.acme.x',
+    'svc.Ac_m-e9.events',
+    'svc.ac me.events',
+    'svc.acmé.events',
+    'svc.acme*.events',
+    `svc.${'a'.repeat(64)}.events`,
+    `svc.${'a'.repeat(65)}.events`,
+    `svc.${'a'.repeat(64)}`,
+    `svc.${'a'.repeat(65)}`,
+    'svc.acme\u0000.events',
+  ])('reads %j as splitting it and the schema did', (subject) => {
+    expect(subjectTenantId(subject)).toBe(split(subject));
+  });
+
+  it('agrees with them on random subjects', () => {
+    const alphabet = 'aZ09_-.. *>é\u0000';
+    for (let n = 0; n < 5_000; n++) {
+      let subject = 'svc.';
+      const length = Math.floor(Math.random() * 12);
+      for (let i = 0; i < length; i++) subject += alphabet[Math.floor(Math.random() * alphabet.length)];
+      expect(subjectTenantId(subject), subject).toBe(split(subject));
+    }
   });
 });

@@ -46,6 +46,29 @@ export function subjectMatcher(pattern: string): (subject: string) => boolean {
   };
 }
 
+/** The longest tenant id (`TenantIdSchema`). */
+const MAX_TENANT_LENGTH = 64;
+
+/** Whether the character is one a tenant id may hold: a letter, a digit, `_` or `-`. */
+function isTenantChar(c: number): boolean {
+  return (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c === 95 || c === 45;
+}
+
+/**
+ * The tenant of `svc.<tenant>.…` when it is a tenant id (as `TenantIdSchema` has it), else
+ * undefined. Read in place: the event processor asks it of every message, where splitting the
+ * subject and a schema's regular expression were a cost of their own.
+ */
+export function subjectTenantId(subject: string): string | undefined {
+  const start = subject.indexOf('.') + 1;
+  if (start === 0) return undefined;
+  let end = start;
+  while (end < subject.length && end - start <= MAX_TENANT_LENGTH && isTenantChar(subject.charCodeAt(end))) end++;
+  if (end === start || end - start > MAX_TENANT_LENGTH) return undefined;
+  if (end < subject.length && subject.charCodeAt(end) !== 46) return undefined;
+  return subject.slice(start, end);
+}
+
 /**
  * The families of spec 6.2 that the event stream stores. Leases (`svc.<tenant>.leases.…`) and
  * signals (`svc.<tenant>.signals.…`) are plain subjects outside it.
