@@ -8,6 +8,7 @@ import {
   emptyCostTotals,
   IdSchema,
   isFinal,
+  isoTime,
   isTerminated,
   MAX_ID_LENGTH,
 } from '../../core/domain/index.ts';
@@ -221,7 +222,7 @@ export class EventProcessor {
    * `tx` is the batch's: the envelopes the new events name are read into it at once.
    */
   private async recordEvents(tx: Repositories, commands: Command[], now: Date): Promise<Map<Command, StoredEvent>> {
-    const at = now.toISOString();
+    const at = isoTime(now);
     const byTenant = new Map<string, { command: Command; stored: StoredEvent }[]>();
     for (const command of commands) {
       if (command.kind !== 'usage') continue;
@@ -415,7 +416,7 @@ export class EventProcessor {
         metadata: { source: opened.source },
         cost: emptyCostTotals(),
         created_at: opened.occurred_at,
-        updated_at: now.toISOString(),
+        updated_at: isoTime(now),
         completed_at: null,
       },
       // Proxies name executions as they like; one already taken keeps its envelope.

@@ -3,6 +3,7 @@ import {
   emptyUsage,
   MAX_TOKEN_TOTAL,
   MAX_TOTAL,
+  parseIsoTime,
   type CostTotals,
   type Overflow,
   type PeriodUsage,
@@ -15,7 +16,7 @@ import type { PeriodWindow } from './storage.ts';
  * over by this rule (PostgreSQL in its statements, with this for what it reports).
  */
 export function usageIn(usage: PeriodUsage, period: PeriodWindow): PeriodUsage {
-  return Date.parse(usage.period_start) >= Date.parse(period.start) ? usage : emptyUsage(period.start, period.end);
+  return parseIsoTime(usage.period_start) >= parseIsoTime(period.start) ? usage : emptyUsage(period.start, period.end);
 }
 
 /** Cost totals plus a delta, each bounded (the totals' names are those a refusal reports). */

@@ -4,6 +4,7 @@ import {
   chargedMicros,
   currentPeriod,
   isFinal,
+  isoTime,
   isTerminated,
   modelCostId,
   MAX_TOTAL,
@@ -58,7 +59,7 @@ export async function applyUsage(
   recorded?: StoredEvent,
 ): Promise<UsageResult> {
   const tenant = event.tenant_id;
-  const at = now.toISOString();
+  const at = isoTime(now);
   const overflow: Overflow = strict ? 'refuse' : 'saturate';
   const stored = recorded ?? storedEvent(deps, event, at);
   if (recorded === undefined && (await tx.events.insertNew(tenant, [stored])).length === 0)

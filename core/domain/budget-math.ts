@@ -1,6 +1,7 @@
 import { boundedSum, MAX_TOKEN_TOTAL, type Overflow } from './bounds.ts';
 import { microsToUsd, usdToMicros } from './common.ts';
 import type { Budget, BudgetStatus, PeriodUsage } from './budget.ts';
+import { parseIsoTime } from './iso-time.ts';
 import { periodBounds } from './period.ts';
 
 export interface UsageDelta {
@@ -34,7 +35,7 @@ export function freshUsage(budget: Pick<Budget, 'period' | 'created_at'>, now: D
 /** The budget with its usage moved to the period `now` falls in (usage and fired alerts reset). */
 export function rollOver(budget: Budget, now: Date): Budget {
   const end = budget.usage.period_end;
-  if (end === null || now.getTime() < Date.parse(end)) return budget;
+  if (end === null || now.getTime() < parseIsoTime(end)) return budget;
   return { ...budget, usage: freshUsage(budget, now) };
 }
 

@@ -12,3 +12,4 @@ export * from './audit.ts';
 export * from './time-ordered-id.ts';
 export * from './trace.ts';
 export * from './clip-text.ts';
+export * from './iso-time.ts';
