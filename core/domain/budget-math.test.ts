@@ -142,6 +142,29 @@ describe('running totals', () => {
     );
   });
 
+  it('sums every field and keeps the stored field order (the record shape LMDB stores)', () => {
+    const usage = {
+      ...budget().usage,
+      tokens_output: 7,
+      executions: 2,
+      llm_calls: 3,
+      tool_calls: 4,
+      alerts_fired: [50],
+    };
+    const delta = { tokens_input: 1, tokens_output: 2, cost_micros: 3, executions: 4, llm_calls: 5, tool_calls: 6 };
+    const sum = addUsage(usage, delta, 'refuse');
+    expect(Object.keys(sum)).toEqual(Object.keys(usage));
+    expect(sum).toEqual({
+      ...usage,
+      tokens_input: usage.tokens_input + 1,
+      tokens_output: 9,
+      cost_micros: usage.cost_micros + 3,
+      executions: 6,
+      llm_calls: 8,
+      tool_calls: 10,
+    });
+  });
+
   it('holds a saturating total at its maximum, past every limit, so the budget stays exhausted', () => {
     const usage = addUsage(near, { ...ZERO_DELTA, tokens_input: 1e300, cost_micros: Infinity }, 'saturate');
     expect([usage.tokens_input, usage.cost_micros]).toEqual([MAX_TOKEN_TOTAL, Number.MAX_SAFE_INTEGER]);
