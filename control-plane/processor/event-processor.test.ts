@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { subjects } from '../../core/bus/subjects.ts';
 import {
   MAX_ID_LENGTH,
@@ -9,6 +9,7 @@ import {
   OTHER_MODELS,
 } from '../../core/domain/index.ts';
 import { LeaseGrantSchema, syncSubjects } from '../../core/sync/contract.ts';
+import { StatePublisher } from '../sync/state-publisher.ts';
 import {
   eventually,
   startControlPlane,
@@ -407,6 +408,27 @@ describe('event processor', () => {
       tokens: 800_000,
       micros: 0,
     });
+  });
+
+  it("tells the proxies of a budget's change once per batch, not once per event", async () => {
+    const push = vi.spyOn(StatePublisher.prototype, 'push');
+    await cp.plane.processor.stop();
+    const envelopes = [randomUUID(), randomUUID()];
+    for (let i = 0; i < 20; i++) {
+      const event = usageEvent(envelopes[i % 2]!, 10);
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), event, { msgId: event.event_id });
+    }
+    await cp.plane.processor.start({ batchSize: 512, maxWaitMs: 200 });
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied === 20,
+    );
+    const told = push.mock.calls
+      .flatMap(([changes]) => changes)
+      .filter((change) => change.kind === 'budget' && change.budgetId === budgetId);
+    expect(told.length).toBeGreaterThan(0);
+    expect(told.length).toBeLessThanOrEqual(cp.plane.processor.stats.batches);
+    push.mockRestore();
   });
 
   it("goes on applying a budget's proxy events, and answering its leases, once its spend is past every total", async () => {

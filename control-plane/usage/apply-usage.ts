@@ -154,7 +154,10 @@ export async function applyUsage(
         micros: costMicros,
       });
     }
-    effects.changes.push({ kind: 'budget', tenant, budgetId: budget.budget_id });
+    // A batch charges the same budget event after event: one change of it tells the proxies.
+    const last = effects.changes.at(-1);
+    if (last?.kind !== 'budget' || last.tenant !== tenant || last.budgetId !== budget.budget_id)
+      effects.changes.push({ kind: 'budget', tenant, budgetId: budget.budget_id });
     if (alerts.terminate) {
       let pageToken: string | null = null;
       do {

@@ -90,6 +90,26 @@ describe('budget usage', () => {
     });
   });
 
+  it('lists crossed thresholds in ascending order whatever their order, and none past a limit of zero', () => {
+    const alerts = [
+      { percent: 100, action: 'terminate' },
+      { percent: 20, action: 'notify' },
+      { percent: 60, action: 'notify' },
+    ] as const;
+    const b = budget({
+      alerts: [...alerts],
+      limits: { ...NO_LIMITS, max_llm_calls: 10, max_tool_calls: 4 },
+      usage: { ...budget().usage, llm_calls: 7, tool_calls: 1 },
+    });
+    expect(newlyCrossedAlerts(b)).toEqual([20, 60]);
+    expect(newlyCrossedAlerts({ ...b, usage: { ...b.usage, tool_calls: 4, alerts_fired: [60] } })).toEqual([20, 100]);
+    // 0 of a limit of 0 is no percent at all (NaN), as before: nothing is crossed by it.
+    const zero = budget({ alerts: [...alerts], limits: { ...NO_LIMITS, max_tokens: 0 } });
+    expect(percents(zero).highest).toBeNaN();
+    expect(newlyCrossedAlerts(zero)).toEqual([]);
+    expect(newlyCrossedAlerts({ ...b, alerts: [] })).toEqual([]);
+  });
+
   it('takes the highest limit percentage for alerts, leaving the execution count out', () => {
     const b = budget({ usage: { ...budget().usage, tokens_input: 300, cost_micros: 1_900_000, executions: 3 } });
     expect(percents(b)).toMatchObject({ tokens: 30, cost: 95, executions: 100, highest: 95 });

@@ -77,6 +77,23 @@ function percent(used: number, limit: number | null): number | null {
   return limit === null ? null : (used / limit) * 100;
 }
 
+/** `highest` of `percents`: the percent used of each limit set, the highest of them (at least 0). */
+function highestPercent({ limits, usage }: Budget): number {
+  // Math.max of two, as `percents` had it of all: a NaN (0 of a limit of 0) stays NaN.
+  let highest = 0;
+  if (limits.max_tokens !== null)
+    highest = Math.max(highest, ((usage.tokens_input + usage.tokens_output) / limits.max_tokens) * 100);
+  if (limits.max_cost_usd !== null)
+    highest = Math.max(highest, (usage.cost_micros / usdToMicros(limits.max_cost_usd)) * 100);
+  if (limits.max_input_tokens !== null)
+    highest = Math.max(highest, (usage.tokens_input / limits.max_input_tokens) * 100);
+  if (limits.max_output_tokens !== null)
+    highest = Math.max(highest, (usage.tokens_output / limits.max_output_tokens) * 100);
+  if (limits.max_llm_calls !== null) highest = Math.max(highest, (usage.llm_calls / limits.max_llm_calls) * 100);
+  if (limits.max_tool_calls !== null) highest = Math.max(highest, (usage.tool_calls / limits.max_tool_calls) * 100);
+  return highest;
+}
+
 /**
  * Percent used of each limit that is set (null when unlimited). `highest` drives alerts and
  * exhaustion; the execution count is left out of it because reaching the envelope count stops new
@@ -92,14 +109,7 @@ export function percents(budget: Budget): {
   const tokens = percent(usage.tokens_input + usage.tokens_output, limits.max_tokens);
   const cost = percent(usage.cost_micros, limits.max_cost_usd === null ? null : usdToMicros(limits.max_cost_usd));
   const executions = percent(usage.executions, limits.max_executions);
-  const extras = [
-    percent(usage.tokens_input, limits.max_input_tokens),
-    percent(usage.tokens_output, limits.max_output_tokens),
-    percent(usage.llm_calls, limits.max_llm_calls),
-    percent(usage.tool_calls, limits.max_tool_calls),
-  ];
-  const highest = Math.max(0, ...[tokens, cost, ...extras].filter((p): p is number => p !== null));
-  return { tokens, cost, executions, highest };
+  return { tokens, cost, executions, highest: highestPercent(budget) };
 }
 
 export function isExpired(budget: Budget, now: Date): boolean {
@@ -142,13 +152,19 @@ export function remaining(budget: Budget): Remaining {
   };
 }
 
-/** Alert thresholds the usage has reached and that have not fired yet this period. */
+/**
+ * Alert thresholds the usage has reached and that have not fired yet this period, in ascending
+ * order. The event processor asks it after every event: none are crossed almost every time, which
+ * it finds without building a list.
+ */
 export function newlyCrossedAlerts(after: Budget): number[] {
-  const { highest } = percents(after);
-  return after.alerts
-    .map((a) => a.percent)
-    .filter((p) => highest >= p && !after.usage.alerts_fired.includes(p))
-    .sort((a, b) => a - b);
+  if (after.alerts.length === 0) return [];
+  const highest = highestPercent(after);
+  let crossed: number[] | undefined;
+  for (const { percent } of after.alerts) {
+    if (highest >= percent && !after.usage.alerts_fired.includes(percent)) (crossed ??= []).push(percent);
+  }
+  return crossed === undefined ? [] : crossed.sort((a, b) => a - b);
 }
 
 export interface CheckOutcome {
