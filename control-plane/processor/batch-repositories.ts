@@ -18,6 +18,7 @@ import type {
   LeaseRepository,
   Repositories,
 } from '../storage/storage.ts';
+import { ByTenant } from './by-tenant.ts';
 
 /** Repositories for one batch's transaction, and what they still have to write at its end. */
 export interface BatchRepositories {
@@ -32,8 +33,6 @@ interface HeldSpend {
   periodStart: string;
   spend: Spend;
 }
-
-const key = (tenant: string, id: string): string => `${tenant}\u0000${id}`;
 
 /** A row this transaction has changed (and so holds), with what it still has to add to it. */
 interface Held<D> {
@@ -52,21 +51,21 @@ async function readHeld<T extends { updated_at: string }, D>(
   tenant: string,
   named: readonly string[],
   kind: {
-    write: (k: string) => Promise<void>;
+    write: (tenant: string, id: string) => Promise<void>;
     read: (ids: string[]) => Promise<T[]>;
     idOf: (row: T) => string;
-    rows: Map<string, T | undefined>;
-    held: Map<string, Held<D>>;
+    rows: ByTenant<T | undefined>;
+    held: ByTenant<Held<D>>;
   },
 ): Promise<T[]> {
   const ids = [...new Set(named)];
-  for (const id of ids) await kind.write(key(tenant, id));
+  for (const id of ids) await kind.write(tenant, id);
   const found = await kind.read(ids);
-  for (const id of ids) kind.rows.set(key(tenant, id), undefined);
+  for (const id of ids) kind.rows.set(tenant, id, undefined);
   for (const row of found) {
     const id = kind.idOf(row);
-    kind.rows.set(key(tenant, id), row);
-    kind.held.set(key(tenant, id), { tenant, id, pending: null, updatedAt: row.updated_at });
+    kind.rows.set(tenant, id, row);
+    kind.held.set(tenant, id, { tenant, id, pending: null, updatedAt: row.updated_at });
   }
   return found;
 }
@@ -84,13 +83,13 @@ async function readHeld<T extends { updated_at: string }, D>(
  * may change under the transaction between two statements anyway.
  */
 export function batchRepositories(tx: Repositories): BatchRepositories {
-  const envelopes = new Map<string, Envelope | undefined>();
-  const budgets = new Map<string, Budget | undefined>();
-  const heldEnvelopes = new Map<string, Held<CostTotals>>();
-  const heldBudgets = new Map<string, Held<PeriodUsage>>();
+  const envelopes = new ByTenant<Envelope | undefined>();
+  const budgets = new ByTenant<Budget | undefined>();
+  const heldEnvelopes = new ByTenant<Held<CostTotals>>();
+  const heldBudgets = new ByTenant<Held<PeriodUsage>>();
   const spends: HeldSpend[] = [];
   /** Envelopes the transaction inserts, not written yet: each as inserted, with its status changes. */
-  const unwritten = new Map<string, { tenant: string; envelope: Envelope }>();
+  const unwritten = new ByTenant<{ tenant: string; envelope: Envelope }>();
 
   /**
    * The envelopes inserted so far, in one call per tenant. Each was read as absent in this
@@ -114,16 +113,16 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       }
     }
   };
-  const writeEnvelope = async (k: string): Promise<void> => {
-    if (unwritten.has(k)) await writeInserted();
-    const held = heldEnvelopes.get(k);
+  const writeEnvelope = async (tenant: string, id: string): Promise<void> => {
+    if (unwritten.has(tenant, id)) await writeInserted();
+    const held = heldEnvelopes.get(tenant, id);
     if (held?.pending == null) return;
     const charged = await tx.envelopes.charge(held.tenant, held.id, held.pending, 'saturate', held.updatedAt);
     held.pending = null;
-    envelopes.set(k, charged);
+    envelopes.set(tenant, id, charged);
   };
-  const writeBudget = async (k: string): Promise<void> => {
-    const held = heldBudgets.get(k);
+  const writeBudget = async (tenant: string, id: string): Promise<void> => {
+    const held = heldBudgets.get(tenant, id);
     if (held?.pending == null) return;
     const { period_start: start, period_end: end } = held.pending;
     const changed = await tx.budgets.addUsage(
@@ -135,7 +134,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       held.updatedAt,
     );
     held.pending = null;
-    budgets.set(k, changed);
+    budgets.set(tenant, id, changed);
   };
   const writeSpends = async (): Promise<void> => {
     for (const entry of spends.splice(0))
@@ -156,32 +155,31 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
   };
   const flush = async (): Promise<void> => {
     // In the order every writer takes them: budgets before their envelopes.
-    for (const k of heldBudgets.keys()) await writeBudget(k);
+    for (const { tenant, id } of heldBudgets.values()) await writeBudget(tenant, id);
     await writeEnvelopes();
     await writeSpends();
   };
 
   const envelopeRepository: EnvelopeRepository = {
     insertMany: async (tenant, list) => {
-      for (const envelope of list) await writeEnvelope(key(tenant, envelope.envelope_id));
-      for (const envelope of list) envelopes.delete(key(tenant, envelope.envelope_id));
+      for (const envelope of list) await writeEnvelope(tenant, envelope.envelope_id);
+      for (const envelope of list) envelopes.delete(tenant, envelope.envelope_id);
       return tx.envelopes.insertMany(tenant, list);
     },
     get: async (tenant, envelopeId) => {
-      const k = key(tenant, envelopeId);
-      if (envelopes.has(k)) return envelopes.get(k);
+      if (envelopes.has(tenant, envelopeId)) return envelopes.get(tenant, envelopeId);
       const envelope = await tx.envelopes.get(tenant, envelopeId);
-      envelopes.set(k, envelope);
+      envelopes.set(tenant, envelopeId, envelope);
       return envelope;
     },
     getMany: async (tenant, envelopeIds) => {
-      const unread = envelopeIds.filter((id) => !envelopes.has(key(tenant, id)));
+      const unread = envelopeIds.filter((id) => !envelopes.has(tenant, id));
       if (unread.length > 0) {
-        for (const id of unread) envelopes.set(key(tenant, id), undefined);
+        for (const id of unread) envelopes.set(tenant, id, undefined);
         for (const envelope of await tx.envelopes.getMany(tenant, unread))
-          envelopes.set(key(tenant, envelope.envelope_id), envelope);
+          envelopes.set(tenant, envelope.envelope_id, envelope);
       }
-      return [...new Set(envelopeIds)].flatMap((id) => envelopes.get(key(tenant, id)) ?? []);
+      return [...new Set(envelopeIds)].flatMap((id) => envelopes.get(tenant, id) ?? []);
     },
     getManyForUpdate: (tenant, envelopeIds) =>
       readHeld(tenant, envelopeIds, {
@@ -204,21 +202,34 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       return tx.envelopes.listLive(tenant, budgetId, page);
     },
     insert: async (tenant, envelope, options) => {
-      const k = key(tenant, envelope.envelope_id);
       // Read as absent in this transaction: written with the other envelopes it inserts, later.
-      if (options.executionTaken === 'keep' && envelopes.has(k) && envelopes.get(k) === undefined) {
-        envelopes.set(k, envelope);
-        unwritten.set(k, { tenant, envelope });
-        heldEnvelopes.set(k, { tenant, id: envelope.envelope_id, pending: null, updatedAt: envelope.updated_at });
+      if (
+        options.executionTaken === 'keep' &&
+        envelopes.has(tenant, envelope.envelope_id) &&
+        envelopes.get(tenant, envelope.envelope_id) === undefined
+      ) {
+        envelopes.set(tenant, envelope.envelope_id, envelope);
+        unwritten.set(tenant, envelope.envelope_id, { tenant, envelope });
+        heldEnvelopes.set(tenant, envelope.envelope_id, {
+          tenant,
+          id: envelope.envelope_id,
+          pending: null,
+          updatedAt: envelope.updated_at,
+        });
         return true;
       }
-      await writeEnvelope(k);
-      envelopes.delete(k);
+      await writeEnvelope(tenant, envelope.envelope_id);
+      envelopes.delete(tenant, envelope.envelope_id);
       const inserted = await tx.envelopes.insert(tenant, envelope, options);
       // No other transaction sees the row before this one commits: it is held like one locked.
       if (inserted) {
-        envelopes.set(k, envelope);
-        heldEnvelopes.set(k, { tenant, id: envelope.envelope_id, pending: null, updatedAt: envelope.updated_at });
+        envelopes.set(tenant, envelope.envelope_id, envelope);
+        heldEnvelopes.set(tenant, envelope.envelope_id, {
+          tenant,
+          id: envelope.envelope_id,
+          pending: null,
+          updatedAt: envelope.updated_at,
+        });
       }
       return inserted;
     },
@@ -226,62 +237,60 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       (await envelopeRepository.transition(tenant, envelopeId, from, change)) !== undefined,
     chargeMany: async (tenant, charges) => {
       for (const { envelopeId } of charges) {
-        const k = key(tenant, envelopeId);
-        await writeEnvelope(k);
-        envelopes.delete(k);
+        await writeEnvelope(tenant, envelopeId);
+        envelopes.delete(tenant, envelopeId);
       }
       await tx.envelopes.chargeMany(tenant, charges);
     },
     charge: async (tenant, envelopeId, delta, overflow, updatedAt) => {
-      const k = key(tenant, envelopeId);
-      const held = heldEnvelopes.get(k);
-      const current = envelopes.get(k);
+      const held = heldEnvelopes.get(tenant, envelopeId);
+      const current = envelopes.get(tenant, envelopeId);
       if (overflow === 'saturate' && held !== undefined && current !== undefined) {
         const charged: Envelope = { ...current, cost: addCost(current.cost, delta, 'saturate'), updated_at: updatedAt };
         held.pending = addCost(held.pending ?? emptyCostTotals(), delta, 'saturate');
         held.updatedAt = updatedAt;
-        envelopes.set(k, charged);
+        envelopes.set(tenant, envelopeId, charged);
         return charged;
       }
-      await writeEnvelope(k);
-      envelopes.delete(k);
+      await writeEnvelope(tenant, envelopeId);
+      envelopes.delete(tenant, envelopeId);
       const charged = await tx.envelopes.charge(tenant, envelopeId, delta, overflow, updatedAt);
-      envelopes.set(k, charged);
-      if (charged !== undefined) heldEnvelopes.set(k, { tenant, id: envelopeId, pending: null, updatedAt });
+      envelopes.set(tenant, envelopeId, charged);
+      if (charged !== undefined)
+        heldEnvelopes.set(tenant, envelopeId, { tenant, id: envelopeId, pending: null, updatedAt });
       return charged;
     },
     transition: async (tenant, envelopeId, from, change) => {
-      const k = key(tenant, envelopeId);
-      const held = heldEnvelopes.get(k);
-      const current = envelopes.get(k);
-      const inserted = unwritten.get(k);
+      const held = heldEnvelopes.get(tenant, envelopeId);
+      const current = envelopes.get(tenant, envelopeId);
+      const inserted = unwritten.get(tenant, envelopeId);
       if (inserted !== undefined && held !== undefined && current !== undefined) {
         // Not written yet: it is inserted with its status as it ends up.
         if (current.status !== from) return undefined;
         const next: Envelope = { ...current, ...change };
         inserted.envelope = { ...inserted.envelope, ...change };
-        envelopes.set(k, next);
+        envelopes.set(tenant, envelopeId, next);
         held.updatedAt = next.updated_at;
         return next;
       }
       if (held?.pending != null && current !== undefined) {
         // A status change touches no total: the charges held back still add to the row at the end.
         if (!(await tx.envelopes.changeStatus(tenant, envelopeId, from, change))) {
-          envelopes.delete(k);
+          envelopes.delete(tenant, envelopeId);
           return undefined;
         }
         const next: Envelope = { ...current, ...change };
-        envelopes.set(k, next);
+        envelopes.set(tenant, envelopeId, next);
         held.updatedAt = next.updated_at;
         return next;
       }
-      await writeEnvelope(k);
-      envelopes.delete(k);
+      await writeEnvelope(tenant, envelopeId);
+      envelopes.delete(tenant, envelopeId);
       const moved = await tx.envelopes.transition(tenant, envelopeId, from, change);
       // Not moved: its status moved meanwhile; the next read asks storage.
       if (moved !== undefined) {
-        envelopes.set(k, moved);
-        heldEnvelopes.set(k, { tenant, id: envelopeId, pending: null, updatedAt: moved.updated_at });
+        envelopes.set(tenant, envelopeId, moved);
+        heldEnvelopes.set(tenant, envelopeId, { tenant, id: envelopeId, pending: null, updatedAt: moved.updated_at });
       }
       return moved;
     },
@@ -289,10 +298,9 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
 
   const budgetRepository: BudgetRepository = {
     get: async (tenant, budgetId) => {
-      const k = key(tenant, budgetId);
-      if (budgets.has(k)) return budgets.get(k);
+      if (budgets.has(tenant, budgetId)) return budgets.get(tenant, budgetId);
       const budget = await tx.budgets.get(tenant, budgetId);
-      budgets.set(k, budget);
+      budgets.set(tenant, budgetId, budget);
       return budget;
     },
     list: async (tenant, page) => {
@@ -300,7 +308,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       return tx.budgets.list(tenant, page);
     },
     insert: async (tenant, budget) => {
-      budgets.delete(key(tenant, budget.budget_id));
+      budgets.delete(tenant, budget.budget_id);
       return tx.budgets.insert(tenant, budget);
     },
     getManyForUpdate: (tenant, budgetIds) =>
@@ -312,16 +320,14 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
         held: heldBudgets,
       }),
     getForUpdate: async (tenant, budgetId) => {
-      const k = key(tenant, budgetId);
-      await writeBudget(k);
+      await writeBudget(tenant, budgetId);
       const budget = await tx.budgets.getForUpdate(tenant, budgetId);
-      budgets.set(k, budget);
+      budgets.set(tenant, budgetId, budget);
       return budget;
     },
     addUsage: async (tenant, budgetId, delta, period, overflow, updatedAt) => {
-      const k = key(tenant, budgetId);
-      const held = heldBudgets.get(k);
-      const current = budgets.get(k);
+      const held = heldBudgets.get(tenant, budgetId);
+      const current = budgets.get(tenant, budgetId);
       if (
         overflow === 'saturate' &&
         held !== undefined &&
@@ -335,45 +341,41 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
         };
         held.pending = addUsage(held.pending ?? emptyUsage(period.start, period.end), delta, 'saturate');
         held.updatedAt = updatedAt;
-        budgets.set(k, changed);
+        budgets.set(tenant, budgetId, changed);
         return changed;
       }
-      await writeBudget(k);
-      budgets.delete(k);
+      await writeBudget(tenant, budgetId);
+      budgets.delete(tenant, budgetId);
       const changed = await tx.budgets.addUsage(tenant, budgetId, delta, period, overflow, updatedAt);
-      budgets.set(k, changed);
-      if (changed !== undefined) heldBudgets.set(k, { tenant, id: budgetId, pending: null, updatedAt });
+      budgets.set(tenant, budgetId, changed);
+      if (changed !== undefined) heldBudgets.set(tenant, budgetId, { tenant, id: budgetId, pending: null, updatedAt });
       return changed;
     },
     reserveExecution: async (tenant, budgetId, period, updatedAt) => {
-      const k = key(tenant, budgetId);
-      await writeBudget(k);
-      budgets.delete(k);
-      heldBudgets.delete(k);
+      await writeBudget(tenant, budgetId);
+      budgets.delete(tenant, budgetId);
+      heldBudgets.delete(tenant, budgetId);
       const reserved = await tx.budgets.reserveExecution(tenant, budgetId, period, updatedAt);
-      budgets.set(k, reserved?.budget);
+      budgets.set(tenant, budgetId, reserved?.budget);
       return reserved;
     },
     markAlertsFired: async (tenant, budgetId, periodStart, percents) => {
-      const k = key(tenant, budgetId);
-      await writeBudget(k);
+      await writeBudget(tenant, budgetId);
       // The fired alerts are part of the budget as read: the next read asks storage.
-      budgets.delete(k);
-      heldBudgets.delete(k);
+      budgets.delete(tenant, budgetId);
+      heldBudgets.delete(tenant, budgetId);
       return tx.budgets.markAlertsFired(tenant, budgetId, periodStart, percents);
     },
     remove: async (tenant, budgetId) => {
-      const k = key(tenant, budgetId);
-      await writeBudget(k);
-      budgets.delete(k);
-      heldBudgets.delete(k);
+      await writeBudget(tenant, budgetId);
+      budgets.delete(tenant, budgetId);
+      heldBudgets.delete(tenant, budgetId);
       return tx.budgets.remove(tenant, budgetId);
     },
     redefine: async (tenant, budgetId, definition, updatedAt) => {
-      const k = key(tenant, budgetId);
-      await writeBudget(k);
-      budgets.delete(k);
-      heldBudgets.delete(k);
+      await writeBudget(tenant, budgetId);
+      budgets.delete(tenant, budgetId);
+      heldBudgets.delete(tenant, budgetId);
       return tx.budgets.redefine(tenant, budgetId, definition, updatedAt);
     },
   };
