@@ -1,5 +1,5 @@
 import type { Database, RootDatabase } from 'lmdb';
-import type { Space } from './kv.ts';
+import { Space } from './kv.ts';
 
 /**
  * Record kinds kept per tenant, in database `tenant_data` under the key `[tenant, kind, id]`
@@ -50,11 +50,7 @@ export class Layout {
   }
 
   tenant(tenant: string, kind: TenantKind): Space {
-    return this.#space(kind, tenant, () => ({
-      db: this.data,
-      prefix: [tenant, kind],
-      name: `t\u0000${kind}\u0000${tenant}`,
-    }));
+    return this.#space(kind, tenant, () => new Space(this.data, [tenant, kind], `t\u0000${kind}\u0000${tenant}`));
   }
 
   /**
@@ -62,16 +58,19 @@ export class Layout {
    * such as an execution's checkpoint versions, as a range no other record's ids can enter.
    */
   nested(tenant: string, kind: TenantKind, within: string): Space {
-    return { db: this.data, prefix: [tenant, kind, within], name: `n\u0000${kind}\u0000${tenant}\u0000${within}` };
+    // Kept like the others: a batch writes each envelope's event index over and over, and a space
+    // encodes its prefix once.
+    const name = `n\u0000${kind}\u0000${tenant}\u0000${within}`;
+    return this.#space(`nested ${kind}`, name, () => new Space(this.data, [tenant, kind, within], name));
   }
 
   globalKind(kind: GlobalKind): Space {
-    return this.#space(`global ${kind}`, '', () => ({ db: this.global, prefix: [kind], name: `g\u0000${kind}` }));
+    return this.#space(`global ${kind}`, '', () => new Space(this.global, [kind], `g\u0000${kind}`));
   }
 
   /** A global space per record `within` (`[kind, within]`), such as the keys one key created. */
   globalNested(kind: GlobalKind, within: string): Space {
-    return { db: this.global, prefix: [kind, within], name: `gn\u0000${kind}\u0000${within}` };
+    return new Space(this.global, [kind, within], `gn\u0000${kind}\u0000${within}`);
   }
 
   #space(group: string, key: string, make: () => Space): Space {
