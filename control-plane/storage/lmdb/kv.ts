@@ -96,10 +96,15 @@ const keyOf = (space: Space, id: Id): Key => [...space.prefix, id];
  */
 export function recordKey(space: Space, id: Id): Key | Buffer {
   const prefix = space.keyPrefix;
-  if (prefix === null || typeof id !== 'string' || !isPlainId(id)) return keyOf(space, id);
+  if (prefix === null || typeof id !== 'string' || id.length === 0) return keyOf(space, id);
   const key = Buffer.allocUnsafe(prefix.length + id.length);
-  prefix.copy(key, 0);
-  key.write(id, prefix.length, 'latin1');
+  key.set(prefix, 0);
+  // Checked as it is written: one pass over the id.
+  for (let i = 0, at = prefix.length; i < id.length; i++, at++) {
+    const c = id.charCodeAt(i);
+    if (c < 28 || c > 127) return keyOf(space, id);
+    key[at] = c;
+  }
   return key;
 }
 
