@@ -60,7 +60,10 @@ function policies(count: number): Policy[] {
   }));
 }
 
-async function serve(options: GovernedProxyOptions): Promise<void> {
+/** The governed proxy in this process, listening; `close` stops it. */
+export async function governedProxy(
+  options: GovernedProxyOptions,
+): Promise<{ port: number; caPem: string; close: () => Promise<void> }> {
   const logger = pino({ level: 'silent' });
   // The stand-in for NATS keeps little: what it holds is not the proxy's memory.
   const memory = createMemoryMessaging({ logger, maxMessages: 100, duplicateWindowSize: 100 });
@@ -100,7 +103,12 @@ async function serve(options: GovernedProxyOptions): Promise<void> {
     gc: globalThis.gc,
   });
   const { proxyPort } = await proxy.listen();
-  process.send?.({ port: proxyPort, caPem: proxy.caCertPem });
+  return { port: proxyPort, caPem: proxy.caCertPem, close: () => proxy.close() };
+}
+
+async function serve(options: GovernedProxyOptions): Promise<void> {
+  const { port, caPem } = await governedProxy(options);
+  process.send?.({ port, caPem });
   process.on('message', (message) => {
     if (message !== 'stats' && message !== 'stats after gc') return;
     if (message === 'stats after gc') globalThis.gc?.();
