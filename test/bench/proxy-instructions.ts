@@ -52,7 +52,7 @@ function lastDumpTotal(): number {
     .sort((a, b) => Number(a.split('.').pop()) - Number(b.split('.').pop()));
   const last = dumps.at(-1);
   if (last === undefined) throw new Error(`no callgrind dump beside ${outFile}`);
-  const totals = /^(?:totals|summary): (\d+)/m.exec(readFileSync(join(dir, last), 'utf8'));
+  const totals = /^totals: (\d+)/m.exec(readFileSync(join(dir, last), 'utf8'));
   return Number(totals?.[1] ?? NaN);
 }
 
