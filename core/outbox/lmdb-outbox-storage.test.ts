@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { open } from 'lmdb';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { LmdbOutboxStorage } from './lmdb-outbox-storage.ts';
 import { eventSize, type OutboxEvent } from './outbox-storage.ts';
 
@@ -44,9 +44,20 @@ describe('LMDB outbox storage group commit', () => {
 
   it('where each commit waits for the disk, keeps none of a commit group one of whose events cannot be written', async () => {
     const root = open({ path: dir });
+    // LMDB refuses one event's write at commit, as a full map would.
+    const openDb = root.openDB.bind(root);
+    const refusing = vi.spyOn(root, 'openDB').mockImplementation((...args: Parameters<typeof openDb>) => {
+      const db = openDb(...args);
+      const put = db.putSync.bind(db);
+      db.putSync = (key, value) => {
+        if (String(value).includes('e-bad')) throw new Error('MDB_MAP_FULL');
+        return put(key, value);
+      };
+      return db;
+    });
     const storage = new LmdbOutboxStorage({ root, synced: true });
-    // Its size is taken from JSON, which leaves a symbol out; MessagePack refuses it at commit.
-    const unwritable: OutboxEvent = { id: 'e-bad', subject: 'svc.t.events.llm.call', data: { s: Symbol('x') } };
+    refusing.mockRestore();
+    const unwritable: OutboxEvent = { id: 'e-bad', subject: 'svc.t.events.llm.call', data: {} };
     const settled = await Promise.allSettled([storage.append([event(1)]), storage.append([unwritable])]);
     expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected']);
     expect(await storage.depth()).toEqual({ entries: 0, bytes: 0 });
@@ -156,6 +167,40 @@ describe('LMDB outbox storage group commit', () => {
     const again = await reopened.claim(10);
     expect(again.entries.map((e) => e.event.id)).toEqual(['e-2']);
     await again.settle([again.entries[0]!.key]);
+    expect(await reopened.depth()).toEqual({ entries: 0, bytes: 0 });
+    await reopened.close();
+  });
+
+  it('keeps each event as its JSON text, and after an upgrade still reads and sends the events an earlier version kept as objects', async () => {
+    // An earlier version's entries: each event's object, encoded by msgpack.
+    const earlier = open({ path: dir });
+    const db = earlier.openDB<unknown, number>({ name: 'outbox', encoding: 'msgpack' });
+    const nested = { id: 'e-old', subject: 'svc.t.events.llm.call', data: { usage: { input: 12 }, tags: ['a'] } };
+    db.putSync(1, nested);
+    db.putSync(2, event(2));
+    await earlier.close();
+
+    const storage = new LmdbOutboxStorage({ path: dir });
+    expect(await storage.depth()).toEqual({ entries: 2, bytes: eventSize(nested) + eventSize(event(2)) });
+    await storage.append([event(3)]);
+    const claim = await storage.claim(10);
+    expect(claim.entries.map((e) => e.key)).toEqual([1, 2, 3]);
+    expect(claim.entries.map((e) => e.event)).toEqual([nested, event(2), event(3)]);
+    await claim.settle([1]);
+    await storage.close();
+
+    const raw = open({ path: dir });
+    const after = raw.openDB<unknown, number>({ name: 'outbox', encoding: 'msgpack' });
+    expect(after.get(3)).toBe(JSON.stringify(event(3)));
+    expect(after.get(1)).toBeUndefined();
+    await raw.close();
+
+    // Read back from disk, old and new alike, with the bytes they count for.
+    const reopened = new LmdbOutboxStorage({ path: dir });
+    expect(await reopened.depth()).toEqual({ entries: 2, bytes: eventSize(event(2)) + eventSize(event(3)) });
+    const again = await reopened.claim(10);
+    expect(again.entries.map((e) => e.event)).toEqual([event(2), event(3)]);
+    await again.settle([2, 3]);
     expect(await reopened.depth()).toEqual({ entries: 0, bytes: 0 });
     await reopened.close();
   });

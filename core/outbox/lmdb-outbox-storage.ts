@@ -1,5 +1,7 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
 import {
+  eventFromJson,
+  eventJson,
   eventSize,
   type OutboxClaim,
   type OutboxDepth,
@@ -11,6 +13,17 @@ import { asError } from '../errors/index.ts';
 import { commitFailure } from './lmdb-commit-failure.ts';
 
 const DB_NAME = 'outbox';
+
+/**
+ * What an entry of the database holds: the event's JSON text (msgpack of a string: a copy, where
+ * the event's object took an encoder's walk), or, written before that, the event's object itself.
+ */
+type StoredEvent = string | OutboxEvent;
+
+/** An entry read back, in either form (entries of an earlier version are read after an upgrade). */
+function storedEvent(value: StoredEvent): OutboxEvent {
+  return typeof value === 'string' ? eventFromJson(value) : value;
+}
 /**
  * Events appended here kept in memory until the bus took them, so that the publisher does not
  * decode what it just encoded; past this many (the bus away), the rest are read back from LMDB.
@@ -45,7 +58,7 @@ function newGroup(): Group {
 export class LmdbOutboxStorage implements OutboxStorage {
   readonly #root: RootDatabase;
   readonly #ownsRoot: boolean;
-  readonly #db: Database<OutboxEvent, number>;
+  readonly #db: Database<StoredEvent, number>;
   readonly #depth: OutboxDepth = { entries: 0, bytes: 0 };
   /** The size of each held event by key, so that removing one does not encode it again. */
   readonly #sizes = new Map<number, number>();
@@ -70,10 +83,10 @@ export class LmdbOutboxStorage implements OutboxStorage {
     this.#ownsRoot = 'path' in store;
     this.#root = 'path' in store ? open({ path: store.path }) : store.root;
     this.#synced = 'path' in store || store.synced;
-    this.#db = this.#root.openDB<OutboxEvent, number>({ name: DB_NAME, encoding: 'msgpack' });
+    this.#db = this.#root.openDB<StoredEvent, number>({ name: DB_NAME, encoding: 'msgpack' });
     let last = 0;
     for (const { key, value } of this.#db.getRange()) {
-      this.#add(key, value);
+      this.#add(key, storedEvent(value));
       last = key;
     }
     this.#nextKey = last + 1;
@@ -120,7 +133,7 @@ export class LmdbOutboxStorage implements OutboxStorage {
     this.#group = null;
     this.#groupCommits++;
     const written = this.#commit(() => {
-      for (const { key, event } of group.entries) this.#db.putSync(key, event);
+      for (const { key, event } of group.entries) this.#db.putSync(key, eventJson(event));
     }, true);
     written.then(
       () => group.done.resolve(),
@@ -169,7 +182,7 @@ export class LmdbOutboxStorage implements OutboxStorage {
     // The caller's transactions commit in call order too, so key order stays commit order.
     const keys = events.map((event) => {
       const key = this.#nextKey++;
-      this.#db.putSync(key, event);
+      this.#db.putSync(key, eventJson(event));
       return key;
     });
     return () => keys.forEach((key, i) => this.#add(key, events[i] as OutboxEvent));
@@ -180,8 +193,13 @@ export class LmdbOutboxStorage implements OutboxStorage {
     for (const key of this.#db.getKeys()) {
       if (entries.length >= limit) break;
       if (this.#claimed.has(key)) continue;
-      const event = this.#recent.get(key) ?? this.#db.get(key);
-      if (event !== undefined) entries.push({ key, event });
+      let event = this.#recent.get(key);
+      if (event === undefined) {
+        const stored = this.#db.get(key);
+        if (stored === undefined) continue;
+        event = storedEvent(stored);
+      }
+      entries.push({ key, event });
     }
     for (const { key } of entries) this.#claimed.add(key);
     return Promise.resolve({ entries, settle: (done) => this.#settle(entries, done) });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseOrThrow } from '../errors/index.ts';
 
 /** One event waiting for the bus: `id` is the msgId, so a replay is dropped by JetStream de-dup. */
 export const outboxEventSchema = z.object({
@@ -45,17 +46,47 @@ export interface OutboxStorage {
   close(): Promise<void>;
 }
 
-const sizes = new WeakMap<OutboxEvent, number>();
+/** An event's JSON and that text's size in bytes, measured once per event object. */
+interface EncodedEvent {
+  json: string;
+  size: number;
+}
+
+const encoded = new WeakMap<OutboxEvent, EncodedEvent>();
+
+function encodedEvent(event: OutboxEvent): EncodedEvent {
+  let known = encoded.get(event);
+  if (known === undefined) {
+    const json = JSON.stringify(event);
+    known = { json, size: Buffer.byteLength(json) };
+    encoded.set(event, known);
+  }
+  return known;
+}
 
 /**
- * The size an event counts for against the byte bounds. Measured once per event object (events
- * are not changed once admitted), so the admission's measure serves the storage's count.
+ * The size an event counts for against the byte bounds: its JSON's. Measured once per event
+ * object (events are not changed once admitted), so the admission's measure serves the storage's
+ * count.
  */
 export function eventSize(event: OutboxEvent): number {
-  let size = sizes.get(event);
-  if (size === undefined) {
-    size = Buffer.byteLength(JSON.stringify(event));
-    sizes.set(event, size);
-  }
-  return size;
+  return encodedEvent(event).size;
+}
+
+/**
+ * The event as JSON text, the text its admission measured: a storage keeps this instead of
+ * encoding the event's object again.
+ */
+export function eventJson(event: OutboxEvent): string {
+  return encodedEvent(event).json;
+}
+
+/**
+ * The event a storage read back as the JSON text it kept (`eventJson`), remembered with that
+ * text so that its size is not measured by encoding it again. A text that is no event throws.
+ */
+export function eventFromJson(json: string): OutboxEvent {
+  const event = parseOrThrow(outboxEventSchema, JSON.parse(json), 'stored outbox event');
+  encoded.set(event, { json, size: Buffer.byteLength(json) });
+  return event;
 }
