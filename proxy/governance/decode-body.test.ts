@@ -25,6 +25,19 @@ describe('decodeBody', () => {
     });
   });
 
+  it('passes a UTF-8 body on as the very bytes received, and refuses bytes that are not UTF-8', async () => {
+    const bytes = Buffer.from(json);
+    expect((await decodeBody(bytes, {}, 1000)).utf8).toBe(bytes);
+    expect((await decodeBody(bytes, { 'content-type': 'application/json; charset=utf-8' }, 1000)).utf8).toBe(bytes);
+    // A lone continuation byte, and a surrogate encoded as UTF-8: no text would give these bytes back.
+    for (const bad of [
+      [0x22, 0x80, 0x22],
+      [0x22, 0xed, 0xa0, 0x80, 0x22],
+    ]) {
+      expect(await codeOf(() => decodeBody(Buffer.from(bad), {}, 1000))).toBe('SVC-SYS-9002');
+    }
+  });
+
   it('removes a UTF-8 byte order mark', async () => {
     const decoded = await decodeBody(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(json)]), {}, 1000);
     expect(decoded.text).toBe(json);

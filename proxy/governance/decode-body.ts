@@ -136,11 +136,15 @@ export function decompressing(body: Readable, codings: readonly string[]): Reada
 }
 
 /**
- * The text of a body: a byte order mark names the encoding, else the Content-Type charset, else
- * UTF-8. Bytes invalid in that encoding, an encoding the platform does not know, or a BOM that
- * contradicts the charset are refused: a server reading them another way would see another body.
+ * The encoding a body's text is read in: a byte order mark names it, else the Content-Type
+ * charset, else UTF-8. An encoding the platform does not know, or a BOM that contradicts the
+ * charset, is refused.
  */
-export function decodeText(bytes: Buffer, contentType: string | undefined, what = 'request body'): string {
+function textEncoding(
+  bytes: Buffer,
+  contentType: string | undefined,
+  what: string,
+): { encoding: string; bom: boolean } {
   const bom = BOMS.find((b) => b.bytes.every((byte, i) => bytes[i] === byte));
   const charset = charsetOf(contentType);
   let declared: string | undefined;
@@ -154,12 +158,24 @@ export function decodeText(bytes: Buffer, contentType: string | undefined, what 
   if (bom !== undefined && declared !== undefined && bom.encoding !== declared) {
     throw unreadable(`byte order mark says ${bom.encoding} but content-type says charset=${charset}`, what);
   }
-  const encoding = bom?.encoding ?? declared ?? 'utf-8';
+  return { encoding: bom?.encoding ?? declared ?? 'utf-8', bom: bom !== undefined };
+}
+
+function decodeIn(bytes: Buffer, encoding: string, what: string): string {
   try {
     return new TextDecoder(encoding, { fatal: true }).decode(bytes);
   } catch {
     throw unreadable(`bytes are not valid ${encoding}`, what);
   }
+}
+
+/**
+ * The text of a body: a byte order mark names the encoding, else the Content-Type charset, else
+ * UTF-8. Bytes invalid in that encoding, an encoding the platform does not know, or a BOM that
+ * contradicts the charset are refused: a server reading them another way would see another body.
+ */
+export function decodeText(bytes: Buffer, contentType: string | undefined, what = 'request body'): string {
+  return decodeIn(bytes, textEncoding(bytes, contentType, what).encoding, what);
 }
 
 /**
@@ -176,7 +192,11 @@ export async function decodeBody(
 ): Promise<DecodedBody> {
   const codings = contentCodings(headers);
   const plain = codings.length === 0 ? bytes : await decompress(bytes, codings, limit, what);
-  const text = decodeText(plain, headers['content-type'], what);
+  const { encoding, bom } = textEncoding(plain, headers['content-type'], what);
+  const text = decodeIn(plain, encoding, what);
+  // Valid UTF-8 without a byte order mark decodes to a text whose UTF-8 is those very bytes (the
+  // strict decoder refused anything else): they go on as received, not encoded again.
+  if (plain === bytes && encoding === 'utf-8' && !bom) return { text, utf8: bytes, changed: false };
   const utf8 = Buffer.from(text, 'utf8');
   return { text, utf8, changed: !utf8.equals(bytes) };
 }
