@@ -112,6 +112,11 @@ export interface PreparedRequest {
   modified: boolean;
   /** The proxy asked for stream usage the client did not: the stream meter hides that chunk. */
   hideStreamUsage: boolean;
+  /**
+   * When the change is only these top-level fields added, none of them in the body before: the
+   * received text with them appended says the same, without the whole body written again.
+   */
+  added?: Record<string, unknown>;
 }
 
 /**

@@ -415,6 +415,14 @@ describe('OpenAI prepareRequest', () => {
       body: { stream_options: { foo: 1, include_usage: true } },
     });
     expect(body.stream_options).toEqual({ foo: 1 });
+    // Options the client sent are merged, so the body is written again.
+    expect(prepared.added).toBeUndefined();
+  });
+
+  it('says when the usage it asks for is a field added to the body the client wrote', () => {
+    const prepared = openai.prepareRequest('chat', { ...chatBody, stream: true });
+    expect(prepared.added).toEqual({ stream_options: { include_usage: true } });
+    expect(prepared.body).toEqual({ ...chatBody, stream: true, ...prepared.added });
   });
 
   it('leaves requests alone that need nothing', () => {

@@ -68,10 +68,12 @@ export function createOpenAiAdapter(deps: AdapterDeps, flavour: OpenAiFlavour = 
       ) {
         return { body, modified: false, hideStreamUsage: false };
       }
+      const added = { stream_options: { ...streamOptions, include_usage: true } };
       return {
-        body: { ...request, stream_options: { ...streamOptions, include_usage: true } },
+        body: { ...request, ...added },
         modified: true,
         hideStreamUsage: true,
+        ...(Object.hasOwn(request, 'stream_options') ? {} : { added }),
       };
     },
     readResponse(op, json, estimatedInputTokens) {

@@ -56,4 +56,23 @@ describe('other OpenAI surfaces through the proxy', () => {
     expect(event.payload).toMatchObject({ provider: 'azure-openai' });
     expect(event.cost_usd).toBeCloseTo(rig.priced('gpt-4o-mini', seen?.usageSent), 12);
   });
+
+  it('sends a stream request on as the client wrote it, the usage it asks for appended', async () => {
+    // Escapes and spacing a body written again would lose.
+    const written =
+      '{ "model": "gpt-4o-mini", "max_tokens": 3, "stream": true,\n  "messages": [{"role": "user", "content": "caf\\u00e9"}] }\n';
+    const res = await fetch('https://api.openai.com/v1/chat/completions', {
+      method: 'POST',
+      dispatcher: rig.agent,
+      headers: { 'content-type': 'application/json', 'x-request-id': 'as-written-1' },
+      body: written,
+    });
+    expect(res.status).toBe(200);
+    await res.text();
+    expect(rig.sim.requests.at(-1)?.body).toBe(
+      '{ "model": "gpt-4o-mini", "max_tokens": 3, "stream": true,\n  "messages": [{"role": "user", "content": "caf\\u00e9"}],"stream_options":{"include_usage":true}}\n',
+    );
+    const event = await rig.usageEvent('as-written-1');
+    expect(event.payload).toMatchObject({ stream: true, usage_source: 'provider' });
+  });
 });

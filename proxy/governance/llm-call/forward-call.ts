@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { isSvcError } from '../../../core/errors/index.ts';
 import type { UpstreamResponse } from '../../upstream/index.ts';
+import { appendFields } from '../append-fields.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
 import { mayHaveReachedProvider } from '../upstream-failure.ts';
 import type { ReadCall } from './read-call.ts';
@@ -25,7 +26,9 @@ export async function forwardCall(
 ): Promise<UpstreamResponse | Refusal> {
   const { req } = call;
   const prepared = call.adapter.prepareRequest(call.op, read.json);
-  const body = prepared.modified ? Buffer.from(JSON.stringify(prepared.body)) : read.bytes;
+  const body = !prepared.modified
+    ? read.bytes
+    : ((prepared.added && appendFields(read.bytes, prepared.added)) ?? Buffer.from(JSON.stringify(prepared.body)));
   call.hideStreamUsage = prepared.hideStreamUsage;
   call.sent = true;
   try {
