@@ -102,3 +102,33 @@ async function mixedCall(url: string, agent: Agent, i: number): Promise<void> {
   const text = await res.body.text();
   if (res.statusCode !== 200) throw new Error(`call ${i}: ${res.statusCode} ${text}`);
 }
+
+/** The bench's chat request, streamed or whole. */
+export const chatBody = (stream: boolean): string =>
+  JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 64, stream, messages: [{ role: 'user', content: 'hi' }] });
+
+/** `n` calls posting `body` to `url`, `connections` at a time over `dispatcher`; a status other than 200 throws. */
+export async function postCalls(
+  url: string,
+  dispatcher: Agent,
+  connections: number,
+  n: number,
+  body: string,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (next < n) {
+        next++;
+        const res = await request(url, {
+          method: 'POST',
+          dispatcher,
+          headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench' },
+          body,
+        });
+        const text = await res.body.text();
+        if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${text}`);
+      }
+    }),
+  );
+}

@@ -29,7 +29,8 @@ import type { AddressInfo } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
+import { chatBody, postCalls } from './children.ts';
 import { startFastUpstream } from './fast-upstream.ts';
 import { governedProxy } from './governed-proxy.ts';
 
@@ -75,28 +76,7 @@ const proxy = await governedProxy({
 const url = `http://127.0.0.1:${proxy.port}/openai/v1/chat/completions`;
 const agent = new Agent({ connections });
 
-const body = (stream: boolean) =>
-  JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 64, stream, messages: [{ role: 'user', content: 'hi' }] });
-
-async function drive(n: number, stream: boolean): Promise<void> {
-  const payload = body(stream);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: connections }, async () => {
-      while (next < n) {
-        next++;
-        const res = await request(url, {
-          method: 'POST',
-          dispatcher: agent,
-          headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench' },
-          body: payload,
-        });
-        const text = await res.body.text();
-        if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${text}`);
-      }
-    }),
-  );
-}
+const drive = (n: number, stream: boolean) => postCalls(url, agent, connections, n, chatBody(stream));
 
 console.log(
   `${calls} calls a kind on ${connections} connection(s), upstream, proxy and client in one process${underValgrind ? ', under callgrind' : ''}`,

@@ -14,8 +14,8 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Agent, request } from 'undici';
-import { killChildren, startChild, startGovernedProxy } from './children.ts';
+import { Agent } from 'undici';
+import { chatBody, killChildren, postCalls, startChild, startGovernedProxy } from './children.ts';
 
 const calls = Number(process.argv[2] ?? 5000);
 const connections = Number(process.argv[3] ?? 1);
@@ -42,31 +42,11 @@ function threadTimes(pid: number): Map<string, number> {
   return byName;
 }
 
-const body = JSON.stringify({
-  model: 'gpt-4o-mini',
-  max_tokens: 64,
-  stream,
-  messages: [{ role: 'user', content: 'hi' }],
-});
+const body = chatBody(stream);
 
 async function drive(url: string, n: number): Promise<void> {
   const agent = new Agent({ connections });
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: connections }, async () => {
-      while (next < n) {
-        next++;
-        const res = await request(url, {
-          method: 'POST',
-          dispatcher: agent,
-          headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench' },
-          body,
-        });
-        const text = await res.body.text();
-        if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${text}`);
-      }
-    }),
-  );
+  await postCalls(url, agent, connections, n, body);
   await agent.close();
 }
 
