@@ -380,7 +380,7 @@ function addressHost(word: string, sink: HostSink): void {
 
 const IPV4 = /^\d+\.\d+\.\d+\.\d+$/;
 const NAME = /^(?:[a-z0-9_-]+\.)+(?:[a-z]{2,}|xn--[a-z0-9-]+)$/;
-/** One label holding a letter: `localhost`, `metadata`, `bastion`; `80` is a port. */
+/** One label holding a letter: `metadata`, `bastion`; `80` is a port. */
 const LABEL = /^(?=[a-z0-9_-]*[a-z])[a-z0-9_-]+$/;
 /** 1.0.0.0: a single number this large names an address (`curl 2130706433`); a port or a count is smaller. */
 const LOWEST_NUMBERED_ADDRESS = 2 ** 24;
@@ -400,5 +400,6 @@ function candidate(piece: string, sink: HostSink, oneLabel: boolean): void {
   const host = reachedHost(piece)?.replace(/\.$/, '');
   if (host === undefined) return;
   const address = IPV4.test(host) && (piece.includes('.') || Number(piece) >= LOWEST_NUMBERED_ADDRESS);
-  if (address || host.startsWith('[') || NAME.test(host) || (oneLabel && LABEL.test(host))) sink.add(host);
+  if (address || host.startsWith('[') || host === 'localhost' || NAME.test(host) || (oneLabel && LABEL.test(host)))
+    sink.add(host);
 }

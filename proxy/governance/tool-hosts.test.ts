@@ -111,6 +111,9 @@ describe('hosts named without a scheme', () => {
     expect(hostsOfCommand('ssh -J bastion deploy@db-1 uptime').sort()).toEqual(['bastion', 'db-1']);
     expect(hostsOfCommand('scp dump.sql backup:/srv/')).toEqual(['backup']);
     expect(hostsOfCommand('socat - TCP:intranet:80')).toEqual(['intranet']);
+    // `localhost` is one wherever it is written.
+    expect(hostsOfCommand('curl localhost')).toEqual(['localhost']);
+    expect(hostsOfCommand('dig localhost')).toEqual(['localhost']);
     // Not where such a word is no host: a record type, a git refspec.
     expect(hostsOfCommand('dig example.com MX +short')).toEqual(['example.com']);
     expect(hostsOfCommand('git push origin HEAD:main')).toEqual([]);
