@@ -42,17 +42,12 @@ export function isTextKey(p: JsonObject, key: string): boolean {
   return TEXT_KEYS.includes(key) && typeof p[key] === 'string';
 }
 
-/** Whether a part has text of its own that `textOf` reads. */
-export function hasText(p: JsonObject): boolean {
-  return TEXT_KEYS.some((key) => typeof p[key] === 'string');
-}
-
 /** Where a part without text of its own lists parts whose text `textOf` reads: a message's content, a tool call's output. */
 export const TEXT_NESTS = ['content', 'output'];
 
 /**
  * The text of a message content: a string, or the text of each part in a list of parts, and of
- * the parts listed in a part without text of its own.
+ * the parts a part lists (a tool result's content, a call's output), beside any text of its own.
  */
 export function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
@@ -61,12 +56,11 @@ export function textOf(content: unknown): string {
     if (typeof part === 'string') out += part;
     const p = asObject(part);
     if (!p) continue;
-    if (!hasText(p)) for (const nest of TEXT_NESTS) out += textOf(asArray(p[nest]));
-    else
-      for (const key of TEXT_KEYS) {
-        const text = p[key];
-        if (typeof text === 'string') out += text;
-      }
+    for (const key of TEXT_KEYS) {
+      const text = p[key];
+      if (typeof text === 'string') out += text;
+    }
+    for (const nest of TEXT_NESTS) out += textOf(asArray(p[nest]));
   }
   return out;
 }

@@ -1,4 +1,4 @@
-import { asArray, asObject, asString, hasText, isTextKey, TEXT_NESTS, type JsonObject } from './json-access.ts';
+import { asArray, asObject, asString, isTextKey, TEXT_NESTS, type JsonObject } from './json-access.ts';
 
 /**
  * What a prompt part the proxy does not tokenize holds back in input tokens at most. An image
@@ -169,7 +169,7 @@ function nestedTokens(p: JsonObject, amounts: NonTextAmounts, read: boolean, sin
 function partTokens(p: JsonObject, amounts: NonTextAmounts, read: boolean): number {
   const kind = kindOf(p);
   const single = kind !== 'unknown';
-  const nested = nestedTokens(p, amounts, read && !hasText(p), single);
+  const nested = nestedTokens(p, amounts, read, single);
   if (kind === 'counted' && read) return nested;
   // An image is billed by its pixels, which the provider scales down to a bound, never by the
   // bytes that encode it: a screenshot of a megabyte costs what its bound says.

@@ -261,6 +261,7 @@ describe('OpenAI parseRequest', () => {
     for (const part of [
       { type: 'text', text: 'Hi', content: hidden },
       { type: 'text', text: 'Hi', arguments: hidden },
+      { type: 'text', text: 'Hi', content: [{ type: 'text', text: hidden }] },
     ]) {
       const body = { model: 'gpt-4.1', messages: [{ role: 'user', content: [part] }] };
       const { parsed, input } = parseBounded(fx.tokens, openai, 'chat', body, '/v1/chat/completions');
