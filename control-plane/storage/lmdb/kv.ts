@@ -40,16 +40,20 @@ export class Space {
 const SEPARATOR = '\u0000';
 
 /**
- * Whether the encoder writes the id as its characters, one byte each: none below 28 (a first one
- * is escaped, and those up to 4 anywhere in a short string) or above 127 (UTF-8 sequences), and
+ * Whether the encoder writes this character of an id as itself, one byte: not below 28 (a first
+ * one is escaped, and those up to 4 anywhere in a short string) nor above 127 (UTF-8 sequences).
+ */
+function isPlainChar(c: number): boolean {
+  return c >= 28 && c <= 127;
+}
+
+/**
+ * Whether the encoder writes the id as its characters, one byte each (`isPlainChar`), and it is
  * not empty (escaped). Every UUID, tenant id and zero-padded position is.
  */
 function isPlainId(id: string): boolean {
   if (id.length === 0) return false;
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i);
-    if (c < 28 || c > 127) return false;
-  }
+  for (let i = 0; i < id.length; i++) if (!isPlainChar(id.charCodeAt(i))) return false;
   return true;
 }
 
@@ -102,7 +106,7 @@ export function recordKey(space: Space, id: Id): Key | Buffer {
   // Checked as it is written: one pass over the id.
   for (let i = 0, at = prefix.length; i < id.length; i++, at++) {
     const c = id.charCodeAt(i);
-    if (c < 28 || c > 127) return keyOf(space, id);
+    if (!isPlainChar(c)) return keyOf(space, id);
     key[at] = c;
   }
   return key;
