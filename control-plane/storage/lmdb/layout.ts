@@ -1,6 +1,14 @@
 import type { Database, RootDatabase } from 'lmdb';
 import { Space } from './kv.ts';
 
+/** Spaces kept per kind: one per tenant; a process serving more tenants starts afresh. */
+const TENANT_SPACES = 100_000;
+/**
+ * Nested spaces kept per kind: one per record they nest under (an envelope's event index), where
+ * only the records a batch is writing need theirs kept, not every envelope ever seen.
+ */
+const NESTED_SPACES = 4_096;
+
 /**
  * Record kinds kept per tenant, in database `tenant_data` under the key `[tenant, kind, id]`
  * (docs/storage.md lists what each holds). Every key starts with the tenant, so no range of one
@@ -61,7 +69,7 @@ export class Layout {
     // Kept like the others: a batch writes each envelope's event index over and over, and a space
     // encodes its prefix once.
     const name = `n\u0000${kind}\u0000${tenant}\u0000${within}`;
-    return this.#space(`nested ${kind}`, name, () => new Space(this.data, [tenant, kind, within], name));
+    return this.#space(`nested ${kind}`, name, () => new Space(this.data, [tenant, kind, within], name), NESTED_SPACES);
   }
 
   globalKind(kind: GlobalKind): Space {
@@ -73,13 +81,13 @@ export class Layout {
     return new Space(this.global, [kind, within], `gn\u0000${kind}\u0000${within}`);
   }
 
-  #space(group: string, key: string, make: () => Space): Space {
+  /** Kept spaces of one group, at most `bound`: past it the group starts afresh. */
+  #space(group: string, key: string, make: () => Space, bound = TENANT_SPACES): Space {
     let spaces = this.#spaces.get(group);
     if (spaces === undefined) this.#spaces.set(group, (spaces = new Map<string, Space>()));
     let space = spaces.get(key);
     if (space === undefined) {
-      // Bounded: one per tenant and kind; a process serving very many tenants starts afresh.
-      if (spaces.size >= 100_000) spaces.clear();
+      if (spaces.size >= bound) spaces.clear();
       spaces.set(key, (space = make()));
     }
     return space;
