@@ -42,6 +42,11 @@ interface Held<D> {
   updatedAt: string;
 }
 
+/** Holds a row the transaction has read for update or written, with nothing yet to add to it. */
+function hold<D>(held: ByTenant<Held<D>>, tenant: string, id: string, updatedAt: string): void {
+  held.set(tenant, id, { tenant, id, pending: null, updatedAt });
+}
+
 /**
  * Reads rows for update (held by the transaction from then on) and keeps them as read: served
  * from memory, each charge of them summed there. They are read again from storage, so what is held
@@ -65,7 +70,7 @@ async function readHeld<T extends { updated_at: string }, D>(
   for (const row of found) {
     const id = kind.idOf(row);
     kind.rows.set(tenant, id, row);
-    kind.held.set(tenant, id, { tenant, id, pending: null, updatedAt: row.updated_at });
+    hold(kind.held, tenant, id, row.updated_at);
   }
   return found;
 }
@@ -210,12 +215,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       ) {
         envelopes.set(tenant, envelope.envelope_id, envelope);
         unwritten.set(tenant, envelope.envelope_id, { tenant, envelope });
-        heldEnvelopes.set(tenant, envelope.envelope_id, {
-          tenant,
-          id: envelope.envelope_id,
-          pending: null,
-          updatedAt: envelope.updated_at,
-        });
+        hold(heldEnvelopes, tenant, envelope.envelope_id, envelope.updated_at);
         return true;
       }
       await writeEnvelope(tenant, envelope.envelope_id);
@@ -224,12 +224,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       // No other transaction sees the row before this one commits: it is held like one locked.
       if (inserted) {
         envelopes.set(tenant, envelope.envelope_id, envelope);
-        heldEnvelopes.set(tenant, envelope.envelope_id, {
-          tenant,
-          id: envelope.envelope_id,
-          pending: null,
-          updatedAt: envelope.updated_at,
-        });
+        hold(heldEnvelopes, tenant, envelope.envelope_id, envelope.updated_at);
       }
       return inserted;
     },
@@ -256,8 +251,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       envelopes.delete(tenant, envelopeId);
       const charged = await tx.envelopes.charge(tenant, envelopeId, delta, overflow, updatedAt);
       envelopes.set(tenant, envelopeId, charged);
-      if (charged !== undefined)
-        heldEnvelopes.set(tenant, envelopeId, { tenant, id: envelopeId, pending: null, updatedAt });
+      if (charged !== undefined) hold(heldEnvelopes, tenant, envelopeId, updatedAt);
       return charged;
     },
     transition: async (tenant, envelopeId, from, change) => {
@@ -290,7 +284,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       // Not moved: its status moved meanwhile; the next read asks storage.
       if (moved !== undefined) {
         envelopes.set(tenant, envelopeId, moved);
-        heldEnvelopes.set(tenant, envelopeId, { tenant, id: envelopeId, pending: null, updatedAt: moved.updated_at });
+        hold(heldEnvelopes, tenant, envelopeId, moved.updated_at);
       }
       return moved;
     },
@@ -348,7 +342,7 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       budgets.delete(tenant, budgetId);
       const changed = await tx.budgets.addUsage(tenant, budgetId, delta, period, overflow, updatedAt);
       budgets.set(tenant, budgetId, changed);
-      if (changed !== undefined) heldBudgets.set(tenant, budgetId, { tenant, id: budgetId, pending: null, updatedAt });
+      if (changed !== undefined) hold(heldBudgets, tenant, budgetId, updatedAt);
       return changed;
     },
     reserveExecution: async (tenant, budgetId, period, updatedAt) => {
