@@ -9,10 +9,11 @@ import type { UpstreamSignal } from './upstream-signal.ts';
  * what it generates whether or not anyone reads it, so the rest is drained for what it used (from
  * now, within `proxy_abort_drain_ms`, and within `proxy_response_limit_bytes`); meanwhile `worst`,
  * the call's worst case, stands for it provisionally (`holdCharge`), so that a process ending
- * before the drain does leaves the call charged. Its write is started here and not waited for:
- * the caller ends the agent's answer at once, and a process killed in the moment before the write
- * commits loses the call (docs/proxy.md). The caller charges the call once the drain ends, which
- * replaces it.
+ * before the drain does leaves the call charged. Its write is handed to the store here and not
+ * waited for: on the default store it is committed before this returns; with a flush per commit
+ * (`proxy_fsync_interval_ms` 0) a process killed in the moment before it commits loses the call
+ * (docs/proxy.md). The caller ends the agent's answer at once, and charges the call once the
+ * drain ends, which replaces it.
  */
 export function cutCall(
   deps: GovernanceDeps,
