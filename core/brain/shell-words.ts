@@ -19,6 +19,12 @@ export interface Command {
   pipeIn: boolean;
   /** Its output goes to the next command through a pipe. */
   pipeOut: boolean;
+  /**
+   * It is the rest of a command whose program is a substitution's output (`$(echo curl) host`,
+   * `sudo $(echo curl) host`): the reader ends a command where an unquoted substitution starts,
+   * so these words are what followed it.
+   */
+  afterProgramSubstitution?: boolean;
 }
 
 /** A span of the text read, [start, end). */
@@ -49,6 +55,9 @@ export function readCommands(text: string): Script {
   let value = '';
   let start = -1;
   let pipeIn = false;
+  /** Per open parenthesis: whether it opened a substitution where the command's program stands. */
+  const opened: boolean[] = [];
+  let afterProgramSubstitution = false;
 
   const endWord = (end: number) => {
     if (start >= 0) words.push({ value, start, end });
@@ -60,12 +69,17 @@ export function readCommands(text: string): Script {
   };
   const endCommand = (pipe: boolean) => {
     if (words.length > 0) {
-      commands.push({ words, pipeIn, pipeOut: pipe });
+      commands.push(
+        afterProgramSubstitution
+          ? { words, pipeIn, pipeOut: pipe, afterProgramSubstitution }
+          : { words, pipeIn, pipeOut: pipe },
+      );
       pipeIn = pipe;
     } else {
       pipeIn = pipe && pipeIn;
     }
     words = [];
+    afterProgramSubstitution = false;
   };
 
   const n = text.length;
@@ -89,8 +103,11 @@ export function readCommands(text: string): Script {
     }
     if (c === '$' && text[i + 1] === '(') {
       substitutes = true;
+      // A substitution that starts a word where no program has been named yet gives the program.
+      const atProgram = start < 0 && invocationOf({ words, pipeIn, pipeOut: false }) === null;
       endWord(i);
       endCommand(false);
+      opened.push(atProgram);
       i += 2;
       continue;
     }
@@ -118,6 +135,9 @@ export function readCommands(text: string): Script {
       endWord(i);
       const pipe = c === '|' && text[i + 1] !== '|' && text[i - 1] !== '|';
       endCommand(pipe);
+      if (c === '(') opened.push(false);
+      // Only a word of its own after it: `$(document).ready(…)` is script text, not a command.
+      if (c === ')') afterProgramSubstitution = opened.pop() === true && (text[i + 1] === ' ' || text[i + 1] === '\t');
       i++;
       continue;
     }
@@ -384,9 +404,16 @@ export function invocationOf(command: Command, variables: ReadonlyMap<string, st
     args: words.slice(i + 1),
     command,
     wrappers,
-    hiddenProgram: name === '' || name.startsWith('-'),
+    hiddenProgram:
+      command.afterProgramSubstitution === true ||
+      name === '' ||
+      name.startsWith('-') ||
+      QUOTED_SUBSTITUTION.test(name),
   };
 }
+
+/** A program word built from a command's output inside double quotes (`"$(echo curl)" host`). */
+const QUOTED_SUBSTITUTION = /\$\(|`/;
 
 /** A variable's value is kept this long at most: enough for any program's name. */
 const MAX_NAME = 256;
