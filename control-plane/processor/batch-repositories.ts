@@ -401,8 +401,8 @@ export function batchRepositories(tx: Repositories): BatchRepositories {
       return tx.leases.claimReport(tenant, budgetId, holder, seq, at);
     },
     reports: (tenant, budgetId) => tx.leases.reports(tenant, budgetId),
-    removeExpiredBefore: (tenant, before, limit) => tx.leases.removeExpiredBefore(tenant, before, limit),
-    removeReportsBefore: (tenant, before, limit) => tx.leases.removeReportsBefore(tenant, before, limit),
+    removeExpiredBefore: (tenant, before, after, limit) => tx.leases.removeExpiredBefore(tenant, before, after, limit),
+    removeReportsBefore: (tenant, before, after, limit) => tx.leases.removeReportsBefore(tenant, before, after, limit),
     addSpend: async (tenant, budgetId, periodStart, side, spend) => {
       if (side !== 'applied') {
         await writeSpends();

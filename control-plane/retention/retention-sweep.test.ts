@@ -59,7 +59,7 @@ const backends: Array<[string, () => Promise<Backend>, boolean]> = [
   ['PostgreSQL', pg, postgres],
 ];
 
-describe.each(backends)('retention on %s', (_name, open, available) => {
+describe.each(backends)('retention on %s', (name, open, available) => {
   let backend: Backend;
   let storage: Storage;
   const removedSeen: Record<RetainedKind, number> = {
@@ -206,6 +206,56 @@ describe.each(backends)('retention on %s', (_name, open, available) => {
         checkpoints: 0,
         execution_contexts: 0,
       });
+    },
+  );
+
+  it.skipIf(!available)(
+    'walks leases and report numbers a batch at a time, however many live, and still removes every expired one',
+    async () => {
+      const budget = aBudget(TENANT, { period: 'total' });
+      const lease = (leaseId: string, expires: number) => ({
+        lease_id: leaseId,
+        holder: `h-${leaseId}`,
+        budget_id: budget.budget_id,
+        tokens: 1,
+        micros: 100,
+        expires_at: at(expires),
+      });
+      // Live leases and fresh report numbers sort before the expired and the old ones.
+      await storage.withTransaction(async (tx) => {
+        await tx.budgets.insert(TENANT, budget);
+        for (let i = 0; i < 30; i++) {
+          await tx.leases.put(TENANT, lease(`a-${String(i).padStart(2, '0')}`, DAY));
+          await tx.leases.claimReport(TENANT, budget.budget_id, `a-${String(i).padStart(2, '0')}`, 1, at(-DAY));
+        }
+        for (const id of ['z-1', 'z-2', 'z-3']) {
+          await tx.leases.put(TENANT, lease(id, OLD));
+          await tx.leases.claimReport(TENANT, budget.budget_id, id, 1, at(OLD));
+        }
+      });
+      const before = at(-30 * DAY);
+      const first = await storage.withTransaction(async (tx) => ({
+        leases: await tx.leases.removeExpiredBefore(TENANT, before, null, 10),
+        reports: await tx.leases.removeReportsBefore(TENANT, before, null, 10),
+      }));
+      if (name === 'LMDB') {
+        // No index by expiry: a slice looks at 10 records, none of them expired, and says where to go on.
+        expect(first.leases).toEqual({ removed: 0, next: expect.any(String) });
+        expect(first.reports).toEqual({ removed: 0, next: expect.any(String) });
+      } else {
+        // The expiry index finds the expired first; nothing is left to remove.
+        expect(first.leases).toEqual({ removed: 3, next: null });
+        expect(first.reports).toEqual({ removed: 3, next: null });
+      }
+      const swept = await sweep(10).runOnce(new AbortController().signal);
+      const removedInAll = {
+        leases: first.leases.removed + swept.leases,
+        reports: first.reports.removed + swept.lease_reports,
+      };
+      expect(removedInAll).toEqual({ leases: 3, reports: 3 });
+      expect(await storage.read.leases.get(TENANT, budget.budget_id, 'z-1')).toBeUndefined();
+      expect(await storage.read.leases.get(TENANT, budget.budget_id, 'a-29')).toBeDefined();
+      expect((await storage.read.leases.reports(TENANT, budget.budget_id)).map((r) => r.holder)).toHaveLength(30);
     },
   );
 

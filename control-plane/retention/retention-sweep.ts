@@ -1,7 +1,7 @@
 import { setImmediate as turn } from 'node:timers/promises';
 import { SYSTEM_TENANT } from '../../core/domain/index.ts';
 import { VIOLATION_DEDUP_SCOPE } from '../processor/event-processor.ts';
-import type { Repositories, Storage } from '../storage/storage.ts';
+import type { RemovedSlice, Repositories, Storage } from '../storage/storage.ts';
 
 /** What retention removes (docs/storage.md, "Retention"). */
 export type RetainedKind =
@@ -11,7 +11,7 @@ export interface RetentionSweepOptions {
   storage: Storage;
   /** Records older than this many days go; 0 keeps every record. */
   days: number;
-  /** Records one transaction removes (or, for de-duplication entries, looks at) at most. */
+  /** Records one transaction removes (or, for de-duplication entries and LMDB's leases, looks at) at most. */
   batchSize: number;
   clock: () => Date;
   /** Told of each batch's removals (the svc_retention_removed_total counter). */
@@ -70,12 +70,16 @@ export class RetentionSweep {
       removed.detections += await this.#oldest('detections', signal, (tx, batch) =>
         tx.detections.removeDetectedBefore(tenant, before, batch),
       );
-      if (dedupOutlived) removed.processed_messages += await this.#processed(tenant, before, signal);
-      removed.leases += await this.#oldest('leases', signal, (tx, batch) =>
-        tx.leases.removeExpiredBefore(tenant, before, batch),
+      if (dedupOutlived) {
+        removed.processed_messages += await this.#sliced('processed_messages', signal, (tx, after, batch) =>
+          tx.dedup.removeProcessedBefore(tenant, VIOLATION_DEDUP_SCOPE, before, after, batch),
+        );
+      }
+      removed.leases += await this.#sliced('leases', signal, (tx, after, batch) =>
+        tx.leases.removeExpiredBefore(tenant, before, after, batch),
       );
-      removed.lease_reports += await this.#oldest('lease_reports', signal, (tx, batch) =>
-        tx.leases.removeReportsBefore(tenant, before, batch),
+      removed.lease_reports += await this.#sliced('lease_reports', signal, (tx, after, batch) =>
+        tx.leases.removeReportsBefore(tenant, before, after, batch),
       );
       removed.checkpoints += await this.#oldest('checkpoints', signal, (tx, batch) =>
         tx.checkpoints.removeCreatedBefore(tenant, before, batch),
@@ -105,17 +109,20 @@ export class RetentionSweep {
     return total;
   }
 
-  async #processed(tenant: string, before: string, signal: AbortSignal): Promise<number> {
+  /** Walks a kind slice after slice, each a transaction that looks at a batch of records at most. */
+  async #sliced(
+    kind: RetainedKind,
+    signal: AbortSignal,
+    removeSlice: (tx: Repositories, after: string | null, batchSize: number) => Promise<RemovedSlice>,
+  ): Promise<number> {
     const { storage, batchSize, onRemoved } = this.#options;
     let total = 0;
     let after: string | null = null;
     do {
       const from: string | null = after;
-      const { removed, next }: { removed: number; next: string | null } = await storage.withTransaction((tx) =>
-        tx.dedup.removeProcessedBefore(tenant, VIOLATION_DEDUP_SCOPE, before, from, batchSize),
-      );
+      const { removed, next }: RemovedSlice = await storage.withTransaction((tx) => removeSlice(tx, from, batchSize));
       total += removed;
-      if (removed > 0) onRemoved('processed_messages', removed);
+      if (removed > 0) onRemoved(kind, removed);
       after = next;
       if (after !== null) await turn();
     } while (after !== null && !signal.aborted);

@@ -446,10 +446,22 @@ export interface LeaseRepository extends LeaseReader {
    * removes those counted before its cutoff (`removeReportsBefore`).
    */
   claimReport(tenant: string, budgetId: string, holder: string, seq: number, at: string): Promise<boolean>;
-  /** Removes at most `limit` of the tenant's leases that expired before `before`; how many it removed. */
-  removeExpiredBefore(tenant: string, before: string, limit: number): Promise<number>;
-  /** Removes at most `limit` of the tenant's report numbers last counted before `before`; how many. */
-  removeReportsBefore(tenant: string, before: string, limit: number): Promise<number>;
+  /**
+   * Retention: removes, of a slice of at most `limit` of the tenant's leases starting after
+   * `after` (null: from the first), those that expired before `before`. A slice bounds the time
+   * one transaction holds the store's writer however many leases live. PostgreSQL deletes over its
+   * `(tenant_id, expires_at)` index, where what remains always starts at the oldest, so its slices
+   * do not need `after`.
+   */
+  removeExpiredBefore(tenant: string, before: string, after: string | null, limit: number): Promise<RemovedSlice>;
+  /** Retention: as `removeExpiredBefore`, the tenant's report numbers last counted before `before`. */
+  removeReportsBefore(tenant: string, before: string, after: string | null, limit: number): Promise<RemovedSlice>;
+}
+
+/** What one slice of a retention walk removed, and where the next one starts (null: the walk is done). */
+export interface RemovedSlice {
+  removed: number;
+  next: string | null;
 }
 
 /** Which approvals a list holds: those of one status, or every one. */
@@ -630,7 +642,7 @@ export interface DedupRepository {
     before: string,
     after: string | null,
     limit: number,
-  ): Promise<{ removed: number; next: string | null }>;
+  ): Promise<RemovedSlice>;
 }
 
 /** Which process runs a background job (lease expiry, retention, periodic alert evaluation). */

@@ -1,4 +1,4 @@
-import type { DedupRepository } from '../storage.ts';
+import type { DedupRepository, RemovedSlice } from '../storage.ts';
 import type { KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
 import type { Sync } from './promised.ts';
@@ -30,7 +30,7 @@ export class LmdbDedup implements Sync<DedupRepository> {
     before: string,
     after: string | null,
     limit: number,
-  ): { removed: number; next: string | null } {
+  ): RemovedSlice {
     const cutoff = Date.parse(before);
     const meta = this.#layout.tenant(tenant, 'meta');
     const prefix = `${scope}/`;

@@ -1,6 +1,6 @@
 import { boundedSum } from '../../../core/domain/index.ts';
 import type { LeaseRecord, LeaseReport, Spend } from '../records.ts';
-import type { LeaseRepository } from '../storage.ts';
+import type { LeaseRepository, RemovedSlice } from '../storage.ts';
 import type { KvView } from './kv.ts';
 import type { Layout } from './layout.ts';
 import type { Sync } from './promised.ts';
@@ -116,40 +116,50 @@ export class LmdbLeases implements Sync<LeaseRepository> {
     }));
   }
 
-  removeExpiredBefore(tenant: string, before: string, limit: number): number {
+  removeExpiredBefore(tenant: string, before: string, after: string | null, limit: number): RemovedSlice {
     const at = Date.parse(before);
-    return this.#removeWhere(tenant, limit, (id, value) => {
+    return this.#removeWhere(tenant, after, limit, (id, value) => {
       if (id.startsWith(SPEND) || id.startsWith(REPORT)) return false;
       return Date.parse((value as LeaseRecord).expires_at) < at;
     });
   }
 
-  removeReportsBefore(tenant: string, before: string, limit: number): number {
+  removeReportsBefore(tenant: string, before: string, after: string | null, limit: number): RemovedSlice {
     const at = Date.parse(before);
     return this.#removeWhere(
       tenant,
+      after,
       limit,
       (id, value) => id.startsWith(REPORT) && Date.parse((value as ReportMark).counted_at) < at,
       REPORT,
     );
   }
 
-  /** Removes at most `limit` records of the tenant's lease table that `doomed` picks. */
+  /**
+   * Of the `limit` records of the tenant's lease table after key `after`, removes those `doomed`
+   * picks. LMDB has no index by expiry here: a walk of every lease in one transaction would hold
+   * the writer for as long as the tenant has leases.
+   */
   #removeWhere(
     tenant: string,
+    after: string | null,
     limit: number,
     doomed: (id: string, value: unknown) => boolean,
     prefix?: string,
-  ): number {
+  ): RemovedSlice {
     const space = this.#layout.tenant(tenant, 'lease');
     const ids: string[] = [];
-    for (const { id, value } of this.#kv.range<unknown>(space, { prefix })) {
-      if (ids.length >= limit) break;
-      if (doomed(String(id), value)) ids.push(String(id));
+    let looked = 0;
+    let last: string | null = null;
+    for (const { id, value } of this.#kv.range<unknown>(space, { prefix, after: after ?? undefined })) {
+      if (looked >= limit) break;
+      looked++;
+      last = String(id);
+      if (doomed(last, value)) ids.push(last);
     }
     // Removed after the walk: the range reads the staged view, which these removals change.
     for (const id of ids) this.#kv.remove(space, id);
-    return ids.length;
+    return { removed: ids.length, next: looked < limit ? null : last };
   }
 
   /** The period's spend record; a fresh one when the stored record is of another period. */

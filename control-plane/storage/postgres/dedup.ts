@@ -1,4 +1,4 @@
-import type { DedupRepository } from '../storage.ts';
+import type { DedupRepository, RemovedSlice } from '../storage.ts';
 import { int, type Sql } from './sql.ts';
 
 export class PgDedup implements DedupRepository {
@@ -24,7 +24,7 @@ export class PgDedup implements DedupRepository {
     before: string,
     after: string | null,
     limit: number,
-  ): Promise<{ removed: number; next: string | null }> {
+  ): Promise<RemovedSlice> {
     // A slice of the primary key: each statement looks at `limit` rows at most.
     const { rows } = await this.#sql.query<{ looked: string; last: string | null; removed: string }>(
       `WITH looked AS (

@@ -1,6 +1,6 @@
 import { MAX_TOTAL } from '../../../core/domain/index.ts';
 import type { LeaseRecord, LeaseReport, Spend } from '../records.ts';
-import type { LeaseRepository } from '../storage.ts';
+import type { LeaseRepository, RemovedSlice } from '../storage.ts';
 import { int, type Sql } from './sql.ts';
 
 /**
@@ -94,15 +94,19 @@ export class PgLeases implements LeaseRepository {
     return rows.map((r) => ({ holder: r.holder, seq: int(r.seq), counted_at: r.counted_at.toISOString() }));
   }
 
-  removeExpiredBefore(tenant: string, before: string, limit: number): Promise<number> {
+  removeExpiredBefore(tenant: string, before: string, _after: string | null, limit: number): Promise<RemovedSlice> {
     return this.#removeBefore('leases', 'lease_id', 'expires_at', tenant, before, limit);
   }
 
-  removeReportsBefore(tenant: string, before: string, limit: number): Promise<number> {
+  removeReportsBefore(tenant: string, before: string, _after: string | null, limit: number): Promise<RemovedSlice> {
     return this.#removeBefore('lease_reports', 'holder', 'counted_at', tenant, before, limit);
   }
 
-  /** Removes at most `limit` of the tenant's rows of `table` whose `column` is before `before`. */
+  /**
+   * Removes at most `limit` of the tenant's rows of `table` whose `column` is before `before`,
+   * over the `(tenant_id, column)` index: while a slice comes back full the walk goes on, from the
+   * oldest left.
+   */
   async #removeBefore(
     table: 'leases' | 'lease_reports',
     key: 'lease_id' | 'holder',
@@ -110,7 +114,7 @@ export class PgLeases implements LeaseRepository {
     tenant: string,
     before: string,
     limit: number,
-  ): Promise<number> {
+  ): Promise<RemovedSlice> {
     const { rowCount } = await this.#sql.query(
       `DELETE FROM ${table} WHERE (tenant_id, budget_id, ${key}) IN (
          SELECT tenant_id, budget_id, ${key} FROM ${table}
@@ -118,7 +122,8 @@ export class PgLeases implements LeaseRepository {
        )`,
       [tenant, before, limit],
     );
-    return rowCount ?? 0;
+    const removed = rowCount ?? 0;
+    return { removed, next: removed < limit ? null : '' };
   }
 
   async addSpend(
