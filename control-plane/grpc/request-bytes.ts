@@ -1,11 +1,20 @@
 import type { ServiceDefinition } from '@grpc/grpc-js';
+import { MAX_JSON_VALUES } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
+import { messagesIn, requestTypeOf } from './message-count.ts';
 
 /**
  * Largest request of a method whose request carries no free-form data: ids, names, short texts
  * and lists of at most 100 of them fit many times over.
  */
 export const SMALL_REQUEST_BYTES = 65_536;
+
+/**
+ * Messages one request may hold, nested ones included. A free-form JSON field at its bound of
+ * MAX_JSON_VALUES values takes at most two apiece (the Value, and the Struct or ListValue of an
+ * object or array); the rest of any request takes far fewer than the margin.
+ */
+export const MAX_REQUEST_MESSAGES = 2 * MAX_JSON_VALUES + 10_000;
 
 /**
  * A request message as grpc-js received it, not yet decoded: the call gate decodes it once its
@@ -78,6 +87,17 @@ export function createRequestBytes(options: RequestBytesOptions): RequestBytes {
         throw new SvcError('SVC-SYS-9005', 'the server holds as many request bytes as it may; retry shortly', {
           limit_bytes: options.totalBytes,
         });
+      }
+      // Below SMALL_REQUEST_BYTES a message cannot hold enough of them to matter.
+      if (bytes > SMALL_REQUEST_BYTES) {
+        const type = requestTypeOf(path);
+        if (type !== undefined && messagesIn(type, message.bytes, MAX_REQUEST_MESSAGES) > MAX_REQUEST_MESSAGES) {
+          throw new SvcError(
+            'SVC-SYS-9009',
+            `request message holds more than ${String(MAX_REQUEST_MESSAGES)} messages (values of free-form JSON among them)`,
+            { limit_messages: MAX_REQUEST_MESSAGES },
+          );
+        }
       }
       let request: unknown;
       try {

@@ -12,6 +12,7 @@ import { Metadata, status, type ServiceError, type ServiceDefinition } from '@gr
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../core/config/load.ts';
+import { MAX_JSON_VALUES } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import { eventually } from '../../test/harness/eventually.ts';
 import { clientsFor, failure, statusDetails, unary, type Clients } from '../../test/harness/grpc.ts';
@@ -22,7 +23,7 @@ import { openStorage } from '../storage/open-storage.ts';
 import type { Storage } from '../storage/storage.ts';
 import { Tenants } from '../tenants/tenants.ts';
 import { loadServedDefinition, servedFileDescriptors } from './contracts.ts';
-import { SMALL_REQUEST_BYTES } from './request-bytes.ts';
+import { MAX_REQUEST_MESSAGES, SMALL_REQUEST_BYTES } from './request-bytes.ts';
 import { createGrpcServer, type GrpcMethod, type GrpcServer, type GrpcServiceHandlers } from './server.ts';
 
 const ROOT = 'root-administrator-key-for-grpc-server-0001';
@@ -39,6 +40,14 @@ const decode = getPolicy.requestDeserialize;
 getPolicy.requestDeserialize = (bytes: Buffer): unknown => {
   deserialised.count += 1;
   return decode(bytes);
+};
+/** How many SaveCheckpoint request messages the server has deserialised. */
+const checkpointsDecoded = { count: 0 };
+const saveCheckpoint = (definition['svc.checkpoint.v1.CheckpointService'] as ServiceDefinition).SaveCheckpoint!;
+const decodeCheckpoint = saveCheckpoint.requestDeserialize;
+saveCheckpoint.requestDeserialize = (bytes: Buffer): unknown => {
+  checkpointsDecoded.count += 1;
+  return decodeCheckpoint(bytes);
 };
 
 /** What holds the SaveCheckpoint calls until released. */
@@ -181,6 +190,12 @@ function nestedCheckpoint(levels: number): Buffer {
   for (let i = 0; i < levels; i++) value = field(6, field(1, value)); // Value { list_value { values: [value] } }
   const data = field(1, Buffer.concat([field(1, Buffer.from('deep')), field(2, value)])); // Struct { fields }
   return field(1, field(7, data)); // SaveCheckpointRequest { checkpoint { data } }
+}
+
+/** A SaveCheckpointRequest whose `checkpoint.data` is `{"many": value}`. */
+function checkpointOf(value: Buffer): Buffer {
+  const data = field(1, Buffer.concat([field(1, Buffer.from('many')), field(2, value)])); // Struct { fields }
+  return field(1, field(7, data));
 }
 
 /** Sends `bytes` as the request message of `path` with the official client, unencoded. */
@@ -334,6 +349,35 @@ describe('gRPC server limits', () => {
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(statusDetails(error).errorInfo?.reason).toBe('SVC-SYS-9002');
     expect(error.details).toContain('nested deeper');
+  });
+
+  it('refuses a request of more messages than free-form JSON at its bound takes, with SVC-SYS-9009 before decoding it', async () => {
+    const large = await serve({
+      defaultTimeoutMs: 10_000,
+      maxMessageBytes: 4 * 1024 * 1024,
+      maxReceivedBytes: 16 * 1024 * 1024,
+    });
+    const path = '/svc.checkpoint.v1.CheckpointService/SaveCheckpoint';
+    try {
+      // A million empty lists in 4 MB: decoded, they held the event loop for seconds.
+      const emptyList = field(1, field(6, Buffer.alloc(0))); // ListValue.values: Value { list_value {} }
+      const lists = checkpointOf(field(6, Buffer.concat(Array.from({ length: 1_000_000 }, () => emptyList))));
+      checkpointsDecoded.count = 0;
+      const error = await failure(rawCall(large.clients, path, lists));
+      expect(error.code).toBe(status.OUT_OF_RANGE);
+      expect(statusDetails(error).errorInfo?.reason).toBe('SVC-SYS-9009');
+      expect(statusDetails(error).errorInfo?.metadata.limit_messages).toBe(String(MAX_REQUEST_MESSAGES));
+      expect(checkpointsDecoded.count).toBe(0);
+      // JSON at its bound (100,000 values: a list of 99,999 numbers) is decoded and served.
+      const number = field(1, Buffer.from([0x11, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f])); // Value { number_value: 1 }
+      const atBound = checkpointOf(field(6, Buffer.concat(Array.from({ length: MAX_JSON_VALUES - 1 }, () => number))));
+      expect(atBound.length).toBeGreaterThan(SMALL_REQUEST_BYTES);
+      await rawCall(large.clients, path, atBound);
+      expect(checkpointsDecoded.count).toBe(1);
+    } finally {
+      large.clients.close();
+      await large.server.close(1_000);
+    }
   });
 
   it('reports NOT_SERVING while the store or the bus is down, within the second one probe serves', async () => {
