@@ -38,4 +38,21 @@ describe('RateBaseline (EWMA and z-score)', () => {
     for (let i = 0; i < 40 && detection === null; i++) detection = baseline.observe(16 * MINUTE + i * 1000);
     expect(detection).not.toBeNull();
   });
+
+  it('flags an interval that reaches the ceiling whatever the baseline: a slow ramp, and a high rate from the start', () => {
+    // A quarter more each minute: the baseline follows the ramp, so the z-score alone never flags it.
+    const ramp = Array.from({ length: 16 }, (_, i) => Math.round(10 * 1.25 ** i));
+    expect(replay(new RateBaseline(options), ramp)).toEqual([]);
+    const ceiled = replay(new RateBaseline({ ...options, ceiling: 200 }), ramp);
+    expect(ceiled).toHaveLength(ramp.filter((n) => n >= 200).length);
+    expect(ceiled[0]).toMatchObject({ minute: ramp.findIndex((n) => n >= 200), count: 200, ceiling: 200 });
+    expect(ceiled[0]!.z).toBeLessThan(4);
+    // In the warm-up, with no baseline yet.
+    expect(replay(new RateBaseline({ ...options, ceiling: 200 }), [300])).toMatchObject([
+      { minute: 0, count: 200, ceiling: 200 },
+    ]);
+    expect(replay(new RateBaseline({ ...options, ceiling: 200 }), [5, 6, 4, 5, 6, 5, 5, 60, 5])).toMatchObject([
+      { minute: 7, ceiling: null },
+    ]);
+  });
 });

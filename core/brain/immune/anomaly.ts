@@ -5,6 +5,8 @@
  * stands `zThreshold` standard deviations above the mean and is at least `minCount`. The
  * deviation is floored at the compound Poisson one, √(mean × the average amount), and at one
  * average amount, so a perfectly regular baseline does not make one extra call an anomaly.
+ * An interval whose sum reaches `ceiling` is an anomaly whatever the baseline, in the warm-up
+ * too: a rate ramped up slowly trains its baseline along, and one high from the start has none.
  * Pure: time comes in with each event.
  */
 export interface AnomalyOptions {
@@ -16,12 +18,16 @@ export interface AnomalyOptions {
   readonly warmupIntervals: number;
   /** The least sum (calls, or USD) an interval needs to be anomalous. */
   readonly minCount: number;
+  /** The sum (calls, or USD) at which an interval is anomalous whatever its baseline; none if absent. */
+  readonly ceiling?: number | undefined;
 }
 
 export interface Detection {
   readonly count: number;
   readonly baseline: number;
   readonly z: number;
+  /** The ceiling the interval reached, or null when it was judged against its baseline alone. */
+  readonly ceiling: number | null;
   /** Start of the interval, epoch ms. */
   readonly intervalStart: number;
 }
@@ -60,17 +66,20 @@ export class RateBaseline {
     this.#count += amount;
     this.#events++;
     this.#amounts += amount;
-    if (this.#flagged || this.#seen < this.#options.warmupIntervals || this.#count < this.#options.minCount)
-      return null;
+    if (this.#flagged) return null;
+    const { ceiling = Number.POSITIVE_INFINITY } = this.#options;
+    const over = this.#count >= ceiling;
+    if (!over && (this.#seen < this.#options.warmupIntervals || this.#count < this.#options.minCount)) return null;
     const average = this.#amounts / this.#events;
     const sd = Math.sqrt(Math.max(this.#variance, this.#mean * average, average * average));
     const z = (this.#count - this.#mean) / sd;
-    if (z < this.#options.zThreshold) return null;
+    if (!over && z < this.#options.zThreshold) return null;
     this.#flagged = true;
     return {
       count: Math.round(this.#count * 1e6) / 1e6,
       baseline: Math.round(this.#mean * 1e4) / 1e4,
       z: Math.round(z * 100) / 100,
+      ceiling: over ? ceiling : null,
       intervalStart: start,
     };
   }
