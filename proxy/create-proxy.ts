@@ -311,6 +311,8 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
         minCount: config.proxy_anomaly_min_calls,
       },
       minSpendUsd: config.proxy_anomaly_min_spend_usd,
+      maxCalls: config.proxy_anomaly_max_calls,
+      maxSpendUsd: config.proxy_anomaly_max_spend_usd,
       maxExecutions: config.proxy_sequence_executions,
       recorder,
       envelopes,

@@ -363,8 +363,9 @@ const settings = z.object({
   /** Executions whose recent tool calls the proxy remembers at once (16 calls each). */
   proxy_sequence_executions: integer.min(1).max(100_000).default(1024),
   /**
-   * A call-rate or spend anomaly of an execution (docs/brain.md): `off`, `alert` (event, metric,
-   * log), `pause` the envelope (its calls held until it is resumed) or `terminate` it.
+   * A call-rate or spend anomaly of an execution or of the whole sidecar (docs/brain.md): `off`,
+   * `alert` (event, metric, log), `pause` (the execution's envelope, or for the sidecar every
+   * envelope it serves, held until resumed) or `terminate` (the envelope, or the sidecar's every one).
    */
   proxy_anomaly_action: z.enum(['off', 'alert', 'pause', 'terminate']).default('alert'),
   /** How long a call of an envelope paused by `proxy_anomaly_action=pause` waits to be resumed before it is refused. */
@@ -379,6 +380,14 @@ const settings = z.object({
   proxy_anomaly_min_calls: integer.min(1).max(1_000_000).default(20),
   /** Spend (USD) an interval needs at least before it can be anomalous. */
   proxy_anomaly_min_spend_usd: z.coerce.number().positive().default(1),
+  /**
+   * Calls of the whole sidecar (all its executions) in one interval that are an anomaly whatever
+   * the baseline: one a slow ramp trained up, or one high from the start. 1000 a minute is some
+   * 17 governed calls a second held for a whole minute, tenfold what a busy agent makes.
+   */
+  proxy_anomaly_max_calls: integer.min(1).max(100_000_000).default(1000),
+  /** The sidecar's spend (USD) in one interval that is an anomaly whatever the baseline. */
+  proxy_anomaly_max_spend_usd: z.coerce.number().positive().default(100),
   /** Without any ruleset (none synced, none cached): `closed` refuses every governed call, `open` allows. */
   proxy_policy_fail_mode: z.enum(['closed', 'open']).default('closed'),
   /** What one budget may spend through this proxy while the control plane cannot grant a lease. */

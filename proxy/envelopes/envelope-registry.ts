@@ -104,6 +104,8 @@ export class EnvelopeRegistry {
   readonly #options: Required<Omit<EnvelopeRegistryOptions, 'allowedBudgetIds' | 'holds'>>;
   readonly #allowedBudgets: ReadonlySet<string>;
   readonly #holds: HeldEnvelopes | undefined;
+  /** Set once the whole sidecar was terminated (the Immune System's sidecar-wide anomaly). */
+  #sidecarEnding: Ending | null = null;
 
   constructor(options: EnvelopeRegistryOptions) {
     const { allowedBudgetIds = [], holds, ...rest } = options;
@@ -114,7 +116,8 @@ export class EnvelopeRegistry {
 
   /**
    * Throws SvcError SVC-SYS-9004 when X-Svc-Budget-Id names a budget this sidecar may not charge,
-   * SVC-SYS-9002 when an envelope or execution id could not be recorded.
+   * SVC-SYS-9002 when an envelope or execution id could not be recorded, SVC-ENV-1003 for an
+   * envelope met anew once the sidecar ended (`endAll`).
    */
   resolve(headers: IncomingHttpHeaders): Resolution {
     const named = header(headers, BUDGET_HEADER);
@@ -133,7 +136,7 @@ export class EnvelopeRegistry {
       const known = this.#byEnvelope.get(envelopeId);
       if (known !== undefined) return { envelope: onBudget(known, named), opened: false };
       // Made elsewhere (REST): the control plane already has it, so nothing is announced.
-      return { envelope: this.#add(envelopeId, executionId ?? envelopeId, budgetId), opened: false };
+      return { envelope: this.#meet(envelopeId, executionId ?? envelopeId, budgetId), opened: false };
     }
     if (executionId === undefined && named !== undefined && named !== this.#options.defaultBudgetId) {
       throw new SvcError(
@@ -149,10 +152,10 @@ export class EnvelopeRegistry {
     // The execution's envelope is held (this proxy restarted or forgot it): its calls stay with it.
     const held = this.#holds?.forExecution(execution);
     if (held !== undefined) {
-      const envelope = this.#byEnvelope.get(held.envelope_id) ?? this.#add(held.envelope_id, execution, budgetId);
+      const envelope = this.#byEnvelope.get(held.envelope_id) ?? this.#meet(held.envelope_id, execution, budgetId);
       return { envelope: onBudget(envelope, named), opened: false };
     }
-    return { envelope: this.#add(timeOrderedUuid(), execution, budgetId), opened: true };
+    return { envelope: this.#meet(timeOrderedUuid(), execution, budgetId), opened: true };
   }
 
   get(envelopeId: string): LocalEnvelope | undefined {
@@ -168,11 +171,34 @@ export class EnvelopeRegistry {
     return true;
   }
 
+  /**
+   * Ends every envelope of the sidecar, cutting their in-flight calls, and refuses every envelope
+   * met from now on until the proxy restarts: the agent names its executions itself, so ending
+   * one would leave it the next. The envelopes it ended now.
+   */
+  endAll(ending: Ending): LocalEnvelope[] {
+    this.#sidecarEnding ??= ending;
+    return [...this.#byEnvelope.values()].filter((envelope) => this.end(envelope.envelopeId, ending));
+  }
+
   /** Records an envelope terminated elsewhere even if this proxy has not served it yet. */
   endRemote(envelopeId: string, executionId: string | null, budgetId: string | null, ending: Ending): void {
     if (!this.#byEnvelope.has(envelopeId))
       this.#add(envelopeId, executionId ?? envelopeId, budgetId ?? this.#options.defaultBudgetId);
     this.end(envelopeId, ending);
+  }
+
+  /** A request's envelope met anew; none once the sidecar ended, as a new execution id would escape it. */
+  #meet(envelopeId: string, executionId: string, budgetId: string): LocalEnvelope {
+    const ending = this.#sidecarEnding;
+    if (ending !== null) {
+      throw new SvcError(
+        'SVC-ENV-1003',
+        `this sidecar was terminated (${ending.reason}); no envelope runs through it until the proxy restarts`,
+        { execution_id: executionId, reason: ending.reason },
+      );
+    }
+    return this.#add(envelopeId, executionId, budgetId);
   }
 
   #add(envelopeId: string, executionId: string, budgetId: string): LocalEnvelope {

@@ -20,10 +20,10 @@ export interface GovernanceDeps {
   gate: PolicyGate;
   /** The sidecar's recent tool calls and partial matches, for the sequence rules. */
   history: ActionHistory;
-  /** Each execution's call rate against its own baseline (the Immune System's anomalies). */
+  /** The call rate and spend of each execution and of the sidecar (the Immune System's anomalies). */
   anomalies: AnomalyWatch;
-  /** Holds the calls of the envelopes the Immune System paused until they are resumed. */
-  pauses: Pick<PauseHolds, 'await'>;
+  /** Holds the calls of the envelopes (or the sidecar) the Immune System paused until they are resumed. */
+  pauses: Pick<PauseHolds, 'await' | 'holds'>;
   leases: LeaseBook;
   envelopes: EnvelopeRegistry;
   recorder: EventRecorder;

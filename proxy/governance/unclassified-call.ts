@@ -122,7 +122,8 @@ export async function governUnclassifiedCall(
   try {
     resolution = deps.envelopes.resolve(req.headers);
   } catch (error) {
-    // A budget this sidecar may not charge: refused in the provider's format, nothing sent upstream.
+    // A budget this sidecar may not charge, or a new envelope of a terminated sidecar: refused in
+    // the provider's format, nothing sent upstream.
     if (!isSvcError(error)) throw error;
     count('refused');
     refuse(error.code, error.message, null);

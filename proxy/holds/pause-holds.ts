@@ -27,12 +27,20 @@ export interface PauseRefusal {
  * (`proxy_anomaly_action=pause`), or by the control plane's signal on `svc.<tenant>.signals.pause`
  * once it recorded the envelope PAUSED (another proxy's anomaly, UpdateEnvelopeStatus), which
  * also carries the resumption. Held by `HeldCalls`, like the calls awaiting an approval.
+ *
+ * The Immune System may pause the whole sidecar instead (an anomaly of all its executions'
+ * rate): then every envelope's calls are held, those of envelopes met later too, since an agent
+ * names its executions itself. That pause rides on the envelope whose call tipped it (paused
+ * too, so the control plane records it PAUSED and signals it): its calls are held under that
+ * envelope, and resuming it resumes the sidecar.
  */
 export class PauseHolds {
   readonly #options: PauseHoldOptions;
   readonly #envelopes: Pick<EnvelopeRegistry, 'get'>;
   readonly #metrics: PauseMetrics;
   readonly #held: HeldCalls<'resumed'>;
+  /** The sidecar's pause: the envelope it rides on, and why. */
+  #sidecar: { anchor: string; reason: string } | null = null;
 
   constructor(
     options: PauseHoldOptions,
@@ -54,10 +62,27 @@ export class PauseHolds {
     return true;
   }
 
-  /** Runs the envelope again here and releases its held calls. */
+  /**
+   * Pauses the envelope and, with it, every envelope of the sidecar until it is resumed; false
+   * when the sidecar was paused already.
+   */
+  pauseSidecar(envelope: LocalEnvelope, reason: string): boolean {
+    if (this.#sidecar !== null) return false;
+    this.pause(envelope, reason);
+    this.#sidecar = { anchor: envelope.envelopeId, reason };
+    return true;
+  }
+
+  /** Whether the envelope's calls are held: it is paused, or the sidecar is. */
+  holds(envelope: LocalEnvelope): boolean {
+    return envelope.paused !== null || this.#sidecar !== null;
+  }
+
+  /** Runs the envelope again here and releases its held calls; the sidecar too when its pause rides on it. */
   resume(envelopeId: string): void {
     const envelope = this.#envelopes.get(envelopeId);
     if (envelope !== undefined) envelope.paused = null;
+    if (this.#sidecar?.anchor === envelopeId) this.#sidecar = null;
     this.#held.release(envelopeId, 'resumed');
   }
 
@@ -90,23 +115,27 @@ export class PauseHolds {
    */
   async await(envelope: LocalEnvelope, bytes: number, signal: AbortSignal): Promise<PauseRefusal | null> {
     const { timeoutMs, maxHeld } = this.#options;
-    const id = envelope.envelopeId;
-    const why = envelope.paused ?? '';
+    const sidecar = envelope.paused === null ? this.#sidecar : null;
+    if (envelope.paused === null && sidecar === null) return null;
+    // Held under the envelope whose resumption releases it.
+    const id = sidecar?.anchor ?? envelope.envelopeId;
+    const why = sidecar?.reason ?? envelope.paused ?? '';
+    const paused = sidecar === null ? `envelope ${id} is paused` : `the sidecar is paused with envelope ${id}`;
     const full = this.#held.refusal(bytes);
     if (full !== null) {
       this.#count(full === 'shutdown' ? 'shutdown' : 'full');
       switch (full) {
         case 'shutdown':
-          return { code: 'SVC-SYS-9001', message: `envelope ${id} is paused and the proxy is shutting down` };
+          return { code: 'SVC-SYS-9001', message: `${paused} and the proxy is shutting down` };
         case 'full':
           return {
             code: 'SVC-SYS-9005',
-            message: `envelope ${id} is paused, and ${maxHeld} calls of paused envelopes already wait at this proxy (proxy_anomaly_max_held)`,
+            message: `${paused}, and ${maxHeld} calls of paused envelopes already wait at this proxy (proxy_anomaly_max_held)`,
           };
         case 'bytes':
           return {
             code: 'SVC-SYS-9005',
-            message: `envelope ${id} is paused, and ${overHeldBytes(this.#held.bytes, bytes)}`,
+            message: `${paused}, and ${overHeldBytes(this.#held.bytes, bytes)}`,
           };
       }
     }
@@ -119,14 +148,14 @@ export class PauseHolds {
       case 'timed_out':
         return {
           code: 'SVC-SYS-9001',
-          message: `envelope ${id} is paused (${why}) and was not resumed within ${timeoutMs / 1000} s (proxy_anomaly_hold_timeout_seconds); resume it with UpdateEnvelopeStatus RUNNING`,
+          message: `${paused} (${why}) and was not resumed within ${timeoutMs / 1000} s (proxy_anomaly_hold_timeout_seconds); resume envelope ${id} with UpdateEnvelopeStatus RUNNING`,
         };
       case 'shutdown':
-        return { code: 'SVC-SYS-9001', message: `the proxy shut down while envelope ${id} was paused` };
+        return { code: 'SVC-SYS-9001', message: `the proxy shut down while ${paused}` };
       case 'cancelled':
         return {
           code: 'SVC-ENV-1003',
-          message: `the call was cancelled (its client left, or its envelope ended) while envelope ${id} was paused`,
+          message: `the call was cancelled (its client left, or its envelope ended) while ${paused}`,
         };
     }
   }

@@ -68,7 +68,8 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
   try {
     resolution = deps.envelopes.resolve(req.headers);
   } catch (error) {
-    // A budget this sidecar may not charge: every request is refused, nothing reaches the server.
+    // A budget this sidecar may not charge, or a new envelope of a terminated sidecar: every
+    // request is refused, nothing reaches the server.
     if (!isSvcError(error)) throw error;
     const refusals = reading.requestIds.map((id) => ({
       id,
@@ -89,8 +90,8 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
   const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
 
-  // The tool calls of a paused envelope wait for it to run again before anything is forwarded.
-  if (envelope.paused !== null && envelope.ending === null && reading.calls.length > 0) {
+  // The tool calls of a paused envelope (or sidecar) wait for it to run again before anything is forwarded.
+  if (deps.pauses.holds(envelope) && envelope.ending === null && reading.calls.length > 0) {
     const held = await whileInflight(envelope, (ended) =>
       deps.pauses.await(envelope, body.length, AbortSignal.any([req.signal, ended])),
     );

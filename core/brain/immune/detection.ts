@@ -26,7 +26,7 @@ export const ImmuneDetectionSchema = z.object({
   rule_id: z.string().nullable(),
   /** What was done about it: `alert`, `terminate`, `pause` (anomalies), or the rule's decision (`deny`, `warn`…). */
   response: z.string(),
-  /** The anomaly's figures (`count`, `baseline`, `z`, `interval_start`); empty for a sequence. */
+  /** The anomaly's figures (`scope`, `count`, `baseline`, `z`, `ceiling`, `interval_start`); empty for a sequence. */
   details: z.record(z.string(), z.unknown()),
   /** Where it was detected: `proxy:<pod>`, `control-plane`, `rest`. */
   source: z.string(),
@@ -70,7 +70,7 @@ export function detectionOfEvent(event: {
   const details = sequence
     ? {}
     : Object.fromEntries(
-        ['count', 'baseline', 'z', 'interval_start'].flatMap((k) =>
+        ['scope', 'count', 'baseline', 'z', 'ceiling', 'interval_start'].flatMap((k) =>
           event.payload[k] === undefined ? [] : [[k, event.payload[k]]],
         ),
       );

@@ -36,9 +36,9 @@ export async function decideCall(
   try {
     resolution = deps.envelopes.resolve(req.headers);
   } catch (error) {
-    // A budget this sidecar may not charge.
+    // A budget this sidecar may not charge, or a new envelope of a terminated sidecar.
     if (!isSvcError(error)) throw error;
-    return refusal('denied', error.code, error.message, null);
+    return refusal(error.code === 'SVC-ENV-1003' ? 'terminated' : 'denied', error.code, error.message, null);
   }
   const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
@@ -55,9 +55,9 @@ export async function decideCall(
         );
   const endedBefore = ended();
   if (endedBefore !== null) return endedBefore;
-  // The calls of a paused envelope wait here for it to run again, before anything is reserved
-  // or sent; the wait ends early when the client leaves or the envelope ends meanwhile.
-  if (envelope.paused !== null) {
+  // The calls of a paused envelope (or sidecar) wait here for it to run again, before anything is
+  // reserved or sent; the wait ends early when the client leaves or the envelope ends meanwhile.
+  if (deps.pauses.holds(envelope)) {
     const held = await whileInflight(envelope, (signal) =>
       deps.pauses.await(envelope, bytes, AbortSignal.any([req.signal, signal])),
     );

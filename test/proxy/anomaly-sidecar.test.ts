@@ -1,0 +1,131 @@
+import { APIError } from 'openai';
+import { afterEach, describe, expect, it } from 'vitest';
+import { eventually } from '../harness/control-plane.ts';
+import { startProxyRig, type ProxyRig } from './harness.ts';
+import { openAiClient } from './sdk-options.ts';
+import { settledWithin } from './settled-within.ts';
+
+/**
+ * The Immune System over the whole sidecar, end to end: the official OpenAI SDK through the proxy
+ * to the provider simulator, with the control plane recording the anomaly and carrying the
+ * resumption back. The agent sends calls under execution ids of its own choosing; one that takes
+ * a new id for every call starts a new baseline each time, which only the sidecar's sees.
+ */
+const INTERVAL_MS = 1000;
+let rig: ProxyRig | undefined;
+let rotated = 0;
+
+afterEach(async () => {
+  await rig?.close();
+  rig = undefined;
+});
+
+function call(execution: string) {
+  return openAiClient(rig!.agent, { 'x-svc-execution-id': execution })
+    .chat.completions.create(
+      { model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: execution }] },
+      { maxRetries: 0 },
+    )
+    .withResponse();
+}
+
+/** A call under an execution id never used before. */
+const rotating = () => call(`rotated-${++rotated}`);
+
+/** Waits for the start of the next interval (the proxy counts on this process's clock). */
+async function nextInterval(): Promise<void> {
+  await new Promise((r) => setTimeout(r, INTERVAL_MS - (Date.now() % INTERVAL_MS) + 20));
+}
+
+async function anomalyEvents(): Promise<{ envelope_id: string; payload: Record<string, unknown> }[]> {
+  const listed = await rig!.admin('GET', '/v1/events?event_type=immune.anomaly');
+  return listed.status === 200
+    ? (listed.body as unknown as { envelope_id: string; payload: Record<string, unknown> }[])
+    : [];
+}
+
+describe('anomalies of the whole sidecar', () => {
+  it('flags nothing in normal traffic of several executions, then holds an agent rotating its execution ids, new ids included, until resumed', async () => {
+    rig = await startProxyRig({
+      proxy_anomaly_action: 'pause',
+      proxy_anomaly_interval_seconds: 1,
+      proxy_anomaly_z: 3,
+      proxy_anomaly_min_calls: 4,
+      proxy_anomaly_hold_timeout_seconds: 30,
+    });
+    // Normal traffic: a few executions, one call each per interval, one joining half way.
+    for (let i = 0; i < 7; i++) {
+      await nextInterval();
+      await Promise.all(['a', 'b', 'c', ...(i >= 3 ? ['d'] : [])].map((execution) => call(execution)));
+    }
+    await nextInterval();
+    expect(await anomalyEvents()).toEqual([]);
+
+    // A burst in one interval, every call under a new execution id.
+    const burst = Array.from({ length: 16 }, () => rotating());
+    for (const c of burst) c.catch(() => undefined);
+    const [event] = await eventually(anomalyEvents, (events) => events.length > 0, 10_000, 100);
+    expect(event!.payload).toMatchObject({ kind: 'call_rate', scope: 'sidecar', action: 'pause', ceiling: null });
+    const anchor = event!.envelope_id;
+    await eventually(
+      () => rig!.envelope(anchor),
+      (envelope) => envelope?.state === 'PAUSED',
+      10_000,
+      100,
+    );
+
+    // Yet another new id, and an execution of the normal traffic: held, nothing sent upstream.
+    const upstreamBefore = rig.sim.requests.length;
+    const next = rotating();
+    const known = call('a');
+    expect(await settledWithin(Promise.race([next, known]), 500)).toBe(false);
+    expect(rig.sim.requests.length).toBe(upstreamBefore);
+
+    // Resuming the envelope the event names resumes the sidecar.
+    const resuming = Date.now();
+    const resumed = await rig.admin('POST', `/v1/envelopes/${anchor}/status`, { status: 'RUNNING' });
+    expect(resumed.status).toBe(200);
+    const [{ data }] = await Promise.all([next, known]);
+    expect(Date.now() - resuming).toBeLessThan(2000);
+    expect(data.usage?.completion_tokens).toBe(5);
+    expect(await Promise.all(burst)).toHaveLength(16);
+  }, 60_000);
+
+  it('ends the sidecar when a slow ramp over several executions reaches the ceiling, and refuses new execution ids after', async () => {
+    rig = await startProxyRig({
+      proxy_anomaly_action: 'terminate',
+      proxy_anomaly_interval_seconds: 1,
+      proxy_anomaly_max_calls: 8,
+    });
+    // One more call each interval, spread over three executions: under the z-score's floor
+    // (proxy_anomaly_min_calls, 20), so only the ceiling can see it.
+    for (let n = 3; n <= 8; n++) {
+      await nextInterval();
+      await Promise.allSettled(Array.from({ length: n }, (_, i) => call(['x', 'y', 'z'][i % 3]!)));
+    }
+    const [event] = await eventually(anomalyEvents, (events) => events.length > 0, 10_000, 100);
+    expect(event!.payload).toMatchObject({
+      kind: 'call_rate',
+      scope: 'sidecar',
+      action: 'terminate',
+      count: 8,
+      ceiling: 8,
+    });
+
+    for (const execution of ['x', `rotated-${++rotated}`]) {
+      const refused = await call(execution).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(refused).toBeInstanceOf(APIError);
+      expect((refused as APIError).status).toBe(409);
+      expect((refused as APIError).code).toBe('SVC-ENV-1003');
+    }
+    await eventually(
+      () => rig!.envelope(event!.envelope_id),
+      (envelope) => envelope?.state === 'TERMINATED',
+      10_000,
+      100,
+    );
+  }, 60_000);
+});
