@@ -246,6 +246,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   // The charges of answers a process ending mid-drain left standing go out now.
   await recorder.releaseProvisional();
   const holds = new HoldStates({
+    tenantId,
     maxEntries: config.proxy_hold_entries,
     maxAgeMs: config.hold_max_age_seconds * 1000,
     store: store.root,

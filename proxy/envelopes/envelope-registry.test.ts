@@ -149,6 +149,7 @@ describe('EnvelopeRegistry with the control plane holds', () => {
       holds: {
         forEnvelope: (id) => holds.find((h) => h.envelope_id === id),
         forExecution: (id) => holds.find((h) => h.execution_id === id),
+        ended: () => undefined,
       },
     });
 

@@ -70,6 +70,8 @@ export interface EnvelopeRegistryOptions {
 export interface HeldEnvelopes {
   forEnvelope(envelopeId: string): HoldState | undefined;
   forExecution(executionId: string): HoldState | undefined;
+  /** Told of each envelope ended here, to be refused after a restart too. */
+  ended(envelopeId: string, executionId: string, ending: Ending): void;
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -167,6 +169,7 @@ export class EnvelopeRegistry {
     const envelope = this.#byEnvelope.get(envelopeId);
     if (envelope === undefined || envelope.ending !== null) return false;
     envelope.ending = ending;
+    this.#holds?.ended(envelopeId, envelope.executionId, ending);
     for (const cut of [...envelope.inflight]) cut(ending);
     return true;
   }

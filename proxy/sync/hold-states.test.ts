@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EnvelopeStatus } from '../../core/domain/envelope.ts';
 import { openProxyStore, type ProxyStore } from '../store/index.ts';
+import { EnvelopeRegistry } from '../envelopes/envelope-registry.ts';
 import { HoldStates } from './hold-states.ts';
 
 const DAY = 86_400_000;
@@ -31,7 +32,7 @@ afterEach(async () => {
 
 describe('HoldStates', () => {
   it('forgets the oldest ended envelopes first beyond its bound, paused ones only when nothing else is left', () => {
-    const holds = new HoldStates({ maxEntries: 3, maxAgeMs: DAY, store: openStore().store.root });
+    const holds = new HoldStates({ tenantId: 'acme', maxEntries: 3, maxAgeMs: DAY, store: openStore().store.root });
     holds.apply(hold('p1', 'PAUSED'));
     holds.apply(hold('t1', 'TERMINATED'));
     holds.apply(hold('c1', 'COMPLETED'));
@@ -52,7 +53,7 @@ describe('HoldStates', () => {
 
   it('lifts a hold on RUNNING and keeps what it holds across a restart of the proxy', async () => {
     const first = openStore();
-    const holds = new HoldStates({ maxEntries: 10, maxAgeMs: DAY, store: first.store.root });
+    const holds = new HoldStates({ tenantId: 'acme', maxEntries: 10, maxAgeMs: DAY, store: first.store.root });
     holds.apply(hold('p1', 'PAUSED'));
     holds.apply(hold('t1', 'TERMINATED'));
     holds.apply(hold('r1', 'PAUSED'));
@@ -63,15 +64,49 @@ describe('HoldStates', () => {
     opened.splice(0);
     const again = openStore(first.dir);
     const now = Date.now();
-    const restarted = new HoldStates({ maxEntries: 10, maxAgeMs: DAY, store: again.store.root, now: () => now });
+    const restarted = new HoldStates({
+      tenantId: 'acme',
+      maxEntries: 10,
+      maxAgeMs: DAY,
+      store: again.store.root,
+      now: () => now,
+    });
     expect(restarted.size).toBe(2);
     expect(restarted.forEnvelope('p1')?.status).toBe('PAUSED');
     expect(restarted.forExecution('exec-t1')?.status).toBe('TERMINATED');
     // Older than the bucket keeps holds: not loaded, and gone from disk.
     restarted.apply({ ...hold('old', 'TERMINATED'), written_at: new Date(now - 2 * DAY).toISOString() });
     await again.store.root.flushed;
-    const later = new HoldStates({ maxEntries: 10, maxAgeMs: DAY, store: again.store.root, now: () => now });
+    const later = new HoldStates({
+      tenantId: 'acme',
+      maxEntries: 10,
+      maxAgeMs: DAY,
+      store: again.store.root,
+      now: () => now,
+    });
     expect(later.forEnvelope('old')).toBeUndefined();
     expect(later.size).toBe(2);
+  });
+
+  it('keeps an envelope ended here, by a signal or by the proxy, so a restart without NATS still refuses it', async () => {
+    const first = openStore();
+    const holds = new HoldStates({ tenantId: 'acme', maxEntries: 10, maxAgeMs: DAY, store: first.store.root });
+    const registry = new EnvelopeRegistry({ defaultBudgetId: 'b', podExecutionId: 'pod', holds });
+    const cut = registry.resolve({ 'x-svc-execution-id': 'over-budget' }).envelope;
+    registry.end(cut.envelopeId, { status: 'BUDGET_EXCEEDED', reason: 'budget exhausted' });
+    registry.endRemote('e-signalled', 'signalled', null, { status: 'TERMINATED', reason: 'operator stop' });
+    await first.store.close();
+    opened.splice(0);
+    const again = openStore(first.dir);
+    const restarted = new HoldStates({ tenantId: 'acme', maxEntries: 10, maxAgeMs: DAY, store: again.store.root });
+    expect(restarted.forExecution('over-budget')).toMatchObject({
+      tenant_id: 'acme',
+      envelope_id: cut.envelopeId,
+      status: 'BUDGET_EXCEEDED',
+      reason: 'budget exhausted',
+    });
+    expect(restarted.forEnvelope('e-signalled')).toMatchObject({ execution_id: 'signalled', status: 'TERMINATED' });
+    const after = new EnvelopeRegistry({ defaultBudgetId: 'b', podExecutionId: 'pod', holds: restarted });
+    expect(after.resolve({ 'x-svc-execution-id': 'signalled' }).envelope.ending?.status).toBe('TERMINATED');
   });
 });

@@ -1,6 +1,6 @@
 import type { Database, RootDatabase } from 'lmdb';
 import type { KeyValueStores, Subscription } from '../../core/bus/bus.ts';
-import { isFinal } from '../../core/domain/envelope.ts';
+import { isFinal, type EnvelopeStatus } from '../../core/domain/envelope.ts';
 import { BUCKETS, HoldStateSchema, keys, type HoldState } from '../../core/sync/contract.ts';
 import { watchTenantValues } from './tenant-values.ts';
 
@@ -20,6 +20,8 @@ const DB_NAME = 'hold-states';
  * store too, so a proxy that restarts while NATS is away still knows them.
  */
 export class HoldStates {
+  readonly #tenantId: string;
+  readonly #now: () => number;
   readonly #maxEntries: number;
   readonly #db: Database<HoldState, string>;
   /** In the order learnt, oldest first, split so that eviction finds an ended one at once. */
@@ -32,10 +34,18 @@ export class HoldStates {
    * holds is not loaded, as the bucket would not have it either (a pause in force is written
    * again before then, and the watch brings it back).
    */
-  constructor(options: { maxEntries: number; maxAgeMs: number; store: RootDatabase; now?: () => number }) {
+  constructor(options: {
+    tenantId: string;
+    maxEntries: number;
+    maxAgeMs: number;
+    store: RootDatabase;
+    now?: () => number;
+  }) {
+    this.#tenantId = options.tenantId;
+    this.#now = options.now ?? Date.now;
     this.#maxEntries = options.maxEntries;
     this.#db = options.store.openDB<HoldState, string>({ name: DB_NAME, encoding: 'json' });
-    const oldest = (options.now ?? Date.now)() - options.maxAgeMs;
+    const oldest = this.#now() - options.maxAgeMs;
     for (const { key, value } of this.#db.getRange()) {
       const parsed = HoldStateSchema.safeParse(value);
       if (parsed.success && Date.parse(parsed.data.written_at) > oldest) this.#remember(parsed.data);
@@ -65,6 +75,24 @@ export class HoldStates {
     // The copy in memory is in force whatever becomes of the one on disk, which serves a start
     // without NATS only.
     this.#db.put(hold.envelope_id, hold).catch(() => undefined);
+  }
+
+  /**
+   * Keeps an envelope this proxy saw end (a terminate signal, or its own cut) as the bucket would
+   * have it: the bucket's copy comes later, from the control plane, and a restart with NATS away
+   * before it came would have served the envelope again.
+   */
+  ended(envelopeId: string, executionId: string, ending: { status: EnvelopeStatus; reason: string }): void {
+    const known = this.forEnvelope(envelopeId);
+    if (known !== undefined && isFinal(known.status)) return;
+    this.apply({
+      tenant_id: this.#tenantId,
+      envelope_id: envelopeId,
+      execution_id: executionId,
+      status: ending.status,
+      reason: ending.reason,
+      written_at: new Date(this.#now()).toISOString(),
+    });
   }
 
   #remove(envelopeId: string): void {
