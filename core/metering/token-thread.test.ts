@@ -50,6 +50,10 @@ describe('exactly', () => {
     const c = counter({ offThreadMinChars: 10, createThread: () => failing });
     const text = prose(5000);
     expect(await c.exactly(() => c.countText('gpt-4o', text))).toBe(inline.countText('gpt-4o', text));
+    // One that tokenizes on the thread only counts here exactly too, short texts as long ones, not by their bound.
+    const onThread = counter({ tokenizeOn: 'thread', createThread: () => failing });
+    for (const t of [prose(20), text])
+      expect(await onThread.exactly(() => onThread.countText('gpt-4o', t))).toBe(inline.countText('gpt-4o', t));
   });
 
   it('counts a text the second run asks for and the first did not', async () => {

@@ -34,12 +34,13 @@ export interface TokenCounter {
   /**
    * Resolves with what `fn` returns when every count in it is exact. `fn` must be synchronous and
    * free of side effects: it runs once to learn which texts it counts and once more with their
-   * counts. When those texts reach `offThreadMinChars` in all, they are tokenized on a worker
-   * thread, so a large prompt does not stall every other call on the event loop; should the
-   * thread fail, they are counted here instead (a count is never skipped).
+   * counts. When those texts reach `offThreadMinChars` in all (any text, when `tokenizeOn` is
+   * 'thread'), they are tokenized on a worker thread, so a large prompt does not stall every other
+   * call on the event loop; should the thread fail, they are counted here instead, exactly (a
+   * count is never skipped nor left a bound).
    */
   exactly<T>(fn: () => T): Promise<T>;
-  /** A text's exact count in a named encoding. */
+  /** A text's exact count in a named encoding (its bound when `tokenizeOn` is 'thread'). */
   countIn(encoding: EncodingName, text: string): number;
   /** Releases the WASM encoders and stops the worker thread (both are created again on next use). */
   free(): void;
@@ -56,6 +57,14 @@ export interface TokenCounterOptions {
   offThreadMinChars?: number;
   /** Starts the thread `exactly` counts on. */
   createThread?: () => TokenThread;
+  /**
+   * 'here' (the default): texts are tokenized on this thread, `exactly` moving large ones to the
+   * worker thread. 'thread': this thread never loads tiktoken while the worker thread can count,
+   * since loading it here (its WebAssembly and an encoder: about 1 s of CPU under load) stalls
+   * every call in flight: `exactly` counts every text there, whatever its length, and a count
+   * asked for outside `exactly` (a reader that cannot wait) is answered with its bound.
+   */
+  tokenizeOn?: 'here' | 'thread';
 }
 
 // OpenAI's documented framing: every message costs 3 tokens, a name 1 more, and the reply is primed with 3.
@@ -157,6 +166,9 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
   /** While `exactly` runs again: the counts of the texts it learnt, in the order asked. */
   let replaying: { texts: readonly TextToCount[]; counts: readonly number[]; next: number } | null = null;
   const offThreadMinChars = options.offThreadMinChars ?? 2048;
+  const onThreadOnly = options.tokenizeOn === 'thread';
+  /** While `exactly` counts here because the thread failed. */
+  let failedOver = false;
   let thread: TokenThread | null = null;
 
   function count(name: EncodingName, text: string, framing = false): number {
@@ -177,10 +189,16 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
       if (learnt !== undefined && learnt.encoding === name && learnt.text === text)
         return replaying.counts[i] as number;
     }
-    return exact(name, text);
+    return inPlace(name, text);
   }
 
-  function exact(name: EncodingName, text: string): number {
+  /**
+   * A count that cannot wait for the thread: exact, or, in a counter that tokenizes on the thread
+   * only, the bound, which is never below the exact count. In the proxy only a ruleset swapped in
+   * between a call's count and its evaluation asks for one (docs/performance.md).
+   */
+  function inPlace(name: EncodingName, text: string): number {
+    if (onThreadOnly && !failedOver) return Buffer.byteLength(text);
     return text.length < memoMinChars ? encodedLength(encoder(name), text) : memos[name].get(text);
   }
 
@@ -231,10 +249,19 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
       if (texts.length === 0) return first;
       let chars = 0;
       for (const t of texts) chars += t.text.length;
-      if (chars < offThreadMinChars) return fn();
+      if (!onThreadOnly && chars < offThreadMinChars) return fn();
       thread ??= (options.createThread ?? createTokenThread)();
       const counts = await thread.count(texts).catch(() => null);
-      if (counts === null) return fn();
+      // Exact all the same: the one case a counter that tokenizes on the thread only loads
+      // tiktoken here, stalling the loop once, rather than charge or decide on a bound.
+      if (counts === null) {
+        failedOver = true;
+        try {
+          return fn();
+        } finally {
+          failedOver = false;
+        }
+      }
       replaying = { texts, counts, next: 0 };
       try {
         return fn();
@@ -243,7 +270,7 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
       }
     },
     countIn(encoding, text) {
-      return exact(encoding, text);
+      return inPlace(encoding, text);
     },
     free() {
       void thread?.close();

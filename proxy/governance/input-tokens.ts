@@ -39,7 +39,8 @@ export class InputTokens {
 
   /**
    * The count as the counter gives it now: for a function that `TokenCounter.exactly` runs (which
-   * makes it exact), and the rare synchronous reader that cannot wait (counted on the event loop).
+   * makes it exact), and the rare synchronous reader that cannot wait (the proxy's counter, which
+   * tokenizes on its thread only, then answers with the bound).
    */
   within(): number {
     return this.#exact ?? this.#count();

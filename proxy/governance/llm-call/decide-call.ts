@@ -77,7 +77,8 @@ export async function decideCall(
   }
 
   // Counted only if a rule reads it, before the evaluation, which cannot wait; a ruleset that
-  // starts reading it meanwhile has it counted on the event loop.
+  // starts reading it meanwhile reads the bound, never below the count (the tokenizer is not
+  // loaded on the event loop for it).
   const action = `llm:${parsed.model}`;
   if (COUNTED_FIELDS.some((field) => deps.gate.reads(action, field))) await input.exact();
   const { context, made } = llmCallContext({
