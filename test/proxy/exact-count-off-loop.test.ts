@@ -2,8 +2,8 @@ import { createRequire } from 'node:module';
 import type { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTokenCounter } from '../../core/metering/tokens.ts';
-import { startProxyRig, type ProxyRig } from './harness.ts';
-import { openAiClient } from './sdk-options.ts';
+import type { ProxyRig } from './harness.ts';
+import { askChat, startTokenLimitRig } from './token-limit-rig.ts';
 
 const requireHere = createRequire(import.meta.url);
 /** Whether tiktoken (its WebAssembly included) is loaded on this, the proxy's, thread. */
@@ -16,29 +16,13 @@ const OVER = ' 7'.repeat(900);
 let rig: ProxyRig;
 
 beforeAll(async () => {
-  rig = await startProxyRig({});
-  await rig.addPolicy({
-    name: 'short-prompts',
-    priority: 500,
-    rules: [
-      {
-        action: 'llm:*',
-        effect: 'deny',
-        conditions: [{ field: 'estimated_input_tokens', operator: 'gt', value: LIMIT }],
-      },
-    ],
-  });
+  rig = await startTokenLimitRig(LIMIT);
 });
 afterAll(async () => {
   await rig.close();
 });
 
-const ask = (execution: string, content: string) =>
-  openAiClient(rig.agent, { 'X-Svc-Execution-Id': execution }).chat.completions.create({
-    model: 'gpt-4o-mini',
-    max_tokens: 2,
-    messages: [{ role: 'user', content }],
-  });
+const ask = (execution: string, content: string) => askChat(rig, execution, content);
 
 describe("the proxy's exact counts of short prompts", () => {
   it('are made on the token thread: tiktoken is never loaded on the event loop, and they are its counts', async () => {

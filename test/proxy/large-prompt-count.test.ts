@@ -1,8 +1,8 @@
 import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTokenCounter } from '../../core/metering/tokens.ts';
-import { startProxyRig, type ProxyRig } from './harness.ts';
-import { openAiClient } from './sdk-options.ts';
+import type { ProxyRig } from './harness.ts';
+import { askChat, startTokenLimitRig } from './token-limit-rig.ts';
 
 const LIMIT = 100_000;
 // About one token per six bytes: the byte bound is six times the exact count.
@@ -11,30 +11,14 @@ let rig: ProxyRig;
 const tokens = createTokenCounter();
 
 beforeAll(async () => {
-  rig = await startProxyRig({});
-  await rig.addPolicy({
-    name: 'no-huge-prompts',
-    priority: 500,
-    rules: [
-      {
-        action: 'llm:*',
-        effect: 'deny',
-        conditions: [{ field: 'estimated_input_tokens', operator: 'gt', value: LIMIT }],
-      },
-    ],
-  });
+  rig = await startTokenLimitRig(LIMIT);
 });
 afterAll(async () => {
   await rig.close();
   tokens.free();
 });
 
-const ask = (execution: string, content: string) =>
-  openAiClient(rig.agent, { 'X-Svc-Execution-Id': execution }).chat.completions.create({
-    model: 'gpt-4o-mini',
-    max_tokens: 2,
-    messages: [{ role: 'user', content }],
-  });
+const ask = (execution: string, content: string) => askChat(rig, execution, content);
 
 describe('a policy on estimated_input_tokens over a large prompt (counted on the token thread)', () => {
   it('decides on the exact count: allows a prompt whose bytes exceed the limit and whose tokens do not', async () => {
