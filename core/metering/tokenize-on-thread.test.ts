@@ -1,10 +1,6 @@
-import { createRequire } from 'node:module';
 import { afterEach, describe, expect, it } from 'vitest';
+import { tiktokenLoaded } from '../../test/harness/tiktoken-loaded.ts';
 import { createTokenCounter, type TokenCounter } from './tokens.ts';
-
-const requireHere = createRequire(import.meta.url);
-/** Whether tiktoken (its WebAssembly included) is loaded on this thread. */
-const tiktokenLoaded = () => Object.keys(requireHere.cache).some((path) => path.includes('/node_modules/tiktoken/'));
 
 describe("a counter that tokenizes on the thread only (the proxy's)", () => {
   const counters: TokenCounter[] = [];

@@ -1,13 +1,9 @@
-import { createRequire } from 'node:module';
 import type { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tiktokenLoaded } from '../harness/tiktoken-loaded.ts';
 import { createTokenCounter } from '../../core/metering/tokens.ts';
 import type { ProxyRig } from './harness.ts';
 import { askChat, startTokenLimitRig } from './token-limit-rig.ts';
-
-const requireHere = createRequire(import.meta.url);
-/** Whether tiktoken (its WebAssembly included) is loaded on this, the proxy's, thread. */
-const tiktokenLoaded = () => Object.keys(requireHere.cache).some((path) => path.includes('/node_modules/tiktoken/'));
 
 const LIMIT = 500;
 // Both short (under 2,048 characters): the first about one token per six bytes, the second one per byte or two.
