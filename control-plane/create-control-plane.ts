@@ -234,7 +234,8 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     lookbackPeriods: config.oracle_lookback_periods,
     maxEvents: config.oracle_max_events,
   });
-  const tokens = createTokenCounter();
+  // On the token thread only, as the proxy's: in standalone mode this event loop serves its calls too.
+  const tokens = createTokenCounter({ tokenizeOn: 'thread' });
   const costs = new CostPredictor({
     read: storage.read,
     budgets,

@@ -46,10 +46,18 @@ export class CostPredictor {
           workflowBudgets === undefined ? undefined : new Set(workflowBudgets.map((b) => b.budget_id)),
         )
       : [];
-    const predictions = request.model_ids.map((model) => {
+    const given = request.estimated_input_tokens;
+    // Each model's count of the text, made on the token thread.
+    const inputs =
+      given === undefined
+        ? await tokens.exactly(() =>
+            request.model_ids.map((model) => tokens.countText(model, request.input_text ?? '')),
+          )
+        : request.model_ids.map(() => given);
+    const predictions = request.model_ids.map((model, i) => {
       const wanted = normalizeModelId(model);
       const outputs = calls.filter((c) => c.model === wanted).map((c) => c.output);
-      const input = request.estimated_input_tokens ?? tokens.countText(model, request.input_text ?? '');
+      const input = inputs[i] as number;
       const prediction = predictCallCost(
         input,
         outputs,

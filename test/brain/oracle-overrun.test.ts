@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tiktokenLoaded } from '../harness/tiktoken-loaded.ts';
 import {
   eventually,
   expectSvcError,
@@ -189,6 +190,8 @@ describe('POST /v1/costs/predict', () => {
   it('counts the input with tiktoken and takes the output length from the recorded calls of the model', async () => {
     const res = await predict({ input_text: 'hello world', model_ids: ['gpt-4o-mini', 'gpt-4.1'] });
     expect(res.status).toBe(200);
+    // Counted on the token thread: this event loop, which serves the proxy too in standalone mode, never loads it.
+    expect(tiktokenLoaded()).toBe(false);
     expect(res.body).toMatchObject({
       historical_based: true,
       sample_size: 60,
