@@ -285,6 +285,68 @@ describe('the LMDB backend', () => {
     }
   });
 
+  it('reads and keeps, across transactions committed together, what each wrote over the ones before it', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    const budget = aBudget('acme');
+    const removed = aBudget('acme');
+    const delta = { tokens_input: 1, tokens_output: 0, cost_micros: 1, executions: 0, llm_calls: 1, tool_calls: 0 };
+    const period = { start: budget.usage.period_start, end: budget.usage.period_end };
+    try {
+      // Started together, they run one after another while the first group's commit is under way,
+      // so most of them share a group: each reads the writes of those before it.
+      const seen = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          storage.withTransaction(async (t) => {
+            if (i === 0) {
+              await t.budgets.insert('acme', budget);
+              await t.budgets.insert('acme', removed);
+            }
+            if (i === 20) await t.budgets.remove('acme', removed.budget_id);
+            const before = (await t.budgets.get('acme', budget.budget_id))?.usage.llm_calls;
+            await t.budgets.addUsage('acme', budget.budget_id, delta, period, 'refuse', at());
+            return { before, removedThere: (await t.budgets.get('acme', removed.budget_id)) !== undefined };
+          }),
+        ),
+      );
+      expect(seen.map((s) => s.before)).toEqual(Array.from({ length: 40 }, (_, i) => i));
+      expect(seen.map((s) => s.removedThere)).toEqual(Array.from({ length: 40 }, (_, i) => i < 20));
+      expect((await storage.read.budgets.get('acme', budget.budget_id))?.usage.llm_calls).toBe(40);
+      expect(await storage.read.budgets.get('acme', removed.budget_id)).toBeUndefined();
+      expect((await storage.read.budgets.list('acme')).items.map((b) => b.budget_id)).toEqual([budget.budget_id]);
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('has a transaction wait, while the open commit group holds 8,192 records, for that group to be written', async () => {
+    const dir = freshDir();
+    const { storage } = await LmdbStorage.open({ path: dir });
+    const batches = Array.from({ length: 12 }, () => Array.from({ length: 1_000 }, () => anEvent('acme')));
+    try {
+      // Started together, as a drain that never yields to the event loop starts them: without a
+      // bound, all of them would wait in one group, none of it written until the last had run.
+      const committedBefore = await Promise.all(
+        batches.map((events) =>
+          storage.withTransaction(async (t) => {
+            const earlier = await storage.read.events.get('acme', batches[0]![0]!.event_id);
+            // Three records an event: the event and its two indexes.
+            expect(await t.events.insertNew('acme', events)).toHaveLength(events.length);
+            return earlier !== undefined;
+          }),
+        ),
+      );
+      // Three transactions a group (the third passes the bound); the third group's transactions
+      // begin only once the second group is taken to be written, so after the first is written.
+      expect(committedBefore.slice(0, 3)).toEqual([false, false, false]);
+      expect(committedBefore.slice(6)).toEqual([true, true, true, true, true, true]);
+      for (const events of batches)
+        expect(await storage.read.events.get('acme', events.at(-1)!.event_id)).toEqual(events.at(-1));
+    } finally {
+      await storage.close();
+    }
+  });
+
   it('writes none of a commit group when one of its writes fails, and goes on with the next', async () => {
     const dir = freshDir();
     const { storage } = await LmdbStorage.open({ path: dir });

@@ -11,14 +11,25 @@ interface Group {
   view: StagedView;
   outbox: OutboxEvent[];
   done: PromiseWithResolvers<void>;
+  /** Settled once the group is no longer open: taken to be written, or given up with the one before. */
+  closed: PromiseWithResolvers<void>;
 }
 
 function newGroup(view: StagedView, outbox: readonly OutboxEvent[]): Group {
   const done = Promise.withResolvers<void>();
   // A group may fail with nobody waiting on it yet; its members see the rejection when they do.
   done.promise.catch(() => undefined);
-  return { view, outbox: [...outbox], done };
+  return { view, outbox: [...outbox], done, closed: Promise.withResolvers<void>() };
 }
+
+/**
+ * Records an open group may hold before the next transaction waits for it to be taken to be
+ * written. Without a bound, a writer that never yields to the event loop between its transactions
+ * (the event processor draining a backlog over the in-process bus) kept every transaction's writes
+ * in one group until the backlog ended: memory growing with the backlog, and none of it durable.
+ * A transaction is never split: the one that passes the bound joins, the next one waits.
+ */
+export const MAX_OPEN_GROUP_RECORDS = 8_192;
 
 /**
  * Group commit for the LMDB storage. Transactions still run one at a time (the storage's lock),
@@ -53,6 +64,16 @@ export class GroupCommit {
   /** What a transaction starting now reads beneath its own writes. */
   base(): KvView {
     return this.#open?.view ?? this.#inFlight?.view ?? COMMITTED;
+  }
+
+  /**
+   * Resolves once a transaction may begin: at once, unless the open group holds
+   * `MAX_OPEN_GROUP_RECORDS` or more, then once that group is taken to be written.
+   */
+  room(): Promise<void> {
+    const open = this.#open;
+    if (open === null || open.view.size < MAX_OPEN_GROUP_RECORDS) return Promise.resolve();
+    return open.closed.promise;
   }
 
   /** A mark to pass to `join`: failures seen so far. */
@@ -109,6 +130,7 @@ export class GroupCommit {
         // Only `#writeNext` clears the open group, and it is not asked for twice at once.
         group = this.#open!;
         this.#open = null;
+        group.closed.resolve();
         this.#inFlight = group;
         group.view.commit();
         if (group.outbox.length > 0) counted = this.#outbox.appendInTransaction(group.outbox);
@@ -135,6 +157,7 @@ export class GroupCommit {
           // LMDB refused the transaction before it began).
           const dependent = this.#open;
           this.#open = null;
+          dependent?.closed.resolve();
           const failure = await commitFailure(error);
           this.#lastFailure = failure;
           group?.done.reject(failure);

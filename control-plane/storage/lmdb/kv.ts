@@ -204,6 +204,7 @@ export class StagedView implements KvView {
   readonly writable = true;
   /** Per space, per id: the latest value (or REMOVED). */
   readonly #staged = new Map<string, Map<Id, Staged>>();
+  #size = 0;
   /** What reads see beneath the own writes; set to committed state once the layer below is in LMDB. */
   base: KvView;
 
@@ -213,8 +214,12 @@ export class StagedView implements KvView {
 
   /** Whether nothing was written. */
   get empty(): boolean {
-    for (const writes of this.#staged.values()) if (writes.size > 0) return false;
-    return true;
+    return this.#size === 0;
+  }
+
+  /** How many records are staged (written or removed). */
+  get size(): number {
+    return this.#size;
   }
 
   get<T>(space: Space, id: Id): T | undefined {
@@ -276,8 +281,14 @@ export class StagedView implements KvView {
   absorb(later: StagedView): void {
     for (const [name, writes] of later.#staged) {
       const own = this.#staged.get(name);
-      if (own === undefined) this.#staged.set(name, new Map(writes));
-      else for (const [id, staged] of writes) own.set(id, staged);
+      if (own === undefined) {
+        this.#staged.set(name, new Map(writes));
+        this.#size += writes.size;
+      } else {
+        const before = own.size;
+        for (const [id, staged] of writes) own.set(id, staged);
+        this.#size += own.size - before;
+      }
     }
   }
 
@@ -294,6 +305,8 @@ export class StagedView implements KvView {
   #stage(space: Space, id: Id, key: Key | Buffer, value: unknown): void {
     let writes = this.#staged.get(space.name);
     if (writes === undefined) this.#staged.set(space.name, (writes = new Map<Id, Staged>()));
+    const before = writes.size;
     writes.set(id, { space, id, key, value });
+    this.#size += writes.size - before;
   }
 }

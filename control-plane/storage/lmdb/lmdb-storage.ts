@@ -91,6 +91,7 @@ export class LmdbStorage implements Storage {
     let durable: Promise<void>;
     try {
       if (this.#closed) throw new SvcError('SVC-SYS-9001', 'storage is closed');
+      await this.#groups.room();
       const since = this.#groups.failures;
       const kv = new StagedView(this.#groups.base());
       const tx = transactionRepositories(kv, this.#layout, this.#jobs);
