@@ -21,8 +21,12 @@ export interface TokenThread {
   close(): Promise<void>;
 }
 
-/** A thread with nothing to count this long is stopped: its tokenizer holds about 20 MB. */
-const IDLE_MS = 30_000;
+/**
+ * A thread with nothing to count this long is stopped: it holds 30–40 MB. Every exact count of the
+ * proxy and the control plane goes to it, and a new thread's first count waits for its encoder
+ * (0.5–4 s), so it is kept through the pauses of an agent that calls a few times a minute.
+ */
+const IDLE_MS = 600_000;
 
 // Beside this file, with its extension: `.ts` run from source, `.js` once built.
 const ENTRY = new URL(`./token-thread-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
