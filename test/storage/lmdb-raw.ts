@@ -1,4 +1,5 @@
 import { open } from 'lmdb';
+import { RECORD_ENCODING } from '../../control-plane/storage/lmdb/record-encoding.ts';
 
 type Key = Array<string | number>;
 
@@ -8,7 +9,7 @@ type Key = Array<string | number>;
  * opens an LMDB environment once: the control plane is closed while this is open.
  */
 export function rawLmdb(path: string) {
-  const root = open({ path, maxDbs: 8, compression: false });
+  const root = open({ path, maxDbs: 8, compression: false, ...RECORD_ENCODING });
   const data = root.openDB<unknown, Key>({ name: 'tenant_data' });
   return {
     get<T>(tenant: string, kind: string, id: string | number): T | undefined {

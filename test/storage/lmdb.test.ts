@@ -100,10 +100,10 @@ describe('the LMDB backend', () => {
       // Version 2 indexes the envelopes found by creation time; 3 stamps report numbers as counted
       // then; 4 gives each envelope's events and each budget's live envelopes a range of their own;
       // 5 indexes the approvals by status; 6 writes checkpoint summaries and the per-execution time
-      // index.
+      // index; 7 changes no record (those written before are read as they are).
       const migrating = Date.now();
-      expect(applied).toEqual([2, 3, 4, 5, 6]);
-      expect(await storage.schemaVersion()).toBe(6);
+      expect(applied).toEqual([2, 3, 4, 5, 6, 7]);
+      expect(await storage.schemaVersion()).toBe(7);
       expect((await storage.read.approvals.list('acme', { status: 'PENDING' })).items).toEqual([pending]);
       expect((await storage.read.approvals.list('acme', { status: 'APPROVED' })).items).toEqual([approved]);
       const [mark] = await storage.read.leases.reports('acme', budget.budget_id);
@@ -170,7 +170,7 @@ describe('the LMDB backend', () => {
     await root.close();
     const { storage, applied } = await LmdbStorage.open({ path: dir });
     try {
-      expect(applied).toEqual([4, 5, 6]);
+      expect(applied).toEqual([4, 5, 6, 7]);
       for (const [i, envelope] of envelopes.entries()) {
         const { envelope_id: envelopeId, budget_id: budgetId } = envelope;
         expect((await storage.read.events.list('acme', { envelopeId })).items).toEqual([events[i]]);
@@ -221,6 +221,34 @@ describe('the LMDB backend', () => {
       expect(second.applied).toEqual([]);
       expect(await second.storage.read.budgets.get('acme', budget.budget_id)).toEqual(budget);
       expect((await second.storage.outbox.claim(10)).entries.map((e) => e.event.id)).toEqual(['m']);
+    } finally {
+      await second.storage.close();
+    }
+  });
+
+  it('writes records as msgpack maps, reads those written as records with inline structures beside them', async () => {
+    const dir = freshDir();
+    const written = aBudget('acme');
+    const earlier = aBudget('acme');
+    const first = await LmdbStorage.open({ path: dir });
+    await first.storage.withTransaction((t) => t.budgets.insert('acme', written));
+    await first.storage.close();
+    // Opened as builds before schema version 7 opened it.
+    const root = open({ path: dir, maxDbs: 8, compression: false });
+    const data = root.openDB<unknown, Array<string | number>>({ name: 'tenant_data' });
+    const global = root.openDB<unknown, string[]>({ name: 'global' });
+    const MSGPACK_MAP16 = 0xde;
+    expect(data.getBinary(['acme', 'budget', written.budget_id])?.[0]).toBe(MSGPACK_MAP16);
+    // Such a build would read a map as a `Map`: the schema version makes it refuse the store instead.
+    expect(data.get(['acme', 'budget', written.budget_id])).toBeInstanceOf(Map);
+    expect(global.get(['meta', 'schema_version'])).toBe(SCHEMA_VERSION);
+    expect(SCHEMA_VERSION).toBeGreaterThanOrEqual(7);
+    await data.put(['acme', 'budget', earlier.budget_id], earlier);
+    await root.close();
+    const second = await LmdbStorage.open({ path: dir });
+    try {
+      expect(await second.storage.read.budgets.get('acme', written.budget_id)).toEqual(written);
+      expect(await second.storage.read.budgets.get('acme', earlier.budget_id)).toEqual(earlier);
     } finally {
       await second.storage.close();
     }

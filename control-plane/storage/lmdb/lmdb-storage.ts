@@ -11,6 +11,7 @@ import { JobLeases } from './jobs.ts';
 import { CommittedView, StagedView } from './kv.ts';
 import { Layout } from './layout.ts';
 import { MIGRATIONS, type Migration } from './migrations.ts';
+import { RECORD_ENCODING } from './record-encoding.ts';
 import { recordRepositories, transactionRepositories } from './repositories.ts';
 
 export interface LmdbStorageOptions {
@@ -71,7 +72,7 @@ export class LmdbStorage implements Storage {
   static async open(options: LmdbStorageOptions): Promise<{ storage: LmdbStorage; applied: number[] }> {
     const path = resolve(options.path);
     if (openPaths.has(path)) throw new Error(`LMDB storage ${path} is open already in this process`);
-    const root = openPrivateEnv({ path, maxDbs: 8, compression: false });
+    const root = openPrivateEnv({ path, maxDbs: 8, compression: false, ...RECORD_ENCODING });
     openPaths.add(path);
     const storage = new LmdbStorage(root, path, options);
     try {

@@ -96,6 +96,13 @@ export const MIGRATIONS: readonly Migration[] = [
       }
     },
   },
+  {
+    version: 7,
+    name: 'records written as msgpack maps (`RECORD_ENCODING`), which a build before this version would misread',
+    up: () => {
+      // Records written before stay as they are: the decoder reads them too.
+    },
+  },
 ];
 
 export const SCHEMA_VERSION = Math.max(...MIGRATIONS.map((m) => m.version));
