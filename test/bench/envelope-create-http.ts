@@ -81,7 +81,7 @@ async function drive(): Promise<void> {
     const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(2);
     console.log(
       `${backend}, ${label}: ${count} requests in ${seconds.toFixed(2)} s (${Math.round(count / seconds)} per second, ` +
-        `${failed} not 201), latency p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, control plane CPU ${Math.round(cpu)} µs per request`,
+        `${failed} not 201), latency p50 ${at(0.5)} ms, p90 ${at(0.9)} ms, p99 ${at(0.99)} ms, p99.9 ${at(0.999)} ms, control plane CPU ${Math.round(cpu)} µs per request`,
     );
   }
 
