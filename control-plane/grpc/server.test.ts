@@ -33,22 +33,19 @@ let storage: Storage;
 let healthy = true;
 /** What the slow method saw: whether its signal was aborted when the call ended. */
 const seen: { aborted?: boolean } = {};
-/** How many GetPolicy request messages the server has deserialised. */
-const deserialised = { count: 0 };
-const getPolicy = (definition['svc.policy.v1.PolicyService'] as ServiceDefinition).GetPolicy!;
-const decode = getPolicy.requestDeserialize;
-getPolicy.requestDeserialize = (bytes: Buffer): unknown => {
-  deserialised.count += 1;
-  return decode(bytes);
-};
-/** How many SaveCheckpoint request messages the server has deserialised. */
-const checkpointsDecoded = { count: 0 };
-const saveCheckpoint = (definition['svc.checkpoint.v1.CheckpointService'] as ServiceDefinition).SaveCheckpoint!;
-const decodeCheckpoint = saveCheckpoint.requestDeserialize;
-saveCheckpoint.requestDeserialize = (bytes: Buffer): unknown => {
-  checkpointsDecoded.count += 1;
-  return decodeCheckpoint(bytes);
-};
+/** Counts the request messages of a method that the server deserialises. */
+function countDecoded(service: string, method: string): { count: number } {
+  const counted = { count: 0 };
+  const definitionOf = (definition[service] as ServiceDefinition)[method]!;
+  const decode = definitionOf.requestDeserialize;
+  definitionOf.requestDeserialize = (bytes: Buffer): unknown => {
+    counted.count += 1;
+    return decode(bytes);
+  };
+  return counted;
+}
+const deserialised = countDecoded('svc.policy.v1.PolicyService', 'GetPolicy');
+const checkpointsDecoded = countDecoded('svc.checkpoint.v1.CheckpointService', 'SaveCheckpoint');
 
 /** What holds the SaveCheckpoint calls until released. */
 const held = { entered: 0, released: Promise.resolve(), release: () => undefined as void };

@@ -25,6 +25,16 @@ const postgres = await postgresReachable();
 /** An event stream that keeps messages a week, less than the retention: de-duplication records may go. */
 const WEEK_STREAM = { redeliverableForMs: () => Promise.resolve(7 * DAY), onDedupKept: () => {} };
 
+/** A lease of one token and 100 micros, expiring `expires` ms from NOW. */
+const aLease = (budgetId: string, leaseId: string, expires: number) => ({
+  lease_id: leaseId,
+  holder: `h-${leaseId}`,
+  budget_id: budgetId,
+  tokens: 1,
+  micros: 100,
+  expires_at: at(expires),
+});
+
 interface Backend {
   storage: Storage;
   close(): Promise<void>;
@@ -135,14 +145,7 @@ describe.each(backends)('retention on %s', (name, open, available) => {
           ['lately', -DAY],
           ['live', DAY],
         ] as const)
-          await tx.leases.put(TENANT, {
-            lease_id: leaseId,
-            holder: `h-${leaseId}`,
-            budget_id: budget.budget_id,
-            tokens: 1,
-            micros: 100,
-            expires_at: at(expires),
-          });
+          await tx.leases.put(TENANT, aLease(budget.budget_id, leaseId, expires));
         await tx.leases.claimReport(TENANT, budget.budget_id, 'h-old', 4, at(OLD));
         await tx.leases.claimReport(TENANT, budget.budget_id, 'h-fresh', 9, at(-DAY));
       });
@@ -213,23 +216,15 @@ describe.each(backends)('retention on %s', (name, open, available) => {
     'walks leases and report numbers a batch at a time, however many live, and still removes every expired one',
     async () => {
       const budget = aBudget(TENANT, { period: 'total' });
-      const lease = (leaseId: string, expires: number) => ({
-        lease_id: leaseId,
-        holder: `h-${leaseId}`,
-        budget_id: budget.budget_id,
-        tokens: 1,
-        micros: 100,
-        expires_at: at(expires),
-      });
       // Live leases and fresh report numbers sort before the expired and the old ones.
       await storage.withTransaction(async (tx) => {
         await tx.budgets.insert(TENANT, budget);
         for (let i = 0; i < 30; i++) {
-          await tx.leases.put(TENANT, lease(`a-${String(i).padStart(2, '0')}`, DAY));
+          await tx.leases.put(TENANT, aLease(budget.budget_id, `a-${String(i).padStart(2, '0')}`, DAY));
           await tx.leases.claimReport(TENANT, budget.budget_id, `a-${String(i).padStart(2, '0')}`, 1, at(-DAY));
         }
         for (const id of ['z-1', 'z-2', 'z-3']) {
-          await tx.leases.put(TENANT, lease(id, OLD));
+          await tx.leases.put(TENANT, aLease(budget.budget_id, id, OLD));
           await tx.leases.claimReport(TENANT, budget.budget_id, id, 1, at(OLD));
         }
       });

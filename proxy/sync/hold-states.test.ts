@@ -23,6 +23,9 @@ function openStore(dir = mkdtempSync(join(tmpdir(), 'holds-'))): { dir: string; 
   opened.push(entry);
   return entry;
 }
+const holdsOn = (store: ProxyStore['root'], maxEntries: number, now?: () => number) =>
+  new HoldStates({ tenantId: 'acme', maxEntries, maxAgeMs: DAY, store, ...(now ? { now } : {}) });
+
 afterEach(async () => {
   for (const { dir, store } of opened.splice(0)) {
     await store.close();
@@ -32,7 +35,7 @@ afterEach(async () => {
 
 describe('HoldStates', () => {
   it('forgets the oldest ended envelopes first beyond its bound, paused ones only when nothing else is left', () => {
-    const holds = new HoldStates({ tenantId: 'acme', maxEntries: 3, maxAgeMs: DAY, store: openStore().store.root });
+    const holds = holdsOn(openStore().store.root, 3);
     holds.apply(hold('p1', 'PAUSED'));
     holds.apply(hold('t1', 'TERMINATED'));
     holds.apply(hold('c1', 'COMPLETED'));
@@ -53,7 +56,7 @@ describe('HoldStates', () => {
 
   it('lifts a hold on RUNNING and keeps what it holds across a restart of the proxy', async () => {
     const first = openStore();
-    const holds = new HoldStates({ tenantId: 'acme', maxEntries: 10, maxAgeMs: DAY, store: first.store.root });
+    const holds = holdsOn(first.store.root, 10);
     holds.apply(hold('p1', 'PAUSED'));
     holds.apply(hold('t1', 'TERMINATED'));
     holds.apply(hold('r1', 'PAUSED'));
@@ -64,33 +67,21 @@ describe('HoldStates', () => {
     opened.splice(0);
     const again = openStore(first.dir);
     const now = Date.now();
-    const restarted = new HoldStates({
-      tenantId: 'acme',
-      maxEntries: 10,
-      maxAgeMs: DAY,
-      store: again.store.root,
-      now: () => now,
-    });
+    const restarted = holdsOn(again.store.root, 10, () => now);
     expect(restarted.size).toBe(2);
     expect(restarted.forEnvelope('p1')?.status).toBe('PAUSED');
     expect(restarted.forExecution('exec-t1')?.status).toBe('TERMINATED');
     // Older than the bucket keeps holds: not loaded, and gone from disk.
     restarted.apply({ ...hold('old', 'TERMINATED'), written_at: new Date(now - 2 * DAY).toISOString() });
     await again.store.root.flushed;
-    const later = new HoldStates({
-      tenantId: 'acme',
-      maxEntries: 10,
-      maxAgeMs: DAY,
-      store: again.store.root,
-      now: () => now,
-    });
+    const later = holdsOn(again.store.root, 10, () => now);
     expect(later.forEnvelope('old')).toBeUndefined();
     expect(later.size).toBe(2);
   });
 
   it('keeps an envelope ended here, by a signal or by the proxy, so a restart without NATS still refuses it', async () => {
     const first = openStore();
-    const holds = new HoldStates({ tenantId: 'acme', maxEntries: 10, maxAgeMs: DAY, store: first.store.root });
+    const holds = holdsOn(first.store.root, 10);
     const registry = new EnvelopeRegistry({ defaultBudgetId: 'b', podExecutionId: 'pod', holds });
     const cut = registry.resolve({ 'x-svc-execution-id': 'over-budget' }).envelope;
     registry.end(cut.envelopeId, { status: 'BUDGET_EXCEEDED', reason: 'budget exhausted' });
@@ -98,7 +89,7 @@ describe('HoldStates', () => {
     await first.store.close();
     opened.splice(0);
     const again = openStore(first.dir);
-    const restarted = new HoldStates({ tenantId: 'acme', maxEntries: 10, maxAgeMs: DAY, store: again.store.root });
+    const restarted = holdsOn(again.store.root, 10);
     expect(restarted.forExecution('over-budget')).toMatchObject({
       tenant_id: 'acme',
       envelope_id: cut.envelopeId,
