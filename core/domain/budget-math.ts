@@ -77,20 +77,27 @@ function percent(used: number, limit: number | null): number | null {
   return limit === null ? null : (used / limit) * 100;
 }
 
-/** `highest` of `percents`: the percent used of each limit set, the highest of them (at least 0). */
-function highestPercent({ limits, usage }: Budget): number {
+/**
+ * Calls `each` with what is used of every usage limit set and the limit: all but the execution
+ * count, which stops new envelopes but neither exhausts a budget nor ends the ones running. Walked
+ * without building a list, as the event processor asks it of every event's budget.
+ */
+function eachUsageLimit({ limits, usage }: Budget, each: (used: number, limit: number) => void): void {
+  if (limits.max_tokens !== null) each(usage.tokens_input + usage.tokens_output, limits.max_tokens);
+  if (limits.max_cost_usd !== null) each(usage.cost_micros, usdToMicros(limits.max_cost_usd));
+  if (limits.max_input_tokens !== null) each(usage.tokens_input, limits.max_input_tokens);
+  if (limits.max_output_tokens !== null) each(usage.tokens_output, limits.max_output_tokens);
+  if (limits.max_llm_calls !== null) each(usage.llm_calls, limits.max_llm_calls);
+  if (limits.max_tool_calls !== null) each(usage.tool_calls, limits.max_tool_calls);
+}
+
+/** `highest` of `percents`: the percent used of each usage limit set, the highest of them (at least 0). */
+function highestPercent(budget: Budget): number {
   // Math.max of two, as `percents` had it of all: a NaN (0 of a limit of 0) stays NaN.
   let highest = 0;
-  if (limits.max_tokens !== null)
-    highest = Math.max(highest, ((usage.tokens_input + usage.tokens_output) / limits.max_tokens) * 100);
-  if (limits.max_cost_usd !== null)
-    highest = Math.max(highest, (usage.cost_micros / usdToMicros(limits.max_cost_usd)) * 100);
-  if (limits.max_input_tokens !== null)
-    highest = Math.max(highest, (usage.tokens_input / limits.max_input_tokens) * 100);
-  if (limits.max_output_tokens !== null)
-    highest = Math.max(highest, (usage.tokens_output / limits.max_output_tokens) * 100);
-  if (limits.max_llm_calls !== null) highest = Math.max(highest, (usage.llm_calls / limits.max_llm_calls) * 100);
-  if (limits.max_tool_calls !== null) highest = Math.max(highest, (usage.tool_calls / limits.max_tool_calls) * 100);
+  eachUsageLimit(budget, (used, limit) => {
+    highest = Math.max(highest, (used / limit) * 100);
+  });
   return highest;
 }
 
@@ -118,16 +125,11 @@ export function isExpired(budget: Budget, now: Date): boolean {
 
 /** Exhausted when any usage limit (not the execution count alone) has been reached this period. */
 export function isExhausted(budget: Budget): boolean {
-  const { limits, usage } = budget;
-  const reached = (used: number, limit: number | null) => limit !== null && used >= limit;
-  return (
-    reached(usage.tokens_input + usage.tokens_output, limits.max_tokens) ||
-    reached(usage.cost_micros, limits.max_cost_usd === null ? null : usdToMicros(limits.max_cost_usd)) ||
-    reached(usage.tokens_input, limits.max_input_tokens) ||
-    reached(usage.tokens_output, limits.max_output_tokens) ||
-    reached(usage.llm_calls, limits.max_llm_calls) ||
-    reached(usage.tool_calls, limits.max_tool_calls)
-  );
+  let reached = false;
+  eachUsageLimit(budget, (used, limit) => {
+    if (used >= limit) reached = true;
+  });
+  return reached;
 }
 
 export function budgetStatus(budget: Budget, now: Date): BudgetStatus {
