@@ -193,13 +193,14 @@ export class EventProcessor {
     };
     if (message.subject.endsWith('.envelopes.created')) {
       // An envelope opened over REST or gRPC is announced without the `source` an opened one must
-      // name: its check as an opened one, bound to fail and costly in failing, is left out.
+      // name: it is checked as an announcement first, sparing the check as an opened one, bound to
+      // fail and costly in failing. Refused, a message gives the reason it is no opened one.
       const named = typeof message.data !== 'object' || message.data === null || 'source' in message.data;
-      const opened = named ? check(EnvelopeOpenedSchema) : undefined;
-      if (opened?.ok === true) return { kind: 'opened', message, data: opened.data };
-      if (check(EnvelopeLifecycleMessageSchema).ok) return { kind: 'announced', message };
-      const refused = opened ?? check(EnvelopeOpenedSchema);
-      return refused.ok ? { kind: 'opened', message, data: refused.data } : refused.reason;
+      if (!named && check(EnvelopeLifecycleMessageSchema).ok) return { kind: 'announced', message };
+      const opened = check(EnvelopeOpenedSchema);
+      if (opened.ok) return { kind: 'opened', message, data: opened.data };
+      if (named && check(EnvelopeLifecycleMessageSchema).ok) return { kind: 'announced', message };
+      return opened.reason;
     }
     if (message.subject.endsWith('.policies.violation')) {
       // Its msg id is its de-duplication key.
