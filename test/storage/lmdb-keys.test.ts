@@ -66,6 +66,24 @@ describe("LMDB records' keys", () => {
     expect(Buffer.isBuffer(recordKey(layout.tenant('acme', 'event'), IDS[0]!))).toBe(true);
   });
 
+  it("are a tenant's own in a nested space, whatever record id another tenant nests under", () => {
+    const layout = new Layout(root);
+    const id = IDS[0]!;
+    for (let round = 0; round < 2; round++) {
+      for (const tenant of ['acme', 'other']) {
+        const space = layout.nested(tenant, 'envelope_event', id);
+        expect(space.prefix).toEqual([tenant, 'envelope_event', id]);
+        expect(space).toBe(layout.nested(tenant, 'envelope_event', id));
+        expect(
+          (recordKey(space, '000000000000001') as Buffer).equals(
+            encoded([tenant, 'envelope_event', id, '000000000000001']),
+          ),
+        ).toBe(true);
+      }
+    }
+    expect(layout.nested('acme', 'checkpoint', id).name).not.toBe(layout.nested('acme', 'envelope_event', id).name);
+  });
+
   it('lie on disk as the key encoder wrote them, and read back by their array keys', async () => {
     const layout = new Layout(root);
     const space = layout.tenant('acme', 'event');

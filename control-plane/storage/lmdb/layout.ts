@@ -51,6 +51,8 @@ export class Layout {
   readonly global: Database<unknown, Key>;
   /** The spaces handed out so far, by kind and tenant: a batch addresses the same few over and over. */
   readonly #spaces = new Map<string, Map<string, Space>>();
+  /** Nested spaces handed out so far, by kind and the record they nest under. */
+  readonly #nested = new Map<TenantKind, Map<string, Space>>();
 
   constructor(root: RootDatabase) {
     this.data = root.openDB<unknown, Key>({ name: 'tenant_data' });
@@ -67,9 +69,16 @@ export class Layout {
    */
   nested(tenant: string, kind: TenantKind, within: string): Space {
     // Kept like the others: a batch writes each envelope's event index over and over, and a space
-    // encodes its prefix once.
-    const name = `n\u0000${kind}\u0000${tenant}\u0000${within}`;
-    return this.#space(`nested ${kind}`, name, () => new Space(this.data, [tenant, kind, within], name), NESTED_SPACES);
+    // encodes its prefix once. Found by the record's id and its tenant compared, rather than by a
+    // name joined from the three on every call (a string built and hashed per event).
+    let spaces = this.#nested.get(kind);
+    if (spaces === undefined) this.#nested.set(kind, (spaces = new Map<string, Space>()));
+    const space = spaces.get(within);
+    if (space !== undefined && space.prefix[0] === tenant) return space;
+    if (space === undefined && spaces.size >= NESTED_SPACES) spaces.clear();
+    const made = new Space(this.data, [tenant, kind, within], `n\u0000${kind}\u0000${tenant}\u0000${within}`);
+    spaces.set(within, made);
+    return made;
   }
 
   globalKind(kind: GlobalKind): Space {
@@ -81,13 +90,13 @@ export class Layout {
     return new Space(this.global, [kind, within], `gn\u0000${kind}\u0000${within}`);
   }
 
-  /** Kept spaces of one group, at most `bound`: past it the group starts afresh. */
-  #space(group: string, key: string, make: () => Space, bound = TENANT_SPACES): Space {
+  /** Kept spaces of one group, at most `TENANT_SPACES`: past it the group starts afresh. */
+  #space(group: string, key: string, make: () => Space): Space {
     let spaces = this.#spaces.get(group);
     if (spaces === undefined) this.#spaces.set(group, (spaces = new Map<string, Space>()));
     let space = spaces.get(key);
     if (space === undefined) {
-      if (spaces.size >= bound) spaces.clear();
+      if (spaces.size >= TENANT_SPACES) spaces.clear();
       spaces.set(key, (space = make()));
     }
     return space;
