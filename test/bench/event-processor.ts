@@ -4,8 +4,9 @@
  * starts and drains the backlog, applying it to storage (LMDB or PostgreSQL) in batches. The drain
  * time is the processor's own rate, and this process's CPU time over it (all its threads: LMDB's
  * writer, the garbage collector; not nats-server's) its cost per event, which varies less with the
- * machine's load than the rate does; the publish time is the producers' side. Prints figures; not
- * a test.
+ * machine's load than the rate does; the publish time is the producers' side. The drain's second
+ * half is printed on its own: what a processor that has run a while spends, past the JIT's warm-up.
+ * Prints figures; not a test.
  *
  *   node test/bench/event-processor.ts [events=20000] [envelopes=50] [--backend=lmdb|postgres]
  */
