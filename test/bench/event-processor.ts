@@ -59,7 +59,8 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
   await plane.processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
   const drained = () => plane.processor.stats.applied + plane.processor.stats.duplicates;
   // The drain's second half, from the first poll past its middle: the first batches run before the
-  // JIT has optimized the path, and weigh in a drain of some thousand events (see docs/performance.md).
+  // JIT has optimized the path (and in process while the backlog just published is promoted), which
+  // weighs in a drain of some thousand events (docs/performance.md).
   let half: { at: number; cpu: NodeJS.CpuUsage; events: number } | undefined;
   while (drained() < total) {
     await new Promise((r) => setTimeout(r, 5));
