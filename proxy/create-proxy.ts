@@ -12,7 +12,7 @@ import { cost, type PriceTable } from '../core/metering/prices.ts';
 import { createTokenCounter } from '../core/metering/tokens.ts';
 import { AdminServer, createProxyNetMetrics, type Readiness } from './admin/index.ts';
 import { ApprovalHolds } from './approvals/index.ts';
-import { HeldBytes, PauseHolds } from './holds/index.ts';
+import { HeldBytes, keptSidecarState, PauseHolds } from './holds/index.ts';
 import { AddressPolicy, createEgressCheck, EgressGuard, parsePorts, type Resolve } from './egress/index.ts';
 import { createControlPlaneCircuit, LeaseBook, PICO_PER_MICRO } from './enforcement/index.ts';
 import { EnvelopeRegistry } from './envelopes/index.ts';
@@ -21,6 +21,7 @@ import {
   AnomalyWatch,
   createGovernedHandler,
   EventRecorder,
+  movedPauseRecord,
   PolicyGate,
   type GovernanceDeps,
 } from './governance/index.ts';
@@ -253,6 +254,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     maxAgeMs: config.hold_max_age_seconds * 1000,
     store: store.root,
   });
+  const sidecar = keptSidecarState(store.root);
   const envelopes = new EnvelopeRegistry({
     defaultBudgetId: bootstrap.budgetId,
     allowedBudgetIds: config.allowed_budget_ids
@@ -262,7 +264,9 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     podExecutionId,
     maxEntries: config.proxy_envelope_cache_entries,
     holds,
+    sidecar,
   });
+  const immuneLogger = logger.child({ component: 'immune' });
   const pauses = new PauseHolds(
     {
       tenantId,
@@ -272,7 +276,18 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     envelopes,
     createPauseMetrics(registry),
     heldBytes,
+    {
+      state: sidecar,
+      moved: (anchor, from, kind) => {
+        immuneLogger.warn(
+          { envelope_id: anchor.envelopeId, execution_id: anchor.executionId, moved_from: from },
+          "the sidecar's pause moved to another envelope, the one it rode on having ended",
+        );
+        void recorder.usage(anchor, movedPauseRecord(kind, from));
+      },
+    },
   );
+  envelopes.whenEnded((envelopeId) => pauses.ended(envelopeId));
   const leaseLogger = logger.child({ component: 'lease' });
   // Spec 3.5 breaker on every request to the control plane; OPEN sends leases onto the soft limit at once.
   const controlPlane = createControlPlaneCircuit({
@@ -321,7 +336,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
       envelopes,
       pauses,
       registry,
-      logger: logger.child({ component: 'immune' }),
+      logger: immuneLogger,
     }),
     pauses,
     leases,
@@ -412,11 +427,14 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
             holds,
             (hold) => {
               if (hold.status === 'RUNNING') return pauses.resume(hold.envelope_id);
-              if (isFinal(hold.status))
-                return void envelopes.end(hold.envelope_id, {
+              if (isFinal(hold.status)) {
+                envelopes.end(hold.envelope_id, {
                   status: hold.status,
                   reason: hold.reason ?? hold.status.toLowerCase(),
                 });
+                // One this proxy does not serve (since a restart) may still carry the sidecar's pause.
+                return pauses.ended(hold.envelope_id);
+              }
               const envelope = envelopes.get(hold.envelope_id);
               if (envelope !== undefined) pauses.pause(envelope, hold.reason ?? 'paused');
             },

@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import { IdSchema, MAX_ID_LENGTH } from '../../core/domain/bounds.ts';
 import { UuidSchema } from '../../core/domain/common.ts';
 import { SvcError } from '../../core/errors/index.ts';
+import { SidecarState } from '../holds/sidecar-state.ts';
 
 export const ENVELOPE_HEADER = 'x-svc-envelope-id';
 export const EXECUTION_HEADER = 'x-svc-execution-id';
@@ -65,6 +66,8 @@ export interface EnvelopeRegistryOptions {
    * meets anew, so one it never knew or forgot is not served ungoverned.
    */
   holds?: HeldEnvelopes;
+  /** Whether the whole sidecar is terminated (shared with the pause holds, kept across restarts). */
+  sidecar?: SidecarState;
 }
 
 export interface HeldEnvelopes {
@@ -103,15 +106,16 @@ function checked(value: string | undefined, name: string, schema: z.ZodType<stri
 export class EnvelopeRegistry {
   readonly #byEnvelope = new Map<string, LocalEnvelope>();
   readonly #byExecution = new Map<string, LocalEnvelope>();
-  readonly #options: Required<Omit<EnvelopeRegistryOptions, 'allowedBudgetIds' | 'holds'>>;
+  readonly #options: Required<Omit<EnvelopeRegistryOptions, 'allowedBudgetIds' | 'holds' | 'sidecar'>>;
   readonly #allowedBudgets: ReadonlySet<string>;
   readonly #holds: HeldEnvelopes | undefined;
-  /** Set once the whole sidecar was terminated (the Immune System's sidecar-wide anomaly). */
-  #sidecarEnding: Ending | null = null;
+  readonly #sidecar: SidecarState;
+  #onEnded: (envelopeId: string) => void = () => undefined;
 
   constructor(options: EnvelopeRegistryOptions) {
-    const { allowedBudgetIds = [], holds, ...rest } = options;
+    const { allowedBudgetIds = [], holds, sidecar = new SidecarState(), ...rest } = options;
     this.#holds = holds;
+    this.#sidecar = sidecar;
     this.#options = { maxEntries: 10_000, ...rest };
     this.#allowedBudgets = new Set([options.defaultBudgetId, ...allowedBudgetIds]);
   }
@@ -164,6 +168,11 @@ export class EnvelopeRegistry {
     return this.#byEnvelope.get(envelopeId);
   }
 
+  /** `listener` hears the id of every envelope that ends here (the sidecar's pause may ride on it). */
+  whenEnded(listener: (envelopeId: string) => void): void {
+    this.#onEnded = listener;
+  }
+
   /** Marks the envelope ended and cuts its in-flight calls; false when it was unknown or already ended. */
   end(envelopeId: string, ending: Ending): boolean {
     const envelope = this.#byEnvelope.get(envelopeId);
@@ -171,16 +180,17 @@ export class EnvelopeRegistry {
     envelope.ending = ending;
     this.#holds?.ended(envelopeId, envelope.executionId, ending);
     for (const cut of [...envelope.inflight]) cut(ending);
+    this.#onEnded(envelopeId);
     return true;
   }
 
   /**
    * Ends every envelope of the sidecar, cutting their in-flight calls, and refuses every envelope
-   * met from now on until the proxy restarts: the agent names its executions itself, so ending
-   * one would leave it the next. The envelopes it ended now.
+   * met from now on, after a restart too: the agent names its executions itself, so ending one
+   * would leave it the next. The envelopes it ended now.
    */
   endAll(ending: Ending): LocalEnvelope[] {
-    this.#sidecarEnding ??= ending;
+    this.#sidecar.set({ state: 'terminated', reason: ending.reason });
     return [...this.#byEnvelope.values()].filter((envelope) => this.end(envelope.envelopeId, ending));
   }
 
@@ -193,12 +203,12 @@ export class EnvelopeRegistry {
 
   /** A request's envelope met anew; none once the sidecar ended, as a new execution id would escape it. */
   #meet(envelopeId: string, executionId: string, budgetId: string): LocalEnvelope {
-    const ending = this.#sidecarEnding;
-    if (ending !== null) {
+    const held = this.#sidecar.current;
+    if (held?.state === 'terminated') {
       throw new SvcError(
         'SVC-ENV-1003',
-        `this sidecar was terminated (${ending.reason}); no envelope runs through it until the proxy restarts`,
-        { execution_id: executionId, reason: ending.reason },
+        `this sidecar was terminated (${held.reason}); no envelope runs through it again until the sidecar is replaced (a new data directory)`,
+        { execution_id: executionId, reason: held.reason },
       );
     }
     return this.#add(envelopeId, executionId, budgetId);

@@ -3,7 +3,7 @@ import { RateBaseline, type AnomalyOptions, type Detection } from '../../core/br
 import { BoundedLru } from '../../core/resilience/bounded-lru.ts';
 import type { EnvelopeRegistry, LocalEnvelope } from '../envelopes/index.ts';
 import type { PauseHolds } from '../holds/index.ts';
-import type { EventRecorder } from './event-recorder.ts';
+import type { EventRecorder, UsageRecord } from './event-recorder.ts';
 
 /**
  * What a detected anomaly does: nothing, an alert (event, metric, log), a pause (calls held until
@@ -11,6 +11,22 @@ import type { EventRecorder } from './event-recorder.ts';
  * the sidecar's.
  */
 export type AnomalyAction = 'off' | 'alert' | 'pause' | 'terminate';
+
+/**
+ * The `immune.anomaly` event reporting that the sidecar's pause rides on another envelope (the
+ * event's), the one it rode on (`moved_from`) having ended: with `action: "pause"` the control
+ * plane records the new one PAUSED, and resuming it resumes the sidecar. It carries no figures:
+ * the interval that tipped the pause was reported with the first anchor.
+ */
+export function movedPauseRecord(kind: 'call_rate' | 'spend', from: string | null): UsageRecord {
+  return {
+    eventType: 'immune.anomaly',
+    model: null,
+    tokens: { input: 0, output: 0 },
+    costUsd: 0,
+    payload: { kind, scope: 'sidecar', action: 'pause', moved_from: from },
+  };
+}
 
 /** Whose rate was anomalous: one execution's, or the whole sidecar's (all its executions). */
 type Scope = 'execution' | 'sidecar';
@@ -141,7 +157,7 @@ export class AnomalyWatch {
       },
     });
     if (action === 'pause') {
-      if (scope === 'sidecar') this.#deps.pauses.pauseSidecar(envelope, reason);
+      if (scope === 'sidecar') this.#deps.pauses.pauseSidecar(envelope, kind, reason);
       else this.#deps.pauses.pause(envelope, reason);
     }
     if (action !== 'terminate') return;

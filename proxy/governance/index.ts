@@ -6,4 +6,4 @@ export { PolicyGate, type GateVerdict, type PolicyFailMode } from './policy-gate
 export { parseBounded } from './input-tokens.ts';
 export { llmCallContext } from './llm-call/call-context.ts';
 export { reserveCall } from './reserve-call.ts';
-export { AnomalyWatch, type AnomalyAction } from './anomaly-watch.ts';
+export { AnomalyWatch, movedPauseRecord, type AnomalyAction } from './anomaly-watch.ts';

@@ -5,6 +5,23 @@ import type { EnvelopeRegistry, LocalEnvelope } from '../envelopes/index.ts';
 import type { PauseHoldOutcome, PauseMetrics } from '../metrics/index.ts';
 import { overHeldBytes, type HeldBytes } from './held-bytes.ts';
 import { HeldCalls } from './held-calls.ts';
+import { SidecarState, type SidecarHold } from './sidecar-state.ts';
+
+/** The tag of the calls held by the sidecar's pause; an envelope id is a UUID, never this. */
+const SIDECAR = 'sidecar';
+
+type SidecarPaused = Extract<SidecarHold, { state: 'paused' }>;
+
+/** The sidecar's pause: where it is kept, and who hears that it rides on another envelope. */
+export interface SidecarPause {
+  state: SidecarState;
+  /**
+   * Told that the pause rides on `anchor` from now on, the envelope it rode on (`from`) having
+   * ended: to report it, so that the control plane records `anchor` PAUSED and an operator knows
+   * which envelope to resume.
+   */
+  moved(anchor: LocalEnvelope, from: string | null, kind: SidecarPaused['kind']): void;
+}
 
 export interface PauseHoldOptions {
   tenantId: string;
@@ -30,17 +47,21 @@ export interface PauseRefusal {
  *
  * The Immune System may pause the whole sidecar instead (an anomaly of all its executions'
  * rate): then every envelope's calls are held, those of envelopes met later too, since an agent
- * names its executions itself. That pause rides on the envelope whose call tipped it (paused
- * too, so the control plane records it PAUSED and signals it): its calls are held under that
- * envelope, and resuming it resumes the sidecar.
+ * names its executions itself. That pause rides on an envelope, its anchor, paused too (so the
+ * control plane records it PAUSED and signals it): resuming the anchor resumes the sidecar, and
+ * nothing else does. When the anchor ends instead (an operator, its budget, or the agent itself
+ * ended it), the pause moves to the envelope whose calls have waited longest, or to the next one
+ * met, and is reported again naming it. The pause is kept in the proxy's store, so a restart
+ * keeps it.
  */
 export class PauseHolds {
   readonly #options: PauseHoldOptions;
   readonly #envelopes: Pick<EnvelopeRegistry, 'get'>;
   readonly #metrics: PauseMetrics;
   readonly #held: HeldCalls<'resumed'>;
-  /** The sidecar's pause: the envelope it rides on, and why. */
-  #sidecar: { anchor: string; reason: string } | null = null;
+  readonly #sidecar: SidecarPause;
+  /** The envelopes with calls held by the sidecar's pause, the one waiting longest first, and how many. */
+  readonly #waiting = new Map<string, { envelope: LocalEnvelope; calls: number }>();
 
   constructor(
     options: PauseHoldOptions,
@@ -48,11 +69,13 @@ export class PauseHolds {
     metrics: PauseMetrics,
     /** The bound on held requests' bytes, shared with the approval holds. */
     bytes: HeldBytes,
+    sidecar: SidecarPause = { state: new SidecarState(), moved: () => undefined },
   ) {
     this.#options = options;
     this.#envelopes = envelopes;
     this.#metrics = metrics;
     this.#held = new HeldCalls(options.maxHeld, bytes, (size) => metrics.held.set(size));
+    this.#sidecar = sidecar;
   }
 
   /** Pauses the envelope here; false when it was paused or ended already. */
@@ -64,26 +87,42 @@ export class PauseHolds {
 
   /**
    * Pauses the envelope and, with it, every envelope of the sidecar until it is resumed; false
-   * when the sidecar was paused already.
+   * when the sidecar was paused or terminated already.
    */
-  pauseSidecar(envelope: LocalEnvelope, reason: string): boolean {
-    if (this.#sidecar !== null) return false;
+  pauseSidecar(envelope: LocalEnvelope, kind: SidecarPaused['kind'], reason: string): boolean {
+    if (this.#sidecar.state.current !== null) return false;
     this.pause(envelope, reason);
-    this.#sidecar = { anchor: envelope.envelopeId, reason };
-    return true;
+    return this.#sidecar.state.set({ state: 'paused', anchor: envelope.envelopeId, kind, reason, ended: null });
   }
 
   /** Whether the envelope's calls are held: it is paused, or the sidecar is. */
   holds(envelope: LocalEnvelope): boolean {
-    return envelope.paused !== null || this.#sidecar !== null;
+    return envelope.paused !== null || this.#paused() !== null;
   }
 
-  /** Runs the envelope again here and releases its held calls; the sidecar too when its pause rides on it. */
+  /** Runs the envelope again here and releases its held calls; the sidecar's too when its pause rides on it. */
   resume(envelopeId: string): void {
     const envelope = this.#envelopes.get(envelopeId);
     if (envelope !== undefined) envelope.paused = null;
-    if (this.#sidecar?.anchor === envelopeId) this.#sidecar = null;
+    if (this.#paused()?.anchor === envelopeId) {
+      this.#sidecar.state.set(null);
+      this.#held.release(SIDECAR, 'resumed');
+    }
     this.#held.release(envelopeId, 'resumed');
+  }
+
+  /**
+   * Told that an envelope ended: when the sidecar's pause rides on it, the pause moves to the
+   * envelope whose calls have waited longest, or, none waiting, to the next one met.
+   */
+  ended(envelopeId: string): void {
+    const sidecar = this.#paused();
+    if (sidecar?.anchor !== envelopeId) return;
+    const next = [...this.#waiting.values()].find(
+      ({ envelope }) => envelope.ending === null && envelope.envelopeId !== envelopeId,
+    );
+    if (next === undefined) this.#sidecar.state.set({ ...sidecar, anchor: null, ended: envelopeId });
+    else this.#anchored(next.envelope, envelopeId, sidecar);
   }
 
   /**
@@ -115,47 +154,56 @@ export class PauseHolds {
    */
   async await(envelope: LocalEnvelope, bytes: number, signal: AbortSignal): Promise<PauseRefusal | null> {
     const { timeoutMs, maxHeld } = this.#options;
-    const sidecar = envelope.paused === null ? this.#sidecar : null;
+    const sidecar = envelope.paused === null ? this.#paused() : null;
     if (envelope.paused === null && sidecar === null) return null;
-    // Held under the envelope whose resumption releases it.
-    const id = sidecar?.anchor ?? envelope.envelopeId;
-    const why = sidecar?.reason ?? envelope.paused ?? '';
-    const paused = sidecar === null ? `envelope ${id} is paused` : `the sidecar is paused with envelope ${id}`;
+    // The sidecar's pause whose anchor ended rides on the first envelope met after.
+    if (sidecar !== null && sidecar.anchor === null) this.#anchored(envelope, sidecar.ended, sidecar);
+    // Held under the envelope whose resumption releases it, or the sidecar's.
+    const bySidecar = envelope.paused === null;
+    const paused = (): string =>
+      bySidecar
+        ? `the sidecar is paused with envelope ${this.#paused()?.anchor ?? envelope.envelopeId}`
+        : `envelope ${envelope.envelopeId} is paused`;
     const full = this.#held.refusal(bytes);
     if (full !== null) {
       this.#count(full === 'shutdown' ? 'shutdown' : 'full');
       switch (full) {
         case 'shutdown':
-          return { code: 'SVC-SYS-9001', message: `${paused} and the proxy is shutting down` };
+          return { code: 'SVC-SYS-9001', message: `${paused()} and the proxy is shutting down` };
         case 'full':
           return {
             code: 'SVC-SYS-9005',
-            message: `${paused}, and ${maxHeld} calls of paused envelopes already wait at this proxy (proxy_anomaly_max_held)`,
+            message: `${paused()}, and ${maxHeld} calls of paused envelopes already wait at this proxy (proxy_anomaly_max_held)`,
           };
         case 'bytes':
           return {
             code: 'SVC-SYS-9005',
-            message: `${paused}, and ${overHeldBytes(this.#held.bytes, bytes)}`,
+            message: `${paused()}, and ${overHeldBytes(this.#held.bytes, bytes)}`,
           };
       }
     }
-    const ending = await this.#held.hold(id, bytes, timeoutMs, signal);
+    const ending = bySidecar
+      ? await this.#waitFor(envelope, () => this.#held.hold(SIDECAR, bytes, timeoutMs, signal))
+      : await this.#held.hold(envelope.envelopeId, bytes, timeoutMs, signal);
     const outcome = ending.outcome === 'released' ? 'resumed' : ending.outcome;
     this.#count(outcome);
     switch (outcome) {
       case 'resumed':
         return null;
-      case 'timed_out':
+      case 'timed_out': {
+        const why = bySidecar ? (this.#paused()?.reason ?? '') : (envelope.paused ?? '');
+        const anchor = bySidecar ? (this.#paused()?.anchor ?? envelope.envelopeId) : envelope.envelopeId;
         return {
           code: 'SVC-SYS-9001',
-          message: `${paused} (${why}) and was not resumed within ${timeoutMs / 1000} s (proxy_anomaly_hold_timeout_seconds); resume envelope ${id} with UpdateEnvelopeStatus RUNNING`,
+          message: `${paused()} (${why}) and was not resumed within ${timeoutMs / 1000} s (proxy_anomaly_hold_timeout_seconds); resume envelope ${anchor} with UpdateEnvelopeStatus RUNNING`,
         };
+      }
       case 'shutdown':
-        return { code: 'SVC-SYS-9001', message: `the proxy shut down while ${paused}` };
+        return { code: 'SVC-SYS-9001', message: `the proxy shut down while ${paused()}` };
       case 'cancelled':
         return {
           code: 'SVC-ENV-1003',
-          message: `the call was cancelled (its client left, or its envelope ended) while ${paused}`,
+          message: `the call was cancelled (its client left, or its envelope ended) while ${paused()}`,
         };
     }
   }
@@ -163,6 +211,31 @@ export class PauseHolds {
   /** Refuses every held call (shutdown), and every call that would be held from now on. */
   close(): Promise<void> {
     return this.#held.close();
+  }
+
+  #paused(): SidecarPaused | null {
+    const current = this.#sidecar.state.current;
+    return current?.state === 'paused' ? current : null;
+  }
+
+  /** The sidecar's pause rides on `envelope` now, `from` having ended: paused itself, and reported. */
+  #anchored(envelope: LocalEnvelope, from: string | null, sidecar: SidecarPaused): void {
+    this.#sidecar.state.set({ ...sidecar, anchor: envelope.envelopeId, ended: from });
+    this.pause(envelope, sidecar.reason);
+    this.#sidecar.moved(envelope, from, sidecar.kind);
+  }
+
+  /** Runs a hold of the sidecar's pause, counting the envelope among those waiting meanwhile. */
+  async #waitFor<T>(envelope: LocalEnvelope, hold: () => Promise<T>): Promise<T> {
+    const id = envelope.envelopeId;
+    const waiting = this.#waiting.get(id) ?? { envelope, calls: 0 };
+    waiting.calls++;
+    this.#waiting.set(id, waiting);
+    try {
+      return await hold();
+    } finally {
+      if (--waiting.calls === 0) this.#waiting.delete(id);
+    }
   }
 
   #count(outcome: PauseHoldOutcome): void {

@@ -1,7 +1,8 @@
 import { APIError } from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ensureSidecarIdentity } from '../../control-plane/bootstrap/sidecar-identity.ts';
 import { eventually } from '../harness/control-plane.ts';
-import { startProxyRig, type ProxyRig } from './harness.ts';
+import { startProxyRig, TENANT, type ProxyRig } from './harness.ts';
 import { openAiClient } from './sdk-options.ts';
 import { settledWithin } from './settled-within.ts';
 
@@ -42,6 +43,15 @@ async function anomalyEvents(): Promise<{ envelope_id: string; payload: Record<s
   return listed.status === 200
     ? (listed.body as unknown as { envelope_id: string; payload: Record<string, unknown> }[])
     : [];
+}
+
+async function paused(envelopeId: string): Promise<void> {
+  await eventually(
+    () => rig!.envelope(envelopeId),
+    (envelope) => envelope?.state === 'PAUSED',
+    10_000,
+    100,
+  );
 }
 
 describe('anomalies of the whole sidecar', () => {
@@ -127,5 +137,51 @@ describe('anomalies of the whole sidecar', () => {
       10_000,
       100,
     );
+  }, 60_000);
+
+  it('moves the pause to a held envelope when the agent ends the one it rode on, and only resuming that one releases the sidecar', async () => {
+    rig = await startProxyRig({
+      proxy_anomaly_action: 'pause',
+      proxy_anomaly_max_calls: 3,
+      proxy_anomaly_hold_timeout_seconds: 30,
+    });
+    const burst = [rotating(), rotating(), rotating()];
+    for (const c of burst) c.catch(() => undefined);
+    const [event] = await eventually(anomalyEvents, (events) => events.length > 0, 10_000, 100);
+    const anchor = event!.envelope_id;
+    await paused(anchor);
+    const waiting = call('waiting');
+    waiting.catch(() => undefined);
+    expect(await settledWithin(waiting, 300)).toBe(false);
+
+    // The agent ends the envelope the pause rides on with its own key, as a way out of the pause.
+    const { identity } = await ensureSidecarIdentity(rig.cp.plane, { dataDir: rig.cp.dataDir, tenantId: TENANT });
+    const asAgent = (path: string, body: unknown) => rig!.cp.call('POST', path, { key: identity.api_key, body });
+    expect((await asAgent(`/v1/envelopes/${anchor}/terminate`, { reason: 'done' })).status).toBe(200);
+    const events = await eventually(
+      anomalyEvents,
+      (listed) => listed.some((e) => e.payload.moved_from === anchor),
+      10_000,
+      100,
+    );
+    const moved = events.find((e) => e.payload.moved_from === anchor)!;
+    expect(moved.payload).toMatchObject({ kind: 'call_rate', scope: 'sidecar', action: 'pause' });
+    const next = moved.envelope_id;
+    expect((await rig.envelope(next))?.execution_id).toBe('waiting');
+    await paused(next);
+
+    // Still paused: the waiting call and one under a new id are held, nothing sent upstream.
+    const upstreamBefore = rig.sim.requests.length;
+    const fresh = rotating();
+    fresh.catch(() => undefined);
+    expect(await settledWithin(Promise.race([waiting, fresh]), 500)).toBe(false);
+    expect(rig.sim.requests.length).toBe(upstreamBefore);
+    // The agent's key cannot lift the Immune System's pause on the new anchor either.
+    expect((await asAgent(`/v1/envelopes/${next}/status`, { status: 'RUNNING' })).status).toBe(403);
+
+    const resumed = await rig.admin('POST', `/v1/envelopes/${next}/status`, { status: 'RUNNING' });
+    expect(resumed.status).toBe(200);
+    const served = await Promise.all([waiting, fresh]);
+    expect(served.map(({ data }) => data.usage?.completion_tokens)).toEqual([5, 5]);
   }, 60_000);
 });

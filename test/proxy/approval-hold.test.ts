@@ -1,7 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type OpenAI from 'openai';
-import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
 import { eventually, ROOT_KEY } from '../harness/control-plane.ts';
@@ -10,6 +9,7 @@ import { callOk, mcpClient } from '../mcp/mcp-client.ts';
 import { startToolServer, type ToolServer } from './mcp-server.ts';
 import { startNatsPair, type NatsPair } from './nats-pair.ts';
 import { openAiClient } from './sdk-options.ts';
+import { sdkRefusal } from './sdk-refusal.ts';
 import { settledWithin } from './settled-within.ts';
 
 /**
@@ -102,16 +102,6 @@ function held(content: string) {
       { maxRetries: 0 },
     )
     .withResponse();
-}
-
-/** The SDK's error for a call expected to be refused; attached at once, so no rejection goes unhandled. */
-async function refusal(call: Promise<unknown>): Promise<APIError> {
-  const error = await call.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  );
-  expect(error).toBeInstanceOf(APIError);
-  return error as APIError;
 }
 
 describe('an MCP tool call held for approval', () => {
@@ -221,7 +211,7 @@ describe("a tool call in a model's answer held for approval", () => {
 
   it('refuses the held answer with SVC-ENV-1003 when its envelope is terminated meanwhile', async () => {
     const known = await pendingIds();
-    const refused = refusal(toolAnswer('exec-answer-terminated'));
+    const refused = sdkRefusal(toolAnswer('exec-answer-terminated'));
     const [approval] = await newPending(known);
     await terminate(await envelopeOf(approval));
     const error = await refused;
@@ -232,7 +222,7 @@ describe("a tool call in a model's answer held for approval", () => {
 
   it('refuses the answer with SVC-POL-2004 once rejected', async () => {
     const known = await pendingIds();
-    const refused = refusal(toolAnswer('exec-answer-rejected'));
+    const refused = sdkRefusal(toolAnswer('exec-answer-rejected'));
     const [approval] = await newPending(known);
     await callOk(mcp, 'deny_action', { approval_id: approval!.approval_id, reason: 'not this repo' });
     const error = await refused;
@@ -330,7 +320,7 @@ describe('a call held for approval', () => {
   it('is refused with SVC-POL-2004 and the approval id once rejected (deny_action over MCP)', async () => {
     const known = await pendingIds();
     const upstreamBefore = pair.sim.requests.length;
-    const refused = refusal(held('will be rejected'));
+    const refused = sdkRefusal(held('will be rejected'));
     const [approval] = await newPending(known);
     const denying = Date.now();
     await callOk(mcp, 'deny_action', { approval_id: approval!.approval_id, reason: 'not today' });
@@ -346,7 +336,7 @@ describe('a call held for approval', () => {
   it('is refused with SVC-POL-2004 and the approval id when nobody decides in time', async () => {
     const known = await pendingIds();
     const started = Date.now();
-    const refused = refusal(held('nobody looks'));
+    const refused = sdkRefusal(held('nobody looks'));
     const [approval] = await newPending(known);
     const error = await refused;
     expect(Date.now() - started).toBeGreaterThanOrEqual(TIMEOUT_SECONDS * 1000 - 100);
@@ -358,11 +348,11 @@ describe('a call held for approval', () => {
 
   it('refuses a call over the bound at once with SVC-SYS-9005, opening no approval for it', async () => {
     const known = await pendingIds();
-    const refused = [refusal(held('first')), refusal(held('second'))];
+    const refused = [sdkRefusal(held('first')), sdkRefusal(held('second'))];
     const pending = await newPending(known, MAX_HELD);
     expect(await heldNow()).toBe(MAX_HELD);
     const started = Date.now();
-    const error = await refusal(held('one too many'));
+    const error = await sdkRefusal(held('one too many'));
     expect(Date.now() - started).toBeLessThan(1000);
     expect(error.status).toBe(429);
     expect(error.code).toBe('SVC-SYS-9005');
@@ -376,7 +366,7 @@ describe('a call held for approval', () => {
 
   it('is refused with SVC-ENV-1003 at once when its envelope is terminated while it waits', async () => {
     const known = await pendingIds();
-    const refused = refusal(
+    const refused = sdkRefusal(
       openAiClient(pair.agent, { 'X-Svc-Execution-Id': 'exec-held-terminated' }).chat.completions.create(
         { model: 'gpt-4o', max_tokens: 5, messages: [{ role: 'user', content: 'ended meanwhile' }] },
         { maxRetries: 0 },
@@ -424,7 +414,7 @@ describe('a call held for approval', () => {
 
   it('is refused with SVC-SYS-9001 and its approval id when the proxy shuts down', async () => {
     const known = await pendingIds();
-    const refused = refusal(held('held at shutdown'));
+    const refused = sdkRefusal(held('held at shutdown'));
     const [approval] = await newPending(known);
     await pair.closeProxy();
     const error = await refused;

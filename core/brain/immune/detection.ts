@@ -70,7 +70,7 @@ export function detectionOfEvent(event: {
   const details = sequence
     ? {}
     : Object.fromEntries(
-        ['scope', 'count', 'baseline', 'z', 'ceiling', 'interval_start'].flatMap((k) =>
+        ['scope', 'count', 'baseline', 'z', 'ceiling', 'interval_start', 'moved_from'].flatMap((k) =>
           event.payload[k] === undefined ? [] : [[k, event.payload[k]]],
         ),
       );

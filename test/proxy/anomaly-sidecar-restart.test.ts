@@ -1,0 +1,92 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { eventually } from '../harness/control-plane.ts';
+import { startNatsPair, type NatsPair } from './nats-pair.ts';
+import { openAiClient } from './sdk-options.ts';
+import { sdkRefusal } from './sdk-refusal.ts';
+import { settledWithin } from './settled-within.ts';
+
+/**
+ * The Immune System's pause or termination of the whole sidecar outlives a restart of the proxy:
+ * it is kept in the proxy's store, so an agent cannot shake it off by restarting its sidecar and
+ * sending its calls under new execution ids. The official OpenAI SDK goes through the proxy to
+ * the provider simulator; the control plane runs over a real nats-server.
+ */
+const CEILING = 3;
+let pair: NatsPair | undefined;
+let executions = 0;
+
+afterEach(async () => {
+  await pair?.close();
+  pair = undefined;
+});
+
+function call() {
+  const execution = `restart-${++executions}`;
+  return openAiClient(pair!.agent, { 'x-svc-execution-id': execution })
+    .chat.completions.create(
+      { model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: execution }] },
+      { maxRetries: 0 },
+    )
+    .withResponse();
+}
+
+/** Calls under new execution ids up to the sidecar's ceiling; the anomaly event once recorded. */
+async function tripSidecar(): Promise<{ envelope_id: string; payload: Record<string, unknown> }> {
+  for (let i = 0; i < CEILING; i++) call().catch(() => undefined);
+  const [event] = await eventually(
+    async () => {
+      const listed = await pair!.rest('GET', '/v1/events?event_type=immune.anomaly');
+      return listed.status === 200 ? (listed.body as { envelope_id: string; payload: Record<string, unknown> }[]) : [];
+    },
+    (events) => events.length > 0,
+    10_000,
+    100,
+  );
+  expect(event!.payload).toMatchObject({ scope: 'sidecar', ceiling: CEILING });
+  return event!;
+}
+
+describe('a sidecar the Immune System paused or terminated, restarted', () => {
+  it('is still paused: a new execution id is held until the envelope the event names is resumed', async () => {
+    pair = await startNatsPair({
+      proxy_anomaly_action: 'pause',
+      proxy_anomaly_max_calls: CEILING,
+      proxy_anomaly_hold_timeout_seconds: 30,
+    });
+    const { envelope_id: anchor } = await tripSidecar();
+    await eventually(
+      () => pair!.rest('GET', `/v1/envelopes/${anchor}`),
+      (r) => r.body.state === 'PAUSED',
+      10_000,
+      100,
+    );
+    await pair.restartProxy();
+    expect(pair.proxy.envelopes.get(anchor)).toBeUndefined();
+
+    const before = pair.sim.requests.length;
+    const held = call();
+    held.catch(() => undefined);
+    expect(await settledWithin(held, 500)).toBe(false);
+    expect(pair.sim.requests.length).toBe(before);
+
+    const resumed = await pair.rest('POST', `/v1/envelopes/${anchor}/status`, { status: 'RUNNING' });
+    expect(resumed.status).toBe(200);
+    const { data } = await held;
+    expect(data.usage?.completion_tokens).toBe(5);
+    // Resumed: the next restart starts running.
+    await pair.restartProxy();
+    expect((await call()).data.usage?.completion_tokens).toBe(5);
+  }, 60_000);
+
+  it('is still terminated: a new execution id is refused with 409 SVC-ENV-1003', async () => {
+    pair = await startNatsPair({ proxy_anomaly_action: 'terminate', proxy_anomaly_max_calls: CEILING });
+    await tripSidecar();
+    await pair.restartProxy();
+    const before = pair.sim.requests.length;
+    const refused = await sdkRefusal(call());
+    expect(refused.status).toBe(409);
+    expect(refused.code).toBe('SVC-ENV-1003');
+    expect(refused.message).toContain('this sidecar was terminated');
+    expect(pair.sim.requests.length).toBe(before);
+  }, 60_000);
+});
