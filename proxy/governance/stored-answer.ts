@@ -4,6 +4,7 @@ import type { ProxiedRequest } from '../listener/index.ts';
 import { JSON_LINES_SHAPES, type ProviderAdapter, type StoredShape } from '../providers/index.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
 import { decodedHeaders } from './decode-body.ts';
+import { awaitResumed, endedRefusal } from './await-resumed.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { relayWhole } from './llm-call/meter-whole.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
@@ -38,12 +39,10 @@ export async function governStoredAnswer(
   }
   const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
-  if (envelope.ending !== null) {
-    refuse(
-      'SVC-ENV-1003',
-      `envelope ${envelope.envelopeId} already ended (${envelope.ending.status}): ${envelope.ending.reason}`,
-      envelope.envelopeId,
-    );
+  // Held while the envelope or the sidecar is paused, as a model call is: a read carries no body.
+  const stopped = endedRefusal(envelope) ?? (await awaitResumed(deps, req, envelope, 0));
+  if (stopped !== null) {
+    refuse(stopped.code, stopped.message, envelope.envelopeId);
     return;
   }
   // Asked for unencoded, as a call's answer is; a body, which a read has no use for, is not sent.

@@ -8,6 +8,7 @@ import { FALLBACK_MAX_OUTPUT_TOKENS, type ProviderAdapter } from '../providers/i
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
 import { price } from './call-pricing.ts';
 import { writeToClient } from './client-write.ts';
+import { awaitResumed, endedRefusal } from './await-resumed.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { UNRECORDED } from './llm-call/decide-call.ts';
 import { governedHeaders } from './llm-call/forward-call.ts';
@@ -131,13 +132,11 @@ export async function governUnclassifiedCall(
   }
   const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
-  if (envelope.ending !== null) {
+  // Held while the envelope or the sidecar is paused, as a model call is, before anything is sent.
+  const stopped = endedRefusal(envelope) ?? (await awaitResumed(deps, req, envelope, bytes.length));
+  if (stopped !== null) {
     count('refused');
-    refuse(
-      'SVC-ENV-1003',
-      `envelope ${envelope.envelopeId} already ended (${envelope.ending.status}): ${envelope.ending.reason}`,
-      envelope.envelopeId,
-    );
+    refuse(stopped.code, stopped.message, envelope.envelopeId);
     return;
   }
   if (model === '' || deps.prices.lookup(model) === undefined) deps.metrics.unknownModels.inc({ provider: adapter.id });

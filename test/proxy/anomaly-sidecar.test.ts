@@ -15,6 +15,8 @@ import { settledWithin } from './settled-within.ts';
 const INTERVAL_MS = 1000;
 let rig: ProxyRig | undefined;
 let rotated = 0;
+/** The bound on held calls where a test reaches it. */
+const HELD = 3;
 
 afterEach(async () => {
   await rig?.close();
@@ -52,6 +54,20 @@ async function paused(envelopeId: string): Promise<void> {
     10_000,
     100,
   );
+}
+
+/** A request on a path no route of OpenAI's matches: metered by estimate. */
+function unclassified(execution: string) {
+  return fetch(`${rig!.addresses.proxyUrl}/openai/v1/images/generations`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer sk', 'x-svc-execution-id': execution },
+    body: JSON.stringify({ prompt: 'a lighthouse' }),
+  });
+}
+
+async function heldNow(): Promise<number> {
+  const metric = await rig!.proxy.registry.getSingleMetric('svc_proxy_pause_held')!.get();
+  return metric.values[0]?.value ?? 0;
 }
 
 describe('anomalies of the whole sidecar', () => {
@@ -183,5 +199,44 @@ describe('anomalies of the whole sidecar', () => {
     expect(resumed.status).toBe(200);
     const served = await Promise.all([waiting, fresh]);
     expect(served.map(({ data }) => data.usage?.completion_tokens)).toEqual([5, 5]);
+  }, 60_000);
+
+  it('holds unclassified calls and stored answers read back until resumed, within the bound on held calls', async () => {
+    rig = await startProxyRig({
+      proxy_anomaly_action: 'pause',
+      proxy_anomaly_max_calls: 3,
+      proxy_anomaly_max_held: HELD,
+      proxy_anomaly_hold_timeout_seconds: 30,
+    });
+    // Three calls reach the ceiling: the third is held, its envelope the anchor.
+    const burst = ['x', 'y', 'z'].map((execution) => call(execution));
+    for (const c of burst) c.catch(() => undefined);
+    const listed = await eventually(
+      () => rig!.admin('GET', '/v1/events?event_type=immune.anomaly'),
+      (r) => r.status === 200 && (r.body as unknown as unknown[]).length > 0,
+      10_000,
+      100,
+    );
+    const anchor = (listed.body as unknown as { envelope_id: string }[])[0]!.envelope_id;
+
+    const before = rig.sim.requests.length;
+    const estimated = unclassified('images');
+    const stored = openAiClient(rig.agent, { 'x-svc-execution-id': 'reader' }).responses.retrieve('resp_sim');
+    stored.catch(() => undefined);
+    expect([await settledWithin(estimated, 500), await settledWithin(stored, 0)]).toEqual([false, false]);
+    expect(rig.sim.requests.length).toBe(before);
+    await eventually(heldNow, (held) => held === HELD, 5000, 50);
+
+    // The bound on held calls is theirs too: one more is refused at once.
+    const over = await unclassified('one-too-many');
+    expect(over.status).toBe(429);
+    expect(await over.text()).toContain('SVC-SYS-9005');
+    expect(rig.sim.requests.length).toBe(before);
+
+    const resumed = await rig.admin('POST', `/v1/envelopes/${anchor}/status`, { status: 'RUNNING' });
+    expect(resumed.status).toBe(200);
+    expect((await estimated).status).toBe(200);
+    expect((await stored).id).toBe('resp_sim');
+    await Promise.all(burst);
   }, 60_000);
 });
