@@ -196,4 +196,18 @@ describe('AnomalyWatch', () => {
       { kind: 'spend', scope: 'sidecar', count: expect.closeTo(10, 1) as unknown, ceiling: 10 },
     ]);
   });
+
+  it('counts no call while the sidecar is paused: the held calls neither tip another interval nor teach the baseline', () => {
+    const { run, pauses, events } = rig('pause');
+    run({ '*': [...steady(6, 3), 40] });
+    expect(events).toHaveLength(1);
+    // Paused: the agent keeps calling, under new ids and an id it used before, far over its rate.
+    run({ '*': [40, 40], 'rotated-1': [40, 40] });
+    expect(events).toHaveLength(1);
+    pauses.resume(events[0]!.envelope.envelopeId);
+    // The baseline learnt no held call (the paused seconds count none): 40 a second is an anomaly again.
+    run({ '*': [3, 40] });
+    expect(events.map((e) => e.record.payload)).toMatchObject([{ scope: 'sidecar' }, { scope: 'sidecar' }]);
+    expect((events[1]!.record.payload as { baseline: number }).baseline).toBeLessThanOrEqual(3);
+  });
 });

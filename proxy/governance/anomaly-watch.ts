@@ -47,7 +47,7 @@ export interface AnomalyWatchDeps {
   maxExecutions: number;
   recorder: Pick<EventRecorder, 'usage' | 'ended'>;
   envelopes: Pick<EnvelopeRegistry, 'end' | 'endAll'>;
-  pauses: Pick<PauseHolds, 'pause' | 'pauseSidecar'>;
+  pauses: Pick<PauseHolds, 'pause' | 'pauseSidecar' | 'holds'>;
   registry: Registry;
   logger: { warn(obj: object, msg: string): void };
   now?: () => number;
@@ -98,8 +98,14 @@ export class AnomalyWatch {
     this.#judge(envelope, 'spend', usd);
   }
 
-  /** Counts into the sidecar's baseline and the execution's; the sidecar's anomaly, the wider, acts first. */
+  /**
+   * Counts into the sidecar's baseline and the execution's; the sidecar's anomaly, the wider, acts
+   * first. Nothing is counted while the envelope or the sidecar is paused: its calls are held, and
+   * an agent that keeps calling meanwhile would otherwise teach the baselines its held rate, or
+   * tip further intervals whose events pause further envelopes.
+   */
   #judge(envelope: LocalEnvelope, rate: keyof Baselines, amount: number): void {
+    if (this.#deps.pauses.holds(envelope)) return;
     const at = this.#now();
     const sidecar = this.#sidecar[rate].observe(at, amount);
     const own = this.#of(envelope)[rate].observe(at, amount);
