@@ -32,6 +32,7 @@ import {
   createGovernanceMetrics,
   createPauseMetrics,
   createRulesetMetrics,
+  createSidecarStateMetric,
 } from './metrics/index.ts';
 import { LmdbOutboxStorage } from '../core/outbox/lmdb-outbox-storage.ts';
 import { Outbox } from '../core/outbox/outbox.ts';
@@ -255,6 +256,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
     store: store.root,
   });
   const sidecar = keptSidecarState(store.root);
+  createSidecarStateMetric(registry, () => sidecar.current);
   const envelopes = new EnvelopeRegistry({
     defaultBudgetId: bootstrap.budgetId,
     allowedBudgetIds: config.allowed_budget_ids

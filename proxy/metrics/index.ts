@@ -8,3 +8,4 @@ export { createModelLabels, OTHER_MODEL, type ModelLabels } from './model-labels
 export { createApprovalMetrics, type ApprovalMetrics, type HoldOutcome } from './approval-metrics.ts';
 export { createPauseMetrics, type PauseMetrics, type PauseHoldOutcome } from './pause-metrics.ts';
 export { createRulesetMetrics, type RulesetMetrics, type RulesetRejection } from './ruleset-metrics.ts';
+export { createSidecarStateMetric } from './sidecar-metrics.ts';

@@ -46,6 +46,11 @@ async function tripSidecar(): Promise<{ envelope_id: string; payload: Record<str
   return event!;
 }
 
+/** `svc_proxy_sidecar_state` of the proxy now: 0 running, 1 paused, 2 terminated. */
+async function sidecarState(): Promise<number | undefined> {
+  return (await pair!.proxy.registry.getSingleMetric('svc_proxy_sidecar_state')!.get()).values[0]?.value;
+}
+
 describe('a sidecar the Immune System paused or terminated, restarted', () => {
   it('is still paused: a new execution id is held until the envelope the event names is resumed', async () => {
     pair = await startNatsPair({
@@ -62,6 +67,7 @@ describe('a sidecar the Immune System paused or terminated, restarted', () => {
     );
     await pair.restartProxy();
     expect(pair.proxy.envelopes.get(anchor)).toBeUndefined();
+    expect(await sidecarState()).toBe(1);
 
     const before = pair.sim.requests.length;
     const held = call();
@@ -75,6 +81,7 @@ describe('a sidecar the Immune System paused or terminated, restarted', () => {
     expect(data.usage?.completion_tokens).toBe(5);
     // Resumed: the next restart starts running.
     await pair.restartProxy();
+    expect(await sidecarState()).toBe(0);
     expect((await call()).data.usage?.completion_tokens).toBe(5);
   }, 60_000);
 
@@ -82,6 +89,7 @@ describe('a sidecar the Immune System paused or terminated, restarted', () => {
     pair = await startNatsPair({ proxy_anomaly_action: 'terminate', proxy_anomaly_max_calls: CEILING });
     await tripSidecar();
     await pair.restartProxy();
+    expect(await sidecarState()).toBe(2);
     const before = pair.sim.requests.length;
     const refused = await sdkRefusal(call());
     expect(refused.status).toBe(409);
