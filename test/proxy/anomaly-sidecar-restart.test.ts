@@ -20,8 +20,7 @@ afterEach(async () => {
   pair = undefined;
 });
 
-function call() {
-  const execution = `restart-${++executions}`;
+function call(execution = `restart-${++executions}`) {
   return openAiClient(pair!.agent, { 'x-svc-execution-id': execution })
     .chat.completions.create(
       { model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: execution }] },
@@ -30,20 +29,28 @@ function call() {
     .withResponse();
 }
 
+type AnomalyEvent = { envelope_id: string; payload: Record<string, unknown> };
+
+async function anomalyEvents(): Promise<AnomalyEvent[]> {
+  const listed = await pair!.rest('GET', '/v1/events?event_type=immune.anomaly');
+  return listed.status === 200 ? (listed.body as AnomalyEvent[]) : [];
+}
+
 /** Calls under new execution ids up to the sidecar's ceiling; the anomaly event once recorded. */
-async function tripSidecar(): Promise<{ envelope_id: string; payload: Record<string, unknown> }> {
+async function tripSidecar(): Promise<AnomalyEvent> {
   for (let i = 0; i < CEILING; i++) call().catch(() => undefined);
-  const [event] = await eventually(
-    async () => {
-      const listed = await pair!.rest('GET', '/v1/events?event_type=immune.anomaly');
-      return listed.status === 200 ? (listed.body as { envelope_id: string; payload: Record<string, unknown> }[]) : [];
-    },
-    (events) => events.length > 0,
+  const [event] = await eventually(anomalyEvents, (events) => events.length > 0, 10_000, 100);
+  expect(event!.payload).toMatchObject({ scope: 'sidecar', ceiling: CEILING });
+  return event!;
+}
+
+async function recordedAs(envelopeId: string, state: string): Promise<void> {
+  await eventually(
+    () => pair!.rest('GET', `/v1/envelopes/${envelopeId}`),
+    (r) => r.body.state === state,
     10_000,
     100,
   );
-  expect(event!.payload).toMatchObject({ scope: 'sidecar', ceiling: CEILING });
-  return event!;
 }
 
 /** `svc_proxy_sidecar_state` of the proxy now: 0 running, 1 paused, 2 terminated. */
@@ -51,36 +58,38 @@ async function sidecarState(): Promise<number | undefined> {
   return (await pair!.proxy.registry.getSingleMetric('svc_proxy_sidecar_state')!.get()).values[0]?.value;
 }
 
+/** A sidecar paused by its ceiling, the anchor recorded PAUSED, then restarted; the anchor. */
+async function pausedThenRestarted(): Promise<{ running: NatsPair; anchor: string }> {
+  const running = await startNatsPair({
+    proxy_anomaly_action: 'pause',
+    proxy_anomaly_max_calls: CEILING,
+    proxy_anomaly_hold_timeout_seconds: 30,
+  });
+  pair = running;
+  const { envelope_id: anchor } = await tripSidecar();
+  await recordedAs(anchor, 'PAUSED');
+  await running.restartProxy();
+  return { running, anchor };
+}
+
 describe('a sidecar the Immune System paused or terminated, restarted', () => {
   it('is still paused: a new execution id is held until the envelope the event names is resumed', async () => {
-    pair = await startNatsPair({
-      proxy_anomaly_action: 'pause',
-      proxy_anomaly_max_calls: CEILING,
-      proxy_anomaly_hold_timeout_seconds: 30,
-    });
-    const { envelope_id: anchor } = await tripSidecar();
-    await eventually(
-      () => pair!.rest('GET', `/v1/envelopes/${anchor}`),
-      (r) => r.body.state === 'PAUSED',
-      10_000,
-      100,
-    );
-    await pair.restartProxy();
-    expect(pair.proxy.envelopes.get(anchor)).toBeUndefined();
+    const { running, anchor } = await pausedThenRestarted();
+    expect(running.proxy.envelopes.get(anchor)).toBeUndefined();
     expect(await sidecarState()).toBe(1);
 
-    const before = pair.sim.requests.length;
+    const before = running.sim.requests.length;
     const held = call();
     held.catch(() => undefined);
     expect(await settledWithin(held, 500)).toBe(false);
-    expect(pair.sim.requests.length).toBe(before);
+    expect(running.sim.requests.length).toBe(before);
 
-    const resumed = await pair.rest('POST', `/v1/envelopes/${anchor}/status`, { status: 'RUNNING' });
+    const resumed = await running.rest('POST', `/v1/envelopes/${anchor}/status`, { status: 'RUNNING' });
     expect(resumed.status).toBe(200);
     const { data } = await held;
     expect(data.usage?.completion_tokens).toBe(5);
     // Resumed: the next restart starts running.
-    await pair.restartProxy();
+    await running.restartProxy();
     expect(await sidecarState()).toBe(0);
     expect((await call()).data.usage?.completion_tokens).toBe(5);
   }, 60_000);
@@ -96,5 +105,38 @@ describe('a sidecar the Immune System paused or terminated, restarted', () => {
     expect(refused.code).toBe('SVC-ENV-1003');
     expect(refused.message).toContain('this sidecar was terminated');
     expect(pair.sim.requests.length).toBe(before);
+  }, 60_000);
+
+  it('moves the pause on when the envelope it rode on ended while the proxy could not hear it', async () => {
+    const { running, anchor } = await pausedThenRestarted();
+    const held = call('held-after-restart');
+    held.catch(() => undefined);
+    expect(await settledWithin(held, 300)).toBe(false);
+
+    // Ended while the proxy is cut off from NATS: it learns it from svc_holds once back, never
+    // having served the anchor since its restart.
+    await running.proxyLink.cut();
+    try {
+      expect(
+        (await running.rest('POST', `/v1/envelopes/${anchor}/terminate`, { reason: 'operator stop' })).status,
+      ).toBe(200);
+      await new Promise((r) => setTimeout(r, 300));
+    } finally {
+      await running.proxyLink.restore();
+    }
+    const events = await eventually(
+      anomalyEvents,
+      (listed) => listed.some((e) => e.payload.moved_from === anchor),
+      15_000,
+      100,
+    );
+    const next = events.find((e) => e.payload.moved_from === anchor)!.envelope_id;
+    expect((await running.rest('GET', `/v1/envelopes/${next}`)).body.execution_id).toBe('held-after-restart');
+    await recordedAs(next, 'PAUSED');
+    expect(await settledWithin(held, 0)).toBe(false);
+
+    expect((await running.rest('POST', `/v1/envelopes/${next}/status`, { status: 'RUNNING' })).status).toBe(200);
+    expect((await held).data.usage?.completion_tokens).toBe(5);
+    expect(await sidecarState()).toBe(0);
   }, 60_000);
 });
