@@ -189,7 +189,8 @@ export class PauseHolds {
     this.#count(outcome);
     switch (outcome) {
       case 'resumed':
-        return null;
+        // An envelope paused on its own and resumed while the sidecar is paused waits on for the sidecar.
+        return this.holds(envelope) ? this.await(envelope, bytes, signal) : null;
       case 'timed_out': {
         const why = bySidecar ? (this.#paused()?.reason ?? '') : (envelope.paused ?? '');
         const anchor = bySidecar ? (this.#paused()?.anchor ?? envelope.envelopeId) : envelope.envelopeId;

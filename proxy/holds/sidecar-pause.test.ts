@@ -89,4 +89,16 @@ describe("the sidecar's pause when the envelope it rides on ends", () => {
     pauses.resume('a');
     expect(await call).toBeNull();
   });
+
+  it('holds the call of an envelope paused on its own, once resumed, for as long as the sidecar is paused', async () => {
+    const { envelope, pauses, held } = rig();
+    const [own, anchor] = [envelope('a'), envelope('b')];
+    pauses.pause(own, 'its own burst');
+    pauses.pauseSidecar(anchor, 'call_rate', 'the sidecar');
+    const call = held(own);
+    pauses.resume('a');
+    expect(await settledWithin(call, 50)).toBe(false);
+    pauses.resume('b');
+    expect(await call).toBeNull();
+  });
 });
