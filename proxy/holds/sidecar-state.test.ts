@@ -63,10 +63,13 @@ describe('keptSidecarState', () => {
     expect(restarted.set({ state: 'paused', anchor: 'x', kind: 'spend', reason: 'r', ended: null })).toBe(false);
   });
 
-  it('reads a kept value that does not parse as terminated', async () => {
+  it('reads a kept value that does not parse, or cannot be decoded, as terminated', async () => {
     const dir = dataDir();
     let store = start(dir);
     await store.root.openDB({ name: 'sidecar-state', encoding: 'json' }).put('sidecar', { state: 'resting' });
+    store = await restart(dir, store);
+    expect(keptSidecarState(store.root).current).toMatchObject({ state: 'terminated' });
+    await store.root.openDB({ name: 'sidecar-state', encoding: 'binary' }).put('sidecar', Buffer.from('{not json'));
     store = await restart(dir, store);
     expect(keptSidecarState(store.root).current).toMatchObject({ state: 'terminated' });
   });

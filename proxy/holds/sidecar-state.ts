@@ -1,4 +1,4 @@
-import type { RootDatabase } from 'lmdb';
+import type { Database, RootDatabase } from 'lmdb';
 import { z } from 'zod';
 
 /**
@@ -52,6 +52,19 @@ export class SidecarState {
   }
 }
 
+/** The kept state; one that cannot be decoded or parsed reads as terminated. */
+function readKept(db: Database<unknown, string>): SidecarHold | null {
+  let kept: unknown;
+  try {
+    kept = db.get(KEY);
+  } catch {
+    return { state: 'terminated', reason: UNREADABLE };
+  }
+  if (kept === undefined) return null;
+  const parsed = SidecarHoldSchema.safeParse(kept);
+  return parsed.success ? parsed.data : { state: 'terminated', reason: UNREADABLE };
+}
+
 /**
  * The sidecar's state kept in the proxy's LMDB store beside the envelope holds, so that a
  * restarted proxy is still paused or terminated: the agent names its executions itself, and a
@@ -60,10 +73,7 @@ export class SidecarState {
  */
 export function keptSidecarState(store: RootDatabase): SidecarState {
   const db = store.openDB<unknown, string>({ name: DB_NAME, encoding: 'json' });
-  const kept = db.get(KEY);
-  const parsed = SidecarHoldSchema.safeParse(kept);
-  const initial: SidecarHold | null =
-    kept === undefined ? null : parsed.success ? parsed.data : { state: 'terminated', reason: UNREADABLE };
+  const initial = readKept(db);
   return new SidecarState(initial, (hold) => {
     // The copy in memory is in force whatever becomes of the one on disk, which serves a restart.
     const written = hold === null ? db.remove(KEY) : db.put(KEY, hold);
