@@ -446,6 +446,7 @@ describe('observability', () => {
         'AgentGovernanceNatsDisconnected',
         'AgentGovernanceCutoffsSpiking',
         'AgentGovernancePolicyDenialsSpiking',
+        'AgentGovernanceSidecarHeldByImmuneSystem',
       ]),
     );
     const dashboard = manifest(rendered, 'ConfigMap', 'ag-agent-governance-dashboard').data['agent-governance.json'];
