@@ -62,9 +62,10 @@ export interface AnomalyWatchDeps {
  * sees it. A detection is recorded as an `immune.anomaly` event (on the bus, stored and listed
  * with the other events), counted in `svc_immune_anomalies_total`, logged; with action `pause` it
  * pauses the envelope, or for the sidecar's every envelope, met later ones too (their calls are
- * held until the envelope whose call tipped it is resumed; the control plane records that one
- * PAUSED from the event); with action `terminate` it ends the envelope, or every envelope of the
- * sidecar and any it meets later, which cuts their calls in flight.
+ * held until the envelope whose call tipped it is resumed, or the one the pause moved to when
+ * that one ended; the control plane records it PAUSED from the event); with action `terminate`
+ * it ends the envelope, or every envelope of the sidecar and any it meets later, which cuts their
+ * calls in flight. The sidecar's pause and termination are kept across restarts (PauseHolds).
  */
 export class AnomalyWatch {
   readonly #deps: AnomalyWatchDeps;
