@@ -249,13 +249,15 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const recorder = new EventRecorder(tenantId, source, outbox, new ProvisionalEvents(store), logger);
   // The charges of answers a process ending mid-drain left standing go out now.
   await recorder.releaseProvisional();
+  const holdLogger = logger.child({ component: 'holds' });
   const holds = new HoldStates({
     tenantId,
     maxEntries: config.proxy_hold_entries,
     maxAgeMs: config.hold_max_age_seconds * 1000,
     store: store.root,
+    logger: holdLogger,
   });
-  const sidecar = keptSidecarState(store.root);
+  const sidecar = keptSidecarState(store.root, holdLogger);
   createSidecarStateMetric(registry, () => sidecar.current);
   const envelopes = new EnvelopeRegistry({
     defaultBudgetId: bootstrap.budgetId,

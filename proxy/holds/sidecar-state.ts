@@ -1,5 +1,6 @@
 import type { Database, RootDatabase } from 'lmdb';
 import { z } from 'zod';
+import { writeInBackground, type StoreLogger } from '../store/index.ts';
 
 /**
  * The Immune System's hold on the whole sidecar: paused with the envelope whose resumption lifts
@@ -71,12 +72,16 @@ function readKept(db: Database<unknown, string>): SidecarHold | null {
  * restart would otherwise let every one of them run again. A termination is kept until the data
  * directory is replaced (a new pod); a kept value that does not parse reads as terminated.
  */
-export function keptSidecarState(store: RootDatabase): SidecarState {
+export function keptSidecarState(store: RootDatabase, logger: StoreLogger): SidecarState {
   const db = store.openDB<unknown, string>({ name: DB_NAME, encoding: 'json' });
   const initial = readKept(db);
   return new SidecarState(initial, (hold) => {
     // The copy in memory is in force whatever becomes of the one on disk, which serves a restart.
-    const written = hold === null ? db.remove(KEY) : db.put(KEY, hold);
-    written.catch(() => undefined);
+    writeInBackground(
+      hold === null ? db.remove(KEY) : db.put(KEY, hold),
+      logger,
+      { sidecar_state: hold?.state ?? 'running' },
+      "the sidecar's state was not kept on disk: a restart would not know it",
+    );
   });
 }

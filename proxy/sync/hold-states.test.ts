@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { RootDatabase } from 'lmdb';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EnvelopeStatus } from '../../core/domain/envelope.ts';
 import { openProxyStore, type ProxyStore } from '../store/index.ts';
@@ -8,6 +9,7 @@ import { EnvelopeRegistry } from '../envelopes/envelope-registry.ts';
 import { HoldStates } from './hold-states.ts';
 
 const DAY = 86_400_000;
+const quiet = { warn: () => undefined };
 const hold = (envelope: string, status: EnvelopeStatus) => ({
   tenant_id: 'acme',
   envelope_id: envelope,
@@ -24,7 +26,7 @@ function openStore(dir = mkdtempSync(join(tmpdir(), 'holds-'))): { dir: string; 
   return entry;
 }
 const holdsOn = (store: ProxyStore['root'], maxEntries: number, now?: () => number) =>
-  new HoldStates({ tenantId: 'acme', maxEntries, maxAgeMs: DAY, store, ...(now ? { now } : {}) });
+  new HoldStates({ tenantId: 'acme', maxEntries, maxAgeMs: DAY, store, logger: quiet, ...(now ? { now } : {}) });
 
 afterEach(async () => {
   for (const { dir, store } of opened.splice(0)) {
@@ -99,5 +101,33 @@ describe('HoldStates', () => {
     expect(restarted.forEnvelope('e-signalled')).toMatchObject({ execution_id: 'signalled', status: 'TERMINATED' });
     const after = new EnvelopeRegistry({ defaultBudgetId: 'b', podExecutionId: 'pod', holds: restarted });
     expect(after.resolve({ 'x-svc-execution-id': 'signalled' }).envelope.ending?.status).toBe('TERMINATED');
+  });
+
+  it('logs a hold it could not keep on disk, and holds it in memory all the same', async () => {
+    const warnings: Array<{ fields: Record<string, unknown>; message: string }> = [];
+    // A store whose every write fails, as a full LMDB map or a broken disk makes it.
+    const full = () => Promise.reject(new Error('MDB_MAP_FULL: Environment mapsize limit reached'));
+    const failing = { openDB: () => ({ getRange: () => [], put: full, remove: full }) } as unknown as RootDatabase;
+    const holds = new HoldStates({
+      tenantId: 'acme',
+      maxEntries: 10,
+      maxAgeMs: DAY,
+      store: failing,
+      logger: { warn: (fields, message) => warnings.push({ fields, message }) },
+    });
+    holds.apply(hold('p1', 'PAUSED'));
+    holds.apply(hold('p1', 'RUNNING'));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(holds.size).toBe(0);
+    expect(warnings).toEqual([
+      {
+        fields: { envelope_id: 'p1', status: 'PAUSED', err: 'MDB_MAP_FULL: Environment mapsize limit reached' },
+        message: 'envelope hold not kept on disk: a restart without NATS would not know it',
+      },
+      {
+        fields: { envelope_id: 'p1', err: 'MDB_MAP_FULL: Environment mapsize limit reached' },
+        message: 'envelope hold not removed from disk',
+      },
+    ]);
   });
 });

@@ -2,6 +2,7 @@ import type { Database, RootDatabase } from 'lmdb';
 import type { KeyValueStores, Subscription } from '../../core/bus/bus.ts';
 import { isFinal, type EnvelopeStatus } from '../../core/domain/envelope.ts';
 import { BUCKETS, HoldStateSchema, keys, type HoldState } from '../../core/sync/contract.ts';
+import { writeInBackground } from '../store/index.ts';
 import { watchTenantValues } from './tenant-values.ts';
 
 export interface HoldLogger {
@@ -24,6 +25,7 @@ export class HoldStates {
   readonly #now: () => number;
   readonly #maxEntries: number;
   readonly #db: Database<HoldState, string>;
+  readonly #logger: HoldLogger;
   /** In the order learnt, oldest first, split so that eviction finds an ended one at once. */
   readonly #ended = new Map<string, HoldState>();
   readonly #paused = new Map<string, HoldState>();
@@ -39,9 +41,12 @@ export class HoldStates {
     maxEntries: number;
     maxAgeMs: number;
     store: RootDatabase;
+    /** Hears a write to the store that failed. */
+    logger: HoldLogger;
     now?: () => number;
   }) {
     this.#tenantId = options.tenantId;
+    this.#logger = options.logger;
     this.#now = options.now ?? Date.now;
     this.#maxEntries = options.maxEntries;
     this.#db = options.store.openDB<HoldState, string>({ name: DB_NAME, encoding: 'json' });
@@ -74,7 +79,12 @@ export class HoldStates {
     this.#remember(hold);
     // The copy in memory is in force whatever becomes of the one on disk, which serves a start
     // without NATS only.
-    this.#db.put(hold.envelope_id, hold).catch(() => undefined);
+    writeInBackground(
+      this.#db.put(hold.envelope_id, hold),
+      this.#logger,
+      { envelope_id: hold.envelope_id, status: hold.status },
+      'envelope hold not kept on disk: a restart without NATS would not know it',
+    );
   }
 
   /**
@@ -96,7 +106,12 @@ export class HoldStates {
   }
 
   #remove(envelopeId: string): void {
-    this.#db.remove(envelopeId).catch(() => undefined);
+    writeInBackground(
+      this.#db.remove(envelopeId),
+      this.#logger,
+      { envelope_id: envelopeId },
+      'envelope hold not removed from disk',
+    );
   }
 
   #remember(hold: HoldState): void {
