@@ -31,7 +31,7 @@ describe('upstreamSignal', () => {
     vi.useFakeTimers();
     try {
       const client = new AbortController();
-      const upstream = upstreamSignal(client.signal, 1000);
+      const upstream = upstreamSignal(client.signal, 1000, () => undefined);
       client.abort();
       vi.advanceTimersByTime(999);
       expect(upstream.signal.aborted).toBe(false);
@@ -46,17 +46,34 @@ describe('upstreamSignal', () => {
     vi.useFakeTimers();
     try {
       const client = new AbortController();
-      const stays = upstreamSignal(client.signal, 10);
+      const stays = upstreamSignal(client.signal, 10, () => undefined);
       vi.advanceTimersByTime(1000);
       expect(stays.signal.aborted).toBe(false);
-      const done = upstreamSignal(client.signal, 10);
+      const left = vi.fn();
+      const done = upstreamSignal(client.signal, 10, left);
       done.dispose();
       client.abort();
       vi.advanceTimersByTime(1000);
       expect(done.signal.aborted).toBe(false);
+      expect(left).not.toHaveBeenCalled();
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it('tells once that its client left, as it leaves or at once if it has', () => {
+    const client = new AbortController();
+    const leaving = vi.fn();
+    const upstream = upstreamSignal(client.signal, 1000, leaving);
+    expect(leaving).not.toHaveBeenCalled();
+    client.abort();
+    client.abort();
+    expect(leaving).toHaveBeenCalledTimes(1);
+    const gone = vi.fn();
+    const late = upstreamSignal(client.signal, 1000, gone);
+    expect(gone).toHaveBeenCalledTimes(1);
+    upstream.dispose();
+    late.dispose();
   });
 });
 

@@ -160,4 +160,17 @@ describe('a provisional usage event', () => {
     expect(written.map(tokensOf)).toEqual([{ input: 10, output: 4096 }]);
     expect(provisional.size).toBe(0);
   });
+
+  it('withdrawn (the call not charged after all), is removed once written, and nothing is published', async () => {
+    const commit = Promise.withResolvers<void>();
+    const { recorder: r, written, provisional } = recorder(new Map(), commit.promise);
+    void r.provisional(envelope, call(4096), 'call-5');
+    r.withdraw('call-5');
+    r.withdraw('call-unknown');
+    commit.resolve();
+    await r.written();
+    expect(provisional.size).toBe(0);
+    await r.releaseProvisional();
+    expect(written).toEqual([]);
+  });
 });

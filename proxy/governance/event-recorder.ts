@@ -166,6 +166,23 @@ export class EventRecorder {
   }
 
   /**
+   * Drops the provisional event of `eventId`, if one is held: the call it stood for is not
+   * charged after all (the provider refused it, or it never reached the provider). One released
+   * already stands.
+   */
+  withdraw(eventId: string): void {
+    const id = msgIds.event(this.#tenantId, eventId);
+    const held = this.#held.get(id);
+    if (held === undefined) return;
+    this.#held.delete(id);
+    if (held.released) return;
+    void this.#track(
+      { id },
+      held.written.then(() => this.#remove(id)),
+    );
+  }
+
+  /**
    * Hands every provisional event still held to the outbox: at start, those a process that ended
    * while it drained left behind; at close, those of the answers still being drained, whose
    * provisional charge then stands. One the outbox refuses stays held for the next start.
@@ -200,12 +217,17 @@ export class EventRecorder {
   /** Appends `event` to the outbox, then removes the provisional event of its id. */
   async #replace(event: OutboxEvent, room?: OutboxRoom): Promise<void> {
     await this.#sink.append(event, room);
-    await this.#provisionals.remove(event.id).catch((error: unknown) => {
-      // Published at the next start as well: a duplicate, which its id makes count once.
-      this.#logger.error(
-        { event_id: event.id, subject: event.subject, err: (error as Error).message },
-        'provisional event not removed',
-      );
+    await this.#remove(event.id);
+  }
+
+  /**
+   * Removes the provisional event `id`. One whose removal fails is published at the next start: a
+   * duplicate of the call's own event, which its id makes count once, or, withdrawn, a charge of
+   * a call the provider did not bill, which errs on the side of the budget.
+   */
+  async #remove(id: string): Promise<void> {
+    await this.#provisionals.remove(id).catch((error: unknown) => {
+      this.#logger.error({ event_id: id, err: (error as Error).message }, 'provisional event not removed');
     });
   }
 

@@ -16,7 +16,7 @@ import { sendProviderRefusal } from './provider-refusal.ts';
 import { contentCodings, decompress } from './decode-body.ts';
 import { readRequestBody } from './read-body.ts';
 import { recorded } from './llm-call/settlement.ts';
-import { chargeCall, type Charge, type ChargeBasis, type ChargedCall } from './settle-call.ts';
+import { chargeCall, holdCharge, type Charge, type ChargeBasis, type ChargedCall } from './settle-call.ts';
 import { cutCall } from './cut-call.ts';
 import { TextSample } from './text-sample.ts';
 import { refused } from './tool-calls.ts';
@@ -221,9 +221,29 @@ export async function governUnclassifiedCall(
   const answerBound = maxOutputTokens(deps.prices, model, FALLBACK_MAX_OUTPUT_TOKENS);
   const worst = (answerBytes: number, cutOff: string) =>
     charge(Math.max(answerBound, answerBytes), 'worst_case', cutOff);
-  const upstream = upstreamSignal(req.signal, deps.abortDrainMs);
+  // Its worst case stands for it while its answer is drained (`holdCharge`): once cut, or once its
+  // client left before it was charged. One that stood for a call not charged after all is withdrawn.
+  let held = false;
+  let charged = false;
+  const settleAt = (made: Charge) => {
+    charged = true;
+    chargeCall(deps, call, made);
+  };
+  const settleFree = () => {
+    charged = true;
+    reservation.settle(ZERO);
+    if (held) deps.recorder.withdraw(call.eventId);
+  };
+  let response: UpstreamResponse | undefined;
+  const sample = new TextSample();
+  const left = () => {
+    if (charged || held) return;
+    held = true;
+    holdCharge(deps, call, worst(answerSize(response, sample), 'client_gone'));
+  };
+  // Made as the request goes upstream: a client gone already has the call's worst case held at once.
+  const upstream = upstreamSignal(req.signal, deps.abortDrainMs, left);
   try {
-    let response: UpstreamResponse;
     try {
       response = await deps.upstream.request({
         url: req.targetUrl,
@@ -236,9 +256,9 @@ export async function governUnclassifiedCall(
       });
     } catch (error) {
       if (mayHaveReachedProvider(error)) {
-        chargeCall(deps, call, worst(0, req.signal.aborted ? 'client_gone' : 'upstream_failed'));
+        settleAt(worst(0, req.signal.aborted ? 'client_gone' : 'upstream_failed'));
         await recorded(deps);
-      } else reservation.settle(ZERO);
+      } else settleFree();
       const failure = isSvcError(error) ? error : undefined;
       // An unforeseen error's text stays in the log; the agent reads the code and its request id.
       if (failure === undefined) deps.logger.warn({ request_id: req.id, err: error }, 'upstream call failed');
@@ -252,7 +272,7 @@ export async function governUnclassifiedCall(
     response.headers[ENVELOPE_HEADER] = envelope.envelopeId;
     if (response.statusCode >= 400) {
       // The provider refused: nothing generated, nothing charged.
-      reservation.settle(ZERO);
+      settleFree();
       await relayResponse(req.clientRes, response).catch(() => req.clientRes.destroy());
       return;
     }
@@ -262,7 +282,8 @@ export async function governUnclassifiedCall(
     // the whole answer once drained, else its worst case.
     const covers = (answerBytes: number) =>
       reservation.cover(price(deps.prices, model, { input, output: answerBytes, cachedInput: 0 }, adapter.id));
-    const cut = (reason: AnswerCut, answerBytes: number) =>
+    const cut = (reason: AnswerCut, answerBytes: number) => {
+      held = true;
       cutCall(
         deps,
         call,
@@ -273,12 +294,13 @@ export async function governUnclassifiedCall(
           : `envelope ${envelope.envelopeId} ended mid-answer`,
         worst(answerBytes, reason),
       );
-    const answer = await relayCounting(deps, req, envelope, response, covers, cut);
+    };
+    const answer = await relayCounting(deps, req, envelope, response, sample, covers, cut);
     // An answer not read to its end that nobody stopped receiving failed upstream.
     const read = answer.complete
       ? charge(await answer.sample.tokens(deps.tokens, model), 'estimate', answer.cutOff)
       : worst(answer.bytes, answer.cutOff ?? 'upstream_failed');
-    chargeCall(deps, call, read);
+    settleAt(read);
     await recorded(deps);
     if (answer.complete && answer.cutOff === null) req.clientRes.end(answer.rest);
   } finally {
@@ -304,12 +326,12 @@ interface RelayedAnswer {
 }
 
 /**
- * Relays an answer chunk by chunk while sampling it for its token estimate, each chunk only once
- * `covers` holds for the answer so far, else the answer is cut there (`cut`, and the agent's answer
- * ends at once); it is cut the same way, whatever it is waiting for, when `envelope` ends. Its
- * format is not known, so no error event can be written: the agent's connection is closed.
- * Neither a client that leaves nor a cut stops the count: the rest is read (within the drain time
- * and the answer bound).
+ * Relays an answer chunk by chunk while sampling it into `sample` for its token estimate, each
+ * chunk only once `covers` holds for the answer so far, else the answer is cut there (`cut`, and
+ * the agent's answer ends at once); it is cut the same way, whatever it is waiting for, when
+ * `envelope` ends. Its format is not known, so no error event can be written: the agent's
+ * connection is closed. Neither a client that leaves nor a cut stops the count: the rest is read
+ * (within the drain time and the answer bound).
  *
  * A complete answer is left open: the caller ends it with `rest` once the charge is recorded, so
  * a process killed at any moment never leaves an answer delivered in full and unrecorded. A
@@ -321,14 +343,13 @@ async function relayCounting(
   req: ProxiedRequest,
   envelope: LocalEnvelope,
   response: UpstreamResponse,
+  sample: TextSample,
   covers: (answerBytes: number) => boolean,
   cut: (reason: AnswerCut, answerBytes: number) => void,
 ): Promise<RelayedAnswer> {
   const res = req.clientRes;
-  const sample = new TextSample();
   const sized = response.headers['content-length'] !== undefined;
-  const declared = Number(response.headers['content-length']);
-  const size = () => Math.max(Number.isSafeInteger(declared) ? declared : 0, sample.totalBytes);
+  const size = () => answerSize(response, sample);
   res.writeHead(response.statusCode, response.headers);
   if (!sized) res.flushHeaders();
   let held: Uint8Array | undefined;
@@ -375,4 +396,10 @@ async function relayCounting(
   gone ||= req.signal.aborted;
   if (gone || cutOff !== null || !complete) res.destroy();
   return { sample, complete, bytes: size(), cutOff: cutOff ?? (gone ? 'client_gone' : null), rest: held };
+}
+
+/** An answer's size as far as it is known: what it declared, or what came if more. */
+function answerSize(response: UpstreamResponse | undefined, sample: TextSample): number {
+  const declared = Number(response?.headers['content-length']);
+  return Math.max(Number.isSafeInteger(declared) ? declared : 0, sample.totalBytes);
 }

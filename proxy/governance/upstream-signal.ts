@@ -14,9 +14,10 @@ export interface UpstreamSignal {
  * client that goes away, or an answer the proxy cut, leaves the request running for at most
  * `drainMs` more, so the answer can still be read and billed at its real usage (the provider
  * bills it whether or not anyone listens); after that the request is aborted and the call is
- * charged at its worst case.
+ * charged at its worst case. `left` is called when the client goes away (at once, if it has):
+ * what stands for the call while it is drained.
  */
-export function upstreamSignal(client: AbortSignal, drainMs: number): UpstreamSignal {
+export function upstreamSignal(client: AbortSignal, drainMs: number, left: () => void): UpstreamSignal {
   const upstream = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   const drain = () => {
@@ -28,14 +29,18 @@ export function upstreamSignal(client: AbortSignal, drainMs: number): UpstreamSi
     // A pending drain must not hold a shutting-down process open.
     timer.unref();
   };
-  if (client.aborted) drain();
-  else client.addEventListener('abort', drain, { once: true });
+  const leave = () => {
+    drain();
+    left();
+  };
+  if (client.aborted) leave();
+  else client.addEventListener('abort', leave, { once: true });
   return {
     signal: upstream.signal,
     drain,
     dispose() {
       clearTimeout(timer);
-      client.removeEventListener('abort', drain);
+      client.removeEventListener('abort', leave);
     },
   };
 }

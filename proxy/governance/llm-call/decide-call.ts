@@ -147,5 +147,7 @@ export async function decideCall(
     hideStreamUsage: false,
     sent: false,
     settled: false,
+    held: false,
+    seen: () => undefined,
   };
 }

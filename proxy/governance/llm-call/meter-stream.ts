@@ -87,6 +87,8 @@ export async function meterStream(
     model: parsed.model,
     serviceTier: progress?.serviceTier,
   });
+  // The prompt is not counted in what was seen: a worst case counts it itself.
+  call.seen = () => readingOf(0);
   /** Bytes held back while a tool call the model is writing awaits its judgement. */
   let held: Uint8Array[] = [];
   let heldBytes = 0;

@@ -26,7 +26,7 @@ export async function relayProviderRefusal(
   call: LlmCall,
   response: UpstreamResponse,
 ): Promise<void> {
-  release(call);
+  release(deps, call);
   let bytes: Buffer;
   try {
     bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'provider error answer', rest: 'destroy' });

@@ -11,7 +11,7 @@ import { meterStream } from './meter-stream.ts';
 import { meterWhole, relayProviderRefusal } from './meter-whole.ts';
 import { readCall } from './read-call.ts';
 import { isRefused, type Refusal } from './refusal.ts';
-import { settleUnfinished } from './settlement.ts';
+import { holdLeftCall, settleUnfinished } from './settlement.ts';
 
 /**
  * The governed path of one provider call, as one pipeline: read → decide → forward → meter →
@@ -36,7 +36,8 @@ export async function governLlmCall(
   const call = await decideCall(deps, req, adapter, op, read);
   if (isRefused(call)) return answer(call, model);
 
-  const upstream = upstreamSignal(req.signal, deps.abortDrainMs);
+  // Made as the request goes upstream: a client gone already has the call's worst case held at once.
+  const upstream = upstreamSignal(req.signal, deps.abortDrainMs, () => holdLeftCall(deps, call));
   try {
     const response = await forwardCall(deps, call, read, upstream.signal);
     if (isRefused(response)) return answer(response, model);

@@ -10,7 +10,7 @@ import type { GovernanceDeps } from '../governance-deps.ts';
 import type { InputTokens } from '../input-tokens.ts';
 import { sendProviderRefusal } from '../provider-refusal.ts';
 import { cutCall } from '../cut-call.ts';
-import { chargeCall, type Charge, type ChargeBasis, type ChargedCall } from '../settle-call.ts';
+import { chargeCall, holdCharge, type Charge, type ChargeBasis, type ChargedCall } from '../settle-call.ts';
 import type { UpstreamSignal } from '../upstream-signal.ts';
 
 /** One governed LLM call once it is decided: what forwarding, metering and settling share. */
@@ -35,6 +35,10 @@ export interface LlmCall {
   sent: boolean;
   /** Set once the call is charged (or released): exactly one settlement per call. */
   settled: boolean;
+  /** Set once its worst case stands for it provisionally (`holdCharge`): its answer is cut, or its client left. */
+  held: boolean;
+  /** What was metered of its answer so far: counted in a worst case taken before the answer's end. */
+  seen: () => ResponseReading | undefined;
 }
 
 /**
@@ -72,10 +76,7 @@ export async function chargeWorstCase(
 
 /**
  * Cuts the call's answer (`cutCall`): its worst case, counting what was `seen` of it so far, stands
- * for it until the drain ends. That worst case takes the prompt as counted so far, its upper bound
- * unless the exact count was made already: counting it here would hold the cut back (a process's
- * first count loads the tokenizer's encoding, about a second), and the bound is never below the
- * count. The charge made once the drain ends counts it exactly.
+ * for it until the drain ends.
  */
 export function cutAnswer(
   deps: GovernanceDeps,
@@ -85,14 +86,30 @@ export function cutAnswer(
   message: string,
   seen?: ResponseReading,
 ): void {
-  const worst = charge(
-    call,
-    worstReading(call, call.input.current(), seen),
-    'worst_case',
-    reason,
-    call.req.signal.aborted,
-  );
-  cutCall(deps, chargedCall(call), upstream, reason, message, worst);
+  call.held = true;
+  cutCall(deps, chargedCall(call), upstream, reason, message, heldWorstCase(call, reason, seen));
+}
+
+/**
+ * The call's client left: nobody receives the rest of its answer, which is drained for its usage
+ * (`upstreamSignal`) as a cut one is, and its worst case, counting what was metered so far,
+ * stands for it meanwhile (`holdCharge`), as a cut's does: a process ending before the drain does
+ * leaves the call charged. A call charged already, or cut (held) already, needs none.
+ */
+export function holdLeftCall(deps: GovernanceDeps, call: LlmCall): void {
+  if (call.settled || call.held) return;
+  call.held = true;
+  holdCharge(deps, chargedCall(call), heldWorstCase(call, 'client_gone', call.seen()));
+}
+
+/**
+ * The worst case that stands for a call while its answer is drained. It takes the prompt as
+ * counted so far, its upper bound unless the exact count was made already: counting it here would
+ * hold the cut back (a process's first count loads the tokenizer's encoding, about a second), and
+ * the bound is never below the count. The charge made once the drain ends counts it exactly.
+ */
+function heldWorstCase(call: LlmCall, cutOff: string, seen: ResponseReading | undefined): Charge {
+  return charge(call, worstReading(call, call.input.current(), seen), 'worst_case', cutOff, call.req.signal.aborted);
 }
 
 /** The most the call can have used (`worstCase` of call-pricing), its prompt counted as `input`. */
@@ -130,18 +147,22 @@ function charge(
   return { ...reading, serviceTier: reading.serviceTier ?? call.parsed.serviceTier, basis, cutOff, aborted };
 }
 
-/** Returns the call's hold to the lease uncharged: the provider generated nothing. */
-export function release(call: LlmCall): void {
+/**
+ * Returns the call's hold to the lease uncharged: the provider generated nothing. A worst case
+ * that stood for it (its client left meanwhile) is withdrawn.
+ */
+export function release(deps: GovernanceDeps, call: LlmCall): void {
   call.settled = true;
   call.reservation.settle(ZERO);
   call.room.release();
+  if (call.held) deps.recorder.withdraw(call.eventId);
 }
 
 /** Whatever ended the call without settling it: charged if it may have reached the provider. */
 export async function settleUnfinished(deps: GovernanceDeps, call: LlmCall): Promise<void> {
   if (call.settled) return;
   if (call.sent) await chargeWorstCase(deps, call, 'proxy_failed');
-  else release(call);
+  else release(deps, call);
 }
 
 /**
