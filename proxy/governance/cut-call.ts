@@ -9,11 +9,12 @@ import type { UpstreamSignal } from './upstream-signal.ts';
  * what it generates whether or not anyone reads it, so the rest is drained for what it used (from
  * now, within `proxy_abort_drain_ms`, and within `proxy_response_limit_bytes`); meanwhile `worst`,
  * the call's worst case, stands for it provisionally (`holdCharge`), so that a process ending
- * before the drain does leaves the call charged. Its write is handed to the store here and not
- * waited for: on the default store it is committed before this returns; with a flush per commit
- * (`proxy_fsync_interval_ms` 0) a process killed in the moment before it commits loses the call
- * (docs/proxy.md). The caller ends the agent's answer at once, and charges the call once the
- * drain ends, which replaces it.
+ * before the drain does leaves the call charged. `end` ends the agent's answer once that is
+ * written, so that an agent that saw the cut never finds the call uncharged after a kill: on the
+ * default store the write is a synchronous commit and `end` runs in this same turn of the loop;
+ * with a flush per commit (`proxy_fsync_interval_ms` 0) it runs once the commit is on disk
+ * (docs/performance.md, "A cut answer's end"). The caller charges the call once the drain ends,
+ * which replaces it.
  */
 export function cutCall(
   deps: GovernanceDeps,
@@ -22,6 +23,7 @@ export function cutCall(
   reason: CutoffReason,
   message: string,
   worst: Charge,
+  end: () => void,
 ): void {
   upstream.drain();
   deps.metrics.cutoffs.inc({ provider: call.provider, reason });
@@ -30,5 +32,5 @@ export function cutCall(
     deps.envelopes.end(call.envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: message })
   )
     void deps.recorder.ended(call.envelope, 'BUDGET_EXCEEDED', message);
-  holdCharge(deps, call, worst);
+  void holdCharge(deps, call, worst).then(end);
 }

@@ -66,10 +66,11 @@ export function chargeCall(deps: GovernanceDeps, call: ChargedCall, charge: Char
 /**
  * Writes `charge` as the call's provisional record (`EventRecorder.provisional`): what stands for
  * it should the process end before `chargeCall` records its own, which replaces it. Nothing is
- * settled or counted. The write is started now; `chargeCall` waits for it, the caller need not.
+ * settled or counted. The write is started now and `chargeCall` waits for it; resolves once it is
+ * written (or failed, logged).
  */
-export function holdCharge(deps: GovernanceDeps, call: ChargedCall, charge: Charge): void {
-  void deps.recorder.provisional(call.envelope, usageRecord(deps, call, charge).record, call.eventId);
+export function holdCharge(deps: GovernanceDeps, call: ChargedCall, charge: Charge): Promise<void> {
+  return deps.recorder.provisional(call.envelope, usageRecord(deps, call, charge).record, call.eventId);
 }
 
 /** The charge priced, and the `llm.call` event that records it. */

@@ -239,7 +239,7 @@ export async function governUnclassifiedCall(
   const left = () => {
     if (charged || held) return;
     held = true;
-    holdCharge(deps, call, worst(answerSize(response, sample), 'client_gone'));
+    void holdCharge(deps, call, worst(answerSize(response, sample), 'client_gone'));
   };
   // Made as the request goes upstream: a client gone already has the call's worst case held at once.
   const upstream = upstreamSignal(req.signal, deps.abortDrainMs, left);
@@ -282,7 +282,7 @@ export async function governUnclassifiedCall(
     // the whole answer once drained, else its worst case.
     const covers = (answerBytes: number) =>
       reservation.cover(price(deps.prices, model, { input, output: answerBytes, cachedInput: 0 }, adapter.id));
-    const cut = (reason: AnswerCut, answerBytes: number) => {
+    const cut = (reason: AnswerCut, answerBytes: number, end: () => void) => {
       held = true;
       cutCall(
         deps,
@@ -293,6 +293,7 @@ export async function governUnclassifiedCall(
           ? `budget ${envelope.budgetId} exhausted mid-answer`
           : `envelope ${envelope.envelopeId} ended mid-answer`,
         worst(answerBytes, reason),
+        end,
       );
     };
     const answer = await relayCounting(deps, req, envelope, response, sample, covers, cut);
@@ -327,11 +328,11 @@ interface RelayedAnswer {
 
 /**
  * Relays an answer chunk by chunk while sampling it into `sample` for its token estimate, each
- * chunk only once `covers` holds for the answer so far, else the answer is cut there (`cut`, and
- * the agent's answer ends at once); it is cut the same way, whatever it is waiting for, when
- * `envelope` ends. Its format is not known, so no error event can be written: the agent's
- * connection is closed. Neither a client that leaves nor a cut stops the count: the rest is read
- * (within the drain time and the answer bound).
+ * chunk only once `covers` holds for the answer so far, else the answer is cut there (`cut`, which
+ * ends the agent's answer once the call's worst case is written); it is cut the same way,
+ * whatever it is waiting for, when `envelope` ends. Its format is not known, so no error event
+ * can be written: the agent's connection is closed. Neither a client that leaves nor a cut stops
+ * the count: the rest is read (within the drain time and the answer bound).
  *
  * A complete answer is left open: the caller ends it with `rest` once the charge is recorded, so
  * a process killed at any moment never leaves an answer delivered in full and unrecorded. A
@@ -345,7 +346,7 @@ async function relayCounting(
   response: UpstreamResponse,
   sample: TextSample,
   covers: (answerBytes: number) => boolean,
-  cut: (reason: AnswerCut, answerBytes: number) => void,
+  cut: (reason: AnswerCut, answerBytes: number, end: () => void) => void,
 ): Promise<RelayedAnswer> {
   const res = req.clientRes;
   const sized = response.headers['content-length'] !== undefined;
@@ -361,8 +362,7 @@ async function relayCounting(
     if (cutOff !== null) return;
     cutOff = reason;
     held = undefined;
-    cut(reason, size());
-    res.destroy();
+    cut(reason, size(), () => res.destroy());
   };
   const cutter = () => stop('terminated');
   envelope.inflight.add(cutter);
@@ -394,7 +394,8 @@ async function relayCounting(
   }
   if (!complete) response.body.destroy();
   gone ||= req.signal.aborted;
-  if (gone || cutOff !== null || !complete) res.destroy();
+  // A cut answer's connection closes once its worst case is written (`stop`).
+  if (cutOff === null && (gone || !complete)) res.destroy();
   return { sample, complete, bytes: size(), cutOff: cutOff ?? (gone ? 'client_gone' : null), rest: held };
 }
 

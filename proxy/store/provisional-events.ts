@@ -24,8 +24,8 @@ export class ProvisionalEvents implements ProvisionalStore {
    * which a killed process does not lose, before the agent's answer it stands for ends. That
    * synchronous commit holds the event loop about 0.05 ms (p50), under 2 ms (p99), beside a busy
    * outbox (docs/performance.md). With one, a commit here would wait for the disk on the event
-   * loop: the write goes to LMDB's writer thread instead, and a process killed before it commits
-   * loses it.
+   * loop: the write goes to LMDB's writer thread instead, and resolves once flushed, which a cut
+   * answer waits for before it ends (`cutCall`).
    */
   async put(event: OutboxEvent): Promise<void> {
     if (!this.#synced) {

@@ -98,21 +98,21 @@ export async function meterStream(
   let writing = false;
   let stopped = false;
   /**
-   * Ends the agent's answer at the cut, at once: the events cleared before it go on, then the
-   * error event, and nothing after. The upstream is read on (drained) for its usage; the call's
-   * worst case, whose write starts first, stands for it meanwhile. The prompt is not counted in
-   * what was seen: the worst case counts it itself.
+   * Ends the agent's answer at the cut: the events cleared before it go on, then the error event,
+   * and nothing after, once the call's worst case, which stands for it while the upstream is read
+   * on (drained) for its usage, is written (`cutCall`).
    */
   const stop = () => {
     const cut = state.cut;
     if (cut === null || stopped) return;
     stopped = true;
-    cutAnswer(deps, call, upstream, cut.reason, cut.message, readingOf(0));
     clearImmediate(early);
     held = [];
     const out = Buffer.concat([...ready, meter.errorEvent(cut.code, cut.message)]);
     ready = [];
-    if (!res.destroyed) res.end(out);
+    cutAnswer(deps, call, upstream, cut, readingOf(0), () => {
+      if (!res.destroyed) res.end(out);
+    });
   };
   const cutter = (ending: Ending) => {
     state.cut ??= {

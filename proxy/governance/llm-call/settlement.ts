@@ -76,18 +76,18 @@ export async function chargeWorstCase(
 
 /**
  * Cuts the call's answer (`cutCall`): its worst case, counting what was `seen` of it so far, stands
- * for it until the drain ends.
+ * for it until the drain ends; `end` ends the agent's answer once it is written.
  */
 export function cutAnswer(
   deps: GovernanceDeps,
   call: LlmCall,
   upstream: UpstreamSignal,
-  reason: CutoffReason,
-  message: string,
-  seen?: ResponseReading,
+  cut: { reason: CutoffReason; message: string },
+  seen: ResponseReading,
+  end: () => void,
 ): void {
   call.held = true;
-  cutCall(deps, chargedCall(call), upstream, reason, message, heldWorstCase(call, reason, seen));
+  cutCall(deps, chargedCall(call), upstream, cut.reason, cut.message, heldWorstCase(call, cut.reason, seen), end);
 }
 
 /**
@@ -99,7 +99,7 @@ export function cutAnswer(
 export function holdLeftCall(deps: GovernanceDeps, call: LlmCall): void {
   if (call.settled || call.held) return;
   call.held = true;
-  holdCharge(deps, chargedCall(call), heldWorstCase(call, 'client_gone', call.seen()));
+  void holdCharge(deps, chargedCall(call), heldWorstCase(call, 'client_gone', call.seen()));
 }
 
 /**
