@@ -235,7 +235,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     maxEvents: config.oracle_max_events,
   });
   // On the token thread only, as the proxy's: in standalone mode this event loop serves its calls too.
-  const tokens = createTokenCounter({ tokenizeOn: 'thread' });
+  const tokens = createTokenCounter({ tokenizeOn: 'thread', logger: logger.child({ component: 'tokens' }) });
   const costs = new CostPredictor({
     read: storage.read,
     budgets,

@@ -153,7 +153,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   const metrics = createGovernanceMetrics(registry, config.proxy_model_label_cap, (model) => listedModels.has(model));
   // Tokenized on the token thread only: the first exact count loads tiktoken there, never on the
   // loop every call shares (docs/performance.md, "Exact counts off the event loop").
-  const tokens = createTokenCounter({ tokenizeOn: 'thread' });
+  const tokens = createTokenCounter({ tokenizeOn: 'thread', logger: logger.child({ component: 'tokens' }) });
   const compatibleHosts = list(config.proxy_compatible_hosts);
   const providers = createProviderRegistry(
     createDefaultAdapters(

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { failure } from '../../test/harness/failure.ts';
 import { createTokenThread, type TextToCount, type TokenThread } from './token-thread.ts';
 import { createTokenCounter, type TokenCounter } from './tokens.ts';
 
@@ -67,12 +68,62 @@ describe('exactly', () => {
 });
 
 describe('createTokenThread', () => {
-  it('rejects counts when its thread cannot start, and starts afresh on the next count', async () => {
-    const broken = createTokenThread(new URL('./no-such-token-thread.ts', import.meta.url));
+  it('whose entry is missing, fails once, logged once, then is not started again until the back-off ends', async () => {
+    let clock = 0;
+    const logged: { fields: unknown; message: string }[] = [];
+    const broken = createTokenThread({
+      entry: new URL('./no-such-token-thread.ts', import.meta.url),
+      retryMs: 60_000,
+      now: () => clock,
+      logger: { error: (fields, message) => void logged.push({ fields, message }) },
+    });
     const texts: TextToCount[] = [{ encoding: 'o200k_base', text: 'hello' }];
-    await expect(broken.count(texts)).rejects.toThrow();
-    await expect(broken.count(texts)).rejects.toThrow();
+    const started = (await failure(() => broken.count(texts))) as Error;
+    expect(started.message).toMatch(/no-such-token-thread/);
+    // Within the back-off: refused at once, naming why, without a thread started for it.
+    clock = 59_999;
+    const refused = (await failure(() => broken.count(texts))) as Error;
+    expect(refused.message).toBe(`token thread not started again yet: ${started.message}`);
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toEqual({
+      fields: { err: started.message, retry_ms: 60_000 },
+      message: 'token thread failed; exact counts are made on the event loop until it starts again',
+    });
+    // After it: started again, and failing the same, not logged again.
+    clock = 60_000;
+    const again = (await failure(() => broken.count(texts))) as Error;
+    expect(again.message).toBe(started.message);
+    expect(logged).toHaveLength(1);
     await broken.close();
+  });
+
+  it('whose thread is refused at once rejects the count rather than throw, and backs off the same', async () => {
+    const logged: unknown[] = [];
+    const refusing = createTokenThread({
+      entry: new URL('https://example.com/token-thread.js'),
+      logger: { error: (fields) => void logged.push(fields) },
+    });
+    const texts: TextToCount[] = [{ encoding: 'o200k_base', text: 'hello' }];
+    const count = refusing.count(texts);
+    await expect(count).rejects.toThrow(/scheme file/);
+    await expect(refusing.count(texts)).rejects.toThrow(/not started again yet/);
+    expect(logged).toHaveLength(1);
+    await refusing.close();
+  });
+
+  it('whose thread fails is counted on the loop meanwhile, exactly, by the counter', async () => {
+    const inline = createTokenCounter();
+    const counter = createTokenCounter({
+      tokenizeOn: 'thread',
+      createThread: () => createTokenThread({ entry: new URL('./no-such-token-thread.ts', import.meta.url) }),
+    });
+    try {
+      for (const text of [prose(20), prose(300)])
+        expect(await counter.exactly(() => counter.countText('gpt-4o', text))).toBe(inline.countText('gpt-4o', text));
+    } finally {
+      inline.free();
+      counter.free();
+    }
   });
 
   it('answers counts in flight together and in order', async () => {

@@ -28,23 +28,60 @@ export interface TokenThread {
  */
 const IDLE_MS = 600_000;
 
+/**
+ * How long after the thread failed counts are refused at once rather than start it again: a start
+ * that fails (its entry file missing from a build) costs the event loop a `new Worker` each time,
+ * 20–50 ms on a loaded machine, and would be paid by every count.
+ */
+const RETRY_MS = 60_000;
+
 // Beside this file, with its extension: `.ts` run from source, `.js` once built.
 const ENTRY = new URL(`./token-thread-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
+export interface TokenThreadLogger {
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+export interface TokenThreadOptions {
+  /** The thread's body (the worker file beside this one). */
+  entry?: URL;
+  /** How long after a failure the thread is not started again (`RETRY_MS`). */
+  retryMs?: number;
+  /** Told of the thread's failure, once until it counts again. */
+  logger?: TokenThreadLogger;
+  now?: () => number;
+}
+
 /**
  * A worker thread that tokenizes, started on first use and stopped when idle. It never keeps the
- * process alive. A failure (the thread died, could not start) rejects every count in flight and
- * the next count starts a new thread.
+ * process alive. A failure (the thread died, could not start) rejects every count in flight, and
+ * every count for `retryMs` after it, at once; the next count after that starts a new thread.
+ * The failure is logged once, and again only after the thread has counted since.
  */
-export function createTokenThread(entry: URL = ENTRY): TokenThread {
+export function createTokenThread(options: TokenThreadOptions = {}): TokenThread {
+  const { entry = ENTRY, retryMs = RETRY_MS, logger, now = Date.now } = options;
   let worker: Worker | null = null;
   let nextId = 1;
   const pending = new Map<number, PromiseWithResolvers<number[]>>();
   let idle: NodeJS.Timeout | null = null;
+  /** The last failure, and until when counts are refused because of it. */
+  let failed: { error: Error; until: number } | null = null;
+  let logged = false;
 
   const failAll = (error: Error) => {
     for (const waiting of pending.values()) waiting.reject(error);
     pending.clear();
+  };
+
+  const fail = (error: Error) => {
+    failed = { error, until: now() + retryMs };
+    failAll(error);
+    if (logged) return;
+    logged = true;
+    logger?.error(
+      { err: error.message, retry_ms: retryMs },
+      'token thread failed; exact counts are made on the event loop until it starts again',
+    );
   };
 
   function stop(): Promise<void> {
@@ -66,6 +103,7 @@ export function createTokenThread(entry: URL = ENTRY): TokenThread {
     // The process's own flags are not the thread's (`--inspect` would claim the same port).
     const started = new Worker(entry, { execArgv: [] });
     started.on('message', (reply: CountReply) => {
+      logged = false;
       const waiting = pending.get(reply.id);
       if (waiting === undefined) return;
       pending.delete(reply.id);
@@ -76,7 +114,7 @@ export function createTokenThread(entry: URL = ENTRY): TokenThread {
     const lost = (error: Error) => {
       if (worker !== started) return;
       worker = null;
-      failAll(error);
+      fail(error);
     };
     started.on('error', lost);
     started.on('exit', (code) => lost(new Error(`token thread exited with code ${code}`)));
@@ -85,9 +123,18 @@ export function createTokenThread(entry: URL = ENTRY): TokenThread {
 
   return {
     count(texts) {
+      if (failed !== null && now() < failed.until)
+        return Promise.reject(new Error(`token thread not started again yet: ${failed.error.message}`));
       if (idle !== null) clearTimeout(idle);
       idle = null;
-      worker ??= start();
+      try {
+        worker ??= start();
+      } catch (error) {
+        // A thread refused at once (an entry Node cannot run) fails its count as one that dies does.
+        const refused = error instanceof Error ? error : new Error(String(error));
+        fail(refused);
+        return Promise.reject(refused);
+      }
       worker.ref();
       const id = nextId++;
       const waiting = Promise.withResolvers<number[]>();

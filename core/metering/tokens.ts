@@ -3,7 +3,7 @@ import type * as TiktokenModule from 'tiktoken';
 import type { Tiktoken } from 'tiktoken';
 import { BoundedMemo } from '../resilience/bounded-memo.ts';
 import { normalizeModelId } from './prices.ts';
-import { createTokenThread, type TextToCount, type TokenThread } from './token-thread.ts';
+import { createTokenThread, type TextToCount, type TokenThread, type TokenThreadLogger } from './token-thread.ts';
 
 export type EncodingName = 'o200k_base' | 'cl100k_base';
 
@@ -57,6 +57,8 @@ export interface TokenCounterOptions {
   offThreadMinChars?: number;
   /** Starts the thread `exactly` counts on. */
   createThread?: () => TokenThread;
+  /** Told when the thread `createThread` makes by default fails (`createTokenThread`). */
+  logger?: TokenThreadLogger;
   /**
    * 'here' (the default): texts are tokenized on this thread, `exactly` moving large ones to the
    * worker thread. 'thread': this thread never loads tiktoken while the worker thread can count,
@@ -250,7 +252,7 @@ export function createTokenCounter(options: TokenCounterOptions = {}): TokenCoun
       let chars = 0;
       for (const t of texts) chars += t.text.length;
       if (!onThreadOnly && chars < offThreadMinChars) return fn();
-      thread ??= (options.createThread ?? createTokenThread)();
+      thread ??= options.createThread?.() ?? createTokenThread({ logger: options.logger });
       const counts = await thread.count(texts).catch(() => null);
       // Exact all the same: the one case a counter that tokenizes on the thread only loads
       // tiktoken here, stalling the loop once, rather than charge or decide on a bound.
