@@ -17,10 +17,12 @@ async function recorded(tenantId: string, requestId: string): Promise<UsageEvent
   return (res.body as unknown as UsageEventMessage[]).filter((e) => e.payload.request_id === requestId);
 }
 
-/** A started proxy of the tenant and an envelope opened for it at the control plane. */
-async function proxyWithEnvelope(): Promise<{ tenantId: string; proxy: ProxyProcess; envelopeId: string }> {
+/** A started proxy of the tenant (with `env`) and an envelope opened for it at the control plane. */
+async function proxyWithEnvelope(
+  env: Record<string, string> = {},
+): Promise<{ tenantId: string; proxy: ProxyProcess; envelopeId: string }> {
   const tenant = fleet.tenant('drain');
-  const proxy = await fleet.proxy(tenant);
+  const proxy = await fleet.proxy(tenant, env);
   await proxy.start();
   const created = await fleet.cp.rest('POST', '/v1/envelopes', {
     tenant: tenant.tenantId,
@@ -32,12 +34,16 @@ async function proxyWithEnvelope(): Promise<{ tenantId: string; proxy: ProxyProc
 
 /**
  * Kills the proxy while the provider's answer to request `id` is still being drained (none is
- * recorded yet), starts it again, and returns the call's events once one is published; a later
- * look must find no more.
+ * recorded yet), `afterMs` from now, starts it again, and returns the call's events once one is
+ * published; a later look must find no more.
  */
-async function killedMidDrain(tenantId: string, proxy: ProxyProcess, id: string): Promise<UsageEventMessage[]> {
-  // The proxy sees an agent's connection close within milliseconds; the drain has 30 s more.
-  await new Promise((resolve) => setTimeout(resolve, 500));
+async function killedMidDrain(
+  tenantId: string,
+  proxy: ProxyProcess,
+  id: string,
+  afterMs: number,
+): Promise<UsageEventMessage[]> {
+  await new Promise((resolve) => setTimeout(resolve, afterMs));
   const answer = fleet.sim.requests.find((r) => r.headers['x-request-id'] === id);
   expect(answer?.status).toBeUndefined();
   expect(await recorded(tenantId, id)).toEqual([]);
@@ -84,31 +90,41 @@ async function leftBeforeAnswer(proxy: ProxyProcess, headers: Record<string, str
   await agent.close();
 }
 
-describe('the proxy process killed with SIGKILL while it drains a stream it cut', () => {
-  it('has the call charged its worst case, written before the drain, once it starts again; once only', async () => {
-    const { tenantId, proxy, envelopeId } = await proxyWithEnvelope();
-    const id = 'cut-then-killed';
-    const { agent, stream } = await longStream(proxy, envelopeId, id);
-    let received = 0;
-    const error = await failure(async () => {
-      for await (const chunk of stream) {
-        if (chunk.choices[0]?.delta.content && ++received === 3) {
-          const terminated = await fleet.cp.rest('POST', `/v1/envelopes/${envelopeId}/terminate`, {
-            tenant: tenantId,
-            body: { reason: 'operator stop' },
-          });
-          expect(terminated.status).toBe(200);
-        }
-      }
-    });
-    await agent.close();
-    expect((error as Error).message).toContain('SVC-ENV-1003');
+/** The proxy sees an agent's connection close within milliseconds; the drain has 30 s more. */
+const SEEN_LEAVING_MS = 500;
 
-    const events = await killedMidDrain(tenantId, proxy, id);
-    expect(events).toHaveLength(1);
-    expect(events[0]!.tokens.output).toBe(400);
-    expect(events[0]!.payload).toMatchObject({ charged: 'worst_case', cut_off: 'terminated' });
-  }, 90_000);
+describe('the proxy process killed with SIGKILL while it drains a stream it cut', () => {
+  it.each([
+    ['on the default store', 'cut-then-killed', {}],
+    ['on a store that flushes each commit', 'cut-flushed-then-killed', { SVC_PROXY_FSYNC_INTERVAL_MS: '0' }],
+  ])(
+    'has the call charged its worst case, written before the drain, once it starts again; once only (%s)',
+    async (_, id, env) => {
+      const { tenantId, proxy, envelopeId } = await proxyWithEnvelope(env);
+      const { agent, stream } = await longStream(proxy, envelopeId, id);
+      let received = 0;
+      const error = await failure(async () => {
+        for await (const chunk of stream) {
+          if (chunk.choices[0]?.delta.content && ++received === 3) {
+            const terminated = await fleet.cp.rest('POST', `/v1/envelopes/${envelopeId}/terminate`, {
+              tenant: tenantId,
+              body: { reason: 'operator stop' },
+            });
+            expect(terminated.status).toBe(200);
+          }
+        }
+      });
+      await agent.close();
+      expect((error as Error).message).toContain('SVC-ENV-1003');
+
+      // Killed as soon as the agent saw the cut.
+      const events = await killedMidDrain(tenantId, proxy, id, 0);
+      expect(events).toHaveLength(1);
+      expect(events[0]!.tokens.output).toBe(400);
+      expect(events[0]!.payload).toMatchObject({ charged: 'worst_case', cut_off: 'terminated' });
+    },
+    90_000,
+  );
 });
 
 describe('the proxy process killed with SIGKILL while it drains an answer whose client left', () => {
@@ -121,7 +137,7 @@ describe('the proxy process killed with SIGKILL while it drains an answer whose 
     for await (const chunk of stream) if (chunk.choices[0]?.delta.content && ++received === 3) break;
     await agent.close();
 
-    const events = await killedMidDrain(tenantId, proxy, id);
+    const events = await killedMidDrain(tenantId, proxy, id, SEEN_LEAVING_MS);
     expect(events[0]!.tokens.output).toBe(400);
     expect(events[0]!.payload).toMatchObject({ charged: 'worst_case', cut_off: 'client_gone', aborted: true });
   }, 90_000);
@@ -136,7 +152,7 @@ describe('the proxy process killed with SIGKILL while it drains an answer whose 
       'x-sim-first-byte-delay-ms': '20000',
     });
 
-    const events = await killedMidDrain(tenantId, proxy, id);
+    const events = await killedMidDrain(tenantId, proxy, id, SEEN_LEAVING_MS);
     expect(events[0]!.tokens.output).toBe(300);
     expect(events[0]!.payload).toMatchObject({ charged: 'worst_case', cut_off: 'client_gone', aborted: true });
   }, 90_000);
@@ -166,7 +182,7 @@ describe('the proxy process killed with SIGKILL while it drains an answer whose 
     leave.abort();
     await agent.close();
 
-    const events = await killedMidDrain(tenantId, proxy, id);
+    const events = await killedMidDrain(tenantId, proxy, id, SEEN_LEAVING_MS);
     const declared = JSON.stringify({
       created: 1_700_000_000,
       data: [{ b64_json: 'iVBORw0KGgo=' + 'A'.repeat(imageBytes) }],
