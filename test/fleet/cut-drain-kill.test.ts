@@ -227,3 +227,41 @@ describe('the proxy process killed with SIGKILL while it drains an answer whose 
     expect(await recorded(tenantId, id)).toEqual([]);
   }, 90_000);
 });
+
+describe('the proxy process killed with SIGKILL while it counts the prompt of a call whose answer failed', () => {
+  it('has the call charged its worst case once it starts again; once only', async () => {
+    // A lease the prompt's bound (a token a byte) fits in.
+    const { tenantId, proxy, envelopeId } = await proxyWithEnvelope({ SVC_PROXY_LEASE_TOKENS: '2000000' });
+    const id = 'failed-then-killed-counting';
+    // 420 KB of words: the count the worst case waits for (the proxy's first, which starts the
+    // token thread and loads the encoding) takes seconds, the provider's reset milliseconds.
+    let seed = 7;
+    const words = Array.from({ length: 60_000 }, () => {
+      seed = (seed * 48_271) % 2_147_483_647;
+      return seed.toString(36).slice(0, 6);
+    }).join(' ');
+    const agent = proxy.agent();
+    const answered = failure(() =>
+      openAiClient(agent, {
+        'X-Svc-Envelope-Id': envelopeId,
+        'x-request-id': id,
+        'x-sim-reset-after-bytes': '10',
+      }).chat.completions.create(
+        { model: 'gpt-4o-mini', max_tokens: 300, messages: [{ role: 'user', content: words }] },
+        { maxRetries: 0 },
+      ),
+    );
+    await eventually(
+      () => fleet.sim.requests.some((r) => r.headers['x-request-id'] === id),
+      (seen) => seen,
+      20_000,
+    );
+
+    const events = await killedMidDrain(tenantId, proxy, id, 300);
+    await answered;
+    await agent.close();
+    expect(events[0]!.tokens.input).toBeGreaterThanOrEqual(60_000);
+    expect(events[0]!.tokens.output).toBe(300);
+    expect(events[0]!.payload).toMatchObject({ charged: 'worst_case', cut_off: 'upstream_failed' });
+  }, 90_000);
+});

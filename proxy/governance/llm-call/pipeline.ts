@@ -11,7 +11,7 @@ import { meterStream } from './meter-stream.ts';
 import { meterWhole, relayProviderRefusal } from './meter-whole.ts';
 import { readCall } from './read-call.ts';
 import { isRefused, type Refusal } from './refusal.ts';
-import { holdLeftCall, settleUnfinished } from './settlement.ts';
+import { holdWorstCase, settleUnfinished } from './settlement.ts';
 
 /**
  * The governed path of one provider call, as one pipeline: read → decide → forward → meter →
@@ -37,7 +37,9 @@ export async function governLlmCall(
   if (isRefused(call)) return answer(call, model);
 
   // Made as the request goes upstream: a client gone already has the call's worst case held at once.
-  const upstream = upstreamSignal(req.signal, deps.abortDrainMs, () => holdLeftCall(deps, call));
+  const upstream = upstreamSignal(req.signal, deps.abortDrainMs, () =>
+    holdWorstCase(deps, call, 'client_gone', call.seen()),
+  );
   try {
     const response = await forwardCall(deps, call, read, upstream.signal);
     if (isRefused(response)) return answer(response, model);

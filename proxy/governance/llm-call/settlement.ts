@@ -68,6 +68,10 @@ export async function chargeWorstCase(
   cutOff: string,
   seen?: ResponseReading,
 ): Promise<void> {
+  // The prompt not counted yet (a process's first count loads the encoding, about a second): the
+  // worst case at its bound stands for the call meanwhile, so a process killed during the count
+  // has it published at its next start rather than losing the call.
+  if (call.input.known() === undefined) holdWorstCase(deps, call, cutOff, seen);
   // Settled from now on: nothing else charges the call while its input is being counted.
   call.settled = true;
   settle(deps, call, worstReading(call, await call.input.exact(), seen), 'worst_case', cutOff, call.req.signal.aborted);
@@ -91,15 +95,21 @@ export function cutAnswer(
 }
 
 /**
- * The call's client left: nobody receives the rest of its answer, which is drained for its usage
- * (`upstreamSignal`) as a cut one is, and its worst case, counting what was metered so far,
- * stands for it meanwhile (`holdCharge`), as a cut's does: a process ending before the drain does
- * leaves the call charged. A call charged already, or cut (held) already, needs none.
+ * Has the call's worst case, counting what was metered of its answer so far (`seen`), stand for
+ * it provisionally (`holdCharge`), as a cut's does: a process ending before the call is charged
+ * leaves it charged. Its client left (nobody receives the rest of its answer, which is drained
+ * for its usage, `upstreamSignal`), or it is charged at its worst case once its prompt is counted.
+ * A call charged already, or cut (held) already, needs none.
  */
-export function holdLeftCall(deps: GovernanceDeps, call: LlmCall): void {
+export function holdWorstCase(
+  deps: GovernanceDeps,
+  call: LlmCall,
+  cutOff: string,
+  seen: ResponseReading | undefined,
+): void {
   if (call.settled || call.held) return;
   call.held = true;
-  void holdCharge(deps, chargedCall(call), heldWorstCase(call, 'client_gone', call.seen()));
+  void holdCharge(deps, chargedCall(call), heldWorstCase(call, cutOff, seen));
 }
 
 /**
