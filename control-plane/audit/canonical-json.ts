@@ -3,20 +3,132 @@
  * already chained were hashed over this text: its output must never change.
  */
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  return decoder.decode(canonicalJsonBytes(value));
+}
+
+/**
+ * The UTF-8 bytes of `canonicalJson(value)`, written into one buffer that every call reuses: no
+ * string per member, no array per sort (a string built by concatenation cost twelve times the
+ * text's size in garbage). Valid until the next call: hash or copy them at once.
+ */
+export function canonicalJsonBytes(value: unknown): Uint8Array {
+  // A rare large record does not leave its buffer held for good.
+  if (out.bytes.length > RETAINED_BYTES) out.bytes = new Uint8Array(INITIAL_BYTES);
+  out.length = 0;
+  write(value);
+  return out.bytes.subarray(0, out.length);
+}
+
+const INITIAL_BYTES = 4096;
+const RETAINED_BYTES = 65_536;
+const decoder = new TextDecoder();
+const out = { bytes: new Uint8Array(INITIAL_BYTES), length: 0 };
+
+/** Above this many keys an object is sorted by `Array.prototype.sort`; below, in place. */
+const INSERTION_SORT_MAX = 32;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+
+function write(value: unknown): void {
+  if (typeof value === 'string') return writeString(value);
+  if (value === null || typeof value !== 'object') return writeText(JSON.stringify(value) ?? 'null');
   if (Array.isArray(value)) {
-    let out = '[';
-    for (let i = 0; i < value.length; i++) out += (i === 0 ? '' : ',') + canonicalJson(value[i]);
-    return out + ']';
+    writeByte(OPEN_ARRAY);
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) writeByte(COMMA);
+      write(value[i]);
+    }
+    return writeByte(CLOSE_ARRAY);
   }
   const record = value as Record<string, unknown>;
-  // The default sort compares UTF-16 code units, as the text's first definition did.
-  const keys = Object.keys(record).sort();
-  let out = '{';
+  const keys = sortKeys(Object.keys(record));
+  writeByte(OPEN_OBJECT);
+  let first = true;
   for (const key of keys) {
     const child = record[key];
     if (child === undefined) continue;
-    out += (out.length === 1 ? '' : ',') + JSON.stringify(key) + ':' + canonicalJson(child);
+    if (!first) writeByte(COMMA);
+    first = false;
+    writeString(key);
+    writeByte(COLON);
+    write(child);
   }
-  return out + '}';
+  writeByte(CLOSE_OBJECT);
+}
+
+/** Sorted by UTF-16 code unit, as `Array.prototype.sort` and the text's first definition sort. */
+function sortKeys(keys: string[]): string[] {
+  if (keys.length > INSERTION_SORT_MAX) return keys.sort();
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i]!;
+    let j = i - 1;
+    for (; j >= 0 && keys[j]! > key; j--) keys[j + 1] = keys[j]!;
+    keys[j + 1] = key;
+  }
+  return keys;
+}
+
+function writeString(text: string): void {
+  if (needsEscapes(text)) return writeText(JSON.stringify(text));
+  writeByte(QUOTE);
+  writeText(text);
+  writeByte(QUOTE);
+}
+
+/** Whether `JSON.stringify` writes more than the text between quotes: a quote, backslash, control or surrogate. */
+function needsEscapes(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0x20 || unit === QUOTE || unit === BACKSLASH || (unit >= 0xd800 && unit < 0xe000)) return true;
+  }
+  return false;
+}
+
+function writeByte(byte: number): void {
+  reserve(1);
+  out.bytes[out.length++] = byte;
+}
+
+/**
+ * UTF-8 of a well-formed string: every text written is either free of surrogates (`needsEscapes`)
+ * or `JSON.stringify`'s, which escapes a lone surrogate, so a high surrogate always has its low one.
+ */
+function writeText(text: string): void {
+  // At most 3 bytes per UTF-16 unit (a surrogate pair: 4 bytes for 2 units).
+  reserve(3 * text.length);
+  const bytes = out.bytes;
+  let at = out.length;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0x80) bytes[at++] = unit;
+    else if (unit < 0x800) {
+      bytes[at++] = 0xc0 | (unit >> 6);
+      bytes[at++] = 0x80 | (unit & 0x3f);
+    } else if (unit >= 0xd800 && unit < 0xdc00) {
+      const point = 0x10000 + ((unit - 0xd800) << 10) + (text.charCodeAt(++i) - 0xdc00);
+      bytes[at++] = 0xf0 | (point >> 18);
+      bytes[at++] = 0x80 | ((point >> 12) & 0x3f);
+      bytes[at++] = 0x80 | ((point >> 6) & 0x3f);
+      bytes[at++] = 0x80 | (point & 0x3f);
+    } else {
+      bytes[at++] = 0xe0 | (unit >> 12);
+      bytes[at++] = 0x80 | ((unit >> 6) & 0x3f);
+      bytes[at++] = 0x80 | (unit & 0x3f);
+    }
+  }
+  out.length = at;
+}
+
+function reserve(count: number): void {
+  if (out.length + count <= out.bytes.length) return;
+  const grown = new Uint8Array(Math.max(2 * out.bytes.length, out.length + count));
+  grown.set(out.bytes.subarray(0, out.length));
+  out.bytes = grown;
 }

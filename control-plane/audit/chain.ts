@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 import type { AuditRecord } from '../../core/domain/index.ts';
 import type { AuditHead } from '../storage/records.ts';
-import { canonicalJson } from './canonical-json.ts';
+import { canonicalJsonBytes } from './canonical-json.ts';
 
 /** The link the first record of every chain points back to. */
 export const GENESIS = '0'.repeat(64);
@@ -11,7 +11,7 @@ export type AuditDraft = Omit<AuditRecord, 'seq' | 'prev_hash' | 'hash' | 'tenan
 
 export function auditHash(record: Omit<AuditRecord, 'hash'>): string {
   // One-shot: every request appends two records, and a Hash object apiece cost more than the digest.
-  return hash('sha256', canonicalJson(record), 'hex');
+  return hash('sha256', canonicalJsonBytes(record), 'hex');
 }
 
 /**
