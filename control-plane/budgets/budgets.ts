@@ -236,11 +236,14 @@ export class Budgets {
   /**
    * Inside the envelope-creation transaction: count one more execution in the current period, or
    * refuse an expired, exhausted or full budget with a BudgetError (the transaction then rolls the
-   * count back with everything else).
+   * count back with everything else). `known` is the budget as the caller read it before the
+   * transaction: the period it gives is the one a read now would give (a period's bounds follow
+   * from the budget's fixed `period` and `created_at`, and stored usage only moves forward), so it
+   * is not read once more for that.
    */
-  async reserveExecution(tx: Repositories, tenant: string, budgetId: string): Promise<Budget> {
+  async reserveExecution(tx: Repositories, tenant: string, budgetId: string, known?: Budget): Promise<Budget> {
     const now = this.deps.clock();
-    const stored = await tx.budgets.get(tenant, budgetId);
+    const stored = known ?? (await tx.budgets.get(tenant, budgetId));
     const outcome =
       stored === undefined
         ? undefined

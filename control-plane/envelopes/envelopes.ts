@@ -128,7 +128,7 @@ export class Envelopes {
       // A taken execution id is refused before the budget is touched.
       await tx.envelopes.insert(caller.tenant, created, { executionTaken: 'refuse' });
       if (request.budget_id !== undefined) {
-        await budgets.reserveExecution(tx, caller.tenant, request.budget_id);
+        await budgets.reserveExecution(tx, caller.tenant, request.budget_id, budget);
         effects.changes.push({ kind: 'budget', tenant: caller.tenant, budgetId: request.budget_id });
       }
       await audit.append(tx, caller.tenant, {
