@@ -304,7 +304,7 @@ export class Policies implements PolicyGate {
       await this.#requireKnown(caller.tenant, question.policySet);
     const ruleset = await this.ruleset(caller.tenant);
     const { execution_id: executionId, recent_actions: given } = question.context;
-    const recent = this.deps.history.recent(historyScope(caller));
+    const recent = readsHistory(ruleset, question.action) ? this.deps.history.recent(historyScope(caller)) : [];
     // The caller's own list can add earlier actions, never hide those the history saw.
     const context =
       recent.length === 0
@@ -408,6 +408,19 @@ export class Policies implements PolicyGate {
  * one leave a read behind; a credential is what a sidecar or an agent holds for all its executions
  * (as the proxy keeps one history per sidecar), and taking another needs a key with `admin`.
  */
+/**
+ * Whether evaluating `action` can read the earlier actions: a rule's condition on
+ * `recent_actions` (or below it), or a judge, which is given the whole context.
+ */
+function readsHistory(ruleset: CompiledRuleset, action: string): boolean {
+  if (ruleset.needsJudge) return true;
+  for (const field of ruleset.fieldsOf(action))
+    if (field === RECENT_ACTIONS || field.startsWith(`${RECENT_ACTIONS}.`)) return true;
+  return false;
+}
+
+const RECENT_ACTIONS = 'recent_actions';
+
 function historyScope(caller: Caller): string {
   return `${caller.tenant}\u0000${caller.principal.type}\u0000${caller.principal.id}`;
 }

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import { subjects } from '../../core/bus/subjects.ts';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ActionHistory } from '../../core/brain/index.ts';
 import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
 import { SECRET_READ_SEQUENCE } from '../fixtures/policies.ts';
 import {
@@ -100,6 +101,20 @@ describe('a sequence rule over REST evaluations', () => {
       ],
       next_page_token: '',
     });
+  });
+
+  it("reads the credential's history only for an action a rule reads it for", async () => {
+    const recent = vi.spyOn(ActionHistory.prototype, 'recent');
+    try {
+      // The sequence rule is a tool call's: opening an envelope (execution:start) has no use for it.
+      const envelope = await cp.call('POST', '/v1/envelopes', { key, body: { adapter_type: 'custom' } });
+      expect(envelope.status).toBe(201);
+      expect(recent).not.toHaveBeenCalled();
+      await evaluate('tool:list_dir', { execution_id: 'exec-d' });
+      expect(recent).toHaveBeenCalledTimes(1);
+    } finally {
+      recent.mockRestore();
+    }
   });
 });
 
