@@ -3,6 +3,7 @@ import ipaddr from 'ipaddr.js';
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
 import type { Principal } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
+import { BoundedMemo } from '../../core/resilience/bounded-memo.ts';
 
 type LocalStoreCtor = new (
   continueExceeding: boolean,
@@ -98,14 +99,21 @@ export function clientOf(address: string): string {
   return `${ipaddr.IPv6.networkAddressFromCIDR(`${parsed.toString()}/64`).toString()}/64`;
 }
 
+/**
+ * Addresses whose client is remembered: a request's address is parsed on every authentication,
+ * and clients are few; one that makes up addresses only pushes out the oldest.
+ */
+const REMEMBERED_ADDRESSES = 4096;
+
 export function createAuthFailureLimit(perMinute: number): AuthFailureLimit {
   const store = new LocalStore(false, false);
+  const clients = new BoundedMemo(REMEMBERED_ADDRESSES, clientOf);
   return {
     perMinute,
     check(address) {
       return new Promise((resolve, reject) => {
         store.read(
-          clientOf(address),
+          clients.get(address),
           (error, result) => {
             if (error !== null) reject(error);
             else if (result.current >= perMinute) reject(authFailuresExceeded(perMinute, result.ttl));
@@ -118,7 +126,7 @@ export function createAuthFailureLimit(perMinute: number): AuthFailureLimit {
     fail(address) {
       return new Promise((resolve, reject) => {
         store.incr(
-          clientOf(address),
+          clients.get(address),
           (error) => (error === null ? resolve() : reject(error)),
           RATE_WINDOW_MS,
           perMinute,
