@@ -13,7 +13,7 @@ export function canonicalJson(value: unknown): string {
  */
 export function canonicalJsonBytes(value: unknown): Uint8Array {
   // A rare large record does not leave its buffer held for good.
-  if (out.bytes.length > RETAINED_BYTES) out.bytes = new Uint8Array(INITIAL_BYTES);
+  if (out.bytes.length > RETAINED_BYTES) out.bytes = Buffer.allocUnsafe(INITIAL_BYTES);
   out.length = 0;
   write(value);
   return out.bytes.subarray(0, out.length);
@@ -22,7 +22,7 @@ export function canonicalJsonBytes(value: unknown): Uint8Array {
 const INITIAL_BYTES = 4096;
 const RETAINED_BYTES = 65_536;
 const decoder = new TextDecoder();
-const out = { bytes: new Uint8Array(INITIAL_BYTES), length: 0 };
+const out = { bytes: Buffer.allocUnsafe(INITIAL_BYTES), length: 0 };
 
 /** Above this many keys an object is sorted by `Array.prototype.sort`; below, in place. */
 const INSERTION_SORT_MAX = 32;
@@ -97,8 +97,9 @@ function writeByte(byte: number): void {
 }
 
 /**
- * UTF-8 of a well-formed string: every text written is either free of surrogates (`needsEscapes`)
- * or `JSON.stringify`'s, which escapes a lone surrogate, so a high surrogate always has its low one.
+ * The text's UTF-8: an ASCII text is its own code units, copied here; any other is encoded by
+ * `Buffer#write` (a native call per text, which costs more than the copy for the short keys and
+ * ids records are made of).
  */
 function writeText(text: string): void {
   // At most 3 bytes per UTF-16 unit (a surrogate pair: 4 bytes for 2 units).
@@ -107,28 +108,18 @@ function writeText(text: string): void {
   let at = out.length;
   for (let i = 0; i < text.length; i++) {
     const unit = text.charCodeAt(i);
-    if (unit < 0x80) bytes[at++] = unit;
-    else if (unit < 0x800) {
-      bytes[at++] = 0xc0 | (unit >> 6);
-      bytes[at++] = 0x80 | (unit & 0x3f);
-    } else if (unit >= 0xd800 && unit < 0xdc00) {
-      const point = 0x10000 + ((unit - 0xd800) << 10) + (text.charCodeAt(++i) - 0xdc00);
-      bytes[at++] = 0xf0 | (point >> 18);
-      bytes[at++] = 0x80 | ((point >> 12) & 0x3f);
-      bytes[at++] = 0x80 | ((point >> 6) & 0x3f);
-      bytes[at++] = 0x80 | (point & 0x3f);
-    } else {
-      bytes[at++] = 0xe0 | (unit >> 12);
-      bytes[at++] = 0x80 | ((unit >> 6) & 0x3f);
-      bytes[at++] = 0x80 | (unit & 0x3f);
+    if (unit >= 0x80) {
+      out.length += bytes.write(text, out.length, 'utf8');
+      return;
     }
+    bytes[at++] = unit;
   }
   out.length = at;
 }
 
 function reserve(count: number): void {
   if (out.length + count <= out.bytes.length) return;
-  const grown = new Uint8Array(Math.max(2 * out.bytes.length, out.length + count));
-  grown.set(out.bytes.subarray(0, out.length));
+  const grown = Buffer.allocUnsafe(Math.max(2 * out.bytes.length, out.length + count));
+  out.bytes.copy(grown, 0, 0, out.length);
   out.bytes = grown;
 }
