@@ -123,12 +123,14 @@ export class GroupCommit {
   #writeNext(): void {
     this.#writing = true;
     let group: Group | undefined;
+    let done: PromiseWithResolvers<void> | undefined;
     let counted = (): void => undefined;
     // A child transaction, so that a write failing part way leaves none of the group's behind.
     this.#root
       .childTransaction(() => {
         // Only `#writeNext` clears the open group, and it is not asked for twice at once.
         group = this.#open!;
+        done = group.done;
         this.#open = null;
         group.closed.resolve();
         this.#inFlight = group;
@@ -140,14 +142,16 @@ export class GroupCommit {
           // Visible in LMDB now: the next group reads it there.
           counted();
           this.#inFlight = null;
+          // Its records are in LMDB: only its answer waits for the flush, not the records with it.
+          group = undefined;
           this.#writing = false;
           if (this.#open !== null) {
             this.#open.view.base = COMMITTED;
             this.#writeNext();
           }
-          const written = group!;
+          const written = done!;
           // Flushes complete in commit order, so this one's answer never overtakes an earlier one's.
-          return this.#root.flushed.then(() => written.done.resolve());
+          return this.#root.flushed.then(() => written.resolve());
         },
         async (error: unknown) => {
           this.#failures++;
@@ -160,10 +164,10 @@ export class GroupCommit {
           dependent?.closed.resolve();
           const failure = await commitFailure(error);
           this.#lastFailure = failure;
-          group?.done.reject(failure);
+          done?.reject(failure);
           dependent?.done.reject(failure);
         },
       )
-      .catch((error: unknown) => group?.done.reject(asError(error)));
+      .catch((error: unknown) => done?.reject(asError(error)));
   }
 }
