@@ -1,6 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setImmediate as turn } from 'node:timers/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { open } from 'lmdb';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AuditRecord } from '../../core/domain/index.ts';
@@ -24,6 +27,28 @@ import {
   at,
 } from './records.ts';
 import { storageContract } from './repositories.contract.ts';
+
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
+
+/**
+ * Whether `ref`'s object is collected, once `ready` holds, before `durable` settles: garbage is
+ * collected on each turn of the event loop from then on until one of them.
+ */
+async function goneBeforeDurable(
+  durable: Promise<unknown>,
+  ready: () => boolean | Promise<boolean>,
+  ref: () => WeakRef<object>,
+): Promise<boolean> {
+  let settled = false;
+  void durable.then(() => (settled = true));
+  while (!settled && !(await ready())) await turn();
+  for (; !settled; await turn()) {
+    collectGarbage();
+    if (ref().deref() === undefined) return true;
+  }
+  return false;
+}
 
 const dirs: string[] = [];
 function freshDir(): string {
@@ -370,6 +395,32 @@ describe('the LMDB backend', () => {
       expect(committedBefore.slice(6)).toEqual([true, true, true, true, true, true]);
       for (const events of batches)
         expect(await storage.read.events.get('acme', events.at(-1)!.event_id)).toEqual(events.at(-1));
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('keeps nothing the transaction used while its commit becomes durable', async () => {
+    const { storage } = await LmdbStorage.open({ path: freshDir() });
+    let ended = false;
+    try {
+      // What the function closes over, as the event processor's closes over the batch it validated.
+      const { used, durable } = (() => {
+        const held = { events: [anEvent('acme')] };
+        const run = storage.withTransaction(async (t) => {
+          await t.events.insertNew('acme', held.events);
+          ended = true;
+        });
+        return { used: new WeakRef(held), durable: run };
+      })();
+      expect(
+        await goneBeforeDurable(
+          durable,
+          () => ended,
+          () => used,
+        ),
+      ).toBe(true);
+      await durable;
     } finally {
       await storage.close();
     }

@@ -28,6 +28,23 @@ export interface LmdbStorageOptions {
  */
 const openPaths = new Set<string>();
 
+/** A transaction that has ended: its result, and its commit, which resolves once durable. */
+interface Ended<T> {
+  result: T;
+  durable: Promise<void>;
+}
+
+/**
+ * The result, once the commit is durable. Awaited in a frame of its own: a suspended async
+ * function keeps all its locals, and the transaction's (its staged view, its repositories, the
+ * function it ran and all that holds) are garbage once it has ended.
+ */
+async function untilDurable<T>(transaction: Promise<Ended<T>>): Promise<T> {
+  const { result, durable } = await transaction;
+  await durable;
+  return result;
+}
+
 /** Marks the transaction an async context runs in, so that a nested one is refused, not deadlocked. */
 interface Scope {
   open: boolean;
@@ -83,28 +100,30 @@ export class LmdbStorage implements Storage {
     }
   }
 
-  async withTransaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T> {
+  withTransaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T> {
+    return untilDurable(this.#transaction(fn));
+  }
+
+  /** Runs the transaction; resolves, once it has ended, with its result and its commit's durability. */
+  async #transaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<Ended<T>> {
     if (this.#scope.getStore()?.open === true)
       throw new Error('storage transactions do not nest: pass the open transaction on instead');
     const release = await this.#lock.acquire();
     const scope: Scope = { open: true };
-    let result: T;
-    let durable: Promise<void>;
     try {
       if (this.#closed) throw new SvcError('SVC-SYS-9001', 'storage is closed');
       await this.#groups.room();
       const since = this.#groups.failures;
       const kv = new StagedView(this.#groups.base());
       const tx = transactionRepositories(kv, this.#layout, this.#jobs);
-      result = await this.#scope.run(scope, () => fn(tx.repositories));
-      durable = this.#groups.join(kv, tx.outbox.events, since);
+      const result = await this.#scope.run(scope, () => fn(tx.repositories));
+      const durable = this.#groups.join(kv, tx.outbox.events, since);
       tx.jobs.commit();
+      return { result, durable };
     } finally {
       scope.open = false;
       release();
     }
-    await durable;
-    return result;
   }
 
   async health(): Promise<{ status: 'ok' | 'down'; detail?: string }> {
