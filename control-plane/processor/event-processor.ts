@@ -120,24 +120,30 @@ export class EventProcessor {
    */
   private async apply(batch: BusMessage[], applied: () => void): Promise<SetAside[]> {
     const refused: SetAside[] = [];
-    const commands: Command[] = [];
+    // Let go once the transaction has taken them: held until the commit is durable, the batch's
+    // validated copies were much of what survived into the old generation. An attempt after the
+    // first validates the batch again (the same messages give the same commands).
+    let validated: Command[] | undefined = [];
     for (const message of batch) {
       const parsed = this.validate(message);
       if (typeof parsed === 'string') refused.push({ message, reason: parsed });
-      else commands.push(parsed);
+      else validated.push(parsed);
     }
     this.stats.rejected += refused.length;
     this.stats.batches += 1;
-    if (commands.length === 0) return refused;
+    if (validated.length === 0) return refused;
+    const only = validated.length === 1 ? validated[0]!.message : undefined;
     try {
       const counted = await this.whileUnreachable(() =>
         this.deps.effects.commit(async (transaction, effects) => {
+          const commands = validated ?? this.commandsOf(batch);
+          validated = undefined;
           const now = this.deps.clock();
-          const batch = batchRepositories(transaction);
+          const repositories = batchRepositories(transaction);
           const tally = { applied: 0, duplicates: 0 };
-          const fresh = await this.recordEvents(batch.tx, commands, now);
-          for (const command of commands) await this.applyOne(batch.tx, command, now, effects, tally, fresh);
-          await batch.flush();
+          const fresh = await this.recordEvents(repositories.tx, commands, now);
+          for (const command of commands) await this.applyOne(repositories.tx, command, now, effects, tally, fresh);
+          await repositories.flush();
           applied();
           return tally;
         }),
@@ -147,15 +153,22 @@ export class EventProcessor {
     } catch (error) {
       // Alone, and failing on what it would store, which no retry changes: set aside at once
       // rather than holding every tenant's messages behind it for its redeliveries.
-      const [only] = commands;
       const reason = refusedValue(error);
-      if (commands.length === 1 && only !== undefined && reason !== undefined) {
+      if (only !== undefined && reason !== undefined) {
         this.stats.rejected += 1;
-        return [...refused, { message: only.message, reason }];
+        return [...refused, { message: only, reason }];
       }
       throw error;
     }
     return refused;
+  }
+
+  /** The batch's messages that validate, as commands. */
+  private commandsOf(batch: readonly BusMessage[]): Command[] {
+    return batch.flatMap((message) => {
+      const parsed = this.validate(message);
+      return typeof parsed === 'string' ? [] : [parsed];
+    });
   }
 
   /**
