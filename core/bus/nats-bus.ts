@@ -22,6 +22,7 @@ import { decodePayload, encodePayload } from './codec.ts';
 import { assertEventSubject, assertName } from './names.ts';
 import type { NatsLink } from './nats-connection.ts';
 import { cleanDetail, PoisonMessages, type PoisonReason } from './poison.ts';
+import { PulledMessage, type PullDelivery } from './pulled-message.ts';
 import type { RetryPolicy } from './retry-delivery.ts';
 import {
   deadLetterStreamOptionsSchema,
@@ -248,35 +249,20 @@ export class NatsBus implements Bus {
     // delivery that runs long (a slow commit, retries with backoff) is not redelivered meanwhile,
     // and one that ends in milliseconds, as nearly all do, sends the server nothing extra.
     const unsettled = new Set<JsMsg>();
+    const delivery: PullDelivery = {
+      unsettled,
+      setAside: (msg, reason, detail) => this.#setAside(msg, consumer, reason, detail),
+      handBack: (msg) => handBack(msg, expiresMs),
+    };
     for (const msg of messages) {
-      const setAside = (reason: PoisonReason, detail: string) => {
-        unsettled.delete(msg);
-        return this.#setAside(msg, consumer, reason, detail);
-      };
       let data: unknown;
       try {
         data = decodePayload(msg.data);
       } catch {
-        await setAside('undecodable', 'payload is not JSON');
+        await delivery.setAside(msg, 'undecodable', 'payload is not JSON');
         continue;
       }
-      held.push({
-        subject: msg.subject,
-        msgId: msgIdOf(msg),
-        seq: msg.seq,
-        data,
-        firstAttempt: msg.info.redeliveryCount,
-        ack: () => {
-          unsettled.delete(msg);
-          msg.ack();
-        },
-        setAside,
-        release: () => {
-          unsettled.delete(msg);
-          handBack(msg, expiresMs);
-        },
-      });
-      unsettled.add(msg);
+      held.push(new PulledMessage(msg, msgIdOf(msg), data, delivery));
     }
     const heartbeat = setInterval(() => {
       try {
