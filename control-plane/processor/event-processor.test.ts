@@ -410,6 +410,34 @@ describe('event processor', () => {
     });
   });
 
+  it('applies a batch whose transaction ran and then lost its store, once, when the store is back', async () => {
+    await cp.plane.processor.stop();
+    const envelopeId = randomUUID();
+    for (let i = 0; i < 5; i++)
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), usageEvent(envelopeId, 100), {
+        msgId: randomUUID(),
+      });
+    const storage = cp.plane.storage;
+    const transaction = storage.withTransaction.bind(storage);
+    let lost = 1;
+    // The batch's changes run and are then given up, as when the connection dies before the commit.
+    storage.withTransaction = (fn) =>
+      lost-- > 0
+        ? transaction(async (tx) => {
+            await fn(tx);
+            throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+          })
+        : transaction(fn);
+    await cp.plane.processor.start({ batchSize: 512, maxWaitMs: 200 });
+    await eventually(
+      () => cp.plane.processor.stats,
+      (s) => s.applied === 5,
+    );
+    expect(lost).toBeLessThan(0);
+    expect(cp.plane.processor.stats).toMatchObject({ applied: 5, duplicates: 0, rejected: 0 });
+    expect(await usage()).toMatchObject({ tokens_input: 500, llm_calls: 5 });
+  });
+
   it("tells the proxies of a budget's change once per batch, not once per event", async () => {
     const push = vi.spyOn(StatePublisher.prototype, 'push');
     await cp.plane.processor.stop();
