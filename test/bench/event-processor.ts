@@ -24,6 +24,10 @@ const total = Number(args[0] ?? 20_000);
 const envelopes = Number(args[1] ?? 50);
 const IN_FLIGHT = 1_000;
 const logger = pino({ level: 'silent' });
+/** Under `--trace-gc`, lines between the collector's that say where the drain is (test/bench/gc-promoted.ts). */
+const mark = process.execArgv.includes('--trace-gc')
+  ? (what: string) => console.log(`drain: ${what}`)
+  : () => undefined;
 
 async function run(label: string, messaging: Messaging, publisher: Messaging): Promise<void> {
   const { plane, config, close } = await benchControlPlane(backend, messaging, logger);
@@ -56,6 +60,7 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
   await Promise.all(Array.from({ length: IN_FLIGHT }, publishOne));
   const published = performance.now();
   const cpuBefore = process.cpuUsage();
+  mark(`starts, ${label}`);
   await plane.processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
   const drained = () => plane.processor.stats.applied + plane.processor.stats.duplicates;
   // The drain's second half, from the first poll past its middle: the first batches run before the
@@ -64,10 +69,13 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
   let half: { at: number; cpu: NodeJS.CpuUsage; events: number } | undefined;
   while (drained() < total) {
     await new Promise((r) => setTimeout(r, 5));
-    if (half === undefined && drained() >= total / 2)
+    if (half === undefined && drained() >= total / 2) {
       half = { at: performance.now(), cpu: process.cpuUsage(), events: drained() };
+      mark('second half');
+    }
   }
   const applied = performance.now();
+  mark('ends');
   const cpu = process.cpuUsage(cpuBefore);
   const halfCpu = half === undefined ? undefined : process.cpuUsage(half.cpu);
 
