@@ -6,7 +6,8 @@ import { asPromise } from './as-promise.ts';
 import { deliverInOrder, type Held } from './batch-delivery.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertEventSubject, assertName } from './names.ts';
-import { PoisonMessages, type PoisonMessage } from './poison.ts';
+import { LoggedMessage, setAsideAt } from './logged-message.ts';
+import { PoisonMessages } from './poison.ts';
 import type { RetryPolicy } from './retry-delivery.ts';
 import { subjectMatcher, subjectMatches } from './subjects.ts';
 import { UnreadDiscards, type DiscardBound } from './unread-discards.ts';
@@ -224,7 +225,7 @@ export class MemoryBus implements Bus {
           await new Promise<void>((resolve) => (wake = resolve));
           continue;
         }
-        const held = batch.flatMap((stored) => this.#hold(stored, cursor.consumer));
+        const held = this.#hold(batch, cursor.consumer);
         const applied = Promise.withResolvers<void>();
         const previous = delivering;
         inFlight++;
@@ -259,33 +260,20 @@ export class MemoryBus implements Bus {
     };
   }
 
-  /** The message as delivered; one whose payload does not decode is set aside here and left out. */
-  #hold(stored: StoredMessage, consumer: string): Held[] {
-    const setAside = (reason: PoisonMessage['reason'], detail: string): Promise<void> => {
-      this.#poison.report({ consumer, subject: stored.subject, seq: stored.seq, msgId: stored.msgId, reason, detail });
-      return Promise.resolve();
-    };
-    let data: unknown;
-    try {
-      data = decodePayload(stored.payload);
-    } catch {
-      void setAside('undecodable', 'payload is not JSON');
-      return [];
+  /** The messages as delivered; one whose payload does not decode is set aside here and left out. */
+  #hold(batch: readonly StoredMessage[], consumer: string): Held[] {
+    const held: Held[] = [];
+    for (const stored of batch) {
+      let data: unknown;
+      try {
+        data = decodePayload(stored.payload);
+      } catch {
+        setAsideAt(stored, consumer, this.#poison, 'undecodable', 'payload is not JSON');
+        continue;
+      }
+      held.push(new LoggedMessage(stored, consumer, data, this.#poison));
     }
-    const nothing = (): void => undefined;
-    return [
-      {
-        subject: stored.subject,
-        msgId: stored.msgId,
-        seq: stored.seq,
-        data,
-        firstAttempt: 1,
-        // The cursor moves past what was settled once the batch is done.
-        ack: nothing,
-        setAside,
-        release: nothing,
-      },
-    ];
+    return held;
   }
 
   #pending(fromSeq: number, pattern: string, max: number): StoredMessage[] {
