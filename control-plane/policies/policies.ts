@@ -403,12 +403,6 @@ export class Policies implements PolicyGate {
 }
 
 /**
- * Whose actions make one history at the control plane: the authenticated credential, in its
- * tenant. An `execution_id` is the caller's to choose, so a history per execution would let a new
- * one leave a read behind; a credential is what a sidecar or an agent holds for all its executions
- * (as the proxy keeps one history per sidecar), and taking another needs a key with `admin`.
- */
-/**
  * Whether evaluating `action` can read the earlier actions: a rule's condition on
  * `recent_actions` (or below it), or a judge, which is given the whole context.
  */
@@ -421,6 +415,12 @@ function readsHistory(ruleset: CompiledRuleset, action: string): boolean {
 
 const RECENT_ACTIONS = 'recent_actions';
 
+/**
+ * Whose actions make one history at the control plane: the authenticated credential, in its
+ * tenant. An `execution_id` is the caller's to choose, so a history per execution would let a new
+ * one leave a read behind; a credential is what a sidecar or an agent holds for all its executions
+ * (as the proxy keeps one history per sidecar), and taking another needs a key with `admin`.
+ */
 function historyScope(caller: Caller): string {
   return `${caller.tenant}\u0000${caller.principal.type}\u0000${caller.principal.id}`;
 }
