@@ -2,6 +2,7 @@ import { RE2JS } from 're2js';
 import { describe, expect, it, vi } from 'vitest';
 import { SvcError } from '../errors/index.ts';
 import { compileRuleset, evaluate, evaluateAsync } from './engine.ts';
+import { judgesToolNames } from './tool-name-rules.ts';
 import { createBuiltinJudge } from '../brain/index.ts';
 import type { Policy, PolicyRule } from './model.ts';
 import type { JudgeInput, SemanticJudge } from './semantic-judge.ts';
@@ -787,5 +788,40 @@ describe('semantic conditions judged in process', () => {
         1,
       ),
     ).toThrow(/rules\.0\.conditions\.0\.value.*examples/);
+  });
+});
+
+describe('judgesToolNames', () => {
+  const judges = (rules: PolicyRule[], enforcement: Policy['enforcement'] = 'BLOCK') =>
+    judgesToolNames(compileRuleset([policy({ enforcement, rules })], 1));
+
+  it('finds a blocking DENY or REQUIRE_APPROVAL rule whose pattern matches some tool by name', () => {
+    for (const action of [
+      'tool:delete_repo',
+      'TOOL:Delete_Repo',
+      'tool:fs_*',
+      'tool:*',
+      '*',
+      '*:delete',
+      'to*',
+      'tool:mcp*',
+    ])
+      expect(judges([rule('r', action, 'DENY')]), action).toBe(true);
+    expect(
+      judges([
+        rule('r', 'tool:shell', 'REQUIRE_APPROVAL', [{ field: 'tool_args', operator: 'contains', value: 'rm' }]),
+      ]),
+    ).toBe(true);
+    expect(judges([rule('r', 'tool:shell', 'DENY')], 'TERMINATE')).toBe(true);
+  });
+
+  it('finds none in rules that only allow or warn, judge no tool, judge only the server, or only audit', () => {
+    expect(judges([rule('a', 'tool:shell', 'ALLOW'), rule('w', 'tool:shell', 'WARN')])).toBe(false);
+    expect(judges([rule('m', 'llm:*', 'DENY'), rule('n', 'network:*', 'DENY'), rule('t', 'tools:x', 'DENY')])).toBe(
+      false,
+    );
+    expect(judges([rule('s', 'tool:mcp', 'DENY')])).toBe(false);
+    expect(judges([rule('d', 'tool:delete_repo', 'DENY')], 'AUDIT')).toBe(false);
+    expect(judges([rule('d', 'tool:delete_repo', 'DENY')], 'WARN')).toBe(false);
   });
 });

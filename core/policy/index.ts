@@ -7,5 +7,6 @@ export * from './rest.ts';
 export * from './approvals.ts';
 export * from './revise-policy.ts';
 export * from './sequence.ts';
+export * from './tool-name-rules.ts';
 export * from './rules-object.ts';
 export * from './guide.ts';

@@ -3,6 +3,7 @@ import type { SvcCode } from '../../core/errors/index.ts';
 import {
   evaluate,
   evaluateAsync,
+  judgesToolNames,
   type CompiledRuleset,
   type EvaluationResult,
   type SemanticJudge,
@@ -132,6 +133,15 @@ export class PolicyGate {
   /** Whether a condition of the current ruleset reads this context field for the action. */
   reads(action: string, field: string): boolean {
     return this.#rulesets.current?.fieldsOf(action).has(field) ?? false;
+  }
+
+  /**
+   * Whether a rule of the current ruleset can refuse or hold a tool for its name; without a
+   * ruleset none can (the fail mode decides every call alike).
+   */
+  judgesToolNames(): boolean {
+    const ruleset = this.#rulesets.current;
+    return ruleset !== null && judgesToolNames(ruleset);
   }
 
   check(action: string, context: Record<string, unknown>, made?: MadeOnRead): GateVerdict {

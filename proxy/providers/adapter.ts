@@ -51,6 +51,12 @@ export const ParsedRequestSchema = z.object({
    */
   builtinTools: z.array(ToolCallSchema),
   /**
+   * Where the request hands the provider a remote MCP server whose tools it does not restrict by
+   * name in a form read here (`tools[2].allowed_tools`): the provider may call any tool of it
+   * before the answer shows the call, so a ruleset that judges tools by name refuses the request.
+   */
+  unlistedMcpServers: z.array(z.string()).optional(),
+  /**
    * The most uses of tools the provider bills per use (web and file search, code containers,
    * grounding) the request allows: reserved with its tokens, so the fees count before the call.
    */
@@ -79,6 +85,11 @@ export function allowHostedUses(bound: HostedUses, tool: HostedTool, uses: numbe
 /** The request's hosted-tool bound, left out when it declares no such tool. */
 export function hostedUsesOf(bound: HostedUses): Pick<ParsedRequest, 'hostedUses'> {
   return Object.keys(bound).length > 0 ? { hostedUses: bound } : {};
+}
+
+/** The request's MCP servers not restricted by name, left out when there are none. */
+export function unlistedOf(fields: string[]): Pick<ParsedRequest, 'unlistedMcpServers'> {
+  return fields.length > 0 ? { unlistedMcpServers: fields } : {};
 }
 
 /** The tools of a request that declares none (embeddings, legacy completions). */

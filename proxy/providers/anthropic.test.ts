@@ -185,6 +185,32 @@ describe('Anthropic classify and parseRequest', () => {
     });
   });
 
+  it('names each remote MCP server not restricted to tools by a list it reads, unless its tools are off', () => {
+    const unlisted = (server: object) =>
+      anthropic.parseRequest(
+        'messages',
+        {
+          ...body,
+          mcp_servers: [
+            { type: 'url', url: 'https://a.example/sse', name: 'a', tool_configuration: { allowed_tools: ['x'] } },
+            { type: 'url', url: 'https://mcp.example.com/sse', name: 'b', ...server },
+          ],
+        },
+        '/v1/messages',
+      ).unlistedMcpServers;
+    for (const server of [
+      {},
+      { tool_configuration: null },
+      { tool_configuration: { enabled: true } },
+      { tool_configuration: { enabled: 'false' } },
+      { tool_configuration: { allowed_tools: [{ name: 'x' }] } },
+      { tool_configuration: { allowed_tools: { tool_names: ['x'], only: true } } },
+    ])
+      expect(unlisted(server), JSON.stringify(server)).toEqual(['mcp_servers[1].tool_configuration.allowed_tools']);
+    for (const server of [{ tool_configuration: { allowed_tools: [] } }, { tool_configuration: { enabled: false } }])
+      expect(unlisted(server), JSON.stringify(server)).toBeUndefined();
+  });
+
   it('reserves web search for its max_uses, else for the unlimited bound', () => {
     const search = (extra: object) => ({
       ...body,

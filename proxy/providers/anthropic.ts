@@ -6,6 +6,7 @@ import {
   allowHostedUses,
   hostedUsesOf,
   resolveInput,
+  unlistedOf,
   type AdapterDeps,
   type ParsedRequest,
   type ProviderAdapter,
@@ -52,10 +53,11 @@ const NOT_BUILTIN: ReadonlySet<unknown> = new Set([undefined, 'custom', 'mcp_too
  */
 function toolsOf(
   req: z.infer<typeof AnthropicMessagesRequestSchema>,
-): Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses'> {
+): Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses' | 'unlistedMcpServers'> {
   const declaredTools: string[] = [];
   const builtinTools: ToolCall[] = [];
   const hostedUses: HostedUses = {};
+  const unlistedMcpServers: string[] = [];
   for (const t of req.tools ?? []) {
     const name = t.name ?? (t.type === 'mcp_toolset' ? MCP : (t.type ?? 'unknown'));
     declaredTools.push(name);
@@ -63,17 +65,22 @@ function toolsOf(
     // Web search bills per search, up to the tool's `max_uses`.
     if (t.type?.startsWith(WEB_SEARCH) === true) allowHostedUses(hostedUses, 'web_search', t.max_uses);
   }
-  for (const server of req.mcp_servers ?? []) {
+  for (const [i, server] of (req.mcp_servers ?? []).entries()) {
     if (!declaredTools.includes(MCP)) declaredTools.push(MCP);
     const { name, url, tool_configuration } = server;
     const args = JSON.stringify({ name, url, tool_configuration });
     builtinTools.push({ name: MCP, arguments: args });
-    for (const tool of mcpAllowedTools(asObject(tool_configuration)?.allowed_tools)) {
+    const configuration = asObject(tool_configuration);
+    const allowed = mcpAllowedTools(configuration?.allowed_tools);
+    // A server whose tools are turned off calls none.
+    if (allowed === undefined && configuration?.enabled !== false)
+      unlistedMcpServers.push(`mcp_servers[${i}].tool_configuration.allowed_tools`);
+    for (const tool of allowed ?? []) {
       declaredTools.push(tool);
       builtinTools.push({ name: tool, arguments: args });
     }
   }
-  return { declaredTools, builtinTools, ...hostedUsesOf(hostedUses) };
+  return { declaredTools, builtinTools, ...hostedUsesOf(hostedUses), ...unlistedOf(unlistedMcpServers) };
 }
 
 const TOOL_USE_BLOCKS: ReadonlySet<unknown> = new Set(['tool_use', 'server_tool_use', 'mcp_tool_use']);

@@ -1,13 +1,20 @@
-import { asArray, asObject, asString } from './json-access.ts';
+import { asObject } from './json-access.ts';
+
+/** The keys of OpenAI's object form of `allowed_tools`; `read_only` only narrows `tool_names`. */
+const FILTER_KEYS: ReadonlySet<string> = new Set(['tool_names', 'read_only']);
 
 /**
  * The tools a remote MCP server handed to the provider may call, by name, as a declaration
  * restricts them: OpenAI's `allowed_tools` (a list, or `{ tool_names }`), Anthropic's
  * `tool_configuration.allowed_tools`. Each is judged as `tool:<name>` before the call goes
- * upstream, since the provider calls them before the answer shows it; a server declared without
- * such a list offers every tool it has, which only `tool:mcp` rules can judge.
+ * upstream, since the provider calls them before the answer shows it. Undefined when there is no
+ * such list or it is not one read here (a name that is not a string, an object of other keys):
+ * the server may then call every tool it has (docs/proxy.md says when that is refused).
  */
-export function mcpAllowedTools(allowed: unknown): string[] {
-  const names = Array.isArray(allowed) ? allowed : asArray(asObject(allowed)?.tool_names);
-  return names.map(asString).filter((name): name is string => name !== undefined && name !== '');
+export function mcpAllowedTools(allowed: unknown): string[] | undefined {
+  const filter = asObject(allowed);
+  const names =
+    filter !== undefined && Object.keys(filter).every((key) => FILTER_KEYS.has(key)) ? filter.tool_names : allowed;
+  if (!Array.isArray(names)) return undefined;
+  return names.every((name): name is string => typeof name === 'string' && name !== '') ? names : undefined;
 }

@@ -5,6 +5,7 @@ import type { HostedTool, HostedUses } from '../../core/metering/prices.ts';
 import {
   allowHostedUses,
   hostedUsesOf,
+  unlistedOf,
   type AdapterDeps,
   type Operation,
   type ParsedRequest,
@@ -144,16 +145,17 @@ export function searchesEveryCall(model: string): boolean {
 /** The one search a search model's chat call is billed for. */
 export const SEARCH_MODEL_USE = { web_search_preview: 1 } as const satisfies HostedUses;
 
+/** What a request's tools declare, for the policies and the reservation. */
+type DeclaredTools = Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses' | 'unlistedMcpServers'>;
+
 /**
  * A search model's chat call searches the web whatever its tools: it is judged as declaring
  * `web_search`, before the search runs, and billed its one search.
  */
-function searchModelTools(
-  model: string,
-  tools: Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses'>,
-): Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses'> {
+function searchModelTools(model: string, tools: DeclaredTools): DeclaredTools {
   if (!searchesEveryCall(model)) return tools;
   return {
+    ...tools,
     declaredTools: [...tools.declaredTools, 'web_search'],
     builtinTools: [...tools.builtinTools, { name: 'web_search', arguments: '' }],
     hostedUses: { ...SEARCH_MODEL_USE },
@@ -170,20 +172,23 @@ function toolsOf(
   tools: readonly z.infer<typeof ChatToolSchema>[] | undefined,
   functions: readonly { name: string }[] = [],
   maxToolCalls?: number | null,
-): Pick<ParsedRequest, 'declaredTools' | 'builtinTools' | 'hostedUses'> {
+): DeclaredTools {
   const declaredTools: string[] = [];
   const builtinTools: ToolCall[] = [];
   const hostedUses: HostedUses = {};
-  for (const t of tools ?? []) {
+  const unlistedMcpServers: string[] = [];
+  for (const [i, t] of (tools ?? []).entries()) {
     const name = t.function?.name ?? t.custom?.name ?? t.name ?? t.type ?? 'unknown';
     declaredTools.push(name);
     if (t.type === undefined || AGENT_DEFINED.has(t.type)) continue;
     const args = t.type === 'mcp' ? mcpServer(t) : '';
+    const allowed = t.type === 'mcp' ? mcpAllowedTools(t.allowed_tools) : [];
+    // A server that asks before every call has each call judged in the answer that asks.
+    if (allowed === undefined && t.require_approval !== 'always') unlistedMcpServers.push(`tools[${i}].allowed_tools`);
     // A built-in is judged under every name a rule could give it: as declared, by its type (a
     // `name` beside the type does not rename what OpenAI runs) and by its kind without a preview
     // or version suffix, so `tool:web_search` stops `web_search_preview_2025_03_11` too.
-    const tools = t.type === 'mcp' ? mcpAllowedTools(t.allowed_tools) : [];
-    for (const judged of new Set([name, t.type, kindOf(t.type), ...tools])) {
+    for (const judged of new Set([name, t.type, kindOf(t.type), ...(allowed ?? [])])) {
       if (judged !== name) declaredTools.push(judged);
       builtinTools.push({ name: judged, arguments: args });
     }
@@ -191,7 +196,7 @@ function toolsOf(
     if (hosted !== undefined) allowHostedUses(hostedUses, hosted, hosted === 'code_interpreter' ? 1 : maxToolCalls);
   }
   for (const f of functions) declaredTools.push(f.name);
-  return { declaredTools, builtinTools, ...hostedUsesOf(hostedUses) };
+  return { declaredTools, builtinTools, ...hostedUsesOf(hostedUses), ...unlistedOf(unlistedMcpServers) };
 }
 
 /** The model a route's URL names (an Azure deployment) is the one served, whatever the body says. */

@@ -118,6 +118,39 @@ describe('OpenAI parseRequest', () => {
     expect(chat.builtinTools).toEqual([]);
   });
 
+  it('names each remote MCP server not restricted to tools by a list it reads, unless it asks before every call', () => {
+    const unlisted = (server: object) =>
+      openai.parseRequest(
+        'responses',
+        {
+          model: 'gpt-5',
+          input: 'hi',
+          tools: [{ type: 'web_search' }, { type: 'mcp', server_label: 'gh', ...server }],
+        },
+        '/v1/responses',
+      ).unlistedMcpServers;
+    for (const server of [
+      {},
+      { require_approval: 'never' },
+      { allowed_tools: null },
+      { allowed_tools: 'delete_repo' },
+      { allowed_tools: ['list_issues', 7] },
+      { allowed_tools: ['list_issues', ''] },
+      { allowed_tools: { read_only: true } },
+      { allowed_tools: { tool_names: 'delete_repo' } },
+      { allowed_tools: { tool_names: ['list_issues'], except: ['x'] } },
+      { require_approval: { always: { tool_names: ['delete_repo'] } } },
+    ])
+      expect(unlisted(server), JSON.stringify(server)).toEqual(['tools[1].allowed_tools']);
+    for (const server of [
+      { allowed_tools: [] },
+      { allowed_tools: ['list_issues'] },
+      { allowed_tools: { tool_names: ['list_issues'], read_only: true } },
+      { require_approval: 'always' },
+    ])
+      expect(unlisted(server), JSON.stringify(server)).toBeUndefined();
+  });
+
   it("counts context a Responses request refers to on OpenAI's side at the configured allowance", () => {
     const parse = (extra: object) =>
       openai.parseRequest('responses', { model: 'gpt-5', input: 'and then?', ...extra }, '/v1/responses')

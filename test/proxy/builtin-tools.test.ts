@@ -125,12 +125,13 @@ describe('tools the provider defines, judged as the request declares them', () =
 
   it('lets a remote MCP server through only on the hosts a rule names, from OpenAI and from Anthropic', async () => {
     const openai = openAiClient(rig.agent, { 'X-Svc-Execution-Id': 'exec-builtin-mcp' });
+    const allowed_tools = ['list_issues'];
     const mcp = (url: string) =>
       openai.responses.create({
         model: 'gpt-4o',
         input: 'list issues',
         max_output_tokens: 4,
-        tools: [{ type: 'mcp', server_label: 'gh', server_url: url, require_approval: 'never' }],
+        tools: [{ type: 'mcp', server_label: 'gh', server_url: url, allowed_tools, require_approval: 'never' }],
       });
     const before = upstreamCalls();
     const elsewhere = await failure(() => mcp('https://mcp.attacker.example/sse'));
@@ -159,7 +160,9 @@ describe('tools the provider defines, judged as the request declares them', () =
         model: 'claude-3-5-haiku-20241022',
         max_tokens: 4,
         messages: [{ role: 'user', content: 'list issues' }],
-        mcp_servers: [{ type: 'url', name: 'gh', url, authorization_token: 'secret-token' }],
+        mcp_servers: [
+          { type: 'url', name: 'gh', url, authorization_token: 'secret-token', tool_configuration: { allowed_tools } },
+        ],
         betas: ['mcp-client-2025-04-04'],
       });
     const denied = await failure(() => servers('https://mcp.attacker.example/sse'));

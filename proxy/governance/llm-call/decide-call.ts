@@ -17,6 +17,11 @@ import type { LlmCall } from './settlement.ts';
 export const UNRECORDED =
   "the proxy's event outbox is full (the bus has been unreachable for a while): a call it could not record is not made; calls go through again once its events are sent";
 
+/** Why a request that hands the provider a remote MCP server free to call any of its tools is refused. */
+function unlistedServer(field: string): string {
+  return `${field}: a remote MCP server the provider calls may call any of its tools, before the answer shows the call, while the policies judge tools by name; it is refused (list the tools it may call)`;
+}
+
 /**
  * Step 2, decide: the envelope the call belongs to (ended ones refuse, paused ones hold the call
  * until resumed), the price check, the policies on `llm:<model>`, the hold on the budget
@@ -118,6 +123,10 @@ export async function decideCall(
   for (const tool of parsed.builtinTools) {
     const toolRefused = await judge(`tool:${tool.name}`, toolContext(tool, 'declared', context));
     if (toolRefused !== null) return toolRefused;
+  }
+  const unlisted = parsed.unlistedMcpServers?.[0];
+  if (unlisted !== undefined && deps.gate.judgesToolNames()) {
+    return refusal('denied', 'SVC-ADP-5003', unlistedServer(unlisted), envelope.envelopeId);
   }
 
   const lease = await deps.leases.lease(envelope.budgetId);
