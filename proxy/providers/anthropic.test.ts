@@ -211,6 +211,52 @@ describe('Anthropic classify and parseRequest', () => {
       expect(unlisted(server), JSON.stringify(server)).toBeUndefined();
   });
 
+  it("reads an MCP toolset's tools as the list of its server, when it lists them", () => {
+    const server = { type: 'url', url: 'https://mcp.example.com/sse', name: 'gh' };
+    const parse = (toolset: object) =>
+      anthropic.parseRequest(
+        'messages',
+        {
+          ...body,
+          tools: [
+            { name: 'lookup', input_schema: {} },
+            { type: 'mcp_toolset', mcp_server_name: 'gh', ...toolset },
+          ],
+          mcp_servers: [server],
+        },
+        '/v1/messages',
+      );
+    const off = { default_config: { enabled: false } };
+    const judged = (toolset: object) => parse(toolset).builtinTools.map((t) => t.name);
+    expect(judged({ ...off, configs: { list_issues: { enabled: true }, delete_repo: { enabled: false } } })).toEqual([
+      'mcp',
+      'list_issues',
+    ]);
+    expect(
+      judged({
+        tools: [{ name: 'list_issues' }, { name: 'delete_repo' }],
+        configs: { list_issues: { enabled: false } },
+      }),
+    ).toEqual(['mcp', 'delete_repo']);
+    expect(judged({ ...off, tools: [{ name: 'list_issues' }], configs: { list_issues: { enabled: true } } })).toEqual([
+      'mcp',
+      'list_issues',
+    ]);
+    expect(parse(off).unlistedMcpServers).toBeUndefined();
+    for (const toolset of [
+      {},
+      { default_config: { enabled: true }, configs: { delete_repo: { enabled: false } } },
+      { ...off, configs: ['list_issues'] },
+      { tools: [{ title: 'list_issues' }] },
+      { tools: { name: 'list_issues' } },
+    ])
+      expect(parse(toolset).unlistedMcpServers, JSON.stringify(toolset)).toEqual(['tools[1].default_config.enabled']);
+    // A toolset for another server restricts none of this one's tools.
+    expect(parse({ ...off, mcp_server_name: 'other' }).unlistedMcpServers).toEqual([
+      'mcp_servers[0].tool_configuration.allowed_tools',
+    ]);
+  });
+
   it('reserves web search for its max_uses, else for the unlimited bound', () => {
     const search = (extra: object) => ({
       ...body,

@@ -14,7 +14,7 @@ import {
 } from './adapter.ts';
 import { codedMessage, errorReplies, type ErrorFormat } from './error-format.ts';
 import { IMAGE_TOKENS, nonTextTokens } from './non-text-input.ts';
-import { mcpAllowedTools } from './mcp-allowed-tools.ts';
+import { anthropicServerTools } from './anthropic-mcp-tools.ts';
 import { asArray, asCount, asObject, asString, textOf, type JsonObject } from './json-access.ts';
 import { ANTHROPIC_ROUTES, compileRoutes, meteredOperation, type StoredShape } from './routes.ts';
 import { createStreamMeter, eventObject, type StreamDialect } from './stream-meter.ts';
@@ -70,12 +70,12 @@ function toolsOf(
     const { name, url, tool_configuration } = server;
     const args = JSON.stringify({ name, url, tool_configuration });
     builtinTools.push({ name: MCP, arguments: args });
-    const configuration = asObject(tool_configuration);
-    const allowed = mcpAllowedTools(configuration?.allowed_tools);
-    // A server whose tools are turned off calls none.
-    if (allowed === undefined && configuration?.enabled !== false)
-      unlistedMcpServers.push(`mcp_servers[${i}].tool_configuration.allowed_tools`);
-    for (const tool of allowed ?? []) {
+    const allowed = anthropicServerTools(server, i, req.tools ?? []);
+    if ('unlisted' in allowed) {
+      unlistedMcpServers.push(allowed.unlisted);
+      continue;
+    }
+    for (const tool of allowed.tools) {
       declaredTools.push(tool);
       builtinTools.push({ name: tool, arguments: args });
     }

@@ -1,5 +1,8 @@
 import { APIError as AnthropicError } from '@anthropic-ai/sdk';
-import type { BetaRequestMCPServerURLDefinition } from '@anthropic-ai/sdk/resources/beta/messages/messages';
+import type {
+  BetaMCPToolset,
+  BetaRequestMCPServerURLDefinition,
+} from '@anthropic-ai/sdk/resources/beta/messages/messages';
 import { APIError } from 'openai';
 import type { Tool } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -57,6 +60,18 @@ function messages(execution: string, server: BetaRequestMCPServerURLDefinition) 
   });
 }
 
+/** The current form: the server's tools chosen by an `mcp_toolset` tool. */
+function toolsetMessages(execution: string, toolset: Omit<BetaMCPToolset, 'type' | 'mcp_server_name'>) {
+  return anthropicClient(rig.agent, { 'X-Svc-Execution-Id': execution }).beta.messages.create({
+    model: 'claude-3-5-haiku-20241022',
+    max_tokens: 4,
+    messages: [{ role: 'user', content: 'tidy up' }],
+    mcp_servers: [anthropicServer({})],
+    tools: [{ type: 'mcp_toolset', mcp_server_name: 'gh', ...toolset }],
+    betas: ['mcp-client-2025-11-20'],
+  });
+}
+
 /** Declarations that let the server call any of its tools, and the field each is refused by. */
 const UNLISTED_OPENAI: [Record<string, unknown>, string][] = [
   [{ require_approval: 'never' }, 'tools[1].allowed_tools'],
@@ -98,6 +113,12 @@ describe('a remote MCP server handed to the provider', () => {
       expect((error as AnthropicError).message).toContain('SVC-ADP-5003');
       expect((error as AnthropicError).message).toContain('mcp_servers[0].tool_configuration.allowed_tools');
     }
+    const toolset = await failure(() =>
+      toolsetMessages('exec-mcp-refused-a', { configs: { delete_repo: { enabled: false } } }),
+    );
+    expect((toolset as AnthropicError).status).toBe(403);
+    expect((toolset as AnthropicError).message).toContain('SVC-ADP-5003');
+    expect((toolset as AnthropicError).message).toContain('tools[0].default_config.enabled');
     expect(upstreamCalls()).toBe(before);
   });
 
@@ -105,7 +126,7 @@ describe('a remote MCP server handed to the provider', () => {
     await rig.addPolicy({
       name: 'no-shell',
       priority: 500,
-      rules: [{ action: 'tool:shell', effect: 'require_approval' }],
+      rules: [{ action: 'tool:shell', effect: 'deny' }],
     });
     const passing = [
       { allowed_tools: ['list_issues'], require_approval: 'never' },
@@ -121,5 +142,18 @@ describe('a remote MCP server handed to the provider', () => {
       const answer = await messages('exec-mcp-listed-a', anthropicServer({ tool_configuration }));
       expect(answer.stop_reason, JSON.stringify(tool_configuration)).toBe('end_turn');
     }
+    const toolset = await toolsetMessages('exec-mcp-listed-a', {
+      default_config: { enabled: false },
+      configs: { list_issues: { enabled: true } },
+    });
+    expect(toolset.stop_reason).toBe('end_turn');
+    // The tools a toolset lets its server call are judged by name.
+    const shell = await failure(() =>
+      toolsetMessages('exec-mcp-listed-a', {
+        default_config: { enabled: false },
+        configs: { shell: { enabled: true } },
+      }),
+    );
+    expect((shell as AnthropicError).message).toContain('SVC-POL-2001');
   });
 });
