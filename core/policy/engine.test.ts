@@ -813,6 +813,8 @@ describe('judgesToolNames', () => {
       ]),
     ).toBe(true);
     expect(judges([rule('r', 'tool:shell', 'DENY')], 'TERMINATE')).toBe(true);
+    const declares = [{ field: 'declared_tools', operator: 'contains' as const, value: 'delete_repo' }];
+    expect(judges([rule('l', 'llm:*', 'DENY', declares)])).toBe(true);
   });
 
   it('finds none in rules that only allow or warn, judge no tool, judge only the server, or only audit', () => {

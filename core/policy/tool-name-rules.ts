@@ -6,12 +6,16 @@ const SERVER = 'tool:mcp';
 
 const known = new WeakMap<CompiledRuleset, boolean>();
 
+/** The context field of a model call that names the tools its request declares. */
+const DECLARED_TOOLS = 'declared_tools';
+
 /**
  * Whether some rule of the ruleset can refuse or hold a tool for its name: a DENY or
  * REQUIRE_APPROVAL rule of a blocking policy whose action pattern matches `tool:<name>` for some
  * name (`tool:delete_repo`, `tool:fs_*`, `*:delete`, `*`), its conditions aside, since any of them
- * may hold. A remote MCP server the provider calls may then call that tool unseen, unless the
- * request restricts it to tools judged by name. Worked out once per ruleset.
+ * may hold, or one that reads the names of the tools a model call declares. A remote MCP server
+ * the provider calls may then call that tool unseen, unless the request restricts it to tools
+ * named. Worked out once per ruleset.
  */
 export function judgesToolNames(ruleset: CompiledRuleset): boolean {
   let judges = known.get(ruleset);
@@ -20,7 +24,7 @@ export function judgesToolNames(ruleset: CompiledRuleset): boolean {
       ({ policy, rule }) =>
         (policy.enforcement === 'BLOCK' || policy.enforcement === 'TERMINATE') &&
         (rule.decision === 'DENY' || rule.decision === 'REQUIRE_APPROVAL') &&
-        matchesSomeTool(rule.action),
+        (matchesSomeTool(rule.action) || rule.checks.some((check) => check.field === DECLARED_TOOLS)),
     );
     known.set(ruleset, judges);
   }
