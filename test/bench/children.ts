@@ -5,7 +5,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request, type Agent } from 'undici';
 import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
@@ -56,6 +56,17 @@ export function killChildren(): void {
 export function cpuMicros(child: ChildProcess): number {
   const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+/**
+ * CPU time a process's threads have used, in ns, as the scheduler counts it (Linux schedstat): finer
+ * than `cpuMicros`'s ticks, but without the time of threads that have exited.
+ */
+export function cpuNanos(child: ChildProcess): number {
+  let sum = 0;
+  for (const tid of readdirSync(`/proc/${child.pid}/task`))
+    sum += Number(readFileSync(`/proc/${child.pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+  return sum;
 }
 
 /** Resident set of a process, in MB, from /proc (Linux). */

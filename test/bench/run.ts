@@ -21,7 +21,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
-import { cpuMicros, killChildren, rssMb, startChild, startGovernedProxy } from './children.ts';
+import { cpuMicros, cpuNanos, killChildren, rssMb, startChild, startGovernedProxy } from './children.ts';
 
 const perCase = Number(process.argv[2] ?? 3000);
 const openStreams = Number(process.argv[3] ?? 1000);
@@ -29,6 +29,7 @@ const micro = process.argv[4] ?? 'full';
 const settleSeconds = Number(process.argv[5] ?? 10);
 const HERE = import.meta.dirname;
 const CONCURRENCY = [16, 64];
+const WARM_UP = { slice: 1000, tolerance: 0.05, slices: 10 };
 
 interface Target {
   name: string;
@@ -61,48 +62,112 @@ async function one(
   return { total: Number(process.hrtime.bigint() - started) / 1000, first };
 }
 
-/** Requests per second, and the server's CPU time per request in µs, over `n` requests after a warm-up. */
+interface Slice {
+  rate: number;
+  cpu: number;
+}
+
+/** `n` requests, `connections` at a time; `atMiddle` runs as the middle one is sent. */
+async function drive(
+  target: Target,
+  dispatcher: Dispatcher,
+  stream: boolean,
+  connections: number,
+  n: number,
+  atMiddle = () => {},
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (next < n) {
+        if (next++ === n >> 1) atMiddle();
+        await one(target, dispatcher, stream);
+      }
+    }),
+  );
+}
+
+/**
+ * Requests in slices of `WARM_UP.slice` (or of the case's size when smaller) until the server's CPU
+ * time per request in one slice is within `WARM_UP.tolerance` of the slice before, at most
+ * `WARM_UP.slices` of them; the same rule for every target. A fixed 200 requests left the first cases
+ * of each process measuring code V8 had not yet optimized. Returns how many requests it took.
+ */
+async function warmUp(
+  target: Target,
+  dispatcher: Dispatcher,
+  stream: boolean,
+  connections: number,
+  n: number,
+): Promise<number> {
+  const size = Math.min(n, WARM_UP.slice);
+  let previous = NaN;
+  for (let slice = 1; slice <= WARM_UP.slices; slice++) {
+    const before = cpuNanos(target.server);
+    await drive(target, dispatcher, stream, connections, size);
+    const perCall = (cpuNanos(target.server) - before) / size;
+    if (Math.abs(perCall - previous) <= WARM_UP.tolerance * previous) return slice * size;
+    previous = perCall;
+  }
+  return WARM_UP.slices * size;
+}
+
+/**
+ * Requests per second, and the server's CPU time per request in µs, over `n` requests after a
+ * warm-up; and the same for the first and the second half of those requests apart, split when the
+ * middle request is sent.
+ */
 async function throughput(
   target: Target,
   stream: boolean,
   connections: number,
   n: number,
-): Promise<{ rate: number; cpu: number }> {
+): Promise<Slice & { halves: [Slice, Slice]; warmUp: number }> {
   const dispatcher = target.dispatcher(connections);
-  let next = 0;
-  const run = () =>
-    Promise.all(
-      Array.from({ length: connections }, async () => {
-        while (next < n) {
-          next++;
-          await one(target, dispatcher, stream);
-        }
-      }),
-    );
-  next = n - Math.min(n, 200);
-  await run(); // warm-up
-  next = 0;
+  const warmed = await warmUp(target, dispatcher, stream, connections, n);
+  let middle = { cpu: 0, at: 0n };
   const cpuBefore = cpuMicros(target.server);
   const started = process.hrtime.bigint();
-  await run();
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const cpu = (cpuMicros(target.server) - cpuBefore) / n;
+  await drive(target, dispatcher, stream, connections, n, () => {
+    middle = { cpu: cpuMicros(target.server), at: process.hrtime.bigint() };
+  });
+  const ended = process.hrtime.bigint();
+  const cpuAfter = cpuMicros(target.server);
   await dispatcher.close();
-  return { rate: n / seconds, cpu };
+  const slice = (calls: number, from: bigint, to: bigint, cpu: number) => ({
+    rate: calls / (Number(to - from) / 1e9),
+    cpu: cpu / calls,
+  });
+  const half = n >> 1;
+  return {
+    ...slice(n, started, ended, cpuAfter - cpuBefore),
+    halves: [
+      slice(half, started, middle.at, middle.cpu - cpuBefore),
+      slice(n - half, middle.at, ended, cpuAfter - middle.cpu),
+    ],
+    warmUp: warmed,
+  };
 }
 
 const pct = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
-/** One connection each, relay and proxy requests alternating, so load from elsewhere hits both alike. */
+const sorted = (xs: number[]) => xs.sort((u, v) => u - v);
+
+/**
+ * One connection each, relay and proxy requests alternating, so load from elsewhere hits both alike;
+ * the target's CPU time per call and p50 also for the first and the second half of the pairs apart.
+ */
 async function latency(relay: Target, target: Target, stream: boolean, n: number) {
   const a = relay.dispatcher(1);
   const b = target.dispatcher(1);
   const r: { total: number; first: number }[] = [];
   const p: { total: number; first: number }[] = [];
   let cpuBefore = 0;
+  let cpuMiddle = 0;
   for (let i = 0; i < n + 100; i++) {
     if (i === 100) cpuBefore = cpuMicros(target.server);
+    if (i === 100 + (n >> 1)) cpuMiddle = cpuMicros(target.server);
     const x = await one(relay, a, stream);
     const y = await one(target, b, stream);
     if (i < 100) continue;
@@ -110,9 +175,13 @@ async function latency(relay: Target, target: Target, stream: boolean, n: number
     p.push(y);
   }
   // The target's CPU time over the calls it served: both of each pair when it is the relay itself.
-  const cpu = (cpuMicros(target.server) - cpuBefore) / (target === relay ? 2 * n : n);
+  const cpuAfter = cpuMicros(target.server);
+  const served = target === relay ? 2 : 1;
+  const half = n >> 1;
+  const cpu = (cpuAfter - cpuBefore) / (served * n);
+  const cpuHalves = [(cpuMiddle - cpuBefore) / (served * half), (cpuAfter - cpuMiddle) / (served * (n - half))];
+  const p50Halves = [p.slice(0, half), p.slice(half)].map((xs) => pct(sorted(xs.map((x) => x.total)), 50));
   await Promise.all([a.close(), b.close()]);
-  const sorted = (xs: number[]) => xs.sort((u, v) => u - v);
   const rt = sorted(r.map((x) => x.total));
   const pt = sorted(p.map((x) => x.total));
   const rf = sorted(r.map((x) => x.first));
@@ -123,6 +192,8 @@ async function latency(relay: Target, target: Target, stream: boolean, n: number
     addedP50: pct(pt, 50) - pct(rt, 50),
     addedP99: pct(pt, 99) - pct(rt, 99),
     firstByteAdded: pct(pf, 50) - pct(rf, 50),
+    cpuHalves,
+    p50Halves,
   };
 }
 
@@ -213,22 +284,34 @@ async function main(): Promise<void> {
   );
   console.log(`|---|---|${CONCURRENCY.map(() => '---:').join('|')}|---:|---:|---:|---:|---:|---:|---:|`);
   let calls = 0;
+  const halves: string[] = [];
   for (const stream of [false, true]) {
     const relayRates: number[] = [];
     for (const target of targets) {
-      const runs: { rate: number; cpu: number }[] = [];
+      const runs: Awaited<ReturnType<typeof throughput>>[] = [];
       for (const c of CONCURRENCY) runs.push(await throughput(target, stream, c, perCase));
       const rates = runs.map((r) => r.rate);
       if (target === relay) relayRates.push(...rates);
       const lat = await latency(relay, target, stream, Math.max(50, Math.floor(perCase / 5)));
-      if (target !== relay) calls += CONCURRENCY.length * perCase + Math.max(50, Math.floor(perCase / 5));
+      // Every call the proxy served, its warm-ups included.
+      if (target !== relay)
+        calls += runs.reduce((sum, r) => sum + r.warmUp + perCase, 0) + 100 + Math.max(50, Math.floor(perCase / 5));
       const ratio = rates.map((r, i) => (r / relayRates[i]!).toFixed(2)).join(' / ');
       const self = target === relay;
       console.log(
         `| ${target.name} | ${stream ? 'stream' : 'whole'} | ${rates.map((r) => fmt(r)).join(' | ')} | ${self ? '1' : ratio} | ${runs.map((r) => fmt(r.cpu)).join(' / ')} | ${fmt(lat.p50)} | ${fmt(lat.cpu)} | ${self ? '–' : fmt(lat.addedP50)} | ${self ? '–' : fmt(lat.addedP99)} | ${stream && !self ? fmt(lat.firstByteAdded) : '–'} |`,
       );
+      const pair = (xs: number[]) => xs.map((x) => fmt(x)).join(' → ');
+      halves.push(
+        `| ${target.name} | ${stream ? 'stream' : 'whole'} | ${runs.map((r) => pair(r.halves.map((h) => h.rate))).join(' | ')} | ${runs.map((r) => pair(r.halves.map((h) => h.cpu))).join(' | ')} | ${pair(lat.p50Halves)} | ${pair(lat.cpuHalves)} | ${runs.map((r) => fmt(r.warmUp)).join(' / ')} |`,
+      );
     }
   }
+  console.log(
+    `\n| first half → second half | answer | ${CONCURRENCY.map((c) => `req/s @${c}`).join(' | ')} | ${CONCURRENCY.map((c) => `server CPU per call @${c} (µs)`).join(' | ')} | p50 @1 (µs) | server CPU per call @1 (µs) | warm-up requests @${CONCURRENCY.join(' / @')} |`,
+  );
+  console.log(`|---|---|${[...CONCURRENCY, ...CONCURRENCY, 1, 1, 1].map(() => '---:').join('|')}|`);
+  for (const row of halves) console.log(row);
   const afterCalls = { relay: rssMb(relayProcess), proxy: rssMb(proxyProcess) };
   const streaming = {
     relay: await rssWithOpenStreams(relay, relayProcess, openStreams),
