@@ -9,6 +9,10 @@
  * serving process's CPU time per call (/proc), latency and CPU time per call at one connection
  * (relay and proxy requests alternating) and what the proxy adds at p50 and p99, first-byte time
  * of streams, and RSS idle, after the calls, with open slow streams and a while after they ended.
+ * Each case at 16 and 64 connections is measured after a warm-up that lasts until the serving
+ * process's CPU time per call agrees between two successive slices (`warmUp`, the same rule for
+ * relay and proxy); a second table gives each case's first half beside its second, and the
+ * warm-up requests it took.
  * Then runs the policy evaluation, governed hot path, stream meter, memory over many calls,
  * envelope creation and event processor benchmarks.
  *
