@@ -5,6 +5,7 @@ import { isRefusal, ZERO } from '../../enforcement/index.ts';
 import { whileInflight, type Resolution } from '../../envelopes/index.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
 import type { Operation, ProviderAdapter } from '../../providers/index.ts';
+import { awaitResumed, endedRefusal } from '../await-resumed.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
 import { reserveCall } from '../reserve-call.ts';
 import { refused, toolContext, type Judgeable } from '../tool-calls.ts';
@@ -49,27 +50,17 @@ export async function decideCall(
   if (opened) void deps.recorder.opened(envelope);
   // Counted before the ending is read: an anomaly that ends the envelope refuses this call too.
   deps.anomalies.observe(envelope);
-  const ended = (): Refusal | null =>
-    envelope.ending === null
-      ? null
-      : refusal(
-          'terminated',
-          'SVC-ENV-1003',
-          `envelope ${envelope.envelopeId} already ended (${envelope.ending.status}): ${envelope.ending.reason}`,
-          envelope.envelopeId,
-        );
+  const ended = (): Refusal | null => {
+    const stopped = endedRefusal(envelope);
+    return stopped === null ? null : refusal('terminated', stopped.code, stopped.message, envelope.envelopeId);
+  };
   const endedBefore = ended();
   if (endedBefore !== null) return endedBefore;
   // The calls of a paused envelope (or sidecar) wait here for it to run again, before anything is
   // reserved or sent; the wait ends early when the client leaves or the envelope ends meanwhile.
-  if (deps.pauses.holds(envelope)) {
-    const held = await whileInflight(envelope, (signal) =>
-      deps.pauses.await(envelope, bytes, AbortSignal.any([req.signal, signal])),
-    );
-    const endedWhilePaused = ended();
-    if (endedWhilePaused !== null) return endedWhilePaused;
-    if (held !== null) return refusal('paused', held.code, held.message, envelope.envelopeId);
-  }
+  const held = await awaitResumed(deps, req, envelope, bytes);
+  if (held !== null)
+    return refusal(envelope.ending === null ? 'paused' : 'terminated', held.code, held.message, envelope.envelopeId);
 
   if (deps.prices.lookup(parsed.model) === undefined) deps.metrics.unknownModels.inc({ provider: adapter.id });
   if (deniesModel(deps.prices, parsed.model)) {
