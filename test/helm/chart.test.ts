@@ -450,15 +450,18 @@ describe('observability', () => {
       ]),
     );
     const dashboard = manifest(rendered, 'ConfigMap', 'ag-agent-governance-dashboard').data['agent-governance.json'];
-    const exprs = [
-      ...rules.map((r: any) => String(r.expr)),
-      ...JSON.parse(dashboard).panels.flatMap((p: any) => p.targets.map((t: any) => t.expr)),
-    ];
-    const used = new Set(
-      exprs.flatMap((e: string) => [...e.matchAll(/\b(svc_[a-z_]+)/g)].map((m) => m[1]!.replace(/_bucket$/, ''))),
+    const alertExprs: string[] = rules.map((r: any) => String(r.expr));
+    const panelExprs: string[] = JSON.parse(dashboard).panels.flatMap((p: any) =>
+      p.targets.map((t: any) => String(t.expr)),
     );
+    const metricsOf = (exprs: string[]): Set<string> =>
+      new Set(exprs.flatMap((e) => [...e.matchAll(/\b(svc_[a-z_]+)/g)].map((m) => m[1]!.replace(/_bucket$/, ''))));
+    const used = metricsOf([...alertExprs, ...panelExprs]);
     expect(used.size).toBeGreaterThan(10);
     expect([...used].filter((name) => !metricNames.has(name))).toEqual([]);
+    // An operator paged by an alert finds what it read on the dashboard.
+    const charted = metricsOf(panelExprs);
+    expect([...metricsOf(alertExprs)].filter((name) => !charted.has(name))).toEqual([]);
     expect(rules.find((r: any) => r.alert === 'AgentGovernanceBudgetNearlySpent').expr).toContain('>= 0.8');
   });
 });
