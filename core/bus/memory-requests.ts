@@ -2,24 +2,29 @@ import type { BusLogger, RequestReply, Signals, Subscription } from './bus.ts';
 import { asPromise } from './as-promise.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertPattern, assertSubject } from './names.ts';
-import { noResponder, runReplyHandler, unwrapReply } from './reply-envelope.ts';
+import { noResponder, unwrapReply } from './reply-envelope.ts';
+import { HandlerSlots, REPLY_LIMITS, type ReplyLimits } from './reply-limits.ts';
 import { subjectMatches } from './subjects.ts';
 
-type Handler = (payload: Uint8Array, subject: string) => Promise<unknown>;
+type Replier = (payload: Uint8Array, subject: string) => Promise<unknown>;
+type Listener = (payload: Uint8Array, subject: string) => void;
 
 /**
  * In-process plain subjects for standalone mode: request-reply and signals. Payloads go through
- * the same JSON codec and reply envelope as on NATS, so callers see identical values and errors.
+ * the same JSON codec, reply envelope and handler limits as on NATS, so callers see identical
+ * values and errors.
  */
 export class MemoryRequests implements RequestReply, Signals {
-  readonly #repliers = new Map<symbol, { subject: string; handler: Handler }>();
-  readonly #listeners = new Map<symbol, { pattern: string; handler: Handler }>();
+  readonly #repliers = new Map<symbol, { subject: string; handler: Replier }>();
+  readonly #listeners = new Map<symbol, { pattern: string; handler: Listener }>();
   readonly #logger: BusLogger;
+  readonly #limits: ReplyLimits;
   /** Round-robin over repliers of one subject, as a NATS queue group spreads requests. */
   #turn = 0;
 
-  constructor(logger: BusLogger) {
+  constructor(logger: BusLogger, limits = REPLY_LIMITS) {
     this.#logger = logger;
+    this.#limits = limits;
   }
 
   async request(subject: string, data: unknown, timeoutMs: number): Promise<unknown> {
@@ -44,10 +49,11 @@ export class MemoryRequests implements RequestReply, Signals {
     return asPromise(() => {
       assertPattern(subject);
       const id = Symbol(subject);
+      const slots = new HandlerSlots(this.#logger, this.#limits);
       this.#repliers.set(id, {
         subject,
         handler: async (payload, actual) =>
-          decodePayload(encodePayload(await runReplyHandler(() => handler(decodePayload(payload), actual)))),
+          decodePayload(encodePayload(await slots.reply(actual, () => handler(decodePayload(payload), actual)))),
       });
       return { unsubscribe: () => asPromise(() => void this.#repliers.delete(id)) };
     });
@@ -57,13 +63,9 @@ export class MemoryRequests implements RequestReply, Signals {
     return asPromise(() => {
       assertSubject(subject);
       const payload = encodePayload(data);
-      for (const listener of this.#listeners.values()) {
-        if (!subjectMatches(listener.pattern, subject)) continue;
-        // Fire and forget: the publisher never waits for, nor fails with, a listener.
-        listener
-          .handler(payload, subject)
-          .catch((error: unknown) => this.#logger.error({ err: error, subject }, 'signal handler failed'));
-      }
+      // Fire and forget: the publisher never waits for, nor fails with, a listener.
+      for (const listener of this.#listeners.values())
+        if (subjectMatches(listener.pattern, subject)) listener.handler(payload, subject);
     });
   }
 
@@ -74,9 +76,10 @@ export class MemoryRequests implements RequestReply, Signals {
     return asPromise(() => {
       assertPattern(pattern);
       const id = Symbol(pattern);
+      const slots = new HandlerSlots(this.#logger, this.#limits);
       this.#listeners.set(id, {
         pattern,
-        handler: async (payload, subject) => handler(decodePayload(payload), subject),
+        handler: (payload, subject) => slots.signal(pattern, subject, () => handler(decodePayload(payload), subject)),
       });
       return { unsubscribe: () => asPromise(() => void this.#listeners.delete(id)) };
     });

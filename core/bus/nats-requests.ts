@@ -1,21 +1,13 @@
 import type { Msg, NatsConnection } from 'nats';
-import { SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
 import type { BusLogger, RequestReply, Signals, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
-import { InFlightLimit } from './in-flight-limit.ts';
 import { assertPattern, assertSubject } from './names.ts';
-import { failedReply, noResponder, runReplyHandler, unwrapReply } from './reply-envelope.ts';
-import { throttledWarn } from './throttled-warn.ts';
+import { noResponder, unwrapReply } from './reply-envelope.ts';
+import { HandlerSlots, REPLY_LIMITS, subjectTenant, type ReplyLimits } from './reply-limits.ts';
 
 /** Repliers of one subject share a queue group, so each request is answered once. */
 const REPLY_QUEUE = 'svc-replies';
-
-/**
- * Requests one reply subscription, or signals one signal subscription, handles at once: per
- * tenant, and in all (docs/nats.md).
- */
-export const REPLY_LIMITS = { perTenant: 64, total: 1024 };
 
 /**
  * Whether a message was delivered by a JetStream consumer (its reply is an ack subject). A request
@@ -41,20 +33,6 @@ export function isRequesterInbox(subject: string, reply: string | undefined): bo
   return tenant !== '' && reply.startsWith(`_INBOX_${tenant}.`);
 }
 
-/** The tenant of `svc.<tenant>.…`, or '' for a subject outside the family. */
-function subjectTenant(subject: string): string {
-  const [family, tenant] = subject.split('.', 2);
-  return family === 'svc' ? (tenant ?? '') : '';
-}
-
-function busy(subject: string, limits: typeof REPLY_LIMITS): SvcError {
-  return new SvcError('SVC-SYS-9001', `too many requests in flight on ${subject}; retry later`, {
-    subject,
-    per_tenant_limit: limits.perTenant,
-    total_limit: limits.total,
-  });
-}
-
 function subscription(unsubscribe: () => void): Subscription {
   return { unsubscribe: () => asPromise(unsubscribe) };
 }
@@ -63,7 +41,7 @@ function subscription(unsubscribe: () => void): Subscription {
 export class NatsRequests implements RequestReply, Signals {
   readonly #nc: NatsConnection;
   readonly #logger: BusLogger;
-  readonly #limits: typeof REPLY_LIMITS;
+  readonly #limits: ReplyLimits;
 
   constructor(nc: NatsConnection, logger: BusLogger, limits = REPLY_LIMITS) {
     this.#nc = nc;
@@ -89,7 +67,7 @@ export class NatsRequests implements RequestReply, Signals {
   reply(subject: string, handler: (data: unknown, subject: string) => Promise<unknown>): Promise<Subscription> {
     return asPromise(() => {
       assertPattern(subject);
-      const inFlight = new InFlightLimit({ perKey: this.#limits.perTenant, total: this.#limits.total });
+      const slots = new HandlerSlots(this.#logger, this.#limits);
       const sub = this.#nc.subscribe(subject, {
         queue: REPLY_QUEUE,
         callback: (error, msg) => {
@@ -103,13 +81,10 @@ export class NatsRequests implements RequestReply, Signals {
               { subject: msg.subject, reply: msg.reply },
               'request whose reply is not an inbox of its tenant; ignored',
             );
-          const tenant = subjectTenant(msg.subject);
-          // Answered at once when full: the requester retries later, as when no replier answers.
-          if (!inFlight.enter(tenant)) return msg.respond(encodePayload(failedReply(busy(msg.subject, this.#limits))));
-          runReplyHandler(() => handler(decodePayload(msg.data), msg.subject))
+          void slots
+            .reply(msg.subject, () => handler(decodePayload(msg.data), msg.subject))
             .then((envelope) => msg.respond(encodePayload(envelope)))
-            .catch((failure: unknown) => this.#logger.error({ err: failure, subject: msg.subject }, 'reply failed'))
-            .finally(() => inFlight.leave(tenant));
+            .catch((failure: unknown) => this.#logger.error({ err: failure, subject: msg.subject }, 'reply failed'));
         },
       });
       return subscription(() => sub.unsubscribe());
@@ -129,21 +104,13 @@ export class NatsRequests implements RequestReply, Signals {
   ): Promise<Subscription> {
     return asPromise(() => {
       assertPattern(pattern);
-      const inFlight = new InFlightLimit({ perKey: this.#limits.perTenant, total: this.#limits.total });
-      const dropped = throttledWarn(this.#logger, 'signals dropped: too many handlers in flight');
+      const slots = new HandlerSlots(this.#logger, this.#limits);
       const sub = this.#nc.subscribe(pattern, {
         callback: (error, msg) => {
           if (error) return this.#logger.error({ err: error, pattern }, 'signal subscription failed');
           if (deliveredByStream(msg))
             return this.#logger.warn({ subject: msg.subject }, 'signal delivered by a stream consumer; ignored');
-          const tenant = subjectTenant(msg.subject);
-          // Signals are not stored: one past the limit is dropped, as if sent while nobody listened.
-          if (!inFlight.enter(tenant)) return dropped({ pattern, tenant });
-          void asPromise(() => handler(decodePayload(msg.data), msg.subject))
-            .catch((failure: unknown) =>
-              this.#logger.error({ err: failure, subject: msg.subject }, 'signal handler failed'),
-            )
-            .finally(() => inFlight.leave(tenant));
+          slots.signal(pattern, msg.subject, () => handler(decodePayload(msg.data), msg.subject));
         },
       });
       return subscription(() => sub.unsubscribe());

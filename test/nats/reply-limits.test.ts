@@ -1,28 +1,43 @@
 import { connect, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusLogger } from '../../core/bus/bus.ts';
-import { NatsRequests, REPLY_LIMITS } from '../../core/bus/nats-requests.ts';
+import { MemoryRequests } from '../../core/bus/memory-requests.ts';
+import { NatsRequests } from '../../core/bus/nats-requests.ts';
+import { REPLY_LIMITS, type ReplyLimits } from '../../core/bus/reply-limits.ts';
 import { eventually } from '../harness/eventually.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
 
 const quiet: BusLogger = { warn: () => undefined, error: () => undefined };
 const lease = (tenant: string) => `svc.${tenant}.leases.request`;
 
-describe('reply handlers in flight over nats-server', () => {
+type Requests = NatsRequests | MemoryRequests;
+
+/** Each transport with the same limits: standalone mode's in-process subjects must bound alike. */
+describe.each([
+  ['over nats-server', 'nats'],
+  ['in process', 'memory'],
+] as const)('reply and signal handlers in flight %s', (_label, transport) => {
   let server: NatsServer;
   let nc: NatsConnection;
 
   beforeAll(async () => {
+    if (transport !== 'nats') return;
     server = await startNatsServer();
     nc = await connect({ servers: server.url });
   });
   afterAll(async () => {
+    if (transport !== 'nats') return;
     await nc.close();
     await server.dispose();
   });
 
+  const requestsWith = (logger: BusLogger, limits?: ReplyLimits): Requests =>
+    transport === 'nats' ? new NatsRequests(nc, logger, limits) : new MemoryRequests(logger, limits);
+  /** Lets what was published reach its subscribers (nothing to wait for in process). */
+  const flush = () => (transport === 'nats' ? nc.flush() : Promise.resolve());
+
   /** A replier whose handlers for `stalled` tenants wait until released; it counts those waiting. */
-  async function replier(requests: NatsRequests, stalled: string[]) {
+  async function replier(requests: Requests, stalled: string[]) {
     const release = Promise.withResolvers<void>();
     const waiting = { count: 0 };
     const subscription = await requests.reply(lease('*'), async (_data, subject) => {
@@ -36,7 +51,7 @@ describe('reply handlers in flight over nats-server', () => {
   }
 
   it("answers one tenant's request past its limit with SVC-SYS-9001 at once, and still serves another tenant", async () => {
-    const requests = new NatsRequests(nc, quiet);
+    const requests = requestsWith(quiet);
     const { waiting, release, subscription } = await replier(requests, ['acme']);
     const held = Array.from({ length: REPLY_LIMITS.perTenant }, () => requests.request(lease('acme'), {}, 10_000));
     await eventually(
@@ -56,7 +71,7 @@ describe('reply handlers in flight over nats-server', () => {
   });
 
   it('bounds the handlers of one subscription in all, across tenants', async () => {
-    const requests = new NatsRequests(nc, quiet, { perTenant: 2, total: 3 });
+    const requests = requestsWith(quiet, { perTenant: 2, total: 3 });
     const { waiting, release, subscription } = await replier(requests, ['acme', 'globex']);
     const held = ['acme', 'acme', 'globex'].map((tenant) => requests.request(lease(tenant), {}, 10_000));
     await eventually(
@@ -76,7 +91,7 @@ describe('reply handlers in flight over nats-server', () => {
   it('runs at most the limit of signal handlers of one tenant at once, dropping the rest with a warning', async () => {
     const warnings: string[] = [];
     const logger: BusLogger = { warn: (_fields, message) => void warnings.push(message), error: () => undefined };
-    const signals = new NatsRequests(nc, logger, { perTenant: 2, total: 3 });
+    const signals = requestsWith(logger, { perTenant: 2, total: 3 });
     const release = Promise.withResolvers<void>();
     const started: string[] = [];
     const signal = (tenant: string) => `svc.${tenant}.signals.pause`;
@@ -86,14 +101,14 @@ describe('reply handlers in flight over nats-server', () => {
     });
     for (let i = 0; i < 5; i++) await signals.publishSignal(signal('acme'), { hold: true });
     await signals.publishSignal(signal('globex'), { hold: true });
-    await nc.flush();
+    await flush();
     await eventually(
       () => started.length,
       (n) => n === 3,
     );
     // Two of acme's and globex's one run; acme's other three were dropped, the total now full too.
     await signals.publishSignal(signal('initech'), {});
-    await nc.flush();
+    await flush();
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(started.filter((subject) => subject === signal('acme'))).toHaveLength(2);
     expect(started).not.toContain(signal('initech'));
