@@ -44,7 +44,10 @@ const child = spawn(process.execPath, [...flags, main], {
     SVC_LOG_LEVEL: 'warn',
   },
 });
-const rssMb = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1]) / 1024;
+/** A line of `/proc/<pid>/status`, in MB. */
+const statusMb = (field: string) =>
+  Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1]) / 1024;
+const rssMb = () => statusMb('VmRSS');
 for (;;) {
   const status = await fetch(`http://127.0.0.1:${adminPort}/health/ready`).then(
     (r) => r.status,
@@ -76,6 +79,11 @@ const collectedAfterMs = Date.now() - started - readyMs;
 await new Promise((r) => setTimeout(r, 500));
 console.log(
   `node ${process.version} ${flags.join(' ')}: dist/proxy/main.js ready in ${readyMs} ms (${cpuMs} ms CPU); RSS ${atReady.toFixed(1)} MB at ready, ${rssMb().toFixed(1)} MB after the idle collection (${(collectedAfterMs / 1000).toFixed(1)} s after ready)`,
+);
+// The file pages are mostly the `node` binary's, shared with every process that maps the same
+// file (the page cache counts them once); the anonymous pages are this process's own.
+console.log(
+  `  of which anonymous (the process's own) ${statusMb('RssAnon').toFixed(1)} MB, file pages (shared) ${statusMb('RssFile').toFixed(1)} MB`,
 );
 child.kill('SIGKILL');
 rmSync(dir, { recursive: true, force: true });
