@@ -6,6 +6,8 @@ import type {
 import { APIError } from 'openai';
 import type { Tool } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PolicyViolationMessage } from '../../core/events/messages.ts';
+import { eventually } from '../harness/control-plane.ts';
 import { failure } from '../harness/failure.ts';
 import { startProxyRig, type ProxyRig } from './harness.ts';
 import { anthropicClient, openAiClient } from './sdk-options.ts';
@@ -120,6 +122,24 @@ describe('a remote MCP server handed to the provider', () => {
     expect((toolset as AnthropicError).message).toContain('SVC-ADP-5003');
     expect((toolset as AnthropicError).message).toContain('tools[0].default_config.enabled');
     expect(upstreamCalls()).toBe(before);
+    // Each refusal is a policy denial: its violation is published, naming the field.
+    const refusals = UNLISTED_OPENAI.length + 3 + 1;
+    const violations = await eventually(
+      () =>
+        rig.cp.published
+          .filter((m) => m.subject === 'svc.acme.policies.violation')
+          .map((m) => m.data as PolicyViolationMessage),
+      (list) => list.length >= refusals,
+    );
+    expect(violations).toHaveLength(refusals);
+    for (const violation of violations) {
+      expect(violation).toMatchObject({
+        denied_action: 'tool:mcp',
+        decision: 'DENY',
+        source: expect.stringMatching(/^proxy:/),
+      });
+      expect(violation.message).toMatch(/^(tools|mcp_servers)\[\d\]\.[a-z_.]+: a remote MCP server/);
+    }
   });
 
   it('passes with a list, when every call asks for approval in the answer, or with its tools turned off', async () => {

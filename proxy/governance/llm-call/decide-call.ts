@@ -18,9 +18,20 @@ import type { LlmCall } from './settlement.ts';
 export const UNRECORDED =
   "the proxy's event outbox is full (the bus has been unreachable for a while): a call it could not record is not made; calls go through again once its events are sent";
 
-/** Why a request that hands the provider a remote MCP server free to call any of its tools is refused. */
-function unlistedServer(field: string): string {
-  return `${field}: a remote MCP server the provider calls may call any of its tools, before the answer shows the call, while the policies judge tools by name; it is refused (list the tools it may call)`;
+/**
+ * The refusal of a request that hands the provider a remote MCP server free to call any of its
+ * tools, named by the field that would restrict it. No rule decided it, so it names no policy.
+ */
+function unlistedServer(field: string): Judgeable {
+  return {
+    refusal: {
+      allowed: false,
+      result: null,
+      code: 'SVC-ADP-5003',
+      message: `${field}: a remote MCP server the provider calls may call any of its tools, before the answer shows the call, while the policies judge tools by name; it is refused (list the tools it may call)`,
+      terminate: false,
+    },
+  };
 }
 
 /**
@@ -116,8 +127,10 @@ export async function decideCall(
     if (toolRefused !== null) return toolRefused;
   }
   const unlisted = parsed.unlistedMcpServers?.[0];
+  // Refused as a policy denial is, its violation published, as the server's own action.
   if (unlisted !== undefined && deps.gate.judgesToolNames()) {
-    return refusal('denied', 'SVC-ADP-5003', unlistedServer(unlisted), envelope.envelopeId);
+    const serverRefused = await judge('tool:mcp', unlistedServer(unlisted));
+    if (serverRefused !== null) return serverRefused;
   }
 
   const lease = await deps.leases.lease(envelope.budgetId);
