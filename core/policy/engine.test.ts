@@ -815,6 +815,10 @@ describe('judgesToolNames', () => {
     expect(judges([rule('r', 'tool:shell', 'DENY')], 'TERMINATE')).toBe(true);
     const declares = [{ field: 'declared_tools', operator: 'contains' as const, value: 'delete_repo' }];
     expect(judges([rule('l', 'llm:*', 'DENY', declares)])).toBe(true);
+    const judged = [{ field: 'declared_tools', operator: 'semantic' as const, value: 'DESTRUCTIVE' }];
+    expect(judges([rule('j', 'llm:*', 'REQUIRE_APPROVAL', judged)])).toBe(true);
+    const first = [{ field: 'declared_tools.0', operator: 'eq' as const, value: 'delete_repo' }];
+    expect(judges([rule('f', 'llm:*', 'DENY', first)])).toBe(true);
   });
 
   it('finds none in rules that only allow or warn, judge no tool, judge only the server, or only audit', () => {

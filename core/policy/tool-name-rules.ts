@@ -13,9 +13,9 @@ const DECLARED_TOOLS = 'declared_tools';
  * Whether some rule of the ruleset can refuse or hold a tool for its name: a DENY or
  * REQUIRE_APPROVAL rule of a blocking policy whose action pattern matches `tool:<name>` for some
  * name (`tool:delete_repo`, `tool:fs_*`, `*:delete`, `*`), its conditions aside, since any of them
- * may hold, or one that reads the names of the tools a model call declares. A remote MCP server
- * the provider calls may then call that tool unseen, unless the request restricts it to tools
- * named. Worked out once per ruleset.
+ * may hold, or one whose condition, a SEMANTIC one too, reads the names of the tools a model call
+ * declares. A remote MCP server the provider calls may then call that tool unseen, unless the
+ * request restricts it to tools named. Worked out once per ruleset.
  */
 export function judgesToolNames(ruleset: CompiledRuleset): boolean {
   let judges = known.get(ruleset);
@@ -24,11 +24,16 @@ export function judgesToolNames(ruleset: CompiledRuleset): boolean {
       ({ policy, rule }) =>
         (policy.enforcement === 'BLOCK' || policy.enforcement === 'TERMINATE') &&
         (rule.decision === 'DENY' || rule.decision === 'REQUIRE_APPROVAL') &&
-        (matchesSomeTool(rule.action) || rule.checks.some((check) => check.field === DECLARED_TOOLS)),
+        (matchesSomeTool(rule.action) || [...rule.checks, ...rule.semantic].some(({ field }) => readsDeclared(field))),
     );
     known.set(ruleset, judges);
   }
   return judges;
+}
+
+/** Whether a condition's field path reads the declared tools' names: the list, or a name in it. */
+function readsDeclared(field: string): boolean {
+  return field === DECLARED_TOOLS || field.startsWith(`${DECLARED_TOOLS}.`);
 }
 
 /**
