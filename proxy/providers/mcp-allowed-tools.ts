@@ -1,7 +1,13 @@
-import { asObject } from './json-access.ts';
+import { asObject, type JsonObject } from './json-access.ts';
 
 /** The keys of OpenAI's object form of `allowed_tools`; `read_only` only narrows `tool_names`. */
 const FILTER_KEYS: ReadonlySet<string> = new Set(['tool_names', 'read_only']);
+
+/** OpenAI's filter of a server's tools (`{ tool_names, read_only }`), or undefined when `value` is none. */
+export function mcpToolFilter(value: unknown): JsonObject | undefined {
+  const filter = asObject(value);
+  return filter !== undefined && Object.keys(filter).every((key) => FILTER_KEYS.has(key)) ? filter : undefined;
+}
 
 /**
  * The tools a remote MCP server handed to the provider may call, by name, as a declaration
@@ -12,9 +18,8 @@ const FILTER_KEYS: ReadonlySet<string> = new Set(['tool_names', 'read_only']);
  * the server may then call every tool it has (docs/proxy.md says when that is refused).
  */
 export function mcpAllowedTools(allowed: unknown): string[] | undefined {
-  const filter = asObject(allowed);
-  const names =
-    filter !== undefined && Object.keys(filter).every((key) => FILTER_KEYS.has(key)) ? filter.tool_names : allowed;
+  const filter = mcpToolFilter(allowed);
+  const names = filter !== undefined ? filter.tool_names : allowed;
   if (!Array.isArray(names)) return undefined;
   return names.every((name): name is string => typeof name === 'string' && name !== '') ? names : undefined;
 }

@@ -13,6 +13,7 @@ import {
 } from './adapter.ts';
 import { textOf } from './json-access.ts';
 import { mcpAllowedTools } from './mcp-allowed-tools.ts';
+import { approvesEveryCall } from './mcp-approval.ts';
 import { IMAGE_TOKENS, nonTextTokens, type NonTextAmounts } from './non-text-input.ts';
 
 const count = z.number().int().nonnegative();
@@ -184,7 +185,8 @@ function toolsOf(
     const args = t.type === 'mcp' ? mcpServer(t) : '';
     const allowed = t.type === 'mcp' ? mcpAllowedTools(t.allowed_tools) : [];
     // A server that asks before every call has each call judged in the answer that asks.
-    if (allowed === undefined && t.require_approval !== 'always') unlistedMcpServers.push(`tools[${i}].allowed_tools`);
+    if (allowed === undefined && !approvesEveryCall(t.require_approval, t.allowed_tools))
+      unlistedMcpServers.push(`tools[${i}].allowed_tools`);
     // A built-in is judged under every name a rule could give it: as declared, by its type (a
     // `name` beside the type does not rename what OpenAI runs) and by its kind without a preview
     // or version suffix, so `tool:web_search` stops `web_search_preview_2025_03_11` too.

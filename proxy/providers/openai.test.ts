@@ -140,6 +140,8 @@ describe('OpenAI parseRequest', () => {
       { allowed_tools: { tool_names: 'delete_repo' } },
       { allowed_tools: { tool_names: ['list_issues'], except: ['x'] } },
       { require_approval: { always: { tool_names: ['delete_repo'] } } },
+      { require_approval: { always: {}, never: { tool_names: ['list_issues'] } } },
+      { require_approval: { always: { read_only: true } } },
     ])
       expect(unlisted(server), JSON.stringify(server)).toEqual(['tools[1].allowed_tools']);
     for (const server of [
@@ -147,6 +149,8 @@ describe('OpenAI parseRequest', () => {
       { allowed_tools: ['list_issues'] },
       { allowed_tools: { tool_names: ['list_issues'], read_only: true } },
       { require_approval: 'always' },
+      { require_approval: { always: {} } },
+      { allowed_tools: { read_only: true }, require_approval: { always: { read_only: true } } },
     ])
       expect(unlisted(server), JSON.stringify(server)).toBeUndefined();
   });

@@ -83,6 +83,19 @@ const UNLISTED_OPENAI: [Record<string, unknown>, string][] = [
   [{ allowed_tools: ['list_issues', 7] }, 'tools[1].allowed_tools'],
   [{ allowed_tools: 'list_issues' }, 'tools[1].allowed_tools'],
   [{ require_approval: { always: { tool_names: ['delete_repo'] } } }, 'tools[1].allowed_tools'],
+  [{ require_approval: { always: {}, never: { tool_names: ['list_issues'] } } }, 'tools[1].allowed_tools'],
+  [{ require_approval: { always: { read_only: true } } }, 'tools[1].allowed_tools'],
+  [
+    { allowed_tools: { read_only: false }, require_approval: { always: { read_only: true } } },
+    'tools[1].allowed_tools',
+  ],
+  [{ require_approval: { always: {}, sometimes: {} } }, 'tools[1].allowed_tools'],
+  [
+    { allowed_tools: { read_only: true, tool_names: 'x' }, require_approval: { always: { read_only: true } } },
+    'tools[1].allowed_tools',
+  ],
+  [{ require_approval: { always: { tool_names: null } } }, 'tools[1].allowed_tools'],
+  [{ require_approval: { never: {} } }, 'tools[1].allowed_tools'],
 ];
 
 describe('a remote MCP server handed to the provider', () => {
@@ -142,7 +155,7 @@ describe('a remote MCP server handed to the provider', () => {
     }
   });
 
-  it('passes with a list, when every call asks for approval in the answer, or with its tools turned off', async () => {
+  it('passes with a list, when every call it may make asks for approval in the answer, or with its tools turned off', async () => {
     await rig.addPolicy({
       name: 'no-shell',
       priority: 500,
@@ -153,6 +166,9 @@ describe('a remote MCP server handed to the provider', () => {
       { allowed_tools: { tool_names: ['list_issues'], read_only: true } },
       { allowed_tools: ['list_issues'], require_approval: { never: { tool_names: ['list_issues'] } } },
       { require_approval: 'always' },
+      // Approval asked of every tool the server may call: none excepted, or the same read-only ones.
+      { require_approval: { always: {} } },
+      { allowed_tools: { read_only: true }, require_approval: { always: { read_only: true } } },
     ];
     for (const fields of passing) {
       const answer = await responses('exec-mcp-listed', openAiServer(fields));
