@@ -10,8 +10,8 @@ interface Held<T> {
 }
 
 /**
- * Calls held before anything is sent upstream, each until it is released under its tag (an
- * approval decided, a paused envelope resumed), its timeout passes, its call is cancelled (its
+ * Calls held before anything is sent upstream, each until it is released, under its tag (an
+ * approval decided) or from within (a paused envelope resumed), its timeout passes, its call is cancelled (its
  * client left, its envelope ended), or the proxy shuts down. Bounded: at most `maxHeld` calls
  * wait at once, and their requests' decoded bytes count against `bytes`, shared with the other
  * holds; the caller refuses one more (`refusal`), fail closed. `close` ends every hold as

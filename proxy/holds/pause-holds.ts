@@ -4,11 +4,8 @@ import { PauseSignalSchema, syncSubjects } from '../../core/sync/contract.ts';
 import type { EnvelopeRegistry, LocalEnvelope } from '../envelopes/index.ts';
 import type { PauseHoldOutcome, PauseMetrics } from '../metrics/index.ts';
 import { overHeldBytes, type HeldBytes } from './held-bytes.ts';
-import { HeldCalls } from './held-calls.ts';
+import { HeldCalls, type HoldEnding } from './held-calls.ts';
 import { SidecarState, type SidecarHold } from './sidecar-state.ts';
-
-/** The tag of the calls held by the sidecar's pause; an envelope id is a UUID, never this. */
-const SIDECAR = 'sidecar';
 
 type SidecarPaused = Extract<SidecarHold, { state: 'paused' }>;
 
@@ -29,6 +26,12 @@ export interface PauseHoldOptions {
   timeoutMs: number;
   /** Calls held at once for paused envelopes; one more is refused at once. */
   maxHeld: number;
+}
+
+/** A call held here: its envelope, and how to release it once that runs again. */
+interface HeldCall {
+  envelope: LocalEnvelope;
+  release(): void;
 }
 
 /** Why a held call of a paused envelope is refused. */
@@ -60,8 +63,8 @@ export class PauseHolds {
   readonly #metrics: PauseMetrics;
   readonly #held: HeldCalls<'resumed'>;
   readonly #sidecar: SidecarPause;
-  /** The envelopes with calls held by the sidecar's pause, the one waiting longest first, and how many. */
-  readonly #waiting = new Map<string, { envelope: LocalEnvelope; calls: number }>();
+  /** The calls held, the one waiting longest first. */
+  readonly #calls = new Set<HeldCall>();
 
   constructor(
     options: PauseHoldOptions,
@@ -100,26 +103,28 @@ export class PauseHolds {
     return envelope.paused !== null || this.#paused() !== null;
   }
 
-  /** Runs the envelope again here and releases its held calls; the sidecar's too when its pause rides on it. */
+  /**
+   * Runs the envelope again here, and the sidecar too when its pause rides on it, and releases
+   * the held calls nothing holds any more: a call of an envelope paused on its own, resumed while
+   * the sidecar is paused, stays held, in the same hold, until the sidecar is resumed too.
+   */
   resume(envelopeId: string): void {
     const envelope = this.#envelopes.get(envelopeId);
     if (envelope !== undefined) envelope.paused = null;
-    if (this.#paused()?.anchor === envelopeId) {
-      this.#sidecar.state.set(null);
-      this.#held.release(SIDECAR, 'resumed');
-    }
-    this.#held.release(envelopeId, 'resumed');
+    if (this.#paused()?.anchor === envelopeId) this.#sidecar.state.set(null);
+    for (const call of [...this.#calls]) if (!this.holds(call.envelope)) call.release();
   }
 
   /**
    * Told that an envelope ended: when the sidecar's pause rides on it, the pause moves to the
-   * envelope whose calls have waited longest, or, none waiting, to the next one met.
+   * envelope whose calls have waited longest, or, none waiting, to the next one met. Not to one
+   * paused on its own: resuming it for its own reason would release the whole sidecar.
    */
   ended(envelopeId: string): void {
     const sidecar = this.#paused();
     if (sidecar?.anchor !== envelopeId) return;
-    const next = [...this.#waiting.values()].find(
-      ({ envelope }) => envelope.ending === null && envelope.envelopeId !== envelopeId,
+    const next = [...this.#calls].find(
+      ({ envelope }) => envelope.paused === null && envelope.ending === null && envelope.envelopeId !== envelopeId,
     );
     if (next === undefined) this.#sidecar.state.set({ ...sidecar, anchor: null, ended: envelopeId });
     else this.#anchored(next.envelope, envelopeId, sidecar);
@@ -158,10 +163,10 @@ export class PauseHolds {
     if (envelope.paused === null && sidecar === null) return null;
     // The sidecar's pause whose anchor ended rides on the first envelope met after.
     if (sidecar !== null && sidecar.anchor === null) this.#anchored(envelope, sidecar.ended, sidecar);
-    // Held under the envelope whose resumption releases it, or the sidecar's.
-    const bySidecar = envelope.paused === null;
+    // Named by what holds it: the envelope's own pause, else the sidecar's.
+    const bySidecar = (): boolean => envelope.paused === null;
     const paused = (): string =>
-      bySidecar
+      bySidecar()
         ? `the sidecar is paused with envelope ${this.#paused()?.anchor ?? envelope.envelopeId}`
         : `envelope ${envelope.envelopeId} is paused`;
     const full = this.#held.refusal(bytes);
@@ -182,18 +187,15 @@ export class PauseHolds {
           };
       }
     }
-    const ending = bySidecar
-      ? await this.#waitFor(envelope, () => this.#held.hold(SIDECAR, bytes, timeoutMs, signal))
-      : await this.#held.hold(envelope.envelopeId, bytes, timeoutMs, signal);
+    const ending = await this.#hold(envelope, bytes, timeoutMs, signal);
     const outcome = ending.outcome === 'released' ? 'resumed' : ending.outcome;
     this.#count(outcome);
     switch (outcome) {
       case 'resumed':
-        // An envelope paused on its own and resumed while the sidecar is paused waits on for the sidecar.
-        return this.holds(envelope) ? this.await(envelope, bytes, signal) : null;
+        return null;
       case 'timed_out': {
-        const why = bySidecar ? (this.#paused()?.reason ?? '') : (envelope.paused ?? '');
-        const anchor = bySidecar ? (this.#paused()?.anchor ?? envelope.envelopeId) : envelope.envelopeId;
+        const why = bySidecar() ? (this.#paused()?.reason ?? '') : (envelope.paused ?? '');
+        const anchor = bySidecar() ? (this.#paused()?.anchor ?? envelope.envelopeId) : envelope.envelopeId;
         return {
           code: 'SVC-SYS-9001',
           message: `${paused()} (${why}) and was not resumed within ${timeoutMs / 1000} s (proxy_anomaly_hold_timeout_seconds); resume envelope ${anchor} with UpdateEnvelopeStatus RUNNING`,
@@ -226,17 +228,18 @@ export class PauseHolds {
     this.#sidecar.moved(envelope, from, sidecar.kind);
   }
 
-  /** Runs a hold of the sidecar's pause, counting the envelope among those waiting meanwhile. */
-  async #waitFor<T>(envelope: LocalEnvelope, hold: () => Promise<T>): Promise<T> {
-    const id = envelope.envelopeId;
-    const waiting = this.#waiting.get(id) ?? { envelope, calls: 0 };
-    waiting.calls++;
-    this.#waiting.set(id, waiting);
-    try {
-      return await hold();
-    } finally {
-      if (--waiting.calls === 0) this.#waiting.delete(id);
-    }
+  /** Holds a call of the envelope, kept among the calls held meanwhile, until `resume` releases it or it ends. */
+  #hold(
+    envelope: LocalEnvelope,
+    bytes: number,
+    timeoutMs: number,
+    signal: AbortSignal,
+  ): Promise<HoldEnding<'resumed'>> {
+    return this.#held.hold(envelope.envelopeId, bytes, timeoutMs, signal, (release) => {
+      const call: HeldCall = { envelope, release: () => release('resumed') };
+      this.#calls.add(call);
+      return () => this.#calls.delete(call);
+    });
   }
 
   #count(outcome: PauseHoldOutcome): void {

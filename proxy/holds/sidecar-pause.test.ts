@@ -7,7 +7,7 @@ import { HeldBytes } from './held-bytes.ts';
 import { PauseHolds } from './pause-holds.ts';
 import { SidecarState } from './sidecar-state.ts';
 
-function rig() {
+function rig(timeoutMs = 60_000) {
   const envelopes = new Map<string, LocalEnvelope>();
   const envelope = (id: string): LocalEnvelope => {
     const made: LocalEnvelope = {
@@ -23,10 +23,11 @@ function rig() {
   };
   const moves: { anchor: string; from: string | null; kind: string }[] = [];
   const state = new SidecarState();
+  const registry = new Registry();
   const pauses = new PauseHolds(
-    { tenantId: 'acme', timeoutMs: 60_000, maxHeld: 10 },
+    { tenantId: 'acme', timeoutMs, maxHeld: 10 },
     { get: (id) => envelopes.get(id) },
-    createPauseMetrics(new Registry()),
+    createPauseMetrics(registry),
     new HeldBytes(1024 * 1024),
     { state, moved: (anchor, from, kind) => moves.push({ anchor: anchor.envelopeId, from, kind }) },
   );
@@ -36,7 +37,14 @@ function rig() {
     of.ending = { status: 'TERMINATED', reason: 'ended by its agent' };
     pauses.ended(of.envelopeId);
   };
-  return { envelope, pauses, state, moves, held, end };
+  const outcomes = async () =>
+    Object.fromEntries(
+      (await registry.getSingleMetric('svc_proxy_pause_holds_total')!.get()).values.map((v) => [
+        String(v.labels.outcome),
+        v.value,
+      ]),
+    );
+  return { envelope, pauses, state, moves, held, end, outcomes };
 }
 
 describe("the sidecar's pause when the envelope it rides on ends", () => {
@@ -59,6 +67,22 @@ describe("the sidecar's pause when the envelope it rides on ends", () => {
     expect(await Promise.all(calls)).toEqual([null, null, null]);
     expect(state.current).toBeNull();
     expect(pauses.holds(envelope('e'))).toBe(false);
+  });
+
+  it('does not move to an envelope paused on its own meanwhile, though its call waited longest', async () => {
+    const { envelope, pauses, state, moves, held, end } = rig();
+    const [anchor, own, other] = [envelope('a'), envelope('b'), envelope('c')];
+    pauses.pauseSidecar(anchor, 'call_rate', 'the sidecar');
+    const calls = [held(own), held(other)];
+    pauses.pause(own, 'its own burst');
+    end(anchor);
+    expect(moves).toEqual([{ anchor: 'c', from: 'a', kind: 'call_rate' }]);
+    // Its own resumption releases neither the sidecar nor its call.
+    pauses.resume('b');
+    expect(await settledWithin(Promise.race(calls), 50)).toBe(false);
+    expect(state.current).toMatchObject({ anchor: 'c' });
+    pauses.resume('c');
+    expect(await Promise.all(calls)).toEqual([null, null]);
   });
 
   it('moves to the next envelope met when no call waits, and reports the one that ended', async () => {
@@ -91,7 +115,7 @@ describe("the sidecar's pause when the envelope it rides on ends", () => {
   });
 
   it('holds the call of an envelope paused on its own, once resumed, for as long as the sidecar is paused', async () => {
-    const { envelope, pauses, held } = rig();
+    const { envelope, pauses, held, outcomes } = rig();
     const [own, anchor] = [envelope('a'), envelope('b')];
     pauses.pause(own, 'its own burst');
     pauses.pauseSidecar(anchor, 'call_rate', 'the sidecar');
@@ -100,5 +124,23 @@ describe("the sidecar's pause when the envelope it rides on ends", () => {
     expect(await settledWithin(call, 50)).toBe(false);
     pauses.resume('b');
     expect(await call).toBeNull();
+    // One hold, counted once.
+    expect(await outcomes()).toEqual({ resumed: 1 });
+  });
+
+  it('times such a call out from when it was first held, not from its own resumption', async () => {
+    const { envelope, pauses, held, outcomes } = rig(400);
+    const [own, anchor] = [envelope('a'), envelope('b')];
+    pauses.pause(own, 'its own burst');
+    pauses.pauseSidecar(anchor, 'call_rate', 'the sidecar');
+    const call = held(own);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    pauses.resume('a');
+    // Its 400 ms end 150 ms from here, not 400.
+    expect(await settledWithin(call, 300)).toBe(true);
+    const refused = await call;
+    expect(refused?.code).toBe('SVC-SYS-9001');
+    expect(refused?.message).toContain('the sidecar is paused with envelope b (the sidecar)');
+    expect(await outcomes()).toEqual({ timed_out: 1 });
   });
 });
