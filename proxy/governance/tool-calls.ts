@@ -26,7 +26,8 @@ const SIDECAR = 'sidecar';
  * (the JSON text the model or the MCP client sent), so a SEMANTIC condition judges what the
  * tool will do, and the sidecar's earlier allowed tool calls as `recent_actions`, so the judge's
  * sequence rules and the tenant's `sequence` conditions see what it does after what
- * (docs/brain.md, Immune System). Records it as a `tool.call` event whatever the verdict (into
+ * (docs/brain.md, Immune System). Counts it into the anomaly baselines (an MCP client's, counted
+ * earlier, aside). Records it as a `tool.call` event whatever the verdict (into
  * `room` when room was held for it), and on a refusal publishes the violation (and ends the
  * envelope for TERMINATE). Given `held`, a call that needs an approval waits for it (until the
  * signal aborts); without, it is refused.
@@ -41,7 +42,8 @@ export async function governToolCall(
   room?: OutboxRoom,
 ): Promise<GateVerdict> {
   const { name } = call;
-  deps.anomalies.observe(envelope);
+  // An MCP client's call was counted before its envelope's pause was read (proxy/mcp).
+  if (source !== 'mcp') deps.anomalies.observe(envelope);
   const recent = deps.history.recent(SIDECAR);
   const read = toolContext(call, source, context);
   const verdict: GateVerdict =

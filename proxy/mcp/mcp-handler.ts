@@ -90,6 +90,9 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
   const { envelope, opened } = resolution;
   if (opened) void deps.recorder.opened(envelope);
 
+  // Counted before the pause is read, as a model call is: a call the pause holds is no part of
+  // the rate the baselines learn, and one whose count pauses the envelope is held too.
+  for (const _call of reading.calls) deps.anomalies.observe(envelope);
   // The tool calls of a paused envelope (or sidecar) wait for it to run again before anything is forwarded.
   if (deps.pauses.holds(envelope) && envelope.ending === null && reading.calls.length > 0) {
     const held = await whileInflight(envelope, (ended) =>

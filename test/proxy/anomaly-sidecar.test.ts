@@ -1,8 +1,11 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { APIError } from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ensureSidecarIdentity } from '../../control-plane/bootstrap/sidecar-identity.ts';
 import { eventually } from '../harness/control-plane.ts';
 import { startProxyRig, TENANT, type ProxyRig } from './harness.ts';
+import { startToolServer } from './mcp-server.ts';
 import { openAiClient } from './sdk-options.ts';
 import { settledWithin } from './settled-within.ts';
 
@@ -199,6 +202,56 @@ describe('anomalies of the whole sidecar', () => {
     expect(resumed.status).toBe(200);
     const served = await Promise.all([waiting, fresh]);
     expect(served.map(({ data }) => data.usage?.completion_tokens)).toEqual([5, 5]);
+  }, 60_000);
+
+  it('counts no call a pause held, an MCP tools/call as a model call, once released', async () => {
+    const tools = await startToolServer(true);
+    rig = await startProxyRig({
+      proxy_mcp_servers: `tools=${tools.url}`,
+      proxy_anomaly_action: 'pause',
+      proxy_anomaly_interval_seconds: 3600,
+      proxy_anomaly_max_calls: 3,
+      proxy_anomaly_hold_timeout_seconds: 30,
+    });
+    const client = new Client({ name: 'agent', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${rig.addresses.proxyUrl}/mcp/tools/mcp`), {
+        requestInit: { headers: { 'X-Svc-Execution-Id': 'held-mcp' } },
+      }),
+    );
+    try {
+      // One call counted of the three that reach the sidecar's ceiling.
+      await client.callTool({ name: 'search', arguments: {} });
+      const envelopeId = rig.proxy.envelopes.resolve({ 'x-svc-execution-id': 'held-mcp' }).envelope.envelopeId;
+      await eventually(
+        () => rig!.envelope(envelopeId),
+        (envelope) => envelope !== undefined,
+        10_000,
+        50,
+      );
+      expect((await rig.admin('POST', `/v1/envelopes/${envelopeId}/status`, { status: 'PAUSED' })).status).toBe(200);
+      await eventually(
+        () => Promise.resolve(rig!.proxy.envelopes.get(envelopeId)?.paused ?? null),
+        (reason) => reason !== null,
+        5000,
+        50,
+      );
+      const held = [
+        client.callTool({ name: 'search', arguments: {} }),
+        client.callTool({ name: 'search', arguments: {} }),
+        call('held-mcp'),
+      ];
+      expect(await settledWithin(Promise.race(held), 300)).toBe(false);
+      expect((await rig.admin('POST', `/v1/envelopes/${envelopeId}/status`, { status: 'RUNNING' })).status).toBe(200);
+      await Promise.all(held);
+      // Released, the held calls went on uncounted: the ceiling was not reached.
+      const detections = await rig.proxy.registry.getSingleMetric('svc_immune_anomalies_total')!.get();
+      expect(detections.values).toEqual([]);
+      expect(rig.proxy.envelopes.get(envelopeId)?.paused).toBeNull();
+    } finally {
+      await client.close();
+      await tools.close();
+    }
   }, 60_000);
 
   it('holds unclassified calls and stored answers read back until resumed, within the bound on held calls', async () => {
