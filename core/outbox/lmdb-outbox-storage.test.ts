@@ -112,6 +112,35 @@ describe('LMDB outbox storage group commit', () => {
     await root.close();
   });
 
+  it('hands out the events of a transactional append from memory once counted, without reading them back', async () => {
+    const root = open({ path: dir });
+    const openDb = root.openDB.bind(root);
+    let reads = 0;
+    const counting = vi.spyOn(root, 'openDB').mockImplementation((...args: Parameters<typeof openDb>) => {
+      const db = openDb(...args);
+      const get = db.get.bind(db);
+      db.get = (key): unknown => {
+        reads++;
+        return get(key) as unknown;
+      };
+      return db;
+    });
+    const storage = new LmdbOutboxStorage({ root, synced: true });
+    counting.mockRestore();
+    const appended = [event(1), event(2)];
+    let count = (): void => undefined;
+    root.transactionSync(() => {
+      count = storage.appendInTransaction(appended);
+    });
+    count();
+    const claim = await storage.claim(10);
+    expect(claim.entries.map((e) => e.event)).toEqual(appended);
+    expect(reads).toBe(0);
+    await claim.settle(claim.entries.map((e) => e.key));
+    await storage.close();
+    await root.close();
+  });
+
   it('where each commit waits for the disk, removes a settled claim off the calling thread and hands none of it out meanwhile', async () => {
     const root = open({ path: dir });
     const db = root.openDB({ name: 'outbox', encoding: 'msgpack' });

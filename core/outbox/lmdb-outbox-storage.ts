@@ -185,7 +185,12 @@ export class LmdbOutboxStorage implements OutboxStorage {
       this.#db.putSync(key, eventJson(event));
       return key;
     });
-    return () => keys.forEach((key, i) => this.#add(key, events[i] as OutboxEvent));
+    return () =>
+      keys.forEach((key, i) => {
+        const event = events[i] as OutboxEvent;
+        // Kept only once committed (a failed commit calls nothing) and while not yet settled.
+        if (this.#add(key, event) && this.#recent.size < RECENT_LIMIT) this.#recent.set(key, event);
+      });
   }
 
   claim(limit: number): Promise<OutboxClaim> {
@@ -241,11 +246,14 @@ export class LmdbOutboxStorage implements OutboxStorage {
     return settled;
   }
 
-  #add(key: number, event: OutboxEvent): void {
+  /** Counts the event in; false when a claim already settled it (it is counted out already). */
+  #add(key: number, event: OutboxEvent): boolean {
     const size = eventSize(event);
     this.#depth.entries++;
     this.#depth.bytes += size;
-    if (!this.#removedEarly.delete(key)) this.#sizes.set(key, size);
+    if (this.#removedEarly.delete(key)) return false;
+    this.#sizes.set(key, size);
+    return true;
   }
 
   #remove(key: number, event: OutboxEvent): void {
