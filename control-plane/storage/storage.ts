@@ -112,6 +112,8 @@ export interface Repositories {
 /** The tenant registry (global) and each tenant's webhook signing secret. */
 export interface TenantReader {
   get(tenantId: string): Promise<Tenant | undefined>;
+  /** Whether the tenant is registered, without reading its record. */
+  exists(tenantId: string): Promise<boolean>;
   /** By tenant id. */
   list(page?: PageRequest): Promise<Page<Tenant>>;
   webhookSecret(tenantId: string): Promise<WebhookSecretRecord | undefined>;

@@ -13,7 +13,7 @@ export class Tenants {
   }
 
   async exists(tenantId: string): Promise<boolean> {
-    return tenantId === SYSTEM_TENANT || (await this.storage.read.tenants.get(tenantId)) !== undefined;
+    return tenantId === SYSTEM_TENANT || (await this.storage.read.tenants.exists(tenantId));
   }
 
   async get(tenantId: string): Promise<Tenant> {

@@ -126,6 +126,7 @@ export function storageContract(backend: string, factory: StorageFactory): void 
           }),
         ).rejects.toThrow('half way');
         expect(await storage.read.tenants.get('half')).toBeUndefined();
+        expect(await storage.read.tenants.exists('half')).toBe(false);
         expect(await storage.read.envelopes.get(A, envelope.envelope_id)).toBeUndefined();
         expect((await storage.read.budgets.get(A, budget.budget_id))?.usage.cost_micros).toBe(0);
         expect(await storage.read.audit.head(A)).toBeUndefined();
@@ -244,6 +245,19 @@ export function storageContract(backend: string, factory: StorageFactory): void 
         await tx((t) => t.tenants.create({ tenant_id: 'zeta', name: 'Z', created_at: at() }));
         const { items } = await walk((page) => storage.read.tenants.list(page), 1);
         expect(items.map((t) => t.tenant_id)).toEqual(['acme', 'zeta']);
+      });
+
+      it('tells whether a tenant exists, a transaction seeing the one it created before it commits', async () => {
+        await tx((t) => t.tenants.create({ tenant_id: 'acme', name: 'Acme', created_at: at() }));
+        expect(await storage.read.tenants.exists('acme')).toBe(true);
+        expect(await storage.read.tenants.exists('other')).toBe(false);
+        const seen = await tx(async (t) => {
+          const before = await t.tenants.exists('beta');
+          await t.tenants.create({ tenant_id: 'beta', name: 'Beta', created_at: at() });
+          return { before, after: await t.tenants.exists('beta'), outside: await storage.read.tenants.exists('beta') };
+        });
+        expect(seen).toEqual({ before: false, after: true, outside: false });
+        expect(await storage.read.tenants.exists('beta')).toBe(true);
       });
 
       it('issues a first webhook secret once, and replaces it on rotation', async () => {

@@ -79,6 +79,8 @@ export interface Entry<T> {
 export interface KvView {
   readonly writable: boolean;
   get<T>(space: Space, id: Id): T | undefined;
+  /** Whether the record is there, without decoding it. */
+  has(space: Space, id: Id): boolean;
   put(space: Space, id: Id, value: unknown): void;
   remove(space: Space, id: Id): void;
   /** Records of the space in id order (or reversed), lazily. */
@@ -150,6 +152,10 @@ export class CommittedView implements KvView {
 
   get<T>(space: Space, id: Id): T | undefined {
     return space.db.get(recordKey(space, id) as Key) as T | undefined;
+  }
+
+  has(space: Space, id: Id): boolean {
+    return space.db.doesExist(recordKey(space, id) as Key);
   }
 
   put(): void {
@@ -226,6 +232,11 @@ export class StagedView implements KvView {
     const staged = this.#staged.get(space.name)?.get(id);
     if (staged === undefined) return this.base.get<T>(space, id);
     return staged.value === REMOVED ? undefined : (staged.value as T);
+  }
+
+  has(space: Space, id: Id): boolean {
+    const staged = this.#staged.get(space.name)?.get(id);
+    return staged === undefined ? this.base.has(space, id) : staged.value !== REMOVED;
   }
 
   put(space: Space, id: Id, value: unknown): void {

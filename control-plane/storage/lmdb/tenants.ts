@@ -20,6 +20,10 @@ export class LmdbTenants implements Sync<TenantRepository> {
     return this.#kv.get<Tenant>(this.#layout.globalKind('tenant'), tenantId);
   }
 
+  exists(tenantId: string): boolean {
+    return this.#kv.has(this.#layout.globalKind('tenant'), tenantId);
+  }
+
   list(request?: PageRequest): Page<Tenant> {
     const { size, after } = pageStart(request);
     return pageOf(this.#kv.range<Tenant>(this.#layout.globalKind('tenant'), { after }), size);

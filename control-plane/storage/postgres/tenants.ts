@@ -22,6 +22,11 @@ export class PgTenants implements TenantRepository {
     return rows[0]?.doc;
   }
 
+  async exists(tenantId: string): Promise<boolean> {
+    const { rows } = await this.#sql.query('SELECT 1 FROM tenants WHERE tenant_id = $1', [tenantId]);
+    return rows.length > 0;
+  }
+
   async list(request?: PageRequest): Promise<Page<Tenant>> {
     const { size, after } = pageStart<string>(request, 'string');
     const { rows } = await this.#sql.query<Row>(
