@@ -6,6 +6,7 @@ import type { Authenticator } from '../auth/authenticator.ts';
 import type { RequestRate } from '../auth/request-rate.ts';
 import { requestIdOf } from '../observability/request-id.ts';
 import { firstValue, peerAddress } from './call-metadata.ts';
+import { arrivingStreamOf, lengthPrefixes } from './arriving-messages.ts';
 import { failedCall } from './call-outcome.ts';
 import type { RequestBytes } from './request-bytes.ts';
 
@@ -29,7 +30,7 @@ export interface CallGateOptions {
   documentationBase: DocumentationBase;
   /** How long a call may take to be admitted and to send its whole request message. */
   receiveTimeoutMs: number;
-  /** Sizes and decodes each request message admitted (the services' are left undecoded). */
+  /** Sizes each message of the contracts' services as it arrives, and decodes it once whole. */
   requestBytes: RequestBytes;
 }
 
@@ -37,28 +38,59 @@ export interface CallGateOptions {
  * A server interceptor that authenticates a call of the contracts' services (`/svc.…`) from its
  * metadata and takes its request-rate token before a byte of its message is read: grpc-js reads
  * and deserialises the message only once the metadata is passed on, so a caller without a valid
- * credential, or over its rate, costs no decompression or decoding. A call that is not admitted
- * and sent whole within `receiveTimeoutMs` is ended with SVC-SYS-9010, so a message left
- * half-sent does not hold its buffer. Its message is then sized against the method's limit and
- * the server's budget before it is decoded, and holds its bytes of that budget until the call
- * ends (request-bytes.ts). Health and reflection pass untouched.
+ * credential, or over its rate, costs no decompression or decoding. Its messages are then
+ * counted from their length prefixes as they arrive, before grpc-js buffers them whole
+ * (request-bytes.ts): one past the method's limit or the server's budget is refused at its
+ * prefix. A call that is not admitted and sent whole within `receiveTimeoutMs` is ended with
+ * SVC-SYS-9010, so a message left half-sent does not hold its bytes. Its request is then decoded
+ * and holds its bytes until the call ends. Health and reflection pass untouched.
  */
 export function authenticateFirst(options: CallGateOptions): CallGate {
   const admitted = new WeakMap<Metadata, Admission>();
   const interceptor: ServerInterceptor = (method, call) => {
     if (!method.path.startsWith('/svc.')) return new ServerInterceptingCall(call);
+    const bytes = options.requestBytes.open(method.path);
+    const stream = arrivingStreamOf(call);
     const start = Date.now();
     let ended = false;
     let timer: NodeJS.Timeout | undefined;
     let requestId = '';
     let principalId: string | undefined;
-    let release = (): void => undefined;
-    const refuse = (error: unknown): void => {
-      if (ended) return;
+    const finish = (): void => {
       ended = true;
       clearTimeout(timer);
+      stream?.off('data', readPrefixes);
+      bytes.release();
+    };
+    const refuse = (error: unknown): void => {
+      if (ended) return;
+      finish();
       const line = { request_id: requestId, rpc: method.path, ms: Date.now() - start, principal: principalId };
       call.sendStatus(failedCall(error, line, options.logger, options.documentationBase()));
+    };
+    // Ahead of grpc-js's own listener: a message refused at its prefix is never buffered.
+    const readPrefixes = lengthPrefixes((declared) => {
+      try {
+        bytes.arriving(declared);
+      } catch (error) {
+        refuse(error);
+      }
+    });
+    stream?.prependListener('data', readPrefixes);
+    const admit = (metadata: Metadata, passOn: (metadata: Metadata) => void): void => {
+      options.authenticator
+        .authenticate(
+          { authorization: firstValue(metadata, 'authorization'), 'x-api-key': firstValue(metadata, 'x-api-key') },
+          peerAddress(call.getPeer()),
+        )
+        .then(async (principal) => {
+          principalId = principal.id;
+          await options.requestRate.take(principal);
+          if (ended) return;
+          admitted.set(metadata, { principal, requestId });
+          passOn(metadata);
+        })
+        .catch(refuse);
     };
     return new ServerInterceptingCall(call, {
       start: (next) => {
@@ -72,43 +104,27 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
                 ),
               options.receiveTimeoutMs,
             );
-            const credentials = {
-              authorization: firstValue(metadata, 'authorization'),
-              'x-api-key': firstValue(metadata, 'x-api-key'),
-            };
-            options.authenticator
-              .authenticate(credentials, peerAddress(call.getPeer()))
-              .then(async (principal) => {
-                principalId = principal.id;
-                await options.requestRate.take(principal);
-                if (ended) return;
-                admitted.set(metadata, { principal, requestId });
-                passOn(metadata);
-              })
-              .catch(refuse);
+            if (stream === undefined)
+              refuse(new Error('the call’s HTTP/2 stream is out of reach: @grpc/grpc-js changed'));
+            else admit(metadata, passOn);
           },
           onReceiveMessage: (message, passOn) => {
             clearTimeout(timer);
             if (ended) return;
-            let accepted;
+            let request;
             try {
-              accepted = options.requestBytes.admit(method.path, message);
+              request = bytes.admit(message);
             } catch (error) {
               refuse(error);
               return;
             }
-            release = accepted.release;
-            passOn(accepted.request);
+            passOn(request);
           },
-          onCancel: () => {
-            ended = true;
-            clearTimeout(timer);
-            release();
-          },
+          onCancel: finish,
         });
       },
       sendStatus: (status, next) => {
-        release();
+        finish();
         next(status);
       },
     });

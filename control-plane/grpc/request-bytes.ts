@@ -18,7 +18,7 @@ export const MAX_REQUEST_MESSAGES = 2 * MAX_JSON_VALUES + 10_000;
 
 /**
  * A request message as grpc-js received it, not yet decoded: the call gate decodes it once its
- * size is admitted (`RequestBytes.admit`), so an oversized message costs no protobuf decoding and
+ * size is admitted (`CallBytes.admit`), so an oversized message costs no protobuf decoding and
  * a decoding failure is answered as an SVC error rather than grpc-js's bare INTERNAL.
  */
 export class ReceivedMessage {
@@ -40,85 +40,112 @@ export function deferDecoding(service: ServiceDefinition): ServiceDefinition {
   );
 }
 
-/** A decoded request, and the bytes it holds of the server's budget until the call ends. */
-export interface AdmittedRequest {
-  request: unknown;
-  /** Gives its bytes back; once is enough, more are ignored. */
-  release: () => void;
+/**
+ * What one call holds of the server's budget: each message from its length prefix on, as it
+ * arrives (before grpc-js has buffered it), then the request admitted until the call ends.
+ */
+export interface CallBytes {
+  /**
+   * Counts a message of `declared` bytes as its prefix arrives, or refuses it: above the method's
+   * limit (SVC-SYS-9009), or while the budget cannot take it (SVC-SYS-9005). One above the
+   * server's largest message is left to grpc-js, which refuses it at the same prefix.
+   */
+  arriving(declared: number): void;
+  /**
+   * Decodes the message that arrived first, or refuses it: above the method's limit
+   * (SVC-SYS-9009), past the budget once decompressed (SVC-SYS-9005), or not decodable, such as
+   * nested past the decoder's depth limit (SVC-SYS-9002). Its bytes stay held until `release`.
+   */
+  admit(message: unknown): unknown;
+  /** Gives back all the call holds; once is enough, and later messages are not counted. */
+  release(): void;
 }
 
 export interface RequestBytes {
-  /**
-   * Decodes one request message of the method at `path`, or refuses it: above the method's limit
-   * (SVC-SYS-9009), while the requests received and not yet answered hold the server's whole
-   * budget (SVC-SYS-9005), or not decodable, such as nested past the decoder's depth limit
-   * (SVC-SYS-9002).
-   */
-  admit(path: string, message: unknown): AdmittedRequest;
+  /** What a call of the method at `path` (`/svc.policy.v1.PolicyService/GetPolicy`) holds. */
+  open(path: string): CallBytes;
 }
 
 export interface RequestBytesOptions {
-  /** Each method's largest request by path (`/svc.policy.v1.PolicyService/GetPolicy`). */
+  /** Each method's largest request by path; any other takes SMALL_REQUEST_BYTES. */
   limits: ReadonlyMap<string, number>;
-  /** Bytes of the requests received and not yet answered, across every call of the process. */
+  /** Bytes of the requests arriving or received and not yet answered, across every call. */
   totalBytes: number;
+  /** The server's largest message, which grpc-js refuses above. */
+  maxMessageBytes: number;
 }
 
 // protobufjs's words for a message nested past Reader.recursionLimit.
 const TOO_DEEP = /nesting depth|max depth/;
 
+function tooLarge(bytes: number, limit: number): SvcError {
+  return new SvcError(
+    'SVC-SYS-9009',
+    `request message of ${String(bytes)} bytes; this method takes at most ${String(limit)}`,
+    { limit_bytes: limit },
+  );
+}
+
 export function createRequestBytes(options: RequestBytesOptions): RequestBytes {
   let held = 0;
   return {
-    admit(path, message) {
-      if (!(message instanceof ReceivedMessage)) throw new Error(`request of ${path} was decoded before admission`);
-      const bytes = message.bytes.length;
+    open(path) {
       const limit = options.limits.get(path) ?? SMALL_REQUEST_BYTES;
-      if (bytes > limit) {
-        throw new SvcError(
-          'SVC-SYS-9009',
-          `request message of ${String(bytes)} bytes; this method takes at most ${String(limit)}`,
-          {
-            limit_bytes: limit,
-          },
-        );
-      }
-      if (held + bytes > options.totalBytes) {
-        throw new SvcError('SVC-SYS-9005', 'the server holds as many request bytes as it may; retry shortly', {
-          limit_bytes: options.totalBytes,
-        });
-      }
-      // Below SMALL_REQUEST_BYTES a message cannot hold enough of them to matter.
-      if (bytes > SMALL_REQUEST_BYTES) {
-        const type = requestTypeOf(path);
-        if (type !== undefined && messagesIn(type, message.bytes, MAX_REQUEST_MESSAGES) > MAX_REQUEST_MESSAGES) {
-          throw new SvcError(
-            'SVC-SYS-9009',
-            `request message holds more than ${String(MAX_REQUEST_MESSAGES)} messages (values of free-form JSON among them)`,
-            { limit_messages: MAX_REQUEST_MESSAGES },
-          );
-        }
-      }
-      let request: unknown;
-      try {
-        request = message.decode(message.bytes);
-      } catch (error) {
-        const text = error instanceof Error ? error.message : String(error);
-        throw new SvcError(
-          'SVC-SYS-9002',
-          TOO_DEEP.test(text)
-            ? 'request message nested deeper than the protobuf decoder allows (100 levels, about 50 of JSON)'
-            : 'request message is not valid protobuf of the method’s request type',
-        );
-      }
-      held += bytes;
+      // The declared bytes of each message arrived and not yet admitted, in order.
+      const arrived: number[] = [];
+      let holding = 0;
       let released = false;
+      const hold = (bytes: number): void => {
+        if (held + bytes > options.totalBytes) {
+          throw new SvcError('SVC-SYS-9005', 'the server holds as many request bytes as it may; retry shortly', {
+            limit_bytes: options.totalBytes,
+          });
+        }
+        held += bytes;
+        holding += bytes;
+      };
       return {
-        request,
-        release: () => {
+        arriving(declared) {
+          if (released || declared > options.maxMessageBytes) return;
+          if (declared > limit) throw tooLarge(declared, limit);
+          hold(declared);
+          arrived.push(declared);
+        },
+        admit(message) {
+          if (!(message instanceof ReceivedMessage)) throw new Error(`request of ${path} was decoded before admission`);
+          const bytes = message.bytes.length;
+          if (bytes > limit) throw tooLarge(bytes, limit);
+          // A compressed message declares fewer bytes than it holds once decompressed.
+          const declared = arrived.shift() ?? 0;
+          if (bytes > declared) hold(bytes - declared);
+          // Below SMALL_REQUEST_BYTES a message cannot hold enough of them to matter.
+          if (bytes > SMALL_REQUEST_BYTES) {
+            const type = requestTypeOf(path);
+            if (type !== undefined && messagesIn(type, message.bytes, MAX_REQUEST_MESSAGES) > MAX_REQUEST_MESSAGES) {
+              throw new SvcError(
+                'SVC-SYS-9009',
+                `request message holds more than ${String(MAX_REQUEST_MESSAGES)} messages (values of free-form JSON among them)`,
+                { limit_messages: MAX_REQUEST_MESSAGES },
+              );
+            }
+          }
+          try {
+            return message.decode(message.bytes);
+          } catch (error) {
+            const text = error instanceof Error ? error.message : String(error);
+            throw new SvcError(
+              'SVC-SYS-9002',
+              TOO_DEEP.test(text)
+                ? 'request message nested deeper than the protobuf decoder allows (100 levels, about 50 of JSON)'
+                : 'request message is not valid protobuf of the method’s request type',
+            );
+          }
+        },
+        release() {
           if (released) return;
           released = true;
-          held -= bytes;
+          held -= holding;
+          holding = 0;
         },
       };
     },

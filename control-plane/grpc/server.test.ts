@@ -8,14 +8,14 @@ import {
 } from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Metadata, status, type ServiceError, type ServiceDefinition } from '@grpc/grpc-js';
+import { compressionAlgorithms, Metadata, status, type ServiceError, type ServiceDefinition } from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../core/config/load.ts';
 import { MAX_JSON_VALUES } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import { eventually } from '../../test/harness/eventually.ts';
-import { clientsFor, failure, statusDetails, unary, type Clients } from '../../test/harness/grpc.ts';
+import { clientsFor, failure, statusDetails, unary, type Clients, type UnaryClient } from '../../test/harness/grpc.ts';
 import { ApiKeys } from '../auth/api-keys.ts';
 import { Authenticator } from '../auth/authenticator.ts';
 import { createAuthFailureLimit, createRequestRate } from '../auth/request-rate.ts';
@@ -123,12 +123,16 @@ async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: numbe
   return { server, port, clients: clientsFor(definition, `127.0.0.1:${String(port)}`) };
 }
 
-/** A GetPolicy stream whose message declares 4,000 bytes and sends 100 of them, never ending. */
-function halfSentMessage(session: ClientHttp2Session, metadata: Record<string, string>): ClientHttp2Stream {
+/** A stream whose message declares `declared` bytes and sends 100 of them, never ending. */
+function halfSentMessage(
+  session: ClientHttp2Session,
+  metadata: Record<string, string>,
+  { path = '/svc.policy.v1.PolicyService/GetPolicy', declared = 4_000 } = {},
+): ClientHttp2Stream {
   const stream = session.request(
     {
       ':method': 'POST',
-      ':path': '/svc.policy.v1.PolicyService/GetPolicy',
+      ':path': path,
       'content-type': 'application/grpc',
       te: 'trailers',
       ...metadata,
@@ -137,7 +141,7 @@ function halfSentMessage(session: ClientHttp2Session, metadata: Record<string, s
   );
   stream.on('error', () => undefined);
   const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(4_000, 1);
+  prefix.writeUInt32BE(declared, 1);
   stream.write(Buffer.concat([prefix, Buffer.alloc(100, 1)]));
   return stream;
 }
@@ -167,7 +171,37 @@ function ending(stream: ClientHttp2Stream): Promise<StreamEnd> {
   });
 }
 
+/** How the server answered those of `streams` it answered within `ms`; the rest stay open. */
+async function endsWithin(streams: ClientHttp2Stream[], ms: number, expected: number): Promise<StreamEnd[]> {
+  const ends: StreamEnd[] = [];
+  for (const stream of streams) void ending(stream).then((end) => ends.push(end));
+  const started = Date.now();
+  while (ends.length < expected && Date.now() - started < ms) await new Promise((r) => setTimeout(r, 20));
+  // Long enough for one more than expected to have been answered too.
+  await new Promise((r) => setTimeout(r, 100));
+  return ends;
+}
+
 const MAX_MESSAGE = 4 * SMALL_REQUEST_BYTES;
+
+/** Runs `test` on a server of its own whose budget and largest message are `budget` bytes. */
+async function onOwnServer(
+  budget: number,
+  test: (own: { port: number; clients: Clients }) => Promise<void>,
+): Promise<void> {
+  const own = await serve({ defaultTimeoutMs: 10_000, maxMessageBytes: budget, maxReceivedBytes: budget });
+  try {
+    await test(own);
+  } finally {
+    own.clients.close();
+    await own.server.close(1_000);
+  }
+}
+
+/** A SaveCheckpoint whose execution id is `idBytes` long. */
+function saveCheckpoint(client: UnaryClient, idBytes: number): Promise<Record<string, any>> {
+  return unary(client, 'SaveCheckpoint', { checkpoint: { execution_id: 'x'.repeat(idBytes) } }, { key: ROOT });
+}
 
 /** A length-delimited protobuf field. */
 function field(number: number, payload: Buffer): Buffer {
@@ -337,6 +371,78 @@ describe('gRPC server limits', () => {
       patient.clients.close();
       await patient.server.close(1_000);
     }
+  });
+
+  it('counts messages from their length prefix as they arrive: past the budget they are refused at once, and give their bytes back when their call ends', async () => {
+    await onOwnServer(MAX_MESSAGE, async ({ port, clients }) => {
+      const session = connect(`http://127.0.0.1:${String(port)}`);
+      const checkpoints = clients.client('svc.checkpoint.v1.CheckpointService');
+      const serialize = (definition['svc.checkpoint.v1.CheckpointService'] as ServiceDefinition).SaveCheckpoint!
+        .requestSerialize as (request: object) => Buffer;
+      const overhead = serialize({ checkpoint: { execution_id: 'x'.repeat(MAX_MESSAGE) } }).length - MAX_MESSAGE;
+      expect(serialize({ checkpoint: { execution_id: 'x'.repeat(MAX_MESSAGE - overhead) } })).toHaveLength(MAX_MESSAGE);
+      try {
+        for (let round = 0; round < 3; round++) {
+          // Twenty messages of a quarter of the budget less 1,000 bytes, 100 bytes of each sent: four fit.
+          const streams = Array.from({ length: 20 }, () =>
+            halfSentMessage(
+              session,
+              { authorization: `Bearer ${ROOT}` },
+              { path: '/svc.checkpoint.v1.CheckpointService/SaveCheckpoint', declared: MAX_MESSAGE / 4 - 1_000 },
+            ),
+          );
+          const ends = await endsWithin(streams, 3_000, 16);
+          expect(ends).toHaveLength(16);
+          for (const end of ends) {
+            expect(end).toMatchObject({ grpcStatus: String(status.RESOURCE_EXHAUSTED), svcCode: 'SVC-SYS-9005' });
+          }
+          // The 4,000 bytes left serve a small call, and refuse a larger one.
+          const policies = clients.client('svc.policy.v1.PolicyService');
+          expect((await unary(policies, 'GetPolicy', { policy_id: 'p' }, { key: ROOT })).policy.name).toBe('echo');
+          const refused = await failure(saveCheckpoint(checkpoints, 10_000));
+          expect(refused.code).toBe(status.RESOURCE_EXHAUSTED);
+          expect(statusDetails(refused).errorInfo?.reason).toBe('SVC-SYS-9005');
+          // Cancelled, the four give their bytes back: the whole budget takes one message of its size.
+          for (const stream of streams) stream.close(constants.NGHTTP2_CANCEL);
+          await eventually(
+            () =>
+              saveCheckpoint(checkpoints, MAX_MESSAGE - overhead).then(
+                () => 'served',
+                (error: ServiceError) => error.details,
+              ),
+            (outcome) => outcome === 'served',
+            3_000,
+          );
+        }
+      } finally {
+        session.destroy();
+      }
+    });
+  });
+
+  it('holds a compressed request’s bytes as decompressed, not as sent', async () => {
+    await onOwnServer(MAX_MESSAGE, async ({ port, clients }) => {
+      const gzip = clientsFor(definition, `127.0.0.1:${String(port)}`, {
+        'grpc.default_compression_algorithm': compressionAlgorithms.gzip,
+      });
+      holdCheckpoints();
+      try {
+        // A few hundred bytes on the wire, all but 1,000 of the budget once decompressed.
+        const compressed = saveCheckpoint(gzip.client('svc.checkpoint.v1.CheckpointService'), MAX_MESSAGE - 1_000);
+        await eventually(
+          () => held.entered,
+          (entered) => entered === 1,
+          3_000,
+        );
+        const refused = await failure(saveCheckpoint(clients.client('svc.checkpoint.v1.CheckpointService'), 2_000));
+        expect(statusDetails(refused).errorInfo?.reason).toBe('SVC-SYS-9005');
+        held.release();
+        expect(await compressed).toMatchObject({ checkpoint_id: 'c' });
+      } finally {
+        held.release();
+        gzip.close();
+      }
+    });
   });
 
   it('refuses a request nested past the decoder’s depth limit as INVALID_ARGUMENT, SVC-SYS-9002', async () => {

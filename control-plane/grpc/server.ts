@@ -93,7 +93,7 @@ export interface GrpcLimits {
   maxConnectionIdleMs: number;
   /** A connection is closed (after GOAWAY) at this age, so no one holds one for ever. */
   maxConnectionAgeMs: number;
-  /** Bytes of request messages received and not yet answered, across every call of the process. */
+  /** Bytes of request messages arriving or received and not yet answered, across every call. */
   maxReceivedBytes: number;
 }
 
@@ -139,7 +139,11 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const gate = authenticateFirst({
     ...options,
     receiveTimeoutMs: options.defaultTimeoutMs,
-    requestBytes: createRequestBytes({ limits: largeRequests, totalBytes: limits.maxReceivedBytes }),
+    requestBytes: createRequestBytes({
+      limits: largeRequests,
+      totalBytes: limits.maxReceivedBytes,
+      maxMessageBytes: options.maxMessageBytes,
+    }),
   });
   const server = new Server({
     'grpc.max_receive_message_length': options.maxMessageBytes,

@@ -4,6 +4,7 @@ import {
   credentials,
   loadPackageDefinition,
   Metadata,
+  type ChannelOptions,
   type Client,
   type GrpcObject,
   type ServiceClientConstructor,
@@ -31,7 +32,7 @@ export interface Clients {
 }
 
 /** Clients for every service of a loaded definition, against `address` (host:port). */
-export function clientsFor(definition: PackageDefinition, address: string): Clients {
+export function clientsFor(definition: PackageDefinition, address: string, options: ChannelOptions = {}): Clients {
   const loaded = loadPackageDefinition(definition);
   const made: Client[] = [];
   return {
@@ -39,7 +40,7 @@ export function clientsFor(definition: PackageDefinition, address: string): Clie
       let node: unknown = loaded;
       for (const part of service.split('.')) node = (node as GrpcObject)[part];
       const Constructor = node as ServiceClientConstructor;
-      const client = new Constructor(address, credentials.createInsecure()) as UnaryClient;
+      const client = new Constructor(address, credentials.createInsecure(), options) as UnaryClient;
       made.push(client);
       return client;
     },
