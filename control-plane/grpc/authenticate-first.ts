@@ -32,24 +32,30 @@ export interface CallGateOptions {
   receiveTimeoutMs: number;
   /** Sizes each message of the contracts' services as it arrives, and decodes it once whole. */
   requestBytes: RequestBytes;
+  /**
+   * Sizes each message of health and reflection as it arrives: their own budget, since they take
+   * calls without a credential.
+   */
+  openRequestBytes: RequestBytes;
 }
 
 /**
  * A server interceptor that authenticates a call of the contracts' services (`/svc.…`) from its
  * metadata and takes its request-rate token before a byte of its message is read: grpc-js reads
  * and deserialises the message only once the metadata is passed on, so a caller without a valid
- * credential, or over its rate, costs no decompression or decoding. Its messages are then
- * counted from their length prefixes as they arrive, before grpc-js buffers them whole
- * (request-bytes.ts): one past the method's limit or the server's budget is refused at its
- * prefix. A call that is not admitted and sent whole within `receiveTimeoutMs` is ended with
- * SVC-SYS-9010, so a message left half-sent does not hold its bytes. Its request is then decoded
- * and holds its bytes until the call ends. Health and reflection pass untouched.
+ * credential, or over its rate, costs no decompression or decoding. Health and reflection are
+ * not authenticated. Every call's messages are then counted from their length prefixes as they
+ * arrive, before grpc-js buffers them whole (request-bytes.ts): one past the method's limit or
+ * the server's budget is refused at its prefix. A call that is not admitted and sent whole
+ * within `receiveTimeoutMs` is ended with SVC-SYS-9010, so a message left half-sent does not
+ * hold its bytes. A request of the contracts' services is then decoded and holds its bytes until
+ * the call ends; that of health or reflection gives them back once its handler has it.
  */
 export function authenticateFirst(options: CallGateOptions): CallGate {
   const admitted = new WeakMap<Metadata, Admission>();
   const interceptor: ServerInterceptor = (method, call) => {
-    if (!method.path.startsWith('/svc.')) return new ServerInterceptingCall(call);
-    const bytes = options.requestBytes.open(method.path);
+    const gated = method.path.startsWith('/svc.');
+    const bytes = (gated ? options.requestBytes : options.openRequestBytes).open(method.path);
     const stream = arrivingStreamOf(call);
     const start = Date.now();
     let ended = false;
@@ -106,11 +112,17 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
             );
             if (stream === undefined)
               refuse(new Error('the call’s HTTP/2 stream is out of reach: @grpc/grpc-js changed'));
-            else admit(metadata, passOn);
+            else if (gated) admit(metadata, passOn);
+            else passOn(metadata);
           },
           onReceiveMessage: (message, passOn) => {
             clearTimeout(timer);
             if (ended) return;
+            if (!gated) {
+              bytes.delivered();
+              passOn(message);
+              return;
+            }
             let request;
             try {
               request = bytes.admit(message);

@@ -57,6 +57,8 @@ export interface CallBytes {
    * nested past the decoder's depth limit (SVC-SYS-9002). Its bytes stay held until `release`.
    */
   admit(message: unknown): unknown;
+  /** Gives back the bytes of the message that arrived first, which its handler has been given. */
+  delivered(): void;
   /** Gives back all the call holds; once is enough, and later messages are not counted. */
   release(): void;
 }
@@ -91,7 +93,7 @@ export function createRequestBytes(options: RequestBytesOptions): RequestBytes {
   return {
     open(path) {
       const limit = options.limits.get(path) ?? SMALL_REQUEST_BYTES;
-      // The declared bytes of each message arrived and not yet admitted, in order.
+      // The declared bytes of each message arrived and not yet admitted or delivered, in order.
       const arrived: number[] = [];
       let holding = 0;
       let released = false;
@@ -140,6 +142,12 @@ export function createRequestBytes(options: RequestBytesOptions): RequestBytes {
                 : 'request message is not valid protobuf of the method’s request type',
             );
           }
+        },
+        delivered() {
+          if (released) return;
+          const bytes = arrived.shift() ?? 0;
+          held -= bytes;
+          holding -= bytes;
         },
         release() {
           if (released) return;

@@ -8,7 +8,15 @@ import {
 } from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { compressionAlgorithms, Metadata, status, type ServiceError, type ServiceDefinition } from '@grpc/grpc-js';
+import {
+  Client,
+  compressionAlgorithms,
+  credentials,
+  Metadata,
+  status,
+  type ServiceError,
+  type ServiceDefinition,
+} from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../core/config/load.ts';
@@ -315,6 +323,18 @@ describe('gRPC server limits', () => {
     }
   });
 
+  it('ends a health call whose message never completes at the default deadline, credential or not', async () => {
+    const session = connect(`http://127.0.0.1:${String(running.port)}`);
+    try {
+      const check = halfSentMessage(session, {}, { path: '/grpc.health.v1.Health/Check' });
+      expect(await endsWithin([check], 3_000, 1)).toEqual([
+        { rstCode: undefined, grpcStatus: String(status.DEADLINE_EXCEEDED), svcCode: 'SVC-SYS-9010' },
+      ]);
+    } finally {
+      session.destroy();
+    }
+  });
+
   it('refuses a message above the limit with RESOURCE_EXHAUSTED and serves one below it', async () => {
     const policies = running.clients.client('svc.policy.v1.PolicyService');
     const small = await unary(policies, 'GetPolicy', { policy_id: 'p'.repeat(100) }, { key: ROOT });
@@ -441,6 +461,64 @@ describe('gRPC server limits', () => {
       } finally {
         held.release();
         gzip.close();
+      }
+    });
+  });
+
+  it('counts health and reflection messages as they arrive, against a budget of their own', async () => {
+    await onOwnServer(MAX_MESSAGE, async ({ port, clients }) => {
+      const session = connect(`http://127.0.0.1:${String(port)}`);
+      const check = { path: '/grpc.health.v1.Health/Check' };
+      try {
+        // Above what their requests need, refused at the prefix, credential or not.
+        const large = await endsWithin(
+          [halfSentMessage(session, {}, { ...check, declared: SMALL_REQUEST_BYTES + 1 })],
+          3_000,
+          1,
+        );
+        expect(large).toEqual([
+          { rstCode: undefined, grpcStatus: String(status.OUT_OF_RANGE), svcCode: 'SVC-SYS-9009' },
+        ]);
+        // Four of 64,000 bytes fit the budget, a fifth does not.
+        const streams = Array.from({ length: 5 }, () => halfSentMessage(session, {}, { ...check, declared: 64_000 }));
+        const ends = await endsWithin(streams, 3_000, 1);
+        expect(ends).toEqual([
+          { rstCode: undefined, grpcStatus: String(status.RESOURCE_EXHAUSTED), svcCode: 'SVC-SYS-9005' },
+        ]);
+        // Callers without a credential hold none of the contracts' services' budget.
+        const checkpoints = clients.client('svc.checkpoint.v1.CheckpointService');
+        expect(await saveCheckpoint(checkpoints, MAX_MESSAGE - 100)).toMatchObject({ checkpoint_id: 'c' });
+      } finally {
+        session.destroy();
+      }
+    });
+  });
+
+  it('gives back a reflection request’s bytes once its handler has it, however long its stream', async () => {
+    await onOwnServer(1_024, async ({ port }) => {
+      const client = new Client(`127.0.0.1:${String(port)}`, credentials.createInsecure());
+      try {
+        const call = client.makeBidiStreamRequest(
+          '/grpc.reflection.v1.ServerReflection/ServerReflectionInfo',
+          (bytes: Buffer) => bytes,
+          (bytes: Buffer) => bytes,
+        );
+        // ServerReflectionRequest { host, file_containing_symbol }: 206 bytes, thirty of them 6 KB.
+        const request = Buffer.concat([field(1, Buffer.from('h'.repeat(100))), field(4, Buffer.from('x'.repeat(100)))]);
+        let answered = 0;
+        await new Promise<void>((resolve, reject) => {
+          call.on('data', () => {
+            answered += 1;
+            if (answered === 30) call.end();
+            else call.write(request);
+          });
+          call.on('error', reject);
+          call.on('end', resolve);
+          call.write(request);
+        });
+        expect(answered).toBe(30);
+      } finally {
+        client.close();
       }
     });
   });

@@ -93,7 +93,10 @@ export interface GrpcLimits {
   maxConnectionIdleMs: number;
   /** A connection is closed (after GOAWAY) at this age, so no one holds one for ever. */
   maxConnectionAgeMs: number;
-  /** Bytes of request messages arriving or received and not yet answered, across every call. */
+  /**
+   * Bytes of request messages arriving or received and not yet answered, across every call of
+   * the contracts' services; health and reflection have as many of their own.
+   */
   maxReceivedBytes: number;
 }
 
@@ -136,14 +139,12 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
       if (handler.largeRequest) largeRequests.set(`/${service}/${method}`, options.maxMessageBytes);
     }
   }
+  const budget = { totalBytes: limits.maxReceivedBytes, maxMessageBytes: options.maxMessageBytes };
   const gate = authenticateFirst({
     ...options,
     receiveTimeoutMs: options.defaultTimeoutMs,
-    requestBytes: createRequestBytes({
-      limits: largeRequests,
-      totalBytes: limits.maxReceivedBytes,
-      maxMessageBytes: options.maxMessageBytes,
-    }),
+    requestBytes: createRequestBytes({ ...budget, limits: largeRequests }),
+    openRequestBytes: createRequestBytes({ ...budget, limits: new Map() }),
   });
   const server = new Server({
     'grpc.max_receive_message_length': options.maxMessageBytes,
