@@ -411,7 +411,7 @@ describe('gRPC server limits', () => {
               { path: '/svc.checkpoint.v1.CheckpointService/SaveCheckpoint', declared: MAX_MESSAGE / 4 - 1_000 },
             ),
           );
-          const ends = await endsWithin(streams, 3_000, 16);
+          const ends = await endsWithin(streams, 5_000, 16);
           expect(ends).toHaveLength(16);
           for (const end of ends) {
             expect(end).toMatchObject({ grpcStatus: String(status.RESOURCE_EXHAUSTED), svcCode: 'SVC-SYS-9005' });
@@ -431,7 +431,7 @@ describe('gRPC server limits', () => {
                 (error: ServiceError) => error.details,
               ),
             (outcome) => outcome === 'served',
-            3_000,
+            5_000,
           );
         }
       } finally {
@@ -452,7 +452,7 @@ describe('gRPC server limits', () => {
         await eventually(
           () => held.entered,
           (entered) => entered === 1,
-          3_000,
+          5_000,
         );
         const refused = await failure(saveCheckpoint(clients.client('svc.checkpoint.v1.CheckpointService'), 2_000));
         expect(statusDetails(refused).errorInfo?.reason).toBe('SVC-SYS-9005');
@@ -473,7 +473,7 @@ describe('gRPC server limits', () => {
         // Above what their requests need, refused at the prefix, credential or not.
         const large = await endsWithin(
           [halfSentMessage(session, {}, { ...check, declared: SMALL_REQUEST_BYTES + 1 })],
-          3_000,
+          5_000,
           1,
         );
         expect(large).toEqual([
@@ -481,7 +481,7 @@ describe('gRPC server limits', () => {
         ]);
         // Four of 64,000 bytes fit the budget, a fifth does not.
         const streams = Array.from({ length: 5 }, () => halfSentMessage(session, {}, { ...check, declared: 64_000 }));
-        const ends = await endsWithin(streams, 3_000, 1);
+        const ends = await endsWithin(streams, 5_000, 1);
         expect(ends).toEqual([
           { rstCode: undefined, grpcStatus: String(status.RESOURCE_EXHAUSTED), svcCode: 'SVC-SYS-9005' },
         ]);
