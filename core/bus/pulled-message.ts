@@ -1,4 +1,5 @@
 import type { JsMsg } from 'nats';
+import { ackPosition } from './ack-position.ts';
 import type { Held } from './batch-delivery.ts';
 import type { PoisonReason } from './poison.ts';
 
@@ -8,6 +9,15 @@ export interface PullDelivery {
   readonly unsettled: Set<JsMsg>;
   setAside(msg: JsMsg, reason: PoisonReason, detail: string): Promise<void>;
   handBack(msg: JsMsg): void;
+}
+
+/**
+ * The client's message keeps its reply subject (which it acks to) without naming it in its type;
+ * when it no longer does, the position is read through `info` as before.
+ */
+function replyOf(msg: JsMsg): string {
+  const { reply } = msg as JsMsg & { reply?: unknown };
+  return typeof reply === 'string' ? reply : '';
 }
 
 /**
@@ -25,11 +35,12 @@ export class PulledMessage implements Held {
   readonly #delivery: PullDelivery;
 
   constructor(msg: JsMsg, msgId: string, data: unknown, delivery: PullDelivery) {
+    const position = ackPosition(replyOf(msg)) ?? { seq: msg.seq, deliveryCount: msg.info.deliveryCount };
     this.subject = msg.subject;
     this.msgId = msgId;
-    this.seq = msg.seq;
+    this.seq = position.seq;
     this.data = data;
-    this.firstAttempt = msg.info.redeliveryCount;
+    this.firstAttempt = position.deliveryCount;
     this.#msg = msg;
     this.#delivery = delivery;
     delivery.unsettled.add(msg);
