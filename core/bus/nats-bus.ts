@@ -22,6 +22,7 @@ import { decodePayload, encodePayload } from './codec.ts';
 import { assertEventSubject, assertName } from './names.ts';
 import type { NatsLink } from './nats-connection.ts';
 import { cleanDetail, PoisonMessages, type PoisonReason } from './poison.ts';
+import { pullBatches } from './pull-batches.ts';
 import { PulledMessage, type PullDelivery } from './pulled-message.ts';
 import type { RetryPolicy } from './retry-delivery.ts';
 import {
@@ -142,21 +143,16 @@ export class NatsBus implements Bus {
     options: { durable?: string } = {},
   ): Promise<Subscription> {
     // Each message is handled as it arrives, one at a time, in stream order.
-    return this.#consume(
-      pattern,
-      options.durable,
-      this.#options.fetchBatch,
-      MIN_FETCH_EXPIRES_MS,
-      async (pulled, stopped, consumer) => {
-        for await (const msg of pulled) {
-          if (stopped()) handBack(msg, MIN_FETCH_EXPIRES_MS);
-          else
-            await this.#deliver([msg], consumer, MIN_FETCH_EXPIRES_MS, stopped, ([message]) =>
-              message ? handler(message) : Promise.resolve(),
-            );
-        }
-      },
-    );
+    return this.#consume(pattern, options.durable, async (source, stopped, consumer) => {
+      const pulled = await source.fetch({ max_messages: this.#options.fetchBatch, expires: MIN_FETCH_EXPIRES_MS });
+      for await (const msg of pulled) {
+        if (stopped()) handBack(msg, MIN_FETCH_EXPIRES_MS);
+        else
+          await this.#deliver([msg], consumer, MIN_FETCH_EXPIRES_MS, stopped, ([message]) =>
+            message ? handler(message) : Promise.resolve(),
+          );
+      }
+    });
   }
 
   /**
@@ -184,37 +180,12 @@ export class NatsBus implements Bus {
       });
       await Promise.race([applied.promise, delivering]);
     };
-    const pull = async (pulled: AsyncIterable<JsMsg>, stopped: () => boolean, consumer: string): Promise<void> => {
-      const iterator = pulled[Symbol.asyncIterator]();
-      let next = iterator.next();
-      for (;;) {
-        const first = await next;
-        if (first.done === true) return;
-        const batch: JsMsg[] = [first.value];
-        next = iterator.next();
-        // One timer for the batch, not one per message it waits for.
-        const wait = expiry(options.maxWaitMs);
-        let ended = false;
-        try {
-          while (batch.length < batchSize) {
-            const result = await Promise.race([next, wait.expired]);
-            if (result === undefined) break;
-            if (result.done === true) {
-              ended = true;
-              break;
-            }
-            batch.push(result.value);
-            next = iterator.next();
-          }
-        } finally {
-          wait.clear();
-        }
+    const pull = (source: Consumer, stopped: () => boolean, consumer: string): Promise<void> =>
+      pullBatches(source, { batchSize, maxWaitMs: options.maxWaitMs, expiresMs: expires }, async (batch) => {
         if (stopped()) for (const msg of batch) handBack(msg, expires);
         else await handOver(batch, stopped, consumer);
-        if (ended) return;
-      }
-    };
-    return this.#consume(pattern, durable, batchSize, expires, pull, () => delivering);
+      });
+    return this.#consume(pattern, durable, pull, () => delivering);
   }
 
   async close(): Promise<void> {
@@ -351,15 +322,13 @@ export class NatsBus implements Bus {
   }
 
   /**
-   * Creates the consumer and runs the pull loop: `handle` gets each pull's messages. Stopping
-   * waits for the loop, then for `delivering` (a delivery `handle` left under way).
+   * Creates the consumer and runs the pull loop: `pull` pulls once and handles what it brings.
+   * Stopping waits for the loop, then for `delivering` (a delivery `pull` left under way).
    */
   async #consume(
     pattern: string,
     durable: string | undefined,
-    batchSize: number,
-    expiresMs: number,
-    handle: (pulled: AsyncIterable<JsMsg>, stopped: () => boolean, consumer: string) => Promise<void>,
+    pull: (consumer: Consumer, stopped: () => boolean, label: string) => Promise<void>,
     delivering: () => Promise<void> = () => Promise.resolve(),
   ): Promise<Subscription> {
     await asPromise(() => {
@@ -405,9 +374,8 @@ export class NatsBus implements Bus {
         try {
           // After a failed pull the consumer is set up again: it may have been deleted meanwhile.
           consumer ??= await setup();
-          const pulled = await consumer.fetch({ max_messages: batchSize, expires: expiresMs });
           // Ephemeral names are random: one label value for all of them keeps the metric bounded.
-          await handle(pulled, isStopped, durable ?? 'ephemeral');
+          await pull(consumer, isStopped, durable ?? 'ephemeral');
         } catch (error) {
           if (stopped) break;
           consumer = undefined;
@@ -435,13 +403,4 @@ export class NatsBus implements Bus {
  */
 function handBack(msg: JsMsg, expiresMs: number): void {
   msg.nak(expiresMs + 100);
-}
-
-/** A promise that resolves to undefined `ms` from now, and a way to stop its timer. */
-function expiry(ms: number): { expired: Promise<undefined>; clear: () => void } {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), ms);
-  });
-  return { expired, clear: () => clearTimeout(timer) };
 }

@@ -1,0 +1,102 @@
+import type { ConsumeCallback, Consumer, FetchOptions, JsMsg } from 'nats';
+import { describe, expect, it } from 'vitest';
+import { pullBatches } from './pull-batches.ts';
+
+/** A consumer whose one pull the test drives: it delivers messages and ends the pull at will. */
+function fakeConsumer(): {
+  consumer: Consumer;
+  deliver: (...seqs: number[]) => void;
+  end: (error?: Error) => void;
+  fetched: () => FetchOptions | undefined;
+} {
+  let options: (FetchOptions & ConsumeCallback) | undefined;
+  const closed = Promise.withResolvers<void | Error>();
+  const consumer = {
+    fetch: (opts: FetchOptions & ConsumeCallback) => {
+      options = opts;
+      return Promise.resolve({ closed: () => closed.promise });
+    },
+  } as unknown as Consumer;
+  return {
+    consumer,
+    deliver: (...seqs) => {
+      for (const seq of seqs) options!.callback!({ seq } as JsMsg);
+    },
+    end: (error) => closed.resolve(error),
+    fetched: () => options,
+  };
+}
+
+const seqs = (batch: JsMsg[]): number[] => batch.map((msg) => msg.seq);
+const tick = (ms = 0): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('pullBatches', () => {
+  it('pulls batchSize messages once and hands them over in order, a batch when full', async () => {
+    const pull = fakeConsumer();
+    const batches: number[][] = [];
+    const done = pullBatches(pull.consumer, { batchSize: 3, maxWaitMs: 60_000, expiresMs: 1_000 }, (batch) => {
+      batches.push(seqs(batch));
+      return Promise.resolve();
+    });
+    await tick();
+    expect(pull.fetched()).toMatchObject({ max_messages: 3, expires: 1_000 });
+    pull.deliver(1, 2, 3);
+    await tick();
+    expect(batches).toEqual([[1, 2, 3]]);
+    pull.end();
+    await done;
+    expect(batches).toEqual([[1, 2, 3]]);
+  });
+
+  it('cuts a batch maxWaitMs after its first message, and hands over what is left when the pull ends', async () => {
+    const pull = fakeConsumer();
+    const batches: number[][] = [];
+    const done = pullBatches(pull.consumer, { batchSize: 10, maxWaitMs: 20, expiresMs: 1_000 }, (batch) => {
+      batches.push(seqs(batch));
+      return Promise.resolve();
+    });
+    await tick();
+    pull.deliver(1, 2);
+    await tick(5);
+    expect(batches).toEqual([]);
+    await tick(40);
+    expect(batches).toEqual([[1, 2]]);
+    pull.deliver(3);
+    pull.end();
+    await done;
+    expect(batches).toEqual([[1, 2], [3]]);
+  });
+
+  it('hands the next batch over only once the one before has been taken', async () => {
+    const pull = fakeConsumer();
+    const events: string[] = [];
+    const first = Promise.withResolvers<void>();
+    const done = pullBatches(pull.consumer, { batchSize: 2, maxWaitMs: 60_000, expiresMs: 1_000 }, async (batch) => {
+      events.push(`start ${seqs(batch).join(',')}`);
+      if (batch[0]!.seq === 1) await first.promise;
+      events.push(`end ${seqs(batch).join(',')}`);
+    });
+    await tick();
+    pull.deliver(1, 2, 3, 4);
+    await tick();
+    expect(events).toEqual(['start 1,2']);
+    first.resolve();
+    pull.end();
+    await done;
+    expect(events).toEqual(['start 1,2', 'end 1,2', 'start 3,4', 'end 3,4']);
+  });
+
+  it('throws the error a pull ended with, after handing over what it brought', async () => {
+    const pull = fakeConsumer();
+    const batches: number[][] = [];
+    const done = pullBatches(pull.consumer, { batchSize: 5, maxWaitMs: 60_000, expiresMs: 1_000 }, (batch) => {
+      batches.push(seqs(batch));
+      return Promise.resolve();
+    });
+    await tick();
+    pull.deliver(1);
+    pull.end(new Error('consumer deleted'));
+    await expect(done).rejects.toThrow('consumer deleted');
+    expect(batches).toEqual([[1]]);
+  });
+});
