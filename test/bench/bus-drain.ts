@@ -13,6 +13,7 @@ import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { timeOrderedUuid } from '../../core/domain/time-ordered-id.ts';
 import { startNatsServer } from '../harness/nats-server.ts';
+import { benchUsageEvent } from './usage-event.ts';
 
 const total = Number(process.argv[2] ?? 30_000);
 const rounds = Number(process.argv[3] ?? 4);
@@ -27,19 +28,7 @@ let next = 0;
 const publishOne = async (): Promise<void> => {
   while (next < total) {
     next++;
-    const event = {
-      event_id: timeOrderedUuid(),
-      tenant_id: 'bench',
-      envelope_id: timeOrderedUuid(),
-      budget_id: timeOrderedUuid(),
-      event_type: 'llm.call',
-      timestamp: new Date().toISOString(),
-      tokens: { input: 120, output: 40 },
-      model: 'gpt-4o-mini',
-      cost_usd: 0.000042,
-      payload: {},
-      source: 'proxy:bench',
-    };
+    const event = benchUsageEvent(timeOrderedUuid(), timeOrderedUuid());
     await messaging.bus.publish(subjects.event('bench', 'llm.call'), event, { msgId: event.event_id });
   }
 };

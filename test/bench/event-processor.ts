@@ -17,6 +17,7 @@ import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { timeOrderedUuid } from '../../core/domain/time-ordered-id.ts';
 import { startNatsServer } from '../harness/nats-server.ts';
+import { benchUsageEvent } from './usage-event.ts';
 import { benchArguments, benchControlPlane, benchTenantBudget } from './bench-storage.ts';
 
 const { backend, args } = benchArguments();
@@ -40,20 +41,7 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
   const publishOne = async (): Promise<void> => {
     while (next < total) {
       const i = next++;
-      const event = {
-        // Time-ordered, as a proxy mints them (a random id costs LMDB a page per event: event-ids.ts).
-        event_id: timeOrderedUuid(),
-        tenant_id: 'bench',
-        envelope_id: envelopeIds[i % envelopes],
-        budget_id: budget.budget_id,
-        event_type: 'llm.call',
-        timestamp: new Date().toISOString(),
-        tokens: { input: 120, output: 40 },
-        model: 'gpt-4o-mini',
-        cost_usd: 0.000042,
-        payload: {},
-        source: 'proxy:bench',
-      };
+      const event = benchUsageEvent(envelopeIds[i % envelopes]!, budget.budget_id);
       await publisher.bus.publish(subjects.event('bench', 'llm.call'), event, { msgId: event.event_id });
     }
   };
