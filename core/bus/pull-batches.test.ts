@@ -28,16 +28,26 @@ function fakeConsumer(): {
 }
 
 const seqs = (batch: JsMsg[]): number[] => batch.map((msg) => msg.seq);
+
+/** Runs one pull of `pull` and records the sequences of each batch it hands over. */
+function collect(
+  pull: ReturnType<typeof fakeConsumer>,
+  batchSize: number,
+  maxWaitMs: number,
+): { batches: number[][]; done: Promise<void> } {
+  const batches: number[][] = [];
+  const done = pullBatches(pull.consumer, { batchSize, maxWaitMs, expiresMs: 1_000 }, (batch) => {
+    batches.push(seqs(batch));
+    return Promise.resolve();
+  });
+  return { batches, done };
+}
 const tick = (ms = 0): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('pullBatches', () => {
   it('pulls batchSize messages once and hands them over in order, a batch when full', async () => {
     const pull = fakeConsumer();
-    const batches: number[][] = [];
-    const done = pullBatches(pull.consumer, { batchSize: 3, maxWaitMs: 60_000, expiresMs: 1_000 }, (batch) => {
-      batches.push(seqs(batch));
-      return Promise.resolve();
-    });
+    const { batches, done } = collect(pull, 3, 60_000);
     await tick();
     expect(pull.fetched()).toMatchObject({ max_messages: 3, expires: 1_000 });
     pull.deliver(1, 2, 3);
@@ -50,11 +60,7 @@ describe('pullBatches', () => {
 
   it('cuts a batch maxWaitMs after its first message, and hands over what is left when the pull ends', async () => {
     const pull = fakeConsumer();
-    const batches: number[][] = [];
-    const done = pullBatches(pull.consumer, { batchSize: 10, maxWaitMs: 20, expiresMs: 1_000 }, (batch) => {
-      batches.push(seqs(batch));
-      return Promise.resolve();
-    });
+    const { batches, done } = collect(pull, 10, 20);
     await tick();
     pull.deliver(1, 2);
     await tick(5);
@@ -88,11 +94,7 @@ describe('pullBatches', () => {
 
   it('throws the error a pull ended with, after handing over what it brought', async () => {
     const pull = fakeConsumer();
-    const batches: number[][] = [];
-    const done = pullBatches(pull.consumer, { batchSize: 5, maxWaitMs: 60_000, expiresMs: 1_000 }, (batch) => {
-      batches.push(seqs(batch));
-      return Promise.resolve();
-    });
+    const { batches, done } = collect(pull, 5, 60_000);
     await tick();
     pull.deliver(1);
     pull.end(new Error('consumer deleted'));
