@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { isSvcError } from '../../core/errors/index.ts';
-import { charsetOf, decodeBody, decodedHeaders, decompressing } from './decode-body.ts';
+import { charsetOf, decodeBody, decodedHeaders, decompressing, streamedHeaders } from './decode-body.ts';
 
 const json = '{"method":"tools/call","params":{"name":"délete"}}';
 
@@ -102,6 +102,19 @@ describe('decodeBody', () => {
       'content-length': String(decoded.utf8.length),
     });
     expect(charsetOf('text/plain')).toBeUndefined();
+  });
+
+  it('describes a stream decoded as it flows: no length, no coding, the rest as received', () => {
+    const received = {
+      'content-type': 'text/event-stream',
+      'content-length': '9',
+      'content-encoding': 'gzip',
+      'x-request-id': ['a', 'b'],
+    };
+    const headers = streamedHeaders(received);
+    expect(headers).toEqual({ 'content-type': 'text/event-stream', 'x-request-id': ['a', 'b'] });
+    expect(Object.keys(headers)).toEqual(['content-type', 'x-request-id']);
+    expect(received['content-encoding']).toBe('gzip');
   });
 });
 

@@ -201,10 +201,31 @@ export async function decodeBody(
   return { text, utf8, changed: !utf8.equals(bytes) };
 }
 
+/**
+ * A copy of `headers` without the fields `names` (lower case, as node and undici name them). The
+ * fields are left out of the copy rather than deleted from it: a deletion turns the copy into a
+ * dictionary, slower to build and to write, and on the path of every call.
+ */
+function headersWithout<T extends object>(headers: T, names: readonly string[]): T {
+  const out: Record<string, unknown> = {};
+  for (const name of Object.keys(headers)) if (!names.includes(name)) out[name] = headers[name as keyof T];
+  return out as T;
+}
+
+/** What a body decoded as it flows no longer has: a known length, a coding. */
+const STREAMED_DROPS = ['content-length', 'content-encoding'];
+
+/** The headers that describe a stream passed on decoded as it arrives. */
+export function streamedHeaders<T extends object>(headers: T): T {
+  return headersWithout(headers, STREAMED_DROPS);
+}
+
+const DECODED_DROPS = ['content-encoding'];
+
 /** The headers that describe the decoded body passed on in place of the one received. */
 export function decodedHeaders(headers: IncomingHttpHeaders, body: DecodedBody): IncomingHttpHeaders {
-  const out: IncomingHttpHeaders = { ...headers, 'content-length': String(body.utf8.length) };
-  delete out['content-encoding'];
+  const out = headersWithout(headers, DECODED_DROPS);
+  out['content-length'] = String(body.utf8.length);
   const type = headers['content-type'];
   if (type !== undefined && charsetOf(type) !== undefined) {
     out['content-type'] = type.replace(/;\s*charset\s*=\s*("[^"]*"|[^;]*)/i, '; charset=utf-8');

@@ -4,7 +4,13 @@ import type { Readable } from 'node:stream';
 import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import { ENVELOPE_HEADER, whileInflight, type LocalEnvelope, type Resolution } from '../envelopes/index.ts';
-import { contentCodings, decodeBody, decodedHeaders, decompressing } from '../governance/decode-body.ts';
+import {
+  contentCodings,
+  decodeBody,
+  decodedHeaders,
+  decompressing,
+  streamedHeaders,
+} from '../governance/decode-body.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { MAX_BODY_DEPTH, readBody, readRequestBody } from '../governance/read-body.ts';
 import { UNRECORDED } from '../governance/llm-call/decide-call.ts';
@@ -360,11 +366,8 @@ async function relayFilteredEvents(
     refuse('SVC-ADP-5001', `MCP server event stream refused: ${error.message}`);
     return;
   }
-  const headers = { ...response.headers };
-  delete headers['content-length'];
-  delete headers['content-encoding'];
   const res = req.clientRes;
-  res.writeHead(response.statusCode, headers);
+  res.writeHead(response.statusCode, streamedHeaders(response.headers));
   res.flushHeaders();
   const framer = createSseFramer((event) => {
     if (event.data === '') return true;

@@ -9,7 +9,7 @@ import type { GovernanceDeps } from '../governance-deps.ts';
 import type { UpstreamSignal } from '../upstream-signal.ts';
 import { billedTokens } from '../call-pricing.ts';
 import { writeToClient as write } from '../client-write.ts';
-import { contentCodings, decompressing } from '../decode-body.ts';
+import { contentCodings, decompressing, streamedHeaders } from '../decode-body.ts';
 import { chargeWorstCase, cutAnswer, recorded, refuseAnswer, settle, type LlmCall } from './settlement.ts';
 import { governHeldToolCall } from '../tool-calls.ts';
 
@@ -62,10 +62,7 @@ export async function meterStream(
     estimatedInputTokens: () => call.input.current(),
     hideStreamUsage: call.hideStreamUsage,
   });
-  const headers = { ...response.headers };
-  delete headers['content-length'];
-  delete headers['content-encoding'];
-  res.writeHead(response.statusCode, headers);
+  res.writeHead(response.statusCode, streamedHeaders(response.headers));
   // The headers go out with the first events when those are already here (one write, as a bare
   // relay makes), else on the next turn of the loop, so the agent never waits on them.
   const early = setImmediate(() => {
