@@ -151,8 +151,9 @@ export class BudgetLease {
       budgetId: this.budgetId,
       held,
       cover: (total) => {
+        // A stream asks at every event, and the hold nearly always covers it: that answer allocates nothing.
+        if (total.tokens <= held.tokens && total.pico <= held.pico) return true;
         const more = { tokens: Math.max(0, total.tokens - held.tokens), pico: Math.max(0, total.pico - held.pico) };
-        if (more.tokens === 0 && more.pico === 0) return true;
         if (settled || this.#mode === 'refused' || !covers(this.available(), more)) {
           this.#maybeRenew();
           return false;
