@@ -13,24 +13,26 @@ const KEPT_ID_CHARS = 256;
  * reading names (an image's quality, known once it is done).
  */
 export class HostedTally {
-  readonly #ids = new Map<string, HostedTool>();
+  /** Made at the first use: most answers use no hosted tool, and a stream's tally lives as long as it. */
+  #ids: Map<string, HostedTool> | undefined;
   #unkept: HostedUses = {};
 
   /** Counts one sighting; false when it changes nothing (the same use, at the same fee). */
   use(tool: HostedTool, id: string): boolean {
-    if (this.#ids.get(id) === tool) return false;
-    if (id.length <= KEPT_ID_CHARS && (this.#ids.has(id) || this.#ids.size < KEPT_IDS)) this.#ids.set(id, tool);
+    const ids = (this.#ids ??= new Map());
+    if (ids.get(id) === tool) return false;
+    if (id.length <= KEPT_ID_CHARS && (ids.has(id) || ids.size < KEPT_IDS)) ids.set(id, tool);
     else this.#unkept[tool] = (this.#unkept[tool] ?? 0) + 1;
     return true;
   }
 
   get empty(): boolean {
-    return this.#ids.size === 0 && Object.keys(this.#unkept).length === 0;
+    return (this.#ids?.size ?? 0) === 0 && Object.keys(this.#unkept).length === 0;
   }
 
   uses(): HostedUses {
     const uses: HostedUses = { ...this.#unkept };
-    for (const tool of this.#ids.values()) uses[tool] = (uses[tool] ?? 0) + 1;
+    for (const tool of this.#ids?.values() ?? []) uses[tool] = (uses[tool] ?? 0) + 1;
     return uses;
   }
 }

@@ -111,7 +111,8 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
   let boundOnly = 0;
   let done = false;
   const toolCalls: StreamedToolCall[] = [];
-  const open = new Map<string, StreamedToolCall>();
+  // Made at the first tool call: most answers have none, and a stream's state lives as long as it.
+  let open: Map<string, StreamedToolCall> | undefined;
   /**
    * A key names one call until it ends, yet a provider may name it again before then: whole
    * again, in pieces, or for the next call in the same place. Clients read that differently: the
@@ -119,7 +120,7 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
    * calls apart. Each reading is judged: the call so far ends where the next name comes (`open`),
    * and from the second name on, the names joined are one more call (`joined`).
    */
-  const joined = new Map<string, StreamedToolCall>();
+  let joined: Map<string, StreamedToolCall> | undefined;
   const bounded = (args: string) => (args.length > ctx.maxToolArgsChars ? args.slice(0, ctx.maxToolArgsChars) : args);
   const begin = (name: string, args: string): StreamedToolCall => {
     const call: StreamedToolCall = { name: bounded(name), arguments: bounded(args), complete: false };
@@ -134,6 +135,12 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
     if (call === undefined) return;
     if (args !== undefined) call.arguments = bounded(args);
     call.complete = true;
+  };
+  // Every finish and the stream's end close all calls: an answer without any allocates nothing here.
+  const closeAll = (calls: Map<string, StreamedToolCall> | undefined) => {
+    if (calls === undefined || calls.size === 0) return;
+    for (const call of calls.values()) close(call, undefined);
+    calls.clear();
   };
 
   const acc: StreamAccumulator = {
@@ -168,9 +175,10 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
       }
     },
     toolStart(key, name, args = '') {
-      const previous = open.get(key);
+      const previous = open?.get(key);
       if (previous !== undefined) {
         close(previous, undefined);
+        joined ??= new Map();
         const join = joined.get(key);
         if (join === undefined) joined.set(key, begin(previous.name + name, previous.arguments + args));
         else {
@@ -178,23 +186,22 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
           append(join, args);
         }
       }
-      open.set(key, begin(name, args));
+      (open ??= new Map()).set(key, begin(name, args));
     },
     toolArgs(key, delta) {
-      append(open.get(key), delta);
-      append(joined.get(key), delta);
+      append(open?.get(key), delta);
+      append(joined?.get(key), delta);
     },
     toolEnd(key, args) {
       if (key === undefined) {
-        for (const call of [...open.values(), ...joined.values()]) close(call, undefined);
-        open.clear();
-        joined.clear();
+        closeAll(open);
+        closeAll(joined);
         return;
       }
-      close(open.get(key), args);
-      close(joined.get(key), args);
-      open.delete(key);
-      joined.delete(key);
+      close(open?.get(key), args);
+      close(joined?.get(key), args);
+      open?.delete(key);
+      joined?.delete(key);
     },
     finish() {
       done = true;

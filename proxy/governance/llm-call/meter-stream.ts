@@ -12,6 +12,7 @@ import { writeToClient as write } from '../client-write.ts';
 import { contentCodings, decompressing, streamedHeaders } from '../decode-body.ts';
 import { chargeWorstCase, cutAnswer, recorded, refuseAnswer, settle, type LlmCall } from './settlement.ts';
 import { governHeldToolCall } from '../tool-calls.ts';
+import { PendingBytes } from './pending-bytes.ts';
 
 interface Cut {
   reason: CutoffReason;
@@ -90,7 +91,7 @@ export async function meterStream(
   let held: Uint8Array[] = [];
   let heldBytes = 0;
   /** Events metered and cleared to go, written together once the chunk that brought them is read. */
-  let ready: Uint8Array[] = [];
+  const ready = new PendingBytes();
   /** A write to the client is under way: a cut from elsewhere ends the answer once it is done. */
   let writing = false;
   let stopped = false;
@@ -105,8 +106,7 @@ export async function meterStream(
     stopped = true;
     clearImmediate(early);
     held = [];
-    const out = Buffer.concat([...ready, meter.errorEvent(cut.code, cut.message)]);
-    ready = [];
+    const out = ready.take(meter.errorEvent(cut.code, cut.message));
     cutAnswer(deps, call, upstream, cut, readingOf(0), () => {
       if (!res.destroyed) res.end(out);
     });
@@ -120,7 +120,9 @@ export async function meterStream(
     if (!writing) stop();
   };
   envelope.inflight.add(cutter);
-  const judged = new Set<StreamedToolCall>();
+  /** Made at the first call judged: most answers have none. */
+  let judged: Set<StreamedToolCall> | undefined;
+  const isJudged = (toolCall: StreamedToolCall) => judged?.has(toolCall) === true;
   /**
    * Judges the calls whose arguments are now complete; the event that completed them is not yet
    * forwarded. One that needs an approval holds the stream (the upstream is not read meanwhile)
@@ -129,8 +131,8 @@ export async function meterStream(
    */
   const judgeCompleted = async (calls: readonly StreamedToolCall[]) => {
     for (const toolCall of calls) {
-      if (!toolCall.complete || judged.has(toolCall)) continue;
-      judged.add(toolCall);
+      if (!toolCall.complete || isJudged(toolCall)) continue;
+      (judged ??= new Set()).add(toolCall);
       const hold = state.cut === null && !req.signal.aborted ? call.bytes : null;
       const verdict = await governHeldToolCall(deps, envelope, toolCall, 'model', call.context, req.signal, hold);
       if (!verdict.allowed) state.cut ??= { reason: 'policy', code: verdict.code, message: verdict.message };
@@ -146,9 +148,8 @@ export async function meterStream(
       pico: costPico(deps.prices, parsed.model, usage, adapter.id, serviceTier ?? parsed.serviceTier),
     });
   const flush = async (): Promise<void> => {
-    if (ready.length === 0 || stopped) return;
-    const out = ready.length === 1 ? (ready[0] as Uint8Array) : Buffer.concat(ready);
-    ready = [];
+    if (ready.empty || stopped) return;
+    const out = ready.take();
     clearImmediate(early);
     writing = true;
     if (!gone && !(await write(res, out, req.signal))) gone = true;
@@ -200,7 +201,7 @@ export async function meterStream(
           hasCalls &&
           !gone &&
           state.cut === null &&
-          step.toolCalls.some((toolCall) => toolCall.complete && !judged.has(toolCall))
+          step.toolCalls.some((toolCall) => toolCall.complete && !isJudged(toolCall))
         ) {
           await flush();
           await judgeCompleted(step.toolCalls);
@@ -221,7 +222,7 @@ export async function meterStream(
           continue;
         }
         if (gone) continue;
-        if (hasCalls && step.toolCalls.some((toolCall) => !judged.has(toolCall))) {
+        if (hasCalls && step.toolCalls.some((toolCall) => !isJudged(toolCall))) {
           // A tool call is still being written: none of it reaches the agent before it is judged
           // whole, so a refused call is never half-delivered (its name included).
           held.push(step.forward);
@@ -237,11 +238,11 @@ export async function meterStream(
           continue;
         }
         if (held.length > 0) {
-          ready.push(...held);
+          for (const bytes of held) ready.push(bytes);
           held = [];
           heldBytes = 0;
         }
-        if (step.forward.length > 0) ready.push(step.forward);
+        ready.push(step.forward);
       }
       if (progress?.done === true && !deferred) {
         deferred = true;
@@ -277,8 +278,10 @@ export async function meterStream(
     if (state.cut === null) {
       // A call the stream left open ends with it: judged before the last bytes go on.
       if (!gone) await judgeCompleted(progress.toolCalls);
-      if (state.cut === null) ready.push(...held, progress.forward);
-      else stop();
+      if (state.cut === null) {
+        for (const bytes of held) ready.push(bytes);
+        ready.push(progress.forward);
+      } else stop();
     }
   } else if (progress !== null) {
     // Charged on what was metered: counted exactly where the provider reported no usage.
@@ -319,6 +322,6 @@ export async function meterStream(
   if (gone || failed) res.destroy();
   else {
     await recorded(deps);
-    res.end(ready.length === 0 ? undefined : Buffer.concat(ready));
+    res.end(ready.empty ? undefined : ready.take());
   }
 }
