@@ -5,6 +5,7 @@ import { open } from 'lmdb';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { LmdbOutboxStorage } from './lmdb-outbox-storage.ts';
 import { eventSize, type OutboxEvent } from './outbox-storage.ts';
+import { refusingWrites } from '../../test/harness/refusing-lmdb.ts';
 
 const event = (i: number): OutboxEvent => ({ id: `e-${i}`, subject: 'svc.t.events.llm.call', data: { i } });
 
@@ -45,18 +46,7 @@ describe('LMDB outbox storage group commit', () => {
   it('where each commit waits for the disk, keeps none of a commit group one of whose events cannot be written', async () => {
     const root = open({ path: dir });
     // LMDB refuses one event's write at commit, as a full map would.
-    const openDb = root.openDB.bind(root);
-    const refusing = vi.spyOn(root, 'openDB').mockImplementation((...args: Parameters<typeof openDb>) => {
-      const db = openDb(...args);
-      const put = db.putSync.bind(db);
-      db.putSync = (key, value) => {
-        if (String(value).includes('e-bad')) throw new Error('MDB_MAP_FULL');
-        return put(key, value);
-      };
-      return db;
-    });
-    const storage = new LmdbOutboxStorage({ root, synced: true });
-    refusing.mockRestore();
+    const storage = refusingWrites(root, 'e-bad', () => new LmdbOutboxStorage({ root, synced: true }));
     const unwritable: OutboxEvent = { id: 'e-bad', subject: 'svc.t.events.llm.call', data: {} };
     const settled = await Promise.allSettled([storage.append([event(1)]), storage.append([unwritable])]);
     expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected']);

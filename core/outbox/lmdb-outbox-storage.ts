@@ -30,17 +30,26 @@ function storedEvent(value: StoredEvent): OutboxEvent {
  */
 const RECENT_LIMIT = 1024;
 
+/** What one write transaction of the outbox carries: the turn's appends and settled removals. */
 interface Group {
   entries: OutboxEntry[];
+  /** Keys that claims settled as taken by the bus. */
+  removals: number[];
+  /** Settled once the appends are on disk (in a synced environment, flushed). */
   done: PromiseWithResolvers<void>;
+  /** Settled once the transaction committed: a removal need not wait for the flush. */
+  committed: PromiseWithResolvers<void>;
+}
+
+/** A promise nobody need await: a failure is seen by whoever does, and is no unhandled rejection. */
+function handled(): PromiseWithResolvers<void> {
+  const settled = Promise.withResolvers<void>();
+  settled.promise.catch(() => undefined);
+  return settled;
 }
 
 function newGroup(): Group {
-  const done = Promise.withResolvers<void>();
-  // A caller that does not await (a failed write is counted and logged by the outbox) must not
-  // leave an unhandled rejection behind.
-  done.promise.catch(() => undefined);
-  return { entries: [], done };
+  return { entries: [], removals: [], done: handled(), committed: handled() };
 }
 
 /**
@@ -106,11 +115,7 @@ export class LmdbOutboxStorage implements OutboxStorage {
    * are taken now, in call order, and groups commit in that order.
    */
   append(events: readonly OutboxEvent[]): Promise<void> {
-    if (this.#group === null) {
-      this.#group = newGroup();
-      setImmediate(() => this.#commitGroup());
-    }
-    const group = this.#group;
+    const group = this.#openGroup();
     for (const event of events) {
       const key = this.#nextKey++;
       // Counted before they land, so that the depth bounds concurrent appends.
@@ -122,9 +127,18 @@ export class LmdbOutboxStorage implements OutboxStorage {
     return group.done.promise;
   }
 
-  /** Group commits so far (the bench reports events per commit). */
+  /** The outbox's write transactions so far, appends and removals alike (the bench reports them). */
   get groupCommits(): number {
     return this.#groupCommits;
+  }
+
+  /** The group this turn's writes join, opened (to commit at the end of the turn) if none is. */
+  #openGroup(): Group {
+    if (this.#group === null) {
+      this.#group = newGroup();
+      setImmediate(() => this.#commitGroup());
+    }
+    return this.#group;
   }
 
   #commitGroup(): void {
@@ -132,9 +146,15 @@ export class LmdbOutboxStorage implements OutboxStorage {
     if (group === null) return;
     this.#group = null;
     this.#groupCommits++;
-    const written = this.#commit(() => {
+    const committed = this.#commit(() => {
       for (const { key, event } of group.entries) this.#db.putSync(key, eventJson(event));
-    }, true);
+      for (const key of group.removals) this.#db.removeSync(key);
+    });
+    const written =
+      this.#synced && group.entries.length > 0
+        ? this.#track(committed.then(async () => void (await this.#root.flushed)))
+        : committed;
+    committed.then(group.committed.resolve, group.committed.reject);
     written.then(
       () => group.done.resolve(),
       (error: unknown) => {
@@ -149,9 +169,9 @@ export class LmdbOutboxStorage implements OutboxStorage {
 
   /**
    * One write transaction: synchronous where commits do not wait for the disk, else on LMDB's
-   * writer thread (after the writes queued before it), then, when `flushed`, until on disk.
+   * writer thread (after the writes queued before it).
    */
-  #commit(write: () => void, flushed: boolean): Promise<void> {
+  #commit(write: () => void): Promise<void> {
     if (!this.#synced) {
       try {
         this.#root.transactionSync(write);
@@ -161,17 +181,20 @@ export class LmdbOutboxStorage implements OutboxStorage {
       }
     }
     // A child transaction: a write failing part way leaves none of the others behind.
-    const done = this.#root
-      .childTransaction(write)
-      .then(() => (flushed ? this.#root.flushed : undefined))
-      .then(
+    return this.#track(
+      this.#root.childTransaction(write).then(
         () => undefined,
         async (error: unknown) => Promise.reject(await commitFailure(error)),
-      );
-    this.#writing.add(done);
-    const forget = () => this.#writing.delete(done);
-    done.then(forget, forget);
-    return done;
+      ),
+    );
+  }
+
+  /** Keeps an asynchronous write in `#writing` until it is done, for `close` to wait for. */
+  #track(write: Promise<void>): Promise<void> {
+    this.#writing.add(write);
+    const forget = () => this.#writing.delete(write);
+    write.then(forget, forget);
+    return write;
   }
 
   /**
@@ -211,27 +234,29 @@ export class LmdbOutboxStorage implements OutboxStorage {
   }
 
   async close(): Promise<void> {
-    // What was appended this turn is written before the environment may close.
+    // What was appended or settled this turn is written before the environment may close.
     this.#commitGroup();
     await Promise.allSettled([...this.#writing]);
     if (this.#ownsRoot) await this.#root.close();
   }
 
   /**
-   * One commit for all of them, committed as appends are: where those are synchronous, no
-   * asynchronous write stays in flight for an append to wait behind. A removal need not reach
-   * the disk: one lost to a crash sends its event again, which the bus de-duplicates. The keys
-   * stay claimed until the removal committed, so that no claim hands them out again meanwhile.
+   * The removals join the turn's group, so that one write transaction carries the turn's appends
+   * and removals (and where those commit synchronously, no asynchronous write stays in flight for
+   * an append to wait behind). A removal need not reach the disk: one lost to a crash sends its
+   * event again, which the bus de-duplicates; so it is done once committed, not flushed. The keys
+   * stay claimed until the removal committed, so that no claim hands them out again meanwhile; a
+   * commit that fails gives them back unremoved, to be sent again.
    */
   #settle(entries: readonly OutboxEntry[], done: readonly number[]): Promise<void> {
     const removed = new Set(done);
+    let committed = Promise.resolve();
     // An idle publisher settles an empty claim every poll: nothing to remove is no transaction.
-    const committed =
-      done.length === 0
-        ? Promise.resolve()
-        : this.#commit(() => {
-            for (const key of done) this.#db.removeSync(key);
-          }, false);
+    if (done.length > 0) {
+      const group = this.#openGroup();
+      group.removals.push(...done);
+      committed = group.committed.promise;
+    }
     const settled = committed.then(() => {
       for (const { key, event } of entries) {
         if (!removed.has(key)) continue;
