@@ -18,21 +18,30 @@ function framed(length: number): Buffer {
   return Buffer.concat([prefix, Buffer.alloc(length, 7)]);
 }
 
+/** What `lengthPrefixes` told of the messages of `wire`, as cut in chunks of `cut` bytes. */
+function edgesOf(wire: Buffer, cut: number): (string | number)[] {
+  const told: (string | number)[] = [];
+  const read = lengthPrefixes({
+    begun: () => told.push('begun'),
+    declared: (bytes) => told.push(bytes),
+    ended: () => told.push('ended'),
+  });
+  for (let at = 0; at < wire.length; at += cut) read(wire.subarray(at, at + cut));
+  return told;
+}
+
 describe('lengthPrefixes', () => {
-  it('tells each message’s length once its prefix is whole, however the bytes are cut', () => {
+  it('tells each message’s start, length once its prefix is whole, and end, however the bytes are cut', () => {
     const wire = Buffer.concat([framed(3), framed(0), framed(70_000), framed(1)]);
     for (const cut of [1, 2, 4, 5, 6, 16_384, wire.length]) {
-      const lengths: number[] = [];
-      const read = lengthPrefixes((bytes) => lengths.push(bytes));
-      for (let at = 0; at < wire.length; at += cut) read(wire.subarray(at, at + cut));
-      expect(lengths).toEqual([3, 0, 70_000, 1]);
+      expect(edgesOf(wire, cut)).toEqual([3, 0, 70_000, 1].flatMap((bytes) => ['begun', bytes, 'ended']));
     }
   });
 
-  it('tells a message’s length before any of its bytes arrive', () => {
-    const lengths: number[] = [];
-    lengthPrefixes((bytes) => lengths.push(bytes))(framed(4 * 1024 * 1024).subarray(0, 5));
-    expect(lengths).toEqual([4 * 1024 * 1024]);
+  it('tells a message’s length before any of its bytes arrive, and no end before its last', () => {
+    expect(edgesOf(framed(4 * 1024 * 1024).subarray(0, 5), 5)).toEqual(['begun', 4 * 1024 * 1024]);
+    expect(edgesOf(framed(10).subarray(0, 14), 14)).toEqual(['begun', 10]);
+    expect(edgesOf(framed(10).subarray(0, 2), 2)).toEqual(['begun']);
   });
 });
 

@@ -5,12 +5,23 @@ import type { ServerInterceptingCallInterface } from '@grpc/grpc-js';
 /** A gRPC message's prefix: a compressed flag, then its length as four big-endian bytes. */
 const PREFIX_BYTES = 5;
 
+/** What `lengthPrefixes` tells of each message as its bytes arrive. */
+export interface MessageEdges {
+  /** The first byte of its prefix has arrived. */
+  begun(): void;
+  /** Its prefix is whole: it declares `bytes`. */
+  declared(bytes: number): void;
+  /** Its last byte has arrived. */
+  ended(): void;
+}
+
 /**
  * Reads the length prefixes of a stream's gRPC messages from its chunks as they arrive, and
- * tells `declared` each message's length as soon as its prefix is whole. It keeps none of the
- * messages' bytes: it only steps over them to the next prefix.
+ * tells `edges` when each message begins, what length it declares as soon as its prefix is
+ * whole, and when its last byte is in. It keeps none of the messages' bytes: it only steps over
+ * them to the next prefix.
  */
-export function lengthPrefixes(declared: (bytes: number) => void): (chunk: Buffer) => void {
+export function lengthPrefixes(edges: MessageEdges): (chunk: Buffer) => void {
   const prefix = Buffer.alloc(PREFIX_BYTES);
   let prefixRead = 0;
   let toSkip = 0;
@@ -21,15 +32,18 @@ export function lengthPrefixes(declared: (bytes: number) => void): (chunk: Buffe
         const skipped = Math.min(toSkip, chunk.length - at);
         toSkip -= skipped;
         at += skipped;
+        if (toSkip === 0) edges.ended();
         continue;
       }
+      if (prefixRead === 0) edges.begun();
       const read = chunk.copy(prefix, prefixRead, at, at + PREFIX_BYTES - prefixRead);
       prefixRead += read;
       at += read;
       if (prefixRead === PREFIX_BYTES) {
         prefixRead = 0;
         toSkip = prefix.readUInt32BE(1);
-        declared(toSkip);
+        edges.declared(toSkip);
+        if (toSkip === 0) edges.ended();
       }
     }
   };

@@ -47,9 +47,10 @@ export interface CallGateOptions {
  * not authenticated. Every call's messages are then counted from their length prefixes as they
  * arrive, before grpc-js buffers them whole (request-bytes.ts): one past the method's limit or
  * the server's budget is refused at its prefix. A call that is not admitted and sent whole
- * within `receiveTimeoutMs` is ended with SVC-SYS-9010, so a message left half-sent does not
- * hold its bytes. A request of the contracts' services is then decoded and holds its bytes until
- * the call ends; that of health or reflection gives them back once its handler has it.
+ * within `receiveTimeoutMs`, or whose later message is not whole within it of its first byte,
+ * is ended with SVC-SYS-9010, so a message left half-sent does not hold its bytes. A request of
+ * the contracts' services is then decoded and holds its bytes until the call ends; that of
+ * health or reflection gives them back once its handler has it.
  */
 export function authenticateFirst(options: CallGateOptions): CallGate {
   const admitted = new WeakMap<Metadata, Admission>();
@@ -59,12 +60,16 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
     const stream = arrivingStreamOf(call);
     const start = Date.now();
     let ended = false;
-    let timer: NodeJS.Timeout | undefined;
+    // From the metadata until the first message is handed on, admission included.
+    let firstMessage: NodeJS.Timeout | undefined;
+    // From a message's first byte to its last, for every message of the call.
+    let onTheWire: NodeJS.Timeout | undefined;
     let requestId = '';
     let principalId: string | undefined;
     const finish = (): void => {
       ended = true;
-      clearTimeout(timer);
+      clearTimeout(firstMessage);
+      clearTimeout(onTheWire);
       stream?.off('data', readPrefixes);
       bytes.release();
     };
@@ -74,13 +79,25 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
       const line = { request_id: requestId, rpc: method.path, ms: Date.now() - start, principal: principalId };
       call.sendStatus(failedCall(error, line, options.logger, options.documentationBase()));
     };
+    const receiveDeadline = (what: string): NodeJS.Timeout =>
+      setTimeout(
+        () =>
+          refuse(new SvcError('SVC-SYS-9010', `${what} not received within ${String(options.receiveTimeoutMs)} ms`)),
+        options.receiveTimeoutMs,
+      );
     // Ahead of grpc-js's own listener: a message refused at its prefix is never buffered.
-    const readPrefixes = lengthPrefixes((declared) => {
-      try {
-        bytes.arriving(declared);
-      } catch (error) {
-        refuse(error);
-      }
+    const readPrefixes = lengthPrefixes({
+      begun: () => {
+        if (!ended) onTheWire = receiveDeadline('request message');
+      },
+      declared: (declared) => {
+        try {
+          bytes.arriving(declared);
+        } catch (error) {
+          refuse(error);
+        }
+      },
+      ended: () => clearTimeout(onTheWire),
     });
     stream?.prependListener('data', readPrefixes);
     const admit = (metadata: Metadata, passOn: (metadata: Metadata) => void): void => {
@@ -103,20 +120,14 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
         next({
           onReceiveMetadata: (metadata, passOn) => {
             requestId = requestIdOf(firstValue(metadata, 'x-request-id'));
-            timer = setTimeout(
-              () =>
-                refuse(
-                  new SvcError('SVC-SYS-9010', `request not received within ${String(options.receiveTimeoutMs)} ms`),
-                ),
-              options.receiveTimeoutMs,
-            );
+            firstMessage = receiveDeadline('request');
             if (stream === undefined)
               refuse(new Error('the call’s HTTP/2 stream is out of reach: @grpc/grpc-js changed'));
             else if (gated) admit(metadata, passOn);
             else passOn(metadata);
           },
           onReceiveMessage: (message, passOn) => {
-            clearTimeout(timer);
+            clearTimeout(firstMessage);
             if (ended) return;
             if (!gated) {
               bytes.delivered();

@@ -131,6 +131,13 @@ async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: numbe
   return { server, port, clients: clientsFor(definition, `127.0.0.1:${String(port)}`) };
 }
 
+/** `message` with its gRPC length prefix. */
+function framed(message: Buffer): Buffer {
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(message.length, 1);
+  return Buffer.concat([prefix, message]);
+}
+
 /** A stream whose message declares `declared` bytes and sends 100 of them, never ending. */
 function halfSentMessage(
   session: ClientHttp2Session,
@@ -492,6 +499,36 @@ describe('gRPC server limits', () => {
         session.destroy();
       }
     });
+  });
+
+  it('ends a reflection stream whose later message does not arrive whole within the default deadline of its first byte', async () => {
+    const session = connect(`http://127.0.0.1:${String(running.port)}`);
+    try {
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/grpc.reflection.v1.ServerReflection/ServerReflectionInfo',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      });
+      stream.on('error', () => undefined);
+      const answered = (): Promise<void> => new Promise((resolve) => stream.once('data', () => resolve()));
+      const listServices = framed(field(7, Buffer.alloc(0)));
+      // Whole messages further apart than the deadline are answered: it times messages, not the stream.
+      for (let i = 0; i < 2; i++) {
+        const answer = answered();
+        stream.write(listServices);
+        await answer;
+        await new Promise((r) => setTimeout(r, 400));
+      }
+      const started = Date.now();
+      stream.write(listServices.subarray(0, 3));
+      expect(await endsWithin([stream], 3_000, 1)).toEqual([
+        { rstCode: undefined, grpcStatus: String(status.DEADLINE_EXCEEDED), svcCode: 'SVC-SYS-9010' },
+      ]);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    } finally {
+      session.destroy();
+    }
   });
 
   it('gives back a reflection request’s bytes once its handler has it, however long its stream', async () => {
