@@ -34,7 +34,7 @@ export interface CallGateOptions {
   requestBytes: RequestBytes;
   /**
    * Sizes each message of health and reflection as it arrives: their own budget, since they take
-   * calls without a credential.
+   * calls without a credential, of which one address may hold only a share.
    */
   openRequestBytes: RequestBytes;
 }
@@ -56,7 +56,8 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
   const admitted = new WeakMap<Metadata, Admission>();
   const interceptor: ServerInterceptor = (method, call) => {
     const gated = method.path.startsWith('/svc.');
-    const bytes = (gated ? options.requestBytes : options.openRequestBytes).open(method.path);
+    const address = peerAddress(call.getPeer());
+    const bytes = (gated ? options.requestBytes : options.openRequestBytes).open(method.path, address);
     const stream = arrivingStreamOf(call);
     const start = Date.now();
     let ended = false;
@@ -104,7 +105,7 @@ export function authenticateFirst(options: CallGateOptions): CallGate {
       options.authenticator
         .authenticate(
           { authorization: firstValue(metadata, 'authorization'), 'x-api-key': firstValue(metadata, 'x-api-key') },
-          peerAddress(call.getPeer()),
+          address,
         )
         .then(async (principal) => {
           principalId = principal.id;

@@ -64,8 +64,11 @@ export interface CallBytes {
 }
 
 export interface RequestBytes {
-  /** What a call of the method at `path` (`/svc.policy.v1.PolicyService/GetPolicy`) holds. */
-  open(path: string): CallBytes;
+  /**
+   * What a call of the method at `path` (`/svc.policy.v1.PolicyService/GetPolicy`) holds, made
+   * from `address` (its peer's, without the port).
+   */
+  open(path: string, address: string): CallBytes;
 }
 
 export interface RequestBytesOptions {
@@ -75,6 +78,8 @@ export interface RequestBytesOptions {
   totalBytes: number;
   /** The server's largest message, which grpc-js refuses above. */
   maxMessageBytes: number;
+  /** Bytes the calls from one address may hold together; unbounded but for `totalBytes` if absent. */
+  perAddressBytes?: number;
 }
 
 // protobufjs's words for a message nested past Reader.recursionLimit.
@@ -90,8 +95,11 @@ function tooLarge(bytes: number, limit: number): SvcError {
 
 export function createRequestBytes(options: RequestBytesOptions): RequestBytes {
   let held = 0;
+  // Only addresses holding bytes have an entry, so it is no larger than the calls open.
+  const heldBy = new Map<string, number>();
+  const perAddress = options.perAddressBytes ?? Infinity;
   return {
-    open(path) {
+    open(path, address) {
       const limit = options.limits.get(path) ?? SMALL_REQUEST_BYTES;
       // The declared bytes of each message arrived and not yet admitted or delivered, in order.
       const arrived: number[] = [];
@@ -103,8 +111,26 @@ export function createRequestBytes(options: RequestBytesOptions): RequestBytes {
             limit_bytes: options.totalBytes,
           });
         }
+        const byAddress = heldBy.get(address) ?? 0;
+        if (byAddress + bytes > perAddress) {
+          throw new SvcError(
+            'SVC-SYS-9005',
+            'calls from this address hold as many request bytes as they may; retry shortly',
+            {
+              limit_bytes: perAddress,
+            },
+          );
+        }
         held += bytes;
+        heldBy.set(address, byAddress + bytes);
         holding += bytes;
+      };
+      const giveBack = (bytes: number): void => {
+        held -= bytes;
+        holding -= bytes;
+        const left = (heldBy.get(address) ?? 0) - bytes;
+        if (left > 0) heldBy.set(address, left);
+        else heldBy.delete(address);
       };
       return {
         arriving(declared) {
@@ -145,15 +171,12 @@ export function createRequestBytes(options: RequestBytesOptions): RequestBytes {
         },
         delivered() {
           if (released) return;
-          const bytes = arrived.shift() ?? 0;
-          held -= bytes;
-          holding -= bytes;
+          giveBack(arrived.shift() ?? 0);
         },
         release() {
           if (released) return;
           released = true;
-          held -= holding;
-          holding = 0;
+          giveBack(holding);
         },
       };
     },

@@ -6,6 +6,7 @@ import {
   type ClientHttp2Stream,
   type IncomingHttpHeaders,
 } from 'node:http2';
+import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -129,6 +130,13 @@ async function serve(options: { defaultTimeoutMs: number; maxMessageBytes: numbe
   });
   const port = await server.listen('127.0.0.1', 0);
   return { server, port, clients: clientsFor(definition, `127.0.0.1:${String(port)}`) };
+}
+
+/** An HTTP/2 connection to the server on `port` from the loopback address `from`. */
+function sessionFrom(port: number, from: string): ClientHttp2Session {
+  return connect(`http://127.0.0.1:${String(port)}`, {
+    createConnection: () => netConnect({ host: '127.0.0.1', port, localAddress: from }),
+  });
 }
 
 /** `message` with its gRPC length prefix. */
@@ -486,15 +494,64 @@ describe('gRPC server limits', () => {
         expect(large).toEqual([
           { rstCode: undefined, grpcStatus: String(status.OUT_OF_RANGE), svcCode: 'SVC-SYS-9009' },
         ]);
-        // Four of 64,000 bytes fit the budget, a fifth does not.
-        const streams = Array.from({ length: 5 }, () => halfSentMessage(session, {}, { ...check, declared: 64_000 }));
+        // Four of 64,000 bytes fit the budget, a fifth does not (each from an address of its own).
+        const sessions = [2, 3, 4, 5, 6].map((host) => sessionFrom(port, `127.0.0.${String(host)}`));
+        const streams = sessions.map((from) => halfSentMessage(from, {}, { ...check, declared: 64_000 }));
         const ends = await endsWithin(streams, 5_000, 1);
+        for (const from of sessions) from.destroy();
         expect(ends).toEqual([
           { rstCode: undefined, grpcStatus: String(status.RESOURCE_EXHAUSTED), svcCode: 'SVC-SYS-9005' },
         ]);
         // Callers without a credential hold none of the contracts' services' budget.
         const checkpoints = clients.client('svc.checkpoint.v1.CheckpointService');
         expect(await saveCheckpoint(checkpoints, MAX_MESSAGE - 100)).toMatchObject({ checkpoint_id: 'c' });
+      } finally {
+        session.destroy();
+      }
+    });
+  });
+
+  it('lets one address hold only a share of the health and reflection budget, so a health check from another is served', async () => {
+    // One address may hold a sixteenth of 16 × 64 KiB: one request of 64 KiB.
+    await onOwnServer(16 * SMALL_REQUEST_BYTES, async ({ port, clients }) => {
+      const session = sessionFrom(port, '127.0.0.2');
+      const check = { path: '/grpc.health.v1.Health/Check' };
+      try {
+        // Were it not bounded, these would hold the whole budget; one more byte is refused.
+        const declared = [...Array.from({ length: 16 }, () => SMALL_REQUEST_BYTES), 1];
+        const streams = declared.map((bytes) => halfSentMessage(session, {}, { ...check, declared: bytes }));
+        const ends = await endsWithin(streams, 5_000, 16);
+        expect(ends).toHaveLength(16);
+        for (const end of ends) {
+          expect(end).toEqual({
+            rstCode: undefined,
+            grpcStatus: String(status.RESOURCE_EXHAUSTED),
+            svcCode: 'SVC-SYS-9005',
+          });
+        }
+        const health = clients.client('grpc.health.v1.Health');
+        expect(await unary(health, 'Check', { service: 'svc.policy.v1.PolicyService' })).toEqual({
+          status: 'SERVING',
+        });
+        // Once its calls end, the address holds nothing and is served again.
+        session.destroy();
+        const again = sessionFrom(port, '127.0.0.2');
+        const namedCheck = (): Promise<StreamEnd> => {
+          const stream = again.request({
+            ':method': 'POST',
+            ':path': check.path,
+            'content-type': 'application/grpc',
+            te: 'trailers',
+          });
+          stream.on('error', () => undefined);
+          stream.end(framed(field(1, Buffer.from('svc.policy.v1.PolicyService'))));
+          return ending(stream);
+        };
+        try {
+          await eventually(namedCheck, (end) => end.grpcStatus === String(status.OK));
+        } finally {
+          again.destroy();
+        }
       } finally {
         session.destroy();
       }

@@ -21,7 +21,7 @@ import { authenticateFirst } from './authenticate-first.ts';
 import { firstValue } from './call-metadata.ts';
 import { failedCall } from './call-outcome.ts';
 import { healthService, type HealthProbe } from './health.ts';
-import { createRequestBytes, deferDecoding } from './request-bytes.ts';
+import { createRequestBytes, deferDecoding, SMALL_REQUEST_BYTES } from './request-bytes.ts';
 
 /** Who may call a method: a scope of spec 2.8, any platform administrator, or any valid credential. */
 export type GrpcAccess = Scope | 'administrator' | 'authenticated';
@@ -95,10 +95,18 @@ export interface GrpcLimits {
   maxConnectionAgeMs: number;
   /**
    * Bytes of request messages arriving or received and not yet answered, across every call of
-   * the contracts' services; health and reflection have as many of their own.
+   * the contracts' services; health and reflection have as many of their own, of which one
+   * address may hold a sixteenth (OPEN_CALLS_ADDRESSES), and at least one request of 64 KiB.
    */
   maxReceivedBytes: number;
 }
+
+/**
+ * How many addresses it takes to fill the budget of health and reflection, which take calls
+ * without a credential: one address holds at most this share of it, so it cannot keep the
+ * others' health checks out. Each still has room for many of their requests of at most 64 KiB.
+ */
+export const OPEN_CALLS_ADDRESSES = 16;
 
 export interface GrpcServer {
   /** Binds `host:port` (port 0: any free port); resolves with the bound port. */
@@ -144,7 +152,11 @@ export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
     ...options,
     receiveTimeoutMs: options.defaultTimeoutMs,
     requestBytes: createRequestBytes({ ...budget, limits: largeRequests }),
-    openRequestBytes: createRequestBytes({ ...budget, limits: new Map() }),
+    openRequestBytes: createRequestBytes({
+      ...budget,
+      limits: new Map(),
+      perAddressBytes: Math.max(limits.maxReceivedBytes / OPEN_CALLS_ADDRESSES, SMALL_REQUEST_BYTES),
+    }),
   });
   const server = new Server({
     'grpc.max_receive_message_length': options.maxMessageBytes,
