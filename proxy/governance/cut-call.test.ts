@@ -1,43 +1,16 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it, vi } from 'vitest';
 import { loadPriceTable } from '../../core/metering/prices.ts';
+import { chargedCall, worstCharge } from '../../test/fixtures/charged-call.ts';
 import type { OutboxEvent } from '../../core/outbox/outbox-storage.ts';
 import { createGovernanceMetrics } from '../metrics/index.ts';
 import { cutCall } from './cut-call.ts';
 import { EventRecorder } from './event-recorder.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
-import type { Charge, ChargedCall } from './settle-call.ts';
 
-const envelope = {
-  envelopeId: 'env-1',
-  executionId: 'exec-1',
-  budgetId: 'budget-1',
-  ending: null,
-  paused: null,
-  inflight: new Set<never>(),
-};
+const call = chargedCall();
 
-const call: ChargedCall = {
-  provider: 'openai',
-  envelope,
-  reservation: { budgetId: 'budget-1', held: { tokens: 0, pico: 0 }, cover: () => true, settle: () => undefined },
-  requestId: 'r-1',
-  requestedModel: 'gpt-4o-mini',
-  operation: 'chat',
-  stream: true,
-  room: { release: () => undefined },
-  eventId: 'call-1',
-};
-
-const worst: Charge = {
-  model: '',
-  usage: { input: 10, output: 400, cachedInput: 0 },
-  usageSource: 'estimated',
-  basis: 'worst_case',
-  toolCalls: [],
-  cutOff: 'terminated',
-  aborted: false,
-};
+const worst = worstCharge;
 
 /** Governance deps whose provisional store commits each write once `put` of the test says so. */
 function depsWith(put: (event: OutboxEvent) => Promise<void>): GovernanceDeps {
