@@ -16,8 +16,8 @@ import { sendProviderRefusal } from './provider-refusal.ts';
 import { contentCodings, decompress } from './decode-body.ts';
 import { readRequestBody } from './read-body.ts';
 import { recorded } from './llm-call/settlement.ts';
-import { chargeCall, holdCharge, type Charge, type ChargeBasis, type ChargedCall } from './settle-call.ts';
-import { cutCall } from './cut-call.ts';
+import type { Charge, ChargeBasis } from './settle-call.ts';
+import { CallCharge } from './call-charge.ts';
 import { TextSample } from './text-sample.ts';
 import { refused } from './tool-calls.ts';
 import { mayHaveReachedProvider } from './upstream-failure.ts';
@@ -195,7 +195,7 @@ export async function governUnclassifiedCall(
     return;
   }
   count('metered');
-  const call: ChargedCall = {
+  const settlement = new CallCharge(deps, {
     provider: adapter.id,
     envelope,
     reservation,
@@ -205,7 +205,7 @@ export async function governUnclassifiedCall(
     stream: false,
     room,
     eventId: timeOrderedUuid(),
-  };
+  });
   const charge = (output: number, basis: ChargeBasis, cutOff: string | null): Charge => ({
     model: '',
     usage: { input, output, cachedInput: 0 },
@@ -221,26 +221,11 @@ export async function governUnclassifiedCall(
   const answerBound = maxOutputTokens(deps.prices, model, FALLBACK_MAX_OUTPUT_TOKENS);
   const worst = (answerBytes: number, cutOff: string) =>
     charge(Math.max(answerBound, answerBytes), 'worst_case', cutOff);
-  // Its worst case stands for it while its answer is drained (`holdCharge`): once cut, or once its
+  // Its worst case stands for it while its answer is drained (`CallCharge`): once cut, or once its
   // client left before it was charged. One that stood for a call not charged after all is withdrawn.
-  let held = false;
-  let charged = false;
-  const settleAt = (made: Charge) => {
-    charged = true;
-    chargeCall(deps, call, made);
-  };
-  const settleFree = () => {
-    charged = true;
-    reservation.settle(ZERO);
-    if (held) deps.recorder.withdraw(call.eventId);
-  };
   let response: UpstreamResponse | undefined;
   const sample = new TextSample();
-  const left = () => {
-    if (charged || held) return;
-    held = true;
-    void holdCharge(deps, call, worst(answerSize(response, sample), 'client_gone'));
-  };
+  const left = () => settlement.hold(worst(answerSize(response, sample), 'client_gone'));
   // Made as the request goes upstream: a client gone already has the call's worst case held at once.
   const upstream = upstreamSignal(req.signal, deps.abortDrainMs, left);
   try {
@@ -256,9 +241,9 @@ export async function governUnclassifiedCall(
       });
     } catch (error) {
       if (mayHaveReachedProvider(error)) {
-        settleAt(worst(0, req.signal.aborted ? 'client_gone' : 'upstream_failed'));
+        settlement.settle(worst(0, req.signal.aborted ? 'client_gone' : 'upstream_failed'));
         await recorded(deps);
-      } else settleFree();
+      } else settlement.withdraw();
       const failure = isSvcError(error) ? error : undefined;
       // An unforeseen error's text stays in the log; the agent reads the code and its request id.
       if (failure === undefined) deps.logger.warn({ request_id: req.id, err: error }, 'upstream call failed');
@@ -272,7 +257,7 @@ export async function governUnclassifiedCall(
     response.headers[ENVELOPE_HEADER] = envelope.envelopeId;
     if (response.statusCode >= 400) {
       // The provider refused: nothing generated, nothing charged.
-      settleFree();
+      settlement.withdraw();
       await relayResponse(req.clientRes, response).catch(() => req.clientRes.destroy());
       return;
     }
@@ -283,10 +268,7 @@ export async function governUnclassifiedCall(
     const covers = (answerBytes: number) =>
       reservation.cover(price(deps.prices, model, { input, output: answerBytes, cachedInput: 0 }, adapter.id));
     const cut = (reason: AnswerCut, answerBytes: number, end: () => void) => {
-      held = true;
-      cutCall(
-        deps,
-        call,
+      settlement.cut(
         upstream,
         reason,
         reason === 'budget'
@@ -301,7 +283,7 @@ export async function governUnclassifiedCall(
     const read = answer.complete
       ? charge(await answer.sample.tokens(deps.tokens, model), 'estimate', answer.cutOff)
       : worst(answer.bytes, answer.cutOff ?? 'upstream_failed');
-    settleAt(read);
+    settlement.settle(read);
     await recorded(deps);
     if (answer.complete && answer.cutOff === null) req.clientRes.end(answer.rest);
   } finally {

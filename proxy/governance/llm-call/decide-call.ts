@@ -6,6 +6,7 @@ import { whileInflight, type Resolution } from '../../envelopes/index.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
 import type { Operation, ProviderAdapter } from '../../providers/index.ts';
 import { awaitResumed, endedRefusal } from '../await-resumed.ts';
+import { CallCharge } from '../call-charge.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
 import { reserveCall } from '../reserve-call.ts';
 import { refused, toolContext, type Judgeable } from '../tool-calls.ts';
@@ -145,6 +146,17 @@ export async function decideCall(
     reservation.settle(ZERO);
     return refusal('unrecorded', 'SVC-EVT-4001', UNRECORDED, envelope.envelopeId);
   }
+  const settlement = new CallCharge(deps, {
+    provider: adapter.id,
+    envelope,
+    reservation,
+    requestId: req.id,
+    requestedModel: parsed.model,
+    operation: op,
+    stream: parsed.stream,
+    room,
+    eventId: timeOrderedUuid(),
+  });
   return {
     req,
     adapter,
@@ -154,13 +166,11 @@ export async function decideCall(
     envelope,
     reservation,
     room,
-    eventId: timeOrderedUuid(),
     context,
     bytes,
     hideStreamUsage: false,
     sent: false,
-    settled: false,
-    held: false,
+    settlement,
     seen: () => undefined,
   };
 }

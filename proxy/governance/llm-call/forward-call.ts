@@ -44,7 +44,7 @@ export async function forwardCall(
   } catch (error) {
     if (mayHaveReachedProvider(error))
       await chargeWorstCase(deps, call, req.signal.aborted ? 'client_gone' : 'upstream_failed');
-    else release(deps, call);
+    else release(call);
     const failure = isSvcError(error) ? error : undefined;
     // An unforeseen error's text stays in the log.
     if (failure === undefined) deps.logger.warn({ request_id: req.id, err: error }, 'upstream call failed');

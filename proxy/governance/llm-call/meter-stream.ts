@@ -107,7 +107,7 @@ export async function meterStream(
     clearImmediate(early);
     held = [];
     const out = ready.take(meter.errorEvent(cut.code, cut.message));
-    cutAnswer(deps, call, upstream, cut, readingOf(0), () => {
+    cutAnswer(call, upstream, cut, readingOf(0), () => {
       if (!res.destroyed) res.end(out);
     });
   };
@@ -300,7 +300,6 @@ export async function meterStream(
     // The agent's answer ended at the cut; the provider's was read to its end for its usage.
     if (complete)
       settle(
-        deps,
         call,
         { ...reading, usage: { ...reading.usage, output: Math.max(reading.usage.output, meteredAtCut ?? 0) } },
         'usage',
@@ -311,7 +310,7 @@ export async function meterStream(
     await recorded(deps);
     return;
   }
-  if (complete) settle(deps, call, reading, 'usage', gone ? 'client_gone' : null, gone);
+  if (complete) settle(call, reading, 'usage', gone ? 'client_gone' : null, gone);
   else
     await chargeWorstCase(
       deps,

@@ -26,7 +26,7 @@ export async function relayProviderRefusal(
   call: LlmCall,
   response: UpstreamResponse,
 ): Promise<void> {
-  release(deps, call);
+  release(call);
   let bytes: Buffer;
   try {
     bytes = await readBody(response.body, deps.responseLimitBytes, { what: 'provider error answer', rest: 'destroy' });
@@ -78,9 +78,9 @@ export async function meterWhole(deps: GovernanceDeps, call: LlmCall, response: 
     call.adapter.readResponse(call.op, answer, () => call.input.within()),
   );
   const aborted = req.signal.aborted;
-  const priced = settle(deps, call, reading, 'usage', aborted ? 'client_gone' : null, aborted);
+  const priced = settle(call, reading, 'usage', aborted ? 'client_gone' : null, aborted);
   deps.logger.debug(
-    { request_id: req.id, envelope_id: call.envelope.envelopeId, model: reading.model, cost_usd: priced.usd, aborted },
+    { request_id: req.id, envelope_id: call.envelope.envelopeId, model: reading.model, cost_usd: priced?.usd, aborted },
     'llm call metered',
   );
   // Nobody receives the answer, so its tool calls will not be made.

@@ -37,9 +37,7 @@ export async function governLlmCall(
   if (isRefused(call)) return answer(call, model);
 
   // Made as the request goes upstream: a client gone already has the call's worst case held at once.
-  const upstream = upstreamSignal(req.signal, deps.abortDrainMs, () =>
-    holdWorstCase(deps, call, 'client_gone', call.seen()),
-  );
+  const upstream = upstreamSignal(req.signal, deps.abortDrainMs, () => holdWorstCase(call, 'client_gone', call.seen()));
   try {
     const response = await forwardCall(deps, call, read, upstream.signal);
     if (isRefused(response)) return answer(response, model);

@@ -1,6 +1,6 @@
 import type { SvcCode } from '../../../core/errors/index.ts';
 import type { OutboxRoom } from '../../../core/outbox/outbox.ts';
-import { ZERO, type Reservation } from '../../enforcement/index.ts';
+import type { Reservation } from '../../enforcement/index.ts';
 import type { LocalEnvelope } from '../../envelopes/index.ts';
 import type { CutoffReason } from '../../metrics/index.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
@@ -9,8 +9,8 @@ import { worstCase, type PricedUsage } from '../call-pricing.ts';
 import type { GovernanceDeps } from '../governance-deps.ts';
 import type { InputTokens } from '../input-tokens.ts';
 import { sendProviderRefusal } from '../provider-refusal.ts';
-import { cutCall } from '../cut-call.ts';
-import { chargeCall, holdCharge, type Charge, type ChargeBasis, type ChargedCall } from '../settle-call.ts';
+import type { CallCharge } from '../call-charge.ts';
+import type { Charge, ChargeBasis } from '../settle-call.ts';
 import type { UpstreamSignal } from '../upstream-signal.ts';
 
 /** One governed LLM call once it is decided: what forwarding, metering and settling share. */
@@ -24,8 +24,6 @@ export interface LlmCall {
   reservation: Reservation;
   /** Room held in the outbox for the call's usage event: a call is made only if it can be recorded. */
   room: OutboxRoom;
-  /** The id of the call's usage event (`ChargedCall.eventId`). */
-  eventId: string;
   /** Policy context shared by the call's own and its tool-call evaluations. */
   context: Record<string, unknown>;
   /** The decoded request's size: what a hold of the call's tool calls counts besides the answer. */
@@ -33,10 +31,8 @@ export interface LlmCall {
   hideStreamUsage: boolean;
   /** Set once the request went upstream: from then on it may cost, whatever happens. */
   sent: boolean;
-  /** Set once the call is charged (or released): exactly one settlement per call. */
-  settled: boolean;
-  /** Set once its worst case stands for it provisionally (`holdCharge`): its answer is cut, or its client left. */
-  held: boolean;
+  /** Its one settlement: charged or released exactly once, its worst case held provisionally meanwhile. */
+  settlement: CallCharge;
   /** What was metered of its answer so far: counted in a worst case taken before the answer's end. */
   seen: () => ResponseReading | undefined;
 }
@@ -47,15 +43,13 @@ export interface LlmCall {
  * reach its client whole.
  */
 export function settle(
-  deps: GovernanceDeps,
   call: LlmCall,
   reading: ResponseReading,
   basis: ChargeBasis,
   cutOff: string | null,
   aborted: boolean,
-): PricedUsage {
-  call.settled = true;
-  return chargeCall(deps, chargedCall(call), charge(call, reading, basis, cutOff, aborted));
+): PricedUsage | undefined {
+  return call.settlement.settle(charge(call, reading, basis, cutOff, aborted));
 }
 
 /**
@@ -71,10 +65,10 @@ export async function chargeWorstCase(
   // The prompt not counted yet (a process's first count loads the encoding, about a second): the
   // worst case at its bound stands for the call meanwhile, so a process killed during the count
   // has it published at its next start rather than losing the call.
-  if (call.input.known() === undefined) holdWorstCase(deps, call, cutOff, seen);
-  // Settled from now on: nothing else charges the call while its input is being counted.
-  call.settled = true;
-  settle(deps, call, worstReading(call, await call.input.exact(), seen), 'worst_case', cutOff, call.req.signal.aborted);
+  if (call.input.known() === undefined) holdWorstCase(call, cutOff, seen);
+  await call.settlement.settleWhen(async () =>
+    charge(call, worstReading(call, await call.input.exact(), seen), 'worst_case', cutOff, call.req.signal.aborted),
+  );
   await recorded(deps);
 }
 
@@ -83,15 +77,13 @@ export async function chargeWorstCase(
  * for it until the drain ends; `end` ends the agent's answer once it is written.
  */
 export function cutAnswer(
-  deps: GovernanceDeps,
   call: LlmCall,
   upstream: UpstreamSignal,
   cut: { reason: CutoffReason; message: string },
   seen: ResponseReading,
   end: () => void,
 ): void {
-  call.held = true;
-  cutCall(deps, chargedCall(call), upstream, cut.reason, cut.message, heldWorstCase(call, cut.reason, seen), end);
+  call.settlement.cut(upstream, cut.reason, cut.message, heldWorstCase(call, cut.reason, seen), end);
 }
 
 /**
@@ -101,15 +93,8 @@ export function cutAnswer(
  * for its usage, `upstreamSignal`), or it is charged at its worst case once its prompt is counted.
  * A call charged already, or cut (held) already, needs none.
  */
-export function holdWorstCase(
-  deps: GovernanceDeps,
-  call: LlmCall,
-  cutOff: string,
-  seen: ResponseReading | undefined,
-): void {
-  if (call.settled || call.held) return;
-  call.held = true;
-  void holdCharge(deps, chargedCall(call), heldWorstCase(call, cutOff, seen));
+export function holdWorstCase(call: LlmCall, cutOff: string, seen: ResponseReading | undefined): void {
+  call.settlement.hold(heldWorstCase(call, cutOff, seen));
 }
 
 /**
@@ -133,20 +118,6 @@ function worstReading(call: LlmCall, input: number, seen: ResponseReading | unde
   };
 }
 
-function chargedCall(call: LlmCall): ChargedCall {
-  return {
-    provider: call.adapter.id,
-    envelope: call.envelope,
-    reservation: call.reservation,
-    requestId: call.req.id,
-    requestedModel: call.parsed.model,
-    operation: call.op,
-    stream: call.parsed.stream,
-    room: call.room,
-    eventId: call.eventId,
-  };
-}
-
 function charge(
   call: LlmCall,
   reading: ResponseReading,
@@ -161,18 +132,16 @@ function charge(
  * Returns the call's hold to the lease uncharged: the provider generated nothing. A worst case
  * that stood for it (its client left meanwhile) is withdrawn.
  */
-export function release(deps: GovernanceDeps, call: LlmCall): void {
-  call.settled = true;
-  call.reservation.settle(ZERO);
+export function release(call: LlmCall): void {
+  call.settlement.withdraw();
   call.room.release();
-  if (call.held) deps.recorder.withdraw(call.eventId);
 }
 
 /** Whatever ended the call without settling it: charged if it may have reached the provider. */
 export async function settleUnfinished(deps: GovernanceDeps, call: LlmCall): Promise<void> {
-  if (call.settled) return;
+  if (call.settlement.settled) return;
   if (call.sent) await chargeWorstCase(deps, call, 'proxy_failed');
-  else release(deps, call);
+  else release(call);
 }
 
 /**
