@@ -193,70 +193,86 @@ export function createSseFramer(
   maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
   unread?: UnreadVisitor,
 ): Framer {
-  const held = new HeldBytes(maxEventBytes);
-  // Line-ending state survives chunk boundaries, so a CRLF split across two chunks counts once.
-  let atLineStart = true;
-  let previousCr = false;
-  let closed = false;
+  return new SseFramer(visit, maxEventBytes, unread);
+}
 
-  function release(frame: Uint8Array): Uint8Array {
+// One object with fields, not a set of closures: a stream's framer lives as long as the stream.
+class SseFramer implements Framer {
+  readonly #visit: EventVisitor;
+  readonly #unread: UnreadVisitor | undefined;
+  readonly #held: HeldBytes;
+  // Line-ending state survives chunk boundaries, so a CRLF split across two chunks counts once.
+  #atLineStart = true;
+  #previousCr = false;
+  #closed = false;
+
+  constructor(visit: EventVisitor, maxEventBytes: number, unread: UnreadVisitor | undefined) {
+    this.#visit = visit;
+    this.#unread = unread;
+    this.#held = new HeldBytes(maxEventBytes);
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  *push(chunk: Uint8Array): Generator<Uint8Array, void, undefined> {
+    let eventStart = 0;
+    // Where the next CR is (-1: none left in the chunk); CRs are rare, so it is searched for
+    // again only once passed.
+    let nextCr = chunk.indexOf(CR);
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i];
+      if (b === LF && this.#previousCr) {
+        this.#previousCr = false;
+        continue;
+      }
+      if (b !== LF && b !== CR) {
+        this.#previousCr = false;
+        this.#atLineStart = false;
+        // The rest of the line holds no line ending: jump to the byte before the next one.
+        if (nextCr !== -1 && nextCr < i) nextCr = chunk.indexOf(CR, i);
+        const nextLf = chunk.indexOf(LF, i);
+        const next = nextLf === -1 ? nextCr : nextCr === -1 ? nextLf : Math.min(nextLf, nextCr);
+        i = (next === -1 ? chunk.length : next) - 1;
+        continue;
+      }
+      this.#previousCr = b === CR;
+      if (!this.#atLineStart) {
+        this.#atLineStart = true;
+        continue;
+      }
+      let end = i + 1;
+      if (b === CR && chunk[end] === LF) {
+        end++;
+        i++;
+        this.#previousCr = false;
+      }
+      const frame = this.#held.take(chunk.subarray(eventStart, end));
+      eventStart = end;
+      yield this.#release(frame);
+    }
+    this.#held.hold(chunk.subarray(eventStart));
+  }
+
+  end(): Uint8Array {
+    this.#closed = true;
+    const rest = this.#held.take(EMPTY);
+    return rest.length === 0 ? EMPTY : this.#release(rest);
+  }
+
+  errorFrame(eventName: string | undefined, payload: unknown): Uint8Array {
+    return sseErrorFrame(eventName, payload);
+  }
+
+  #release(frame: Uint8Array): Uint8Array {
     const text = decodeFrame(frame);
     const parsed = parseSseEvent(text);
     if (parsed === null) {
-      unread?.(text);
+      this.#unread?.(text);
       return frame;
     }
-    const verdict = visit(parsed);
+    const verdict = this.#visit(parsed);
     return verdict === true ? frame : verdict === false ? EMPTY : verdict;
   }
-
-  return {
-    get closed() {
-      return closed;
-    },
-    *push(chunk) {
-      let eventStart = 0;
-      // Where the next CR is (-1: none left in the chunk); CRs are rare, so it is searched for
-      // again only once passed.
-      let nextCr = chunk.indexOf(CR);
-      for (let i = 0; i < chunk.length; i++) {
-        const b = chunk[i];
-        if (b === LF && previousCr) {
-          previousCr = false;
-          continue;
-        }
-        if (b !== LF && b !== CR) {
-          previousCr = false;
-          atLineStart = false;
-          // The rest of the line holds no line ending: jump to the byte before the next one.
-          if (nextCr !== -1 && nextCr < i) nextCr = chunk.indexOf(CR, i);
-          const nextLf = chunk.indexOf(LF, i);
-          const next = nextLf === -1 ? nextCr : nextCr === -1 ? nextLf : Math.min(nextLf, nextCr);
-          i = (next === -1 ? chunk.length : next) - 1;
-          continue;
-        }
-        previousCr = b === CR;
-        if (!atLineStart) {
-          atLineStart = true;
-          continue;
-        }
-        let end = i + 1;
-        if (b === CR && chunk[end] === LF) {
-          end++;
-          i++;
-          previousCr = false;
-        }
-        const frame = held.take(chunk.subarray(eventStart, end));
-        eventStart = end;
-        yield release(frame);
-      }
-      held.hold(chunk.subarray(eventStart));
-    },
-    end() {
-      closed = true;
-      const rest = held.take(EMPTY);
-      return rest.length === 0 ? EMPTY : release(rest);
-    },
-    errorFrame: sseErrorFrame,
-  };
 }

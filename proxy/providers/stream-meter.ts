@@ -6,6 +6,7 @@ import {
   type TokenUsage,
 } from '../../core/metering/prices.ts';
 import type { TokenCounter } from '../../core/metering/tokens.ts';
+import type { SvcCode } from '../../core/errors/index.ts';
 import {
   resolveInput,
   type InputEstimate,
@@ -90,29 +91,39 @@ function isWhitespace(b: number): boolean {
 }
 
 export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContext): StreamMeter {
-  let reportedInput: number | undefined;
-  let reportedOutput: number | undefined;
-  let reportedCached: number | undefined;
-  let reportedWrite = 0;
-  let reportedWriteLong = 0;
-  let finalUsage = false;
+  return new Meter(dialect, ctx);
+}
+
+/**
+ * The meter and the accumulator its dialect reports to, as one object with fields, not a set of
+ * closures: a stream's meter lives as long as the stream.
+ */
+class Meter implements StreamMeter, StreamAccumulator {
+  readonly #dialect: StreamDialect;
+  readonly #ctx: StreamMeterContext;
+  #reportedInput: number | undefined;
+  #reportedOutput: number | undefined;
+  #reportedCached: number | undefined;
+  #reportedWrite = 0;
+  #reportedWriteLong = 0;
+  #finalUsage = false;
   /** Hosted-tool uses: as reported (cumulative), and by the ids seen in the answer. */
-  let reportedHosted: HostedUses = {};
-  const hostedSeen = new HostedTally();
-  let hostedChanged = false;
+  #reportedHosted: HostedUses = {};
+  readonly #hostedSeen = new HostedTally();
+  #hostedChanged = false;
   // Output is metered by its UTF-8 bytes, an upper bound of its tokens for a byte-level BPE
   // encoding (every token covers at least one byte), and counted with tiktoken only when that
   // bound would decide something: a cut, or a charge without the provider's usage. Text counted
   // once is not counted again: `counted` tokens, then `uncounted` text of `uncountedBytes`.
-  let counted = 0;
-  let uncounted = '';
-  let uncountedBytes = 0;
+  #counted = 0;
+  #uncounted = '';
+  #uncountedBytes = 0;
   /** Bytes of text past UNCOUNTED_TEXT_LIMIT: metered by their bound, never counted. */
-  let boundOnly = 0;
-  let done = false;
-  const toolCalls: StreamedToolCall[] = [];
+  #boundOnly = 0;
+  #done = false;
+  readonly #toolCalls: StreamedToolCall[] = [];
   // Made at the first tool call: most answers have none, and a stream's state lives as long as it.
-  let open: Map<string, StreamedToolCall> | undefined;
+  #open: Map<string, StreamedToolCall> | undefined;
   /**
    * A key names one call until it ends, yet a provider may name it again before then: whole
    * again, in pieces, or for the next call in the same place. Clients read that differently: the
@@ -120,112 +131,153 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
    * calls apart. Each reading is judged: the call so far ends where the next name comes (`open`),
    * and from the second name on, the names joined are one more call (`joined`).
    */
-  let joined: Map<string, StreamedToolCall> | undefined;
-  const bounded = (args: string) => (args.length > ctx.maxToolArgsChars ? args.slice(0, ctx.maxToolArgsChars) : args);
-  const begin = (name: string, args: string): StreamedToolCall => {
-    const call: StreamedToolCall = { name: bounded(name), arguments: bounded(args), complete: false };
-    toolCalls.push(call);
-    return call;
-  };
-  const append = (call: StreamedToolCall | undefined, delta: string) => {
-    if (call !== undefined && call.arguments.length < ctx.maxToolArgsChars)
-      call.arguments = bounded(call.arguments + delta);
-  };
-  const close = (call: StreamedToolCall | undefined, args: string | undefined) => {
-    if (call === undefined) return;
-    if (args !== undefined) call.arguments = bounded(args);
-    call.complete = true;
-  };
-  // Every finish and the stream's end close all calls: an answer without any allocates nothing here.
-  const closeAll = (calls: Map<string, StreamedToolCall> | undefined) => {
-    if (calls === undefined || calls.size === 0) return;
-    for (const call of calls.values()) close(call, undefined);
-    calls.clear();
-  };
+  #joined: Map<string, StreamedToolCall> | undefined;
+  readonly #visit = (event: SseEvent): boolean => this.#dialect.onEvent(event, this);
+  #framer: Framer | null;
+  /** Bytes looked at before the framing was known: a byte order mark may only open the stream. */
+  #sniffed = 0;
+  // One object for the whole stream, brought up to date at each step: an event makes no garbage here.
+  readonly #current: StreamProgress;
 
-  const acc: StreamAccumulator = {
-    reportServiceTier(tier) {
-      current.serviceTier = tier;
-    },
-    hostedUse(tool, id) {
-      if (hostedSeen.use(tool, id)) hostedChanged = true;
-    },
-    reportUsage(usage, final) {
-      if (usage.hosted !== undefined) {
-        reportedHosted = mostUses(reportedHosted, usage.hosted);
-        hostedChanged = true;
-      }
-      if (usage.input !== undefined) reportedInput = usage.input;
-      if (usage.cachedInput !== undefined) reportedCached = usage.cachedInput;
-      if (usage.cacheWrite !== undefined) reportedWrite = usage.cacheWrite;
-      if (usage.cacheWriteLong !== undefined) reportedWriteLong = usage.cacheWriteLong;
-      if (usage.output !== undefined) reportedOutput = usage.output;
-      // A final report without a readable output count says nothing of the whole answer (an
-      // earlier count, Anthropic's `output_tokens: 1` at the start, least of all): it is metered.
-      else if (final) reportedOutput = undefined;
-      if (final) finalUsage = true;
-    },
-    text(delta) {
-      if (finalUsage) return;
-      const bytes = Buffer.byteLength(delta);
-      if (uncounted.length + delta.length > UNCOUNTED_TEXT_LIMIT) boundOnly += bytes;
+  constructor(dialect: StreamDialect, ctx: StreamMeterContext) {
+    this.#dialect = dialect;
+    this.#ctx = ctx;
+    this.#current = {
+      usage: { input: 0, output: 0, cachedInput: 0 },
+      usageSource: 'estimated',
+      toolCalls: this.#toolCalls,
+      done: false,
+      inputReported: false,
+      serviceTier: undefined,
+      forward: EMPTY,
+    };
+    this.#framer = dialect.framing === 'sse' ? this.#sse() : null;
+  }
+
+  reportServiceTier(tier: ServiceTier): void {
+    this.#current.serviceTier = tier;
+  }
+
+  hostedUse(tool: HostedTool, id: string): void {
+    if (this.#hostedSeen.use(tool, id)) this.#hostedChanged = true;
+  }
+
+  reportUsage(usage: Partial<TokenUsage>, final: boolean): void {
+    if (usage.hosted !== undefined) {
+      this.#reportedHosted = mostUses(this.#reportedHosted, usage.hosted);
+      this.#hostedChanged = true;
+    }
+    if (usage.input !== undefined) this.#reportedInput = usage.input;
+    if (usage.cachedInput !== undefined) this.#reportedCached = usage.cachedInput;
+    if (usage.cacheWrite !== undefined) this.#reportedWrite = usage.cacheWrite;
+    if (usage.cacheWriteLong !== undefined) this.#reportedWriteLong = usage.cacheWriteLong;
+    if (usage.output !== undefined) this.#reportedOutput = usage.output;
+    // A final report without a readable output count says nothing of the whole answer (an
+    // earlier count, Anthropic's `output_tokens: 1` at the start, least of all): it is metered.
+    else if (final) this.#reportedOutput = undefined;
+    if (final) this.#finalUsage = true;
+  }
+
+  text(delta: string): void {
+    if (this.#finalUsage) return;
+    const bytes = Buffer.byteLength(delta);
+    if (this.#uncounted.length + delta.length > UNCOUNTED_TEXT_LIMIT) this.#boundOnly += bytes;
+    else {
+      this.#uncounted += delta;
+      this.#uncountedBytes += bytes;
+    }
+  }
+
+  toolStart(key: string, name: string, args = ''): void {
+    const previous = this.#open?.get(key);
+    if (previous !== undefined) {
+      close(previous, undefined, this.#ctx.maxToolArgsChars);
+      this.#joined ??= new Map();
+      const join = this.#joined.get(key);
+      if (join === undefined) this.#joined.set(key, this.#begin(previous.name + name, previous.arguments + args));
       else {
-        uncounted += delta;
-        uncountedBytes += bytes;
+        join.name = bounded(join.name + name, this.#ctx.maxToolArgsChars);
+        append(join, args, this.#ctx.maxToolArgsChars);
       }
-    },
-    toolStart(key, name, args = '') {
-      const previous = open?.get(key);
-      if (previous !== undefined) {
-        close(previous, undefined);
-        joined ??= new Map();
-        const join = joined.get(key);
-        if (join === undefined) joined.set(key, begin(previous.name + name, previous.arguments + args));
-        else {
-          join.name = bounded(join.name + name);
-          append(join, args);
-        }
-      }
-      (open ??= new Map()).set(key, begin(name, args));
-    },
-    toolArgs(key, delta) {
-      append(open?.get(key), delta);
-      append(joined?.get(key), delta);
-    },
-    toolEnd(key, args) {
-      if (key === undefined) {
-        closeAll(open);
-        closeAll(joined);
-        return;
-      }
-      close(open?.get(key), args);
-      close(joined?.get(key), args);
-      open?.delete(key);
-      joined?.delete(key);
-    },
-    finish() {
-      done = true;
-      acc.toolEnd();
-    },
-  };
+    }
+    (this.#open ??= new Map()).set(key, this.#begin(name, args));
+  }
 
-  const visit = (event: SseEvent): boolean => dialect.onEvent(event, acc);
+  toolArgs(key: string, delta: string): void {
+    append(this.#open?.get(key), delta, this.#ctx.maxToolArgsChars);
+    append(this.#joined?.get(key), delta, this.#ctx.maxToolArgsChars);
+  }
+
+  toolEnd(key?: string, args?: string): void {
+    const max = this.#ctx.maxToolArgsChars;
+    if (key === undefined) {
+      closeAll(this.#open, max);
+      closeAll(this.#joined, max);
+      return;
+    }
+    close(this.#open?.get(key), args, max);
+    close(this.#joined?.get(key), args, max);
+    this.#open?.delete(key);
+    this.#joined?.delete(key);
+  }
+
+  finish(): void {
+    this.#done = true;
+    this.toolEnd();
+  }
+
+  *push(chunk: Uint8Array): Generator<StreamProgress, void, undefined> {
+    this.#framer ??= this.#sniff(chunk);
+    if (this.#framer === null) {
+      // Only whitespace so far: nothing to meter, and harmless to pass on.
+      if (chunk.length > 0) yield this.#progress(chunk);
+      return;
+    }
+    for (const forward of this.#framer.push(chunk)) yield this.#progress(forward);
+  }
+
+  async exact(): Promise<StreamProgress> {
+    await this.#countExactly();
+    return this.#progress(EMPTY);
+  }
+
+  async end(): Promise<StreamProgress> {
+    const forward = this.#framer ? this.#framer.end() : EMPTY;
+    // The answer is whole: without the provider's usage it is charged at its exact count.
+    await this.#countExactly();
+    const last = this.#progress(forward);
+    // The answer ended: whatever a call has by now is all it will get.
+    this.toolEnd();
+    return last;
+  }
+
+  errorEvent(svcCode: SvcCode, message: string): Uint8Array {
+    const format = this.#dialect.errorFormat;
+    const payload = streamErrorPayload(format, svcCode, message);
+    return (this.#framer ?? this.#sse()).errorFrame(format.streamEventName, payload);
+  }
+
+  #begin(name: string, args: string): StreamedToolCall {
+    const max = this.#ctx.maxToolArgsChars;
+    const call: StreamedToolCall = { name: bounded(name, max), arguments: bounded(args, max), complete: false };
+    this.#toolCalls.push(call);
+    return call;
+  }
+
   // A frame that is no event still reaches the client, so it is metered like data no dialect
   // reads (eventObject): as text, until the provider's final usage replaces the estimate.
-  const sse = () => createSseFramer(visit, ctx.maxEventBytes, (frame) => acc.text(frame));
-  let framer: Framer | null = dialect.framing === 'sse' ? sse() : null;
+  #sse(): Framer {
+    return createSseFramer(this.#visit, this.#ctx.maxEventBytes, (frame) => this.text(frame));
+  }
 
-  /** Bytes looked at before the framing was known: a byte order mark may only open the stream. */
-  let sniffed = 0;
-
-  function sniff(chunk: Uint8Array): Framer | null {
+  #sniff(chunk: Uint8Array): Framer | null {
     for (const b of chunk) {
       // The client skips a UTF-8 byte order mark, so the framing is what follows it.
-      const mark = sniffed < UTF8_BOM.length && b === UTF8_BOM[sniffed];
-      sniffed++;
+      const mark = this.#sniffed < UTF8_BOM.length && b === UTF8_BOM[this.#sniffed];
+      this.#sniffed++;
       if (mark || isWhitespace(b)) continue;
-      if (b === OPEN_BRACKET) return createJsonArrayFramer(visit, ctx.maxEventBytes);
-      return b === OPEN_BRACE ? createJsonDocumentFramer(visit, ctx.maxEventBytes) : sse();
+      if (b === OPEN_BRACKET) return createJsonArrayFramer(this.#visit, this.#ctx.maxEventBytes);
+      return b === OPEN_BRACE ? createJsonDocumentFramer(this.#visit, this.#ctx.maxEventBytes) : this.#sse();
     }
     return null;
   }
@@ -235,79 +287,62 @@ export function createStreamMeter(dialect: StreamDialect, ctx: StreamMeterContex
    * free): the bound of the output becomes its exact count. Not needed once the provider reported
    * the output itself.
    */
-  async function countExactly(): Promise<void> {
-    if (finalUsage && reportedOutput !== undefined) return;
-    const text = uncounted;
+  async #countExactly(): Promise<void> {
+    if (this.#finalUsage && this.#reportedOutput !== undefined) return;
+    const text = this.#uncounted;
     if (text.length === 0) return;
-    const bytes = uncountedBytes;
+    const bytes = this.#uncountedBytes;
+    const ctx = this.#ctx;
     const tokens = await ctx.tokens.exactly(() => ctx.tokens.countText(ctx.model, text));
     // Only appended to meanwhile: what was counted is the start of it.
-    uncounted = uncounted.slice(text.length);
-    uncountedBytes -= bytes;
-    counted += tokens;
+    this.#uncounted = this.#uncounted.slice(text.length);
+    this.#uncountedBytes -= bytes;
+    this.#counted += tokens;
   }
 
-  // One object for the whole stream, brought up to date at each step: an event makes no garbage here.
-  const current: StreamProgress = {
-    usage: { input: 0, output: 0, cachedInput: 0 },
-    usageSource: 'estimated',
-    toolCalls,
-    done: false,
-    inputReported: false,
-    serviceTier: undefined,
-    forward: EMPTY,
-  };
-
-  function progress(forward: Uint8Array): StreamProgress {
-    const metered = counted + uncountedBytes + boundOnly;
-    const input = reportedInput ?? resolveInput(ctx.estimatedInputTokens);
+  #progress(forward: Uint8Array): StreamProgress {
+    const current = this.#current;
+    const metered = this.#counted + this.#uncountedBytes + this.#boundOnly;
+    const input = this.#reportedInput ?? resolveInput(this.#ctx.estimatedInputTokens);
     const usage = current.usage;
     usage.input = input;
-    usage.output = finalUsage ? (reportedOutput ?? metered) : Math.max(reportedOutput ?? 0, metered);
-    usage.cachedInput = Math.min(reportedCached ?? 0, input);
+    usage.output = this.#finalUsage ? (this.#reportedOutput ?? metered) : Math.max(this.#reportedOutput ?? 0, metered);
+    usage.cachedInput = Math.min(this.#reportedCached ?? 0, input);
     // Named only when the provider reports cache writes, which only Anthropic's streams do.
-    if (reportedWrite > 0 || reportedWriteLong > 0) {
-      usage.cacheWrite = reportedWrite;
-      usage.cacheWriteLong = reportedWriteLong;
+    if (this.#reportedWrite > 0 || this.#reportedWriteLong > 0) {
+      usage.cacheWrite = this.#reportedWrite;
+      usage.cacheWriteLong = this.#reportedWriteLong;
     }
-    if (hostedChanged) {
+    if (this.#hostedChanged) {
       // Each tool's uses: the most the usage reported or the ids showed.
-      usage.hosted = mostUses(reportedHosted, hostedSeen.uses());
-      hostedChanged = false;
+      usage.hosted = mostUses(this.#reportedHosted, this.#hostedSeen.uses());
+      this.#hostedChanged = false;
     }
-    current.usageSource = finalUsage ? 'provider' : 'estimated';
-    current.done = done;
-    current.inputReported = reportedInput !== undefined;
+    current.usageSource = this.#finalUsage ? 'provider' : 'estimated';
+    current.done = this.#done;
+    current.inputReported = this.#reportedInput !== undefined;
     current.forward = forward;
     return current;
   }
+}
 
-  return {
-    *push(chunk) {
-      framer ??= sniff(chunk);
-      if (framer === null) {
-        // Only whitespace so far: nothing to meter, and harmless to pass on.
-        if (chunk.length > 0) yield progress(chunk);
-        return;
-      }
-      for (const forward of framer.push(chunk)) yield progress(forward);
-    },
-    async exact() {
-      await countExactly();
-      return progress(EMPTY);
-    },
-    async end() {
-      const forward = framer ? framer.end() : EMPTY;
-      // The answer is whole: without the provider's usage it is charged at its exact count.
-      await countExactly();
-      const last = progress(forward);
-      // The answer ended: whatever a call has by now is all it will get.
-      acc.toolEnd();
-      return last;
-    },
-    errorEvent(svcCode, message) {
-      const payload = streamErrorPayload(dialect.errorFormat, svcCode, message);
-      return (framer ?? sse()).errorFrame(dialect.errorFormat.streamEventName, payload);
-    },
-  };
+function bounded(args: string, max: number): string {
+  return args.length > max ? args.slice(0, max) : args;
+}
+
+function append(call: StreamedToolCall | undefined, delta: string, max: number): void {
+  if (call !== undefined && call.arguments.length < max) call.arguments = bounded(call.arguments + delta, max);
+}
+
+function close(call: StreamedToolCall | undefined, args: string | undefined, max: number): void {
+  if (call === undefined) return;
+  if (args !== undefined) call.arguments = bounded(args, max);
+  call.complete = true;
+}
+
+// Every finish and the stream's end close all calls: an answer without any allocates nothing here.
+function closeAll(calls: Map<string, StreamedToolCall> | undefined, max: number): void {
+  if (calls === undefined || calls.size === 0) return;
+  for (const call of calls.values()) close(call, undefined, max);
+  calls.clear();
 }
