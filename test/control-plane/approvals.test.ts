@@ -324,12 +324,21 @@ describe('approvals a proxy holds a call for', () => {
     });
     const listed = await cp.call('GET', '/v1/approvals?workflowId=wf-proxy', { key });
     expect(listed.body.map((a: { approval_id: string }) => a.approval_id)).toEqual([id]);
-    const requested = cp.published.filter(
-      (m) =>
-        m.subject === 'svc.appr-a.policies.approval.requested' &&
-        (m.data as { approval: { approval_id: string } }).approval.approval_id === id,
+    const requestedOf = (approvalId: string) =>
+      cp.published.filter(
+        (m) =>
+          m.subject === 'svc.appr-a.policies.approval.requested' &&
+          (m.data as { approval: { approval_id: string } }).approval.approval_id === approvalId,
+      );
+    // The outbox publishes after the commit, in order: once a later approval's event is out, a
+    // second event for the first would be out too.
+    const later = '01a20000-0000-7000-8000-00000000a0f1';
+    await ask('appr-a', request(later));
+    await eventually(
+      () => requestedOf(later).length,
+      (n) => n === 1,
     );
-    expect(requested).toHaveLength(1);
+    expect(requestedOf(id)).toHaveLength(1);
   });
 
   it('signals the decision to the proxies, and answers a later ask with it', async () => {
