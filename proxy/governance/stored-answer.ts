@@ -1,9 +1,9 @@
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
-import type { Resolution } from '../envelopes/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { JSON_LINES_SHAPES, type ProviderAdapter, type StoredShape } from '../providers/index.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
 import { decodedHeaders } from './decode-body.ts';
+import { envelopeFor } from './envelope-for.ts';
 import { awaitResumed, endedRefusal } from './await-resumed.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
 import { relayWhole } from './llm-call/meter-whole.ts';
@@ -29,16 +29,11 @@ export async function governStoredAnswer(
 ): Promise<void> {
   const refuse = (code: SvcCode, message: string, envelopeId: string | null) =>
     sendProviderRefusal(req.clientRes, adapter, code, message, req.id, envelopeId);
-  let resolution: Resolution;
-  try {
-    resolution = deps.envelopes.resolve(req.headers);
-  } catch (error) {
-    if (!isSvcError(error)) throw error;
-    refuse(error.code, error.message, null);
+  const envelope = envelopeFor(deps, req.headers);
+  if (isSvcError(envelope)) {
+    refuse(envelope.code, envelope.message, null);
     return;
   }
-  const { envelope, opened } = resolution;
-  if (opened) void deps.recorder.opened(envelope);
   // Held while the envelope or the sidecar is paused, as a model call is: a read carries no body.
   const stopped = endedRefusal(envelope) ?? (await awaitResumed(deps, req, envelope, 0));
   if (stopped !== null) {

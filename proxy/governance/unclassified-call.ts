@@ -2,7 +2,8 @@ import { timeOrderedUuid } from '../../core/domain/index.ts';
 import { deniesModel, maxOutputTokens } from '../../core/metering/prices.ts';
 import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import { ZERO, isRefusal } from '../enforcement/index.ts';
-import { ENVELOPE_HEADER, type LocalEnvelope, type Resolution } from '../envelopes/index.ts';
+import { ENVELOPE_HEADER, type LocalEnvelope } from '../envelopes/index.ts';
+import { envelopeFor } from './envelope-for.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { FALLBACK_MAX_OUTPUT_TOKENS, type ProviderAdapter } from '../providers/index.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
@@ -119,19 +120,12 @@ export async function governUnclassifiedCall(
     refuse(error.code, error.message, null);
     return;
   }
-  let resolution: Resolution;
-  try {
-    resolution = deps.envelopes.resolve(req.headers);
-  } catch (error) {
-    // A budget this sidecar may not charge, or a new envelope of a terminated sidecar: refused in
-    // the provider's format, nothing sent upstream.
-    if (!isSvcError(error)) throw error;
+  const envelope = envelopeFor(deps, req.headers);
+  if (isSvcError(envelope)) {
     count('refused');
-    refuse(error.code, error.message, null);
+    refuse(envelope.code, envelope.message, null);
     return;
   }
-  const { envelope, opened } = resolution;
-  if (opened) void deps.recorder.opened(envelope);
   // Held while the envelope or the sidecar is paused, as a model call is, before anything is sent.
   const stopped = endedRefusal(envelope) ?? (await awaitResumed(deps, req, envelope, bytes.length));
   if (stopped !== null) {

@@ -3,7 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { isSvcError, SvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { OutboxRoom } from '../../core/outbox/outbox.ts';
-import { ENVELOPE_HEADER, whileInflight, type LocalEnvelope, type Resolution } from '../envelopes/index.ts';
+import { ENVELOPE_HEADER, whileInflight, type LocalEnvelope } from '../envelopes/index.ts';
 import {
   contentCodings,
   decodeBody,
@@ -11,6 +11,7 @@ import {
   decompressing,
   streamedHeaders,
 } from '../governance/decode-body.ts';
+import { envelopeFor } from '../governance/envelope-for.ts';
 import type { GovernanceDeps } from '../governance/governance-deps.ts';
 import { MAX_BODY_DEPTH, readBody, readRequestBody } from '../governance/read-body.ts';
 import { UNRECORDED } from '../governance/llm-call/decide-call.ts';
@@ -70,31 +71,25 @@ export async function governMcp(deps: GovernanceDeps, req: ProxiedRequest): Prom
     answer(req, 200, refusalAnswer(reading, reading.refusals, 'SVC-SYS-9002'));
     return;
   }
-  let resolution: Resolution;
-  try {
-    resolution = deps.envelopes.resolve(req.headers);
-  } catch (error) {
-    // A budget this sidecar may not charge, or a new envelope of a terminated sidecar: every
-    // request is refused, nothing reaches the server.
-    if (!isSvcError(error)) throw error;
+  const envelope = envelopeFor(deps, req.headers);
+  if (isSvcError(envelope)) {
+    // Every request is refused, nothing reaches the server.
     const refusals = reading.requestIds.map((id) => ({
       id,
       rpcCode: -32000,
-      code: error.code,
-      message: error.message,
-      data: error.details,
+      code: envelope.code,
+      message: envelope.message,
+      data: envelope.details,
     }));
     answer(
       req,
-      error.spec.http,
+      envelope.spec.http,
       refusals.length > 0
-        ? refusalAnswer(reading, refusals, error.code)
-        : rpcError(null, error.code, error.message, error.details),
+        ? refusalAnswer(reading, refusals, envelope.code)
+        : rpcError(null, envelope.code, envelope.message, envelope.details),
     );
     return;
   }
-  const { envelope, opened } = resolution;
-  if (opened) void deps.recorder.opened(envelope);
 
   // Counted before the pause is read, as a model call is: a call the pause holds is no part of
   // the rate the baselines learn, and one whose count pauses the envelope is held too.

@@ -2,7 +2,8 @@ import { timeOrderedUuid } from '../../../core/domain/index.ts';
 import { isSvcError } from '../../../core/errors/index.ts';
 import { deniesModel } from '../../../core/metering/prices.ts';
 import { isRefusal, ZERO } from '../../enforcement/index.ts';
-import { whileInflight, type Resolution } from '../../envelopes/index.ts';
+import { whileInflight } from '../../envelopes/index.ts';
+import { envelopeFor } from '../envelope-for.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
 import type { Operation, ProviderAdapter } from '../../providers/index.ts';
 import { awaitResumed, endedRefusal } from '../await-resumed.ts';
@@ -50,16 +51,9 @@ export async function decideCall(
   const { parsed, input } = read;
   // What holding the call keeps: its decoded request, counted against proxy_held_max_bytes.
   const bytes = read.bytes.length;
-  let resolution: Resolution;
-  try {
-    resolution = deps.envelopes.resolve(req.headers);
-  } catch (error) {
-    // A budget this sidecar may not charge, or a new envelope of a terminated sidecar.
-    if (!isSvcError(error)) throw error;
-    return refusal(error.code === 'SVC-ENV-1003' ? 'terminated' : 'denied', error.code, error.message, null);
-  }
-  const { envelope, opened } = resolution;
-  if (opened) void deps.recorder.opened(envelope);
+  const envelope = envelopeFor(deps, req.headers);
+  if (isSvcError(envelope))
+    return refusal(envelope.code === 'SVC-ENV-1003' ? 'terminated' : 'denied', envelope.code, envelope.message, null);
   // Counted before the ending is read: an anomaly that ends the envelope refuses this call too.
   deps.anomalies.observe(envelope);
   const ended = (): Refusal | null => {
@@ -164,8 +158,6 @@ export async function decideCall(
     parsed,
     input,
     envelope,
-    reservation,
-    room,
     context,
     bytes,
     hideStreamUsage: false,

@@ -40,7 +40,8 @@ export async function meterStream(
   response: UpstreamResponse,
   upstream: UpstreamSignal,
 ): Promise<void> {
-  const { req, adapter, parsed, envelope, reservation } = call;
+  const { req, adapter, parsed, envelope } = call;
+  const { reservation } = call.settlement.call;
   const res = req.clientRes;
   // Metered as the client reads it: a coding the provider applied although asked for identity
   // is undone as the stream flows, and the client gets the decoded events.

@@ -1,6 +1,4 @@
 import type { SvcCode } from '../../../core/errors/index.ts';
-import type { OutboxRoom } from '../../../core/outbox/outbox.ts';
-import type { Reservation } from '../../enforcement/index.ts';
 import type { LocalEnvelope } from '../../envelopes/index.ts';
 import type { CutoffReason } from '../../metrics/index.ts';
 import type { ProxiedRequest } from '../../listener/index.ts';
@@ -21,9 +19,6 @@ export interface LlmCall {
   parsed: ParsedRequest;
   input: InputTokens;
   envelope: LocalEnvelope;
-  reservation: Reservation;
-  /** Room held in the outbox for the call's usage event: a call is made only if it can be recorded. */
-  room: OutboxRoom;
   /** Policy context shared by the call's own and its tool-call evaluations. */
   context: Record<string, unknown>;
   /** The decoded request's size: what a hold of the call's tool calls counts besides the answer. */
@@ -31,7 +26,11 @@ export interface LlmCall {
   hideStreamUsage: boolean;
   /** Set once the request went upstream: from then on it may cost, whatever happens. */
   sent: boolean;
-  /** Its one settlement: charged or released exactly once, its worst case held provisionally meanwhile. */
+  /**
+   * Its one settlement: charged or released exactly once, its worst case held provisionally
+   * meanwhile. Its `call` holds the call's reservation and the room in the outbox for its usage
+   * event (a call is made only if it can be recorded).
+   */
   settlement: CallCharge;
   /** What was metered of its answer so far: counted in a worst case taken before the answer's end. */
   seen: () => ResponseReading | undefined;
@@ -134,7 +133,7 @@ function charge(
  */
 export function release(call: LlmCall): void {
   call.settlement.withdraw();
-  call.room.release();
+  call.settlement.call.room.release();
 }
 
 /** Whatever ended the call without settling it: charged if it may have reached the provider. */
