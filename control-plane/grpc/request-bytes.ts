@@ -1,6 +1,7 @@
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import { MAX_JSON_VALUES } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
+import { clientOf } from '../auth/request-rate.ts';
 import { messagesIn, requestTypeOf } from './message-count.ts';
 
 /**
@@ -78,7 +79,10 @@ export interface RequestBytesOptions {
   totalBytes: number;
   /** The server's largest message, which grpc-js refuses above. */
   maxMessageBytes: number;
-  /** Bytes the calls from one address may hold together; unbounded but for `totalBytes` if absent. */
+  /**
+   * Bytes the calls from one client may hold together (an IPv6 address counts by its /64, as the
+   * failed-authentication limit counts it); unbounded but for `totalBytes` if absent.
+   */
   perAddressBytes?: number;
 }
 
@@ -99,7 +103,8 @@ export function createRequestBytes(options: RequestBytesOptions): RequestBytes {
   const heldBy = new Map<string, number>();
   const perAddress = options.perAddressBytes ?? Infinity;
   return {
-    open(path, address) {
+    open(path, peer) {
+      const address = options.perAddressBytes === undefined ? peer : clientOf(peer);
       const limit = options.limits.get(path) ?? SMALL_REQUEST_BYTES;
       // The declared bytes of each message arrived and not yet admitted or delivered, in order.
       const arrived: number[] = [];
