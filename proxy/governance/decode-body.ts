@@ -206,7 +206,7 @@ export async function decodeBody(
  * fields are left out of the copy rather than deleted from it: a deletion turns the copy into a
  * dictionary, slower to build and to write, and on the path of every call.
  */
-function headersWithout<T extends object>(headers: T, names: readonly string[]): T {
+export function headersWithout<T extends object>(headers: T, names: readonly string[]): T {
   const out: Record<string, unknown> = {};
   for (const name of Object.keys(headers)) if (!names.includes(name)) out[name] = headers[name as keyof T];
   return out as T;
@@ -220,7 +220,8 @@ export function streamedHeaders<T extends object>(headers: T): T {
   return headersWithout(headers, STREAMED_DROPS);
 }
 
-const DECODED_DROPS = ['content-encoding'];
+/** What a body passed on decoded no longer has: its coding. */
+export const DECODED_DROPS = ['content-encoding'];
 
 /** The headers that describe the decoded body passed on in place of the one received. */
 export function decodedHeaders(headers: IncomingHttpHeaders, body: DecodedBody): IncomingHttpHeaders {

@@ -2,7 +2,7 @@ import { isSvcError, type SvcCode } from '../../core/errors/index.ts';
 import type { ProxiedRequest } from '../listener/index.ts';
 import { JSON_LINES_SHAPES, type ProviderAdapter, type StoredShape } from '../providers/index.ts';
 import { relayResponse, type UpstreamResponse } from '../upstream/index.ts';
-import { decodedHeaders } from './decode-body.ts';
+import { decodedHeaders, headersWithout } from './decode-body.ts';
 import { envelopeFor } from './envelope-for.ts';
 import { awaitResumed, endedRefusal } from './await-resumed.ts';
 import type { GovernanceDeps } from './governance-deps.ts';
@@ -10,6 +10,9 @@ import { relayWhole } from './llm-call/meter-whole.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
 import { readAnswer } from './read-answer.ts';
 import { checkToolCall, refused, toolContext } from './tool-calls.ts';
+
+/** A read sends no body: the fields that would describe one are left out. */
+const BODY_FIELDS = ['content-length', 'transfer-encoding'];
 
 /**
  * Answers the provider stored, read back (OpenAI's `GET /v1/responses/{id}`, stored chat
@@ -41,9 +44,8 @@ export async function governStoredAnswer(
     return;
   }
   // Asked for unencoded, as a call's answer is; a body, which a read has no use for, is not sent.
-  const headers = { ...req.headers, 'accept-encoding': 'identity' };
-  delete headers['content-length'];
-  delete headers['transfer-encoding'];
+  const headers = headersWithout(req.headers, BODY_FIELDS);
+  headers['accept-encoding'] = 'identity';
   let response: UpstreamResponse;
   try {
     response = await deps.upstream.request({

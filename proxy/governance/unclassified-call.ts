@@ -14,7 +14,7 @@ import type { GovernanceDeps } from './governance-deps.ts';
 import { UNRECORDED } from './llm-call/decide-call.ts';
 import { governedHeaders } from './llm-call/forward-call.ts';
 import { sendProviderRefusal } from './provider-refusal.ts';
-import { contentCodings, decompress } from './decode-body.ts';
+import { contentCodings, decompress, DECODED_DROPS, headersWithout } from './decode-body.ts';
 import { readRequestBody } from './read-body.ts';
 import { recorded } from './llm-call/settlement.ts';
 import type { Charge, ChargeBasis } from './settle-call.ts';
@@ -107,8 +107,7 @@ export async function governUnclassifiedCall(
     const codings = contentCodings(req.headers);
     if (codings.length > 0) {
       bytes = await decompress(bytes, codings, deps.bodyLimitBytes);
-      headers = { ...req.headers };
-      delete headers['content-encoding'];
+      headers = headersWithout(req.headers, DECODED_DROPS);
     }
     // Read for its tools and strictness even when the path names the model.
     const named = readUnclassifiedBody(bytes);

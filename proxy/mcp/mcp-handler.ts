@@ -6,9 +6,11 @@ import type { OutboxRoom } from '../../core/outbox/outbox.ts';
 import { ENVELOPE_HEADER, whileInflight, type LocalEnvelope } from '../envelopes/index.ts';
 import {
   contentCodings,
+  DECODED_DROPS,
   decodeBody,
   decodedHeaders,
   decompressing,
+  headersWithout,
   streamedHeaders,
 } from '../governance/decode-body.ts';
 import { envelopeFor } from '../governance/envelope-for.ts';
@@ -325,8 +327,8 @@ async function forward(
     if (filtered.changed) text = JSON.stringify(filtered.message);
   }
   const out = Buffer.from(text, 'utf8');
-  const replyHeaders: Record<string, string | string[]> = { ...response.headers, 'content-length': String(out.length) };
-  delete replyHeaders['content-encoding'];
+  const replyHeaders: Record<string, string | string[]> = headersWithout(response.headers, DECODED_DROPS);
+  replyHeaders['content-length'] = String(out.length);
   if (replyHeaders['content-type'] !== undefined) replyHeaders['content-type'] = 'application/json';
   req.clientRes.writeHead(response.statusCode, replyHeaders);
   req.clientRes.end(out);
