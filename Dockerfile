@@ -51,7 +51,9 @@ LABEL org.opencontainers.image.title="agent-governance" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.base.name="gcr.io/distroless/nodejs${NODE_MAJOR}-debian12:nonroot"
 WORKDIR /app
+# MALLOC_ARENA_MAX: the sidecar's (and standalone mode's) environment, proxy/node-flags.ts.
 ENV NODE_ENV=production \
+    MALLOC_ARENA_MAX=2 \
     SVC_VERSION=${VERSION} \
     SVC_DATA_DIR=/data \
     SVC_HTTP_HOST=0.0.0.0

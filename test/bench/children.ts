@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request, type Agent } from 'undici';
-import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
+import { SIDECAR_ENV, SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
 import type { GovernedProxyOptions, GovernedProxyStats } from './governed-proxy.ts';
 
 const started: ChildProcess[] = [];
@@ -18,10 +18,12 @@ export async function startChild<T>(
   script: string,
   args: string[],
   execArgv: string[] = [],
+  env: NodeJS.ProcessEnv = process.env,
 ): Promise<[ChildProcess, T]> {
   const child = fork(join(import.meta.dirname, script), args, {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv,
+    env,
   });
   started.push(child);
   const [message] = (await Promise.race([
@@ -33,12 +35,15 @@ export async function startChild<T>(
   return [child, message];
 }
 
-/** The governed proxy, started with the sidecar's V8 flags (and `execArgv` after them). */
+/** The governed proxy, started with the sidecar's V8 flags (and `execArgv` after them) and environment. */
 export function startGovernedProxy(
   options: GovernedProxyOptions,
   execArgv: string[] = [],
 ): Promise<[ChildProcess, { port: number; caPem: string }]> {
-  return startChild('governed-proxy.ts', [JSON.stringify(options)], [...SIDECAR_NODE_FLAGS, ...execArgv]);
+  return startChild('governed-proxy.ts', [JSON.stringify(options)], [...SIDECAR_NODE_FLAGS, ...execArgv], {
+    ...process.env,
+    ...SIDECAR_ENV,
+  });
 }
 
 /** The proxy's memory, after a full GC when `collect`. */

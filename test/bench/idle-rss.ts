@@ -1,10 +1,10 @@
 /**
  * Resident memory of the proxy-only process at idle, as deployed: the compiled build
  * (`npm run build` first) started as the chart starts it, `node <SIDECAR_NODE_FLAGS>
- * dist/proxy/main.js`, NATS not reachable (it serves from local state), sampled once it is ready
- * and again once it has run its idle collection (`proxy_idle_gc_ms` after the start). The CPU
- * time it used until ready is printed beside the wall time, since the wall time on a shared
- * machine mostly measures the other work.
+ * dist/proxy/main.js` with `SIDECAR_ENV`, NATS not reachable (it serves from local state),
+ * sampled once it is ready and again once it has run its idle collection (`proxy_idle_gc_ms`
+ * after the start). The CPU time it used until ready is printed beside the wall time, since the
+ * wall time on a shared machine mostly measures the other work.
  *
  *   npm run build && node test/bench/idle-rss.ts
  */
@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
+import { SIDECAR_ENV, SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
 import { loadOrCreateCa } from '../../proxy/tls/index.ts';
 import { freePort } from '../harness/free-port.ts';
 
@@ -31,6 +31,7 @@ const child = spawn(process.execPath, [...flags, main], {
   stdio: 'ignore',
   env: {
     ...process.env,
+    ...SIDECAR_ENV,
     SVC_NATS_URL: `nats://127.0.0.1:${await freePort()}`,
     SVC_TENANT_ID: 'bench',
     SVC_API_KEY: 'bench-key',
@@ -77,8 +78,9 @@ while (!(await collected())) {
 }
 const collectedAfterMs = Date.now() - started - readyMs;
 await new Promise((r) => setTimeout(r, 500));
+const environment = Object.entries(SIDECAR_ENV).map(([name, value]) => `${name}=${value}`);
 console.log(
-  `node ${process.version} ${flags.join(' ')}: dist/proxy/main.js ready in ${readyMs} ms (${cpuMs} ms CPU); RSS ${atReady.toFixed(1)} MB at ready, ${rssMb().toFixed(1)} MB after the idle collection (${(collectedAfterMs / 1000).toFixed(1)} s after ready)`,
+  `${environment.join(' ')} node ${process.version} ${flags.join(' ')}: dist/proxy/main.js ready in ${readyMs} ms (${cpuMs} ms CPU); RSS ${atReady.toFixed(1)} MB at ready, ${rssMb().toFixed(1)} MB after the idle collection (${(collectedAfterMs / 1000).toFixed(1)} s after ready)`,
 );
 // The file pages are mostly the `node` binary's, shared with every process that maps the same
 // file (the page cache counts them once); the anonymous pages are this process's own.

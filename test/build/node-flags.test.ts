@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
+import { SIDECAR_ENV, SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const read = (path: string) => readFileSync(ROOT + path, 'utf8');
@@ -22,13 +22,21 @@ describe("the sidecar's V8 flags", () => {
   it('are the ones `npm run proxy`, `npm start`, the image and the docs give the sidecar and standalone mode', () => {
     const line = SIDECAR_NODE_FLAGS.join(' ');
     const scripts = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts;
-    expect(scripts.proxy).toBe(`node ${line} proxy/main.ts`);
-    expect(scripts.start).toBe(`node ${line} standalone/main.ts`);
+    const env = Object.entries(SIDECAR_ENV)
+      .map(([name, value]) => `${name}=${value}`)
+      .join(' ');
+    expect(scripts.proxy).toBe(`${env} node ${line} proxy/main.ts`);
+    expect(scripts.start).toBe(`${env} node ${line} standalone/main.ts`);
     expect(read('Dockerfile')).toContain(`args: [${SIDECAR_NODE_FLAGS.join(', ')}, dist/proxy/main.js]`);
     expect(read('Dockerfile')).toContain(
       `CMD ${JSON.stringify([...SIDECAR_NODE_FLAGS, 'dist/standalone/main.js']).replaceAll(',', ', ')}`,
     );
     expect(flat(read('README.md'))).toContain(`node ${line} dist/proxy/main.js`);
     expect(flat(read('docs/kubernetes.md'))).toContain(`node ${line} dist/proxy/main.js`);
+  });
+
+  it("are run with the sidecar's environment, which the image sets for the sidecar and standalone mode", () => {
+    const image = /^ENV ((?:.*\\\n)*.*)$/m.exec(read('Dockerfile'))?.[1] ?? '';
+    for (const [name, value] of Object.entries(SIDECAR_ENV)) expect(flat(image)).toContain(`${name}=${value} `);
   });
 });

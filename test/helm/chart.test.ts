@@ -16,7 +16,7 @@ import {
   renderChart,
   type RenderOptions,
 } from './render.ts';
-import { SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
+import { SIDECAR_ENV, SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 const MONITORING = ['monitoring.coreos.com/v1'];
@@ -127,11 +127,13 @@ describe('the chart renders valid Kubernetes objects', () => {
     });
   }
 
-  it("starts every injected sidecar with the sidecar's V8 flags (proxy/node-flags.ts)", () => {
+  it("starts every injected sidecar with the sidecar's V8 flags and environment (proxy/node-flags.ts)", () => {
     const template = JSON.parse(
       manifest(renderChart(), 'ConfigMap', 'ag-agent-governance-injector').data['template.json'],
     );
     expect(template.sidecar.args).toEqual([...SIDECAR_NODE_FLAGS, 'dist/proxy/main.js']);
+    for (const [name, value] of Object.entries(SIDECAR_ENV))
+      expect(template.sidecar.env).toContainEqual({ name, value });
   });
 
   it('refuses an unknown field, so the strict validation above means something', async () => {

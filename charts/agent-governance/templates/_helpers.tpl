@@ -142,7 +142,7 @@ seccompProfile:
 {{/* The injector's template file (control-plane/injector/injection-template.ts), as JSON. */}}
 {{- define "ag.injectionTemplate" -}}
 {{- $s := .Values.sidecar -}}
-{{- $env := list (dict "name" "SVC_NATS_URL" "value" (include "ag.natsUrl" .)) (dict "name" "SVC_LOG_LEVEL" "value" $s.logLevel) (dict "name" "SVC_VERSION" "value" (toString .Chart.AppVersion)) -}}
+{{- $env := list (dict "name" "SVC_NATS_URL" "value" (include "ag.natsUrl" .)) (dict "name" "SVC_LOG_LEVEL" "value" $s.logLevel) (dict "name" "SVC_VERSION" "value" (toString .Chart.AppVersion)) (dict "name" "MALLOC_ARENA_MAX" "value" "2") -}}
 {{- range $k, $v := $s.env }}{{ $env = append $env (dict "name" $k "value" (toString $v)) }}{{ end -}}
 {{- $sidecar := dict "image" (include "ag.image" .) "imagePullPolicy" .Values.image.pullPolicy "native" $s.native "args" (list "--max-semi-space-size=16" "--heap-growing-percent=100" "--expose-gc" "--disable-sigusr1" "dist/proxy/main.js") "proxyPort" (int $s.proxyPort) "adminPort" (int $s.adminPort) "adminHost" $s.adminHost "env" $env "resources" $s.resources "securityContext" (include "ag.containerSecurityContext" . | fromYaml) "dataSizeLimit" $s.dataSizeLimit -}}
 {{- $namespaces := dict -}}
