@@ -20,6 +20,7 @@ import { CostPredictor } from './brain/cost-prediction.ts';
 import { Oracle } from './brain/oracle.ts';
 import { OverrunWatch } from './brain/overrun-watch.ts';
 import { Authenticator } from './auth/authenticator.ts';
+import { shareAuthFailures } from './auth/auth-failure-announcements.ts';
 import { KeyAdministration } from './auth/key-administration.ts';
 import { JwtVerifier } from './auth/jwt.ts';
 import { AuditLog } from './audit/audit-log.ts';
@@ -321,13 +322,18 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
           tenantExists: (tenant) => tenants.exists(tenant),
           clock,
         });
-  const authenticator = new Authenticator(
-    keys,
-    jwt,
-    config.bootstrap_admin_key,
-    clock,
-    createAuthFailureLimit(config.auth_failures_per_minute),
-  );
+  const now = () => clock().getTime();
+  // In standalone mode this process is the only replica: there is no one to tell.
+  const authFailures =
+    config.nats_url === undefined
+      ? { limit: createAuthFailureLimit(config.auth_failures_per_minute, { now }), stop: () => Promise.resolve() }
+      : await shareAuthFailures(config.auth_failures_per_minute, {
+          signals: messaging.signals,
+          connected: () => messaging.healthy(),
+          now,
+          logger: logger.child({ component: 'auth-failures' }),
+        });
+  const authenticator = new Authenticator(keys, jwt, config.bootstrap_admin_key, clock, authFailures.limit);
   let listeningAt: string | undefined;
   const documentationBase = () =>
     config.public_base_url ?? listeningAt ?? `http://${config.http_host}:${config.http_port}`;
@@ -499,6 +505,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       } finally {
         clearTimeout(cut);
       }
+      await authFailures.stop();
       await publisher.stop();
       // A moment to send what is pending; what is left stays in the store for the next start.
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);

@@ -55,11 +55,11 @@ export class Authenticator {
     const token = this.credentialOf(headers);
     if (token === null)
       throw new SvcError('SVC-SYS-9003', 'missing credentials: send X-Api-Key or Authorization: Bearer');
-    await this.failures.check(client);
+    this.failures.check(client);
     try {
       return await this.principalOf(token);
     } catch (error) {
-      if (error instanceof SvcError && error.code === 'SVC-SYS-9003') await this.failures.fail(client);
+      if (error instanceof SvcError && error.code === 'SVC-SYS-9003') this.failures.fail(client);
       throw error;
     }
   }

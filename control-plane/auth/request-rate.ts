@@ -4,18 +4,9 @@ import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/
 import type { Principal } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import { BoundedMemo } from '../../core/resilience/bounded-memo.ts';
+import { MINUTE_MS, MinuteCounts, minuteOf } from './minute-counts.ts';
 
-type LocalStoreCtor = new (
-  continueExceeding: boolean,
-  exponentialBackoff: boolean,
-) => FastifyRateLimitStore & {
-  /** The count of `key` in its window, without counting. */
-  read(
-    key: string,
-    callback: (error: Error | null, result: { current: number; ttl: number }) => void,
-    timeWindow: number,
-  ): void;
-};
+type LocalStoreCtor = new (continueExceeding: boolean, exponentialBackoff: boolean) => FastifyRateLimitStore;
 
 // @fastify/rate-limit's own in-memory store (a fixed window per key in a bounded LRU).
 const LocalStore = createRequire(import.meta.url)('@fastify/rate-limit/store/LocalStore.js') as LocalStoreCtor;
@@ -74,17 +65,27 @@ export function createRequestRate(perMinute: number): RequestRate {
 }
 
 /**
- * Failed authentications per client address (an IPv6 one by its /64) and replica, on every surface. The per-credential
- * limit counts only requests that authenticated, so without this one guessing keys were free.
+ * Failed authentications per client address (an IPv6 one by its /64), on every surface, and with
+ * announcements (`auth-failure-announcements.ts`) over every replica. The per-credential limit
+ * counts only requests that authenticated, so without this one guessing keys were free.
  * Past the limit every request from the address is refused before its credential is looked at,
  * a valid one included: answering a right guess differently would keep the guessing useful.
  */
 export interface AuthFailureLimit {
   readonly perMinute: number;
-  /** Rejects with SVC-SYS-9005 while `address` is over its limit. */
-  check(address: string): Promise<void>;
+  /** Throws SVC-SYS-9005 while `address` is over its limit. */
+  check(address: string): void;
   /** Counts one failed authentication of `address`. */
-  fail(address: string): Promise<void>;
+  fail(address: string): void;
+  /** Counts `count` failures of `client` (as `clientOf` names it) that another replica made in `minute`. */
+  addAnnounced(client: string, minute: number, count: number): void;
+}
+
+export interface AuthFailureLimitOptions {
+  /** Epoch milliseconds: the wall clock when absent. */
+  now?: () => number;
+  /** Told of each failure counted here, to announce it to the other replicas. */
+  onFailure?: (client: string, minute: number) => void;
 }
 
 /**
@@ -105,33 +106,31 @@ export function clientOf(address: string): string {
  */
 const REMEMBERED_ADDRESSES = 4096;
 
-export function createAuthFailureLimit(perMinute: number): AuthFailureLimit {
-  const store = new LocalStore(false, false);
+/**
+ * Clients whose failures are counted, here and as announced by the other replicas: one with more
+ * addresses than this pushes out the least recently counted, as the request rate's store does.
+ */
+const COUNTED_CLIENTS = 5000;
+
+export function createAuthFailureLimit(perMinute: number, options: AuthFailureLimitOptions = {}): AuthFailureLimit {
+  const now = options.now ?? Date.now;
+  const counts = new MinuteCounts(COUNTED_CLIENTS);
   const clients = new BoundedMemo(REMEMBERED_ADDRESSES, clientOf);
   return {
     perMinute,
     check(address) {
-      return new Promise((resolve, reject) => {
-        store.read(
-          clients.get(address),
-          (error, result) => {
-            if (error !== null) reject(error);
-            else if (result.current >= perMinute) reject(authFailuresExceeded(perMinute, result.ttl));
-            else resolve();
-          },
-          RATE_WINDOW_MS,
-        );
-      });
+      const at = now();
+      if (counts.count(clients.get(address), minuteOf(at)) >= perMinute)
+        throw authFailuresExceeded(perMinute, MINUTE_MS - (at % MINUTE_MS));
     },
     fail(address) {
-      return new Promise((resolve, reject) => {
-        store.incr(
-          clients.get(address),
-          (error) => (error === null ? resolve() : reject(error)),
-          RATE_WINDOW_MS,
-          perMinute,
-        );
-      });
+      const client = clients.get(address);
+      const minute = minuteOf(now());
+      counts.add(client, minute, 1, minute);
+      options.onFailure?.(client, minute);
+    },
+    addAnnounced(client, minute, count) {
+      counts.add(client, minute, count, minuteOf(now()));
     },
   };
 }

@@ -18,6 +18,8 @@ export const subjects = {
   approvalDecided: (tenant: string) => `svc.${tenant}.policies.approval.decided`,
   systemHealth: 'svc.system.health',
   systemMetrics: 'svc.system.metrics',
+  /** Failed authentications one control-plane replica announces to the others (docs/security.md). */
+  authFailures: 'svc.system.auth-failures',
 } as const;
 
 /** NATS-style subject matching: `*` matches one token, `>` one or more trailing tokens. */

@@ -8,6 +8,7 @@ import {
   type RunningControlPlane,
 } from '../harness/control-plane.ts';
 import { clientsFor, failure, statusDetails, unary } from '../harness/grpc.ts';
+import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
 
 const COSTS = 'svc.cost.v1.CostService';
 
@@ -22,8 +23,8 @@ const event = (cost: number) => ({
 });
 const expectTerminal = (res: { headers: Headers }) => expect(res.headers.get('x-should-retry')).toBe('false');
 
-async function withTenant(overrides: Record<string, unknown> = {}): Promise<string> {
-  cp = await startControlPlane(overrides);
+async function withTenant(overrides: Record<string, unknown> = {}, clock?: () => Date): Promise<string> {
+  cp = await startControlPlane(overrides, undefined, undefined, clock);
   return tenantWithKey(cp, 'acme');
 }
 
@@ -225,7 +226,7 @@ describe('one rate limit per caller across REST and gRPC', () => {
 
 describe('429 SVC-SYS-9005 per client address for failed authentications', () => {
   it('refuses an address past auth_failures_per_minute on REST, MCP and gRPC, a valid credential included', async () => {
-    const key = await withTenant({ auth_failures_per_minute: 6 });
+    const key = await withTenant({ auth_failures_per_minute: 6 }, clockEarlyInAMinute());
     const clients = clientsFor(loadServedDefinition(), `127.0.0.1:${String(cp.plane.grpcPort())}`);
     try {
       const listOverGrpc = (credential: string) =>

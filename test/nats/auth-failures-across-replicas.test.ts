@@ -1,0 +1,159 @@
+import { request } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { connect, type NatsConnection } from 'nats';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
+import { subjects } from '../../core/bus/subjects.ts';
+import { ANNOUNCE_AFTER_MS } from '../../control-plane/auth/auth-failure-announcements.ts';
+import { ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
+import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
+import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+
+/**
+ * Two control-plane replicas (on one PostgreSQL database when the suites run on it) and one
+ * nats-server with the tenant-isolation accounts: failed authentications are counted by the
+ * fleet, not by the replica that saw them.
+ */
+const CONFIG = fileURLToPath(new URL('../../config/nats/tenant-isolation.conf', import.meta.url));
+const LIMIT = 6;
+const WRONG_KEY = 'svc_not-a-key-of-anyone-0000000000000000';
+/** Well past the announcement delay and a local nats-server's transit, on a busy machine too. */
+const PROPAGATION_MS = ANNOUNCE_AFTER_MS + 300;
+
+const clock = clockEarlyInAMinute();
+
+let nats: NatsServer;
+let a: RunningControlPlane;
+let b: RunningControlPlane;
+
+beforeAll(async () => {
+  nats = await startNatsServer({ configFile: CONFIG });
+  const messaging = () =>
+    openNatsMessaging(
+      { connection: { servers: nats.url, user: 'control-plane', pass: 'control-plane-secret' } },
+      pino({ level: 'silent' }),
+    );
+  const settings = { nats_url: nats.url, auth_failures_per_minute: LIMIT };
+  a = await startControlPlane(settings, undefined, messaging, clock);
+  const shared = a.databaseUrl === null ? {} : { database_url: a.databaseUrl, database_pool_size: 4 };
+  b = await startControlPlane({ ...settings, ...shared }, undefined, messaging, clock);
+}, 60_000);
+
+afterAll(async () => {
+  await b?.close();
+  await a?.close();
+  await nats?.dispose();
+});
+
+interface Answer {
+  status: number;
+  code: string | undefined;
+  retryAfter: string | undefined;
+}
+
+/** GET /v1/tenants on `replica` with `key`, sent from the local address `from` (127.0.0.0/8). */
+function get(replica: RunningControlPlane, from: string, key: string): Promise<Answer> {
+  const url = new URL('/v1/tenants', replica.url);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port, path: url.pathname, localAddress: from, headers: { 'x-api-key': key } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            code: (JSON.parse(text) as { error?: { code?: string } }).error?.code,
+            retryAfter: res.headers['retry-after'],
+          }),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('failed authentications counted across control-plane replicas', () => {
+  it('blocks an address at the limit when its failures were split over both replicas', async () => {
+    const from = '127.0.0.11';
+    for (let i = 0; i < LIMIT - 1; i++) expect((await get(i % 2 === 0 ? a : b, from, WRONG_KEY)).status).toBe(401);
+    await sleep(PROPAGATION_MS);
+    // One short of the limit on either replica: a valid credential still passes.
+    expect((await get(a, from, ROOT_KEY)).status).toBe(200);
+    expect((await get(b, from, ROOT_KEY)).status).toBe(200);
+
+    expect((await get(b, from, WRONG_KEY)).status).toBe(401);
+    await sleep(PROPAGATION_MS);
+    for (const replica of [a, b]) {
+      const refused = await get(replica, from, ROOT_KEY);
+      expect(refused).toMatchObject({ status: 429, code: 'SVC-SYS-9005' });
+      expect(Number(refused.retryAfter)).toBeGreaterThan(0);
+    }
+  });
+
+  it('refuses an address blocked on one replica on the other, a valid credential included', async () => {
+    const from = '127.0.0.12';
+    for (let i = 0; i < LIMIT; i++) expect((await get(a, from, WRONG_KEY)).status).toBe(401);
+    expect(await get(a, from, ROOT_KEY)).toMatchObject({ status: 429, code: 'SVC-SYS-9005' });
+    await sleep(PROPAGATION_MS);
+    expect(await get(b, from, ROOT_KEY)).toMatchObject({ status: 429, code: 'SVC-SYS-9005' });
+    // Another address is not held back by it.
+    expect((await get(b, '127.0.0.22', ROOT_KEY)).status).toBe(200);
+  });
+
+  describe('announcements from other credentials', () => {
+    let proxy: NatsConnection;
+    let controlPlane: NatsConnection;
+
+    beforeAll(async () => {
+      proxy = await connect({
+        servers: nats.url,
+        user: 'proxy-acme',
+        pass: 'proxy-acme-secret',
+        inboxPrefix: '_INBOX_acme',
+      });
+      controlPlane = await connect({ servers: nats.url, user: 'control-plane', pass: 'control-plane-secret' });
+    });
+    afterAll(async () => {
+      await proxy?.close();
+      await controlPlane?.close();
+    });
+
+    const forged = (client: string) =>
+      new TextEncoder().encode(
+        JSON.stringify({
+          replica: 'forger',
+          minute: Math.floor(clock().getTime() / 60_000),
+          failures: [{ client, count: 100 }],
+        }),
+      );
+
+    it("refuses a proxy's credentials to publish or read them, and counts the control plane's", async () => {
+      const published = await proxy.request(subjects.authFailures, forged('127.0.0.13'), { timeout: 1_000 }).then(
+        () => 'answered',
+        (error: unknown) => (error as Error).message,
+      );
+      expect(published).toMatch(/Permissions Violation for Publish/);
+
+      const read = await new Promise<string>((resolve) => {
+        proxy.subscribe(subjects.authFailures, { callback: (error) => resolve(error?.message ?? 'delivered') });
+        void proxy.flush();
+      });
+      expect(read).toMatch(/Permissions Violation for Subscription/);
+
+      // The same message from the control plane's credentials is counted by both replicas: the
+      // forged one would have been.
+      controlPlane.publish(subjects.authFailures, forged('127.0.0.14'));
+      await controlPlane.flush();
+      await sleep(PROPAGATION_MS);
+      for (const replica of [a, b]) {
+        expect((await get(replica, '127.0.0.13', ROOT_KEY)).status).toBe(200);
+        expect((await get(replica, '127.0.0.14', ROOT_KEY)).status).toBe(429);
+      }
+    });
+  });
+});
