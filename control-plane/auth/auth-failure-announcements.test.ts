@@ -55,6 +55,29 @@ describe('failed authentications announced to the other replicas', () => {
     await b.stop();
   });
 
+  it('publishes nothing while checking a request, and one message for the failures of an interval', async () => {
+    const signals = new MemoryRequests(quiet);
+    const sent: unknown[] = [];
+    await signals.subscribeSignals(subjects.authFailures, (data) => void sent.push(data));
+    const shared = await shareAuthFailures(3, { signals, connected: () => true, now: () => NOW, logger: quiet });
+    for (let i = 0; i < 1000; i++) shared.limit.check(`198.51.100.${i % 256}`);
+    shared.limit.fail('192.0.2.6');
+    shared.limit.fail('192.0.2.7');
+    shared.limit.fail('192.0.2.6');
+    expect(sent).toEqual([]);
+    await sleep(ANNOUNCE_AFTER_MS * 3);
+    expect(sent).toEqual([
+      expect.objectContaining({
+        minute: Math.floor(NOW / 60_000),
+        failures: [
+          { client: '192.0.2.6', count: 2 },
+          { client: '192.0.2.7', count: 1 },
+        ],
+      }),
+    ]);
+    await shared.stop();
+  });
+
   it('ignores an announcement that does not validate', async () => {
     const { signals, a } = await replicas();
     const minute = Math.floor(NOW / 60_000);
