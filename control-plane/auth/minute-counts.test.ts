@@ -19,10 +19,7 @@ describe('counts per key and wall-clock minute', () => {
 
   it('forgets the least recently counted key beyond its capacity', () => {
     const counts = new MinuteCounts(2);
-    counts.add('a', 1, 1, 1);
-    counts.add('b', 1, 1, 1);
-    counts.add('a', 1, 1, 1);
-    counts.add('c', 1, 1, 1);
+    for (const key of ['a', 'b', 'a', 'c']) counts.add(key, 1, 1, 1);
     expect([counts.count('a', 1), counts.count('b', 1), counts.count('c', 1)]).toEqual([2, 0, 1]);
   });
 });

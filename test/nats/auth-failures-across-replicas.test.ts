@@ -1,8 +1,8 @@
-import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect, type NatsConnection } from 'nats';
 import { pino } from 'pino';
+import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { subjects } from '../../core/bus/subjects.ts';
@@ -42,6 +42,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  await Promise.all([...agents.values()].map((agent) => agent.close()));
   await b?.close();
   await a?.close();
   await nats?.dispose();
@@ -53,28 +54,21 @@ interface Answer {
   retryAfter: string | undefined;
 }
 
+/** One connection pool per local address requests are sent from. */
+const agents = new Map<string, Agent>();
+
 /** GET /v1/tenants on `replica` with `key`, sent from the local address `from` (127.0.0.0/8). */
-function get(replica: RunningControlPlane, from: string, key: string): Promise<Answer> {
-  const url = new URL('/v1/tenants', replica.url);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: url.hostname, port: url.port, path: url.pathname, localAddress: from, headers: { 'x-api-key': key } },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            code: (JSON.parse(text) as { error?: { code?: string } }).error?.code,
-            retryAfter: res.headers['retry-after'],
-          }),
-        );
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
+async function get(replica: RunningControlPlane, from: string, key: string): Promise<Answer> {
+  let dispatcher = agents.get(from);
+  if (dispatcher === undefined) agents.set(from, (dispatcher = new Agent({ localAddress: from })));
+  const answer = await request(new URL('/v1/tenants', replica.url), { headers: { 'x-api-key': key }, dispatcher });
+  const body = (await answer.body.json()) as { error?: { code?: string } };
+  const retryAfter = answer.headers['retry-after'];
+  return {
+    status: answer.statusCode,
+    code: body.error?.code,
+    retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined,
+  };
 }
 
 describe('failed authentications counted across control-plane replicas', () => {
