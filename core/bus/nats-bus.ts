@@ -19,6 +19,7 @@ import { asPromise } from './as-promise.ts';
 import { deliverInOrder, type Held, type Pipeline } from './batch-delivery.ts';
 import type { BatchHandler, BatchOptions, Bus, BusLogger, BusMessage, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
+import { natsMsgId } from './msg-id-header.ts';
 import { assertEventSubject, assertName } from './names.ts';
 import type { NatsLink } from './nats-connection.ts';
 import { cleanDetail, PoisonMessages, type PoisonReason } from './poison.ts';
@@ -69,7 +70,7 @@ type Options = z.output<typeof natsBusOptionsSchema>;
 const MIN_FETCH_EXPIRES_MS = 1_000;
 
 function msgIdOf(msg: JsMsg): string {
-  return msg.headers?.get('Nats-Msg-Id') || `${msg.info.stream}:${msg.seq}`;
+  return natsMsgId(msg) || `${msg.info.stream}:${msg.seq}`;
 }
 
 /**
