@@ -48,24 +48,29 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
   await Promise.all(Array.from({ length: IN_FLIGHT }, publishOne));
   const published = performance.now();
   const cpuBefore = process.cpuUsage();
+  const threadBefore = process.threadCpuUsage();
   mark(`starts, ${label}`);
   await plane.processor.start({ batchSize: config.processor_batch_size, maxWaitMs: config.processor_max_wait_ms });
   const drained = () => plane.processor.stats.applied + plane.processor.stats.duplicates;
   // The drain's second half, from the first poll past its middle: the first batches run before the
   // JIT has optimized the path (and in process while the backlog just published is promoted), which
   // weighs in a drain of some thousand events (docs/performance.md).
-  let half: { at: number; cpu: NodeJS.CpuUsage; events: number } | undefined;
+  let half: { at: number; cpu: NodeJS.CpuUsage; thread: NodeJS.CpuUsage; events: number } | undefined;
   while (drained() < total) {
     await new Promise((r) => setTimeout(r, 5));
     if (half === undefined && drained() >= total / 2) {
-      half = { at: performance.now(), cpu: process.cpuUsage(), events: drained() };
+      half = { at: performance.now(), cpu: process.cpuUsage(), thread: process.threadCpuUsage(), events: drained() };
       mark('second half');
     }
   }
   const applied = performance.now();
   mark('ends');
   const cpu = process.cpuUsage(cpuBefore);
+  const thread = process.threadCpuUsage(threadBefore);
   const halfCpu = half === undefined ? undefined : process.cpuUsage(half.cpu);
+  const halfThread = half === undefined ? undefined : process.threadCpuUsage(half.thread);
+  // The main thread runs the processor and the bus: its CPU per event bounds the rate.
+  const perEvent = (used: NodeJS.CpuUsage, events: number) => ((used.user + used.system) / events).toFixed(1);
 
   const usage = (await plane.services.budgets.get('bench', budget.budget_id)).usage;
   const seconds = (applied - published) / 1000;
@@ -77,13 +82,13 @@ async function run(label: string, messaging: Messaging, publisher: Messaging): P
     `  drained in        ${seconds.toFixed(2)} s  (${Math.round(total / seconds)} events/s sustained by the processor)`,
   );
   console.log(
-    `  CPU               ${((cpu.user + cpu.system) / 1e6).toFixed(2)} s over the drain (${((cpu.user + cpu.system) / total).toFixed(1)} µs per event, this process's threads)`,
+    `  CPU               ${((cpu.user + cpu.system) / 1e6).toFixed(2)} s over the drain (${perEvent(cpu, total)} µs per event, this process's threads; main thread ${perEvent(thread, total)})`,
   );
-  if (half !== undefined && halfCpu !== undefined && half.events < total) {
+  if (half !== undefined && halfCpu !== undefined && halfThread !== undefined && half.events < total) {
     const events = total - half.events;
     const halfSeconds = (applied - half.at) / 1000;
     console.log(
-      `  second half       ${events} events in ${halfSeconds.toFixed(2)} s (${Math.round(events / halfSeconds)} events/s, CPU ${((halfCpu.user + halfCpu.system) / events).toFixed(1)} µs per event)`,
+      `  second half       ${events} events in ${halfSeconds.toFixed(2)} s (${Math.round(events / halfSeconds)} events/s, CPU ${perEvent(halfCpu, events)} µs per event, main thread ${perEvent(halfThread, events)})`,
     );
   }
   console.log(
