@@ -30,8 +30,8 @@ export const SIDECAR_NODE_FLAGS = [
  * image set it; `test/build/node-flags.test.ts` holds them to this list). glibc's malloc gives
  * each thread that allocates an arena of its own, up to eight per core: the proxy's threads
  * (libuv's pool writing LMDB, V8's helpers, the token thread) each keep one, with its free pages
- * held. Two arenas hold the same work in about 10 MB less at idle and under load, with no more
- * CPU per call (docs/performance.md, "Two malloc arenas"). Read by glibc when the process
- * starts, so it cannot be set from inside it.
+ * held. Two arenas hold the same work in about 3 MB less at idle and 5 to 30 MB less under load,
+ * with no more CPU per call (docs/performance.md, "Two malloc arenas"). Read by glibc when the
+ * process starts, so it cannot be set from inside it.
  */
 export const SIDECAR_ENV = { MALLOC_ARENA_MAX: '2' } as const;
