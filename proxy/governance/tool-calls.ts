@@ -192,7 +192,7 @@ export function checkToolCall(deps: GovernanceDeps, action: string, read: Judgea
 /** Publishes a policy refusal; a TERMINATE policy also ends the envelope. */
 export function refused(deps: GovernanceDeps, envelope: LocalEnvelope, action: string, verdict: GateVerdict): void {
   void deps.recorder.violation(envelope, {
-    policy_id: verdict.result?.matched_policy ?? 'none',
+    policy_id: verdict.result?.matched_policy ?? '',
     rule_id: verdict.result?.matched_rule ?? null,
     denied_action: action,
     decision: verdict.result?.decision ?? 'DENY',

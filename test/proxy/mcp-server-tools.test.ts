@@ -147,6 +147,9 @@ describe('a remote MCP server handed to the provider', () => {
     expect(violations).toHaveLength(refusals);
     for (const violation of violations) {
       expect(violation).toMatchObject({
+        // No policy decided it: named by no policy id, as the control plane's own denials are.
+        policy_id: '',
+        rule_id: null,
         denied_action: 'tool:mcp',
         decision: 'DENY',
         source: expect.stringMatching(/^proxy:/),
