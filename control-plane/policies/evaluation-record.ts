@@ -1,5 +1,38 @@
 import type { Actor, AuditRecord } from '../../core/domain/index.ts';
 import type { Decision } from '../../core/policy/index.ts';
+import type { AuditEntry } from '../audit/audit-log.ts';
+
+/** An evaluation as either side writes its audit record: the control plane's, or a proxy's denial. */
+export interface EvaluationFacts {
+  actor: Actor;
+  action: string;
+  envelopeId: string | null;
+  decision: string;
+  /** Null when no policy decided (a default deny, or a refusal no one rule made). */
+  matchedPolicy: string | null;
+  matchedRule: string | null;
+  semantic: object | undefined;
+  /** What only one side knows: shadow policies and the approval, or a proxy's message and time. */
+  more: Record<string, unknown>;
+}
+
+/** The `policy.evaluate` audit entry that `recordedEvaluation` reads back. */
+export function evaluationEntry(facts: EvaluationFacts): AuditEntry {
+  return {
+    actor: facts.actor,
+    action: 'policy.evaluate',
+    resource:
+      facts.envelopeId !== null ? { type: 'envelope', id: facts.envelopeId } : { type: 'action', id: facts.action },
+    result: facts.decision.toLowerCase(),
+    metadata: {
+      action: facts.action,
+      matched_policy: facts.matchedPolicy,
+      matched_rule: facts.matchedRule,
+      ...facts.more,
+      ...(facts.semantic === undefined ? {} : { semantic: facts.semantic }),
+    },
+  };
+}
 
 /** One policy evaluation, as its `policy.evaluate` audit record tells it. */
 export interface RecordedEvaluation {

@@ -31,7 +31,7 @@ import type { PolicyDecision, PolicyGate, PolicyQuestion, PreparedDecision } fro
 import { END_OF_WALK, filteredPage, namedPages } from '../storage/filtered-page.ts';
 import { collectPages } from '../storage/paging.ts';
 import type { Page, PageRequest, Repositories, Storage } from '../storage/storage.ts';
-import { recordedEvaluation } from './evaluation-record.ts';
+import { evaluationEntry, recordedEvaluation } from './evaluation-record.ts';
 
 /** One evaluation of a policy, read back from its audit record. */
 export interface EvaluationRecord {
@@ -326,23 +326,20 @@ export class Policies implements PolicyGate {
               result,
             })
           : null;
-      await this.deps.audit.append(tx, caller.tenant, {
-        actor: actorOf(caller.principal),
-        action: 'policy.evaluate',
-        resource:
-          question.envelopeId !== undefined
-            ? { type: 'envelope', id: question.envelopeId }
-            : { type: 'action', id: question.action },
-        result: result.decision.toLowerCase(),
-        metadata: {
+      await this.deps.audit.append(
+        tx,
+        caller.tenant,
+        evaluationEntry({
+          actor: actorOf(caller.principal),
           action: question.action,
-          matched_policy: result.matched_policy,
-          matched_rule: result.matched_rule,
-          shadow: result.shadow,
-          approval_id: approval?.approval_id ?? null,
-          ...(result.semantic === undefined ? {} : { semantic: result.semantic }),
-        },
-      });
+          envelopeId: question.envelopeId ?? null,
+          decision: result.decision,
+          matchedPolicy: result.matched_policy,
+          matchedRule: result.matched_rule,
+          semantic: result.semantic,
+          more: { shadow: result.shadow, approval_id: approval?.approval_id ?? null },
+        }),
+      );
       const sequence = sequenceOf(result);
       if (sequence !== undefined) {
         await tx.detections.insert(caller.tenant, {

@@ -29,6 +29,7 @@ import type { StoredEvent } from '../storage/records.ts';
 import { refusedValue } from '../storage/refused-value.ts';
 import { isStorageUnreachable } from '../storage/unreachable.ts';
 import { applyUsage, chargedBudget, storedEvent, type UsageDeps } from '../usage/apply-usage.ts';
+import { evaluationEntry } from '../policies/evaluation-record.ts';
 import { batchRepositories } from './batch-repositories.ts';
 
 export interface ProcessorOptions {
@@ -348,23 +349,21 @@ export class EventProcessor {
   ): Promise<void> {
     if (violation.source === 'control-plane') return;
     if (!(await tx.dedup.markProcessed(violation.tenant_id, VIOLATION_DEDUP_SCOPE, msgId, now.toISOString()))) return;
-    await this.deps.audit.append(tx, violation.tenant_id, {
-      actor: { type: 'proxy', id: violation.source },
-      action: 'policy.evaluate',
-      resource:
-        violation.envelope_id !== null
-          ? { type: 'envelope', id: violation.envelope_id }
-          : { type: 'action', id: violation.denied_action },
-      result: violation.decision.toLowerCase(),
-      metadata: {
+    await this.deps.audit.append(
+      tx,
+      violation.tenant_id,
+      evaluationEntry({
+        actor: { type: 'proxy', id: violation.source },
         action: violation.denied_action,
-        matched_policy: violation.policy_id,
-        matched_rule: violation.rule_id,
-        message: violation.message,
-        observed_at: violation.occurred_at,
-        ...(violation.semantic === undefined ? {} : { semantic: violation.semantic }),
-      },
-    });
+        envelopeId: violation.envelope_id,
+        decision: violation.decision,
+        // A proxy names no policy with an empty id, as the control plane's events do.
+        matchedPolicy: violation.policy_id === '' ? null : violation.policy_id,
+        matchedRule: violation.rule_id,
+        semantic: violation.semantic,
+        more: { message: violation.message, observed_at: violation.occurred_at },
+      }),
+    );
   }
 
   /**

@@ -454,4 +454,34 @@ describe('policy denials at proxies', () => {
     const all = await cp.call('GET', '/v1/audit?action=policy.evaluate', { key });
     expect(all.body.map((r: { actor: { type: string } }) => r.actor.type)).toEqual(['api_key', 'proxy']);
   });
+
+  it("name no policy when none decided, as the control plane's own default denials do", async () => {
+    await cp.messaging.bus.publish(
+      subjects.policyViolation('acme'),
+      {
+        tenant_id: 'acme',
+        policy_id: '',
+        rule_id: null,
+        denied_action: 'tool:mcp',
+        decision: 'DENY',
+        envelope_id: null,
+        message: 'tools[0].allowed_tools: a remote MCP server without a tool list',
+        occurred_at: new Date().toISOString(),
+        source: 'proxy:pod-a',
+      },
+      { msgId: 'v-unmatched' },
+    );
+    type Listed = { resource: { id: string } };
+    const unmatched = async () =>
+      ((await cp.call('GET', '/v1/audit?action=policy.evaluate', { key })).body as Listed[]).find(
+        (r) => r.resource.id === 'tool:mcp',
+      );
+    const record = await eventually(unmatched, (found) => found !== undefined);
+    expect(record).toMatchObject({
+      actor: { type: 'proxy', id: 'proxy:pod-a' },
+      resource: { type: 'action', id: 'tool:mcp' },
+      result: 'deny',
+      metadata: { action: 'tool:mcp', matched_policy: null, matched_rule: null },
+    });
+  });
 });
