@@ -142,7 +142,16 @@ export interface Signals {
   subscribeSignals(
     pattern: string,
     handler: (data: unknown, subject: string) => void | Promise<void>,
+    options?: SignalOptions,
   ): Promise<Subscription>;
+}
+
+export interface SignalOptions {
+  /**
+   * Told of each signal dropped because the subscription's handlers were all busy (`REPLY_LIMITS`),
+   * for a subscriber whose losses are worth a metric rather than the throttled warning alone.
+   */
+  dropped?: () => void;
 }
 
 /** Everything a process needs from messaging, from one connection. */

@@ -96,7 +96,8 @@ export function deferMessaging(options: DeferredMessagingOptions): DeferredMessa
     },
     signals: {
       publishSignal: (subject, data) => now()?.signals.publishSignal(subject, data) ?? unreachable('SVC-SYS-9001'),
-      subscribeSignals: async (pattern, handler) => (await later()).signals.subscribeSignals(pattern, handler),
+      subscribeSignals: async (pattern, handler, options) =>
+        (await later()).signals.subscribeSignals(pattern, handler, options),
     },
     healthy: () => now()?.healthy() ?? false,
     async close() {

@@ -1,4 +1,4 @@
-import type { BusLogger, RequestReply, Signals, Subscription } from './bus.ts';
+import type { BusLogger, RequestReply, SignalOptions, Signals, Subscription } from './bus.ts';
 import { asPromise } from './as-promise.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertPattern, assertSubject } from './names.ts';
@@ -72,11 +72,12 @@ export class MemoryRequests implements RequestReply, Signals {
   subscribeSignals(
     pattern: string,
     handler: (data: unknown, subject: string) => void | Promise<void>,
+    options: SignalOptions = {},
   ): Promise<Subscription> {
     return asPromise(() => {
       assertPattern(pattern);
       const id = Symbol(pattern);
-      const slots = new HandlerSlots(this.#logger, this.#limits);
+      const slots = new HandlerSlots(this.#logger, this.#limits, options.dropped);
       this.#listeners.set(id, {
         pattern,
         handler: (payload, subject) => slots.signal(pattern, subject, () => handler(decodePayload(payload), subject)),

@@ -1,6 +1,6 @@
 import type { Msg, NatsConnection } from 'nats';
 import { asPromise } from './as-promise.ts';
-import type { BusLogger, RequestReply, Signals, Subscription } from './bus.ts';
+import type { BusLogger, RequestReply, SignalOptions, Signals, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { assertPattern, assertSubject } from './names.ts';
 import { noResponder, unwrapReply } from './reply-envelope.ts';
@@ -101,10 +101,11 @@ export class NatsRequests implements RequestReply, Signals {
   subscribeSignals(
     pattern: string,
     handler: (data: unknown, subject: string) => void | Promise<void>,
+    options: SignalOptions = {},
   ): Promise<Subscription> {
     return asPromise(() => {
       assertPattern(pattern);
-      const slots = new HandlerSlots(this.#logger, this.#limits);
+      const slots = new HandlerSlots(this.#logger, this.#limits, options.dropped);
       const sub = this.#nc.subscribe(pattern, {
         callback: (error, msg) => {
           if (error) return this.#logger.error({ err: error, pattern }, 'signal subscription failed');

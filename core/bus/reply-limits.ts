@@ -28,13 +28,15 @@ export class HandlerSlots {
   readonly #limits: ReplyLimits;
   readonly #inFlight: InFlightLimit;
   readonly #logger: BusLogger;
-  readonly #dropped: ReturnType<typeof throttledWarn>;
+  readonly #warnDropped: ReturnType<typeof throttledWarn>;
+  readonly #dropped: () => void;
 
-  constructor(logger: BusLogger, limits: ReplyLimits) {
+  constructor(logger: BusLogger, limits: ReplyLimits, dropped: () => void = () => undefined) {
     this.#limits = limits;
     this.#inFlight = new InFlightLimit({ perKey: limits.perTenant, total: limits.total });
     this.#logger = logger;
-    this.#dropped = throttledWarn(logger, 'signals dropped: too many handlers in flight');
+    this.#warnDropped = throttledWarn(logger, 'signals dropped: too many handlers in flight');
+    this.#dropped = dropped;
   }
 
   /** The handler's reply, or at once SVC-SYS-9001 with no slot free: the requester retries later. */
@@ -50,7 +52,10 @@ export class HandlerSlots {
    */
   signal(pattern: string, subject: string, handle: () => void | Promise<void>): void {
     const tenant = subjectTenant(subject);
-    if (!this.#inFlight.enter(tenant)) return this.#dropped({ pattern, tenant });
+    if (!this.#inFlight.enter(tenant)) {
+      this.#dropped();
+      return this.#warnDropped({ pattern, tenant });
+    }
     void asPromise(handle)
       .catch((failure: unknown) => this.#logger.error({ err: failure, subject }, 'signal handler failed'))
       .finally(() => this.#inFlight.leave(tenant));

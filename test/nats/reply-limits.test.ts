@@ -94,11 +94,16 @@ describe.each([
     const signals = requestsWith(logger, { perTenant: 2, total: 3 });
     const release = Promise.withResolvers<void>();
     const started: string[] = [];
+    let dropped = 0;
     const signal = (tenant: string) => `svc.${tenant}.signals.pause`;
-    const subscription = await signals.subscribeSignals(signal('*'), async (data, subject) => {
-      started.push(subject);
-      if ((data as { hold?: boolean }).hold === true) await release.promise;
-    });
+    const subscription = await signals.subscribeSignals(
+      signal('*'),
+      async (data, subject) => {
+        started.push(subject);
+        if ((data as { hold?: boolean }).hold === true) await release.promise;
+      },
+      { dropped: () => void dropped++ },
+    );
     for (let i = 0; i < 5; i++) await signals.publishSignal(signal('acme'), { hold: true });
     await signals.publishSignal(signal('globex'), { hold: true });
     await flush();
@@ -113,6 +118,8 @@ describe.each([
     expect(started.filter((subject) => subject === signal('acme'))).toHaveLength(2);
     expect(started).not.toContain(signal('initech'));
     expect(warnings).toEqual(['signals dropped: too many handlers in flight']);
+    // The warning is throttled; the subscriber is told of every signal dropped.
+    expect(dropped).toBe(4);
     release.resolve();
     // Done, the handlers give their slots back.
     await eventually(
