@@ -20,7 +20,7 @@ import { CostPredictor } from './brain/cost-prediction.ts';
 import { Oracle } from './brain/oracle.ts';
 import { OverrunWatch } from './brain/overrun-watch.ts';
 import { Authenticator } from './auth/authenticator.ts';
-import { shareAuthFailures } from './auth/auth-failure-announcements.ts';
+import { AUTH_FAILURE_COUNTS, createAuthFailureLimit } from './auth/auth-failure-limit.ts';
 import { KeyAdministration } from './auth/key-administration.ts';
 import { JwtVerifier } from './auth/jwt.ts';
 import { AuditLog } from './audit/audit-log.ts';
@@ -48,7 +48,8 @@ import { transcodedRoutes } from './gateway/transcoder.ts';
 import { loadServedDefinition, servedFileDescriptors } from './grpc/contracts.ts';
 import { listHttpRules } from './grpc/http-rules.ts';
 import { createGrpcServer } from './grpc/server.ts';
-import { createAuthFailureLimit, createRequestRate } from './auth/request-rate.ts';
+import { createRequestRate, REQUEST_COUNTS } from './auth/request-rate.ts';
+import { minuteCounts, type Sharing } from './auth/shared-minute-counts.ts';
 import { checkpointService } from './grpc/services/checkpoint-service.ts';
 import { costService } from './grpc/services/cost-service.ts';
 import { envelopeService } from './grpc/services/envelope-service.ts';
@@ -324,20 +325,24 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
         });
   const now = () => clock().getTime();
   // In standalone mode this process is the only replica: there is no one to tell.
-  const authFailures =
+  const sharing: Sharing | undefined =
     config.nats_url === undefined
-      ? { limit: createAuthFailureLimit(config.auth_failures_per_minute, { now }), stop: () => Promise.resolve() }
-      : await shareAuthFailures(config.auth_failures_per_minute, {
+      ? undefined
+      : {
           signals: messaging.signals,
           connected: () => messaging.healthy(),
           now,
-          logger: logger.child({ component: 'auth-failures' }),
-        });
-  const authenticator = new Authenticator(keys, jwt, config.bootstrap_admin_key, clock, authFailures.limit);
+          logger: logger.child({ component: 'shared-counts' }),
+          lost: (subject, reason) => metrics.announcementsLost.inc({ subject, reason }),
+        };
+  const authFailureCounts = await minuteCounts(AUTH_FAILURE_COUNTS, sharing);
+  const requestCounts = await minuteCounts(REQUEST_COUNTS, sharing);
+  const authFailures = createAuthFailureLimit(config.auth_failures_per_minute, { now, counts: authFailureCounts });
+  const authenticator = new Authenticator(keys, jwt, config.bootstrap_admin_key, clock, authFailures);
   let listeningAt: string | undefined;
   const documentationBase = () =>
     config.public_base_url ?? listeningAt ?? `http://${config.http_host}:${config.http_port}`;
-  const requestRate = createRequestRate(config.rate_limit_per_minute);
+  const requestRate = createRequestRate(config.rate_limit_per_minute, { now, counts: requestCounts });
   const { app, routes, registered } = await createApp({
     logger,
     authenticator,
@@ -505,7 +510,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
       } finally {
         clearTimeout(cut);
       }
-      await authFailures.stop();
+      await Promise.all([authFailureCounts.stop(), requestCounts.stop()]);
       await publisher.stop();
       // A moment to send what is pending; what is left stays in the store for the next start.
       if (messaging.healthy()) await outbox.flush(2_000).catch(() => undefined);

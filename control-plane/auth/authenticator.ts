@@ -3,7 +3,7 @@ import { SvcError } from '../../core/errors/index.ts';
 import { ALL_SCOPES, SYSTEM_TENANT, type Principal } from '../../core/domain/index.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { looksLikeJwt, type JwtVerifier } from './jwt.ts';
-import type { AuthFailureLimit } from './request-rate.ts';
+import type { AuthFailureLimit } from './auth-failure-limit.ts';
 
 export interface CredentialHeaders {
   'x-api-key'?: string | string[] | undefined;

@@ -1,61 +1,65 @@
+import type { FastifyRateLimitStore } from '@fastify/rate-limit';
 import { describe, expect, it } from 'vitest';
-import { SvcError } from '../../core/errors/index.ts';
+import type { Principal } from '../../core/domain/index.ts';
 import { minuteOf } from './minute-counts.ts';
-import { clientOf, createAuthFailureLimit } from './request-rate.ts';
+import { createRequestRate, rateKey } from './request-rate.ts';
+import { localMinuteCounts } from './shared-minute-counts.ts';
 
-describe('failed authentications per client', () => {
-  it('counts an IPv6 address by its /64 and an IPv4 one however it is written', () => {
-    expect(clientOf('2001:db8:1:2:aaaa::1')).toBe(clientOf('2001:0db8:0001:0002:ffff:ffff:ffff:ffff'));
-    expect(clientOf('2001:db8:1:2::1')).not.toBe(clientOf('2001:db8:1:3::1'));
-    expect(clientOf('::ffff:192.0.2.7')).toBe('192.0.2.7');
-    expect(clientOf('192.0.2.7')).not.toBe(clientOf('192.0.2.8'));
-    expect(clientOf('not an address')).toBe('not an address');
-  });
+/** 45 s into a wall-clock minute. */
+const LATE = Date.parse('2026-01-01T10:00:45Z');
 
-  it('refuses every address of a /64 once its addresses together reach the limit', () => {
-    const limit = createAuthFailureLimit(3, { now: () => MIDDLE_OF_A_MINUTE });
-    for (const host of ['1', '2', '3']) limit.fail(`2001:db8:7:7::${host}`);
-    expect(refusal(() => limit.check('2001:db8:7:7::ffff'))).toMatchObject({
-      code: 'SVC-SYS-9005',
-      details: { retry_after_seconds: 30 },
-    });
-    expect(() => limit.check('2001:db8:7:8::1')).not.toThrow();
-  });
-
-  it('counts the failures another replica announced for the minute, and none of a minute that passed', () => {
-    let now = MIDDLE_OF_A_MINUTE;
-    const limit = createAuthFailureLimit(3, { now: () => now });
-    const minute = minuteOf(now);
-    limit.addAnnounced('192.0.2.7', minute - 1, 10);
-    expect(() => limit.check('192.0.2.7')).not.toThrow();
-    limit.addAnnounced('192.0.2.7', minute, 2);
-    expect(() => limit.check('192.0.2.7')).not.toThrow();
-    limit.fail('::ffff:192.0.2.7');
-    expect(refusal(() => limit.check('192.0.2.7'))).toMatchObject({ code: 'SVC-SYS-9005' });
-    now += 30_000;
-    expect(() => limit.check('192.0.2.7')).not.toThrow();
-  });
-
-  it('tells of each failure it counted, with the client and the minute', () => {
-    const told: Array<[string, number]> = [];
-    const limit = createAuthFailureLimit(3, {
-      now: () => MIDDLE_OF_A_MINUTE,
-      onFailure: (client, minute) => told.push([client, minute]),
-    });
-    limit.fail('2001:db8:7:7::1');
-    expect(told).toEqual([['2001:db8:7:7::/64', minuteOf(MIDDLE_OF_A_MINUTE)]]);
-  });
+const caller = (id: string): Principal => ({
+  type: 'api_key',
+  id,
+  tenant_id: 'acme',
+  scopes: new Set(),
+  administrator: false,
 });
 
-/** 30 s into a wall-clock minute. */
-const MIDDLE_OF_A_MINUTE = Date.parse('2026-01-01T10:00:30Z');
-
-function refusal(run: () => void): SvcError | undefined {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof SvcError) return error;
-    throw error;
-  }
-  return undefined;
+function incr(store: FastifyRateLimitStore, key: string, max: number) {
+  let result: { current: number; ttl: number } | undefined;
+  store.incr(key, (_error, counted) => (result = counted), 60_000, max);
+  return result;
 }
+
+describe('the request rate per credential and minute', () => {
+  it('refuses past the limit until the minute turns, counting no refused request', async () => {
+    let now = LATE;
+    const counts = localMinuteCounts(10);
+    const rate = createRequestRate(2, { now: () => now, counts });
+    const key = rateKey(caller('k1'));
+    await rate.take(caller('k1'));
+    await rate.take(caller('k1'));
+    await expect(rate.take(caller('k1'))).rejects.toMatchObject({
+      code: 'SVC-SYS-9005',
+      details: { limit: 2, retry_after_seconds: 15 },
+    });
+    expect(counts.count(key, minuteOf(now))).toBe(2);
+    await expect(rate.take(caller('k2'))).resolves.toBeUndefined();
+    now += 15_000;
+    await expect(rate.take(caller('k1'))).resolves.toBeUndefined();
+  });
+
+  it("gives @fastify/rate-limit one store, counting into the same counts as the gRPC surface's", async () => {
+    const counts = localMinuteCounts(10);
+    const rate = createRequestRate(2, { now: () => LATE, counts });
+    const Store = rate.store;
+    const store = new Store({});
+    expect(new Store({})).toBe(store);
+    expect(store.child({} as never)).toBe(store);
+    const key = rateKey(caller('k1'));
+    expect(incr(store, key, 2)).toEqual({ current: 1, ttl: 15_000 });
+    await rate.take(caller('k1'));
+    expect(incr(store, key, 2)).toEqual({ current: 3, ttl: 15_000 });
+    expect(counts.count(key, minuteOf(LATE))).toBe(2);
+  });
+
+  it('refuses on what its counts hold, the other replicas included', async () => {
+    const counts = localMinuteCounts(10);
+    const rate = createRequestRate(2, { now: () => LATE, counts });
+    // As the other replicas' announcements add them.
+    counts.add(rateKey(caller('k1')), minuteOf(LATE));
+    counts.add(rateKey(caller('k1')), minuteOf(LATE));
+    await expect(rate.take(caller('k1'))).rejects.toMatchObject({ code: 'SVC-SYS-9005' });
+  });
+});

@@ -1,7 +1,7 @@
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import { MAX_JSON_VALUES } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
-import { clientOf } from '../auth/request-rate.ts';
+import { clientOf } from '../auth/auth-failure-limit.ts';
 import { messagesIn, requestTypeOf } from './message-count.ts';
 
 /**

@@ -67,6 +67,12 @@ export class ControlPlaneMetrics {
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
+  readonly announcementsLost = new Counter({
+    name: 'svc_announcements_lost_total',
+    help: 'Counts announced between control-plane replicas that were lost, by subject and reason (not_sent: NATS away or the publication failed; dropped: arrived while the handlers were all busy)',
+    labelNames: ['subject', 'reason'] as const,
+    registers: [this.registry],
+  });
   readonly budgetUsage: Gauge<'tenant_id' | 'budget_id'>;
   readonly budgetLimit: Gauge<'tenant_id' | 'budget_id'>;
   private budgetSpend: () => Promise<Iterable<BudgetSpend>> = () => Promise.resolve([]);

@@ -20,6 +20,8 @@ export const subjects = {
   systemMetrics: 'svc.system.metrics',
   /** Failed authentications one control-plane replica announces to the others (docs/security.md). */
   authFailures: 'svc.system.auth-failures',
+  /** Requests per credential one control-plane replica announces to the others (docs/deployment.md). */
+  requestCounts: 'svc.system.request-counts',
 } as const;
 
 /** NATS-style subject matching: `*` matches one token, `>` one or more trailing tokens. */

@@ -183,11 +183,17 @@ describe('403 SVC-SYS-9004 for a missing scope', () => {
 
 describe('429 SVC-SYS-9005 per API key', () => {
   it('limits a key past rate_limit_per_minute with retry-after, and leaves other keys alone', async () => {
-    const first = await withTenant({ rate_limit_per_minute: 5 });
+    const first = await withTenant({ rate_limit_per_minute: 5 }, clockEarlyInAMinute());
     const second = await tenantWithKey(cp, 'globex');
-    for (let i = 0; i < 5; i += 1) expect((await cp.call('GET', '/v1/budgets', { key: first })).status).toBe(200);
+    for (let i = 0; i < 5; i += 1) {
+      const passed = await cp.call('GET', '/v1/budgets', { key: first });
+      expect(passed.status).toBe(200);
+      expect(passed.headers.get('x-ratelimit-limit')).toBe('5');
+      expect(passed.headers.get('x-ratelimit-remaining')).toBe(String(4 - i));
+    }
     const limited = await cp.call('GET', '/v1/budgets', { key: first });
     expect(expectSvcError(limited, 429, 'SVC-SYS-9005').details).toMatchObject({ limit: 5 });
+    expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
     const retryAfter = Number(limited.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThan(0);
     expect(retryAfter).toBeLessThanOrEqual(60);
@@ -207,7 +213,7 @@ describe('429 SVC-SYS-9005 per API key', () => {
 
 describe('one rate limit per caller across REST and gRPC', () => {
   it('refuses a gRPC call with RESOURCE_EXHAUSTED SVC-SYS-9005 once REST calls used up the limit, and the other way round', async () => {
-    const first = await withTenant({ rate_limit_per_minute: 4 });
+    const first = await withTenant({ rate_limit_per_minute: 4 }, clockEarlyInAMinute());
     const second = await tenantWithKey(cp, 'globex');
     const clients = clientsFor(loadServedDefinition(), `127.0.0.1:${String(cp.plane.grpcPort())}`);
     try {

@@ -9,6 +9,7 @@ import {
   tenantWithKey,
   type RunningControlPlane,
 } from '../harness/control-plane.ts';
+import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
 import { callFails, callOk, mcpClient } from './mcp-client.ts';
 
 const TOOLS = [
@@ -705,7 +706,7 @@ describe('a result a client may trust', () => {
 
 describe('rate limits', () => {
   it('count MCP requests per credential like REST ones (429 SVC-SYS-9005)', async () => {
-    const limited = await startControlPlane({ rate_limit_per_minute: 3 });
+    const limited = await startControlPlane({ rate_limit_per_minute: 3 }, undefined, undefined, clockEarlyInAMinute());
     try {
       const limitedKey = await tenantWithKey(limited, 'mcp-rl');
       const statuses: number[] = [];
@@ -732,7 +733,7 @@ describe('rate limits', () => {
   }, 60_000);
 
   it('count each message of a batch as a request', async () => {
-    const limited = await startControlPlane({ rate_limit_per_minute: 5 });
+    const limited = await startControlPlane({ rate_limit_per_minute: 5 }, undefined, undefined, clockEarlyInAMinute());
     try {
       const limitedKey = await tenantWithKey(limited, 'mcp-batch');
       const batch = (size: number) =>

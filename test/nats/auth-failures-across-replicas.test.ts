@@ -6,7 +6,7 @@ import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { subjects } from '../../core/bus/subjects.ts';
-import { ANNOUNCE_AFTER_MS } from '../../control-plane/auth/auth-failure-announcements.ts';
+import { ANNOUNCE_AFTER_MS } from '../../control-plane/auth/shared-minute-counts.ts';
 import { ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
 import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
@@ -122,7 +122,7 @@ describe('failed authentications counted across control-plane replicas', () => {
         JSON.stringify({
           replica: 'forger',
           minute: Math.floor(clock().getTime() / 60_000),
-          failures: [{ client, count: 100 }],
+          counts: [{ key: client, count: 100 }],
         }),
       );
 
