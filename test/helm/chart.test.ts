@@ -262,9 +262,10 @@ describe('NATS', () => {
         .map((m) => m[1]!)
         .filter((s) => !s.includes('secret') && !/^[A-Za-z0-9]{40}$/.test(s));
     };
-    expect(block(conf)).toHaveLength(22);
-    // The replicas' failed-authentication counts: neither published nor read by a proxy.
+    expect(block(conf)).toHaveLength(24);
+    // The replicas' failed-authentication and request counts: neither published nor read by a proxy.
     expect(block(conf).filter((s) => s === 'svc.system.auth-failures')).toHaveLength(2);
+    expect(block(conf).filter((s) => s === 'svc.system.request-counts')).toHaveLength(2);
     // The envelope holds: read and watched by a proxy on its own tenant's keys only.
     expect(block(conf)).toEqual(
       expect.arrayContaining([

@@ -121,6 +121,9 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       'svc.acme.signals.terminate',
       'svc.acme.budgets.exceeded',
       'svc.acme.envelopes.completed',
+      // the control-plane replicas' counts, which a proxy could forge to have others refused
+      'svc.system.auth-failures',
+      'svc.system.request-counts',
     ];
     const answers = Object.fromEntries(await Promise.all(refusedSubjects.map(async (s) => [s, await send(s)])));
     expect(answers).toEqual(Object.fromEntries(refusedSubjects.map((s) => [s, 'refused'])));
