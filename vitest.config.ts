@@ -17,6 +17,7 @@ const ON_POSTGRES = [
   'test/proxy/**/*.test.ts',
   'test/nats/control-plane-outbox.test.ts',
   'test/nats/auth-failures-across-replicas.test.ts',
+  'test/nats/request-rate-across-replicas.test.ts',
   'test/nats/poison-messages.test.ts',
   'test/injector/injected-pod.test.ts',
   'test/observability/no-secrets-in-logs.test.ts',

@@ -1,0 +1,133 @@
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { status } from '@grpc/grpc-js';
+import { connect, type NatsConnection } from 'nats';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
+import { ANNOUNCE_AFTER_MS } from '../../control-plane/auth/shared-minute-counts.ts';
+import { decodePayload } from '../../core/bus/codec.ts';
+import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
+import { subjects } from '../../core/bus/subjects.ts';
+import { ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
+import { clientsFor, failure, statusDetails, unary, type Clients } from '../harness/grpc.ts';
+import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
+import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+
+/**
+ * Two control-plane replicas (on one PostgreSQL database when the suites run on it) and one
+ * nats-server with the tenant-isolation accounts: a credential's requests are counted by the
+ * fleet, not by the replica that served them. The bootstrap key is the credential both replicas
+ * know on LMDB too, and nothing else of the suite uses it.
+ */
+const CONFIG = fileURLToPath(new URL('../../config/nats/tenant-isolation.conf', import.meta.url));
+const LIMIT = 8;
+/** Well past the announcement delay and a local nats-server's transit, on a busy machine too. */
+const PROPAGATION_MS = ANNOUNCE_AFTER_MS + 300;
+const COSTS = 'svc.cost.v1.CostService';
+
+const clock = clockEarlyInAMinute();
+
+let nats: NatsServer;
+let a: RunningControlPlane;
+let b: RunningControlPlane;
+let grpcOfB: Clients;
+/** The control plane's credentials, listening to what the replicas announce. */
+let listener: NatsConnection;
+const announced: unknown[] = [];
+
+beforeAll(async () => {
+  nats = await startNatsServer({ configFile: CONFIG });
+  const messaging = () =>
+    openNatsMessaging(
+      { connection: { servers: nats.url, user: 'control-plane', pass: 'control-plane-secret' } },
+      pino({ level: 'silent' }),
+    );
+  const settings = { nats_url: nats.url, rate_limit_per_minute: LIMIT };
+  a = await startControlPlane(settings, undefined, messaging, clock);
+  const shared = a.databaseUrl === null ? {} : { database_url: a.databaseUrl, database_pool_size: 4 };
+  b = await startControlPlane({ ...settings, ...shared }, undefined, messaging, clock);
+  grpcOfB = clientsFor(loadServedDefinition(), `127.0.0.1:${String(b.plane.grpcPort())}`);
+  listener = await connect({ servers: nats.url, user: 'control-plane', pass: 'control-plane-secret' });
+  listener.subscribe(subjects.requestCounts, {
+    callback: (_error, msg) => void announced.push(decodePayload(msg.data)),
+  });
+  await listener.flush();
+}, 60_000);
+
+afterAll(async () => {
+  grpcOfB?.close();
+  await listener?.close();
+  await b?.close();
+  await a?.close();
+  await nats?.dispose();
+});
+
+const overRest = (replica: RunningControlPlane) => replica.call('GET', '/v1/tenants');
+const overGrpc = () => unary(grpcOfB.client(COSTS), 'ListBudgets', {}, { defaultKey: ROOT_KEY });
+
+describe('the request rate counted across control-plane replicas', () => {
+  it("refuses a credential at the limit when its requests were split over both replicas' REST and gRPC", async () => {
+    for (let i = 0; i < LIMIT / 2; i++) expect((await overRest(a)).status).toBe(200);
+    for (let i = 0; i < LIMIT / 2 - 1; i++) await overGrpc();
+    await sleep(PROPAGATION_MS);
+    // One short of the limit in the fleet: each replica served half, and still one passes.
+    const last = await overRest(b);
+    expect(last.status).toBe(200);
+    expect(last.headers.get('x-ratelimit-remaining')).toBe('0');
+    await sleep(PROPAGATION_MS);
+
+    const refused = await overRest(a);
+    expect(refused.status).toBe(429);
+    expect((refused.body as { error: { code: string } }).error.code).toBe('SVC-SYS-9005');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(refused.headers.get('x-ratelimit-limit')).toBe(String(LIMIT));
+    const refusedOverGrpc = await failure(overGrpc());
+    expect(refusedOverGrpc.code).toBe(status.RESOURCE_EXHAUSTED);
+    expect(statusDetails(refusedOverGrpc).errorInfo).toMatchObject({ reason: 'SVC-SYS-9005' });
+
+    // What went over NATS: the credential's key and counts, a refused request in none of them.
+    const counted = announced.flatMap(
+      (announcement) => (announcement as { counts: Array<{ key: string; count: number }> }).counts,
+    );
+    expect(counted.every(({ key }) => key === 'bootstrap:system:bootstrap-admin')).toBe(true);
+    expect(counted.reduce((sum, { count }) => sum + count, 0)).toBe(LIMIT);
+  });
+
+  describe('announcements from other credentials', () => {
+    let proxy: NatsConnection;
+
+    beforeAll(async () => {
+      proxy = await connect({
+        servers: nats.url,
+        user: 'proxy-acme',
+        pass: 'proxy-acme-secret',
+        inboxPrefix: '_INBOX_acme',
+      });
+    });
+    afterAll(async () => {
+      await proxy?.close();
+    });
+
+    it("refuses a proxy's credentials to publish or read them", async () => {
+      const forged = new TextEncoder().encode(
+        JSON.stringify({
+          replica: 'forger',
+          minute: Math.floor(clock().getTime() / 60_000),
+          counts: [{ key: 'api_key:acme:someone-else', count: 1_000 }],
+        }),
+      );
+      const published = await proxy.request(subjects.requestCounts, forged, { timeout: 1_000 }).then(
+        () => 'answered',
+        (error: unknown) => (error as Error).message,
+      );
+      expect(published).toMatch(/Permissions Violation for Publish/);
+
+      const read = await new Promise<string>((resolve) => {
+        proxy.subscribe(subjects.requestCounts, { callback: (error) => resolve(error?.message ?? 'delivered') });
+        void proxy.flush();
+      });
+      expect(read).toMatch(/Permissions Violation for Subscription/);
+    });
+  });
+});
