@@ -9,7 +9,7 @@ import { ANNOUNCE_AFTER_MS } from '../../control-plane/auth/shared-minute-counts
 import { decodePayload } from '../../core/bus/codec.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { subjects } from '../../core/bus/subjects.ts';
-import { ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
+import { eventually, ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
 import { clientsFor, failure, statusDetails, unary, type Clients } from '../harness/grpc.ts';
 import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
@@ -130,4 +130,26 @@ describe('the request rate counted across control-plane replicas', () => {
       expect(read).toMatch(/Permissions Violation for Subscription/);
     });
   });
+
+  it('counts in svc_announcements_lost_total what it could not announce while NATS was away', async () => {
+    await nats.stop();
+    try {
+      await eventually(
+        () => a.messaging.healthy(),
+        (healthy) => !healthy,
+        10_000,
+      );
+      // A failed authentication is counted, and its announcement not sent.
+      expect((await a.call('GET', '/v1/tenants', { key: 'svc_not-a-key-of-anyone-0000000000000000' })).status).toBe(
+        401,
+      );
+      const lost = () =>
+        a.call('GET', '/metrics', { key: null }).then(({ body }) => String(body).match(LOST_NOT_SENT)?.[1]);
+      expect(await eventually(lost, (count) => count !== undefined)).toBe('1');
+    } finally {
+      await nats.restart();
+    }
+  });
 });
+
+const LOST_NOT_SENT = /^svc_announcements_lost_total\{subject="svc\.system\.auth-failures",reason="not_sent"\} (\d+)$/m;
