@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DetectionKindSchema, type ImmuneDetection } from '../../core/brain/index.ts';
 import { IdSchema } from '../../core/domain/index.ts';
-import { TimestampSchema } from '../../core/domain/common.ts';
+import { TimestampSchema } from '../../core/domain/timestamp.ts';
 import type { PageRequest, Readers } from '../storage/storage.ts';
 
 /** What a detections listing filters by, as both surfaces give it (snake_case names). */

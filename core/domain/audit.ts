@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MAX_NAME_LENGTH } from './bounds.ts';
-import { MetadataSchema, TimestampSchema } from './common.ts';
+import { MetadataSchema } from './common.ts';
+import { TimestampSchema } from './timestamp.ts';
 
 export const ActorSchema = z.object({
   type: z.enum(['api_key', 'jwt', 'bootstrap', 'system', 'proxy']),

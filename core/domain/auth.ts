@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_KEY_LIFETIME_SECONDS, MAX_LIST_ITEMS, NameSchema, TenantIdSchema } from './bounds.ts';
-import { TimestampSchema } from './common.ts';
+import { TimestampSchema } from './timestamp.ts';
 
 /** Scopes of spec 2.8. `admin` grants every scope within the key's tenant. */
 export const ScopeSchema = z.enum([

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CountSchema, IdSchema, MAX_TEXT_LENGTH, NameSchema, TagsSchema, TenantIdSchema, UsdSchema } from './bounds.ts';
-import { microsToUsd, TimestampSchema, UuidSchema } from './common.ts';
+import { microsToUsd, UuidSchema } from './common.ts';
+import { TimestampSchema } from './timestamp.ts';
 import {
   AlertThresholdSchema,
   BudgetLimitsSchema,

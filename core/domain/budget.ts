@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MAX_COUNT, MAX_TEXT_LENGTH, MAX_USD } from './bounds.ts';
-import { TimestampSchema, UuidSchema } from './common.ts';
+import { UuidSchema } from './common.ts';
+import { TimestampSchema } from './timestamp.ts';
 
 export const BudgetPeriodSchema = z.enum(['hourly', 'daily', 'weekly', 'monthly', 'total', 'quarterly']);
 export type BudgetPeriod = z.infer<typeof BudgetPeriodSchema>;

@@ -3,16 +3,6 @@ import { MAX_METADATA_DEPTH } from './bounds.ts';
 import { nestsWithin } from './json-values.ts';
 
 export const UuidSchema = z.uuid();
-/** Nanoseconds, as fine as a gRPC Timestamp is. */
-export const MAX_FRACTION_DIGITS = 9;
-const TOO_FINE = new RegExp(`\\.\\d{${MAX_FRACTION_DIGITS + 1}}`);
-/**
- * An ISO 8601 date-time. Its fraction of a second is bounded: a timestamp becomes part of storage
- * keys (an envelope's by creation time), and one with thousands of digits would pass their size.
- */
-export const TimestampSchema = z.iso
-  .datetime({ offset: true })
-  .refine((iso) => !TOO_FINE.test(iso), `must give at most ${MAX_FRACTION_DIGITS} digits of a second`);
 /**
  * Free-form JSON. Its nesting is bounded: storage encodes values recursively, and a payload nested
  * thousands deep would overflow the stack there, failing the write it came with.

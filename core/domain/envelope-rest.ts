@@ -9,7 +9,8 @@ import {
   NameSchema,
   TenantIdSchema,
 } from './bounds.ts';
-import { microsToUsd, MetadataSchema, TimestampSchema, UuidSchema } from './common.ts';
+import { microsToUsd, MetadataSchema, UuidSchema } from './common.ts';
+import { TimestampSchema } from './timestamp.ts';
 import {
   EnvelopeStatusSchema,
   GovernanceContextSchema,

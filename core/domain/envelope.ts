@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { IdSchema, MAX_COUNT, MAX_LIST_ITEMS, MAX_TIMEOUT_SECONDS, MAX_USD } from './bounds.ts';
-import { MetadataSchema, TimestampSchema, UuidSchema } from './common.ts';
+import { MetadataSchema, UuidSchema } from './common.ts';
+import { TimestampSchema } from './timestamp.ts';
 
 /** Canonical envelope statuses (ARCHITECTURE §4). REST folds the last three into TERMINATED. */
 export const EnvelopeStatusSchema = z.enum([

@@ -1,4 +1,5 @@
 export * from './common.ts';
+export * from './timestamp.ts';
 export * from './bounds.ts';
 export * from './json-values.ts';
 export * from './envelope.ts';

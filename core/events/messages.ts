@@ -9,7 +9,8 @@ import {
   NameSchema,
   ReportedUsdSchema,
 } from '../domain/bounds.ts';
-import { MetadataSchema, TimestampSchema } from '../domain/common.ts';
+import { MetadataSchema } from '../domain/common.ts';
+import { TimestampSchema } from '../domain/timestamp.ts';
 import { ApprovalSchema } from '../policy/approvals.ts';
 import { keptFinding, SemanticFindingSchema } from '../policy/result.ts';
 

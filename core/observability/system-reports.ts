@@ -3,7 +3,7 @@ import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import type { Signals } from '../bus/bus.ts';
 import { subjects } from '../bus/subjects.ts';
-import { TimestampSchema } from '../domain/common.ts';
+import { TimestampSchema } from '../domain/timestamp.ts';
 
 const DependencySchema = z.object({ status: z.enum(['ok', 'down']), detail: z.string().optional() });
 
