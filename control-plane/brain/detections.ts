@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { DetectionKindSchema, type ImmuneDetection } from '../../core/brain/index.ts';
-import { IdSchema } from '../../core/domain/index.ts';
-import { TimestampSchema } from '../../core/domain/timestamp.ts';
+import { IdSchema, TimestampSchema } from '../../core/domain/index.ts';
 import type { PageRequest, Readers } from '../storage/storage.ts';
 
 /** What a detections listing filters by, as both surfaces give it (snake_case names). */
@@ -10,12 +9,12 @@ export const DetectionQuerySchema = z
     envelope_id: IdSchema.optional(),
     execution_id: IdSchema.optional(),
     kind: DetectionKindSchema.optional(),
-    /** Recorded at or after. */
+    /** Recorded at or after; canonical, as detections store their times, so text order is time order. */
     since: TimestampSchema.optional(),
     /** Recorded before. */
     until: TimestampSchema.optional(),
   })
-  .refine((q) => q.since === undefined || q.until === undefined || Date.parse(q.since) < Date.parse(q.until), {
+  .refine((q) => q.since === undefined || q.until === undefined || q.since < q.until, {
     message: 'must be after since',
     path: ['until'],
   });
@@ -26,9 +25,6 @@ export interface DetectionPage {
   /** Empty when this page is the last. */
   next_page_token: string;
 }
-
-/** Times as detections store them (UTC, milliseconds), so that comparing the strings compares the times. */
-const canonical = (at: string | undefined) => (at === undefined ? undefined : new Date(Date.parse(at)).toISOString());
 
 /** The Immune System's detections of a tenant, newest first (REST and gRPC `ListDetections`). */
 export class Detections {
@@ -46,8 +42,8 @@ export class Detections {
         envelopeId: query.envelope_id,
         executionId: query.execution_id,
         kind: query.kind,
-        since: canonical(query.since),
-        until: canonical(query.until),
+        since: query.since,
+        until: query.until,
       },
       page,
     );

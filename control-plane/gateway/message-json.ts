@@ -1,6 +1,12 @@
 import type { PackageDefinition } from '@grpc/proto-loader';
 import { z } from 'zod';
-import { jsonExcess, MAX_JSON_VALUES, MAX_METADATA_DEPTH, parsedChildren } from '../../core/domain/index.ts';
+import {
+  jsonExcess,
+  MAX_JSON_VALUES,
+  MAX_METADATA_DEPTH,
+  parsedChildren,
+  TimestampSchema,
+} from '../../core/domain/index.ts';
 import { TOO_LARGE } from '../../core/errors/index.ts';
 
 /**
@@ -85,7 +91,7 @@ function boundedJson(value: unknown, context: z.RefinementCtx): void {
 }
 
 const WELL_KNOWN_INPUT: Record<string, () => z.ZodType> = {
-  'google.protobuf.Timestamp': () => z.iso.datetime({ offset: true }).transform(timestampFromIso),
+  'google.protobuf.Timestamp': () => TimestampSchema.transform(timestampFromIso),
   'google.protobuf.Struct': () => z.record(z.string(), z.unknown()).superRefine(boundedJson).transform(structFromJson),
   'google.protobuf.Value': () => z.unknown().superRefine(boundedJson).transform(valueFromJson),
   'google.protobuf.FieldMask': () =>

@@ -181,5 +181,9 @@ describe('the HTTP gateway transcoded from the google.api.http bindings', () => 
       group_by: 'SPEND_GROUP_BY_DAY',
       start_time: '2020-01-01T00:00:00.000Z',
     });
+    const offset = await cp.call('GET', `/v1/spend?start_time=${encodeURIComponent('2020-01-01T05:30:00.5+05:30')}`, {
+      key,
+    });
+    expect(offset.body.spend_summary.start_time).toBe('2020-01-01T00:00:00.500Z');
   });
 });

@@ -753,6 +753,15 @@ describe('spend summary', () => {
       ),
     );
     expect(statusDetails(inverted).badRequest?.fieldViolations[0]?.field).toBe('start_time');
+    // 253402300800 s is 10000-01-01: past the years a timestamp is kept in.
+    const tooLate = await failure(
+      call(COSTS, 'GetSpendSummary', { tenant_id: 'spender', end_time: { seconds: 253_402_300_800, nanos: 0 } }, as),
+    );
+    expect(tooLate.code).toBe(status.INVALID_ARGUMENT);
+    expect(statusDetails(tooLate).badRequest?.fieldViolations[0]).toMatchObject({
+      field: 'end_time',
+      description: expect.stringContaining('0000 to 9999'),
+    });
 
     // The recorded call of the model asked about (output 10 tokens; the other model's 5 do not count) informs it.
     const predicted = await call(

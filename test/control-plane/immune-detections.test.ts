@@ -13,6 +13,7 @@ import {
   type RunningControlPlane,
 } from '../harness/control-plane.ts';
 import { clientsFor, failure, statusDetails, unary, type Clients } from '../harness/grpc.ts';
+import { withOffset } from '../harness/offset-time.ts';
 
 /**
  * The Immune System's detections in the control plane, on the storage SVC_TEST_STORAGE names:
@@ -241,6 +242,14 @@ describe('GET /v1/brain/immune-system/detections', () => {
     expect((await list(`?since=${future}`)).body.detections).toEqual([]);
     expect((await list(`?until=${future}`)).body.detections).toHaveLength(2);
     expect((await list(`?until=${encodeURIComponent('2020-01-01T00:00:00Z')}`)).body.detections).toEqual([]);
+    // An offset names the instant: since the newest's own time written east of UTC (text sorting
+    // after it) still holds it, until it written west (text sorting before) holds the older one.
+    const newest = first.body.detections[0].recorded_at as string;
+    const since = await list(`?since=${encodeURIComponent(withOffset(newest, 300))}`);
+    expect(since.body.detections.map((d: { recorded_at: string }) => d.recorded_at)).toEqual([newest]);
+    const until = await list(`?until=${encodeURIComponent(withOffset(newest, -300))}`);
+    expect(until.body.detections).toHaveLength(1);
+    expect(until.body.detections[0].kind).toBe('sequence');
   });
 
   it('refuses bad parameters naming the field, and a caller without events:read', async () => {

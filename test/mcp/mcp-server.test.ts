@@ -11,6 +11,7 @@ import {
 } from '../harness/control-plane.ts';
 import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
 import { callFails, callOk, mcpClient } from './mcp-client.ts';
+import { withOffset } from '../harness/offset-time.ts';
 
 const TOOLS = [
   'check_governance',
@@ -392,6 +393,14 @@ describe('tools/call', () => {
     const future = await callOk(client, 'get_metrics', { start_time: new Date(Date.now() + 60_000).toISOString() });
     expect(future.usage.events).toBe(0);
     expect(future.policy.evaluations).toBe(0);
+    // Times with an offset are the instants they name, and come back in UTC.
+    const before = Date.now() - 600_000;
+    const since = await callOk(client, 'get_metrics', { metric_type: 'usage', start_time: withOffset(before, 300) });
+    expect(since.usage.events).toBe(1);
+    expect(since.start_time).toBe(new Date(before).toISOString());
+    const until = await callOk(client, 'get_metrics', { metric_type: 'usage', end_time: withOffset(before, -180) });
+    expect(until.usage.events).toBe(0);
+    expect(until.end_time).toBe(new Date(before).toISOString());
     const model = await rpcError(
       client.callTool({
         name: 'create_budget',

@@ -1,4 +1,10 @@
-import { jsonExcess, MAX_JSON_VALUES, MAX_METADATA_DEPTH, PathIdSchema } from '../../../core/domain/index.ts';
+import {
+  jsonExcess,
+  MAX_JSON_VALUES,
+  MAX_METADATA_DEPTH,
+  PathIdSchema,
+  TimestampSchema,
+} from '../../../core/domain/index.ts';
 import { SvcError, tooManyValues } from '../../../core/errors/index.ts';
 
 /** google.protobuf.Timestamp as @grpc/proto-loader gives and takes it (seconds as a string). */
@@ -15,14 +21,19 @@ export function toTimestamp(iso: string | null | undefined): Timestamp | null {
   return { seconds: String(Math.floor(ms / 1000)), nanos: (((ms % 1000) + 1000) % 1000) * 1_000_000 };
 }
 
-/** An ISO date-time, or undefined for an absent Timestamp; `field` names it in the refusal. */
+/**
+ * A canonical ISO date-time (as TimestampSchema gives), or undefined for an absent Timestamp;
+ * `field` names it in the refusal, of a year outside 0000-9999 too.
+ */
 export function fromTimestamp(value: unknown, field: string): string | undefined {
   if (value === null || value === undefined) return undefined;
   const { seconds, nanos } = value as Timestamp;
   const ms = Number(seconds) * 1000 + Math.floor(Number(nanos) / 1_000_000);
   const date = new Date(ms);
   if (!Number.isFinite(ms) || Number.isNaN(date.getTime())) throw invalidField(field, 'not a valid timestamp');
-  return date.toISOString();
+  const parsed = TimestampSchema.safeParse(date.toISOString());
+  if (!parsed.success) throw invalidField(field, parsed.error.issues.map((i) => i.message).join('; '));
+  return parsed.data;
 }
 
 export function invalidField(field: string, description: string): SvcError {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MAX_NAME_LENGTH } from '../../../core/domain/index.ts';
+import { MAX_NAME_LENGTH, TimestampSchema } from '../../../core/domain/index.ts';
 import { hasScope, requireScope } from '../../auth/scopes.ts';
 import { summarisePolicy, summariseUsage } from '../../usage/usage-summary.ts';
 import { canonicalResourceType, McpAuditEntrySchema, toMcpAuditEntry } from '../codecs/audit.ts';
@@ -36,8 +36,8 @@ export function observabilityTools(s: McpServices): McpTool[] {
       hints: hints.read,
       input: z.object({
         metric_type: z.enum(['usage', 'cost', 'policy', 'all']).default('all'),
-        start_time: z.iso.datetime({ offset: true }).optional().describe('ISO 8601; default: from the first record'),
-        end_time: z.iso.datetime({ offset: true }).optional().describe('ISO 8601, exclusive; default: now'),
+        start_time: TimestampSchema.optional().describe('ISO 8601; default: from the first record'),
+        end_time: TimestampSchema.optional().describe('ISO 8601, exclusive; default: now'),
       }),
       output: z.object({
         start_time: z.string().nullable(),

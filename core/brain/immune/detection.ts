@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { EvaluationResult } from '../../policy/result.ts';
+import { canonicalTime } from '../../domain/timestamp.ts';
 
 /** What the Immune System detects: an ordered pattern of actions, or a rate against its baseline. */
 export const DETECTION_KINDS = ['sequence', 'call_rate', 'spend'] as const;
@@ -87,8 +88,8 @@ export function detectionOfEvent(event: {
     response: str(action)?.toLowerCase() ?? 'alert',
     details,
     source: event.source,
-    detected_at: new Date(Date.parse(event.timestamp)).toISOString(),
-    recorded_at: new Date(Date.parse(event.received_at)).toISOString(),
+    detected_at: canonicalTime(event.timestamp),
+    recorded_at: canonicalTime(event.received_at),
   };
 }
 
