@@ -10,9 +10,10 @@ import type { AuditRecord } from '../../core/domain/index.ts';
 import { sealAuditRecord } from '../../control-plane/audit/chain.ts';
 import { encodedKeySize, LMDB_MAX_KEY_BYTES } from '../../control-plane/storage/lmdb/key-size.ts';
 import { LmdbStorage } from '../../control-plane/storage/lmdb/lmdb-storage.ts';
-import { SCHEMA_VERSION, type Migration } from '../../control-plane/storage/lmdb/migrations.ts';
+import { MIGRATION_BATCH, SCHEMA_VERSION, type Migration } from '../../control-plane/storage/lmdb/migrations.ts';
 import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
-import type { PageRequest } from '../../control-plane/storage/storage.ts';
+import { envelopeTimeKey, type PageRequest } from '../../control-plane/storage/storage.ts';
+import { withOffset } from '../harness/offset-time.ts';
 import { timeId } from '../../control-plane/storage/lmdb/checkpoints.ts';
 import {
   aBudget,
@@ -125,10 +126,11 @@ describe('the LMDB backend', () => {
       // Version 2 indexes the envelopes found by creation time; 3 stamps report numbers as counted
       // then; 4 gives each envelope's events and each budget's live envelopes a range of their own;
       // 5 indexes the approvals by status; 6 writes checkpoint summaries and the per-execution time
-      // index; 7 changes no record (those written before are read as they are).
+      // index; 7 changes no record (those written before are read as they are); 8 puts envelope
+      // times in the canonical form.
       const migrating = Date.now();
-      expect(applied).toEqual([2, 3, 4, 5, 6, 7]);
-      expect(await storage.schemaVersion()).toBe(7);
+      expect(applied).toEqual([2, 3, 4, 5, 6, 7, 8]);
+      expect(await storage.schemaVersion()).toBe(8);
       expect((await storage.read.approvals.list('acme', { status: 'PENDING' })).items).toEqual([pending]);
       expect((await storage.read.approvals.list('acme', { status: 'APPROVED' })).items).toEqual([approved]);
       const [mark] = await storage.read.leases.reports('acme', budget.budget_id);
@@ -195,7 +197,7 @@ describe('the LMDB backend', () => {
     await root.close();
     const { storage, applied } = await LmdbStorage.open({ path: dir });
     try {
-      expect(applied).toEqual([4, 5, 6, 7]);
+      expect(applied).toEqual([4, 5, 6, 7, 8]);
       for (const [i, envelope] of envelopes.entries()) {
         const { envelope_id: envelopeId, budget_id: budgetId } = envelope;
         expect((await storage.read.events.list('acme', { envelopeId })).items).toEqual([events[i]]);
@@ -204,6 +206,59 @@ describe('the LMDB backend', () => {
       // Retention finds the moved entries: nothing of an envelope's list outlives its event.
       await storage.withTransaction((t) => t.events.removeReceivedBefore('acme', at(60_000), 10));
       expect((await storage.read.events.list('acme', { envelopeId: 'U' })).items).toEqual([]);
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('puts the envelope times of a version 7 store in the canonical form, re-keyed in time order, over several batches', async () => {
+    const dir = freshDir();
+    const root = open({ path: dir, maxDbs: 8, compression: false });
+    const data = root.openDB<unknown, Array<string | number>>({ name: 'tenant_data' });
+    const global = root.openDB<unknown, string[]>({ name: 'global' });
+    // Envelope i was created i seconds after the first, written east of UTC for odd i: by text,
+    // those sort after every later envelope written in UTC. More than a batch of them.
+    const count = MIGRATION_BATCH + 2;
+    const written = Array.from({ length: count }, (_, i) => {
+      const created = at(i * 1000);
+      return anEnvelope(i % 3 === 0 ? 'acme' : 'beta', {
+        created_at: i % 2 === 1 ? withOffset(created, 600) : created.replace('.000Z', 'Z'),
+        updated_at: withOffset(at(i * 1000 + 1), -90),
+        completed_at: i === 0 ? withOffset(at(5), 60) : null,
+      });
+    });
+    await root.transaction(() => {
+      void global.put(['meta', 'schema_version'], 7);
+      for (const e of written) {
+        void data.put([e.tenant_id, 'envelope', e.envelope_id], e);
+        void data.put([e.tenant_id, 'envelope_time', envelopeTimeKey(e)], e.envelope_id);
+      }
+    });
+    await root.close();
+    const { storage, applied } = await LmdbStorage.open({ path: dir });
+    try {
+      expect(applied).toEqual([8]);
+      for (const tenant of ['acme', 'beta']) {
+        const mine = written.filter((e) => e.tenant_id === tenant);
+        const listed = await storage.read.envelopes.listNewest(tenant, {}, { pageSize: 100 });
+        const expected = mine
+          .map((e) => ({ id: e.envelope_id, created: new Date(Date.parse(e.created_at)).toISOString() }))
+          .reverse();
+        expect(listed.items.map((e) => ({ id: e.envelope_id, created: e.created_at }))).toEqual(expected.slice(0, 100));
+        let pages = 0;
+        let token: string | null = listed.nextPageToken;
+        for (; token !== null; pages++)
+          token = (await storage.read.envelopes.listNewest(tenant, {}, { pageSize: 100, pageToken: token }))
+            .nextPageToken;
+        // No key of the old spelling is left in the index: it holds each envelope once.
+        expect(pages).toBe(Math.ceil(mine.length / 100) - 1);
+      }
+      const first = await storage.read.envelopes.get('acme', written[0]!.envelope_id);
+      expect(first).toMatchObject({
+        created_at: at(0),
+        updated_at: at(1),
+        completed_at: at(5),
+      });
     } finally {
       await storage.close();
     }

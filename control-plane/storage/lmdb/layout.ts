@@ -43,7 +43,8 @@ export type TenantKind =
 /** What is looked up before a tenant is known, in database `global` under `[kind, id]`. */
 export type GlobalKind = 'tenant' | 'api_key' | 'api_key_child' | 'webhook_secret' | 'meta';
 
-type Key = Array<string | number>;
+/** A key of `tenant_data` or `global`. */
+export type Key = Array<string | number>;
 
 /** The databases of the control plane's LMDB environment and the key spaces within them. */
 export class Layout {

@@ -9,7 +9,7 @@ import { AsyncLock } from './async-lock.ts';
 import { GroupCommit } from './group-commit.ts';
 import { JobLeases } from './jobs.ts';
 import { CommittedView, StagedView } from './kv.ts';
-import { Layout } from './layout.ts';
+import { Layout, type Key } from './layout.ts';
 import { MIGRATIONS, type Migration } from './migrations.ts';
 import { RECORD_ENCODING } from './record-encoding.ts';
 import { recordRepositories, transactionRepositories } from './repositories.ts';
@@ -176,10 +176,13 @@ export class LmdbStorage implements Storage {
     const applied: number[] = [];
     for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
       if (migration.version <= this.#storedVersion()) continue;
-      const kv = new StagedView();
-      migration.up(kv, this.#layout);
-      kv.put(this.#layout.globalKind('meta'), 'schema_version', migration.version);
-      this.#root.transactionSync(() => kv.commit());
+      let from: Key | undefined;
+      do {
+        const kv = new StagedView();
+        from = migration.up(kv, this.#layout, from);
+        if (from === undefined) kv.put(this.#layout.globalKind('meta'), 'schema_version', migration.version);
+        this.#root.transactionSync(() => kv.commit());
+      } while (from !== undefined);
       applied.push(migration.version);
     }
     return applied;

@@ -1,17 +1,36 @@
-import type { Envelope } from '../../../core/domain/index.ts';
+import { canonicalTime, type Envelope } from '../../../core/domain/index.ts';
 import type { Approval } from '../../../core/policy/index.ts';
 import type { Checkpoint } from '../../checkpoints/checkpoint.ts';
 import { indexCheckpoint } from './checkpoints.ts';
 import { REPORT, type ReportMark } from './leases.ts';
 import { envelopeTimeKey } from '../storage.ts';
 import type { StagedView } from './kv.ts';
-import type { Layout } from './layout.ts';
+import type { Key, Layout } from './layout.ts';
 
 export interface Migration {
   version: number;
   name: string;
-  /** Rewrites records inside the migration's transaction. */
-  up(kv: StagedView, layout: Layout): void;
+  /**
+   * Rewrites records inside the migration's transaction. One that would rewrite many stages a
+   * batch at a time: it returns the key to go on from, the runner commits the batch in a
+   * transaction of its own and calls it again with that key; the last batch (returning nothing)
+   * commits with the new schema version. A batch left half way is found again at the next start:
+   * such a migration must leave alone what an earlier batch rewrote.
+   */
+  up(kv: StagedView, layout: Layout, from?: Key): Key | undefined;
+}
+
+/** Records a batched migration stages per transaction, so that a large store makes no huge write set. */
+export const MIGRATION_BATCH = 1000;
+
+/** An envelope with its times in the canonical form (the same object when they were already). */
+function withCanonicalTimes(envelope: Envelope): Envelope {
+  const created = canonicalTime(envelope.created_at);
+  const updated = canonicalTime(envelope.updated_at);
+  const completed = envelope.completed_at === null ? null : canonicalTime(envelope.completed_at);
+  if (created === envelope.created_at && updated === envelope.updated_at && completed === envelope.completed_at)
+    return envelope;
+  return { ...envelope, created_at: created, updated_at: updated, completed_at: completed };
 }
 
 /**
@@ -101,6 +120,29 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'records written as msgpack maps (`RECORD_ENCODING`), which a build before this version would misread',
     up: () => {
       // Records written before stay as they are: the decoder reads them too.
+    },
+  },
+  {
+    version: 8,
+    name: 'envelope times in the canonical form (UTC, milliseconds), re-keyed in the creation time index',
+    up: (kv, layout, from) => {
+      // Times were kept as written, offsets and any number of digits included: the index by
+      // creation time ordered them by text, which is not time order. `from` is the last envelope
+      // of the batch before, already rewritten: read again, it is left as it is.
+      for (const { key, value } of layout.data.getRange(from === undefined ? {} : { start: from })) {
+        const [tenant, kind, id] = key;
+        if (kind !== 'envelope' || key.length !== 3 || typeof tenant !== 'string' || typeof id !== 'string') continue;
+        const envelope = value as Envelope;
+        const canonical = withCanonicalTimes(envelope);
+        if (canonical === envelope) continue;
+        kv.put(layout.tenant(tenant, 'envelope'), id, canonical);
+        if (canonical.created_at !== envelope.created_at) {
+          const index = layout.tenant(tenant, 'envelope_time');
+          kv.remove(index, envelopeTimeKey(envelope));
+          kv.put(index, envelopeTimeKey(canonical), id);
+        }
+        if (kv.size >= MIGRATION_BATCH) return key;
+      }
     },
   },
 ];
