@@ -8,6 +8,7 @@ import { PostgresStorage } from '../../control-plane/storage/postgres/postgres-s
 import type { Storage } from '../../control-plane/storage/storage.ts';
 import { subjects } from '../../core/bus/subjects.ts';
 import { eventually, startControlPlane, tenantWithKey } from '../harness/control-plane.ts';
+import { withOffset } from '../harness/offset-time.ts';
 import { createTestDatabase, postgresReachable, truncateAll, type TestDatabase } from '../harness/postgres.ts';
 import { aBudget, aCharge, aCheckpoint, anAuditDraft, anEnvelope, at } from './records.ts';
 import { storageContract } from './repositories.contract.ts';
@@ -281,6 +282,58 @@ describe.skipIf(!available)('PostgreSQL', () => {
         const newest = await storage.read.envelopes.listNewest('acme', {});
         expect(newest.items.map((e) => e.envelope_id)).toEqual([made[1]!.envelope_id, made[0]!.envelope_id]);
         expect(newest.items[1]!.metadata).toEqual({ note: 'a\u0000b' });
+      } finally {
+        await storage.close();
+      }
+    });
+
+    it('put the envelope times a database held before in the canonical form, listed in time order, odd documents too', async () => {
+      const older = await createTestDatabase();
+      extra.push(older);
+      const before = (await loadMigrations()).filter((m) => m.version < 10);
+      const written = [
+        // By text, the first sorts after the second: 10:00 east of UTC is 00:00 UTC.
+        anEnvelope('acme', { created_at: withOffset(at(0), 600), metadata: { note: 'a\u0000b' } }),
+        anEnvelope('acme', { created_at: at(1000).replace('.000Z', 'Z'), updated_at: withOffset(at(1500), -90) }),
+        anEnvelope('acme', {
+          created_at: withOffset(at(2000), -300),
+          completed_at: at(2500).replace('Z', '000Z'),
+          metadata: { created_at: withOffset(at(2000), -300) },
+        }),
+        anEnvelope('acme', { created_at: at(3000) }),
+        // PostgreSQL has no year 0: such a time stays as written.
+        anEnvelope('acme', { created_at: '0000-01-01T00:00:00Z' }),
+      ];
+      const old = await PostgresStorage.open({ connectionString: older.url, poolSize: 1, migrations: before });
+      await old.storage.withTransaction(async (t) => {
+        for (const e of written) await t.envelopes.insert('acme', e, { executionTaken: 'refuse' });
+      });
+      await old.storage.close();
+      const { storage, applied } = await PostgresStorage.open({ connectionString: older.url, poolSize: 1 });
+      try {
+        expect(applied).toEqual([10]);
+        const ids = written.map((e) => e.envelope_id);
+        const seen: Array<{ id: string; created: string }> = [];
+        let pageToken: string | null = null;
+        do {
+          const page = await storage.read.envelopes.listNewest('acme', {}, { pageSize: 2, pageToken });
+          seen.push(...page.items.map((e) => ({ id: e.envelope_id, created: e.created_at })));
+          pageToken = page.nextPageToken;
+        } while (pageToken !== null);
+        expect(seen).toEqual([
+          { id: ids[3], created: at(3000) },
+          { id: ids[2], created: at(2000) },
+          { id: ids[1], created: at(1000) },
+          { id: ids[0], created: at(0) },
+          { id: ids[4], created: '0000-01-01T00:00:00Z' },
+        ]);
+        expect(await storage.read.envelopes.get('acme', ids[0]!)).toMatchObject({ metadata: { note: 'a\u0000b' } });
+        expect(await storage.read.envelopes.get('acme', ids[1]!)).toMatchObject({ updated_at: at(1500) });
+        // The envelope's own time changes, not the same text in its metadata.
+        expect(await storage.read.envelopes.get('acme', ids[2]!)).toMatchObject({
+          completed_at: at(2500),
+          metadata: { created_at: written[2]!.created_at },
+        });
       } finally {
         await storage.close();
       }
