@@ -16,6 +16,7 @@ import {
   tenantWithKey,
   type RunningControlPlane,
 } from '../../test/harness/control-plane.ts';
+import { withOffset } from '../../test/harness/offset-time.ts';
 
 let cp: RunningControlPlane;
 let key: string;
@@ -315,6 +316,37 @@ describe('event processor', () => {
     expect(cp.plane.processor.stats.rejected).toBe(3);
     for (const data of refusedOpenings)
       expect((await cp.call('GET', `/v1/envelopes/${data.envelope_id}`, { key })).status).toBe(404);
+  });
+
+  it('lists the envelopes proxies opened at times written with different offsets in time order', async () => {
+    const now = Date.now();
+    // Oldest first; by text the first sorts highest (9 hours east) and the last lowest (8 west).
+    const openings = [
+      { minutesAgo: 3, offset: 540 },
+      { minutesAgo: 2, offset: 0 },
+      { minutesAgo: 1, offset: -480 },
+    ].map(({ minutesAgo, offset }) => ({
+      tenant_id: 'acme',
+      envelope_id: randomUUID(),
+      execution_id: randomUUID(),
+      budget_id: budgetId,
+      status: 'AUTHORIZED',
+      source: 'proxy:pod-a',
+      occurred_at: withOffset(now - minutesAgo * 60_000, offset),
+    }));
+    for (const opened of openings)
+      await cp.messaging.bus.publish(subjects.envelopeCreated('acme'), opened, { msgId: opened.envelope_id });
+    const ids = new Set<string>(openings.map((o) => o.envelope_id));
+    const traces = await eventually(
+      async () =>
+        (
+          (await cp.call('GET', '/api/v1/traces?limit=100', { key })).body.traces as Array<Record<string, string>>
+        ).filter((t) => ids.has(t.trace_id!)),
+      (listed) => listed.length === 3,
+    );
+    expect(traces.map((t) => [t.trace_id, t.created_at])).toEqual(
+      openings.map((o) => [o.envelope_id, new Date(Date.parse(o.occurred_at)).toISOString()]).reverse(),
+    );
   });
 
   it('opens an envelope with its own id as execution when the execution a proxy names is not an id', async () => {
