@@ -15,6 +15,14 @@ const pending: Approval = ApprovalSchema.parse({
 });
 const now = new Date('2026-01-01T00:05:00.000Z');
 
+describe('an approval record', () => {
+  it('keeps its times in the canonical form, as every other record', () => {
+    const written = ApprovalSchema.parse({ ...pending, created_at: '2026-01-01T01:00:00+01:00' });
+    expect(written.created_at).toBe('2026-01-01T00:00:00.000Z');
+    expect(ApprovalSchema.safeParse({ ...pending, decided_at: '9999-12-31T23:59:59-00:01' }).success).toBe(false);
+  });
+});
+
 describe('decideApproval', () => {
   it('approves a pending approval, recording reviewer, note and time', () => {
     const decided = decideApproval(pending, { status: 'APPROVED', reviewer_id: 'alice', review_note: 'ok', now });

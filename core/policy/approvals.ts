@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ActorSchema } from '../domain/audit.ts';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
+import { TimestampSchema } from '../domain/timestamp.ts';
 
 export const ApprovalStatusSchema = z.enum(['PENDING', 'APPROVED', 'REJECTED']);
 export type ApprovalStatus = z.infer<typeof ApprovalStatusSchema>;
@@ -21,8 +22,8 @@ export const ApprovalSchema = z.object({
   requested_by: ActorSchema.optional(),
   /** Why approval is needed: the matched rule's message or the engine's reason. */
   reason: z.string().optional(),
-  created_at: z.iso.datetime(),
-  decided_at: z.iso.datetime().optional(),
+  created_at: TimestampSchema,
+  decided_at: TimestampSchema.optional(),
   reviewer_id: z.string().optional(),
   review_note: z.string().optional(),
 });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { TimestampSchema } from '../domain/timestamp.ts';
 import { MAX_LIST_ITEMS, MAX_NAME_LENGTH, MAX_TEXT_LENGTH, TagsSchema, TenantIdSchema } from '../domain/bounds.ts';
 import {
   EnforcementInputSchema,
@@ -133,8 +134,8 @@ export const GuidePolicySchema = z.object({
   enforcement: EnforcementSchema,
   version: z.int(),
   tags: z.record(z.string(), z.string()),
-  created_at: z.iso.datetime(),
-  updated_at: z.iso.datetime(),
+  created_at: TimestampSchema,
+  updated_at: TimestampSchema,
 });
 export type GuidePolicy = z.infer<typeof GuidePolicySchema>;
 

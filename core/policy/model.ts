@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { JsonValueSchema } from '../domain/common.ts';
 import { enumInput } from './enum-input.ts';
+import { TimestampSchema } from '../domain/timestamp.ts';
 
 /** Canonical policy model (ARCHITECTURE §4): every surface's policy maps onto these schemas. */
 
@@ -120,7 +121,7 @@ export const PolicySchema = z.object({
   tags: z.record(z.string(), z.string()),
   /** Bumped on every update; rulesets are compiled per version. */
   version: z.int().min(1),
-  created_at: z.iso.datetime(),
-  updated_at: z.iso.datetime(),
+  created_at: TimestampSchema,
+  updated_at: TimestampSchema,
 });
 export type Policy = z.infer<typeof PolicySchema>;

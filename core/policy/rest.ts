@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { TimestampSchema } from '../domain/timestamp.ts';
 import { JsonValueSchema, MetadataSchema } from '../domain/common.ts';
 import {
   IdSchema,
@@ -144,8 +145,8 @@ export const RestPolicySchema = z.object({
   rules: z.array(RestPolicyRuleSchema),
   priority: z.int(),
   enabled: z.boolean(),
-  created_at: z.iso.datetime(),
-  updated_at: z.iso.datetime(),
+  created_at: TimestampSchema,
+  updated_at: TimestampSchema,
   /** Extensions beyond the REST contract. */
   status: PolicyStatusSchema,
   enforcement: EnforcementSchema,

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { EvaluationResult } from '../../policy/result.ts';
-import { canonicalTime } from '../../domain/timestamp.ts';
+import { canonicalTime, TimestampSchema } from '../../domain/timestamp.ts';
 
 /** What the Immune System detects: an ordered pattern of actions, or a rate against its baseline. */
 export const DETECTION_KINDS = ['sequence', 'call_rate', 'spend'] as const;
@@ -32,13 +32,13 @@ export const ImmuneDetectionSchema = z.object({
   /** Where it was detected: `proxy:<pod>`, `control-plane`, `rest`. */
   source: z.string(),
   /** When, as its reporter says. */
-  detected_at: z.iso.datetime(),
+  detected_at: TimestampSchema,
   /**
    * When the control plane received it: the list's order, its `since`/`until` and retention go by
    * this, as a reporter's clock may say anything (a detection dated 9999 would top the list and
    * outlive retention).
    */
-  recorded_at: z.iso.datetime(),
+  recorded_at: TimestampSchema,
 });
 export type ImmuneDetection = z.infer<typeof ImmuneDetectionSchema>;
 
