@@ -24,6 +24,14 @@ describe('upstreamRequestHeaders', () => {
     expect(out).toEqual({ authorization: 'Bearer sk-1', 'content-type': 'application/json', 'x-request-id': 'r-1' });
   });
 
+  it('drops what Connection names: one token whatever its case and spacing, or a list given as several values', () => {
+    const out = upstreamRequestHeaders({ connection: ' X-Trace-Hop ', 'x-trace-hop': '1', accept: '*/*' });
+    expect(out).toEqual({ accept: '*/*' });
+    expect(clientResponseHeaders({ connection: ['close', 'x-a'], 'x-a': '1', close: '2', 'x-b': '3' })).toEqual({
+      'x-b': '3',
+    });
+  });
+
   it('keeps Content-Length only for a body relayed as it arrived', () => {
     expect(upstreamRequestHeaders({ 'content-length': '12' }, true)).toEqual({ 'content-length': '12' });
     expect(upstreamRequestHeaders({ 'content-length': '12' }, false)).toEqual({});

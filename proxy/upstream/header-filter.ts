@@ -18,14 +18,24 @@ const REQUEST_ONLY = new Set(['host', 'expect', 'content-length']);
 
 type HeaderValue = string | string[] | number | undefined;
 
-function connectionTokens(value: HeaderValue): Set<string> | undefined {
-  if (value === undefined) return undefined;
+const NONE: readonly string[] = [];
+
+/**
+ * The field names a Connection header lists, lower case. Nearly every one lists a single token
+ * (`keep-alive`, `close`): that is read without splitting, as this runs for every request and
+ * every answer.
+ */
+function connectionTokens(value: HeaderValue): readonly string[] {
+  if (value === undefined) return NONE;
   const joined = Array.isArray(value) ? value.join(',') : String(value);
-  const tokens = joined
+  if (!joined.includes(',')) {
+    const token = joined.trim().toLowerCase();
+    return token.length > 0 ? [token] : NONE;
+  }
+  return joined
     .split(',')
     .map((t) => t.trim().toLowerCase())
     .filter((t) => t.length > 0);
-  return tokens.length > 0 ? new Set(tokens) : undefined;
 }
 
 function filter(
@@ -34,14 +44,20 @@ function filter(
 ): Record<string, string | string[]> {
   const named = connectionTokens(headers.connection);
   const out: Record<string, string | string[]> = {};
-  for (const [rawName, value] of Object.entries(headers)) {
+  for (const rawName of Object.keys(headers)) {
+    const value = headers[rawName];
     if (value === undefined) continue;
     const name = rawName.toLowerCase();
-    if (HOP_BY_HOP.has(name) || named?.has(name) === true || drop(name)) continue;
+    if (HOP_BY_HOP.has(name) || named.includes(name) || drop(name)) continue;
     out[name] = typeof value === 'number' ? String(value) : value;
   }
   return out;
 }
+
+const dropSvcAndRequestOnly = (name: string) => name.startsWith('x-svc-') || REQUEST_ONLY.has(name);
+const dropSvcAndHostFields = (name: string) =>
+  name.startsWith('x-svc-') || (REQUEST_ONLY.has(name) && name !== 'content-length');
+const dropNone = () => false;
 
 /**
  * Headers to send upstream: hop-by-hop fields and every `x-svc-*` governance field removed.
@@ -52,16 +68,12 @@ export function upstreamRequestHeaders(
   headers: IncomingHttpHeaders,
   keepContentLength = true,
 ): Record<string, string | string[]> {
-  return filter(
-    headers,
-    (name) =>
-      name.startsWith('x-svc-') || (REQUEST_ONLY.has(name) && !(keepContentLength && name === 'content-length')),
-  );
+  return filter(headers, keepContentLength ? dropSvcAndHostFields : dropSvcAndRequestOnly);
 }
 
 /** Headers to relay back to the client: hop-by-hop fields removed. */
 export function clientResponseHeaders(
   headers: IncomingHttpHeaders | OutgoingHttpHeaders,
 ): Record<string, string | string[]> {
-  return filter(headers, () => false);
+  return filter(headers, dropNone);
 }

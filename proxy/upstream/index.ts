@@ -1,5 +1,5 @@
 export { clientResponseHeaders, upstreamRequestHeaders } from './header-filter.ts';
-export { applyOverride, parseUpstreamOverrides, type UpstreamOverrides } from './overrides.ts';
+export { parseUpstreamOverrides, upstreamTarget, type UpstreamOverrides, type UpstreamTarget } from './overrides.ts';
 export { parseNameUrlList, type NamedUrl, type NameRule } from './name-url-list.ts';
 export { relayResponse } from './relay-response.ts';
 export { upstreamTrust } from './upstream-ca.ts';

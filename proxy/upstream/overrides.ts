@@ -16,11 +16,23 @@ export function parseUpstreamOverrides(value: string, key = 'upstream_overrides'
   );
 }
 
-/** Where a request for `url` actually goes: the override's origin and base path, else `url` itself. */
-export function applyOverride(url: URL, overrides: UpstreamOverrides): URL {
+/** Where a request is sent: the origin dialled and the path (with its query) asked of it. */
+export interface UpstreamTarget {
+  origin: string;
+  path: string;
+  /** Sent to an operator-configured destination instead of the URL's own host. */
+  overridden: boolean;
+}
+
+/**
+ * Where a request for `url` actually goes: the override's origin and base path, else `url`'s
+ * own. The path is the override's base path and `url`'s path joined as text: both are a parsed
+ * URL's (encoded, without dot segments), so joined they need no parsing again, and a path starting
+ * `//` cannot name another host.
+ */
+export function upstreamTarget(url: URL, overrides: UpstreamOverrides): UpstreamTarget {
   const target = overrides.get(url.hostname.toLowerCase());
-  if (target === undefined) return url;
+  if (target === undefined) return { origin: url.origin, path: `${url.pathname}${url.search}`, overridden: false };
   const basePath = target.pathname.endsWith('/') ? target.pathname.slice(0, -1) : target.pathname;
-  // Concatenated, not resolved, so that a path starting `//` cannot name another host.
-  return new URL(`${target.origin}${basePath}${url.pathname}${url.search}`);
+  return { origin: target.origin, path: `${basePath}${url.pathname}${url.search}`, overridden: true };
 }

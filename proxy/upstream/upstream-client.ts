@@ -5,7 +5,7 @@ import { isSvcError, SvcError } from '../../core/errors/index.ts';
 import type { ProxyNetMetrics } from '../admin/index.ts';
 import { EgressGuard } from '../egress/index.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './header-filter.ts';
-import { applyOverride, type UpstreamOverrides } from './overrides.ts';
+import { upstreamTarget, type UpstreamOverrides } from './overrides.ts';
 import type { ProviderCredentials } from './provider-credentials.ts';
 
 export interface UpstreamClientOptions {
@@ -83,28 +83,23 @@ export class UpstreamClient {
     });
   }
 
-  /** Where a request for `url` is sent once overrides are applied. */
-  resolve(url: URL): URL {
-    return applyOverride(url, this.#overrides);
-  }
-
   async request(req: UpstreamRequest): Promise<UpstreamResponse> {
     const streamed =
       req.body !== undefined && req.body !== null && typeof req.body !== 'string' && !Buffer.isBuffer(req.body);
     const headers = upstreamRequestHeaders(req.headers, streamed);
-    let target = this.resolve(req.url);
+    let target = upstreamTarget(req.url, this.#overrides);
     if (this.#credentials !== undefined) {
       // TLS, or a destination the operator configured (an override): only then may a key travel.
-      const secure = target.protocol === 'https:' || target !== req.url;
+      const secure = req.url.protocol === 'https:' || target.overridden;
       const url = this.#credentials.apply(req.url, headers, secure);
-      if (url !== req.url) target = this.resolve(url);
+      if (url !== req.url) target = upstreamTarget(url, this.#overrides);
     }
     const sentAt = process.hrtime.bigint();
     if (req.receivedAt !== undefined) this.#metrics?.addedLatency.observe(Number(sentAt - req.receivedAt) / NS_PER_S);
     try {
       const res = await this.#agent.request({
         origin: target.origin,
-        path: `${target.pathname}${target.search}`,
+        path: target.path,
         method: req.method,
         headers,
         body: req.body ?? null,
