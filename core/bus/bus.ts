@@ -44,8 +44,14 @@ export interface BatchOptions {
 
 export type BatchHandler = (messages: BusMessage[], applied: () => void) => Promise<readonly SetAside[] | void>;
 
+export interface PublishOptions {
+  msgId?: string;
+  /** `data` as JSON text, where the publisher holds it already (the outbox does): sent as it is. */
+  json?: string | undefined;
+}
+
 export interface Bus {
-  publish(subject: string, data: unknown, options?: { msgId?: string }): Promise<void>;
+  publish(subject: string, data: unknown, options?: PublishOptions): Promise<void>;
   /**
    * Subscribe with a NATS-style pattern (`*` one token, `>` the rest). The handler's promise
    * acknowledges the message; a rejected handler leads to redelivery.

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { makeWellFormed } from '../domain/json-values.ts';
-import { decodePayload } from './codec.ts';
+import { decodePayload, encodePayload } from './codec.ts';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
@@ -55,5 +55,16 @@ describe('decodePayload', () => {
       { numRuns: 500 },
     );
     expect(decodePayload(new Uint8Array([...bom, ...new TextEncoder().encode('{"a":1}')]))).toEqual({ a: 1 });
+  });
+});
+
+describe('encodePayload', () => {
+  it("sends the payload's JSON as given rather than encoding the value again, within the same bound", () => {
+    const data = { n: 1, s: 'é' };
+    const json = JSON.stringify(data);
+    expect(Buffer.from(encodePayload(data, 100, json)).toString('utf8')).toBe(json);
+    // The text given is what is sent: the value is not encoded again.
+    expect(Buffer.from(encodePayload({ other: true }, 100, json)).toString('utf8')).toBe(json);
+    expect(() => encodePayload(data, 5, json)).toThrow(/exceeds the 5-byte message limit/);
   });
 });

@@ -6,11 +6,12 @@ const encoder = new TextEncoder();
 /**
  * Payloads travel as JSON on every implementation, so the in-process bus hands a subscriber the
  * same shapes NATS would (a Date becomes a string) and a payload JSON cannot carry fails early.
+ * `json`, where given, is that text already made (`JSON.stringify(data)`), and is not made again.
  */
-export function encodePayload(data: unknown, maxBytes = Number.POSITIVE_INFINITY): Uint8Array {
-  let text: string | undefined;
+export function encodePayload(data: unknown, maxBytes = Number.POSITIVE_INFINITY, json?: string): Uint8Array {
+  let text: string | undefined = json;
   try {
-    text = JSON.stringify(data);
+    text ??= JSON.stringify(data);
   } catch (error) {
     throw new SvcError(
       'SVC-EVT-4002',

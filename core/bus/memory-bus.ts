@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { SvcError } from '../errors/index.ts';
-import type { BatchHandler, BatchOptions, Bus, BusLogger, BusMessage, Subscription } from './bus.ts';
+import type { BatchHandler, BatchOptions, Bus, BusLogger, BusMessage, PublishOptions, Subscription } from './bus.ts';
 import { asPromise } from './as-promise.ts';
 import { deliverInOrder, type Held } from './batch-delivery.ts';
 import { decodePayload, encodePayload } from './codec.ts';
@@ -103,15 +103,15 @@ export class MemoryBus implements Bus {
     this.#discards = new UnreadDiscards(options.logger, options.registry);
   }
 
-  publish(subject: string, data: unknown, options: { msgId?: string } = {}): Promise<void> {
-    return asPromise(() => this.#append(subject, data, options.msgId));
+  publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<void> {
+    return asPromise(() => this.#append(subject, data, options));
   }
 
-  #append(subject: string, data: unknown, id: string | undefined): void {
+  #append(subject: string, data: unknown, options: PublishOptions): void {
     if (this.#closing) throw new SvcError('SVC-EVT-4001', 'bus is closed', { subject });
     assertEventSubject('subject', subject);
-    const payload = encodePayload(data, this.#maxPayloadBytes);
-    const msgId = id ?? randomUUID();
+    const payload = encodePayload(data, this.#maxPayloadBytes, options.json);
+    const msgId = options.msgId ?? randomUUID();
     this.#forgetExpiredIds();
     if (this.#seen.has(msgId)) return;
     this.#seen.set(msgId, this.#now());

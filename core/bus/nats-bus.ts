@@ -17,7 +17,7 @@ import { z } from 'zod';
 import { parseOrThrow, SvcError } from '../errors/index.ts';
 import { asPromise } from './as-promise.ts';
 import { deliverInOrder, type Held, type Pipeline } from './batch-delivery.ts';
-import type { BatchHandler, BatchOptions, Bus, BusLogger, BusMessage, Subscription } from './bus.ts';
+import type { BatchHandler, BatchOptions, Bus, BusLogger, BusMessage, PublishOptions, Subscription } from './bus.ts';
 import { decodePayload, encodePayload } from './codec.ts';
 import { natsMsgId } from './msg-id-header.ts';
 import { assertEventSubject, assertName } from './names.ts';
@@ -124,9 +124,9 @@ export class NatsBus implements Bus {
     return new NatsBus(link, jsm, options, logger, registry);
   }
 
-  async publish(subject: string, data: unknown, options: { msgId?: string } = {}): Promise<void> {
+  async publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<void> {
     assertEventSubject('subject', subject);
-    const payload = encodePayload(data, this.#link.nc.info?.max_payload);
+    const payload = encodePayload(data, this.#link.nc.info?.max_payload, options.json);
     const msgID = options.msgId ?? randomUUID();
     try {
       await this.#js.publish(subject, payload, { msgID, timeout: this.#options.publishTimeoutMs });

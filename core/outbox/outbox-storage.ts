@@ -46,19 +46,26 @@ export interface OutboxStorage {
   close(): Promise<void>;
 }
 
-/** An event's JSON and that text's size in bytes, measured once per event object. */
+/** An event's JSON, that text's size in bytes, and the JSON of its `data` (the bus's payload). */
 interface EncodedEvent {
   json: string;
   size: number;
+  /** Not known yet for an event read back as text, until it is published. */
+  data?: string;
 }
 
 const encoded = new WeakMap<OutboxEvent, EncodedEvent>();
 
+/**
+ * The event's JSON, written around its payload's JSON (the text `JSON.stringify` makes of an
+ * event as the outbox's type has it) so that the bus sends that same payload text.
+ */
 function encodedEvent(event: OutboxEvent): EncodedEvent {
   let known = encoded.get(event);
   if (known === undefined) {
-    const json = JSON.stringify(event);
-    known = { json, size: Buffer.byteLength(json) };
+    const data = JSON.stringify(event.data) as string | undefined;
+    const json = `{"id":${JSON.stringify(event.id)},"subject":${JSON.stringify(event.subject)}${data === undefined ? '' : `,"data":${data}`}}`;
+    known = { json, size: Buffer.byteLength(json), data };
     encoded.set(event, known);
   }
   return known;
@@ -79,6 +86,16 @@ export function eventSize(event: OutboxEvent): number {
  */
 export function eventJson(event: OutboxEvent): string {
   return encodedEvent(event).json;
+}
+
+/**
+ * The JSON of the event's `data`, as the bus publishes it: the text its admission made, rather
+ * than the bus encoding the payload again.
+ */
+export function eventDataJson(event: OutboxEvent): string | undefined {
+  const known = encodedEvent(event);
+  known.data ??= JSON.stringify(event.data) as string | undefined;
+  return known.data;
 }
 
 /**

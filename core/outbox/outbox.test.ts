@@ -136,6 +136,36 @@ describe('Outbox', () => {
     expect(await metric(registry, 'svc_proxy_outbox_depth')).toBe(0);
   });
 
+  it("hands the bus each event's payload as the JSON text its admission made, which subscribers read", async () => {
+    const inner = new MemoryBus({ logger: quiet });
+    const texts: (string | undefined)[] = [];
+    const bus: Bus = {
+      publish: (subject, data, options) => {
+        texts.push(options?.json);
+        return inner.publish(subject, data, options);
+      },
+      subscribe: (...args) => inner.subscribe(...args),
+      consumeBatches: (...args) => inner.consumeBatches(...args),
+      close: () => inner.close(),
+      healthy: () => true,
+      redeliverableForMs: () => inner.redeliverableForMs(),
+    };
+    const received: unknown[] = [];
+    await inner.subscribe('svc.acme.events.>', (message) => {
+      received.push(message.data);
+      return Promise.resolve();
+    });
+    const box = outbox(bus);
+    await box.append({ id: 'evt-1', subject: 'svc.acme.events.llm.call', data: { n: 1, model: 'gpt-4o' } });
+    await box.flush(2_000);
+    expect(texts).toEqual(['{"n":1,"model":"gpt-4o"}']);
+    await eventually(
+      () => received.length,
+      (n) => n === 1,
+    );
+    expect(received).toEqual([{ n: 1, model: 'gpt-4o' }]);
+  });
+
   it("sends a claim's events together, not one round trip each, and in order", async () => {
     const flaky = flakyBus();
     let inFlight = 0;

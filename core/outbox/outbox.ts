@@ -5,6 +5,7 @@ import type { Bus, BusLogger } from '../bus/bus.ts';
 import { assertEventSubject } from '../bus/names.ts';
 import { isSvcError, parseOrThrow, SvcError } from '../errors/index.ts';
 import {
+  eventDataJson,
   eventSize,
   outboxEventSchema,
   type OutboxDepth,
@@ -300,7 +301,9 @@ export class Outbox {
       // still away is not sent the whole claim on every retry.
       const sending = failures > 0 ? claim.entries.slice(0, 1) : claim.entries;
       const sent = await Promise.allSettled(
-        sending.map(async ({ event }) => this.#bus.publish(event.subject, event.data, { msgId: event.id })),
+        sending.map(async ({ event }) =>
+          this.#bus.publish(event.subject, event.data, { msgId: event.id, json: eventDataJson(event) }),
+        ),
       );
       const done: number[] = [];
       let failed = false;
