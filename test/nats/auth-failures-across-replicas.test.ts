@@ -1,51 +1,36 @@
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect, type NatsConnection } from 'nats';
-import { pino } from 'pino';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { subjects } from '../../core/bus/subjects.ts';
-import { ANNOUNCE_AFTER_MS } from '../../control-plane/auth/shared-minute-counts.ts';
-import { ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
+import { ROOT_KEY, type RunningControlPlane } from '../harness/control-plane.ts';
 import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
-import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+import type { NatsServer } from '../harness/nats-server.ts';
+import { CONTROL_PLANE_USER, PROPAGATION_MS, startTwoReplicas, type TwoReplicas } from '../harness/replicas-on-nats.ts';
 
 /**
  * Two control-plane replicas (on one PostgreSQL database when the suites run on it) and one
  * nats-server with the tenant-isolation accounts: failed authentications are counted by the
  * fleet, not by the replica that saw them.
  */
-const CONFIG = fileURLToPath(new URL('../../config/nats/tenant-isolation.conf', import.meta.url));
 const LIMIT = 6;
 const WRONG_KEY = 'svc_not-a-key-of-anyone-0000000000000000';
-/** Well past the announcement delay and a local nats-server's transit, on a busy machine too. */
-const PROPAGATION_MS = ANNOUNCE_AFTER_MS + 300;
 
 const clock = clockEarlyInAMinute();
 
 let nats: NatsServer;
 let a: RunningControlPlane;
 let b: RunningControlPlane;
+let replicas: TwoReplicas | undefined;
 
 beforeAll(async () => {
-  nats = await startNatsServer({ configFile: CONFIG });
-  const messaging = () =>
-    openNatsMessaging(
-      { connection: { servers: nats.url, user: 'control-plane', pass: 'control-plane-secret' } },
-      pino({ level: 'silent' }),
-    );
-  const settings = { nats_url: nats.url, auth_failures_per_minute: LIMIT };
-  a = await startControlPlane(settings, undefined, messaging, clock);
-  const shared = a.databaseUrl === null ? {} : { database_url: a.databaseUrl, database_pool_size: 4 };
-  b = await startControlPlane({ ...settings, ...shared }, undefined, messaging, clock);
+  replicas = await startTwoReplicas({ auth_failures_per_minute: LIMIT }, clock);
+  ({ nats, a, b } = replicas);
 }, 60_000);
 
 afterAll(async () => {
   await Promise.all([...agents.values()].map((agent) => agent.close()));
-  await b?.close();
-  await a?.close();
-  await nats?.dispose();
+  await replicas?.close();
 });
 
 interface Answer {
@@ -110,7 +95,7 @@ describe('failed authentications counted across control-plane replicas', () => {
         pass: 'proxy-acme-secret',
         inboxPrefix: '_INBOX_acme',
       });
-      controlPlane = await connect({ servers: nats.url, user: 'control-plane', pass: 'control-plane-secret' });
+      controlPlane = await connect({ servers: nats.url, ...CONTROL_PLANE_USER });
     });
     afterAll(async () => {
       await proxy?.close();

@@ -1,18 +1,15 @@
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { status } from '@grpc/grpc-js';
 import { connect, type NatsConnection } from 'nats';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServedDefinition } from '../../control-plane/grpc/contracts.ts';
-import { ANNOUNCE_AFTER_MS } from '../../control-plane/auth/shared-minute-counts.ts';
 import { decodePayload } from '../../core/bus/codec.ts';
-import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
 import { subjects } from '../../core/bus/subjects.ts';
-import { eventually, ROOT_KEY, startControlPlane, type RunningControlPlane } from '../harness/control-plane.ts';
+import { eventually, ROOT_KEY, type RunningControlPlane } from '../harness/control-plane.ts';
 import { clientsFor, failure, statusDetails, unary, type Clients } from '../harness/grpc.ts';
 import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
-import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
+import type { NatsServer } from '../harness/nats-server.ts';
+import { CONTROL_PLANE_USER, PROPAGATION_MS, startTwoReplicas, type TwoReplicas } from '../harness/replicas-on-nats.ts';
 
 /**
  * Two control-plane replicas (on one PostgreSQL database when the suites run on it) and one
@@ -20,10 +17,7 @@ import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
  * fleet, not by the replica that served them. The bootstrap key is the credential both replicas
  * know on LMDB too, and nothing else of the suite uses it.
  */
-const CONFIG = fileURLToPath(new URL('../../config/nats/tenant-isolation.conf', import.meta.url));
 const LIMIT = 8;
-/** Well past the announcement delay and a local nats-server's transit, on a busy machine too. */
-const PROPAGATION_MS = ANNOUNCE_AFTER_MS + 300;
 const COSTS = 'svc.cost.v1.CostService';
 
 const clock = clockEarlyInAMinute();
@@ -31,24 +25,17 @@ const clock = clockEarlyInAMinute();
 let nats: NatsServer;
 let a: RunningControlPlane;
 let b: RunningControlPlane;
+let replicas: TwoReplicas | undefined;
 let grpcOfB: Clients;
 /** The control plane's credentials, listening to what the replicas announce. */
 let listener: NatsConnection;
 const announced: unknown[] = [];
 
 beforeAll(async () => {
-  nats = await startNatsServer({ configFile: CONFIG });
-  const messaging = () =>
-    openNatsMessaging(
-      { connection: { servers: nats.url, user: 'control-plane', pass: 'control-plane-secret' } },
-      pino({ level: 'silent' }),
-    );
-  const settings = { nats_url: nats.url, rate_limit_per_minute: LIMIT };
-  a = await startControlPlane(settings, undefined, messaging, clock);
-  const shared = a.databaseUrl === null ? {} : { database_url: a.databaseUrl, database_pool_size: 4 };
-  b = await startControlPlane({ ...settings, ...shared }, undefined, messaging, clock);
+  replicas = await startTwoReplicas({ rate_limit_per_minute: LIMIT }, clock);
+  ({ nats, a, b } = replicas);
   grpcOfB = clientsFor(loadServedDefinition(), `127.0.0.1:${String(b.plane.grpcPort())}`);
-  listener = await connect({ servers: nats.url, user: 'control-plane', pass: 'control-plane-secret' });
+  listener = await connect({ servers: nats.url, ...CONTROL_PLANE_USER });
   listener.subscribe(subjects.requestCounts, {
     callback: (_error, msg) => void announced.push(decodePayload(msg.data)),
   });
@@ -58,9 +45,7 @@ beforeAll(async () => {
 afterAll(async () => {
   grpcOfB?.close();
   await listener?.close();
-  await b?.close();
-  await a?.close();
-  await nats?.dispose();
+  await replicas?.close();
 });
 
 const overRest = (replica: RunningControlPlane) => replica.call('GET', '/v1/tenants');
