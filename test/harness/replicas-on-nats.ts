@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import type { NatsConnection } from 'nats';
 import { pino } from 'pino';
 import { ANNOUNCE_AFTER_MS } from '../../control-plane/auth/shared-minute-counts.ts';
 import type { Config } from '../../core/config/schema.ts';
@@ -54,4 +55,33 @@ export async function startTwoReplicas(
       await nats.dispose();
     },
   };
+}
+
+/** A proxy's user of tenant `acme` in the tenant-isolation accounts. */
+export const PROXY_ACME_USER = { user: 'proxy-acme', pass: 'proxy-acme-secret', inboxPrefix: '_INBOX_acme' };
+
+/** An announcement of `count` for `key` in the current minute of `clock`, as a replica sends it. */
+export function announcement(clock: () => Date, key: string, count: number): Uint8Array {
+  const minute = Math.floor(clock().getTime() / 60_000);
+  return new TextEncoder().encode(JSON.stringify({ replica: 'forger', minute, counts: [{ key, count }] }));
+}
+
+/**
+ * What the server answers `connection` publishing `message` on `subject` and subscribing to it:
+ * the error's text, or `answered` / `delivered` where it was let through.
+ */
+export async function attempts(
+  connection: NatsConnection,
+  subject: string,
+  message: Uint8Array,
+): Promise<{ published: string; read: string }> {
+  const published = await connection.request(subject, message, { timeout: 1_000 }).then(
+    () => 'answered',
+    (error: unknown) => (error as Error).message,
+  );
+  const read = await new Promise<string>((resolve) => {
+    connection.subscribe(subject, { callback: (error) => resolve(error?.message ?? 'delivered') });
+    void connection.flush();
+  });
+  return { published, read };
 }

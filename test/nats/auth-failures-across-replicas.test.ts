@@ -6,7 +6,15 @@ import { subjects } from '../../core/bus/subjects.ts';
 import { ROOT_KEY, type RunningControlPlane } from '../harness/control-plane.ts';
 import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
 import type { NatsServer } from '../harness/nats-server.ts';
-import { CONTROL_PLANE_USER, PROPAGATION_MS, startTwoReplicas, type TwoReplicas } from '../harness/replicas-on-nats.ts';
+import {
+  announcement,
+  attempts,
+  CONTROL_PLANE_USER,
+  PROPAGATION_MS,
+  PROXY_ACME_USER,
+  startTwoReplicas,
+  type TwoReplicas,
+} from '../harness/replicas-on-nats.ts';
 
 /**
  * Two control-plane replicas (on one PostgreSQL database when the suites run on it) and one
@@ -89,12 +97,7 @@ describe('failed authentications counted across control-plane replicas', () => {
     let controlPlane: NatsConnection;
 
     beforeAll(async () => {
-      proxy = await connect({
-        servers: nats.url,
-        user: 'proxy-acme',
-        pass: 'proxy-acme-secret',
-        inboxPrefix: '_INBOX_acme',
-      });
+      proxy = await connect({ servers: nats.url, ...PROXY_ACME_USER });
       controlPlane = await connect({ servers: nats.url, ...CONTROL_PLANE_USER });
     });
     afterAll(async () => {
@@ -102,31 +105,14 @@ describe('failed authentications counted across control-plane replicas', () => {
       await controlPlane?.close();
     });
 
-    const forged = (client: string) =>
-      new TextEncoder().encode(
-        JSON.stringify({
-          replica: 'forger',
-          minute: Math.floor(clock().getTime() / 60_000),
-          counts: [{ key: client, count: 100 }],
-        }),
-      );
-
     it("refuses a proxy's credentials to publish or read them, and counts the control plane's", async () => {
-      const published = await proxy.request(subjects.authFailures, forged('127.0.0.13'), { timeout: 1_000 }).then(
-        () => 'answered',
-        (error: unknown) => (error as Error).message,
-      );
+      const { published, read } = await attempts(proxy, subjects.authFailures, announcement(clock, '127.0.0.13', 100));
       expect(published).toMatch(/Permissions Violation for Publish/);
-
-      const read = await new Promise<string>((resolve) => {
-        proxy.subscribe(subjects.authFailures, { callback: (error) => resolve(error?.message ?? 'delivered') });
-        void proxy.flush();
-      });
       expect(read).toMatch(/Permissions Violation for Subscription/);
 
       // The same message from the control plane's credentials is counted by both replicas: the
       // forged one would have been.
-      controlPlane.publish(subjects.authFailures, forged('127.0.0.14'));
+      controlPlane.publish(subjects.authFailures, announcement(clock, '127.0.0.14', 100));
       await controlPlane.flush();
       await sleep(PROPAGATION_MS);
       for (const replica of [a, b]) {

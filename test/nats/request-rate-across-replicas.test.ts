@@ -9,7 +9,15 @@ import { eventually, ROOT_KEY, type RunningControlPlane } from '../harness/contr
 import { clientsFor, failure, statusDetails, unary, type Clients } from '../harness/grpc.ts';
 import { clockEarlyInAMinute } from '../harness/minute-clock.ts';
 import type { NatsServer } from '../harness/nats-server.ts';
-import { CONTROL_PLANE_USER, PROPAGATION_MS, startTwoReplicas, type TwoReplicas } from '../harness/replicas-on-nats.ts';
+import {
+  announcement,
+  attempts,
+  CONTROL_PLANE_USER,
+  PROPAGATION_MS,
+  PROXY_ACME_USER,
+  startTwoReplicas,
+  type TwoReplicas,
+} from '../harness/replicas-on-nats.ts';
 
 /**
  * Two control-plane replicas (on one PostgreSQL database when the suites run on it) and one
@@ -83,35 +91,19 @@ describe('the request rate counted across control-plane replicas', () => {
     let proxy: NatsConnection;
 
     beforeAll(async () => {
-      proxy = await connect({
-        servers: nats.url,
-        user: 'proxy-acme',
-        pass: 'proxy-acme-secret',
-        inboxPrefix: '_INBOX_acme',
-      });
+      proxy = await connect({ servers: nats.url, ...PROXY_ACME_USER });
     });
     afterAll(async () => {
       await proxy?.close();
     });
 
     it("refuses a proxy's credentials to publish or read them", async () => {
-      const forged = new TextEncoder().encode(
-        JSON.stringify({
-          replica: 'forger',
-          minute: Math.floor(clock().getTime() / 60_000),
-          counts: [{ key: 'api_key:acme:someone-else', count: 1_000 }],
-        }),
-      );
-      const published = await proxy.request(subjects.requestCounts, forged, { timeout: 1_000 }).then(
-        () => 'answered',
-        (error: unknown) => (error as Error).message,
+      const { published, read } = await attempts(
+        proxy,
+        subjects.requestCounts,
+        announcement(clock, 'api_key:acme:someone-else', 1_000),
       );
       expect(published).toMatch(/Permissions Violation for Publish/);
-
-      const read = await new Promise<string>((resolve) => {
-        proxy.subscribe(subjects.requestCounts, { callback: (error) => resolve(error?.message ?? 'delivered') });
-        void proxy.flush();
-      });
       expect(read).toMatch(/Permissions Violation for Subscription/);
     });
   });
