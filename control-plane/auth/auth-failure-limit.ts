@@ -2,7 +2,7 @@ import ipaddr from 'ipaddr.js';
 import { subjects } from '../../core/bus/subjects.ts';
 import { SvcError } from '../../core/errors/index.ts';
 import { BoundedMemo } from '../../core/resilience/bounded-memo.ts';
-import { MINUTE_MS, minuteOf } from './minute-counts.ts';
+import { minuteOf, msLeftInMinute } from './minute-counts.ts';
 import { localMinuteCounts, type CountedKind, type SharedMinuteCounts } from './shared-minute-counts.ts';
 
 /**
@@ -60,7 +60,7 @@ export function createAuthFailureLimit(
     check(address) {
       const at = now();
       if (counts.count(clients.get(address), minuteOf(at)) >= perMinute)
-        throw authFailuresExceeded(perMinute, MINUTE_MS - (at % MINUTE_MS));
+        throw authFailuresExceeded(perMinute, msLeftInMinute(at));
     },
     fail(address) {
       counts.add(clients.get(address), minuteOf(now()));

@@ -7,6 +7,11 @@ export function minuteOf(ms: number): number {
   return Math.floor(ms / MINUTE_MS);
 }
 
+/** What is left of the minute `ms` falls in: how long a limit reached in it holds. */
+export function msLeftInMinute(ms: number): number {
+  return MINUTE_MS - (ms % MINUTE_MS);
+}
+
 interface Counted {
   minute: number;
   count: number;

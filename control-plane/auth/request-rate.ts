@@ -2,7 +2,7 @@ import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/
 import { subjects } from '../../core/bus/subjects.ts';
 import type { Principal } from '../../core/domain/index.ts';
 import { SvcError } from '../../core/errors/index.ts';
-import { MINUTE_MS, minuteOf } from './minute-counts.ts';
+import { MINUTE_MS, minuteOf, msLeftInMinute } from './minute-counts.ts';
 import { localMinuteCounts, type CountedKind, type SharedMinuteCounts } from './shared-minute-counts.ts';
 
 export const RATE_WINDOW_MS = MINUTE_MS;
@@ -56,7 +56,7 @@ export function createRequestRate(
     const minute = minuteOf(at);
     const current = counts.count(key, minute) + 1;
     if (current <= max) counts.add(key, minute);
-    return { current, ttl: MINUTE_MS - (at % MINUTE_MS) };
+    return { current, ttl: msLeftInMinute(at) };
   };
   const shared: FastifyRateLimitStore = {
     incr: (key, callback, _timeWindow, max) => callback(null, incr(key, max)),
