@@ -102,6 +102,8 @@ describe('date-times over REST', () => {
       body: { event_type: 'tool.invoke', timestamp: '9999-12-31T23:30:00-01:00', cost_usd: 0 },
     });
     expect(expectSvcError(refused, 400, 'SVC-SYS-9002').details).toMatchObject({ fields: 'timestamp' });
+    // Nothing of the refused event was recorded.
+    expect((await cp.call('GET', `/v1/events?envelope_id=${String(made.body.envelope_id)}`, { key })).body).toEqual([]);
     const since = await cp.call(
       'GET',
       `/v1/brain/immune-system/detections?since=${encodeURIComponent('0000-01-01T00:00:00+00:01')}`,
