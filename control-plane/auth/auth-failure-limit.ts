@@ -40,7 +40,8 @@ const REMEMBERED_ADDRESSES = 4096;
 
 export const AUTH_FAILURE_COUNTS: CountedKind = {
   subject: subjects.authFailures,
-  // An IPv6 /64 is 42 characters; a longer client is an address no parser reads.
+  // An IPv6 /64 is 42 characters; a longer client is an address no parser reads, counted under
+  // its digest.
   maxKeyChars: 64,
   // A client with more addresses than this pushes out the least recently counted, as the request
   // rate's counts do.

@@ -24,7 +24,7 @@ export interface RequestRate {
 export const REQUEST_COUNTS: CountedKind = {
   subject: subjects.requestCounts,
   // `rateKey`: an API key's is under 100 characters; a JWT's `sub` has no bound, and a caller
-  // whose key is longer than this is counted by each replica apart.
+  // whose key is longer than this is counted under the key's digest.
   maxKeyChars: 256,
   // As @fastify/rate-limit's own in-memory store: past it the least recently counted caller is
   // forgotten.

@@ -7,12 +7,13 @@ import {
   ANNOUNCE_AFTER_MS,
   KEYS_PER_ANNOUNCEMENT,
   minuteCounts,
+  sharedKey,
   type AnnouncementLoss,
   type CountedKind,
 } from './shared-minute-counts.ts';
 
 const quiet: BusLogger = { warn: () => undefined, error: () => undefined };
-const KIND: CountedKind = { subject: 'svc.system.test-counts', maxKeyChars: 16, capacity: 2000, label: 'things' };
+const KIND: CountedKind = { subject: 'svc.system.test-counts', maxKeyChars: 64, capacity: 2000, label: 'things' };
 /** One second into a wall-clock minute: a test's counts cannot see the minute turn under them. */
 const EARLY = Date.parse('2026-01-01T10:00:01Z');
 const MINUTE = minuteOf(EARLY);
@@ -83,17 +84,33 @@ describe('counts per minute shared between replicas', () => {
     await counts.stop();
   });
 
-  it('announces at once once an announcement names as many keys as it may, and keys too long not at all', async () => {
+  it('announces at once once an announcement names as many keys as it may', async () => {
     const signals = new MemoryRequests(quiet);
     const sent = (await listen(signals)) as Array<{ counts: unknown[] }>;
     const counts = await replica({ signals });
-    counts.add('k'.repeat(KIND.maxKeyChars + 1), MINUTE);
     for (let i = 0; i < KEYS_PER_ANNOUNCEMENT; i++) counts.add(`k${i}`, MINUTE);
     expect(sent.map((announcement) => announcement.counts.length)).toEqual([KEYS_PER_ANNOUNCEMENT]);
-    expect(counts.count('k'.repeat(KIND.maxKeyChars + 1), MINUTE)).toBe(1);
     await sleep(ANNOUNCED);
     expect(sent).toHaveLength(1);
     await counts.stop();
+  });
+
+  it('counts a key too long to announce under its digest on every replica, apart from any other key', async () => {
+    const signals = new MemoryRequests(quiet);
+    const sent = (await listen(signals)) as Array<{ counts: Array<{ key: string }> }>;
+    const [a, b] = await Promise.all([replica({ signals }), replica({ signals })]);
+    const long = 'k'.repeat(KIND.maxKeyChars + 1);
+    const other = 'k'.repeat(KIND.maxKeyChars) + 'j';
+    a.add(long, MINUTE);
+    a.add(long, MINUTE);
+    b.add(other, MINUTE);
+    await sleep(ANNOUNCED);
+    expect([a.count(long, MINUTE), b.count(long, MINUTE)]).toEqual([2, 2]);
+    expect([a.count(other, MINUTE), b.count(other, MINUTE)]).toEqual([1, 1]);
+    const announced = sent.flatMap((announcement) => announcement.counts.map(({ key }) => key));
+    expect(announced).toEqual([sharedKey(long, KIND.maxKeyChars), sharedKey(other, KIND.maxKeyChars)]);
+    for (const key of announced) expect(key.length).toBeLessThanOrEqual(KIND.maxKeyChars);
+    await Promise.all([a.stop(), b.stop()]);
   });
 
   it('sends nothing while NATS is away, telling of each announcement lost, and what is pending when it stops', async () => {

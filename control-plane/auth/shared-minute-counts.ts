@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { BusLogger, Signals } from '../../core/bus/bus.ts';
 import { throttledWarn } from '../../core/bus/throttled-warn.ts';
@@ -18,7 +18,7 @@ export const KEYS_PER_ANNOUNCEMENT = 1024;
 export interface CountedKind {
   /** The plain-NATS subject the control-plane replicas announce on, and only they may use (docs/nats.md). */
   subject: string;
-  /** The longest key an announcement names: a longer one is counted by the replica that saw it only. */
+  /** The longest key an announcement names: a longer one is counted, and announced, by its digest (`sharedKey`). */
   maxKeyChars: number;
   /** Keys counted, here and as announced: past it the least recently counted is forgotten. */
   capacity: number;
@@ -65,6 +65,19 @@ function announcementSchema(maxKeyChars: number) {
 }
 type Announcement = z.infer<ReturnType<typeof announcementSchema>>;
 
+const DIGEST_PREFIX = 'sha256:';
+
+/**
+ * The key a count is made and announced under: `key` itself when an announcement can name it,
+ * else its SHA-256, so a caller whose key is too long to announce (a JWT with a long `sub`) is
+ * still held to one limit over every replica. Keys of both kinds never take this form (a
+ * principal's starts with its type, an address is no digest), so a digest counts for its key alone.
+ */
+export function sharedKey(key: string, maxKeyChars: number): string {
+  if (key.length <= maxKeyChars) return key;
+  return DIGEST_PREFIX + createHash('sha256').update(key).digest('base64url');
+}
+
 /** The counts of a replica that is the only one: nothing is announced or heard. */
 export function localMinuteCounts(capacity: number): SharedMinuteCounts {
   const counts = new MinuteCounts(capacity);
@@ -102,10 +115,11 @@ export async function minuteCounts(kind: CountedKind, sharing: Sharing | undefin
     { dropped: () => sharing.lost(kind.subject, 'dropped') },
   );
   return {
-    count: (key, minute) => counts.count(key, minute),
+    count: (key, minute) => counts.count(sharedKey(key, kind.maxKeyChars), minute),
     add(key, minute) {
-      counts.add(key, minute, 1, minute);
-      outgoing.add(key, minute);
+      const shared = sharedKey(key, kind.maxKeyChars);
+      counts.add(shared, minute, 1, minute);
+      outgoing.add(shared, minute);
     },
     async stop() {
       outgoing.send();
@@ -132,7 +146,6 @@ class Outgoing {
   }
 
   add(key: string, minute: number): void {
-    if (key.length > this.#kind.maxKeyChars) return;
     if (minute !== this.#minute) this.send();
     this.#minute = minute;
     this.#keys.set(key, (this.#keys.get(key) ?? 0) + 1);
