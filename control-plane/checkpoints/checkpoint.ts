@@ -6,6 +6,7 @@ import {
   MAX_PATH_ID_LENGTH,
   MetadataSchema,
   TagsSchema,
+  TimestampSchema,
   UsdSchema,
 } from '../../core/domain/index.ts';
 
@@ -93,8 +94,8 @@ export const CheckpointQuerySchema = z
     envelope_ids: IdListSchema,
     execution_ids: IdListSchema,
     types: z.array(CheckpointTypeSchema).max(CHECKPOINT_TYPES.length),
-    created_after: z.string().optional(),
-    created_before: z.string().optional(),
+    created_after: TimestampSchema.optional(),
+    created_before: TimestampSchema.optional(),
     framework_types: z.array(LabelSchema).max(MAX_LIST_ITEMS),
     tags: TagsSchema,
     min_cost_usd: UsdSchema.optional(),
@@ -107,11 +108,7 @@ export const CheckpointQuerySchema = z
       ctx.addIssue({ code: 'custom', path: ['max_cost_usd'], message: 'must not be below min_cost_usd' });
     if (q.min_size_bytes !== undefined && q.max_size_bytes !== undefined && q.min_size_bytes > q.max_size_bytes)
       ctx.addIssue({ code: 'custom', path: ['max_size_bytes'], message: 'must not be below min_size_bytes' });
-    if (
-      q.created_after !== undefined &&
-      q.created_before !== undefined &&
-      Date.parse(q.created_after) > Date.parse(q.created_before)
-    )
+    if (q.created_after !== undefined && q.created_before !== undefined && q.created_after > q.created_before)
       ctx.addIssue({ code: 'custom', path: ['created_before'], message: 'must not be before created_after' });
   });
 export type CheckpointQuery = z.infer<typeof CheckpointQuerySchema>;

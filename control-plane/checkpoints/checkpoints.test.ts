@@ -131,6 +131,28 @@ describe('checkpoint queries', () => {
       CheckpointQuerySchema.safeParse({ ...base, min_size_bytes: 9, max_size_bytes: 1 }).error?.issues[0]?.path,
     ).toEqual(['max_size_bytes']);
   });
+
+  it("holds its time bounds in the stores' canonical UTC form, and compares them as times", () => {
+    const base = { tenant_ids: [], envelope_ids: [], execution_ids: [], types: [], framework_types: [], tags: {} };
+    const parsed = CheckpointQuerySchema.parse({
+      ...base,
+      created_after: '2026-12-01T23:30:00+02:00',
+      created_before: '2026-12-01T22:00:00.1234Z',
+    });
+    expect([parsed.created_after, parsed.created_before]).toEqual([
+      '2026-12-01T21:30:00.000Z',
+      '2026-12-01T22:00:00.123Z',
+    ]);
+    const inverted = CheckpointQuerySchema.safeParse({
+      ...base,
+      created_after: '2026-12-01T21:30:00-02:00',
+      created_before: '2026-12-01T22:00:00Z',
+    });
+    expect(inverted.error?.issues.map((issue) => issue.path)).toEqual([['created_before']]);
+    expect(CheckpointQuerySchema.safeParse({ ...base, created_after: 'yesterday' }).error?.issues[0]?.path).toEqual([
+      'created_after',
+    ]);
+  });
 });
 
 describe('Checkpoints', () => {

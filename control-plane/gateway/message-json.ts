@@ -108,7 +108,7 @@ const WELL_KNOWN_INPUT: Record<string, () => z.ZodType> = {
 };
 
 const WELL_KNOWN_OUTPUT: Record<string, () => z.ZodType> = {
-  'google.protobuf.Timestamp': () => z.iso.datetime({ offset: true }),
+  'google.protobuf.Timestamp': () => TimestampSchema,
   'google.protobuf.Struct': () => z.record(z.string(), z.unknown()),
   'google.protobuf.Value': () => z.unknown(),
   'google.protobuf.FieldMask': () => z.string(),
