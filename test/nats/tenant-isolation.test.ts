@@ -3,6 +3,7 @@ import { connect, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusLogger, KeyValueEntry, Messaging } from '../../core/bus/bus.ts';
 import { openNatsMessaging } from '../../core/bus/nats-messaging.ts';
+import { subjects } from '../../core/bus/subjects.ts';
 import { BUCKETS, keys, syncSubjects } from '../../core/sync/contract.ts';
 import { startNatsServer, type NatsServer } from '../harness/nats-server.ts';
 
@@ -169,7 +170,7 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
     expect(await budgets.get(keys.budget('globex', 'b2'))).toMatchObject({ value: { remaining: 20 } });
   });
 
-  it("keeps out of tenant B's signals and lease requests what a watch consumer of tenant A is told to deliver there", async () => {
+  it("keeps out of tenant B's signals, lease requests and the replicas' counts what a watch consumer of tenant A is told to deliver there", async () => {
     const globex = await openNatsMessaging(
       {
         connection: {
@@ -187,10 +188,21 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       const signals: unknown[] = [];
       await globex.signals.subscribeSignals(syncSubjects.terminate('globex'), (data) => void signals.push(data));
       await globex.requests.request(syncSubjects.lease('globex'), { tokens: 1 }, 2_000); // the subscription is registered
+      // The replicas' counts are heard as signals (control-plane/auth/shared-minute-counts.ts).
+      const counts: unknown[] = [];
+      const delivered: string[] = [];
+      const observer = await connect({ servers: server.url, user: 'control-plane', pass: 'control-plane-secret' });
+      for (const subject of [subjects.authFailures, subjects.requestCounts]) {
+        await controlPlane.signals.subscribeSignals(subject, (data) => void counts.push(data));
+        observer.subscribe(subject, { callback: (_error, msg) => void delivered.push(`${subject} ${msg.reply}`) });
+      }
+      await observer.flush();
       // nats-server does not check a push consumer's deliver subject against its creator's permissions.
       for (const [name, target] of [
         ['to_signals', syncSubjects.terminate('globex')],
         ['to_leases', syncSubjects.lease('globex')],
+        ['to_failures', subjects.authFailures],
+        ['to_counts', subjects.requestCounts],
       ] as const) {
         const created = await send(`$JS.API.CONSUMER.CREATE.KV_svc_rulesets.${name}.$KV.svc_rulesets.ruleset.acme`, {
           stream_name: 'KV_svc_rulesets',
@@ -211,6 +223,11 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(signals).toEqual([{ envelope_id: 'real' }]);
       expect(leaseRequests.filter((subject) => subject === syncSubjects.lease('globex'))).toHaveLength(1);
+      // The server did deliver tenant A's entries there, as JetStream messages; no replica counted them.
+      for (const subject of [subjects.authFailures, subjects.requestCounts])
+        expect(delivered.filter((line) => line.startsWith(`${subject} $JS.ACK.`)).length).toBeGreaterThan(0);
+      expect(counts).toEqual([]);
+      await observer.close();
     } finally {
       await rulesets.put(keys.ruleset('acme'), { version: 1 });
       await globex.close();
