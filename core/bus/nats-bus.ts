@@ -23,7 +23,7 @@ import { natsMsgId } from './msg-id-header.ts';
 import { assertEventSubject, assertName } from './names.ts';
 import type { NatsLink } from './nats-connection.ts';
 import { cleanDetail, PoisonMessages, type PoisonReason } from './poison.ts';
-import { pullBatches } from './pull-batches.ts';
+import { openPull, pullBatches } from './pull-batches.ts';
 import { PulledMessage, type PullDelivery } from './pulled-message.ts';
 import type { RetryPolicy } from './retry-delivery.ts';
 import {
@@ -62,12 +62,24 @@ export const natsBusOptionsSchema = z.object({
    * wait, so a pull should be handled well within `ackWaitMs`.
    */
   fetchBatch: z.number().int().positive().default(20),
+  /**
+   * How long a pull stays open (at least 1 s, the client's minimum). The client ends a pull on
+   * its own timer at 1.05 × its expiry and drops what the server sent on it after that: a message
+   * sent just before the server's expiry and read only after an event-loop stall longer than 5 %
+   * of the expiry is not seen, and comes back only after the ack wait. At 1 s a 50 ms stall (a
+   * commit, a GC on a loaded machine) held such messages back for the ack wait; at 30 s it takes
+   * a stall of 1.5 s. A pull ends sooner when it fills, and a stopping subscriber closes it at
+   * once; batches are cut by `maxWaitMs`, not by the pull's end.
+   */
+  pullExpiresMs: z.number().int().min(1_000).default(30_000),
 });
 export type NatsBusOptions = z.input<typeof natsBusOptionsSchema>;
 type Options = z.output<typeof natsBusOptionsSchema>;
 
-/** The shortest pull expiry the client accepts. */
-const MIN_FETCH_EXPIRES_MS = 1_000;
+/** How long a handed-back message waits before it is delivered again (`handBack`). */
+const HAND_BACK_DELAY_MS = 1_000;
+/** Wait before pulling again after a failed pull. */
+const PULL_RETRY_MS = 1_000;
 
 function msgIdOf(msg: JsMsg): string {
   return natsMsgId(msg) || `${msg.info.stream}:${msg.seq}`;
@@ -144,12 +156,13 @@ export class NatsBus implements Bus {
     options: { durable?: string } = {},
   ): Promise<Subscription> {
     // Each message is handled as it arrives, one at a time, in stream order.
-    return this.#consume(pattern, options.durable, async (source, stopped, consumer) => {
-      const pulled = await source.fetch({ max_messages: this.#options.fetchBatch, expires: MIN_FETCH_EXPIRES_MS });
-      for await (const msg of pulled) {
-        if (stopped()) handBack(msg, MIN_FETCH_EXPIRES_MS);
+    return this.#consume(pattern, options.durable, async (source, stopping, consumer) => {
+      const stopped = (): boolean => stopping.aborted;
+      const fetch = { max_messages: this.#options.fetchBatch, expires: this.#options.pullExpiresMs };
+      for await (const msg of await openPull(source, fetch, stopping)) {
+        if (stopped()) handBack(msg);
         else
-          await this.#deliver([msg], consumer, MIN_FETCH_EXPIRES_MS, stopped, ([message]) =>
+          await this.#deliver([msg], consumer, stopped, ([message]) =>
             message ? handler(message) : Promise.resolve(),
           );
       }
@@ -157,9 +170,9 @@ export class NatsBus implements Bus {
   }
 
   /**
-   * A pull stays open up to its expiry (at least 1 s, the client's minimum), but a batch is handed
-   * over as soon as it is full or `maxWaitMs` after its first message, and the rest of the pull
-   * forms the next batch: a lone event waits milliseconds, not the pull's expiry.
+   * A pull stays open up to its expiry, but a batch is handed over as soon as it is full or
+   * `maxWaitMs` after its first message, and the rest of the pull forms the next batch: a lone
+   * event waits milliseconds, not the pull's expiry.
    */
   consumeBatches(
     pattern: string,
@@ -168,7 +181,6 @@ export class NatsBus implements Bus {
     handler: BatchHandler,
   ): Promise<Subscription> {
     const batchSize = Math.max(1, options.batchSize);
-    const expires = Math.max(MIN_FETCH_EXPIRES_MS, options.maxWaitMs);
     // The delivery of the last batch handed over: the next one follows once it is applied.
     let delivering: Promise<void> = Promise.resolve();
     const handOver = async (batch: JsMsg[], stopped: () => boolean, consumer: string): Promise<void> => {
@@ -176,16 +188,19 @@ export class NatsBus implements Bus {
       const pipeline: Pipeline = { previous: delivering, applied: () => applied.resolve() };
       // Nobody may await it any more by the time it fails: what it leaves unsettled comes back
       // after the ack wait, as when a pull fails.
-      delivering = this.#deliver(batch, consumer, expires, stopped, handler, pipeline).catch((error: unknown) => {
+      delivering = this.#deliver(batch, consumer, stopped, handler, pipeline).catch((error: unknown) => {
         this.#logger.warn({ err: error, consumer }, 'delivering a batch failed; its messages come back');
       });
       await Promise.race([applied.promise, delivering]);
     };
-    const pull = (source: Consumer, stopped: () => boolean, consumer: string): Promise<void> =>
-      pullBatches(source, { batchSize, maxWaitMs: options.maxWaitMs, expiresMs: expires }, async (batch) => {
-        if (stopped()) for (const msg of batch) handBack(msg, expires);
+    const pull = (source: Consumer, stopping: AbortSignal, consumer: string): Promise<void> => {
+      const stopped = (): boolean => stopping.aborted;
+      const pullOptions = { batchSize, maxWaitMs: options.maxWaitMs, expiresMs: this.#options.pullExpiresMs };
+      return pullBatches(source, pullOptions, stopping, async (batch) => {
+        if (stopped()) for (const msg of batch) handBack(msg);
         else await handOver(batch, stopped, consumer);
       });
+    };
     return this.#consume(pattern, durable, pull, () => delivering);
   }
 
@@ -211,7 +226,6 @@ export class NatsBus implements Bus {
   async #deliver(
     messages: JsMsg[],
     consumer: string,
-    expiresMs: number,
     stopped: () => boolean,
     handler: BatchHandler,
     pipeline?: Pipeline,
@@ -224,7 +238,7 @@ export class NatsBus implements Bus {
     const delivery: PullDelivery = {
       unsettled,
       setAside: (msg, reason, detail) => this.#setAside(msg, consumer, reason, detail),
-      handBack: (msg) => handBack(msg, expiresMs),
+      handBack,
     };
     for (const msg of messages) {
       let data: unknown;
@@ -329,7 +343,7 @@ export class NatsBus implements Bus {
   async #consume(
     pattern: string,
     durable: string | undefined,
-    pull: (consumer: Consumer, stopped: () => boolean, label: string) => Promise<void>,
+    pull: (consumer: Consumer, stopping: AbortSignal, label: string) => Promise<void>,
     delivering: () => Promise<void> = () => Promise.resolve(),
   ): Promise<Subscription> {
     await asPromise(() => {
@@ -368,26 +382,25 @@ export class NatsBus implements Bus {
     };
     let consumer: Consumer | undefined = await setup();
 
-    let stopped = false;
-    const isStopped = (): boolean => stopped;
+    const stopping = new AbortController();
     const loop = (async () => {
-      while (!stopped) {
+      while (!stopping.signal.aborted) {
         try {
           // After a failed pull the consumer is set up again: it may have been deleted meanwhile.
           consumer ??= await setup();
           // Ephemeral names are random: one label value for all of them keeps the metric bounded.
-          await pull(consumer, isStopped, durable ?? 'ephemeral');
+          await pull(consumer, stopping.signal, durable ?? 'ephemeral');
         } catch (error) {
-          if (stopped) break;
+          if (stopping.signal.aborted) break;
           consumer = undefined;
           this.#logger.warn({ err: error, consumer: name }, 'pull from JetStream failed; retrying');
-          await sleep(MIN_FETCH_EXPIRES_MS);
+          await sleep(PULL_RETRY_MS);
         }
       }
     })();
-    // Unsubscribing lets the open pull run out (at most its expiry), handing back what it brings.
+    // Unsubscribing closes the open pull and hands back what it brought but had not delivered.
     const stop = async (): Promise<void> => {
-      stopped = true;
+      stopping.abort();
       await loop;
       await delivering();
       this.#stops.delete(stop);
@@ -399,9 +412,11 @@ export class NatsBus implements Bus {
 }
 
 /**
- * Returns a message for redelivery once the open pull (`expiresMs`) has run out: a plain nak would
- * bring it straight back into the same pull, to a subscriber that is stopping, again and again.
+ * Returns a message for redelivery to the next subscriber of the durable. Only a stopping
+ * subscriber hands back, after it closed its pull. A nak sent right after that close let
+ * nats-server 2.9 hold one message back until the ack wait and deliver another twice; one a second later,
+ * as before, comes back whole.
  */
-function handBack(msg: JsMsg, expiresMs: number): void {
-  msg.nak(expiresMs + 100);
+function handBack(msg: JsMsg): void {
+  msg.nak(HAND_BACK_DELAY_MS);
 }

@@ -2,19 +2,31 @@ import type { ConsumeCallback, Consumer, FetchOptions, JsMsg } from 'nats';
 import { describe, expect, it } from 'vitest';
 import { pullBatches } from './pull-batches.ts';
 
-/** A consumer whose one pull the test drives: it delivers messages and ends the pull at will. */
+/**
+ * A consumer whose one pull the test drives: it delivers messages and ends the pull at will; a
+ * close by the client ends it as the client does.
+ */
 function fakeConsumer(): {
   consumer: Consumer;
   deliver: (...seqs: number[]) => void;
   end: (error?: Error) => void;
   fetched: () => FetchOptions | undefined;
+  closedByClient: () => boolean;
 } {
   let options: (FetchOptions & ConsumeCallback) | undefined;
+  let closedByClient = false;
   const closed = Promise.withResolvers<void | Error>();
   const consumer = {
     fetch: (opts: FetchOptions & ConsumeCallback) => {
       options = opts;
-      return Promise.resolve({ closed: () => closed.promise });
+      return Promise.resolve({
+        closed: () => closed.promise,
+        close: () => {
+          closedByClient = true;
+          closed.resolve();
+          return closed.promise;
+        },
+      });
     },
   } as unknown as Consumer;
   return {
@@ -24,6 +36,7 @@ function fakeConsumer(): {
     },
     end: (error) => closed.resolve(error),
     fetched: () => options,
+    closedByClient: () => closedByClient,
   };
 }
 
@@ -34,9 +47,10 @@ function collect(
   pull: ReturnType<typeof fakeConsumer>,
   batchSize: number,
   maxWaitMs: number,
+  signal = new AbortController().signal,
 ): { batches: number[][]; done: Promise<void> } {
   const batches: number[][] = [];
-  const done = pullBatches(pull.consumer, { batchSize, maxWaitMs, expiresMs: 1_000 }, (batch) => {
+  const done = pullBatches(pull.consumer, { batchSize, maxWaitMs, expiresMs: 1_000 }, signal, (batch) => {
     batches.push(seqs(batch));
     return Promise.resolve();
   });
@@ -77,7 +91,8 @@ describe('pullBatches', () => {
     const pull = fakeConsumer();
     const events: string[] = [];
     const first = Promise.withResolvers<void>();
-    const done = pullBatches(pull.consumer, { batchSize: 2, maxWaitMs: 60_000, expiresMs: 1_000 }, async (batch) => {
+    const options = { batchSize: 2, maxWaitMs: 60_000, expiresMs: 1_000 };
+    const done = pullBatches(pull.consumer, options, new AbortController().signal, async (batch) => {
       events.push(`start ${seqs(batch).join(',')}`);
       if (batch[0]!.seq === 1) await first.promise;
       events.push(`end ${seqs(batch).join(',')}`);
@@ -90,6 +105,19 @@ describe('pullBatches', () => {
     pull.end();
     await done;
     expect(events).toEqual(['start 1,2', 'end 1,2', 'start 3,4', 'end 3,4']);
+  });
+
+  it('closes the pull when its signal aborts, and still hands over what it brought', async () => {
+    const pull = fakeConsumer();
+    const stopping = new AbortController();
+    const { batches, done } = collect(pull, 10, 60_000, stopping.signal);
+    await tick();
+    pull.deliver(1, 2);
+    expect(pull.closedByClient()).toBe(false);
+    stopping.abort();
+    expect(pull.closedByClient()).toBe(true);
+    await done;
+    expect(batches).toEqual([[1, 2]]);
   });
 
   it('throws the error a pull ended with, after handing over what it brought', async () => {

@@ -1,4 +1,5 @@
 import { AckPolicy, connect, nanos, RetentionPolicy, StorageType } from 'nats';
+import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusLogger, KeyValueEntry, Messaging } from '../../core/bus/bus.ts';
@@ -17,6 +18,28 @@ async function until(condition: () => boolean, timeoutMs = 10_000): Promise<void
     if (Date.now() > deadline) throw new Error('condition not reached');
     await sleep(20);
   }
+}
+
+/**
+ * Publishes one message from a child process at `at` (epoch ms): it reaches the server, and the
+ * server's delivery reaches this process's socket, whatever this process's event loop is doing.
+ */
+function publishFromChild(url: string, at: number, subject: string, data: unknown): Promise<number | null> {
+  const script = `
+    import { connect } from 'nats';
+    const [url, at, subject, data] = process.argv.slice(1);
+    const nc = await connect({ servers: url });
+    await new Promise((resolve) => setTimeout(resolve, Number(at) - Date.now()));
+    await nc.jetstream().publish(subject, new TextEncoder().encode(data));
+    await nc.close();`;
+  const child = spawn(
+    process.execPath,
+    ['--input-type=module', '-e', script, url, String(at), subject, JSON.stringify(data)],
+    {
+      stdio: 'inherit',
+    },
+  );
+  return new Promise((resolve) => child.on('exit', resolve));
 }
 
 describe('NATS bus specifics', () => {
@@ -62,6 +85,92 @@ describe('NATS bus specifics', () => {
     await until(() => batches.reduce((sum, b) => sum + b.size, 0) === 251, 10_000);
     expect(Math.max(...batches.map((b) => b.size))).toBeLessThanOrEqual(100);
     await messaging.close();
+  });
+
+  it('hands over a message the server sent just before a pull ended, read after an event-loop stall, without waiting for the ack wait', async () => {
+    const messaging = await open(recordingLogger(), { pullExpiresMs: 4_000 });
+    // The pull requests on the wire, as the server receives them.
+    const observer = await connect({ servers: server.url });
+    const pulls: Array<{ at: number; expiresMs: number }> = [];
+    observer.subscribe('$JS.API.CONSUMER.MSG.NEXT.*.stall-probe', {
+      callback: (_error, msg) => {
+        const { expires } = msg.json<{ expires: number }>();
+        pulls.push({ at: Date.now(), expiresMs: expires / 1e6 });
+      },
+    });
+    await observer.flush();
+    const received = new Map<number, number>();
+    await messaging.bus.consumeBatches(
+      'svc.stall.events.>',
+      'stall-probe',
+      { batchSize: 100, maxWaitMs: 5 },
+      (batch) => {
+        for (const m of batch) received.set((m.data as { n: number }).n, Date.now());
+        return Promise.resolve();
+      },
+    );
+    await until(() => pulls.length > 0);
+    const pull = pulls.at(-1)!;
+    // 40 ms before the server ends the pull, another process publishes a message, which the
+    // server sends on at once; this process's event loop is held meanwhile (a long commit, a GC)
+    // from 100 ms before until 100 ms after that end.
+    const sendAt = pull.at + pull.expiresMs - 40;
+    const publisher = publishFromChild(server.url, sendAt, 'svc.stall.events.x', { n: 1 });
+    await sleep(sendAt - 60 - Date.now());
+    // Held in a callback of the check phase, as a long synchronous commit holds it: when it ends,
+    // the loop's timers run before its sockets are read.
+    const resumed = await new Promise<number>((resolve) =>
+      setImmediate(() => {
+        while (Date.now() < pull.at + pull.expiresMs + 100);
+        resolve(Date.now());
+      }),
+    );
+    expect(await publisher).toBe(0);
+    await until(() => received.has(1), 5_000);
+    expect(received.get(1)! - resumed).toBeLessThan(1_000);
+    await observer.close();
+    await messaging.close();
+  });
+
+  it('closes its open pull when it unsubscribes, hands back what that pull brought, and the next subscriber of the durable gets it about a second later', async () => {
+    const first = await open(recordingLogger());
+    const handed: number[] = [];
+    const gate = Promise.withResolvers<void>();
+    const subscription = await first.bus.consumeBatches(
+      'svc.handback.events.>',
+      'hand-back',
+      { batchSize: 10, maxWaitMs: 5 },
+      async (batch) => {
+        handed.push(...batch.map((m) => (m.data as { n: number }).n));
+        await gate.promise;
+      },
+    );
+    await first.bus.publish('svc.handback.events.x', { n: 0 }, { msgId: 'hb-0' });
+    await until(() => handed.length === 1);
+    // These reach the open pull while the first batch is still being handled.
+    for (let n = 1; n <= 5; n++) await first.bus.publish('svc.handback.events.x', { n }, { msgId: `hb-${n}` });
+    await sleep(100);
+    const stopping = Date.now();
+    const stopped = subscription.unsubscribe();
+    gate.resolve();
+    await stopped;
+    // Not the pull's 30 s expiry.
+    expect(Date.now() - stopping).toBeLessThan(2_000);
+    expect(handed).toEqual([0]);
+
+    const second = await open(recordingLogger());
+    const got: number[] = [];
+    const resumed = Date.now();
+    await second.bus.consumeBatches('svc.handback.events.>', 'hand-back', { batchSize: 10, maxWaitMs: 5 }, (batch) => {
+      got.push(...batch.map((m) => (m.data as { n: number }).n));
+      return Promise.resolve();
+    });
+    await second.bus.publish('svc.handback.events.x', { n: 6 }, { msgId: 'hb-6' });
+    await until(() => got.length === 6, 5_000);
+    expect(Date.now() - resumed).toBeLessThan(2_000);
+    expect(got.sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6]);
+    await second.close();
+    await first.close();
   });
 
   it('keeps a batch whose handling outlasts the ack wait from being redelivered meanwhile', async () => {
