@@ -184,6 +184,7 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       quiet,
     );
     const rulesets = await controlPlane.keyValue.open(BUCKETS.rulesets);
+    const observer = await connect({ servers: server.url, user: 'control-plane', pass: 'control-plane-secret' });
     try {
       const signals: unknown[] = [];
       await globex.signals.subscribeSignals(syncSubjects.terminate('globex'), (data) => void signals.push(data));
@@ -191,7 +192,6 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       // The replicas' counts are heard as signals (control-plane/auth/shared-minute-counts.ts).
       const counts: unknown[] = [];
       const delivered: string[] = [];
-      const observer = await connect({ servers: server.url, user: 'control-plane', pass: 'control-plane-secret' });
       for (const subject of [subjects.authFailures, subjects.requestCounts]) {
         await controlPlane.signals.subscribeSignals(subject, (data) => void counts.push(data));
         observer.subscribe(subject, { callback: (_error, msg) => void delivered.push(`${subject} ${msg.reply}`) });
@@ -227,8 +227,8 @@ describe('tenant isolation by nats-server permissions (config/nats/tenant-isolat
       for (const subject of [subjects.authFailures, subjects.requestCounts])
         expect(delivered.filter((line) => line.startsWith(`${subject} $JS.ACK.`)).length).toBeGreaterThan(0);
       expect(counts).toEqual([]);
-      await observer.close();
     } finally {
+      await observer.close();
       await rulesets.put(keys.ruleset('acme'), { version: 1 });
       await globex.close();
     }
