@@ -10,7 +10,14 @@ import type { AuditRecord } from '../../core/domain/index.ts';
 import { sealAuditRecord } from '../../control-plane/audit/chain.ts';
 import { encodedKeySize, LMDB_MAX_KEY_BYTES } from '../../control-plane/storage/lmdb/key-size.ts';
 import { LmdbStorage } from '../../control-plane/storage/lmdb/lmdb-storage.ts';
-import { MIGRATION_BATCH, SCHEMA_VERSION, type Migration } from '../../control-plane/storage/lmdb/migrations.ts';
+import type { StagedView } from '../../control-plane/storage/lmdb/kv.ts';
+import type { Key, Layout } from '../../control-plane/storage/lmdb/layout.ts';
+import {
+  MIGRATION_BATCH,
+  MIGRATIONS,
+  SCHEMA_VERSION,
+  type Migration,
+} from '../../control-plane/storage/lmdb/migrations.ts';
 import { FILTER_SCAN_LIMIT } from '../../control-plane/storage/lmdb/pages.ts';
 import { envelopeTimeKey, type PageRequest } from '../../control-plane/storage/storage.ts';
 import { withOffset } from '../harness/offset-time.ts';
@@ -259,6 +266,72 @@ describe('the LMDB backend', () => {
         updated_at: at(1),
         completed_at: at(5),
       });
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it("reads only the envelopes of a version 7 store, every tenant's, when it puts their times in the canonical form", async () => {
+    const dir = freshDir();
+    const root = open({ path: dir, maxDbs: 8, compression: false });
+    const data = root.openDB<unknown, Array<string | number>>({ name: 'tenant_data' });
+    const global = root.openDB<unknown, string[]>({ name: 'global' });
+    // Two tenants with envelopes, more than a batch of them, others' records before and after
+    // them in key order, and a tenant with events only.
+    const written = Array.from({ length: 800 }, (_, i) =>
+      anEnvelope(i < 400 ? 'acme' : 'gamma', { created_at: withOffset(at(i * 1000), 60) }),
+    );
+    await root.transaction(() => {
+      void global.put(['meta', 'schema_version'], 7);
+      for (const e of written) {
+        void data.put([e.tenant_id, 'envelope', e.envelope_id], e);
+        void data.put([e.tenant_id, 'envelope_time', envelopeTimeKey(e)], e.envelope_id);
+      }
+      for (const tenant of ['acme', 'beta', 'gamma']) {
+        void data.put([tenant, 'budget', 'b-1'], { budget_id: 'b-1' });
+        for (let i = 0; i < 500; i++) void data.put([tenant, 'event', `ev-${i}`], anEvent(tenant));
+      }
+    });
+    await root.close();
+    const kindsRead = new Set<unknown>();
+    const migrations = MIGRATIONS.map((m) =>
+      m.version !== 8
+        ? m
+        : { ...m, up: (kv: StagedView, layout: Layout, from?: Key) => m.up(kv, watched(layout), from) },
+    );
+    /** A property of `target`, its methods bound to it: their own calls are not watched. */
+    function bound(target: object, property: string | symbol): unknown {
+      const value = Reflect.get(target, property, target) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    }
+    /** The layout, with what its `tenant_data` ranges hand out noted by kind. */
+    function watched(layout: Layout): Layout {
+      const data = new Proxy(layout.data, {
+        get(target, property) {
+          if (property !== 'getRange') return bound(target, property);
+          return (...args: Parameters<typeof target.getRange>) =>
+            (function* () {
+              for (const entry of target.getRange(...args)) {
+                kindsRead.add(entry.key[1]);
+                yield entry;
+              }
+            })();
+        },
+      });
+      return new Proxy(layout, {
+        get(target, property) {
+          return property === 'data' ? data : bound(target, property);
+        },
+      });
+    }
+    const { storage, applied } = await LmdbStorage.open({ path: dir, migrations });
+    try {
+      expect(applied).toEqual([8]);
+      expect([...kindsRead]).toEqual(['envelope']);
+      for (const e of written)
+        expect((await storage.read.envelopes.get(e.tenant_id, e.envelope_id))?.created_at).toBe(
+          new Date(Date.parse(e.created_at)).toISOString(),
+        );
     } finally {
       await storage.close();
     }

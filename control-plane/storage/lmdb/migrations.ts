@@ -5,7 +5,7 @@ import { indexCheckpoint } from './checkpoints.ts';
 import { REPORT, type ReportMark } from './leases.ts';
 import { envelopeTimeKey } from '../storage.ts';
 import type { StagedView } from './kv.ts';
-import type { Key, Layout } from './layout.ts';
+import type { Key, Layout, TenantKind } from './layout.ts';
 
 export interface Migration {
   version: number;
@@ -22,6 +22,37 @@ export interface Migration {
 
 /** Records a batched migration stages per transaction, so that a large store makes no huge write set. */
 export const MIGRATION_BATCH = 1000;
+
+/** Above every kind and id a key of `tenant_data` holds (the largest code point). */
+const TOP = '\u{10FFFF}';
+
+/** The first tenant whose records are at or after `start`, found by one seek; none past the last. */
+function tenantFrom(layout: Layout, start: Key | undefined): string | number | undefined {
+  for (const key of layout.data.getKeys(start === undefined ? { limit: 1 } : { start, limit: 1 })) return key[0];
+  return undefined;
+}
+
+/**
+ * The records of `kinds` in `tenant_data`, tenant by tenant in key order, from `from` on: each
+ * tenant's range of each kind is read, and everything else is passed over by one seek per tenant
+ * (keys begin with the tenant), not read: an upgrade of a store holding millions of events reads
+ * its envelopes, not every event ever recorded.
+ */
+function* recordsOf(layout: Layout, kinds: readonly TenantKind[], from?: Key): Generator<{ key: Key; value: unknown }> {
+  const sorted = [...kinds].sort();
+  for (
+    let tenant = tenantFrom(layout, from === undefined ? undefined : [from[0]!]);
+    tenant !== undefined;
+    tenant = tenantFrom(layout, [tenant, TOP])
+  ) {
+    for (const kind of sorted) {
+      const resumes = from !== undefined && from[0] === tenant;
+      if (resumes && kind < String(from[1])) continue;
+      const start = resumes && kind === from[1] ? from : [tenant, kind];
+      yield* layout.data.getRange({ start, end: [tenant, kind, TOP] });
+    }
+  }
+}
 
 /** An envelope with its times in the canonical form (the same object when they were already). */
 function withCanonicalTimes(envelope: Envelope): Envelope {
@@ -49,9 +80,9 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 2,
     name: 'envelopes indexed by creation time (`envelope_time`), for the newest-first list',
     up: (kv, layout) => {
-      for (const { key, value } of layout.data.getRange()) {
-        const [tenant, kind] = key;
-        if (kind !== 'envelope' || typeof tenant !== 'string') continue;
+      for (const { key, value } of recordsOf(layout, ['envelope'])) {
+        const [tenant] = key;
+        if (typeof tenant !== 'string') continue;
         const envelope = value as Envelope;
         kv.put(layout.tenant(tenant, 'envelope_time'), envelopeTimeKey(envelope), envelope.envelope_id);
       }
@@ -63,10 +94,9 @@ export const MIGRATIONS: readonly Migration[] = [
     up: (kv, layout) => {
       // Numbers counted before are taken as counted now: retention keeps them its full age from here.
       const now = new Date().toISOString();
-      for (const { key, value } of layout.data.getRange()) {
-        const [tenant, kind, id] = key;
-        if (kind !== 'lease' || typeof tenant !== 'string' || typeof id !== 'string' || !id.startsWith(REPORT))
-          continue;
+      for (const { key, value } of recordsOf(layout, ['lease'])) {
+        const [tenant, , id] = key;
+        if (typeof tenant !== 'string' || typeof id !== 'string' || !id.startsWith(REPORT)) continue;
         const mark = value as Partial<ReportMark>;
         if (mark.counted_at === undefined) kv.put(layout.tenant(tenant, 'lease'), id, { ...mark, counted_at: now });
       }
@@ -78,7 +108,7 @@ export const MIGRATIONS: readonly Migration[] = [
     up: (kv, layout) => {
       // `<envelope>/<position>` and `<budget>/<envelope>` let an id holding "/" into another's
       // range. The value (event id, envelope id) or the position, which hold no "/", split them.
-      for (const { key, value } of layout.data.getRange()) {
+      for (const { key, value } of recordsOf(layout, ['envelope_event', 'budget_envelope'])) {
         const [tenant, kind, id] = key;
         if (key.length !== 3 || typeof tenant !== 'string' || typeof id !== 'string') continue;
         if (kind === 'envelope_event') {
@@ -96,9 +126,9 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 5,
     name: 'approvals indexed by status (`approval_status`), for the list of one status',
     up: (kv, layout) => {
-      for (const { key, value } of layout.data.getRange()) {
-        const [tenant, kind] = key;
-        if (kind !== 'approval' || typeof tenant !== 'string') continue;
+      for (const { key, value } of recordsOf(layout, ['approval'])) {
+        const [tenant] = key;
+        if (typeof tenant !== 'string') continue;
         const approval = value as Approval;
         kv.put(layout.nested(tenant, 'approval_status', approval.status), approval.approval_id, true);
       }
@@ -108,9 +138,9 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 6,
     name: 'checkpoint summaries without data (`checkpoint_summary`) and a time index per execution (`checkpoint_exec_time`)',
     up: (kv, layout) => {
-      for (const { key, value } of layout.data.getRange()) {
-        const [tenant, kind] = key;
-        if (kind !== 'checkpoint' || typeof tenant !== 'string' || key.length !== 4) continue;
+      for (const { key, value } of recordsOf(layout, ['checkpoint'])) {
+        const [tenant] = key;
+        if (typeof tenant !== 'string' || key.length !== 4) continue;
         indexCheckpoint(kv, layout, tenant, value as Checkpoint);
       }
     },
@@ -129,9 +159,9 @@ export const MIGRATIONS: readonly Migration[] = [
       // Times were kept as written, offsets and any number of digits included: the index by
       // creation time ordered them by text, which is not time order. `from` is the last envelope
       // of the batch before, already rewritten: read again, it is left as it is.
-      for (const { key, value } of layout.data.getRange(from === undefined ? {} : { start: from })) {
-        const [tenant, kind, id] = key;
-        if (kind !== 'envelope' || key.length !== 3 || typeof tenant !== 'string' || typeof id !== 'string') continue;
+      for (const { key, value } of recordsOf(layout, ['envelope'], from)) {
+        const [tenant, , id] = key;
+        if (key.length !== 3 || typeof tenant !== 'string' || typeof id !== 'string') continue;
         const envelope = value as Envelope;
         const canonical = withCanonicalTimes(envelope);
         if (canonical === envelope) continue;
