@@ -146,9 +146,10 @@ describe('counts per minute shared between replicas', () => {
     await counts.stop();
   });
 
-  it('refuses an announcement that does not validate', async () => {
+  it('refuses an announcement that does not validate, telling of each', async () => {
     const signals = new MemoryRequests(quiet);
-    const counts = await replica({ signals });
+    const lost: Array<[string, AnnouncementLoss]> = [];
+    const counts = await replica({ signals, lost });
     const invalid = [
       { minute: MINUTE, counts: [{ key: 'k', count: 5 }] },
       { replica: 'other', minute: MINUTE, counts: [{ key: 'k', count: '5' }] },
@@ -167,6 +168,7 @@ describe('counts per minute shared between replicas', () => {
     ];
     for (const payload of invalid) await signals.publishSignal(KIND.subject, payload);
     await sleep(10);
+    expect(lost).toEqual(invalid.map(() => [KIND.subject, 'refused']));
     expect(counts.count('k', MINUTE)).toBe(0);
     expect(counts.count('k'.repeat(KIND.maxKeyChars + 1), MINUTE)).toBe(0);
     await signals.publishSignal(KIND.subject, { replica: 'other', minute: MINUTE, counts: [{ key: 'k', count: 3 }] });

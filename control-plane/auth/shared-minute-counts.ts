@@ -26,8 +26,12 @@ export interface CountedKind {
   label: string;
 }
 
-/** Why an announcement was lost: not sent (NATS away, the publication failed), or dropped on arrival. */
-export type AnnouncementLoss = 'not_sent' | 'dropped';
+/**
+ * Why an announcement was lost: not sent (NATS away, the publication failed), dropped on arrival
+ * (the handlers all busy), or refused on arrival (it does not validate: a replica of another
+ * build, or a forgery where the tenant-isolation accounts are not in place).
+ */
+export type AnnouncementLoss = 'not_sent' | 'dropped' | 'refused';
 
 /** What announcing over NATS needs; absent in standalone mode, where this process is the only replica. */
 export interface Sharing {
@@ -107,7 +111,10 @@ export async function minuteCounts(kind: CountedKind, sharing: Sharing | undefin
     kind.subject,
     (data) => {
       const parsed = schema.safeParse(data);
-      if (!parsed.success) return refused({ issues: parsed.error.issues.map((issue) => issue.path.join('.')) });
+      if (!parsed.success) {
+        sharing.lost(kind.subject, 'refused');
+        return refused({ issues: parsed.error.issues.map((issue) => issue.path.join('.')) });
+      }
       if (parsed.data.replica === replica) return;
       const now = minuteOf(sharing.now());
       for (const { key, count } of parsed.data.counts) counts.add(key, parsed.data.minute, count, now);

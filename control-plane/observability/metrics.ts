@@ -69,7 +69,7 @@ export class ControlPlaneMetrics {
   });
   readonly announcementsLost = new Counter({
     name: 'svc_announcements_lost_total',
-    help: 'Counts announced between control-plane replicas that were lost, by subject and reason (not_sent: NATS away or the publication failed; dropped: arrived while the handlers were all busy)',
+    help: 'Counts announced between control-plane replicas that were lost, by subject and reason (not_sent: NATS away or the publication failed; dropped: arrived while the handlers were all busy; refused: arrived and did not validate)',
     labelNames: ['subject', 'reason'] as const,
     registers: [this.registry],
   });
