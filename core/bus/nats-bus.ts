@@ -414,8 +414,8 @@ export class NatsBus implements Bus {
 /**
  * Returns a message for redelivery to the next subscriber of the durable. Only a stopping
  * subscriber hands back, after it closed its pull. A nak sent right after that close let
- * nats-server 2.9 hold one message back until the ack wait and deliver another twice; one a second later,
- * as before, comes back whole.
+ * nats-server 2.9 hold one message back until the ack wait and deliver another twice; a nak
+ * delayed by a second, as before, brings every message back once.
  */
 function handBack(msg: JsMsg): void {
   msg.nak(HAND_BACK_DELAY_MS);
