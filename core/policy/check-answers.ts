@@ -1,5 +1,6 @@
 import type { CompiledCheck } from './condition.ts';
 import type { FieldReader } from './field-path.ts';
+import { UNKNOWN_VALUE } from './unknown-value.ts';
 
 /**
  * The checks of a ruleset numbered once at compile time: checks with the same field, operator
@@ -108,7 +109,7 @@ export class CheckAnswers {
           const slot = id * 2 + (check.reading === 'every' ? 1 : 0);
           let structuredMark = this.#structuredMarks[slot] as number;
           if (structuredMark < known) {
-            structuredMark = known + (answer(check, value) ? 1 : 0);
+            structuredMark = known + (answerStructured(check, value) ? 1 : 0);
             this.#structuredMarks[slot] = structuredMark;
           }
           if (structuredMark === known) return false;
@@ -126,4 +127,9 @@ export class CheckAnswers {
 /** A condition on a missing field does not match, whatever its operator. */
 function answer(check: CompiledCheck, value: unknown): boolean {
   return value !== undefined && check.test(value);
+}
+
+/** The same for a list or an object: one on a value not known yet fails closed. */
+function answerStructured(check: CompiledCheck, value: object): boolean {
+  return value === UNKNOWN_VALUE ? check.reading === 'some' : check.test(value);
 }

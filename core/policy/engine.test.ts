@@ -3,6 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { SvcError } from '../errors/index.ts';
 import { compileRuleset, evaluate, evaluateAsync } from './engine.ts';
 import { judgesToolNames } from './tool-name-rules.ts';
+import { UNKNOWN_VALUE } from './unknown-value.ts';
 import { createBuiltinJudge } from '../brain/index.ts';
 import type { Policy, PolicyRule } from './model.ts';
 import type { JudgeInput, SemanticJudge } from './semantic-judge.ts';
@@ -157,6 +158,35 @@ describe('evaluate', () => {
     expect(decide('git status')).toMatchObject({ decision: 'ALLOW', matched_rule: 'a' });
     // The allow's . stops at the line break; the deny's crosses it, though it is asked the same.
     expect(decide('git status\nrm -rf /')).toMatchObject({ decision: 'DENY', matched_rule: 'd' });
+  });
+
+  it('answers every condition on a value not known yet fail-closed: a deny holds, an allow does not', () => {
+    const conditions: PolicyRule['conditions'] = [
+      { field: 'workflow_id', operator: 'eq', value: 'billing' },
+      { field: 'workflow_id', operator: 'neq', value: 'billing' },
+      { field: 'workflow_id', operator: 'in', value: ['billing'] },
+      { field: 'workflow_id', operator: 'not_in', value: ['billing'] },
+      { field: 'workflow_id', operator: 'matches', value: '^bill' },
+      { field: 'workflow_id', operator: 'contains', value: 'bill' },
+      { field: 'workflow_id', operator: 'gt', value: 3 },
+    ];
+    for (const condition of conditions) {
+      const ruleset = compileRuleset(
+        [
+          policy({ name: 'allowed', priority: 200, rules: [rule('a', 'llm:*', 'ALLOW', [condition])] }),
+          policy({ name: 'watched', priority: 100, rules: [rule('d', 'llm:*', 'DENY', [condition])] }),
+        ],
+        1,
+      );
+      const unknown = evaluate(ruleset, { action: 'llm:gpt-4o', context: { workflow_id: UNKNOWN_VALUE } });
+      expect(unknown, condition.operator).toMatchObject({ decision: 'DENY', matched_rule: 'd' });
+      // Absent, the same condition matches neither rule.
+      expect(evaluate(ruleset, { action: 'llm:gpt-4o', context: {} }).effect, condition.operator).toBe('no_match');
+    }
+  });
+
+  it('leaves a value not known yet out of the context as JSON', () => {
+    expect(JSON.stringify({ tenant_id: 't', workflow_id: UNKNOWN_VALUE })).toBe('{"tenant_id":"t"}');
   });
 
   it('gives ALLOW with effect no_match when nothing matches', () => {
@@ -616,6 +646,30 @@ describe('semantic conditions', () => {
     const result = evaluate(ruleset, { action: 'tool:shell', context: { input_text: 'ls' } });
     expect(result).toMatchObject({ decision: 'DENY', allowed: false });
     expect(result.reason).toMatch(/not judged.*fail-closed/);
+  });
+
+  it('resolves a semantic condition on a value not known yet fail-closed, without asking the judge', async () => {
+    const onWorkflow = (decision: PolicyRule['decision']) =>
+      policy({
+        name: `workflow-${decision}`,
+        rules: [rule('w', 'llm:*', decision, [{ field: 'workflow_id', operator: 'semantic', value: 'FINANCE' }])],
+      });
+    const asked: JudgeInput[] = [];
+    const judge: SemanticJudge = {
+      name: 'stub',
+      version: '1',
+      judge: (input) => {
+        asked.push(input);
+        return Promise.resolve({ violated: false, confidence: 0.9 });
+      },
+    };
+    const input = { action: 'llm:gpt-4o', context: { workflow_id: UNKNOWN_VALUE } };
+    const denied = await evaluateAsync(compileRuleset([onWorkflow('DENY')], 1), input, judge);
+    expect(denied).toMatchObject({ decision: 'DENY', matched_rule: 'w' });
+    expect(denied.reason).toMatch(/workflow_id is not known yet.*fail-closed/);
+    expect(evaluate(compileRuleset([onWorkflow('DENY')], 1), input).decision).toBe('DENY');
+    expect((await evaluateAsync(compileRuleset([onWorkflow('ALLOW')], 1), input, judge)).effect).toBe('no_match');
+    expect(asked).toEqual([]);
   });
 
   it('does not let an unjudged semantic condition allow', () => {

@@ -8,6 +8,7 @@ import type { Policy } from './model.ts';
 import type { EvaluationResult, PolicyWarning, SemanticFinding, ShadowDecision } from './result.ts';
 import type { SequenceShape } from './sequence.ts';
 import { JudgeVerdictSchema, type JudgeVerdict, type SemanticJudge, type SyncSemanticJudge } from './semantic-judge.ts';
+import { UNKNOWN_VALUE } from './unknown-value.ts';
 
 /** One rule in evaluation order, with the index where its policy's rules end. */
 export interface RuleStep {
@@ -154,8 +155,11 @@ interface WalkState {
   decidedBy: RuleStep | null;
   unjudged: boolean;
   judgeFailure: string | null;
-  /** A judged text went beyond what the judge reads: its characters, values or nesting. */
-  overLimit: string | null;
+  /**
+   * Why a SEMANTIC condition's text was not judged whole: it went beyond what the judge reads (its
+   * characters, values or nesting), or its value is not known yet.
+   */
+  unread: string | null;
   /** What the judge found for each rule whose SEMANTIC conditions it found violated. */
   findings: Map<RuleStep, SemanticFinding> | null;
   readonly answers: CheckAnswers;
@@ -258,7 +262,7 @@ function newState(ruleset: CompiledRuleset, input: EvaluationInput, answers: Che
     decidedBy: null,
     unjudged: false,
     judgeFailure: null,
-    overLimit: null,
+    unread: null,
     // Made when the judge first finds something: most evaluations never need it.
     findings: null,
     answers,
@@ -446,7 +450,7 @@ function describeFinding(finding: SemanticFinding): string {
 }
 
 function failClosedNote(state: WalkState): string {
-  if (state.overLimit !== null) return `; ${state.overLimit}, semantic conditions resolved fail-closed`;
+  if (state.unread !== null) return `; ${state.unread}, semantic conditions resolved fail-closed`;
   if (state.judgeFailure !== null)
     return `; semantic judge failed (${state.judgeFailure}), semantic conditions resolved fail-closed`;
   if (state.unjudged) return '; semantic conditions not judged (no judge), resolved fail-closed';
@@ -468,12 +472,21 @@ function semanticText(condition: CompiledSemantic, context: Readonly<Record<stri
   }
 }
 
+/** Whether a SEMANTIC condition of the rule reads a value not known yet: the rule then fails closed, unjudged. */
+function readsUnknown(step: RuleStep, context: Readonly<Record<string, unknown>>, state: WalkState): boolean {
+  const condition = step.rule.semantic.find((c) => c.read(context) === UNKNOWN_VALUE);
+  if (condition === undefined) return false;
+  state.unread = `${condition.field} is not known yet`;
+  return true;
+}
+
 /** Fail closed: restrictive rules apply, ALLOW rules do not. */
 function failClosedVerdict(rule: CompiledRule): boolean {
   return rule.decision !== 'ALLOW';
 }
 
 const resolveFailClosed: SemanticAnswer = (step, _index, context, state) => {
+  if (readsUnknown(step, context, state)) return failClosedVerdict(step.rule);
   if (step.rule.semantic.some((c) => semanticText(c, context) === undefined)) return false;
   state.unjudged = true;
   return failClosedVerdict(step.rule);
@@ -487,6 +500,7 @@ async function judgeRule(
   timeoutMs: number,
   state: WalkState,
 ): Promise<boolean> {
+  if (readsUnknown(step, context, state)) return failClosedVerdict(step.rule);
   const verdicts: Verdicts = [];
   for (const condition of step.rule.semantic) {
     const text = semanticText(condition, context);
@@ -514,6 +528,7 @@ function judgeRuleNow(
   judge: SyncSemanticJudge,
   state: WalkState,
 ): boolean {
+  if (readsUnknown(step, context, state)) return failClosedVerdict(step.rule);
   const verdicts: Verdicts = [];
   for (const condition of step.rule.semantic) {
     const text = semanticText(condition, context);
@@ -567,7 +582,7 @@ function weigh(
 ): boolean | undefined {
   if (verdict.violated && verdict.confidence >= condition.minConfidence) return undefined;
   if (verdict.truncated) {
-    state.overLimit = `text at ${condition.field} goes beyond what the semantic judge reads`;
+    state.unread = `text at ${condition.field} goes beyond what the semantic judge reads`;
     return failClosedVerdict(step.rule);
   }
   return false;

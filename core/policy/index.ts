@@ -10,3 +10,4 @@ export * from './sequence.ts';
 export * from './tool-name-rules.ts';
 export * from './rules-object.ts';
 export * from './guide.ts';
+export * from './unknown-value.ts';
