@@ -68,6 +68,8 @@ export class Envelopes {
       tenant_id: caller.tenant,
       adapter_type: request.adapter_type,
       budget_id: request.budget_id ?? null,
+      // The workflow a budget is scoped to is the execution's: the caller cannot name another.
+      ...(budget?.workflow_id == null ? {} : { workflow_id: budget.workflow_id }),
       execution_id: request.execution_id ?? null,
       metadata: request.metadata ?? {},
       tool_name: request.metadata?.tool_name,

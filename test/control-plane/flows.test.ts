@@ -266,6 +266,30 @@ describe('flow 3: policy violation', () => {
     expect(audit.body.map((r: { result: string }) => r.result)).toEqual(['allow', 'deny']);
   });
 
+  it("judges an execution by its budget's workflow, which the caller cannot name otherwise", async () => {
+    const policy = await cp.call('POST', '/v1/policies', {
+      key,
+      body: {
+        name: 'no-payroll-runs',
+        rules: [
+          {
+            action: 'execution:start',
+            effect: 'deny',
+            conditions: [{ field: 'workflow_id', operator: 'eq', value: 'payroll' }],
+          },
+        ],
+        priority: 500,
+      },
+    });
+    expect(policy.status).toBe(201);
+    const payroll = await budget({ max_cost_usd: 10 }, { workflow_id: 'payroll' });
+    const denied = await envelope(payroll, { metadata: { workflow_id: 'reports' } });
+    expect(denied.status).toBe(403);
+    expect(denied.body).toMatchObject({ code: 'SVC-POL-2001', policy_id: policy.body.policy_id });
+    expect((await envelope(await budget({ max_cost_usd: 10 }, { workflow_id: 'reports' }))).status).toBe(201);
+    expect((await envelope(await budget({ max_cost_usd: 10 }))).status).toBe(201);
+  });
+
   it('leaves the choice of a policy_set to policy authors, and refuses one naming no policy', async () => {
     const denial = await cp.call('POST', '/v1/policies', {
       key,
