@@ -39,7 +39,14 @@ import { Outbox } from '../core/outbox/outbox.ts';
 import { createAdapterDeps, createDefaultAdapters, createProviderRegistry } from './providers/index.ts';
 import { startSystemReports } from '../core/observability/system-reports.ts';
 import { isFinal } from '../core/domain/envelope.ts';
-import { HoldStates, listenForTerminations, RulesetSource, watchBudgetStates, watchHoldStates } from './sync/index.ts';
+import {
+  BudgetWorkflows,
+  HoldStates,
+  listenForTerminations,
+  RulesetSource,
+  watchBudgetStates,
+  watchHoldStates,
+} from './sync/index.ts';
 import { IdleGc } from './idle-gc/index.ts';
 import { openProxyStore, ProvisionalEvents } from './store/index.ts';
 import { LeafCertificateCache, loadOrCreateCa } from './tls/index.ts';
@@ -259,12 +266,18 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
   });
   const sidecar = keptSidecarState(store.root, holdLogger);
   createSidecarStateMetric(registry, () => sidecar.current);
+  const allowedBudgetIds = config.allowed_budget_ids
+    .split(',')
+    .map((id) => id.trim())
+    .filter((id) => id !== '');
+  const workflows = new BudgetWorkflows({
+    budgetIds: [bootstrap.budgetId, ...allowedBudgetIds],
+    store: store.root,
+    logger: logger.child({ component: 'budgets' }),
+  });
   const envelopes = new EnvelopeRegistry({
     defaultBudgetId: bootstrap.budgetId,
-    allowedBudgetIds: config.allowed_budget_ids
-      .split(',')
-      .map((id) => id.trim())
-      .filter((id) => id !== ''),
+    allowedBudgetIds,
     podExecutionId,
     maxEntries: config.proxy_envelope_cache_entries,
     holds,
@@ -319,6 +332,7 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
 
   const governance: GovernanceDeps = {
     tenantId,
+    workflows,
     upstream,
     prices,
     gate,
@@ -459,7 +473,10 @@ export async function createProxy(deps: ProxyDeps): Promise<Proxy> {
           await watchBudgetStates(
             messaging.keyValue,
             tenantId,
-            (state) => leases.peek(state.budget_id)?.applyStatus(state.status),
+            (state) => {
+              workflows.heard(state);
+              leases.peek(state.budget_id)?.applyStatus(state.status);
+            },
             logger,
           ),
         );

@@ -32,6 +32,7 @@ export function budgetState(
   return {
     tenant_id: budget.tenant_id,
     budget_id: budget.budget_id,
+    workflow_id: budget.workflow_id,
     status: budgetStatus(budget, now),
     limits: budget.limits,
     period_start: budget.usage.period_start,

@@ -57,6 +57,12 @@ export type RulesetSnapshot = z.infer<typeof RulesetSnapshotSchema>;
 export const BudgetStateSchema = z.object({
   tenant_id: z.string(),
   budget_id: z.string(),
+  /**
+   * The workflow the budget is scoped to (null: none), which the proxy gives as `workflow_id` to
+   * the evaluation of every call charged to it. Absent from a state an older control plane wrote:
+   * the proxy then does not know it.
+   */
+  workflow_id: z.string().nullable().optional(),
   status: BudgetStatusSchema,
   limits: BudgetLimitsSchema,
   period_start: TimestampSchema,

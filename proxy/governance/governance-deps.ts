@@ -5,6 +5,7 @@ import type { LeaseBook } from '../enforcement/index.ts';
 import type { EnvelopeRegistry } from '../envelopes/index.ts';
 import type { PauseHolds } from '../holds/index.ts';
 import type { GovernanceMetrics } from '../metrics/index.ts';
+import type { BudgetWorkflows } from '../sync/index.ts';
 import type { UpstreamClient } from '../upstream/index.ts';
 import type { ActionHistory } from '../../core/brain/index.ts';
 import type { AnomalyWatch } from './anomaly-watch.ts';
@@ -15,6 +16,8 @@ import type { PolicyGate } from './policy-gate.ts';
 export interface GovernanceDeps {
   /** The tenant this sidecar governs: every context's `tenant_id`. */
   tenantId: string;
+  /** The workflow of each budget the sidecar charges: every context's `workflow_id`. */
+  workflows: Pick<BudgetWorkflows, 'of'>;
   upstream: UpstreamClient;
   prices: PriceTable;
   gate: PolicyGate;

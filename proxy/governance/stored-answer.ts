@@ -92,6 +92,7 @@ export async function governStoredAnswer(
     provider: adapter.id,
     adapter_type: adapter.id,
     tenant_id: deps.tenantId,
+    workflow_id: deps.workflows.of(envelope.budgetId),
     operation: 'stored',
     host: req.targetUrl.hostname,
     envelope_id: envelope.envelopeId,

@@ -154,6 +154,7 @@ export async function governUnclassifiedCall(
     provider: adapter.id,
     adapter_type: adapter.id,
     tenant_id: deps.tenantId,
+    workflow_id: deps.workflows.of(envelope.budgetId),
     operation: 'unclassified',
     method: req.method,
     path,

@@ -173,6 +173,7 @@ async function judgeAndForward(
     const context = {
       mcp_server: server,
       tenant_id: deps.tenantId,
+      workflow_id: deps.workflows.of(envelope.budgetId),
       adapter_type: 'mcp',
       envelope_id: envelope.envelopeId,
       execution_id: envelope.executionId,

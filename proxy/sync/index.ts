@@ -2,3 +2,4 @@ export { RulesetSource, type RulesetOrigin, type RulesetSourceDeps } from './rul
 export { listenForTerminations } from './terminate-listener.ts';
 export { watchBudgetStates } from './budget-states.ts';
 export { HoldStates, watchHoldStates } from './hold-states.ts';
+export { BudgetWorkflows } from './budget-workflows.ts';

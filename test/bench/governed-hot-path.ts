@@ -114,6 +114,7 @@ const envelope = { envelopeId: randomUUID(), executionId: randomUUID(), budgetId
 const contextOf = (parsed: ReturnType<typeof parseBounded>) =>
   llmCallContext({
     tenantId: 'bench',
+    workflow: undefined,
     prices,
     provider: adapter.id,
     op: 'chat',

@@ -63,6 +63,7 @@ function contextOf(adapter: ProviderAdapter, op: Operation, body: unknown, path:
   const read = parseBounded(tokens, adapter, op, body, path);
   const { context, made } = llmCallContext({
     tenantId: 'acme',
+    workflow: 'billing',
     prices,
     provider: adapter.id,
     op,
@@ -101,8 +102,9 @@ describe('the spec fields of an LLM call', () => {
     expect(context.estimated_cost).toBe(cost.usd);
     expect(context.estimated_cost).toBeGreaterThan(0);
     expect(String(context.input_text).split('\n')).toEqual(['be brief', 'list the files', 'ls{"dir":"/"}', 'etc home']);
-    // Not known to the proxy: left absent, so a rule on them does not match here.
-    expect(context.workflow_id).toBeUndefined();
+    // The budget's workflow, as envelope creation reads it at the control plane.
+    expect(context.workflow_id).toBe('billing');
+    // Not known to the proxy: left absent, so a rule on it does not match here.
     expect(context.user_id).toBeUndefined();
   });
 
@@ -199,6 +201,7 @@ describe('the text of an LLM call', () => {
     const read = parseBounded(tokens, adapter, 'chat', body, '/v1/chat/completions');
     const { context, made } = llmCallContext({
       tenantId: 'acme',
+      workflow: undefined,
       prices,
       provider: 'openai',
       op: 'chat',

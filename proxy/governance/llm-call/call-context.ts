@@ -8,6 +8,8 @@ import type { MadeOnRead } from '../policy-gate.ts';
 /** What an LLM call's evaluation context is made of. */
 export interface CallFacts {
   tenantId: string;
+  /** The budget's workflow (`GovernanceDeps.workflows`). */
+  workflow: unknown;
   prices: PriceTable;
   provider: string;
   op: Operation;
@@ -37,6 +39,7 @@ export function llmCallContext(facts: CallFacts): { context: Record<string, unkn
     provider: facts.provider,
     adapter_type: facts.provider,
     tenant_id: facts.tenantId,
+    workflow_id: facts.workflow,
     operation: facts.op,
     stream: parsed.stream,
     host: facts.host,

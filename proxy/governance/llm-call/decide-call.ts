@@ -85,6 +85,7 @@ export async function decideCall(
   if (COUNTED_FIELDS.some((field) => deps.gate.reads(action, field))) await input.exact();
   const { context, made } = llmCallContext({
     tenantId: deps.tenantId,
+    workflow: deps.workflows.of(envelope.budgetId),
     prices: deps.prices,
     provider: adapter.id,
     op,
