@@ -85,6 +85,16 @@ export function decide(pod: Pod, namespace: string, template: InjectionTemplate)
       reason: `annotation ${ANNOTATIONS.tenant}=${requested} differs from tenant ${pinned} that namespace ${namespace} is bound to`,
     };
   }
+  // The namespace's key is the one its pods authenticate with: a pod naming another could borrow
+  // the credential another pod of the namespace named for itself (another team's tenant, budgets
+  // and scopes), which the webhook guards in that pod only.
+  const namedKey = annotations[ANNOTATIONS.apiKeySecret];
+  if (binding.apiKeySecret !== undefined && namedKey !== undefined && namedKey !== binding.apiKeySecret) {
+    return {
+      action: 'deny',
+      reason: `annotation ${ANNOTATIONS.apiKeySecret}=${namedKey} differs from Secret ${binding.apiKeySecret} that namespace ${namespace} binds its sidecars' API key to; a pod names its own only where the namespace names none`,
+    };
+  }
   const problems: string[] = [];
   const fromAnnotation = <T>(key: string, parse: (v: string) => T | undefined): T | undefined => {
     const value = annotations[key];

@@ -488,6 +488,28 @@ describe('the injection webhook over HTTPS', () => {
     expect(response.status.message).toMatch(/globex differs from tenant acme/);
   });
 
+  it("refuses a pod naming another API key Secret than its namespace's, and takes the namespace's own", async () => {
+    const pod = podOf(nodeAgent);
+    pod.metadata.annotations = { 'agent-governance.io/api-key-secret': 'globex-sidecar-key' };
+    const response = await review(pod, 'agents');
+    expect(response.allowed).toBe(false);
+    expect(response.status.message).toMatch(/globex-sidecar-key differs from Secret acme-sidecar-key/);
+    pod.metadata.annotations = { 'agent-governance.io/api-key-secret': 'acme-sidecar-key' };
+    checkGoverned(patched(pod, await review(pod, 'agents')));
+    // Where the namespace names none, the pod names its own.
+    const own = podOf(deployment('a', 'unbound', nodeAgent.spec.template));
+    own.metadata.annotations = {
+      'agent-governance.io/tenant': 'globex',
+      'agent-governance.io/budget': BUDGET,
+      'agent-governance.io/api-key-secret': 'globex-sidecar-key',
+    };
+    const sidecar = patched(own, await review(own, 'unbound')).spec.initContainers[0];
+    expect(sidecar.env).toContainEqual({
+      name: 'SVC_API_KEY',
+      valueFrom: { secretKeyRef: { name: 'globex-sidecar-key', key: 'api-key' } },
+    });
+  });
+
   it('refuses a default budget outside the allowed budgets and a malformed budget annotation', async () => {
     const pod = podOf(nodeAgent);
     pod.metadata.annotations = { 'agent-governance.io/budget': '11111111-2222-4333-8444-555555555555' };
