@@ -422,9 +422,9 @@ describe('observability', () => {
   });
 
   it('creates monitors and rules only where the Prometheus operator CRDs exist', () => {
-    const without = renderChart();
+    const without = renderChart({ injection: { namespaces: AGENTS } });
     expect(without.manifests.filter((m) => m.object.apiVersion === 'monitoring.coreos.com/v1')).toEqual([]);
-    const withCrds = renderChart({}, { apiVersions: MONITORING });
+    const withCrds = renderChart({ injection: { namespaces: AGENTS } }, { apiVersions: MONITORING });
     const monitor = manifest(withCrds, 'PodMonitor', 'ag-agent-governance-sidecars');
     expect(monitor.spec.selector.matchLabels).toEqual({ 'agent-governance.io/sidecar': 'injected' });
     expect(monitor.spec.podMetricsEndpoints[0].port).toBe('svc-admin');
@@ -439,6 +439,29 @@ describe('observability', () => {
     });
     const dashboard = manifest(withCrds, 'ConfigMap', 'ag-agent-governance-dashboard');
     expect(dashboard.metadata.labels.grafana_dashboard).toBe('1');
+  });
+
+  it("sends the sidecars' metrics token to the governed namespaces' pods only", () => {
+    const scraped = (values: object) =>
+      renderChart(values, { apiVersions: MONITORING }).manifests.find((m) => m.object.kind === 'PodMonitor')?.object;
+    // A pod labelled like a sidecar in any other namespace would receive the token: no `any`.
+    expect(scraped({ injection: { namespaces: AGENTS } }).spec.namespaceSelector).toEqual({ matchNames: ['agents'] });
+    expect(() =>
+      renderChart({ injection: { namespaces: AGENTS }, metrics: { podMonitor: { extraNamespaces: ['kube-system'] } } }),
+    ).toThrow(/metrics.podMonitor.extraNamespaces: kube-system: system namespaces/);
+    const labelled = renderChart(
+      { injection: { namespaces: AGENTS }, metrics: { podMonitor: { extraNamespaces: ['research'] } } },
+      { apiVersions: MONITORING },
+    );
+    expect(manifest(labelled, 'PodMonitor', 'ag-agent-governance-sidecars').spec.namespaceSelector).toEqual({
+      matchNames: ['agents', 'research'],
+    });
+    // The sidecars there need the token to start, as those of a bound namespace do.
+    expect(manifest(labelled, 'Secret', 'ag-agent-governance-sidecar-metrics-token', 'research').data.token).toBe(
+      manifest(labelled, 'Secret', 'ag-agent-governance-sidecar-metrics-token', 'agents').data.token,
+    );
+    // Nothing governed, nothing scraped.
+    expect(scraped({})).toBeUndefined();
   });
 
   it('alerts and charts only metrics the code exports', () => {
