@@ -561,6 +561,23 @@ describe('evaluate', () => {
   });
 });
 
+/** A judge that gives `verdict` to every question, and the questions it was asked. */
+function recordingJudge(verdict: Awaited<ReturnType<SemanticJudge['judge']>>): {
+  asked: JudgeInput[];
+  judge: SemanticJudge;
+} {
+  const asked: JudgeInput[] = [];
+  const judge: SemanticJudge = {
+    name: 'stub',
+    version: '1',
+    judge: (input) => {
+      asked.push(input);
+      return Promise.resolve(verdict);
+    },
+  };
+  return { asked, judge };
+}
+
 describe('semantic conditions', () => {
   const destructive = (decision: PolicyRule['decision']) =>
     policy({
@@ -593,15 +610,7 @@ describe('semantic conditions', () => {
   });
 
   it('asks the judge only for rules whose action and other conditions match, and only until a decision', async () => {
-    const asked: JudgeInput[] = [];
-    const judge: SemanticJudge = {
-      name: 'stub',
-      version: '1',
-      judge: (input) => {
-        asked.push(input);
-        return Promise.resolve({ violated: true, category: 'DESTRUCTIVE', confidence: 0.9 });
-      },
-    };
+    const { asked, judge } = recordingJudge({ violated: true, category: 'DESTRUCTIVE', confidence: 0.9 });
     const decider = policy({ priority: 900, rules: [rule('decides', 'tool:shell', 'DENY')] });
     const semanticOther = policy({
       priority: 800,
@@ -654,15 +663,7 @@ describe('semantic conditions', () => {
         name: `workflow-${decision}`,
         rules: [rule('w', 'llm:*', decision, [{ field: 'workflow_id', operator: 'semantic', value: 'FINANCE' }])],
       });
-    const asked: JudgeInput[] = [];
-    const judge: SemanticJudge = {
-      name: 'stub',
-      version: '1',
-      judge: (input) => {
-        asked.push(input);
-        return Promise.resolve({ violated: false, confidence: 0.9 });
-      },
-    };
+    const { asked, judge } = recordingJudge({ violated: false, confidence: 0.9 });
     const input = { action: 'llm:gpt-4o', context: { workflow_id: UNKNOWN_VALUE } };
     const denied = await evaluateAsync(compileRuleset([onWorkflow('DENY')], 1), input, judge);
     expect(denied).toMatchObject({ decision: 'DENY', matched_rule: 'w' });

@@ -445,7 +445,7 @@ describe('observability', () => {
     const scraped = (values: object) =>
       renderChart(values, { apiVersions: MONITORING }).manifests.find((m) => m.object.kind === 'PodMonitor')?.object;
     // A pod labelled like a sidecar in any other namespace would receive the token: no `any`.
-    expect(scraped({ injection: { namespaces: AGENTS } }).spec.namespaceSelector).toEqual({ matchNames: ['agents'] });
+    expect(scraped({ injection: { namespaces: AGENTS } })?.spec.namespaceSelector).toEqual({ matchNames: ['agents'] });
     expect(() =>
       renderChart({ injection: { namespaces: AGENTS }, metrics: { podMonitor: { extraNamespaces: ['kube-system'] } } }),
     ).toThrow(/metrics.podMonitor.extraNamespaces: kube-system: system namespaces/);
