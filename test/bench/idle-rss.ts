@@ -5,8 +5,10 @@
  * sampled once it is ready and again once it has run its idle collection (`proxy_idle_gc_ms`
  * after the start). The CPU time it used until ready is printed beside the wall time, since the
  * wall time on a shared machine mostly measures the other work.
+ * Further arguments are Node flags added to the sidecar's, to try one. It also prints which of
+ * the `node` binary's code the idle process holds resident, by kind (./binary-code-pages.ts).
  *
- *   npm run build && node test/bench/idle-rss.ts
+ *   npm run build && node test/bench/idle-rss.ts [node flags...]
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -15,6 +17,7 @@ import { join } from 'node:path';
 import { SIDECAR_ENV, SIDECAR_NODE_FLAGS } from '../../proxy/node-flags.ts';
 import { loadOrCreateCa } from '../../proxy/tls/index.ts';
 import { freePort } from '../harness/free-port.ts';
+import { binaryCodePages } from './binary-code-pages.ts';
 
 const main = new URL('../../dist/proxy/main.js', import.meta.url).pathname;
 if (!existsSync(main)) throw new Error('no compiled build: run npm run build first');
@@ -26,7 +29,7 @@ const ca = await loadOrCreateCa({
 });
 const adminPort = await freePort();
 const started = Date.now();
-const flags = SIDECAR_NODE_FLAGS;
+const flags = [...SIDECAR_NODE_FLAGS, ...process.argv.slice(2)];
 const child = spawn(process.execPath, [...flags, main], {
   stdio: 'ignore',
   env: {
@@ -87,5 +90,13 @@ console.log(
 console.log(
   `  of which anonymous (the process's own) ${statusMb('RssAnon').toFixed(1)} MB, file pages (shared) ${statusMb('RssFile').toFixed(1)} MB`,
 );
+const code = binaryCodePages(child.pid!);
+if (code.length > 0) {
+  const total = code.reduce((sum, [, bytes]) => sum + bytes, 0);
+  const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+  console.log(
+    `  the node binary's code resident: ${mb(total)} MB, of which ${code.map(([kind, bytes]) => `${kind} ${mb(bytes)}`).join(', ')}`,
+  );
+}
 child.kill('SIGKILL');
 rmSync(dir, { recursive: true, force: true });
