@@ -1,5 +1,5 @@
 /* eslint-disable @typescript-eslint/no-unsafe-return -- manifests and pods are loose JSON, checked with expect() */
-import { X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import { parse as parseYaml } from 'yaml';
@@ -167,7 +167,7 @@ describe('control plane', () => {
       key: 'admin-key',
     });
     expect(env(cp, 'SVC_NATS_URL').value).toBe(
-      'nats://ag-agent-governance-nats.agent-governance.svc.cluster.local:4222',
+      'tls://ag-agent-governance-nats.agent-governance.svc.cluster.local:4222',
     );
     expect(cp.livenessProbe.httpGet.path).toBe('/health/live');
     expect(cp.readinessProbe.httpGet.path).toBe('/health/ready');
@@ -280,6 +280,47 @@ describe('NATS', () => {
     expect(Buffer.from(client.data.user, 'base64').toString()).toBe('proxy-acme');
     expect(conf).toContain(`user: proxy-acme\n        password: "${password}"`);
     expect(Buffer.from(config.data['password.proxy-acme'], 'base64').toString()).toBe(password);
+  });
+
+  it('speaks TLS to the embedded server, with a CA and a server certificate it generates, the CA in every governed namespace', () => {
+    const rendered = renderChart({ injection: { namespaces: AGENTS } });
+    const host = 'ag-agent-governance-nats.agent-governance.svc.cluster.local';
+    const decoded = (secret: any, key: string) => Buffer.from(secret.data[key], 'base64').toString();
+    const server = manifest(rendered, 'Secret', 'ag-agent-governance-nats-server');
+    const ca = new X509Certificate(decoded(server, 'ca.crt'));
+    const certificate = new X509Certificate(decoded(server, 'tls.crt'));
+    expect(ca.ca).toBe(true);
+    expect(certificate.verify(ca.publicKey)).toBe(true);
+    expect(certificate.checkHost(host)).toBe(host);
+    expect(certificate.checkHost('evil.example')).toBeUndefined();
+    expect(certificate.checkPrivateKey(createPrivateKey(decoded(server, 'tls.key')))).toBe(true);
+    // The server presents it; the control plane and the sidecars trust the CA alone.
+    const conf = decoded(manifest(rendered, 'Secret', 'ag-agent-governance-nats-config'), 'nats.conf');
+    expect(conf).toContain('cert_file: /etc/nats/tls/tls.crt');
+    const sts = manifest(rendered, 'StatefulSet', 'ag-agent-governance-nats');
+    expect(sts.spec.template.spec.volumes).toContainEqual({
+      name: 'tls',
+      secret: { secretName: 'ag-agent-governance-nats-server' },
+    });
+    for (const ns of ['agent-governance', 'agents']) {
+      const copy = manifest(rendered, 'Secret', 'ag-agent-governance-nats-ca', ns);
+      expect(Object.keys(copy.data)).toEqual(['ca.crt']);
+      expect(decoded(copy, 'ca.crt')).toBe(decoded(server, 'ca.crt'));
+    }
+    const cp = container(manifest(rendered, 'StatefulSet', 'ag-agent-governance-control-plane'), 'control-plane');
+    expect(env(cp, 'SVC_NATS_URL').value).toBe(`tls://${host}:4222`);
+    expect(env(cp, 'SVC_NATS_TLS_CA_FILE').value).toBe('/etc/agent-governance/nats-tls/ca.crt');
+    const template = JSON.parse(manifest(rendered, 'ConfigMap', 'ag-agent-governance-injector').data['template.json']);
+    expect(template.natsTlsSecretName).toBe('ag-agent-governance-nats-ca');
+    // Plaintext only when asked for.
+    const plain = renderChart({ injection: { namespaces: AGENTS }, nats: { embedded: { tls: false } } });
+    expect(
+      env(
+        container(manifest(plain, 'StatefulSet', 'ag-agent-governance-control-plane'), 'control-plane'),
+        'SVC_NATS_URL',
+      ).value,
+    ).toBe(`nats://${host}:4222`);
+    expect(plain.manifests.some((m) => m.object.metadata.name === 'ag-agent-governance-nats-server')).toBe(false);
   });
 
   it('uses an existing cluster with TLS, its CA mounted, no embedded server', () => {

@@ -84,16 +84,23 @@ beforeAll(async () => {
   const confDir = mkdtempSync(join(tmpdir(), 'nats-conf-'));
   dirs.push(confDir);
   const config = manifest(rendered, 'Secret', 'ag-agent-governance-nats-config');
+  // Its TLS files are the server Secret's, written where the configuration names them.
+  const server = manifest(rendered, 'Secret', 'ag-agent-governance-nats-server');
+  for (const file of ['tls.crt', 'tls.key', 'ca.crt'])
+    writeFileSync(join(confDir, file), Buffer.from(server.data[file], 'base64'));
   const conf = Buffer.from(config.data['nats.conf'], 'base64')
     .toString()
     .replace(/^http: .*$/m, '')
-    .replace(/^\s*store_dir: .*$/m, '');
+    .replace(/^\s*store_dir: .*$/m, '')
+    .replaceAll('/etc/nats/tls/', `${confDir}/`);
   writeFileSync(join(confDir, 'nats.conf'), conf);
   nats = await startNatsServer({ configFile: join(confDir, 'nats.conf') });
   const cpCreds = manifest(rendered, 'Secret', 'ag-agent-governance-nats-control-plane');
-  cp = await controlPlaneProcess(nats.url, {
+  // The server's certificate names the service and localhost (a port-forward), not 127.0.0.1.
+  cp = await controlPlaneProcess(`tls://localhost:${nats.port}`, {
     SVC_NATS_USER: Buffer.from(cpCreds.data.user, 'base64').toString(),
     SVC_NATS_PASSWORD: Buffer.from(cpCreds.data.password, 'base64').toString(),
+    SVC_NATS_TLS_CA_FILE: join(confDir, 'ca.crt'),
   });
   await cp.start();
   tenant = await seedFleetTenant(cp, 'acme', { max_cost_usd: 10, max_tokens: 10_000_000 });
@@ -151,13 +158,16 @@ describe('an injected pod', () => {
       secrets,
       rendered.manifests.map((m) => m.object),
     );
-    const runtime = materialisePod(injected, secrets, { [NATS_HOST]: `127.0.0.1:${nats.port}` });
+    const runtime = materialisePod(injected, secrets, { [NATS_HOST]: `localhost:${nats.port}` });
     dirs.push(...runtime.dirs);
 
     const sidecar = injected.spec.initContainers[0];
     expect(sidecar.name).toBe('agent-governance-proxy');
     const sidecarEnv = runtime.env(sidecar);
     expect(sidecarEnv.SVC_NATS_USER).toBe('proxy-acme');
+    // Over TLS, trusting the CA the chart generated for the embedded server.
+    expect(sidecarEnv.SVC_NATS_URL).toBe(`tls://localhost:${nats.port}`);
+    expect(readFileSync(sidecarEnv.SVC_NATS_TLS_CA_FILE!, 'utf8')).toContain('BEGIN CERTIFICATE');
     proxy = spawn(process.execPath, ['proxy/main.ts'], {
       cwd: ROOT,
       env: sidecarEnv,

@@ -43,9 +43,24 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-nats.%s.svc.%s" (include "ag.fullname" .) .Release.Namespace .Values.clusterDomain -}}
 {{- end -}}
 
+{{/* "true" when clients reach NATS over TLS: certificates provided, or generated for the embedded server. */}}
+{{- define "ag.natsTls" -}}
+{{- if or .Values.nats.tls.enabled (and .Values.nats.embedded.enabled .Values.nats.embedded.tls) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the NATS server certificate's CA (`ca.crt`). */}}
+{{- define "ag.natsCaSecret" -}}
+{{- if .Values.nats.tls.enabled -}}{{ .Values.nats.tls.caSecret }}{{- else -}}{{ printf "%s-nats-ca" (include "ag.fullname" .) }}{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the embedded server's certificate and key. */}}
+{{- define "ag.natsServerSecret" -}}
+{{- if .Values.nats.tls.enabled -}}{{ .Values.nats.tls.serverSecret }}{{- else -}}{{ printf "%s-nats-server" (include "ag.fullname" .) }}{{- end -}}
+{{- end -}}
+
 {{- define "ag.natsUrl" -}}
 {{- if .Values.nats.embedded.enabled -}}
-{{- printf "%s://%s:4222" (ternary "tls" "nats" .Values.nats.tls.enabled) (include "ag.natsHost" .) -}}
+{{- printf "%s://%s:4222" (ternary "tls" "nats" (eq (include "ag.natsTls" .) "true")) (include "ag.natsHost" .) -}}
 {{- else -}}
 {{- .Values.nats.url -}}
 {{- end -}}
@@ -125,7 +140,7 @@ seccompProfile:
   valueFrom:
     secretKeyRef: {name: {{ . }}, key: token, optional: true}
 {{- end }}
-{{- if .Values.nats.tls.enabled }}
+{{- if include "ag.natsTls" . }}
 - name: SVC_NATS_TLS_CA_FILE
   value: /etc/agent-governance/nats-tls/ca.crt
 {{- end }}
@@ -155,7 +170,7 @@ seccompProfile:
 {{- end -}}
 {{- $noProxy := concat (list (include "ag.controlPlaneHost" .) (printf "%s-control-plane" (include "ag.fullname" .))) (splitList "," (include "ag.natsHosts" .)) $s.noProxy | uniq -}}
 {{- $t := dict "sidecar" $sidecar "caSecretName" (include "ag.proxyCaSecret" .) "noProxy" $noProxy "excludedNamespaces" (list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace) "defaults" .Values.injection.defaults "namespaces" $namespaces -}}
-{{- if .Values.nats.tls.enabled }}{{ $_ := set $t "natsTlsSecretName" .Values.nats.tls.caSecret }}{{ end -}}
+{{- if include "ag.natsTls" . }}{{ $_ := set $t "natsTlsSecretName" (include "ag.natsCaSecret" .) }}{{ end -}}
 {{- $_ := set $t "metricsTokenSecretName" (printf "%s-sidecar-metrics-token" (include "ag.fullname" .)) -}}
 {{- toJson $t -}}
 {{- end -}}
