@@ -305,7 +305,7 @@ function walk(
     const applies = (alias === null || has(matching, i)) && state.answers.pass(rule.checks, step.checkIds, context);
     if (!applies && (alias === null || !appliesUnderFamily(alias, step, i))) continue;
     if (rule.semantic.length > 0) {
-      const verdict = answer(step, i, context, state);
+      const verdict = readsUnknown(step, context, state) ? failClosedVerdict(rule) : answer(step, i, context, state);
       if (verdict === undefined) return i;
       if (!verdict) continue;
     }
@@ -486,7 +486,6 @@ function failClosedVerdict(rule: CompiledRule): boolean {
 }
 
 const resolveFailClosed: SemanticAnswer = (step, _index, context, state) => {
-  if (readsUnknown(step, context, state)) return failClosedVerdict(step.rule);
   if (step.rule.semantic.some((c) => semanticText(c, context) === undefined)) return false;
   state.unjudged = true;
   return failClosedVerdict(step.rule);
@@ -500,7 +499,6 @@ async function judgeRule(
   timeoutMs: number,
   state: WalkState,
 ): Promise<boolean> {
-  if (readsUnknown(step, context, state)) return failClosedVerdict(step.rule);
   const verdicts: Verdicts = [];
   for (const condition of step.rule.semantic) {
     const text = semanticText(condition, context);
@@ -528,7 +526,6 @@ function judgeRuleNow(
   judge: SyncSemanticJudge,
   state: WalkState,
 ): boolean {
-  if (readsUnknown(step, context, state)) return failClosedVerdict(step.rule);
   const verdicts: Verdicts = [];
   for (const condition of step.rule.semantic) {
     const text = semanticText(condition, context);
