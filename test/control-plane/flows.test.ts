@@ -227,22 +227,22 @@ describe('alert webhooks', () => {
 });
 
 describe('flow 3: policy violation', () => {
-  it('refuses an execution a policy denies with a PolicyViolation body and a violation event', async () => {
+  /** A policy that denies `execution:start` where `field` equals `value`. */
+  async function denyStart(name: string, field: string, value: string) {
     const policy = await cp.call('POST', '/v1/policies', {
       key,
       body: {
-        name: 'no-langchain',
-        rules: [
-          {
-            action: 'execution:start',
-            effect: 'deny',
-            conditions: [{ field: 'adapter_type', operator: 'eq', value: 'langchain' }],
-          },
-        ],
+        name,
+        rules: [{ action: 'execution:start', effect: 'deny', conditions: [{ field, operator: 'eq', value }] }],
         priority: 500,
       },
     });
     expect(policy.status).toBe(201);
+    return policy;
+  }
+
+  it('refuses an execution a policy denies with a PolicyViolation body and a violation event', async () => {
+    const policy = await denyStart('no-langchain', 'adapter_type', 'langchain');
     const budgetId = await budget({ max_cost_usd: 10 });
     const res = await envelope(budgetId);
     expect(res.status).toBe(403);
@@ -267,21 +267,7 @@ describe('flow 3: policy violation', () => {
   });
 
   it("judges an execution by its budget's workflow, which the caller cannot name otherwise", async () => {
-    const policy = await cp.call('POST', '/v1/policies', {
-      key,
-      body: {
-        name: 'no-payroll-runs',
-        rules: [
-          {
-            action: 'execution:start',
-            effect: 'deny',
-            conditions: [{ field: 'workflow_id', operator: 'eq', value: 'payroll' }],
-          },
-        ],
-        priority: 500,
-      },
-    });
-    expect(policy.status).toBe(201);
+    const policy = await denyStart('no-payroll-runs', 'workflow_id', 'payroll');
     const payroll = await budget({ max_cost_usd: 10 }, { workflow_id: 'payroll' });
     const denied = await envelope(payroll, { metadata: { workflow_id: 'reports' } });
     expect(denied.status).toBe(403);
