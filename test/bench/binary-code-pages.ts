@@ -39,10 +39,7 @@ interface SymbolTable {
   kinds: string[];
 }
 
-const tables = new Map<string, SymbolTable | null>();
-
 function symbolsOf(binary: string): SymbolTable | null {
-  if (tables.has(binary)) return tables.get(binary) ?? null;
   let listing: string;
   try {
     listing = execFileSync('nm', ['-n', '-C', '--defined-only', binary], {
@@ -51,7 +48,6 @@ function symbolsOf(binary: string): SymbolTable | null {
       stdio: ['ignore', 'pipe', 'ignore'],
     });
   } catch {
-    tables.set(binary, null);
     return null;
   }
   const table: SymbolTable = { addresses: [], kinds: [] };
@@ -63,7 +59,6 @@ function symbolsOf(binary: string): SymbolTable | null {
     table.addresses.push(Number.parseInt(line.slice(0, first), 16));
     table.kinds.push(KINDS.find(([, pattern]) => pattern.test(name))?.[0] ?? 'other');
   }
-  tables.set(binary, table);
   return table;
 }
 
