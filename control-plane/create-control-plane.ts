@@ -170,6 +170,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Contro
     webhooks,
     log: logger.child({ component: 'effects' }),
     detected: (kind) => metrics.immuneDetections.inc({ kind }),
+    refused: (claim) => metrics.foreignClaims.inc({ claim }),
   });
   const budgets = new Budgets({
     storage,

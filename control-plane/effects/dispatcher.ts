@@ -3,7 +3,7 @@ import type { Outbox } from '../../core/outbox/outbox.ts';
 import type { DetectionKind } from '../../core/brain/immune/detection.ts';
 import type { ApprovalStanding, PauseSignal, TerminateSignal } from '../../core/sync/contract.ts';
 import type { Repositories, Storage } from '../storage/storage.ts';
-import { noEffects, type Effects, type StateChange } from './effects.ts';
+import { noEffects, type Effects, type ForeignClaim, type StateChange } from './effects.ts';
 import type { WebhookSender } from './webhooks.ts';
 
 /**
@@ -30,6 +30,7 @@ export class EffectDispatcher {
   private readonly webhooks: WebhookSender;
   private readonly log: Logger;
   private readonly detected: ((kind: DetectionKind) => void) | undefined;
+  private readonly refused: ((claim: ForeignClaim['claim']) => void) | undefined;
   private sync: StateSync | null = null;
 
   constructor(deps: {
@@ -39,12 +40,15 @@ export class EffectDispatcher {
     log: Logger;
     /** Called for each detection a committed change stored, for metrics. */
     detected?: (kind: DetectionKind) => void;
+    /** Called for each proxy message a committed change did not apply to the envelope it named, for metrics. */
+    refused?: (claim: ForeignClaim['claim']) => void;
   }) {
     this.storage = deps.storage;
     this.outbox = deps.outbox;
     this.webhooks = deps.webhooks;
     this.log = deps.log;
     this.detected = deps.detected;
+    this.refused = deps.refused;
   }
 
   /** Set once at start; before it, state changes are only stored (a full push follows at start). */
@@ -94,6 +98,19 @@ export class EffectDispatcher {
     }
     for (const call of effects.webhooks) this.webhooks.send(call);
     for (const kind of effects.detections) this.detected?.(kind);
+    for (const foreign of effects.foreignClaims) {
+      this.log.warn(
+        {
+          tenant_id: foreign.tenant,
+          envelope_id: foreign.envelopeId,
+          envelope_budget_id: foreign.envelopeBudget,
+          claimed_budget_id: foreign.claimedBudget,
+          claim: foreign.claim,
+        },
+        'a proxy named an envelope of another budget than it charges; not applied to the envelope',
+      );
+      this.refused?.(foreign.claim);
+    }
     return Promise.resolve();
   }
 }

@@ -24,6 +24,19 @@ export type StateChange =
   | { kind: 'hold'; tenant: string; envelopeId: string };
 
 /**
+ * A proxy's message that named an envelope of another budget than the one it charges, and so was
+ * not applied to that envelope (`sameBudget` in control-plane/usage). `claim` is what it asked:
+ * its call counted, the envelope paused or ended.
+ */
+export interface ForeignClaim {
+  claim: 'usage' | 'pause' | 'termination';
+  tenant: string;
+  envelopeId: string;
+  envelopeBudget: string | null;
+  claimedBudget: string | null;
+}
+
+/**
  * What a change asks the outside world to learn, collected while its transaction runs
  * (`EffectDispatcher.commit`): publications go to the outbox in that transaction, so a
  * rolled-back change announces nothing and a committed one is announced even if NATS is down;
@@ -40,8 +53,19 @@ export interface Effects {
   decisions: ApprovalStanding[];
   /** Immune System detections stored, counted once committed (`svc_immune_detections_total`). */
   detections: DetectionKind[];
+  /** Proxy messages not applied to the envelope they named: logged and counted once committed. */
+  foreignClaims: ForeignClaim[];
 }
 
 export function noEffects(): Effects {
-  return { publications: [], webhooks: [], changes: [], signals: [], pauses: [], decisions: [], detections: [] };
+  return {
+    publications: [],
+    webhooks: [],
+    changes: [],
+    signals: [],
+    pauses: [],
+    decisions: [],
+    detections: [],
+    foreignClaims: [],
+  };
 }

@@ -61,6 +61,12 @@ export class ControlPlaneMetrics {
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
+  readonly foreignClaims = new Counter({
+    name: 'svc_envelope_foreign_claims_total',
+    help: 'Proxy messages not applied to the envelope they named, which is on another budget than the proxy charged, by what they asked (usage, pause, termination)',
+    labelNames: ['claim'] as const,
+    registers: [this.registry],
+  });
   readonly retentionRemoved = new Counter({
     name: 'svc_retention_removed_total',
     help: 'Records the retention job removed, by kind (events, detections, processed_messages, leases, lease_reports, checkpoints, execution_contexts)',

@@ -409,6 +409,82 @@ describe('event processor', () => {
     expect(listed.body.map((e: { envelope_id: string }) => e.envelope_id)).toContain(envelopeId);
   });
 
+  it("applies a proxy's call, pause or ending to a named envelope only when the proxy charges the envelope's budget", async () => {
+    const other = await cp.call('POST', '/v1/budgets', {
+      key,
+      body: { name: 'other team', type: 'token', limits: { max_tokens: 1_000_000 }, period: 'total' },
+    });
+    const otherBudget = other.body.budget_id as string;
+    const made = await cp.call('POST', '/v1/envelopes', {
+      key,
+      body: {
+        tenant_id: 'acme',
+        budget_id: budgetId,
+        adapter_type: 'langchain',
+        governance_context: { token_limit: 100 },
+      },
+    });
+    const envelopeId = made.body.envelope_id as string;
+    // A sidecar bound to another budget of the tenant, whose agent named this envelope's id.
+    const foreign = { ...usageEvent(envelopeId, 500), budget_id: otherBudget, source: 'proxy:pod-b' };
+    const anomaly = {
+      ...usageEvent(envelopeId, 0),
+      budget_id: otherBudget,
+      source: 'proxy:pod-b',
+      event_type: 'immune.anomaly',
+      payload: {
+        kind: 'call_rate',
+        count: 40,
+        baseline: 3,
+        z: 12,
+        interval_start: new Date().toISOString(),
+        action: 'pause',
+      },
+    };
+    const ended = {
+      tenant_id: 'acme',
+      envelope_id: envelopeId,
+      execution_id: envelopeId,
+      budget_id: otherBudget,
+      status: 'POLICY_VIOLATION',
+      reason: 'denied',
+      force: true,
+      occurred_at: new Date().toISOString(),
+    };
+    await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), foreign, { msgId: foreign.event_id });
+    await cp.messaging.bus.publish(subjects.event('acme', 'immune.anomaly'), anomaly, { msgId: anomaly.event_id });
+    await cp.messaging.bus.publish(subjects.envelopeTerminated('acme'), ended, { msgId: randomUUID() });
+    const counted = (claim: string) => new RegExp(`svc_envelope_foreign_claims_total\\{claim="${claim}"\\} (\\d+)`);
+    const metrics = await eventually(
+      async () => (await fetch(`${cp.url}/metrics`)).text(),
+      (text) => counted('termination').test(text) && counted('pause').test(text),
+    );
+    expect(metrics).toMatch(counted('usage'));
+    expect(metrics.match(counted('usage'))?.[1]).toBe('2');
+    // The calls were spent: they charge the budget their sidecar charged, not the envelope's.
+    const otherUsage = await cp.call('GET', `/v1/budgets/${otherBudget}/usage`, { key });
+    expect(otherUsage.body).toMatchObject({ tokens_input: 500, llm_calls: 1 });
+    expect(await usage()).toMatchObject({ tokens_input: 0, llm_calls: 0 });
+    const untouched = await cp.call('GET', `/v1/envelopes/${envelopeId}`, { key });
+    expect(untouched.body).toMatchObject({ state: 'AUTHORIZED', termination_reason: null });
+    expect(untouched.body.cost_summary).toMatchObject({ tokens_input: 0, llm_calls: 0 });
+
+    // Its own sidecar's calls count toward it, up to its limit.
+    for (const input of [60, 60]) {
+      const own = usageEvent(envelopeId, input);
+      await cp.messaging.bus.publish(subjects.event('acme', 'llm.call'), own, { msgId: own.event_id });
+    }
+    const ending = await eventually(
+      () => cp.call('GET', `/v1/envelopes/${envelopeId}`, { key }),
+      (r) => r.body.state === 'TERMINATED',
+    );
+    expect(ending.body).toMatchObject({
+      termination_reason: 'budget_exceeded',
+      status_reason: 'envelope token_limit 100 reached',
+    });
+    expect(ending.body.cost_summary).toMatchObject({ tokens_input: 120, llm_calls: 2 });
+  });
+
   it('applies a batch as its events one by one: replays once, usage summed, envelopes ended at 100 %, ledger applied', async () => {
     const period = (await cp.plane.storage.read.budgets.get('acme', budgetId))!.usage.period_start;
     await cp.plane.storage.withTransaction((tx) =>

@@ -28,7 +28,7 @@ import type { Repositories } from '../storage/storage.ts';
 import type { StoredEvent } from '../storage/records.ts';
 import { refusedValue } from '../storage/refused-value.ts';
 import { isStorageUnreachable } from '../storage/unreachable.ts';
-import { applyUsage, chargedBudget, storedEvent, type UsageDeps } from '../usage/apply-usage.ts';
+import { actsOn, applyUsage, chargedBudget, storedEvent, type UsageDeps } from '../usage/apply-usage.ts';
 import { evaluationEntry } from '../policies/evaluation-record.ts';
 import { batchRepositories } from './batch-repositories.ts';
 
@@ -324,6 +324,7 @@ export class EventProcessor {
     for (let attempt = 0; attempt < 3; attempt++) {
       const envelope = await tx.envelopes.get(event.tenant_id, event.envelope_id);
       if (envelope === undefined || !canTransition(envelope.status, 'PAUSED')) return;
+      if (!actsOn(event, envelope, 'pause', effects)) return;
       const reason = immunePauseReason(typeof event.payload.kind === 'string' ? event.payload.kind : 'rate');
       const moved = await applyTransition(
         this.deps,
@@ -383,6 +384,7 @@ export class EventProcessor {
     for (let attempt = 0; attempt < 3; attempt++) {
       const envelope = await tx.envelopes.get(ended.tenant_id, ended.envelope_id);
       if (envelope === undefined || isFinal(envelope.status)) return;
+      if (!actsOn(ended, envelope, 'termination', effects)) return;
       const moved = await applyTransition(
         this.deps,
         tx,

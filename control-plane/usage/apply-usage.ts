@@ -18,7 +18,7 @@ import {
 import type { UsageEventMessage } from '../../core/events/messages.ts';
 import type { AuditLog } from '../audit/audit-log.ts';
 import { SYSTEM_ACTOR } from '../caller.ts';
-import type { Effects } from '../effects/effects.ts';
+import type { Effects, ForeignClaim } from '../effects/effects.ts';
 import { applyTransition } from '../envelopes/lifecycle.ts';
 import type { StoredEvent } from '../storage/records.ts';
 import type { Repositories } from '../storage/storage.ts';
@@ -66,7 +66,9 @@ export async function applyUsage(
     return { duplicate: true, envelope: null };
   const costMicros = stored.cost_micros;
 
-  const envelope = await tx.envelopes.get(tenant, event.envelope_id);
+  const fromProxy = isProxyEvent(event);
+  const named = await tx.envelopes.get(tenant, event.envelope_id);
+  const envelope = named !== undefined && fromProxy && !actsOn(event, named, 'usage', effects) ? undefined : named;
   if (strict) {
     if (envelope === undefined)
       throw new SvcError('SVC-ENV-1001', `envelope ${event.envelope_id} not found`, { envelope_id: event.envelope_id });
@@ -90,7 +92,6 @@ export async function applyUsage(
 
   const isLlm = event.event_type.startsWith('llm.');
   const isTool = event.event_type.startsWith('tool.');
-  const fromProxy = isProxyEvent(event);
   const budgetId = chargedBudget(event, envelope?.budget_id);
   let budget: Budget | undefined;
   if (budgetId !== null) {
@@ -181,10 +182,30 @@ export async function applyUsage(
 }
 
 /**
- * The event as stored, priced: its own cost when it carries one, else its model's tokens at the
- * price table's rate. A proxy's report is not bounded like a REST body: an absurd cost is charged
- * at the maximum.
+ * Whether a proxy's message may act on `envelope`: only when it charges the envelope's budget.
+ * An agent names the envelope its calls belong to by id (one made through REST), so without this
+ * any sidecar of the tenant could count its calls toward another execution's envelope, take it
+ * to its limits, pause it or end it with a TERMINATE policy. A sidecar may charge only the
+ * budgets it is bound to, which the envelope's execution's own sidecar is. A message that may not
+ * is recorded in `effects`, to be logged and counted once committed; it still charges its budget.
  */
+export function actsOn(
+  message: { tenant_id: string; budget_id: string | null },
+  envelope: Envelope,
+  claim: ForeignClaim['claim'],
+  effects: Effects,
+): boolean {
+  if (message.budget_id === envelope.budget_id) return true;
+  effects.foreignClaims.push({
+    claim,
+    tenant: message.tenant_id,
+    envelopeId: envelope.envelope_id,
+    envelopeBudget: envelope.budget_id,
+    claimedBudget: message.budget_id,
+  });
+  return false;
+}
+
 function isProxyEvent(event: Pick<UsageEventMessage, 'source'>): boolean {
   return event.source.startsWith('proxy:');
 }
@@ -203,6 +224,11 @@ export function chargedBudget(
   return envelopeBudget ?? event.budget_id;
 }
 
+/**
+ * The event as stored, priced: its own cost when it carries one, else its model's tokens at the
+ * price table's rate. A proxy's report is not bounded like a REST body: an absurd cost is charged
+ * at the maximum.
+ */
 export function storedEvent(deps: UsageDeps, event: UsageEventMessage, receivedAt: string): StoredEvent {
   const costMicros = Math.min(
     MAX_TOTAL,

@@ -197,9 +197,9 @@ describe('event processor', () => {
     );
     const untouched = await cp.call('GET', `/v1/budgets/${other}`, { key });
     expect(untouched.body).toMatchObject({ status: 'active', usage: { cost_usd: 0 } });
-    // The envelope still shows what was spent in it.
+    // Nor to the envelope: a sidecar of another budget is not its execution's.
     const summary = await cp.call('GET', `/v1/envelopes/${envelopeId}`, { key });
-    expect(summary.body.cost_summary).toMatchObject({ cost_usd: 0.5, llm_calls: 1 });
+    expect(summary.body.cost_summary).toMatchObject({ cost_usd: 0, llm_calls: 0 });
   });
 
   it('stores an envelope a proxy announces', async () => {
