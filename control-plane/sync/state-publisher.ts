@@ -320,6 +320,7 @@ export class StatePublisher implements StateSync {
         tenant_id: tenant,
         envelope_id: envelopeId,
         execution_id: envelope.execution_id,
+        budget_id: envelope.budget_id,
         status: held(envelope) ? envelope.status : 'RUNNING',
         reason: envelope.status_reason,
         written_at: now.toISOString(),

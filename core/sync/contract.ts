@@ -148,6 +148,11 @@ export const HoldStateSchema = z.object({
   tenant_id: z.string(),
   envelope_id: z.string(),
   execution_id: z.string(),
+  /**
+   * The envelope's budget, which a proxy meeting it anew charges when it may (its calls count
+   * toward it only then). Absent from an older control plane's holds and from a proxy's own.
+   */
+  budget_id: z.string().nullable().optional(),
   status: EnvelopeStatusSchema,
   reason: z.string().nullable(),
   written_at: TimestampSchema,

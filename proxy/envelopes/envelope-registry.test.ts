@@ -164,6 +164,34 @@ describe('EnvelopeRegistry with the control plane holds', () => {
     expect(r.resolve({ 'x-svc-execution-id': 'exec-paused' }).envelope).toBe(byId.envelope);
   });
 
+  it('meets a held envelope anew on the budget the control plane holds it on, when this sidecar may charge it', () => {
+    const onBudget = (envelope_id: string, execution_id: string, budget_id: string) => ({
+      ...hold(envelope_id, execution_id, 'PAUSED'),
+      budget_id,
+    });
+    const ON_B2 = '3e9f1c5a-2b6d-4b7a-8b2c-8d4e5f6a7b82';
+    const ELSEWHERE = '4f0a2d6b-3c7e-4c8b-9c3d-9e5f6a7b8c93';
+    const kept = [onBudget(ON_B2, 'exec-b2', 'b2'), onBudget(ELSEWHERE, 'exec-elsewhere', 'someone-elses')];
+    const r = new EnvelopeRegistry({
+      defaultBudgetId: 'default-budget',
+      allowedBudgetIds: ['b2'],
+      podExecutionId: 'pod-1',
+      holds: {
+        forEnvelope: (id) => kept.find((h) => h.envelope_id === id),
+        forExecution: (id) => kept.find((h) => h.execution_id === id),
+        ended: () => undefined,
+      },
+    });
+    // Without a budget header, as an agent's later calls of an execution may come.
+    expect(r.resolve({ 'x-svc-execution-id': 'exec-b2' }).envelope.budgetId).toBe('b2');
+    expect(r.resolve({ 'x-svc-envelope-id': ON_B2, 'x-svc-budget-id': 'b2' }).envelope.budgetId).toBe('b2');
+    expect(refusal(() => r.resolve({ 'x-svc-envelope-id': ON_B2, 'x-svc-budget-id': 'default-budget' }))).toMatchObject(
+      { code: 'SVC-SYS-9002' },
+    );
+    // Another budget's envelope: this sidecar's own budget pays, and the control plane leaves the envelope be.
+    expect(r.resolve({ 'x-svc-envelope-id': ELSEWHERE }).envelope.budgetId).toBe('default-budget');
+  });
+
   it('still knows an ended envelope after forgetting it', () => {
     const r = held();
     const ended = r.resolve({ 'x-svc-execution-id': 'exec-ended' }).envelope;

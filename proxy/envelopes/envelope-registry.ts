@@ -142,7 +142,9 @@ export class EnvelopeRegistry {
       const known = this.#byEnvelope.get(envelopeId);
       if (known !== undefined) return { envelope: onBudget(known, named), opened: false };
       // Made elsewhere (REST): the control plane already has it, so nothing is announced.
-      return { envelope: this.#meet(envelopeId, executionId ?? envelopeId, budgetId), opened: false };
+      const held = this.#holds?.forEnvelope(envelopeId);
+      const envelope = this.#meet(envelopeId, executionId ?? envelopeId, this.#heldBudget(held) ?? budgetId);
+      return { envelope: onBudget(envelope, named), opened: false };
     }
     if (executionId === undefined && named !== undefined && named !== this.#options.defaultBudgetId) {
       throw new SvcError(
@@ -158,7 +160,9 @@ export class EnvelopeRegistry {
     // The execution's envelope is held (this proxy restarted or forgot it): its calls stay with it.
     const held = this.#holds?.forExecution(execution);
     if (held !== undefined) {
-      const envelope = this.#byEnvelope.get(held.envelope_id) ?? this.#meet(held.envelope_id, execution, budgetId);
+      const envelope =
+        this.#byEnvelope.get(held.envelope_id) ??
+        this.#meet(held.envelope_id, execution, this.#heldBudget(held) ?? budgetId);
       return { envelope: onBudget(envelope, named), opened: false };
     }
     return { envelope: this.#meet(timeOrderedUuid(), execution, budgetId), opened: true };
@@ -199,6 +203,17 @@ export class EnvelopeRegistry {
     if (!this.#byEnvelope.has(envelopeId))
       this.#add(envelopeId, executionId ?? envelopeId, budgetId ?? this.#options.defaultBudgetId);
     this.end(envelopeId, ending);
+  }
+
+  /**
+   * The budget a held envelope is on, when this sidecar may charge it: met anew (after a restart,
+   * or named by id), it keeps that budget as it did before, and the control plane counts its calls
+   * toward it only when they charge it. A budget the sidecar may not charge is not this sidecar's
+   * envelope: the request's own budget pays, and the control plane leaves the envelope as it is.
+   */
+  #heldBudget(held: HoldState | undefined): string | undefined {
+    const budget = held?.budget_id;
+    return budget !== undefined && budget !== null && this.#allowedBudgets.has(budget) ? budget : undefined;
   }
 
   /** A request's envelope met anew; none once the sidecar ended, as a new execution id would escape it. */

@@ -294,6 +294,7 @@ describe('envelope holds pushed to proxies (svc_holds)', () => {
       tenant_id: 'acme',
       envelope_id: envelopeId,
       execution_id: env.body.execution_id,
+      budget_id: budgetId,
       reason: 'look',
     });
     await cp.call('POST', `/v1/envelopes/${envelopeId}/status`, { key, body: { status: 'RUNNING' } });
