@@ -109,8 +109,31 @@ describe('EnvelopeRegistry', () => {
     expect(r.end(envelope.envelopeId, { status: 'BUDGET_EXCEEDED', reason: 'limit' })).toBe(true);
     expect(r.end(envelope.envelopeId, { status: 'TERMINATED', reason: 'again' })).toBe(false);
     expect(cuts).toEqual(['BUDGET_EXCEEDED']);
-    r.endRemote('env-x', 'exec-x', null, { status: 'TERMINATED', reason: 'operator' });
+    r.endRemote('env-x', 'exec-x', 'default-budget', { status: 'TERMINATED', reason: 'operator' });
     expect(r.resolve({ 'x-svc-execution-id': 'exec-x' }).envelope.ending?.status).toBe('TERMINATED');
+  });
+
+  it("refuses an execution terminated elsewhere only when it is this sidecar's: on its budgets, and not served here on another envelope", () => {
+    const r = registry();
+    const own = r.resolve({ 'x-svc-execution-id': 'nightly' }).envelope;
+    const ending = { status: 'TERMINATED', reason: 'operator' } as const;
+    // Another proxy's envelope of the same execution id: this one's goes on.
+    r.endRemote('env-elsewhere', 'nightly', 'default-budget', ending);
+    expect(r.resolve({ 'x-svc-execution-id': 'nightly' }).envelope).toBe(own);
+    expect(own.ending).toBeNull();
+    // Another team's execution of the same name, new here: a new envelope, not theirs.
+    const otherTeams = '5a1b3e7c-4d8f-4d9c-8d4e-0f6a7b8c9da4';
+    r.endRemote(otherTeams, 'weekly', 'someone-elses', ending);
+    const weekly = r.resolve({ 'x-svc-execution-id': 'weekly' });
+    expect(weekly).toMatchObject({ opened: true, envelope: { ending: null } });
+    // Named by its id, it is refused all the same.
+    expect(r.resolve({ 'x-svc-envelope-id': otherTeams }).envelope.ending?.status).toBe('TERMINATED');
+    // On a budget this sidecar charges, and new here: its calls are refused.
+    r.endRemote('env-b2', 'monthly', 'b2', ending);
+    expect(r.resolve({ 'x-svc-execution-id': 'monthly' }).envelope).toMatchObject({
+      envelopeId: 'env-b2',
+      ending: { status: 'TERMINATED' },
+    });
   });
 
   it('forgets the oldest idle envelopes beyond its bound but never the pod execution, one in flight or one paused', () => {

@@ -72,9 +72,10 @@ export interface EnvelopeRegistryOptions {
 
 export interface HeldEnvelopes {
   forEnvelope(envelopeId: string): HoldState | undefined;
-  forExecution(executionId: string): HoldState | undefined;
+  /** The execution's held envelope on the first of `budgets` that has one (or on a budget its hold does not name). */
+  forExecution(executionId: string, budgets: Iterable<string>): HoldState | undefined;
   /** Told of each envelope ended here, to be refused after a restart too. */
-  ended(envelopeId: string, executionId: string, ending: Ending): void;
+  ended(envelope: Pick<LocalEnvelope, 'envelopeId' | 'executionId' | 'budgetId'>, ending: Ending): void;
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -158,7 +159,9 @@ export class EnvelopeRegistry {
     const known = this.#byExecution.get(execution);
     if (known !== undefined) return { envelope: onBudget(known, named), opened: false };
     // The execution's envelope is held (this proxy restarted or forgot it): its calls stay with it.
-    const held = this.#holds?.forExecution(execution);
+    // Only one on a budget this sidecar charges is this execution's: another team's agent may have
+    // chosen the same execution id.
+    const held = this.#holds?.forExecution(execution, this.#allowedBudgets);
     if (held !== undefined) {
       const envelope =
         this.#byEnvelope.get(held.envelope_id) ??
@@ -182,7 +185,7 @@ export class EnvelopeRegistry {
     const envelope = this.#byEnvelope.get(envelopeId);
     if (envelope === undefined || envelope.ending !== null) return false;
     envelope.ending = ending;
-    this.#holds?.ended(envelopeId, envelope.executionId, ending);
+    this.#holds?.ended(envelope, ending);
     for (const cut of [...envelope.inflight]) cut(ending);
     this.#onEnded(envelopeId);
     return true;
@@ -198,10 +201,18 @@ export class EnvelopeRegistry {
     return [...this.#byEnvelope.values()].filter((envelope) => this.end(envelope.envelopeId, ending));
   }
 
-  /** Records an envelope terminated elsewhere even if this proxy has not served it yet. */
+  /**
+   * Records an envelope terminated elsewhere even if this proxy has not served it yet. Its
+   * execution's later calls here are refused too only when they are its: on a budget this sidecar
+   * charges, and of an execution this proxy serves no envelope of. An execution id is the agent's
+   * choice, and another team's agent may well use the same one.
+   */
   endRemote(envelopeId: string, executionId: string | null, budgetId: string | null, ending: Ending): void {
-    if (!this.#byEnvelope.has(envelopeId))
-      this.#add(envelopeId, executionId ?? envelopeId, budgetId ?? this.#options.defaultBudgetId);
+    if (!this.#byEnvelope.has(envelopeId)) {
+      const execution = executionId ?? envelopeId;
+      const its = budgetId !== null && this.#allowedBudgets.has(budgetId) && !this.#byExecution.has(execution);
+      this.#add(envelopeId, its ? execution : envelopeId, budgetId ?? this.#options.defaultBudgetId);
+    }
     this.end(envelopeId, ending);
   }
 

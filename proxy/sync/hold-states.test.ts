@@ -44,7 +44,7 @@ describe('HoldStates', () => {
     holds.apply(hold('p2', 'PAUSED'));
     expect(holds.size).toBe(3);
     expect(holds.forEnvelope('t1')).toBeUndefined();
-    expect(holds.forExecution('exec-c1')?.status).toBe('COMPLETED');
+    expect(holds.forExecution('exec-c1', [])?.status).toBe('COMPLETED');
     holds.apply(hold('p3', 'PAUSED'));
     holds.apply(hold('p4', 'PAUSED'));
     expect(['p1', 'p2', 'p3', 'p4', 'c1'].map((e) => holds.forEnvelope(e)?.status ?? null)).toEqual([
@@ -64,7 +64,7 @@ describe('HoldStates', () => {
     holds.apply(hold('r1', 'PAUSED'));
     holds.apply(hold('r1', 'RUNNING'));
     expect(holds.forEnvelope('r1')).toBeUndefined();
-    expect(holds.forExecution('exec-r1')).toBeUndefined();
+    expect(holds.forExecution('exec-r1', [])).toBeUndefined();
     await first.store.close();
     opened.splice(0);
     const again = openStore(first.dir);
@@ -72,7 +72,7 @@ describe('HoldStates', () => {
     const restarted = holdsOn(again.store.root, 10, () => now);
     expect(restarted.size).toBe(2);
     expect(restarted.forEnvelope('p1')?.status).toBe('PAUSED');
-    expect(restarted.forExecution('exec-t1')?.status).toBe('TERMINATED');
+    expect(restarted.forExecution('exec-t1', [])?.status).toBe('TERMINATED');
     // Older than the bucket keeps holds: not loaded, and gone from disk.
     restarted.apply({ ...hold('old', 'TERMINATED'), written_at: new Date(now - 2 * DAY).toISOString() });
     await again.store.root.flushed;
@@ -87,12 +87,12 @@ describe('HoldStates', () => {
     const registry = new EnvelopeRegistry({ defaultBudgetId: 'b', podExecutionId: 'pod', holds });
     const cut = registry.resolve({ 'x-svc-execution-id': 'over-budget' }).envelope;
     registry.end(cut.envelopeId, { status: 'BUDGET_EXCEEDED', reason: 'budget exhausted' });
-    registry.endRemote('e-signalled', 'signalled', null, { status: 'TERMINATED', reason: 'operator stop' });
+    registry.endRemote('e-signalled', 'signalled', 'b', { status: 'TERMINATED', reason: 'operator stop' });
     await first.store.close();
     opened.splice(0);
     const again = openStore(first.dir);
     const restarted = holdsOn(again.store.root, 10);
-    expect(restarted.forExecution('over-budget')).toMatchObject({
+    expect(restarted.forExecution('over-budget', ['b'])).toMatchObject({
       tenant_id: 'acme',
       envelope_id: cut.envelopeId,
       status: 'BUDGET_EXCEEDED',
@@ -101,6 +101,28 @@ describe('HoldStates', () => {
     expect(restarted.forEnvelope('e-signalled')).toMatchObject({ execution_id: 'signalled', status: 'TERMINATED' });
     const after = new EnvelopeRegistry({ defaultBudgetId: 'b', podExecutionId: 'pod', holds: restarted });
     expect(after.resolve({ 'x-svc-execution-id': 'signalled' }).envelope.ending?.status).toBe('TERMINATED');
+  });
+
+  it("finds an execution's hold on the budgets asked for only, or on a budget the hold does not name", () => {
+    const holds = holdsOn(openStore().store.root, 10);
+    const onBudget = (envelope: string, budget: string | null | undefined) => ({
+      ...hold(envelope, 'TERMINATED'),
+      execution_id: 'nightly-report',
+      ...(budget === undefined ? {} : { budget_id: budget }),
+    });
+    holds.apply(onBudget('ours', 'team-a'));
+    holds.apply(onBudget('theirs', 'team-b'));
+    holds.apply(onBudget('unbudgeted', null));
+    expect(holds.forExecution('nightly-report', ['team-a'])?.envelope_id).toBe('ours');
+    expect(holds.forExecution('nightly-report', ['team-c', 'team-b'])?.envelope_id).toBe('theirs');
+    expect(holds.forExecution('nightly-report', ['team-c'])).toBeUndefined();
+    holds.apply(onBudget('ours', 'team-a'));
+    holds.apply({ ...onBudget('ours', 'team-a'), status: 'RUNNING' });
+    expect(holds.forExecution('nightly-report', ['team-a'])).toBeUndefined();
+    expect(holds.forExecution('nightly-report', ['team-b'])?.envelope_id).toBe('theirs');
+    // From a control plane that names no budget: held whatever the budget, as before.
+    holds.apply(onBudget('older', undefined));
+    expect(holds.forExecution('nightly-report', ['team-c'])?.envelope_id).toBe('older');
   });
 
   it('logs a hold it could not keep on disk, and holds it in memory all the same', async () => {

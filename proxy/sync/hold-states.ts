@@ -11,6 +11,18 @@ export interface HoldLogger {
 
 const DB_NAME = 'hold-states';
 
+/** A hold from a control plane that names no budget (an older one): it applies whatever the budget. */
+const ANY_BUDGET = Symbol('any budget');
+type BudgetKey = string | typeof ANY_BUDGET;
+
+/**
+ * Under which budget a hold is found by its execution: its envelope's; none for an envelope
+ * without a budget, which no proxy charges and so none of whose calls a proxy serves by execution.
+ */
+function budgetKey(hold: HoldState): BudgetKey | null {
+  return hold.budget_id === undefined ? ANY_BUDGET : hold.budget_id;
+}
+
 /**
  * The tenant's envelopes the control plane holds (paused) or ended, as the `svc_holds` bucket has
  * them, so that an envelope this proxy meets anew (after a restart, an eviction from its envelope
@@ -29,7 +41,11 @@ export class HoldStates {
   /** In the order learnt, oldest first, split so that eviction finds an ended one at once. */
   readonly #ended = new Map<string, HoldState>();
   readonly #paused = new Map<string, HoldState>();
-  readonly #byExecution = new Map<string, string>();
+  /**
+   * Execution, then budget, to envelope id: an execution id is the agent's choice, and agents
+   * of other teams (other budgets) may well choose the same one.
+   */
+  readonly #byExecution = new Map<string, Map<BudgetKey, string>>();
 
   /**
    * `maxAgeMs` (`hold_max_age_seconds`): a hold kept on disk that is older than the bucket keeps
@@ -66,9 +82,18 @@ export class HoldStates {
     return this.#ended.get(envelopeId) ?? this.#paused.get(envelopeId);
   }
 
-  /** The held envelope an execution id belongs to (a proxy opens one envelope per execution). */
-  forExecution(executionId: string): HoldState | undefined {
-    const envelopeId = this.#byExecution.get(executionId);
+  /**
+   * The held envelope an execution id belongs to (a proxy opens one envelope per execution) on
+   * the first of `budgets` that has one, else on a budget its hold does not name.
+   */
+  forExecution(executionId: string, budgets: Iterable<string>): HoldState | undefined {
+    const byBudget = this.#byExecution.get(executionId);
+    if (byBudget === undefined) return undefined;
+    for (const budget of budgets) {
+      const envelopeId = byBudget.get(budget);
+      if (envelopeId !== undefined) return this.forEnvelope(envelopeId);
+    }
+    const envelopeId = byBudget.get(ANY_BUDGET);
     return envelopeId === undefined ? undefined : this.forEnvelope(envelopeId);
   }
 
@@ -92,13 +117,17 @@ export class HoldStates {
    * have it: the bucket's copy comes later, from the control plane, and a restart with NATS away
    * before it came would have served the envelope again.
    */
-  ended(envelopeId: string, executionId: string, ending: { status: EnvelopeStatus; reason: string }): void {
-    const known = this.forEnvelope(envelopeId);
+  ended(
+    envelope: { envelopeId: string; executionId: string; budgetId: string },
+    ending: { status: EnvelopeStatus; reason: string },
+  ): void {
+    const known = this.forEnvelope(envelope.envelopeId);
     if (known !== undefined && isFinal(known.status)) return;
     this.apply({
       tenant_id: this.#tenantId,
-      envelope_id: envelopeId,
-      execution_id: executionId,
+      envelope_id: envelope.envelopeId,
+      execution_id: envelope.executionId,
+      budget_id: envelope.budgetId,
       status: ending.status,
       reason: ending.reason,
       written_at: new Date(this.#now()).toISOString(),
@@ -118,7 +147,12 @@ export class HoldStates {
     this.#forget(hold.envelope_id);
     if (hold.status === 'RUNNING') return;
     (isFinal(hold.status) ? this.#ended : this.#paused).set(hold.envelope_id, hold);
-    this.#byExecution.set(hold.execution_id, hold.envelope_id);
+    const budget = budgetKey(hold);
+    if (budget !== null) {
+      const byBudget = this.#byExecution.get(hold.execution_id) ?? new Map<BudgetKey, string>();
+      byBudget.set(budget, hold.envelope_id);
+      this.#byExecution.set(hold.execution_id, byBudget);
+    }
     while (this.size > this.#maxEntries) {
       const [oldest] = this.#ended.size > 0 ? this.#ended.keys() : this.#paused.keys();
       if (oldest === undefined) break;
@@ -132,7 +166,11 @@ export class HoldStates {
     if (hold === undefined) return;
     this.#ended.delete(envelopeId);
     this.#paused.delete(envelopeId);
-    if (this.#byExecution.get(hold.execution_id) === envelopeId) this.#byExecution.delete(hold.execution_id);
+    const budget = budgetKey(hold);
+    const byBudget = this.#byExecution.get(hold.execution_id);
+    if (budget === null || byBudget?.get(budget) !== envelopeId) return;
+    byBudget.delete(budget);
+    if (byBudget.size === 0) this.#byExecution.delete(hold.execution_id);
   }
 }
 

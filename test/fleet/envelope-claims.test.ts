@@ -8,6 +8,8 @@ const fleet = useFleet({ tenants: { claims: { max_cost_usd: 100, max_tokens: 10_
 let tenant: FleetTenant;
 /** A sidecar of another team: bound to another budget of the same tenant. */
 let stranger: ProxyProcess;
+/** A sidecar bound to the tenant's budget, on which the envelope is made. */
+let own: ProxyProcess;
 let envelopeId: string;
 
 beforeAll(async () => {
@@ -24,7 +26,8 @@ beforeAll(async () => {
   });
   expect(made.status).toBe(201);
   envelopeId = made.body.envelope_id as string;
-  await stranger.start();
+  own = await fleet.proxy(tenant);
+  await Promise.all([stranger.start(), own.start()]);
 }, 60_000);
 
 interface EnvelopeView {
@@ -69,14 +72,44 @@ describe('an envelope named through a sidecar of another budget', () => {
     const spent = await fleet.cp.rest('GET', `/v1/budgets/${tenant.budgetId}/usage`, { tenant: 'claims' });
     expect(spent.body).toMatchObject({ llm_calls: 0 });
 
-    const own = await fleet.proxy(tenant);
+    expect(await chat(own, 'gpt-4o-mini', named)).toEqual({ status: 200, code: null });
+    const counted = await eventually(envelope, (e) => e.cost_summary.llm_calls === 1, 10_000);
+    expect(counted).toMatchObject({ state: 'RUNNING' });
+  }, 60_000);
+});
+
+describe('an execution id two teams chose alike', () => {
+  it('is ended for the team whose envelope was terminated, and not for the other, after a restart too', async () => {
+    const nightly = { headers: { 'X-Svc-Execution-Id': 'nightly-report' } };
+    expect(await chat(own, 'gpt-4o-mini', nightly)).toEqual({ status: 200, code: null });
+    expect(await chat(stranger, 'gpt-4o-mini', nightly)).toEqual({ status: 200, code: null });
+    const listed = await eventually(
+      async () =>
+        (await fleet.cp.rest('GET', `/v1/envelopes?budget_id=${tenant.budgetId}`, { tenant: 'claims' })).body as {
+          envelope_id: string;
+          execution_id: string;
+        }[],
+      (list) => list.some((e) => e.execution_id === 'nightly-report'),
+      10_000,
+    );
+    const ours = listed.find((e) => e.execution_id === 'nightly-report')!.envelope_id;
+    const stopped = await fleet.cp.rest('POST', `/v1/envelopes/${ours}/terminate`, {
+      tenant: 'claims',
+      body: { reason: 'operator stop' },
+    });
+    expect(stopped.status).toBe(200);
+    await eventually(
+      () => chat(own, 'gpt-4o-mini', nightly),
+      (answer) => answer.status === 409,
+      10_000,
+    );
+    expect(await chat(stranger, 'gpt-4o-mini', nightly)).toEqual({ status: 200, code: null });
+    // Met anew from the holds the control plane keeps: still not the other team's.
+    await stranger.stop();
+    await stranger.start();
+    expect(await chat(stranger, 'gpt-4o-mini', nightly)).toEqual({ status: 200, code: null });
+    await own.stop();
     await own.start();
-    try {
-      expect(await chat(own, 'gpt-4o-mini', named)).toEqual({ status: 200, code: null });
-      const counted = await eventually(envelope, (e) => e.cost_summary.llm_calls === 1, 10_000);
-      expect(counted).toMatchObject({ state: 'RUNNING' });
-    } finally {
-      await own.stop();
-    }
+    expect(await chat(own, 'gpt-4o-mini', nightly)).toMatchObject({ status: 409, code: 'SVC-ENV-1003' });
   }, 60_000);
 });
