@@ -282,6 +282,36 @@ describe('NATS', () => {
     expect(Buffer.from(config.data['password.proxy-acme'], 'base64').toString()).toBe(password);
   });
 
+  it("writes every Secret a sidecar mounts into a namespace listed as {}, its NATS user the defaults' tenant's", () => {
+    const defaults = { tenant: 'acme', budget: BUDGET, apiKeySecret: 'acme-sidecar-key' };
+    const rendered = renderChart({ injection: { defaults, namespaces: { research: {} } } });
+    const client = manifest(rendered, 'Secret', 'ag-agent-governance-nats-client', 'research');
+    const password = Buffer.from(client.data.password, 'base64').toString();
+    expect(Buffer.from(client.data.user, 'base64').toString()).toBe('proxy-acme');
+    const conf = Buffer.from(
+      manifest(rendered, 'Secret', 'ag-agent-governance-nats-config').data['nats.conf'],
+      'base64',
+    );
+    expect(conf.toString()).toContain(`user: proxy-acme\n        password: "${password}"`);
+    const template = JSON.parse(manifest(rendered, 'ConfigMap', 'ag-agent-governance-injector').data['template.json']);
+    expect(template.namespaces.research.natsSecret).toBe('ag-agent-governance-nats-client');
+    for (const name of [
+      'ag-agent-governance-proxy-ca',
+      'ag-agent-governance-nats-ca',
+      'ag-agent-governance-sidecar-metrics-token',
+    ])
+      expect(manifest(rendered, 'Secret', name, 'research').metadata.namespace).toBe('research');
+    // Credentials the user named for every namespace are theirs: the chart writes none.
+    const named = renderChart({
+      injection: { defaults: { ...defaults, natsSecret: 'acme-nats' }, namespaces: { research: {} } },
+    });
+    expect(named.manifests.some((m) => m.object.metadata.name === 'ag-agent-governance-nats-client')).toBe(false);
+    const namedTemplate = JSON.parse(
+      manifest(named, 'ConfigMap', 'ag-agent-governance-injector').data['template.json'],
+    );
+    expect(namedTemplate.namespaces.research.natsSecret).toBeUndefined();
+  });
+
   it('speaks TLS to the embedded server, with a CA and a server certificate it generates, the CA in every governed namespace', () => {
     const rendered = renderChart({ injection: { namespaces: AGENTS } });
     const host = 'ag-agent-governance-nats.agent-governance.svc.cluster.local';
@@ -487,20 +517,10 @@ describe('observability', () => {
       renderChart(values, { apiVersions: MONITORING }).manifests.find((m) => m.object.kind === 'PodMonitor')?.object;
     // A pod labelled like a sidecar in any other namespace would receive the token: no `any`.
     expect(scraped({ injection: { namespaces: AGENTS } })?.spec.namespaceSelector).toEqual({ matchNames: ['agents'] });
-    expect(() =>
-      renderChart({ injection: { namespaces: AGENTS }, metrics: { podMonitor: { extraNamespaces: ['kube-system'] } } }),
-    ).toThrow(/metrics.podMonitor.extraNamespaces: kube-system: system namespaces/);
-    const labelled = renderChart(
-      { injection: { namespaces: AGENTS }, metrics: { podMonitor: { extraNamespaces: ['research'] } } },
-      { apiVersions: MONITORING },
-    );
-    expect(manifest(labelled, 'PodMonitor', 'ag-agent-governance-sidecars').spec.namespaceSelector).toEqual({
+    const both = renderChart({ injection: { namespaces: { ...AGENTS, research: {} } } }, { apiVersions: MONITORING });
+    expect(manifest(both, 'PodMonitor', 'ag-agent-governance-sidecars').spec.namespaceSelector).toEqual({
       matchNames: ['agents', 'research'],
     });
-    // The sidecars there need the token to start, as those of a bound namespace do.
-    expect(manifest(labelled, 'Secret', 'ag-agent-governance-sidecar-metrics-token', 'research').data.token).toBe(
-      manifest(labelled, 'Secret', 'ag-agent-governance-sidecar-metrics-token', 'agents').data.token,
-    );
     // Nothing governed, nothing scraped.
     expect(scraped({})).toBeUndefined();
   });

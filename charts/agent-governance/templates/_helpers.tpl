@@ -90,6 +90,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-nats-client" (include "ag.fullname" .) -}}
 {{- end -}}
 
+{{/*
+  The tenant whose NATS credentials the chart writes into a governed namespace (given as
+  dict "root" "binding"), empty when it writes none: the namespace's own tenant, else the
+  defaults' (an entry `{}` takes its binding from injection.defaults), unless a natsSecret that
+  applies there is the user's.
+*/}}
+{{- define "ag.natsSecretTenant" -}}
+{{- $b := default dict .binding -}}
+{{- $d := .root.Values.injection.defaults -}}
+{{- if and .root.Values.nats.embedded.enabled (not $b.natsSecret) -}}
+{{- if $b.tenant }}{{ $b.tenant }}{{ else if not $d.natsSecret }}{{ default "" $d.tenant }}{{ end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "ag.proxyCaSecret" -}}
 {{- default (printf "%s-proxy-ca" (include "ag.fullname" .)) .Values.ca.existingSecret -}}
 {{- end -}}
@@ -163,7 +177,7 @@ seccompProfile:
 {{- $namespaces := dict -}}
 {{- range $ns, $b := .Values.injection.namespaces -}}
 {{- $binding := deepCopy (default dict $b) -}}
-{{- if and $.Values.nats.embedded.enabled $binding.tenant (not $binding.natsSecret) -}}
+{{- if include "ag.natsSecretTenant" (dict "root" $ "binding" $b) -}}
 {{- $_ := set $binding "natsSecret" (include "ag.natsClientSecret" $) -}}
 {{- end -}}
 {{- $_ := set $namespaces $ns $binding -}}
