@@ -525,6 +525,29 @@ describe('observability', () => {
     expect(scraped({})).toBeUndefined();
   });
 
+  it('lets the governed namespaces, labelled or listed, reach the control plane, and their sidecars NATS', () => {
+    const rendered = renderChart(VALUE_SETS[1]!.values, VALUE_SETS[1]!.options);
+    const labelled = { namespaceSelector: { matchLabels: { 'agent-governance.io/inject': 'enabled' } } };
+    const listed = {
+      namespaceSelector: {
+        matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['agents', 'research'] }],
+      },
+    };
+    const sidecars = { podSelector: { matchLabels: { 'agent-governance.io/sidecar': 'injected' } } };
+    const from = (name: string) => manifest(rendered, 'NetworkPolicy', name).spec.ingress[0].from;
+    expect(from('ag-agent-governance-control-plane')).toEqual([{ podSelector: {} }, labelled, listed]);
+    expect(from('ag-agent-governance-nats')).toEqual([
+      { podSelector: { matchLabels: expect.objectContaining({ 'app.kubernetes.io/component': 'control-plane' }) } },
+      { ...labelled, ...sidecars },
+      { ...listed, ...sidecars },
+    ]);
+    // Nothing listed: the labelled namespaces alone.
+    const bare = renderChart({ networkPolicy: { enabled: true } });
+    expect(manifest(bare, 'NetworkPolicy', 'ag-agent-governance-nats').spec.ingress[0].from.slice(1)).toEqual([
+      { ...labelled, ...sidecars },
+    ]);
+  });
+
   it('alerts and charts only metrics the code exports', () => {
     const rendered = renderChart({}, { apiVersions: MONITORING });
     const rules = manifest(rendered, 'PrometheusRule', 'ag-agent-governance').spec.groups[0].rules;

@@ -104,6 +104,22 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+  NetworkPolicy peers for the pods (labels `pods`, every pod when empty) of the governed
+  namespaces: those labelled for injection, and those listed under injection.namespaces, which
+  are governed labelled or not (found by the name label Kubernetes sets on every namespace).
+*/}}
+{{- define "ag.governedNamespacePeers" -}}
+{{- $peers := list (dict "namespaceSelector" (dict "matchLabels" (dict "agent-governance.io/inject" "enabled"))) -}}
+{{- with keys .root.Values.injection.namespaces | sortAlpha -}}
+{{- $peers = append $peers (dict "namespaceSelector" (dict "matchExpressions" (list (dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" .)))) -}}
+{{- end -}}
+{{- if .pods -}}
+{{- range $peers }}{{ $_ := set . "podSelector" (dict "matchLabels" $.pods) }}{{ end -}}
+{{- end -}}
+{{- toYaml $peers -}}
+{{- end -}}
+
 {{- define "ag.proxyCaSecret" -}}
 {{- default (printf "%s-proxy-ca" (include "ag.fullname" .)) .Values.ca.existingSecret -}}
 {{- end -}}
