@@ -186,8 +186,10 @@ export async function applyUsage(
  * An agent names the envelope its calls belong to by id (one made through REST), so without this
  * any sidecar of the tenant could count its calls toward another execution's envelope, take it
  * to its limits, pause it or end it with a TERMINATE policy. A sidecar may charge only the
- * budgets it is bound to, which the envelope's execution's own sidecar is. A message that may not
- * is recorded in `effects`, to be logged and counted once committed; it still charges its budget.
+ * budgets it is bound to, which the envelope's execution's own sidecar is. A message that names
+ * no budget is no sidecar's (each names the budget that admitted its call) and acts as it says.
+ * A message that may not is recorded in `effects`, to be logged and counted once committed; it
+ * still charges its budget.
  */
 export function actsOn(
   message: { tenant_id: string; budget_id: string | null },
@@ -195,7 +197,7 @@ export function actsOn(
   claim: ForeignClaim['claim'],
   effects: Effects,
 ): boolean {
-  if (message.budget_id === envelope.budget_id) return true;
+  if (message.budget_id === null || message.budget_id === envelope.budget_id) return true;
   effects.foreignClaims.push({
     claim,
     tenant: message.tenant_id,

@@ -45,7 +45,8 @@ const ENDING = new Set<string>(TERMINATED_STATUSES);
  * The home tenant's state as the rules say it must be after the messages published so far, in
  * stream order: usage applied once per event id (apply-usage: an unknown envelope is opened when
  * the event names a budget; a proxy's event charges its own budget, any other the envelope's
- * budget, else the event's; totals stop at
+ * budget, else the event's; a proxy's event or an ending that names another budget than its
+ * envelope's leaves the envelope as it is; totals stop at
  * their maximum), the first opening of an envelope wins, an envelope ends at the first
  * terminating status, proxies' denials are audited, and what does not validate is set aside.
  */
@@ -101,7 +102,10 @@ export class Expectation {
           };
           this.envelopes.set(event.envelopeId, envelope);
         }
-        if (envelope !== undefined) envelope.cost = addTotals(envelope.cost, event.charge);
+        // A proxy's call charged to another budget than its envelope's leaves the envelope be.
+        const foreign =
+          envelope !== undefined && event.fromProxy && event.budgetId !== null && event.budgetId !== envelope.budgetId;
+        if (envelope !== undefined && !foreign) envelope.cost = addTotals(envelope.cost, event.charge);
         const budgetId =
           event.fromProxy && event.budgetId !== null ? event.budgetId : (envelope?.budgetId ?? event.budgetId);
         const budget = budgetId === null ? undefined : this.budgets.get(budgetId);
@@ -122,7 +126,10 @@ export class Expectation {
         return;
       case 'ended': {
         if (!ENDING.has(fate.status)) return;
-        const envelope = this.envelopes.get(fate.envelopeId) ?? {
+        const known = this.envelopes.get(fate.envelopeId);
+        // An ending charged to another budget than the envelope's leaves it be.
+        if (known !== undefined && fate.budgetId !== null && fate.budgetId !== known.budgetId) return;
+        const envelope = known ?? {
           budgetId: fate.budgetId,
           cost: zeroTotals(),
           origin: 'ended' as const,
