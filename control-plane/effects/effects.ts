@@ -25,7 +25,7 @@ export type StateChange =
 
 /**
  * A proxy's message that named an envelope of another budget than the one it charges, and so was
- * not applied to that envelope (`sameBudget` in control-plane/usage). `claim` is what it asked:
+ * not applied to that envelope (`actsOn` in control-plane/usage). `claim` is what it asked:
  * its call counted, the envelope paused or ended.
  */
 export interface ForeignClaim {

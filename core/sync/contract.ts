@@ -150,7 +150,7 @@ export const HoldStateSchema = z.object({
   execution_id: z.string(),
   /**
    * The envelope's budget, which a proxy meeting it anew charges when it may (its calls count
-   * toward it only then). Absent from an older control plane's holds and from a proxy's own.
+   * toward it only then). Absent from an older control plane's holds.
    */
   budget_id: z.string().nullable().optional(),
   status: EnvelopeStatusSchema,
