@@ -559,6 +559,7 @@ describe('observability', () => {
         'AgentGovernanceCutoffsSpiking',
         'AgentGovernancePolicyDenialsSpiking',
         'AgentGovernanceSidecarHeldByImmuneSystem',
+        'AgentGovernanceForeignEnvelopeClaims',
       ]),
     );
     const dashboard = manifest(rendered, 'ConfigMap', 'ag-agent-governance-dashboard').data['agent-governance.json'];
